@@ -1,0 +1,37 @@
+# distlab: two commands.
+#   make lab    install what is needed, then open JupyterLab on notebooks/
+#   make test   install the same way, then run every test (unit, property, multi-process,
+#               notebooks under nbval, real browser)
+#
+# Environment: the active virtualenv or conda env if there is one, else ./.venv (created here).
+# torch is installed first, pinned by TORCH_VERSION (default 2.13.0); a torch already present in
+# the environment is kept (set TORCH_VERSION=keep to never touch torch, or another version to
+# install that one). `pip install -e .` afterwards never replaces it.
+
+SHELL := /bin/bash
+TORCH_VERSION ?= 2.13.0
+VENV ?= .venv
+LAB_PORT ?= 8888
+PYTEST_ARGS ?=
+
+ifneq ($(strip $(VIRTUAL_ENV)),)
+PY := $(VIRTUAL_ENV)/bin/python
+else ifneq ($(strip $(CONDA_PREFIX)),)
+PY := $(CONDA_PREFIX)/bin/python
+else
+PY := $(VENV)/bin/python
+endif
+
+.PHONY: install lab test bench-sampler clean
+
+install:
+	@TORCH_VERSION="$(TORCH_VERSION)" VENV="$(VENV)" PY="$(PY)" bash tools/install.sh
+
+lab: install
+	$(PY) -m jupyterlab --ServerApp.root_dir=notebooks --ServerApp.port=$(LAB_PORT) --ServerApp.ip=127.0.0.1
+
+test: install
+	$(PY) tools/run_tests.py $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build lib/*.egg-info .pytest_cache test-artifacts

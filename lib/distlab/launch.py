@@ -1,0 +1,341 @@
+"""Run a function on N local ``torch.distributed`` ranks and get the per-rank results back.
+
+    from distlab import launch
+    sums = launch.run(my_module.allreduce_ones, 4)   # [4.0, 4.0, 4.0, 4.0]
+
+``run(fn, world_size)`` starts ``world_size`` processes (multiprocessing "spawn", so it works from
+a Jupyter kernel and from a script), initializes a process group in each (gloo by default, NCCL on
+request), calls ``fn(rank, world_size, *args, **kwargs)`` and returns the return values in rank
+order. Rendezvous goes through a ``TCPStore`` that the parent opens on a free loopback port
+(port 0, chosen by the kernel, held for the whole run, so there is no race for the port).
+
+Failure contract (each case is a test in ``tests/test_launch.py``):
+
+- a rank raises -> :class:`RankError` in the parent, naming the rank, with its traceback text;
+- a rank exits without returning (``os._exit``, a signal, a segfault) -> :class:`RankExitedError`
+  naming the ranks and their exit codes or signals;
+- nothing happens within ``timeout`` seconds -> :class:`LaunchTimeoutError` (a ``TimeoutError``)
+  naming the ranks that have not returned;
+- in every case the remaining ranks are terminated (then killed), pipes and the store are closed,
+  and the parent's own process group state is untouched.
+
+Under torchrun (``RANK``, ``WORLD_SIZE`` and ``MASTER_ADDR`` set), ``run`` calls ``fn`` on the
+current rank only, inside the env:// process group, and gathers every rank's value with
+``all_gather_object``, so every rank gets the same list as a local launch would return. Scripts
+written on ``run`` therefore go multi-node unchanged:
+
+    torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing as mp
+import multiprocessing.connection as mp_connection
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "BACKENDS",
+    "LaunchError",
+    "LaunchTimeoutError",
+    "RankError",
+    "RankExitedError",
+    "in_torchrun",
+    "run",
+]
+
+BACKENDS = ("gloo", "nccl")
+_LOOPBACK = "127.0.0.1"
+_STOP_GRACE_S = 3.0
+_EXIT_GRACE_S = 10.0
+
+
+class LaunchError(RuntimeError):
+    """Base class of the errors :func:`run` raises for failed ranks."""
+
+
+class RankError(LaunchError):
+    """A rank raised. ``rank`` is its number, ``traceback_text`` its formatted traceback."""
+
+    def __init__(self, rank: int, traceback_text: str) -> None:
+        self.rank = rank
+        self.traceback_text = traceback_text
+        super().__init__(f"rank {rank} raised:\n{traceback_text.rstrip()}")
+
+
+class RankExitedError(LaunchError):
+    """Ranks exited without returning a value. ``exitcodes`` maps rank -> exit code."""
+
+    def __init__(self, exitcodes: Mapping[int, int | None]) -> None:
+        self.exitcodes = dict(exitcodes)
+        parts = [f"rank {r} ({_describe_exit(code)})" for r, code in sorted(self.exitcodes.items())]
+        super().__init__(
+            "ranks exited without returning a result: " + ", ".join(parts)
+            + "; the other ranks were stopped"
+        )
+
+
+class LaunchTimeoutError(LaunchError, TimeoutError):
+    """Ranks did not return within the timeout. ``missing`` lists them."""
+
+    def __init__(self, missing: Sequence[int], timeout: float) -> None:
+        self.missing = list(missing)
+        self.timeout = timeout
+        super().__init__(
+            f"ranks {self.missing} did not return within timeout={timeout:g} s; all ranks were "
+            "stopped (a hung collective, or a peer that died mid-collective?)"
+        )
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def in_torchrun() -> bool:
+    """True when this process was started by torchrun (or any env:// launcher)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR"))
+
+
+def _validate(fn: Any, world_size: Any, backend: Any, args: Any, kwargs: Any,
+              timeout: Any) -> tuple[str, dict[str, Any]]:
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__} {fn!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(f"world_size must be an int >= 1, got {type(world_size).__name__} "
+                        f"{world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if backend is None:
+        backend = "gloo"
+    if not isinstance(backend, str) or backend.lower() not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS} or None (gloo), got {backend!r}")
+    backend = backend.lower()
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args must be a tuple or list, got {type(args).__name__}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping):
+        raise TypeError(f"kwargs must be a mapping or None, got {type(kwargs).__name__}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return backend, dict(kwargs)
+
+
+def _check_backend_available(backend: str, world_size: int, *, local: bool) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise RuntimeError("torch.distributed is not available in this torch build")
+    if backend == "gloo" and not dist.is_gloo_available():
+        raise RuntimeError("backend='gloo' requested but this torch build has no gloo")
+    if backend == "nccl":
+        if not torch.cuda.is_available():
+            raise RuntimeError("backend='nccl' needs CUDA devices, and torch sees none "
+                               "(use backend='gloo' on CPU)")
+        if not dist.is_nccl_available():
+            raise RuntimeError("backend='nccl' requested but this torch build has no NCCL")
+        if local and torch.cuda.device_count() < world_size:
+            raise RuntimeError(f"backend='nccl' with world_size={world_size} needs that many "
+                               f"CUDA devices, found {torch.cuda.device_count()}")
+
+
+def _pickle_payload(fn: Callable[..., Any], args: Sequence[Any],
+                    kwargs: Mapping[str, Any]) -> bytes:
+    hint = ("define the function in an importable module (a .py file on sys.path, e.g. in "
+            "distlab or next to the notebook) and import it; functions defined in a notebook "
+            "cell, an interactive __main__, a lambda or a closure cannot be sent to spawned "
+            "processes")
+    module = getattr(fn, "__module__", None)
+    main = sys.modules.get("__main__")
+    if module == "__main__" and getattr(main, "__file__", None) is None:
+        raise TypeError(f"fn {getattr(fn, '__qualname__', fn)!r} is defined in an interactive "
+                        f"__main__ (a notebook cell or a REPL); {hint}")
+    try:
+        return pickle.dumps((fn, tuple(args), dict(kwargs)))
+    except Exception as exc:  # pickle raises many types (PicklingError, AttributeError, ...)
+        raise TypeError(f"cannot pickle fn/args/kwargs for spawned ranks ({exc}); {hint}") from exc
+
+
+def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: bytes,
+                conn: mp_connection.Connection, timeout_s: float, threads: int) -> None:
+    """Body of one spawned rank: rendezvous, call, send ("ok", value) or ("error", text)."""
+    dist = None
+    try:
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(threads)
+        try:
+            fn, args, kwargs = pickle.loads(payload)
+        except (AttributeError, ImportError) as exc:
+            raise RuntimeError("the rank could not import fn; define it in an importable module "
+                               "(a .py file on sys.path), not in a notebook cell or __main__"
+                               ) from exc
+        td = datetime.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(_LOOPBACK, port, world_size, False, timeout=td)
+        if backend == "nccl":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=td)
+        result = fn(rank, world_size, *args, **kwargs)
+        message: tuple[str, int, Any] = ("ok", rank, pickle.dumps(result))
+    except BaseException:
+        message = ("error", rank, traceback.format_exc())
+    try:
+        conn.send(message)
+    except Exception:
+        conn.send(("error", rank, "the rank's return value could not be sent back:\n"
+                   + traceback.format_exc()))
+    finally:
+        conn.close()
+        if dist is not None and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _stop(procs: Sequence[Any]) -> None:
+    """Terminate, then kill, every process still alive; reap them all."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + _STOP_GRACE_S
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join(_STOP_GRACE_S)
+
+
+def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequence[Any],
+               kwargs: Mapping[str, Any], timeout: float) -> list[Any]:
+    import torch.distributed as dist
+
+    payload = _pickle_payload(fn, args, kwargs)
+    ctx = mp.get_context("spawn")
+    threads = max(1, (os.cpu_count() or 1) // world_size)
+    store = dist.TCPStore(_LOOPBACK, 0, None, True,
+                          timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
+    procs: list[Any] = []
+    readers: list[mp_connection.Connection] = []
+    results: dict[int, Any] = {}
+    try:
+        for rank in range(world_size):
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_rank_entry, name=f"distlab-rank-{rank}", daemon=True,
+                args=(rank, world_size, backend, store.port, payload, writer, timeout, threads),
+            )
+            proc.start()
+            writer.close()
+            procs.append(proc)
+            readers.append(reader)
+
+        deadline = time.monotonic() + timeout
+        pending = set(range(world_size))
+        exited: dict[int, int | None] = {}
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LaunchTimeoutError(sorted(pending), timeout)
+            waitables: list[Any] = [readers[r] for r in pending]
+            waitables += [procs[r].sentinel for r in pending]
+            ready = mp_connection.wait(waitables, timeout=remaining)
+            for rank in sorted(pending):
+                if readers[rank] in ready or procs[rank].sentinel in ready:
+                    if readers[rank].poll():
+                        try:
+                            status, _, body = readers[rank].recv()
+                        except EOFError:
+                            procs[rank].join(_STOP_GRACE_S)
+                            exited[rank] = procs[rank].exitcode
+                            continue
+                        if status == "error":
+                            raise RankError(rank, body)
+                        results[rank] = pickle.loads(body)
+                        pending.discard(rank)
+                    elif not procs[rank].is_alive():
+                        exited[rank] = procs[rank].exitcode
+            if exited:
+                raise RankExitedError(exited)
+        for p in procs:  # ranks tear down their process groups after sending
+            p.join(_EXIT_GRACE_S)
+        return [results[r] for r in range(world_size)]
+    finally:
+        _stop(procs)
+        for reader in readers:
+            reader.close()
+        for p in procs:
+            p.close()
+        del store
+
+
+def _run_torchrun(fn: Callable[..., Any], world_size: int, backend: str, args: Sequence[Any],
+                  kwargs: Mapping[str, Any], timeout: float) -> list[Any]:
+    import torch
+    import torch.distributed as dist
+
+    env_world = int(os.environ["WORLD_SIZE"])
+    if world_size != env_world:
+        raise ValueError(f"world_size={world_size} but torchrun started WORLD_SIZE={env_world} "
+                         "ranks; pass the same number")
+    rank = int(os.environ["RANK"])
+    created = False
+    if not dist.is_initialized():
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=env_world,
+                                timeout=datetime.timedelta(seconds=timeout))
+        created = True
+    try:
+        value = fn(rank, env_world, *args, **kwargs)
+        gathered: list[Any] = [None] * env_world
+        dist.all_gather_object(gathered, value)
+        return gathered
+    finally:
+        if created:
+            dist.destroy_process_group()
+
+
+def run(fn: Callable[..., Any], world_size: int, *, backend: str | None = None,
+        args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
+        timeout: float = 120.0) -> list[Any]:
+    """Run ``fn(rank, world_size, *args, **kwargs)`` on ``world_size`` ranks; return their values.
+
+    Args:
+        fn: a function importable by name (module-level in a .py file). Its return value must
+            pickle.
+        world_size: number of ranks, >= 1.
+        backend: ``"gloo"`` (default, CPU) or ``"nccl"`` (needs ``world_size`` CUDA devices
+            locally; rank r uses device r).
+        args, kwargs: extra arguments passed to every rank.
+        timeout: seconds for the whole run, also the process-group timeout of every collective.
+
+    Returns:
+        The per-rank return values, in rank order.
+
+    Raises:
+        TypeError / ValueError: bad arguments, or a function that cannot be sent to spawned ranks.
+        RuntimeError: the backend is not usable here (e.g. NCCL without CUDA).
+        RankError, RankExitedError, LaunchTimeoutError: a rank failed (see module docstring).
+    """
+    backend_name, kw = _validate(fn, world_size, backend, args, kwargs, timeout)
+    torchrun = in_torchrun()
+    _check_backend_available(backend_name, world_size, local=not torchrun)
+    if torchrun:
+        return _run_torchrun(fn, world_size, backend_name, args, kw, float(timeout))
+    return _run_local(fn, world_size, backend_name, args, kw, float(timeout))

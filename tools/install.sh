@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Install distlab and its test tools into one Python environment.
+#
+# Called by `make install` (and so by `make lab` / `make test`) with:
+#   PY             the interpreter of the target environment (an active venv/conda env, or $VENV)
+#   VENV           where to create a project venv when no environment is active (default .venv)
+#   TORCH_VERSION  torch pin installed first when the environment has no torch (default 2.13.0);
+#                  "keep" never installs torch (the environment must already have one).
+# An installed torch is never replaced: if one imports, it stays, whatever the pin says, unless
+# TORCH_FORCE=1 asks to install the pin over it.
+set -euo pipefail
+: "${PY:?PY must name the target interpreter}"
+VENV="${VENV:-.venv}"
+TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+
+if [[ ! -x "$PY" ]]; then
+  if [[ "$PY" != "$VENV/bin/python" ]]; then
+    echo "install: $PY does not exist (is the active environment broken?)" >&2; exit 1
+  fi
+  base="$(command -v python3 || command -v python)"
+  echo "install: creating virtual environment $VENV with $base"
+  "$base" -m venv "$VENV"
+fi
+
+stamp_dir="$("$PY" -c 'import sys; print(sys.prefix)')"
+stamp="$stamp_dir/.distlab-install-stamp"
+want="$( (cat pyproject.toml; echo "torch=$TORCH_VERSION"; pwd) | sha256sum | cut -d' ' -f1)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && "$PY" -c 'import distlab, torch' 2>/dev/null; then
+  exit 0
+fi
+
+pip_() { "$PY" -m pip --disable-pip-version-check "$@"; }
+
+have_torch="$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
+if [[ -n "$have_torch" && "${TORCH_FORCE:-0}" != "1" ]]; then
+  echo "install: keeping the installed torch $have_torch"
+elif [[ "$TORCH_VERSION" == "keep" ]]; then
+  echo "install: TORCH_VERSION=keep but this environment has no torch" >&2; exit 1
+else
+  echo "install: installing torch==$TORCH_VERSION first"
+  pip_ install "torch==$TORCH_VERSION"
+fi
+
+# Any torch that is installed now satisfies the project's unpinned "torch>=2.1", so this does
+# not touch it (no --upgrade, no --force-reinstall).
+echo "install: installing distlab (editable) with its test tools"
+pip_ install -e ".[test]"
+"$PY" - <<'PY'
+import torch, distlab
+print(f"install: ok: distlab {distlab.__version__}, torch {torch.__version__}")
+PY
+echo "$want" > "$stamp"
