@@ -28,7 +28,7 @@ install:
 	@TORCH_VERSION="$(TORCH_VERSION)" VENV="$(VENV)" PY="$(PY)" bash tools/install.sh
 
 lab: install
-	$(PY) -m jupyterlab --ServerApp.root_dir=notebooks --ServerApp.port=$(LAB_PORT) --ServerApp.ip=127.0.0.1
+	$(PY) -m jupyterlab --ServerApp.root_dir=notebooks --ServerApp.port=$(LAB_PORT) --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 test: install
 	$(PY) tools/run_tests.py $(PYTEST_ARGS)

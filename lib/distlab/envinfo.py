@@ -1,7 +1,6 @@
 """What this machine offers distributed training: torch, CPU cores, CUDA devices, backends.
 
-The start-here notebook prints :func:`environment_report` and runs :func:`allreduce_demo` on
-four gloo ranks through :func:`distlab.launch.run`.
+The start-here notebook prints :func:`environment_report` before its first live allreduce.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import os
 import platform
 from dataclasses import dataclass, field
 
-__all__ = ["CudaDevice", "EnvironmentReport", "allreduce_demo", "environment_report"]
+__all__ = ["CudaDevice", "EnvironmentReport", "environment_report"]
 
 
 @dataclass(frozen=True)
@@ -82,16 +81,3 @@ def environment_report() -> EnvironmentReport:
         cuda_devices=devices,
         backends=backends,
     )
-
-
-def allreduce_demo(rank: int, world_size: int) -> list[float]:
-    """Each rank contributes ``[rank + 1, 10 * (rank + 1)]``; returns the summed vector.
-
-    The expected result on every rank is ``[S, 10 S]`` with ``S = world_size (world_size + 1) / 2``.
-    """
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([rank + 1.0, 10.0 * (rank + 1)])
-    dist.all_reduce(t)
-    return t.tolist()

@@ -193,14 +193,16 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=td)
         result = fn(rank, world_size, *args, **kwargs)
-        message: tuple[str, int, Any] = ("ok", rank, pickle.dumps(result))
     except BaseException:
-        message = ("error", rank, traceback.format_exc())
+        message: tuple[str, int, Any] = ("error", rank, traceback.format_exc())
+    else:
+        try:
+            message = ("ok", rank, pickle.dumps(result))
+        except Exception:
+            message = ("error", rank, "the rank's return value could not be sent back (it must "
+                       "pickle):\n" + traceback.format_exc())
     try:
         conn.send(message)
-    except Exception:
-        conn.send(("error", rank, "the rank's return value could not be sent back:\n"
-                   + traceback.format_exc()))
     finally:
         conn.close()
         if dist is not None and dist.is_initialized():

@@ -1,0 +1,221 @@
+"""Measure alpha, beta and gamma on the current process group and fit them, with fit quality.
+
+Call :func:`calibrate` on every rank of an initialized group (it is collective); or
+:func:`calibrate_local` from a plain process, which launches ``world_size`` gloo ranks.
+
+- **alpha, beta** (latency per message, seconds per byte): timed message exchanges over
+  ``sizes`` bytes, fitted as ``t = alpha + beta * nbytes`` by least squares on relative error
+  (so 1 KB and 64 MB points weigh alike). ``pattern="exchange"`` (default) pairs ranks
+  ``(2i, 2i+1)`` and has *all* pairs send and receive at once, which is what a schedule step
+  does and loads the machine as a step would; ``pattern="pingpong"`` is the classic round trip
+  between ranks 0 and 1 (time / 2), the others idle.
+- **gamma** (seconds per reduced byte): every rank at once times the in-place reduction the
+  executor performs (``out.add_(x)``, ...) on ``reduce_sizes`` bytes, fitted the same way.
+
+Each point is the median over ``iters`` timed repeats after ``warmup``, then the maximum over
+ranks (a step lasts as long as its slowest rank).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Calibration", "DEFAULT_REDUCE_SIZES", "DEFAULT_SIZES", "calibrate", "calibrate_local",
+           "fit_linear"]
+
+DEFAULT_SIZES: tuple[int, ...] = tuple(4 ** k * 1024 for k in range(0, 8))      # 1 KiB .. 16 MiB
+DEFAULT_REDUCE_SIZES: tuple[int, ...] = tuple(4 ** k * 65536 for k in range(0, 5))  # 64 KiB .. 16 MiB
+PATTERNS = ("exchange", "pingpong")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted alpha (s), beta (s/byte), gamma (s/byte reduced) and the data behind them.
+
+    ``*_r2`` is the coefficient of determination of each fit and ``*_max_rel_residual`` the
+    largest ``|fit - measured| / measured`` over its points.
+    """
+
+    alpha: float
+    beta: float
+    gamma: float
+    comm_r2: float
+    comm_max_rel_residual: float
+    reduce_r2: float
+    reduce_max_rel_residual: float
+    sizes: list[int] = field(default_factory=list)
+    comm_seconds: list[float] = field(default_factory=list)
+    reduce_sizes: list[int] = field(default_factory=list)
+    reduce_seconds: list[float] = field(default_factory=list)
+    reduce_offset: float = 0.0
+    backend: str = ""
+    world_size: int = 0
+    dtype: str = "float32"
+    pattern: str = "exchange"
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """1 / beta in GB/s (1e9 bytes per second)."""
+        return 1.0 / self.beta / 1e9 if self.beta > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (see :meth:`from_dict`)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def fit_linear(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, float]:
+    """Fit ``y = a + b x`` minimizing relative error; returns ``(a, b, r2, max_rel_residual)``.
+
+    ``a`` and ``b`` are clipped at 0 (a negative latency or per-byte cost is noise); when a
+    coefficient is clipped the other is refitted alone.
+    """
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.size < 2 or xs.size != ys.size or np.any(ys <= 0):
+        raise ValueError(f"fit_linear needs >= 2 points with positive y, got x={list(xs)} "
+                         f"y={list(ys)}")
+    w = 1.0 / ys
+    design = np.stack([np.ones_like(xs), xs], axis=1) * w[:, None]
+    (a, b), *_ = np.linalg.lstsq(design, ys * w, rcond=None)
+    if a < 0:
+        a, b = 0.0, float(np.sum(xs * ys * w * w) / np.sum(xs * xs * w * w))
+    if b < 0:
+        b, a = 0.0, float(np.sum(ys * w * w) / np.sum(w * w))
+    pred = a + b * xs
+    ss_res = float(np.sum((ys - pred) ** 2))
+    ss_tot = float(np.sum((ys - ys.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return float(a), float(b), r2, float(np.max(np.abs(pred - ys) / ys))
+
+
+def _median_time(fn: Any, iters: int, warmup: int, barrier: Any) -> float:
+    times = []
+    for i in range(warmup + iters):
+        barrier()
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        if i >= warmup:
+            times.append(t1 - t0)
+    return float(np.median(times))
+
+
+def _check_sizes(name: str, sizes: Any, itemsize: int) -> list[int]:
+    vals = list(sizes)
+    if len(vals) < 2 or any(isinstance(s, bool) or not isinstance(s, int) or s < itemsize
+                            for s in vals):
+        raise ValueError(f"{name} must hold >= 2 ints >= {itemsize} bytes, got {vals!r}")
+    return vals
+
+
+def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: int = 3,
+              group: Any = None, dtype: Any = None, op: str = "sum",
+              reduce_sizes: Sequence[int] = DEFAULT_REDUCE_SIZES,
+              pattern: str = "exchange") -> Calibration:
+    """Measure and fit alpha, beta, gamma on this process group (collective: call on every rank).
+
+    Args:
+        sizes: message sizes in bytes for alpha/beta (>= 2 of them).
+        iters, warmup: timed and untimed repeats per point.
+        group: process group (``None``: world). Needs >= 2 ranks.
+        dtype: torch dtype of the buffers (default float32); gamma depends on it.
+        op: the reduction timed for gamma.
+        reduce_sizes: buffer sizes in bytes for gamma.
+        pattern: ``"exchange"`` (all pairs at once) or ``"pingpong"`` (ranks 0 and 1).
+
+    Returns:
+        The same :class:`Calibration` on every rank.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from .execute import _group_info, _peer, _reducer
+    from .ops import check_op
+
+    op = check_op(op)
+    dtype = torch.float32 if dtype is None else dtype
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+    if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
+        raise ValueError(f"iters must be an int >= 1, got {iters!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    rank, world, backend = _group_info(group)
+    if world < 2:
+        raise ValueError(f"calibrate needs a group of >= 2 ranks, got world_size={world}")
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" \
+        else torch.device("cpu")
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    sizes = _check_sizes("sizes", sizes, itemsize)
+    reduce_sizes = _check_sizes("reduce_sizes", reduce_sizes, itemsize)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+    def barrier() -> None:
+        sync()
+        dist.barrier(group=group)
+
+    if pattern == "exchange":
+        partner = rank ^ 1 if (rank ^ 1) < world else None
+    else:
+        partner = {0: 1, 1: 0}.get(rank)
+    comm = []
+    for nbytes in sizes:
+        buf = torch.ones(nbytes // itemsize, dtype=dtype, device=device)
+        inbox = torch.empty_like(buf)
+        if partner is None:
+            def step() -> None:
+                return None
+        elif pattern == "exchange":
+            def step(buf: Any = buf, inbox: Any = inbox) -> None:
+                peer = _peer(group, partner)
+                r = dist.irecv(inbox, peer, group=group)
+                s = dist.isend(buf, peer, group=group)
+                r.wait()
+                s.wait()
+                sync()
+        else:
+            def step(buf: Any = buf, inbox: Any = inbox) -> None:
+                peer = _peer(group, partner)
+                if rank == 0:
+                    dist.send(buf, peer, group=group)
+                    dist.recv(inbox, peer, group=group)
+                else:
+                    dist.recv(inbox, peer, group=group)
+                    dist.send(buf, peer, group=group)
+                sync()
+        t = _median_time(step, iters, warmup, barrier)
+        comm.append(t / 2 if pattern == "pingpong" and partner is not None else t)
+    reduce = _reducer(op)
+    red = []
+    for nbytes in reduce_sizes:
+        out = torch.ones(nbytes // itemsize, dtype=dtype, device=device)
+        x = torch.ones_like(out)
+        red.append(_median_time(lambda: (reduce(out, x), sync()), iters, warmup, barrier))
+    both = torch.tensor(comm + red, dtype=torch.float64)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
+    comm, red = both[:len(sizes)].tolist(), both[len(sizes):].tolist()
+    alpha, beta, c_r2, c_res = fit_linear(sizes, comm)
+    r0, gamma, r_r2, r_res = fit_linear(reduce_sizes, red)
+    return Calibration(alpha, beta, gamma, c_r2, c_res, r_r2, r_res, list(sizes), comm,
+                       list(reduce_sizes), red, r0, backend, world, str(dtype).replace("torch.", ""),
+                       pattern)
+
+
+def calibrate_local(world_size: int = 2, *, timeout: float = 120.0, **kwargs: Any) -> Calibration:
+    """Launch ``world_size`` gloo ranks with :func:`distlab.launch.run` and :func:`calibrate`."""
+    from distlab import launch
+
+    from .workers import calibrate_worker
+
+    return Calibration.from_dict(launch.run(calibrate_worker, world_size, kwargs=kwargs,
+                                            timeout=timeout)[0])

@@ -1,0 +1,91 @@
+"""Link presets: alpha, beta, gamma for typical links, each labelled with where its figure is from.
+
+Figures from datasheets are peak rates; real collectives reach less, so treat these presets as
+optimistic models for "who wins where", not predictions of a particular machine. The
+``loopback`` preset is this machine, measured by :func:`.calibrate.calibrate` and committed to
+``results/allreduce_calibration.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LinkPreset", "PRESETS", "get_preset", "loopback_preset", "preset_names"]
+
+RESULTS = Path(__file__).resolve().parents[3] / "results"
+CALIBRATION_FILE = RESULTS / "allreduce_calibration.json"
+
+
+@dataclass(frozen=True)
+class LinkPreset:
+    """A named (alpha s, beta s/byte, gamma s/byte reduced) with the source of each figure."""
+
+    name: str
+    alpha: float
+    beta: float
+    gamma: float
+    source: str
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """1 / beta in GB/s."""
+        return 1.0 / self.beta / 1e9
+
+
+PRESETS: dict[str, LinkPreset] = {
+    "pcie4_x16": LinkPreset(
+        "PCIe Gen4 x16", alpha=5e-6, beta=1 / 25e9, gamma=1 / 500e9,
+        source="beta: PCIe 4.0 x16 is 16 GT/s x 16 lanes (128b/130b) = 31.5 GB/s per direction "
+               "(PCI-SIG spec), ~25 GB/s achievable; alpha: 5 us, an assumed NCCL step latency; "
+               "gamma: a GPU reducing at 500 GB/s effective (assumption, ~1/3 of A100 HBM2e "
+               "1.5 TB/s since a reduce reads two operands and writes one)"),
+    "nvlink_h100": LinkPreset(
+        "NVLink 4 (H100 SXM)", alpha=3e-6, beta=1 / 450e9, gamma=1 / 1100e9,
+        source="beta: NVIDIA H100 datasheet, 900 GB/s NVLink total = 450 GB/s per direction; "
+               "alpha: 3 us, an assumed NCCL step latency; gamma: H100 SXM HBM3 3.35 TB/s "
+               "(datasheet) / 3 bytes moved per reduced byte"),
+    "ethernet_100g": LinkPreset(
+        "100 GbE (RoCE)", alpha=10e-6, beta=1 / 12.5e9, gamma=1 / 500e9,
+        source="beta: 100 Gbit/s line rate = 12.5 GB/s (IEEE 802.3); alpha: 10 us, an assumed "
+               "RDMA round through NIC and switch; gamma: GPU reduction as for pcie4_x16"),
+}
+
+
+def loopback_preset(path: str | Path | None = None) -> LinkPreset | None:
+    """This machine's gloo loopback from a committed calibration JSON, or ``None`` if absent.
+
+    The JSON is what ``python -m distlab.bench allreduce --json`` writes (key ``calibration``)
+    or a bare :class:`~.calibrate.Calibration` dict.
+    """
+    p = Path(path) if path is not None else CALIBRATION_FILE
+    if not p.exists():
+        return None
+    data: dict[str, Any] = json.loads(p.read_text())
+    cal = data.get("calibration", data)
+    prov = data.get("provenance", {})
+    where = f"{prov.get('host', '?')} {prov.get('device', '')} {prov.get('date', '')}".strip()
+    return LinkPreset(
+        f"loopback ({cal.get('backend', 'gloo')}, world size {cal.get('world_size', '?')})",
+        alpha=float(cal["alpha"]), beta=float(cal["beta"]), gamma=float(cal["gamma"]),
+        source=f"measured by distlab.collectives.calibrate() ({cal.get('pattern', 'exchange')} "
+               f"pattern) on {where}; fit R^2 comm {cal.get('comm_r2', float('nan')):.3f}, "
+               f"reduce {cal.get('reduce_r2', float('nan')):.3f}; file {p.name}")
+
+
+def preset_names() -> list[str]:
+    """Names :func:`get_preset` accepts (``loopback`` only when its file exists)."""
+    return list(PRESETS) + (["loopback"] if loopback_preset() is not None else [])
+
+
+def get_preset(name: str) -> LinkPreset:
+    """The preset called ``name``; ``ValueError`` listing the valid names otherwise."""
+    if name == "loopback":
+        lp = loopback_preset()
+        if lp is not None:
+            return lp
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {preset_names()}, got {name!r}")
+    return PRESETS[name]

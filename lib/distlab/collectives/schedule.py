@@ -1,0 +1,171 @@
+"""The plan of a collective as data: :class:`Schedule` -> :class:`Step` -> :class:`Transfer`.
+
+A schedule is what every other part of :mod:`distlab.collectives` reads: it is drawn
+(:mod:`distlab.viz.allreduce`), costed (:mod:`.cost`), simulated on NumPy buffers
+(:mod:`.simulate`) and executed over ``torch.distributed`` point-to-point (:mod:`.execute`).
+
+Semantics of one step (synchronous, like a round of exchanges in MPI):
+
+1. every transfer reads the *sender's* elements ``[start, stop)`` as they were when the step began;
+2. then every receiver applies its incoming transfers in list order: ``"reduce"`` combines them
+   into its own elements (``dst = op(dst, incoming)``), ``"copy"`` overwrites them.
+
+Ranges are element indices (not bytes) into the flat buffer of ``count`` elements that every rank
+holds. Empty ranges never appear: builders drop them, so ``count=0`` gives zero steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["KINDS", "Schedule", "Step", "Transfer", "chunk_bounds", "check_count",
+           "check_world_size"]
+
+Kind = Literal["reduce", "copy"]
+KINDS: tuple[str, ...] = ("reduce", "copy")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Rank ``src`` sends its elements ``[start, stop)`` to rank ``dst``, which reduces or copies.
+
+    Attributes:
+        src: sending rank.
+        dst: receiving rank (``!= src``).
+        start: first element index (inclusive).
+        stop: last element index (exclusive), ``> start``.
+        kind: ``"reduce"`` (combine with the receiver's elements) or ``"copy"`` (overwrite).
+    """
+
+    src: int
+    dst: int
+    start: int
+    stop: int
+    kind: Kind
+
+    @property
+    def count(self) -> int:
+        """Number of elements moved."""
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Step:
+    """A set of transfers that run concurrently. ``label`` names the phase (for pictures)."""
+
+    transfers: tuple[Transfer, ...]
+    label: str = ""
+
+    def sends(self, rank: int) -> list[Transfer]:
+        """Transfers this rank sends in this step, in schedule order."""
+        return [t for t in self.transfers if t.src == rank]
+
+    def recvs(self, rank: int) -> list[Transfer]:
+        """Transfers this rank receives in this step, in schedule order."""
+        return [t for t in self.transfers if t.dst == rank]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An allreduce plan for ``world_size`` ranks over ``count`` elements.
+
+    Attributes:
+        algorithm: name of the builder that made it (a key of ``ALGORITHMS``).
+        world_size: number of ranks, >= 1.
+        count: elements per rank, >= 0.
+        steps: the steps, executed in order.
+        options: the builder options that shaped it (e.g. ``{"segment_size": 1024}``).
+    """
+
+    algorithm: str
+    world_size: int
+    count: int
+    steps: tuple[Step, ...]
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        validate_steps(self.steps, self.world_size, self.count)
+
+    @property
+    def num_transfers(self) -> int:
+        """Total transfers (messages) over all steps."""
+        return sum(len(s.transfers) for s in self.steps)
+
+    def elements_moved(self) -> int:
+        """Total elements sent over all steps and ranks."""
+        return sum(t.count for s in self.steps for t in s.transfers)
+
+
+def validate_steps(steps: Sequence[Step], world_size: int, count: int) -> None:
+    """Raise ``ValueError`` if a step is malformed.
+
+    Checks ranks in ``[0, world_size)``, ``src != dst``, ``0 <= start < stop <= count``, kinds,
+    and that no rank receives two transfers into overlapping ranges in one step unless both
+    reduce (a copy must have a single, unambiguous writer).
+    """
+    for i, step in enumerate(steps):
+        by_dst: dict[int, list[Transfer]] = {}
+        for t in step.transfers:
+            if not (0 <= t.src < world_size and 0 <= t.dst < world_size):
+                raise ValueError(f"step {i}: transfer {t} names a rank outside [0, {world_size})")
+            if t.src == t.dst:
+                raise ValueError(f"step {i}: transfer {t} sends to itself")
+            if not (0 <= t.start < t.stop <= count):
+                raise ValueError(f"step {i}: transfer {t} range outside [0, {count}) or empty")
+            if t.kind not in KINDS:
+                raise ValueError(f"step {i}: transfer kind {t.kind!r} not in {KINDS}")
+            by_dst.setdefault(t.dst, []).append(t)
+        for dst, ts in by_dst.items():
+            ordered = sorted(ts, key=lambda t: t.start)
+            for a, b in zip(ordered, ordered[1:]):
+                if b.start < a.stop and "copy" in (a.kind, b.kind):
+                    raise ValueError(f"step {i}: rank {dst} receives overlapping {a} and {b}; "
+                                     "a copy must have a single writer")
+
+
+def make_step(transfers: Iterable[Transfer], label: str = "") -> Step | None:
+    """A step from the non-empty transfers, or ``None`` when none is left."""
+    kept = tuple(t for t in transfers if t.stop > t.start)
+    return Step(kept, label) if kept else None
+
+
+def collect(steps: Iterable[Step | None]) -> tuple[Step, ...]:
+    """Drop the ``None`` (empty) steps."""
+    return tuple(s for s in steps if s is not None)
+
+
+def chunk_bounds(count: int, parts: int) -> list[tuple[int, int]]:
+    """Split ``count`` elements into ``parts`` contiguous chunks whose sizes differ by at most 1.
+
+    The first ``count % parts`` chunks get the extra element; chunks may be empty when
+    ``count < parts``. Returns ``[(start, stop), ...]`` of length ``parts``.
+    """
+    base, extra = divmod(count, parts)
+    out, start = [], 0
+    for i in range(parts):
+        stop = start + base + (1 if i < extra else 0)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def check_world_size(world_size: Any) -> int:
+    """Validate ``world_size`` (an int >= 1) at a public boundary and return it."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(f"world_size must be an int >= 1, got {type(world_size).__name__} "
+                        f"{world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    return world_size
+
+
+def check_count(count: Any) -> int:
+    """Validate ``count`` (elements, an int >= 0) at a public boundary and return it."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int >= 0 (elements), got {type(count).__name__} "
+                        f"{count!r}")
+    if count < 0:
+        raise ValueError(f"count must be >= 0 (elements), got {count}")
+    return count

@@ -1,0 +1,226 @@
+"""Rank functions for :func:`distlab.launch.run`: comparisons, benchmarks, calibration.
+
+They live in the library (importable by spawned ranks) so tests, the benchmark and notebook 04
+share them. Each takes ``(rank, world_size, ...)`` and returns something small and picklable.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["bench_worker", "calibrate_worker", "compare_worker", "expected_result",
+           "fill_pattern", "peer_death_worker", "timeline_worker"]
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def fill_pattern(rank: int, count: int, dtype: str, op: str) -> Any:
+    """Rank ``rank``'s deterministic input: small integers, so sums and products are exact.
+
+    ``prod`` uses values in {1, 2} (a product over 8 ranks stays <= 256); other ops values
+    in 0..3 (a sum over 8 ranks stays <= 24, exact even in float16 and bfloat16).
+    """
+    import torch
+
+    i = torch.arange(count, dtype=torch.int64)
+    vals = 1 + (i + rank) % 2 if op == "prod" else (i * 7 + rank * 3) % 4
+    return vals.to(_torch_dtype(dtype))
+
+
+def expected_result(world_size: int, count: int, dtype: str, op: str) -> Any:
+    """The exact allreduce of :func:`fill_pattern` over ``world_size`` ranks (float64)."""
+    import torch
+
+    stack = torch.stack([fill_pattern(r, count, "float64", op) for r in range(world_size)])
+    if op in ("sum", "avg"):
+        out = stack.sum(0)
+        return out / world_size if op == "avg" else out
+    if op == "prod":
+        return stack.prod(0)
+    return stack.amax(0) if op == "max" else stack.amin(0)
+
+
+def _builtin(tensor: Any, op: str, group: Any = None) -> None:
+    import torch.distributed as dist
+
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
+           "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+    dist.all_reduce(tensor, op=ops[op], group=group)
+    if op == "avg":
+        tensor.div_(dist.get_world_size(group))
+
+
+def compare_worker(rank: int, world_size: int, cases: Sequence[dict[str, Any]],
+                   seed: int = 0) -> list[dict[str, Any]]:
+    """Run every case with distlab and with ``torch.distributed.all_reduce``; report the gap.
+
+    A case is ``{"algorithm", "dtype", "op", "count", "options": {...}}``. Inputs are random
+    (seeded by ``seed``, case index and rank): integers in [-3, 3] for integer dtypes, normal
+    floats otherwise (uniform in [0.5, 1.5] for prod). Returns per case ``max_abs_diff``,
+    ``max_ref`` (largest |reference|) and ``equal`` (bitwise).
+    """
+    import torch
+
+    from .execute import all_reduce
+
+    out = []
+    for k, case in enumerate(cases):
+        dtype = _torch_dtype(case["dtype"])
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + k * 101 + rank)
+        n = case["count"]
+        if not dtype.is_floating_point:
+            x = torch.randint(-3, 4, (n,), generator=gen).to(dtype)
+        elif case["op"] == "prod":
+            x = (0.5 + torch.rand(n, generator=gen, dtype=torch.float64)).to(dtype)
+        else:
+            x = torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
+        mine, ref = x.clone(), x.clone()
+        all_reduce(mine, op=case["op"], algorithm=case["algorithm"], **case.get("options", {}))
+        _builtin(ref, case["op"])
+        diff = (mine.double() - ref.double()).abs().max().item() if n else 0.0
+        out.append({**case, "max_abs_diff": diff,
+                    "max_ref": ref.double().abs().max().item() if n else 0.0,
+                    "equal": bool(torch.equal(mine, ref))})
+    return out
+
+
+def peer_death_worker(rank: int, world_size: int, mode: str, timeout: float) -> dict[str, Any]:
+    """Rank 1 fails mid-collective; the others report whether (and how fast) they raised.
+
+    ``mode="leave"``: rank 1 runs the first step of a ring allreduce, then tears down its
+    process group (its sockets close, as when a process dies). ``mode="hang"``: rank 1 never
+    joins and sleeps ``3 * timeout`` s. Every other rank runs ``all_reduce(timeout=timeout)`` and
+    returns ``{"raised": bool, "seconds": float, "error": str}``.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from .algorithms import build
+    from .execute import all_reduce, run_schedule
+    from .schedule import Schedule
+
+    t = torch.ones(1 << 16)
+    if rank == 1:
+        if mode == "leave":
+            full = build("ring", world_size, t.numel())
+            first = Schedule("ring", world_size, t.numel(), full.steps[:1], {})
+            run_schedule(first, t, "sum", timeout=timeout)
+            dist.destroy_process_group()
+        else:
+            time.sleep(3 * timeout)
+        return {"raised": None, "seconds": 0.0, "error": ""}
+    t0 = time.monotonic()
+    try:
+        all_reduce(t, algorithm="ring", timeout=timeout)
+    except Exception as exc:  # what we test: it raises instead of hanging
+        return {"raised": True, "seconds": time.monotonic() - t0, "error": str(exc)[:500]}
+    return {"raised": False, "seconds": time.monotonic() - t0, "error": ""}
+
+
+def timeline_worker(rank: int, world_size: int, algorithm: str, count: int,
+                    options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Run one allreduce recording into a Timeline; return the spans as dicts."""
+    import torch
+
+    from distlab.timeline import Timeline
+
+    from .execute import all_reduce
+
+    tl = Timeline()
+    all_reduce(torch.ones(count), algorithm=algorithm, timeline=tl, **(options or {}))
+    return tl.to_dicts()
+
+
+def calibrate_worker(rank: int, world_size: int, **kwargs: Any) -> dict[str, Any]:
+    """:func:`.calibrate.calibrate` on this rank; returns ``Calibration.to_dict()``."""
+    import torch
+
+    from .calibrate import calibrate
+
+    if isinstance(kwargs.get("dtype"), str):
+        kwargs["dtype"] = getattr(torch, kwargs["dtype"])
+    return calibrate(**kwargs).to_dict()
+
+
+def _tolerance(dtype: str, op: str) -> float:
+    if op != "avg":
+        return 0.0
+    return {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-6}.get(dtype, 1e-12)
+
+
+def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: Sequence[str],
+                 dtype: str = "float32", op: str = "sum", iters: int = 20, warmup: int = 5,
+                 options: dict[str, Any] | None = None,
+                 calibration: dict[str, Any] | None = None,
+                 progress: bool = True) -> dict[str, Any]:
+    """Time each algorithm (``"builtin"`` = ``torch.distributed.all_reduce``) at each size.
+
+    Per (size, algorithm): one checked run on :func:`fill_pattern` data (``wrong`` = elements
+    differing from :func:`expected_result` on this rank), then ``warmup`` untimed and ``iters``
+    timed runs, each after a barrier. ``calibration`` (kwargs of :func:`.calibrate.calibrate`)
+    runs first when given. Returns ``{"calibration": dict | None, "rows": [...]}`` with this
+    rank's per-iteration seconds; the caller takes the max over ranks, then the median.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from .execute import all_reduce
+
+    cal = calibrate_worker(rank, world_size, **calibration) if calibration is not None else None
+    tdtype = _torch_dtype(dtype)
+    itemsize = torch.empty(0, dtype=tdtype).element_size()
+    rows = []
+    total = len(sizes) * len(algorithms)
+    for si, nbytes in enumerate(sizes):
+        count = nbytes // itemsize
+        expected = expected_result(world_size, count, dtype, op)
+        tol = _tolerance(dtype, op)
+        for ai, algo in enumerate(algorithms):
+            if progress and rank == 0:
+                print(f"[allreduce] {si * len(algorithms) + ai + 1}/{total} {algo} "
+                      f"{nbytes} B", file=sys.stderr, flush=True)
+            opts = {} if algo == "builtin" else {
+                k: v for k, v in (options or {}).items()
+                if k in _algo_options(algo) and v is not None}
+
+            def run(t: Any, algo: str = algo, opts: dict[str, Any] = opts) -> None:
+                if algo == "builtin":
+                    _builtin(t, op)
+                else:
+                    all_reduce(t, op=op, algorithm=algo, **opts)
+
+            t = fill_pattern(rank, count, dtype, op)
+            run(t)
+            wrong = int((~torch.isclose(t.double(), expected, rtol=tol, atol=0.0)).sum())
+            times = []
+            for i in range(warmup + iters):
+                dist.barrier()
+                t0 = time.perf_counter()
+                run(t)
+                t1 = time.perf_counter()
+                if i >= warmup:
+                    times.append(t1 - t0)
+            rows.append({"algorithm": algo, "nbytes": count * itemsize, "count": count,
+                         "seconds": times, "wrong": wrong})
+    return {"calibration": cal, "rows": rows}
+
+
+def _algo_options(algo: str) -> list[str]:
+    from .algorithms import options_of
+
+    return options_of(algo)
+
+
+def summarize_times(per_rank: Sequence[Sequence[float]]) -> float:
+    """Median over iterations of the slowest rank's time (seconds)."""
+    arr = np.asarray(per_rank, dtype=float)
+    return float(np.median(arr.max(axis=0)))

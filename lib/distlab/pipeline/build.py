@@ -1,0 +1,60 @@
+"""Build stage lists by name (for the benchmark CLI, the widgets and the notebooks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .shards import ShardSet
+from .stages import (BurnStage, CollateStage, ComputeStage, DecodeStage, H2DStage, IdentityStage,
+                     PinStage, ReadStage, SleepStage, Stage)
+
+__all__ = ["STAGE_KINDS", "equal_stages", "loading_stages", "make_stage"]
+
+STAGE_KINDS = ("read", "decode", "collate", "pin", "h2d", "compute", "sleep", "burn", "identity")
+
+
+def make_stage(kind: str, *, cost_s: float = 0.0, name: str | None = None,
+               shards: ShardSet | None = None, batch_size: int = 8) -> Stage:
+    """One stage of a built-in ``kind`` (see :data:`STAGE_KINDS`); ``cost_s`` in seconds is its
+    cost (the added latency for ``read``); ``shards`` is required for ``read``."""
+    if not isinstance(kind, str) or kind not in STAGE_KINDS:
+        raise ValueError(f"stage kind must be one of {STAGE_KINDS}, got {kind!r}")
+    kw: dict[str, Any] = {"name": name or kind}
+    if kind == "read":
+        if shards is None:
+            raise ValueError("stage kind 'read' needs shards= (a ShardSet; see write_shards)")
+        return ReadStage(shards, batch_size=batch_size, latency_s=cost_s, **kw)
+    if kind == "decode":
+        return DecodeStage(cost_s, **kw)
+    if kind == "collate":
+        return CollateStage(**kw)
+    if kind == "pin":
+        return PinStage(**kw)
+    if kind == "h2d":
+        return H2DStage(**kw)
+    if kind == "compute":
+        return ComputeStage(cost_s, **kw)
+    if kind == "sleep":
+        return SleepStage(cost_s, **kw)
+    if kind == "burn":
+        return BurnStage(cost_s, **kw)
+    return IdentityStage(**kw)
+
+
+def equal_stages(kind: str = "sleep", n: int = 3, cost_s: float = 0.002) -> list[Stage]:
+    """``n`` stages of one kind and equal cost named ``<kind>0 .. <kind>{n-1}``; the last is
+    placed on the host (it is the consumer)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    if kind not in ("sleep", "burn", "identity"):
+        raise ValueError(f"kind must be 'sleep', 'burn' or 'identity', got {kind!r}")
+    stages = [make_stage(kind, cost_s=cost_s, name=f"{kind}{i}") for i in range(n)]
+    stages[-1].placement = "host"
+    return stages
+
+
+def loading_stages(shards: ShardSet, *, batch_size: int = 8, read_latency_s: float = 0.002,
+                   decode_s: float = 0.002, compute_s: float = 0.002) -> list[Stage]:
+    """The seed's pipeline: read -> decode -> collate -> pin -> h2d -> compute."""
+    return [ReadStage(shards, batch_size, read_latency_s), DecodeStage(decode_s), CollateStage(),
+            PinStage(), H2DStage(), ComputeStage(compute_s)]

@@ -1,0 +1,254 @@
+"""The async part loader: a producer process fills a bounded queue of parts while the trainer
+trains on the current one (the seed's multi-process dataset).
+
+A *part* is one shard file loaded whole into memory (``load_fn(shards, part_id) -> tensor``,
+default :func:`load_part`: read the file, optionally sleep ``latency_s`` standing for a remote
+download). ``mode="sync"`` loads each part in the trainer's own thread, so the trainer waits for
+every load; ``mode="async"`` starts a spawned producer process that loads parts in order into a
+``multiprocessing`` queue of ``queue_size`` parts (tensors travel through shared memory).
+
+Timeline lanes: ``producer/load`` (async loads), ``trainer/load`` (sync loads),
+``trainer/compute`` (training steps, see :func:`train_on_parts`). The trainer's idle time is the
+stall of ``trainer/compute``.
+
+Shutdown contract: leaving the ``with`` block or breaking out of the loop stops and reaps the
+producer; a producer that raises surfaces as :class:`PartLoadError` naming the part; a producer
+that dies surfaces as :class:`ProducerExitedError` within ``POLL_S`` plus a short drain; no
+part arrives within ``timeout_s`` -> TimeoutError. KeyboardInterrupt stops the producer too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..timeline import Timeline, now_us
+from .errors import PartLoadError, ProducerExitedError
+from .executors import POLL_S, check_int
+from .shards import ShardSet
+from .stages import burn
+
+__all__ = ["MODES", "Part", "PartLoader", "PartsResult", "load_part", "train_on_parts"]
+
+MODES = ("sync", "async")
+
+
+@dataclass
+class Part:
+    """One loaded part: its id and its records as a ``uint8`` tensor ``[records, nbytes]``."""
+
+    part_id: int
+    data: torch.Tensor
+
+
+def load_part(shards: ShardSet, part_id: int, latency_s: float = 0.0) -> torch.Tensor:
+    """Read shard ``part_id`` whole (real file read), sleep ``latency_s``; ``[records, nbytes]``."""
+    blob = shards.read_shard(part_id)
+    if latency_s > 0:
+        time.sleep(latency_s)
+    return torch.frombuffer(bytearray(blob), dtype=torch.uint8).view(-1, shards.record_nbytes)
+
+
+def _producer_main(shards: ShardSet, part_ids: list[int], latency_s: float,
+                   load_fn: Callable[..., torch.Tensor] | None, q: Any, stop: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and stops us
+    torch.set_num_threads(1)
+
+    def put(msg: tuple[Any, ...]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(msg, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    for pid in part_ids:
+        if stop.is_set():
+            return
+        t = now_us()
+        try:
+            data = load_fn(shards, pid) if load_fn is not None else \
+                load_part(shards, pid, latency_s)
+        except BaseException:  # noqa: BLE001 - reported to the trainer with the part id
+            put(("error", pid, traceback.format_exc()))
+            return
+        span = {"name": f"load {pid}", "category": "io", "lane": "producer/load",
+                "start_us": t, "duration_us": now_us() - t,
+                "args": {"part": pid, "nbytes": int(data.numel() * data.element_size())}}
+        if not put(("part", pid, data, span)):
+            return
+    put(("end",))
+
+
+class PartLoader:
+    """Iterate parts, sync or async. Use as a context manager so the producer is always reaped.
+
+    Args:
+        shards: the parts' files.
+        part_ids: which parts, in order (default: every shard once).
+        mode: ``"sync"`` or ``"async"``.
+        queue_size: parts the async queue holds, >= 1.
+        latency_s: extra seconds per part load (remote storage), >= 0.
+        load_fn: optional picklable ``fn(shards, part_id) -> tensor`` replacing :func:`load_part`.
+        timeline: spans go here (a new Timeline if None); ``self.timeline``.
+        timeout_s: seconds to wait for one part before TimeoutError.
+    """
+
+    def __init__(self, shards: ShardSet, part_ids: Sequence[int] | None = None, *,
+                 mode: str = "async", queue_size: int = 2, latency_s: float = 0.0,
+                 load_fn: Callable[..., torch.Tensor] | None = None,
+                 timeline: Timeline | None = None, timeout_s: float = 60.0) -> None:
+        if not isinstance(shards, ShardSet):
+            raise TypeError(f"shards must be a ShardSet, got {type(shards).__name__}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.queue_size = check_int("queue_size", queue_size, 1)
+        if isinstance(latency_s, bool) or not isinstance(latency_s, (int, float)) \
+                or not latency_s >= 0:
+            raise ValueError(f"latency_s must be a number of seconds >= 0, got {latency_s!r}")
+        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise ValueError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}")
+        self.shards, self.mode, self.latency_s = shards, mode, float(latency_s)
+        self.part_ids = list(range(len(shards.files))) if part_ids is None else \
+            [check_int("part_ids[i]", p, 0) for p in part_ids]
+        self.load_fn, self.timeout_s = load_fn, float(timeout_s)
+        self.timeline = Timeline() if timeline is None else timeline
+        self._proc: Any = None
+        self._q: Any = None
+        self._stop: Any = None
+
+    @property
+    def producer_pid(self) -> int | None:
+        """The producer process id while it runs (async mode), else None."""
+        return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
+
+    def __enter__(self) -> PartLoader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Part]:
+        if self.mode == "sync":
+            for pid in self.part_ids:
+                with self.timeline.span(f"load {pid}", "io", "trainer/load", part=pid):
+                    data = self.load_fn(self.shards, pid) if self.load_fn is not None else \
+                        load_part(self.shards, pid, self.latency_s)
+                yield Part(pid, data)
+            return
+        self._start()
+        try:
+            for pid in self.part_ids:
+                yield Part(pid, self._receive(pid))
+        finally:
+            self.close()
+
+    def _start(self) -> None:
+        self.close()
+        ctx = mp.get_context("spawn")
+        self._q, self._stop = ctx.Queue(self.queue_size), ctx.Event()
+        self._proc = ctx.Process(target=_producer_main, daemon=True, name="distlab-producer",
+                                 args=(self.shards, self.part_ids, self.latency_s, self.load_fn,
+                                       self._q, self._stop))
+        self._proc.start()
+
+    def _receive(self, pid: int) -> torch.Tensor:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                msg = self._q.get(timeout=POLL_S)
+            except queue.Empty:
+                if not self._proc.is_alive():
+                    try:  # anything it flushed before dying is in the pipe already
+                        msg = self._q.get(timeout=0.2)
+                    except queue.Empty:
+                        raise ProducerExitedError(self._proc.exitcode, pid) from None
+                elif time.monotonic() > deadline:
+                    raise TimeoutError(f"part {pid} did not arrive within timeout_s="
+                                       f"{self.timeout_s:g} s") from None
+                else:
+                    continue
+            if msg[0] == "error":
+                raise PartLoadError(msg[1], msg[2])
+            if msg[0] == "end":
+                raise ProducerExitedError(0, pid)
+            _, got, data, span = msg
+            self.timeline.extend([span])
+            return data
+
+    def close(self) -> None:
+        """Stop the producer, drain the queue, reap the process; idempotent."""
+        proc, q, stop = self._proc, self._q, self._stop
+        self._proc = self._q = self._stop = None
+        if proc is None:
+            return
+        stop.set()
+        end = time.monotonic() + 2.0
+        while proc.is_alive() and time.monotonic() < end:
+            try:
+                q.get(timeout=POLL_S)   # unblock a producer waiting on a full queue
+            except (queue.Empty, OSError, EOFError):
+                pass
+        proc.join(0.5)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(2.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2.0)
+        q.cancel_join_thread()
+        q.close()
+
+
+@dataclass
+class PartsResult:
+    """One training run over parts: its timeline and the trainer's idle time."""
+
+    mode: str
+    timeline: Timeline
+    n_parts: int
+    wall_s: float
+    idle_s: float
+
+    @property
+    def idle_fraction(self) -> float:
+        """Trainer idle seconds over wall seconds."""
+        return self.idle_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def train_on_parts(shards: ShardSet, *, mode: str = "async", queue_size: int = 2,
+                   latency_s: float = 0.0, step_s: float = 0.002, steps_per_part: int = 4,
+                   part_ids: Sequence[int] | None = None,
+                   load_fn: Callable[..., torch.Tensor] | None = None,
+                   timeline: Timeline | None = None, timeout_s: float = 60.0) -> PartsResult:
+    """Train ``steps_per_part`` steps of ``step_s`` seconds (real CPU work on the part's data)
+    on every part; returns the timeline, wall time and trainer idle time (seconds)."""
+    check_int("steps_per_part", steps_per_part, 1)
+    if not (isinstance(step_s, (int, float)) and step_s >= 0):
+        raise ValueError(f"step_s must be a number of seconds >= 0, got {step_s!r}")
+    tl = Timeline() if timeline is None else timeline
+    loader = PartLoader(shards, part_ids, mode=mode, queue_size=queue_size, latency_s=latency_s,
+                        load_fn=load_fn, timeline=tl, timeout_s=timeout_s)
+    lane = "trainer/compute"
+    start = now_us()
+    n = 0
+    with loader:
+        for part in loader:
+            rows = max(1, part.data.shape[0] // steps_per_part)
+            for s in range(steps_per_part):
+                with tl.span(f"step {part.part_id}.{s}", "compute", lane, part=part.part_id):
+                    part.data[s * rows:(s + 1) * rows].float().mean()
+                    burn(step_s)
+            n += 1
+    end = now_us()
+    gaps = tl.idle_gaps(lane, window=(start, end)) if n else [(start, end)]
+    return PartsResult(mode, tl, n, (end - start) * 1e-6, sum(e - s for s, e in gaps) * 1e-6)

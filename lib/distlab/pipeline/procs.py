@@ -1,0 +1,236 @@
+"""The ``processes`` executor: worker processes for the CPU stages, a host thread for pinning.
+
+Layout (like torch's DataLoader with ``num_workers=k``):
+
+- the leading stages whose ``placement`` is ``"worker"`` (never the last stage) run in ``workers``
+  spawned processes; item ``j`` goes to worker ``j % workers``; at most ``workers * queue_depth``
+  items are in flight; lanes ``"<prefix>/worker<k>"``;
+- a host thread takes results back *in order*, runs the middle host stages (pinning) on lanes
+  ``"<prefix>/<stage>"``, and fills a bounded queue of depth ``queue_depth``;
+- the caller's thread runs the last stage (the consumer).
+
+Workers are spawned once and kept across runs (persistent, like ``persistent_workers=True``)
+until :meth:`ProcessExecutor.close`. Any failure (a stage raising, a worker dying, a timeout,
+KeyboardInterrupt) shuts the pool down: workers are asked to exit, then terminated, then killed,
+and always reaped. Worker spans travel back with each result and are merged into the Timeline
+(one host-wide monotonic clock, so no offset is needed).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import queue
+import signal
+import threading
+import traceback
+from typing import Any
+
+from ..timeline import Timeline, now_us
+from .errors import StageError, WorkerExitedError
+from .channel import STOPPED, Channel
+from .executors import JOIN_S, POLL_S, Executor, call_stage, check_int
+from .stages import Stage
+
+__all__ = ["ProcessExecutor", "split_stages"]
+
+
+def split_stages(stages: list[Stage], workers: int) -> tuple[list[Stage], list[Stage], Stage]:
+    """(worker stages, host-thread stages, consumer stage) for a process-based executor."""
+    n = 0
+    if workers > 0:
+        while n < len(stages) - 1 and stages[n].placement == "worker":
+            n += 1
+    return stages[:n], stages[n:-1], stages[-1]
+
+
+def _worker_main(wid: int, prefix: str, inq: Any, outq: Any) -> None:
+    """Worker process loop: ("stages", run, blob) | ("item", run, idx, x) | None -> exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    import torch
+
+    torch.set_num_threads(1)
+    stages: list[Stage] = []
+    lane = f"{prefix}/worker{wid}"
+    while True:
+        msg = inq.get()
+        if msg is None:
+            return
+        if msg[0] == "stages":
+            stages, lane = pickle.loads(msg[2]), f"{msg[3]}/worker{wid}"
+            continue
+        _, run, idx, x = msg
+        tl = Timeline()
+        try:
+            for st in stages:
+                x = call_stage(st, idx, x, tl, lane)
+        except StageError as exc:
+            outq.put(("error", run, idx, exc.stage, exc.cause, exc.traceback_text))
+            continue
+        except BaseException as exc:  # noqa: BLE001 - reported, never swallowed silently
+            outq.put(("error", run, idx, "?", repr(exc), traceback.format_exc()))
+            continue
+        try:
+            outq.put(("ok", run, idx, x, tl.to_dicts()))
+        except Exception as exc:  # unpicklable output
+            outq.put(("error", run, idx, stages[-1].name if stages else "?",
+                      f"output cannot be sent to the parent: {exc!r}", ""))
+
+
+class ProcessExecutor(Executor):
+    """``workers`` spawned processes for the worker stages plus a host (pin) thread.
+
+    Args:
+        workers: worker processes, >= 0 (0: the worker stages run in the host thread).
+        queue_depth: in-flight items per worker and depth of the host->consumer queue, >= 1.
+        timeout_s: seconds without any result before the run fails with TimeoutError.
+    """
+
+    name = "processes"
+
+    def __init__(self, workers: int = 2, queue_depth: int = 2, timeout_s: float = 120.0) -> None:
+        self.workers = check_int("workers", workers, 0)
+        self.queue_depth = check_int("queue_depth", queue_depth, 1)
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+                or not timeout_s > 0:
+            raise ValueError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
+        self._procs: list[Any] = []
+        self._inqs: list[Any] = []
+        self._outq: Any = None
+        self._run_id = 0
+
+    def config(self) -> dict[str, Any]:
+        return {"executor": self.name, "workers": self.workers, "queue_depth": self.queue_depth}
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the live worker processes."""
+        return [p.pid for p in self._procs if p.is_alive()]
+
+    def _start(self, prefix: str) -> None:
+        if self._procs:
+            return
+        ctx = mp.get_context("spawn")
+        self._outq = ctx.Queue()
+        for k in range(self.workers):
+            q = ctx.Queue()
+            p = ctx.Process(target=_worker_main, args=(k, prefix, q, self._outq), daemon=True,
+                            name=f"distlab-worker{k}")
+            p.start()
+            self._inqs.append(q)
+            self._procs.append(p)
+
+    def close(self) -> None:
+        """Stop and reap every worker process; idempotent."""
+        procs, self._procs = self._procs, []
+        for q in self._inqs:
+            try:
+                q.put(None)
+            except Exception:  # noqa: BLE001 - queue may already be broken
+                pass
+        for p in procs:
+            p.join(JOIN_S / 2)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(JOIN_S)
+            if p.is_alive():
+                p.kill()
+                p.join(JOIN_S)
+        for q in [*self._inqs, self._outq]:
+            if q is not None:
+                q.cancel_join_thread()
+                q.close()
+        self._inqs, self._outq = [], None
+
+    def _run(self, stages: list[Stage], items: list[Any], tl: Timeline, prefix: str,
+             outputs: list[Any] | None) -> None:
+        wstages, hstages, last = split_stages(stages, self.workers)
+        if wstages:
+            self._start(prefix)
+            self._run_id += 1
+            blob = pickle.dumps(wstages)
+            for q in self._inqs:
+                q.put(("stages", self._run_id, blob, prefix))
+        else:
+            hstages = [*stages[:-1]]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+        handoff = Channel(self.queue_depth, stop, POLL_S)
+        host = threading.Thread(target=self._host, daemon=True, name="distlab-pin",
+                                args=(items, wstages, hstages, tl, prefix, stop, errors, handoff))
+        lane = f"{prefix}/{last.name}"
+        ok = False
+        try:
+            host.start()
+            while True:
+                got = handoff.get()
+                if got is None or got is STOPPED:
+                    break
+                idx, x = got
+                y = call_stage(last, idx, x, tl, lane)
+                if outputs is not None:
+                    outputs.append(y)
+            if errors:
+                raise errors[0]
+            ok = True
+        finally:
+            stop.set()
+            host.join(JOIN_S)
+            if not ok:
+                self.close()
+
+    def _host(self, items: list[Any], wstages: list[Stage], hstages: list[Stage], tl: Timeline,
+              prefix: str, stop: threading.Event, errors: list[BaseException],
+              handoff: Channel) -> None:
+        """Dispatch items, reorder results, run host stages, feed the consumer."""
+        try:
+            n, sent, pending = len(items), 0, {}
+            window = max(1, self.workers) * self.queue_depth
+            for idx in range(n):
+                if wstages:
+                    while sent < n and sent - idx < window:
+                        self._inqs[sent % self.workers].put(("item", self._run_id, sent,
+                                                             items[sent]))
+                        sent += 1
+                    x = self._next_result(idx, pending, tl, stop)
+                    if x is STOPPED:
+                        return
+                else:
+                    x = items[idx]
+                for st in hstages:
+                    x = call_stage(st, idx, x, tl, f"{prefix}/{st.name}")
+                if not handoff.put((idx, x)):
+                    return
+            handoff.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            errors.append(exc)
+            stop.set()
+
+    def _next_result(self, idx: int, pending: dict[int, Any], tl: Timeline,
+                     stop: threading.Event) -> Any:
+        deadline = now_us() + self.timeout_s * 1e6
+        while idx not in pending:
+            if stop.is_set():
+                return STOPPED
+            try:
+                msg = self._outq.get(timeout=POLL_S)
+            except queue.Empty:
+                for k, p in enumerate(self._procs):
+                    if not p.is_alive():
+                        raise WorkerExitedError(k, p.exitcode) from None
+                if now_us() > deadline:
+                    raise TimeoutError(f"no result for item {idx} within timeout_s="
+                                       f"{self.timeout_s:g} s") from None
+                continue
+            if msg[1] != self._run_id:
+                continue  # a straggler from an earlier, failed run
+            if msg[0] == "error":
+                _, _, i, stage, cause, tb = msg
+                raise StageError(stage, i, cause, tb)
+            _, _, i, x, spans = msg
+            tl.extend(spans)
+            pending[i] = x
+        return pending.pop(idx)
+

@@ -1,0 +1,67 @@
+"""Argument checks shared by the samplers: exact messages naming the argument, value and range."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+__all__ = ["check_int", "check_bool", "dataset_length", "check_rank"]
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None,
+              maximum: int | None = None) -> int:
+    """Return ``value`` as an int, or raise ``TypeError``/``ValueError`` naming ``name``.
+
+    Accepts Python ints and integer scalars (NumPy, 0-d tensors) but not bools or floats.
+    ``minimum`` and ``maximum`` are inclusive bounds.
+    """
+    rng = _describe_range(minimum, maximum)
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int {rng}, got bool {value!r}")
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int {rng}, got {type(value).__name__} "
+                        f"{value!r}") from None
+    if (minimum is not None and out < minimum) or (maximum is not None and out > maximum):
+        raise ValueError(f"{name} must be an int {rng}, got {out}")
+    return out
+
+
+def _describe_range(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"in [{minimum}, {maximum}]"
+    if minimum is not None:
+        return f">= {minimum}"
+    if maximum is not None:
+        return f"<= {maximum}"
+    return "(any value)"
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a bool (or NumPy bool), else raise ``TypeError`` naming it."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__name__ == "bool_":  # numpy.bool_
+        return bool(value)
+    raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} "
+                    f"{value!r}")
+
+
+def dataset_length(dataset: Any, *, name: str = "dataset") -> int:
+    """Length of ``dataset``: an int >= 0 itself, or ``len(dataset)``."""
+    if isinstance(dataset, bool):
+        raise TypeError(f"{name} must be a sized dataset or an int length >= 0, got bool")
+    if hasattr(dataset, "__index__") and not hasattr(dataset, "__len__"):
+        return check_int(f"{name} (length)", dataset, minimum=0)
+    try:
+        n = len(dataset)
+    except TypeError:
+        raise TypeError(f"{name} must be a sized dataset (with __len__) or an int length >= 0, "
+                        f"got {type(dataset).__name__}") from None
+    return check_int(f"len({name})", n, minimum=0)
+
+
+def check_rank(rank: Any, num_replicas: int) -> int:
+    """``rank`` as an int in ``[0, num_replicas - 1]``."""
+    return check_int("rank", rank, minimum=0, maximum=num_replicas - 1)

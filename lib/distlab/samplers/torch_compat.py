@@ -1,0 +1,271 @@
+"""``torch.utils.data.DistributedSampler``, index for index, without a Python list of the dataset.
+
+    from distlab.samplers import DistributedSampler, DistributedEvalSampler
+    sampler = DistributedSampler(1_000_000, num_replicas=8, rank=3, seed=0)
+    sampler.set_epoch(5)
+    mine = sampler.indices()        # int64 tensor, exactly list(torch_sampler) for rank 3
+
+How torch defines the sequence (``torch/utils/data/distributed.py``): take
+``randperm(n, generator seeded with seed + epoch)`` (or ``range(n)``), pad it by repeating it from
+the start up to ``total_size = num_samples * num_replicas`` (or cut it to ``total_size`` with
+``drop_last``), and give rank ``r`` the positions ``r, r + W, r + 2W, ...``. So position ``p`` of the
+padded list holds ``order[p % n]``; this module computes exactly those values for this rank's
+positions only.
+
+Why it is leaner than torch: torch turns the whole permutation into a Python list (about 36 bytes
+per index, plus the padded copy) before slicing. Here the permutation is drawn into an int32 buffer
+(``torch.randperm`` draws the same random numbers whatever the dtype, so the values are identical;
+int64 is used from 2**31 elements on), this rank's strided view is copied to int64 and the buffer is
+freed; iteration converts 64 Ki indices at a time to Python ints.
+
+Resuming: ``state_dict()`` records epoch, seed and how many indices of the current epoch the
+running iterator has handed out; after ``load_state_dict`` the next iteration continues with exactly
+the remaining indices, and the one after starts the epoch afresh.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import Sampler
+
+from distlab.samplers._checks import check_bool, check_int, check_rank, dataset_length
+
+__all__ = ["DistributedSampler", "DistributedEvalSampler", "SetEpochWarning", "epoch_order"]
+
+_CHUNK = 1 << 16
+_SEED_MIN, _SEED_MAX = -(1 << 63), (1 << 64) - 1
+
+
+class SetEpochWarning(UserWarning):
+    """A shuffled sampler started a second pass with the same epoch (``set_epoch`` forgotten).
+
+    Silence it with ``warn_repeated_epoch=False`` on the sampler, or globally with
+    ``warnings.filterwarnings("ignore", category=SetEpochWarning)``.
+    """
+
+
+def epoch_order(length: int, shuffle: bool, seed: int, epoch: int) -> torch.Tensor:
+    """The dataset order of one epoch before padding: torch's ``randperm`` or ``arange``.
+
+    Args:
+        length: dataset length (>= 0).
+        shuffle: draw ``torch.randperm(length)`` from a generator seeded with ``seed + epoch``.
+        seed, epoch: as in torch's DistributedSampler.
+
+    Returns:
+        A 1-D integer tensor of ``length`` values (int32 below 2**31 elements, else int64).
+    """
+    dtype = torch.int32 if length < (1 << 31) else torch.int64
+    if not shuffle:
+        return torch.arange(length, dtype=dtype)
+    g = torch.Generator()
+    g.manual_seed(seed + epoch)
+    return torch.randperm(length, generator=g, dtype=dtype)
+
+
+def _process_group_default(name: str) -> int:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ValueError(f"{name}=None takes its value from the default torch.distributed process "
+                         f"group, but none is initialized; pass {name} explicitly or call "
+                         "torch.distributed.init_process_group first")
+    return int(dist.get_world_size() if name == "num_replicas" else dist.get_rank())
+
+
+class _ShardedSampler(Sampler[int]):
+    """Shared machinery: arguments, epoch, this rank's positions, iteration, state, warning."""
+
+    _pad_or_drop = True  # False: every index exactly once, uneven counts
+
+    def __init__(self, dataset: Any, num_replicas: int | None, rank: int | None, shuffle: bool,
+                 seed: int, drop_last: bool, warn_repeated_epoch: bool) -> None:
+        self.dataset = dataset
+        self.length = dataset_length(dataset)
+        if num_replicas is None:
+            num_replicas = _process_group_default("num_replicas")
+        self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
+        if rank is None:
+            rank = _process_group_default("rank")
+        self.rank = check_rank(rank, self.num_replicas)
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.seed = check_int("seed", seed, minimum=_SEED_MIN, maximum=_SEED_MAX)
+        self.drop_last = check_bool("drop_last", drop_last)
+        self.warn_repeated_epoch = check_bool("warn_repeated_epoch", warn_repeated_epoch)
+        self.epoch = 0
+        n, w = self.length, self.num_replicas
+        if not self._pad_or_drop:
+            self.num_samples = len(range(self.rank, n, w))
+            self.total_size = n
+        else:
+            if self.drop_last and n % w != 0:
+                self.num_samples = math.ceil((n - w) / w)
+            else:
+                self.num_samples = math.ceil(n / w)
+            self.total_size = self.num_samples * w
+        self._resume_from = 0
+        self._active: _Progress | None = None
+        self._last_pass_epoch: int | None = None
+        self._warned = False
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch; with ``shuffle=True`` the order is ``randperm`` seeded ``seed + epoch``."""
+        epoch = check_int("epoch", epoch)
+        if not _SEED_MIN <= self.seed + epoch <= _SEED_MAX:
+            raise ValueError(f"seed + epoch must be in [{_SEED_MIN}, {_SEED_MAX}] (torch's "
+                             f"generator seed range), got seed={self.seed}, epoch={epoch}")
+        self.epoch = epoch
+
+    def indices(self) -> torch.Tensor:
+        """This rank's indices for the current epoch, in order, as an int64 tensor."""
+        n, w, r, total = self.length, self.num_replicas, self.rank, self.total_size
+        if self.num_samples == 0:
+            return torch.empty(0, dtype=torch.int64)
+        order = epoch_order(n, self.shuffle, self.seed, self.epoch)
+        stop = min(total, n)
+        head = order[r:stop:w].to(torch.int64)  # strided view -> one copy of this rank's part
+        if total <= n:
+            return head
+        # padding: positions n..total-1 repeat the order from its start (at most W - 1 of them,
+        # so at most one per rank); position p holds order[p % n]
+        pad_pos = torch.tensor(range(r + head.numel() * w, total, w), dtype=torch.int64)
+        return torch.cat([head, order[pad_pos % n].to(torch.int64)])
+
+    def __iter__(self) -> Iterator[int]:
+        start = self._resume_from
+        self._resume_from = 0
+        if start == 0 and self.shuffle and self._last_pass_epoch == self.epoch:
+            self._warn_repeated()
+        self._last_pass_epoch = self.epoch
+        progress = _Progress(self.indices(), start, self.epoch)
+        self._active = progress
+        return progress.run()
+
+    def _warn_repeated(self) -> None:
+        if not self.warn_repeated_epoch or self._warned:
+            return
+        self._warned = True
+        warnings.warn(
+            f"{type(self).__name__}: a new pass started with shuffle=True and the same epoch "
+            f"({self.epoch}) as the previous pass, so it repeats the same order. Call "
+            "sampler.set_epoch(epoch) at the start of every epoch, before iterating the "
+            "DataLoader. To silence this, pass warn_repeated_epoch=False or filter "
+            "distlab.samplers.SetEpochWarning.", SetEpochWarning, stacklevel=3)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch, seed, parameters and ``consumed``: indices of this epoch already handed out."""
+        consumed = self._resume_from
+        if self._active is not None and not self._active.done:
+            consumed = self._active.consumed()
+        return {"epoch": self.epoch, "seed": self.seed, "consumed": consumed,
+                "length": self.length, "num_replicas": self.num_replicas, "rank": self.rank,
+                "shuffle": self.shuffle, "drop_last": self.drop_last}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume: the next iteration yields the indices of ``state``'s epoch after ``consumed``.
+
+        Raises:
+            ValueError: the state belongs to a sampler with another length, world size, rank,
+                shuffle or drop_last (its remaining indices would differ), or is malformed.
+        """
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
+        missing = {"epoch", "seed", "consumed"} - set(state)
+        if missing:
+            raise ValueError(f"state is missing keys {sorted(missing)}")
+        for key in ("length", "num_replicas", "rank", "shuffle", "drop_last"):
+            if key in state and state[key] != getattr(self, key):
+                raise ValueError(f"state[{key!r}]={state[key]!r} but this sampler has "
+                                 f"{key}={getattr(self, key)!r}; a state resumes only a sampler "
+                                 "with the same parameters")
+        self.seed = check_int("state['seed']", state["seed"], minimum=_SEED_MIN,
+                              maximum=_SEED_MAX)
+        self.set_epoch(state["epoch"])
+        self._resume_from = check_int("state['consumed']", state["consumed"], minimum=0,
+                                      maximum=self.num_samples)
+        self._active = None
+        self._last_pass_epoch = None
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(length={self.length}, num_replicas={self.num_replicas}, "
+                f"rank={self.rank}, shuffle={self.shuffle}, seed={self.seed}, "
+                f"drop_last={self.drop_last}, epoch={self.epoch})")
+
+
+class _Progress:
+    """One pass: hands out Python ints 64 Ki at a time and knows how many it has handed out."""
+
+    def __init__(self, indices: torch.Tensor, start: int, epoch: int) -> None:
+        self.indices = indices
+        self.base = start
+        self.epoch = epoch
+        self.chunk: Iterator[int] = iter(())
+        self.chunk_len = 0
+        self.done = False
+
+    def consumed(self) -> int:
+        remaining = self.chunk.__length_hint__()  # type: ignore[attr-defined]
+        return self.base + self.chunk_len - remaining
+
+    def run(self) -> Iterator[int]:
+        total = self.indices.numel()
+        pos = self.base
+        while pos < total:
+            values = self.indices[pos:pos + _CHUNK].tolist()
+            self.base, self.chunk_len = pos, len(values)
+            self.chunk = iter(values)
+            yield from self.chunk
+            pos += len(values)
+        self.done = True
+
+
+class DistributedSampler(_ShardedSampler):
+    """Drop-in for ``torch.utils.data.DistributedSampler``: same arguments, same indices.
+
+    Args:
+        dataset: a sized dataset, or its length as an int >= 0.
+        num_replicas: world size, >= 1; None takes it from the initialized process group.
+        rank: this rank, in [0, num_replicas - 1]; None takes it from the process group.
+        shuffle: permute with ``torch.randperm`` seeded ``seed + epoch``.
+        seed: int; the same on every rank.
+        drop_last: cut the tail so that every rank gets ``floor(n / W)`` indices, instead of
+            padding with repeats from the start so that every rank gets ``ceil(n / W)``.
+        warn_repeated_epoch: warn (once, :class:`SetEpochWarning`) when a shuffled pass starts
+            with the same epoch as the previous one.
+    """
+
+    def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
+                 warn_repeated_epoch: bool = True) -> None:
+        super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last,
+                         warn_repeated_epoch)
+
+
+class DistributedEvalSampler(_ShardedSampler):
+    """Evaluation sharding: every index exactly once over all ranks, no padding, no drop.
+
+    Rank ``r`` gets positions ``r, r + W, ...`` of the (optionally shuffled) order, so the first
+    ``n % W`` ranks get one index more than the others. Use it for evaluation, where padded
+    duplicates would be counted twice in a metric; do not use it where every rank must run the
+    same number of steps of a collective (training with DDP).
+
+    Args:
+        dataset, num_replicas, rank, seed: as :class:`DistributedSampler`.
+        shuffle: default False (evaluation order rarely matters).
+        warn_repeated_epoch: as :class:`DistributedSampler`.
+    """
+
+    _pad_or_drop = False
+
+    def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = False, seed: int = 0, *,
+                 warn_repeated_epoch: bool = True) -> None:
+        super().__init__(dataset, num_replicas, rank, shuffle, seed, False, warn_repeated_epoch)

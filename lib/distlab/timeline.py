@@ -1,0 +1,479 @@
+"""One timeline type for everything distlab times: spans, Gantt chart, Chrome trace, stats.
+
+A :class:`Span` is ``(name, category, lane, start_us, duration_us, args)``. Times are microseconds
+on one host-wide monotonic clock (:func:`now_us`, ``CLOCK_MONOTONIC`` on Linux), so spans recorded
+in different threads *and* processes of one host line up without any offset correction.
+
+    tl = Timeline()
+    with tl.span("decode", "cpu", "rank0/decode", item=3):
+        work()
+    tl.record("h2d", "copy", "rank0/h2d", start_us, duration_us, nbytes=4096)
+    tl.to_chrome_trace("trace.json")        # opens in ui.perfetto.dev
+    tl.gantt()                              # matplotlib figure, one row per lane
+
+Lanes and the Chrome trace's pid/tid
+------------------------------------
+A lane is a string ``"<process>/<thread>"`` split at the *first* ``/``: ``"rank0/read"`` is thread
+``read`` of process ``rank0``; ``"rank1/worker/2"`` is thread ``worker/2`` of process ``rank1``.
+A lane without ``/`` belongs to the process :data:`DEFAULT_PROCESS` (``"main"``). In the trace,
+processes get pids ``1, 2, ...`` in natural sort order of their names (``rank2`` before
+``rank10``) and threads get tids ``1, 2, ...`` within their process in the order their lanes
+first appear in the timeline. Both are named with ``M`` (metadata) events.
+
+A trace viewer needs slices on one tid that nest or are disjoint; distlab goes further and
+never lets two slices on one tid overlap at all. If a lane's spans overlap (several workers
+recording into one lane, say), they are spread over extra tids by deterministic greedy interval
+partitioning: spans sorted by (start, end, recording order), each placed on the lowest sub-track
+that is free at its start. Sub-track ``k > 0`` of lane ``L`` is named ``"<thread> [k]"`` and its
+``M`` event carries ``args.lane = L``, so :meth:`Timeline.from_chrome_trace` restores the lane.
+Spans that only touch (one ends exactly where the next starts) share a tid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_PROCESS",
+    "LaneStats",
+    "Span",
+    "Timeline",
+    "now_us",
+    "split_lane",
+]
+
+DEFAULT_PROCESS = "main"
+
+if hasattr(time, "clock_gettime_ns") and hasattr(time, "CLOCK_MONOTONIC"):
+    _MONO = time.CLOCK_MONOTONIC
+
+    def now_us() -> float:
+        """Microseconds on the host-wide monotonic clock (``CLOCK_MONOTONIC``).
+
+        Comparable across threads and processes of one host; not across hosts.
+        """
+        return time.clock_gettime_ns(_MONO) / 1000.0
+else:  # pragma: no cover - non-POSIX fallback; perf_counter is system-wide on Windows/macOS
+    def now_us() -> float:
+        """Microseconds on ``time.perf_counter_ns`` (system-wide on Windows and macOS)."""
+        return time.perf_counter_ns() / 1000.0
+
+
+def split_lane(lane: str) -> tuple[str, str]:
+    """``"rank0/read"`` -> ``("rank0", "read")``; ``"read"`` -> ``(DEFAULT_PROCESS, "read")``."""
+    proc, sep, thread = lane.partition("/")
+    if not sep:
+        return DEFAULT_PROCESS, lane
+    return proc, thread
+
+
+@dataclass(frozen=True)
+class Span:
+    """One timed interval.
+
+    Attributes:
+        name: what happened (``"read"``, ``"step 3"``).
+        category: a colour group (``"io"``, ``"cpu"``, ``"copy"``, ``"compute"``).
+        lane: the row it belongs to, ``"<process>/<thread>"`` (see the module docstring).
+        start_us: start on the :func:`now_us` clock, microseconds.
+        duration_us: length in microseconds, >= 0.
+        args: small JSON-able details (item index, byte counts, ...).
+    """
+
+    name: str
+    category: str
+    lane: str
+    start_us: float
+    duration_us: float
+    args: dict[str, Any] = field(default_factory=dict, compare=True, hash=False)
+
+    @property
+    def end_us(self) -> float:
+        """``start_us + duration_us``."""
+        return self.start_us + self.duration_us
+
+
+@dataclass(frozen=True)
+class LaneStats:
+    """Busy and idle microseconds of one lane inside a window, and its span count."""
+
+    lane: str
+    busy_us: float
+    idle_us: float
+    spans: int
+
+    @property
+    def utilization(self) -> float:
+        """busy / (busy + idle), 0.0 for an empty window."""
+        total = self.busy_us + self.idle_us
+        return self.busy_us / total if total > 0 else 0.0
+
+
+def _check_span(name: Any, category: Any, lane: Any, start_us: Any, duration_us: Any,
+                args: Any) -> None:
+    for label, value in (("name", name), ("category", category), ("lane", lane)):
+        if not isinstance(value, str):
+            raise TypeError(f"{label} must be a str, got {type(value).__name__} {value!r}")
+    if not lane:
+        raise ValueError("lane must be a non-empty string like 'rank0/read', got ''")
+    for label, value in (("start_us", start_us), ("duration_us", duration_us)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise TypeError(f"{label} must be a finite number of microseconds, got {value!r}")
+    if duration_us < 0:
+        raise ValueError(f"duration_us must be >= 0 microseconds, got {duration_us!r}")
+    if args is not None and not isinstance(args, Mapping):
+        raise TypeError(f"args must be a mapping or None, got {type(args).__name__}")
+
+
+_NUM = (float, int)
+
+
+def _natural_key(text: str) -> list[Any]:
+    return [(0, int(tok), "") if tok.isdigit() else (1, 0, tok)
+            for tok in re.split(r"(\d+)", text) if tok]
+
+
+def _union_us(intervals: list[tuple[float, float]]) -> float:
+    """Total length of the union of ``[start, end)`` intervals."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s  # type: ignore[operator]
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s  # type: ignore[operator]
+    return total
+
+
+class Timeline:
+    """A thread-safe list of :class:`Span` with Gantt, Chrome-trace and stats views.
+
+    Args:
+        spans: optional initial spans.
+        notes: optional free-text notes (e.g. "pin skipped: no accelerator"); exported to the
+            Chrome trace under ``otherData.notes``.
+    """
+
+    def __init__(self, spans: Iterable[Span] = (), notes: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self._spans: list[Span] = []
+        self.notes: list[str] = list(notes)
+        self.extend(spans)
+
+    # ----------------------------------------------------------------- recording
+    def record(self, name: str, category: str, lane: str, start_us: float, duration_us: float,
+               args: Mapping[str, Any] | None = None) -> Span:
+        """Record one span (thread-safe) and return it. Units: microseconds."""
+        if not (type(name) is str and type(category) is str and type(lane) is str and lane
+                and type(start_us) in _NUM and type(duration_us) in _NUM
+                and duration_us >= 0 and start_us == start_us
+                and (args is None or type(args) is dict)):
+            _check_span(name, category, lane, start_us, duration_us, args)  # says what is wrong
+        span = Span(name, category, lane, float(start_us), float(duration_us),
+                    dict(args) if args else {})
+        with self._lock:
+            self._spans.append(span)
+        return span
+
+    @contextmanager
+    def span(self, name: str, category: str, lane: str, **args: Any) -> Iterator[dict[str, Any]]:
+        """Time the ``with`` body as one span; yields the args dict so the body can add to it.
+
+        The span is recorded even if the body raises (with ``args["error"]`` set to the
+        exception type name).
+        """
+        _check_span(name, category, lane, 0.0, 0.0, None)
+        start = now_us()
+        try:
+            yield args
+        except BaseException as exc:
+            args["error"] = type(exc).__name__
+            raise
+        finally:
+            self.record(name, category, lane, start, now_us() - start, args)
+
+    def add_note(self, text: str) -> None:
+        """Attach a free-text note, e.g. what a run skipped and why."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        with self._lock:
+            if text not in self.notes:
+                self.notes.append(text)
+
+    def extend(self, spans: Iterable[Span | Mapping[str, Any]]) -> None:
+        """Add spans gathered elsewhere (other threads, processes): Span objects or their dicts."""
+        new: list[Span] = []
+        for s in spans:
+            if isinstance(s, Mapping):
+                s = Span(s["name"], s["category"], s["lane"], s["start_us"], s["duration_us"],
+                         dict(s.get("args") or {}))
+            if not isinstance(s, Span):
+                raise TypeError(f"spans must hold Span or dict items, got {type(s).__name__}")
+            _check_span(s.name, s.category, s.lane, s.start_us, s.duration_us, s.args)
+            new.append(s)
+        with self._lock:
+            self._spans.extend(new)
+
+    def merge(self, *others: Timeline | Iterable[Span | Mapping[str, Any]]) -> Timeline:
+        """Add every span (and note) of ``others`` to this timeline in place; returns ``self``."""
+        for other in others:
+            if isinstance(other, Timeline):
+                self.extend(other.spans)
+                for note in other.notes:
+                    self.add_note(note)
+            else:
+                self.extend(other)
+        return self
+
+    # ----------------------------------------------------------------- access
+    @property
+    def spans(self) -> list[Span]:
+        """A snapshot copy of the spans in recording order."""
+        with self._lock:
+            return list(self._spans)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._spans)
+
+    def __iter__(self) -> Iterator[Span]:
+        return iter(self.spans)
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Plain dicts (cheap to pickle or send through a queue); :meth:`extend` takes them."""
+        return [{"name": s.name, "category": s.category, "lane": s.lane, "start_us": s.start_us,
+                 "duration_us": s.duration_us, "args": dict(s.args)} for s in self.spans]
+
+    @property
+    def lanes(self) -> list[str]:
+        """Lanes in order of first appearance."""
+        return list(dict.fromkeys(s.lane for s in self.spans))
+
+    @property
+    def categories(self) -> list[str]:
+        """Categories in order of first appearance."""
+        return list(dict.fromkeys(s.category for s in self.spans))
+
+    def filter(self, *, lanes: Iterable[str] | None = None,
+               categories: Iterable[str] | None = None) -> Timeline:
+        """A new timeline holding only spans in ``lanes`` and ``categories`` (None = all)."""
+        lane_set = None if lanes is None else set(lanes)
+        cat_set = None if categories is None else set(categories)
+        return Timeline((s for s in self.spans
+                         if (lane_set is None or s.lane in lane_set)
+                         and (cat_set is None or s.category in cat_set)), self.notes)
+
+    # ----------------------------------------------------------------- stats
+    def extent_us(self) -> tuple[float, float]:
+        """(earliest start, latest end) in microseconds; ValueError when empty."""
+        spans = self.spans
+        if not spans:
+            raise ValueError("the timeline is empty: no spans recorded")
+        return min(s.start_us for s in spans), max(s.end_us for s in spans)
+
+    def wall_us(self) -> float:
+        """Latest end minus earliest start, microseconds (0.0 when empty)."""
+        if not len(self):
+            return 0.0
+        t0, t1 = self.extent_us()
+        return t1 - t0
+
+    def lane_stats(self, window: tuple[float, float] | None = None) -> dict[str, LaneStats]:
+        """Busy (union of span intervals) and idle time per lane within ``window`` (default:
+        the whole extent), microseconds."""
+        spans = self.spans
+        if not spans:
+            return {}
+        t0, t1 = window if window is not None else self.extent_us()
+        per: dict[str, list[tuple[float, float]]] = {}
+        for s in spans:
+            per.setdefault(s.lane, [])
+            lo, hi = max(s.start_us, t0), min(s.end_us, t1)
+            if hi > lo:
+                per[s.lane].append((lo, hi))
+        out = {}
+        for lane, ivs in per.items():
+            busy = _union_us(ivs)
+            out[lane] = LaneStats(lane, busy, max(0.0, (t1 - t0) - busy), len(ivs))
+        return out
+
+    def idle_gaps(self, lane: str, window: tuple[float, float] | None = None,
+                  min_gap_us: float = 0.0) -> list[tuple[float, float]]:
+        """Intervals ``(start_us, end_us)`` inside ``window`` (default: from the timeline start
+        to the lane's last end) where ``lane`` has no span, longer than ``min_gap_us``."""
+        ivs = sorted((s.start_us, s.end_us) for s in self.spans if s.lane == lane)
+        if not ivs:
+            raise ValueError(f"lane {lane!r} has no spans; lanes are {self.lanes}")
+        t0, t1 = window if window is not None else (self.extent_us()[0], max(e for _, e in ivs))
+        gaps, cursor = [], t0
+        for s, e in ivs:
+            if s > cursor and min(s, t1) - cursor > min_gap_us:
+                gaps.append((cursor, min(s, t1)))
+            cursor = max(cursor, e)
+            if cursor >= t1:
+                break
+        if t1 - cursor > min_gap_us:
+            gaps.append((cursor, t1))
+        return gaps
+
+    def stall_us(self, lane: str) -> float:
+        """Consumer stall: time ``lane`` sat idle from the timeline's start to its last span's
+        end (waiting for the first item counts), microseconds."""
+        return sum(e - s for s, e in self.idle_gaps(lane))
+
+    def items_per_s(self, lane: str, category: str | None = None) -> float:
+        """Spans on ``lane`` (optionally of ``category``) per second of wall time."""
+        n = sum(1 for s in self.spans if s.lane == lane
+                and (category is None or s.category == category))
+        wall = self.wall_us()
+        return n / (wall * 1e-6) if wall > 0 else 0.0
+
+    def efficiency(self, bound_s: float) -> float:
+        """Overlap efficiency: the model's bound (seconds) over the measured wall time."""
+        if isinstance(bound_s, bool) or not isinstance(bound_s, (int, float)) or bound_s < 0:
+            raise ValueError(f"bound_s must be a number of seconds >= 0, got {bound_s!r}")
+        wall = self.wall_us() * 1e-6
+        return bound_s / wall if wall > 0 else 0.0
+
+    # ----------------------------------------------------------------- chrome trace
+    def chrome_trace_events(self) -> list[dict[str, Any]]:
+        """Trace Event dicts (``M`` names, then ``X`` slices); see the module docstring."""
+        spans = self.spans
+        procs = sorted({split_lane(s.lane)[0] for s in spans}, key=_natural_key)
+        pid_of = {p: i + 1 for i, p in enumerate(procs)}
+        by_lane: dict[str, list[int]] = {}
+        for i, s in enumerate(spans):
+            by_lane.setdefault(s.lane, []).append(i)
+        next_tid = {p: 1 for p in procs}
+        events: list[dict[str, Any]] = []
+        for p in procs:
+            events.append({"ph": "M", "name": "process_name", "pid": pid_of[p], "tid": 0,
+                           "args": {"name": p}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid_of[p], "tid": 0,
+                           "args": {"sort_index": pid_of[p]}})
+        slices: list[dict[str, Any]] = []
+        for lane, idx in by_lane.items():
+            proc, thread = split_lane(lane)
+            pid = pid_of[proc]
+            track_end: list[float] = []
+            track_tid: list[int] = []
+            for i in sorted(idx, key=lambda i: (spans[i].start_us, spans[i].end_us, i)):
+                s = spans[i]
+                k = next((k for k, end in enumerate(track_end) if end <= s.start_us), None)
+                if k is None:
+                    k = len(track_end)
+                    track_end.append(s.end_us)
+                    tid = next_tid[proc]
+                    next_tid[proc] += 1
+                    track_tid.append(tid)
+                    tname = thread if k == 0 else f"{thread} [{k}]"
+                    events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                                   "args": {"name": tname, "lane": lane}})
+                    events.append({"ph": "M", "name": "thread_sort_index", "pid": pid,
+                                   "tid": tid, "args": {"sort_index": tid}})
+                track_end[k] = s.end_us
+                slices.append({"ph": "X", "name": s.name, "cat": s.category, "pid": pid,
+                               "tid": track_tid[k], "ts": s.start_us, "dur": s.duration_us,
+                               "args": dict(s.args)})
+        return events + slices
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
+        """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path."""
+        payload = {"traceEvents": self.chrome_trace_events(), "displayTimeUnit": "ms",
+                   "otherData": {"producer": "distlab.timeline", "notes": list(self.notes)}}
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(payload, default=str))
+        return p
+
+    @classmethod
+    def from_chrome_trace(cls, path: str | os.PathLike[str]) -> Timeline:
+        """Load a Trace Event JSON file (object or bare-array form); ``X`` events become spans.
+
+        Lanes come from the ``thread_name`` metadata (``args.lane`` when distlab wrote it, else
+        ``"<process name>/<thread name>"``, falling back to pid/tid numbers).
+        """
+        data = json.loads(Path(path).read_text())
+        events = data["traceEvents"] if isinstance(data, dict) else data
+        if not isinstance(events, list):
+            raise ValueError(f"{path}: traceEvents must be a list, got {type(events).__name__}")
+        pnames: dict[Any, str] = {}
+        tlanes: dict[tuple[Any, Any], str] = {}
+        tnames: dict[tuple[Any, Any], str] = {}
+        for e in events:
+            if e.get("ph") == "M" and e.get("name") == "process_name":
+                pnames[e["pid"]] = str(e["args"]["name"])
+            elif e.get("ph") == "M" and e.get("name") == "thread_name":
+                if "lane" in e.get("args", {}):
+                    tlanes[(e["pid"], e["tid"])] = str(e["args"]["lane"])
+                tnames[(e["pid"], e["tid"])] = str(e["args"]["name"])
+        tl = cls(notes=(data.get("otherData", {}).get("notes", [])
+                        if isinstance(data, dict) else []))
+        for e in events:
+            if e.get("ph") != "X":
+                continue
+            key = (e.get("pid"), e.get("tid"))
+            lane = tlanes.get(key) or (f"{pnames.get(key[0], f'pid{key[0]}')}/"
+                                       f"{tnames.get(key, f'tid{key[1]}')}")
+            tl.record(str(e.get("name", "")), str(e.get("cat", "")), lane, float(e["ts"]),
+                      float(e.get("dur", 0.0)), e.get("args") or {})
+        return tl
+
+    # ----------------------------------------------------------------- figure
+    def gantt(self, ax: Any = None, *, origin_us: float | None = None,
+              lanes: list[str] | None = None, highlight_idle: str | None = None,
+              title: str | None = None, colors: Mapping[str, Any] | None = None) -> Any:
+        """A matplotlib Gantt chart: one row per lane (top to bottom in ``lanes`` order, default
+        first appearance), bars coloured by category, x axis in milliseconds from ``origin_us``
+        (default: the earliest start). ``highlight_idle`` names a lane (the consumer) whose idle
+        gaps are shaded red across the chart. Returns the Figure."""
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(10, 0.45 * max(2, len(lanes or self.lanes)) + 1.2))
+        else:
+            fig = ax.figure
+        spans = self.spans
+        rows = list(lanes) if lanes is not None else self.lanes
+        t0 = origin_us if origin_us is not None else (self.extent_us()[0] if spans else 0.0)
+        cmap = plt.get_cmap("tab10")
+        cats = self.categories
+        color_of = {c: cmap(i % 10) for i, c in enumerate(cats)}
+        if colors:
+            color_of.update(colors)
+        y_of = {lane: i for i, lane in enumerate(rows)}
+        per: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for s in spans:
+            if s.lane in y_of:
+                per.setdefault((s.lane, s.category), []).append(
+                    ((s.start_us - t0) / 1e3, max(s.duration_us / 1e3, 1e-6)))
+        for (lane, cat), bars in per.items():
+            ax.broken_barh(bars, (y_of[lane] - 0.4, 0.8), facecolors=color_of[cat],
+                           edgecolor="black", linewidth=0.3)
+        handles = [Patch(color=color_of[c], label=c) for c in cats]
+        if highlight_idle is not None and any(s.lane == highlight_idle for s in spans):
+            for gs, ge in self.idle_gaps(highlight_idle):
+                ax.axvspan((gs - t0) / 1e3, (ge - t0) / 1e3, color="red", alpha=0.12, lw=0)
+            handles.append(Patch(color="red", alpha=0.25, label=f"{highlight_idle} idle"))
+        ax.set_yticks(range(len(rows)), rows)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_xlabel("time (ms)")
+        if handles:
+            ax.legend(handles=handles, loc="upper right", fontsize="small", framealpha=0.8)
+        if title:
+            ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+        return fig

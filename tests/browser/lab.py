@@ -1,0 +1,185 @@
+"""Real-browser harness: a live JupyterLab, headless Chromium through Playwright, and the actions a
+notebook test needs (open, run all, read errors, move a widget, see the figure change).
+
+Fixtures live in ``tests/browser/conftest.py`` (``lab`` and ``page``). A new notebook's browser
+test is a few lines:
+
+    from browser.lab import (open_notebook, run_all_cells, error_outputs,
+                             figure_fingerprints, set_slider, wait_for_figures_to_change,
+                             save_screenshot)
+
+    def test_samplers_widget(lab, page):
+        open_notebook(page, lab, "01_samplers.ipynb")
+        run_all_cells(page)
+        assert error_outputs(page) == []
+        before = figure_fingerprints(page)
+        set_slider(page, "world size", 5)
+        wait_for_figures_to_change(page, before)
+        save_screenshot(page, "01_samplers_after_slider")
+
+JupyterLab runs with ``expose_app_in_browser`` so the harness drives it through
+``window.jupyterapp`` (commands and the notebook model) instead of guessing at menus; widgets are
+moved through the DOM the way a person would (keyboard on the slider, the readout, the select).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A running JupyterLab: ``base_url`` like http://127.0.0.1:PORT, ``token`` for auth."""
+
+    base_url: str
+    token: str
+    root_dir: Path
+
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.base_url}/{path.lstrip('/')}{sep}token={self.token}"
+
+
+def open_notebook(page: Any, lab: Lab, name: str, *, timeout_s: float = 90.0) -> None:
+    """Open ``name`` (relative to the lab's root, i.e. notebooks/) and wait for an idle kernel."""
+    page.goto(lab.url(f"lab/tree/{name}"), timeout=timeout_s * 1000)
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=timeout_s * 1000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_s * 1000)
+    _wait_kernel_idle(page, timeout_s)
+
+
+def _wait_kernel_idle(page: Any, timeout_s: float) -> None:
+    page.wait_for_function(
+        """() => {
+            const w = window.jupyterapp.shell.currentWidget;
+            const s = w && w.sessionContext && w.sessionContext.session;
+            return !!(s && s.kernel && s.kernel.status === 'idle');
+        }""",
+        timeout=timeout_s * 1000,
+    )
+
+
+def run_all_cells(page: Any, *, timeout_s: float = 300.0) -> None:
+    """Run every cell of the current notebook and wait until all code cells have executed."""
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = page.evaluate(
+            """() => {
+                const nb = window.jupyterapp.shell.currentWidget.content;
+                let pending = 0, total = 0;
+                for (const cell of nb.widgets) {
+                    if (cell.model.type !== 'code' || !cell.model.sharedModel.getSource().trim())
+                        continue;
+                    total += 1;
+                    if (cell.model.executionCount === null || cell.promptNode.textContent.includes('*'))
+                        pending += 1;
+                }
+                const s = window.jupyterapp.shell.currentWidget.sessionContext.session;
+                return {pending, total, status: s && s.kernel ? s.kernel.status : 'none'};
+            }"""
+        )
+        if state["pending"] == 0 and state["status"] == "idle":
+            return
+        if error_outputs(page):  # a failing cell stops run-all: report it instead of waiting
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"cells still running after {timeout_s:g} s: {state}")
+        time.sleep(0.5)
+
+
+def error_outputs(page: Any) -> list[str]:
+    """``ename: evalue`` of every error output in the current notebook (empty when none)."""
+    return list(page.evaluate(
+        """() => {
+            const nb = window.jupyterapp.shell.currentWidget.content;
+            const found = [];
+            for (const cell of nb.widgets) {
+                if (cell.model.type !== 'code') continue;
+                for (const out of cell.model.outputs.toJSON()) {
+                    if (out.output_type === 'error') found.push(out.ename + ': ' + out.evalue);
+                }
+            }
+            return found;
+        }"""
+    ))
+
+
+def page_text(page: Any) -> str:
+    """All text rendered in the notebook's outputs."""
+    return str(page.inner_text(".jp-NotebookPanel .jp-Notebook"))
+
+
+def figure_fingerprints(page: Any) -> list[str]:
+    """A short hash of every rendered image (matplotlib PNGs, inline or inside widgets)."""
+    sources = page.eval_on_selector_all(".jp-NotebookPanel img", "els => els.map(e => e.src)")
+    return [hashlib.sha1(src.encode()).hexdigest()[:12] for src in sources]
+
+
+def wait_for_figures_to_change(page: Any, before: list[str], *, timeout_s: float = 60.0) -> list[str]:
+    """Wait until the rendered images differ from ``before``; return the new fingerprints."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = figure_fingerprints(page)
+        if now and now != before:
+            return now
+        time.sleep(0.25)
+    raise AssertionError(f"no figure changed within {timeout_s:g} s (still {before})")
+
+
+def _widget_box(page: Any, label: str) -> Any:
+    """The ipywidgets container whose description label reads ``label`` (case-insensitive)."""
+    pattern = re.compile(rf"^\s*{re.escape(label)}\s*:?\s*$", re.IGNORECASE)
+    box = page.locator(".widget-inline-hbox").filter(
+        has=page.locator("label.widget-label", has_text=pattern))
+    if box.count() == 0:
+        labels = page.eval_on_selector_all("label.widget-label", "els => els.map(e => e.textContent)")
+        raise LookupError(f"no widget labelled {label!r}; labels on the page: {labels}")
+    return box.first
+
+
+def nudge_slider(page: Any, label: str, steps: int) -> None:
+    """Move the slider labelled ``label`` by ``steps`` ticks with the keyboard (negative: left)."""
+    handle = _widget_box(page, label).locator(".noUi-handle").first
+    handle.scroll_into_view_if_needed()
+    handle.focus()
+    key = "ArrowRight" if steps > 0 else "ArrowLeft"
+    for _ in range(abs(steps)):
+        handle.press(key)
+
+
+def set_slider(page: Any, label: str, value: float) -> None:
+    """Type ``value`` into the readout of the slider labelled ``label`` (as a person would)."""
+    readout = _widget_box(page, label).locator(".widget-readout").first
+    readout.scroll_into_view_if_needed()
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(value))
+    page.keyboard.press("Enter")
+
+
+def select_option(page: Any, label: str, option: str) -> None:
+    """Choose ``option`` in the dropdown labelled ``label``."""
+    select = _widget_box(page, label).locator("select").first
+    select.scroll_into_view_if_needed()
+    select.select_option(label=option)
+
+
+def click_toggle(page: Any, label: str, option: str) -> None:
+    """Click the button ``option`` of the ToggleButtons labelled ``label``."""
+    _widget_box(page, label).get_by_role("button", name=option).first.click()
+
+
+def save_screenshot(page: Any, name: str) -> Path:
+    """Save a full-page PNG under test-artifacts/browser/ for a human to look at."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -1,0 +1,17 @@
+"""Project-wide pytest setup.
+
+- ``SMOKE=1`` is the default for every test run (notebook kernels and the browser test's
+  JupyterLab inherit it), so notebooks use their CI sizes; ``SMOKE=0 make test`` runs them at
+  full size.
+- Matplotlib uses the non-interactive Agg backend in the test process only (set through the API,
+  not MPLBACKEND, so notebook kernels keep their inline backend).
+"""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+os.environ.setdefault("SMOKE", "1")
+matplotlib.use("Agg")

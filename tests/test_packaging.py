@@ -1,0 +1,88 @@
+"""The install story: pyproject is the single source, environment.yml agrees, torch is kept."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _makefile_torch_pin() -> str:
+    match = re.search(r"^TORCH_VERSION \?= (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert match, "the Makefile must define an overridable TORCH_VERSION ?= pin"
+    return match.group(1)
+
+
+def test_environment_yml_installs_the_pyproject_and_nothing_else():
+    text = (ROOT / "environment.yml").read_text()
+    lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
+    pip_lines = [ln[2:].strip() for ln in lines if ln.startswith("- ") and not ln.endswith(":")]
+    pip_section = pip_lines[pip_lines.index("pip") + 1:]
+    extras = sorted(PYPROJECT["project"]["optional-dependencies"])
+    assert f"-e .[{','.join(extras)}]" in pip_section, \
+        f"environment.yml must pip-install the project with extras {extras}: {pip_section}"
+    assert f"torch=={_makefile_torch_pin()}" in pip_section, \
+        "environment.yml must pin torch like the Makefile"
+    others = [ln for ln in pip_section if not ln.startswith(("-e ", "torch=="))]
+    assert others == [], f"dependencies belong in pyproject.toml, not environment.yml: {others}"
+    py = re.search(r"python=(\d+\.\d+)", text)
+    assert py, "environment.yml must name a python version"
+    floor = re.match(r">=(\d+)\.(\d+)", PYPROJECT["project"]["requires-python"])
+    assert floor and tuple(map(int, py.group(1).split("."))) >= tuple(map(int, floor.groups()))
+
+
+def test_torch_requirement_admits_the_installed_torch():
+    import torch
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
+    torch_req = next(r for r in reqs if r.name == "torch")
+    assert not torch_req.specifier or torch_req.specifier.contains(
+        torch.__version__.split("+")[0], prereleases=True), \
+        f"{torch_req} would make pip replace the installed torch {torch.__version__}"
+    assert "<" not in str(torch_req.specifier) and "==" not in str(torch_req.specifier), \
+        "an upper bound or exact pin on torch would replace users' own CUDA builds"
+
+
+@pytest.mark.timeout(300)
+def test_project_install_never_replaces_the_installed_torch(tmp_path):
+    """pip's own resolver, asked to install the project here, plans no torch install."""
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-build-isolation",
+         "--quiet", "--report", str(report), "-e",
+         f"{ROOT}[test]"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    planned = [item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]]
+    assert "torch" not in planned, f"pip would (re)install torch: {planned}"
+    assert "distlab" in planned
+
+
+def test_readme_opens_with_exactly_two_commands():
+    text = (ROOT / "README.md").read_text()
+    first_block = re.search(r"```(?:bash|sh)?\n(.*?)```", text, re.S)
+    assert first_block, "README must open with a code block of commands"
+    commands = [ln for ln in first_block.group(1).splitlines()
+                if ln.strip() and not ln.strip().startswith("#")]
+    assert commands == ["make lab", "make test"], commands
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in ci, ".ci/run must call the README's test command"
+
+
+def test_committed_notebooks_are_clean():
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "nbtool.py"), "check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
