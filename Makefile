@@ -13,6 +13,7 @@ TORCH_VERSION ?= 2.13.0
 VENV ?= .venv
 LAB_PORT ?= 8888
 PYTEST_ARGS ?=
+LAB_ARGS ?=
 
 ifneq ($(strip $(VIRTUAL_ENV)),)
 PY := $(VIRTUAL_ENV)/bin/python
@@ -28,7 +29,7 @@ install:
 	@TORCH_VERSION="$(TORCH_VERSION)" VENV="$(VENV)" PY="$(PY)" bash tools/install.sh
 
 lab: install
-	$(PY) -m jupyterlab --ServerApp.root_dir=notebooks --ServerApp.port=$(LAB_PORT) --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
+	$(PY) -m jupyterlab --ServerApp.root_dir=notebooks --ServerApp.port=$(LAB_PORT) --ServerApp.ip=127.0.0.1 $(LAB_ARGS) $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 test: install
 	$(PY) tools/run_tests.py $(PYTEST_ARGS)

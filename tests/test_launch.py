@@ -187,3 +187,11 @@ def test_torchrun_world_size_mismatch(monkeypatch):
     assert launch.in_torchrun()
     with pytest.raises(ValueError, match="WORLD_SIZE=2"):
         launch.run(targets.describe, 3)
+
+
+def test_from_a_script_with_fn_in_its_main(no_leaks):
+    """A script's own __main__ functions work: spawn re-imports the script by path."""
+    proc = subprocess.run([sys.executable, str(HELPERS / "script_main_launch.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULT [3.0, 3.0, 3.0]" in proc.stdout

@@ -86,3 +86,46 @@ def test_committed_notebooks_are_clean():
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "nbtool.py"), "check"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.timeout(180)
+def test_make_lab_serves_the_start_here_notebook(tmp_path):
+    """The README's first command starts JupyterLab on notebooks/ with 00_start_here in it."""
+    import os
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "distlab-test-token"
+    env = dict(os.environ, VIRTUAL_ENV=sys.prefix, JUPYTER_RUNTIME_DIR=str(tmp_path),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"))
+    env.pop("CONDA_PREFIX", None)
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "lab", f"LAB_PORT={port}",
+         f"LAB_ARGS=--no-browser --IdentityProvider.token={token}"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api/contents/00_start_here.ipynb?token={token}&content=0"
+    try:
+        deadline = time.monotonic() + 150
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    info = json.loads(resp.read())
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+                assert time.monotonic() < deadline, "make lab did not serve within 150 s"
+                time.sleep(0.5)
+        assert info["name"] == "00_start_here.ipynb" and info["type"] == "notebook"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

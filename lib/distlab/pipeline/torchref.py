@@ -71,7 +71,8 @@ class TorchDataLoaderExecutor(Executor):
         self.pin_memory = bool(pin_memory)
         self.timeout_s = float(timeout_s)
         self._loader: DataLoader | None = None
-        self._key: tuple[int, ...] | None = None
+        self._key: tuple[Any, ...] | None = None
+        self._items: list[Any] | None = None
 
     def config(self) -> dict[str, Any]:
         return {"executor": self.name, "workers": self.workers,
@@ -88,8 +89,8 @@ class TorchDataLoaderExecutor(Executor):
 
     def _loader_for(self, wstages: list[Stage], items: list[Any], prefix: str,
                     pin: bool) -> DataLoader:
-        key = (id(wstages[0]) if wstages else 0, len(wstages), id(items), len(items))
-        if self._loader is None or self._key != key:
+        key = (tuple(id(s) for s in wstages), prefix, pin)
+        if self._loader is None or self._key != key or self._items != items:
             self.close()
             kw: dict[str, Any] = {}
             if self.workers > 0:
@@ -99,7 +100,7 @@ class TorchDataLoaderExecutor(Executor):
             self._loader = DataLoader(StagesDataset(wstages, items, prefix), batch_size=None,
                                       shuffle=False, num_workers=self.workers,
                                       collate_fn=_passthrough, pin_memory=pin, **kw)
-            self._key = key
+            self._key, self._items = key, list(items)
         return self._loader
 
     def _run(self, stages: list[Stage], items: list[Any], tl: Timeline, prefix: str,
@@ -112,7 +113,6 @@ class TorchDataLoaderExecutor(Executor):
             tl.add_note("torch DataLoader pin_memory skipped: no accelerator")
         if pin:
             hstages = [s for s in hstages if not isinstance(s, PinStage)]
-        self._items = items  # keep the list alive: the loader cache keys on its id
         loader = self._loader_for(wstages, items, prefix, pin)
         ok = False
         idx = 0
