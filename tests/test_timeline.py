@@ -183,20 +183,17 @@ def test_chrome_trace_never_overlaps_on_a_tid(raw) -> None:
     # every (pid, tid) that carries slices is named, and each tid belongs to exactly one lane
     named = {(e["pid"], e["tid"]) for e in ev if e["name"] == "thread_name"}
     assert set(per) <= named
-    # the number of tids a lane uses equals its maximum overlap depth (optimal partitioning)
+    # the number of tids a lane uses equals its maximum overlap depth (optimal partitioning):
+    # with spans in (start, end) order, the spans still running when span b starts, plus b
     lanes: dict = {}
     for proc, thread, start, dur in raw:
         lanes.setdefault(f"rank{proc}/t{thread}", []).append((start, start + dur))
     lane_of = {(e["pid"], e["tid"]): e["args"]["lane"] for e in ev if e["name"] == "thread_name"}
     for lane, ivs in lanes.items():
-        points = sorted([(s, 1) for s, e in ivs] + [(e, -1) for s, e in ivs],
-                        key=lambda p: (p[0], p[1]))
-        depth = best = 0
-        for _, d in points:
-            depth += d
-            best = max(best, depth)
+        ivs.sort()
+        depth = max(1 + sum(1 for a in ivs[:i] if a[1] > b[0]) for i, b in enumerate(ivs))
         used = sum(1 for v in lane_of.values() if v == lane)
-        assert used == max(best, 1)
+        assert used == depth
 
 
 def test_stats_busy_idle_stall_items() -> None:

@@ -27,11 +27,13 @@ partitioning: spans sorted by (start, end, recording order), each placed on the 
 that is free at its start. Sub-track ``k > 0`` of lane ``L`` is named ``"<thread> [k]"`` and its
 ``M`` event carries ``args.lane = L``, so :meth:`Timeline.from_chrome_trace` restores the lane.
 Spans that only touch (one ends exactly where the next starts) share a tid.
+
+The trace I/O lives in :mod:`distlab.chrome_trace` and the figure in :mod:`distlab.viz.gantt`;
+the :class:`Timeline` methods of the same names delegate to them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -137,7 +139,8 @@ def _check_span(name: Any, category: Any, lane: Any, start_us: Any, duration_us:
 _NUM = (float, int)
 
 
-def _natural_key(text: str) -> list[Any]:
+def natural_key(text: str) -> list[Any]:
+    """Sort key that orders embedded numbers by value: ``rank2`` before ``rank10``."""
     return [(0, int(tok), "") if tok.isdigit() else (1, 0, tok)
             for tok in re.split(r"(\d+)", text) if tok]
 
@@ -349,131 +352,30 @@ class Timeline:
 
     # ----------------------------------------------------------------- chrome trace
     def chrome_trace_events(self) -> list[dict[str, Any]]:
-        """Trace Event dicts (``M`` names, then ``X`` slices); see the module docstring."""
-        spans = self.spans
-        procs = sorted({split_lane(s.lane)[0] for s in spans}, key=_natural_key)
-        pid_of = {p: i + 1 for i, p in enumerate(procs)}
-        by_lane: dict[str, list[int]] = {}
-        for i, s in enumerate(spans):
-            by_lane.setdefault(s.lane, []).append(i)
-        next_tid = {p: 1 for p in procs}
-        events: list[dict[str, Any]] = []
-        for p in procs:
-            events.append({"ph": "M", "name": "process_name", "pid": pid_of[p], "tid": 0,
-                           "args": {"name": p}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pid_of[p], "tid": 0,
-                           "args": {"sort_index": pid_of[p]}})
-        slices: list[dict[str, Any]] = []
-        for lane, idx in by_lane.items():
-            proc, thread = split_lane(lane)
-            pid = pid_of[proc]
-            track_end: list[float] = []
-            track_tid: list[int] = []
-            for i in sorted(idx, key=lambda i: (spans[i].start_us, spans[i].end_us, i)):
-                s = spans[i]
-                k = next((k for k, end in enumerate(track_end) if end <= s.start_us), None)
-                if k is None:
-                    k = len(track_end)
-                    track_end.append(s.end_us)
-                    tid = next_tid[proc]
-                    next_tid[proc] += 1
-                    track_tid.append(tid)
-                    tname = thread if k == 0 else f"{thread} [{k}]"
-                    events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                                   "args": {"name": tname, "lane": lane}})
-                    events.append({"ph": "M", "name": "thread_sort_index", "pid": pid,
-                                   "tid": tid, "args": {"sort_index": tid}})
-                track_end[k] = s.end_us
-                slices.append({"ph": "X", "name": s.name, "cat": s.category, "pid": pid,
-                               "tid": track_tid[k], "ts": s.start_us, "dur": s.duration_us,
-                               "args": dict(s.args)})
-        return events + slices
+        """Trace Event dicts (``M`` names, then ``X`` slices); see :mod:`distlab.chrome_trace`."""
+        from distlab.chrome_trace import trace_events
+
+        return trace_events(self)
 
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path."""
-        payload = {"traceEvents": self.chrome_trace_events(), "displayTimeUnit": "ms",
-                   "otherData": {"producer": "distlab.timeline", "notes": list(self.notes)}}
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(payload, default=str))
-        return p
+        from distlab.chrome_trace import write_trace
+
+        return write_trace(self, path)
 
     @classmethod
     def from_chrome_trace(cls, path: str | os.PathLike[str]) -> Timeline:
-        """Load a Trace Event JSON file (object or bare-array form); ``X`` events become spans.
+        """Load a Trace Event JSON file; ``X`` events become spans (see :mod:`distlab.chrome_trace`)."""
+        from distlab.chrome_trace import read_trace
 
-        Lanes come from the ``thread_name`` metadata (``args.lane`` when distlab wrote it, else
-        ``"<process name>/<thread name>"``, falling back to pid/tid numbers).
-        """
-        data = json.loads(Path(path).read_text())
-        events = data["traceEvents"] if isinstance(data, dict) else data
-        if not isinstance(events, list):
-            raise ValueError(f"{path}: traceEvents must be a list, got {type(events).__name__}")
-        pnames: dict[Any, str] = {}
-        tlanes: dict[tuple[Any, Any], str] = {}
-        tnames: dict[tuple[Any, Any], str] = {}
-        for e in events:
-            if e.get("ph") == "M" and e.get("name") == "process_name":
-                pnames[e["pid"]] = str(e["args"]["name"])
-            elif e.get("ph") == "M" and e.get("name") == "thread_name":
-                if "lane" in e.get("args", {}):
-                    tlanes[(e["pid"], e["tid"])] = str(e["args"]["lane"])
-                tnames[(e["pid"], e["tid"])] = str(e["args"]["name"])
-        tl = cls(notes=(data.get("otherData", {}).get("notes", [])
-                        if isinstance(data, dict) else []))
-        for e in events:
-            if e.get("ph") != "X":
-                continue
-            key = (e.get("pid"), e.get("tid"))
-            lane = tlanes.get(key) or (f"{pnames.get(key[0], f'pid{key[0]}')}/"
-                                       f"{tnames.get(key, f'tid{key[1]}')}")
-            tl.record(str(e.get("name", "")), str(e.get("cat", "")), lane, float(e["ts"]),
-                      float(e.get("dur", 0.0)), e.get("args") or {})
-        return tl
+        return read_trace(path)
 
     # ----------------------------------------------------------------- figure
     def gantt(self, ax: Any = None, *, origin_us: float | None = None,
               lanes: list[str] | None = None, highlight_idle: str | None = None,
               title: str | None = None, colors: Mapping[str, Any] | None = None) -> Any:
-        """A matplotlib Gantt chart: one row per lane (top to bottom in ``lanes`` order, default
-        first appearance), bars coloured by category, x axis in milliseconds from ``origin_us``
-        (default: the earliest start). ``highlight_idle`` names a lane (the consumer) whose idle
-        gaps are shaded red across the chart. Returns the Figure."""
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
+        """A matplotlib Gantt chart of this timeline; see :func:`distlab.viz.gantt.gantt`."""
+        from distlab.viz.gantt import gantt
 
-        if ax is None:
-            fig, ax = plt.subplots(figsize=(10, 0.45 * max(2, len(lanes or self.lanes)) + 1.2))
-        else:
-            fig = ax.figure
-        spans = self.spans
-        rows = list(lanes) if lanes is not None else self.lanes
-        t0 = origin_us if origin_us is not None else (self.extent_us()[0] if spans else 0.0)
-        cmap = plt.get_cmap("tab10")
-        cats = self.categories
-        color_of = {c: cmap(i % 10) for i, c in enumerate(cats)}
-        if colors:
-            color_of.update(colors)
-        y_of = {lane: i for i, lane in enumerate(rows)}
-        per: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        for s in spans:
-            if s.lane in y_of:
-                per.setdefault((s.lane, s.category), []).append(
-                    ((s.start_us - t0) / 1e3, max(s.duration_us / 1e3, 1e-6)))
-        for (lane, cat), bars in per.items():
-            ax.broken_barh(bars, (y_of[lane] - 0.4, 0.8), facecolors=color_of[cat],
-                           edgecolor="black", linewidth=0.3)
-        handles = [Patch(color=color_of[c], label=c) for c in cats]
-        if highlight_idle is not None and any(s.lane == highlight_idle for s in spans):
-            for gs, ge in self.idle_gaps(highlight_idle):
-                ax.axvspan((gs - t0) / 1e3, (ge - t0) / 1e3, color="red", alpha=0.12, lw=0)
-            handles.append(Patch(color="red", alpha=0.25, label=f"{highlight_idle} idle"))
-        ax.set_yticks(range(len(rows)), rows)
-        ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel("time (ms)")
-        if handles:
-            ax.legend(handles=handles, loc="upper right", fontsize="small", framealpha=0.8)
-        if title:
-            ax.set_title(title)
-        ax.grid(axis="x", alpha=0.3)
-        return fig
+        return gantt(self, ax, origin_us=origin_us, lanes=lanes, highlight_idle=highlight_idle,
+                     title=title, colors=colors)

@@ -1,0 +1,103 @@
+"""Chrome Trace Event JSON for a :class:`~distlab.timeline.Timeline` (opens in ui.perfetto.dev).
+
+Written as ``{"traceEvents": [...]}``: ``M`` events name processes and threads, ``X`` events are
+the spans (``ts``/``dur`` in microseconds). How lanes map to pid/tid, and how overlapping spans of
+one lane are spread over extra tids so that no two slices on a tid overlap, is described in
+:mod:`distlab.timeline`. Reading accepts the object and bare-array forms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from distlab.timeline import Timeline, natural_key, split_lane
+
+__all__ = ["read_trace", "trace_events", "write_trace"]
+
+
+def trace_events(timeline: Timeline) -> list[dict[str, Any]]:
+    """Trace Event dicts (``M`` names, then ``X`` slices); see the module docstring."""
+    spans = timeline.spans
+    procs = sorted({split_lane(s.lane)[0] for s in spans}, key=natural_key)
+    pid_of = {p: i + 1 for i, p in enumerate(procs)}
+    by_lane: dict[str, list[int]] = {}
+    for i, s in enumerate(spans):
+        by_lane.setdefault(s.lane, []).append(i)
+    next_tid = {p: 1 for p in procs}
+    events: list[dict[str, Any]] = []
+    for p in procs:
+        events.append({"ph": "M", "name": "process_name", "pid": pid_of[p], "tid": 0,
+                       "args": {"name": p}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid_of[p], "tid": 0,
+                       "args": {"sort_index": pid_of[p]}})
+    slices: list[dict[str, Any]] = []
+    for lane, idx in by_lane.items():
+        proc, thread = split_lane(lane)
+        pid = pid_of[proc]
+        track_end: list[float] = []
+        track_tid: list[int] = []
+        for i in sorted(idx, key=lambda i: (spans[i].start_us, spans[i].end_us, i)):
+            s = spans[i]
+            k = next((k for k, end in enumerate(track_end) if end <= s.start_us), None)
+            if k is None:
+                k = len(track_end)
+                track_end.append(s.end_us)
+                tid = next_tid[proc]
+                next_tid[proc] += 1
+                track_tid.append(tid)
+                tname = thread if k == 0 else f"{thread} [{k}]"
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                               "args": {"name": tname, "lane": lane}})
+                events.append({"ph": "M", "name": "thread_sort_index", "pid": pid,
+                               "tid": tid, "args": {"sort_index": tid}})
+            track_end[k] = s.end_us
+            slices.append({"ph": "X", "name": s.name, "cat": s.category, "pid": pid,
+                           "tid": track_tid[k], "ts": s.start_us, "dur": s.duration_us,
+                           "args": dict(s.args)})
+    return events + slices
+
+
+def write_trace(timeline: Timeline, path: str | os.PathLike[str]) -> Path:
+    """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path."""
+    payload = {"traceEvents": trace_events(timeline), "displayTimeUnit": "ms",
+               "otherData": {"producer": "distlab.timeline", "notes": list(timeline.notes)}}
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(payload, default=str))
+    return p
+
+
+def read_trace(path: str | os.PathLike[str]) -> Timeline:
+    """Load a Trace Event JSON file (object or bare-array form); ``X`` events become spans.
+
+    Lanes come from the ``thread_name`` metadata (``args.lane`` when distlab wrote it, else
+    ``"<process name>/<thread name>"``, falling back to pid/tid numbers).
+    """
+    data = json.loads(Path(path).read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise ValueError(f"{path}: traceEvents must be a list, got {type(events).__name__}")
+    pnames: dict[Any, str] = {}
+    tlanes: dict[tuple[Any, Any], str] = {}
+    tnames: dict[tuple[Any, Any], str] = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            pnames[e["pid"]] = str(e["args"]["name"])
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            if "lane" in e.get("args", {}):
+                tlanes[(e["pid"], e["tid"])] = str(e["args"]["lane"])
+            tnames[(e["pid"], e["tid"])] = str(e["args"]["name"])
+    tl = Timeline(notes=(data.get("otherData", {}).get("notes", [])
+                    if isinstance(data, dict) else []))
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        key = (e.get("pid"), e.get("tid"))
+        lane = tlanes.get(key) or (f"{pnames.get(key[0], f'pid{key[0]}')}/"
+                                   f"{tnames.get(key, f'tid{key[1]}')}")
+        tl.record(str(e.get("name", "")), str(e.get("cat", "")), lane, float(e["ts"]),
+                  float(e.get("dur", 0.0)), e.get("args") or {})
+    return tl

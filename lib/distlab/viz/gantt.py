@@ -1,0 +1,58 @@
+"""Gantt chart of a :class:`~distlab.timeline.Timeline`: one row per lane, colours by category."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from distlab.timeline import Timeline
+
+__all__ = ["gantt"]
+
+
+def gantt(timeline: Timeline, ax: Any = None, *, origin_us: float | None = None,
+          lanes: list[str] | None = None, highlight_idle: str | None = None,
+          title: str | None = None, colors: Mapping[str, Any] | None = None) -> Any:
+    """A matplotlib Gantt chart: one row per lane (top to bottom in ``lanes`` order, default
+    first appearance), bars coloured by category, x axis in milliseconds from ``origin_us``
+    (default: the earliest start). ``highlight_idle`` names a lane (the consumer) whose idle
+    gaps are shaded red across the chart. Returns the Figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(10, 0.45 * max(2, len(lanes or timeline.lanes)) + 1.2))
+    else:
+        fig = ax.figure
+    spans = timeline.spans
+    rows = list(lanes) if lanes is not None else timeline.lanes
+    t0 = origin_us if origin_us is not None else (timeline.extent_us()[0] if spans else 0.0)
+    cmap = plt.get_cmap("tab10")
+    cats = timeline.categories
+    color_of = {c: cmap(i % 10) for i, c in enumerate(cats)}
+    if colors:
+        color_of.update(colors)
+    y_of = {lane: i for i, lane in enumerate(rows)}
+    per: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for s in spans:
+        if s.lane in y_of:
+            per.setdefault((s.lane, s.category), []).append(
+                ((s.start_us - t0) / 1e3, max(s.duration_us / 1e3, 1e-6)))
+    for (lane, cat), bars in per.items():
+        ax.broken_barh(bars, (y_of[lane] - 0.4, 0.8), facecolors=color_of[cat],
+                       edgecolor="black", linewidth=0.3)
+    handles = [Patch(color=color_of[c], label=c) for c in cats]
+    if highlight_idle is not None and any(s.lane == highlight_idle for s in spans):
+        for gs, ge in timeline.idle_gaps(highlight_idle):
+            ax.axvspan((gs - t0) / 1e3, (ge - t0) / 1e3, color="red", alpha=0.12, lw=0)
+        handles.append(Patch(color="red", alpha=0.25, label=f"{highlight_idle} idle"))
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel("time (ms)")
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+                  fontsize="small", framealpha=0.8, borderaxespad=0.0)
+    if title:
+        ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
