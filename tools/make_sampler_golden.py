@@ -1,6 +1,7 @@
 """Write the golden file of libtorch's C++ samplers, from the real samplers compiled here.
 
-    .venv/bin/python tools/make_sampler_golden.py            # -> tests/samplers/data/libtorch_samplers_golden.json
+    .venv/bin/python tools/make_sampler_golden.py
+    # -> tests/samplers/data/libtorch_samplers_golden.json
 
 It compiles (or loads from the temp-folder cache) the extension in
 ``distlab.samplers.compiled``, runs the C++ ``DistributedRandomSampler``,
@@ -25,7 +26,8 @@ import torch
 
 from distlab.samplers.compiled import load_reference
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "tests/samplers/data/libtorch_samplers_golden.json"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "tests" / "samplers" / "data" / "libtorch_samplers_golden.json"
 LIST_LIMIT = 64  # longer outputs are stored as a digest
 
 

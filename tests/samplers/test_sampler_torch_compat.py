@@ -121,6 +121,20 @@ def test_state_after_finished_pass_is_zero_and_large_chunks_count_right() -> Non
     assert s.state_dict()["consumed"] == 0
 
 
+def test_state_names_the_epoch_of_the_running_pass() -> None:
+    s = DistributedSampler(40, 2, 0, seed=5)
+    s.set_epoch(2)
+    full = s.indices().tolist()
+    it = iter(s)
+    head = [next(it) for _ in range(3)]
+    s.set_epoch(3)  # mid-pass: the running pass still belongs to epoch 2
+    state = s.state_dict()
+    assert (state["epoch"], state["consumed"]) == (2, 3)
+    fresh = DistributedSampler(40, 2, 0)
+    fresh.load_state_dict(state)
+    assert head + list(fresh) == full
+
+
 def test_load_state_rejects_other_parameters() -> None:
     s = DistributedSampler(10, 2, 0)
     state = s.state_dict()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlab.samplers._checks import check_bool, check_int
+from distlab._checks import check_bool, check_int
 from distlab.samplers.libstdcxx import MAX_SHUFFLE_SIZE, shuffle as std_shuffle
 from distlab.samplers.mt19937 import MT19937
 from distlab.samplers.torch_compat import epoch_order
@@ -77,7 +77,7 @@ class Assignment:
         return np.unique(every[(every < 0) | (every >= self.length)])
 
     def owner(self) -> np.ndarray:
-        """For each dataset index, the rank that reads it as a real (unpadded) sample; -1 if none."""
+        """For each dataset index, the rank reading it as a real (unpadded) sample, else -1."""
         out = np.full(self.length, -1, dtype=np.int64)
         for rank, (idx, pad) in enumerate(zip(self.per_rank, self.padded)):
             real = idx[~pad]
@@ -103,6 +103,20 @@ class Assignment:
         """Batches per rank for ``batch_size`` (the last batch may be short)."""
         batch_size = check_int("batch_size", batch_size, minimum=1)
         return -(-self.counts // batch_size)
+
+    def mean_over_reads(self, values: np.ndarray) -> float:
+        """Mean of ``values[i]`` over every index read by every rank, duplicates included.
+
+        This is what a metric averaged over all ranks' evaluation samples computes: padded
+        duplicates count twice, dropped indices not at all. ``values`` has one entry per dataset
+        index; NaN when nothing is read.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (self.length,):
+            raise ValueError(f"values must have shape ({self.length},) (one per dataset index), "
+                             f"got {values.shape}")
+        every = np.concatenate(self.per_rank) if self.per_rank else np.empty(0, np.int64)
+        return float(values[every].mean()) if every.size else float("nan")
 
     def grid(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices, padded) as rank x position matrices; missing cells are -1 / False."""

@@ -14,9 +14,10 @@ g)`` with a 32-bit generator and ``n = last - first`` elements, from ``bits/stl_
 * A draw from ``[0, r)`` (``r < 2**32``) is Lemire's nearly divisionless method: ``p = g() * r``
   (64-bit); reject while the low 32 bits are below ``(2**32 - r) % r``; return ``p >> 32``.
 
-This module draws all ``z`` with vectorised rejection handling (:func:`bounded_draws`) and applies the
-swaps in blocks that provably do not interact (:func:`apply_swaps`), so a shuffle of ``n`` elements
-costs about ``4 * sqrt(n)`` NumPy steps instead of ``n`` Python steps.
+This module draws all ``z`` with vectorised rejection handling (:func:`bounded_draws`: a few NumPy
+calls per rejected output, of which there are about ``n**2 / 2**34``) and applies the swaps in
+blocks that provably do not interact (:func:`apply_swaps`: about ``4 * sqrt(n)`` NumPy steps instead
+of ``n`` Python steps). Ten million elements take a few seconds.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = ["RawStream", "bounded_draws", "shuffle_targets", "apply_swaps", "shuf
 _TWO32 = 1 << 32
 _MASK = np.uint64(0xFFFFFFFF)
 _URNG_RANGE = _TWO32 - 1
+_MAX_SHIFT = 16
 MAX_SHUFFLE_SIZE = _TWO32 - 1
 """Largest ``n`` handled: every draw then stays on libstdc++'s 32-bit downscaling path."""
 
@@ -64,6 +66,11 @@ class RawStream:
 def bounded_draws(stream: RawStream, ranges: np.ndarray) -> np.ndarray:
     """``uniform_int_distribution{0, r - 1}(g)`` for each ``r`` in ``ranges``, in order.
 
+    A rejected output shifts the pairing of all later draws with the stream by one. Each block
+    takes ``m + _MAX_SHIFT`` outputs, finds the first rejection under the current shift, accepts
+    everything before it in one step, and continues with the shift increased, so a rejection
+    costs a few NumPy calls; the block ends early when the shift reaches ``_MAX_SHIFT``.
+
     Args:
         stream: the generator's outputs.
         ranges: uint64 array of exclusive upper bounds, each in ``[1, 2**32 - 1]``.
@@ -77,30 +84,23 @@ def bounded_draws(stream: RawStream, ranges: np.ndarray) -> np.ndarray:
     k = 0
     while k < total:
         m = min(total - k, 1 << 18)
-        # aim for about one rejection per block: rejection probability is below r / 2**32
+        # about _MAX_SHIFT / 2 rejections per block: a draw is rejected with probability < r / 2**32
         rmax = int(ranges[k:k + m].max())
-        m = min(m, max(64, (1 << 34) // rmax))
+        m = min(m, max(256, (_MAX_SHIFT << 31) // rmax))
         r = ranges[k:k + m]
-        u = stream.take(m)
-        prod = u * r
-        low = prod & _MASK
-        cand = np.flatnonzero(low < r)
-        rejected = cand[low[cand] < (np.uint64(_TWO32) - r[cand]) % r[cand]]
-        if rejected.size == 0:
-            out[k:k + m] = prod >> np.uint64(32)
-            k += m
-            continue
-        f = int(rejected[0])
-        out[k:k + f] = prod[:f] >> np.uint64(32)
-        stream.unread(m - f - 1)
-        rr = int(r[f])
-        threshold = (_TWO32 - rr) % rr
-        while True:  # draw k + f: keep drawing until the low half clears the threshold
-            p = int(stream.take(1)[0]) * rr
-            if p & 0xFFFFFFFF >= threshold:
-                break
-        out[k + f] = p >> 32
-        k += f + 1
+        threshold = (np.uint64(_TWO32) - r) % r  # accept iff low 32 bits >= threshold
+        u = stream.take(m + _MAX_SHIFT)
+        i = shift = 0
+        while i < m and shift < _MAX_SHIFT:
+            prod = u[i + shift:m + shift] * r[i:]
+            rejected = np.flatnonzero((prod & _MASK) < threshold[i:])
+            f = int(rejected[0]) if rejected.size else m - i
+            out[k + i:k + i + f] = prod[:f] >> np.uint64(32)
+            i += f
+            if i < m:
+                shift += 1  # output i + shift - 1 was rejected; draw i retries with the next
+        stream.unread(m + _MAX_SHIFT - (i + shift))
+        k += i
     return out
 
 

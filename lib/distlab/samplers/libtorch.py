@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from distlab.samplers._checks import check_bool, check_int, check_rank
+from distlab._checks import check_bool, check_int, check_rank
 from distlab.samplers.libstdcxx import MAX_SHUFFLE_SIZE, shuffle
 from distlab.samplers.mt19937 import MT19937
 

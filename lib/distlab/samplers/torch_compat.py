@@ -15,8 +15,8 @@ positions only.
 Why it is leaner than torch: torch turns the whole permutation into a Python list (about 36 bytes
 per index, plus the padded copy) before slicing. Here the permutation is drawn into an int32 buffer
 (``torch.randperm`` draws the same random numbers whatever the dtype, so the values are identical;
-int64 is used from 2**31 elements on), this rank's strided view is copied to int64 and the buffer is
-freed; iteration converts 64 Ki indices at a time to Python ints.
+int64 is used from 2**31 elements on); iteration reads this rank's strided view of it and converts
+64 Ki indices at a time to Python ints, and :meth:`indices` copies only this rank's share.
 
 Resuming: ``state_dict()`` records epoch, seed and how many indices of the current epoch the
 running iterator has handed out; after ``load_state_dict`` the next iteration continues with exactly
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from distlab.samplers._checks import check_bool, check_int, check_rank, dataset_length
+from distlab._checks import check_bool, check_int, check_rank, dataset_length
 
 __all__ = ["DistributedSampler", "DistributedEvalSampler", "SetEpochWarning", "epoch_order"]
 
@@ -117,27 +117,33 @@ class _ShardedSampler(Sampler[int]):
         return self.num_samples
 
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch; with ``shuffle=True`` the order is ``randperm`` seeded ``seed + epoch``."""
+        """Set the epoch; shuffled orders are ``randperm`` seeded with ``seed + epoch``."""
         epoch = check_int("epoch", epoch)
         if not _SEED_MIN <= self.seed + epoch <= _SEED_MAX:
             raise ValueError(f"seed + epoch must be in [{_SEED_MIN}, {_SEED_MAX}] (torch's "
                              f"generator seed range), got seed={self.seed}, epoch={epoch}")
         self.epoch = epoch
 
-    def indices(self) -> torch.Tensor:
-        """This rank's indices for the current epoch, in order, as an int64 tensor."""
+    def _rank_parts(self) -> list[torch.Tensor]:
+        """This rank's indices as [strided view into the epoch order, padding (if any)]."""
         n, w, r, total = self.length, self.num_replicas, self.rank, self.total_size
         if self.num_samples == 0:
-            return torch.empty(0, dtype=torch.int64)
+            return []
         order = epoch_order(n, self.shuffle, self.seed, self.epoch)
-        stop = min(total, n)
-        head = order[r:stop:w].to(torch.int64)  # strided view -> one copy of this rank's part
+        head = order[r:min(total, n):w]  # a view: nothing of the order is copied
         if total <= n:
-            return head
+            return [head]
         # padding: positions n..total-1 repeat the order from its start (at most W - 1 of them,
         # so at most one per rank); position p holds order[p % n]
         pad_pos = torch.tensor(range(r + head.numel() * w, total, w), dtype=torch.int64)
-        return torch.cat([head, order[pad_pos % n].to(torch.int64)])
+        return [head, order[pad_pos % n]]
+
+    def indices(self) -> torch.Tensor:
+        """This rank's indices for the current epoch, in order, as an int64 tensor."""
+        parts = self._rank_parts()
+        if not parts:
+            return torch.empty(0, dtype=torch.int64)
+        return torch.cat([p.to(torch.int64) for p in parts])
 
     def __iter__(self) -> Iterator[int]:
         start = self._resume_from
@@ -145,7 +151,7 @@ class _ShardedSampler(Sampler[int]):
         if start == 0 and self.shuffle and self._last_pass_epoch == self.epoch:
             self._warn_repeated()
         self._last_pass_epoch = self.epoch
-        progress = _Progress(self.indices(), start, self.epoch)
+        progress = _Progress(self._rank_parts(), start, self.epoch)
         self._active = progress
         return progress.run()
 
@@ -162,10 +168,10 @@ class _ShardedSampler(Sampler[int]):
 
     def state_dict(self) -> dict[str, Any]:
         """Epoch, seed, parameters and ``consumed``: indices of this epoch already handed out."""
-        consumed = self._resume_from
-        if self._active is not None and not self._active.done:
-            consumed = self._active.consumed()
-        return {"epoch": self.epoch, "seed": self.seed, "consumed": consumed,
+        consumed, epoch = self._resume_from, self.epoch
+        if self._active is not None and not self._active.done:  # a pass is under way
+            consumed, epoch = self._active.consumed(), self._active.epoch
+        return {"epoch": epoch, "seed": self.seed, "consumed": consumed,
                 "length": self.length, "num_replicas": self.num_replicas, "rank": self.rank,
                 "shuffle": self.shuffle, "drop_last": self.drop_last}
 
@@ -203,10 +209,10 @@ class _ShardedSampler(Sampler[int]):
 class _Progress:
     """One pass: hands out Python ints 64 Ki at a time and knows how many it has handed out."""
 
-    def __init__(self, indices: torch.Tensor, start: int, epoch: int) -> None:
-        self.indices = indices
-        self.base = start
+    def __init__(self, parts: list[torch.Tensor], start: int, epoch: int) -> None:
+        self.parts = parts
         self.epoch = epoch
+        self.base = start
         self.chunk: Iterator[int] = iter(())
         self.chunk_len = 0
         self.done = False
@@ -216,14 +222,17 @@ class _Progress:
         return self.base + self.chunk_len - remaining
 
     def run(self) -> Iterator[int]:
-        total = self.indices.numel()
-        pos = self.base
-        while pos < total:
-            values = self.indices[pos:pos + _CHUNK].tolist()
-            self.base, self.chunk_len = pos, len(values)
-            self.chunk = iter(values)
-            yield from self.chunk
-            pos += len(values)
+        pos, offset = self.base, 0
+        for part in self.parts:
+            size = part.numel()
+            while pos < offset + size:
+                values = part[pos - offset:pos - offset + _CHUNK].tolist()
+                self.base, self.chunk_len = pos, len(values)
+                self.chunk = iter(values)
+                yield from self.chunk
+                pos += len(values)
+            offset += size
+        self.parts = []
         self.done = True
 
 

@@ -1,4 +1,4 @@
-"""Argument checks shared by the samplers: exact messages naming the argument, value and range."""
+"""Argument checks shared by every public boundary: messages name the argument, value and range."""
 
 from __future__ import annotations
 
@@ -49,17 +49,20 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def dataset_length(dataset: Any, *, name: str = "dataset") -> int:
-    """Length of ``dataset``: an int >= 0 itself, or ``len(dataset)``."""
+    """Length of ``dataset``: ``len(dataset)``, or the dataset itself when it is an int >= 0."""
     if isinstance(dataset, bool):
         raise TypeError(f"{name} must be a sized dataset or an int length >= 0, got bool")
-    if hasattr(dataset, "__index__") and not hasattr(dataset, "__len__"):
+    if hasattr(dataset, "__len__"):
+        try:
+            n = len(dataset)
+        except TypeError:  # e.g. a 0-d tensor: has __len__ but no length
+            pass
+        else:
+            return check_int(f"len({name})", n, minimum=0)
+    if hasattr(dataset, "__index__"):
         return check_int(f"{name} (length)", dataset, minimum=0)
-    try:
-        n = len(dataset)
-    except TypeError:
-        raise TypeError(f"{name} must be a sized dataset (with __len__) or an int length >= 0, "
-                        f"got {type(dataset).__name__}") from None
-    return check_int(f"len({name})", n, minimum=0)
+    raise TypeError(f"{name} must be a sized dataset (with __len__) or an int length >= 0, "
+                    f"got {type(dataset).__name__}")
 
 
 def check_rank(rank: Any, num_replicas: int) -> int:

@@ -1,0 +1,216 @@
+"""Pictures of a sampler :class:`~distlab.samplers.Assignment`, and an ipywidgets explorer.
+
+    from distlab.samplers import assign
+    from distlab.viz.samplers import assignment_figure, SamplerExplorer
+    fig = assignment_figure(assign(22, 4, shuffle=False), batch_size=2)
+    SamplerExplorer().widget          # sliders for length, world size, ... and the live picture
+
+Two panels. *Dataset*: every index ``0 .. n-1`` (wrapped into rows) coloured by the rank that
+reads it; dropped indices grey with an ``x``; indices that some rank also reads as a padded
+duplicate carry a black dot. *Ranks*: one row per rank, one column per position in its reading
+order, coloured by the dataset index read there (so strided and contiguous layouts look
+different); padded positions are hatched, batch boundaries are white lines, empty cells (uneven
+counts) stay white.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from distlab.samplers import LAYOUTS, Assignment, assign
+
+__all__ = ["assignment_table", "rank_colors", "plot_dataset", "plot_ranks", "assignment_figure",
+           "summary_text", "figure_png", "SamplerExplorer"]
+
+_DROPPED = (0.82, 0.82, 0.82, 1.0)
+_ANNOTATE_MAX = 64  # write numbers into cells up to this many indices
+
+
+def rank_colors(num_replicas: int) -> np.ndarray:
+    """One RGBA colour per rank (tab10, then tab20, then a sampled hsv wheel)."""
+    from matplotlib import colormaps
+
+    if num_replicas <= 10:
+        return colormaps["tab10"](np.arange(num_replicas))
+    if num_replicas <= 20:
+        return colormaps["tab20"](np.arange(num_replicas))
+    return colormaps["hsv"](np.linspace(0, 1, num_replicas, endpoint=False))
+
+
+def plot_dataset(a: Assignment, ax: Any) -> None:
+    """Dataset panel: each index coloured by its rank, dropped and duplicated ones marked."""
+    n = a.length
+    cols = max(1, min(n, math.ceil(math.sqrt(max(n, 1) * 4))))
+    rows = max(1, math.ceil(n / cols))
+    owner = np.full(rows * cols, -2, dtype=np.int64)
+    owner[:n] = a.owner()
+    colors = np.vstack([[1, 1, 1, 1], _DROPPED, rank_colors(a.num_replicas)])
+    ax.imshow((owner + 2).reshape(rows, cols), cmap=ListedColormap(colors), vmin=0,
+              vmax=len(colors) - 1, interpolation="nearest", aspect="auto")
+    dup = np.zeros(n, dtype=bool)
+    for idx, pad in zip(a.per_rank, a.padded):
+        hit = idx[pad]
+        dup[hit[(hit >= 0) & (hit < n)]] = True
+    for mask, marker, color in ((dup, "o", "black"), (owner[:n] == -1, "x", "dimgray")):
+        where = np.flatnonzero(mask)
+        if where.size:
+            ax.scatter(where % cols, where // cols, marker=marker, s=18 if n <= 400 else 4,
+                       c=color, linewidths=1)
+    if n <= _ANNOTATE_MAX:
+        for i in range(n):
+            ax.text(i % cols, i // cols + 0.32, str(i), ha="center", va="center", fontsize=6)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(f"dataset: {n} indices, colour = rank that reads it "
+                 "(dot: also a padded duplicate, x: dropped)", fontsize=9)
+
+
+def plot_ranks(a: Assignment, ax: Any, batch_size: int | None = None) -> None:
+    """Rank x position panel: the dataset index each rank reads at each step of its order."""
+    idx, pad = a.grid()
+    width = idx.shape[1]
+    shown = np.ma.masked_less(idx.astype(float), 0) if width else np.zeros((a.num_replicas, 1))
+    ax.imshow(shown, cmap="viridis", vmin=0, vmax=max(a.length - 1, 1), aspect="auto",
+              interpolation="nearest")
+    for r, c in zip(*np.nonzero(pad)):
+        ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///",
+                               edgecolor="red", linewidth=1.2))
+    if batch_size and width:
+        for x in range(batch_size, width, batch_size):
+            ax.axvline(x - 0.5, color="white", linewidth=2)
+    if idx.size and idx.size <= _ANNOTATE_MAX * 2:
+        for (r, c), v in np.ndenumerate(idx):
+            if v >= 0:
+                ax.text(c, r, str(v), ha="center", va="center", fontsize=7, color="white")
+    colors = rank_colors(a.num_replicas)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_yticks(range(a.num_replicas))
+    ax.set_yticklabels([f"rank {r}" for r in range(a.num_replicas)], fontsize=7)
+    for r, label in enumerate(ax.get_yticklabels()):
+        label.set_color(colors[r])
+    ax.set_xlabel("position in the rank's order" + (f" (white lines: batches of {batch_size})"
+                                                   if batch_size else ""), fontsize=8)
+    ax.set_title("ranks x positions, colour = dataset index (hatched: padded duplicate)",
+                 fontsize=9)
+
+
+def assignment_table(a: Assignment, batch_size: int | None = None) -> str:
+    """Text table: one line per rank with its indices (``*`` marks a padded duplicate)."""
+    lines = []
+    for rank, (idx, pad) in enumerate(zip(a.per_rank, a.padded)):
+        cells = [f"{v}*" if p else str(v) for v, p in zip(idx.tolist(), pad.tolist())]
+        if batch_size:
+            groups = [cells[i:i + batch_size] for i in range(0, len(cells), batch_size)]
+            body = " | ".join(" ".join(g) for g in groups)
+        else:
+            body = " ".join(cells)
+        lines.append(f"rank {rank}: [{body}]")
+    if a.num_dropped:
+        lines.append(f"dropped: {a.dropped.tolist()}")
+    return "\n".join(lines)
+
+
+def summary_text(a: Assignment, batch_size: int | None = None) -> str:
+    """One line of the numbers the picture shows."""
+    counts = a.counts
+    low, high = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
+    parts = [f"{a.layout} layout, {a.length} indices on {a.num_replicas} ranks",
+             f"per-rank counts {low}..{high}", f"padded {a.num_padded}",
+             f"dropped {a.num_dropped}", "disjoint" if a.is_disjoint() else "SHARED indices"]
+    if batch_size:
+        steps = a.steps(batch_size)
+        parts.append(f"steps per rank {steps.min()}..{steps.max()}")
+    bad = a.out_of_range()
+    if bad.size:
+        parts.append(f"reads past the end: {bad.tolist()[:5]}")
+    if a.layout == "libtorch" and a.shuffle:
+        parts.append("libtorch seeds with the epoch only")
+    return "; ".join(parts)
+
+
+def assignment_figure(a: Assignment, batch_size: int | None = None,
+                      figsize: tuple[float, float] = (10.0, 6.0)) -> Figure:
+    """Both panels in one matplotlib Figure (not attached to pyplot; display or save it)."""
+    fig = Figure(figsize=figsize, layout="constrained")
+    top, bottom = fig.subplots(2, 1, height_ratios=[1, 1])
+    plot_dataset(a, top)
+    plot_ranks(a, bottom, batch_size)
+    fig.suptitle(summary_text(a, batch_size), fontsize=9)
+    return fig
+
+
+def figure_png(fig: Figure, dpi: int = 80) -> bytes:
+    """PNG bytes of ``fig``."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+class SamplerExplorer:
+    """Widgets for every sampler parameter and the live picture of the resulting assignment.
+
+    Attributes:
+        controls: name -> widget (``length``, ``world_size``, ``drop_last``, ``shuffle``,
+            ``seed``, ``epoch``, ``layout``, ``batch_size``).
+        assignment: the current :class:`Assignment`; ``figure``: its Figure; ``png``: the bytes
+            shown in ``image``; ``widget``: the box to display. Setting any control's ``.value``
+            redraws (tests do exactly that, without a browser).
+    """
+
+    def __init__(self, length: int = 22, world_size: int = 4, *, drop_last: bool = False,
+                 shuffle: bool = False, seed: int = 0, epoch: int = 0, layout: str = "torch",
+                 batch_size: int = 2, max_length: int = 200, max_world_size: int = 16) -> None:
+        import ipywidgets as w
+
+        style = {"description_width": "initial"}
+        self.controls: dict[str, Any] = {
+            "length": w.IntSlider(length, 0, max_length, description="length", style=style),
+            "world_size": w.IntSlider(world_size, 1, max_world_size, description="world size",
+                                      style=style),
+            "batch_size": w.IntSlider(batch_size, 1, 16, description="batch size", style=style),
+            "seed": w.IntSlider(seed, 0, 20, description="seed", style=style),
+            "epoch": w.IntSlider(epoch, 0, 20, description="epoch", style=style),
+            "layout": w.ToggleButtons(options=list(LAYOUTS), value=layout,
+                                      description="layout", style=style),
+            "shuffle": w.Checkbox(shuffle, description="shuffle", indent=False),
+            "drop_last": w.Checkbox(drop_last, description="drop_last", indent=False),
+        }
+        self.image = w.Image(format="png")
+        self.summary = w.HTML()
+        c = self.controls
+        self.widget = w.VBox([
+            w.HBox([c["length"], c["world_size"], c["batch_size"]]),
+            w.HBox([c["seed"], c["epoch"], c["shuffle"], c["drop_last"]]),
+            c["layout"], self.summary, self.image])
+        self.assignment: Assignment
+        self.figure: Figure
+        self.png = b""
+        for control in self.controls.values():
+            control.observe(self._changed, names="value")
+        self.update()
+
+    def _changed(self, change: dict[str, Any]) -> None:
+        self.update()
+
+    def values(self) -> dict[str, Any]:
+        """The controls' current values."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def update(self) -> None:
+        """Recompute the assignment and redraw the picture from the controls."""
+        v = self.values()
+        self.assignment = assign(v["length"], v["world_size"], layout=v["layout"],
+                                 shuffle=v["shuffle"], seed=v["seed"], epoch=v["epoch"],
+                                 drop_last=v["drop_last"])
+        self.figure = assignment_figure(self.assignment, v["batch_size"])
+        self.png = figure_png(self.figure)
+        self.image.value = self.png
+        self.summary.value = f"<code>{summary_text(self.assignment, v['batch_size'])}</code>"

@@ -1,0 +1,65 @@
+"""Real browser: 01_samplers runs in JupyterLab and the explorer redraws when the world size moves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from browser.lab import (
+    error_outputs,
+    figure_fingerprints,
+    open_notebook,
+    run_all_cells,
+    save_screenshot,
+    set_slider,
+    wait_for_figures_to_change,
+)
+
+# JupyterLab renders only the cells near the viewport, so text is read from the notebook model
+_OUTPUT_TEXT = """() => {
+    const nb = window.jupyterapp.shell.currentWidget.content;
+    const texts = [];
+    for (const cell of nb.widgets) {
+        if (cell.model.type !== 'code') continue;
+        for (const out of cell.model.outputs.toJSON()) {
+            if (out.text) texts.push(Array.isArray(out.text) ? out.text.join('') : out.text);
+        }
+    }
+    return texts.join('\\n');
+}"""
+
+
+def _explorer_state(page: Any) -> dict[str, str]:
+    return page.evaluate(
+        """() => {
+            const img = document.querySelector('.jp-NotebookPanel .widget-image');
+            const html = [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]
+                .map(e => e.textContent).join(' ');
+            return {src: img ? img.src : '', summary: html};
+        }""")
+
+
+def test_samplers_notebook_and_world_size_slider(lab, page):
+    open_notebook(page, lab, "01_samplers.ipynb")
+    run_all_cells(page, timeout_s=300)
+    errors = error_outputs(page)
+    assert errors == [], f"cells raised in the browser: {errors}"
+    assert "identical to torch.utils.data.DistributedSampler" in page.evaluate(_OUTPUT_TEXT)
+
+    page.locator(".jp-NotebookPanel .widget-image").first.scroll_into_view_if_needed()
+    page.wait_for_function(
+        "() => { const i = document.querySelector('.jp-NotebookPanel .widget-image');"
+        " return i && i.complete && i.naturalWidth > 0; }")
+    before = figure_fingerprints(page)
+    state = _explorer_state(page)
+    assert before and state["src"], "the explorer's picture was not rendered"
+    assert "on 4 ranks" in state["summary"]
+    save_screenshot(page, "01_samplers_before_slider")
+
+    set_slider(page, "world size", 7)
+    wait_for_figures_to_change(page, before)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
+        ".some(e => e.textContent.includes('on 7 ranks'))")
+    after = _explorer_state(page)
+    assert after["src"] and after["src"] != state["src"], "the explorer's picture did not change"
+    save_screenshot(page, "01_samplers_after_slider")
