@@ -15,10 +15,14 @@ from .cost import StepCost, cost, step_costs
 from .execute import all_reduce, run_schedule
 from .ops import OPS
 from .presets import PRESETS, LinkPreset, get_preset, loopback_preset, preset_names
-from .schedule import Schedule, Step, Transfer, chunk_bounds
+from .compare import crossovers, predict_sizes, predict_world_sizes, winners
+from .holdings import contributors, holdings
+from .schedule import Schedule, Step, Transfer, chunk_bounds, format_schedule
 from .simulate import simulate
 
 __all__ = ["ALGORITHMS", "OPS", "PRESETS", "Calibration", "LinkPreset", "Schedule", "Step",
            "StepCost", "Transfer", "all_reduce", "build", "calibrate", "calibrate_local",
-           "chunk_bounds", "cost", "fit_linear", "get_preset", "loopback_preset", "options_of",
-           "preset_names", "run_schedule", "simulate", "step_costs"]
+           "chunk_bounds", "contributors", "cost", "crossovers", "fit_linear", "format_schedule",
+           "get_preset", "holdings", "loopback_preset", "options_of", "predict_sizes",
+           "predict_world_sizes", "preset_names", "run_schedule", "simulate", "step_costs",
+           "winners"]

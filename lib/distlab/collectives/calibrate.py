@@ -4,16 +4,22 @@ Call :func:`calibrate` on every rank of an initialized group (it is collective);
 :func:`calibrate_local` from a plain process, which launches ``world_size`` gloo ranks.
 
 - **alpha, beta** (latency per message, seconds per byte): timed message exchanges over
-  ``sizes`` bytes, fitted as ``t = alpha + beta * nbytes`` by least squares on relative error
+  ``sizes`` bytes, run through the same executor as the algorithms (a :class:`Schedule` of
+  ``chain`` exchange steps, so alpha includes the executor's per-step overhead), fitted as ``t = alpha + beta * nbytes`` by least squares on relative error
   (so 1 KB and 64 MB points weigh alike). ``pattern="exchange"`` (default) pairs ranks
   ``(2i, 2i+1)`` and has *all* pairs send and receive at once, which is what a schedule step
-  does and loads the machine as a step would; ``pattern="pingpong"`` is the classic round trip
-  between ranks 0 and 1 (time / 2), the others idle.
+  does and loads the machine as a step would. With ``k`` ranks exchanging, one exchange moves
+  ``2 k nbytes`` through the host in ``k`` messages, so ``alpha = intercept / k`` and
+  ``beta = slope / (2 k)`` belong to the ``duplex="shared"`` cost model (ranks on one host
+  share its cores and memory bus). ``pattern="pingpong"`` is the classic round trip between
+  ranks 0 and 1 (time / 2, ``duplex="full"``), the others idle.
 - **gamma** (seconds per reduced byte): every rank at once times the in-place reduction the
   executor performs (``out.add_(x)``, ...) on ``reduce_sizes`` bytes, fitted the same way.
 
 Each point is the median over ``iters`` timed repeats after ``warmup``, then the maximum over
-ranks (a step lasts as long as its slowest rank).
+ranks (a step lasts as long as its slowest rank). Exchanges are timed both in a chain of
+``chain`` steps (alpha and beta come from the chain: the steady state of a multi-step schedule)
+and alone (the difference is ``call_overhead``, paid once per collective call).
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Calibration", "DEFAULT_REDUCE_SIZES", "DEFAULT_SIZES", "calibrate", "calibrate_local",
-           "fit_linear"]
+from .schedule import Schedule, Step, Transfer
 
-DEFAULT_SIZES: tuple[int, ...] = tuple(4 ** k * 1024 for k in range(0, 8))      # 1 KiB .. 16 MiB
+__all__ = ["Calibration", "DEFAULT_REDUCE_SIZES", "DEFAULT_SIZES", "calibrate", "calibrate_local",
+           "exchange_schedule", "fit_linear"]
+
+DEFAULT_SIZES: tuple[int, ...] = tuple(4 ** k * 1024 for k in range(0, 9))      # 1 KiB .. 64 MiB
 DEFAULT_REDUCE_SIZES: tuple[int, ...] = tuple(4 ** k * 65536 for k in range(0, 5))  # 64 KiB .. 16 MiB
 PATTERNS = ("exchange", "pingpong")
 
@@ -38,7 +46,10 @@ class Calibration:
     """Fitted alpha (s), beta (s/byte), gamma (s/byte reduced) and the data behind them.
 
     ``*_r2`` is the coefficient of determination of each fit and ``*_max_rel_residual`` the
-    largest ``|fit - measured| / measured`` over its points.
+    largest ``|fit - measured| / measured`` over its points. ``call_overhead`` (seconds) is what
+    one collective call costs beyond its steps: the median over sizes of (one exchange timed
+    alone after a barrier) minus (one exchange of a back-to-back chain), i.e. barrier-exit skew
+    and per-call work; a prediction of a whole call is ``call_overhead + cost(schedule)``.
     """
 
     alpha: float
@@ -57,6 +68,9 @@ class Calibration:
     world_size: int = 0
     dtype: str = "float32"
     pattern: str = "exchange"
+    duplex: str = "shared"
+    call_overhead: float = 0.0
+    single_seconds: list[float] = field(default_factory=list)
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -98,6 +112,21 @@ def fit_linear(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, fl
     return float(a), float(b), r2, float(np.max(np.abs(pred - ys) / ys))
 
 
+def exchange_schedule(world_size: int, count: int, chain: int = 1) -> Schedule:
+    """``chain`` steps in which ranks ``2i`` and ``2i+1`` swap ``count`` elements (copy).
+
+    The buffer has ``2 count`` elements: the even rank sends ``[0, count)`` and receives
+    ``[count, 2 count)``, the odd rank the reverse, so no rank overwrites what it sends. An odd
+    last rank sits out.
+    """
+    pairs = [(r, r + 1) for r in range(0, world_size - 1, 2)]
+    transfers = tuple(t for a, b in pairs for t in (Transfer(a, b, 0, count, "copy"),
+                                                     Transfer(b, a, count, 2 * count, "copy")))
+    steps = tuple(Step(transfers, f"exchange {i + 1}/{chain}") for i in range(chain)) \
+        if count and pairs else ()
+    return Schedule("exchange", world_size, 2 * count, steps, {"chain": chain})
+
+
 def _median_time(fn: Any, iters: int, warmup: int, barrier: Any) -> float:
     times = []
     for i in range(warmup + iters):
@@ -121,7 +150,7 @@ def _check_sizes(name: str, sizes: Any, itemsize: int) -> list[int]:
 def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: int = 3,
               group: Any = None, dtype: Any = None, op: str = "sum",
               reduce_sizes: Sequence[int] = DEFAULT_REDUCE_SIZES,
-              pattern: str = "exchange") -> Calibration:
+              pattern: str = "exchange", chain: int = 4) -> Calibration:
     """Measure and fit alpha, beta, gamma on this process group (collective: call on every rank).
 
     Args:
@@ -132,6 +161,8 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
         op: the reduction timed for gamma.
         reduce_sizes: buffer sizes in bytes for gamma.
         pattern: ``"exchange"`` (all pairs at once) or ``"pingpong"`` (ranks 0 and 1).
+        chain: exchanges run back to back per timed repeat (``"exchange"`` only); the time per
+            exchange is the total / chain, the steady state of a multi-step schedule.
 
     Returns:
         The same :class:`Calibration` on every rank.
@@ -139,7 +170,7 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
     import torch
     import torch.distributed as dist
 
-    from .execute import _group_info, _peer, _reducer
+    from .execute import _group_info, _peer, _reducer, run_schedule
     from .ops import check_op
 
     op = check_op(op)
@@ -148,13 +179,15 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
         raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
     if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters must be an int >= 1, got {iters!r}")
+    if isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
+        raise ValueError(f"chain must be an int >= 1, got {chain!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     rank, world, backend = _group_info(group)
     if world < 2:
         raise ValueError(f"calibrate needs a group of >= 2 ranks, got world_size={world}")
-    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" \
-        else torch.device("cpu")
+    device = torch.device("cuda", torch.cuda.current_device()) \
+        if "nccl" in backend and torch.cuda.is_available() else torch.device("cpu")
     itemsize = torch.empty(0, dtype=dtype).element_size()
     sizes = _check_sizes("sizes", sizes, itemsize)
     reduce_sizes = _check_sizes("reduce_sizes", reduce_sizes, itemsize)
@@ -164,27 +197,27 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
         sync()
         dist.barrier(group=group)
 
+    comm, single = [], []
     if pattern == "exchange":
-        partner = rank ^ 1 if (rank ^ 1) < world else None
+        for nbytes in sizes:
+            count = nbytes // itemsize
+            buf = torch.ones(2 * count, dtype=dtype, device=device)
+            for k, out in ((chain, comm), (1, single)):
+                sched = exchange_schedule(world, count, k)
+
+                def run(buf: Any = buf, sched: Schedule = sched) -> None:
+                    run_schedule(sched, buf, "sum", group)
+                    sync()
+                out.append(_median_time(run, iters, warmup, barrier) / k)
     else:
         partner = {0: 1, 1: 0}.get(rank)
-    comm = []
-    for nbytes in sizes:
-        buf = torch.ones(nbytes // itemsize, dtype=dtype, device=device)
-        inbox = torch.empty_like(buf)
-        if partner is None:
-            def step() -> None:
-                return None
-        elif pattern == "exchange":
+        for nbytes in sizes:
+            buf = torch.ones(nbytes // itemsize, dtype=dtype, device=device)
+            inbox = torch.empty_like(buf)
+
             def step(buf: Any = buf, inbox: Any = inbox) -> None:
-                peer = _peer(group, partner)
-                r = dist.irecv(inbox, peer, group=group)
-                s = dist.isend(buf, peer, group=group)
-                r.wait()
-                s.wait()
-                sync()
-        else:
-            def step(buf: Any = buf, inbox: Any = inbox) -> None:
+                if partner is None:
+                    return
                 peer = _peer(group, partner)
                 if rank == 0:
                     dist.send(buf, peer, group=group)
@@ -193,22 +226,31 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
                     dist.recv(inbox, peer, group=group)
                     dist.send(buf, peer, group=group)
                 sync()
-        t = _median_time(step, iters, warmup, barrier)
-        comm.append(t / 2 if pattern == "pingpong" and partner is not None else t)
+            comm.append(_median_time(step, iters, warmup, barrier) / 2)
     reduce = _reducer(op)
     red = []
     for nbytes in reduce_sizes:
         out = torch.ones(nbytes // itemsize, dtype=dtype, device=device)
         x = torch.ones_like(out)
         red.append(_median_time(lambda: (reduce(out, x), sync()), iters, warmup, barrier))
-    both = torch.tensor(comm + red, dtype=torch.float64)
+    single = single or list(comm)
+    both = torch.tensor(comm + red + single, dtype=torch.float64)
     dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
-    comm, red = both[:len(sizes)].tolist(), both[len(sizes):].tolist()
-    alpha, beta, c_r2, c_res = fit_linear(sizes, comm)
+    values = both.tolist()
+    comm, red = values[:len(sizes)], values[len(sizes):len(sizes) + len(reduce_sizes)]
+    single = values[len(sizes) + len(reduce_sizes):]
+    overhead = max(0.0, float(np.median([one - step for one, step in zip(single, comm)])))
+    alpha, slope, c_r2, c_res = fit_linear(sizes, comm)
     r0, gamma, r_r2, r_res = fit_linear(reduce_sizes, red)
+    duplex = "shared" if pattern == "exchange" else "full"
+    active = 2 * (world // 2)  # ranks exchanging: one message each per step
+    if duplex == "shared":
+        alpha, beta = alpha / active, slope / (2 * active)
+    else:
+        beta = slope
     return Calibration(alpha, beta, gamma, c_r2, c_res, r_r2, r_res, list(sizes), comm,
                        list(reduce_sizes), red, r0, backend, world, str(dtype).replace("torch.", ""),
-                       pattern)
+                       pattern, duplex, overhead, single)
 
 
 def calibrate_local(world_size: int = 2, *, timeout: float = 120.0, **kwargs: Any) -> Calibration:

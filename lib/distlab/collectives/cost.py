@@ -2,8 +2,14 @@
 
 For each step and each rank ``r``:
 
-- ``messages_r = max(#sends, #recvs)``, ``bytes_r = max(bytes sent, bytes received)``: links are
-  full duplex, so sending and receiving overlap;
+- ``messages_r = max(#sends, #recvs)``; ``bytes_r = max(bytes sent, bytes received)`` with
+  ``duplex="full"`` (the textbook model: a link sends and receives at once), or
+  ``bytes sent + bytes received`` with ``duplex="half"`` (one copy engine per rank moves both
+  ways); with ``duplex="shared"`` every rank of the step shares one medium, so the step's
+  bandwidth term is ``beta * (bytes sent + received by all ranks)`` and its latency term
+  ``alpha * (messages of all ranks)``: the model of ranks on one host, where gloo's loopback TCP is a memory copy done by the same few cores and memory bus
+  (a step in which one rank receives from three others costs what its total traffic costs, not
+  three times a contended per-rank exchange);
 - ``reduced_r`` = bytes ``r`` combines into its buffer (its incoming ``"reduce"`` transfers);
 - ``time_r = alpha messages_r + beta bytes_r + gamma reduced_r``, except that when ``r`` receives
   ``m > 1`` reduce messages in one step, the reductions of the first ``m - 1`` overlap the
@@ -32,8 +38,8 @@ class StepCost:
     Attributes:
         seconds: the step's predicted time (its slowest rank).
         rank: the slowest rank.
-        messages: that rank's ``max(#sends, #recvs)``.
-        nbytes: that rank's ``max(bytes sent, bytes received)``.
+        messages: that rank's ``max(#sends, #recvs)`` (``"shared"``: all messages of the step).
+        nbytes: the bytes its beta term counts (see ``duplex`` in :func:`cost`).
         reduced_bytes: bytes that rank reduces.
         latency_s, bandwidth_s, compute_s: the alpha, beta and gamma parts of ``seconds``
             (they add up to ``seconds``; overlapped compute is not counted).
@@ -58,39 +64,63 @@ def _check_param(name: str, value: Any) -> float:
     return float(value)
 
 
-def _rank_cost(step: Step, rank: int, alpha: float, beta: float, gamma: float,
-               itemsize: int) -> StepCost:
-    sends, recvs = step.sends(rank), step.recvs(rank)
-    msgs = max(len(sends), len(recvs))
-    nbytes = itemsize * max(sum(t.count for t in sends), sum(t.count for t in recvs))
-    reduces = [t for t in recvs if t.kind == "reduce"]
-    reduced = itemsize * sum(t.count for t in reduces)
+DUPLEX = ("full", "half", "shared")
+
+
+def _rank_cost(rank: int, stats: list[int], alpha: float, beta: float, gamma: float,
+               itemsize: int, duplex: str, shared_bytes: int, shared_msgs: int) -> StepCost:
+    n_send, n_recv, out_e, in_e, red_e, m = stats
+    msgs = max(n_send, n_recv)
+    if duplex == "shared":
+        nbytes, msgs = shared_bytes, shared_msgs
+    else:
+        nbytes = itemsize * (max(out_e, in_e) if duplex == "full" else out_e + in_e)
+    reduced = itemsize * red_e
     lat, bw, comp = alpha * msgs, beta * nbytes, gamma * reduced
-    m = len(reduces)
     if m > 1:  # all but the last reduction hide behind the transfers still arriving
         hidden = comp * (m - 1) / m
-        exposed = comp / m + max(0.0, hidden - bw)
-        comp = exposed
+        comp = comp / m + max(0.0, hidden - bw)
     return StepCost(lat + bw + comp, rank, msgs, nbytes, reduced, lat, bw, comp)
 
 
+def _step_stats(step: Step) -> dict[int, list[int]]:
+    """Per rank: [#sends, #recvs, elements out, elements in, elements reduced, #reduce recvs]."""
+    stats: dict[int, list[int]] = {}
+    for t in step.transfers:
+        s = stats.setdefault(t.src, [0, 0, 0, 0, 0, 0])
+        s[0] += 1
+        s[2] += t.count
+        d = stats.setdefault(t.dst, [0, 0, 0, 0, 0, 0])
+        d[1] += 1
+        d[3] += t.count
+        if t.kind == "reduce":
+            d[4] += t.count
+            d[5] += 1
+    return stats
+
+
 def step_costs(schedule: Schedule, alpha: float, beta: float, gamma: float,
-               itemsize: int) -> list[StepCost]:
+               itemsize: int, *, duplex: str = "full") -> list[StepCost]:
     """Per-step :class:`StepCost` (slowest rank of each step). Units as in :func:`cost`."""
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a Schedule, got {type(schedule).__name__}")
     a, b, g = (_check_param(n, v) for n, v in (("alpha", alpha), ("beta", beta), ("gamma", gamma)))
     if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
         raise ValueError(f"itemsize must be an int >= 1 (bytes per element), got {itemsize!r}")
+    if duplex not in DUPLEX:
+        raise ValueError(f"duplex must be one of {DUPLEX}, got {duplex!r}")
     out = []
     for step in schedule.steps:
-        ranks = {t.src for t in step.transfers} | {t.dst for t in step.transfers}
-        out.append(max((_rank_cost(step, r, a, b, g, itemsize) for r in sorted(ranks)),
-                       key=lambda c: c.seconds))
+        stats = _step_stats(step)
+        shared = itemsize * sum(v[2] + v[3] for v in stats.values())
+        out.append(max((_rank_cost(r, stats[r], a, b, g, itemsize, duplex, shared,
+                                   len(step.transfers))
+                        for r in sorted(stats)), key=lambda c: c.seconds))
     return out
 
 
-def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: int) -> float:
+def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: int, *,
+         duplex: str = "full") -> float:
     """Predicted seconds for ``schedule``.
 
     Args:
@@ -99,5 +129,9 @@ def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: 
         beta: seconds per byte on a link (1 / bandwidth in bytes/s).
         gamma: seconds per byte reduced locally.
         itemsize: bytes per element (4 for float32).
+        duplex: ``"full"`` (beta per ``max(sent, received)`` bytes of a rank in a step),
+            ``"half"`` (beta per ``sent + received`` bytes of a rank) or ``"shared"`` (beta per
+            byte sent or received by any rank in the step); see the module docstring.
     """
-    return sum(c.seconds for c in step_costs(schedule, alpha, beta, gamma, itemsize))
+    return sum(c.seconds for c in step_costs(schedule, alpha, beta, gamma, itemsize,
+                                             duplex=duplex))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,7 +27,7 @@ from .algorithms import build, check_algorithm
 from .ops import check_op, check_op_dtype
 from .schedule import Schedule, Transfer
 
-__all__ = ["all_reduce", "run_schedule"]
+__all__ = ["RankPlan", "RankStep", "all_reduce", "rank_plan", "run_schedule"]
 
 _WORKSPACE: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 
@@ -57,15 +58,25 @@ def _reducer(op: str) -> Any:
     return lambda out, x: torch.minimum(out, x, out=out)
 
 
-def _check_tensor(tensor: Any, backend: str) -> None:
+def _check_tensor_alone(tensor: Any, op: str) -> None:
+    """Checks that need no process group: type, contiguity, op/dtype."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
     if not tensor.is_contiguous():
         raise ValueError(f"tensor must be contiguous (got strides {tuple(tensor.stride())} for "
                          f"shape {tuple(tensor.shape)}); call .contiguous() first")
+    check_op_dtype(op, tensor.dtype)
+
+
+def _check_tensor(tensor: torch.Tensor, backend: str) -> None:
+    """The tensor's device must match the group's backend (cpu: gloo, this rank's cuda: nccl).
+
+    ``backend`` is ``dist.get_backend(group)`` lower-cased; a group created with both
+    (``"cpu:gloo,cuda:nccl"``) takes either device.
+    """
     dev = tensor.device
     if dev.type == "cuda":
-        if backend != "nccl":
+        if "nccl" not in backend:
             raise ValueError(f"tensor is on {dev} but the process group backend is {backend!r}; "
                              "CUDA tensors need a 'nccl' group, CPU tensors a 'gloo' group")
         if dev.index != torch.cuda.current_device():
@@ -73,8 +84,8 @@ def _check_tensor(tensor: Any, backend: str) -> None:
                              f"cuda:{torch.cuda.current_device()}; put each rank's tensor on "
                              "its own device (torch.cuda.set_device)")
     elif dev.type == "cpu":
-        if backend == "nccl":
-            raise ValueError("tensor is on cpu but the process group backend is 'nccl'; "
+        if "gloo" not in backend:
+            raise ValueError(f"tensor is on cpu but the process group backend is {backend!r}; "
                              "CPU tensors need a 'gloo' group, CUDA tensors a 'nccl' group")
     else:
         raise ValueError(f"tensor device {dev} is not supported; use cpu (gloo) or cuda (nccl)")
@@ -98,21 +109,77 @@ def _overlaps(t: Transfer, others: list[Transfer]) -> bool:
     return any(o.start < t.stop and t.start < o.stop for o in others)
 
 
+@dataclass(frozen=True)
+class RankStep:
+    """One step as one rank executes it (precomputed from the schedule, reused every call).
+
+    ``sends``: ``(start, stop, dst, tag)``; ``recvs``: ``(start, stop, src, tag, kind,
+    scratch_offset)`` where ``scratch_offset`` is ``None`` when the data lands straight in the
+    tensor; ``sends_first_needed``: index of the first receive whose elements this rank also
+    sends in this step (its own sends must finish before those elements change), or
+    ``len(recvs)``. Ranks are group ranks.
+    """
+
+    index: int
+    label: str
+    sends: tuple[tuple[int, int, int, int], ...]
+    recvs: tuple[tuple[int, int, int, int, str, int | None], ...]
+    sends_first_needed: int
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """A rank's steps (those where it sends or receives) and its scratch size in elements."""
+
+    steps: tuple[RankStep, ...]
+    scratch: int
+
+
+@functools.lru_cache(maxsize=512)
+def rank_plan(schedule: Schedule, rank: int) -> RankPlan:
+    """What ``rank`` does in each step of ``schedule``: the executor's precomputed view."""
+    steps, scratch = [], 0
+    for index, step in enumerate(schedule.steps):
+        sends, recvs = step.sends(rank), step.recvs(rank)
+        if not sends and not recvs:
+            continue
+        tags = {id(t): i for i, t in enumerate(step.transfers)}
+        out, offset, first = [], 0, len(recvs)
+        for i, t in enumerate(recvs):
+            overlap = _overlaps(t, sends)
+            if overlap and first == len(recvs):
+                first = i
+            if t.kind == "copy" and not overlap:
+                out.append((t.start, t.stop, t.src, tags[id(t)], t.kind, None))
+            else:
+                out.append((t.start, t.stop, t.src, tags[id(t)], t.kind, offset))
+                offset += t.count
+        scratch = max(scratch, offset)
+        steps.append(RankStep(index, step.label,
+                              tuple((t.start, t.stop, t.dst, tags[id(t)]) for t in sends),
+                              tuple(out), first))
+    return RankPlan(tuple(steps), scratch)
+
+
 def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", group: Any = None,
-                 *, timeline: Any = None, timeout: float | None = None) -> torch.Tensor:
+                 *, timeline: Any = None, timeout: float | None = None,
+                 batched: bool | None = None) -> torch.Tensor:
     """Execute ``schedule`` on this rank's ``tensor`` in place and return it.
 
     Every rank of ``group`` must call it with the same schedule and op. ``timeline`` (a
     :class:`distlab.timeline.Timeline`) gets one span per step on lane ``"rank<r>/allreduce"``
     (on CUDA each step is synchronized first so its span is true device time).
     ``timeout`` (seconds) bounds every wait; ``None`` uses the process group's timeout.
+    ``batched`` posts each step as one ``batch_isend_irecv`` (what NCCL needs: one
+    ``ncclGroupStart/End`` per step so exchanges cannot deadlock); ``None`` means "for CUDA
+    tensors". gloo accepts it too, which is how the NCCL code path is tested without a GPU.
     """
     op = check_op(op)
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a Schedule, got {type(schedule).__name__}")
+    _check_tensor_alone(tensor, op)
     rank, world, backend = _group_info(group)
     _check_tensor(tensor, backend)
-    check_op_dtype(op, tensor.dtype)
     if schedule.world_size != world:
         raise ValueError(f"schedule is for world_size={schedule.world_size} but the group has "
                          f"{world} ranks")
@@ -126,67 +193,61 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
     flat = tensor.view(-1)
     reduce = _reducer(op)
     nccl = flat.is_cuda
-    need = max((sum(t.count for t in s.recvs(rank)) for s in schedule.steps), default=0)
-    scratch = _workspace(need, flat.dtype, flat.device) if need else flat
+    use_batch = nccl if batched is None else bool(batched)
+    plan = rank_plan(schedule, rank)
+    scratch = _workspace(plan.scratch, flat.dtype, flat.device) if plan.scratch else flat
     if timeline is not None:
         from distlab.timeline import now_us
     gr = _peer(group, rank)
-    for index, step in enumerate(schedule.steps):
-        sends, recvs = step.sends(rank), step.recvs(rank)
-        if not sends and not recvs:
-            continue
+    peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))
+    for rs in plan.steps:
         t0 = now_us() if timeline is not None else 0.0
-        targets: list[tuple[Transfer, torch.Tensor, bool]] = []  # (transfer, buffer, via scratch)
-        offset = 0
-        for t in recvs:
-            if t.kind == "copy" and not _overlaps(t, sends):
-                targets.append((t, flat[t.start:t.stop], False))
-            else:
-                targets.append((t, scratch[offset:offset + t.count], True))
-                offset += t.count
-        tags = {id(t): i for i, t in enumerate(step.transfers)}
-        if nccl:
-            p2p = [dist.P2POp(dist.irecv, buf, _peer(group, t.src), group, tags[id(t)])
-                   for t, buf, _ in targets]
-            p2p += [dist.P2POp(dist.isend, flat[t.start:t.stop], _peer(group, t.dst), group,
-                               tags[id(t)]) for t in sends]
+        bufs = [flat[a:b] if off is None else scratch[off:off + b - a]
+                for a, b, _, _, _, off in rs.recvs]
+        if use_batch:
+            p2p = [dist.P2POp(dist.irecv, buf, peer(src), group, tag)
+                   for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
+            p2p += [dist.P2POp(dist.isend, flat[a:b], peer(dst), group, tag)
+                    for a, b, dst, tag in rs.sends]
             works = dist.batch_isend_irecv(p2p)
-            recv_works, send_works = works[:len(targets)], works[len(targets):]
+            recv_works, send_works = works[:len(bufs)], works[len(bufs):]
             if len(works) != len(p2p):  # coalesced into one work: wait it for everything
-                recv_works, send_works = [works[-1]] * len(targets), works
+                recv_works, send_works = [works[-1]] * len(bufs), works
         else:
-            recv_works = [dist.irecv(buf, _peer(group, t.src), group=group, tag=tags[id(t)])
-                          for t, buf, _ in targets]
-            send_works = [dist.isend(flat[t.start:t.stop], _peer(group, t.dst), group=group,
-                                     tag=tags[id(t)]) for t in sends]
+            recv_works = [dist.irecv(buf, peer(src), group=group, tag=tag)
+                          for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
+            send_works = [dist.isend(flat[a:b], peer(dst), group=group, tag=tag)
+                          for a, b, dst, tag in rs.sends]
         try:
             sends_done = False
-            for (t, buf, via_scratch), work in zip(targets, recv_works):
+            for i, (buf, work) in enumerate(zip(bufs, recv_works)):
+                a, b, _, _, kind, off = rs.recvs[i]
                 _wait(work, wait_td)
-                if not sends_done and _overlaps(t, sends):
+                if i >= rs.sends_first_needed and not sends_done:
                     for w in send_works:  # our own send still reads these elements
                         _wait(w, wait_td)
                     sends_done = True
-                if t.kind == "reduce":
-                    reduce(flat[t.start:t.stop], buf)
-                elif via_scratch:
-                    flat[t.start:t.stop].copy_(buf)
+                if kind == "reduce":
+                    reduce(flat[a:b], buf)
+                elif off is not None:
+                    flat[a:b].copy_(buf)
             if not sends_done:
                 for work in send_works:
                     _wait(work, wait_td)
         except Exception as exc:
             raise RuntimeError(f"all_reduce ({schedule.algorithm}) failed on rank {gr} at step "
-                               f"{index} ({step.label}); a peer may have died or timed out: "
+                               f"{rs.index} ({rs.label}); a peer may have died or timed out: "
                                f"{exc}") from exc
         if timeline is not None:
             if nccl:
                 torch.cuda.synchronize(flat.device)
             t1 = now_us()
-            timeline.record(f"step {index}", "allreduce", f"rank{gr}/allreduce", t0, t1 - t0, {
-                "algorithm": schedule.algorithm, "label": step.label,
-                "sent_bytes": sum(t.count for t in sends) * flat.element_size(),
-                "recv_bytes": sum(t.count for t in recvs) * flat.element_size(),
-                "messages": max(len(sends), len(recvs))})
+            size = flat.element_size()
+            timeline.record(f"step {rs.index}", "allreduce", f"rank{gr}/allreduce", t0, t1 - t0, {
+                "algorithm": schedule.algorithm, "label": rs.label,
+                "sent_bytes": sum(b - a for a, b, _, _ in rs.sends) * size,
+                "recv_bytes": sum(r[1] - r[0] for r in rs.recvs) * size,
+                "messages": max(len(rs.sends), len(rs.recvs))})
     if op == "avg":
         flat.div_(world)
     return tensor
@@ -201,7 +262,7 @@ def _wait(work: Any, timeout: datetime.timedelta | None) -> None:
 
 def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", group: Any = None,
                *, timeline: Any = None, timeout: float | None = None,
-               **options: Any) -> torch.Tensor:
+               batched: bool | None = None, **options: Any) -> torch.Tensor:
     """Allreduce ``tensor`` in place across ``group`` with the named algorithm; returns it.
 
     Args:
@@ -212,6 +273,7 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
         group: a process group, ``None`` for the default (world).
         timeline: optional :class:`distlab.timeline.Timeline`; one span per step.
         timeout: seconds each wait may take (``None``: the process group's timeout).
+        batched: post each step as one ``batch_isend_irecv`` (default: only for CUDA/NCCL).
         **options: algorithm options (``segment_size`` for segmented_ring, ``group_size`` for
             hierarchical).
 
@@ -222,9 +284,9 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
     """
     op = check_op(op)
     algorithm = check_algorithm(algorithm)
+    _check_tensor_alone(tensor, op)
     rank, world, backend = _group_info(group)
     _check_tensor(tensor, backend)
-    check_op_dtype(op, tensor.dtype)
     try:
         key = tuple(sorted(options.items()))
         hash(key)
@@ -232,4 +294,5 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
         schedule = build(algorithm, world, tensor.numel(), **options)
     else:
         schedule = _cached_build(algorithm, world, tensor.numel(), key)
-    return run_schedule(schedule, tensor, op, group, timeline=timeline, timeout=timeout)
+    return run_schedule(schedule, tensor, op, group, timeline=timeline, timeout=timeout,
+                        batched=batched)

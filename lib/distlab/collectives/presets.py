@@ -21,13 +21,18 @@ CALIBRATION_FILE = RESULTS / "allreduce_calibration.json"
 
 @dataclass(frozen=True)
 class LinkPreset:
-    """A named (alpha s, beta s/byte, gamma s/byte reduced) with the source of each figure."""
+    """A named (alpha s, beta s/byte, gamma s/byte reduced) with the source of each figure.
+
+    ``duplex`` is the link model its beta belongs to (see :func:`distlab.collectives.cost`):
+    ``"full"`` for the hardware presets, ``"shared"`` for the calibrated loopback.
+    """
 
     name: str
     alpha: float
     beta: float
     gamma: float
     source: str
+    duplex: str = "full"
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -70,6 +75,7 @@ def loopback_preset(path: str | Path | None = None) -> LinkPreset | None:
     return LinkPreset(
         f"loopback ({cal.get('backend', 'gloo')}, world size {cal.get('world_size', '?')})",
         alpha=float(cal["alpha"]), beta=float(cal["beta"]), gamma=float(cal["gamma"]),
+        duplex=str(cal.get("duplex", "full")),
         source=f"measured by distlab.collectives.calibrate() ({cal.get('pattern', 'exchange')} "
                f"pattern) on {where}; fit R^2 comm {cal.get('comm_r2', float('nan')):.3f}, "
                f"reduce {cal.get('reduce_r2', float('nan')):.3f}; file {p.name}")

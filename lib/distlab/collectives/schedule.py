@@ -20,7 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["KINDS", "Schedule", "Step", "Transfer", "chunk_bounds", "check_count",
+from distlab._checks import check_int
+
+__all__ = ["KINDS", "Schedule", "Step", "Transfer", "chunk_bounds", "check_count", "format_schedule",
            "check_world_size"]
 
 Kind = Literal["reduce", "copy"]
@@ -153,19 +155,21 @@ def chunk_bounds(count: int, parts: int) -> list[tuple[int, int]]:
 
 def check_world_size(world_size: Any) -> int:
     """Validate ``world_size`` (an int >= 1) at a public boundary and return it."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise TypeError(f"world_size must be an int >= 1, got {type(world_size).__name__} "
-                        f"{world_size!r}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    return world_size
+    return check_int("world_size", world_size, minimum=1)
 
 
 def check_count(count: Any) -> int:
     """Validate ``count`` (elements, an int >= 0) at a public boundary and return it."""
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise TypeError(f"count must be an int >= 0 (elements), got {type(count).__name__} "
-                        f"{count!r}")
-    if count < 0:
-        raise ValueError(f"count must be >= 0 (elements), got {count}")
-    return count
+    return check_int("count (elements)", count, minimum=0)
+
+
+def format_schedule(schedule: Schedule, max_steps: int | None = None) -> str:
+    """A plain-text listing: one line per step, ``src->dst [start:stop) kind`` per transfer."""
+    lines = [f"{schedule.algorithm}: {schedule.world_size} ranks, {schedule.count} elements, "
+             f"{len(schedule.steps)} steps, {schedule.num_transfers} messages"]
+    for i, step in enumerate(schedule.steps[:max_steps]):
+        parts = [f"{t.src}->{t.dst} [{t.start}:{t.stop}) {t.kind}" for t in step.transfers]
+        lines.append(f"  step {i + 1} ({step.label}): " + ", ".join(parts))
+    if max_steps is not None and len(schedule.steps) > max_steps:
+        lines.append(f"  ... {len(schedule.steps) - max_steps} more steps")
+    return "\n".join(lines)

@@ -13,22 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from distlab._checks import check_int
+
 from .ring import ring_allgather, ring_reduce_scatter
 from .schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "segmented_ring"]
 
-DEFAULT_SEGMENT_SIZE = 1 << 16  # elements (256 KiB of float32)
+DEFAULT_SEGMENT_SIZE = 1 << 18  # elements (1 MiB of float32)
 
 
 def check_segment_size(segment_size: Any) -> int:
     """Validate ``segment_size`` (elements, an int >= 1)."""
-    if isinstance(segment_size, bool) or not isinstance(segment_size, int):
-        raise TypeError(f"segment_size must be an int >= 1 (elements), got "
-                        f"{type(segment_size).__name__} {segment_size!r}")
-    if segment_size < 1:
-        raise ValueError(f"segment_size must be >= 1 (elements), got {segment_size}")
-    return segment_size
+    return check_int("segment_size (elements)", segment_size, minimum=1)
 
 
 def segmented_ring(world_size: int, count: int,

@@ -49,6 +49,24 @@ def expected_result(world_size: int, count: int, dtype: str, op: str) -> Any:
     return stack.amax(0) if op == "max" else stack.amin(0)
 
 
+def _device() -> Any:
+    """This rank's device: its CUDA device under NCCL, else the CPU."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized() and "nccl" in str(dist.get_backend()).lower() \
+            and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _builtin(tensor: Any, op: str, group: Any = None) -> None:
     import torch.distributed as dist
 
@@ -63,7 +81,9 @@ def compare_worker(rank: int, world_size: int, cases: Sequence[dict[str, Any]],
                    seed: int = 0) -> list[dict[str, Any]]:
     """Run every case with distlab and with ``torch.distributed.all_reduce``; report the gap.
 
-    A case is ``{"algorithm", "dtype", "op", "count", "options": {...}}``. Inputs are random
+    A case is ``{"algorithm", "dtype", "op", "count", "options": {...}}`` and optionally
+    ``"batched": True`` (the NCCL-style ``batch_isend_irecv`` path, run on gloo) and
+    ``"corrupt": True`` (add 1 to the first element afterwards, to show a mismatch is caught). Inputs are random
     (seeded by ``seed``, case index and rank): integers in [-3, 3] for integer dtypes, normal
     floats otherwise (uniform in [0.5, 1.5] for prod). Returns per case ``max_abs_diff``,
     ``max_ref`` (largest |reference|) and ``equal`` (bitwise).
@@ -83,9 +103,14 @@ def compare_worker(rank: int, world_size: int, cases: Sequence[dict[str, Any]],
             x = (0.5 + torch.rand(n, generator=gen, dtype=torch.float64)).to(dtype)
         else:
             x = torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
-        mine, ref = x.clone(), x.clone()
-        all_reduce(mine, op=case["op"], algorithm=case["algorithm"], **case.get("options", {}))
+        dev = _device()
+        mine, ref = x.to(dev, copy=True), x.to(dev, copy=True)
+        all_reduce(mine, op=case["op"], algorithm=case["algorithm"],
+                   batched=case.get("batched"), **case.get("options", {}))
+        if case.get("corrupt") and n:  # a deliberately wrong result: the check must see it
+            mine.view(-1)[:1] += 1
         _builtin(ref, case["op"])
+        mine, ref = mine.cpu(), ref.cpu()
         diff = (mine.double() - ref.double()).abs().max().item() if n else 0.0
         out.append({**case, "max_abs_diff": diff,
                     "max_ref": ref.double().abs().max().item() if n else 0.0,
@@ -164,11 +189,15 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
                  progress: bool = True) -> dict[str, Any]:
     """Time each algorithm (``"builtin"`` = ``torch.distributed.all_reduce``) at each size.
 
-    Per (size, algorithm): one checked run on :func:`fill_pattern` data (``wrong`` = elements
+    Per size: one checked run per algorithm on :func:`fill_pattern` data (``wrong`` = elements
     differing from :func:`expected_result` on this rank), then ``warmup`` untimed and ``iters``
-    timed runs, each after a barrier. ``calibration`` (kwargs of :func:`.calibrate.calibrate`)
-    runs first when given. Returns ``{"calibration": dict | None, "rows": [...]}`` with this
-    rank's per-iteration seconds; the caller takes the max over ranks, then the median.
+    timed rounds; a round runs every algorithm once, each after a barrier and on a buffer
+    refilled with the pattern (outside the timed region). Under NCCL the buffers live on this
+    rank's GPU and each timed run ends with a device synchronize. Interleaving the algorithms makes a
+    burst of load on a shared machine hit all of them alike. ``calibration`` (kwargs of
+    :func:`.calibrate.calibrate`) runs first when given. Returns ``{"calibration": dict | None,
+    "rows": [...]}`` with this rank's per-round seconds; the caller takes the max over ranks,
+    then the median.
     """
     import torch
     import torch.distributed as dist
@@ -176,18 +205,20 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
     from .execute import all_reduce
 
     cal = calibrate_worker(rank, world_size, **calibration) if calibration is not None else None
+    device = _device()
     tdtype = _torch_dtype(dtype)
     itemsize = torch.empty(0, dtype=tdtype).element_size()
     rows = []
-    total = len(sizes) * len(algorithms)
     for si, nbytes in enumerate(sizes):
         count = nbytes // itemsize
+        if progress and rank == 0:
+            print(f"[allreduce] size {si + 1}/{len(sizes)}: {count * itemsize} B x "
+                  f"{len(algorithms)} algorithms", file=sys.stderr, flush=True)
+        pristine = fill_pattern(rank, count, dtype, op).to(device)
         expected = expected_result(world_size, count, dtype, op)
         tol = _tolerance(dtype, op)
-        for ai, algo in enumerate(algorithms):
-            if progress and rank == 0:
-                print(f"[allreduce] {si * len(algorithms) + ai + 1}/{total} {algo} "
-                      f"{nbytes} B", file=sys.stderr, flush=True)
+        runners = []
+        for algo in algorithms:
             opts = {} if algo == "builtin" else {
                 k: v for k, v in (options or {}).items()
                 if k in _algo_options(algo) and v is not None}
@@ -197,20 +228,29 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
                     _builtin(t, op)
                 else:
                     all_reduce(t, op=op, algorithm=algo, **opts)
-
-            t = fill_pattern(rank, count, dtype, op)
+            runners.append(run)
+        t = pristine.clone()
+        wrong = []
+        for run in runners:
+            t.copy_(pristine)
             run(t)
-            wrong = int((~torch.isclose(t.double(), expected, rtol=tol, atol=0.0)).sum())
-            times = []
-            for i in range(warmup + iters):
+            got = t.double().cpu()
+            wrong.append(int((~torch.isclose(got, expected, rtol=tol, atol=0.0)).sum()))
+        times: list[list[float]] = [[] for _ in algorithms]
+        for i in range(warmup + iters):
+            for a, run in enumerate(runners):
+                t.copy_(pristine)  # repeated sums/products would overflow to inf at large p
+                _sync(device)
                 dist.barrier()
                 t0 = time.perf_counter()
                 run(t)
+                _sync(device)
                 t1 = time.perf_counter()
                 if i >= warmup:
-                    times.append(t1 - t0)
+                    times[a].append(t1 - t0)
+        for a, algo in enumerate(algorithms):
             rows.append({"algorithm": algo, "nbytes": count * itemsize, "count": count,
-                         "seconds": times, "wrong": wrong})
+                         "seconds": times[a], "wrong": wrong[a]})
     return {"calibration": cal, "rows": rows}
 
 

@@ -1,0 +1,54 @@
+"""What each rank holds after each step: the set of ranks whose data went into every element.
+
+The symbolic twin of :func:`.simulate.simulate`: rank ``r`` starts with bit ``r`` set on every
+element, a ``"reduce"`` ORs the sender's bits in, a ``"copy"`` replaces them. After the last
+step of a correct allreduce every element of every rank has all ``world_size`` bits. The step
+picture in notebook 04 colours each element by how many bits it has.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .schedule import Schedule
+
+__all__ = ["contributors", "holdings"]
+
+MAX_RANKS = 64
+
+
+def holdings(schedule: Schedule) -> np.ndarray:
+    """Bitmasks of shape ``(len(steps) + 1, world_size, count)``, dtype uint64.
+
+    Index 0 is the start; index ``i + 1`` is the state after step ``i``. Needs
+    ``world_size <= 64`` (one bit per rank).
+    """
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule must be a Schedule, got {type(schedule).__name__}")
+    p, n = schedule.world_size, schedule.count
+    if p > MAX_RANKS:
+        raise ValueError(f"holdings tracks one bit per rank: world_size must be <= {MAX_RANKS}, "
+                         f"got {p}")
+    state = np.zeros((p, n), dtype=np.uint64)
+    for r in range(p):
+        state[r, :] = np.uint64(1) << np.uint64(r)
+    out = [state.copy()]
+    for step in schedule.steps:
+        before = state.copy()
+        for t in step.transfers:
+            data = before[t.src, t.start:t.stop]
+            if t.kind == "reduce":
+                state[t.dst, t.start:t.stop] |= data
+            else:
+                state[t.dst, t.start:t.stop] = data
+        out.append(state.copy())
+    return np.stack(out)
+
+
+def contributors(masks: np.ndarray) -> np.ndarray:
+    """Number of set bits of each uint64 mask (how many ranks' data an element holds)."""
+    m = np.asarray(masks, dtype=np.uint64)
+    count = np.zeros(m.shape, dtype=np.int64)
+    for bit in range(MAX_RANKS):
+        count += ((m >> np.uint64(bit)) & np.uint64(1)).astype(np.int64)
+    return count

@@ -1,0 +1,276 @@
+"""Pictures of allreduce plans and their costs, and the ipywidgets explorers of notebook 04.
+
+    from distlab.viz.allreduce import plan_figure, cost_curves_figure, PlanExplorer
+    plan_figure(build("ring", 4, 16), step=2)      # who sends what at step 3, what ranks hold
+    cost_curves_figure(get_preset("nvlink_h100"), world_size=8)   # model; crossovers marked
+    PlanExplorer().widget                          # algorithm / world size / step controls
+
+The plan picture: one row per rank, one column per element; a cell's colour is how many ranks'
+data that element holds after the step (white: only its own, dark: fully reduced; the number is
+written in small plans). Arrows are this step's transfers: red reduces into the receiver, blue
+copies over it. Everything is computed by :mod:`distlab.collectives` (``holdings``, ``cost``,
+``crossovers``); this module only draws.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch
+
+from distlab.collectives import ALGORITHMS, build, step_costs
+from distlab.collectives.compare import crossovers, predict_sizes, predict_world_sizes, winners
+from distlab.collectives.holdings import contributors, holdings
+from distlab.collectives.schedule import Schedule
+
+__all__ = ["CostExplorer", "PlanExplorer", "cost_curves_figure", "cost_vs_world_size_figure",
+           "figure_png", "measured_vs_model_figure", "plan_count", "plan_figure"]
+
+KIND_COLORS = {"reduce": "tab:red", "copy": "tab:blue"}
+ALGO_COLORS = {a: f"C{i}" for i, a in enumerate(sorted(ALGORITHMS) + ["builtin"])}
+
+
+def figure_png(fig: Figure, dpi: int = 80) -> bytes:
+    """PNG bytes of ``fig`` (for an ``ipywidgets.Image``)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def plan_count(algorithm: str, world_size: int) -> int:
+    """A small element count that shows an algorithm's chunks clearly (4 per rank, and a
+    multiple of the power of two that butterflies use)."""
+    pof2 = 1 << (world_size.bit_length() - 1)
+    n = 4 * world_size
+    while n % pof2:
+        n += world_size
+    return n
+
+
+def plan_figure(schedule: Schedule, step: int | None = None, *, fig: Figure | None = None,
+                annotate: bool | None = None) -> Figure:
+    """Draw ``schedule`` at ``step`` (0-based; ``None``: the last step; -1: the start).
+
+    Cells: contributor counts after the step (from :func:`~distlab.collectives.holdings`);
+    arrows: the step's transfers (red reduce, blue copy).
+    """
+    p, n = schedule.world_size, schedule.count
+    nsteps = len(schedule.steps)
+    if step is None:
+        step = nsteps - 1
+    if isinstance(step, bool) or not isinstance(step, int) or not -1 <= step <= nsteps - 1:
+        raise ValueError(f"step must be in [-1, {nsteps - 1}] for this schedule, got {step}")
+    fig = fig or Figure(figsize=(8.0, 1.0 + 0.45 * p), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    counts = contributors(holdings(schedule)[step + 1]) if n else np.zeros((p, 0), dtype=int)
+    ax.imshow(counts, cmap="Greens", vmin=0.5, vmax=p + 0.5 if p > 1 else 1.5, aspect="auto",
+              extent=(0, max(n, 1), p - 0.5, -0.5), interpolation="nearest")
+    if annotate is None:
+        annotate = n * p <= 400
+    if annotate:
+        for r in range(p):
+            for i in range(n):
+                c = counts[r, i]
+                ax.text(i + 0.5, r, str(c), ha="center", va="center", fontsize=7,
+                        color="white" if c > 0.6 * p else "black")
+    if 0 <= step < nsteps:
+        for t in schedule.steps[step].transfers:
+            mid = (t.start + t.stop) / 2
+            bend = 0.25 if t.dst > t.src else -0.25
+            ax.add_patch(FancyArrowPatch((mid, t.src), (mid, t.dst), arrowstyle="-|>",
+                                         mutation_scale=12, lw=1.4, alpha=0.85,
+                                         color=KIND_COLORS[t.kind],
+                                         connectionstyle=f"arc3,rad={bend}"))
+        label = schedule.steps[step].label
+        title = f"step {step + 1}/{nsteps}: {label}"
+    else:
+        title = "start: every rank holds only its own data" if nsteps else \
+            "nothing to do (one rank or no elements)"
+    ax.set_title(f"{schedule.algorithm}, {p} ranks, {n} elements; {title}", fontsize=10)
+    ax.set_yticks(range(p), [f"rank {r}" for r in range(p)])
+    ax.set_xlabel("element index (cell colour: how many ranks' data it holds; "
+                  "red arrow: reduce, blue: copy)")
+    ax.set_xlim(0, max(n, 1))
+    return fig
+
+
+def _mark_crossovers(ax: Any, xs: Sequence[float], times: dict[str, list[float]]) -> list[Any]:
+    marks = crossovers(xs, times)
+    for c in marks:
+        x = (c.x_before * c.x_after) ** 0.5
+        ax.axvline(x, color="grey", ls=":", lw=1)
+        ax.text(x, 0.98, f" {c.before} -> {c.after}", rotation=90, va="top", ha="right",
+                fontsize=7, color="dimgrey", transform=ax.get_xaxis_transform())
+    return marks
+
+
+def cost_curves_figure(preset: Any, world_size: int = 8, *,
+                       algorithms: Sequence[str] | None = None,
+                       sizes_bytes: Sequence[int] | None = None, itemsize: int = 4,
+                       duplex: str | None = None, fig: Figure | None = None) -> Figure:
+    """Model time (left) and busbw (right) versus message size; crossovers marked.
+
+    ``preset`` is anything with ``alpha``, ``beta``, ``gamma`` (a LinkPreset or Calibration),
+    optionally ``name``, ``source`` and ``duplex``.
+    """
+    algorithms = list(algorithms or ALGORITHMS)
+    sizes = list(sizes_bytes or [1 << k for k in range(10, 31)])
+    duplex = duplex or getattr(preset, "duplex", "full")
+    times = predict_sizes(algorithms, world_size, sizes, preset.alpha, preset.beta, preset.gamma,
+                          itemsize, duplex=duplex)
+    fig = fig or Figure(figsize=(10.0, 4.0), layout="constrained")
+    ax_t, ax_b = fig.subplots(1, 2)
+    for a in algorithms:
+        t = np.asarray(times[a])
+        ax_t.loglog(sizes, t * 1e6, label=a, color=ALGO_COLORS.get(a))
+        bus = np.where(t > 0, np.asarray(sizes) / np.maximum(t, 1e-30) / 1e9, 0.0)
+        ax_b.semilogx(sizes, bus * 2 * (world_size - 1) / world_size, label=a,
+                      color=ALGO_COLORS.get(a))
+    _mark_crossovers(ax_t, sizes, times)
+    ax_t.set_xlabel("message size (bytes)")
+    ax_t.set_ylabel("predicted time (us)")
+    ax_b.set_xlabel("message size (bytes)")
+    ax_b.set_ylabel("predicted busbw (GB/s)")
+    ax_t.legend(fontsize=7)
+    name = getattr(preset, "name", "calibrated link")
+    fig.suptitle(f"MODEL (alpha-beta-gamma): {name}, {world_size} ranks; winner at 1 KiB: "
+                 f"{winners(times)[0]}, at 1 GiB: {winners(times)[-1]}", fontsize=10)
+    return fig
+
+
+def cost_vs_world_size_figure(preset: Any, nbytes: int = 1 << 20, *,
+                              algorithms: Sequence[str] | None = None,
+                              world_sizes: Sequence[int] = tuple(range(2, 65)),
+                              itemsize: int = 4, duplex: str | None = None,
+                              fig: Figure | None = None) -> Figure:
+    """Model time versus world size for one message size; crossovers marked."""
+    algorithms = list(algorithms or ALGORITHMS)
+    duplex = duplex or getattr(preset, "duplex", "full")
+    times = predict_world_sizes(algorithms, list(world_sizes), nbytes, preset.alpha,
+                                preset.beta, preset.gamma, itemsize, duplex=duplex)
+    fig = fig or Figure(figsize=(7.0, 4.0), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    for a in algorithms:
+        ax.semilogy(list(world_sizes), np.asarray(times[a]) * 1e6, label=a,
+                    color=ALGO_COLORS.get(a))
+    _mark_crossovers(ax, list(world_sizes), times)
+    ax.set_xlabel("world size (ranks)")
+    ax.set_ylabel("predicted time (us)")
+    ax.legend(fontsize=7)
+    ax.set_title(f"MODEL: {getattr(preset, 'name', 'calibrated link')}, {nbytes} B message",
+                 fontsize=10)
+    return fig
+
+
+def measured_vs_model_figure(rows: Sequence[dict[str, Any]], *,
+                             fig: Figure | None = None) -> Figure:
+    """Benchmark rows (``distlab.bench.allreduce`` output): measured time as dots, prediction as
+    lines, per algorithm; builtin dashed (it has no schedule of ours to predict)."""
+    fig = fig or Figure(figsize=(8.0, 4.0), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    for a in dict.fromkeys(r["algorithm"] for r in rows):
+        mine = [r for r in rows if r["algorithm"] == a]
+        xs = [r["nbytes"] for r in mine]
+        color = ALGO_COLORS.get(a)
+        ax.loglog(xs, [r["time_us"] for r in mine], "o", color=color, ms=4,
+                  label=f"{a} measured")
+        if a == "builtin":
+            ax.loglog(xs, [r["time_us"] for r in mine], "--", color=color, lw=1)
+        elif all(r.get("predicted_us") for r in mine):
+            ax.loglog(xs, [r["predicted_us"] for r in mine], "-", color=color, lw=1)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("time (us): dots measured, lines model")
+    ax.legend(fontsize=6, ncol=2)
+    return fig
+
+
+class PlanExplorer:
+    """Algorithm dropdown, world-size slider and step slider over :func:`plan_figure`.
+
+    Attributes: ``algorithm``, ``world_size``, ``step`` (the controls), ``image`` (an
+    ``ipywidgets.Image``), ``summary`` (an ``HTML`` line), ``schedule`` (the current plan),
+    ``figure`` and ``png`` (the last drawing), ``widget`` (the box to display).
+    """
+
+    def __init__(self, algorithm: str = "ring", world_size: int = 4, *, max_world_size: int = 16,
+                 alpha: float = 5e-6, beta: float = 1 / 25e9, gamma: float = 1 / 500e9) -> None:
+        import ipywidgets as w
+
+        self.params = (alpha, beta, gamma)
+        self.algorithm = w.Dropdown(options=sorted(ALGORITHMS), value=algorithm,
+                                    description="algorithm")
+        self.world_size = w.IntSlider(value=world_size, min=1, max=max_world_size,
+                                      description="world size")
+        self.step = w.IntSlider(value=0, min=-1, max=0, description="step")
+        self.image = w.Image(format="png")
+        self.summary = w.HTML()
+        self.schedule: Schedule | None = None
+        self.figure: Figure | None = None
+        self.png = b""
+        self.algorithm.observe(self._plan_changed, names="value")
+        self.world_size.observe(self._plan_changed, names="value")
+        self.step.observe(self._step_changed, names="value")
+        self.widget = w.VBox([w.HBox([self.algorithm, self.world_size]), self.step,
+                              self.summary, self.image])
+        self._plan_changed(None)
+
+    def _plan_changed(self, change: Any) -> None:
+        p = self.world_size.value
+        self.schedule = build(self.algorithm.value, p, plan_count(self.algorithm.value, p))
+        last = len(self.schedule.steps) - 1
+        with self.step.hold_trait_notifications():
+            self.step.max = max(last, -1)
+            self.step.value = min(max(self.step.value, -1), last) if last >= 0 else -1
+        self.update()
+
+    def _step_changed(self, change: Any) -> None:
+        self.update()
+
+    def update(self) -> None:
+        """Redraw for the current control values."""
+        assert self.schedule is not None
+        s = self.schedule
+        self.figure = plan_figure(s, self.step.value)
+        self.png = figure_png(self.figure)
+        self.image.value = self.png
+        a, b, g = self.params
+        costs = step_costs(s, a, b, g, 4)
+        self.summary.value = (f"<b>{s.algorithm}</b> on {s.world_size} ranks: "
+                              f"{len(s.steps)} steps, {s.num_transfers} messages, "
+                              f"{s.elements_moved()} elements moved; slowest-rank messages per "
+                              f"step: {[c.messages for c in costs]}; showing "
+                              + ("the start (step -1)" if self.step.value < 0
+                                 else f"the state after step {self.step.value + 1}"))
+
+
+class CostExplorer:
+    """Preset dropdown and world-size slider over :func:`cost_curves_figure` (a model)."""
+
+    def __init__(self, presets: dict[str, Any], preset: str | None = None,
+                 world_size: int = 8) -> None:
+        import ipywidgets as w
+
+        self.presets = dict(presets)
+        self.preset = w.Dropdown(options=list(self.presets), value=preset or next(iter(presets)),
+                                 description="link")
+        self.world_size = w.IntSlider(value=world_size, min=2, max=64, description="world size")
+        self.image = w.Image(format="png")
+        self.source = w.HTML()
+        self.figure: Figure | None = None
+        self.png = b""
+        self.preset.observe(lambda _: self.update(), names="value")
+        self.world_size.observe(lambda _: self.update(), names="value")
+        self.widget = w.VBox([w.HBox([self.preset, self.world_size]), self.source, self.image])
+        self.update()
+
+    def update(self) -> None:
+        """Redraw for the current control values."""
+        preset = self.presets[self.preset.value]
+        self.figure = cost_curves_figure(preset, self.world_size.value)
+        self.png = figure_png(self.figure)
+        self.image.value = self.png
+        self.source.value = f"<small>source: {getattr(preset, 'source', '')}</small>"

@@ -1,0 +1,89 @@
+"""Plan picture, cost curves and the widget explorers, driven without a browser."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distlab.collectives import ALGORITHMS, PRESETS, build, contributors, crossovers, holdings
+from distlab.collectives import predict_sizes, winners
+from distlab.viz import allreduce as V
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("p", [1, 2, 3, 6, 8, 64])
+def test_holdings_end_with_everything_everywhere(name: str, p: int) -> None:
+    s = build(name, p, 3 * p + 1)
+    h = holdings(s)
+    assert h.shape == (len(s.steps) + 1, p, 3 * p + 1)
+    assert (contributors(h[0]) == 1).all()
+    assert (contributors(h[-1]) == p).all()
+
+
+def test_ring_holdings_after_reduce_scatter() -> None:
+    h = contributors(holdings(build("ring", 4, 4)))
+    after_rs = h[3]
+    assert sorted(after_rs.max(axis=1).tolist()) == [4, 4, 4, 4]
+    assert [int(np.argmax(row)) for row in after_rs] == [1, 2, 3, 0], "rank i owns chunk i+1"
+
+
+def test_winners_and_crossovers() -> None:
+    times = {"a": [1.0, 2.0, 5.0], "b": [3.0, 2.0, 1.0]}
+    assert winners(times) == ["a", "a", "b"]
+    (c,) = crossovers([10, 20, 30], times)
+    assert (c.x_before, c.x_after, c.before, c.after) == (20, 30, "a", "b")
+    nv = PRESETS["nvlink_h100"]
+    t = predict_sizes(["recursive_doubling", "ring"], 8, [1024, 1 << 30], nv.alpha, nv.beta, nv.gamma)
+    assert winners(t) == ["recursive_doubling", "ring"], "latency vs bandwidth regimes"
+
+
+def test_plan_figure_draws_arrows_per_transfer() -> None:
+    s = build("ring", 4, 8)
+    fig = V.plan_figure(s, step=0)
+    ax = fig.axes[0]
+    assert len(ax.patches) == len(s.steps[0].transfers)
+    assert "step 1/6" in ax.get_title()
+    start = V.plan_figure(s, step=-1)
+    assert "start" in start.axes[0].get_title() and not start.axes[0].patches
+    assert "nothing to do" in V.plan_figure(build("ring", 1, 4)).axes[0].get_title()
+
+
+def test_plan_explorer_redraws_on_every_control() -> None:
+    e = V.PlanExplorer("ring", world_size=4)
+    first = e.png
+    assert first and "ring</b> on 4 ranks: 6 steps" in e.summary.value
+    assert (e.step.min, e.step.max) == (-1, 5)
+    e.step.value = 3
+    assert e.png != first
+    e.world_size.value = 7
+    assert e.schedule is not None and e.schedule.world_size == 7
+    assert e.step.max == 2 * 6 - 1 and e.step.value == 3
+    e.algorithm.value = "recursive_doubling"
+    assert e.step.max == len(e.schedule.steps) - 1 == 3  # fold in, 2 exchanges, fold out
+    assert e.step.value == 3
+    e.world_size.value = 1
+    assert e.step.max == -1 and e.step.value == -1 and "0 steps" in e.summary.value
+
+
+def test_cost_explorer_follows_preset_and_world_size() -> None:
+    c = V.CostExplorer(dict(PRESETS), "nvlink_h100", world_size=8)
+    before = c.png
+    assert "H100 datasheet" in c.source.value
+    c.preset.value = "ethernet_100g"
+    assert c.png != before and "802.3" in c.source.value
+    mid = c.png
+    c.world_size.value = 12
+    assert c.png != mid
+    assert "MODEL" in c.figure._suptitle.get_text()
+
+
+def test_measured_vs_model_figure() -> None:
+    rows = [{"algorithm": a, "nbytes": s, "time_us": 10.0 * s, "predicted_us": None if a == "builtin" else 9.0 * s}
+            for a in ("ring", "builtin") for s in (1, 2, 4)]
+    fig = V.measured_vs_model_figure(rows)
+    assert len(fig.axes[0].lines) == 4
+
+
+def test_plan_figure_rejects_a_step_outside_the_plan() -> None:
+    with pytest.raises(ValueError, match=r"step must be in \[-1, 1\] for this schedule, got 2"):
+        V.plan_figure(build("naive", 3, 6), step=2)
