@@ -8,7 +8,7 @@ from .shards import ShardSet
 from .stages import (BurnStage, CollateStage, ComputeStage, DecodeStage, H2DStage, IdentityStage,
                      PinStage, ReadStage, SleepStage, Stage)
 
-__all__ = ["STAGE_KINDS", "equal_stages", "loading_stages", "make_stage"]
+__all__ = ["EQUAL_KINDS", "STAGE_KINDS", "equal_stages", "loading_stages", "make_stage"]
 
 STAGE_KINDS = ("read", "decode", "collate", "pin", "h2d", "compute", "sleep", "burn", "identity")
 
@@ -41,20 +41,31 @@ def make_stage(kind: str, *, cost_s: float = 0.0, name: str | None = None,
     return IdentityStage(**kw)
 
 
+EQUAL_KINDS = ("sleep", "burn", "work", "identity")
+
+
 def equal_stages(kind: str = "sleep", n: int = 3, cost_s: float = 0.002) -> list[Stage]:
     """``n`` stages of one kind and equal cost named ``<kind>0 .. <kind>{n-1}``; the last is
-    placed on the host (it is the consumer)."""
+    placed on the host (it is the consumer). Kinds: ``sleep`` (I/O stand-in), ``burn`` (CPU for
+    ``cost_s`` of wall time), ``work`` (a calibrated amount of CPU work, see
+    :func:`~.stages.burn`), ``identity`` (zero cost)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
-    if kind not in ("sleep", "burn", "identity"):
-        raise ValueError(f"kind must be 'sleep', 'burn' or 'identity', got {kind!r}")
-    stages = [make_stage(kind, cost_s=cost_s, name=f"{kind}{i}") for i in range(n)]
+    if kind not in EQUAL_KINDS:
+        raise ValueError(f"kind must be one of {EQUAL_KINDS}, got {kind!r}")
+    if kind == "work":
+        stages: list[Stage] = [BurnStage(cost_s, name=f"work{i}", fixed_work=True)
+                               for i in range(n)]
+    else:
+        stages = [make_stage(kind, cost_s=cost_s, name=f"{kind}{i}") for i in range(n)]
     stages[-1].placement = "host"
     return stages
 
 
 def loading_stages(shards: ShardSet, *, batch_size: int = 8, read_latency_s: float = 0.002,
-                   decode_s: float = 0.002, compute_s: float = 0.002) -> list[Stage]:
-    """The seed's pipeline: read -> decode -> collate -> pin -> h2d -> compute."""
+                   decode_s: float = 0.002, compute_s: float = 0.002,
+                   compute_mode: str = "burn") -> list[Stage]:
+    """The seed's pipeline: read -> decode -> collate -> pin -> h2d -> compute
+    (``compute_mode`` as :class:`ComputeStage` takes it: burn, wait or train)."""
     return [ReadStage(shards, batch_size, read_latency_s), DecodeStage(decode_s), CollateStage(),
-            PinStage(), H2DStage(), ComputeStage(compute_s)]
+            PinStage(), H2DStage(), ComputeStage(compute_s, mode=compute_mode)]

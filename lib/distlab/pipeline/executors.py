@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from distlab._checks import check_int as _shared_check_int
 from ..timeline import Timeline, now_us
 from .channel import STOPPED, Channel
 from .errors import StageError
@@ -100,13 +101,8 @@ def check_items(items: Any) -> list[Any]:
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:
-    """An int >= minimum, else TypeError/ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__} "
-                        f"{value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    """An int >= minimum, else TypeError/ValueError naming ``name`` (see distlab._checks)."""
+    return _shared_check_int(name, value, minimum=minimum)
 
 
 def call_stage(stage: Stage, idx: int, x: Any, tl: Timeline, lane: str) -> Any:

@@ -28,10 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..timeline import Timeline
+from ..timeline import Span, Timeline
 
-__all__ = ["Station", "bound_s", "describe", "measured_costs", "plan_for", "rate_items_per_s",
-           "simulate", "sync_time_s"]
+__all__ = ["Station", "bound_s", "describe", "measured_costs", "part_load_times",
+           "parts_idle_fraction", "plan_for", "rate_items_per_s", "simulate", "simulate_parts",
+           "sync_time_s"]
 
 
 @dataclass(frozen=True)
@@ -190,3 +191,59 @@ def describe(stations: Sequence[Station], n_items: int) -> dict[str, Any]:
     return {"bound_s": bound_s(stations, n_items), "rate_items_per_s": rate_items_per_s(stations),
             "sync_s": sync_time_s(stations, n_items),
             "stations": [(s.name, _mean_cost(s), s.workers, s.depth) for s in stations]}
+
+
+def part_load_times(n_parts: int, mean_s: float, jitter: float = 0.0,
+                    seed: int = 0) -> list[float]:
+    """Seeded per-part load times (seconds): gamma-distributed with mean ``mean_s`` and
+    coefficient of variation ``jitter`` (0: all equal; 1: exponential, like a flaky store)."""
+    if isinstance(n_parts, bool) or not isinstance(n_parts, int) or n_parts < 0:
+        raise ValueError(f"n_parts must be an int >= 0, got {n_parts!r}")
+    if not (isinstance(mean_s, (int, float)) and mean_s >= 0):
+        raise ValueError(f"mean_s must be a number of seconds >= 0, got {mean_s!r}")
+    if not (isinstance(jitter, (int, float)) and 0 <= jitter <= 3):
+        raise ValueError(f"jitter must be a number in [0, 3], got {jitter!r}")
+    if jitter == 0 or mean_s == 0:
+        return [float(mean_s)] * n_parts
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    shape = 1.0 / jitter**2
+    return [float(x) for x in rng.gamma(shape, mean_s / shape, n_parts)]
+
+
+def simulate_parts(n_parts: int, load_s: float | Sequence[float], train_s: float, *,
+                   queue_size: int = 2, mode: str = "async", t0_us: float = 0.0) -> Timeline:
+    """Predicted Timeline of the async part loader (lanes as :mod:`.parts` records them).
+
+    ``async``: a producer (one server, ``load_s`` per part) feeding a queue of ``queue_size``
+    parts to the trainer (``train_s`` per part), blocking while the queue is full, exactly as a
+    ``multiprocessing.Queue(maxsize=queue_size)`` does. ``sync``: the trainer loads then trains,
+    part after part.
+    """
+    if mode not in ("sync", "async"):
+        raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
+    if mode == "async":
+        sim = simulate([Station("load", load_s, 1, queue_size, "io"),
+                        Station("compute", train_s, 1, 1, "compute")], n_parts, t0_us=t0_us)
+        lane = {"sim/load": "producer/load", "sim/compute": "trainer/compute"}
+        return Timeline(Span(s.name, s.category, lane[s.lane], s.start_us, s.duration_us, s.args)
+                        for s in sim.spans)
+    _check([Station("load", load_s), Station("compute", train_s)], n_parts)
+    loads = [float(load_s)] * n_parts if isinstance(load_s, (int, float)) else list(load_s)
+    tl, t = Timeline(), t0_us
+    for k in range(n_parts):
+        tl.record("load", "io", "trainer/load", t, loads[k] * 1e6, {"part": k})
+        t += loads[k] * 1e6
+        tl.record("compute", "compute", "trainer/compute", t, train_s * 1e6, {"part": k})
+        t += train_s * 1e6
+    return tl
+
+
+def parts_idle_fraction(n_parts: int, load_s: float | Sequence[float], train_s: float, *,
+                        queue_size: int = 2, mode: str = "async") -> float:
+    """Predicted trainer idle time over wall time for the part loader (0.0 for no parts)."""
+    tl = simulate_parts(n_parts, load_s, train_s, queue_size=queue_size, mode=mode)
+    if not len(tl) or tl.wall_us() == 0:
+        return 0.0
+    return tl.stall_us("trainer/compute") / tl.wall_us()

@@ -20,6 +20,7 @@ part arrives within ``timeout_s`` -> TimeoutError. KeyboardInterrupt stops the p
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import signal
 import time
@@ -36,7 +37,8 @@ from .executors import POLL_S, check_int
 from .shards import ShardSet
 from .stages import burn
 
-__all__ = ["MODES", "Part", "PartLoader", "PartsResult", "load_part", "train_on_parts"]
+__all__ = ["MODES", "FailingLoad", "Part", "PartLoader", "PartsResult", "load_part",
+           "train_on_parts"]
 
 MODES = ("sync", "async")
 
@@ -57,13 +59,28 @@ def load_part(shards: ShardSet, part_id: int, latency_s: float = 0.0) -> torch.T
     return torch.frombuffer(bytearray(blob), dtype=torch.uint8).view(-1, shards.record_nbytes)
 
 
-def _producer_main(shards: ShardSet, part_ids: list[int], latency_s: float,
-                   load_fn: Callable[..., torch.Tensor] | None, q: Any, stop: Any) -> None:
+class FailingLoad:
+    """A picklable ``load_fn`` that raises OSError on part ``fail_part`` (demos and tests of the
+    failure path); other parts load normally."""
+
+    def __init__(self, fail_part: int, latency_s: float = 0.0) -> None:
+        self.fail_part, self.latency_s = fail_part, latency_s
+
+    def __call__(self, shards: ShardSet, part_id: int) -> torch.Tensor:
+        if part_id == self.fail_part:
+            raise OSError(f"simulated storage failure on part {part_id}")
+        return load_part(shards, part_id, self.latency_s)
+
+
+def _producer_main(shards: ShardSet, part_ids: list[int], latency_s: list[float],
+                   load_fn: Callable[..., torch.Tensor] | None, q: Any, stop: Any,
+                   go: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and stops us
     torch.set_num_threads(1)
+    parent = os.getppid()
 
     def put(msg: tuple[Any, ...]) -> bool:
-        while not stop.is_set():
+        while not stop.is_set() and os.getppid() == parent:
             try:
                 q.put(msg, timeout=POLL_S)
                 return True
@@ -71,22 +88,31 @@ def _producer_main(shards: ShardSet, part_ids: list[int], latency_s: float,
                 continue
         return False
 
-    for pid in part_ids:
+    q.put(("ready",))
+    while not go.wait(POLL_S):  # the trainer starts the clock, then says go
+        if stop.is_set() or os.getppid() != parent:
+            return
+    for k, pid in enumerate(part_ids):
         if stop.is_set():
             return
         t = now_us()
         try:
             data = load_fn(shards, pid) if load_fn is not None else \
-                load_part(shards, pid, latency_s)
+                load_part(shards, pid, latency_s[k])
         except BaseException:  # noqa: BLE001 - reported to the trainer with the part id
             put(("error", pid, traceback.format_exc()))
-            return
+            break
         span = {"name": f"load {pid}", "category": "io", "lane": "producer/load",
                 "start_us": t, "duration_us": now_us() - t,
                 "args": {"part": pid, "nbytes": int(data.numel() * data.element_size())}}
         if not put(("part", pid, data, span)):
             return
-    put(("end",))
+    else:
+        put(("end",))
+    # Tensors travel as file descriptors that this process serves until the trainer has taken
+    # them: stay alive until told to stop (or the trainer is gone).
+    while not stop.wait(0.5) and os.getppid() == parent:
+        pass
 
 
 class PartLoader:
@@ -97,14 +123,16 @@ class PartLoader:
         part_ids: which parts, in order (default: every shard once).
         mode: ``"sync"`` or ``"async"``.
         queue_size: parts the async queue holds, >= 1.
-        latency_s: extra seconds per part load (remote storage), >= 0.
+        latency_s: extra seconds per part load (remote storage), >= 0; one number, or one per
+            entry of ``part_ids`` (see :func:`.model.part_load_times` for seeded jitter).
         load_fn: optional picklable ``fn(shards, part_id) -> tensor`` replacing :func:`load_part`.
         timeline: spans go here (a new Timeline if None); ``self.timeline``.
         timeout_s: seconds to wait for one part before TimeoutError.
     """
 
     def __init__(self, shards: ShardSet, part_ids: Sequence[int] | None = None, *,
-                 mode: str = "async", queue_size: int = 2, latency_s: float = 0.0,
+                 mode: str = "async", queue_size: int = 2,
+                 latency_s: float | Sequence[float] = 0.0,
                  load_fn: Callable[..., torch.Tensor] | None = None,
                  timeline: Timeline | None = None, timeout_s: float = 60.0) -> None:
         if not isinstance(shards, ShardSet):
@@ -112,19 +140,24 @@ class PartLoader:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.queue_size = check_int("queue_size", queue_size, 1)
-        if isinstance(latency_s, bool) or not isinstance(latency_s, (int, float)) \
-                or not latency_s >= 0:
-            raise ValueError(f"latency_s must be a number of seconds >= 0, got {latency_s!r}")
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
             raise ValueError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}")
-        self.shards, self.mode, self.latency_s = shards, mode, float(latency_s)
+        self.shards, self.mode = shards, mode
         self.part_ids = list(range(len(shards.files))) if part_ids is None else \
             [check_int("part_ids[i]", p, 0) for p in part_ids]
+        lat = [latency_s] * len(self.part_ids) if isinstance(latency_s, (int, float)) \
+            and not isinstance(latency_s, bool) else latency_s
+        if not isinstance(lat, Sequence) or len(lat) != len(self.part_ids) or any(
+                isinstance(x, bool) or not isinstance(x, (int, float)) or not x >= 0 for x in lat):
+            raise ValueError(f"latency_s must be seconds >= 0: one number or one per part "
+                             f"({len(self.part_ids)}), got {latency_s!r}")
+        self.latency_s = [float(x) for x in lat]
         self.load_fn, self.timeout_s = load_fn, float(timeout_s)
         self.timeline = Timeline() if timeline is None else timeline
         self._proc: Any = None
         self._q: Any = None
         self._stop: Any = None
+        self._go: Any = None
 
     @property
     def producer_pid(self) -> int | None:
@@ -137,58 +170,90 @@ class PartLoader:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
     def __iter__(self) -> Iterator[Part]:
         if self.mode == "sync":
-            for pid in self.part_ids:
+            for k, pid in enumerate(self.part_ids):
                 with self.timeline.span(f"load {pid}", "io", "trainer/load", part=pid):
                     data = self.load_fn(self.shards, pid) if self.load_fn is not None else \
-                        load_part(self.shards, pid, self.latency_s)
+                        load_part(self.shards, pid, self.latency_s[k])
                 yield Part(pid, data)
             return
-        self._start()
+        self.start()
+        self._go.set()
         try:
             for pid in self.part_ids:
                 yield Part(pid, self._receive(pid))
-        finally:
+        except BaseException:  # an error, or the loop left early (GeneratorExit): reap now
             self.close()
+            raise
+        # Done: tell the producer to exit but leave the reaping (a process join) to close(),
+        # which the with-block calls, so the last part's consumer is not kept waiting.
+        self._stop.set()
 
-    def _start(self) -> None:
-        self.close()
+    def start(self) -> float:
+        """Spawn the producer (async mode) and wait until it is ready to load, so that process
+        start-up is not counted as loading; returns the start-up seconds (0.0 if already started
+        or in sync mode). Iterating starts it if needed."""
+        if self.mode == "sync" or self._proc is not None:
+            return 0.0
+        t = now_us()
         ctx = mp.get_context("spawn")
-        self._q, self._stop = ctx.Queue(self.queue_size), ctx.Event()
+        self._q, self._stop, self._go = ctx.Queue(self.queue_size), ctx.Event(), ctx.Event()
         self._proc = ctx.Process(target=_producer_main, daemon=True, name="distlab-producer",
                                  args=(self.shards, self.part_ids, self.latency_s, self.load_fn,
-                                       self._q, self._stop))
+                                       self._q, self._stop, self._go))
         self._proc.start()
+        try:
+            msg = self._receive_msg(-1)
+        except BaseException:
+            self.close()
+            raise
+        if msg[0] != "ready":  # pragma: no cover - protocol error
+            self.close()
+            raise RuntimeError(f"producer sent {msg[0]!r} before 'ready'")
+        return (now_us() - t) * 1e-6
 
     def _receive(self, pid: int) -> torch.Tensor:
+        msg = self._receive_msg(pid)
+        if msg[0] == "error":
+            raise PartLoadError(msg[1], msg[2])
+        if msg[0] != "part":
+            raise ProducerExitedError(0, pid)
+        _, got, data, span = msg
+        self.timeline.extend([span])
+        return data
+
+    def _receive_msg(self, pid: int) -> tuple[Any, ...]:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
                 msg = self._q.get(timeout=POLL_S)
+            except OSError as exc:  # a tensor whose sender died before we could map it
+                raise ProducerExitedError(self._proc.exitcode, pid) from exc
             except queue.Empty:
                 if not self._proc.is_alive():
                     try:  # anything it flushed before dying is in the pipe already
                         msg = self._q.get(timeout=0.2)
-                    except queue.Empty:
+                    except (queue.Empty, OSError):
                         raise ProducerExitedError(self._proc.exitcode, pid) from None
                 elif time.monotonic() > deadline:
-                    raise TimeoutError(f"part {pid} did not arrive within timeout_s="
+                    what = f"part {pid}" if pid >= 0 else "the producer's ready signal"
+                    raise TimeoutError(f"{what} did not arrive within timeout_s="
                                        f"{self.timeout_s:g} s") from None
                 else:
                     continue
-            if msg[0] == "error":
-                raise PartLoadError(msg[1], msg[2])
-            if msg[0] == "end":
-                raise ProducerExitedError(0, pid)
-            _, got, data, span = msg
-            self.timeline.extend([span])
-            return data
+            return msg
 
     def close(self) -> None:
         """Stop the producer, drain the queue, reap the process; idempotent."""
         proc, q, stop = self._proc, self._q, self._stop
-        self._proc = self._q = self._stop = None
+        self._proc = self._q = self._stop = self._go = None
         if proc is None:
             return
         stop.set()
@@ -211,13 +276,18 @@ class PartLoader:
 
 @dataclass
 class PartsResult:
-    """One training run over parts: its timeline and the trainer's idle time."""
+    """One training run over parts: its timeline and the trainer's idle time (seconds).
+
+    ``wall_s`` and ``idle_s`` count from the moment the producer was ready (async) or the first
+    load started (sync); the producer's process start-up is reported apart as ``startup_s``.
+    """
 
     mode: str
     timeline: Timeline
     n_parts: int
     wall_s: float
     idle_s: float
+    startup_s: float = 0.0
 
     @property
     def idle_fraction(self) -> float:
@@ -226,7 +296,8 @@ class PartsResult:
 
 
 def train_on_parts(shards: ShardSet, *, mode: str = "async", queue_size: int = 2,
-                   latency_s: float = 0.0, step_s: float = 0.002, steps_per_part: int = 4,
+                   latency_s: float | Sequence[float] = 0.0, step_s: float = 0.002,
+                   steps_per_part: int = 4,
                    part_ids: Sequence[int] | None = None,
                    load_fn: Callable[..., torch.Tensor] | None = None,
                    timeline: Timeline | None = None, timeout_s: float = 60.0) -> PartsResult:
@@ -239,9 +310,10 @@ def train_on_parts(shards: ShardSet, *, mode: str = "async", queue_size: int = 2
     loader = PartLoader(shards, part_ids, mode=mode, queue_size=queue_size, latency_s=latency_s,
                         load_fn=load_fn, timeline=tl, timeout_s=timeout_s)
     lane = "trainer/compute"
-    start = now_us()
     n = 0
     with loader:
+        startup = loader.start()
+        start = now_us()
         for part in loader:
             rows = max(1, part.data.shape[0] // steps_per_part)
             for s in range(steps_per_part):
@@ -249,6 +321,7 @@ def train_on_parts(shards: ShardSet, *, mode: str = "async", queue_size: int = 2
                     part.data[s * rows:(s + 1) * rows].float().mean()
                     burn(step_s)
             n += 1
-    end = now_us()
+        end = now_us()  # before the producer's shutdown, which is not training time
     gaps = tl.idle_gaps(lane, window=(start, end)) if n else [(start, end)]
-    return PartsResult(mode, tl, n, (end - start) * 1e-6, sum(e - s for s, e in gaps) * 1e-6)
+    return PartsResult(mode, tl, n, (end - start) * 1e-6, sum(e - s for s, e in gaps) * 1e-6,
+                       startup)

@@ -19,6 +19,7 @@ and always reaped. Worker spans travel back with each result and are merged into
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import queue
 import signal
@@ -52,8 +53,14 @@ def _worker_main(wid: int, prefix: str, inq: Any, outq: Any) -> None:
     torch.set_num_threads(1)
     stages: list[Stage] = []
     lane = f"{prefix}/worker{wid}"
+    parent = os.getppid()
     while True:
-        msg = inq.get()
+        try:
+            msg = inq.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:  # orphaned: the parent died without closing us
+                return
+            continue
         if msg is None:
             return
         if msg[0] == "stages":

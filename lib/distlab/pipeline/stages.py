@@ -28,7 +28,7 @@ from .shards import ShardSet
 __all__ = [
     "BurnStage", "CollateStage", "ComputeStage", "DecodeStage", "FnStage", "H2DStage",
     "IdentityStage", "PinStage", "ReadStage", "SleepStage", "Stage", "accelerator_available",
-    "burn",
+    "burn", "matmuls_per_second",
 ]
 
 PLACEMENTS = ("worker", "host")
@@ -45,18 +45,55 @@ def _cost(name: str, value: Any) -> float:
     return float(value)
 
 
-def burn(seconds: float, size: int = 64) -> int:
-    """Real CPU work for ``seconds`` of wall time: a loop of small torch matmuls (each releases
-    the GIL while it runs). Returns the number of matmuls done."""
+def burn(seconds: float, size: int = 128, *, fixed_work: bool = False) -> int:
+    """Real CPU work: a loop of ``size`` x ``size`` torch matmuls (~0.03 ms each, long enough that
+    the GIL is released for most of the loop, so burning threads run in parallel).
+
+    ``fixed_work=False`` (default): burn until ``seconds`` of wall time have passed (the last
+    half millisecond in 32 x 32 matmuls to land close to the deadline). The stage then costs
+    ``seconds`` of wall time however much CPU it gets: predictable, what the model assumes.
+    ``fixed_work=True``: do the number of matmuls that takes ``seconds`` on an unshared core
+    (calibrated once per process); it takes longer when the CPU is shared, as real decoding
+    does. Returns the number of matmuls done.
+    """
     if seconds <= 0:
         return 0
-    a = torch.ones(size, size)
-    deadline = time.perf_counter() + seconds
+    big, small = torch.ones(size, size), torch.ones(32, 32)
+    out_big, out_small = torch.empty(size, size), torch.empty(32, 32)
+    if fixed_work:
+        n = max(1, round(seconds * matmuls_per_second(size)))
+        for _ in range(n):
+            torch.mm(big, big, out=out_big)
+        return n
+    now = time.perf_counter()
+    deadline = now + seconds
     n = 0
-    while time.perf_counter() < deadline:
-        a = torch.mm(a, a).clamp_(-1.0, 1.0)
+    while now < deadline:
+        if deadline - now > 5e-4:
+            torch.mm(big, big, out=out_big)
+        else:
+            torch.mm(small, small, out=out_small)
         n += 1
+        now = time.perf_counter()
     return n
+
+
+_RATES: dict[int, float] = {}
+
+
+def matmuls_per_second(size: int = 128) -> float:
+    """``size`` x ``size`` matmuls per second on one core of this machine: the best of five
+    short trials (the least disturbed by other processes); cached per process."""
+    if size not in _RATES:
+        a, out = torch.ones(size, size), torch.empty(size, size)
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(50):
+                torch.mm(a, a, out=out)
+            best = min(best, (time.perf_counter() - t) / 50)
+        _RATES[size] = 1.0 / best
+    return _RATES[size]
 
 
 class Stage:
@@ -118,16 +155,18 @@ class SleepStage(Stage):
 
 
 class BurnStage(Stage):
-    """``cost_s`` seconds of real CPU work per item (torch matmuls, GIL released per op)."""
+    """``cost_s`` seconds of real CPU work per item (torch matmuls, GIL released per op);
+    ``fixed_work`` as in :func:`burn` (False: ``cost_s`` of wall time; True: a calibrated
+    amount of work that slows down when CPUs are shared)."""
 
     category = "cpu"
 
-    def __init__(self, cost_s: float, name: str = "burn") -> None:
+    def __init__(self, cost_s: float, name: str = "burn", fixed_work: bool = False) -> None:
         self.cost_s = _cost("cost_s", cost_s)
-        self.name = name
+        self.name, self.fixed_work = name, bool(fixed_work)
 
     def process(self, item: Any) -> Any:
-        burn(self.cost_s)
+        burn(self.cost_s, fixed_work=self.fixed_work)
         return item
 
 
@@ -241,23 +280,35 @@ class H2DStage(Stage):
 
 
 class ComputeStage(Stage):
-    """The training step. ``mode="burn"``: ``cost_s`` of CPU matmuls (a matmul loop on GPU);
-    ``mode="train"``: one real SGD step of a small MLP on the batch (cost set by the model)."""
+    """The training step.
+
+    - ``mode="burn"``: ``cost_s`` of matmuls on the batch's device (CPU work on CPU tensors);
+    - ``mode="wait"``: the step as the host sees a GPU step: on a CUDA tensor a matmul loop on
+      the device that the host waits for; without a GPU a sleep of ``cost_s`` stands for that
+      wait (``skipped`` says so), leaving the CPU free as a real GPU step would;
+    - ``mode="train"``: one real SGD step of a small MLP on the batch (cost set by the model).
+    """
 
     category = "compute"
     placement = "host"
 
     def __init__(self, cost_s: float = 0.0, mode: str = "burn", hidden: int = 256,
                  name: str = "compute") -> None:
-        if mode not in ("burn", "train"):
-            raise ValueError(f"mode must be 'burn' or 'train', got {mode!r}")
-        self.cost_s = _cost("cost_s", cost_s) if mode == "burn" else None
+        if mode not in ("burn", "wait", "train"):
+            raise ValueError(f"mode must be 'burn', 'wait' or 'train', got {mode!r}")
+        self.cost_s = _cost("cost_s", cost_s) if mode != "train" else None
+        if mode == "wait" and not accelerator_available():
+            self.skipped = ("compute on GPU skipped: no CUDA device; a sleep of cost_s stands "
+                            "for the host waiting on the device step")
         self.mode, self.hidden, self.name = mode, hidden, name
         self._model: Any = None
         self._opt: Any = None
 
     def process(self, item: Any) -> Any:
-        if self.mode == "burn":
+        if self.mode == "wait" and not (isinstance(item, torch.Tensor) and item.is_cuda):
+            time.sleep(self.cost_s or 0.0)
+            return item
+        if self.mode in ("burn", "wait"):
             if isinstance(item, torch.Tensor) and item.is_cuda:
                 a = torch.ones(256, 256, device=item.device)
                 deadline = time.perf_counter() + (self.cost_s or 0.0)

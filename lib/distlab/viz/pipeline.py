@@ -1,0 +1,324 @@
+"""Figures and widget explorers for loading pipelines and the async part loader.
+
+Figures take timelines (measured or simulated, one type) and return matplotlib Figures. The
+explorers are small classes holding their widgets, their last figure and their last model and
+measurement, so tests drive them by setting ``.value`` on a widget and reading the state; in a
+notebook, display ``explorer.widget``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+from ..pipeline.executors import EXECUTORS, RunResult, make_executor
+from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction, plan_for,
+                              simulate, simulate_parts, sync_time_s)
+from ..pipeline.stages import BurnStage, SleepStage, Stage
+from ..timeline import Timeline
+
+__all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
+           "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt"]
+
+COLORS = {"io": "tab:blue", "cpu": "tab:orange", "copy": "tab:purple", "compute": "tab:green",
+          "blocked": "lightgrey"}
+
+
+def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us: float,
+                  measured_consumer: str, simulated_consumer: str,
+                  title: str = "") -> Any:
+    """Measured (top) and simulated (bottom) Gantt charts on one time axis (ms from each run's
+    start); the consumer's idle gaps (where a GPU would wait) are shaded red."""
+    lanes_m, lanes_s = measured.lanes, simulated.lanes
+    fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(10, 1.2 + 0.4 * (
+        len(lanes_m) + len(lanes_s))), height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
+    if len(measured):
+        measured.gantt(ax1, origin_us=measured_origin_us, highlight_idle=measured_consumer,
+                       colors=COLORS)
+    else:
+        ax1.text(0.5, 0.5, "no measurement for these settings: press 'run measured'",
+                 ha="center", va="center", transform=ax1.transAxes)
+    simulated.gantt(ax2, origin_us=0.0, highlight_idle=simulated_consumer, colors=COLORS)
+    ax1.set_title("measured" + (f": {title}" if title else ""), loc="left", fontsize="medium")
+    ax2.set_title("simulated (model)", loc="left", fontsize="medium")
+    ax1.set_xlabel("")
+    fig.tight_layout()
+    return fig
+
+
+def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None) -> Any:
+    """One Gantt per run, stacked, on one time axis (ms from each run's start)."""
+    results = list(results)
+    heights = [max(1, len(r.timeline.lanes)) for r in results]
+    fig, axes = plt.subplots(len(results), 1, sharex=True, squeeze=False,
+                             figsize=(10, 1.0 + 0.4 * sum(heights)), height_ratios=heights)
+    for i, (ax, r) in enumerate(zip(axes[:, 0], results)):
+        r.timeline.gantt(ax, origin_us=r.start_us, highlight_idle=r.consumer_lane, colors=COLORS)
+        name = titles[i] if titles else r.executor
+        ax.set_title(f"{name}: {r.wall_s * 1e3:.0f} ms, consumer stall {r.stall_s * 1e3:.0f} ms",
+                     loc="left", fontsize="medium")
+        if i < len(results) - 1:
+            ax.set_xlabel("")
+    fig.tight_layout()
+    return fig
+
+
+def plan_rows(stages: Sequence[Stage], n_items: int, *, workers: int, queue_depth: int,
+              executors: Sequence[str] = EXECUTORS) -> list[dict[str, Any]]:
+    """Per executor: its stations (name, ms, servers) and the model's bound and simulated
+    makespan (seconds) for the stages' nominal ``cost_s``."""
+    names = [s.name for s in stages]
+    costs = [s.cost_s or 0.0 for s in stages]
+    places = [s.placement for s in stages]
+    cats = [s.category for s in stages]
+    rows = []
+    for ex in executors:
+        plan = plan_for(ex, names, costs, places, workers=workers, queue_depth=queue_depth,
+                        categories=cats)
+        rows.append({"executor": ex, "plan": plan, "bound_s": bound_s(plan, n_items),
+                     "sim_s": simulate(plan, n_items).wall_us() * 1e-6})
+    return rows
+
+
+def explorer_stages(read_ms: float, decode_ms: float, compute_ms: float) -> list[Stage]:
+    """The explorer's three stages: read (sleep, I/O), decode (CPU burn), compute (sleep standing
+    for a GPU step: the CPU waits while the GPU works)."""
+    read = SleepStage(read_ms / 1e3, name="read")
+    decode = BurnStage(decode_ms / 1e3, name="decode")
+    compute = SleepStage(compute_ms / 1e3, name="compute")
+    compute.category, compute.placement = "compute", "host"
+    return [read, decode, compute]
+
+
+def _sim_for(stages: Sequence[Stage], executor: str, n: int, workers: int,
+             depth: int) -> tuple[list[Station], Timeline]:
+    plan = plan_for(executor, [s.name for s in stages], [s.cost_s or 0.0 for s in stages],
+                    [s.placement for s in stages], workers=workers, queue_depth=depth,
+                    categories=[s.category for s in stages])
+    return plan, simulate(plan, n)
+
+
+class PipelineExplorer:
+    """Sliders for stage costs, queue depth, workers, items and the executor; the simulated
+    Gantt follows every change, the measured one is taken when "run measured" is pressed (and
+    once at construction with ``measure_now=True``).
+
+    State after each change: ``figure``, ``plan``, ``sim`` (Timeline), ``result`` (the last
+    measured RunResult, or None when the settings changed since), ``summary`` (text).
+    """
+
+    def __init__(self, *, read_ms: float = 3.0, decode_ms: float = 3.0, compute_ms: float = 3.0,
+                 queue_depth: int = 2, workers: int = 2, items: int = 24,
+                 executor: str = "threads", trace_dir: str | None = None,
+                 measure_now: bool = False) -> None:
+        import ipywidgets as w
+
+        style = {"description_width": "110px"}
+        fs = dict(min=0.0, max=20.0, step=0.5, continuous_update=False, style=style)
+        self.read_ms = w.FloatSlider(value=read_ms, description="read ms", **fs)
+        self.decode_ms = w.FloatSlider(value=decode_ms, description="decode ms", **fs)
+        self.compute_ms = w.FloatSlider(value=compute_ms, description="compute ms", **fs)
+        self.queue_depth = w.IntSlider(value=queue_depth, min=1, max=8, description="queue depth",
+                                       continuous_update=False, style=style)
+        self.workers = w.IntSlider(value=workers, min=0, max=4, description="workers",
+                                   continuous_update=False, style=style)
+        self.items = w.IntSlider(value=items, min=1, max=200, description="items",
+                                 continuous_update=False, style=style)
+        self.executor = w.Dropdown(options=list(EXECUTORS), value=executor,
+                                   description="executor", style=style)
+        self.run_button = w.Button(description="run measured", icon="play")
+        self.trace_button = w.Button(description="write trace", icon="download",
+                                     tooltip="write the last run as Chrome trace JSON (Perfetto)")
+        self.status = w.HTML()
+        self.out = w.Output()
+        self.trace_dir = Path(trace_dir) if trace_dir else Path(tempfile.mkdtemp("distlab"))
+        self.figure: Any = None
+        self.result: RunResult | None = None
+        self.trace_path: Path | None = None
+        self.summary = ""
+        self.controls = [self.read_ms, self.decode_ms, self.compute_ms, self.queue_depth,
+                         self.workers, self.items, self.executor]
+        for c in self.controls:
+            c.observe(self._changed, names="value")
+        self.run_button.on_click(lambda _: self.measure())
+        self.trace_button.on_click(lambda _: self.write_trace())
+        self.widget = w.VBox([w.HBox([w.VBox(self.controls[:3]), w.VBox(self.controls[3:])]),
+                              w.HBox([self.run_button, self.trace_button]), self.status,
+                              self.out])
+        if measure_now:
+            self.measure()
+        else:
+            self.update()
+
+    def stages(self) -> list[Stage]:
+        """The stages for the current slider values."""
+        return explorer_stages(self.read_ms.value, self.decode_ms.value, self.compute_ms.value)
+
+    def _changed(self, _: Any) -> None:
+        self.result = None
+        self.update()
+
+    def update(self) -> None:
+        """Recompute the model and redraw (the measurement is kept only if still current)."""
+        stages, n = self.stages(), self.items.value
+        self.plan, self.sim = _sim_for(stages, self.executor.value, n, self.workers.value,
+                                       self.queue_depth.value)
+        b, sync = bound_s(self.plan, n), sync_time_s(self.plan, n)
+        text = (f"{self.executor.value}: bound {b * 1e3:.1f} ms, simulated "
+                f"{self.sim.wall_us() / 1e3:.1f} ms, no-overlap {sync * 1e3:.1f} ms")
+        if self.result is not None:
+            r = self.result
+            err = (self.sim.wall_us() * 1e-6 - r.wall_s) / r.wall_s if r.wall_s else 0.0
+            text += (f"; measured {r.wall_s * 1e3:.1f} ms (efficiency {b / r.wall_s:.2f}, model "
+                     f"error {err * 100:+.0f}%, stall {r.stall_s * 1e3:.1f} ms)")
+        self.summary = text
+        self.status.value = f"<code>{text}</code>"
+        measured = self.result.timeline if self.result else Timeline()
+        fig = compare_gantt(measured, self.sim,
+                            measured_origin_us=self.result.start_us if self.result else 0.0,
+                            measured_consumer=self.result.consumer_lane if self.result else "",
+                            simulated_consumer=self.sim.lanes[-1] if len(self.sim) else "",
+                            title=self.executor.value)
+        self._show(fig)
+
+    def _show(self, fig: Any) -> None:
+        from IPython.display import display
+
+        if self.figure is not None:
+            plt.close(self.figure)
+        self.figure = fig
+        with self.out:
+            self.out.clear_output(wait=True)
+            display(fig)
+        plt.close(fig)
+
+    def measure(self) -> RunResult:
+        """Run the current settings for real, then redraw with the measurement on top."""
+        with make_executor(self.executor.value, queue_depth=self.queue_depth.value,
+                           workers=self.workers.value) as ex:
+            self.result = ex.run(self.stages(), self.items.value)
+        self.update()
+        return self.result
+
+    def write_trace(self) -> Path | None:
+        """Write the last measurement (or the simulation) as Chrome trace JSON for Perfetto."""
+        tl = self.result.timeline if self.result is not None else self.sim
+        self.trace_path = tl.to_chrome_trace(self.trace_dir / "pipeline_trace.json")
+        self.status.value += (f"<br>wrote <code>{self.trace_path}</code>: open it in "
+                              "https://ui.perfetto.dev")
+        return self.trace_path
+
+
+def parts_gantt(sync: Timeline, asyn: Timeline, *, titles: tuple[str, str] = ("sync", "async"),
+                origins_us: tuple[float, float] = (0.0, 0.0)) -> Any:
+    """Sync and async part-loader timelines, stacked, trainer idle shaded."""
+    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(10, 3.6))
+    for ax, tl, title, origin in zip(axes, (sync, asyn), titles, origins_us):
+        lanes = [lane for lane in ("producer/load", "trainer/load", "trainer/compute")
+                 if lane in tl.lanes]
+        tl.gantt(ax, origin_us=origin, lanes=lanes, highlight_idle="trainer/compute",
+                 colors=COLORS)
+        ax.set_title(title, loc="left", fontsize="medium")
+    axes[0].set_xlabel("")
+    fig.tight_layout()
+    return fig
+
+
+def idle_vs_queue_figure(n_parts: int, load_times_s: Sequence[float], train_s: float,
+                         queue_sizes: Sequence[int] = (1, 2, 3, 4, 6, 8),
+                         measured: dict[int, float] | None = None, ax: Any = None) -> Any:
+    """Model curve of the trainer's idle fraction versus queue size (async), with the sync
+    level as a line and optional measured points ``{queue_size: idle_fraction}``."""
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 3.4))
+    else:
+        fig = ax.figure
+    ys = [parts_idle_fraction(n_parts, list(load_times_s), train_s, queue_size=q)
+          for q in queue_sizes]
+    ax.plot(list(queue_sizes), ys, "o-", label="async (model)")
+    ax.axhline(parts_idle_fraction(n_parts, list(load_times_s), train_s, mode="sync"),
+               color="tab:red", ls="--", label="sync (model)")
+    if measured:
+        ax.plot(list(measured), list(measured.values()), "k^", ms=8, label="async (measured)")
+    ax.set_xlabel("queue size (parts)")
+    ax.set_ylabel("trainer idle fraction")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+class PartsExplorer:
+    """Sliders for queue size, mean part load time, load jitter and train time per part; shows
+    the simulated sync and async timelines and the idle-vs-queue-size curve (pure model, fast).
+
+    State: ``figure``, ``idle_sync``, ``idle_async`` (predicted idle fractions), ``summary``.
+    """
+
+    def __init__(self, *, n_parts: int = 16, queue_size: int = 2, load_ms: float = 30.0,
+                 jitter: float = 1.0, train_ms: float = 40.0, seed: int = 0) -> None:
+        import ipywidgets as w
+
+        style = {"description_width": "110px"}
+        self.n_parts, self.seed = n_parts, seed
+        self.queue_size = w.IntSlider(value=queue_size, min=1, max=8, description="queue size",
+                                      continuous_update=False, style=style)
+        self.load_ms = w.FloatSlider(value=load_ms, min=1.0, max=200.0, step=1.0,
+                                     description="load ms", continuous_update=False, style=style)
+        self.jitter = w.FloatSlider(value=jitter, min=0.0, max=2.0, step=0.1,
+                                    description="load jitter", continuous_update=False,
+                                    style=style)
+        self.train_ms = w.FloatSlider(value=train_ms, min=1.0, max=200.0, step=1.0,
+                                      description="train ms", continuous_update=False,
+                                      style=style)
+        self.status = w.HTML()
+        self.out = w.Output()
+        self.figure: Any = None
+        self.summary = ""
+        for c in (self.queue_size, self.load_ms, self.jitter, self.train_ms):
+            c.observe(lambda _: self.update(), names="value")
+        self.widget = w.VBox([w.HBox([w.VBox([self.queue_size, self.load_ms]),
+                                      w.VBox([self.jitter, self.train_ms])]),
+                              self.status, self.out])
+        self.update()
+
+    def update(self) -> None:
+        """Recompute the model for the current sliders and redraw."""
+        from IPython.display import display
+
+        loads = part_load_times(self.n_parts, self.load_ms.value / 1e3, self.jitter.value,
+                                self.seed)
+        train = self.train_ms.value / 1e3
+        q = self.queue_size.value
+        sync = simulate_parts(self.n_parts, loads, train, mode="sync")
+        asyn = simulate_parts(self.n_parts, loads, train, queue_size=q)
+        self.idle_sync = sync.stall_us("trainer/compute") / sync.wall_us()
+        self.idle_async = asyn.stall_us("trainer/compute") / asyn.wall_us()
+        self.summary = (f"trainer idle: sync {self.idle_sync:.0%}, async (queue {q}) "
+                        f"{self.idle_async:.0%}; wall {sync.wall_us() / 1e3:.0f} ms -> "
+                        f"{asyn.wall_us() / 1e3:.0f} ms")
+        self.status.value = f"<code>{self.summary}</code>"
+        fig = plt.figure(figsize=(12, 3.8))
+        gs = fig.add_gridspec(2, 2, width_ratios=[2.2, 1])
+        for row, (tl, title) in enumerate(((sync, "sync (model)"),
+                                           (asyn, f"async, queue {q} (model)"))):
+            ax = fig.add_subplot(gs[row, 0])
+            lanes = [ln for ln in ("producer/load", "trainer/load", "trainer/compute")
+                     if ln in tl.lanes]
+            tl.gantt(ax, origin_us=0.0, lanes=lanes, highlight_idle="trainer/compute",
+                     colors=COLORS)
+            ax.set_title(title, loc="left", fontsize="medium")
+        idle_vs_queue_figure(self.n_parts, loads, train, ax=fig.add_subplot(gs[:, 1]))
+        fig.tight_layout()
+        if self.figure is not None:
+            plt.close(self.figure)
+        self.figure = fig
+        with self.out:
+            self.out.clear_output(wait=True)
+            display(fig)
+        plt.close(fig)

@@ -1,0 +1,175 @@
+"""Executors: same results as sync, complete timelines, failure contract, bad configuration."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+
+import pytest
+import torch
+
+from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, ShardSet, StageError,
+                              WorkerExitedError, loading_stages, make_executor, run_pipeline,
+                              write_shards)
+from distlab.pipeline.executors import ThreadExecutor
+from distlab.pipeline.procs import ProcessExecutor, split_stages
+from helpers.pipeline_util import FailAt, Slow, no_leaks
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> ShardSet:
+    d = tmp_path_factory.mktemp("shards")
+    return ShardSet(write_shards(d, n_shards=3, records_per_shard=10, record_nbytes=64, seed=1),
+                    64)
+
+
+def test_executors_agree_with_sync_and_record_every_stage(shards) -> None:
+    n = 12
+    stages = loading_stages(shards, batch_size=4, read_latency_s=0.0, decode_s=0.0,
+                            compute_s=0.0)
+    stages[-1] = FnStage(torch.Tensor.sum, name="compute", category="compute", placement="host")
+    expected = run_pipeline(stages, n, "sync", collect=True).outputs
+    ref = [torch.stack([torch.frombuffer(bytearray(shards.read_record(b * 4 + j)),
+                                         dtype=torch.uint8).float() / 255 for j in range(4)]).sum()
+           for b in range(n)]
+    assert torch.allclose(torch.stack(expected), torch.stack(ref))
+    with no_leaks():
+        for name in EXECUTORS:
+            res = run_pipeline(stages, n, name, queue_depth=2, workers=2, collect=True)
+            assert torch.allclose(torch.stack(res.outputs), torch.stack(expected)), name
+            spans = res.timeline.spans
+            # every (stage, item) ran exactly once
+            got = sorted((s.name, s.args["item"]) for s in spans)
+            assert got == sorted((st.name, i) for st in stages for i in range(n)), name
+            assert res.consumer_lane == "rank0/compute"
+            assert 0 <= res.stall_s <= res.wall_s
+            if not torch.cuda.is_available():
+                assert any("pin skipped" in note for note in res.timeline.notes)
+                assert all(s.args.get("skipped") for s in spans if s.name in ("pin", "h2d"))
+            lanes = {s.lane for s in spans}
+            if name == "processes":
+                assert {"rank0/worker0", "rank0/worker1"} <= lanes
+            if name == "torch":
+                assert {"rank0/dl_worker0", "rank0/dl_worker1"} <= lanes
+
+
+def test_threads_overlap_on_one_lane_per_stage() -> None:
+    stages = [Slow(0.005, "a"), Slow(0.005, "b"), Slow(0.005, "c", placement="host")]
+    res = ThreadExecutor(queue_depth=2).run(stages, 10)
+    tl = res.timeline
+    assert tl.lanes == ["rank0/a", "rank0/b", "rank0/c"] or set(tl.lanes) == {
+        "rank0/a", "rank0/b", "rank0/c"}
+    for lane in tl.lanes:  # one thread per stage: a lane never overlaps itself
+        ivs = sorted((s.start_us, s.end_us) for s in tl.spans if s.lane == lane)
+        assert all(e1 <= s2 for (_, e1), (s2, _) in zip(ivs, ivs[1:]))
+    # stages do overlap each other (this is the point of the executor)
+    a = [(s.start_us, s.end_us) for s in tl.spans if s.name == "a"]
+    c = [(s.start_us, s.end_us) for s in tl.spans if s.name == "c"]
+    assert any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in c)
+
+
+def test_processes_persistent_workers_reused() -> None:
+    stages = [IdentityStage("a"), IdentityStage("b", placement="host")]
+    with no_leaks():
+        with ProcessExecutor(workers=2, queue_depth=1) as ex:
+            r1 = ex.run(stages, 6, collect=True)
+            pids = ex.pids
+            r2 = ex.run(stages, range(10, 14), collect=True)
+            assert ex.pids == pids and len(pids) == 2
+        assert r1.outputs == list(range(6)) and r2.outputs == [10, 11, 12, 13]
+
+
+def test_split_stages() -> None:
+    a, b = IdentityStage("a"), IdentityStage("b")
+    p, c = IdentityStage("p", placement="host"), IdentityStage("c")
+    assert split_stages([a, b, p, c], 2) == ([a, b], [p], c)
+    assert split_stages([a, b], 2) == ([a], [], b)  # the consumer never goes to a worker
+    assert split_stages([a, b, p, c], 0) == ([], [a, b, p], c)
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+@pytest.mark.parametrize("where", ["first", "consumer"])
+def test_stage_error_names_stage_and_item_and_stops_everything(name, where) -> None:
+    n = 400  # 400 items * 50 ms would take 20 s if the pipeline did not stop
+    if where == "first":
+        stages = [FailAt(3, "boom", cost_s=0.001), Slow(0.05, "mid"),
+                  Slow(0.0, "sink", placement="host")]
+    else:
+        stages = [Slow(0.001, "src"), Slow(0.0, "mid"),
+                  FailAt(3, "boom", cost_s=0.001)]
+        stages[-1].placement = "host"
+    with no_leaks():
+        with make_executor(name, workers=2, queue_depth=2) as ex:
+            if name in ("processes", "torch"):
+                ex.run(stages[1:2] + stages[2:], 2)  # start (spawn) workers outside the clock
+            t0 = time.monotonic()
+            with pytest.raises(StageError) as info:
+                ex.run(stages, n)
+            waited = time.monotonic() - t0
+    assert info.value.stage == "boom", str(info.value)
+    assert info.value.item == 3
+    assert "bad item 3" in str(info.value)
+    assert waited < 10, f"the error took {waited:.1f} s to surface; the pipeline did not stop"
+
+
+@pytest.mark.parametrize("name", ["threads", "processes"])
+def test_keyboard_interrupt_stops_cleanly(name) -> None:
+    stages = [Slow(0.01, "a"), Slow(0.01, "b", placement="host")]
+    with no_leaks():
+        with make_executor(name, workers=1) as ex:
+            ex.run(stages, 2)
+            timer = threading.Timer(0.3, _thread.interrupt_main)
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                ex.run(stages, 100_000)
+            timer.join()
+
+
+def test_killed_worker_is_a_clear_error() -> None:
+    import os
+    import signal
+
+    stages = [Slow(0.01, "a"), Slow(0.0, "b", placement="host")]
+    with no_leaks():
+        with ProcessExecutor(workers=2, queue_depth=2) as ex:
+            ex.run(stages, 2)
+            victim = ex.pids[0]
+            threading.Timer(0.3, os.kill, (victim, signal.SIGKILL)).start()
+            with pytest.raises(WorkerExitedError, match="exited unexpectedly"):
+                ex.run(stages, 100_000)
+
+
+@pytest.mark.parametrize("kwargs, exc, word", [
+    (dict(executor="gpu"), ValueError, "executor"),
+    (dict(queue_depth=0), ValueError, "queue_depth"),
+    (dict(queue_depth=1.5), TypeError, "queue_depth"),
+    (dict(workers=-1), ValueError, "workers"),
+])
+def test_bad_configuration(kwargs, exc, word) -> None:
+    kw = dict(executor="threads", queue_depth=2, workers=2)
+    kw.update(kwargs)
+    with pytest.raises(exc, match=word):
+        run_pipeline([IdentityStage()], 1, **kw)
+
+
+def test_bad_stages_and_items() -> None:
+    with pytest.raises(ValueError, match="stages"):
+        run_pipeline([], 1)
+    with pytest.raises(TypeError, match="FnStage"):
+        run_pipeline([len], 1)
+    with pytest.raises(ValueError, match="unique"):
+        run_pipeline([IdentityStage("a"), IdentityStage("a")], 1)
+    with pytest.raises(ValueError, match="items"):
+        run_pipeline([IdentityStage()], -2)
+    with pytest.raises(ValueError, match="lane_prefix"):
+        ThreadExecutor().run([IdentityStage()], 1, lane_prefix="a/b")
+    with pytest.raises(ValueError, match="placement"):
+        run_pipeline([IdentityStage(placement="gpu")], 1)
+
+
+def test_empty_run() -> None:
+    res = run_pipeline([IdentityStage("a"), IdentityStage("b")], 0, "threads", collect=True)
+    assert res.outputs == [] and res.n_items == 0 and len(res.timeline) == 0
