@@ -7,6 +7,8 @@
   chromium``). In CI (``CI`` set) a missing browser fails the run; elsewhere the tests skip and
   say how to install it. Playwright's own browser download is never used.
 - Every test gets a fresh page; a failing test saves a screenshot under test-artifacts/browser/.
+- The server and the browser live for one test module and are stopped after it, so no Chromium
+  or kernel process outlives the browser tests (other tests check for leaked child processes).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(chromium_path: str) -> Iterator[Lab]:
     """A JupyterLab server on 127.0.0.1 serving notebooks/, stopped (with its kernels) at the end."""
     token = secrets.token_hex(16)
@@ -134,7 +136,7 @@ def lab(chromium_path: str) -> Iterator[Lab]:
         assert _digest(NOTEBOOKS) == before, "the browser test modified a committed notebook"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,10 +49,22 @@ class Lab:
 
 
 def open_notebook(page: Any, lab: Lab, name: str, *, timeout_s: float = 90.0) -> None:
-    """Open ``name`` (relative to the lab's root, i.e. notebooks/) and wait for an idle kernel."""
-    page.goto(lab.url(f"lab/tree/{name}"), timeout=timeout_s * 1000)
+    """Open ``name`` (relative to the lab's root, i.e. notebooks/) and wait for an idle kernel.
+
+    Each call uses a fresh, uniquely named workspace, so JupyterLab restores no tab of an
+    earlier test and the notebook opened here is the current widget that commands act on.
+    """
+    workspace = f"t{secrets.token_hex(6)}"
+    page.goto(lab.url(f"lab/workspaces/{workspace}/tree/{name}"), timeout=timeout_s * 1000)
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=timeout_s * 1000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_s * 1000)
+    page.wait_for_function(
+        """(name) => {
+            const w = window.jupyterapp.shell.currentWidget;
+            return !!(w && w.context && w.context.path === name && w.content
+                      && w.content.widgets && w.content.widgets.length > 0);
+        }""",
+        arg=name, timeout=timeout_s * 1000,
+    )
     _wait_kernel_idle(page, timeout_s)
 
 
@@ -60,36 +73,47 @@ def _wait_kernel_idle(page: Any, timeout_s: float) -> None:
         """() => {
             const w = window.jupyterapp.shell.currentWidget;
             const s = w && w.sessionContext && w.sessionContext.session;
-            return !!(s && s.kernel && s.kernel.status === 'idle');
+            return !!(w.sessionContext.isReady && s && s.kernel && s.kernel.status === 'idle');
         }""",
         timeout=timeout_s * 1000,
     )
 
 
 def run_all_cells(page: Any, *, timeout_s: float = 300.0) -> None:
-    """Run every cell of the current notebook and wait until all code cells have executed."""
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    deadline = time.monotonic() + timeout_s
+    """Run every cell of the current notebook and wait until all code cells have executed.
+
+    If the kernel has not started on the first cell within 30 s (a command issued while the
+    panel was still settling), the command is issued once more.
+    """
+    run_all = "() => window.jupyterapp.commands.execute('notebook:run-all-cells')"
+    page.evaluate(run_all)
+    start = time.monotonic()
+    deadline = start + timeout_s
+    retried = False
     while True:
         state = page.evaluate(
             """() => {
                 const nb = window.jupyterapp.shell.currentWidget.content;
-                let pending = 0, total = 0;
+                let pending = 0, total = 0, started = 0;
                 for (const cell of nb.widgets) {
                     if (cell.model.type !== 'code' || !cell.model.sharedModel.getSource().trim())
                         continue;
                     total += 1;
-                    if (cell.model.executionCount === null || cell.promptNode.textContent.includes('*'))
-                        pending += 1;
+                    const busy = cell.promptNode.textContent.includes('*');
+                    if (busy || cell.model.executionCount !== null) started += 1;
+                    if (cell.model.executionCount === null || busy) pending += 1;
                 }
                 const s = window.jupyterapp.shell.currentWidget.sessionContext.session;
-                return {pending, total, status: s && s.kernel ? s.kernel.status : 'none'};
+                return {pending, total, started, status: s && s.kernel ? s.kernel.status : 'none'};
             }"""
         )
         if state["pending"] == 0 and state["status"] == "idle":
             return
         if error_outputs(page):  # a failing cell stops run-all: report it instead of waiting
             return
+        if not retried and state["started"] == 0 and time.monotonic() - start > 30:
+            page.evaluate(run_all)
+            retried = True
         if time.monotonic() > deadline:
             raise TimeoutError(f"cells still running after {timeout_s:g} s: {state}")
         time.sleep(0.5)
