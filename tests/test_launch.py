@@ -139,7 +139,7 @@ def test_lambda_and_closure_are_refused():
 
 @pytest.mark.parametrize("kwargs, exc, text", [
     ({"fn": 3, "world_size": 2}, TypeError, "fn must be callable"),
-    ({"fn": targets.hang, "world_size": 0}, ValueError, "world_size must be >= 1, got 0"),
+    ({"fn": targets.hang, "world_size": 0}, ValueError, "world_size must be an int >= 1, got 0"),
     ({"fn": targets.hang, "world_size": 2.0}, TypeError, "world_size must be an int"),
     ({"fn": targets.hang, "world_size": True}, TypeError, "world_size must be an int"),
     ({"fn": targets.hang, "world_size": 2, "backend": "mpi"}, ValueError, "backend must be one of"),

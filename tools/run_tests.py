@@ -8,8 +8,15 @@ pytest exits 5 when it collected no test; that is a failure here, never a silent
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
+
+# Behave like `python -m pytest` run from the repository root: the root is importable, so
+# spawned child processes can import test modules (tests.test_x) by name in either case.
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str]) -> int:

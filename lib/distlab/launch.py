@@ -41,6 +41,8 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from distlab._checks import check_int
+
 __all__ = [
     "BACKENDS",
     "LaunchError",
@@ -111,14 +113,10 @@ def in_torchrun() -> bool:
 
 
 def _validate(fn: Any, world_size: Any, backend: Any, args: Any, kwargs: Any,
-              timeout: Any) -> tuple[str, dict[str, Any]]:
+              timeout: Any) -> tuple[int, str, dict[str, Any]]:
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__} {fn!r}")
-    if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise TypeError(f"world_size must be an int >= 1, got {type(world_size).__name__} "
-                        f"{world_size!r}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    world_size = check_int("world_size", world_size, minimum=1)
     if backend is None:
         backend = "gloo"
     if not isinstance(backend, str) or backend.lower() not in BACKENDS:
@@ -132,7 +130,7 @@ def _validate(fn: Any, world_size: Any, backend: Any, args: Any, kwargs: Any,
         raise TypeError(f"kwargs must be a mapping or None, got {type(kwargs).__name__}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    return backend, dict(kwargs)
+    return world_size, backend, dict(kwargs)
 
 
 def _check_backend_available(backend: str, world_size: int, *, local: bool) -> None:
@@ -335,7 +333,7 @@ def run(fn: Callable[..., Any], world_size: int, *, backend: str | None = None,
         RuntimeError: the backend is not usable here (e.g. NCCL without CUDA).
         RankError, RankExitedError, LaunchTimeoutError: a rank failed (see module docstring).
     """
-    backend_name, kw = _validate(fn, world_size, backend, args, kwargs, timeout)
+    world_size, backend_name, kw = _validate(fn, world_size, backend, args, kwargs, timeout)
     torchrun = in_torchrun()
     _check_backend_available(backend_name, world_size, local=not torchrun)
     if torchrun:

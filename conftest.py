@@ -1,4 +1,4 @@
-"""Project-wide pytest setup.
+"""Project-wide pytest setup (repository root, so it applies to tests/ and notebooks/ alike).
 
 - ``SMOKE=1`` is the default for every test run (notebook kernels and the browser test's
   JupyterLab inherit it), so notebooks use their CI sizes; ``SMOKE=0 make test`` runs them at
