@@ -204,21 +204,21 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
         t0 = now_us() if timeline is not None else 0.0
         bufs = [flat[a:b] if off is None else scratch[off:off + b - a]
                 for a, b, _, _, _, off in rs.recvs]
-        if use_batch:
-            p2p = [dist.P2POp(dist.irecv, buf, peer(src), group, tag)
-                   for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
-            p2p += [dist.P2POp(dist.isend, flat[a:b], peer(dst), group, tag)
-                    for a, b, dst, tag in rs.sends]
-            works = dist.batch_isend_irecv(p2p)
-            recv_works, send_works = works[:len(bufs)], works[len(bufs):]
-            if len(works) != len(p2p):  # coalesced into one work: wait it for everything
-                recv_works, send_works = [works[-1]] * len(bufs), works
-        else:
-            recv_works = [dist.irecv(buf, peer(src), group=group, tag=tag)
-                          for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
-            send_works = [dist.isend(flat[a:b], peer(dst), group=group, tag=tag)
-                          for a, b, dst, tag in rs.sends]
-        try:
+        try:  # posting can fail too: a peer that already left closed the connection
+            if use_batch:
+                p2p = [dist.P2POp(dist.irecv, buf, peer(src), group, tag)
+                       for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
+                p2p += [dist.P2POp(dist.isend, flat[a:b], peer(dst), group, tag)
+                        for a, b, dst, tag in rs.sends]
+                works = dist.batch_isend_irecv(p2p)
+                recv_works, send_works = works[:len(bufs)], works[len(bufs):]
+                if len(works) != len(p2p):  # coalesced into one work: wait it for everything
+                    recv_works, send_works = [works[-1]] * len(bufs), works
+            else:
+                recv_works = [dist.irecv(buf, peer(src), group=group, tag=tag)
+                              for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
+                send_works = [dist.isend(flat[a:b], peer(dst), group=group, tag=tag)
+                              for a, b, dst, tag in rs.sends]
             sends_done = False
             for i, (buf, work) in enumerate(zip(bufs, recv_works)):
                 a, b, _, _, kind, off = rs.recvs[i]
