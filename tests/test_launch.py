@@ -11,35 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import torch.distributed as dist
 
 from distlab import launch
 from helpers import launch_targets as targets
+from helpers.leaks import no_leaks as leak_check
 
 pytestmark = pytest.mark.multiprocess
 HELPERS = Path(__file__).parent / "helpers"
-
-
-def _children() -> list[psutil.Process]:
-    """Live descendants, less multiprocessing's resource tracker: one per interpreter, started by
-    the first spawn and kept (by design) until the interpreter exits, so it is no leak."""
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if any("multiprocessing.resource_tracker" in part for part in p.cmdline()):
-                continue
-        except psutil.NoSuchProcess:
-            continue
-        out.append(p)
-    return out
-
-
-def _shm() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
 def _port_closed(port: int) -> bool:
@@ -51,15 +31,8 @@ def _port_closed(port: int) -> bool:
 @pytest.fixture
 def no_leaks():
     """Fails the test if it leaves child processes, shared memory or a process group behind."""
-    before_children = {p.pid for p in _children()}
-    before_shm = _shm()
-    yield
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and {p.pid for p in _children()} - before_children:
-        time.sleep(0.1)
-    left = [p.cmdline() for p in _children() if p.pid not in before_children]
-    assert not left, f"processes left behind: {left}"
-    assert _shm() - before_shm == set(), f"shared memory left: {_shm() - before_shm}"
+    with leak_check(shm_prefixes=None):
+        yield
     assert not dist.is_initialized(), "the parent's default process group was touched"
 
 

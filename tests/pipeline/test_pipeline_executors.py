@@ -14,7 +14,8 @@ from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, ShardSet, Stage
                               write_shards)
 from distlab.pipeline.executors import ThreadExecutor
 from distlab.pipeline.procs import ProcessExecutor, split_stages
-from helpers.pipeline_util import FailAt, Slow, no_leaks
+from helpers.leaks import no_leaks
+from helpers.pipeline_util import FailAt, Slow
 
 pytestmark = pytest.mark.timeout(180)
 

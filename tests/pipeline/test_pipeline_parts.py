@@ -12,7 +12,8 @@ import torch
 from distlab.pipeline import (PartLoadError, PartLoader, ProducerExitedError, ShardSet,
                               train_on_parts, write_shards)
 from distlab.pipeline.parts import load_part
-from helpers.pipeline_util import fail_on_part_two, no_leaks, slow_load
+from helpers.leaks import no_leaks
+from helpers.pipeline_util import fail_on_part_two, slow_load
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -102,6 +102,19 @@ def _sim_for(stages: Sequence[Stage], executor: str, n: int, workers: int,
     return plan, simulate(plan, n)
 
 
+def _show_in(out: Any, old: Any, fig: Any) -> Any:
+    """Replace what the Output widget ``out`` shows with ``fig``; close ``old``; return ``fig``."""
+    from IPython.display import display
+
+    if old is not None:
+        plt.close(old)
+    with out:
+        out.clear_output(wait=True)
+        display(fig)
+    plt.close(fig)
+    return fig
+
+
 class PipelineExplorer:
     """Sliders for stage costs, queue depth, workers, items and the executor; the simulated
     Gantt follows every change, the measured one is taken when "run measured" is pressed (and
@@ -186,15 +199,7 @@ class PipelineExplorer:
         self._show(fig)
 
     def _show(self, fig: Any) -> None:
-        from IPython.display import display
-
-        if self.figure is not None:
-            plt.close(self.figure)
-        self.figure = fig
-        with self.out:
-            self.out.clear_output(wait=True)
-            display(fig)
-        plt.close(fig)
+        self.figure = _show_in(self.out, self.figure, fig)
 
     def measure(self) -> RunResult:
         """Run the current settings for real, then redraw with the measurement on top."""
@@ -289,7 +294,6 @@ class PartsExplorer:
 
     def update(self) -> None:
         """Recompute the model for the current sliders and redraw."""
-        from IPython.display import display
 
         loads = part_load_times(self.n_parts, self.load_ms.value / 1e3, self.jitter.value,
                                 self.seed)
@@ -315,10 +319,4 @@ class PartsExplorer:
             ax.set_title(title, loc="left", fontsize="medium")
         idle_vs_queue_figure(self.n_parts, loads, train, ax=fig.add_subplot(gs[:, 1]))
         fig.tight_layout()
-        if self.figure is not None:
-            plt.close(self.figure)
-        self.figure = fig
-        with self.out:
-            self.out.clear_output(wait=True)
-            display(fig)
-        plt.close(fig)
+        self.figure = _show_in(self.out, self.figure, fig)
