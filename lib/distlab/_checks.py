@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import operator
 from typing import Any
 
-__all__ = ["check_int", "check_bool", "dataset_length", "check_rank"]
+__all__ = ["check_int", "check_float", "check_bool", "check_choice", "dataset_length", "check_rank"]
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None,
@@ -68,3 +70,42 @@ def dataset_length(dataset: Any, *, name: str = "dataset") -> int:
 def check_rank(rank: Any, num_replicas: int) -> int:
     """``rank`` as an int in ``[0, num_replicas - 1]``."""
     return check_int("rank", rank, minimum=0, maximum=num_replicas - 1)
+
+
+def check_float(name: str, value: Any, *, minimum: float | None = None,
+                maximum: float | None = None, exclusive_minimum: bool = False,
+                allow_inf: bool = False) -> float:
+    """Return ``value`` as a float, or raise ``TypeError``/``ValueError`` naming ``name``.
+
+    Accepts real numbers (Python, NumPy, 0-d tensors via ``float()``), not bools, strings or
+    NaN; infinities only with ``allow_inf``. ``minimum`` is exclusive when ``exclusive_minimum``
+    (e.g. a duration that must be > 0), ``maximum`` inclusive.
+    """
+    lo = "" if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
+    hi = "" if maximum is None else f"<= {maximum}"
+    rng = " and ".join(x for x in (lo, hi) if x) or "(any value)"
+    what = "a number" if allow_inf else "a finite number"
+    if isinstance(value, bool) or isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be {what} {rng}, got {type(value).__name__} {value!r}")
+    if not isinstance(value, numbers.Real):
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be {what} {rng}, got {type(value).__name__} "
+                            f"{value!r}") from None
+    out = float(value)
+    if math.isnan(out) or (math.isinf(out) and not allow_inf):
+        raise ValueError(f"{name} must be {what} {rng}, got {out}")
+    if minimum is not None and (out <= minimum if exclusive_minimum else out < minimum):
+        raise ValueError(f"{name} must be {what} {rng}, got {out}")
+    if maximum is not None and out > maximum:
+        raise ValueError(f"{name} must be {what} {rng}, got {out}")
+    return out
+
+
+def check_choice(name: str, value: Any, choices: Any) -> Any:
+    """Return ``value`` if it is one of ``choices``, else raise ``ValueError`` listing them."""
+    options = list(choices)
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}")
+    return value
