@@ -1,0 +1,88 @@
+"""Child-process lifetime: everything distlab spawns dies with its parent, and is reaped in one way.
+
+Two halves:
+
+- :func:`die_with_parent` runs first thing inside a spawned child (launch ranks, pipeline
+  workers, part-loader producers). However the parent dies (exception, SIGTERM, SIGKILL, the
+  kernel restarting), the child exits within about ``poll_s`` seconds: on Linux the kernel sends
+  it ``SIGKILL`` through ``prctl(PR_SET_PDEATHSIG)`` when its parent *thread* ends, and a daemon
+  watchdog thread checks ``os.getppid()`` as a portable backstop (it also covers a parent that
+  died before the prctl call took effect). ``PR_SET_PDEATHSIG`` fires when the spawning *thread*
+  exits, so it is armed only when the parent says it spawned from its main thread.
+- :func:`stop_processes` is the one terminate -> kill -> join sequence used to reap children.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["die_with_parent", "spawned_from_main_thread", "stop_processes"]
+
+_PR_SET_PDEATHSIG = 1
+#: Exit status of a child whose parent died (128 + SIGKILL, like a shell reports a kill).
+ORPHAN_EXIT_CODE = 128 + 9
+
+
+def spawned_from_main_thread() -> bool:
+    """True when the calling thread is the main thread (pass it to the child's die_with_parent)."""
+    return threading.current_thread() is threading.main_thread()
+
+
+def _arm_pdeathsig() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(parent_pid: int, *, main_thread_spawn: bool = False,
+                    poll_s: float = 0.5) -> None:
+    """Make the calling (child) process exit when process ``parent_pid`` is gone.
+
+    Args:
+        parent_pid: the pid of the process that spawned this child (``os.getpid()`` in the parent,
+            passed through the spawn arguments; ``os.getppid()`` in the child may already be 1).
+        main_thread_spawn: True when the parent spawned from its main thread; only then is the
+            kernel's parent-death signal armed (it tracks the spawning thread, not the process).
+        poll_s: how often, in seconds, the watchdog thread compares ``os.getppid()`` with
+            ``parent_pid``.
+    """
+    if main_thread_spawn:
+        _arm_pdeathsig()
+    if os.getppid() != parent_pid:  # parent died before we got here
+        os._exit(ORPHAN_EXIT_CODE)
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent_pid:
+                os._exit(ORPHAN_EXIT_CODE)
+
+    threading.Thread(target=watch, name="distlab-parent-watchdog", daemon=True).start()
+
+
+def stop_processes(procs: Iterable[Any], *, grace_s: float = 2.0) -> None:
+    """Terminate every live process in ``procs``, wait up to ``grace_s`` seconds for them all,
+    kill the ones still alive, then join every one (a ``multiprocessing.Process`` API)."""
+    procs = list(procs)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join(grace_s)
