@@ -14,26 +14,50 @@ from __future__ import annotations
 import importlib
 import sys
 
-# name -> module under distlab.bench that defines main(argv)
+# name -> (module under distlab.bench that defines main(argv), one-line description)
 BENCHMARKS = {
-    "sampler": "distlab.bench.sampler",
-    "allreduce": "distlab.bench.allreduce",
-    "pipeline": "distlab.bench.pipeline",
+    "sampler": ("distlab.bench.sampler",
+                "one rank's epoch of indices: distlab's DistributedSampler vs torch's"),
+    "allreduce": ("distlab.bench.allreduce",
+                  "nccl-tests-style sweep of every allreduce algorithm vs torch's built-in"),
+    "pipeline": ("distlab.bench.pipeline",
+                 "loading pipeline executors vs their bottleneck model and torch's DataLoader"),
 }
+
+USAGE = "usage: python -m distlab.bench {" + ",".join(BENCHMARKS) + "} [options]"
+
+
+def _help() -> str:
+    width = max(map(len, BENCHMARKS))
+    lines = [USAGE, "", __doc__.strip(), "", "benchmarks:"]
+    lines += [f"  {name:<{width}}  {about}" for name, (_, about) in BENCHMARKS.items()]
+    lines += ["", "`python -m distlab.bench NAME --help` lists NAME's options and their defaults."]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``argv[0]`` to its benchmark's ``main(argv[1:])``; returns the exit status.
+
+    No benchmark or an unknown one: the usage line and one error line on stderr, exit 2.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        print("benchmarks: " + ", ".join(sorted(BENCHMARKS)))
-        return 0 if argv else 2
-    name, rest = argv[0], argv[1:]
-    if name not in BENCHMARKS:
-        print(f"unknown benchmark {name!r}; choose one of {sorted(BENCHMARKS)}", file=sys.stderr)
+    if argv and argv[0] in ("-h", "--help"):
+        print(_help())
+        return 0
+    if not argv or argv[0] not in BENCHMARKS:
+        got = "none given" if not argv else f"invalid choice {argv[0]!r}"
+        print(USAGE, file=sys.stderr)
+        print(f"python -m distlab.bench: error: argument benchmark: {got}: must be one of "
+              f"{', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(BENCHMARKS[name])
-    return int(module.main(rest) or 0)
+    module = importlib.import_module(BENCHMARKS[argv[0]][0])
+    try:
+        return int(module.main(argv[1:]) or 0)
+    except SystemExit as exc:  # argparse's exit 2 (bad option) or 0 (--help)
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -18,79 +18,126 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from distlab.bench import options
+from distlab.bench.options import size_bytes as parse_size  # the name tests and notebooks used
+
 __all__ = ["format_table", "main", "parse_size", "run_benchmark"]
 
-_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
 COLUMNS = ("size(B)", "count", "type", "redop", "algorithm", "time(us)", "algbw(GB/s)",
            "busbw(GB/s)", "#wrong", "predicted(us)", "error%")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
-
-
-def parse_size(text: str) -> int:
-    """``"64K"`` -> 65536, ``"1M"`` -> 1048576, ``"100"`` -> 100 (bytes, binary units)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)B?\s*", str(text).upper())
-    if not m:
-        raise argparse.ArgumentTypeError(f"size must look like 1024, 64K, 16M or 1G, got {text!r}")
-    return int(m.group(1)) * _UNITS[m.group(2)]
+OPS = ("sum", "prod", "max", "min", "avg")
+CALIBRATION_KEYS = ("alpha", "beta", "gamma")
 
 
 def _parser() -> argparse.ArgumentParser:
     from distlab.collectives import ALGORITHMS
 
-    p = argparse.ArgumentParser(prog="python -m distlab.bench allreduce",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("--world-size", "-n", type=int, default=2, help="local ranks (default 2)")
-    p.add_argument("--backend", default=None, choices=("gloo", "nccl"),
-                   help="default gloo (nccl needs CUDA)")
-    p.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("1K"))
-    p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("16M"))
-    p.add_argument("-f", "--stepfactor", type=int, default=4)
-    p.add_argument("--algorithms", "-a", default="all",
-                   help=f"comma list of {sorted(ALGORITHMS)} and builtin, or 'all'")
-    p.add_argument("--dtype", "-d", default="float32", choices=DTYPES)
-    p.add_argument("--op", "-o", default="sum", choices=("sum", "prod", "max", "min", "avg"))
-    p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--warmup", "-w", type=int, default=5)
-    p.add_argument("--segment-size", type=int, default=None,
-                   help="segmented_ring segment size in elements")
-    p.add_argument("--group-size", type=int, default=None, help="hierarchical group size")
-    p.add_argument("--no-calibrate", action="store_true", help="skip calibration (no predicted)")
-    p.add_argument("--calibration", default=None,
+    names = list(ALGORITHMS) + ["builtin"]
+    p = options.parser("python -m distlab.bench allreduce", __doc__)
+    p.add_argument("--world-size", "-n", type=options.positive_int, default=2,
+                   help="local ranks to spawn (ignored under torchrun, which sets WORLD_SIZE)")
+    p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"),
+                   help="torch.distributed backend; nccl needs one CUDA device per rank")
+    p.add_argument("-b", "--minbytes", type=options.size_bytes, default="1K",
+                   help="smallest message in bytes (binary units: 1K = 1024)")
+    p.add_argument("-e", "--maxbytes", type=options.size_bytes, default="16M",
+                   help="largest message in bytes (>= --minbytes)")
+    p.add_argument("-f", "--stepfactor", type=options.int_at_least(2), default=4,
+                   help="multiply the size by this from -b up to -e")
+    p.add_argument("--algorithms", "-a", type=options.comma_choices(names), default="all",
+                   help=f"comma list of {', '.join(names)}, or 'all'")
+    p.add_argument("--dtype", "-d", default="float32", choices=DTYPES, help="element type")
+    p.add_argument("--op", "-o", default="sum", choices=OPS,
+                   help="reduction (avg needs a floating dtype)")
+    p.add_argument("--iters", type=options.positive_int, default=20,
+                   help="timed runs per size and algorithm (time = their median)")
+    p.add_argument("--warmup", "-w", type=options.nonnegative_int, default=5,
+                   help="untimed runs before the timed ones")
+    p.add_argument("--segment-size", type=options.positive_int, default=None,
+                   help="segmented_ring segment size in elements (default: the algorithm's)")
+    p.add_argument("--group-size", type=options.positive_int, default=None,
+                   help="hierarchical group size, a divisor of the world size (default: the "
+                        "largest divisor <= sqrt(world size))")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="skip calibration (no predicted column)")
+    p.add_argument("--calibration", type=options.existing_file, default=None,
                    help="JSON file with alpha/beta/gamma (a previous --json output) to use "
                         "instead of calibrating")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole run")
-    p.add_argument("--json", default=None, help="write results with provenance here")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument("--timeout", type=options.positive_float, default=600.0,
+                   help="seconds for the whole run")
+    p.add_argument("--json", default=None, help="write results with provenance to this file")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
     return p
 
 
 def _sizes(minbytes: int, maxbytes: int, factor: int) -> list[int]:
-    if minbytes < 1 or maxbytes < minbytes:
-        raise ValueError(f"need 1 <= minbytes <= maxbytes, got -b {minbytes} -e {maxbytes}")
-    if factor < 2:
-        raise ValueError(f"stepfactor must be >= 2, got -f {factor}")
-    out, s = [], minbytes
-    while s <= maxbytes:
-        out.append(s)
-        s *= factor
-    return out
+    return options.size_sweep(minbytes, maxbytes, factor)
 
 
-def _algorithms(text: str) -> list[str]:
-    from distlab.collectives import ALGORITHMS
+def _load_calibration(p: argparse.ArgumentParser, path: Path) -> dict[str, Any]:
+    """The calibration dict of ``path`` (a ``--json`` output or a bare Calibration dict)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        options.fail(p, "--calibration", str(path),
+                     f"a readable JSON file ({type(exc).__name__}: {str(exc).splitlines()[0]})")
+    cal = data.get("calibration", data) if isinstance(data, dict) else None
+    if not isinstance(cal, dict):
+        options.fail(p, "--calibration", str(path),
+                     "a JSON object with alpha, beta, gamma (or a 'calibration' object)")
+    bad = [k for k in CALIBRATION_KEYS
+           if isinstance(cal.get(k), bool) or not isinstance(cal.get(k), (int, float))
+           or not math.isfinite(cal[k]) or cal[k] < 0]
+    if bad:
+        options.fail(p, "--calibration", str(path),
+                     f"a JSON file whose calibration has finite numbers >= 0 for "
+                     f"{', '.join(CALIBRATION_KEYS)} (missing or bad: {', '.join(bad)})")
+    duplex = cal.get("duplex", "full")
+    if duplex not in ("full", "half", "shared"):
+        options.fail(p, "--calibration", str(path),
+                     f"a calibration whose duplex is full, half or shared (got {duplex!r})")
+    return cal
 
-    names = list(ALGORITHMS) + ["builtin"] if text == "all" else \
-        [a.strip() for a in text.split(",") if a.strip()]
-    bad = [a for a in names if a not in ALGORITHMS and a != "builtin"]
-    if bad or not names:
-        raise ValueError(f"--algorithms must name some of {sorted(ALGORITHMS) + ['builtin']}, "
-                         f"got {bad or text!r}")
-    return names
+
+def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace, world: int) -> list[int]:
+    """Checks across options; each failure exits 2 with one line."""
+    from distlab.collectives.ops import check_op_dtype
+
+    if args.maxbytes < args.minbytes:
+        options.fail(p, "-e/--maxbytes", args.maxbytes, f">= -b/--minbytes ({args.minbytes})")
+    sizes = _sizes(args.minbytes, args.maxbytes, args.stepfactor)
+    import torch
+
+    itemsize = torch.empty(0, dtype=getattr(torch, args.dtype)).element_size()
+    if args.minbytes < itemsize:
+        options.fail(p, "-b/--minbytes", args.minbytes,
+                     f">= {itemsize} (one {args.dtype} element)")
+    try:
+        check_op_dtype(args.op, args.dtype)
+    except ValueError as exc:
+        options.fail(p, "--op", args.op, f"valid for --dtype {args.dtype} ({exc})")
+    if args.group_size is not None and world % args.group_size:
+        divisors = [d for d in range(1, world + 1) if world % d == 0]
+        options.fail(p, "--group-size", args.group_size,
+                     f"a divisor of the world size {world} (one of {divisors})")
+    if args.backend == "nccl" and not torch.cuda.is_available():
+        options.fail(p, "--backend", "nccl", "gloo on this machine: torch sees no CUDA device")
+    if args.backend == "nccl" and not _in_torchrun() and world > torch.cuda.device_count():
+        options.fail(p, "--world-size", world,
+                     f"<= {torch.cuda.device_count()} with --backend nccl (one GPU per rank)")
+    return sizes
+
+
+def _in_torchrun() -> bool:
+    from distlab import launch
+
+    return launch.in_torchrun()
 
 
 def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
@@ -109,7 +156,7 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
     import torch
 
     from distlab import launch
-    from distlab.collectives import Calibration, build, cost
+    from distlab.collectives import build, cost
     from distlab.collectives.workers import bench_worker, summarize_times
 
     cal_kwargs = None
@@ -130,7 +177,7 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
         busbw = algbw * 2 * (world_size - 1) / world_size
         predicted = None
         if cal is not None and row["algorithm"] != "builtin":
-            c = Calibration.from_dict(cal) if isinstance(cal, dict) else cal
+            c = _terms(cal)
             opts = {k: v for k, v in (options or {}).items() if v is not None}
             sched = build(row["algorithm"], world_size, row["count"],
                           **{k: v for k, v in opts.items()
@@ -149,6 +196,14 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
     else:
         cal_out = cal.to_dict()
     return {"calibration": cal_out, "rows": rows}
+
+
+def _terms(cal: Any) -> argparse.Namespace:
+    """alpha, beta, gamma, duplex, call_overhead of a Calibration or of a (loaded) dict."""
+    get = cal.get if isinstance(cal, dict) else (lambda k, d=None: getattr(cal, k, d))
+    return argparse.Namespace(alpha=float(get("alpha")), beta=float(get("beta")),
+                              gamma=float(get("gamma")), duplex=str(get("duplex", "full")),
+                              call_overhead=float(get("call_overhead", 0.0) or 0.0))
 
 
 def _options_of(algo: str) -> list[str]:
@@ -178,40 +233,31 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point (``python -m distlab.bench allreduce ...``); returns the exit status."""
+    """CLI entry point (``python -m distlab.bench allreduce ...``); returns the exit status.
+
+    Every bad option exits 2 with one line (argparse's usage line plus the error) before any
+    rank starts.
+    """
     import os
 
-    from distlab import launch
-
-    args = _parser().parse_args(argv)
-    try:
-        sizes = _sizes(args.minbytes, args.maxbytes, args.stepfactor)
-        algorithms = _algorithms(args.algorithms)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    world = int(os.environ["WORLD_SIZE"]) if launch.in_torchrun() else args.world_size
-    calibration = None
-    if args.calibration:
-        data = json.loads(Path(args.calibration).read_text())
-        calibration = data.get("calibration", data)
+    p = _parser()
+    args = p.parse_args(argv)
+    world = int(os.environ["WORLD_SIZE"]) if _in_torchrun() else args.world_size
+    sizes = _check_args(p, args, world)
+    algorithms = args.algorithms  # argparse runs the type on the string default "all" too
+    calibration = _load_calibration(p, args.calibration) if args.calibration else None
     result = run_benchmark(world, sizes, algorithms, dtype=args.dtype, op=args.op,
                            iters=args.iters, warmup=args.warmup, backend=args.backend,
                            options={"segment_size": args.segment_size,
                                     "group_size": args.group_size},
                            calibrate=not args.no_calibrate, calibration=calibration,
                            timeout=args.timeout, progress=not args.quiet)
-    if launch.in_torchrun() and int(os.environ.get("RANK", "0")) != 0:
+    if _in_torchrun() and int(os.environ.get("RANK", "0")) != 0:
         return 0
     cal = result["calibration"]
     if cal:
-        print(f"# calibration ({cal.get('duplex', 'full')} link model): alpha "
-              f"{cal['alpha'] * 1e6:.1f} us, beta {cal['beta'] * 1e9:.3f} ns/B "
-              f"({1 / cal['beta'] / 1e9:.2f} GB/s), gamma {cal['gamma'] * 1e9:.3f} ns/B, "
-              f"per-call overhead {cal.get('call_overhead', 0.0) * 1e6:.1f} us; fit R^2 comm "
-              f"{cal['comm_r2']:.3f} (worst point {100 * cal['comm_max_rel_residual']:.0f}% off), "
-              f"reduce {cal['reduce_r2']:.3f}")
-    print(f"# world size {world}, backend {args.backend or 'gloo'}, iters {args.iters}, "
+        print(_calibration_line(cal))
+    print(f"# world size {world}, backend {args.backend}, iters {args.iters}, "
           f"warmup {args.warmup}; time = median over iterations of the slowest rank")
     print(format_table(result["rows"]))
     wrong = sum(r["wrong"] for r in result["rows"])
@@ -219,8 +265,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from distlab.bench.provenance import provenance, write_json
 
-        write_json(args.json, {"provenance": provenance(backend=args.backend or "gloo",
-                                                        world_size=world),
+        write_json(args.json, {"provenance": provenance(backend=args.backend, world_size=world),
                                "calibration": cal, "rows": result["rows"]})
         print(f"# wrote {args.json}", file=sys.stderr)
     return 0 if wrong == 0 else 1
+
+
+def _calibration_line(cal: dict[str, Any]) -> str:
+    """One comment line with the calibration (fields a loaded file lacks print as '?')."""
+    def num(key: str, scale: float, fmt: str) -> str:
+        v = cal.get(key)
+        return "?" if not isinstance(v, (int, float)) else format(v * scale, fmt)
+
+    bw = f"{1 / cal['beta'] / 1e9:.2f} GB/s" if cal.get("beta") else "inf GB/s"
+    return (f"# calibration ({cal.get('duplex', 'full')} link model): alpha "
+            f"{num('alpha', 1e6, '.1f')} us, beta {num('beta', 1e9, '.3f')} ns/B ({bw}), "
+            f"gamma {num('gamma', 1e9, '.3f')} ns/B, per-call overhead "
+            f"{num('call_overhead', 1e6, '.1f')} us; fit R^2 comm {num('comm_r2', 1, '.3f')} "
+            f"(worst point {num('comm_max_rel_residual', 100, '.0f')}% off), "
+            f"reduce {num('reduce_r2', 1, '.3f')}")

@@ -1,0 +1,161 @@
+"""Every bad option of ``python -m distlab.bench allreduce`` is one line naming it, exit 2.
+
+Checked before any rank starts: each case runs through ``main(argv)`` in-process (fast) and a
+few through a real ``python -m distlab.bench`` subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distlab.bench import allreduce as bench
+from distlab.bench.__main__ import main as dispatch
+
+LIB = Path(bench.__file__).resolve().parents[2]
+
+
+def _bad_files(tmp: Path) -> dict[str, Path]:
+    files = {"notjson": "not json at all", "noalpha": json.dumps({"beta": 1e-9, "gamma": 1e-10}),
+             "negative": json.dumps({"alpha": -1, "beta": 1e-9, "gamma": 1e-10}),
+             "nan": '{"alpha": NaN, "beta": 1e-9, "gamma": 1e-10}',
+             "list": "[1, 2, 3]",
+             "duplex": json.dumps({"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-10,
+                                   "duplex": "sideways"})}
+    out = {}
+    for name, text in files.items():
+        out[name] = tmp / f"{name}.json"
+        out[name].write_text(text)
+    return out
+
+
+BAD = [  # (argv, option named in the error, text that must appear)
+    (["--timeout", "0"], "--timeout", "'0'"),
+    (["--timeout", "nan"], "--timeout", "'nan'"),
+    (["--timeout", "inf"], "--timeout", "'inf'"),
+    (["--group-size", "3", "--world-size", "4", "--algorithms", "hierarchical"], "--group-size",
+     "divisor of the world size 4"),
+    (["--group-size", "0"], "--group-size", "0"),
+    (["--calibration", "/missing.json"], "--calibration", "/missing.json"),
+    (["--iters", "0"], "--iters", "0"),
+    (["--iters", "two"], "--iters", "two"),
+    (["--warmup", "-1"], "--warmup", "-1"),
+    (["--world-size", "0"], "--world-size", "0"),
+    (["--world-size", "-3"], "--world-size", "-3"),
+    (["-b", "1M", "-e", "1K"], "-e/--maxbytes", ">= -b/--minbytes"),
+    (["-b", "0"], "-b/--minbytes", "'0'"),
+    (["-b", "1"], "-b/--minbytes", "float32"),
+    (["-b", "12Q"], "-b/--minbytes", "12Q"),
+    (["-f", "1"], "-f/--stepfactor", "1"),
+    (["--algorithms", "warp"], "--algorithms", "warp"),
+    (["--algorithms", ""], "--algorithms", "''"),
+    (["--dtype", "int8"], "--dtype", "int8"),
+    (["--op", "xor"], "--op", "xor"),
+    (["--op", "avg", "--dtype", "int32"], "--op", "floating dtype"),
+    (["--segment-size", "0"], "--segment-size", "0"),
+    (["--backend", "mpi"], "--backend", "mpi"),
+]
+
+
+def _check_one_line(err: str, option: str, text: str) -> None:
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if "error:" in ln]
+    assert len(lines) == 1, err
+    assert option in lines[0] and text in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("argv, option, text", BAD, ids=[" ".join(a) for a, _, _ in BAD])
+def test_bad_option_is_one_line_and_exit_2(argv, option, text, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench.main(argv)
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    _check_one_line(captured.err, option, text)
+
+
+@pytest.mark.parametrize("kind, text", [("notjson", "readable JSON"), ("noalpha", "alpha"),
+                                        ("negative", "alpha"), ("nan", "alpha"),
+                                        ("list", "JSON object"), ("duplex", "sideways")])
+def test_bad_calibration_file_is_one_line(kind, text, tmp_path, capsys) -> None:
+    path = _bad_files(tmp_path)[kind]
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--calibration", str(path)])
+    assert exc.value.code == 2
+    _check_one_line(capsys.readouterr().err, "--calibration", text)
+
+
+def test_nccl_without_cuda_is_one_line(capsys) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: --backend nccl is valid here")
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--backend", "nccl"])
+    assert exc.value.code == 2
+    _check_one_line(capsys.readouterr().err, "--backend", "no CUDA device")
+
+
+def test_every_option_has_help_and_default(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--help"])
+    assert exc.value.code == 0
+    parser = bench._parser()
+    text = capsys.readouterr().out
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, f"{action.option_strings} has no help"
+        if action.default is not None and not isinstance(action.default, bool):
+            assert f"(default: {action.default})" in " ".join(text.split()), action.dest
+
+
+def test_parse_size_is_the_shared_option_type() -> None:
+    assert bench.parse_size("1K") == 1024 and bench.parse_size("64M") == 64 << 20
+    assert bench.parse_size("100") == 100
+    assert bench._sizes(1024, 65536, 4) == [1024, 4096, 16384, 65536]
+
+
+def test_dispatcher_bad_benchmark_is_one_line(capsys) -> None:
+    for argv in ([], ["warp"]):
+        assert dispatch(argv) == 2
+        captured = capsys.readouterr()
+        _check_one_line(captured.err, "benchmark", "allreduce")
+    assert dispatch(["allreduce", "--iters", "0"]) == 2
+    _check_one_line(capsys.readouterr().err, "--iters", "0")
+
+
+def test_dispatcher_help_lists_each_benchmark_with_a_description(capsys) -> None:
+    from distlab.bench.__main__ import BENCHMARKS
+
+    assert dispatch(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name, (module, about) in BENCHMARKS.items():
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(name + " "))
+        assert about in line and len(about) > 20
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(LIB)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return subprocess.run([sys.executable, "-m", "distlab.bench", *argv], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["allreduce", "--timeout", "0"], "--timeout"),
+    (["allreduce", "--group-size", "3", "--world-size", "4", "--algorithms", "hierarchical"],
+     "--group-size"),
+    (["allreduce", "--calibration", "/missing.json"], "--calibration"),
+    (["nosuch"], "benchmark"),
+])
+def test_real_subprocess_exits_2_with_one_line(argv, option) -> None:
+    proc = _run(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    _check_one_line(proc.stderr, option, "")

@@ -1,0 +1,47 @@
+"""Results JSON never holds NaN or infinity: write_json refuses them and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlab.bench.provenance import write_json
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), np.float64("nan"),
+                                 np.float32("inf")])
+def test_write_json_refuses_non_finite_and_names_where(bad, tmp_path) -> None:
+    path = tmp_path / "out.json"
+    payload = {"rows": [{"time_us": 1.0}, {"time_us": bad}]}
+    with pytest.raises(ValueError, match=r"\['rows'\]\[1\]\['time_us'\]"):
+        write_json(path, payload)
+    assert not path.exists()
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+leaf = st.one_of(st.none(), st.booleans(), st.integers(), finite, st.text(max_size=5))
+tree = st.recursive(leaf, lambda c: st.one_of(st.lists(c, max_size=4),
+                                              st.dictionaries(st.text(max_size=4), c, max_size=4)),
+                    max_leaves=20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree)
+def test_finite_payloads_round_trip(tmp_path_factory, value) -> None:
+    path = tmp_path_factory.mktemp("j") / "out.json"
+    write_json(path, {"v": value})
+    assert json.loads(path.read_text()) == {"v": value}
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree, st.sampled_from([math.nan, math.inf, -math.inf]))
+def test_a_non_finite_leaf_anywhere_is_refused(tmp_path_factory, value, bad) -> None:
+    path = tmp_path_factory.mktemp("j") / "out.json"
+    with pytest.raises(ValueError, match="not a finite number"):
+        write_json(path, {"v": [value, {"deep": [bad]}]})
+    assert not path.exists()
