@@ -129,3 +129,50 @@ def test_make_lab_serves_the_start_here_notebook(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.mark.timeout(240)
+def test_wheel_ships_the_data_the_library_reads(tmp_path):
+    """A wheel, installed with ``pip install --target`` (not editable), loads the loopback preset
+    from the package data, with no source checkout on ``sys.path``."""
+    import shutil
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "lib", src / "lib",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    wheels = tmp_path / "wheels"
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "--quiet", "-w", str(wheels), str(src)],
+                          capture_output=True, text=True, timeout=200, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = wheels.glob("distlab-*.whl")
+    shipped = zipfile.ZipFile(wheel).namelist()
+    data = [n for n in shipped if n.startswith("distlab/data/")]
+    assert "distlab/data/allreduce_calibration.json" in data, data
+    pyproject_globs = PYPROJECT["tool"]["setuptools"]["package-data"]["distlab"]
+    for glob in pyproject_globs:  # every declared glob matches something real
+        assert list((ROOT / "lib" / "distlab").glob(glob)), f"package-data {glob} matches nothing"
+    target = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                           "--quiet", "--target", str(target), str(wheel)],
+                          capture_output=True, text=True, timeout=200, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import distlab, json; "
+            "from distlab.collectives import get_preset, loopback_preset, preset_names; "
+            "p = loopback_preset(); "
+            "print(json.dumps({'file': distlab.__file__, 'names': preset_names(), "
+            "'alpha': None if p is None else p.alpha, 'source': None if p is None else p.source}))")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert Path(info["file"]).resolve().is_relative_to(target.resolve()), info["file"]
+    assert "loopback" in info["names"]
+    shipped_cal = json.loads((ROOT / "lib/distlab/data/allreduce_calibration.json").read_text())
+    assert info["alpha"] == shipped_cal["calibration"]["alpha"]
+    assert "allreduce_calibration.json" in info["source"]

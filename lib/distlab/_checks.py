@@ -7,7 +7,8 @@ import numbers
 import operator
 from typing import Any
 
-__all__ = ["check_int", "check_float", "check_bool", "check_choice", "dataset_length", "check_rank"]
+__all__ = ["check_int", "check_float", "check_bool", "check_choice", "check_instance", "check_str",
+           "check_window", "dataset_length", "check_rank"]
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None,
@@ -109,3 +110,41 @@ def check_choice(name: str, value: Any, choices: Any) -> Any:
     if value not in options:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}")
     return value
+
+
+def check_str(name: str, value: Any, *, nonempty: bool = False, example: str = "") -> str:
+    """Return ``value`` if it is a str (non-empty when ``nonempty``), else raise naming ``name``.
+
+    ``TypeError`` for other types, ``ValueError`` for ``""`` when ``nonempty``; ``example`` is
+    shown in the message (e.g. ``"'rank0/read'"``).
+    """
+    like = f" like {example}" if example else ""
+    what = f"a non-empty str{like}" if nonempty else f"a str{like}"
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
+    if nonempty and not value:
+        raise ValueError(f"{name} must be {what}, got ''")
+    return value
+
+
+def check_instance(name: str, value: Any, types: type | tuple[type, ...],
+                   what: str | None = None) -> Any:
+    """Return ``value`` if it is an instance of ``types``, else raise ``TypeError`` naming it."""
+    if not isinstance(value, types):
+        if what is None:
+            names = [t.__name__ for t in (types if isinstance(types, tuple) else (types,))]
+            what = "a " + " or ".join(names)
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    return value
+
+
+def check_window(name: str, value: Any) -> tuple[float, float]:
+    """A ``(start, end)`` pair of finite numbers with ``start <= end``."""
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a (start, end) pair of finite numbers, got "
+                        f"{type(value).__name__} {value!r}") from None
+    lo = check_float(f"{name}[0] (start)", lo)
+    hi = check_float(f"{name}[1] (end)", hi, minimum=lo)
+    return lo, hi

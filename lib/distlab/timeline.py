@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distlab._checks import check_float, check_instance, check_str, check_window
+
 __all__ = [
     "DEFAULT_PROCESS",
     "LaneStats",
@@ -122,21 +124,17 @@ class LaneStats:
 
 def _check_span(name: Any, category: Any, lane: Any, start_us: Any, duration_us: Any,
                 args: Any) -> None:
-    for label, value in (("name", name), ("category", category), ("lane", lane)):
-        if not isinstance(value, str):
-            raise TypeError(f"{label} must be a str, got {type(value).__name__} {value!r}")
-    if not lane:
-        raise ValueError("lane must be a non-empty string like 'rank0/read', got ''")
-    for label, value in (("start_us", start_us), ("duration_us", duration_us)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise TypeError(f"{label} must be a finite number of microseconds, got {value!r}")
-    if duration_us < 0:
-        raise ValueError(f"duration_us must be >= 0 microseconds, got {duration_us!r}")
-    if args is not None and not isinstance(args, Mapping):
-        raise TypeError(f"args must be a mapping or None, got {type(args).__name__}")
+    check_str("name", name)
+    check_str("category", category)
+    check_str("lane", lane, nonempty=True, example="'rank0/read'")
+    check_float("start_us (microseconds)", start_us)
+    check_float("duration_us (microseconds)", duration_us, minimum=0)
+    if args is not None:
+        check_instance("args", args, Mapping, "a mapping or None")
 
 
 _NUM = (float, int)
+_INF = float("inf")
 
 
 def natural_key(text: str) -> list[Any]:
@@ -181,7 +179,7 @@ class Timeline:
         """Record one span (thread-safe) and return it. Units: microseconds."""
         if not (type(name) is str and type(category) is str and type(lane) is str and lane
                 and type(start_us) in _NUM and type(duration_us) in _NUM
-                and duration_us >= 0 and start_us == start_us
+                and 0 <= duration_us < _INF and -_INF < start_us < _INF
                 and (args is None or type(args) is dict)):
             _check_span(name, category, lane, start_us, duration_us, args)  # says what is wrong
         span = Span(name, category, lane, float(start_us), float(duration_us),
@@ -209,8 +207,7 @@ class Timeline:
 
     def add_note(self, text: str) -> None:
         """Attach a free-text note, e.g. what a run skipped and why."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        check_str("text", text)
         with self._lock:
             if text not in self.notes:
                 self.notes.append(text)
@@ -299,7 +296,7 @@ class Timeline:
         spans = self.spans
         if not spans:
             return {}
-        t0, t1 = window if window is not None else self.extent_us()
+        t0, t1 = check_window("window", window) if window is not None else self.extent_us()
         per: dict[str, list[tuple[float, float]]] = {}
         for s in spans:
             per.setdefault(s.lane, [])
@@ -319,7 +316,9 @@ class Timeline:
         ivs = sorted((s.start_us, s.end_us) for s in self.spans if s.lane == lane)
         if not ivs:
             raise ValueError(f"lane {lane!r} has no spans; lanes are {self.lanes}")
-        t0, t1 = window if window is not None else (self.extent_us()[0], max(e for _, e in ivs))
+        min_gap_us = check_float("min_gap_us", min_gap_us, minimum=0)
+        t0, t1 = check_window("window", window) if window is not None else \
+            (self.extent_us()[0], max(e for _, e in ivs))
         gaps, cursor = [], t0
         for s, e in ivs:
             if s > cursor and min(s, t1) - cursor > min_gap_us:
@@ -345,8 +344,7 @@ class Timeline:
 
     def efficiency(self, bound_s: float) -> float:
         """Overlap efficiency: the model's bound (seconds) over the measured wall time."""
-        if isinstance(bound_s, bool) or not isinstance(bound_s, (int, float)) or bound_s < 0:
-            raise ValueError(f"bound_s must be a number of seconds >= 0, got {bound_s!r}")
+        bound_s = check_float("bound_s (seconds)", bound_s, minimum=0)
         wall = self.wall_us() * 1e-6
         return bound_s / wall if wall > 0 else 0.0
 

@@ -82,9 +82,9 @@ def test_empty_schedule_costs_nothing() -> None:
 
 def test_bad_parameters() -> None:
     s = build("ring", 2, 10)
-    with pytest.raises(ValueError, match="alpha must be >= 0"):
+    with pytest.raises(ValueError, match=r"alpha \(seconds per message\) must be a finite number >= 0, got -1.0"):
         cost(s, -1.0, B, C, ITEM)
-    with pytest.raises(TypeError, match="beta must be a number"):
+    with pytest.raises(TypeError, match=r"beta \(seconds per byte\) must be a finite number"):
         cost(s, A, "fast", C, ITEM)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="itemsize"):
         cost(s, A, B, C, 0)

@@ -9,6 +9,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from distlab._checks import check_str
+
 from .hierarchical import hierarchical
 from .naive import naive
 from .rabenseifner import rabenseifner
@@ -33,10 +35,8 @@ ALGORITHMS: dict[str, Callable[..., Schedule]] = {
 
 def check_algorithm(algorithm: Any) -> str:
     """Return ``algorithm`` if it names a registered algorithm, else raise listing the names."""
-    if not isinstance(algorithm, str):
-        raise TypeError(f"algorithm must be a str, one of {sorted(ALGORITHMS)}, got "
-                        f"{type(algorithm).__name__} {algorithm!r}")
-    if algorithm not in ALGORITHMS:
+    check_str("algorithm", algorithm, example=" | ".join(sorted(ALGORITHMS)))
+    if algorithm not in ALGORITHMS:  # the list form, which error messages elsewhere quote
         raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
     return algorithm
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from distlab._checks import check_choice, check_float, check_instance, check_int
+
 from .schedule import Schedule, Step
 
 __all__ = ["StepCost", "cost", "step_costs"]
@@ -56,12 +58,7 @@ class StepCost:
 
 
 def _check_param(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds >= 0, got {type(value).__name__} "
-                        f"{value!r}")
-    if not value >= 0:
-        raise ValueError(f"{name} must be >= 0 seconds, got {value!r}")
-    return float(value)
+    return check_float(name, value, minimum=0)
 
 
 DUPLEX = ("full", "half", "shared")
@@ -102,13 +99,12 @@ def _step_stats(step: Step) -> dict[int, list[int]]:
 def step_costs(schedule: Schedule, alpha: float, beta: float, gamma: float,
                itemsize: int, *, duplex: str = "full") -> list[StepCost]:
     """Per-step :class:`StepCost` (slowest rank of each step). Units as in :func:`cost`."""
-    if not isinstance(schedule, Schedule):
-        raise TypeError(f"schedule must be a Schedule, got {type(schedule).__name__}")
-    a, b, g = (_check_param(n, v) for n, v in (("alpha", alpha), ("beta", beta), ("gamma", gamma)))
-    if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
-        raise ValueError(f"itemsize must be an int >= 1 (bytes per element), got {itemsize!r}")
-    if duplex not in DUPLEX:
-        raise ValueError(f"duplex must be one of {DUPLEX}, got {duplex!r}")
+    check_instance("schedule", schedule, Schedule)
+    a, b, g = (_check_param(n, v) for n, v in (("alpha (seconds per message)", alpha),
+                                               ("beta (seconds per byte)", beta),
+                                               ("gamma (seconds per reduced byte)", gamma)))
+    itemsize = check_int("itemsize (bytes per element)", itemsize, minimum=1)
+    check_choice("duplex", duplex, DUPLEX)
     out = []
     for step in schedule.steps:
         stats = _step_stats(step)

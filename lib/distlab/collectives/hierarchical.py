@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from distlab._checks import check_int
+
 from .ring import ring_allgather, ring_reduce_scatter
 from .schedule import (Schedule, Step, Transfer, check_count, check_world_size, chunk_bounds,
                        collect, make_step)
@@ -25,10 +27,8 @@ def default_group_size(world_size: int) -> int:
 
 
 def _check_group_size(group_size: Any, p: int) -> int:
-    if isinstance(group_size, bool) or not isinstance(group_size, int):
-        raise TypeError(f"group_size must be an int dividing world_size={p}, got "
-                        f"{type(group_size).__name__} {group_size!r}")
-    if group_size < 1 or p % group_size:
+    group_size = check_int("group_size", group_size, minimum=1)
+    if p % group_size:
         divisors = [d for d in range(1, p + 1) if p % d == 0]
         raise ValueError(f"group_size must divide world_size={p} (one of {divisors}), "
                          f"got {group_size}")

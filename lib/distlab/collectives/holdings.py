@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from distlab._checks import check_instance, check_int
+
 from .schedule import Schedule
 
 __all__ = ["contributors", "holdings"]
@@ -23,12 +25,10 @@ def holdings(schedule: Schedule) -> np.ndarray:
     Index 0 is the start; index ``i + 1`` is the state after step ``i``. Needs
     ``world_size <= 64`` (one bit per rank).
     """
-    if not isinstance(schedule, Schedule):
-        raise TypeError(f"schedule must be a Schedule, got {type(schedule).__name__}")
+    check_instance("schedule", schedule, Schedule)
     p, n = schedule.world_size, schedule.count
-    if p > MAX_RANKS:
-        raise ValueError(f"holdings tracks one bit per rank: world_size must be <= {MAX_RANKS}, "
-                         f"got {p}")
+    check_int("schedule.world_size (holdings tracks one bit per rank)", p, minimum=1,
+              maximum=MAX_RANKS)
     state = np.zeros((p, n), dtype=np.uint64)
     for r in range(p):
         state[r, :] = np.uint64(1) << np.uint64(r)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from distlab._checks import check_choice, check_str
+
 __all__ = ["OPS", "check_op", "check_op_dtype", "is_floating"]
 
 OPS: tuple[str, ...] = ("sum", "prod", "max", "min", "avg")
@@ -13,12 +15,8 @@ _FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
 
 def check_op(op: Any) -> str:
     """Return ``op`` (lower-cased) if it is one of :data:`OPS`, else raise listing them."""
-    if not isinstance(op, str):
-        raise TypeError(f"op must be a str, one of {list(OPS)}, got {type(op).__name__} {op!r}")
-    name = op.lower()
-    if name not in OPS:
-        raise ValueError(f"op must be one of {list(OPS)}, got {op!r}")
-    return name
+    check_str("op", op, example=" | ".join(OPS))
+    return check_choice("op", op.lower(), OPS)
 
 
 def dtype_name(dtype: Any) -> str:

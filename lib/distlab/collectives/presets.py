@@ -2,21 +2,31 @@
 
 Figures from datasheets are peak rates; real collectives reach less, so treat these presets as
 optimistic models for "who wins where", not predictions of a particular machine. The
-``loopback`` preset is this machine, measured by :func:`.calibrate.calibrate` and committed to
-``results/allreduce_calibration.json``.
+``loopback`` preset is the machine the committed results were measured on, measured by
+:func:`.calibrate.calibrate` and shipped inside the package as
+``distlab/data/allreduce_calibration.json`` (read with :mod:`importlib.resources`, so it loads
+from a wheel or any install, not only from a source checkout).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from distlab._checks import check_choice
+
 __all__ = ["LinkPreset", "PRESETS", "get_preset", "loopback_preset", "preset_names"]
 
-RESULTS = Path(__file__).resolve().parents[3] / "results"
-CALIBRATION_FILE = RESULTS / "allreduce_calibration.json"
+CALIBRATION_RESOURCE = ("distlab", "data/allreduce_calibration.json")  # (package, path inside)
+
+
+def _packaged_calibration() -> Any:
+    """The shipped calibration file as an :mod:`importlib.resources` Traversable."""
+    package, name = CALIBRATION_RESOURCE
+    return resources.files(package).joinpath(name)
 
 
 @dataclass(frozen=True)
@@ -60,13 +70,14 @@ PRESETS: dict[str, LinkPreset] = {
 
 
 def loopback_preset(path: str | Path | None = None) -> LinkPreset | None:
-    """This machine's gloo loopback from a committed calibration JSON, or ``None`` if absent.
+    """gloo loopback from a calibration JSON (default: the one shipped in the package), or
+    ``None`` if ``path`` does not exist.
 
     The JSON is what ``python -m distlab.bench allreduce --json`` writes (key ``calibration``)
     or a bare :class:`~.calibrate.Calibration` dict.
     """
-    p = Path(path) if path is not None else CALIBRATION_FILE
-    if not p.exists():
+    p = Path(path) if path is not None else _packaged_calibration()
+    if not p.is_file():
         return None
     data: dict[str, Any] = json.loads(p.read_text())
     cal = data.get("calibration", data)
@@ -92,6 +103,4 @@ def get_preset(name: str) -> LinkPreset:
         lp = loopback_preset()
         if lp is not None:
             return lp
-    if name not in PRESETS:
-        raise ValueError(f"preset must be one of {preset_names()}, got {name!r}")
-    return PRESETS[name]
+    return PRESETS[check_choice("preset", name, preset_names())]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distlab._checks import check_int
+from distlab._checks import check_instance, check_int
 
 __all__ = ["KINDS", "Schedule", "Step", "Transfer", "chunk_bounds", "check_count", "format_schedule",
            "check_world_size"]
@@ -107,9 +107,15 @@ def validate_steps(steps: Sequence[Step], world_size: int, count: int) -> None:
     and that no rank receives two transfers into overlapping ranges in one step unless both
     reduce (a copy must have a single, unambiguous writer).
     """
+    world_size = check_int("world_size", world_size, minimum=1)
+    count = check_int("count (elements)", count, minimum=0)
     for i, step in enumerate(steps):
+        check_instance(f"steps[{i}]", step, Step)
         by_dst: dict[int, list[Transfer]] = {}
         for t in step.transfers:
+            if not (type(t.src) is type(t.dst) is type(t.start) is type(t.stop) is int):
+                for field_name in ("src", "dst", "start", "stop"):
+                    check_int(f"step {i}: transfer.{field_name}", getattr(t, field_name))
             if not (0 <= t.src < world_size and 0 <= t.dst < world_size):
                 raise ValueError(f"step {i}: transfer {t} names a rank outside [0, {world_size})")
             if t.src == t.dst:
@@ -165,6 +171,8 @@ def check_count(count: Any) -> int:
 
 def format_schedule(schedule: Schedule, max_steps: int | None = None) -> str:
     """A plain-text listing: one line per step, ``src->dst [start:stop) kind`` per transfer."""
+    if max_steps is not None:
+        max_steps = check_int("max_steps", max_steps, minimum=0)
     lines = [f"{schedule.algorithm}: {schedule.world_size} ranks, {schedule.count} elements, "
              f"{len(schedule.steps)} steps, {schedule.num_transfers} messages"]
     for i, step in enumerate(schedule.steps[:max_steps]):

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from distlab._checks import check_instance
+
 from .ops import check_op, check_op_dtype
 from .schedule import Schedule
 
@@ -30,10 +32,10 @@ def _torch_reduce(op: str) -> Any:
 
 
 def _check_inputs(schedule: Any, inputs: Any) -> tuple[bool, tuple[int, ...], Any]:
-    if not isinstance(schedule, Schedule):
-        raise TypeError(f"schedule must be a Schedule, got {type(schedule).__name__}")
-    if not isinstance(inputs, Sequence) or isinstance(inputs, (str, bytes)):
+    check_instance("schedule", schedule, Schedule)
+    if isinstance(inputs, (str, bytes)):
         raise TypeError(f"inputs must be a list of per-rank arrays, got {type(inputs).__name__}")
+    check_instance("inputs", inputs, Sequence, "a list of per-rank arrays")
     if len(inputs) != schedule.world_size:
         raise ValueError(f"inputs has {len(inputs)} arrays but the schedule is for "
                          f"world_size={schedule.world_size}; pass one array per rank")
