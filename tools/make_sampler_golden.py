@@ -4,7 +4,7 @@
     # -> tests/samplers/data/libtorch_samplers_golden.json
 
 It compiles (or loads from the temp-folder cache) the extension in
-``distlab.samplers.compiled``, runs the C++ ``DistributedRandomSampler``,
+``tests/helpers/libtorch_compiled.py``, runs the C++ ``DistributedRandomSampler``,
 ``DistributedSequentialSampler``, ``std::mt19937`` and ``std::shuffle`` on a fixed, seeded list of
 parameter sets, and stores their outputs (large ones as a SHA-256 of the little-endian int64 array).
 ``tests/samplers/test_sampler_libtorch_golden.py`` replays every case against distlab, without a
@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from distlab.samplers.compiled import load_reference
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the compiled reference is test-only code
+
+from helpers.libtorch_compiled import load_reference  # noqa: E402
+
 DEFAULT_OUT = ROOT / "tests" / "samplers" / "data" / "libtorch_samplers_golden.json"
 LIST_LIMIT = 64  # longer outputs are stored as a digest
 

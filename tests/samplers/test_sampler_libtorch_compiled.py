@@ -1,6 +1,6 @@
 """distlab's libtorch samplers against the real C++ samplers compiled from the installed torch.
 
-Compiles one extension (``distlab.samplers.compiled``; cached under the temp folder). On a machine
+Compiles one extension (``tests/helpers/libtorch_compiled.py``; cached under the temp folder). On a machine
 with a C++ compiler a failing build fails these tests; only a machine without one skips them.
 """
 
@@ -38,7 +38,7 @@ def _compiler() -> str | None:
 def ref() -> Any:
     if _compiler() is None:
         pytest.skip("no C++ compiler on this machine; the golden-file test covers libtorch")
-    from distlab.samplers.compiled import load_reference
+    from helpers.libtorch_compiled import load_reference
 
     return load_reference()  # a build failure here is an error, never a skip
 

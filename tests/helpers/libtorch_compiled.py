@@ -1,6 +1,6 @@
 """The real libtorch C++ samplers, compiled against the installed torch, as a reference.
 
-    from distlab.samplers.compiled import load_reference
+    from helpers.libtorch_compiled import load_reference   # tests (tests/ on sys.path)
     ref = load_reference()                 # compiles once (about a minute), then cached
     ref.random_epochs(10, 4, 1, True, [0, 1], 3)   # batches of DistributedRandomSampler
 
@@ -9,7 +9,8 @@ This builds one small extension with ``torch.utils.cpp_extension.load_inline`` t
 the torch wheel (so the ``std::shuffle`` that runs is the one the wheel was built with) and a plain
 ``std::mt19937``. The build folder lives under the system temp folder, named by a hash of the source
 and the torch version, so later calls (and later test runs) only load it. It needs a C++ compiler
-and ninja; tests and ``tools/make_sampler_golden.py`` use it, the library does not.
+and ninja; tests and ``tools/make_sampler_golden.py`` use it, the library does not, so it lives
+in ``tests/helpers/`` and is not installed with distlab.
 """
 
 from __future__ import annotations

@@ -1,0 +1,88 @@
+"""environment_report says what torch says: versions, cores, CUDA devices, usable backends."""
+
+from __future__ import annotations
+
+import os
+import platform
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from distlab.envinfo import CudaDevice, EnvironmentReport, environment_report
+
+
+def test_report_matches_this_machine() -> None:
+    r = environment_report()
+    assert r.python == platform.python_version() and r.torch_version == torch.__version__
+    assert r.cpu_cores == os.cpu_count()
+    assert len(r.cuda_devices) == (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    assert set(r.backends) == {"gloo", "nccl"}
+    assert r.backends["gloo"][0] == (dist.is_available() and dist.is_gloo_available())
+    nccl_usable = dist.is_available() and dist.is_nccl_available() and bool(r.cuda_devices)
+    assert r.backends["nccl"][0] == nccl_usable
+    text = str(r).splitlines()
+    assert text[0] == f"python        {platform.python_version()}"
+    assert text[1] == f"torch         {torch.__version__}"
+    assert text[2] == f"cpu cores     {os.cpu_count()}"
+
+
+def _fake_gpus(monkeypatch, n: int, nccl: bool) -> None:
+    props = [SimpleNamespace(name=f"Fake GPU {i}", total_memory=(80 + i) * 2**30, major=9,
+                             minor=i) for i in range(n)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
+    monkeypatch.setattr(dist, "is_available", lambda: True)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: nccl)
+
+
+def test_devices_and_nccl_with_gpus(monkeypatch) -> None:
+    _fake_gpus(monkeypatch, 2, nccl=True)
+    r = environment_report()
+    assert r.cuda_devices == [CudaDevice(0, "Fake GPU 0", 80 * 2**30, (9, 0)),
+                              CudaDevice(1, "Fake GPU 1", 81 * 2**30, (9, 1))]
+    assert r.backends["nccl"] == (True, "up to 2 local ranks (one per GPU)")
+    lines = r.lines()
+    assert "cuda:0        Fake GPU 0, 80.0 GiB, sm_90" in lines
+    assert "cuda:1        Fake GPU 1, 81.0 GiB, sm_91" in lines
+    assert "nccl          usable: up to 2 local ranks (one per GPU)" in lines
+
+
+@pytest.mark.parametrize("gpus, nccl, usable, why", [
+    (0, True, False, "built, but no CUDA device"),
+    (0, False, False, "not in this torch build (CPU wheel?)"),
+    (1, False, False, "not in this torch build (CPU wheel?)"),
+    (1, True, True, "up to 1 local ranks (one per GPU)"),
+])
+def test_nccl_verdict(monkeypatch, gpus, nccl, usable, why) -> None:
+    _fake_gpus(monkeypatch, gpus, nccl)
+    r = environment_report()
+    assert r.backends["nccl"] == (usable, why)
+    assert ("cuda          no CUDA device visible to torch" in r.lines()) == (gpus == 0)
+
+
+def test_without_torch_distributed(monkeypatch) -> None:
+    monkeypatch.setattr(dist, "is_available", lambda: False)
+    r = environment_report()
+    assert r.backends == {"gloo": (False, "torch.distributed is not built"),
+                          "nccl": (False, "torch.distributed is not built")}
+    assert "gloo          not usable: torch.distributed is not built" in r.lines()
+
+
+def test_report_is_plain_data() -> None:
+    r = EnvironmentReport("3.11.0", "2.13.0", 4)
+    assert r.cuda_devices == [] and r.backends == {}
+    assert str(r) == "\n".join(r.lines()) and len(r.lines()) == 4
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA GPU: torch.cuda.is_available() is False here")
+def test_real_cuda_devices_are_listed() -> None:
+    r = environment_report()
+    assert [d.name for d in r.cuda_devices] == [torch.cuda.get_device_name(i)
+                                                for i in range(torch.cuda.device_count())]
+    assert r.cuda_devices and all(d.total_memory_bytes > 2**30 for d in r.cuda_devices)
+    assert r.backends["nccl"][0] == dist.is_nccl_available()
