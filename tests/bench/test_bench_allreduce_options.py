@@ -59,6 +59,7 @@ BAD = [  # (argv, option named in the error, text that must appear)
     (["--op", "avg", "--dtype", "int32"], "--op", "floating dtype"),
     (["--segment-size", "0"], "--segment-size", "0"),
     (["--backend", "mpi"], "--backend", "mpi"),
+    (["--json", "/"], "--json", "folder"),
 ]
 
 

@@ -126,6 +126,8 @@ def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace, world: int
         divisors = [d for d in range(1, world + 1) if world % d == 0]
         options.fail(p, "--group-size", args.group_size,
                      f"a divisor of the world size {world} (one of {divisors})")
+    if args.json is not None and Path(args.json).is_dir():
+        options.fail(p, "--json", args.json, "a file path (it names a folder)")
     if args.backend == "nccl" and not torch.cuda.is_available():
         options.fail(p, "--backend", "nccl", "gloo on this machine: torch sees no CUDA device")
     if args.backend == "nccl" and not _in_torchrun() and world > torch.cuda.device_count():
