@@ -219,3 +219,32 @@ def test_ranks_die_with_a_killed_parent(how):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_launch_from_a_non_main_thread(no_leaks):
+    """PDEATHSIG is armed only for main-thread spawns; a launch from a worker thread still works
+    (its ranks outlive the thread, not the process)."""
+    import threading
+
+    box: dict = {}
+
+    def body():
+        try:
+            box["values"] = launch.run(targets.describe, 2, timeout=60)
+        except BaseException as exc:  # pragma: no cover - reported below
+            box["error"] = exc
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(120)
+    assert "error" not in box, box.get("error")
+    assert [v["sum"] for v in box["values"]] == [3.0, 3.0]
+
+
+def test_importable_functions_are_pickled_by_reference():
+    """Library functions travel as module + name (small), not as code."""
+    payload = launch._pickle_payload(targets.describe, (), {})
+    assert b"helpers.launch_targets" in payload and b"describe" in payload
+    assert b"all_reduce" not in payload, "the function's code was shipped by value"
+    by_value = launch._pickle_payload(lambda rank, ws: rank, (), {})
+    assert b"helpers.launch_targets" not in by_value and len(by_value) > len(payload)
