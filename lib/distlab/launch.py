@@ -35,7 +35,6 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import signal
-import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
