@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -89,25 +90,39 @@ def test_unpicklable_result_is_reported(no_leaks):
         launch.run(targets.unpicklable_result, 1, timeout=60)
 
 
-def test_function_from_interactive_main_is_refused(monkeypatch):
+def test_function_from_interactive_main_runs_by_value(monkeypatch, no_leaks):
     main = sys.modules["__main__"]
     monkeypatch.delattr(main, "__file__", raising=False)
     namespace = {"__name__": "__main__"}
-    exec("def cell_fn(rank, world_size):\n    return rank\n", namespace)
-    with pytest.raises(TypeError, match="importable module"):
-        launch.run(namespace["cell_fn"], 2)
+    exec("import torch, torch.distributed as dist\n"
+         "def cell_fn(rank, world_size):\n"
+         "    t = torch.tensor([rank + 1.0])\n"
+         "    dist.all_reduce(t)\n"
+         "    return (rank, t.item())\n", namespace)
+    assert launch.run(namespace["cell_fn"], 2, timeout=60) == [(0, 3.0), (1, 3.0)]
 
 
-def test_lambda_and_closure_are_refused():
-    with pytest.raises(TypeError, match="importable module"):
-        launch.run(lambda rank, ws: rank, 2)
+def test_lambda_and_closure_run_by_value(no_leaks):
+    assert launch.run(lambda rank, ws: rank * 10, 2, timeout=60) == [0, 10]
     value = 3
 
     def closure(rank, ws):
-        return value
+        return value + rank
 
-    with pytest.raises(TypeError, match="importable module"):
-        launch.run(closure, 2)
+    assert launch.run(closure, 2, timeout=60) == [3, 4]
+
+
+def test_closure_over_a_lock_is_a_clear_error():
+    import threading
+
+    lock = threading.Lock()
+
+    def uses_lock(rank, ws):
+        with lock:
+            return rank
+
+    with pytest.raises(TypeError, match="inside fn on each rank"):
+        launch.run(uses_lock, 2, timeout=60)
 
 
 @pytest.mark.parametrize("kwargs, exc, text", [
@@ -117,6 +132,9 @@ def test_lambda_and_closure_are_refused():
     ({"fn": targets.hang, "world_size": True}, TypeError, "world_size must be an int"),
     ({"fn": targets.hang, "world_size": 2, "backend": "mpi"}, ValueError, "backend must be one of"),
     ({"fn": targets.hang, "world_size": 2, "timeout": 0}, ValueError, "timeout must be"),
+    ({"fn": targets.hang, "world_size": 2, "timeout": -1}, ValueError, "timeout must be"),
+    ({"fn": targets.hang, "world_size": 2, "timeout": float("nan")}, ValueError,
+     "timeout must be"),
     ({"fn": targets.hang, "world_size": 2, "args": 5}, TypeError, "args must be"),
     ({"fn": targets.hang, "world_size": 2, "kwargs": [1]}, TypeError, "kwargs must be"),
 ])
@@ -168,3 +186,65 @@ def test_from_a_script_with_fn_in_its_main(no_leaks):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RESULT [3.0, 3.0, 3.0]" in proc.stdout
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_ranks_die_with_a_killed_parent(how):
+    """A parent running launch.run is killed; none of its ranks may outlive it by seconds."""
+    import psutil
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from distlab import launch; from helpers import launch_targets as t; "
+         "sys.stdout.write('go\\n'); sys.stdout.flush(); launch.run(t.hang, 3, timeout=300)"],
+        cwd=Path(__file__).parent, stdout=subprocess.PIPE, env=os.environ.copy())
+    try:
+        assert parent.stdout.readline().strip() == b"go"
+        proc = psutil.Process(parent.pid)
+        deadline = time.monotonic() + 60
+        ranks: list = []
+        while time.monotonic() < deadline:
+            ranks = [c for c in proc.children() if "resource_tracker" not in " ".join(c.cmdline())]
+            if len(ranks) == 3:
+                break
+            time.sleep(0.2)
+        assert len(ranks) == 3, f"expected 3 ranks, found {ranks}"
+        time.sleep(1.0)  # let the ranks reach die_with_parent
+        parent.send_signal(getattr(signal, how))
+        parent.wait(30)
+        alive = [c for c in ranks if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        _, alive = psutil.wait_procs(alive, timeout=5.0)
+        assert not alive, f"ranks outlived their parent by > 5 s: {[c.pid for c in alive]}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def test_launch_from_a_non_main_thread(no_leaks):
+    """PDEATHSIG is armed only for main-thread spawns; a launch from a worker thread still works
+    (its ranks outlive the thread, not the process)."""
+    import threading
+
+    box: dict = {}
+
+    def body():
+        try:
+            box["values"] = launch.run(targets.describe, 2, timeout=60)
+        except BaseException as exc:  # pragma: no cover - reported below
+            box["error"] = exc
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(120)
+    assert "error" not in box, box.get("error")
+    assert [v["sum"] for v in box["values"]] == [3.0, 3.0]
+
+
+def test_importable_functions_are_pickled_by_reference():
+    """Library functions travel as module + name (small), not as code."""
+    payload = launch._pickle_payload(targets.describe, (), {})
+    assert b"helpers.launch_targets" in payload and b"describe" in payload
+    assert b"all_reduce" not in payload, "the function's code was shipped by value"
+    by_value = launch._pickle_payload(lambda rank, ws: rank, (), {})
+    assert b"helpers.launch_targets" not in by_value and len(by_value) > len(payload)

@@ -35,13 +35,13 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import signal
-import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from distlab._checks import check_int
+from distlab._checks import check_float, check_int
+from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 
 __all__ = [
     "BACKENDS",
@@ -128,8 +128,7 @@ def _validate(fn: Any, world_size: Any, backend: Any, args: Any, kwargs: Any,
         kwargs = {}
     if not isinstance(kwargs, Mapping):
         raise TypeError(f"kwargs must be a mapping or None, got {type(kwargs).__name__}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    check_float("timeout", timeout, minimum=0.0, exclusive_minimum=True)
     return world_size, backend, dict(kwargs)
 
 
@@ -154,24 +153,32 @@ def _check_backend_available(backend: str, world_size: int, *, local: bool) -> N
 
 def _pickle_payload(fn: Callable[..., Any], args: Sequence[Any],
                     kwargs: Mapping[str, Any]) -> bytes:
-    hint = ("define the function in an importable module (a .py file on sys.path, e.g. in "
-            "distlab or next to the notebook) and import it; functions defined in a notebook "
-            "cell, an interactive __main__, a lambda or a closure cannot be sent to spawned "
-            "processes")
-    module = getattr(fn, "__module__", None)
-    main = sys.modules.get("__main__")
-    if module == "__main__" and getattr(main, "__file__", None) is None:
-        raise TypeError(f"fn {getattr(fn, '__qualname__', fn)!r} is defined in an interactive "
-                        f"__main__ (a notebook cell or a REPL); {hint}")
+    """Serialize ``(fn, args, kwargs)`` for the ranks with cloudpickle.
+
+    cloudpickle sends importable functions by reference (module + name, as pickle does) and
+    functions it cannot import on the other side (a notebook cell, an interactive ``__main__``,
+    a lambda, a closure) by value, code and captured variables included. What still fails is
+    state no process can share: a lock, an open socket or file, a generator in the closure.
+    """
+    import cloudpickle
+
     try:
-        return pickle.dumps((fn, tuple(args), dict(kwargs)))
-    except Exception as exc:  # pickle raises many types (PicklingError, AttributeError, ...)
-        raise TypeError(f"cannot pickle fn/args/kwargs for spawned ranks ({exc}); {hint}") from exc
+        return cloudpickle.dumps((fn, tuple(args), dict(kwargs)))
+    except Exception as exc:  # pickling raises many types (PicklingError, TypeError, ...)
+        raise TypeError(
+            f"cannot send fn/args/kwargs to spawned ranks: {type(exc).__name__}: {exc}. "
+            "Functions defined in a notebook cell, lambdas and closures are fine, but what they "
+            "capture (and args/kwargs) must be picklable: create locks, sockets, open files and "
+            "CUDA streams inside fn on each rank instead of capturing them") from exc
 
 
 def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: bytes,
-                conn: mp_connection.Connection, timeout_s: float, threads: int) -> None:
-    """Body of one spawned rank: rendezvous, call, send ("ok", value) or ("error", text)."""
+                conn: mp_connection.Connection, timeout_s: float, threads: int,
+                parent_pid: int, main_thread_spawn: bool) -> None:
+    """Body of one spawned rank: rendezvous, call, send ("ok", value) or ("error", text).
+
+    First of all it arranges to die with the parent (SIGKILL of the parent leaves no orphan)."""
+    die_with_parent(parent_pid, main_thread_spawn=main_thread_spawn)
     dist = None
     try:
         import torch
@@ -181,9 +188,9 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
         try:
             fn, args, kwargs = pickle.loads(payload)
         except (AttributeError, ImportError) as exc:
-            raise RuntimeError("the rank could not import fn; define it in an importable module "
-                               "(a .py file on sys.path), not in a notebook cell or __main__"
-                               ) from exc
+            raise RuntimeError("the rank could not import fn (or something it references); the "
+                               "module must be importable in a fresh process (on sys.path or "
+                               "PYTHONPATH)") from exc
         td = datetime.timedelta(seconds=timeout_s)
         store = dist.TCPStore(_LOOPBACK, port, world_size, False, timeout=td)
         if backend == "nccl":
@@ -207,20 +214,6 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
             dist.destroy_process_group()
 
 
-def _stop(procs: Sequence[Any]) -> None:
-    """Terminate, then kill, every process still alive; reap them all."""
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    deadline = time.monotonic() + _STOP_GRACE_S
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join(_STOP_GRACE_S)
-
-
 def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequence[Any],
                kwargs: Mapping[str, Any], timeout: float) -> list[Any]:
     import torch.distributed as dist
@@ -228,6 +221,7 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
     payload = _pickle_payload(fn, args, kwargs)
     ctx = mp.get_context("spawn")
     threads = max(1, (os.cpu_count() or 1) // world_size)
+    parent_pid, main_spawn = os.getpid(), spawned_from_main_thread()
     store = dist.TCPStore(_LOOPBACK, 0, None, True,
                           timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
     procs: list[Any] = []
@@ -238,7 +232,8 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(
                 target=_rank_entry, name=f"distlab-rank-{rank}", daemon=True,
-                args=(rank, world_size, backend, store.port, payload, writer, timeout, threads),
+                args=(rank, world_size, backend, store.port, payload, writer, timeout, threads,
+                      parent_pid, main_spawn),
             )
             proc.start()
             writer.close()
@@ -276,7 +271,7 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
             p.join(_EXIT_GRACE_S)
         return [results[r] for r in range(world_size)]
     finally:
-        _stop(procs)
+        stop_processes(procs, grace_s=_STOP_GRACE_S)
         for reader in readers:
             reader.close()
         for p in procs:
@@ -317,8 +312,9 @@ def run(fn: Callable[..., Any], world_size: int, *, backend: str | None = None,
     """Run ``fn(rank, world_size, *args, **kwargs)`` on ``world_size`` ranks; return their values.
 
     Args:
-        fn: a function importable by name (module-level in a .py file). Its return value must
-            pickle.
+        fn: any function: importable ones are sent by reference, ones defined in a notebook
+            cell, ``__main__``, a lambda or a closure by value (cloudpickle); what it captures
+            must pickle. Its return value must pickle.
         world_size: number of ranks, >= 1.
         backend: ``"gloo"`` (default, CPU) or ``"nccl"`` (needs ``world_size`` CUDA devices
             locally; rank r uses device r).

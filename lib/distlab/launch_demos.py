@@ -1,6 +1,7 @@
 """Small rank functions that show :func:`distlab.launch.run` at work (start-here notebook).
 
-They live in a module, not in a notebook cell, because spawned ranks import the function by name.
+They live in a module, so spawned ranks import them by reference; a function defined in a notebook
+cell works too (launch.run ships it by value), as notebook 00 shows.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ import torch
 
 from distlab import launch
 from distlab.collectives import ALGORITHMS, all_reduce
-from distlab.collectives.workers import compare_worker, peer_death_worker, timeline_worker
-from helpers.collectives_targets import compare_and_subgroup_worker, group_errors_worker
+from distlab.collectives.workers import timeline_worker
+from helpers.collectives_targets import (compare_and_subgroup_worker, compare_worker_with_corruption,
+                                         group_errors_worker, peer_death_worker)
 
 pytestmark = pytest.mark.multiprocess
 ALL = sorted(ALGORITHMS)
@@ -58,7 +59,7 @@ def test_matches_builtin_all_reduce(world_size: int) -> None:
         assert [b["subgroup_value"] for b in both] == [4.0, 2.0, 4.0]
         per_rank = [b["results"] for b in both]
     else:
-        per_rank = launch.run(compare_worker, world_size, args=(cases,), timeout=240)
+        per_rank = launch.run(compare_worker_with_corruption, world_size, args=(cases,), timeout=240)
     failures = []
     for rank, results in enumerate(per_rank):
         assert len(results) == len(cases)
