@@ -110,7 +110,7 @@ def test_resume_mid_epoch_continues_exactly(p: dict, frac: float, later: int) ->
     assert list(fresh) == list(ref)
 
 
-def test_state_after_finished_pass_is_zero_and_large_chunks_count_right() -> None:
+def test_state_after_finished_pass_is_done_and_large_chunks_count_right() -> None:
     s = DistributedSampler(300_000, 2, 1, seed=1)
     it = iter(s)
     for _ in range(70_000):  # crosses a 64 Ki chunk boundary
@@ -118,7 +118,55 @@ def test_state_after_finished_pass_is_zero_and_large_chunks_count_right() -> Non
     assert s.state_dict()["consumed"] == 70_000
     rest = list(it)
     assert len(rest) == 150_000 - 70_000
-    assert s.state_dict()["consumed"] == 0
+    assert s.state_dict()["consumed"] == 150_000
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 20])
+def test_finished_pass_and_one_index_earlier_agree_and_resume_yields_nothing(n: int) -> None:
+    s = DistributedSampler(n, 2, 0, seed=3)
+    s.set_epoch(4)
+    it = iter(s)
+    for _ in range(len(s)):
+        next(it)
+    before_end = s.state_dict()  # last index out, generator not yet exhausted
+    assert list(it) == []
+    after_end = s.state_dict()
+    assert before_end == after_end
+    assert (after_end["epoch"], after_end["consumed"]) == (4, len(s))
+    fresh = DistributedSampler(n, 2, 0, seed=3)
+    fresh.load_state_dict(after_end)
+    assert list(fresh) == []
+    assert fresh.state_dict()["consumed"] == len(s)
+    fresh.set_epoch(5)  # the next epoch starts from its beginning
+    assert fresh.state_dict()["consumed"] == 0
+    ref = DistributedSampler(n, 2, 0, seed=3)
+    ref.set_epoch(5)
+    assert list(fresh) == list(ref)
+
+
+@pytest.mark.parametrize("flag", ["shuffle", "drop_last"])
+def test_numpy_bool_flags(flag: str) -> None:
+    np = pytest.importorskip("numpy")
+    s = DistributedSampler(10, 3, 1, **{flag: np.bool_(True)})
+    assert getattr(s, flag) is True
+    with pytest.raises(TypeError, match=flag):
+        DistributedSampler(10, 3, 1, **{flag: np.int64(1)})
+
+
+def test_is_a_torch_distributed_sampler_with_every_attribute_torch_reads() -> None:
+    import torch.utils.data as tud
+
+    s = DistributedSampler(list(range(10)), 4, 1, shuffle=True, seed=2, drop_last=True)
+    ref = tud.DistributedSampler(list(range(10)), 4, 1, shuffle=True, seed=2, drop_last=True)
+    assert isinstance(s, tud.DistributedSampler)
+    assert not isinstance(DistributedEvalSampler(10, 4, 1), tud.DistributedSampler)
+    for attr in ("num_replicas", "rank", "epoch", "dataset", "shuffle", "seed", "drop_last",
+                 "num_samples", "total_size"):
+        assert getattr(s, attr) == getattr(ref, attr), attr
+    s.set_epoch(3)
+    ref.set_epoch(3)
+    assert list(s) == list(ref) and len(s) == len(ref)
+    assert "randperm" not in vars(s)  # nothing of torch's list-building state
 
 
 def test_state_names_the_epoch_of_the_running_pass() -> None:
@@ -203,6 +251,19 @@ def test_warning_can_be_silenced(how: str) -> None:
         list(s)
         list(s)
     assert not caught
+
+
+def test_peek_then_set_epoch_does_not_warn() -> None:
+    import torch.utils.data as tud
+
+    s = DistributedSampler(20, 2, 0)
+    loader = tud.DataLoader(range(20), batch_size=4, sampler=s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        next(iter(loader))  # peek a batch
+        for epoch in range(3):
+            s.set_epoch(epoch)
+            assert len(list(loader)) == 3
 
 
 def test_resume_is_not_a_forgotten_set_epoch() -> None:

@@ -20,7 +20,22 @@ int64 is used from 2**31 elements on); iteration reads this rank's strided view 
 
 Resuming: ``state_dict()`` records epoch, seed and how many indices of the current epoch the
 running iterator has handed out; after ``load_state_dict`` the next iteration continues with exactly
-the remaining indices, and the one after starts the epoch afresh.
+the remaining indices, and the one after starts the epoch afresh. A finished pass counts as
+finished (torchdata's semantics): the state saved after the last index says
+``consumed == len(sampler)``, exactly as one ``next`` earlier once the last index is out, and
+loading it yields nothing more for that epoch; ``set_epoch(e + 1)`` then starts the next one.
+
+``consumed`` counts indices handed out *by the sampler*. A ``DataLoader`` with workers draws
+indices ahead of the batches it delivers (``num_workers * prefetch_factor`` batches), so with 2
+workers and batch size 4, ``consumed`` is 24 after 8 samples were delivered, and resuming from
+it would skip the 16 in flight. For exact resume, save the state through a loader that tracks
+delivered samples (``torchdata.stateful_dataloader.StatefulDataLoader``, which calls this
+sampler's ``state_dict``/``load_state_dict``) or iterate with ``num_workers=0``.
+
+``isinstance(sampler, torch.utils.data.DistributedSampler)`` is True (frameworks such as
+PyTorch Lightning check it to decide whether to insert their own sampler); torch's ``__init__``
+is not run and every attribute torch's code reads (``num_replicas``, ``rank``, ``epoch``,
+``dataset``, ``shuffle``, ``seed``, ``drop_last``, ``num_samples``, ``total_size``) is set here.
 """
 
 from __future__ import annotations
@@ -31,6 +46,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data import Sampler
 
 from distlab._checks import check_bool, check_int, check_rank, dataset_length
@@ -123,6 +139,7 @@ class _ShardedSampler(Sampler[int]):
             raise ValueError(f"seed + epoch must be in [{_SEED_MIN}, {_SEED_MAX}] (torch's "
                              f"generator seed range), got seed={self.seed}, epoch={epoch}")
         self.epoch = epoch
+        self._last_pass_epoch = None  # epochs are managed: the next pass is not "forgotten"
 
     def _rank_parts(self) -> list[torch.Tensor]:
         """This rank's indices as [strided view into the epoch order, padding (if any)]."""
@@ -169,8 +186,11 @@ class _ShardedSampler(Sampler[int]):
     def state_dict(self) -> dict[str, Any]:
         """Epoch, seed, parameters and ``consumed``: indices of this epoch already handed out."""
         consumed, epoch = self._resume_from, self.epoch
-        if self._active is not None and not self._active.done:  # a pass is under way
-            consumed, epoch = self._active.consumed(), self._active.epoch
+        active = self._active
+        if active is not None and not active.done:  # a pass is under way
+            consumed, epoch = active.consumed(), active.epoch
+        elif active is not None and active.epoch == self.epoch and self._resume_from == 0:
+            consumed = self.num_samples  # the pass finished: the epoch is done
         return {"epoch": epoch, "seed": self.seed, "consumed": consumed,
                 "length": self.length, "num_replicas": self.num_replicas, "rank": self.rank,
                 "shuffle": self.shuffle, "drop_last": self.drop_last}
@@ -236,8 +256,11 @@ class _Progress:
         self.done = True
 
 
-class DistributedSampler(_ShardedSampler):
+class DistributedSampler(_ShardedSampler, _TorchDistributedSampler):
     """Drop-in for ``torch.utils.data.DistributedSampler``: same arguments, same indices.
+
+    A subclass of ``torch.utils.data.DistributedSampler`` (torch's ``__init__`` is not run;
+    every method and attribute torch defines comes from here).
 
     Args:
         dataset: a sized dataset, or its length as an int >= 0.
