@@ -186,8 +186,11 @@ def test_state_names_the_epoch_of_the_running_pass() -> None:
 def test_load_state_rejects_other_parameters() -> None:
     s = DistributedSampler(10, 2, 0)
     state = s.state_dict()
-    with pytest.raises(ValueError, match="num_replicas"):
-        DistributedSampler(10, 4, 0).load_state_dict(state)
+    DistributedSampler(10, 4, 0).load_state_dict(state)  # another world size: elastic resume
+    with pytest.raises(ValueError, match="length"):
+        DistributedSampler(11, 2, 0).load_state_dict(state)
+    with pytest.raises(ValueError, match="rank"):
+        DistributedSampler(10, 2, 1).load_state_dict(state)
     with pytest.raises(ValueError, match="consumed"):
         DistributedSampler(10, 2, 0).load_state_dict({**state, "consumed": 6})
     with pytest.raises(ValueError, match="missing"):

@@ -104,7 +104,8 @@ class _Share:
 
     def __init__(self, sampler: PermutationSampler) -> None:
         s = sampler
-        self.n, self.w, self.r, self.size = s.length, s.num_replicas, s.rank, s.num_samples
+        self.base, self.n, self.size, _ = s._current()
+        self.w, self.r = s.num_replicas, s.rank
         self.perm = FeistelPermutation(s.length, s.seed, s.epoch) if s.shuffle else None
 
     def numel(self) -> int:
@@ -114,6 +115,7 @@ class _Share:
         stop = min(stop, self.size)
         pos = np.arange(start, max(start, stop), dtype=np.int64) * self.w + self.r
         pos %= max(self.n, 1)  # padding positions repeat the order from its start
+        pos += self.base  # after an elastic resume: only the positions not yet done
         return pos if self.perm is None else self.perm(pos)
 
     def __getitem__(self, item: slice) -> torch.Tensor:
@@ -145,13 +147,13 @@ class PermutationSampler(_ShardedSampler):
         check_int("length", self.length, maximum=1 << 62)
 
     def _rank_parts(self) -> list[Any]:
-        return [_Share(self)] if self.num_samples else []
+        return [_Share(self)] if len(self) else []
 
     def indices(self, start: int = 0, stop: int | None = None) -> torch.Tensor:
         """This rank's indices at its positions ``[start, stop)`` (default: the whole epoch)."""
-        start = check_int("start", start, minimum=0, maximum=self.num_samples)
-        stop = self.num_samples if stop is None else check_int(
-            "stop", stop, minimum=start, maximum=self.num_samples)
+        size = len(self)
+        start = check_int("start", start, minimum=0, maximum=size)
+        stop = size if stop is None else check_int("stop", stop, minimum=start, maximum=size)
         share = _Share(self)
         out = torch.empty(stop - start, dtype=torch.int64)
         for a in range(start, stop, _CHUNK):

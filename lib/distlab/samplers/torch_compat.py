@@ -114,23 +114,36 @@ class _ShardedSampler(Sampler[int]):
         self.drop_last = check_bool("drop_last", drop_last)
         self.warn_repeated_epoch = check_bool("warn_repeated_epoch", warn_repeated_epoch)
         self.epoch = 0
-        n, w = self.length, self.num_replicas
-        if not self._pad_or_drop:
-            self.num_samples = len(range(self.rank, n, w))
-            self.total_size = n
-        else:
-            if self.drop_last and n % w != 0:
-                self.num_samples = math.ceil((n - w) / w)
-            else:
-                self.num_samples = math.ceil(n / w)
-            self.total_size = self.num_samples * w
+        self.num_samples, self.total_size = self._layout(self.length, self.num_replicas,
+                                                         self.rank)
+        self._elastic: tuple[int, int] | None = None  # (epoch, order positions already done)
         self._resume_from = 0
         self._active: _Progress | None = None
         self._last_pass_epoch: int | None = None
         self._warned = False
 
+    def _layout(self, m: int, w: int, r: int) -> tuple[int, int]:
+        """(indices per rank, padded total) for ``m`` order positions split over ``w`` ranks."""
+        if not self._pad_or_drop:
+            return len(range(r, m, w)), m
+        num = math.ceil((m - w) / w) if self.drop_last and m % w != 0 else math.ceil(m / w)
+        return num, num * w
+
+    def _current(self) -> tuple[int, int, int, int]:
+        """(base, m, per-rank count, padded total) of the current epoch's layout.
+
+        Normally base 0 and m = N. After an elastic resume the resumed epoch lays out only the
+        ``m = N - base`` order positions not yet done: sub-position ``q`` is order position
+        ``base + q % m``.
+        """
+        base = self._elastic[1] if self._elastic and self._elastic[0] == self.epoch else 0
+        if base == 0:
+            return 0, self.length, self.num_samples, self.total_size
+        m = self.length - base
+        return (base, m, *self._layout(m, self.num_replicas, self.rank))
+
     def __len__(self) -> int:
-        return self.num_samples
+        return self._current()[2]
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch; shuffled orders are ``randperm`` seeded with ``seed + epoch``."""
@@ -143,10 +156,11 @@ class _ShardedSampler(Sampler[int]):
 
     def _rank_parts(self) -> list[torch.Tensor]:
         """This rank's indices as [strided view into the epoch order, padding (if any)]."""
-        n, w, r, total = self.length, self.num_replicas, self.rank, self.total_size
-        if self.num_samples == 0:
+        base, n, num, total = self._current()
+        w, r = self.num_replicas, self.rank
+        if num == 0:
             return []
-        order = epoch_order(n, self.shuffle, self.seed, self.epoch)
+        order = epoch_order(self.length, self.shuffle, self.seed, self.epoch)[base:]
         head = order[r:min(total, n):w]  # a view: nothing of the order is copied
         if total <= n:
             return [head]
@@ -190,24 +204,39 @@ class _ShardedSampler(Sampler[int]):
         if active is not None and not active.done:  # a pass is under way
             consumed, epoch = active.consumed(), active.epoch
         elif active is not None and active.epoch == self.epoch and self._resume_from == 0:
-            consumed = self.num_samples  # the pass finished: the epoch is done
-        return {"epoch": epoch, "seed": self.seed, "consumed": consumed,
+            consumed = len(self)  # the pass finished: the epoch is done
+        base = self._elastic[1] if self._elastic and self._elastic[0] == epoch else 0
+        return {"epoch": epoch, "seed": self.seed, "consumed": consumed, "base": base,
                 "length": self.length, "num_replicas": self.num_replicas, "rank": self.rank,
                 "shuffle": self.shuffle, "drop_last": self.drop_last}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume: the next iteration yields the indices of ``state``'s epoch after ``consumed``.
 
+        Elastic resume: a state saved by a world of another size (ranks consume in lockstep, so
+        any old rank's state describes the run) continues the same epoch here. With ``W`` old
+        ranks each past ``k`` indices, the old ranks read padded positions ``[0, k W)``, i.e.
+        order positions ``[0, min(base + k W, N))`` (``base``: positions done before that world
+        started; a padded position ``p >= N`` repeats ``order[p % N]``, already read, so it
+        marks nothing new). A finished old pass (``k`` = its length) marks the whole epoch done,
+        its dropped tail included. The remaining ``m`` positions are split over the new ranks
+        as a dataset of length ``m`` (strided, padded from the remainder's start or dropped):
+        over the epoch every index is read once, up to the new world's padding or drop. The
+        next epoch uses the normal layout again.
+
         Raises:
-            ValueError: the state belongs to a sampler with another length, world size, rank,
-                shuffle or drop_last (its remaining indices would differ), or is malformed.
+            ValueError: the state belongs to a sampler with another length, shuffle or
+                drop_last, or (same world size) another rank, or is malformed.
         """
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         missing = {"epoch", "seed", "consumed"} - set(state)
         if missing:
             raise ValueError(f"state is missing keys {sorted(missing)}")
-        for key in ("length", "num_replicas", "rank", "shuffle", "drop_last"):
+        old_w = check_int("state['num_replicas']", state.get("num_replicas", self.num_replicas),
+                          minimum=1)
+        keys = ["length", "shuffle", "drop_last"] + (["rank"] if old_w == self.num_replicas else [])
+        for key in keys:
             if key in state and state[key] != getattr(self, key):
                 raise ValueError(f"state[{key!r}]={state[key]!r} but this sampler has "
                                  f"{key}={getattr(self, key)!r}; a state resumes only a sampler "
@@ -215,8 +244,18 @@ class _ShardedSampler(Sampler[int]):
         self.seed = check_int("state['seed']", state["seed"], minimum=_SEED_MIN,
                               maximum=_SEED_MAX)
         self.set_epoch(state["epoch"])
-        self._resume_from = check_int("state['consumed']", state["consumed"], minimum=0,
-                                      maximum=self.num_samples)
+        n = self.length
+        base = check_int("state['base']", state.get("base", 0), minimum=0, maximum=n)
+        old_rank = min(check_int("state['rank']", state.get("rank", 0), minimum=0), old_w - 1)
+        old_len = self._layout(n - base, old_w, old_rank)[0] if base else (
+            self._layout(n, old_w, old_rank)[0])
+        consumed = check_int("state['consumed']", state["consumed"], minimum=0, maximum=old_len)
+        if old_w == self.num_replicas:
+            self._resume_from = consumed
+        else:  # elastic: mark what the old world read, lay out the rest over this world
+            done = n if consumed == old_len else min(base + consumed * old_w, n)
+            base, self._resume_from = done, 0
+        self._elastic = (self.epoch, base) if base else None
         self._active = None
         self._last_pass_epoch = None
 
