@@ -331,3 +331,61 @@ def test_defaults_come_from_the_process_group() -> None:
         ref = tud.DistributedSampler(range(11), 3, rank, seed=2)
         ref.set_epoch(1)
         assert res["indices"] == list(ref)
+
+
+# ---- next-epoch precompute ------------------------------------------------------------------
+
+def _distlab_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "distlab-next-epoch"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 500), w=st.integers(1, 5), seed=st.integers(0, 3),
+       plan=st.lists(st.sampled_from(["next", "same", "jump", "reseed", "partial"]),
+                     min_size=1, max_size=6))
+def test_prefetch_next_epoch_identical_output_whatever_the_guess(n, w, seed, plan) -> None:
+    r = w - 1
+    fast = DistributedSampler(n, w, r, seed=seed, prefetch_next_epoch=True,
+                              warn_repeated_epoch=False)
+    epoch = 0
+    for step in plan:
+        if step == "next":
+            epoch += 1
+        elif step == "jump":
+            epoch += 3
+        elif step == "reseed":
+            fast.seed += 1
+        fast.set_epoch(epoch)
+        ref = DistributedSampler(n, w, r, seed=fast.seed)
+        ref.set_epoch(epoch)
+        if step == "partial":
+            it = iter(fast)
+            head = [next(it) for _ in range(min(2, len(fast)))]
+            assert head == list(ref)[:len(head)]
+        else:
+            assert list(fast) == list(ref)
+    fast.close()
+    assert fast._next is None and not _distlab_threads()
+
+
+def test_prefetch_uses_the_precomputed_order_and_joins_on_close() -> None:
+    s = DistributedSampler(10_000, 4, 2, seed=1, prefetch_next_epoch=True)
+    list(s)
+    ahead = s._next
+    assert ahead is not None and ahead.key == (10_000, True, 1, 1)
+    s.set_epoch(1)
+    ref = DistributedSampler(10_000, 4, 2, seed=1)
+    ref.set_epoch(1)
+    assert list(s) == list(ref)
+    assert s._next is not ahead  # consumed, and epoch 2 is being drawn now
+    s.close()
+    assert not _distlab_threads()
+    s2 = DistributedSampler(100, 2, 0, prefetch_next_epoch=True)
+    list(s2)
+    del s2
+    import gc
+
+    gc.collect()
+    assert not _distlab_threads()

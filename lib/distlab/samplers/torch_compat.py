@@ -41,6 +41,7 @@ is not run and every attribute torch's code reads (``num_replicas``, ``rank``, `
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -160,7 +161,7 @@ class _ShardedSampler(Sampler[int]):
         w, r = self.num_replicas, self.rank
         if num == 0:
             return []
-        order = epoch_order(self.length, self.shuffle, self.seed, self.epoch)[base:]
+        order = self._order()[base:]
         head = order[r:min(total, n):w]  # a view: nothing of the order is copied
         if total <= n:
             return [head]
@@ -168,6 +169,9 @@ class _ShardedSampler(Sampler[int]):
         # so at most one per rank); position p holds order[p % n]
         pad_pos = torch.tensor(range(r + head.numel() * w, total, w), dtype=torch.int64)
         return [head, order[pad_pos % n]]
+
+    def _order(self) -> torch.Tensor:
+        return epoch_order(self.length, self.shuffle, self.seed, self.epoch)
 
     def indices(self) -> torch.Tensor:
         """This rank's indices for the current epoch, in order, as an int64 tensor."""
@@ -311,13 +315,69 @@ class DistributedSampler(_ShardedSampler, _TorchDistributedSampler):
             padding with repeats from the start so that every rank gets ``ceil(n / W)``.
         warn_repeated_epoch: warn (once, :class:`SetEpochWarning`) when a shuffled pass starts
             with the same epoch as the previous one.
+        prefetch_next_epoch: draw epoch ``e + 1``'s order in a background thread while epoch
+            ``e`` is consumed (one more order in memory); output is identical either way.
+            :meth:`close` (or garbage collection) joins the thread.
     """
 
     def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
-                 warn_repeated_epoch: bool = True) -> None:
+                 warn_repeated_epoch: bool = True, prefetch_next_epoch: bool = False) -> None:
         super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last,
                          warn_repeated_epoch)
+        self.prefetch_next_epoch = check_bool("prefetch_next_epoch", prefetch_next_epoch)
+        self._next: _Precompute | None = None
+
+    def _order(self) -> torch.Tensor:
+        """The epoch's order: the precomputed one if it was guessed right, else computed now.
+
+        With ``prefetch_next_epoch=True``, taking epoch ``e``'s order starts a background thread
+        that draws epoch ``e + 1``'s (same seed) while ``e`` is consumed, so ``iter()`` after
+        ``set_epoch(e + 1)`` finds it ready. A wrong guess (another epoch, a changed seed) is
+        discarded and the order is computed here: the output never depends on the guess.
+        """
+        key = (self.length, self.shuffle, self.seed, self.epoch)
+        ahead, self._next = self._next, None
+        order = None
+        if ahead is not None:  # joined either way: a wrong guess leaves no thread behind
+            result = ahead.result()
+            order = result if ahead.key == key else None
+        if order is None:
+            order = epoch_order(self.length, self.shuffle, self.seed, self.epoch)
+        if self.prefetch_next_epoch and self.shuffle:
+            nxt = (self.length, self.shuffle, self.seed, self.epoch + 1)
+            if _SEED_MIN <= self.seed + self.epoch + 1 <= _SEED_MAX:
+                self._next = _Precompute(nxt)
+        return order
+
+    def close(self) -> None:
+        """Join the background precompute thread (if any) and drop its result."""
+        ahead, self._next = getattr(self, "_next", None), None
+        if ahead is not None:
+            ahead.thread.join()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()  # DataLoader workers get a copy: no thread to pickle
+        state["_next"] = None
+        return state
+
+
+class _Precompute:
+    """Epoch order drawn in a daemon thread (``torch.randperm`` releases the GIL)."""
+
+    def __init__(self, key: tuple[int, bool, int, int]) -> None:
+        self.key = key
+        self._out: list[torch.Tensor] = []
+        self.thread = threading.Thread(target=lambda: self._out.append(epoch_order(*key)),
+                                       name="distlab-next-epoch", daemon=True)
+        self.thread.start()
+
+    def result(self) -> torch.Tensor | None:
+        self.thread.join()
+        return self._out[0] if self._out else None
 
 
 class DistributedEvalSampler(_ShardedSampler):
