@@ -41,7 +41,6 @@ is not run and every attribute torch's code reads (``num_replicas``, ``rank``, `
 from __future__ import annotations
 
 import math
-import threading
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -51,6 +50,7 @@ from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data import Sampler
 
 from distlab._checks import check_bool, check_int, check_rank, dataset_length
+from distlab.samplers.prefetch import Precompute
 
 __all__ = ["DistributedSampler", "DistributedEvalSampler", "SetEpochWarning", "epoch_order"]
 
@@ -326,7 +326,7 @@ class DistributedSampler(_ShardedSampler, _TorchDistributedSampler):
         super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last,
                          warn_repeated_epoch)
         self.prefetch_next_epoch = check_bool("prefetch_next_epoch", prefetch_next_epoch)
-        self._next: _Precompute | None = None
+        self._next: Precompute | None = None
 
     def _order(self) -> torch.Tensor:
         """The epoch's order: the precomputed one if it was guessed right, else computed now.
@@ -347,7 +347,7 @@ class DistributedSampler(_ShardedSampler, _TorchDistributedSampler):
         if self.prefetch_next_epoch and self.shuffle:
             nxt = (self.length, self.shuffle, self.seed, self.epoch + 1)
             if _SEED_MIN <= self.seed + self.epoch + 1 <= _SEED_MAX:
-                self._next = _Precompute(nxt)
+                self._next = Precompute(nxt, lambda: epoch_order(*nxt))
         return order
 
     def close(self) -> None:
@@ -363,21 +363,6 @@ class DistributedSampler(_ShardedSampler, _TorchDistributedSampler):
         state = self.__dict__.copy()  # DataLoader workers get a copy: no thread to pickle
         state["_next"] = None
         return state
-
-
-class _Precompute:
-    """Epoch order drawn in a daemon thread (``torch.randperm`` releases the GIL)."""
-
-    def __init__(self, key: tuple[int, bool, int, int]) -> None:
-        self.key = key
-        self._out: list[torch.Tensor] = []
-        self.thread = threading.Thread(target=lambda: self._out.append(epoch_order(*key)),
-                                       name="distlab-next-epoch", daemon=True)
-        self.thread.start()
-
-    def result(self) -> torch.Tensor | None:
-        self.thread.join()
-        return self._out[0] if self._out else None
 
 
 class DistributedEvalSampler(_ShardedSampler):
