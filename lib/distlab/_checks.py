@@ -45,10 +45,18 @@ def check_bool(name: str, value: Any) -> bool:
     """Return ``value`` if it is a bool (or NumPy bool), else raise ``TypeError`` naming it."""
     if isinstance(value, bool):
         return value
-    if type(value).__name__ == "bool_":  # numpy.bool_
+    if _is_numpy_bool(value):
         return bool(value)
     raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} "
                     f"{value!r}")
+
+
+def _is_numpy_bool(value: Any) -> bool:
+    """True for ``numpy.bool_`` (named "bool" under NumPy 2, "bool_" before); numpy imported lazily."""
+    if type(value).__module__ != "numpy":
+        return False
+    import numpy
+    return isinstance(value, numpy.bool_)
 
 
 def dataset_length(dataset: Any, *, name: str = "dataset") -> int:

@@ -112,3 +112,21 @@ def test_shared_indices_detects_overlap() -> None:
 def test_bad_arguments(kwargs: dict, exc: type, word: str) -> None:
     with pytest.raises(exc, match=word):
         assign(**kwargs)
+
+
+def test_numpy_bool_flags_everywhere() -> None:
+    """NumPy 2 names numpy.bool_ "bool": every flag still accepts it (and rejects other types)."""
+    import numpy as np
+
+    from distlab._checks import check_bool
+    from distlab.samplers import DistributedRandomSampler
+
+    assert check_bool("x", np.bool_(True)) is True and check_bool("x", np.False_) is False
+    with pytest.raises(TypeError, match="x"):
+        check_bool("x", np.int8(1))
+    a = assign(10, 3, shuffle=np.bool_(True), drop_last=np.bool_(True), exact=np.bool_(False))
+    b = assign(10, 3, shuffle=True, drop_last=True)
+    assert a.shuffle is True and a.drop_last is True and a.exact is False
+    assert all(np.array_equal(x, y) for x, y in zip(a.per_rank, b.per_rank, strict=True))
+    s = DistributedRandomSampler(10, 3, 1, allow_duplicates=np.bool_(False))
+    assert s.allow_duplicates is False

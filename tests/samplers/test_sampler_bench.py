@@ -38,9 +38,30 @@ def test_child_measures_one_epoch() -> None:
     (["--world-size", "0"], "--world-size"),
     (["--world-size", "2", "--rank", "2"], "--rank"),
     (["--repeats", "0"], "--repeats"),
+    (["--impl", "nope"], "--impl"),
 ])
 def test_bad_arguments_exit_with_a_message(argv: list[str], word: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         bench.main(argv)
     assert info.value.code == 2 and word in capsys.readouterr().err
+
+
+def test_permutation_and_prefetch_rows_and_torch_skip(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--n", "3000", "--world-size", "4", "--impl", "all", "--prefetch"]) == 0
+    text = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in text.splitlines()
+            if line.split()[:1] in (["torch"], ["distlab"], ["permutation"])}
+    assert sorted(rows) == ["distlab", "permutation", "torch"]
+    assert all(r[1] == "750" and r[-1] == "0" for r in rows.values())
+    assert "prefetch=True" in text
+    assert bench.main(["--n", "3000", "--world-size", "4", "--impl", "permutation",
+                       "--torch-max-n", "1000"]) == 0
+    text = capsys.readouterr().out
+    assert "torch skipped" in text and "\n      torch" not in text
+
+
+def test_child_prefetch_gives_the_same_indices() -> None:
+    plain = bench.child("distlab", 500, 2, 1, True, 0, 0, False)
+    fast = bench.child("distlab", 500, 2, 1, True, 0, 0, False, prefetch=True)
+    assert plain["sha256"] == fast["sha256"] and fast["start_seconds"] >= 0

@@ -110,7 +110,7 @@ def test_resume_mid_epoch_continues_exactly(p: dict, frac: float, later: int) ->
     assert list(fresh) == list(ref)
 
 
-def test_state_after_finished_pass_is_zero_and_large_chunks_count_right() -> None:
+def test_state_after_finished_pass_is_done_and_large_chunks_count_right() -> None:
     s = DistributedSampler(300_000, 2, 1, seed=1)
     it = iter(s)
     for _ in range(70_000):  # crosses a 64 Ki chunk boundary
@@ -118,7 +118,55 @@ def test_state_after_finished_pass_is_zero_and_large_chunks_count_right() -> Non
     assert s.state_dict()["consumed"] == 70_000
     rest = list(it)
     assert len(rest) == 150_000 - 70_000
-    assert s.state_dict()["consumed"] == 0
+    assert s.state_dict()["consumed"] == 150_000
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 20])
+def test_finished_pass_and_one_index_earlier_agree_and_resume_yields_nothing(n: int) -> None:
+    s = DistributedSampler(n, 2, 0, seed=3)
+    s.set_epoch(4)
+    it = iter(s)
+    for _ in range(len(s)):
+        next(it)
+    before_end = s.state_dict()  # last index out, generator not yet exhausted
+    assert list(it) == []
+    after_end = s.state_dict()
+    assert before_end == after_end
+    assert (after_end["epoch"], after_end["consumed"]) == (4, len(s))
+    fresh = DistributedSampler(n, 2, 0, seed=3)
+    fresh.load_state_dict(after_end)
+    assert list(fresh) == []
+    assert fresh.state_dict()["consumed"] == len(s)
+    fresh.set_epoch(5)  # the next epoch starts from its beginning
+    assert fresh.state_dict()["consumed"] == 0
+    ref = DistributedSampler(n, 2, 0, seed=3)
+    ref.set_epoch(5)
+    assert list(fresh) == list(ref)
+
+
+@pytest.mark.parametrize("flag", ["shuffle", "drop_last"])
+def test_numpy_bool_flags(flag: str) -> None:
+    np = pytest.importorskip("numpy")
+    s = DistributedSampler(10, 3, 1, **{flag: np.bool_(True)})
+    assert getattr(s, flag) is True
+    with pytest.raises(TypeError, match=flag):
+        DistributedSampler(10, 3, 1, **{flag: np.int64(1)})
+
+
+def test_is_a_torch_distributed_sampler_with_every_attribute_torch_reads() -> None:
+    import torch.utils.data as tud
+
+    s = DistributedSampler(list(range(10)), 4, 1, shuffle=True, seed=2, drop_last=True)
+    ref = tud.DistributedSampler(list(range(10)), 4, 1, shuffle=True, seed=2, drop_last=True)
+    assert isinstance(s, tud.DistributedSampler)
+    assert not isinstance(DistributedEvalSampler(10, 4, 1), tud.DistributedSampler)
+    for attr in ("num_replicas", "rank", "epoch", "dataset", "shuffle", "seed", "drop_last",
+                 "num_samples", "total_size"):
+        assert getattr(s, attr) == getattr(ref, attr), attr
+    s.set_epoch(3)
+    ref.set_epoch(3)
+    assert list(s) == list(ref) and len(s) == len(ref)
+    assert "randperm" not in vars(s)  # nothing of torch's list-building state
 
 
 def test_state_names_the_epoch_of_the_running_pass() -> None:
@@ -138,8 +186,11 @@ def test_state_names_the_epoch_of_the_running_pass() -> None:
 def test_load_state_rejects_other_parameters() -> None:
     s = DistributedSampler(10, 2, 0)
     state = s.state_dict()
-    with pytest.raises(ValueError, match="num_replicas"):
-        DistributedSampler(10, 4, 0).load_state_dict(state)
+    DistributedSampler(10, 4, 0).load_state_dict(state)  # another world size: elastic resume
+    with pytest.raises(ValueError, match="length"):
+        DistributedSampler(11, 2, 0).load_state_dict(state)
+    with pytest.raises(ValueError, match="rank"):
+        DistributedSampler(10, 2, 1).load_state_dict(state)
     with pytest.raises(ValueError, match="consumed"):
         DistributedSampler(10, 2, 0).load_state_dict({**state, "consumed": 6})
     with pytest.raises(ValueError, match="missing"):
@@ -205,6 +256,19 @@ def test_warning_can_be_silenced(how: str) -> None:
     assert not caught
 
 
+def test_peek_then_set_epoch_does_not_warn() -> None:
+    import torch.utils.data as tud
+
+    s = DistributedSampler(20, 2, 0)
+    loader = tud.DataLoader(range(20), batch_size=4, sampler=s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        next(iter(loader))  # peek a batch
+        for epoch in range(3):
+            s.set_epoch(epoch)
+            assert len(list(loader)) == 3
+
+
 def test_resume_is_not_a_forgotten_set_epoch() -> None:
     s = DistributedSampler(20, 2, 0)
     it = iter(s)
@@ -267,3 +331,61 @@ def test_defaults_come_from_the_process_group() -> None:
         ref = tud.DistributedSampler(range(11), 3, rank, seed=2)
         ref.set_epoch(1)
         assert res["indices"] == list(ref)
+
+
+# ---- next-epoch precompute ------------------------------------------------------------------
+
+def _distlab_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "distlab-next-epoch"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 500), w=st.integers(1, 5), seed=st.integers(0, 3),
+       plan=st.lists(st.sampled_from(["next", "same", "jump", "reseed", "partial"]),
+                     min_size=1, max_size=6))
+def test_prefetch_next_epoch_identical_output_whatever_the_guess(n, w, seed, plan) -> None:
+    r = w - 1
+    fast = DistributedSampler(n, w, r, seed=seed, prefetch_next_epoch=True,
+                              warn_repeated_epoch=False)
+    epoch = 0
+    for step in plan:
+        if step == "next":
+            epoch += 1
+        elif step == "jump":
+            epoch += 3
+        elif step == "reseed":
+            fast.seed += 1
+        fast.set_epoch(epoch)
+        ref = DistributedSampler(n, w, r, seed=fast.seed)
+        ref.set_epoch(epoch)
+        if step == "partial":
+            it = iter(fast)
+            head = [next(it) for _ in range(min(2, len(fast)))]
+            assert head == list(ref)[:len(head)]
+        else:
+            assert list(fast) == list(ref)
+    fast.close()
+    assert fast._next is None and not _distlab_threads()
+
+
+def test_prefetch_uses_the_precomputed_order_and_joins_on_close() -> None:
+    s = DistributedSampler(10_000, 4, 2, seed=1, prefetch_next_epoch=True)
+    list(s)
+    ahead = s._next
+    assert ahead is not None and ahead.key == (10_000, True, 1, 1)
+    s.set_epoch(1)
+    ref = DistributedSampler(10_000, 4, 2, seed=1)
+    ref.set_epoch(1)
+    assert list(s) == list(ref)
+    assert s._next is not ahead  # consumed, and epoch 2 is being drawn now
+    s.close()
+    assert not _distlab_threads()
+    s2 = DistributedSampler(100, 2, 0, prefetch_next_epoch=True)
+    list(s2)
+    del s2
+    import gc
+
+    gc.collect()
+    assert not _distlab_threads()

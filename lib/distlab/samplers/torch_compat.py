@@ -20,7 +20,22 @@ int64 is used from 2**31 elements on); iteration reads this rank's strided view 
 
 Resuming: ``state_dict()`` records epoch, seed and how many indices of the current epoch the
 running iterator has handed out; after ``load_state_dict`` the next iteration continues with exactly
-the remaining indices, and the one after starts the epoch afresh.
+the remaining indices, and the one after starts the epoch afresh. A finished pass counts as
+finished (torchdata's semantics): the state saved after the last index says
+``consumed == len(sampler)``, exactly as one ``next`` earlier once the last index is out, and
+loading it yields nothing more for that epoch; ``set_epoch(e + 1)`` then starts the next one.
+
+``consumed`` counts indices handed out *by the sampler*. A ``DataLoader`` with workers draws
+indices ahead of the batches it delivers (``num_workers * prefetch_factor`` batches), so with 2
+workers and batch size 4, ``consumed`` is 24 after 8 samples were delivered, and resuming from
+it would skip the 16 in flight. For exact resume, save the state through a loader that tracks
+delivered samples (``torchdata.stateful_dataloader.StatefulDataLoader``, which calls this
+sampler's ``state_dict``/``load_state_dict``) or iterate with ``num_workers=0``.
+
+``isinstance(sampler, torch.utils.data.DistributedSampler)`` is True (frameworks such as
+PyTorch Lightning check it to decide whether to insert their own sampler); torch's ``__init__``
+is not run and every attribute torch's code reads (``num_replicas``, ``rank``, ``epoch``,
+``dataset``, ``shuffle``, ``seed``, ``drop_last``, ``num_samples``, ``total_size``) is set here.
 """
 
 from __future__ import annotations
@@ -31,9 +46,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data import Sampler
 
 from distlab._checks import check_bool, check_int, check_rank, dataset_length
+from distlab.samplers.prefetch import Precompute
 
 __all__ = ["DistributedSampler", "DistributedEvalSampler", "SetEpochWarning", "epoch_order"]
 
@@ -98,23 +115,36 @@ class _ShardedSampler(Sampler[int]):
         self.drop_last = check_bool("drop_last", drop_last)
         self.warn_repeated_epoch = check_bool("warn_repeated_epoch", warn_repeated_epoch)
         self.epoch = 0
-        n, w = self.length, self.num_replicas
-        if not self._pad_or_drop:
-            self.num_samples = len(range(self.rank, n, w))
-            self.total_size = n
-        else:
-            if self.drop_last and n % w != 0:
-                self.num_samples = math.ceil((n - w) / w)
-            else:
-                self.num_samples = math.ceil(n / w)
-            self.total_size = self.num_samples * w
+        self.num_samples, self.total_size = self._layout(self.length, self.num_replicas,
+                                                         self.rank)
+        self._elastic: tuple[int, int] | None = None  # (epoch, order positions already done)
         self._resume_from = 0
         self._active: _Progress | None = None
         self._last_pass_epoch: int | None = None
         self._warned = False
 
+    def _layout(self, m: int, w: int, r: int) -> tuple[int, int]:
+        """(indices per rank, padded total) for ``m`` order positions split over ``w`` ranks."""
+        if not self._pad_or_drop:
+            return len(range(r, m, w)), m
+        num = math.ceil((m - w) / w) if self.drop_last and m % w != 0 else math.ceil(m / w)
+        return num, num * w
+
+    def _current(self) -> tuple[int, int, int, int]:
+        """(base, m, per-rank count, padded total) of the current epoch's layout.
+
+        Normally base 0 and m = N. After an elastic resume the resumed epoch lays out only the
+        ``m = N - base`` order positions not yet done: sub-position ``q`` is order position
+        ``base + q % m``.
+        """
+        base = self._elastic[1] if self._elastic and self._elastic[0] == self.epoch else 0
+        if base == 0:
+            return 0, self.length, self.num_samples, self.total_size
+        m = self.length - base
+        return (base, m, *self._layout(m, self.num_replicas, self.rank))
+
     def __len__(self) -> int:
-        return self.num_samples
+        return self._current()[2]
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch; shuffled orders are ``randperm`` seeded with ``seed + epoch``."""
@@ -123,13 +153,15 @@ class _ShardedSampler(Sampler[int]):
             raise ValueError(f"seed + epoch must be in [{_SEED_MIN}, {_SEED_MAX}] (torch's "
                              f"generator seed range), got seed={self.seed}, epoch={epoch}")
         self.epoch = epoch
+        self._last_pass_epoch = None  # epochs are managed: the next pass is not "forgotten"
 
     def _rank_parts(self) -> list[torch.Tensor]:
         """This rank's indices as [strided view into the epoch order, padding (if any)]."""
-        n, w, r, total = self.length, self.num_replicas, self.rank, self.total_size
-        if self.num_samples == 0:
+        base, n, num, total = self._current()
+        w, r = self.num_replicas, self.rank
+        if num == 0:
             return []
-        order = epoch_order(n, self.shuffle, self.seed, self.epoch)
+        order = self._order()[base:]
         head = order[r:min(total, n):w]  # a view: nothing of the order is copied
         if total <= n:
             return [head]
@@ -137,6 +169,9 @@ class _ShardedSampler(Sampler[int]):
         # so at most one per rank); position p holds order[p % n]
         pad_pos = torch.tensor(range(r + head.numel() * w, total, w), dtype=torch.int64)
         return [head, order[pad_pos % n]]
+
+    def _order(self) -> torch.Tensor:
+        return epoch_order(self.length, self.shuffle, self.seed, self.epoch)
 
     def indices(self) -> torch.Tensor:
         """This rank's indices for the current epoch, in order, as an int64 tensor."""
@@ -169,25 +204,43 @@ class _ShardedSampler(Sampler[int]):
     def state_dict(self) -> dict[str, Any]:
         """Epoch, seed, parameters and ``consumed``: indices of this epoch already handed out."""
         consumed, epoch = self._resume_from, self.epoch
-        if self._active is not None and not self._active.done:  # a pass is under way
-            consumed, epoch = self._active.consumed(), self._active.epoch
-        return {"epoch": epoch, "seed": self.seed, "consumed": consumed,
+        active = self._active
+        if active is not None and not active.done:  # a pass is under way
+            consumed, epoch = active.consumed(), active.epoch
+        elif active is not None and active.epoch == self.epoch and self._resume_from == 0:
+            consumed = len(self)  # the pass finished: the epoch is done
+        base = self._elastic[1] if self._elastic and self._elastic[0] == epoch else 0
+        return {"epoch": epoch, "seed": self.seed, "consumed": consumed, "base": base,
                 "length": self.length, "num_replicas": self.num_replicas, "rank": self.rank,
                 "shuffle": self.shuffle, "drop_last": self.drop_last}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume: the next iteration yields the indices of ``state``'s epoch after ``consumed``.
 
+        Elastic resume: a state saved by a world of another size (ranks consume in lockstep, so
+        any old rank's state describes the run) continues the same epoch here. With ``W`` old
+        ranks each past ``k`` indices, the old ranks read padded positions ``[0, k W)``, i.e.
+        order positions ``[0, min(base + k W, N))`` (``base``: positions done before that world
+        started; a padded position ``p >= N`` repeats ``order[p % N]``, already read, so it
+        marks nothing new). A finished old pass (``k`` = its length) marks the whole epoch done,
+        its dropped tail included. The remaining ``m`` positions are split over the new ranks
+        as a dataset of length ``m`` (strided, padded from the remainder's start or dropped):
+        over the epoch every index is read once, up to the new world's padding or drop. The
+        next epoch uses the normal layout again.
+
         Raises:
-            ValueError: the state belongs to a sampler with another length, world size, rank,
-                shuffle or drop_last (its remaining indices would differ), or is malformed.
+            ValueError: the state belongs to a sampler with another length, shuffle or
+                drop_last, or (same world size) another rank, or is malformed.
         """
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         missing = {"epoch", "seed", "consumed"} - set(state)
         if missing:
             raise ValueError(f"state is missing keys {sorted(missing)}")
-        for key in ("length", "num_replicas", "rank", "shuffle", "drop_last"):
+        old_w = check_int("state['num_replicas']", state.get("num_replicas", self.num_replicas),
+                          minimum=1)
+        keys = ["length", "shuffle", "drop_last"] + (["rank"] if old_w == self.num_replicas else [])
+        for key in keys:
             if key in state and state[key] != getattr(self, key):
                 raise ValueError(f"state[{key!r}]={state[key]!r} but this sampler has "
                                  f"{key}={getattr(self, key)!r}; a state resumes only a sampler "
@@ -195,8 +248,18 @@ class _ShardedSampler(Sampler[int]):
         self.seed = check_int("state['seed']", state["seed"], minimum=_SEED_MIN,
                               maximum=_SEED_MAX)
         self.set_epoch(state["epoch"])
-        self._resume_from = check_int("state['consumed']", state["consumed"], minimum=0,
-                                      maximum=self.num_samples)
+        n = self.length
+        base = check_int("state['base']", state.get("base", 0), minimum=0, maximum=n)
+        old_rank = min(check_int("state['rank']", state.get("rank", 0), minimum=0), old_w - 1)
+        old_len = self._layout(n - base, old_w, old_rank)[0] if base else (
+            self._layout(n, old_w, old_rank)[0])
+        consumed = check_int("state['consumed']", state["consumed"], minimum=0, maximum=old_len)
+        if old_w == self.num_replicas:
+            self._resume_from = consumed
+        else:  # elastic: mark what the old world read, lay out the rest over this world
+            done = n if consumed == old_len else min(base + consumed * old_w, n)
+            base, self._resume_from = done, 0
+        self._elastic = (self.epoch, base) if base else None
         self._active = None
         self._last_pass_epoch = None
 
@@ -236,8 +299,11 @@ class _Progress:
         self.done = True
 
 
-class DistributedSampler(_ShardedSampler):
+class DistributedSampler(_ShardedSampler, _TorchDistributedSampler):
     """Drop-in for ``torch.utils.data.DistributedSampler``: same arguments, same indices.
+
+    A subclass of ``torch.utils.data.DistributedSampler`` (torch's ``__init__`` is not run;
+    every method and attribute torch defines comes from here).
 
     Args:
         dataset: a sized dataset, or its length as an int >= 0.
@@ -249,13 +315,54 @@ class DistributedSampler(_ShardedSampler):
             padding with repeats from the start so that every rank gets ``ceil(n / W)``.
         warn_repeated_epoch: warn (once, :class:`SetEpochWarning`) when a shuffled pass starts
             with the same epoch as the previous one.
+        prefetch_next_epoch: draw epoch ``e + 1``'s order in a background thread while epoch
+            ``e`` is consumed (one more order in memory); output is identical either way.
+            :meth:`close` (or garbage collection) joins the thread.
     """
 
     def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
-                 warn_repeated_epoch: bool = True) -> None:
+                 warn_repeated_epoch: bool = True, prefetch_next_epoch: bool = False) -> None:
         super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last,
                          warn_repeated_epoch)
+        self.prefetch_next_epoch = check_bool("prefetch_next_epoch", prefetch_next_epoch)
+        self._next: Precompute | None = None
+
+    def _order(self) -> torch.Tensor:
+        """The epoch's order: the precomputed one if it was guessed right, else computed now.
+
+        With ``prefetch_next_epoch=True``, taking epoch ``e``'s order starts a background thread
+        that draws epoch ``e + 1``'s (same seed) while ``e`` is consumed, so ``iter()`` after
+        ``set_epoch(e + 1)`` finds it ready. A wrong guess (another epoch, a changed seed) is
+        discarded and the order is computed here: the output never depends on the guess.
+        """
+        key = (self.length, self.shuffle, self.seed, self.epoch)
+        ahead, self._next = self._next, None
+        order = None
+        if ahead is not None:  # joined either way: a wrong guess leaves no thread behind
+            result = ahead.result()
+            order = result if ahead.key == key else None
+        if order is None:
+            order = epoch_order(self.length, self.shuffle, self.seed, self.epoch)
+        if self.prefetch_next_epoch and self.shuffle:
+            nxt = (self.length, self.shuffle, self.seed, self.epoch + 1)
+            if _SEED_MIN <= self.seed + self.epoch + 1 <= _SEED_MAX:
+                self._next = Precompute(nxt, lambda: epoch_order(*nxt))
+        return order
+
+    def close(self) -> None:
+        """Join the background precompute thread (if any) and drop its result."""
+        ahead, self._next = getattr(self, "_next", None), None
+        if ahead is not None:
+            ahead.thread.join()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()  # DataLoader workers get a copy: no thread to pickle
+        state["_next"] = None
+        return state
 
 
 class DistributedEvalSampler(_ShardedSampler):
