@@ -3,6 +3,7 @@
     python -m distlab.bench sampler   --n 100000000 --world-size 8
     python -m distlab.bench allreduce --world-size 4 -b 1K -e 64M -f 4 --algorithms ring,builtin
     python -m distlab.bench pipeline  --items 200
+    python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Every benchmark runs the reference (torch) in the same run, prints a table, and can write JSON
@@ -19,6 +20,7 @@ BENCHMARKS = {
     "sampler": "distlab.bench.sampler",
     "allreduce": "distlab.bench.allreduce",
     "pipeline": "distlab.bench.pipeline",
+    "transfers": "distlab.bench.transfers",
 }
 
 

@@ -105,9 +105,10 @@ def sweep(adapter: DeviceAdapter, sizes: Sequence[int],
     return rows
 
 
-def fit_rows(rows: list[Row]) -> dict[tuple[str, str], Fit]:
-    """Fit ``t = latency + n / bandwidth`` per (path, memory) over measured rows (>= 2 sizes)
-    and set each row's ``model_gbps``. Returns the fits."""
+def fit_rows(rows: list[Row], min_bytes: int = FIT_MIN_BYTES) -> dict[tuple[str, str], Fit]:
+    """Fit ``t = latency + n / bandwidth`` per (path, memory) over the measured rows of at least
+    ``min_bytes`` (all rows when fewer than 2 such sizes exist) and set every row's
+    ``model_gbps`` from it. Returns the fits."""
     groups: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         if r.time_us is not None:
@@ -116,8 +117,10 @@ def fit_rows(rows: list[Row]) -> dict[tuple[str, str], Fit]:
     for key, group in groups.items():
         if len({r.nbytes for r in group}) < 2:
             continue
+        used = [r for r in group if r.nbytes >= min_bytes]
+        used = used if len({r.nbytes for r in used}) >= 2 else group
         try:
-            fits[key] = fit_line([r.nbytes for r in group], [r.time_us / 1e6 for r in group])
+            fits[key] = fit_line([r.nbytes for r in used], [r.time_us / 1e6 for r in used])
         except ValueError:
             continue
         for r in group:
