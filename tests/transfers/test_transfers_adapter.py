@@ -90,3 +90,14 @@ def test_cuda_adapter_burst_and_pinned_copy() -> None:
     secs = a.time_copies(dst, src, 5)
     a.synchronize()
     assert secs[0] > 0 and count_wrong(dst, pattern(1 << 20)) == 0
+
+
+def test_transfer_keeps_shape_dtype_and_values() -> None:
+    a = HostAdapter()
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()   # non-contiguous
+    out = a.transfer(t, "pageable")
+    assert out.shape == t.shape and out.dtype == t.dtype and torch.equal(out, t)
+    assert a.transfer(torch.empty(0, 3), "pageable").shape == (0, 3)
+    if not torch.cuda.is_available():
+        with pytest.raises(Unavailable, match="accelerator"):
+            a.transfer(t, "pinned")

@@ -53,6 +53,7 @@ class DeviceAdapter(ABC):
     """Allocate, copy, synchronize and time. Subclasses: host-only and CUDA."""
 
     name: str = "abstract"
+    device: torch.device = torch.device("cpu")
 
     @abstractmethod
     def unavailable(self, kind: str) -> str | None:
@@ -89,6 +90,27 @@ class DeviceAdapter(ABC):
     def time_copies(self, dst: Buffer, src: Buffer, count: int) -> list[float]:
         """Seconds per copy for ``count`` copies of ``src`` into ``dst`` (one value per timing:
         per copy for host-timed copies, or one burst average for event-timed ones)."""
+
+    def transfer(self, tensor: torch.Tensor, kind: str) -> torch.Tensor:
+        """A copy of ``tensor`` (any shape and dtype) in memory ``kind``, made by :meth:`copy`
+        (so the pipeline's pin/H2D stages and the benchmark share one copy). Raises
+        :class:`Unavailable` with the reason if ``kind`` is missing here."""
+        reason = self.unavailable(kind)
+        if reason:
+            raise Unavailable(reason)
+        src = tensor.contiguous()
+        if kind == "device":
+            out = torch.empty(src.shape, dtype=src.dtype, device=self.device)
+        else:
+            out = torch.empty(src.shape, dtype=src.dtype, pin_memory=(kind == "pinned"))
+        nbytes = src.numel() * src.element_size()
+        if nbytes == 0:
+            return out
+        src_kind = ("device" if src.device.type != "cpu" else
+                    "pinned" if src.is_pinned() else "pageable")
+        self.copy(Buffer(kind, nbytes, out.reshape(-1).view(torch.uint8)),
+                  Buffer(src_kind, nbytes, src.reshape(-1).view(torch.uint8)))
+        return out
 
     def describe(self) -> dict[str, Any]:
         """Small JSON-able description (name, which kinds are missing and why)."""
