@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 __all__ = ["MEMORY_KINDS", "Buffer", "DeviceAdapter", "Unavailable", "pattern", "count_wrong",
@@ -43,10 +44,11 @@ def pattern(nbytes: int, seed: int = 0) -> torch.Tensor:
 
 def count_wrong(dst: Buffer, expected: torch.Tensor) -> int:
     """Number of bytes of ``dst`` that differ from ``expected`` (a host uint8 tensor)."""
-    got = dst.data.cpu() if dst.data.device.type != "cpu" else dst.data
-    if torch.equal(got, expected):   # fast path (one pass, no temporary)
+    got = (dst.data.cpu() if dst.data.device.type != "cpu" else dst.data).numpy()
+    exp = expected.numpy()
+    if np.array_equal(got, exp):   # fast path (torch.equal is ~10x slower on uint8 here)
         return 0
-    return int((got != expected).sum())
+    return int(np.count_nonzero(got != exp))
 
 
 class DeviceAdapter(ABC):
