@@ -106,8 +106,8 @@ def sweep_figure(rows: Iterable[dict[str, Any]], links: Sequence[Link] = (),
             ax.plot(*zip(*model), "-", color=line.get_color(), alpha=0.6)
     for link in links:
         ax.axhline(link.gbps, ls="--", color="grey", lw=1)
-        ax.text(ax.get_xlim()[0] if groups else 1, link.gbps, f" {link.name} peak",
-                va="bottom", fontsize="x-small", color="grey")
+        ax.text(0.01, link.gbps, f"{link.name} peak ({link.gbps:.1f} GB/s)", va="bottom",
+                fontsize="x-small", color="grey", transform=ax.get_yaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s (1e9 B/s)")
