@@ -36,3 +36,21 @@ def test_loop_rejects_bad_arguments() -> None:
         run_loop(HostAdapter(), mode="both", batches=2, nbytes=8, compute_s=0.0)
     with pytest.raises(ValueError):
         run_loop(HostAdapter(), mode="prefetch", batches=0, nbytes=8, compute_s=0.0)
+
+
+@pytest.mark.cuda
+def test_cuda_prefetch_overlaps_and_maps_events_to_host_clock() -> None:
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (torch.cuda.is_available() is False)")
+    from distlab.transfers.cuda import CudaAdapter
+    from distlab.transfers.cuda_prefetch import run_cuda
+    tl = Timeline()
+    for mode in ("sequential", "prefetch"):
+        r = run_cuda(CudaAdapter(), mode=mode, batches=6, nbytes=8 << 20, compute_s=0.002,
+                     timeline=tl)
+        assert r.wrong == 0
+    copies = [s for s in tl.spans if s.lane == "prefetch/copy stream"]
+    comps = [s for s in tl.spans if s.lane == "prefetch/default stream"]
+    assert len(copies) == len(comps) == 6
+    assert all(copies[i].end_us <= comps[i].start_us + 1.0 for i in range(6))

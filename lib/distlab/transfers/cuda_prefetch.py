@@ -36,6 +36,8 @@ def run_cuda(adapter: CudaAdapter, *, mode: str, batches: int, nbytes: int, comp
              memory: str = "pinned", timeline: Timeline | None = None) -> PrefetchResult:
     """Sequential or double-buffered loop on the GPU; spans on lanes ``"<mode>/copy stream"``
     and ``"<mode>/default stream"``."""
+    if mode not in ("sequential", "prefetch"):
+        raise ValueError(f"mode must be 'sequential' or 'prefetch', got {mode!r}")
     tl = timeline if timeline is not None else Timeline()
     cycles = int(compute_s * sleep_cycles_per_s(adapter))
     srcs = [adapter.allocate(memory, nbytes) for _ in range(2)]

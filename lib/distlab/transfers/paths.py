@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distlab.transfers.adapter import Buffer, DeviceAdapter
+from distlab.transfers.adapter import DeviceAdapter
 
 __all__ = ["COPY_PATHS", "ROW_KINDS", "DISK_PATHS", "PIN_PATHS", "disk_read_seconds",
            "drop_reason", "copyto_seconds", "pin_cost_seconds", "fs_type"]
@@ -126,7 +126,3 @@ def pin_cost_seconds(adapter: DeviceAdapter, method: str, nbytes: int) -> float:
         return elapsed
     raise ValueError(f"method must be one of {PIN_PATHS}, got {method!r}")
 
-
-def fill(buf: Buffer, expected: torch.Tensor) -> None:
-    """Write ``expected`` (host uint8) into ``buf``."""
-    buf.data.copy_(expected)
