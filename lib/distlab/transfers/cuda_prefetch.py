@@ -3,7 +3,8 @@ stream computes batch ``i`` (``torch.cuda._sleep`` as a fixed-length stand-in ke
 
 Every span is taken from CUDA events and placed on the host clock with
 :func:`distlab.transfers.cuda.event_to_host_us` against an anchor event recorded on the idle
-device. ``wrong`` checks the last two batches' bytes on the
+device (the host reads its clock right after the anchor completes, so spans may sit a few
+microseconds late). ``wrong`` checks the last two batches' bytes on the
 device. Thin on purpose; untested here (no GPU on the development machine).
 """
 

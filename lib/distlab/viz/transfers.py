@@ -174,9 +174,13 @@ class PrefetchExplorer:
         else:
             tl = Timeline()
             nbytes = self.batch_mib.value * 2**20
-            self.results = [run_loop(self.adapter, mode=m, batches=self.batches, nbytes=nbytes,
-                                     compute_s=self.compute_ms.value / 1e3,
-                                     memory=self.memory.value, timeline=tl)
+            runner: Any = run_loop
+            if self.adapter.name == "cuda":   # copies on a side CUDA stream, event-timed
+                from distlab.transfers.cuda_prefetch import run_cuda
+                runner = run_cuda
+            self.results = [runner(self.adapter, mode=m, batches=self.batches, nbytes=nbytes,
+                                   compute_s=self.compute_ms.value / 1e3,
+                                   memory=self.memory.value, timeline=tl)
                             for m in ("sequential", "prefetch")]
             seq, pre = self.results
             self.summary = (f"{self.memory.value}, {self.batch_mib.value} MiB: sequential "
