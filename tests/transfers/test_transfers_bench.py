@@ -13,7 +13,8 @@ from distlab.bench.transfers import main, shmoo_sizes
 
 @pytest.mark.parametrize("argv", [["-b", "0"], ["-b", "64K", "-e", "4K"], ["-f", "1"],
                                   ["--paths", "h2x"], ["--memory", "gpu"], ["--repeats", "0"],
-                                  ["--paths", "h2h", "--memory", "device"], ["--preset", "x"]])
+                                  ["--paths", "h2h", "--memory", "device"], ["--preset", "x"],
+                                  ["--compute-ms", "nan"], ["--batch-bytes", "0"]])
 def test_bad_options_exit_2(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -31,7 +32,8 @@ def test_shmoo_sizes() -> None:
 def test_json_shape(tmp_path, capsys) -> None:
     out = tmp_path / "t.json"
     assert bench_main(["transfers", "-b", "4K", "-e", "256K", "-f", "4", "--repeats", "2",
-                       "--iters", "2", "--no-progress", "--json", str(out)]) == 0
+                       "--iters", "2", "--no-progress", "--prefetch-batches", "3", "--batch-bytes", "64K",
+                       "--compute-ms", "1", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "size(B)" in text and "#wrong" in text
     data = json.loads(out.read_text())
@@ -45,3 +47,5 @@ def test_json_shape(tmp_path, capsys) -> None:
         assert (r["skipped"] is None) == (r["time_us"] is not None)
         assert r["wrong"] in (0, None)
     assert any(r["path"] == "h2h" and r["gbps"] for r in data["rows"])
+    assert [r["mode"] for r in data["prefetch"]] == ["sequential", "prefetch"]
+    assert all(r["wrong"] == 0 and math.isfinite(r["efficiency"]) for r in data["prefetch"])

@@ -68,6 +68,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--iters", type=options.positive_int, default=10,
                    help="copies per repeat (burst length for event-timed copies)")
     p.add_argument("--warmup", type=options.nonnegative_int, default=2, help="untimed copies")
+    p.add_argument("--prefetch-batches", type=options.nonnegative_int, default=10,
+                   help="batches for the sequential-vs-prefetch loops (0: skip them)")
+    p.add_argument("--batch-bytes", type=options.size_bytes, default=16 * 2**20,
+                   help="bytes per prefetched batch")
+    p.add_argument("--compute-ms", type=options.positive_float, default=5.0,
+                   help="compute per batch in the prefetch loops (a sleep on the host, a spin "
+                        "kernel on a GPU), ms")
     p.add_argument("--json", default=None, help="write rows + provenance to this JSON file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     a = p.parse_args(argv)
@@ -109,6 +116,22 @@ def _targets(rows: list[Row]) -> dict[str, Any]:
     return out
 
 
+def _prefetch(adapter: Any, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Sequential and double-buffered loops (pinned memory when there is any, else pageable);
+    ``efficiency`` = the model's time / measured wall (1.0: at the bound)."""
+    memory = "pageable" if adapter.unavailable("pinned") else "pinned"
+    if adapter.name == "cuda":
+        from distlab.transfers.cuda_prefetch import run_cuda as runner
+    else:
+        from distlab.transfers.prefetch import run_loop as runner
+    out = []
+    for mode in ("sequential", "prefetch"):
+        r = runner(adapter, mode=mode, batches=a.prefetch_batches, nbytes=a.batch_bytes,
+                   compute_s=a.compute_ms / 1e3, memory=memory)
+        out.append({**r.as_dict(), "efficiency": r.model_s / r.wall_s})
+    return out
+
+
 def run_benchmark(a: argparse.Namespace) -> dict[str, Any]:
     """Measure the selected rows; returns ``{rows, fits, targets, adapter, link}``."""
     adapter = default_adapter()
@@ -120,9 +143,10 @@ def run_benchmark(a: argparse.Namespace) -> dict[str, Any]:
     pins = [r for r in pin_rows(adapter, a.sizes, repeats=min(a.repeats, 3)) if r.path in a.pins]
     fits = fit_rows(rows)
     link = pcie_link()
+    loops = _prefetch(adapter, a) if a.prefetch_batches else []
     return {"rows": [r.as_dict() for r in rows + pins],
             "fits": {f"{p}/{m}": vars(f) for (p, m), f in fits.items()},
-            "targets": _targets(rows), "adapter": adapter.describe(),
+            "prefetch": loops, "targets": _targets(rows), "adapter": adapter.describe(),
             "pcie_link": None if link is None else {"gen": link[0], "width": link[1]}}
 
 
@@ -146,6 +170,11 @@ def _print(payload: dict[str, Any]) -> None:
               f"{'-' if r['wrong'] is None else r['wrong']:>6}{note}")
     for reason, k in reasons.items():
         print(f"# skipped [{k}]: {reason}")
+    for r in payload.get("prefetch", []):
+        print(f"# {r['mode']:>10} loop ({r['memory']}, {r['batches']} x {r['nbytes']} B, compute "
+              f"{r['compute_s'] * 1e3:.2f} ms, copy {r['copy_s'] * 1e3:.2f} ms per batch): wall "
+              f"{r['wall_s'] * 1e3:.1f} ms, model {r['model_s'] * 1e3:.1f} ms, efficiency "
+              f"{r['efficiency']:.2f}, #wrong {r['wrong']}")
     t = payload["targets"]
     if "h2h_vs_copyto_16MiB" in t:
         h = t["h2h_vs_copyto_16MiB"]
