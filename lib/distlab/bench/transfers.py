@@ -151,7 +151,8 @@ def run_benchmark(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def _fmt(v: float | None, spec: str) -> str:
-    return "-" if v is None or not math.isfinite(v) else format(v, spec)
+    width = int(spec.split(".")[0])
+    return "-".rjust(width) if v is None or not math.isfinite(v) else format(v, spec)
 
 
 def _print(payload: dict[str, Any]) -> None:
