@@ -3,6 +3,8 @@
     python -m distlab.bench sampler   --n 100000000 --world-size 8
     python -m distlab.bench allreduce --world-size 4 -b 1K -e 64M -f 4 --algorithms ring,builtin
     python -m distlab.bench pipeline  --items 200
+    python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
+    python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Every benchmark runs the reference (torch) in the same run, prints a table, and can write JSON
@@ -22,6 +24,10 @@ BENCHMARKS = {
                   "nccl-tests-style sweep of every allreduce algorithm vs torch's built-in"),
     "pipeline": ("distlab.bench.pipeline",
                  "loading pipeline executors vs their bottleneck model and torch's DataLoader"),
+    "transfers": ("distlab.bench.transfers",
+                  "disk -> pageable -> pinned -> GPU copies, measured and fitted (GPU rows skip without CUDA)"),
+    "ddp": ("distlab.bench.ddp",
+            "naive / bucketed / overlapping distlab DDP vs torch DDP: step time, exposed comm, model"),
 }
 
 USAGE = "usage: python -m distlab.bench {" + ",".join(BENCHMARKS) + "} [options]"

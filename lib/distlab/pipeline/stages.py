@@ -240,13 +240,17 @@ class PinStage(Stage):
 
     def __init__(self, name: str = "pin") -> None:
         self.name = name
+        self._adapter: Any = None   # distlab.transfers adapter, made on first use
         self.skipped = None if accelerator_available() else \
             "pin skipped: no accelerator (torch.cuda.is_available() is False)"
 
     def process(self, item: Any) -> Any:
         if self.skipped or not isinstance(item, torch.Tensor):
             return item
-        return item.pin_memory()
+        if self._adapter is None:
+            from distlab.transfers.adapter import default_adapter
+            self._adapter = default_adapter()
+        return self._adapter.transfer(item, "pinned")
 
 
 class H2DStage(Stage):
@@ -267,11 +271,13 @@ class H2DStage(Stage):
         if self.skipped or not isinstance(item, torch.Tensor):
             return item
         if self._stream is None:
-            self._stream = torch.cuda.Stream()
+            from distlab.transfers.cuda import CudaAdapter
+            self._adapter = CudaAdapter(torch.device(self.device).index or 0)
+            self._stream = self._adapter.stream
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(self._stream):
             start.record()
-            out = item.to(self.device, non_blocking=True)
+            out = self._adapter.transfer(item, "device")
             end.record()
         torch.cuda.current_stream().wait_stream(self._stream)
         end.synchronize()

@@ -1,0 +1,196 @@
+"""Figures and the prefetcher explorer for the transfer lab (notebook 05).
+
+Every figure is built with :func:`distlab.viz.figure.new_figure`. Rows are the benchmark's dicts
+(``{path, memory, nbytes, time_us, gbps, model_gbps, wrong, skipped}``); GB/s = 1e9 B/s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from distlab.timeline import Timeline
+from distlab.transfers.adapter import DeviceAdapter
+from distlab.transfers.model import Link
+from distlab.transfers.prefetch import PrefetchResult, run_loop
+from distlab.viz.figure import new_figure
+
+__all__ = ["HOPS", "chain_hops", "path_figure", "sweep_figure", "prefetch_figure",
+           "PrefetchExplorer"]
+
+COLORS = {"copy": "tab:purple", "compute": "tab:green"}
+# (from, to, (path, memory) measured for that hop)
+HOPS = [("disk", "pageable", ("disk_read_cold", "pageable")),
+        ("pageable", "pinned", ("pageable_to_pinned", "pinned")),
+        ("pinned", "GPU", ("h2d", "pinned"))]
+
+
+def chain_hops(rows: Iterable[dict[str, Any]], nbytes: int) -> list[dict[str, Any]]:
+    """One dict per hop of disk -> pageable -> pinned -> GPU at ``nbytes``: ``{src, dst, path,
+    memory, gbps, skipped}`` (``gbps`` None and ``skipped`` the reason when not measured)."""
+    at = {(r["path"], r["memory"]): r for r in rows if r["nbytes"] == nbytes}
+    out = []
+    for src, dst, key in HOPS:
+        r = at.get(key)
+        out.append({"src": src, "dst": dst, "path": key[0], "memory": key[1],
+                    "gbps": r["gbps"] if r else None,
+                    "skipped": (r["skipped"] if r else "not in this sweep")})
+    return out
+
+
+def path_figure(hops: Sequence[dict[str, Any]], nbytes: int) -> Any:
+    """Boxes disk -> pageable -> pinned -> GPU with each hop's measured GB/s, or 'skipped' and
+    the reason; the slowest measured hop (the chain's bound) is drawn red."""
+    fig = new_figure(figsize=(10.0, 2.8))
+    ax = fig.add_subplot()
+    names = [hops[0]["src"]] + [h["dst"] for h in hops]
+    measured = [h["gbps"] for h in hops if h["gbps"] is not None]
+    slowest = min(measured) if measured else None
+    for i, name in enumerate(names):
+        _box(ax, 3 * i, name)
+    for i, h in enumerate(hops):
+        x0, x1 = 3 * i + 1.0, 3 * i + 3.0
+        if h["gbps"] is not None:
+            color = "tab:red" if h["gbps"] == slowest else "black"
+            ax.annotate("", (x1, 0.5), (x0, 0.5), arrowprops={"arrowstyle": "->", "color": color})
+            ax.text((x0 + x1) / 2, 0.75, f"{h['gbps']:.2f} GB/s", ha="center", color=color)
+        else:
+            ax.annotate("", (x1, 0.5), (x0, 0.5),
+                        arrowprops={"arrowstyle": "->", "linestyle": "dashed", "color": "grey"})
+            ax.text((x0 + x1) / 2, 0.75, "skipped", ha="center", color="grey")
+            ax.text((x0 + x1) / 2, 0.05, _wrap(h["skipped"] or "", 26), ha="center", va="top",
+                    color="grey", fontsize="x-small")
+        ax.text((x0 + x1) / 2, 0.3, h["path"], ha="center", fontsize="small")
+    ax.set_xlim(-0.3, 3 * len(hops) + 1.3)
+    ax.set_ylim(-0.8, 1.2)
+    ax.axis("off")
+    ax.set_title(f"one batch's path at {nbytes} B (red: the slowest measured hop bounds the "
+                 "chain)", loc="left", fontsize="medium")
+    return fig
+
+
+def _box(ax: Any, x: float, label: str) -> None:
+    from matplotlib.patches import FancyBboxPatch
+    ax.add_patch(FancyBboxPatch((x, 0.25), 1.0, 0.5, boxstyle="round,pad=0.05",
+                                fc="whitesmoke"))
+    ax.text(x + 0.5, 0.5, label, ha="center", va="center", fontweight="bold")
+
+
+def _wrap(text: str, width: int) -> str:
+    words, lines, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + len(w) + 1 > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}".strip()
+    return "\n".join(lines + [cur][: 1 if cur else 0])
+
+
+def sweep_figure(rows: Iterable[dict[str, Any]], links: Sequence[Link] = (),
+                 title: str = "") -> Any:
+    """Measured GB/s against size (points) with the fitted model (lines) per (path, memory),
+    and each link's per-direction peak as a dashed horizontal line."""
+    fig = new_figure(figsize=(9.0, 4.5))
+    ax = fig.add_subplot()
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["gbps"] is not None:
+            groups.setdefault((r["path"], r["memory"]), []).append(r)
+    for (path, memory), g in groups.items():
+        g = sorted(g, key=lambda r: r["nbytes"])
+        line = ax.plot([r["nbytes"] for r in g], [r["gbps"] for r in g], "o",
+                       label=f"{path} ({memory})")[0]
+        model = [(r["nbytes"], r["model_gbps"]) for r in g if r["model_gbps"] is not None]
+        if model:
+            ax.plot(*zip(*model), "-", color=line.get_color(), alpha=0.6)
+    for link in links:
+        ax.axhline(link.gbps, ls="--", color="grey", lw=1)
+        ax.text(0.01, link.gbps, f"{link.name} peak ({link.gbps:.1f} GB/s)", va="bottom",
+                fontsize="x-small", color="grey", transform=ax.get_yaxis_transform())
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("bytes per copy")
+    ax.set_ylabel("GB/s (1e9 B/s)")
+    ax.set_title(title or "measured (points) and fitted latency + n/bandwidth (lines)",
+                 loc="left", fontsize="medium")
+    if groups:
+        ax.legend(fontsize="small", loc="best")
+    return fig
+
+
+def prefetch_figure(timeline: Timeline, results: Sequence[PrefetchResult]) -> Any:
+    """One Gantt per loop (sequential, prefetch) on a shared ms axis, titled with the measured
+    wall time beside the model's (``n (copy + compute)`` or ``copy + compute + (n-1) max``)."""
+    fig = new_figure(figsize=(10.0, 1.6 + 1.3 * len(results)))
+    axes = fig.subplots(len(results), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, r in zip(axes, results):
+        lanes = [f"{r.mode}/copy stream", f"{r.mode}/default stream"]
+        sub = timeline.filter(lanes=lanes)
+        if len(sub):
+            sub.gantt(ax, lanes=lanes, colors=COLORS)
+        ax.set_title(f"{r.mode}: measured {r.wall_s * 1e3:.1f} ms, model {r.model_s * 1e3:.1f} ms"
+                     f" (copy {r.copy_s * 1e3:.2f} ms, compute {r.compute_s * 1e3:.2f} ms per "
+                     f"batch, {r.batches} batches, #wrong {r.wrong})", loc="left",
+                     fontsize="small")
+    return fig
+
+
+class PrefetchExplorer:
+    """Sliders for batch size and compute time, buttons for pinned/pageable; every change runs
+    both loops for real (small) and redraws. State: ``figure``, ``results``, ``summary``."""
+
+    def __init__(self, adapter: DeviceAdapter, *, batch_mib: int = 4, compute_ms: float = 3.0,
+                 memory: str = "pageable", batches: int = 8) -> None:
+        import ipywidgets as w
+
+        style = {"description_width": "110px"}
+        self.adapter, self.batches = adapter, batches
+        self.batch_mib = w.IntSlider(value=batch_mib, min=1, max=64, description="batch MiB",
+                                     continuous_update=False, style=style)
+        self.compute_ms = w.FloatSlider(value=compute_ms, min=0.0, max=20.0, step=0.5,
+                                        description="compute ms", continuous_update=False,
+                                        style=style)
+        self.memory = w.ToggleButtons(options=["pageable", "pinned"], value=memory,
+                                      description="memory", style=style)
+        self.status, self.out = w.HTML(), w.Output()
+        self.figure: Any = None
+        self.results: list[PrefetchResult] = []
+        self.summary = ""
+        for c in (self.batch_mib, self.compute_ms, self.memory):
+            c.observe(lambda _: self.update(), names="value")
+        self.widget = w.VBox([self.batch_mib, self.compute_ms, self.memory, self.status, self.out])
+        self.update()
+
+    def update(self) -> None:
+        """Measure both loops at the current settings and redraw."""
+        reason = self.adapter.unavailable(self.memory.value)
+        fig = new_figure(figsize=(10.0, 2.0))
+        if reason:
+            self.results = []
+            self.summary = f"{self.memory.value} skipped: {reason}"
+            ax = fig.add_subplot()
+            ax.axis("off")
+            ax.text(0.5, 0.5, _wrap(self.summary, 90), ha="center", va="center")
+        else:
+            tl = Timeline()
+            nbytes = self.batch_mib.value * 2**20
+            runner: Any = run_loop
+            if self.adapter.name == "cuda":   # copies on a side CUDA stream, event-timed
+                from distlab.transfers.cuda_prefetch import run_cuda
+                runner = run_cuda
+            self.results = [runner(self.adapter, mode=m, batches=self.batches, nbytes=nbytes,
+                                   compute_s=self.compute_ms.value / 1e3,
+                                   memory=self.memory.value, timeline=tl)
+                            for m in ("sequential", "prefetch")]
+            seq, pre = self.results
+            self.summary = (f"{self.memory.value}, {self.batch_mib.value} MiB: sequential "
+                            f"{seq.wall_s * 1e3:.1f} ms (model {seq.model_s * 1e3:.1f}), "
+                            f"prefetch {pre.wall_s * 1e3:.1f} ms (bound "
+                            f"{pre.model_s * 1e3:.1f}), #wrong {seq.wrong + pre.wrong}")
+            fig = prefetch_figure(tl, self.results)
+        self.status.value = f"<code>{self.summary}</code>"
+        self.figure = fig
+        from IPython.display import display
+        with self.out:
+            self.out.clear_output(wait=True)
+            display(fig)

@@ -1,0 +1,56 @@
+"""Prefetcher: both loops record one copy and one compute span per batch on their lanes; the
+prefetcher's copy of batch i+1 starts before compute of batch i ends (real overlap)."""
+
+from __future__ import annotations
+
+import pytest
+
+from distlab.timeline import Timeline
+from distlab.transfers import HostAdapter
+from distlab.transfers.prefetch import run_loop
+
+
+@pytest.mark.parametrize("mode", ["sequential", "prefetch"])
+def test_loop_spans_and_content(mode: str) -> None:
+    tl = Timeline()
+    r = run_loop(HostAdapter(), mode=mode, batches=5, nbytes=1 << 16, compute_s=0.004,
+                 timeline=tl)
+    assert r.wrong == 0 and r.batches == 5
+    copies = [s for s in tl.spans if s.lane == f"{mode}/copy stream"]
+    comps = [s for s in tl.spans if s.lane == f"{mode}/default stream"]
+    assert len(copies) == len(comps) == 5
+    for i in range(5):   # batch i is copied before it is computed on
+        assert copies[i].end_us <= comps[i].start_us + 1e-6
+    if mode == "sequential":
+        for i in range(4):
+            assert comps[i].end_us <= copies[i + 1].start_us + 1e-6
+    else:   # double buffering: copy i+1 is issued before compute i finishes
+        for i in range(4):
+            assert copies[i + 1].start_us < comps[i].end_us
+    assert r.bounds["overlapped_s"] <= r.bounds["sequential_s"]
+    assert r.as_dict()["model_s"] == r.model_s
+
+
+def test_loop_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        run_loop(HostAdapter(), mode="both", batches=2, nbytes=8, compute_s=0.0)
+    with pytest.raises(ValueError):
+        run_loop(HostAdapter(), mode="prefetch", batches=0, nbytes=8, compute_s=0.0)
+
+
+@pytest.mark.cuda
+def test_cuda_prefetch_overlaps_and_maps_events_to_host_clock() -> None:
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (torch.cuda.is_available() is False)")
+    from distlab.transfers.cuda import CudaAdapter
+    from distlab.transfers.cuda_prefetch import run_cuda
+    tl = Timeline()
+    for mode in ("sequential", "prefetch"):
+        r = run_cuda(CudaAdapter(), mode=mode, batches=6, nbytes=8 << 20, compute_s=0.002,
+                     timeline=tl)
+        assert r.wrong == 0
+    copies = [s for s in tl.spans if s.lane == "prefetch/copy stream"]
+    comps = [s for s in tl.spans if s.lane == "prefetch/default stream"]
+    assert len(copies) == len(comps) == 6
+    assert all(copies[i].end_us <= comps[i].start_us + 1.0 for i in range(6))

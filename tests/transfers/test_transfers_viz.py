@@ -1,0 +1,42 @@
+"""Transfer figures and the prefetcher explorer, driven through their widgets' values."""
+
+from __future__ import annotations
+
+import torch
+
+from distlab.transfers import LINKS, HostAdapter
+from distlab.viz.figure import DisplayFigure
+from distlab.viz.transfers import PrefetchExplorer, chain_hops, path_figure, sweep_figure
+
+
+def _row(path, memory, nbytes, gbps, skipped=None):
+    return {"path": path, "memory": memory, "nbytes": nbytes, "gbps": gbps,
+            "time_us": None if gbps is None else nbytes / gbps / 1e3,
+            "model_gbps": gbps, "wrong": 0 if gbps else None, "skipped": skipped}
+
+
+def test_chain_hops_and_figures() -> None:
+    rows = [_row("disk_read_cold", "pageable", 1024, 1.5),
+            _row("pageable_to_pinned", "pinned", 1024, None, "no accelerator"),
+            _row("h2d", "pinned", 1024, 20.0), _row("h2d", "pinned", 2048, 22.0)]
+    hops = chain_hops(rows, 1024)
+    assert [h["gbps"] for h in hops] == [1.5, None, 20.0]
+    assert hops[1]["skipped"] == "no accelerator"
+    assert chain_hops(rows, 4096)[0]["skipped"] == "not in this sweep"
+    fig = path_figure(hops, 1024)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "1.50 GB/s" in texts and "skipped" in texts and "no accelerator" in texts
+    assert isinstance(fig, DisplayFigure)
+    sweep = sweep_figure(rows, [LINKS["pcie4x16"]])
+    assert any("PCIe Gen4 x16" in t.get_text() for t in sweep.axes[0].texts)
+
+
+def test_explorer_remeasures_and_says_what_is_skipped() -> None:
+    ex = PrefetchExplorer(HostAdapter(), batch_mib=1, compute_ms=1.0, batches=3)
+    first = ex.summary
+    assert len(ex.results) == 2 and all(r.wrong == 0 for r in ex.results)
+    ex.batch_mib.value = 2
+    assert ex.summary != first and "2 MiB" in ex.summary
+    if not torch.cuda.is_available():
+        ex.memory.value = "pinned"
+        assert ex.results == [] and ex.summary.startswith("pinned skipped:")
