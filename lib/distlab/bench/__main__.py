@@ -19,6 +19,7 @@ BENCHMARKS = {
     "sampler": "distlab.bench.sampler",
     "allreduce": "distlab.bench.allreduce",
     "pipeline": "distlab.bench.pipeline",
+    "ddp": "distlab.bench.ddp",
 }
 
 

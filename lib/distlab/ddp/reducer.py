@@ -12,7 +12,8 @@ torch rebuilds them (:func:`distlab.ddp.buckets.rebuilt_buckets`).
 With ``algorithm`` other than ``"builtin"`` each bucket goes through
 :func:`distlab.collectives.all_reduce` (synchronous p2p schedules), so it blocks backward at the
 moment the bucket is launched. ``naive=True`` reduces every parameter on its own after backward.
-Timeline lanes: ``rank{r}/backward`` (one span per leaf module's backward, "bucket ready" marks)
+Timeline lanes: ``rank{r}/backward`` (one span per module owning parameters, from the previous
+module's last ready gradient -- or the end of forward -- to its own; "bucket ready" marks)
 and ``rank{r}/allreduce`` (launch to completion of each bucket's allreduce). Times are in us.
 """
 
@@ -67,8 +68,10 @@ class DDP(nn.Module):
         self._set_buckets(initial_buckets(self._params, bucket_cap_mb))
         self._handles = [p.register_post_accumulate_grad_hook(self._make_hook(i))
                          for i, p in enumerate(self._params)]
-        if timeline is not None:
-            self._add_module_spans()
+        owner = {id(p): n.rsplit(".", 1)[0] if "." in n else "" for n, p in named}
+        self._param_module = [owner[id(p)] for p in self._params]
+        self._mod_left: dict[str, int] = {}
+        self._mark = now_us()
         self._reset_iteration()
 
     # ---- buckets -----------------------------------------------------------------------------
@@ -76,6 +79,17 @@ class DDP(nn.Module):
         self._bucket_idx = buckets
         self._where = {i: b for b, idx in enumerate(buckets) for i in idx}
         self.buckets = [[self._names[i] for i in idx] for idx in buckets]
+        self._flat = []
+        self._views: dict[int, torch.Tensor] = {}
+        for idx in buckets:
+            flat = torch.empty(sum(self._params[i].numel() for i in idx),
+                               dtype=self._params[idx[0]].dtype, device=self._params[idx[0]].device)
+            off = 0
+            for i in idx:
+                n = self._params[i].numel()
+                self._views[i] = flat[off:off + n].view_as(self._params[i])
+                off += n
+            self._flat.append(flat)
 
     def _reset_iteration(self) -> None:
         self._pending = [len(b) for b in self._bucket_idx]
@@ -83,6 +97,9 @@ class DDP(nn.Module):
         self._works: list[Any] = [None] * len(self._bucket_idx)
         self._next = 0
         self._queued = False
+        self._mod_left = {}
+        for m in getattr(self, "_param_module", []):
+            self._mod_left[m] = self._mod_left.get(m, 0) + 1
 
     @contextmanager
     def no_sync(self) -> Iterator[None]:
@@ -98,30 +115,13 @@ class DDP(nn.Module):
             self._set_buckets(rebuilt_buckets(self._params, self._ready_order, self.bucket_cap_mb))
             self._rebuilt = True
         self._reset_iteration()
-        return self.module(*args, **kwargs)
+        out = self.module(*args, **kwargs)
+        self._mark = now_us()  # backward spans start here (loss computation included)
+        return out
 
     # ---- hooks -------------------------------------------------------------------------------
     def _lane(self, what: str) -> str:
         return f"rank{self.rank}/{what}"
-
-    def _add_module_spans(self) -> None:
-        starts: dict[int, float] = {}
-
-        def pre(mod: nn.Module, _g: Any) -> None:
-            starts[id(mod)] = now_us()
-
-        for name, mod in self.module.named_modules():
-            if next(mod.children(), None) is not None:
-                continue
-
-            def post(mod: nn.Module, _gi: Any, _go: Any, name: str = name) -> None:
-                t0 = starts.pop(id(mod), None)
-                if t0 is not None and self.timeline is not None:
-                    self.timeline.record(f"backward {name}", "backward", self._lane("backward"),
-                                         t0, now_us() - t0)
-
-            mod.register_full_backward_pre_hook(pre)
-            mod.register_full_backward_hook(post)
 
     def _make_hook(self, i: int) -> Any:
         def hook(p: torch.Tensor) -> None:
@@ -134,10 +134,12 @@ class DDP(nn.Module):
                 self._ready_order.append(i)
             if self.naive:
                 return
+            torch.mul(p.grad, 1.0 / self.world, out=self._views[i])  # type: ignore[arg-type]
+            self._module_done(i)
             b = self._where[i]
             self._pending[b] -= 1
             if self._pending[b] == 0:
-                self._fill(b)
+                self._buffers[b] = self._flat[b]
                 if self.timeline is not None:
                     self.timeline.record(f"bucket {b} ready", "ready", self._lane("backward"),
                                          now_us(), 0.0)
@@ -148,10 +150,21 @@ class DDP(nn.Module):
         return hook
 
     def _fill(self, b: int) -> None:
-        grads = [self._params[i].grad for i in self._bucket_idx[b]]
-        buf = torch.cat([g.reshape(-1) for g in grads])  # type: ignore[union-attr]
-        buf.mul_(1.0 / self.world)
-        self._buffers[b] = buf
+        for i in self._bucket_idx[b]:
+            torch.mul(self._params[i].grad, 1.0 / self.world, out=self._views[i])  # type: ignore[arg-type]
+        self._buffers[b] = self._flat[b]
+
+    def _module_done(self, i: int) -> None:
+        """Timeline: close the span of the leaf module whose last parameter became ready."""
+        if self.timeline is None:
+            return
+        mod = self._param_module[i]
+        self._mod_left[mod] -= 1
+        if self._mod_left[mod] == 0:
+            t = now_us()
+            self.timeline.record(f"backward {mod}", "backward", self._lane("backward"),
+                                 self._mark, t - self._mark)
+            self._mark = t
 
     def _launch(self, b: int, name: str | None = None) -> None:
         buf = self._buffers[b]
