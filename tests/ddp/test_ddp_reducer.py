@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from distlab import launch
-from helpers.ddp_targets import torch_buckets_worker, train_compare_worker
+from helpers.ddp_targets import no_sync_worker, torch_buckets_worker, train_compare_worker
 from helpers.leaks import no_leaks
 
 
@@ -40,3 +40,12 @@ def test_training_identical_to_torch_ddp(overlap, naive, algorithm):
         per_step = [b - a for a, b in zip([0] + r["counts"], r["counts"], strict=False)]
         assert per_step[2] == 0  # the no_sync step communicates nothing
         assert min(per_step[:2] + per_step[3:]) >= 1
+
+
+def test_no_sync_accumulation_communicates_once():
+    with no_leaks():
+        out = launch.run(no_sync_worker, 2, args=(2, 32, 3), timeout=120)
+    for r in out:
+        assert r["allreduces_during_no_sync"] == 0
+        assert r["allreduces_total"] == r["reference_allreduces"] == 1
+        assert r["same_grads"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from distlab.ddp.measure import no_sync_worker, torch_buckets_worker  # noqa: F401 (re-export)
+
 
 def make_model(layers: int, width: int, seed: int) -> Any:
     import torch
@@ -12,42 +14,6 @@ def make_model(layers: int, width: int, seed: int) -> Any:
     for _ in range(layers):
         mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     return torch.nn.Sequential(*mods)
-
-
-def torch_buckets_worker(rank: int, world_size: int, layers: int, width: int,
-                         bucket_cap_mb: float | None, iters: int = 3) -> dict[str, Any]:
-    """Record GradBucket.parameters() of a real torch DDP per iteration; also our predictions."""
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-
-    from distlab.ddp import DDP, torch_ddp_buckets
-
-    model = make_model(layers, width, 0)
-    names = {id(p): n for n, p in model.named_parameters()}
-    x = torch.randn(4, width)
-    predicted = torch_ddp_buckets(model, bucket_cap_mb, example_input=x)
-    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
-    seen: list[list[list[str]]] = []
-
-    def hook(state: Any, bucket: Any) -> Any:
-        if bucket.index() == 0:
-            seen.append([])
-        seen[-1].append([names[id(p)] for p in bucket.parameters()])
-        buf = bucket.buffer().div_(dist.get_world_size())
-        return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
-
-    hook.__annotations__ = {"state": object, "bucket": dist.GradBucket,
-                            "return": torch.futures.Future[torch.Tensor]}
-    ddp.register_comm_hook(None, hook)
-    for _ in range(iters):
-        ddp(x).sum().backward()
-    ours = DDP(make_model(layers, width, 0), bucket_cap_mb=bucket_cap_mb)
-    ours_seen = []
-    for _ in range(iters):
-        ours(x).sum().backward()
-        ours_seen.append([list(b) for b in ours.buckets])
-    return {"torch": seen, "predicted": predicted, "ours": ours_seen}
 
 
 def train_compare_worker(rank: int, world_size: int, layers: int, width: int,
