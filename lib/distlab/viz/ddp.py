@@ -17,14 +17,15 @@ def buckets_figure(buckets: Sequence[Sequence[str]], sizes: Mapping[str, int], *
     """One horizontal bar per bucket (top = reduced first), one segment per parameter (MiB)."""
     fig = new_figure(figsize=(9, 0.5 * len(buckets) + 1.4)) if ax is None else ax.figure
     ax = ax or fig.add_subplot()
+    widest = max(sum(sizes[m] for m in names) for names in buckets) / _MB
     for y, names in enumerate(buckets):
         left = 0.0
-        for k, n in enumerate(names):
+        for n in names:
             w = sizes[n] / _MB
             ax.barh(y, w, left=left, color="C0" if n.endswith("weight") else "C1",
                     edgecolor="black", linewidth=0.4)
-            if w > 0.15 * max(1e-9, sum(sizes[m] for m in names) / _MB) or k == 0:
-                ax.text(left + w / 2, y, n, ha="center", va="center", fontsize=7)
+            if w > 0.06 * widest:  # label the big tensors (biases are slivers)
+                ax.text(left + w / 2, y, n, ha="center", va="center", fontsize=7, color="white")
             left += w
         ax.text(left, y, f" {left:.2f} MiB", va="center", fontsize=8)
     ax.set_yticks(range(len(buckets)), [f"bucket {i}" for i in range(len(buckets))])
