@@ -81,15 +81,16 @@ def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
     for y, (preset, dp, ddp) in enumerate(rows):
         for k, t in enumerate((dp, ddp)):
             left = 0.0
-            for j, (_phase, _b, s) in enumerate(t.phases):
+            for j, (phase, _b, s) in enumerate(t.phases):
                 ax.barh(2 * y + k, s * 1e3, left=left, color=f"C{j + 4 * k}", edgecolor="black",
-                        linewidth=0.3)
+                        linewidth=0.3, label=phase if y == 0 else None)
                 left += s * 1e3
             ax.text(left, 2 * y + k, f" {t.name} {t.total_bytes / _MB:.0f} MiB", va="center",
                     fontsize=8)
     ax.set_yticks(range(2 * len(rows)), [f"{r[0]} {n}" for r in rows for n in ("DP", "DDP")])
     ax.invert_yaxis()
     ax.set_xlabel("ms per step (model only)")
+    ax.legend(fontsize="small", loc="lower right")
     return fig
 
 
