@@ -3,7 +3,8 @@
 ``measure_worker`` runs on every rank: a local no-communication model gives the compute times
 (per-parameter ready times, backward, forward + optimizer); then for ``rounds`` rounds each variant
 (naive, bucketed without overlap, distlab overlap, torch DDP; per bucket cap) runs ``steps``
-training steps, variants interleaved so machine load hits them alike. All variants train on the
+training steps, variants interleaved so machine load hits them alike; one more round, untimed,
+records each distlab variant's spans (so tracing costs nothing in the timed rounds). All variants train on the
 same batches from the same (rank-dependent) initial weights, so their parameters must equal torch
 DDP's at the end (``wrong``: parameter tensors that differ). Times in seconds.
 """
@@ -91,8 +92,10 @@ def measure_worker(rank: int, world_size: int, layers: int, width: int, batch: i
             models[(v, cap)] = (w, torch.optim.SGD(w.parameters(), lr=1e-3))
     times: dict[tuple[str, float], dict[str, list[float]]] = {k: {"step": [], "bwd": []}
                                                              for k in models}
-    for r in range(rounds):
+    for r in range(rounds + 1):  # round 0: warmup; last round: traced, not timed
         for key, (w, o) in models.items():
+            if key in timelines:
+                w.timeline = timelines[key] if r == rounds else None
             torch.distributed.barrier()
             for x in xs:
                 t0 = time.perf_counter()
@@ -103,7 +106,7 @@ def measure_worker(rank: int, world_size: int, layers: int, width: int, batch: i
                 o.step()
                 o.zero_grad()
                 t3 = time.perf_counter()
-                if r > 0:  # round 0 is warmup (includes the bucket rebuild)
+                if 0 < r < rounds:  # round 0 is warmup (includes the bucket rebuild)
                     times[key]["step"].append(t3 - t0)
                     times[key]["bwd"].append(t2 - t1)
     rows = []
