@@ -1,0 +1,18 @@
+"""distlab.ddp: torch-identical gradient buckets, a bucketed overlapping DDP, and its model."""
+
+from distlab.ddp.reducer import DDP
+from distlab.ddp.buckets import (
+    DEFAULT_BUCKET_CAP_MB,
+    DEFAULT_FIRST_BUCKET_BYTES,
+    backward_ready_order,
+    compute_bucket_assignment_by_size,
+    initial_buckets,
+    rebuilt_buckets,
+    torch_ddp_buckets,
+)
+
+__all__ = [
+    "DDP",
+    "DEFAULT_BUCKET_CAP_MB", "DEFAULT_FIRST_BUCKET_BYTES", "backward_ready_order",
+    "compute_bucket_assignment_by_size", "initial_buckets", "rebuilt_buckets", "torch_ddp_buckets",
+]

@@ -1,0 +1,138 @@
+"""A model of one DDP step: backward overlapped with per-bucket allreduces (pure functions).
+
+Inputs are measured or assumed: when each bucket's last gradient is ready (seconds from the start
+of backward), the backward duration, bucket sizes in bytes, and a link with ``alpha`` (s/message),
+``beta`` (s/byte), ``gamma`` (s/byte reduced), ``duplex`` and optionally ``call_overhead`` (s) --
+a :class:`distlab.collectives.Calibration` or :class:`distlab.collectives.LinkPreset`. Each
+bucket's allreduce is costed as the named distlab schedule (default ring, the shape of gloo's and
+NCCL's large-message allreduce) plus ``call_overhead``. Simulation rule (as the reducer runs):
+with overlap a bucket's allreduce starts when its last gradient is ready and the previous
+allreduce has finished; without overlap they run back to back after backward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from distlab._checks import check_int
+from distlab.collectives import build, cost
+from distlab.ddp.buckets import compute_bucket_assignment_by_size
+
+_MB = 1024 * 1024
+
+
+def allreduce_seconds(nbytes: int, world_size: int, link: Any, *, algorithm: str = "ring",
+                      itemsize: int = 4) -> float:
+    """Predicted seconds of one allreduce of ``nbytes`` over ``world_size`` ranks on ``link``."""
+    check_int("world_size", world_size, minimum=1)
+    count = max(int(nbytes) // itemsize, 1)
+    if world_size == 1:
+        return 0.0
+    sched = build(algorithm, world_size, count)
+    return float(getattr(link, "call_overhead", 0.0)) + cost(
+        sched, link.alpha, link.beta, link.gamma, itemsize, duplex=getattr(link, "duplex", "full"))
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    """Seconds. ``comm_spans``: (start, end) of each bucket's allreduce from backward start;
+    ``exposed_s``: communication after backward ended; ``overlap_fraction``: share of the total
+    allreduce time hidden under backward (1.0 when there is no communication)."""
+
+    step_s: float
+    backward_s: float
+    comm_s: float
+    exposed_s: float
+    overlap_fraction: float
+    comm_spans: tuple[tuple[float, float], ...]
+
+
+def simulate_step(ready_s: Sequence[float], comm_s: Sequence[float], backward_s: float, *,
+                  overlap: bool = True, other_s: float = 0.0) -> StepPrediction:
+    """Simulate one step. ``ready_s[b]``: when bucket b's last gradient is ready; ``comm_s[b]``:
+    its allreduce time; ``other_s``: forward + optimizer time added to the step."""
+    if len(ready_s) != len(comm_s):
+        raise ValueError(f"ready_s and comm_s: expected equal lengths, got {len(ready_s)} "
+                         f"and {len(comm_s)}")
+    end = 0.0 if overlap else float(backward_s)
+    spans = []
+    for r, c in zip(ready_s, comm_s, strict=True):
+        start = max(float(r), end) if overlap else end
+        end = start + float(c)
+        spans.append((start, end))
+    total = float(sum(comm_s))
+    exposed = max(0.0, end - backward_s) if spans else 0.0
+    frac = min(1.0, max(0.0, 1.0 - exposed / total)) if total > 0 else 1.0
+    return StepPrediction(other_s + backward_s + exposed, float(backward_s), total, exposed,
+                          frac, tuple(spans))
+
+
+def buckets_for_sizes(sizes: Sequence[int], bucket_cap_mb: float | None) -> list[list[int]]:
+    """torch's rebuilt buckets for float32 parameters of ``sizes`` bytes given in ready order
+    (indices into ``sizes``)."""
+    first, cap = ((1 << 20, 25 * _MB) if bucket_cap_mb is None
+                  else (int(bucket_cap_mb * _MB),) * 2)
+    tensors = [torch.empty(max(s // 4, 0), device="meta") for s in sizes]
+    b, _ = compute_bucket_assignment_by_size(tensors, [first, cap],
+                                             tensor_indices=list(range(len(sizes))))
+    return b
+
+
+def predict(sizes: Sequence[int], ready_s: Sequence[float], backward_s: float, link: Any,
+            world_size: int, bucket_cap_mb: float | None, *, overlap: bool = True,
+            other_s: float = 0.0, algorithm: str = "ring") -> StepPrediction:
+    """Predict a step for parameters of ``sizes`` bytes in ready order, ready at ``ready_s``."""
+    buckets = buckets_for_sizes(sizes, bucket_cap_mb)
+    ready = [max(ready_s[i] for i in b) for b in buckets]
+    comm = [allreduce_seconds(sum(sizes[i] for i in b), world_size, link, algorithm=algorithm)
+            for b in buckets]
+    return simulate_step(ready, comm, backward_s, overlap=overlap, other_s=other_s)
+
+
+def sweep_bucket_cap(sizes: Sequence[int], ready_s: Sequence[float], backward_s: float,
+                     link: Any, world_size: int, caps_mb: Sequence[float], **kw: Any
+                     ) -> list[tuple[float, StepPrediction]]:
+    """:func:`predict` for every cap in ``caps_mb``."""
+    return [(c, predict(sizes, ready_s, backward_s, link, world_size, c, **kw)) for c in caps_mb]
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Per-step data movement (bytes) and its time (s) on one link model."""
+
+    name: str
+    phases: tuple[tuple[str, int, float], ...]  # (phase, bytes over the busiest link, seconds)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(p[1] for p in self.phases)
+
+    @property
+    def total_s(self) -> float:
+        return sum(p[2] for p in self.phases)
+
+
+def dataparallel_vs_ddp(param_bytes: int, input_bytes: int, output_bytes: int, n: int,
+                        link: Any) -> tuple[Traffic, Traffic]:
+    """Model only. DataParallel on ``n`` devices funnels everything through device 0: broadcast
+    parameters ((n-1) P), scatter inputs and gather outputs ((n-1)/n of each), reduce gradients
+    to device 0 ((n-1) P); every transfer is one message over device 0's link. DDP: one ring
+    allreduce of the gradients per rank (inputs are loaded locally, parameters stay put)."""
+    check_int("n", n, minimum=2)
+
+    def t(nbytes: float, msgs: int) -> float:
+        return msgs * link.alpha + nbytes * link.beta
+
+    share = (n - 1) / n
+    dp = (("broadcast params", (n - 1) * param_bytes, t((n - 1) * param_bytes, n - 1)),
+          ("scatter inputs", int(share * input_bytes), t(share * input_bytes, n - 1)),
+          ("gather outputs", int(share * output_bytes), t(share * output_bytes, n - 1)),
+          ("reduce grads", (n - 1) * param_bytes,
+           t((n - 1) * param_bytes, n - 1) + (n - 1) * param_bytes * link.gamma))
+    ddp = (("allreduce grads", int(2 * share * param_bytes),
+            allreduce_seconds(param_bytes, n, link)),)
+    return Traffic("DataParallel", tuple((a, int(b), c) for a, b, c in dp)), Traffic("DDP", ddp)

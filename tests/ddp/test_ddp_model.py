@@ -1,0 +1,64 @@
+"""The DDP step model: simulation rules, bucket sweep, DataParallel vs DDP traffic."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlab.collectives import get_preset
+from distlab.ddp.model import (allreduce_seconds, buckets_for_sizes, dataparallel_vs_ddp,
+                               predict, simulate_step, sweep_bucket_cap)
+
+LINK = get_preset("pcie4_x16")
+
+
+def test_simulate_hand_case():
+    p = simulate_step([1.0, 2.0, 3.0], [1.5, 0.5, 1.0], 3.0)
+    assert p.comm_spans == ((1.0, 2.5), (2.5, 3.0), (3.0, 4.0))
+    assert p.exposed_s == 1.0 and p.step_s == 4.0 and p.overlap_fraction == pytest.approx(2 / 3)
+    q = simulate_step([1.0, 2.0, 3.0], [1.5, 0.5, 1.0], 3.0, overlap=False)
+    assert q.exposed_s == 3.0 and q.overlap_fraction == 0.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10), st.floats(0, 5)), min_size=1, max_size=8),
+       st.floats(0, 10))
+def test_overlap_never_slower_and_bounded(pairs, extra):
+    ready = sorted(r for r, _ in pairs)
+    comm = [c for _, c in pairs]
+    bwd = max(ready) + extra
+    a = simulate_step(ready, comm, bwd)
+    b = simulate_step(ready, comm, bwd, overlap=False)
+    assert a.step_s <= b.step_s + 1e-9
+    assert bwd - 1e-9 <= a.step_s <= bwd + sum(comm) + 1e-9
+    assert 0.0 <= a.overlap_fraction <= 1.0 + 1e-12
+    assert all(s >= r - 1e-12 for (s, _), r in zip(a.comm_spans, ready, strict=True))
+
+
+def test_buckets_for_sizes_first_bucket_small():
+    sizes = [263168] * 8  # Linear(256) layers, one entry per layer
+    assert [len(b) for b in buckets_for_sizes(sizes, None)] == [4, 4]
+    assert [len(b) for b in buckets_for_sizes(sizes, 0.25)] == [1] * 8
+
+
+def test_sweep_has_interior_optimum_with_latency():
+    sizes = [4 << 20] * 16
+    ready = [0.01 * (i + 1) for i in range(16)]
+    sweep = sweep_bucket_cap(sizes, ready, 0.16, LINK, 4, [1, 4, 16, 64, 256])
+    steps = [p.step_s for _, p in sweep]
+    assert steps[-1] > min(steps)  # one huge bucket cannot overlap at all
+
+
+def test_allreduce_grows_with_bytes_and_world():
+    assert allreduce_seconds(1 << 20, 1, LINK) == 0.0
+    assert allreduce_seconds(1 << 20, 4, LINK) < allreduce_seconds(1 << 24, 4, LINK)
+
+
+def test_dataparallel_moves_more_than_ddp():
+    dp, ddp = dataparallel_vs_ddp(100 << 20, 8 << 20, 1 << 20, 4, LINK)
+    assert dp.total_bytes > ddp.total_bytes
+    assert ddp.total_bytes == int(2 * 3 / 4 * (100 << 20))
+    assert [p[0] for p in dp.phases] == ["broadcast params", "scatter inputs", "gather outputs",
+                                         "reduce grads"]
+    assert predict([1 << 20], [0.0], 0.0, LINK, 2, None).step_s > 0
