@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+
+from distlab.viz.figure import new_figure
 from matplotlib.patches import FancyArrowPatch
 
 from distlab.collectives import ALGORITHMS, build, step_costs
@@ -64,7 +66,7 @@ def plan_figure(schedule: Schedule, step: int | None = None, *, fig: Figure | No
         step = nsteps - 1
     if isinstance(step, bool) or not isinstance(step, int) or not -1 <= step <= nsteps - 1:
         raise ValueError(f"step must be in [-1, {nsteps - 1}] for this schedule, got {step}")
-    fig = fig or Figure(figsize=(8.0, 1.0 + 0.45 * p), layout="constrained")
+    fig = fig or new_figure(figsize=(8.0, 1.0 + 0.45 * p))
     ax = fig.add_subplot(1, 1, 1)
     counts = contributors(holdings(schedule)[step + 1]) if n else np.zeros((p, 0), dtype=int)
     ax.imshow(counts, cmap="Greens", vmin=0.5, vmax=p + 0.5 if p > 1 else 1.5, aspect="auto",
@@ -122,7 +124,7 @@ def cost_curves_figure(preset: Any, world_size: int = 8, *,
     duplex = duplex or getattr(preset, "duplex", "full")
     times = predict_sizes(algorithms, world_size, sizes, preset.alpha, preset.beta, preset.gamma,
                           itemsize, duplex=duplex)
-    fig = fig or Figure(figsize=(10.0, 4.0), layout="constrained")
+    fig = fig or new_figure(figsize=(10.0, 4.0))
     ax_t, ax_b = fig.subplots(1, 2)
     for a in algorithms:
         t = np.asarray(times[a])
@@ -152,7 +154,7 @@ def cost_vs_world_size_figure(preset: Any, nbytes: int = 1 << 20, *,
     duplex = duplex or getattr(preset, "duplex", "full")
     times = predict_world_sizes(algorithms, list(world_sizes), nbytes, preset.alpha,
                                 preset.beta, preset.gamma, itemsize, duplex=duplex)
-    fig = fig or Figure(figsize=(7.0, 4.0), layout="constrained")
+    fig = fig or new_figure(figsize=(7.0, 4.0))
     ax = fig.add_subplot(1, 1, 1)
     for a in algorithms:
         ax.semilogy(list(world_sizes), np.asarray(times[a]) * 1e6, label=a,
@@ -170,7 +172,7 @@ def measured_vs_model_figure(rows: Sequence[dict[str, Any]], *,
                              fig: Figure | None = None) -> Figure:
     """Benchmark rows (``distlab.bench.allreduce`` output): measured time as dots, prediction as
     lines, per algorithm; builtin dashed (it has no schedule of ours to predict)."""
-    fig = fig or Figure(figsize=(8.0, 4.0), layout="constrained")
+    fig = fig or new_figure(figsize=(8.0, 4.0))
     ax = fig.add_subplot(1, 1, 1)
     for a in dict.fromkeys(r["algorithm"] for r in rows):
         mine = [r for r in rows if r["algorithm"] == a]

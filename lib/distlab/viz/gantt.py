@@ -17,17 +17,20 @@ def gantt(timeline: Timeline, ax: Any = None, *, origin_us: float | None = None,
     first appearance), bars coloured by category, x axis in milliseconds from ``origin_us``
     (default: the earliest start). ``highlight_idle`` names a lane (the consumer) whose idle
     gaps are shaded red across the chart. Returns the Figure."""
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
     from matplotlib.patches import Patch
 
+    from distlab.viz.figure import new_figure
+
     if ax is None:
-        fig, ax = plt.subplots(figsize=(10, 0.45 * max(2, len(lanes or timeline.lanes)) + 1.2))
+        fig = new_figure(figsize=(10, 0.45 * max(2, len(lanes or timeline.lanes)) + 1.2), layout=None)
+        ax = fig.add_subplot()
     else:
         fig = ax.figure
     spans = timeline.spans
     rows = list(lanes) if lanes is not None else timeline.lanes
     t0 = origin_us if origin_us is not None else (timeline.extent_us()[0] if spans else 0.0)
-    cmap = plt.get_cmap("tab10")
+    cmap = colormaps["tab10"]
     cats = timeline.categories
     color_of = {c: cmap(i % 10) for i, c in enumerate(cats)}
     if colors:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
+from distlab.viz.figure import new_figure
 
 from ..pipeline.executors import EXECUTORS, RunResult, make_executor
 from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction, plan_for,
@@ -34,8 +34,9 @@ def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us
     """Measured (top) and simulated (bottom) Gantt charts on one time axis (ms from each run's
     start); the consumer's idle gaps (where a GPU would wait) are shaded red."""
     lanes_m, lanes_s = measured.lanes, simulated.lanes
-    fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(10, 1.2 + 0.4 * (
-        len(lanes_m) + len(lanes_s))), height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
+    fig = new_figure(figsize=(10, 1.2 + 0.4 * (len(lanes_m) + len(lanes_s))), layout=None)
+    ax1, ax2 = fig.subplots(2, 1, sharex=True,
+                            height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
     if len(measured):
         measured.gantt(ax1, origin_us=measured_origin_us, highlight_idle=measured_consumer,
                        colors=COLORS)
@@ -54,8 +55,8 @@ def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None
     """One Gantt per run, stacked, on one time axis (ms from each run's start)."""
     results = list(results)
     heights = [max(1, len(r.timeline.lanes)) for r in results]
-    fig, axes = plt.subplots(len(results), 1, sharex=True, squeeze=False,
-                             figsize=(10, 1.0 + 0.4 * sum(heights)), height_ratios=heights)
+    fig = new_figure(figsize=(10, 1.0 + 0.4 * sum(heights)), layout=None)
+    axes = fig.subplots(len(results), 1, sharex=True, squeeze=False, height_ratios=heights)
     for i, (ax, r) in enumerate(zip(axes[:, 0], results)):
         r.timeline.gantt(ax, origin_us=r.start_us, highlight_idle=r.consumer_lane, colors=COLORS)
         name = titles[i] if titles else r.executor
@@ -106,12 +107,10 @@ def _show_in(out: Any, old: Any, fig: Any) -> Any:
     """Replace what the Output widget ``out`` shows with ``fig``; close ``old``; return ``fig``."""
     from IPython.display import display
 
-    if old is not None:
-        plt.close(old)
+    del old  # pyplot-free figures (new_figure) need no closing; nothing is registered
     with out:
         out.clear_output(wait=True)
         display(fig)
-    plt.close(fig)
     return fig
 
 
@@ -221,7 +220,8 @@ class PipelineExplorer:
 def parts_gantt(sync: Timeline, asyn: Timeline, *, titles: tuple[str, str] = ("sync", "async"),
                 origins_us: tuple[float, float] = (0.0, 0.0)) -> Any:
     """Sync and async part-loader timelines, stacked, trainer idle shaded."""
-    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(10, 3.6))
+    fig = new_figure(figsize=(10, 3.6), layout=None)
+    axes = fig.subplots(2, 1, sharex=True)
     for ax, tl, title, origin in zip(axes, (sync, asyn), titles, origins_us):
         lanes = [lane for lane in ("producer/load", "trainer/load", "trainer/compute")
                  if lane in tl.lanes]
@@ -239,7 +239,8 @@ def idle_vs_queue_figure(n_parts: int, load_times_s: Sequence[float], train_s: f
     """Model curve of the trainer's idle fraction versus queue size (async), with the sync
     level as a line and optional measured points ``{queue_size: idle_fraction}``."""
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6, 3.4))
+        fig = new_figure(figsize=(6, 3.4), layout=None)
+        ax = fig.subplots()
     else:
         fig = ax.figure
     ys = [parts_idle_fraction(n_parts, list(load_times_s), train_s, queue_size=q)
@@ -307,7 +308,7 @@ class PartsExplorer:
                         f"{self.idle_async:.0%}; wall {sync.wall_us() / 1e3:.0f} ms -> "
                         f"{asyn.wall_us() / 1e3:.0f} ms")
         self.status.value = f"<code>{self.summary}</code>"
-        fig = plt.figure(figsize=(12, 3.8))
+        fig = new_figure(figsize=(12, 3.8), layout=None)
         gs = fig.add_gridspec(2, 2, width_ratios=[2.2, 1])
         for row, (tl, title) in enumerate(((sync, "sync (model)"),
                                            (asyn, f"async, queue {q} (model)"))):

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+
+from distlab.viz.figure import new_figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
@@ -139,7 +141,7 @@ def summary_text(a: Assignment, batch_size: int | None = None) -> str:
 def assignment_figure(a: Assignment, batch_size: int | None = None,
                       figsize: tuple[float, float] = (10.0, 6.0)) -> Figure:
     """Both panels in one matplotlib Figure (not attached to pyplot; display or save it)."""
-    fig = Figure(figsize=figsize, layout="constrained")
+    fig = new_figure(figsize=figsize)
     top, bottom = fig.subplots(2, 1, height_ratios=[1, 1])
     plot_dataset(a, top)
     plot_ranks(a, bottom, batch_size)
