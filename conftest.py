@@ -15,3 +15,16 @@ import matplotlib
 
 os.environ.setdefault("SMOKE", "1")
 matplotlib.use("Agg")
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001 (pytest hook)
+    """Tests marked ``cuda`` skip, with the reason, where torch sees no CUDA device."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: torch.cuda.is_available() is False here")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
