@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from distlab.timeline import Timeline
+if TYPE_CHECKING:  # annotations only: the figure reads a Timeline, it needs no import of it
+    from distlab.timeline import Timeline
 
 __all__ = ["gantt"]
 
