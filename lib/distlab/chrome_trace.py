@@ -13,9 +13,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from collections.abc import Mapping
+
+from distlab._checks import check_instance, check_int, check_str
 from distlab.timeline import Timeline, natural_key, split_lane
 
-__all__ = ["read_trace", "trace_events", "write_trace"]
+__all__ = ["check_distributed_info", "read_trace", "trace_events", "write_trace",
+           "write_rank_traces"]
 
 
 def trace_events(timeline: Timeline) -> list[dict[str, Any]]:
@@ -60,14 +64,70 @@ def trace_events(timeline: Timeline) -> list[dict[str, Any]]:
     return events + slices
 
 
-def write_trace(timeline: Timeline, path: str | os.PathLike[str]) -> Path:
-    """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path."""
-    payload = {"traceEvents": trace_events(timeline), "displayTimeUnit": "ms",
-               "otherData": {"producer": "distlab.timeline", "notes": list(timeline.notes)}}
+def check_distributed_info(info: Any) -> dict[str, Any]:
+    """Validate a ``distributedInfo`` block as Kineto writes it (torch 2.13: ``backend``,
+    ``rank``, ``world_size``, ``pg_count``, ``pg_config``); returns a plain copy.
+
+    ``backend`` (str), ``rank`` (int in ``[0, world_size - 1]``) and ``world_size`` (int >= 1)
+    are required; ``pg_count`` (int >= 1) defaults to 1; other keys are passed through.
+    """
+    check_instance("distributed_info", info, Mapping, "a mapping with backend, rank, world_size")
+    missing = [k for k in ("backend", "rank", "world_size") if k not in info]
+    if missing:
+        raise ValueError(f"distributed_info lacks {', '.join(missing)}; it needs backend, rank "
+                         f"and world_size, got keys {sorted(info)}")
+    out = dict(info)
+    out["backend"] = check_str("distributed_info['backend']", info["backend"], nonempty=True,
+                               example="'gloo'")
+    out["world_size"] = check_int("distributed_info['world_size']", info["world_size"], minimum=1)
+    out["rank"] = check_int("distributed_info['rank']", info["rank"], minimum=0,
+                            maximum=out["world_size"] - 1)
+    out["pg_count"] = check_int("distributed_info['pg_count']", info.get("pg_count", 1),
+                                minimum=1)
+    return out
+
+
+def write_trace(timeline: Timeline, path: str | os.PathLike[str], *,
+                distributed_info: Mapping[str, Any] | None = None) -> Path:
+    """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path.
+
+    ``distributed_info``, when given, is written as the top-level ``distributedInfo`` block that
+    Kineto writes for one rank (see :func:`check_distributed_info`), so trace analysis tools
+    that read per-rank Kineto files find the rank and world size.
+    """
+    payload: dict[str, Any] = {
+        "traceEvents": trace_events(timeline), "displayTimeUnit": "ms",
+        "otherData": {"producer": "distlab.timeline", "notes": list(timeline.notes)}}
+    if distributed_info is not None:
+        payload["distributedInfo"] = check_distributed_info(distributed_info)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(payload, default=str))
     return p
+
+
+def write_rank_traces(timeline: Timeline, directory: str | os.PathLike[str], *, backend: str,
+                      world_size: int | None = None) -> list[Path]:
+    """One trace file per rank, ``rank{r}.json`` in ``directory``, each holding the spans of
+    process ``"rank{r}"`` and its ``distributedInfo`` block (the per-rank layout torch.profiler
+    writes). ``world_size`` defaults to the highest rank + 1. Spans of other processes are not
+    written. Returns the paths in rank order."""
+    backend = check_str("backend", backend, nonempty=True, example="'gloo'")
+    ranks: dict[int, list[Any]] = {}
+    for s in timeline.spans:
+        proc = split_lane(s.lane)[0]
+        if proc.startswith("rank") and proc[4:].isdigit():
+            ranks.setdefault(int(proc[4:]), []).append(s)
+    if not ranks:
+        raise ValueError(f"timeline has no 'rank<r>/...' lanes; lanes are {timeline.lanes}")
+    ws = max(ranks) + 1 if world_size is None else \
+        check_int("world_size", world_size, minimum=max(ranks) + 1)
+    out = []
+    for r in sorted(ranks):
+        info = {"backend": backend, "rank": r, "world_size": ws, "pg_count": 1}
+        out.append(write_trace(Timeline(ranks[r], timeline.notes),
+                               Path(directory) / f"rank{r}.json", distributed_info=info))
+    return out
 
 
 def read_trace(path: str | os.PathLike[str]) -> Timeline:

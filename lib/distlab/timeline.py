@@ -28,8 +28,9 @@ that is free at its start. Sub-track ``k > 0`` of lane ``L`` is named ``"<thread
 ``M`` event carries ``args.lane = L``, so :meth:`Timeline.from_chrome_trace` restores the lane.
 Spans that only touch (one ends exactly where the next starts) share a tid.
 
-The trace I/O lives in :mod:`distlab.chrome_trace` and the figure in :mod:`distlab.viz.gantt`;
-the :class:`Timeline` methods of the same names delegate to them.
+The trace I/O lives in :mod:`distlab.chrome_trace` (torch.profiler traces: :mod:`distlab.kineto`)
+and the figure in :mod:`distlab.viz.gantt`; they import this module, never the reverse: the
+:class:`Timeline` methods of the same names import them lazily and delegate.
 """
 
 from __future__ import annotations
@@ -355,11 +356,14 @@ class Timeline:
 
         return trace_events(self)
 
-    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
-        """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path."""
+    def to_chrome_trace(self, path: str | os.PathLike[str], *,
+                        distributed_info: Mapping[str, Any] | None = None) -> Path:
+        """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path.
+        ``distributed_info`` (Kineto's ``distributedInfo``: backend, rank, world_size, ...) is
+        written at the top level for trace analysis tools; see :mod:`distlab.chrome_trace`."""
         from distlab.chrome_trace import write_trace
 
-        return write_trace(self, path)
+        return write_trace(self, path, distributed_info=distributed_info)
 
     @classmethod
     def from_chrome_trace(cls, path: str | os.PathLike[str]) -> Timeline:
@@ -367,6 +371,17 @@ class Timeline:
         from distlab.chrome_trace import read_trace
 
         return read_trace(path)
+
+    @classmethod
+    def from_torch_profiler(cls, trace_path_or_profiler: Any, *, rank: int | None = None,
+                            max_depth: int | None = None,
+                            clock_offset_us: float | None = None) -> Timeline:
+        """A torch.profiler (Kineto) trace, path or finished profiler, on this module's clock;
+        lanes ``"rank{r}/<thread>[ d<depth>]"``. See :mod:`distlab.kineto`."""
+        from distlab.kineto import from_torch_profiler
+
+        return from_torch_profiler(trace_path_or_profiler, rank=rank, max_depth=max_depth,
+                                   clock_offset_us=clock_offset_us)
 
     # ----------------------------------------------------------------- figure
     def gantt(self, ax: Any = None, *, origin_us: float | None = None,
