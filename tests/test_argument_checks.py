@@ -139,3 +139,134 @@ def test_choices_and_strings() -> None:
     assert check_str("x", "") == "" and check_instance("x", 3, int) == 3
     with pytest.raises(TypeError, match="x must be a int or str, got float"):
         check_instance("x", 1.5, (int, str))
+
+
+# ------------------------------------------------ samplers, transfers, ddp, launch: one rule
+from distlab import launch as _launch  # noqa: E402
+from distlab.ddp.reducer import DDP  # noqa: E402
+from distlab.samplers.assignment import assign  # noqa: E402
+from distlab.samplers.libstdcxx import shuffle_targets  # noqa: E402
+from distlab.samplers.mt19937 import MT19937, seed_state  # noqa: E402
+from distlab.transfers.cuda import burst_seconds  # noqa: E402
+from distlab.transfers.cuda_prefetch import run_cuda  # noqa: E402
+from distlab.transfers.host import HostAdapter  # noqa: E402
+from distlab.transfers.model import overlap_bounds  # noqa: E402
+from distlab.transfers.paths import pin_cost_seconds  # noqa: E402
+from distlab.transfers.prefetch import run_loop  # noqa: E402
+
+
+def _noop(rank: int, world_size: int) -> None:
+    return None
+
+
+def _ddp(**kw):
+    """DDP's arguments are checked before it needs a process group: reaching that error means
+    the arguments passed."""
+    try:
+        DDP(torch.nn.Linear(2, 2), **kw)
+    except ValueError as exc:
+        if "process group has not been initialized" not in str(exc):
+            raise
+    return "checked"
+
+
+import torch  # noqa: E402
+
+# name -> (call taking the value under test, a good value); each call checks its argument
+# before doing any work (no process group, GPU or copy is needed to reach the check).
+INT_ARGS = {
+    "mt19937 seed": (lambda v: seed_state(v), 5489),
+    "mt19937 count": (lambda v: MT19937(1).next_raw(v), 3),
+    "shuffle_targets n": (lambda v: shuffle_targets(v, MT19937(1)), 5),
+    "assign length": (lambda v: assign(v, 2), 10),
+    "assign num_replicas": (lambda v: assign(10, v), 2),
+    "allocate nbytes": (lambda v: HostAdapter().allocate("pageable", v), 16),
+    "time_copies count": (lambda v: HostAdapter().time_copies(
+        HostAdapter().allocate("pageable", 8), HostAdapter().allocate("pageable", 8), v), 2),
+    "burst_seconds count": (lambda v: burst_seconds(1.0, v), 2),
+    "overlap_bounds batches": (lambda v: overlap_bounds(0.1, 0.2, v), 3),
+    "run_loop batches": (lambda v: run_loop(HostAdapter(), mode="sequential", batches=v,
+                                            nbytes=64, compute_s=0.0), 2),
+}
+FLOAT_ARGS = {
+    "burst_seconds elapsed_ms": (lambda v: burst_seconds(v, 2), 1.0),
+    "overlap_bounds copy_s": (lambda v: overlap_bounds(v, 0.2, 3), 0.1),
+    "overlap_bounds compute_s": (lambda v: overlap_bounds(0.1, v, 3), 0.2),
+    "run_loop compute_s": (lambda v: run_loop(HostAdapter(), mode="sequential", batches=1,
+                                              nbytes=64, compute_s=v), 0.0),
+    "DDP bucket_cap_mb": (lambda v: _ddp(bucket_cap_mb=v), 1.0),
+}
+# checked before anything else runs: a valid value would need a GPU or a process group
+NEEDS_MORE_INT = {
+    "run_cuda batches": lambda v: run_cuda(None, mode="prefetch", batches=v, nbytes=8,
+                                           compute_s=0.0),
+}
+CHOICE_ARGS = {
+    "mt19937 engine": lambda v: MT19937(1, engine=v),
+    "allocate kind": lambda v: HostAdapter().allocate(v, 8),
+    "run_loop mode": lambda v: run_loop(HostAdapter(), mode=v, batches=1, nbytes=8,
+                                        compute_s=0.0),
+    "run_cuda mode": lambda v: run_cuda(None, mode=v, batches=1, nbytes=8, compute_s=0.0),
+    "pin_cost_seconds method": lambda v: pin_cost_seconds(HostAdapter(), v, 8),
+    "assign layout": lambda v: assign(10, 2, layout=v),
+    "launch backend": lambda v: _launch.run(_noop, 1, backend=v),
+}
+BOOL_ARGS = {
+    "DDP overlap": lambda v: _ddp(overlap=v),
+    "DDP naive": lambda v: _ddp(naive=v),
+}
+
+
+@pytest.mark.parametrize("np_int", [np.int32, np.int64, np.uint16])
+@pytest.mark.parametrize("name", sorted(INT_ARGS))
+def test_numpy_ints_accepted_like_ints(name, np_int) -> None:
+    call, good = INT_ARGS[name]
+    want, got = call(good), call(np_int(good))
+    if isinstance(want, np.ndarray):
+        assert np.array_equal(want, got)
+    elif isinstance(want, dict):
+        assert want == got
+    else:
+        assert type(want) is type(got)
+
+
+@pytest.mark.parametrize("bad, exc", [(True, TypeError), (False, TypeError), (2.0, TypeError),
+                                      ("3", TypeError), (None, TypeError), (-1, ValueError)])
+@pytest.mark.parametrize("name", sorted(INT_ARGS) + sorted(NEEDS_MORE_INT))
+def test_int_arguments_reject_bools_floats_and_range(name, bad, exc) -> None:
+    call = INT_ARGS[name][0] if name in INT_ARGS else NEEDS_MORE_INT[name]
+    arg = name.split()[-1]
+    if name == "mt19937 seed" and bad == -1:  # any int seed is valid (taken modulo 2**32)
+        call(bad)
+        return
+    with pytest.raises(exc, match=arg):
+        call(bad)
+
+
+@pytest.mark.parametrize("bad, exc", [(math.inf, ValueError), (-math.inf, ValueError),
+                                      (math.nan, ValueError), (np.float32("nan"), ValueError),
+                                      (np.float64("inf"), ValueError), (True, TypeError),
+                                      ("1.0", TypeError), (-1.0, ValueError)])
+@pytest.mark.parametrize("name", sorted(FLOAT_ARGS))
+def test_finite_arguments_reject_inf_nan_bools(name, bad, exc) -> None:
+    call, good = FLOAT_ARGS[name]
+    call(np.float32(good))  # NumPy floats are numbers too
+    with pytest.raises(exc, match=name.split()[-1]):
+        call(bad)
+
+
+@pytest.mark.parametrize("name", sorted(CHOICE_ARGS))
+def test_choices_type_error_for_non_str_value_error_for_unknown(name) -> None:
+    call = CHOICE_ARGS[name]
+    arg = name.split()[-1]
+    with pytest.raises(TypeError, match=f"{arg} must be a str"):
+        call(3)
+    with pytest.raises(ValueError, match=f"{arg} must be one of"):
+        call("no-such-choice")
+
+
+@pytest.mark.parametrize("name", sorted(BOOL_ARGS))
+def test_bool_arguments(name) -> None:
+    with pytest.raises(TypeError, match=f"{name.split()[-1]} must be a bool"):
+        BOOL_ARGS[name](1)
+    BOOL_ARGS[name](np.bool_(True))

@@ -40,7 +40,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from distlab._checks import check_float, check_int
+from distlab._checks import check_choice, check_float, check_instance, check_int, check_str
 from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 
 __all__ = [
@@ -119,15 +119,11 @@ def _validate(fn: Any, world_size: Any, backend: Any, args: Any, kwargs: Any,
     world_size = check_int("world_size", world_size, minimum=1)
     if backend is None:
         backend = "gloo"
-    if not isinstance(backend, str) or backend.lower() not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS} or None (gloo), got {backend!r}")
-    backend = backend.lower()
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"args must be a tuple or list, got {type(args).__name__}")
+    backend = check_choice("backend", check_str("backend", backend).lower(), BACKENDS)
+    check_instance("args", args, (tuple, list), "a tuple or list")
     if kwargs is None:
         kwargs = {}
-    if not isinstance(kwargs, Mapping):
-        raise TypeError(f"kwargs must be a mapping or None, got {type(kwargs).__name__}")
+    check_instance("kwargs", kwargs, Mapping, "a mapping or None")
     check_float("timeout", timeout, minimum=0.0, exclusive_minimum=True)
     return world_size, backend, dict(kwargs)
 

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from distlab._checks import check_bool, check_float
 from distlab.ddp.buckets import initial_buckets, rebuilt_buckets
 from distlab.timeline import now_us
 
@@ -40,8 +41,11 @@ class DDP(nn.Module):
                  process_group: Any = None, overlap: bool = True, algorithm: str = "builtin",
                  timeline: Any = None, naive: bool = False) -> None:
         super().__init__()
-        if bucket_cap_mb is not None and not bucket_cap_mb > 0:
-            raise ValueError(f"bucket_cap_mb: expected None or > 0, got {bucket_cap_mb!r}")
+        if bucket_cap_mb is not None:
+            bucket_cap_mb = check_float("bucket_cap_mb (MiB)", bucket_cap_mb, minimum=0,
+                                        exclusive_minimum=True)
+        overlap = check_bool("overlap", overlap)
+        naive = check_bool("naive", naive)
         if algorithm != "builtin":
             from distlab.collectives.algorithms import check_algorithm
             check_algorithm(algorithm)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlab._checks import check_bool, check_int
+from distlab._checks import check_bool, check_choice, check_int, check_str
 from distlab.samplers.libstdcxx import MAX_SHUFFLE_SIZE, shuffle as std_shuffle
 from distlab.samplers.mt19937 import MT19937
 from distlab.samplers.torch_compat import epoch_order
@@ -163,8 +163,7 @@ def assign(length: int, num_replicas: int, *, layout: str = "torch", shuffle: bo
         ValueError / TypeError: an argument out of range, or ``exact`` with ``drop_last`` or with
             the libtorch layout.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    check_choice("layout", check_str("layout", layout), LAYOUTS)
     n = check_int("length", length, minimum=0,
                   maximum=MAX_SHUFFLE_SIZE if layout == "libtorch" else None)
     w = check_int("num_replicas", num_replicas, minimum=1)

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from distlab._checks import check_int
 from distlab.samplers.mt19937 import MT19937
 
 __all__ = ["RawStream", "bounded_draws", "shuffle_targets", "apply_swaps", "shuffle",
@@ -114,8 +115,7 @@ def shuffle_targets(n: int, gen: MT19937) -> np.ndarray:
     Returns:
         int64 array of length ``n``.
     """
-    if n < 0 or n > MAX_SHUFFLE_SIZE:
-        raise ValueError(f"n must be in [0, {MAX_SHUFFLE_SIZE}], got {n}")
+    n = check_int("n", n, minimum=0, maximum=MAX_SHUFFLE_SIZE)
     z = np.zeros(n, dtype=np.int64)
     if n <= 1:
         return z

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from distlab._checks import check_choice, check_int, check_str
+
 __all__ = ["MT19937", "seed_state", "twist", "temper", "N", "M"]
 
 N, M = 624, 397
@@ -26,9 +28,7 @@ _MASK32 = 0xFFFFFFFF
 
 def seed_state(seed: int) -> np.ndarray:
     """The 624 state words of ``std::mt19937(seed)`` (seed taken modulo 2**32)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
-    x = [int(seed) & _MASK32]
+    x = [check_int("seed", seed) & _MASK32]
     for i in range(1, N):
         prev = x[-1]
         x.append((1812433253 * (prev ^ (prev >> 30)) + i) & _MASK32)
@@ -78,8 +78,7 @@ class MT19937:
     """
 
     def __init__(self, seed: int = 5489, *, engine: str = "numpy") -> None:
-        if engine not in ("numpy", "reference"):
-            raise ValueError(f"engine must be 'numpy' or 'reference', got {engine!r}")
+        check_choice("engine", check_str("engine", engine), ("numpy", "reference"))
         self.engine = engine
         key = seed_state(seed)
         if engine == "numpy":
@@ -92,8 +91,7 @@ class MT19937:
 
     def next_raw(self, count: int) -> np.ndarray:
         """The next ``count`` outputs as a ``uint32`` array (``count`` >= 0)."""
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
-            raise ValueError(f"count must be an int >= 0, got {count!r}")
+        count = check_int("count", count, minimum=0)
         if self.engine == "numpy":
             return self._bitgen.random_raw(int(count)).astype(np.uint32)
         out = np.empty(int(count), dtype=np.uint32)

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from distlab._checks import check_choice, check_int, check_str
+
 __all__ = ["MEMORY_KINDS", "Buffer", "DeviceAdapter", "Unavailable", "pattern", "count_wrong",
            "default_adapter"]
 
@@ -63,10 +65,8 @@ class DeviceAdapter(ABC):
 
     def allocate(self, kind: str, nbytes: int) -> Buffer:
         """A new buffer; raises :class:`Unavailable` (with the reason) if ``kind`` is missing."""
-        if kind not in MEMORY_KINDS:
-            raise ValueError(f"kind must be one of {MEMORY_KINDS}, got {kind!r}")
-        if not isinstance(nbytes, int) or nbytes < 1:
-            raise ValueError(f"nbytes must be an int >= 1, got {nbytes!r}")
+        check_choice("kind", check_str("kind", kind), MEMORY_KINDS)
+        nbytes = check_int("nbytes", nbytes, minimum=1)
         reason = self.unavailable(kind)
         if reason:
             raise Unavailable(reason)

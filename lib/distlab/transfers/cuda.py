@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import torch
 
+from distlab._checks import check_float, check_int
+
 from distlab.transfers.adapter import Buffer, DeviceAdapter
 
 __all__ = ["CudaAdapter", "burst_seconds", "event_to_host_us", "SPIN_CYCLES"]
@@ -28,10 +30,8 @@ class _Event(Protocol):
 
 def burst_seconds(elapsed_ms: float, count: int) -> float:
     """Seconds per copy from an event interval of ``elapsed_ms`` milliseconds over ``count``."""
-    if count < 1:
-        raise ValueError(f"count must be >= 1, got {count}")
-    if not elapsed_ms >= 0:
-        raise ValueError(f"elapsed_ms must be >= 0, got {elapsed_ms}")
+    count = check_int("count", count, minimum=1)
+    elapsed_ms = check_float("elapsed_ms (milliseconds)", elapsed_ms, minimum=0)
     return elapsed_ms / 1e3 / count
 
 

@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from distlab._checks import check_choice, check_float, check_int, check_str
 from distlab.timeline import Timeline, now_us
 from distlab.transfers.adapter import count_wrong, pattern
 from distlab.transfers.cuda import CudaAdapter, event_to_host_us
@@ -37,8 +38,10 @@ def run_cuda(adapter: CudaAdapter, *, mode: str, batches: int, nbytes: int, comp
              memory: str = "pinned", timeline: Timeline | None = None) -> PrefetchResult:
     """Sequential or double-buffered loop on the GPU; spans on lanes ``"<mode>/copy stream"``
     and ``"<mode>/default stream"``."""
-    if mode not in ("sequential", "prefetch"):
-        raise ValueError(f"mode must be 'sequential' or 'prefetch', got {mode!r}")
+    check_choice("mode", check_str("mode", mode), ("sequential", "prefetch"))
+    batches = check_int("batches", batches, minimum=1)
+    nbytes = check_int("nbytes", nbytes, minimum=1)
+    compute_s = check_float("compute_s (seconds)", compute_s, minimum=0)
     tl = timeline if timeline is not None else Timeline()
     cycles = int(compute_s * sleep_cycles_per_s(adapter))
     srcs = [adapter.allocate(memory, nbytes) for _ in range(2)]

@@ -11,6 +11,8 @@ import time
 import numpy as np
 import torch
 
+from distlab._checks import check_int
+
 from distlab.transfers.adapter import Buffer, DeviceAdapter
 
 __all__ = ["HostAdapter", "NO_ACCELERATOR"]
@@ -52,6 +54,7 @@ class HostAdapter(DeviceAdapter):
         np.copyto(dst.data.numpy(), src.data.numpy())
 
     def time_copies(self, dst: Buffer, src: Buffer, count: int) -> list[float]:
+        count = check_int("count", count, minimum=0)
         out = []
         for _ in range(count):
             t0 = time.perf_counter()

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distlab._checks import check_float, check_int
+
 __all__ = ["Fit", "fit_line", "chain_bound", "overlap_bounds", "LINKS", "Link", "pcie_link",
            "link_from_pcie", "fraction_of_peak"]
 
@@ -68,8 +70,9 @@ def chain_bound(stage_gbps: Mapping[str, float]) -> tuple[str, float]:
 def overlap_bounds(copy_s: float, compute_s: float, batches: int) -> dict[str, float]:
     """Seconds for ``batches`` batches: ``sequential = n (copy + compute)``; double-buffered
     ``overlapped = copy + compute + (n - 1) max(copy, compute)``."""
-    if batches < 1 or copy_s < 0 or compute_s < 0:
-        raise ValueError("need batches >= 1 and non-negative times")
+    copy_s = check_float("copy_s (seconds)", copy_s, minimum=0)
+    compute_s = check_float("compute_s (seconds)", compute_s, minimum=0)
+    batches = check_int("batches", batches, minimum=1)
     return {"sequential_s": batches * (copy_s + compute_s),
             "overlapped_s": copy_s + compute_s + (batches - 1) * max(copy_s, compute_s)}
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from distlab._checks import check_choice, check_int, check_str
 from distlab.transfers.adapter import DeviceAdapter
 
 __all__ = ["COPY_PATHS", "ROW_KINDS", "DISK_PATHS", "PIN_PATHS", "disk_read_seconds",
@@ -99,6 +100,8 @@ def pin_cost_seconds(adapter: DeviceAdapter, method: str, nbytes: int) -> float:
     ``pin_memory()`` of a pageable tensor, a (warm) allocation from torch's pinned caching
     allocator, or ``cudaHostRegister`` of existing pageable memory. Raises ``RuntimeError``
     with the reason when the method is unavailable."""
+    check_choice("method", check_str("method", method), PIN_PATHS)
+    nbytes = check_int("nbytes", nbytes, minimum=1)
     reason = adapter.unavailable("pinned")
     if reason:
         raise RuntimeError(reason)

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from distlab._checks import check_choice, check_float, check_int
+from distlab._checks import check_choice, check_float, check_int, check_str
 from distlab.timeline import Timeline, now_us
 from distlab.transfers.adapter import DeviceAdapter, count_wrong, pattern
 from distlab.transfers.model import overlap_bounds
@@ -61,10 +61,10 @@ def run_loop(adapter: DeviceAdapter, *, mode: str, batches: int, nbytes: int,
     The copy goes from a ``memory`` buffer into a destination buffer (``device`` when the adapter
     has it, else ``pageable``); the consumer checks every batch's bytes (``wrong``).
     """
-    check_choice("mode", mode, MODES)
-    check_int("batches", batches, minimum=1)
-    check_int("nbytes", nbytes, minimum=1)
-    check_float("compute_s", compute_s, minimum=0.0)
+    check_choice("mode", check_str("mode", mode), MODES)
+    batches = check_int("batches", batches, minimum=1)
+    nbytes = check_int("nbytes", nbytes, minimum=1)
+    compute_s = check_float("compute_s (seconds)", compute_s, minimum=0.0)
     tl = timeline if timeline is not None else Timeline()
     dst_kind = "pageable" if adapter.unavailable("device") else "device"
     expected = [pattern(nbytes, seed=s) for s in (1, 2)]
