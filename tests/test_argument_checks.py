@@ -1,4 +1,4 @@
-"""One rule at every boundary of timeline and collectives (through distlab._checks).
+"""One rule at every boundary of timeline, collectives, samplers, transfers, ddp and launch.
 
 NumPy integers are accepted wherever an int is; bools are rejected (TypeError); NaN and
 infinities are rejected (ValueError) wherever a finite number is; every message names the
@@ -11,12 +11,24 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distlab import launch as _launch
 from distlab._checks import check_instance, check_str, check_window
 from distlab.collectives import build, cost, format_schedule, get_preset, holdings, simulate
 from distlab.collectives.ops import check_op
+from distlab.ddp.reducer import DDP
+from distlab.samplers.assignment import assign
+from distlab.samplers.libstdcxx import shuffle_targets
+from distlab.samplers.mt19937 import MT19937, seed_state
+from distlab.transfers.cuda import burst_seconds
+from distlab.transfers.cuda_prefetch import run_cuda
+from distlab.transfers.host import HostAdapter
+from distlab.transfers.model import overlap_bounds
+from distlab.transfers.paths import pin_cost_seconds
+from distlab.transfers.prefetch import run_loop
 from distlab.timeline import Timeline
 
 NP_INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -142,17 +154,6 @@ def test_choices_and_strings() -> None:
 
 
 # ------------------------------------------------ samplers, transfers, ddp, launch: one rule
-from distlab import launch as _launch  # noqa: E402
-from distlab.ddp.reducer import DDP  # noqa: E402
-from distlab.samplers.assignment import assign  # noqa: E402
-from distlab.samplers.libstdcxx import shuffle_targets  # noqa: E402
-from distlab.samplers.mt19937 import MT19937, seed_state  # noqa: E402
-from distlab.transfers.cuda import burst_seconds  # noqa: E402
-from distlab.transfers.cuda_prefetch import run_cuda  # noqa: E402
-from distlab.transfers.host import HostAdapter  # noqa: E402
-from distlab.transfers.model import overlap_bounds  # noqa: E402
-from distlab.transfers.paths import pin_cost_seconds  # noqa: E402
-from distlab.transfers.prefetch import run_loop  # noqa: E402
 
 
 def _noop(rank: int, world_size: int) -> None:
@@ -170,7 +171,6 @@ def _ddp(**kw):
     return "checked"
 
 
-import torch  # noqa: E402
 
 # name -> (call taking the value under test, a good value); each call checks its argument
 # before doing any work (no process group, GPU or copy is needed to reach the check).
