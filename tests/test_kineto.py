@@ -14,6 +14,8 @@ from distlab.kineto import clock_offset_us
 from distlab.timeline import Timeline
 from helpers import kineto_targets
 
+pytestmark = pytest.mark.timeout(150)  # the 2-rank launch (its own timeout: 90 s)
+
 SLACK_US = 200.0  # clock reads around the span vs Kineto's own stamps
 
 
@@ -34,7 +36,6 @@ def _no_overlap_per_lane(tl: Timeline) -> None:
             assert s1 >= e0, f"overlap on {lane}"
 
 
-@pytest.mark.timeout(150)
 def test_real_trace_lands_inside_the_distlab_span(two_rank_run) -> None:
     for rank, res in enumerate(two_rank_run):
         (step,) = res["spans"]
@@ -55,7 +56,6 @@ def test_real_trace_lands_inside_the_distlab_span(two_rank_run) -> None:
         _no_overlap_per_lane(tl)
 
 
-@pytest.mark.timeout(150)
 def test_real_trace_lanes_depth_and_distributed_info(two_rank_run, tmp_path) -> None:
     path = two_rank_run[1]["path"]
     info = json.loads(open(path).read())["distributedInfo"]
