@@ -14,8 +14,9 @@ from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, ShardSet, Stage
                               write_shards)
 from distlab.pipeline.executors import ThreadExecutor
 from distlab.pipeline.procs import ProcessExecutor, split_stages
+from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks
-from helpers.pipeline_util import FailAt, Slow
+from helpers.pipeline_util import FailAt, Slow, children_outlive_parent
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,7 +42,15 @@ def test_executors_agree_with_sync_and_record_every_stage(shards) -> None:
         for name in EXECUTORS:
             res = run_pipeline(stages, n, name, queue_depth=2, workers=2, collect=True)
             assert torch.allclose(torch.stack(res.outputs), torch.stack(expected)), name
-            spans = res.timeline.spans
+            startup = [s for s in res.timeline.spans if s.category == "startup"]
+            spans = [s for s in res.timeline.spans if s.category != "startup"]
+            if name in ("processes", "torch"):  # worker start-up: its own span, off the clock
+                assert [s.lane for s in startup] == ["rank0/startup"], name
+                assert startup[0].end_us <= res.start_us
+                assert res.startup_s == pytest.approx(startup[0].duration_us * 1e-6)
+                assert min(s.start_us for s in spans) >= res.start_us
+            else:
+                assert startup == [] and res.startup_s == 0.0
             # every (stage, item) ran exactly once
             got = sorted((s.name, s.args["item"]) for s in spans)
             assert got == sorted((st.name, i) for st in stages for i in range(n)), name
@@ -106,10 +115,13 @@ def test_stage_error_names_stage_and_item_and_stops_everything(name, where) -> N
         with make_executor(name, workers=2, queue_depth=2) as ex:
             if name in ("processes", "torch"):
                 ex.run(stages[1:2] + stages[2:], 2)  # start (spawn) workers outside the clock
-            t0 = time.monotonic()
+            tl = Timeline()
+            t0 = now_us()
             with pytest.raises(StageError) as info:
-                ex.run(stages, n)
-            waited = time.monotonic() - t0
+                ex.run(stages, n, timeline=tl)
+            # from the end of worker start-up (spawning is not the pipeline's reaction time)
+            t0 = max([t0] + [s.end_us for s in tl.spans if s.category == "startup"])
+            waited = (now_us() - t0) * 1e-6
     assert info.value.stage == "boom", str(info.value)
     assert info.value.item == 3
     assert "bad item 3" in str(info.value)
@@ -174,3 +186,17 @@ def test_bad_stages_and_items() -> None:
 def test_empty_run() -> None:
     res = run_pipeline([IdentityStage("a"), IdentityStage("b")], 0, "threads", collect=True)
     assert res.outputs == [] and res.n_items == 0 and len(res.timeline) == 0
+
+
+def test_workers_die_with_a_killed_parent() -> None:
+    """SIGKILL the process running a ProcessExecutor whose workers are stuck in a 60 s stage:
+    the workers must be gone within seconds (they cannot poll while stuck in the stage)."""
+    code = (
+        "from distlab.pipeline.procs import ProcessExecutor\n"
+        "from helpers.pipeline_util import Slow\n"
+        "ex = ProcessExecutor(workers=2, timeout_s=300)\n"
+        "ex.run([Slow(0.0, 'a'), Slow(0.0, 'b', placement='host')], 2)\n"
+        "print(*ex.pids, flush=True)\n"
+        "ex.run([Slow(60.0, 'a'), Slow(0.0, 'b', placement='host')], 4)\n")
+    alive = children_outlive_parent(code)
+    assert not alive, f"worker processes outlived their killed parent: {alive}"

@@ -13,7 +13,7 @@ from distlab.pipeline import (PartLoadError, PartLoader, ProducerExitedError, Sh
                               train_on_parts, write_shards)
 from distlab.pipeline.parts import load_part
 from helpers.leaks import no_leaks
-from helpers.pipeline_util import fail_on_part_two, slow_load
+from helpers.pipeline_util import children_outlive_parent, fail_on_part_two, slow_load
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -95,3 +95,18 @@ def test_bad_configuration(shards) -> None:
         PartLoader("nope")
     with pytest.raises(ValueError, match="steps_per_part"):
         train_on_parts(shards, steps_per_part=0)
+
+
+def test_producer_dies_with_a_killed_parent(shards) -> None:
+    """SIGKILL the trainer process while its producer is stuck in a 60 s load: the producer must
+    be gone within seconds."""
+    code = (
+        "from distlab.pipeline import PartLoader, ShardSet\n"
+        "from helpers.pipeline_util import hang_load\n"
+        f"shards = ShardSet({[str(f) for f in shards.files]!r}, {shards.record_nbytes})\n"
+        "with PartLoader(shards, mode='async', load_fn=hang_load, timeout_s=300) as loader:\n"
+        "    loader.start()\n"
+        "    print(loader.producer_pid, flush=True)\n"
+        "    next(iter(loader))\n")
+    alive = children_outlive_parent(code)
+    assert not alive, f"the producer outlived its killed parent: {alive}"

@@ -52,10 +52,14 @@ class RunResult:
     consumer_lane: str
     outputs: list[Any] | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    startup_s: float = 0.0
+    """Seconds spent starting workers (spawn, imports, ready handshake) before the steady run;
+    0.0 for executors without workers (sync, threads). Not part of ``wall_s``."""
 
     @property
     def wall_s(self) -> float:
-        """Run wall time, seconds (from entering ``run`` to the last item consumed)."""
+        """Steady-pipeline wall time, seconds: from ``start_us`` (after worker start-up) to the
+        last item consumed."""
         return (self.end_us - self.start_us) * 1e-6
 
     @property
@@ -139,11 +143,24 @@ class Executor:
             if s.skipped:
                 tl.add_note(s.skipped)
         outputs: list[Any] | None = [] if collect else None
+        t0 = now_us()
+        started = self._startup(stages, values, tl, lane_prefix)
         start = now_us()
+        startup_s = 0.0
+        if started:
+            startup_s = (start - t0) * 1e-6
+            tl.record("startup", "startup", f"{lane_prefix}/startup", t0, start - t0,
+                      {"executor": self.name})
         self._run(stages, values, tl, lane_prefix, outputs)
         end = now_us()
         return RunResult(self.name, tl, len(values), start, end,
-                         f"{lane_prefix}/{stages[-1].name}", outputs, self.config())
+                         f"{lane_prefix}/{stages[-1].name}", outputs, self.config(), startup_s)
+
+    def _startup(self, stages: list[Stage], items: list[Any], tl: Timeline,
+                 prefix: str) -> bool:
+        """Start (or re-arm) workers before the steady clock starts; True when it did any work
+        (then its time is ``RunResult.startup_s`` and a "startup" span). None here."""
+        return False
 
     def _run(self, stages: list[Stage], items: list[Any], tl: Timeline, prefix: str,
              outputs: list[Any] | None) -> None:

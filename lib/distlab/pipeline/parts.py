@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 from ..timeline import Timeline, now_us
 from .errors import PartLoadError, ProducerExitedError
 from .executors import POLL_S, check_int
@@ -74,10 +75,10 @@ class FailingLoad:
 
 def _producer_main(shards: ShardSet, part_ids: list[int], latency_s: list[float],
                    load_fn: Callable[..., torch.Tensor] | None, q: Any, stop: Any,
-                   go: Any) -> None:
+                   go: Any, parent: int, main_thread_spawn: bool) -> None:
+    die_with_parent(parent, main_thread_spawn=main_thread_spawn)  # even a stuck load_fn dies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and stops us
     torch.set_num_threads(1)
-    parent = os.getppid()
 
     def put(msg: tuple[Any, ...]) -> bool:
         while not stop.is_set() and os.getppid() == parent:
@@ -207,7 +208,8 @@ class PartLoader:
         self._q, self._stop, self._go = ctx.Queue(self.queue_size), ctx.Event(), ctx.Event()
         self._proc = ctx.Process(target=_producer_main, daemon=True, name="distlab-producer",
                                  args=(self.shards, self.part_ids, self.latency_s, self.load_fn,
-                                       self._q, self._stop, self._go))
+                                       self._q, self._stop, self._go, os.getpid(),
+                                       spawned_from_main_thread()))
         self._proc.start()
         try:
             msg = self._receive_msg(-1)
@@ -264,12 +266,7 @@ class PartLoader:
             except (queue.Empty, OSError, EOFError):
                 pass
         proc.join(0.5)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(2.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(2.0)
+        stop_processes([proc], grace_s=2.0)
         q.cancel_join_thread()
         q.close()
 

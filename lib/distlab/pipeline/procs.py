@@ -24,11 +24,13 @@ import pickle
 import queue
 import signal
 import threading
+import time
 import traceback
 from typing import Any
 
+from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 from ..timeline import Timeline, now_us
-from .errors import StageError, WorkerExitedError
+from .errors import PipelineError, StageError, WorkerExitedError
 from .channel import STOPPED, Channel
 from .executors import JOIN_S, POLL_S, Executor, call_stage, check_int
 from .stages import Stage
@@ -45,26 +47,31 @@ def split_stages(stages: list[Stage], workers: int) -> tuple[list[Stage], list[S
     return stages[:n], stages[n:-1], stages[-1]
 
 
-def _worker_main(wid: int, prefix: str, inq: Any, outq: Any) -> None:
-    """Worker process loop: ("stages", run, blob) | ("item", run, idx, x) | None -> exit."""
+def _worker_main(wid: int, prefix: str, inq: Any, outq: Any, parent_pid: int,
+                 main_thread_spawn: bool) -> None:
+    """Worker process loop: ("stages", run, blob) | ("item", run, idx, x) | None -> exit.
+
+    First it arranges to die with the parent: a stage stuck in a call cannot poll, so however
+    the parent dies (SIGKILL included) the worker is killed within about a second."""
+    die_with_parent(parent_pid, main_thread_spawn=main_thread_spawn)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     import torch
 
     torch.set_num_threads(1)
     stages: list[Stage] = []
     lane = f"{prefix}/worker{wid}"
-    parent = os.getppid()
+    outq.put(("ready", 0, wid))  # imports done: the parent's start-up clock stops on these
     while True:
-        try:
-            msg = inq.get(timeout=1.0)
-        except queue.Empty:
-            if os.getppid() != parent:  # orphaned: the parent died without closing us
-                return
-            continue
+        msg = inq.get()
         if msg is None:
             return
         if msg[0] == "stages":
-            stages, lane = pickle.loads(msg[2]), f"{msg[3]}/worker{wid}"
+            try:
+                stages, lane = pickle.loads(msg[2]), f"{msg[3]}/worker{wid}"
+            except BaseException:  # noqa: BLE001 - reported: the stages cannot be rebuilt here
+                outq.put(("loaderror", msg[1], wid, traceback.format_exc()))
+                continue
+            outq.put(("loaded", msg[1], wid))
             continue
         _, run, idx, x = msg
         tl = Timeline()
@@ -115,15 +122,60 @@ class ProcessExecutor(Executor):
         """Process ids of the live worker processes."""
         return [p.pid for p in self._procs if p.is_alive()]
 
+    def _startup(self, stages: list[Stage], items: list[Any], tl: Timeline,
+                 prefix: str) -> bool:
+        """Spawn the workers if needed and wait for each one's "ready" (imports done), then send
+        this run's worker stages and wait for each worker's "loaded": all of it is start-up."""
+        wstages, _, _ = split_stages(stages, self.workers)
+        if not wstages:
+            return False
+        ok = False
+        try:
+            if not self._procs:
+                self._start(prefix)
+                self._await_all("ready", 0)
+            self._run_id += 1
+            blob = pickle.dumps(wstages)
+            for q in self._inqs:
+                q.put(("stages", self._run_id, blob, prefix))
+            self._await_all("loaded", self._run_id)
+            ok = True
+        finally:
+            if not ok:
+                self.close()
+        return True
+
+    def _await_all(self, kind: str, run: int) -> None:
+        """Wait for one ``(kind, run, wid)`` message from every worker (start-up handshake)."""
+        waiting = set(range(self.workers))
+        deadline = now_us() + self.timeout_s * 1e6
+        while waiting:
+            try:
+                msg = self._outq.get(timeout=POLL_S)
+            except queue.Empty:
+                for k, p in enumerate(self._procs):
+                    if not p.is_alive():
+                        raise WorkerExitedError(k, p.exitcode) from None
+                if now_us() > deadline:
+                    raise TimeoutError(f"workers {sorted(waiting)} sent no {kind!r} within "
+                                       f"timeout_s={self.timeout_s:g} s") from None
+                continue
+            if msg[0] == "loaderror" and msg[1] == run:
+                raise PipelineError(
+                    f"worker {msg[2]} could not rebuild the worker stages:\n{msg[3].rstrip()}")
+            if msg[0] == kind and msg[1] == run:
+                waiting.discard(msg[2])
+
     def _start(self, prefix: str) -> None:
         if self._procs:
             return
         ctx = mp.get_context("spawn")
         self._outq = ctx.Queue()
+        me, main = os.getpid(), spawned_from_main_thread()
         for k in range(self.workers):
             q = ctx.Queue()
-            p = ctx.Process(target=_worker_main, args=(k, prefix, q, self._outq), daemon=True,
-                            name=f"distlab-worker{k}")
+            p = ctx.Process(target=_worker_main, args=(k, prefix, q, self._outq, me, main),
+                            daemon=True, name=f"distlab-worker{k}")
             p.start()
             self._inqs.append(q)
             self._procs.append(p)
@@ -136,15 +188,10 @@ class ProcessExecutor(Executor):
                 q.put(None)
             except Exception:  # noqa: BLE001 - queue may already be broken
                 pass
-        for p in procs:
-            p.join(JOIN_S / 2)
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(JOIN_S)
-            if p.is_alive():
-                p.kill()
-                p.join(JOIN_S)
+        deadline = time.monotonic() + JOIN_S / 2
+        for p in procs:  # asked to exit: give them a moment before terminate -> kill
+            p.join(max(0.0, deadline - time.monotonic()))
+        stop_processes(procs, grace_s=JOIN_S)
         for q in [*self._inqs, self._outq]:
             if q is not None:
                 q.cancel_join_thread()
@@ -154,13 +201,7 @@ class ProcessExecutor(Executor):
     def _run(self, stages: list[Stage], items: list[Any], tl: Timeline, prefix: str,
              outputs: list[Any] | None) -> None:
         wstages, hstages, last = split_stages(stages, self.workers)
-        if wstages:
-            self._start(prefix)
-            self._run_id += 1
-            blob = pickle.dumps(wstages)
-            for q in self._inqs:
-                q.put(("stages", self._run_id, blob, prefix))
-        else:
+        if not wstages:
             hstages = [*stages[:-1]]
         stop = threading.Event()
         errors: list[BaseException] = []
@@ -231,7 +272,7 @@ class ProcessExecutor(Executor):
                     raise TimeoutError(f"no result for item {idx} within timeout_s="
                                        f"{self.timeout_s:g} s") from None
                 continue
-            if msg[1] != self._run_id:
+            if msg[1] != self._run_id or msg[0] not in ("ok", "error"):
                 continue  # a straggler from an earlier, failed run
             if msg[0] == "error":
                 _, _, i, stage, cause, tb = msg
