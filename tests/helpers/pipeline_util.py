@@ -37,6 +37,22 @@ class Slow(Stage):
         return item
 
 
+class HangAt(Stage):
+    """Sleeps ``hang_s`` on item ``bad`` (a stage that does not return in time); other items pass
+    through at once. Picklable, so it also hangs inside worker processes."""
+
+    category = "cpu"
+
+    def __init__(self, bad: int, name: str = "stuck", hang_s: float = 30.0,
+                 placement: str = "worker") -> None:
+        self.bad, self.name, self.hang_s, self.placement = bad, name, hang_s, placement
+
+    def process(self, item: Any) -> Any:
+        if item == self.bad:
+            time.sleep(self.hang_s)
+        return item
+
+
 def fail_on_part_two(shards: Any, part_id: int) -> Any:
     """A part loader that raises on part 2."""
     from distlab.pipeline.parts import load_part

@@ -9,14 +9,15 @@ import time
 import pytest
 import torch
 
-from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, ShardSet, StageError,
+from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, PipelineError,
+                              PipelineTimeoutError, ShardSet, StageError,
                               WorkerExitedError, loading_stages, make_executor, run_pipeline,
                               write_shards)
 from distlab.pipeline.executors import ThreadExecutor
 from distlab.pipeline.procs import ProcessExecutor, split_stages
 from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks
-from helpers.pipeline_util import FailAt, Slow, children_outlive_parent
+from helpers.pipeline_util import FailAt, HangAt, Slow, children_outlive_parent
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -200,3 +201,56 @@ def test_workers_die_with_a_killed_parent() -> None:
         "ex.run([Slow(60.0, 'a'), Slow(0.0, 'b', placement='host')], 4)\n")
     alive = children_outlive_parent(code)
     assert not alive, f"worker processes outlived their killed parent: {alive}"
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+@pytest.mark.parametrize("where", ["worker", "consumer"])
+def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
+    """A stage call that does not return within timeout_s raises PipelineTimeoutError naming the
+    stage and item, long before the stage would have returned. Threads cannot be killed: the
+    stuck one is abandoned (it ends on its own 2.5 s later); stuck workers are terminated."""
+    hang_s = 2.5 if name in ("sync", "threads") or where == "consumer" else 60.0
+    if where == "worker":
+        stages = [HangAt(3, "stuck", hang_s), Slow(0.0, "sink", placement="host")]
+    else:
+        stages = [Slow(0.0, "src"), HangAt(3, "stuck", hang_s, placement="host")]
+    tl = Timeline()
+    with no_leaks():
+        with make_executor(name, workers=2, queue_depth=2, timeout_s=0.5) as ex:
+            with pytest.raises(PipelineTimeoutError) as info:
+                ex.run(stages, 8, timeline=tl)
+            # raised while the stage was still stuck: its call on item 3 never recorded a span
+            assert not [s for s in tl.spans if s.name == "stuck" and s.args["item"] == 3]
+    err = info.value
+    assert isinstance(err, PipelineError) and isinstance(err, TimeoutError)
+    assert (err.stage, err.item, err.timeout_s) == ("stuck", 3, 0.5), str(err)
+    assert "stage 'stuck'" in str(err) and "item 3" in str(err)
+
+
+def test_lambda_stage_runs_on_worker_processes() -> None:
+    """Worker stages go to the workers with cloudpickle: a lambda and a closure work."""
+    k = 10
+    stages = [FnStage(lambda x: x * 2, name="double"), FnStage(lambda x: x + k, name="add"),
+              IdentityStage("sink", placement="host")]
+    with no_leaks():
+        res = run_pipeline(stages, 5, "processes", workers=2, collect=True)
+    assert res.outputs == [i * 2 + 10 for i in range(5)]
+    assert {s.lane for s in res.timeline.spans if s.name == "double"} <= {
+        "rank0/worker0", "rank0/worker1"}
+
+
+def test_unpicklable_stage_says_what_to_do() -> None:
+    lock = threading.Lock()
+    stages = [FnStage(lambda x: (lock, x)[1], name="locked"), IdentityStage("sink")]
+    with no_leaks():
+        with pytest.raises(TypeError, match="cannot be sent to worker processes") as info:
+            run_pipeline(stages, 2, "processes", workers=1)
+    assert "'locked'" in str(info.value) and "create locks" in str(info.value)
+
+
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-1.0, ValueError), ("1", TypeError),
+                                      (float("nan"), ValueError)])
+def test_bad_timeout(bad, exc) -> None:
+    for name in EXECUTORS:
+        with pytest.raises(exc, match="timeout_s"):
+            make_executor(name, timeout_s=bad)

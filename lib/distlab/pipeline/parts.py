@@ -34,7 +34,7 @@ import torch
 from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 from ..timeline import Timeline, now_us
 from .errors import PartLoadError, ProducerExitedError
-from .executors import POLL_S, check_int
+from .core import POLL_S, check_int
 from .shards import ShardSet
 from .stages import burn
 
