@@ -37,6 +37,22 @@ class Slow(Stage):
         return item
 
 
+class HangAt(Stage):
+    """Sleeps ``hang_s`` on item ``bad`` (a stage that does not return in time); other items pass
+    through at once. Picklable, so it also hangs inside worker processes."""
+
+    category = "cpu"
+
+    def __init__(self, bad: int, name: str = "stuck", hang_s: float = 30.0,
+                 placement: str = "worker") -> None:
+        self.bad, self.name, self.hang_s, self.placement = bad, name, hang_s, placement
+
+    def process(self, item: Any) -> Any:
+        if item == self.bad:
+            time.sleep(self.hang_s)
+        return item
+
+
 def fail_on_part_two(shards: Any, part_id: int) -> Any:
     """A part loader that raises on part 2."""
     from distlab.pipeline.parts import load_part
@@ -52,3 +68,46 @@ def slow_load(shards: Any, part_id: int) -> Any:
 
     time.sleep(0.5)
     return load_part(shards, part_id)
+
+
+def hang_load(shards: Any, part_id: int) -> Any:
+    """A part loader that never finishes in test time (60 s): the producer is stuck in it."""
+    time.sleep(60)
+    raise AssertionError("hang_load was not killed")
+
+
+def children_outlive_parent(code: str, grace_s: float = 5.0) -> list[Any]:
+    """Run ``code`` in a parent Python process (cwd ``tests/``, so ``helpers`` imports); the code
+    must print the pids of the children it started on one line, space-separated, and then block.
+    SIGKILL the parent and return the children still alive ``grace_s`` seconds later (the test
+    asserts the list is empty); any survivors are killed before returning."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psutil
+
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parent.parent,
+                              stdout=subprocess.PIPE, env=os.environ.copy())
+    children: list[Any] = []
+    try:
+        line = parent.stdout.readline().decode().split()
+        assert line, f"the parent printed no child pids (exit code {parent.poll()})"
+        children = [psutil.Process(int(p)) for p in line]
+        time.sleep(0.5)  # the children are inside their (stuck) work now
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+        alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        _, alive = psutil.wait_procs(alive, timeout=grace_s)
+        return alive
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        for c in children:
+            try:
+                c.kill()
+            except psutil.NoSuchProcess:
+                pass

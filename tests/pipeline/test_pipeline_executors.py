@@ -9,13 +9,15 @@ import time
 import pytest
 import torch
 
-from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, ShardSet, StageError,
+from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, PipelineError,
+                              PipelineTimeoutError, ShardSet, StageError,
                               WorkerExitedError, loading_stages, make_executor, run_pipeline,
                               write_shards)
-from distlab.pipeline.executors import ThreadExecutor
+from distlab.pipeline.executors import FACTORIES, RunResult, ThreadExecutor
 from distlab.pipeline.procs import ProcessExecutor, split_stages
+from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks
-from helpers.pipeline_util import FailAt, Slow
+from helpers.pipeline_util import FailAt, HangAt, Slow, children_outlive_parent
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,12 +43,19 @@ def test_executors_agree_with_sync_and_record_every_stage(shards) -> None:
         for name in EXECUTORS:
             res = run_pipeline(stages, n, name, queue_depth=2, workers=2, collect=True)
             assert torch.allclose(torch.stack(res.outputs), torch.stack(expected)), name
-            spans = res.timeline.spans
+            startup = [s for s in res.timeline.spans if s.category == "startup"]
+            spans = [s for s in res.timeline.spans if s.category != "startup"]
+            if name in ("processes", "torch"):  # worker start-up: its own span, off the clock
+                assert [s.lane for s in startup] == ["rank0/startup"], name
+                assert startup[0].end_us <= res.start_us
+                assert res.startup_s == pytest.approx(startup[0].duration_us * 1e-6)
+                assert min(s.start_us for s in spans) >= res.start_us
+            else:
+                assert startup == [] and res.startup_s == 0.0
             # every (stage, item) ran exactly once
             got = sorted((s.name, s.args["item"]) for s in spans)
             assert got == sorted((st.name, i) for st in stages for i in range(n)), name
             assert res.consumer_lane == "rank0/compute"
-            assert 0 <= res.stall_s <= res.wall_s
             if not torch.cuda.is_available():
                 assert any("pin skipped" in note for note in res.timeline.notes)
                 assert all(s.args.get("skipped") for s in spans if s.name in ("pin", "h2d"))
@@ -106,10 +115,13 @@ def test_stage_error_names_stage_and_item_and_stops_everything(name, where) -> N
         with make_executor(name, workers=2, queue_depth=2) as ex:
             if name in ("processes", "torch"):
                 ex.run(stages[1:2] + stages[2:], 2)  # start (spawn) workers outside the clock
-            t0 = time.monotonic()
+            tl = Timeline()
+            t0 = now_us()
             with pytest.raises(StageError) as info:
-                ex.run(stages, n)
-            waited = time.monotonic() - t0
+                ex.run(stages, n, timeline=tl)
+            # from the end of worker start-up (spawning is not the pipeline's reaction time)
+            t0 = max([t0] + [s.end_us for s in tl.spans if s.category == "startup"])
+            waited = (now_us() - t0) * 1e-6
     assert info.value.stage == "boom", str(info.value)
     assert info.value.item == 3
     assert "bad item 3" in str(info.value)
@@ -174,3 +186,139 @@ def test_bad_stages_and_items() -> None:
 def test_empty_run() -> None:
     res = run_pipeline([IdentityStage("a"), IdentityStage("b")], 0, "threads", collect=True)
     assert res.outputs == [] and res.n_items == 0 and len(res.timeline) == 0
+
+
+def test_workers_die_with_a_killed_parent() -> None:
+    """SIGKILL the process running a ProcessExecutor whose workers are stuck in a 60 s stage:
+    the workers must be gone within seconds (they cannot poll while stuck in the stage)."""
+    code = (
+        "from distlab.pipeline.procs import ProcessExecutor\n"
+        "from helpers.pipeline_util import Slow\n"
+        "ex = ProcessExecutor(workers=2, timeout_s=300)\n"
+        "ex.run([Slow(0.0, 'a'), Slow(0.0, 'b', placement='host')], 2)\n"
+        "print(*ex.pids, flush=True)\n"
+        "ex.run([Slow(60.0, 'a'), Slow(0.0, 'b', placement='host')], 4)\n")
+    alive = children_outlive_parent(code)
+    assert not alive, f"worker processes outlived their killed parent: {alive}"
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+@pytest.mark.parametrize("where", ["worker", "consumer"])
+def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
+    """A stage call that does not return within timeout_s raises PipelineTimeoutError naming the
+    stage and item, long before the stage would have returned. Threads cannot be killed: the
+    stuck one is abandoned (it ends on its own 8 s later); stuck workers are terminated."""
+    # a stuck thread ends on its own after hang_s (no_leaks waits for it); long enough to
+    # outlast the executor's clean-up (torch's worker shutdown takes seconds)
+    hang_s = 8.0 if name in ("sync", "threads") or where == "consumer" else 60.0
+    if where == "worker":
+        stages = [HangAt(3, "stuck", hang_s), Slow(0.0, "sink", placement="host")]
+    else:
+        stages = [Slow(0.0, "src"), HangAt(3, "stuck", hang_s, placement="host")]
+    tl = Timeline()
+    with no_leaks(grace_s=hang_s + 5):
+        with make_executor(name, workers=2, queue_depth=2, timeout_s=0.5) as ex:
+            with pytest.raises(PipelineTimeoutError) as info:
+                ex.run(stages, 8, timeline=tl)
+            # raised while the stage was still stuck: its call on item 3 never recorded a span
+            assert not [s for s in tl.spans if s.name == "stuck" and s.args["item"] == 3]
+    err = info.value
+    assert isinstance(err, PipelineError) and isinstance(err, TimeoutError)
+    assert (err.stage, err.item, err.timeout_s) == ("stuck", 3, 0.5), str(err)
+    assert "stage 'stuck'" in str(err) and "item 3" in str(err)
+
+
+def test_lambda_stage_runs_on_worker_processes() -> None:
+    """Worker stages go to the workers with cloudpickle: a lambda and a closure work."""
+    k = 10
+    stages = [FnStage(lambda x: x * 2, name="double"), FnStage(lambda x: x + k, name="add"),
+              IdentityStage("sink", placement="host")]
+    with no_leaks():
+        res = run_pipeline(stages, 5, "processes", workers=2, collect=True)
+    assert res.outputs == [i * 2 + 10 for i in range(5)]
+    assert {s.lane for s in res.timeline.spans if s.name == "double"} <= {
+        "rank0/worker0", "rank0/worker1"}
+
+
+def test_unpicklable_stage_says_what_to_do() -> None:
+    lock = threading.Lock()
+    stages = [FnStage(lambda x: (lock, x)[1], name="locked"), IdentityStage("sink")]
+    with no_leaks():
+        with pytest.raises(TypeError, match="cannot be sent to worker processes") as info:
+            run_pipeline(stages, 2, "processes", workers=1)
+    assert "'locked'" in str(info.value) and "create locks" in str(info.value)
+
+
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-1.0, ValueError), ("1", TypeError),
+                                      (float("nan"), ValueError)])
+def test_bad_timeout(bad, exc) -> None:
+    for name in EXECUTORS:
+        with pytest.raises(exc, match="timeout_s"):
+            make_executor(name, timeout_s=bad)
+
+
+def test_stall_and_wall_from_a_synthetic_timeline() -> None:
+    """stall_s = the consumer lane's idle gaps inside [start_us, end_us]; other lanes ignored."""
+    tl = Timeline()
+    tl.record("c", "compute", "rank0/c", 100.0, 10.0)   # busy 100-110
+    tl.record("c", "compute", "rank0/c", 140.0, 20.0)   # busy 140-160
+    tl.record("a", "io", "rank0/a", 0.0, 200.0)         # another lane: not the consumer
+    res = RunResult("threads", tl, 2, 100.0, 200.0, "rank0/c")
+    assert res.wall_s == pytest.approx(100e-6)
+    assert res.stall_s == pytest.approx(70e-6)          # 110-140 and 160-200
+    assert res.items_per_s == pytest.approx(2 / 100e-6)
+    empty = RunResult("threads", Timeline(), 0, 0.0, 50.0, "rank0/c")
+    assert empty.stall_s == pytest.approx(50e-6)
+
+
+def test_stall_follows_the_slow_side_of_a_known_schedule() -> None:
+    """Producer 20 ms/item, consumer 0: the consumer waits for nearly every item (stall close to
+    wall). Producer 0, consumer 20 ms/item: it almost never waits. Wide bounds for a loaded box."""
+    n = 10
+    slow_src = run_pipeline([Slow(0.02, "src"), Slow(0.0, "sink")], n, "threads")
+    assert slow_src.wall_s >= n * 0.02 * 0.9
+    assert slow_src.stall_s >= 0.7 * slow_src.wall_s
+    slow_sink = run_pipeline([Slow(0.0, "src"), Slow(0.02, "sink")], n, "threads")
+    assert slow_sink.stall_s <= 0.3 * slow_sink.wall_s
+
+
+def test_pipeline_imports_have_no_cycle() -> None:
+    """Build the import graph of distlab.pipeline (every import statement, function-level ones
+    included) and assert it has no cycle (issue 8: executors <-> procs <-> torchref)."""
+    import ast
+    from pathlib import Path
+
+    import distlab.pipeline as pkg
+
+    root = Path(pkg.__file__).parent
+    mods = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    graph: dict[str, set[str]] = {}
+    for m in mods:
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse((root / f"{m}.py").read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 1 and node.module:
+                    deps.add(node.module.split(".")[0])
+                elif node.level == 1:
+                    deps.update(a.name for a in node.names)
+                elif node.module and node.module.startswith("distlab.pipeline."):
+                    deps.add(node.module.split(".")[2])
+            elif isinstance(node, ast.Import):
+                deps.update(a.name.split(".")[2] for a in node.names
+                            if a.name.startswith("distlab.pipeline."))
+        graph[m] = deps & mods
+    assert {"procs", "torchref"} <= graph["executors"]  # the registry knows the executors
+
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            assert state.get(d) != 1, f"import cycle: {' -> '.join(path + [m, d])}"
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])

@@ -5,15 +5,16 @@
     res = run_pipeline(loading_stages(shards), 64, executor="threads", queue_depth=2)
     res.wall_s, res.stall_s, res.timeline.gantt()
 
-Modules: :mod:`.stages` (the Stage interface and built-ins), :mod:`.executors` (sync, threads),
+Modules: :mod:`.stages` (the Stage interface and built-ins), :mod:`.core` (run result, base class, timeouts),
+:mod:`.executors` (sync, threads, the executor registry),
 :mod:`.procs` (worker processes), :mod:`.torchref` (instrumented torch DataLoader),
 :mod:`.parts` (async part loader), :mod:`.model` (bound and simulation), :mod:`.shards`
 (shard files), :mod:`.build` (stages by name), :mod:`.errors`.
 """
 
 from .build import STAGE_KINDS, equal_stages, loading_stages, make_stage
-from .errors import (PartLoadError, PipelineError, ProducerExitedError, StageError,
-                     WorkerExitedError)
+from .errors import (PartLoadError, PipelineError, PipelineTimeoutError, ProducerExitedError,
+                     StageError, WorkerExitedError)
 from .executors import EXECUTORS, Executor, RunResult, make_executor, run_pipeline
 from .model import Station, bound_s, measured_costs, plan_for, simulate, sync_time_s
 from .parts import Part, PartLoader, PartsResult, train_on_parts
@@ -25,7 +26,7 @@ from .stages import (BurnStage, CollateStage, ComputeStage, DecodeStage, FnStage
 __all__ = [
     "EXECUTORS", "STAGE_KINDS", "BurnStage", "CollateStage", "ComputeStage", "DecodeStage",
     "Executor", "FnStage", "H2DStage", "IdentityStage", "Part", "PartLoadError", "PartLoader",
-    "PartsResult", "PinStage", "PipelineError", "ProducerExitedError", "ReadStage", "RunResult",
+    "PartsResult", "PinStage", "PipelineError", "PipelineTimeoutError", "ProducerExitedError", "ReadStage", "RunResult",
     "ShardSet", "SleepStage", "Stage", "StageError", "Station", "WorkerExitedError",
     "accelerator_available", "bound_s", "equal_stages", "loading_stages", "make_executor",
     "make_stage", "measured_costs", "plan_for", "run_pipeline", "simulate", "sync_time_s",

@@ -13,6 +13,8 @@ import queue
 import threading
 from typing import Any
 
+from distlab._checks import check_float, check_instance, check_int
+
 __all__ = ["STOPPED", "Channel"]
 
 STOPPED = object()
@@ -29,13 +31,13 @@ class Channel:
     """
 
     def __init__(self, depth: int, stop: threading.Event, poll_s: float = 0.05) -> None:
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"depth must be an int >= 1, got {depth!r}")
+        depth = check_int("depth", depth, minimum=1)
+        self._poll = check_float("poll_s", poll_s, minimum=0.0, exclusive_minimum=True)
         self._items: queue.SimpleQueue = queue.SimpleQueue()
         self._free: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(depth):
             self._free.put(None)
-        self._stop, self._poll = stop, poll_s
+        self._stop = check_instance("stop", stop, threading.Event)
 
     def put(self, obj: Any) -> bool:
         """Append ``obj``, waiting for room; False (nothing queued) if stopped first."""

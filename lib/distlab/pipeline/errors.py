@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["PartLoadError", "PipelineError", "ProducerExitedError", "StageError",
-           "WorkerExitedError"]
+__all__ = ["PartLoadError", "PipelineError", "PipelineTimeoutError", "ProducerExitedError",
+           "StageError", "WorkerExitedError"]
 
 _MARK = re.compile(r"stage '(?P<stage>[^']*)' raised on item (?P<item>-?\d+)")
 
@@ -41,6 +41,26 @@ class StageError(PipelineError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.stage or "", self.item, self.cause, self.traceback_text))
+
+
+class PipelineTimeoutError(PipelineError, TimeoutError):
+    """A stage call ran longer than the executor's ``timeout_s``. ``stage`` is its name, ``item``
+    the item index, ``timeout_s`` the limit and ``ran_s`` how long it had run (seconds)."""
+
+    def __init__(self, stage: str, item: int, timeout_s: float, executor: str = "",
+                 ran_s: float | None = None) -> None:
+        self.stage, self.item, self.timeout_s = stage, item, timeout_s
+        self.executor, self.ran_s = executor, ran_s
+        where = f" ({executor} executor)" if executor else ""
+        ran = f" (running {ran_s:.1f} s)" if ran_s is not None else ""
+        what = ("a stuck thread is abandoned, a stuck worker process is terminated"
+                if executor else "")
+        super().__init__(f"stage '{stage}' did not return within timeout_s={timeout_s:g} s on "
+                         f"item {item}{ran}{where}; the pipeline was stopped"
+                         + (f" ({what})" if what else ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.stage, self.item, self.timeout_s, self.executor, self.ran_s))
 
 
 class WorkerExitedError(PipelineError):

@@ -31,9 +31,11 @@ from typing import Any
 
 import torch
 
+from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 from ..timeline import Timeline, now_us
 from .errors import PartLoadError, ProducerExitedError
-from .executors import POLL_S, check_int
+from distlab._checks import check_choice, check_float, check_instance
+from .core import POLL_S, check_int, check_timeout
 from .shards import ShardSet
 from .stages import burn
 
@@ -74,10 +76,10 @@ class FailingLoad:
 
 def _producer_main(shards: ShardSet, part_ids: list[int], latency_s: list[float],
                    load_fn: Callable[..., torch.Tensor] | None, q: Any, stop: Any,
-                   go: Any) -> None:
+                   go: Any, parent: int, main_thread_spawn: bool) -> None:
+    die_with_parent(parent, main_thread_spawn=main_thread_spawn)  # even a stuck load_fn dies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and stops us
     torch.set_num_threads(1)
-    parent = os.getppid()
 
     def put(msg: tuple[Any, ...]) -> bool:
         while not stop.is_set() and os.getppid() == parent:
@@ -135,23 +137,22 @@ class PartLoader:
                  latency_s: float | Sequence[float] = 0.0,
                  load_fn: Callable[..., torch.Tensor] | None = None,
                  timeline: Timeline | None = None, timeout_s: float = 60.0) -> None:
-        if not isinstance(shards, ShardSet):
-            raise TypeError(f"shards must be a ShardSet, got {type(shards).__name__}")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        check_instance("shards", shards, ShardSet)
+        check_choice("mode", mode, MODES)
         self.queue_size = check_int("queue_size", queue_size, 1)
-        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-            raise ValueError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}")
+        timeout_s = check_timeout(timeout_s)
         self.shards, self.mode = shards, mode
         self.part_ids = list(range(len(shards.files))) if part_ids is None else \
             [check_int("part_ids[i]", p, 0) for p in part_ids]
-        lat = [latency_s] * len(self.part_ids) if isinstance(latency_s, (int, float)) \
-            and not isinstance(latency_s, bool) else latency_s
-        if not isinstance(lat, Sequence) or len(lat) != len(self.part_ids) or any(
-                isinstance(x, bool) or not isinstance(x, (int, float)) or not x >= 0 for x in lat):
-            raise ValueError(f"latency_s must be seconds >= 0: one number or one per part "
-                             f"({len(self.part_ids)}), got {latency_s!r}")
-        self.latency_s = [float(x) for x in lat]
+        if isinstance(latency_s, Sequence) and not isinstance(latency_s, str):
+            if len(latency_s) != len(self.part_ids):
+                raise ValueError(f"latency_s must be seconds >= 0: one number or one per part "
+                                 f"({len(self.part_ids)}), got {len(latency_s)} values")
+            self.latency_s = [check_float(f"latency_s[{i}]", x, minimum=0.0)
+                              for i, x in enumerate(latency_s)]
+        else:
+            self.latency_s = [check_float("latency_s", latency_s, minimum=0.0)] * len(
+                self.part_ids)
         self.load_fn, self.timeout_s = load_fn, float(timeout_s)
         self.timeline = Timeline() if timeline is None else timeline
         self._proc: Any = None
@@ -207,7 +208,8 @@ class PartLoader:
         self._q, self._stop, self._go = ctx.Queue(self.queue_size), ctx.Event(), ctx.Event()
         self._proc = ctx.Process(target=_producer_main, daemon=True, name="distlab-producer",
                                  args=(self.shards, self.part_ids, self.latency_s, self.load_fn,
-                                       self._q, self._stop, self._go))
+                                       self._q, self._stop, self._go, os.getpid(),
+                                       spawned_from_main_thread()))
         self._proc.start()
         try:
             msg = self._receive_msg(-1)
@@ -264,12 +266,7 @@ class PartLoader:
             except (queue.Empty, OSError, EOFError):
                 pass
         proc.join(0.5)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(2.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(2.0)
+        stop_processes([proc], grace_s=2.0)
         q.cancel_join_thread()
         q.close()
 
@@ -304,8 +301,7 @@ def train_on_parts(shards: ShardSet, *, mode: str = "async", queue_size: int = 2
     """Train ``steps_per_part`` steps of ``step_s`` seconds (real CPU work on the part's data)
     on every part; returns the timeline, wall time and trainer idle time (seconds)."""
     check_int("steps_per_part", steps_per_part, 1)
-    if not (isinstance(step_s, (int, float)) and step_s >= 0):
-        raise ValueError(f"step_s must be a number of seconds >= 0, got {step_s!r}")
+    check_float("step_s", step_s, minimum=0.0)
     tl = Timeline() if timeline is None else timeline
     loader = PartLoader(shards, part_ids, mode=mode, queue_size=queue_size, latency_s=latency_s,
                         load_fn=load_fn, timeline=tl, timeout_s=timeout_s)
