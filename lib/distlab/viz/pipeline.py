@@ -16,8 +16,8 @@ from typing import Any
 from distlab.viz.figure import new_figure
 
 from ..pipeline.executors import EXECUTORS, RunResult, make_executor
-from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction, plan_for,
-                              simulate, simulate_parts, sync_time_s)
+from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction,
+                              plan_for_stages, simulate, simulate_parts, sync_time_s)
 from ..pipeline.stages import BurnStage, SleepStage, Stage
 from ..timeline import Timeline
 
@@ -72,14 +72,9 @@ def plan_rows(stages: Sequence[Stage], n_items: int, *, workers: int, queue_dept
               executors: Sequence[str] = EXECUTORS) -> list[dict[str, Any]]:
     """Per executor: its stations (name, ms, servers) and the model's bound and simulated
     makespan (seconds) for the stages' nominal ``cost_s``."""
-    names = [s.name for s in stages]
-    costs = [s.cost_s or 0.0 for s in stages]
-    places = [s.placement for s in stages]
-    cats = [s.category for s in stages]
     rows = []
     for ex in executors:
-        plan = plan_for(ex, names, costs, places, workers=workers, queue_depth=queue_depth,
-                        categories=cats)
+        plan = plan_for_stages(ex, stages, workers=workers, queue_depth=queue_depth)
         rows.append({"executor": ex, "plan": plan, "bound_s": bound_s(plan, n_items),
                      "sim_s": simulate(plan, n_items).wall_us() * 1e-6})
     return rows
@@ -97,9 +92,7 @@ def explorer_stages(read_ms: float, decode_ms: float, compute_ms: float) -> list
 
 def _sim_for(stages: Sequence[Stage], executor: str, n: int, workers: int,
              depth: int) -> tuple[list[Station], Timeline]:
-    plan = plan_for(executor, [s.name for s in stages], [s.cost_s or 0.0 for s in stages],
-                    [s.placement for s in stages], workers=workers, queue_depth=depth,
-                    categories=[s.category for s in stages])
+    plan = plan_for_stages(executor, stages, workers=workers, queue_depth=depth)
     return plan, simulate(plan, n)
 
 
