@@ -39,7 +39,8 @@ from distlab.bench import options
 from distlab.bench.provenance import provenance, write_json
 from distlab.pipeline import EXECUTORS, equal_stages, make_executor
 from distlab.pipeline.build import EQUAL_KINDS
-from distlab.pipeline.model import bound_s, measured_costs, plan_for_stages, simulate
+from distlab.pipeline.model import (bound_s, measured_costs, plan_for_stages, simulate,
+                                     startup_s)
 
 __all__ = ["compare_executors", "main", "run_benchmark", "startup_s"]
 
@@ -102,11 +103,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     if a.json is not None and (os.path.isdir(a.json) or not a.json.strip()):
         options.fail(p, "--json", a.json, "a file path, not a folder")
     return a
-
-
-def startup_s(result: Any) -> float:
-    """Worker start-up seconds of one run (``RunResult.startup_s``; 0.0 where not reported)."""
-    return float(getattr(result, "startup_s", 0.0) or 0.0)
 
 
 def _median_run(runs: Sequence[Any]) -> Any:

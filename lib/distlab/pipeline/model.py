@@ -32,8 +32,9 @@ from .._checks import check_choice, check_float, check_instance, check_int
 from ..timeline import Span, Timeline
 
 __all__ = ["Station", "bound_s", "describe", "measured_costs", "part_load_times",
-           "parts_idle_fraction", "plan_for", "plan_for_stages", "rate_items_per_s", "simulate", "simulate_parts",
-           "sync_time_s"]
+           "parts_idle_fraction", "plan_for", "plan_for_stages", "rate_items_per_s", "simulate",
+           "simulate_parts",
+           "startup_s", "sync_time_s"]
 
 
 PLAN_EXECUTORS = ("sync", "threads", "processes", "torch")
@@ -218,6 +219,13 @@ def measured_costs(timeline: Timeline, names: Sequence[str]) -> list[float]:
         d = [s.duration_us for s in timeline.spans if s.name == name]
         out.append(sum(d) / len(d) * 1e-6 if d else 0.0)
     return out
+
+
+def startup_s(result: Any) -> float:
+    """Worker start-up seconds of a measured run (``RunResult.startup_s``: spawning worker
+    processes, 0.0 for sync and threads), which the model leaves out: it models the steady
+    pipeline only. 0.0 for results that do not report it."""
+    return float(getattr(result, "startup_s", 0.0) or 0.0)
 
 
 def describe(stations: Sequence[Station], n_items: int) -> dict[str, Any]:

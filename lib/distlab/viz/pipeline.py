@@ -17,15 +17,23 @@ from distlab.viz.figure import new_figure
 
 from ..pipeline.executors import EXECUTORS, RunResult, make_executor
 from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction,
-                              plan_for_stages, simulate, simulate_parts, sync_time_s)
+                              plan_for_stages, simulate, simulate_parts, startup_s,
+                              sync_time_s)
 from ..pipeline.stages import BurnStage, SleepStage, Stage
 from ..timeline import Timeline
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
-           "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt"]
+           "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt", "startup_s",
+           "steady_lanes"]
 
 COLORS = {"io": "tab:blue", "cpu": "tab:orange", "copy": "tab:purple", "compute": "tab:green",
-          "blocked": "lightgrey"}
+          "blocked": "lightgrey", "startup": "tab:gray"}
+
+
+def steady_lanes(timeline: Timeline) -> list[str]:
+    """The timeline's lanes without worker start-up (``"<prefix>/startup"``): the steady
+    pipeline, which wall, stall and the model cover; start-up is reported as its own number."""
+    return [lane for lane in timeline.lanes if not lane.endswith("/startup")]
 
 
 def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us: float,
@@ -38,8 +46,8 @@ def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us
     ax1, ax2 = fig.subplots(2, 1, sharex=True,
                             height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
     if len(measured):
-        measured.gantt(ax1, origin_us=measured_origin_us, highlight_idle=measured_consumer,
-                       colors=COLORS)
+        measured.gantt(ax1, origin_us=measured_origin_us, lanes=steady_lanes(measured),
+                       highlight_idle=measured_consumer, colors=COLORS)
     else:
         ax1.text(0.5, 0.5, "no measurement for these settings: press 'run measured'",
                  ha="center", va="center", transform=ax1.transAxes)
@@ -52,16 +60,20 @@ def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us
 
 
 def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None) -> Any:
-    """One Gantt per run, stacked, on one time axis (ms from each run's start)."""
+    """One Gantt per run, stacked, on one time axis (ms from the start of each run's steady
+    pipeline); worker start-up is left out of the chart and given in the title."""
     results = list(results)
-    heights = [max(1, len(r.timeline.lanes)) for r in results]
+    heights = [max(1, len(steady_lanes(r.timeline))) for r in results]
     fig = new_figure(figsize=(10, 1.0 + 0.4 * sum(heights)), layout=None)
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False, height_ratios=heights)
     for i, (ax, r) in enumerate(zip(axes[:, 0], results)):
-        r.timeline.gantt(ax, origin_us=r.start_us, highlight_idle=r.consumer_lane, colors=COLORS)
+        r.timeline.gantt(ax, origin_us=r.start_us, lanes=steady_lanes(r.timeline),
+                         highlight_idle=r.consumer_lane, colors=COLORS)
         name = titles[i] if titles else r.executor
-        ax.set_title(f"{name}: {r.wall_s * 1e3:.0f} ms, consumer stall {r.stall_s * 1e3:.0f} ms",
-                     loc="left", fontsize="medium")
+        su = startup_s(r)
+        extra = f" (+ start-up {su * 1e3:.0f} ms, not shown)" if su > 0 else ""
+        ax.set_title(f"{name}: {r.wall_s * 1e3:.0f} ms, consumer stall {r.stall_s * 1e3:.0f} ms"
+                     f"{extra}", loc="left", fontsize="medium")
         if i < len(results) - 1:
             ax.set_xlabel("")
     fig.tight_layout()
@@ -178,8 +190,9 @@ class PipelineExplorer:
         if self.result is not None:
             r = self.result
             err = (self.sim.wall_us() * 1e-6 - r.wall_s) / r.wall_s if r.wall_s else 0.0
-            text += (f"; measured {r.wall_s * 1e3:.1f} ms (efficiency {b / r.wall_s:.2f}, model "
-                     f"error {err * 100:+.0f}%, stall {r.stall_s * 1e3:.1f} ms)")
+            text += (f"; measured {r.wall_s * 1e3:.1f} ms steady (efficiency {b / r.wall_s:.2f}, "
+                     f"model error {err * 100:+.0f}%, stall {r.stall_s * 1e3:.1f} ms)"
+                     f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart")
         self.summary = text
         self.status.value = f"<code>{text}</code>"
         measured = self.result.timeline if self.result else Timeline()
