@@ -140,7 +140,7 @@ def test_plan_for_stages_reads_the_stages() -> None:
     from distlab.pipeline import equal_stages, plan_for_stages
     from distlab.viz.pipeline import explorer_stages
 
-    stages = explorer_stages(2, 3, 4)               # read io/worker, decode cpu/worker, compute host
+    stages = explorer_stages(2, 3, 4)   # read io/worker, decode cpu/worker, compute host
     for ex in ("sync", "threads", "processes", "torch"):
         expect = plan_for(ex, ["read", "decode", "compute"], [0.002, 0.003, 0.004],
                           ["worker", "worker", "host"], workers=3, queue_depth=2,

@@ -222,10 +222,11 @@ def _print(payload: dict[str, Any]) -> None:
     costs = ", ".join(f"{k} {v * 1e3:.3f}"
                       for k, v in payload["stage_costs_s_measured_sync"].items())
     print(f"# stage costs measured in sync runs (ms): {costs}")
-    print(f"{'executor':>10} {'start(s)':>9} {'wall(s)':>9} {'min(s)':>8} {'bound(s)':>9} {'eff':>6} "
-          f"{'sim(s)':>8} {'sim err':>8} {'stall(s)':>9} {'items/s':>9} {'vs sync':>8}")
+    print(f"{'executor':>10} {'start(s)':>9} {'wall(s)':>9} {'min(s)':>8} {'bound(s)':>9} "
+          f"{'eff':>6} {'sim(s)':>8} {'sim err':>8} {'stall(s)':>9} {'items/s':>9} {'vs sync':>8}")
     for r in payload["rows"]:
-        print(f"{r['executor']:>10} {r['startup_s']:9.4f} {r['wall_s']:9.4f} {r['wall_min_s']:8.4f} "
+        print(f"{r['executor']:>10} {r['startup_s']:9.4f} {r['wall_s']:9.4f} "
+              f"{r['wall_min_s']:8.4f} "
               f"{r['bound_s']:9.4f} {r['efficiency']:6.3f} {r['sim_s']:8.4f} "
               f"{r['sim_err'] * 100:7.1f}% {r['stall_s']:9.4f} {r['items_per_s']:9.1f} "
               f"{r['speedup_vs_sync']:7.2f}x")

@@ -29,6 +29,7 @@ __all__ = [
     "PartsResult", "PinStage", "PipelineError", "ProducerExitedError", "ReadStage", "RunResult",
     "ShardSet", "SleepStage", "Stage", "StageError", "Station", "WorkerExitedError",
     "accelerator_available", "bound_s", "equal_stages", "loading_stages", "make_executor",
-    "make_stage", "measured_costs", "plan_for", "plan_for_stages", "run_pipeline", "simulate", "sync_time_s",
+    "make_stage", "measured_costs", "plan_for", "plan_for_stages", "run_pipeline", "simulate",
+    "sync_time_s",
     "train_on_parts", "write_shards",
 ]
