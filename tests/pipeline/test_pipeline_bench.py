@@ -72,7 +72,8 @@ def test_compare_executors_rows_and_model() -> None:
     assert sync["bound_s"] == pytest.approx(5 * total)             # no overlap: n * sum
     assert threads["bound_s"] == pytest.approx(total + 4 * max(cmp["costs_s"].values()))
     for r in cmp["rows"]:
-        assert r["startup_s"] == bench.startup_s(cmp["runs"][r["executor"]]) == 0.0
+        run = cmp["runs"][r["executor"]]
+        assert r["startup_s"] == (0.0 if hasattr(run, "startup_s") else None)
         assert r["efficiency"] == pytest.approx(r["bound_s"] / r["wall_s"])
         assert r["sim_err"] == pytest.approx((r["sim_s"] - r["wall_s"]) / r["wall_s"])
         assert r["wall_min_s"] <= r["wall_s"] <= r["wall_max_s"]
@@ -98,7 +99,7 @@ def test_tiny_run_writes_json(tmp_path, capsys) -> None:
     assert [r["executor"] for r in data["rows"]] == ["sync", "threads"]
     assert [r["executor"] for r in data["overhead"]] == ["sync", "threads"]
     for r in data["rows"]:
-        assert r["startup_s"] == 0.0
+        assert r["startup_s"] in (0.0, None)        # sync/threads start no workers
         assert r["efficiency"] == pytest.approx(r["bound_s"] / r["wall_s"])
     assert data["rows"][0]["bound_s"] == pytest.approx(sum(
         data["stage_costs_s_measured_sync"].values()) * 6)

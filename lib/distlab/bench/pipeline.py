@@ -10,7 +10,8 @@ items in this one process run: warmup runs first (they also spawn persistent wor
 ``--repeats`` timed runs; the table shows medians.
 
 Columns: ``start(s)`` worker start-up of the executor's first run (spawning processes; 0 for
-sync and threads), kept out of every other column; ``wall(s)`` median wall time of the steady
+sync and threads; n/a where the executor does not time it apart), kept out of every other
+column (the warm-up runs absorb it); ``wall(s)`` median wall time of the steady
 pipeline; ``bound(s)`` the bottleneck bound of the executor's plan
 (:func:`distlab.pipeline.model.plan_for_stages`, :func:`~distlab.pipeline.model.bound_s`) with
 stage costs *measured* in the sync runs (mean span duration per stage, so a sleep's oversleep
@@ -121,7 +122,8 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
     Each executor is made once (worker processes start in its first run and are reused):
     ``warmup`` untimed runs, then ``repeats`` timed runs of ``items`` items. Returns
     ``{"costs_s": {stage: seconds}, "rows": [...], "runs": {executor: median RunResult}}``;
-    each row holds ``startup_s`` (worker start-up of the first run, seconds, reported apart),
+    each row holds ``startup_s`` (worker start-up of the first run, seconds, reported apart;
+    None when the executor does not time it apart),
     and for the steady pipeline ``wall_s`` (median, min, max), ``bound_s``, ``efficiency`` =
     bound / wall, ``sim_s``, ``sim_err`` = (sim - wall) / wall, ``stall_s``, ``items_per_s``,
     ``speedup_vs_sync``. ``on_run`` is called after every run (progress bars).
@@ -129,14 +131,14 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
     stages = list(stages)
     execs = list(dict.fromkeys(["sync", *executors]))
     runs: dict[str, list[Any]] = {}
-    first_startup: dict[str, float] = {}
+    first_startup: dict[str, float | None] = {}
     for name in execs:
         runs[name] = []
         with make_executor(name, queue_depth=queue_depth, workers=workers) as ex:
             for i in range(warmup + repeats):
                 res = ex.run(stages, items)
-                if i == 0:
-                    first_startup[name] = startup_s(res)
+                if i == 0:   # None: this executor does not time its start-up apart
+                    first_startup[name] = startup_s(res) if hasattr(res, "startup_s") else None
                 if on_run is not None:
                     on_run()
                 if i >= warmup:
@@ -225,7 +227,8 @@ def _print(payload: dict[str, Any]) -> None:
     print(f"{'executor':>10} {'start(s)':>9} {'wall(s)':>9} {'min(s)':>8} {'bound(s)':>9} "
           f"{'eff':>6} {'sim(s)':>8} {'sim err':>8} {'stall(s)':>9} {'items/s':>9} {'vs sync':>8}")
     for r in payload["rows"]:
-        print(f"{r['executor']:>10} {r['startup_s']:9.4f} {r['wall_s']:9.4f} "
+        su = "n/a" if r["startup_s"] is None else f"{r['startup_s']:.4f}"
+        print(f"{r['executor']:>10} {su:>9} {r['wall_s']:9.4f} "
               f"{r['wall_min_s']:8.4f} "
               f"{r['bound_s']:9.4f} {r['efficiency']:6.3f} {r['sim_s']:8.4f} "
               f"{r['sim_err'] * 100:7.1f}% {r['stall_s']:9.4f} {r['items_per_s']:9.1f} "

@@ -190,9 +190,12 @@ class PipelineExplorer:
         if self.result is not None:
             r = self.result
             err = (self.sim.wall_us() * 1e-6 - r.wall_s) / r.wall_s if r.wall_s else 0.0
-            text += (f"; measured {r.wall_s * 1e3:.1f} ms steady (efficiency {b / r.wall_s:.2f}, "
-                     f"model error {err * 100:+.0f}%, stall {r.stall_s * 1e3:.1f} ms)"
-                     f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart")
+            steady = hasattr(r, "startup_s")   # executors that time start-up apart
+            text += (f"; measured {r.wall_s * 1e3:.1f} ms{' steady' if steady else ''} "
+                     f"(efficiency {b / r.wall_s:.2f}, model error {err * 100:+.0f}%, stall "
+                     f"{r.stall_s * 1e3:.1f} ms)")
+            text += (f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart" if steady else
+                     "; wall includes any worker start-up (this executor does not time it apart)")
         self.summary = text
         self.status.value = f"<code>{text}</code>"
         measured = self.result.timeline if self.result else Timeline()
