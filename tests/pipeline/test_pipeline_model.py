@@ -111,3 +111,49 @@ def test_measured_costs() -> None:
     tl.record("a", "c", "l", 0, 10)
     tl.record("a", "c", "l", 10, 30)
     assert measured_costs(tl, ["a", "b"]) == [pytest.approx(20e-6), 0.0]
+
+
+def test_checks_reject_non_finite_and_accept_numpy_ints() -> None:
+    import numpy as np
+
+    for bad in (math.inf, math.nan):
+        with pytest.raises(ValueError, match="cost_s"):
+            bound_s([Station("a", bad)], 2)
+        with pytest.raises(ValueError, match=r"cost_s\[1\]"):
+            simulate([Station("a", [1.0, bad])], 2)
+        with pytest.raises(ValueError, match=r"costs_s\[0\]"):
+            plan_for("threads", ["a"], [bad], ["host"])
+    with pytest.raises(TypeError, match="workers"):
+        bound_s([Station("a", 1.0, workers=True)], 2)
+    with pytest.raises(TypeError, match="n_items"):
+        bound_s([Station("a", 1.0)], 2.0)
+    with pytest.raises(TypeError, match="queue_depth"):
+        plan_for("threads", ["a"], [1.0], ["host"], queue_depth=1.5)
+    st_ = [Station("a", np.float64(1.0), workers=np.int64(2), depth=np.int32(2))]
+    assert bound_s(st_, np.int64(4)) == pytest.approx(2.0)
+    assert makespan(simulate(st_, np.int64(4))) == pytest.approx(2.0)
+    assert [s.workers for s in plan_for("processes", ["r", "c"], [1.0, 1.0], ["worker", "host"],
+                                        workers=np.int64(3))] == [3, 1]
+
+
+def test_plan_for_stages_reads_the_stages() -> None:
+    from distlab.pipeline import equal_stages, plan_for_stages
+    from distlab.viz.pipeline import explorer_stages
+
+    stages = explorer_stages(2, 3, 4)   # read io/worker, decode cpu/worker, compute host
+    for ex in ("sync", "threads", "processes", "torch"):
+        expect = plan_for(ex, ["read", "decode", "compute"], [0.002, 0.003, 0.004],
+                          ["worker", "worker", "host"], workers=3, queue_depth=2,
+                          categories=["io", "cpu", "compute"])
+        assert plan_for_stages(ex, stages, workers=3, queue_depth=2) == expect
+    thr = plan_for_stages("threads", stages)
+    assert [s.category for s in thr] == ["io", "cpu", "compute"]
+    measured = plan_for_stages("threads", stages, costs_s=[0.01, 0.02, 0.03])
+    assert [s.cost_s for s in measured] == [0.01, 0.02, 0.03]
+    with pytest.raises(ValueError, match="one cost per stage"):
+        plan_for_stages("threads", stages, costs_s=[0.01])
+    with pytest.raises(ValueError, match="stages"):
+        plan_for_stages("threads", [])
+    unknown = equal_stages("identity", 2, 0.0)
+    unknown[0].cost_s = None                          # unknown cost: 0.0 in the model
+    assert plan_for_stages("sync", unknown)[0].cost_s == 0.0

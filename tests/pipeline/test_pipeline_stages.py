@@ -86,6 +86,15 @@ def test_stage_contract() -> None:
         FnStage(3)
     with pytest.raises(ValueError, match="name"):
         FnStage(abs, name="a/b").check()
+    for bad in (float("inf"), float("nan")):             # finite costs only
+        with pytest.raises(ValueError, match="cost_s"):
+            SleepStage(bad)
+    with pytest.raises(TypeError, match="cost_s"):
+        SleepStage("1ms")
+    with pytest.raises(TypeError, match="cost_s"):
+        SleepStage(True)
+    import numpy as np
+    assert SleepStage(np.float32(0.5)).cost_s == 0.5     # numpy scalars are numbers
 
 
 def test_make_stage_by_name(shards) -> None:
@@ -100,6 +109,10 @@ def test_make_stage_by_name(shards) -> None:
     assert [s.name for s in equal_stages("work", 2)] == ["work0", "work1"]
     with pytest.raises(ValueError, match="kind"):
         equal_stages("gpu")
+    with pytest.raises(TypeError, match="n must be an int"):
+        equal_stages("sleep", 2.0)
+    import numpy as np
+    assert len(equal_stages("sleep", np.int64(2), 0.0)) == 2
     es = equal_stages("sleep", 3, 0.001)
     assert [s.name for s in es] == ["sleep0", "sleep1", "sleep2"]
     assert es[-1].placement == "host" and es[0].placement == "worker"

@@ -11,9 +11,11 @@ matplotlib.use("Agg")
 import pytest
 
 from distlab.pipeline import run_pipeline
-from distlab.pipeline.model import part_load_times, simulate
-from distlab.viz.pipeline import (PartsExplorer, PipelineExplorer, compare_gantt,
-                                  explorer_stages, idle_vs_queue_figure, plan_rows, runs_gantt)
+from distlab.pipeline.model import (part_load_times, parts_idle_fraction, plan_for_stages,
+                                    simulate)
+from distlab.viz.pipeline import (COLORS, PartsExplorer, PipelineExplorer, compare_gantt,
+                                  explorer_stages, idle_vs_queue_figure, plan_rows, runs_gantt,
+                                  steady_lanes)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,6 +40,10 @@ def test_pipeline_explorer_follows_sliders_and_measures(tmp_path) -> None:
     assert [st.name for st in ex.plan] == ["read+decode+compute"]
     res = ex.measure()
     assert ex.result is res and res.n_items == 8 and "measured" in ex.summary
+    assert "start-up" in ex.summary                # start-up is always accounted for in words
+    if hasattr(res, "startup_s"):
+        assert "start-up 0.0 ms" in ex.summary     # sync starts no workers: start-up is 0
+    assert len(_bars(ex.figure.axes[0])) == len(res.timeline.spans) == 8 * 3
     path = ex.write_trace()
     assert path is not None and json.loads(path.read_text())["traceEvents"]
     ex.items.value = 4                           # a change invalidates the measurement
@@ -56,19 +62,90 @@ def test_parts_explorer_queue_slider_changes_prediction() -> None:
     assert ex.idle_async < 0.05 and "trainer idle" in ex.summary
 
 
-def test_static_figures() -> None:
+def _bars(ax) -> list[tuple[float, float, tuple]]:
+    """Every Gantt bar drawn on ``ax``: (start ms, width ms, RGBA face colour)."""
+    from matplotlib.collections import PolyCollection
+
+    out = []
+    for coll in ax.collections:
+        if not isinstance(coll, PolyCollection):
+            continue
+        faces = coll.get_facecolors()
+        for i, path in enumerate(coll.get_paths()):
+            xs = path.vertices[:, 0]
+            out.append((float(xs.min()), float(xs.max() - xs.min()),
+                        tuple(faces[i % len(faces)])))
+    return out
+
+
+def test_plan_rows_model_values() -> None:
     stages = explorer_stages(2, 1, 1)
     rows = plan_rows(stages, 10, workers=2, queue_depth=2)
     assert [r["executor"] for r in rows] == ["sync", "threads", "processes", "torch"]
     assert rows[0]["bound_s"] == pytest.approx(0.040)       # 10 * 4 ms, no overlap
     assert rows[1]["bound_s"] == pytest.approx(0.004 + 9 * 0.002)
+    # processes: read+decode (3 ms) on 2 workers, then compute 1 ms: 1 + 5 * 3 ms
+    assert rows[2]["bound_s"] == pytest.approx(0.001 + 5 * 0.003)
+    for r in rows:
+        assert r["sim_s"] >= r["bound_s"] - 1e-12
+
+
+def test_runs_gantt_draws_one_bar_per_span_in_category_colours() -> None:
+    from matplotlib.colors import to_rgba
+
+    stages = explorer_stages(2, 1, 1)
     r1 = run_pipeline(stages, 4, "sync")
     r2 = run_pipeline(stages, 4, "threads")
     fig = runs_gantt([r1, r2])
-    assert len(fig.axes) == 2 and "sync" in fig.axes[0].get_title(loc="left")
-    fig2 = compare_gantt(r2.timeline, simulate(rows[1]["plan"], 4),
-                         measured_origin_us=r2.start_us, measured_consumer=r2.consumer_lane,
-                         simulated_consumer="sim/compute")
-    assert [a.get_title(loc="left") for a in fig2.axes] == ["measured", "simulated (model)"]
-    fig3 = idle_vs_queue_figure(8, part_load_times(8, 0.01, 1.0), 0.01, measured={2: 0.1})
-    assert fig3.axes[0].get_xlabel() == "queue size (parts)"
+    assert len(fig.axes) >= 2
+    for ax, r in zip(fig.axes, (r1, r2)):
+        assert ax.get_title(loc="left").startswith(r.executor)
+        assert f"{r.wall_s * 1e3:.0f} ms" in ax.get_title(loc="left")
+        bars = _bars(ax)
+        assert len(bars) == len(r.timeline.spans) == 4 * 3
+        starts = sorted(round(b[0], 6) for b in bars)
+        expect = sorted(round((s.start_us - r.start_us) / 1e3, 6) for s in r.timeline.spans)
+        assert starts == pytest.approx(expect, abs=1e-6)
+        colours = {b[2] for b in bars}
+        assert colours == {to_rgba(COLORS[c]) for c in ("io", "cpu", "compute")}
+        lanes = [t.get_text() for t in ax.get_yticklabels()]
+        assert lanes == steady_lanes(r.timeline)
+
+
+def test_compare_gantt_draws_measured_and_simulated_spans() -> None:
+    stages = explorer_stages(2, 1, 1)
+    r = run_pipeline(stages, 4, "threads")
+    sim = simulate(plan_for_stages("threads", stages), 4)
+    fig = compare_gantt(r.timeline, sim, measured_origin_us=r.start_us,
+                        measured_consumer=r.consumer_lane, simulated_consumer="sim/compute")
+    top, bottom = fig.axes[0], fig.axes[1]
+    assert [a.get_title(loc="left") for a in (top, bottom)] == ["measured", "simulated (model)"]
+    assert len(_bars(top)) == len(r.timeline.spans)
+    assert len(_bars(bottom)) == len(sim.spans)
+    # the simulated consumer idles while the first item passes read and decode: 3 ms shaded
+    shaded = [p for p in bottom.patches if p.get_facecolor()[0] == 1.0 and p.get_alpha()]
+    assert shaded and min(p.get_x() for p in shaded) == pytest.approx(0.0)
+
+
+def test_steady_lanes_leave_startup_out() -> None:
+    from distlab.timeline import Timeline
+
+    tl = Timeline()
+    tl.record("startup", "startup", "rank0/startup", 0, 1000)
+    tl.record("a", "cpu", "rank0/a", 1000, 10)
+    assert steady_lanes(tl) == ["rank0/a"]
+
+
+def test_idle_vs_queue_figure_plots_the_model_and_measured_points() -> None:
+    loads = part_load_times(8, 0.01, 1.0)
+    fig3 = idle_vs_queue_figure(8, loads, 0.01, queue_sizes=(1, 2, 4), measured={2: 0.1})
+    ax = fig3.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    model = lines["async (model)"]
+    assert list(model.get_xdata()) == [1, 2, 4]
+    assert list(model.get_ydata()) == pytest.approx(
+        [parts_idle_fraction(8, loads, 0.01, queue_size=q) for q in (1, 2, 4)])
+    assert list(lines["sync (model)"].get_ydata()) == pytest.approx(
+        [parts_idle_fraction(8, loads, 0.01, mode="sync")] * 2)
+    assert list(lines["async (measured)"].get_xdata()) == [2]
+    assert list(lines["async (measured)"].get_ydata()) == [0.1]

@@ -16,7 +16,8 @@ from .build import STAGE_KINDS, equal_stages, loading_stages, make_stage
 from .errors import (PartLoadError, PipelineError, PipelineTimeoutError, ProducerExitedError,
                      StageError, WorkerExitedError)
 from .executors import EXECUTORS, Executor, RunResult, make_executor, run_pipeline
-from .model import Station, bound_s, measured_costs, plan_for, simulate, sync_time_s
+from .model import (Station, bound_s, measured_costs, plan_for, plan_for_stages, simulate,
+                    sync_time_s)
 from .parts import Part, PartLoader, PartsResult, train_on_parts
 from .shards import ShardSet, write_shards
 from .stages import (BurnStage, CollateStage, ComputeStage, DecodeStage, FnStage, H2DStage,
@@ -29,6 +30,7 @@ __all__ = [
     "PartsResult", "PinStage", "PipelineError", "PipelineTimeoutError", "ProducerExitedError", "ReadStage", "RunResult",
     "ShardSet", "SleepStage", "Stage", "StageError", "Station", "WorkerExitedError",
     "accelerator_available", "bound_s", "equal_stages", "loading_stages", "make_executor",
-    "make_stage", "measured_costs", "plan_for", "run_pipeline", "simulate", "sync_time_s",
+    "make_stage", "measured_costs", "plan_for", "plan_for_stages", "run_pipeline", "simulate",
+    "sync_time_s",
     "train_on_parts", "write_shards",
 ]

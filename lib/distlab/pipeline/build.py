@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._checks import check_choice, check_int
 from .shards import ShardSet
 from .stages import (BurnStage, CollateStage, ComputeStage, DecodeStage, H2DStage, IdentityStage,
                      PinStage, ReadStage, SleepStage, Stage)
@@ -17,8 +18,7 @@ def make_stage(kind: str, *, cost_s: float = 0.0, name: str | None = None,
                shards: ShardSet | None = None, batch_size: int = 8) -> Stage:
     """One stage of a built-in ``kind`` (see :data:`STAGE_KINDS`); ``cost_s`` in seconds is its
     cost (the added latency for ``read``); ``shards`` is required for ``read``."""
-    if not isinstance(kind, str) or kind not in STAGE_KINDS:
-        raise ValueError(f"stage kind must be one of {STAGE_KINDS}, got {kind!r}")
+    check_choice("stage kind", kind, STAGE_KINDS)
     kw: dict[str, Any] = {"name": name or kind}
     if kind == "read":
         if shards is None:
@@ -49,10 +49,8 @@ def equal_stages(kind: str = "sleep", n: int = 3, cost_s: float = 0.002) -> list
     placed on the host (it is the consumer). Kinds: ``sleep`` (I/O stand-in), ``burn`` (CPU for
     ``cost_s`` of wall time), ``work`` (a calibrated amount of CPU work, see
     :func:`~.stages.burn`), ``identity`` (zero cost)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
-    if kind not in EQUAL_KINDS:
-        raise ValueError(f"kind must be one of {EQUAL_KINDS}, got {kind!r}")
+    n = check_int("n", n, minimum=1)
+    check_choice("kind", kind, EQUAL_KINDS)
     if kind == "work":
         stages: list[Stage] = [BurnStage(cost_s, name=f"work{i}", fixed_work=True)
                                for i in range(n)]

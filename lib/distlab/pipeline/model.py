@@ -28,11 +28,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._checks import check_choice, check_float, check_instance, check_int
 from ..timeline import Span, Timeline
 
 __all__ = ["Station", "bound_s", "describe", "measured_costs", "part_load_times",
-           "parts_idle_fraction", "plan_for", "rate_items_per_s", "simulate", "simulate_parts",
-           "sync_time_s"]
+           "parts_idle_fraction", "plan_for", "plan_for_stages", "rate_items_per_s", "simulate",
+           "simulate_parts",
+           "startup_s", "sync_time_s"]
+
+
+PLAN_EXECUTORS = ("sync", "threads", "processes", "torch")
 
 
 @dataclass(frozen=True)
@@ -46,33 +51,35 @@ class Station:
     category: str = "cpu"
 
 
-def _check(stations: Sequence[Station], n_items: int) -> None:
-    if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 0:
-        raise ValueError(f"n_items must be an int >= 0, got {n_items!r}")
-    if not stations:
-        raise ValueError("stations must be a non-empty list of Station")
-    for st in stations:
-        if not isinstance(st, Station):
-            raise TypeError(f"stations must hold Station objects, got {type(st).__name__}")
-        if isinstance(st.workers, bool) or not isinstance(st.workers, int) or st.workers < 1:
-            raise ValueError(f"station {st.name!r}: workers must be an int >= 1, "
-                             f"got {st.workers!r}")
-        if isinstance(st.depth, bool) or not isinstance(st.depth, int) or st.depth < 1:
-            raise ValueError(f"station {st.name!r}: depth must be an int >= 1, got {st.depth!r}")
-        costs = [st.cost_s] if isinstance(st.cost_s, (int, float)) else list(st.cost_s)
-        if not isinstance(st.cost_s, (int, float)) and len(costs) != n_items:
+def _costs_of(st: Station, n_items: int) -> list[float]:
+    """The station's per-item costs (seconds), checked: finite and >= 0, one per item."""
+    if isinstance(st.cost_s, Sequence) and not isinstance(st.cost_s, (str, bytes)):
+        costs = [check_float(f"station {st.name!r}: cost_s[{k}]", c, minimum=0.0)
+                 for k, c in enumerate(st.cost_s)]
+        if len(costs) != n_items:
             raise ValueError(f"station {st.name!r}: {len(costs)} per-item costs for "
                              f"n_items={n_items}")
-        if any(not (isinstance(c, (int, float)) and c >= 0) for c in costs):
-            raise ValueError(f"station {st.name!r}: cost_s must be >= 0 seconds, "
-                             f"got {st.cost_s!r}")
+        return costs
+    return [check_float(f"station {st.name!r}: cost_s", st.cost_s, minimum=0.0)] * n_items
+
+
+def _check(stations: Sequence[Station], n_items: int) -> int:
+    n_items = check_int("n_items", n_items, minimum=0)
+    if isinstance(stations, (str, bytes)) or not isinstance(stations, Sequence) or not stations:
+        raise ValueError(f"stations must be a non-empty list of Station, got {stations!r}")
+    for st in stations:
+        check_instance("stations[...]", st, Station)
+        check_int(f"station {st.name!r}: workers", st.workers, minimum=1)
+        check_int(f"station {st.name!r}: depth", st.depth, minimum=1)
+        _costs_of(st, n_items)
+    return n_items
 
 
 def _mean_cost(st: Station) -> float:
-    if isinstance(st.cost_s, (int, float)):
-        return float(st.cost_s)
-    c = list(st.cost_s)
-    return sum(c) / len(c) if c else 0.0
+    if isinstance(st.cost_s, Sequence):
+        c = [float(x) for x in st.cost_s]
+        return sum(c) / len(c) if c else 0.0
+    return float(st.cost_s)
 
 
 def rate_items_per_s(stations: Sequence[Station]) -> float:
@@ -86,7 +93,7 @@ def rate_items_per_s(stations: Sequence[Station]) -> float:
 def bound_s(stations: Sequence[Station], n_items: int) -> float:
     """Lower bound on the makespan of ``n_items`` (seconds); see the module docstring.
     Per-item costs are replaced by their mean."""
-    _check(stations, n_items)
+    n_items = _check(stations, n_items)
     if n_items == 0:
         return 0.0
     costs = [_mean_cost(s) for s in stations]
@@ -96,7 +103,7 @@ def bound_s(stations: Sequence[Station], n_items: int) -> float:
 
 def sync_time_s(stations: Sequence[Station], n_items: int) -> float:
     """Makespan with no overlap at all: ``n_items * sum(cost)`` seconds."""
-    _check(stations, n_items)
+    n_items = _check(stations, n_items)
     return n_items * sum(_mean_cost(s) for s in stations)
 
 
@@ -105,10 +112,9 @@ def simulate(stations: Sequence[Station], n_items: int, *, lane_prefix: str = "s
     """Predicted Timeline: one span per (item, station) on lane ``"<prefix>/<name>"`` (or
     ``"<prefix>/<name><server>"`` for stations with several servers); a server blocked on a
     full buffer gets a ``"blocked"`` span. Costs in seconds, spans in microseconds."""
-    _check(stations, n_items)
+    n_items = _check(stations, n_items)
     m = len(stations)
-    cost = [[float(s.cost_s)] * n_items if isinstance(s.cost_s, (int, float))
-             else [float(c) for c in s.cost_s] for s in stations]
+    cost = [_costs_of(s, n_items) for s in stations]
     start = [[0.0] * n_items for _ in range(m)]
     finish = [[0.0] * n_items for _ in range(m)]
     depart = [[0.0] * n_items for _ in range(m)]
@@ -150,31 +156,60 @@ def plan_for(executor: str, names: Sequence[str], costs_s: Sequence[float],
     - ``processes``/``torch``: the leading worker stages fused into one station with
       ``workers`` servers (in flight ``workers * queue_depth``), the middle host stages fused
       into one host-thread station, then the consumer.
+
+    Costs in seconds (finite, >= 0). For a list of :class:`~.stages.Stage` objects use
+    :func:`plan_for_stages`, which reads names, placements and categories from the stages.
     """
+    executor = check_choice("executor", executor, PLAN_EXECUTORS)
+    workers = check_int("workers", workers, minimum=0)
+    queue_depth = check_int("queue_depth", queue_depth, minimum=1)
+    names = list(names)
+    costs = [check_float(f"costs_s[{i}]", c, minimum=0.0) for i, c in enumerate(costs_s)]
+    placements = list(placements)
     cats = list(categories) if categories is not None else ["cpu"] * len(names)
-    if not (len(names) == len(costs_s) == len(placements) == len(cats)) or not names:
+    if not (len(names) == len(costs) == len(placements) == len(cats)) or not names:
         raise ValueError("names, costs_s, placements (and categories) must be non-empty and of "
-                         f"one length, got {len(names)}, {len(costs_s)}, {len(placements)}")
+                         f"one length, got {len(names)}, {len(costs)}, {len(placements)}, "
+                         f"{len(cats)}")
     if executor == "sync":
-        return [Station("+".join(names), float(sum(costs_s)), 1, 1, "cpu")]
+        return [Station("+".join(names), float(sum(costs)), 1, 1, "cpu")]
     if executor == "threads":
-        return [Station(n, float(c), 1, queue_depth, cat)
-                for n, c, cat in zip(names, costs_s, cats)]
-    if executor not in ("processes", "torch"):
-        raise ValueError(f"executor must be sync, threads, processes or torch, got {executor!r}")
+        return [Station(n, c, 1, queue_depth, cat) for n, c, cat in zip(names, costs, cats)]
     n = 0
     if workers > 0:
         while n < len(names) - 1 and placements[n] == "worker":
             n += 1
     out: list[Station] = []
     if n:
-        out.append(Station("worker", float(sum(costs_s[:n])), workers,
+        out.append(Station("worker", float(sum(costs[:n])), workers,
                            max(1, workers * queue_depth), "cpu"))
     if len(names) - 1 > n:
-        out.append(Station("+".join(names[n:-1]), float(sum(costs_s[n:-1])), 1, queue_depth,
+        out.append(Station("+".join(names[n:-1]), float(sum(costs[n:-1])), 1, queue_depth,
                            "copy"))
-    out.append(Station(names[-1], float(costs_s[-1]), 1, queue_depth, cats[-1]))
+    out.append(Station(names[-1], costs[-1], 1, queue_depth, cats[-1]))
     return out
+
+
+def plan_for_stages(executor: str, stages: Sequence[Any], *, workers: int = 2,
+                    queue_depth: int = 2, costs_s: Sequence[float] | None = None
+                    ) -> list[Station]:
+    """The one place a stage list becomes a model plan (benchmark, widgets, notebooks).
+
+    ``stages``: objects with ``name``, ``placement``, ``category`` and ``cost_s`` (the
+    :class:`~.stages.Stage` interface). ``costs_s``: seconds per item for each stage (e.g.
+    :func:`measured_costs` of a sync run); default: each stage's nominal ``cost_s``, 0.0 when
+    unknown. Returns :func:`plan_for`'s stations.
+    """
+    stages = list(stages)
+    if not stages:
+        raise ValueError("stages must be a non-empty list of Stage")
+    costs = [s.cost_s or 0.0 for s in stages] if costs_s is None else list(costs_s)
+    if len(costs) != len(stages):
+        raise ValueError(f"costs_s must give one cost per stage: {len(costs)} for "
+                         f"{len(stages)} stages")
+    return plan_for(executor, [s.name for s in stages], costs, [s.placement for s in stages],
+                    workers=workers, queue_depth=queue_depth,
+                    categories=[s.category for s in stages])
 
 
 def measured_costs(timeline: Timeline, names: Sequence[str]) -> list[float]:
@@ -184,6 +219,13 @@ def measured_costs(timeline: Timeline, names: Sequence[str]) -> list[float]:
         d = [s.duration_us for s in timeline.spans if s.name == name]
         out.append(sum(d) / len(d) * 1e-6 if d else 0.0)
     return out
+
+
+def startup_s(result: Any) -> float:
+    """Worker start-up seconds of a measured run (``RunResult.startup_s``: spawning worker
+    processes, 0.0 for sync and threads), which the model leaves out: it models the steady
+    pipeline only. 0.0 for results that do not report it."""
+    return float(getattr(result, "startup_s", 0.0) or 0.0)
 
 
 def describe(stations: Sequence[Station], n_items: int) -> dict[str, Any]:
@@ -197,12 +239,10 @@ def part_load_times(n_parts: int, mean_s: float, jitter: float = 0.0,
                     seed: int = 0) -> list[float]:
     """Seeded per-part load times (seconds): gamma-distributed with mean ``mean_s`` and
     coefficient of variation ``jitter`` (0: all equal; 1: exponential, like a flaky store)."""
-    if isinstance(n_parts, bool) or not isinstance(n_parts, int) or n_parts < 0:
-        raise ValueError(f"n_parts must be an int >= 0, got {n_parts!r}")
-    if not (isinstance(mean_s, (int, float)) and mean_s >= 0):
-        raise ValueError(f"mean_s must be a number of seconds >= 0, got {mean_s!r}")
-    if not (isinstance(jitter, (int, float)) and 0 <= jitter <= 3):
-        raise ValueError(f"jitter must be a number in [0, 3], got {jitter!r}")
+    n_parts = check_int("n_parts", n_parts, minimum=0)
+    mean_s = check_float("mean_s", mean_s, minimum=0.0)
+    jitter = check_float("jitter", jitter, minimum=0.0, maximum=3.0)
+    seed = check_int("seed", seed)
     if jitter == 0 or mean_s == 0:
         return [float(mean_s)] * n_parts
     import numpy as np
@@ -221,16 +261,16 @@ def simulate_parts(n_parts: int, load_s: float | Sequence[float], train_s: float
     ``multiprocessing.Queue(maxsize=queue_size)`` does. ``sync``: the trainer loads then trains,
     part after part.
     """
-    if mode not in ("sync", "async"):
-        raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
+    check_choice("mode", mode, ("sync", "async"))
+    train_s = check_float("train_s", train_s, minimum=0.0)
     if mode == "async":
         sim = simulate([Station("load", load_s, 1, queue_size, "io"),
                         Station("compute", train_s, 1, 1, "compute")], n_parts, t0_us=t0_us)
         lane = {"sim/load": "producer/load", "sim/compute": "trainer/compute"}
         return Timeline(Span(s.name, s.category, lane[s.lane], s.start_us, s.duration_us, s.args)
                         for s in sim.spans)
-    _check([Station("load", load_s), Station("compute", train_s)], n_parts)
-    loads = [float(load_s)] * n_parts if isinstance(load_s, (int, float)) else list(load_s)
+    n_parts = _check([Station("load", load_s), Station("compute", train_s)], n_parts)
+    loads = _costs_of(Station("load", load_s), n_parts)
     tl, t = Timeline(), t0_us
     for k in range(n_parts):
         tl.record("load", "io", "trainer/load", t, loads[k] * 1e6, {"part": k})

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .._checks import check_int
+
 __all__ = ["ShardSet", "write_shards"]
 
 
 def _positive_int(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    return check_int(name, value, minimum=minimum)
 
 
 def write_shards(directory: str | os.PathLike[str], *, n_shards: int = 4,

@@ -16,16 +16,24 @@ from typing import Any
 from distlab.viz.figure import new_figure
 
 from ..pipeline.executors import EXECUTORS, RunResult, make_executor
-from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction, plan_for,
-                              simulate, simulate_parts, sync_time_s)
+from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction,
+                              plan_for_stages, simulate, simulate_parts, startup_s,
+                              sync_time_s)
 from ..pipeline.stages import BurnStage, SleepStage, Stage
 from ..timeline import Timeline
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
-           "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt"]
+           "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt", "startup_s",
+           "steady_lanes"]
 
 COLORS = {"io": "tab:blue", "cpu": "tab:orange", "copy": "tab:purple", "compute": "tab:green",
-          "blocked": "lightgrey"}
+          "blocked": "lightgrey", "startup": "tab:gray"}
+
+
+def steady_lanes(timeline: Timeline) -> list[str]:
+    """The timeline's lanes without worker start-up (``"<prefix>/startup"``): the steady
+    pipeline, which wall, stall and the model cover; start-up is reported as its own number."""
+    return [lane for lane in timeline.lanes if not lane.endswith("/startup")]
 
 
 def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us: float,
@@ -38,8 +46,8 @@ def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us
     ax1, ax2 = fig.subplots(2, 1, sharex=True,
                             height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
     if len(measured):
-        measured.gantt(ax1, origin_us=measured_origin_us, highlight_idle=measured_consumer,
-                       colors=COLORS)
+        measured.gantt(ax1, origin_us=measured_origin_us, lanes=steady_lanes(measured),
+                       highlight_idle=measured_consumer, colors=COLORS)
     else:
         ax1.text(0.5, 0.5, "no measurement for these settings: press 'run measured'",
                  ha="center", va="center", transform=ax1.transAxes)
@@ -52,16 +60,20 @@ def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us
 
 
 def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None) -> Any:
-    """One Gantt per run, stacked, on one time axis (ms from each run's start)."""
+    """One Gantt per run, stacked, on one time axis (ms from the start of each run's steady
+    pipeline); worker start-up is left out of the chart and given in the title."""
     results = list(results)
-    heights = [max(1, len(r.timeline.lanes)) for r in results]
+    heights = [max(1, len(steady_lanes(r.timeline))) for r in results]
     fig = new_figure(figsize=(10, 1.0 + 0.4 * sum(heights)), layout=None)
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False, height_ratios=heights)
     for i, (ax, r) in enumerate(zip(axes[:, 0], results)):
-        r.timeline.gantt(ax, origin_us=r.start_us, highlight_idle=r.consumer_lane, colors=COLORS)
+        r.timeline.gantt(ax, origin_us=r.start_us, lanes=steady_lanes(r.timeline),
+                         highlight_idle=r.consumer_lane, colors=COLORS)
         name = titles[i] if titles else r.executor
-        ax.set_title(f"{name}: {r.wall_s * 1e3:.0f} ms, consumer stall {r.stall_s * 1e3:.0f} ms",
-                     loc="left", fontsize="medium")
+        su = startup_s(r)
+        extra = f" (+ start-up {su * 1e3:.0f} ms, not shown)" if su > 0 else ""
+        ax.set_title(f"{name}: {r.wall_s * 1e3:.0f} ms, consumer stall {r.stall_s * 1e3:.0f} ms"
+                     f"{extra}", loc="left", fontsize="medium")
         if i < len(results) - 1:
             ax.set_xlabel("")
     fig.tight_layout()
@@ -72,14 +84,9 @@ def plan_rows(stages: Sequence[Stage], n_items: int, *, workers: int, queue_dept
               executors: Sequence[str] = EXECUTORS) -> list[dict[str, Any]]:
     """Per executor: its stations (name, ms, servers) and the model's bound and simulated
     makespan (seconds) for the stages' nominal ``cost_s``."""
-    names = [s.name for s in stages]
-    costs = [s.cost_s or 0.0 for s in stages]
-    places = [s.placement for s in stages]
-    cats = [s.category for s in stages]
     rows = []
     for ex in executors:
-        plan = plan_for(ex, names, costs, places, workers=workers, queue_depth=queue_depth,
-                        categories=cats)
+        plan = plan_for_stages(ex, stages, workers=workers, queue_depth=queue_depth)
         rows.append({"executor": ex, "plan": plan, "bound_s": bound_s(plan, n_items),
                      "sim_s": simulate(plan, n_items).wall_us() * 1e-6})
     return rows
@@ -97,9 +104,7 @@ def explorer_stages(read_ms: float, decode_ms: float, compute_ms: float) -> list
 
 def _sim_for(stages: Sequence[Stage], executor: str, n: int, workers: int,
              depth: int) -> tuple[list[Station], Timeline]:
-    plan = plan_for(executor, [s.name for s in stages], [s.cost_s or 0.0 for s in stages],
-                    [s.placement for s in stages], workers=workers, queue_depth=depth,
-                    categories=[s.category for s in stages])
+    plan = plan_for_stages(executor, stages, workers=workers, queue_depth=depth)
     return plan, simulate(plan, n)
 
 
@@ -185,8 +190,12 @@ class PipelineExplorer:
         if self.result is not None:
             r = self.result
             err = (self.sim.wall_us() * 1e-6 - r.wall_s) / r.wall_s if r.wall_s else 0.0
-            text += (f"; measured {r.wall_s * 1e3:.1f} ms (efficiency {b / r.wall_s:.2f}, model "
-                     f"error {err * 100:+.0f}%, stall {r.stall_s * 1e3:.1f} ms)")
+            steady = hasattr(r, "startup_s")   # executors that time start-up apart
+            text += (f"; measured {r.wall_s * 1e3:.1f} ms{' steady' if steady else ''} "
+                     f"(efficiency {b / r.wall_s:.2f}, model error {err * 100:+.0f}%, stall "
+                     f"{r.stall_s * 1e3:.1f} ms)")
+            text += (f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart" if steady else
+                     "; wall includes any worker start-up (this executor does not time it apart)")
         self.summary = text
         self.status.value = f"<code>{text}</code>"
         measured = self.result.timeline if self.result else Timeline()
