@@ -34,7 +34,7 @@ import numpy as np
 from .schedule import Schedule, Step, Transfer
 
 __all__ = ["Calibration", "DEFAULT_REDUCE_SIZES", "DEFAULT_SIZES", "calibrate", "calibrate_local",
-           "exchange_schedule", "fit_linear"]
+           "calibrate_worker", "exchange_schedule", "fit_linear"]
 
 DEFAULT_SIZES: tuple[int, ...] = tuple(4 ** k * 1024 for k in range(0, 9))      # 1 KiB .. 64 MiB
 DEFAULT_REDUCE_SIZES: tuple[int, ...] = tuple(4 ** k * 65536 for k in range(0, 5))  # 64 KiB .. 16 MiB
@@ -205,8 +205,9 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
             for k, out in ((chain, comm), (1, single)):
                 sched = exchange_schedule(world, count, k)
 
-                def run(buf: Any = buf, sched: Schedule = sched) -> None:
-                    run_schedule(sched, buf, "sum", group)
+                def run(buf: Any = buf, sched: Schedule = sched, check: bool = k == 1) -> None:
+                    # the lone exchange pays the per-call peer check, as every all_reduce does
+                    run_schedule(sched, buf, "sum", group, check=check)
                     sync()
                 out.append(_median_time(run, iters, warmup, barrier) / k)
     else:
@@ -257,7 +258,15 @@ def calibrate_local(world_size: int = 2, *, timeout: float = 120.0, **kwargs: An
     """Launch ``world_size`` gloo ranks with :func:`distlab.launch.run` and :func:`calibrate`."""
     from distlab import launch
 
-    from .workers import calibrate_worker
-
     return Calibration.from_dict(launch.run(calibrate_worker, world_size, kwargs=kwargs,
                                             timeout=timeout)[0])
+
+
+def calibrate_worker(rank: int, world_size: int, **kwargs: Any) -> dict[str, Any]:
+    """:func:`calibrate` on this rank (a :func:`distlab.launch.run` target); returns
+    ``Calibration.to_dict()``. A string ``dtype`` names a torch dtype."""
+    import torch
+
+    if isinstance(kwargs.get("dtype"), str):
+        kwargs["dtype"] = getattr(torch, kwargs["dtype"])
+    return calibrate(**kwargs).to_dict()

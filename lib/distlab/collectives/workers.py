@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .calibrate import calibrate_worker  # re-exported: the rank function lives with calibrate
+
 __all__ = ["bench_worker", "calibrate_worker", "compare_worker", "expected_result",
            "fill_pattern", "timeline_worker"]
 
@@ -127,17 +129,6 @@ def timeline_worker(rank: int, world_size: int, algorithm: str, count: int,
     tl = Timeline()
     all_reduce(torch.ones(count), algorithm=algorithm, timeline=tl, **(options or {}))
     return tl.to_dicts()
-
-
-def calibrate_worker(rank: int, world_size: int, **kwargs: Any) -> dict[str, Any]:
-    """:func:`.calibrate.calibrate` on this rank; returns ``Calibration.to_dict()``."""
-    import torch
-
-    from .calibrate import calibrate
-
-    if isinstance(kwargs.get("dtype"), str):
-        kwargs["dtype"] = getattr(torch, kwargs["dtype"])
-    return calibrate(**kwargs).to_dict()
 
 
 def _tolerance(dtype: str, op: str) -> float:
