@@ -139,3 +139,16 @@ def mismatch_worker(rank: int, world_size: int, case: str) -> dict[str, Any]:
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "seconds": time.monotonic() - t0}
     return {"error": "", "seconds": time.monotonic() - t0, "value": t[0].item()}
+
+
+def round_calibration_worker(rank: int, world_size: int) -> dict[str, Any]:
+    """Two recorded rounds of :class:`RoundCalibrator` on small sizes, then its fit."""
+    import torch
+
+    from distlab.collectives.rounds import RoundCalibrator
+
+    rc = RoundCalibrator([4096, 65536, 262144], torch.float32, chain=2)
+    rc.run_round(record=False)
+    rc.run_round()
+    rc.run_round()
+    return {"rounds": len(rc.rounds), "points": len(rc.rounds[0]), "cal": rc.fit().to_dict()}

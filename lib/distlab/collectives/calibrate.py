@@ -50,6 +50,10 @@ class Calibration:
     one collective call costs beyond its steps: the median over sizes of (one exchange timed
     alone after a barrier) minus (one exchange of a back-to-back chain), i.e. barrier-exit skew
     and per-call work; a prediction of a whole call is ``call_overhead + cost(schedule)``.
+    ``handoff`` (seconds per step, 0 for :func:`calibrate`) is the per-step cost distinct from the
+    per-message alpha (``cost(..., handoff=)``); ``method`` says how it was measured:
+    ``"upfront"`` (:func:`calibrate`, before the benchmark) or ``"rounds"``
+    (:class:`~distlab.collectives.rounds.RoundCalibrator`, inside the benchmark's rounds).
     """
 
     alpha: float
@@ -71,6 +75,8 @@ class Calibration:
     duplex: str = "shared"
     call_overhead: float = 0.0
     single_seconds: list[float] = field(default_factory=list)
+    handoff: float = 0.0
+    method: str = "upfront"
 
     @property
     def bandwidth_gbps(self) -> float:

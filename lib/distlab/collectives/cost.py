@@ -16,13 +16,20 @@ For each step and each rank ``r``:
   transfers still arriving (the executor reduces each message as it lands):
   ``time_r = alpha m + max(beta bytes_r, gamma reduced_r (m-1)/m) + gamma reduced_r / m``.
 
-A step takes as long as its slowest rank, and the schedule the sum of its steps. Any new
+A step takes as long as its slowest rank plus ``handoff`` (seconds per step, default 0): the
+fixed cost of one step of the executor whatever its message count (posting the step's
+operations, waiting on them, and the hand-off to the next step, which cannot start before this
+one's last receive has landed and been reduced). ``handoff`` is distinct from ``alpha``, which is
+paid per message; :class:`~distlab.collectives.rounds.RoundCalibrator` fits both. With
+``handoff=0`` (an older calibration) predictions are what they were. A step takes as long as
+its slowest rank, and the schedule the sum of its steps. Any new
 algorithm is costed for free. For single-message steps this is exactly the textbook model, so the
 closed forms hold (ring: ``2(p-1) a + 2(p-1)/p n B + (p-1)/p n C``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +50,9 @@ class StepCost:
         messages: that rank's ``max(#sends, #recvs)`` (``"shared"``: all messages of the step).
         nbytes: the bytes its beta term counts (see ``duplex`` in :func:`cost`).
         reduced_bytes: bytes that rank reduces.
-        latency_s, bandwidth_s, compute_s: the alpha, beta and gamma parts of ``seconds``
-            (they add up to ``seconds``; overlapped compute is not counted).
+        latency_s, bandwidth_s, compute_s, handoff_s: the alpha, beta, gamma and per-step
+            hand-off parts of ``seconds`` (they add up to ``seconds``; overlapped compute is not
+            counted).
     """
 
     seconds: float
@@ -55,6 +63,7 @@ class StepCost:
     latency_s: float
     bandwidth_s: float
     compute_s: float
+    handoff_s: float = 0.0
 
 
 def _check_param(name: str, value: Any) -> float:
@@ -97,26 +106,30 @@ def _step_stats(step: Step) -> dict[int, list[int]]:
 
 
 def step_costs(schedule: Schedule, alpha: float, beta: float, gamma: float,
-               itemsize: int, *, duplex: str = "full") -> list[StepCost]:
+               itemsize: int, *, duplex: str = "full", handoff: float = 0.0) -> list[StepCost]:
     """Per-step :class:`StepCost` (slowest rank of each step). Units as in :func:`cost`."""
     check_instance("schedule", schedule, Schedule)
     a, b, g = (_check_param(n, v) for n, v in (("alpha (seconds per message)", alpha),
                                                ("beta (seconds per byte)", beta),
                                                ("gamma (seconds per reduced byte)", gamma)))
+    h = _check_param("handoff (seconds per step)", handoff)
     itemsize = check_int("itemsize (bytes per element)", itemsize, minimum=1)
     check_choice("duplex", duplex, DUPLEX)
     out = []
     for step in schedule.steps:
         stats = _step_stats(step)
         shared = itemsize * sum(v[2] + v[3] for v in stats.values())
-        out.append(max((_rank_cost(r, stats[r], a, b, g, itemsize, duplex, shared,
-                                   len(step.transfers))
-                        for r in sorted(stats)), key=lambda c: c.seconds))
+        worst = max((_rank_cost(r, stats[r], a, b, g, itemsize, duplex, shared,
+                                len(step.transfers))
+                     for r in sorted(stats)), key=lambda c: c.seconds)
+        if h:
+            worst = dataclasses.replace(worst, seconds=worst.seconds + h, handoff_s=h)
+        out.append(worst)
     return out
 
 
 def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: int, *,
-         duplex: str = "full") -> float:
+         duplex: str = "full", handoff: float = 0.0) -> float:
     """Predicted seconds for ``schedule``.
 
     Args:
@@ -128,6 +141,7 @@ def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: 
         duplex: ``"full"`` (beta per ``max(sent, received)`` bytes of a rank in a step),
             ``"half"`` (beta per ``sent + received`` bytes of a rank) or ``"shared"`` (beta per
             byte sent or received by any rank in the step); see the module docstring.
+        handoff: seconds per step on top of its slowest rank (default 0: the classic model).
     """
     return sum(c.seconds for c in step_costs(schedule, alpha, beta, gamma, itemsize,
-                                             duplex=duplex))
+                                             duplex=duplex, handoff=handoff))

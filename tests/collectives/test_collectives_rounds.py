@@ -1,0 +1,81 @@
+"""In-round calibration: the per-step hand-off term, its fit, and the benchmark using it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distlab import launch
+from distlab.bench import allreduce as bench
+from distlab.collectives import build, cost, step_costs
+from distlab.collectives.rounds import calibration_sizes, fit_step_model, oneway_schedule
+from tests.helpers.collectives_targets import round_calibration_worker
+
+
+def test_handoff_adds_once_per_step_and_defaults_to_the_old_model() -> None:
+    s = build("tree", 4, 1000)
+    a, b, g = 5e-6, 1e-9, 1e-10
+    old = cost(s, a, b, g, 4, duplex="shared")
+    assert cost(s, a, b, g, 4, duplex="shared", handoff=0.0) == old
+    assert cost(s, a, b, g, 4, duplex="shared", handoff=1e-4) == pytest.approx(
+        old + 1e-4 * len(s.steps))
+    steps = step_costs(s, a, b, g, 4, duplex="shared", handoff=1e-4)
+    for c in steps:
+        assert c.handoff_s == 1e-4
+        assert c.seconds == pytest.approx(c.latency_s + c.bandwidth_s + c.compute_s + 1e-4)
+    with pytest.raises(ValueError, match="handoff"):
+        cost(s, a, b, g, 4, handoff=-1.0)
+
+
+def test_fit_step_model_separates_handoff_from_alpha() -> None:
+    h, a, b = 80e-6, 15e-6, 0.3e-9
+    sizes = np.array([4096, 65536, 1 << 20, 1 << 22], dtype=float)
+    m = np.concatenate([np.full(4, 4.0), np.ones(4)])
+    nb = np.concatenate([16 * sizes, 2 * sizes])
+    y = h + a * m + b * nb
+    got = fit_step_model(m, nb, y)
+    assert got[:3] == pytest.approx((h, a, b), rel=1e-6)
+    assert got[3] == pytest.approx(1.0) and got[4] < 1e-9
+    # no hand-off in the data: the fit drops the term instead of going negative
+    got = fit_step_model(m, nb, a * m + b * nb)
+    assert got[0] == pytest.approx(0.0, abs=1e-12) and got[1] == pytest.approx(a, rel=1e-6)
+    with pytest.raises(ValueError, match="positive seconds"):
+        fit_step_model([1, 2, 3], [1, 2, 3], [1.0, 0.0, 1.0])
+
+
+def test_oneway_schedule_and_calibration_sizes() -> None:
+    s = oneway_schedule(4, 10, 3)
+    assert len(s.steps) == 3 and all(len(st.transfers) == 1 for st in s.steps)
+    t = s.steps[0].transfers[0]
+    assert (t.src, t.dst, t.start, t.stop, t.kind) == (0, 1, 0, 10, "copy")
+    sizes = calibration_sizes([65536, 1 << 24], 2, 4)
+    assert sizes[0] == 4096 and sizes[-1] == 1 << 24 and 16384 in sizes
+    assert sizes == sorted(set(sizes))
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(180)
+def test_round_calibrator_on_two_ranks() -> None:
+    out = launch.run(round_calibration_worker, 2, timeout=150)
+    assert out[0]["rounds"] == 2 and out[0]["points"] == 3 * 4
+    cal = out[0]["cal"]
+    assert cal == out[1]["cal"]  # the fit is collective: every rank gets the same numbers
+    assert cal["method"] == "rounds" and cal["duplex"] == "shared"
+    assert cal["beta"] > 0 and len(cal["comm_seconds"]) == 3
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_benchmark_predicts_from_the_same_rounds() -> None:
+    res = bench.run_benchmark(2, [4096, 16384], ["ring", "tree"], iters=2, warmup=1,
+                              progress=False, timeout=240)
+    cal = res["calibration"]
+    assert cal["method"] == "rounds" and "handoff" in cal
+    for r in res["rows"]:
+        sched = build(r["algorithm"], 2, r["count"])
+        want = cal["call_overhead"] + cost(sched, cal["alpha"], cal["beta"], cal["gamma"], 4,
+                                           duplex="shared", handoff=cal["handoff"])
+        assert r["predicted_us"] == pytest.approx(want * 1e6)
+        assert r["error_pct"] == pytest.approx(100 * (r["time_us"] - r["predicted_us"])
+                                               / r["predicted_us"])
+        assert len(r["seconds_per_rank"][0]) == 2
