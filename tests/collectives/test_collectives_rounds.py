@@ -79,3 +79,26 @@ def test_benchmark_predicts_from_the_same_rounds() -> None:
         assert r["error_pct"] == pytest.approx(100 * (r["time_us"] - r["predicted_us"])
                                                / r["predicted_us"])
         assert len(r["seconds_per_rank"][0]) == 2
+
+
+def test_nccl_step_op_list_posts_each_ring_step_as_one_batch() -> None:
+    import torch
+
+    from distlab.collectives.execute import rank_plan, step_p2p_ops
+
+    p, n = 4, 16
+    plan = rank_plan(build("ring", p, n), 1)
+    assert len(plan.steps) == 2 * (p - 1)  # one batch per step
+    flat, scratch = torch.arange(n, dtype=torch.float32), torch.zeros(plan.scratch)
+    for rs in plan.steps:
+        bufs = [flat[a:b] if off is None else scratch[off:off + b - a]
+                for a, b, _, _, _, off in rs.recvs]
+        ops = step_p2p_ops(rs, flat, bufs, peer=lambda r: 10 + r)
+        kinds = [k for k, *_ in ops]
+        assert kinds == ["recv"] * len(rs.recvs) + ["send"] * len(rs.sends) == ["recv", "send"]
+        (_, rbuf, src, rtag), (_, sbuf, dst, stag) = ops
+        assert (src, dst) == (10, 12)  # ring: from the left neighbour, to the right one
+        a, b = rs.sends[0][:2]
+        assert sbuf.data_ptr() == flat[a:b].data_ptr() and sbuf.numel() == b - a
+        assert rbuf.numel() == rs.recvs[0][1] - rs.recvs[0][0]
+        assert (rtag, stag) == (rs.recvs[0][3], rs.sends[0][3])

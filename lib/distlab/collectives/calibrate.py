@@ -53,7 +53,8 @@ class Calibration:
     ``handoff`` (seconds per step, 0 for :func:`calibrate`) is the per-step cost distinct from the
     per-message alpha (``cost(..., handoff=)``); ``method`` says how it was measured:
     ``"upfront"`` (:func:`calibrate`, before the benchmark) or ``"rounds"``
-    (:class:`~distlab.collectives.rounds.RoundCalibrator`, inside the benchmark's rounds).
+    (:class:`~distlab.collectives.rounds.RoundCalibrator`, inside the benchmark's rounds, whose
+    one-way chain step times are ``oneway_seconds``, per size of ``sizes``).
     """
 
     alpha: float
@@ -77,6 +78,7 @@ class Calibration:
     single_seconds: list[float] = field(default_factory=list)
     handoff: float = 0.0
     method: str = "upfront"
+    oneway_seconds: list[float] = field(default_factory=list)
 
     @property
     def bandwidth_gbps(self) -> float:

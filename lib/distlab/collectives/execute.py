@@ -30,7 +30,7 @@ from .ops import check_op, check_op_dtype
 from .peercheck import CollectiveMismatchError, check_peers, describe
 from .schedule import Schedule, Transfer
 
-__all__ = ["RankPlan", "RankStep", "all_reduce", "rank_plan", "run_schedule"]
+__all__ = ["RankPlan", "RankStep", "all_reduce", "rank_plan", "run_schedule", "step_p2p_ops"]
 
 _WORKSPACE: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 
@@ -164,6 +164,23 @@ def rank_plan(schedule: Schedule, rank: int) -> RankPlan:
     return RankPlan(tuple(steps), scratch)
 
 
+def step_p2p_ops(rs: RankStep, flat: torch.Tensor, bufs: list[torch.Tensor],
+                 peer: Any = None) -> list[tuple[str, torch.Tensor, int, int]]:
+    """The point-to-point operations of one step, in the order they are posted as one batch.
+
+    Returns ``(kind, tensor, peer, tag)`` with ``kind`` ``"recv"`` or ``"send"``: every receive
+    of the step (into ``bufs``, one per ``rs.recvs``) before every send (slices of ``flat``),
+    which is what one ``batch_isend_irecv`` (one ``ncclGroupStart/End`` on NCCL) needs to post a
+    whole exchange step at once. ``peer`` maps a group rank to the global rank (default:
+    identity). Pure: no process group needed, so the NCCL path's op list is tested on any machine.
+    """
+    to_global = peer if peer is not None else (lambda r: r)
+    ops = [("recv", buf, to_global(src), tag) for buf, (_, _, src, tag, _, _) in
+           zip(bufs, rs.recvs)]
+    ops += [("send", flat[a:b], to_global(dst), tag) for a, b, dst, tag in rs.sends]
+    return ops
+
+
 def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", group: Any = None,
                  *, timeline: Any = None, timeout: float | None = None,
                  batched: bool | None = None, check: bool = True) -> torch.Tensor:
@@ -225,10 +242,9 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
                 for a, b, _, _, _, off in rs.recvs]
         try:  # posting can fail too: a peer that already left closed the connection
             if use_batch:
-                p2p = [dist.P2POp(dist.irecv, buf, peer(src), group, tag)
-                       for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
-                p2p += [dist.P2POp(dist.isend, flat[a:b], peer(dst), group, tag)
-                        for a, b, dst, tag in rs.sends]
+                p2p = [dist.P2POp(dist.irecv if kind == "recv" else dist.isend, buf, gpeer,
+                                  group, tag)
+                       for kind, buf, gpeer, tag in step_p2p_ops(rs, flat, bufs, peer)]
                 works = dist.batch_isend_irecv(p2p)
                 recv_works, send_works = works[:len(bufs)], works[len(bufs):]
                 if len(works) != len(p2p):  # coalesced into one work: wait it for everything

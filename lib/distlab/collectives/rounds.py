@@ -187,4 +187,5 @@ class RoundCalibrator:
         return Calibration(alpha, beta, gamma, c_r2, c_res, r_r2, r_res, list(self.sizes),
                            exch.tolist(), list(self.sizes), red.tolist(), r0, self.backend,
                            self.world, str(self.dtype).replace("torch.", ""), "exchange",
-                           "shared", overhead, single.tolist(), handoff, "rounds")
+                           "shared", overhead, single.tolist(), handoff, "rounds",
+                           oneway.tolist())
