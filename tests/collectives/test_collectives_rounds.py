@@ -34,13 +34,33 @@ def test_fit_step_model_separates_handoff_from_alpha() -> None:
     nb = np.concatenate([16 * sizes, 2 * sizes])
     y = h + a * m + b * nb
     got = fit_step_model(m, nb, y)
-    assert got[:3] == pytest.approx((h, a, b), rel=1e-6)
-    assert got[3] == pytest.approx(1.0) and got[4] < 1e-9
+    assert got[:4] == pytest.approx((h, a, b, 0.0), rel=1e-6)
+    assert got[4] == pytest.approx(1.0) and got[5] < 1e-9
+    # a third pattern (ring shift over 4 ranks: 2 ranks beyond a pair) identifies the relay
+    r = 120e-6
+    m3, nb3 = np.concatenate([m, np.full(4, 4.0)]), np.concatenate([nb, 8 * sizes])
+    k3 = np.concatenate([np.zeros(8), np.full(4, 2.0)])
+    got = fit_step_model(m3, nb3, h + a * m3 + b * nb3 + r * k3, k3)
+    assert got[:4] == pytest.approx((h, a, b, r), rel=1e-6)
     # no hand-off in the data: the fit drops the term instead of going negative
     got = fit_step_model(m, nb, a * m + b * nb)
     assert got[0] == pytest.approx(0.0, abs=1e-12) and got[1] == pytest.approx(a, rel=1e-6)
     with pytest.raises(ValueError, match="positive seconds"):
         fit_step_model([1, 2, 3], [1, 2, 3], [1.0, 0.0, 1.0])
+
+
+def test_relay_counts_the_ranks_a_step_links() -> None:
+    from distlab.collectives.cost import linked_ranks
+    from distlab.collectives.rounds import shift_schedule
+
+    ring, rd = build("ring", 4, 64), build("recursive_doubling", 4, 64)
+    assert [linked_ranks(s) for s in ring.steps] == [4] * 6
+    assert [linked_ranks(s) for s in rd.steps] == [2, 2]
+    assert linked_ranks(shift_schedule(4, 8).steps[0]) == 4
+    base = cost(ring, 1e-5, 1e-9, 1e-10, 4, duplex="shared")
+    assert cost(ring, 1e-5, 1e-9, 1e-10, 4, duplex="shared", relay=1e-4) == pytest.approx(
+        base + 6 * 2 * 1e-4)
+    assert cost(rd, 1e-5, 1e-9, 1e-10, 4, relay=1e-4) == cost(rd, 1e-5, 1e-9, 1e-10, 4)
 
 
 def test_oneway_schedule_and_calibration_sizes() -> None:
@@ -57,11 +77,12 @@ def test_oneway_schedule_and_calibration_sizes() -> None:
 @pytest.mark.timeout(180)
 def test_round_calibrator_on_two_ranks() -> None:
     out = launch.run(round_calibration_worker, 2, timeout=150)
-    assert out[0]["rounds"] == 2 and out[0]["points"] == 3 * 4
+    assert out[0]["rounds"] == 2 and out[0]["points"] == 3 * 5
     cal = out[0]["cal"]
     assert cal == out[1]["cal"]  # the fit is collective: every rank gets the same numbers
     assert cal["method"] == "rounds" and cal["duplex"] == "shared"
-    assert cal["beta"] > 0 and len(cal["comm_seconds"]) == 3
+    assert len(cal["comm_seconds"]) == len(cal["oneway_seconds"]) == 3
+    assert cal["shift_seconds"] == cal["comm_seconds"]  # 2 ranks: the shift is the exchange
 
 
 @pytest.mark.multiprocess
@@ -74,7 +95,8 @@ def test_benchmark_predicts_from_the_same_rounds() -> None:
     for r in res["rows"]:
         sched = build(r["algorithm"], 2, r["count"])
         want = cal["call_overhead"] + cost(sched, cal["alpha"], cal["beta"], cal["gamma"], 4,
-                                           duplex="shared", handoff=cal["handoff"])
+                                           duplex="shared", handoff=cal["handoff"],
+                                           relay=cal["relay"])
         assert r["predicted_us"] == pytest.approx(want * 1e6)
         assert r["error_pct"] == pytest.approx(100 * (r["time_us"] - r["predicted_us"])
                                                / r["predicted_us"])

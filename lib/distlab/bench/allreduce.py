@@ -200,7 +200,8 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
                           **{k: v for k, v in opts.items()
                              if k in _options_of(row["algorithm"])})
             predicted = c.call_overhead + cost(sched, c.alpha, c.beta, c.gamma, itemsize,
-                                               duplex=c.duplex, handoff=c.handoff)
+                                               duplex=c.duplex, handoff=c.handoff,
+                                               relay=c.relay)
         rows.append({"nbytes": row["nbytes"], "count": row["count"], "dtype": dtype, "op": op,
                      "algorithm": row["algorithm"], "time_us": seconds * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": busbw,
@@ -222,7 +223,8 @@ def _terms(cal: Any) -> argparse.Namespace:
     return argparse.Namespace(alpha=float(get("alpha")), beta=float(get("beta")),
                               gamma=float(get("gamma")), duplex=str(get("duplex", "full")),
                               call_overhead=float(get("call_overhead", 0.0) or 0.0),
-                              handoff=float(get("handoff", 0.0) or 0.0))
+                              handoff=float(get("handoff", 0.0) or 0.0),
+                              relay=float(get("relay", 0.0) or 0.0))
 
 
 def _options_of(algo: str) -> list[str]:
@@ -302,6 +304,7 @@ def _calibration_line(cal: dict[str, Any]) -> str:
             f"{cal.get('method', 'upfront')}): alpha "
             f"{num('alpha', 1e6, '.1f')} us, beta {num('beta', 1e9, '.3f')} ns/B ({bw}), "
             f"gamma {num('gamma', 1e9, '.3f')} ns/B, hand-off {num('handoff', 1e6, '.1f')} us/step, "
+            f"relay {num('relay', 1e6, '.1f')} us/step/rank, "
             f"per-call overhead "
             f"{num('call_overhead', 1e6, '.1f')} us; fit R^2 comm {num('comm_r2', 1, '.3f')} "
             f"(worst point {num('comm_max_rel_residual', 100, '.0f')}% off), "

@@ -54,7 +54,9 @@ class Calibration:
     per-message alpha (``cost(..., handoff=)``); ``method`` says how it was measured:
     ``"upfront"`` (:func:`calibrate`, before the benchmark) or ``"rounds"``
     (:class:`~distlab.collectives.rounds.RoundCalibrator`, inside the benchmark's rounds, whose
-    one-way chain step times are ``oneway_seconds``, per size of ``sizes``).
+    one-way and ring-shift chain step times are ``oneway_seconds`` and ``shift_seconds``, per
+    size of ``sizes``). ``relay`` (seconds per step per linked rank beyond 2, 0 for
+    :func:`calibrate`) is the ring hand-off term of ``cost(..., relay=)``.
     """
 
     alpha: float
@@ -79,6 +81,8 @@ class Calibration:
     handoff: float = 0.0
     method: str = "upfront"
     oneway_seconds: list[float] = field(default_factory=list)
+    relay: float = 0.0
+    shift_seconds: list[float] = field(default_factory=list)
 
     @property
     def bandwidth_gbps(self) -> float:

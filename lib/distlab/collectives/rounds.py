@@ -16,13 +16,17 @@ executor as the algorithms (:func:`~distlab.collectives.execute.run_schedule`):
   ``B = 2 s``), the others idle;
 - ``single``: one exchange step on its own, with the per-call peer check, as an all_reduce call
   pays it (``call_overhead`` = median over sizes of ``single`` minus the chained step time);
-- ``reduce``: the executor's in-place reduction on ``s`` bytes (gamma).
+- ``reduce``: the executor's in-place reduction on ``s`` bytes (gamma);
+- ``shift`` (more than 2 ranks): a chain of ring-shift steps, every rank sending ``s`` bytes to
+  ``r + 1`` (``M = p``, ``B = 2 p s``, all ``p`` ranks linked in one cycle, as in a ring step).
 
 Per point, the slowest rank of each round, then the median over rounds (as the benchmark takes
-its rows). The per-step times of both patterns are fitted together as
-``t = handoff + alpha M + beta B`` (least squares on relative error, coefficients >= 0): two
-patterns with different message counts and bytes are what separate a per-step hand-off
-(``handoff``, paid once per step whatever it carries) from the per-message ``alpha``. The result
+its rows). The per-step times of the three patterns are fitted together as
+``t = handoff + alpha M + beta B + relay (linked ranks - 2)`` (least squares on relative error,
+coefficients >= 0): patterns with different message counts are what separate a per-step
+hand-off (``handoff``, paid once per step whatever it carries) from the per-message ``alpha``,
+and the ring shift against the pairwise exchange gives ``relay``, what a step costs for every
+extra rank its chain of dependencies passes through (0 with 2 ranks). The result
 is a :class:`~distlab.collectives.calibrate.Calibration` with ``duplex="shared"`` and
 ``method="rounds"``; nothing of the collectives being predicted enters the fit.
 """
@@ -38,7 +42,8 @@ import numpy as np
 from .calibrate import Calibration, exchange_schedule, fit_linear
 from .schedule import Schedule, Step, Transfer
 
-__all__ = ["RoundCalibrator", "calibration_sizes", "fit_step_model", "oneway_schedule"]
+__all__ = ["RoundCalibrator", "calibration_sizes", "fit_step_model", "oneway_schedule",
+           "shift_schedule"]
 
 
 def oneway_schedule(world_size: int, count: int, chain: int = 1) -> Schedule:
@@ -63,34 +68,50 @@ def calibration_sizes(sizes: Sequence[int], world_size: int, itemsize: int) -> l
     return sorted(max(itemsize, v - v % itemsize) for v in out)
 
 
-def fit_step_model(messages: Sequence[float], nbytes: Sequence[float],
-                   seconds: Sequence[float]) -> tuple[float, float, float, float, float]:
-    """Fit ``seconds = handoff + alpha * messages + beta * nbytes`` minimizing relative error,
-    all three >= 0 (a term that would go negative is dropped and the rest refitted).
+def shift_schedule(world_size: int, count: int, chain: int = 1) -> Schedule:
+    """``chain`` ring-shift steps: rank ``r`` sends chunk ``r`` (``count`` elements of a buffer
+    of ``world_size * count``) to ``r + 1``, which receives it in place: the communication
+    pattern of a ring step (every rank linked in one cycle) without its reduction. With 2 ranks
+    it is the pairwise exchange."""
+    p = world_size
+    transfers = tuple(Transfer(r, (r + 1) % p, r * count, (r + 1) * count, "copy")
+                      for r in range(p))
+    steps = tuple(Step(transfers, f"shift {i + 1}/{chain}") for i in range(chain)) \
+        if count and p >= 2 else ()
+    return Schedule("shift", world_size, p * count, steps, {"chain": chain})
 
-    Returns ``(handoff, alpha, beta, r2, max_rel_residual)``.
+
+def fit_step_model(messages: Sequence[float], nbytes: Sequence[float],
+                   seconds: Sequence[float], relay_ranks: Sequence[float] | None = None
+                   ) -> tuple[float, float, float, float, float, float]:
+    """Fit ``seconds = handoff + alpha messages + beta nbytes + relay relay_ranks`` minimizing
+    relative error, all >= 0 (a term that would go negative is dropped and the rest refitted).
+    ``relay_ranks`` is ``max(0, linked ranks - 2)`` per point (default all 0: no relay term).
+
+    Returns ``(handoff, alpha, beta, relay, r2, max_rel_residual)``.
     """
     m, b, y = (np.asarray(v, dtype=float) for v in (messages, nbytes, seconds))
-    if y.size < 3 or np.any(y <= 0) or not (m.size == b.size == y.size):
+    k = np.zeros_like(y) if relay_ranks is None else np.asarray(relay_ranks, dtype=float)
+    if y.size < 3 or np.any(y <= 0) or not (m.size == b.size == y.size == k.size):
         raise ValueError(f"fit_step_model needs >= 3 points with positive seconds, got "
                          f"{y.size} points")
-    cols = [np.ones_like(y), m, b]
+    cols = [np.ones_like(y), m, b, k]
     w = 1.0 / y
-    active = [0, 1, 2]
-    coef = np.zeros(3)
+    active = [i for i in range(4) if np.any(cols[i] != 0)]
+    coef = np.zeros(4)
     while active:
         design = np.stack([cols[i] for i in active], axis=1) * w[:, None]
         sol, *_ = np.linalg.lstsq(design, y * w, rcond=None)
         if np.all(sol >= 0):
-            coef[:] = 0
             coef[active] = sol
             break
         active.pop(int(np.argmin(sol)))
-    pred = coef[0] + coef[1] * m + coef[2] * b
+    pred = coef[0] + coef[1] * m + coef[2] * b + coef[3] * k
     ss_res = float(np.sum((y - pred) ** 2))
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    return float(coef[0]), float(coef[1]), float(coef[2]), r2, float(np.max(np.abs(pred - y) / y))
+    return (float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]), r2,
+            float(np.max(np.abs(pred - y) / y)))
 
 
 class RoundCalibrator:
@@ -130,8 +151,11 @@ class RoundCalibrator:
         counts = [s // self.itemsize for s in self.sizes]
         self._plans = [(exchange_schedule(self.world, c, self.chain),
                         oneway_schedule(self.world, c, self.chain),
-                        exchange_schedule(self.world, c, 1)) for c in counts]
-        # per round: [exchange step, oneway step, single, reduce] per size (seconds, this rank)
+                        exchange_schedule(self.world, c, 1),
+                        shift_schedule(self.world, c, self.chain)) for c in counts]
+        self._shift = [torch.ones(self.world * c, dtype=dtype, device=self.device)
+                       for c in counts] if self.world > 2 else []
+        # per round and size: [exchange step, oneway step, single, reduce, shift step] seconds
         self.rounds: list[list[float]] = []
 
     def _sync(self) -> None:
@@ -153,7 +177,8 @@ class RoundCalibrator:
         from .execute import run_schedule
 
         row: list[float] = []
-        for buf, x, (chained, oneway, single) in zip(self._bufs, self._xs, self._plans):
+        for i, (buf, x, plans) in enumerate(zip(self._bufs, self._xs, self._plans)):
+            chained, oneway, single, shift = plans
             one = buf[:oneway.count]
             row.append(self._timed(lambda: run_schedule(chained, buf, "sum", self.group,
                                                         check=False)) / self.chain)
@@ -163,6 +188,12 @@ class RoundCalibrator:
             out = buf[:x.numel()]
             row.append(self._timed(lambda: self._reduce(out, x)))
             out.fill_(1)
+            if self._shift:  # with 2 ranks the shift is the exchange already timed
+                sbuf = self._shift[i]
+                row.append(self._timed(lambda: run_schedule(shift, sbuf, "sum", self.group,
+                                                            check=False)) / self.chain)
+            else:
+                row.append(row[-4])
         if record:
             self.rounds.append(row)
 
@@ -174,18 +205,19 @@ class RoundCalibrator:
             raise RuntimeError("RoundCalibrator.fit needs at least one recorded round")
         data = torch.tensor(self.rounds, dtype=torch.float64)
         self._dist.all_reduce(data, op=self._dist.ReduceOp.MAX, group=self.group)
-        med = np.median(data.numpy(), axis=0).reshape(len(self.sizes), 4)
-        exch, oneway, single, red = med[:, 0], med[:, 1], med[:, 2], med[:, 3]
-        pairs = 2 * (self.world // 2)
+        med = np.median(data.numpy(), axis=0).reshape(len(self.sizes), 5)
+        exch, oneway, single, red, shift = (med[:, i] for i in range(5))
+        pairs, p, n = 2 * (self.world // 2), self.world, len(self.sizes)
         sizes = np.asarray(self.sizes, dtype=float)
-        msgs = np.concatenate([np.full(len(sizes), pairs), np.ones(len(sizes))])
-        nbytes = np.concatenate([2 * pairs * sizes, 2 * sizes])
-        handoff, alpha, beta, c_r2, c_res = fit_step_model(msgs, nbytes,
-                                                           np.concatenate([exch, oneway]))
+        msgs = np.concatenate([np.full(n, pairs), np.ones(n), np.full(n, p)])
+        nbytes = np.concatenate([2 * pairs * sizes, 2 * sizes, 2 * p * sizes])
+        relay_ranks = np.concatenate([np.zeros(2 * n), np.full(n, max(0, p - 2))])
+        handoff, alpha, beta, relay, c_r2, c_res = fit_step_model(
+            msgs, nbytes, np.concatenate([exch, oneway, shift]), relay_ranks)
         r0, gamma, r_r2, r_res = fit_linear(self.sizes, red.tolist())
         overhead = max(0.0, float(np.median(single - exch)))
         return Calibration(alpha, beta, gamma, c_r2, c_res, r_r2, r_res, list(self.sizes),
                            exch.tolist(), list(self.sizes), red.tolist(), r0, self.backend,
                            self.world, str(self.dtype).replace("torch.", ""), "exchange",
                            "shared", overhead, single.tolist(), handoff, "rounds",
-                           oneway.tolist())
+                           oneway.tolist(), relay, shift.tolist())
