@@ -14,8 +14,8 @@ executor as the algorithms (:func:`~distlab.collectives.execute.run_schedule`):
   (``M = 2 (p // 2)`` messages and ``B = 2 M s`` bytes through the host per step);
 - ``oneway``: a chain of ``chain`` steps in which rank 0 sends ``s`` bytes to rank 1 (``M = 1``,
   ``B = 2 s``), the others idle;
-- ``single``: one exchange step on its own, with the per-call peer check, as an all_reduce call
-  pays it (``call_overhead`` = median over sizes of ``single`` minus the chained step time);
+- ``single``: one exchange step on its own (with the per-call peer check if ``check``, as the
+  predicted calls run) (``call_overhead`` = median over sizes of ``single`` minus the chained step time);
 - ``reduce``: the executor's in-place reduction on ``s`` bytes (gamma);
 - ``shift`` (more than 2 ranks): a chain of ring-shift steps, every rank sending ``s`` bytes to
   ``r + 1`` (``M = p``, ``B = 2 p s``, all ``p`` ranks linked in one cycle, as in a ring step).
@@ -124,10 +124,12 @@ class RoundCalibrator:
         group: process group (``None``: world); >= 2 ranks.
         chain: steps per chained exchange (the steady state of a multi-step schedule).
         device: where the buffers live (CPU for gloo, this rank's GPU for NCCL).
+        check: whether the lone ``single`` exchange pays the per-call peer check (so
+            ``call_overhead`` includes it): match what the predicted calls do.
     """
 
     def __init__(self, sizes: Sequence[int], dtype: Any, op: str = "sum", group: Any = None,
-                 chain: int = 4, device: Any = None) -> None:
+                 chain: int = 4, device: Any = None, check: bool = False) -> None:
         import torch
         import torch.distributed as dist
 
@@ -136,7 +138,7 @@ class RoundCalibrator:
         self.rank, self.world, self.backend = _group_info(group)
         if self.world < 2:
             raise ValueError(f"calibration needs >= 2 ranks, got world_size={self.world}")
-        self.group, self.chain, self.dtype = group, int(chain), dtype
+        self.group, self.chain, self.dtype, self.check = group, int(chain), dtype, bool(check)
         self.device = torch.device("cpu") if device is None else device
         self.itemsize = torch.empty(0, dtype=dtype).element_size()
         self.sizes = [int(s) for s in sizes]
@@ -184,7 +186,8 @@ class RoundCalibrator:
                                                         check=False)) / self.chain)
             row.append(self._timed(lambda: run_schedule(oneway, one, "sum", self.group,
                                                         check=False)) / self.chain)
-            row.append(self._timed(lambda: run_schedule(single, buf, "sum", self.group)))
+            row.append(self._timed(lambda: run_schedule(single, buf, "sum", self.group,
+                                                        check=self.check)))
             out = buf[:x.numel()]
             row.append(self._timed(lambda: self._reduce(out, x)))
             out.fill_(1)

@@ -146,7 +146,9 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
 
     Per size: one checked run per algorithm on :func:`fill_pattern` data (``wrong`` = elements
     differing from :func:`expected_result` on this rank). Then ``warmup`` untimed and ``iters``
-    timed rounds; a round runs every size and every algorithm once, each after a barrier and on
+    timed rounds (the timed runs skip the per-call peer check of :mod:`.peercheck`, which the
+    checked run did: the ranks run this same loop, and builtin pays no such check); a round runs
+    every size and every algorithm once, each after a barrier and on
     a buffer refilled with the pattern (outside the timed region), and, when ``calibration`` is
     given and ``calibrate_in_rounds``, the calibration exchanges of
     :class:`.rounds.RoundCalibrator` (``calibration`` may set its ``sizes`` and ``chain``; other
@@ -187,13 +189,14 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
                 k: v for k, v in (options or {}).items()
                 if k in _algo_options(algo) and v is not None}
 
-            def run(t: Any, algo: str = algo, opts: dict[str, Any] = opts) -> None:
+            def run(t: Any, algo: str = algo, opts: dict[str, Any] = opts,
+                    check: bool = False) -> None:
                 if algo == "builtin":
                     _builtin(t, op)
                 else:
-                    all_reduce(t, op=op, algorithm=algo, **opts)
+                    all_reduce(t, op=op, algorithm=algo, check=check, **opts)
             t.copy_(pristine)
-            run(t)
+            run(t, check=True)  # the checked run also verifies every rank agrees on the call
             got = t.double().cpu()
             wrong = int((~torch.isclose(got, expected, rtol=tol, atol=0.0)).sum())
             cases.append({"algorithm": algo, "nbytes": count * itemsize, "count": count,
