@@ -107,3 +107,48 @@ def peer_death_worker(rank: int, world_size: int, mode: str, timeout: float) -> 
     except Exception as exc:  # what we test: it raises instead of hanging
         return {"raised": True, "seconds": time.monotonic() - t0, "error": str(exc)[:500]}
     return {"raised": False, "seconds": time.monotonic() - t0, "error": ""}
+
+
+def mismatch_worker(rank: int, world_size: int, case: str) -> dict[str, Any]:
+    """Rank 1 calls all_reduce differently from the others (``case`` says how); every rank
+    returns ``{"error": type and text or "", "seconds": float}``. The timeout is long (20 s), so a
+    quick error can only come from the start-of-collective check."""
+    import torch
+
+    from distlab.collectives import all_reduce
+
+    kwargs: dict[str, Any] = {"algorithm": "ring", "op": "sum"}
+    count, dtype = 4096, torch.float32
+    if rank == 1:
+        if case == "algorithm":
+            kwargs["algorithm"] = "tree"
+        elif case == "op":
+            kwargs["op"] = "max"
+        elif case == "count":
+            count = 4097
+        elif case == "dtype":
+            dtype = torch.float64
+        elif case == "options":
+            kwargs = {"algorithm": "segmented_ring", "segment_size": 64}
+    if rank != 1 and case == "options":
+        kwargs = {"algorithm": "segmented_ring", "segment_size": 128}
+    t = torch.ones(count, dtype=dtype)
+    t0 = time.monotonic()
+    try:
+        all_reduce(t, timeout=20.0, **kwargs)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "seconds": time.monotonic() - t0}
+    return {"error": "", "seconds": time.monotonic() - t0, "value": t[0].item()}
+
+
+def round_calibration_worker(rank: int, world_size: int) -> dict[str, Any]:
+    """Two recorded rounds of :class:`RoundCalibrator` on small sizes, then its fit."""
+    import torch
+
+    from distlab.collectives.rounds import RoundCalibrator
+
+    rc = RoundCalibrator([4096, 65536, 262144], torch.float32, chain=2)
+    rc.run_round(record=False)
+    rc.run_round()
+    rc.run_round()
+    return {"rounds": len(rc.rounds), "points": len(rc.rounds[0]), "cal": rc.fit().to_dict()}

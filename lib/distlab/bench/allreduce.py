@@ -5,13 +5,16 @@
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Spawns ``--world-size`` local ranks through :func:`distlab.launch.run` (or, under torchrun, runs
-on the torchrun ranks unchanged), calibrates alpha, beta, gamma on the same ranks first (unless
-``--no-calibrate``; ``--calibration FILE`` loads them instead), then for each size and algorithm
-checks one run against the exact answer (``#wrong``) and times ``--iters`` runs after
-``--warmup``, each after a barrier. time = median over iterations of the slowest rank.
+on the torchrun ranks unchanged). Each size and algorithm is first checked once against the exact
+answer (``#wrong``); then ``--warmup`` untimed and ``--iters`` timed rounds each run every size and
+algorithm once (after a barrier) next to the calibration exchanges that measure alpha, beta, gamma
+and the per-step hand-off (unless ``--no-calibrate``; ``--calibration FILE`` loads them instead;
+``--calibrate-upfront`` calibrates once before the rounds), so load changes hit model and
+measurement alike. time = median over rounds of the slowest rank.
 algbw = bytes / time; busbw = algbw * 2 (n - 1) / n (nccl-tests); predicted = the calibrated
-alpha-beta-gamma cost of the algorithm's schedule plus the calibrated per-call overhead (empty for builtin, whose schedule gloo/NCCL
-choose internally); error% = (measured - predicted) / predicted.
+alpha-beta-gamma-handoff cost of the algorithm's schedule plus the calibrated per-call overhead
+(empty for builtin, whose schedule gloo/NCCL choose internally); error% = (measured - predicted) /
+predicted.
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", type=options.existing_file, default=None,
                    help="JSON file with alpha/beta/gamma (a previous --json output) to use "
                         "instead of calibrating")
+    p.add_argument("--calibrate-upfront", action="store_true",
+                   help="calibrate once before the rounds (the old way) instead of inside every "
+                        "timed round next to the measured collectives")
     p.add_argument("--timeout", type=options.positive_float, default=600.0,
                    help="seconds for the whole run")
     p.add_argument("--json", default=None, help="write results with provenance to this file")
@@ -147,8 +153,16 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
                   backend: str | None = None, options: dict[str, Any] | None = None,
                   calibrate: bool = True, calibration: dict[str, Any] | None = None,
                   calibrate_kwargs: dict[str, Any] | None = None,
-                  timeout: float = 600.0, progress: bool = True) -> dict[str, Any]:
+                  timeout: float = 600.0, progress: bool = True,
+                  calibrate_in_rounds: bool = True) -> dict[str, Any]:
     """Run the sweep on ``world_size`` ranks; return ``{"calibration", "rows"}`` (no printing).
+
+    With ``calibrate`` (and no ``calibration`` given), alpha, beta, gamma and the per-step
+    ``handoff`` are measured inside the same interleaved rounds as the rows
+    (:class:`distlab.collectives.rounds.RoundCalibrator`; ``calibrate_kwargs`` may set its
+    ``sizes`` and ``chain``), so each prediction uses the calibration of the rounds its row is
+    the median of; ``calibrate_in_rounds=False`` calibrates once before the rounds instead
+    (:func:`distlab.collectives.calibrate`, whose kwargs ``calibrate_kwargs`` then are).
 
     Each row: size/count/dtype/op/algorithm, ``time_us`` (median over iterations of the slowest
     rank), ``algbw_gbps``, ``busbw_gbps``, ``wrong`` (summed over ranks), ``predicted_us`` and
@@ -169,7 +183,8 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
                           args=(sizes, algorithms),
                           kwargs={"dtype": dtype, "op": op, "iters": iters, "warmup": warmup,
                                   "options": options or {}, "calibration": cal_kwargs,
-                                  "progress": progress})
+                                  "progress": progress,
+                                  "calibrate_in_rounds": calibrate_in_rounds})
     cal = calibration if calibration is not None else per_rank[0]["calibration"]
     itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
     rows = []
@@ -185,7 +200,8 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
                           **{k: v for k, v in opts.items()
                              if k in _options_of(row["algorithm"])})
             predicted = c.call_overhead + cost(sched, c.alpha, c.beta, c.gamma, itemsize,
-                                               duplex=c.duplex)
+                                               duplex=c.duplex, handoff=c.handoff,
+                                               relay=c.relay)
         rows.append({"nbytes": row["nbytes"], "count": row["count"], "dtype": dtype, "op": op,
                      "algorithm": row["algorithm"], "time_us": seconds * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": busbw,
@@ -201,11 +217,14 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
 
 
 def _terms(cal: Any) -> argparse.Namespace:
-    """alpha, beta, gamma, duplex, call_overhead of a Calibration or of a (loaded) dict."""
+    """alpha, beta, gamma, duplex, call_overhead, handoff of a Calibration or a (loaded) dict
+    (a calibration without ``handoff`` or ``call_overhead`` predicts with them at 0)."""
     get = cal.get if isinstance(cal, dict) else (lambda k, d=None: getattr(cal, k, d))
     return argparse.Namespace(alpha=float(get("alpha")), beta=float(get("beta")),
                               gamma=float(get("gamma")), duplex=str(get("duplex", "full")),
-                              call_overhead=float(get("call_overhead", 0.0) or 0.0))
+                              call_overhead=float(get("call_overhead", 0.0) or 0.0),
+                              handoff=float(get("handoff", 0.0) or 0.0),
+                              relay=float(get("relay", 0.0) or 0.0))
 
 
 def _options_of(algo: str) -> list[str]:
@@ -253,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                            options={"segment_size": args.segment_size,
                                     "group_size": args.group_size},
                            calibrate=not args.no_calibrate, calibration=calibration,
-                           timeout=args.timeout, progress=not args.quiet)
+                           timeout=args.timeout, progress=not args.quiet,
+                           calibrate_in_rounds=not args.calibrate_upfront)
     if _in_torchrun() and int(os.environ.get("RANK", "0")) != 0:
         return 0
     cal = result["calibration"]
@@ -280,9 +300,12 @@ def _calibration_line(cal: dict[str, Any]) -> str:
         return "?" if not isinstance(v, (int, float)) else format(v * scale, fmt)
 
     bw = f"{1 / cal['beta'] / 1e9:.2f} GB/s" if cal.get("beta") else "inf GB/s"
-    return (f"# calibration ({cal.get('duplex', 'full')} link model): alpha "
+    return (f"# calibration ({cal.get('duplex', 'full')} link model, "
+            f"{cal.get('method', 'upfront')}): alpha "
             f"{num('alpha', 1e6, '.1f')} us, beta {num('beta', 1e9, '.3f')} ns/B ({bw}), "
-            f"gamma {num('gamma', 1e9, '.3f')} ns/B, per-call overhead "
+            f"gamma {num('gamma', 1e9, '.3f')} ns/B, hand-off {num('handoff', 1e6, '.1f')} us/step, "
+            f"relay {num('relay', 1e6, '.1f')} us/step/rank, "
+            f"per-call overhead "
             f"{num('call_overhead', 1e6, '.1f')} us; fit R^2 comm {num('comm_r2', 1, '.3f')} "
             f"(worst point {num('comm_max_rel_residual', 100, '.0f')}% off), "
             f"reduce {num('reduce_r2', 1, '.3f')}")

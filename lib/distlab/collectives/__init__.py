@@ -14,13 +14,14 @@ from .calibrate import Calibration, calibrate, calibrate_local, fit_linear
 from .cost import StepCost, cost, step_costs
 from .execute import all_reduce, run_schedule
 from .ops import OPS
+from .peercheck import CollectiveMismatchError
 from .presets import PRESETS, LinkPreset, get_preset, loopback_preset, preset_names
 from .compare import crossovers, predict_sizes, predict_world_sizes, winners
 from .holdings import contributors, holdings
 from .schedule import Schedule, Step, Transfer, chunk_bounds, format_schedule
 from .simulate import simulate
 
-__all__ = ["ALGORITHMS", "OPS", "PRESETS", "Calibration", "LinkPreset", "Schedule", "Step",
+__all__ = ["ALGORITHMS", "OPS", "PRESETS", "Calibration", "CollectiveMismatchError", "LinkPreset", "Schedule", "Step",
            "StepCost", "Transfer", "all_reduce", "build", "calibrate", "calibrate_local",
            "chunk_bounds", "contributors", "cost", "crossovers", "fit_linear", "format_schedule",
            "get_preset", "holdings", "loopback_preset", "options_of", "predict_sizes",

@@ -34,7 +34,7 @@ import numpy as np
 from .schedule import Schedule, Step, Transfer
 
 __all__ = ["Calibration", "DEFAULT_REDUCE_SIZES", "DEFAULT_SIZES", "calibrate", "calibrate_local",
-           "exchange_schedule", "fit_linear"]
+           "calibrate_worker", "exchange_schedule", "fit_linear"]
 
 DEFAULT_SIZES: tuple[int, ...] = tuple(4 ** k * 1024 for k in range(0, 9))      # 1 KiB .. 64 MiB
 DEFAULT_REDUCE_SIZES: tuple[int, ...] = tuple(4 ** k * 65536 for k in range(0, 5))  # 64 KiB .. 16 MiB
@@ -50,6 +50,13 @@ class Calibration:
     one collective call costs beyond its steps: the median over sizes of (one exchange timed
     alone after a barrier) minus (one exchange of a back-to-back chain), i.e. barrier-exit skew
     and per-call work; a prediction of a whole call is ``call_overhead + cost(schedule)``.
+    ``handoff`` (seconds per step, 0 for :func:`calibrate`) is the per-step cost distinct from the
+    per-message alpha (``cost(..., handoff=)``); ``method`` says how it was measured:
+    ``"upfront"`` (:func:`calibrate`, before the benchmark) or ``"rounds"``
+    (:class:`~distlab.collectives.rounds.RoundCalibrator`, inside the benchmark's rounds, whose
+    one-way and ring-shift chain step times are ``oneway_seconds`` and ``shift_seconds``, per
+    size of ``sizes``). ``relay`` (seconds per step per linked rank beyond 2, 0 for
+    :func:`calibrate`) is the ring hand-off term of ``cost(..., relay=)``.
     """
 
     alpha: float
@@ -71,6 +78,11 @@ class Calibration:
     duplex: str = "shared"
     call_overhead: float = 0.0
     single_seconds: list[float] = field(default_factory=list)
+    handoff: float = 0.0
+    method: str = "upfront"
+    oneway_seconds: list[float] = field(default_factory=list)
+    relay: float = 0.0
+    shift_seconds: list[float] = field(default_factory=list)
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -205,8 +217,9 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
             for k, out in ((chain, comm), (1, single)):
                 sched = exchange_schedule(world, count, k)
 
-                def run(buf: Any = buf, sched: Schedule = sched) -> None:
-                    run_schedule(sched, buf, "sum", group)
+                def run(buf: Any = buf, sched: Schedule = sched, check: bool = k == 1) -> None:
+                    # the lone exchange pays the per-call peer check, as every all_reduce does
+                    run_schedule(sched, buf, "sum", group, check=check)
                     sync()
                 out.append(_median_time(run, iters, warmup, barrier) / k)
     else:
@@ -257,7 +270,15 @@ def calibrate_local(world_size: int = 2, *, timeout: float = 120.0, **kwargs: An
     """Launch ``world_size`` gloo ranks with :func:`distlab.launch.run` and :func:`calibrate`."""
     from distlab import launch
 
-    from .workers import calibrate_worker
-
     return Calibration.from_dict(launch.run(calibrate_worker, world_size, kwargs=kwargs,
                                             timeout=timeout)[0])
+
+
+def calibrate_worker(rank: int, world_size: int, **kwargs: Any) -> dict[str, Any]:
+    """:func:`calibrate` on this rank (a :func:`distlab.launch.run` target); returns
+    ``Calibration.to_dict()``. A string ``dtype`` names a torch dtype."""
+    import torch
+
+    if isinstance(kwargs.get("dtype"), str):
+        kwargs["dtype"] = getattr(torch, kwargs["dtype"])
+    return calibrate(**kwargs).to_dict()

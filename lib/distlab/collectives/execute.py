@@ -23,11 +23,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distlab._checks import check_bool
+
 from .algorithms import build, check_algorithm
 from .ops import check_op, check_op_dtype
+from .peercheck import CollectiveMismatchError, check_peers, describe
 from .schedule import Schedule, Transfer
 
-__all__ = ["RankPlan", "RankStep", "all_reduce", "rank_plan", "run_schedule"]
+__all__ = ["RankPlan", "RankStep", "all_reduce", "rank_plan", "run_schedule", "step_p2p_ops"]
 
 _WORKSPACE: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 
@@ -161,9 +164,26 @@ def rank_plan(schedule: Schedule, rank: int) -> RankPlan:
     return RankPlan(tuple(steps), scratch)
 
 
+def step_p2p_ops(rs: RankStep, flat: torch.Tensor, bufs: list[torch.Tensor],
+                 peer: Any = None) -> list[tuple[str, torch.Tensor, int, int]]:
+    """The point-to-point operations of one step, in the order they are posted as one batch.
+
+    Returns ``(kind, tensor, peer, tag)`` with ``kind`` ``"recv"`` or ``"send"``: every receive
+    of the step (into ``bufs``, one per ``rs.recvs``) before every send (slices of ``flat``),
+    which is what one ``batch_isend_irecv`` (one ``ncclGroupStart/End`` on NCCL) needs to post a
+    whole exchange step at once. ``peer`` maps a group rank to the global rank (default:
+    identity). Pure: no process group needed, so the NCCL path's op list is tested on any machine.
+    """
+    to_global = peer if peer is not None else (lambda r: r)
+    ops = [("recv", buf, to_global(src), tag) for buf, (_, _, src, tag, _, _) in
+           zip(bufs, rs.recvs)]
+    ops += [("send", flat[a:b], to_global(dst), tag) for a, b, dst, tag in rs.sends]
+    return ops
+
+
 def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", group: Any = None,
                  *, timeline: Any = None, timeout: float | None = None,
-                 batched: bool | None = None) -> torch.Tensor:
+                 batched: bool | None = None, check: bool = True) -> torch.Tensor:
     """Execute ``schedule`` on this rank's ``tensor`` in place and return it.
 
     Every rank of ``group`` must call it with the same schedule and op. ``timeline`` (a
@@ -173,8 +193,13 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
     ``batched`` posts each step as one ``batch_isend_irecv`` (what NCCL needs: one
     ``ncclGroupStart/End`` per step so exchanges cannot deadlock); ``None`` means "for CUDA
     tensors". gloo accepts it too, which is how the NCCL code path is tested without a GPU.
+    ``check`` (default on) first gathers a 48-byte fingerprint of (algorithm, options, world
+    size, count, dtype, op) from every rank (:mod:`.peercheck`) and raises
+    :class:`~distlab.collectives.peercheck.CollectiveMismatchError` naming the ranks and what
+    differs, instead of hanging until the timeout; ``check=False`` skips that one small gather.
     """
     op = check_op(op)
+    check = check_bool("check", check)
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a Schedule, got {type(schedule).__name__}")
     _check_tensor_alone(tensor, op)
@@ -190,6 +215,18 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
                                 or not timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     wait_td = None if timeout is None else datetime.timedelta(seconds=float(timeout))
+    gr = _peer(group, rank)
+    if check:
+        desc = describe(schedule.algorithm, schedule.options, world, schedule.count,
+                        tensor.dtype, op)
+        try:
+            check_peers(desc, group, tensor.device, wait_td)
+        except CollectiveMismatchError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(f"all_reduce ({schedule.algorithm}) failed on rank {gr} at the "
+                               f"peer check before step 0; a peer may have died or timed out: "
+                               f"{exc}") from exc
     flat = tensor.view(-1)
     reduce = _reducer(op)
     nccl = flat.is_cuda
@@ -198,7 +235,6 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
     scratch = _workspace(plan.scratch, flat.dtype, flat.device) if plan.scratch else flat
     if timeline is not None:
         from distlab.timeline import now_us
-    gr = _peer(group, rank)
     peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))
     for rs in plan.steps:
         t0 = now_us() if timeline is not None else 0.0
@@ -206,10 +242,9 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
                 for a, b, _, _, _, off in rs.recvs]
         try:  # posting can fail too: a peer that already left closed the connection
             if use_batch:
-                p2p = [dist.P2POp(dist.irecv, buf, peer(src), group, tag)
-                       for buf, (_, _, src, tag, _, _) in zip(bufs, rs.recvs)]
-                p2p += [dist.P2POp(dist.isend, flat[a:b], peer(dst), group, tag)
-                        for a, b, dst, tag in rs.sends]
+                p2p = [dist.P2POp(dist.irecv if kind == "recv" else dist.isend, buf, gpeer,
+                                  group, tag)
+                       for kind, buf, gpeer, tag in step_p2p_ops(rs, flat, bufs, peer)]
                 works = dist.batch_isend_irecv(p2p)
                 recv_works, send_works = works[:len(bufs)], works[len(bufs):]
                 if len(works) != len(p2p):  # coalesced into one work: wait it for everything
@@ -262,7 +297,8 @@ def _wait(work: Any, timeout: datetime.timedelta | None) -> None:
 
 def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", group: Any = None,
                *, timeline: Any = None, timeout: float | None = None,
-               batched: bool | None = None, **options: Any) -> torch.Tensor:
+               batched: bool | None = None, check: bool = True,
+               **options: Any) -> torch.Tensor:
     """Allreduce ``tensor`` in place across ``group`` with the named algorithm; returns it.
 
     Args:
@@ -274,6 +310,9 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
         timeline: optional :class:`distlab.timeline.Timeline`; one span per step.
         timeout: seconds each wait may take (``None``: the process group's timeout).
         batched: post each step as one ``batch_isend_irecv`` (default: only for CUDA/NCCL).
+        check: first verify (one 48-byte all_gather) that every rank called with the same
+            algorithm, options, count, dtype and op; a mismatch raises ``CollectiveMismatchError``
+            on every rank, naming the ranks and what differs, instead of hanging.
         **options: algorithm options (``segment_size`` for segmented_ring, ``group_size`` for
             hierarchical).
 
@@ -281,6 +320,7 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
         TypeError / ValueError: bad arguments (unknown algorithm, non-contiguous tensor, wrong
             device for the backend, avg on integers, group_size not dividing the world size...).
         RuntimeError: not initialized, or a peer failed or timed out during a step.
+        CollectiveMismatchError (a RuntimeError): ranks disagree on the call (``check=True``).
     """
     op = check_op(op)
     algorithm = check_algorithm(algorithm)
@@ -295,4 +335,4 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
     else:
         schedule = _cached_build(algorithm, world, tensor.numel(), key)
     return run_schedule(schedule, tensor, op, group, timeline=timeline, timeout=timeout,
-                        batched=batched)
+                        batched=batched, check=check)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .calibrate import calibrate_worker  # re-exported: the rank function lives with calibrate
+
 __all__ = ["bench_worker", "calibrate_worker", "compare_worker", "expected_result",
            "fill_pattern", "timeline_worker"]
 
@@ -129,17 +131,6 @@ def timeline_worker(rank: int, world_size: int, algorithm: str, count: int,
     return tl.to_dicts()
 
 
-def calibrate_worker(rank: int, world_size: int, **kwargs: Any) -> dict[str, Any]:
-    """:func:`.calibrate.calibrate` on this rank; returns ``Calibration.to_dict()``."""
-    import torch
-
-    from .calibrate import calibrate
-
-    if isinstance(kwargs.get("dtype"), str):
-        kwargs["dtype"] = getattr(torch, kwargs["dtype"])
-    return calibrate(**kwargs).to_dict()
-
-
 def _tolerance(dtype: str, op: str) -> float:
     if op != "avg":
         return 0.0
@@ -150,71 +141,89 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
                  dtype: str = "float32", op: str = "sum", iters: int = 20, warmup: int = 5,
                  options: dict[str, Any] | None = None,
                  calibration: dict[str, Any] | None = None,
-                 progress: bool = True) -> dict[str, Any]:
+                 progress: bool = True, calibrate_in_rounds: bool = True) -> dict[str, Any]:
     """Time each algorithm (``"builtin"`` = ``torch.distributed.all_reduce``) at each size.
 
     Per size: one checked run per algorithm on :func:`fill_pattern` data (``wrong`` = elements
-    differing from :func:`expected_result` on this rank), then ``warmup`` untimed and ``iters``
-    timed rounds; a round runs every algorithm once, each after a barrier and on a buffer
-    refilled with the pattern (outside the timed region). Under NCCL the buffers live on this
-    rank's GPU and each timed run ends with a device synchronize. Interleaving the algorithms makes a
-    burst of load on a shared machine hit all of them alike. ``calibration`` (kwargs of
-    :func:`.calibrate.calibrate`) runs first when given. Returns ``{"calibration": dict | None,
-    "rows": [...]}`` with this rank's per-round seconds; the caller takes the max over ranks,
-    then the median.
+    differing from :func:`expected_result` on this rank). Then ``warmup`` untimed and ``iters``
+    timed rounds (the timed runs skip the per-call peer check of :mod:`.peercheck`, which the
+    checked run did: the ranks run this same loop, and builtin pays no such check); a round runs
+    every size and every algorithm once, each after a barrier and on
+    a buffer refilled with the pattern (outside the timed region), and, when ``calibration`` is
+    given and ``calibrate_in_rounds``, the calibration exchanges of
+    :class:`.rounds.RoundCalibrator` (``calibration`` may set its ``sizes`` and ``chain``; other
+    keys are ignored), fitted on the same rounds at the end. Interleaving sizes, algorithms and
+    calibration makes a burst of load on a shared machine hit all of them alike. With
+    ``calibrate_in_rounds=False``, ``calibration`` (kwargs of :func:`.calibrate.calibrate`) runs
+    once before the rounds instead. Under NCCL the buffers live on this rank's GPU and each
+    timed run ends with a device synchronize. Returns ``{"calibration": dict | None, "rows":
+    [...]}`` with this rank's per-round seconds; the caller takes the max over ranks, then the
+    median.
     """
     import torch
     import torch.distributed as dist
 
     from .execute import all_reduce
+    from .rounds import RoundCalibrator, calibration_sizes
 
-    cal = calibrate_worker(rank, world_size, **calibration) if calibration is not None else None
     device = _device()
     tdtype = _torch_dtype(dtype)
     itemsize = torch.empty(0, dtype=tdtype).element_size()
-    rows = []
-    for si, nbytes in enumerate(sizes):
+    cal = None
+    calibrator = None
+    if calibration is not None and not calibrate_in_rounds:
+        cal = calibrate_worker(rank, world_size, **calibration)
+    elif calibration is not None and world_size >= 2:
+        cal_sizes = calibration.get("sizes") or calibration_sizes(sizes, world_size, itemsize)
+        calibrator = RoundCalibrator(cal_sizes, tdtype, calibration.get("op", "sum"),
+                                     chain=calibration.get("chain", 4), device=device)
+    cases = []
+    for nbytes in sizes:
         count = nbytes // itemsize
-        if progress and rank == 0:
-            print(f"[allreduce] size {si + 1}/{len(sizes)}: {count * itemsize} B x "
-                  f"{len(algorithms)} algorithms", file=sys.stderr, flush=True)
         pristine = fill_pattern(rank, count, dtype, op).to(device)
         expected = expected_result(world_size, count, dtype, op)
         tol = _tolerance(dtype, op)
-        runners = []
+        t = pristine.clone()
         for algo in algorithms:
             opts = {} if algo == "builtin" else {
                 k: v for k, v in (options or {}).items()
                 if k in _algo_options(algo) and v is not None}
 
-            def run(t: Any, algo: str = algo, opts: dict[str, Any] = opts) -> None:
+            def run(t: Any, algo: str = algo, opts: dict[str, Any] = opts,
+                    check: bool = False) -> None:
                 if algo == "builtin":
                     _builtin(t, op)
                 else:
-                    all_reduce(t, op=op, algorithm=algo, **opts)
-            runners.append(run)
-        t = pristine.clone()
-        wrong = []
-        for run in runners:
+                    all_reduce(t, op=op, algorithm=algo, check=check, **opts)
             t.copy_(pristine)
-            run(t)
+            run(t, check=True)  # the checked run also verifies every rank agrees on the call
             got = t.double().cpu()
-            wrong.append(int((~torch.isclose(got, expected, rtol=tol, atol=0.0)).sum()))
-        times: list[list[float]] = [[] for _ in algorithms]
-        for i in range(warmup + iters):
-            for a, run in enumerate(runners):
-                t.copy_(pristine)  # repeated sums/products would overflow to inf at large p
-                _sync(device)
-                dist.barrier()
-                t0 = time.perf_counter()
-                run(t)
-                _sync(device)
-                t1 = time.perf_counter()
-                if i >= warmup:
-                    times[a].append(t1 - t0)
-        for a, algo in enumerate(algorithms):
-            rows.append({"algorithm": algo, "nbytes": count * itemsize, "count": count,
-                         "seconds": times[a], "wrong": wrong[a]})
+            wrong = int((~torch.isclose(got, expected, rtol=tol, atol=0.0)).sum())
+            cases.append({"algorithm": algo, "nbytes": count * itemsize, "count": count,
+                          "run": run, "t": t, "pristine": pristine, "seconds": [],
+                          "wrong": wrong})
+    for i in range(warmup + iters):
+        if progress and rank == 0:
+            print(f"[allreduce] round {i + 1}/{warmup + iters}"
+                  f"{' (warmup)' if i < warmup else ''}: {len(sizes)} sizes x "
+                  f"{len(algorithms)} algorithms", file=sys.stderr, flush=True)
+        if calibrator is not None:
+            calibrator.run_round(record=i >= warmup)
+        for case in cases:
+            t = case["t"]
+            t.copy_(case["pristine"])  # repeated sums/products would overflow to inf at large p
+            _sync(device)
+            dist.barrier()
+            t0 = time.perf_counter()
+            case["run"](t)
+            _sync(device)
+            t1 = time.perf_counter()
+            if i >= warmup:
+                case["seconds"].append(t1 - t0)
+    if calibrator is not None:
+        cal = calibrator.fit().to_dict()
+    rows = [{k: c[k] for k in ("algorithm", "nbytes", "count", "seconds", "wrong")}
+            for c in cases]
     return {"calibration": cal, "rows": rows}
 
 

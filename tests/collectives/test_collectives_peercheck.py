@@ -1,0 +1,93 @@
+"""Ranks that call one allreduce with different arguments get a clear error, not a hang."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import distlab.collectives
+from distlab import launch
+from distlab.collectives.peercheck import FIELDS, describe, fingerprint, mismatch_message
+from tests.helpers.collectives_targets import mismatch_worker
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case,needle", [
+    ("algorithm", "algorithm: ranks 0 use ring; ranks 1 use tree"),
+    ("op", "op: ranks 0 use sum; ranks 1 use max"),
+    ("count", "count: ranks 0 use 4096; ranks 1 use 4097"),
+    ("dtype", "dtype: ranks 0 use float32; ranks 1 use float64"),
+    ("options", "options: ranks 0 use {segment_size=128}; ranks 1 use {segment_size=64}"),
+])
+def test_mismatch_raises_on_every_rank_naming_ranks_and_field(case: str, needle: str) -> None:
+    out = launch.run(mismatch_worker, 2, args=(case,), timeout=90)
+    for rank in (0, 1):
+        assert out[rank]["error"].startswith("CollectiveMismatchError"), out[rank]
+        assert needle in out[rank]["error"], out[rank]["error"]
+        assert out[rank]["seconds"] < 15.0  # well before the 20 s wait timeout
+
+
+@pytest.mark.timeout(120)
+def test_agreeing_ranks_pass_the_check() -> None:
+    out = launch.run(mismatch_worker, 2, args=("none",), timeout=90)
+    assert [o["error"] for o in out] == ["", ""]
+    assert [o["value"] for o in out] == [2.0, 2.0]
+
+
+def test_fingerprint_separates_every_field() -> None:
+    base = describe("ring", {}, 2, 10, "torch.float32", "sum")
+    changed = [{**base, name: base[name] + "x"} for name in FIELDS]
+    fps = [fingerprint(d) for d in changed]
+    for i, fp in enumerate(fps):
+        diff = [k for k, (a, b) in enumerate(zip(fp, fingerprint(base))) if a != b]
+        assert diff == [i]
+    msg = mismatch_message([base, changed[0], base], 2)
+    assert "ranks 0,2 use ring; ranks 1 use ringx" in msg and "rank 2" in msg
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Modules of ``package`` that ``path`` imports anywhere (top level or inside functions)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                base = node.module or ""
+                names = [base] if base else [a.name for a in node.names]
+                out.update(f"{package}.{n}" for n in names)
+            elif node.module and node.module.startswith(package + "."):
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith(package + "."))
+    return out
+
+
+def find_cycles(folder: Path, package: str) -> list[list[str]]:
+    mods = {f"{package}.{p.stem}": p for p in folder.glob("*.py") if p.stem != "__init__"}
+    graph = {m: {d for d in _imports(p, package) if d in mods and d != m}
+             for m, p in mods.items()}
+    cycles, state = [], {}
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return cycles
+
+
+def test_no_import_cycle_in_collectives(tmp_path: Path) -> None:
+    folder = Path(distlab.collectives.__file__).parent
+    assert find_cycles(folder, "distlab.collectives") == []
+    # the detector itself finds a cycle when there is one
+    (tmp_path / "a.py").write_text("from .b import x\n")
+    (tmp_path / "b.py").write_text("def f():\n    from .a import y\n")
+    assert find_cycles(tmp_path, "pkg") == [["pkg.a", "pkg.b", "pkg.a"]]
