@@ -63,3 +63,8 @@ def test_bare_figure_texts() -> None:
     assert bare_figure_texts([stream]) == ["<Figure size 640x480 with 0 Axes>"]
     assert bare_figure_texts([text, image]) == []
     assert bare_figure_texts([{"output_type": "execute_result", "data": {"text/plain": "42"}}]) == []
+
+
+def test_root_conftest_loads_the_guard(pytestconfig: pytest.Config) -> None:
+    """Every run from this repository (tests and notebooks alike) has the guard active."""
+    assert pytestconfig.pluginmanager.has_plugin("helpers.figure_guard")
