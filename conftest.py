@@ -5,6 +5,8 @@
   full size.
 - Matplotlib uses the non-interactive Agg backend in the test process only (set through the API,
   not MPLBACKEND, so notebook kernels keep their inline backend).
+- Every notebook cell nbval runs fails if it shows a figure only as its ``<Figure size ...>`` text
+  repr without an image (``tests/helpers/figure_guard.py``, issue 8 section 1).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import matplotlib
 
 os.environ.setdefault("SMOKE", "1")
 matplotlib.use("Agg")
+
+pytest_plugins = ["helpers.figure_guard"]
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ANN001 (pytest hook)

@@ -207,3 +207,122 @@ def save_screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+_CELL_OUTPUTS = """() => {
+    const nb = window.jupyterapp.shell.currentWidget.content;
+    const join = t => Array.isArray(t) ? t.join('') : String(t);
+    const cells = [];
+    nb.widgets.forEach((cell, index) => {
+        if (cell.model.type !== 'code') return;
+        const info = {index, png: false, bare: [], errors: [], n_outputs: 0,
+                      source: cell.model.sharedModel.getSource()};
+        for (const out of cell.model.outputs.toJSON()) {
+            info.n_outputs += 1;
+            if (out.output_type === 'error') info.errors.push(out.ename + ': ' + out.evalue);
+            const data = out.data || {};
+            if (data['image/png']) info.png = true;
+            const shown = [];
+            if (out.text !== undefined) shown.push(join(out.text));
+            // a bundle's text/plain is what shows only when it has no richer representation
+            if (data['text/plain'] !== undefined && Object.keys(data).length === 1)
+                shown.push(join(data['text/plain']));
+            for (const t of shown) for (const m of t.matchAll(/<Figure size [^>]*>/g)) info.bare.push(m[0]);
+        }
+        cells.push(info);
+    });
+    return cells;
+}"""
+
+_RENDERED_OUTPUT = """async (index) => {
+    const nb = window.jupyterapp.shell.currentWidget.content;
+    const cell = nb.widgets[index];
+    if (nb.scrollToItem) await nb.scrollToItem(index, 'center');
+    cell.node.scrollIntoView({block: 'center'});
+    const area = cell.node.querySelector('.jp-OutputArea');
+    if (!area) return {ready: false};
+    const imgs = [...area.querySelectorAll('.jp-OutputArea-output img')];
+    return {ready: true, imgs: imgs.length,
+            loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+            text: area.innerText};
+}"""
+
+
+@dataclass(frozen=True)
+class CellCheck:
+    """What one code cell showed in JupyterLab: its index among all cells, whether its outputs
+    hold an image/png (a figure), how many ``<img>`` its rendered output area shows."""
+
+    index: int
+    source: str
+    figure: bool
+    images: int
+
+
+def run_notebook_and_check(page: Any, lab: Lab, notebook: str, *,
+                           timeout_s: float = 300.0) -> list[CellCheck]:
+    """Open ``notebook``, run every cell, and check what each cell shows; return the checks.
+
+    Fails (AssertionError) when any cell shows an error, when any output shows a figure only as
+    its ``<Figure size ...>`` text (in the outputs or in the rendered page), or when a cell whose
+    outputs hold a figure (image/png) shows no loaded ``<img>`` in its output area.
+    """
+    open_notebook(page, lab, notebook)
+    run_all_cells(page, timeout_s=timeout_s)
+    cells = page.evaluate(_CELL_OUTPUTS)
+    errors = [f"cell {c['index']}: {e}" for c in cells for e in c["errors"]]
+    assert errors == [], f"{notebook}: cells raised in the browser: {errors}"
+    bare = [f"cell {c['index']}: {b}" for c in cells for b in c["bare"]]
+    assert bare == [], f"{notebook}: figures shown only as text, without an image: {bare}"
+    checks = []
+    for c in cells:
+        if not c["n_outputs"]:
+            checks.append(CellCheck(c["index"], c["source"], False, 0))
+            continue
+        deadline = time.monotonic() + 30.0
+        while True:  # JupyterLab renders cells near the viewport: scroll, then wait for images
+            shown = page.evaluate(_RENDERED_OUTPUT, c["index"])
+            done = shown["ready"] and (not c["png"] or 0 < shown["imgs"] == shown["loaded"])
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        assert shown["ready"], f"{notebook}: cell {c['index']}'s output area never rendered"
+        assert "<Figure size" not in shown["text"], \
+            f"{notebook}: cell {c['index']} shows a figure as text: {shown['text'][:300]!r}"
+        if c["png"]:
+            assert shown["imgs"] > 0 and shown["imgs"] == shown["loaded"], (
+                f"{notebook}: cell {c['index']} returns a figure but its output area shows "
+                f"{shown['loaded']} loaded <img> of {shown['imgs']}:\n{c['source']}")
+        checks.append(CellCheck(c["index"], c["source"], c["png"], shown["imgs"]))
+    return checks
+
+
+def output_text(page: Any) -> str:
+    """Every stream and text/plain output of the current notebook, from the model (JupyterLab
+    renders only cells near the viewport, so the page's text can miss some)."""
+    return str(page.evaluate(
+        """() => {
+            const nb = window.jupyterapp.shell.currentWidget.content;
+            const texts = [];
+            for (const cell of nb.widgets) {
+                if (cell.model.type !== 'code') continue;
+                for (const out of cell.model.outputs.toJSON()) {
+                    const t = out.text !== undefined ? out.text : (out.data || {})['text/plain'];
+                    if (t !== undefined) texts.push(Array.isArray(t) ? t.join('') : t);
+                }
+            }
+            return texts.join('\\n');
+        }"""))
+
+
+def widget_text(page: Any) -> str:
+    """The text of every ipywidgets HTML/Label in the notebook (status and summary lines)."""
+    return str(page.evaluate(
+        "() => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
+        ".map(e => e.textContent).join(' | ')"))
+
+
+def slider_value(page: Any, label: str) -> str:
+    """The readout of the slider labelled ``label``, as shown."""
+    readout = _widget_box(page, label).locator(".widget-readout").first
+    return str(readout.evaluate("e => e.value !== undefined ? e.value : e.textContent")).strip()

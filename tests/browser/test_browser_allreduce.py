@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from browser.lab import (
-    error_outputs,
     figure_fingerprints,
-    open_notebook,
-    run_all_cells,
+    run_notebook_and_check,
     save_screenshot,
     select_option,
     set_slider,
@@ -34,10 +32,11 @@ def _wait_summary(page: Any, text: str) -> None:
 
 
 def test_allreduce_notebook_and_plan_widgets(lab, page):
-    open_notebook(page, lab, "04_allreduce.ipynb")
-    run_all_cells(page, timeout_s=400)
-    errors = error_outputs(page)
-    assert errors == [], f"cells raised in the browser: {errors}"
+    checks = run_notebook_and_check(page, lab, "04_allreduce.ipynb", timeout_s=400)
+    for call in ("plan_figure(", "cost_vs_world_size_figure(", "measured_vs_model_figure(",
+                 "tl.gantt()"):
+        (cell,) = [c for c in checks if call in c.source]
+        assert cell.figure and cell.images == 1, f"{call}: shown {cell.images} times, not once"
 
     page.locator(".jp-NotebookPanel .widget-image").first.scroll_into_view_if_needed()
     page.wait_for_function(
@@ -61,4 +60,10 @@ def test_allreduce_notebook_and_plan_widgets(lab, page):
     _wait_summary(page, "recursive_doubling on 6 ranks: 4 steps")
     after_ws = _plan_state(page)
     assert after_ws["src"] not in (state["src"], after_algo["src"])
+
+    # the step slider and the picture's caption count the same steps (issue 8 section 7)
+    before_step = figure_fingerprints(page)
+    set_slider(page, "step", 2)
+    wait_for_figures_to_change(page, before_step)
+    _wait_summary(page, "showing the state after step 2/4")
     save_screenshot(page, "04_allreduce_after")

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from browser.lab import (
-    error_outputs,
     figure_fingerprints,
-    open_notebook,
-    run_all_cells,
+    run_notebook_and_check,
     save_screenshot,
     set_slider,
     wait_for_figures_to_change,
@@ -39,10 +37,9 @@ def _explorer_state(page: Any) -> dict[str, str]:
 
 
 def test_samplers_notebook_and_world_size_slider(lab, page):
-    open_notebook(page, lab, "01_samplers.ipynb")
-    run_all_cells(page, timeout_s=300)
-    errors = error_outputs(page)
-    assert errors == [], f"cells raised in the browser: {errors}"
+    checks = run_notebook_and_check(page, lab, "01_samplers.ipynb", timeout_s=300)
+    (picture,) = [c for c in checks if "assignment_figure(" in c.source and c.figure]
+    assert picture.images == 1, "the assignment figure must show exactly once, as an image"
     assert "identical to torch.utils.data.DistributedSampler" in page.evaluate(_OUTPUT_TEXT)
 
     page.locator(".jp-NotebookPanel .widget-image").first.scroll_into_view_if_needed()

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from browser.lab import error_outputs, open_notebook, page_text, run_all_cells, save_screenshot
+from browser.lab import output_text, run_notebook_and_check, save_screenshot
 
 
 def test_start_here_runs_in_jupyterlab(lab, page):
-    open_notebook(page, lab, "00_start_here.ipynb")
-    run_all_cells(page, timeout_s=240)
-    errors = error_outputs(page)
+    run_notebook_and_check(page, lab, "00_start_here.ipynb", timeout_s=240)
     save_screenshot(page, "00_start_here")
-    assert errors == [], f"cells raised in the browser: {errors}"
-    text = page_text(page)
+    text = output_text(page)
     assert "allreduce result on every rank: [10.0, 100.0]" in text
     assert "gloo" in text and "torch" in text
+    sources = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets"
+                            ".map(c => c.model.sharedModel.getSource()).join('\\n')")
+    for name in ("05_transfers", "06_ddp", "07_profile"):
+        assert f"| `{name}` |" in sources, f"the map of notebooks does not list {name}"

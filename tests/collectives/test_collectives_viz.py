@@ -39,11 +39,13 @@ def test_winners_and_crossovers() -> None:
 
 def test_plan_figure_draws_arrows_per_transfer() -> None:
     s = build("ring", 4, 8)
-    fig = V.plan_figure(s, step=0)
+    fig = V.plan_figure(s, step=1)
     ax = fig.axes[0]
     assert len(ax.patches) == len(s.steps[0].transfers)
     assert "step 1/6" in ax.get_title()
-    start = V.plan_figure(s, step=-1)
+    assert "step 3/6" in V.plan_figure(s, step=3).axes[0].get_title()
+    assert "step 6/6" in V.plan_figure(s).axes[0].get_title()
+    start = V.plan_figure(s, step=0)
     assert "start" in start.axes[0].get_title() and not start.axes[0].patches
     assert "nothing to do" in V.plan_figure(build("ring", 1, 4)).axes[0].get_title()
 
@@ -52,17 +54,19 @@ def test_plan_explorer_redraws_on_every_control() -> None:
     e = V.PlanExplorer("ring", world_size=4)
     first = e.png
     assert first and "ring</b> on 4 ranks: 6 steps" in e.summary.value
-    assert (e.step.min, e.step.max) == (-1, 5)
+    assert (e.step.min, e.step.max) == (0, 6)
     e.step.value = 3
     assert e.png != first
+    # the slider, the picture's title and the summary count the same steps (issue 8 section 7)
+    assert "step 3/6" in e.figure.axes[0].get_title() and "after step 3/6" in e.summary.value
     e.world_size.value = 7
     assert e.schedule is not None and e.schedule.world_size == 7
-    assert e.step.max == 2 * 6 - 1 and e.step.value == 3
+    assert e.step.max == 2 * 6 and e.step.value == 3
     e.algorithm.value = "recursive_doubling"
-    assert e.step.max == len(e.schedule.steps) - 1 == 3  # fold in, 2 exchanges, fold out
+    assert e.step.max == len(e.schedule.steps) == 4  # fold in, 2 exchanges, fold out
     assert e.step.value == 3
     e.world_size.value = 1
-    assert e.step.max == -1 and e.step.value == -1 and "0 steps" in e.summary.value
+    assert e.step.max == 0 and e.step.value == 0 and "0 steps" in e.summary.value
 
 
 def test_cost_explorer_follows_preset_and_world_size() -> None:
@@ -85,5 +89,26 @@ def test_measured_vs_model_figure() -> None:
 
 
 def test_plan_figure_rejects_a_step_outside_the_plan() -> None:
-    with pytest.raises(ValueError, match=r"step must be in \[-1, 1\] for this schedule, got 2"):
-        V.plan_figure(build("naive", 3, 6), step=2)
+    with pytest.raises(ValueError, match=r"step must be an int in \[0, 2\], got 3"):
+        V.plan_figure(build("naive", 3, 6), step=3)
+    with pytest.raises(ValueError, match=r"step must be an int in \[0, 2\], got -1"):
+        V.plan_figure(build("naive", 3, 6), step=-1)
+
+
+def test_cost_vs_world_size_names_each_winner_once() -> None:
+    from distlab.collectives import get_preset
+
+    preset = get_preset("pcie4_x16")
+    fig = V.cost_vs_world_size_figure(preset, nbytes=1 << 20)
+    ax, strip = fig.axes
+    assert not ax.texts, "no per-crossover labels stacked on the curves"
+    xs = list(range(2, 65))
+    times = V.predict_world_sizes(list(ALGORITHMS), xs, 1 << 20, preset.alpha, preset.beta,
+                                  preset.gamma, 4, duplex=getattr(preset, "duplex", "full"))
+    win = winners(times)
+    assert len(crossovers(xs, times)) > 5, "the case the issue reported: many crossovers"
+    colors = [tuple(bar.get_facecolor()) for bar in strip.patches]
+    from matplotlib.colors import to_rgba
+    assert colors == [to_rgba(V.ALGO_COLORS[a]) for a in win]
+    named = strip.get_xlabel().split("(")[-1].rstrip(")").split(", ")
+    assert sorted(named) == sorted(set(win)), "each winner named exactly once"

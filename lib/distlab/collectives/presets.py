@@ -22,12 +22,6 @@ __all__ = ["LinkPreset", "PRESETS", "get_preset", "loopback_preset", "preset_nam
 
 CALIBRATION_RESOURCE = ("distlab", "data/allreduce_calibration.json")  # (package, path inside)
 
-# The repository's results/ folder, for notebook 04 in a source checkout only (it reads the
-# measured summary from there). The library itself never reads it: an installed distlab has no
-# such folder. To be replaced by a path relative to the notebook, then removed.
-RESULTS = Path(__file__).resolve().parents[3] / "results"
-
-
 def _packaged_calibration() -> Any:
     """The shipped calibration file as an :mod:`importlib.resources` Traversable."""
     package, name = CALIBRATION_RESOURCE

@@ -1,7 +1,7 @@
 """Pictures of allreduce plans and their costs, and the ipywidgets explorers of notebook 04.
 
     from distlab.viz.allreduce import plan_figure, cost_curves_figure, PlanExplorer
-    plan_figure(build("ring", 4, 16), step=2)      # who sends what at step 3, what ranks hold
+    plan_figure(build("ring", 4, 16), step=2)      # who sends what at step 2, what ranks hold
     cost_curves_figure(get_preset("nvlink_h100"), world_size=8)   # model; crossovers marked
     PlanExplorer().widget                          # algorithm / world size / step controls
 
@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from distlab.viz.figure import new_figure
 from matplotlib.patches import FancyArrowPatch
+
+from distlab._checks import check_int
+from distlab.viz.figure import new_figure
 
 from distlab.collectives import ALGORITHMS, build, step_costs
 from distlab.collectives.compare import crossovers, predict_sizes, predict_world_sizes, winners
@@ -55,20 +57,19 @@ def plan_count(algorithm: str, world_size: int) -> int:
 
 def plan_figure(schedule: Schedule, step: int | None = None, *, fig: Figure | None = None,
                 annotate: bool | None = None) -> Figure:
-    """Draw ``schedule`` at ``step`` (0-based; ``None``: the last step; -1: the start).
+    """Draw ``schedule`` after ``step`` steps, counted from 1 like the title.
 
-    Cells: contributor counts after the step (from :func:`~distlab.collectives.holdings`);
-    arrows: the step's transfers (red reduce, blue copy).
+    ``step``: 0 is the start (every rank holds only its own data), ``k`` in ``1..len(steps)`` is
+    the state after step ``k`` with step ``k``'s transfers drawn (the title reads "step k/n"),
+    ``None`` is the last step. Cells: contributor counts after the step (from
+    :func:`~distlab.collectives.holdings`); arrows: the step's transfers (red reduce, blue copy).
     """
     p, n = schedule.world_size, schedule.count
     nsteps = len(schedule.steps)
-    if step is None:
-        step = nsteps - 1
-    if isinstance(step, bool) or not isinstance(step, int) or not -1 <= step <= nsteps - 1:
-        raise ValueError(f"step must be in [-1, {nsteps - 1}] for this schedule, got {step}")
+    step = nsteps if step is None else check_int("step", step, minimum=0, maximum=nsteps)
     fig = fig or new_figure(figsize=(8.0, 1.0 + 0.45 * p))
     ax = fig.add_subplot(1, 1, 1)
-    counts = contributors(holdings(schedule)[step + 1]) if n else np.zeros((p, 0), dtype=int)
+    counts = contributors(holdings(schedule)[step]) if n else np.zeros((p, 0), dtype=int)
     ax.imshow(counts, cmap="Greens", vmin=0.5, vmax=p + 0.5 if p > 1 else 1.5, aspect="auto",
               extent=(0, max(n, 1), p - 0.5, -0.5), interpolation="nearest")
     if annotate is None:
@@ -79,16 +80,16 @@ def plan_figure(schedule: Schedule, step: int | None = None, *, fig: Figure | No
                 c = counts[r, i]
                 ax.text(i + 0.5, r, str(c), ha="center", va="center", fontsize=7,
                         color="white" if c > 0.6 * p else "black")
-    if 0 <= step < nsteps:
-        for t in schedule.steps[step].transfers:
+    if step >= 1:
+        for t in schedule.steps[step - 1].transfers:
             mid = (t.start + t.stop) / 2
             bend = 0.25 if t.dst > t.src else -0.25
             ax.add_patch(FancyArrowPatch((mid, t.src), (mid, t.dst), arrowstyle="-|>",
                                          mutation_scale=12, lw=1.4, alpha=0.85,
                                          color=KIND_COLORS[t.kind],
                                          connectionstyle=f"arc3,rad={bend}"))
-        label = schedule.steps[step].label
-        title = f"step {step + 1}/{nsteps}: {label}"
+        label = schedule.steps[step - 1].label
+        title = f"step {step}/{nsteps}: {label}"
     else:
         title = "start: every rank holds only its own data" if nsteps else \
             "nothing to do (one rank or no elements)"
@@ -149,18 +150,30 @@ def cost_vs_world_size_figure(preset: Any, nbytes: int = 1 << 20, *,
                               world_sizes: Sequence[int] = tuple(range(2, 65)),
                               itemsize: int = 4, duplex: str | None = None,
                               fig: Figure | None = None) -> Figure:
-    """Model time versus world size for one message size; crossovers marked."""
+    """Model time versus world size for one message size, and which algorithm is fastest.
+
+    The fastest algorithm changes often along the world size (the butterflies win at powers of
+    two and lose just above them), so instead of one label per crossover a strip under the
+    curves is coloured, at each world size, with the winner's colour (the legend's colours), and
+    each winner is named once in the strip's label.
+    """
     algorithms = list(algorithms or ALGORITHMS)
+    xs = list(world_sizes)
     duplex = duplex or getattr(preset, "duplex", "full")
-    times = predict_world_sizes(algorithms, list(world_sizes), nbytes, preset.alpha,
+    times = predict_world_sizes(algorithms, xs, nbytes, preset.alpha,
                                 preset.beta, preset.gamma, itemsize, duplex=duplex)
-    fig = fig or new_figure(figsize=(7.0, 4.0))
-    ax = fig.add_subplot(1, 1, 1)
+    fig = fig or new_figure(figsize=(7.0, 4.6))
+    ax, strip = fig.subplots(2, 1, sharex=True, height_ratios=[8, 1])
     for a in algorithms:
-        ax.semilogy(list(world_sizes), np.asarray(times[a]) * 1e6, label=a,
-                    color=ALGO_COLORS.get(a))
-    _mark_crossovers(ax, list(world_sizes), times)
-    ax.set_xlabel("world size (ranks)")
+        ax.semilogy(xs, np.asarray(times[a]) * 1e6, label=a, color=ALGO_COLORS.get(a))
+    win = winners(times)
+    for x, a in zip(xs, win):
+        strip.bar(x, 1.0, width=1.0, color=ALGO_COLORS.get(a), edgecolor="none")
+    strip.set_yticks([])
+    strip.set_ylim(0, 1)
+    strip.set_ylabel("fastest", rotation=0, ha="right", va="center", fontsize=8)
+    strip.set_xlabel("world size (ranks); strip colour: fastest algorithm there ("
+                     + ", ".join(dict.fromkeys(win)) + ")", fontsize=8)
     ax.set_ylabel("predicted time (us)")
     ax.legend(fontsize=7)
     ax.set_title(f"MODEL: {getattr(preset, 'name', 'calibrated link')}, {nbytes} B message",
@@ -193,6 +206,8 @@ def measured_vs_model_figure(rows: Sequence[dict[str, Any]], *,
 class PlanExplorer:
     """Algorithm dropdown, world-size slider and step slider over :func:`plan_figure`.
 
+    The step slider counts like the picture's title: 0 is the start, ``k`` shows "step k/n".
+
     Attributes: ``algorithm``, ``world_size``, ``step`` (the controls), ``image`` (an
     ``ipywidgets.Image``), ``summary`` (an ``HTML`` line), ``schedule`` (the current plan),
     ``figure`` and ``png`` (the last drawing), ``widget`` (the box to display).
@@ -207,7 +222,7 @@ class PlanExplorer:
                                     description="algorithm")
         self.world_size = w.IntSlider(value=world_size, min=1, max=max_world_size,
                                       description="world size")
-        self.step = w.IntSlider(value=0, min=-1, max=0, description="step")
+        self.step = w.IntSlider(value=0, min=0, max=0, description="step")
         self.image = w.Image(format="png")
         self.summary = w.HTML()
         self.schedule: Schedule | None = None
@@ -223,10 +238,10 @@ class PlanExplorer:
     def _plan_changed(self, change: Any) -> None:
         p = self.world_size.value
         self.schedule = build(self.algorithm.value, p, plan_count(self.algorithm.value, p))
-        last = len(self.schedule.steps) - 1
+        nsteps = len(self.schedule.steps)
         with self.step.hold_trait_notifications():
-            self.step.max = max(last, -1)
-            self.step.value = min(max(self.step.value, -1), last) if last >= 0 else -1
+            self.step.max = nsteps
+            self.step.value = min(self.step.value, nsteps)
         self.update()
 
     def _step_changed(self, change: Any) -> None:
@@ -245,8 +260,8 @@ class PlanExplorer:
                               f"{len(s.steps)} steps, {s.num_transfers} messages, "
                               f"{s.elements_moved()} elements moved; slowest-rank messages per "
                               f"step: {[c.messages for c in costs]}; showing "
-                              + ("the start (step -1)" if self.step.value < 0
-                                 else f"the state after step {self.step.value + 1}"))
+                              + ("the start (step 0)" if self.step.value == 0
+                                 else f"the state after step {self.step.value}/{len(s.steps)}"))
 
 
 class CostExplorer:

@@ -1,0 +1,63 @@
+"""pytest plugin: a notebook cell may never show a figure only as its text repr.
+
+nbval runs each notebook cell as a pytest item (``nbval.plugin.IPyNbCell``) and keeps the outputs
+the kernel produced for it in ``item.test_outputs`` (a list of nbformat output dicts), whether or
+not it compares them with the stored ones (``nbval-ignore-output`` cells and ``--nbval-lax`` runs
+collect them too). After a cell ran without error, this plugin fails it if any of its outputs
+carries a bare ``<Figure size WxH with N Axes>`` text (a matplotlib figure that had no display hook)
+while no output of the same cell carries an ``image/png``.
+
+Loaded for every run by the root ``conftest.py``; ``-p helpers.figure_guard`` loads it elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pytest
+
+__all__ = ["BARE_FIGURE", "bare_figure_texts", "pytest_runtest_call"]
+
+#: The text repr matplotlib gives a Figure, e.g. ``<Figure size 1000x600 with 2 Axes>``.
+BARE_FIGURE = re.compile(r"<Figure size \d+(?:\.\d+)?x\d+(?:\.\d+)? with \d+ Axes>")
+
+
+def _texts(output: Mapping[str, Any]) -> Iterable[str]:
+    """Every text an nbformat output dict shows (stream text and text/plain data)."""
+    if output.get("output_type") == "stream":
+        text = output.get("text", "")
+        yield "".join(text) if isinstance(text, list) else str(text)
+    data = output.get("data") or {}
+    plain = data.get("text/plain")
+    if plain is not None:
+        yield "".join(plain) if isinstance(plain, list) else str(plain)
+
+
+def bare_figure_texts(outputs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The ``<Figure size ...>`` texts in ``outputs`` when none of them is an ``image/png``.
+
+    Returns an empty list when the outputs show no figure repr, or when an image is shown too.
+    """
+    outputs = list(outputs)
+    if any("image/png" in (o.get("data") or {}) for o in outputs):
+        return []
+    return [m.group(0) for o in outputs for t in _texts(o) for m in BARE_FIGURE.finditer(t)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201 (pytest hook)
+    """Fail a notebook cell whose executed outputs show a figure only as text."""
+    result = yield  # re-raises when the cell itself failed: that error is reported as is
+    outputs = getattr(item, "test_outputs", None)
+    if outputs is not None and getattr(item, "cell", None) is not None:
+        bare = bare_figure_texts(outputs)
+        if bare:
+            pytest.fail(
+                f"{item.name}: the cell shows {bare[0]!r} as text and no image/png: the figure "
+                "has no display hook (build it with distlab.viz.figure.new_figure)\n"
+                f"cell source:\n{item.cell.source}",
+                pytrace=False,
+            )
+    return result

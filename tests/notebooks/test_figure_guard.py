@@ -1,0 +1,70 @@
+"""The figure guard (tests/helpers/figure_guard.py) fails a notebook that shows a bare Figure repr."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.figure_guard import bare_figure_texts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BARE_CELL = "from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))\nfig.add_subplot()\nfig"
+DISPLAYED_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(4, 3))\n"
+                  "fig.add_subplot()\nfig")
+
+
+def _run_notebook(tmp_path: Path, source: str, tags: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run pytest (this repo's root conftest and pyproject options) on a one-cell notebook."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(source)
+    if tags:
+        cell.metadata["tags"] = tags
+    nb.cells = [nbformat.v4.new_code_cell("1 + 1"), cell]
+    path = tmp_path / "guarded.ipynb"
+    nbformat.write(nb, path)
+    env = dict(os.environ, SMOKE="1", MPLBACKEND="")  # a fresh kernel, no backend forced
+    env.pop("MPLBACKEND")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:randomly",
+         "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), "-p", "helpers.figure_guard"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+    )
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("tags", [None, ["nbval-ignore-output"]])
+def test_bare_figure_cell_fails(tmp_path: Path, tags: list[str] | None) -> None:
+    run = _run_notebook(tmp_path, BARE_CELL, tags)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert "as text and no image/png" in out, out
+    assert "1 failed, 1 passed" in out, out
+
+
+@pytest.mark.timeout(300)
+def test_new_figure_cell_passes(tmp_path: Path) -> None:
+    run = _run_notebook(tmp_path, DISPLAYED_CELL)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "2 passed" in out, out
+
+
+def test_bare_figure_texts() -> None:
+    text = {"output_type": "execute_result", "data": {"text/plain": "<Figure size 400x300 with 1 Axes>"}}
+    image = {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure size 400x300 with 1 Axes>"}}
+    stream = {"output_type": "stream", "name": "stdout", "text": ["<Figure size 640x480 with 0 Axes>\n"]}
+    assert bare_figure_texts([text]) == ["<Figure size 400x300 with 1 Axes>"]
+    assert bare_figure_texts([stream]) == ["<Figure size 640x480 with 0 Axes>"]
+    assert bare_figure_texts([text, image]) == []
+    assert bare_figure_texts([{"output_type": "execute_result", "data": {"text/plain": "42"}}]) == []
+
+
+def test_root_conftest_loads_the_guard(pytestconfig: pytest.Config) -> None:
+    """Every run from this repository (tests and notebooks alike) has the guard active."""
+    assert pytestconfig.pluginmanager.has_plugin("helpers.figure_guard")
