@@ -56,6 +56,9 @@ def _collectives(p: dict[str, Any]) -> list[str]:
                        f"({len(errs)} rows)")
         wrong = sum(r["wrong"] for r in rows)
         out.append(f"- {run['backend']} ws{run['world_size']} #wrong: {wrong}")
+        from distlab.bench.allreduce import format_table
+
+        out += ["", "```", format_table(rows), "```", ""]
     return out
 
 

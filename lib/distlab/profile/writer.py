@@ -15,7 +15,7 @@ from .parts import PartResult
 from .summary import summary_markdown
 from .tracecheck import check_trace
 
-__all__ = ["default_out", "write_part", "write_profile"]
+__all__ = ["default_out", "rewrite_summary", "write_part", "write_profile"]
 
 INDEX = "profile.json"
 TRACE = "trace.json"
@@ -70,3 +70,15 @@ def write_profile(out: Path, results: list[PartResult], requested: list[str],
     write_json(out / INDEX, index)
     (out / SUMMARY).write_text(summary_markdown(index, docs))
     return index
+
+
+def rewrite_summary(out: Path) -> Path:
+    """Regenerate ``out/summary.md`` from the folder's JSON files (no measuring)."""
+    import json
+
+    index = json.loads((out / INDEX).read_text())
+    docs = {name: json.loads((out / e["file"]).read_text())
+            for name, e in index["parts"].items() if e.get("file") and (out / e["file"]).is_file()}
+    path = out / SUMMARY
+    path.write_text(summary_markdown(index, docs))
+    return path
