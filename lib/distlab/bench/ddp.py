@@ -38,6 +38,12 @@ def _parse(argv: list[str]) -> Any:
     return p.parse_args(argv)
 
 
+def parse_args(argv: list[str]) -> Any:
+    """The Namespace :func:`run_benchmark` takes, from this command's options (``["-b", "4K"]``);
+    a bad option exits 2 with one line, as on the command line."""
+    return _parse(list(argv))
+
+
 def run_benchmark(a: Any) -> dict[str, Any]:
     from distlab import launch
     from distlab.ddp.measure import measure_worker

@@ -30,7 +30,7 @@ from distlab.transfers.model import pcie_link
 from distlab.transfers.paths import COPY_PATHS, DISK_PATHS, PIN_PATHS, ROW_KINDS
 from distlab.transfers.sweep import FIT_MIN_BYTES, Row, fit_rows, pin_rows, sweep
 
-__all__ = ["main", "shmoo_sizes", "run_benchmark", "PATH_NAMES"]
+__all__ = ["main", "parse_args", "shmoo_sizes", "run_benchmark", "PATH_NAMES"]
 
 PATH_NAMES = list(dict.fromkeys([p for p, _ in ROW_KINDS] + list(PIN_PATHS)))
 MEMORIES = ["pageable", "pinned", "device"]
@@ -88,6 +88,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         options.fail(p, "--paths/--memory", f"{','.join(a.paths)} / {','.join(a.memory)}",
                      "a combination that selects at least one row (e.g. h2h with pageable)")
     return a
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The Namespace :func:`run_benchmark` takes, from this command's options (``["-b", "4K"]``);
+    a bad option exits 2 with one line, as on the command line."""
+    return _parse(list(argv))
 
 
 def _error(r: Row) -> float | None:

@@ -1,0 +1,103 @@
+"""Command line of ``python -m distlab.profile`` (see the package docstring).
+
+    python -m distlab.profile [--out DIR] [--quick] [--only env,transfers,collectives,ddp]
+    torchrun --nproc-per-node 8 -m distlab.profile     # every rank measures, rank 0 writes
+
+Runs the parts in order (env, transfers, collectives, ddp), prints one line for every part or
+step it skipped and why, and writes the profile folder. Ctrl-C stops cleanly: the ranks in flight
+are stopped, the parts already measured are written and the profile is marked incomplete
+(exit 130). Exit status 1 when a part failed or a row came out wrong, 2 for a bad option.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from distlab.bench import options
+
+from .parts import PART_NAMES, PartContext, PartResult, get_part
+from .writer import default_out, write_profile
+
+__all__ = ["main"]
+
+
+def _parser() -> "options.argparse.ArgumentParser":
+    p = options.parser("python -m distlab.profile", __doc__)
+    p.add_argument("--out", default=None,
+                   help="profile folder (default: results/profiles/<host>-<YYYY-MM-DD>, with "
+                        "-quick appended for --quick)")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and few repeats: minutes on a 2-core CPU box")
+    p.add_argument("--only", type=options.comma_choices(PART_NAMES), default="all",
+                   help=f"comma list of {', '.join(PART_NAMES)}, or 'all'")
+    p.add_argument("--timeout", type=options.positive_float, default=900.0,
+                   help="seconds allowed for each multi-process measurement")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    return p
+
+
+def _wrong(result: PartResult) -> int:
+    if result.name != "collectives" or result.status != "ok":
+        return 0
+    return sum(r["wrong"] for run in result.payload["runs"] for r in run["rows"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, run the parts, write the profile on rank 0; returns the exit status."""
+    from distlab import launch
+
+    p = _parser()
+    a = p.parse_args(argv)
+    out = Path(a.out) if a.out else default_out(a.quick)
+    if out.exists() and not out.is_dir():
+        options.fail(p, "--out", str(out), "a folder path (it names a file)")
+    torchrun = launch.in_torchrun()
+    rank = int(os.environ.get("RANK", "0")) if torchrun else 0
+    ctx = PartContext(quick=a.quick, world_size=int(os.environ.get("WORLD_SIZE", "1")),
+                      rank=rank, progress=not a.no_progress and rank == 0, timeout=a.timeout,
+                      torchrun=torchrun)
+    say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
+    results: list[PartResult] = []
+    stopped = None
+    bar = tqdm(a.only, desc="profile", file=sys.stderr, disable=not ctx.progress)
+    try:
+        for name in bar:
+            bar.set_postfix_str(name)
+            start = time.perf_counter()
+            with ctx.timed("profile/parts", name):
+                try:
+                    result = get_part(name)(ctx)
+                except KeyboardInterrupt:
+                    results.append(PartResult(name, "interrupted",
+                                              reason="interrupted by Ctrl-C",
+                                              seconds=time.perf_counter() - start))
+                    raise
+                except Exception as exc:  # a failed part is reported; the others still run
+                    result = PartResult(name, "failed", reason=f"{type(exc).__name__}: {exc}")
+            result.seconds = time.perf_counter() - start
+            results.append(result)
+            for s in result.skipped:
+                say(f"skipped {s['what']}: {s['why']}")
+            if result.status != "ok":
+                say(f"{result.status} {name}: {result.reason}")
+            else:
+                say(f"measured {name} in {result.seconds:.1f} s")
+    except KeyboardInterrupt:
+        stopped = "interrupted by Ctrl-C"
+        say(f"stopped: {stopped}; writing the parts measured so far, marked incomplete")
+    finally:
+        bar.close()
+    if rank != 0:
+        return 130 if stopped else 0
+    index = write_profile(out, results, list(a.only), ctx.timeline, quick=a.quick,
+                          world_size=ctx.world_size, stopped=stopped)
+    say(f"wrote {out} ({'complete' if index['complete'] else 'INCOMPLETE'})")
+    if stopped:
+        return 130
+    bad = any(r.status == "failed" for r in results) or any(_wrong(r) for r in results)
+    return 1 if bad else 0

@@ -1,0 +1,104 @@
+"""Headline figures of a profile as short Markdown (``summary.md``); pure: dicts in, text out."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+__all__ = ["headlines", "summary_markdown"]
+
+
+def _env(p: dict[str, Any]) -> list[str]:
+    f = p["facts"]
+    mem = f"{f['memory_bytes'] / 2**30:.1f} GiB RAM" if f.get("memory_bytes") else "RAM unknown"
+    out = [f"- CPU: {f['cpu_model']}, {f['cpu_cores']} cores, {mem}",
+           f"- torch {f['torch']}, CUDA {f['cuda_runtime'] or 'none'}, NCCL {f['nccl'] or 'none'}"]
+    if f["gpus"]:
+        out += [f"- GPU {g['index']}: {g['name']}, {g['memory_bytes'] / 2**30:.1f} GiB"
+                for g in f["gpus"]]
+        out += [f"- PCIe link GPU {ln.get('gpu')}: Gen{ln.get('gen')} x{ln.get('width')}"
+                for ln in f["pcie_links"]]
+    else:
+        out.append("- GPU: none (torch sees no CUDA device)")
+    return out
+
+
+def _transfers(p: dict[str, Any]) -> list[str]:
+    out = []
+    for d in p["devices"]:
+        best: dict[str, tuple[float, int]] = {}
+        for r in d["rows"]:
+            if r["gbps"] is not None:
+                key = f"{r['path']}/{r['memory']}"
+                if r["gbps"] > best.get(key, (0.0, 0))[0]:
+                    best[key] = (r["gbps"], r["nbytes"])
+        where = "host" if d.get("device") is None else f"cuda:{d['device']}"
+        for key, (gbps, nbytes) in best.items():
+            out.append(f"- {where} {key}: peak {gbps:.2f} GB/s (at {nbytes} B)")
+        for loop in d.get("prefetch", []):
+            out.append(f"- {where} {loop['mode']} loop: efficiency {loop['efficiency']:.2f}")
+    return out
+
+
+def _collectives(p: dict[str, Any]) -> list[str]:
+    out = []
+    for run in p["runs"]:
+        rows = run["rows"]
+        top = max(r["nbytes"] for r in rows)
+        at = {r["algorithm"]: r for r in rows if r["nbytes"] == top}
+        cells = ", ".join(f"{a} {r['busbw_gbps']:.3f}" for a, r in at.items())
+        out.append(f"- {run['backend']} ws{run['world_size']} busbw (GB/s) at {top} B: {cells}")
+        errs = [abs(r["error_pct"]) for r in rows
+                if r["error_pct"] is not None and r["nbytes"] >= 65536]
+        if errs:
+            out.append(f"- {run['backend']} ws{run['world_size']} model |error| at >= 64 KiB: "
+                       f"median {statistics.median(errs):.1f}%, max {max(errs):.1f}% "
+                       f"({len(errs)} rows)")
+        wrong = sum(r["wrong"] for r in rows)
+        out.append(f"- {run['backend']} ws{run['world_size']} #wrong: {wrong}")
+        from distlab.bench.allreduce import format_table
+
+        out += ["", "```", format_table(rows), "```", ""]
+    return out
+
+
+def _ddp(p: dict[str, Any]) -> list[str]:
+    out = [f"- no-communication backward {p['local_backward_s'] * 1e3:.2f} ms"]
+    for r in p["rows"]:
+        ov = "-" if r["overlap_fraction"] is None else f"{r['overlap_fraction']:.2f}"
+        cap = "-" if r["bucket_cap_mb"] is None else f"{r['bucket_cap_mb']:g}"
+        out.append(f"- {r['variant']} (cap {cap} MB): step "
+                   f"{r['step_s'] * 1e3:.2f} ms, overlap {ov}, #wrong {r['wrong']}")
+    for cap, ratio in p["rate_vs_torch"].items():
+        out.append(f"- cap {cap} MB: distlab overlap step rate {ratio:.3f} x torch DDP")
+    return out
+
+
+_HEADLINES = {"env": _env, "transfers": _transfers, "collectives": _collectives, "ddp": _ddp}
+
+
+def headlines(name: str, part: dict[str, Any]) -> list[str]:
+    """Markdown bullet lines for one part's JSON (``status`` ok) or its skip/fail reason."""
+    if part.get("status") != "ok":
+        return [f"- {part.get('status')}: {part.get('reason') or 'no reason given'}"]
+    return _HEADLINES[name](part)
+
+
+def summary_markdown(index: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
+    """``summary.md``: title, completeness, one section per part, the skipped list."""
+    prov = index["provenance"]
+    state = "complete" if index["complete"] else f"INCOMPLETE ({index.get('stopped', 'stopped')})"
+    lines = [f"# Profile of {prov['host']} ({prov['date']})", "",
+             f"{state}; command `{prov['command']}`; GB/s = 1e9 B/s; measured on a machine "
+             "others may share (see provenance).", ""]
+    for name, entry in index["parts"].items():
+        lines.append(f"## {name}")
+        lines += headlines(name, parts[name]) if name in parts else \
+            [f"- {entry['status']}: {entry.get('reason', '')}"]
+        lines.append("")
+    skipped = [s for p in parts.values() for s in p.get("skipped", [])]
+    if skipped:
+        lines.append("## skipped here")
+        lines += [f"- {s['what']}: {s['why']}" for s in skipped]
+        lines.append("")
+    return "\n".join(lines)

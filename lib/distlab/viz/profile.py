@@ -1,0 +1,284 @@
+"""Figures and tables of profile folders (notebook 07); they read :mod:`distlab.profile.load`.
+
+Our measurements are drawn as lines with small markers; published reference points (from
+:func:`distlab.profile.load.published`) as large hollow black-edged markers labelled
+``published: ...`` so the two never mix. Sizes in bytes, bandwidth in GB/s (1e9 B/s).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from distlab._checks import check_instance, check_int
+from distlab.profile.load import Profile, list_profiles, load_profile, published
+from distlab.viz.figure import new_figure
+
+__all__ = ["collectives_figure", "compare_figure", "ddp_figure", "ddp_lines", "env_lines",
+           "error_table", "link_peak_gbps", "profile_picker", "transfers_figure"]
+
+_PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X")
+
+
+def env_lines(profile: Profile) -> list[str]:
+    """The env part as aligned text lines (deterministic for a committed profile)."""
+    check_instance("profile", profile, Profile)
+    env = profile.part("env")
+    if env is None:
+        return [f"env: not in this profile ({profile.index['parts'].get('env', {}).get('status')})"]
+    f = env["facts"]
+    mem = f"{f['memory_bytes'] / 2**30:.1f} GiB" if f.get("memory_bytes") else "unknown"
+    out = [f"profile       {profile.name} ({'complete' if profile.complete else 'INCOMPLETE'})",
+           f"cpu           {f['cpu_model']}, {f['cpu_cores']} cores, {mem} RAM",
+           f"torch         {f['torch']}",
+           f"cuda runtime  {f['cuda_runtime'] or 'none'}",
+           f"nccl          {f['nccl'] or 'none'}",
+           f"driver        {f['driver'] or 'none'}"]
+    if f["gpus"]:
+        out += [f"gpu {g['index']:<9} {g['name']}, {g['memory_bytes'] / 2**30:.1f} GiB, "
+                f"sm {g['capability']}" for g in f["gpus"]]
+    else:
+        out.append("gpu           none")
+    out += [f"pcie          GPU {ln.get('gpu')} Gen{ln.get('gen')} x{ln.get('width')} "
+            f"({ln.get('source')})" for ln in f["pcie_links"]]
+    if f.get("gpu_topology"):
+        out += ["topology (nvidia-smi topo -m):", *f["gpu_topology"].splitlines()]
+    out += [f"note          {n}" for n in f["notes"]]
+    return out
+
+
+def link_peak_gbps(profile: Profile) -> tuple[str, float] | None:
+    """``(label, GB/s per direction)`` of GPU 0's PCIe link in this profile, or None."""
+    env = profile.part("env")
+    links = env["facts"]["pcie_links"] if env else []
+    if not links or not links[0].get("gen") or not links[0].get("width"):
+        return None
+    from distlab.transfers.model import link_from_pcie
+
+    try:
+        link = link_from_pcie(int(links[0]["gen"]), int(links[0]["width"]))
+    except ValueError:
+        return None
+    return link.name, link.gbps
+
+
+def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
+    """GB/s against size per copy path (first measured device), the link peak when known, and
+    published nvbandwidth points."""
+    check_instance("profile", profile, Profile)
+    fig = new_figure(figsize=(8.0, 4.2))
+    ax = fig.add_subplot()
+    part = profile.part("transfers")
+    if part is not None and part["devices"]:
+        rows = part["devices"][0]["rows"]
+        curves: dict[str, list[tuple[int, float]]] = {}
+        for r in rows:
+            if r["gbps"] is not None:
+                curves.setdefault(f"{r['path']}/{r['memory']}", []).append((r["nbytes"], r["gbps"]))
+        for key, pts in curves.items():
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=f"ours: {key}")
+    peak = link_peak_gbps(profile)
+    if peak is not None:
+        ax.axhline(peak[1], color="k", ls="--", lw=1, label=f"link peak {peak[0]}")
+    if show_published:
+        _published_transfers(ax)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("bytes per copy")
+    ax.set_ylabel("GB/s (1e9 B/s)")
+    ax.set_title(f"transfers: {profile.label()}")
+    ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def _published_transfers(ax: Any) -> None:
+    for i, p in enumerate(published()["transfers"]):
+        label = f"published: {p['system']} {p['tool'].split()[-1]}"
+        m = _PUBLISHED_MARKERS[i % len(_PUBLISHED_MARKERS)]
+        if p["nbytes"] is not None:
+            ax.plot([p["nbytes"]], [p["gbps"]], m, ms=9, mfc="none", mec="k", label=label)
+        else:  # buffer size not stated in the source: at the right edge, as a level
+            ax.plot([1.0], [p["gbps"]], m, ms=9, mfc="none", mec="k", transform=ax.get_yaxis_transform(),
+                    clip_on=False, label=label + " (size not stated)")
+
+
+def _run(profile: Profile, run: int) -> dict[str, Any] | None:
+    part = profile.part("collectives")
+    if part is None or not part["runs"]:
+        return None
+    check_int("run", run, minimum=0, maximum=len(part["runs"]) - 1)
+    return part["runs"][run]
+
+
+def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool = True) -> Any:
+    """Left: busbw per algorithm against size (ours solid, the model's busbw dashed, published
+    nccl-tests points hollow). Right: model error% per algorithm and size."""
+    check_instance("profile", profile, Profile)
+    fig = new_figure(figsize=(10.0, 4.2))
+    ax, ax_err = fig.subplots(1, 2)
+    r = _run(profile, run)
+    if r is not None:
+        n = r["world_size"]
+        by: dict[str, list[dict[str, Any]]] = {}
+        for row in r["rows"]:
+            by.setdefault(row["algorithm"], []).append(row)
+        for algo, rows in by.items():
+            rows.sort(key=lambda x: x["nbytes"])
+            sizes = [x["nbytes"] for x in rows]
+            line, = ax.plot(sizes, [x["busbw_gbps"] for x in rows], marker=".",
+                            label=f"ours: {algo}")
+            pred = [(x["nbytes"], x["nbytes"] / (x["predicted_us"] * 1e-6) / 1e9
+                     * 2 * (n - 1) / n) for x in rows if x["predicted_us"]]
+            if pred:
+                ax.plot(*zip(*pred), ls="--", color=line.get_color(), lw=1)
+                errs = [(x["nbytes"], x["error_pct"]) for x in rows if x["error_pct"] is not None]
+                ax_err.plot(*zip(*errs), marker="o", color=line.get_color(), label=algo)
+        ax.set_title(f"{r['backend']} ws{n}: busbw (dashed: model)")
+    if show_published:
+        for i, (system, pts) in enumerate(_published_allreduce().items()):
+            ax.plot([p["nbytes"] for p in pts], [p["busbw_gbps"] for p in pts],
+                    _PUBLISHED_MARKERS[i % len(_PUBLISHED_MARKERS)], ms=9, mfc="none", mec="k",
+                    label=f"published: {system} (nccl-tests)")
+    for a in (ax, ax_err):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("message bytes")
+    ax.set_yscale("log")
+    ax.set_ylabel("busbw GB/s")
+    ax.legend(fontsize=7)
+    ax_err.axhline(0, color="k", lw=0.8)
+    ax_err.set_ylabel("error % = (measured - model) / model")
+    ax_err.set_title("model error")
+    if ax_err.lines[1:]:
+        ax_err.legend(fontsize=7)
+    return fig
+
+
+def _published_allreduce() -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for p in published()["allreduce"]:
+        out.setdefault(f"{p['system']}, ws{p['world_size']}", []).append(p)
+    return out
+
+
+def error_table(profile: Profile, run: int = 0, *, min_bytes: int = 65536) -> list[str]:
+    """Text rows: per algorithm and size >= ``min_bytes``, measured, predicted (us) and error%."""
+    r = _run(profile, run)
+    if r is None:
+        return ["collectives: not in this profile"]
+    lines = [f"{'algorithm':>19} {'size(B)':>10} {'time(us)':>10} {'predicted':>10} {'error%':>7}"]
+    errs = []
+    for row in sorted(r["rows"], key=lambda x: (x["algorithm"], x["nbytes"])):
+        if row["predicted_us"] is None or row["nbytes"] < min_bytes:
+            continue
+        errs.append(abs(row["error_pct"]))
+        lines.append(f"{row['algorithm']:>19} {row['nbytes']:>10} {row['time_us']:>10.1f} "
+                     f"{row['predicted_us']:>10.1f} {row['error_pct']:>+7.1f}")
+    if errs:
+        lines.append(f"median |error| {statistics.median(errs):.1f}%, max {max(errs):.1f}% "
+                     f"over {len(errs)} rows")
+    return lines
+
+
+def ddp_lines(profile: Profile) -> list[str]:
+    """DDP rows as text: variant, cap, step and exposed-communication ms, overlap fraction."""
+    part = profile.part("ddp")
+    if part is None:
+        return ["ddp: not in this profile"]
+    out = [f"{'variant':>11} {'cap(MB)':>7} {'step(ms)':>9} {'exposed(ms)':>11} {'overlap':>7}"]
+    for r in part["rows"]:
+        cap = "-" if r["bucket_cap_mb"] is None else f"{r['bucket_cap_mb']:g}"
+        ov = "-" if r["overlap_fraction"] is None else f"{r['overlap_fraction']:.2f}"
+        ex = "-" if r["exposed_s"] is None else f"{r['exposed_s'] * 1e3:.2f}"
+        out.append(f"{r['variant']:>11} {cap:>7} {r['step_s'] * 1e3:>9.2f} {ex:>11} {ov:>7}")
+    return out
+
+
+def ddp_figure(profile: Profile) -> Any:
+    """Step time per DDP variant, split into the no-communication backward and the rest."""
+    check_instance("profile", profile, Profile)
+    fig = new_figure(figsize=(7.0, 3.6))
+    ax = fig.add_subplot()
+    part = profile.part("ddp")
+    if part is not None:
+        rows = part["rows"]
+        names = [r["variant"] + ("" if r["bucket_cap_mb"] is None else f"\n{r['bucket_cap_mb']:g} MB")
+                 for r in rows]
+        step = [r["step_s"] * 1e3 for r in rows]
+        exposed = [(r["exposed_s"] or 0.0) * 1e3 for r in rows]
+        ax.bar(names, step, color="0.75", label="step")
+        ax.bar(names, exposed, color="tab:red", label="exposed communication")
+        for i, r in enumerate(rows):
+            if r["overlap_fraction"] is not None:
+                ax.text(i, step[i], f"overlap {r['overlap_fraction']:.2f}", ha="center",
+                        va="bottom", fontsize=7)
+        ax.legend(fontsize=8)
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"DDP: {profile.label()}")
+    return fig
+
+
+def compare_figure(a: Profile, b: Profile) -> Any:
+    """Two profiles side by side: builtin and ring busbw (first run of each) and the best copy
+    path per size; published points stay out of this figure."""
+    check_instance("a", a, Profile)
+    check_instance("b", b, Profile)
+    fig = new_figure(figsize=(10.0, 4.0))
+    ax_c, ax_t = fig.subplots(1, 2)
+    for prof, ls in ((a, "-"), (b, "--")):
+        r = _run(prof, 0)
+        if r is not None:
+            for algo in ("builtin", "ring"):
+                pts = sorted((x["nbytes"], x["busbw_gbps"]) for x in r["rows"]
+                             if x["algorithm"] == algo)
+                if pts:
+                    ax_c.plot(*zip(*pts), ls=ls, marker=".",
+                              label=f"{prof.name}: {r['backend']} ws{r['world_size']} {algo}")
+        t = prof.part("transfers")
+        if t is not None and t["devices"]:
+            best: dict[int, float] = {}
+            for x in t["devices"][0]["rows"]:
+                if x["gbps"] is not None and x["path"] not in ("numpy_copyto",):
+                    best[x["nbytes"]] = max(best.get(x["nbytes"], 0.0), x["gbps"])
+            if best:
+                ax_t.plot(*zip(*sorted(best.items())), ls=ls, marker=".",
+                          label=f"{prof.name}: best copy path")
+    for ax, title, ylabel in ((ax_c, "allreduce busbw", "busbw GB/s"),
+                              (ax_t, "transfers", "GB/s")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("bytes")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    return fig
+
+
+def profile_picker(root: str | Path, on_pick: Any = None) -> Any:
+    """An ipywidgets box: a dropdown of the profiles under ``root`` plus a path text box; calls
+    ``on_pick(profile)`` with the loaded profile whenever either changes (errors shown inline)."""
+    import ipywidgets as w
+
+    folders = list_profiles(root)
+    dropdown = w.Dropdown(options=[(p.name, str(p)) for p in folders],
+                          description="profile")
+    text = w.Text(placeholder="or any profile folder path", description="path")
+    out = w.Output()
+
+    def pick(path: str) -> None:
+        out.clear_output()
+        with out:
+            try:
+                prof = load_profile(path)
+            except ValueError as exc:
+                print(exc)
+                return
+            print("\n".join(env_lines(prof)))
+            if on_pick is not None:
+                on_pick(prof)
+
+    dropdown.observe(lambda ch: pick(ch["new"]), names="value")
+    text.on_submit(lambda t: pick(t.value))
+    return w.VBox([w.HBox([dropdown, text]), out])

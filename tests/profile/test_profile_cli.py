@@ -1,0 +1,149 @@
+"""`python -m distlab.profile`: a --quick run end to end, bad options, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from distlab.profile.tracecheck import overlapping_slices
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+
+
+def _cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "distlab.profile", "--no-progress", *args]
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("profile") / "quick"
+    proc = subprocess.run(_cmd("--quick", "--out", str(out)), env=ENV, capture_output=True,
+                          text=True, timeout=480)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out, proc.stdout
+
+
+@pytest.mark.timeout(600)
+def test_quick_profile_writes_every_file_with_provenance(quick: tuple[Path, str]) -> None:
+    out, _ = quick
+    names = {p.name for p in out.iterdir()}
+    assert {"profile.json", "trace.json", "summary.md", "env.json", "transfers.json",
+            "collectives.json", "ddp.json"} <= names
+    index = json.loads((out / "profile.json").read_text())
+    assert index["complete"] is True and index["stopped"] is None
+    assert list(index["parts"]) == ["env", "transfers", "collectives", "ddp"]
+    for name in index["parts"]:
+        doc = json.loads((out / f"{name}.json").read_text())
+        assert doc["part"] == name and doc["status"] == "ok"
+        assert {"host", "torch", "date", "command"} <= set(doc["provenance"])
+    env = json.loads((out / "env.json").read_text())["facts"]
+    assert {"cpu_model", "memory_bytes", "gpus", "gpu_topology", "pcie_links", "nccl",
+            "cuda_runtime", "torch"} <= set(env)
+
+
+@pytest.mark.timeout(600)
+def test_quick_collectives_rows_have_nccl_tests_columns_and_model(quick: tuple[Path, str]) -> None:
+    out, _ = quick
+    doc = json.loads((out / "collectives.json").read_text())
+    run = doc["runs"][0]
+    assert run["backend"] == "gloo" and run["world_size"] == 2
+    keys = {"nbytes", "count", "dtype", "op", "algorithm", "time_us", "algbw_gbps", "busbw_gbps",
+            "wrong", "predicted_us", "error_pct"}
+    assert all(keys <= set(r) for r in run["rows"])
+    assert {r["algorithm"] for r in run["rows"]} >= {"builtin", "ring"}
+    assert all(r["wrong"] == 0 for r in run["rows"])
+    ring = [r for r in run["rows"] if r["algorithm"] == "ring"]
+    assert all(r["predicted_us"] > 0 for r in ring)
+    assert all(r["predicted_us"] is None for r in run["rows"] if r["algorithm"] == "builtin")
+
+
+@pytest.mark.timeout(600)
+def test_quick_trace_has_a_lane_per_part_and_no_overlap(quick: tuple[Path, str]) -> None:
+    out, _ = quick
+    trace = json.loads((out / "trace.json").read_text())
+    procs = {e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert {"profile", "env", "transfers", "collectives", "ddp"} <= procs
+    assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= 8
+    assert overlapping_slices(out / "trace.json") == []
+
+
+@pytest.mark.timeout(600)
+def test_quick_summary_and_skip_lines(quick: tuple[Path, str]) -> None:
+    out, stdout = quick
+    text = (out / "summary.md").read_text()
+    for head in ("## env", "## transfers", "## collectives", "## ddp"):
+        assert head in text
+    assert "complete;" in text and "busbw" in text
+    import torch
+
+    if not torch.cuda.is_available():
+        assert "skipped collectives/nccl:" in stdout
+        assert "skipped transfers/gpu:" in stdout
+        assert "GPU: none" in text
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--only", "env,bogus"], "--only"),
+    (["--timeout", "-1"], "--timeout"),
+    (["--frobnicate"], "unrecognized"),
+])
+@pytest.mark.timeout(120)
+def test_bad_option_exits_2_with_one_line(args: list[str], needle: str, tmp_path: Path) -> None:
+    proc = subprocess.run(_cmd("--out", str(tmp_path / "x"), *args), env=ENV,
+                          capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 2
+    errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and needle in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.timeout(120)
+def test_out_naming_a_file_exits_2(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("")
+    proc = subprocess.run(_cmd("--out", str(f), "--only", "env"), env=ENV, capture_output=True,
+                          text=True, timeout=110)
+    assert proc.returncode == 2 and "--out" in proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_writes_an_incomplete_profile_and_leaves_no_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "cut"
+    proc = subprocess.Popen(_cmd("--quick", "--only", "env,ddp", "--out", str(out)), env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # env done: ddp is spawning its ranks now
+            if line.startswith("measured env"):
+                break
+        deadline = time.monotonic() + 60
+        while not psutil.Process(proc.pid).children(recursive=True):
+            assert time.monotonic() < deadline, "ddp never started its ranks"
+            time.sleep(0.05)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=120) == 130, rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, f"ranks left running: {alive}"
+    index = json.loads((out / "profile.json").read_text())
+    assert index["complete"] is False and "Ctrl-C" in index["stopped"]
+    assert index["parts"]["env"]["status"] == "ok"
+    assert index["parts"]["ddp"]["status"] == "interrupted"
+    assert "INCOMPLETE" in (out / "summary.md").read_text()
+    assert overlapping_slices(out / "trace.json") == []

@@ -1,0 +1,99 @@
+"""Loader, summary and notebook-07 figures on a small hand-made profile folder (no ranks)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from distlab.profile.load import list_profiles, load_profile, published
+from distlab.profile.parts import PartResult
+from distlab.profile.writer import write_profile
+from distlab.timeline import Timeline
+from distlab.viz import profile as vp
+
+
+def _facts() -> dict:
+    return {"cpu_model": "Test CPU", "cpu_cores": 2, "memory_bytes": 2**30, "python": "3.11",
+            "torch": "2.x", "cuda_runtime": None, "nccl": None, "driver": None, "gpus": [],
+            "gpu_topology": None, "pcie_links": [{"gpu": 0, "gen": 4, "width": 16,
+                                                  "source": "nvidia-smi"}],
+            "backends": {}, "notes": ["no GPU: test"]}
+
+
+def _rows() -> list[dict]:
+    out = []
+    for algo, pred in (("builtin", None), ("ring", 90.0)):
+        for n in (65536, 1048576):
+            out.append({"nbytes": n, "count": n // 4, "dtype": "float32", "op": "sum",
+                        "algorithm": algo, "time_us": 100.0, "algbw_gbps": n / 1e-4 / 1e9,
+                        "busbw_gbps": n / 1e-4 / 1e9, "wrong": 0, "predicted_us": pred,
+                        "error_pct": None if pred is None else 100 * (100 - pred) / pred})
+    return out
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    tl = Timeline()
+    tl.record("env", "profile", "profile/parts", 0.0, 5.0)
+    results = [PartResult("env", payload={"facts": _facts()},
+                          skipped=[{"what": "env/gpu", "why": "no GPU: test"}]),
+               PartResult("collectives", payload={"runs": [{"backend": "gloo", "world_size": 2,
+                                                            "rows": _rows()}]})]
+    out = tmp_path / "profiles" / "box-2026-01-01-quick"
+    write_profile(out, results, ["env", "collectives", "ddp"], tl, quick=True, world_size=1,
+                  stopped="interrupted by Ctrl-C")
+    return out
+
+
+def test_write_then_load_round_trip_marks_incomplete(folder: Path) -> None:
+    assert list_profiles(folder.parent) == [folder]
+    p = load_profile(folder)
+    assert not p.complete and p.index["parts"]["ddp"]["status"] == "not run"
+    assert p.part("collectives")["runs"][0]["rows"][0]["algorithm"] == "builtin"
+    assert p.part("ddp") is None
+    text = (folder / "summary.md").read_text()
+    assert "INCOMPLETE (interrupted by Ctrl-C)" in text and "- env/gpu: no GPU: test" in text
+    assert "gloo ws2 busbw (GB/s) at 1048576 B: builtin" in text
+
+
+def test_load_rejects_a_folder_without_index(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a profile folder"):
+        load_profile(tmp_path)
+    assert list_profiles(tmp_path / "missing") == []
+
+
+def test_tables(folder: Path) -> None:
+    p = load_profile(folder)
+    env = vp.env_lines(p)
+    assert env[0].startswith("profile       box-2026-01-01-quick (INCOMPLETE)")
+    assert any("Gen4 x16" in line for line in env)
+    table = vp.error_table(p)
+    assert len(table) == 4 and "+11.1" in table[1] and "median |error| 11.1%" in table[-1]
+    assert vp.ddp_lines(p) == ["ddp: not in this profile"]
+    assert vp.link_peak_gbps(p)[0] == "PCIe Gen4 x16"
+
+
+def test_figures_keep_published_points_apart(folder: Path) -> None:
+    p = load_profile(folder)
+    fig = vp.collectives_figure(p)
+    labels = [ln.get_label() for ln in fig.axes[0].lines]
+    assert "ours: ring" in labels and "ours: builtin" in labels
+    pub = [lab for lab in labels if lab.startswith("published:")]
+    assert len(pub) == len({(q["system"], q["world_size"]) for q in published()["allreduce"]})
+    assert len(fig.axes[1].lines) == 2          # zero line + ring's error
+    tfig = vp.transfers_figure(p)
+    assert any(ln.get_label().startswith("link peak PCIe Gen4") for ln in tfig.axes[0].lines)
+    assert vp.compare_figure(p, p).axes[0].lines
+    assert len(vp.ddp_figure(p).axes[0].patches) == 0
+
+
+def test_published_points_carry_source_and_quote() -> None:
+    ref = published()
+    assert ref["allreduce"] and ref["transfers"]
+    for p in ref["allreduce"] + ref["transfers"]:
+        assert p["source"].startswith("https://github.com/NVIDIA/") and p["quote"]
+    for p in ref["allreduce"]:   # the quoted line holds the numbers stored
+        assert str(p["nbytes"]) in p["quote"] and f"{p['busbw_gbps']:.2f}" in p["quote"]
+    assert json.dumps(ref)
