@@ -1,4 +1,4 @@
-"""Results JSON never holds NaN or infinity: write_json refuses them and writes nothing."""
+"""Provenance names the command as retyped; results JSON never holds NaN or infinity."""
 
 from __future__ import annotations
 
@@ -45,3 +45,20 @@ def test_a_non_finite_leaf_anywhere_is_refused(tmp_path_factory, value, bad) -> 
     with pytest.raises(ValueError, match="not a finite number"):
         write_json(path, {"v": [value, {"deep": [bad]}]})
     assert not path.exists()
+
+
+def test_command_line_names_a_package_module_as_dash_m() -> None:
+    import distlab.profile.__main__ as prof_main
+    from distlab.bench import provenance as prov
+
+    line = prov.command_line([prof_main.__file__, "--quick", "--out", "x"])
+    assert line.split()[1:] == ["-m", "distlab.profile", "--quick", "--out", "x"]
+    line = prov.command_line([prov.__file__, "-h"])
+    assert line.split()[1:] == ["-m", "distlab.bench.provenance", "-h"]
+
+
+def test_command_line_keeps_a_script_outside_the_package() -> None:
+    from distlab.bench import provenance as prov
+
+    assert prov.command_line(["/tmp/train.py", "--lr", "1"]).split()[1:] == [
+        "/tmp/train.py", "--lr", "1"]

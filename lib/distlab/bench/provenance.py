@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["provenance", "write_json"]
+__all__ = ["command_line", "provenance", "write_json"]
 
 
 def provenance(*, backend: str | None = None, world_size: int | None = None,
@@ -42,10 +42,32 @@ def provenance(*, backend: str | None = None, world_size: int | None = None,
         "backend": backend,
         "world_size": world_size,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": command_line(),
     }
     out.update(extra)
     return out
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that is running, as a user would retype it.
+
+    ``python -m distlab.profile --quick`` shows up in ``sys.argv`` as the path of
+    ``distlab/profile/__main__.py``; a script inside the distlab package is written back as
+    ``-m distlab.<module>`` so the provenance names the command, not this checkout's path.
+    """
+    args = list(sys.argv if argv is None else argv)
+    if args and args[0].endswith(".py"):
+        package_root = Path(__file__).resolve().parent.parent  # lib/distlab
+        try:
+            rel = Path(args[0]).resolve().relative_to(package_root.parent)
+        except ValueError:
+            rel = None
+        if rel is not None and rel.parts and rel.parts[0] == "distlab":
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__main__":
+                parts.pop()
+            args = ["-m", ".".join(parts), *args[1:]]
+    return " ".join([Path(sys.executable).name, *args])
 
 
 def write_json(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
