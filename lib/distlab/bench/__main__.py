@@ -2,6 +2,7 @@
 
     python -m distlab.bench sampler   --n 100000000 --world-size 8
     python -m distlab.bench allreduce --world-size 4 -b 1K -e 64M -f 4 --algorithms ring,builtin
+    python -m distlab.bench allreduce-summary results/allreduce_ws*_run*.json --out summary.json
     python -m distlab.bench pipeline  --items 200
     python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
@@ -22,6 +23,8 @@ BENCHMARKS = {
                 "one rank's epoch of indices: distlab's DistributedSampler vs torch's"),
     "allreduce": ("distlab.bench.allreduce",
                   "nccl-tests-style sweep of every allreduce algorithm vs torch's built-in"),
+    "allreduce-summary": ("distlab.bench.allreduce_summary",
+                          "median summary of repeated allreduce --json runs (notebook 04 reads it)"),
     "pipeline": ("distlab.bench.pipeline",
                  "loading pipeline executors vs their bottleneck model and torch's DataLoader"),
     "transfers": ("distlab.bench.transfers",
