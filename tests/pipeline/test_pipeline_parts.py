@@ -48,7 +48,13 @@ def test_trainer_idle_time_sync_vs_async(shards) -> None:
     assert s.n_parts == a.n_parts == 5
     lanes_s = set(s.timeline.lanes)
     assert lanes_s == {"trainer/load", "trainer/compute"}
-    assert set(a.timeline.lanes) == {"producer/load", "trainer/compute"}
+    assert set(a.timeline.lanes) == {"producer/startup", "producer/load", "trainer/compute"}
+    # the producer's start-up is one span of its own, over before the first load and the first
+    # step, and it is the startup_s reported (not part of wall_s)
+    (startup,) = [x for x in a.timeline.spans if x.lane == "producer/startup"]
+    assert startup.duration_us * 1e-6 == pytest.approx(a.startup_s, rel=1e-6)
+    first_work = min(x.start_us for x in a.timeline.spans if x.lane != "producer/startup")
+    assert startup.end_us <= first_work
     # sync: the trainer is idle during every one of its own loads, so idle >= the loads' time
     loads = sum(x.duration_us for x in s.timeline.spans if x.lane == "trainer/load") * 1e-6
     assert s.idle_s >= loads * 0.999

@@ -8,7 +8,8 @@ every load; ``mode="async"`` starts a spawned producer process that loads parts 
 ``multiprocessing`` queue of ``queue_size`` parts (tensors travel through shared memory).
 
 Timeline lanes: ``producer/load`` (async loads), ``trainer/load`` (sync loads),
-``trainer/compute`` (training steps, see :func:`train_on_parts`). The trainer's idle time is the
+``trainer/compute`` (training steps, see :func:`train_on_parts`), ``producer/startup`` (spawning
+the producer until it is ready, async only: reported apart as ``startup_s``, never as loading). The trainer's idle time is the
 stall of ``trainer/compute``.
 
 Shutdown contract: leaving the ``with`` block or breaking out of the loop stops and reaps the
@@ -219,7 +220,10 @@ class PartLoader:
         if msg[0] != "ready":  # pragma: no cover - protocol error
             self.close()
             raise RuntimeError(f"producer sent {msg[0]!r} before 'ready'")
-        return (now_us() - t) * 1e-6
+        end = now_us()
+        self.timeline.record("startup", "startup", "producer/startup", t, end - t,
+                             {"pid": self._proc.pid})
+        return (end - t) * 1e-6
 
     def _receive(self, pid: int) -> torch.Tensor:
         msg = self._receive_msg(pid)
