@@ -171,6 +171,22 @@ def test_torchrun_runs_current_rank_and_gathers(no_leaks):
                    for v in values)
 
 
+def test_torchrun_back_to_back_runs_each_get_a_fresh_group(no_leaks):
+    """A group made after an earlier one was destroyed must not read the earlier one's store
+    keys (rank 0 would connect to rank 1's closed address: gloo 'Connection refused')."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HELPERS.parent), env.get("PYTHONPATH", "")])
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
+        env.pop(k, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           "2", str(HELPERS / "torchrun_repeat_script.py"), "2", "3"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = re.findall(r"RESULT (\[.*?\]\])", proc.stdout)
+    assert len(found) == 2, proc.stdout
+    assert all(json.loads(text) == [[3.0, 3.0]] * 3 for text in found)
+
+
 def test_torchrun_world_size_mismatch(monkeypatch):
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")

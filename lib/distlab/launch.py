@@ -275,6 +275,30 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
         del store
 
 
+# Under torchrun: the env:// store, made once per process, and how many groups it has served.
+_ENV_STORE: Any = None
+_ENV_GROUPS = 0
+
+
+def _env_group_store(rank: int, world_size: int, timeout: float) -> Any:
+    """A fresh key space on this process's env:// store for one process group.
+
+    Every :func:`run` under torchrun creates a process group and destroys it afterwards. Made
+    from ``env://`` each time, the next group reads the same store keys as the last one, and
+    a rank that gets there first can read a peer's *previous* address and fail with gloo's
+    "connectFullMesh ... Connection refused". So the store is made once and each group gets
+    its own prefix; every rank calls :func:`run` in the same order, so the prefixes agree.
+    """
+    import torch.distributed as dist
+
+    global _ENV_STORE, _ENV_GROUPS
+    if _ENV_STORE is None:
+        _ENV_STORE, _, _ = next(dist.rendezvous(
+            "env://", rank, world_size, timeout=datetime.timedelta(seconds=timeout)))
+    _ENV_GROUPS += 1
+    return dist.PrefixStore(f"distlab/launch/{_ENV_GROUPS}/", _ENV_STORE)
+
+
 def _run_torchrun(fn: Callable[..., Any], world_size: int, backend: str, args: Sequence[Any],
                   kwargs: Mapping[str, Any], timeout: float) -> list[Any]:
     import torch
@@ -289,7 +313,8 @@ def _run_torchrun(fn: Callable[..., Any], world_size: int, backend: str, args: S
     if not dist.is_initialized():
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=env_world,
+        dist.init_process_group(backend, store=_env_group_store(rank, env_world, timeout),
+                                rank=rank, world_size=env_world,
                                 timeout=datetime.timedelta(seconds=timeout))
         created = True
     try:
