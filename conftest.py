@@ -6,7 +6,8 @@
 - Matplotlib uses the non-interactive Agg backend in the test process only (set through the API,
   not MPLBACKEND, so notebook kernels keep their inline backend).
 - Every notebook cell nbval runs fails if it shows a figure only as its ``<Figure size ...>`` text
-  repr without an image (``tests/helpers/figure_guard.py``, issue 8 section 1).
+  repr without an image, or made a figure it never showed (``DISTLAB_FIGURE_AUDIT=1`` is set
+  for the kernels: ``distlab.viz.figure``; ``tests/helpers/figure_guard.py``, issue 8 section 1).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import matplotlib
 
 os.environ.setdefault("SMOKE", "1")
+os.environ.setdefault("DISTLAB_FIGURE_AUDIT", "1")
 matplotlib.use("Agg")
 
 pytest_plugins = ["helpers.figure_guard"]

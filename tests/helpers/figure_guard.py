@@ -5,7 +5,9 @@ the kernel produced for it in ``item.test_outputs`` (a list of nbformat output d
 not it compares them with the stored ones (``nbval-ignore-output`` cells and ``--nbval-lax`` runs
 collect them too). After a cell ran without error, this plugin fails it if any of its outputs
 carries a bare ``<Figure size WxH with N Axes>`` text (a matplotlib figure that had no display hook)
-while no output of the same cell carries an ``image/png``.
+while no output of the same cell carries an ``image/png``, and if the cell made a distlab figure
+it never showed (the ``distlab figure audit:`` stderr line of :mod:`distlab.viz.figure`, printed
+when the kernel runs with ``DISTLAB_FIGURE_AUDIT=1``, which the root ``conftest.py`` sets).
 
 Loaded for every run by the root ``conftest.py``; ``-p helpers.figure_guard`` loads it elsewhere.
 """
@@ -18,7 +20,10 @@ from typing import Any
 
 import pytest
 
-__all__ = ["BARE_FIGURE", "bare_figure_texts", "pytest_runtest_call"]
+__all__ = ["BARE_FIGURE", "bare_figure_texts", "pytest_runtest_call", "unshown_figure_lines"]
+
+#: The start of the stderr line distlab.viz.figure prints for a figure made and never shown.
+AUDIT_MARK = "distlab figure audit:"
 
 #: The text repr matplotlib gives a Figure, e.g. ``<Figure size 1000x600 with 2 Axes>``.
 BARE_FIGURE = re.compile(r"<Figure size \d+(?:\.\d+)?x\d+(?:\.\d+)? with \d+ Axes>")
@@ -46,6 +51,12 @@ def bare_figure_texts(outputs: Iterable[Mapping[str, Any]]) -> list[str]:
     return [m.group(0) for o in outputs for t in _texts(o) for m in BARE_FIGURE.finditer(t)]
 
 
+def unshown_figure_lines(outputs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The figure-audit lines in ``outputs`` (figures the cell made and never showed)."""
+    return [line for o in outputs if o.get("output_type") == "stream"
+            for t in _texts(o) for line in t.splitlines() if line.startswith(AUDIT_MARK)]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201 (pytest hook)
     """Fail a notebook cell whose executed outputs show a figure only as text."""
@@ -60,4 +71,8 @@ def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201 (pytest hook)
                 f"cell source:\n{item.cell.source}",
                 pytrace=False,
             )
+        unshown = unshown_figure_lines(outputs)
+        if unshown:
+            pytest.fail(f"{item.name}: {unshown[0]}\ncell source:\n{item.cell.source}",
+                        pytrace=False)
     return result

@@ -10,11 +10,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.figure_guard import bare_figure_texts
+from helpers.figure_guard import bare_figure_texts, unshown_figure_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
 BARE_CELL = "from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))\nfig.add_subplot()\nfig"
+UNSHOWN_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(4, 3))\n"
+                "fig.add_subplot().set_title('lost')")
+UNSHOWN_PYPLOT_CELL = "import matplotlib.pyplot as plt\n" + UNSHOWN_CELL
 DISPLAYED_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(4, 3))\n"
                   "fig.add_subplot()\nfig")
 
@@ -28,7 +31,7 @@ def _run_notebook(tmp_path: Path, source: str, tags: list[str] | None = None) ->
     nb.cells = [nbformat.v4.new_code_cell("1 + 1"), cell]
     path = tmp_path / "guarded.ipynb"
     nbformat.write(nb, path)
-    env = dict(os.environ, SMOKE="1", MPLBACKEND="")  # a fresh kernel, no backend forced
+    env = dict(os.environ, SMOKE="1", MPLBACKEND="", DISTLAB_FIGURE_AUDIT="1")  # a fresh kernel, no backend forced
     env.pop("MPLBACKEND")
     return subprocess.run(
         [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:randomly",
@@ -53,6 +56,33 @@ def test_new_figure_cell_passes(tmp_path: Path) -> None:
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
     assert "2 passed" in out, out
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("source", [UNSHOWN_CELL, UNSHOWN_PYPLOT_CELL])
+def test_a_figure_made_and_never_shown_fails(tmp_path: Path, source: str) -> None:
+    """`fig = some_figure(...)` as a cell's last line shows nothing: the audit line fails it,
+    whether or not pyplot's inline backend is active."""
+    run = _run_notebook(tmp_path, source, ["nbval-ignore-output"])
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert "was never shown" in out and "'lost'" in out, out
+    assert "1 failed, 1 passed" in out, out
+
+
+@pytest.mark.timeout(300)
+def test_a_figure_passed_to_display_passes(tmp_path: Path) -> None:
+    run = _run_notebook(tmp_path, "import matplotlib.pyplot as plt\n" + UNSHOWN_CELL
+                        + "\nfrom IPython.display import display\ndisplay(fig)")
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+
+
+def test_unshown_figure_lines() -> None:
+    line = "distlab figure audit: a figure made in this cell (4x3 in, 1 axes) was never shown"
+    stderr = {"output_type": "stream", "name": "stderr", "text": "warning\n" + line + "\n"}
+    assert unshown_figure_lines([stderr]) == [line]
+    assert unshown_figure_lines([{"output_type": "stream", "name": "stderr", "text": "x\n"}]) == []
 
 
 def test_bare_figure_texts() -> None:

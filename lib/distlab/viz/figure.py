@@ -11,16 +11,34 @@ inline backend *is* active, IPython uses that backend's PNG formatter for the sa
 one image.
 
 Every library function that returns a figure builds it with :func:`new_figure`.
+
+A figure that is made and never shown is the other way a picture goes missing (a cell that ends
+with ``fig = gantt(...)`` shows nothing). With the environment variable
+``DISTLAB_FIGURE_AUDIT=1`` (the test command sets it for every notebook kernel), each IPython
+cell that made a :class:`DisplayFigure` which was never rendered (displayed, saved, or drawn
+into an image widget) prints one line starting with :data:`AUDIT_MARK` to stderr at its end,
+which the notebook tests turn into a failure.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import sys
+import weakref
 from typing import Any
 
 from matplotlib.figure import Figure
 
-__all__ = ["DisplayFigure", "new_figure", "figure_png"]
+__all__ = ["AUDIT_ENV", "AUDIT_MARK", "DisplayFigure", "new_figure", "figure_png"]
+
+#: Set to "1" to report figures a notebook cell made but never showed (see the module doc).
+AUDIT_ENV = "DISTLAB_FIGURE_AUDIT"
+#: The start of the line the audit prints to stderr for each figure never shown.
+AUDIT_MARK = "distlab figure audit:"
+
+_pending: list[weakref.ref[DisplayFigure]] = []
+_audit_hooked = False
 
 
 def figure_png(fig: Figure, *, dpi: float | None = None) -> bytes:
@@ -32,6 +50,13 @@ def figure_png(fig: Figure, *, dpi: float | None = None) -> bytes:
 
 class DisplayFigure(Figure):
     """A pyplot-free ``Figure`` that IPython displays as one PNG image."""
+
+    #: True once the figure was drawn by a renderer (displayed, saved or rendered to bytes).
+    rendered: bool = False
+
+    def draw(self, renderer: Any) -> None:
+        self.rendered = True
+        super().draw(renderer)
 
     def _repr_png_(self) -> bytes:
         return figure_png(self)
@@ -49,4 +74,37 @@ def new_figure(*, figsize: tuple[float, float] = (8.0, 4.0), layout: str | None 
         layout: matplotlib layout engine name (default ``"constrained"``), or None.
         **kwargs: passed to ``matplotlib.figure.Figure``.
     """
-    return DisplayFigure(figsize=figsize, layout=layout, **kwargs)
+    fig = DisplayFigure(figsize=figsize, layout=layout, **kwargs)
+    if os.environ.get(AUDIT_ENV) == "1":
+        _audit_later(fig)
+    return fig
+
+
+def _audit_later(fig: DisplayFigure) -> None:
+    """Remember ``fig`` for the end of the current IPython cell (no-op outside IPython)."""
+    global _audit_hooked
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency of jupyterlab
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    if not _audit_hooked:
+        shell.events.register("post_run_cell", _report_unshown)
+        _audit_hooked = True
+    _pending.append(weakref.ref(fig))
+
+
+def _report_unshown(*_: Any) -> None:
+    """IPython ``post_run_cell`` hook: one stderr line per figure of this cell never rendered."""
+    unshown = [f for f in (ref() for ref in _pending) if f is not None and not f.rendered]
+    _pending.clear()
+    for fig in unshown:
+        w, h = fig.get_size_inches()
+        title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+        titles = [t for t in [title, *(ax.get_title(loc) for ax in fig.axes
+                                       for loc in ("center", "left", "right"))] if t]
+        print(f"{AUDIT_MARK} a figure made in this cell ({w:g}x{h:g} in, "
+              f"{len(fig.axes)} axes{', ' + repr(titles[0]) if titles else ''}) was never shown: "
+              "end the cell with it or pass it to display()", file=sys.stderr)

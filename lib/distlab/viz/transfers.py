@@ -164,8 +164,8 @@ class PrefetchExplorer:
     def update(self) -> None:
         """Measure both loops at the current settings and redraw."""
         reason = self.adapter.unavailable(self.memory.value)
-        fig = new_figure(figsize=(10.0, 2.0))
         if reason:
+            fig = new_figure(figsize=(10.0, 2.0))
             self.results = []
             self.summary = f"{self.memory.value} skipped: {reason}"
             ax = fig.add_subplot()
