@@ -160,14 +160,14 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
     With ``calibrate`` (and no ``calibration`` given), alpha, beta, gamma and the per-step
     ``handoff`` are measured inside the same interleaved rounds as the rows
     (:class:`distlab.collectives.rounds.RoundCalibrator`; ``calibrate_kwargs`` may set its
-    ``sizes`` and ``chain``), so each prediction uses the calibration of the rounds its row is
-    the median of; ``calibrate_in_rounds=False`` calibrates once before the rounds instead
-    (:func:`distlab.collectives.calibrate`, whose kwargs ``calibrate_kwargs`` then are).
+    ``sizes`` and ``chain``, other keys are ignored), fitted over the same recorded rounds the
+    rows are medians of; ``calibrate_in_rounds=False`` calibrates once before the rounds
+    instead (:func:`distlab.collectives.calibrate`, whose kwargs ``calibrate_kwargs`` then are,
+    e.g. smaller ``sizes`` and ``iters`` for a quick run).
 
     Each row: size/count/dtype/op/algorithm, ``time_us`` (median over iterations of the slowest
     rank), ``algbw_gbps``, ``busbw_gbps``, ``wrong`` (summed over ranks), ``predicted_us`` and
-    ``error_pct`` (``None`` without a calibration or for builtin). ``calibrate_kwargs`` go to
-    :func:`distlab.collectives.calibrate` (e.g. smaller ``sizes`` and ``iters`` for a quick run).
+    ``error_pct`` (``None`` without a calibration or for builtin).
     """
     import torch
 
