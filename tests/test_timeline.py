@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import threading
+import time
 
 import matplotlib
 
@@ -60,14 +61,20 @@ def test_record_and_span_context_manager() -> None:
     s = tl.record("a", "io", "rank0/read", 10, 5, {"item": 1})
     assert s == Span("a", "io", "rank0/read", 10.0, 5.0, {"item": 1})
     assert s.end_us == 15.0
+    before = now_us()
     with tl.span("b", "cpu", "rank0/decode", item=2) as args:
+        time.sleep(0.002)
         args["nbytes"] = 7
+    after = now_us()
     with pytest.raises(RuntimeError):
         with tl.span("c", "cpu", "rank0/decode", item=3):
             raise RuntimeError("boom")
     spans = tl.spans
     assert [x.name for x in spans] == ["a", "b", "c"]
-    assert spans[1].args == {"item": 2, "nbytes": 7} and spans[1].duration_us >= 0
+    assert spans[1].args == {"item": 2, "nbytes": 7}
+    # the span covers the body (>= the 2 ms sleep) and lies inside the caller's clock readings
+    assert spans[1].duration_us >= 2000
+    assert before <= spans[1].start_us and spans[1].end_us <= after
     assert spans[2].args["error"] == "RuntimeError"
     assert tl.lanes == ["rank0/read", "rank0/decode"]
     hash(s)  # frozen spans are hashable (args excluded from the hash)
