@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import _thread
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -322,3 +326,20 @@ def test_pipeline_imports_have_no_cycle() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m, [])
+
+
+@pytest.mark.timeout(120)
+def test_unguarded_script_gets_the_main_guard_hint(tmp_path) -> None:
+    """A script that runs the processes executor at module level (no `if __name__ ==
+    "__main__":`) makes every spawned worker fail while re-importing it; the error says so."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("from distlab.pipeline.build import equal_stages\n"
+                      "from distlab.pipeline.executors import run_pipeline\n"
+                      "run_pipeline(equal_stages('sleep', 2, 0.001), 4, executor='processes')\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "lib"))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=100, env=env, cwd=tmp_path)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("distlab.pipeline.errors.WorkerExitedError"), proc.stderr[-2000:]
+    assert "during start-up" in last and 'if __name__ == "__main__":' in last, last

@@ -66,10 +66,16 @@ class PipelineTimeoutError(PipelineError, TimeoutError):
 class WorkerExitedError(PipelineError):
     """A worker process exited without being asked to (killed, crashed)."""
 
-    def __init__(self, worker: int, exitcode: int | None) -> None:
+    def __init__(self, worker: int, exitcode: int | None, *, during_startup: bool = False) -> None:
         self.worker, self.exitcode = worker, exitcode
-        super().__init__(f"worker process {worker} exited unexpectedly (exit code {exitcode}); "
-                         "the pipeline was stopped")
+        self.during_startup = during_startup
+        hint = ""
+        if during_startup:
+            hint = (" during start-up, before it was ready (its traceback is on stderr). Worker "
+                    "processes are spawned: they re-import the main script, so a script that "
+                    "runs a pipeline needs its code under `if __name__ == \"__main__\":`")
+        super().__init__(f"worker process {worker} exited unexpectedly (exit code {exitcode})"
+                         f"{hint}; the pipeline was stopped")
 
 
 class PartLoadError(PipelineError):

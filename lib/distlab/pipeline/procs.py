@@ -182,7 +182,8 @@ class ProcessExecutor(Executor):
             except queue.Empty:
                 for k, p in enumerate(self._procs):
                     if not p.is_alive():
-                        raise WorkerExitedError(k, p.exitcode) from None
+                        raise WorkerExitedError(k, p.exitcode,
+                                                during_startup=kind == "ready") from None
                 if now_us() > deadline:
                     raise TimeoutError(f"workers {sorted(waiting)} sent no {kind!r} within "
                                        f"{limit_s:g} s of start-up") from None
