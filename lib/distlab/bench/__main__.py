@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     """Dispatch ``argv[0]`` to its benchmark's ``main(argv[1:])``; returns the exit status.
 
     No benchmark or an unknown one: the usage line and one error line on stderr, exit 2.
+    Ctrl-C (KeyboardInterrupt): one line on stderr, exit 130 (the shell's code for SIGINT).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
@@ -62,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(BENCHMARKS[argv[0]][0])
     try:
         return int(module.main(argv[1:]) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: the launch/executor code has already stopped its children
+        print(f"python -m distlab.bench {argv[0]}: interrupted by Ctrl-C; nothing more was "
+              "measured or written", file=sys.stderr)
+        return 130
     except SystemExit as exc:  # argparse's exit 2 (bad option) or 0 (--help)
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0

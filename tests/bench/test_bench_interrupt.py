@@ -1,0 +1,85 @@
+"""Ctrl-C on a benchmark: one line, exit 130, and no rank or worker left running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+import uuid
+from pathlib import Path
+
+import pytest
+
+from distlab.bench import __main__ as bench_main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dispatcher_turns_keyboard_interrupt_into_one_line_and_130(monkeypatch, capsys) -> None:
+    def interrupted(argv: list[str]) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "fake_bench", types.SimpleNamespace(main=interrupted))
+    monkeypatch.setitem(bench_main.BENCHMARKS, "fake", ("fake_bench", "raises KeyboardInterrupt"))
+    try:
+        code = bench_main.main(["fake"])
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped the dispatcher (a traceback for the user)")
+    assert code == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["python -m distlab.bench fake: interrupted by Ctrl-C; nothing more was "
+                   "measured or written"]
+
+
+def _processes_with(marker: str) -> list[int]:
+    """PIDs whose environment carries ``marker`` (the benchmark and every child it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_on_the_process_group_stops_every_rank() -> None:
+    """What a terminal's Ctrl-C does: SIGINT to the whole foreground process group."""
+    marker = f"DISTLAB_CTRL_C_TEST={uuid.uuid4().hex}"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env[marker.split("=")[0]] = marker.split("=")[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distlab.bench", "allreduce", "--world-size", "2", "-b", "1M",
+         "-e", "64M", "--iters", "50"], cwd=ROOT, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=lambda: (os.setsid(), signal.signal(signal.SIGINT, signal.SIG_DFL)))
+    try:
+        seen = []
+        deadline = time.monotonic() + 90
+        assert proc.stdout is not None
+        for line in proc.stdout:  # wait until the ranks are measuring
+            seen.append(line)
+            if "round" in line or time.monotonic() > deadline:
+                break
+        assert any("round" in s for s in seen), "".join(seen)
+        assert len(_processes_with(marker)) >= 3  # the parent and its two ranks
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, rest
+    assert "Traceback" not in rest, rest
+    assert rest.strip().splitlines()[-1].startswith(
+        "python -m distlab.bench allreduce: interrupted by Ctrl-C"), rest
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(marker) == []
