@@ -78,6 +78,35 @@ def test_quick_trace_has_a_lane_per_part_and_no_overlap(quick: tuple[Path, str])
 
 
 @pytest.mark.timeout(600)
+def test_quick_trace_holds_every_timed_call_of_every_rank(quick: tuple[Path, str]) -> None:
+    """The merged trace is what the rows were measured from: per rank one span per timed call,
+    inside the sweep's span, and the slowest rank's median duration is the row's time."""
+    from statistics import median
+
+    from distlab.timeline import Timeline
+
+    out, _ = quick
+    tl = Timeline.from_chrome_trace(out / "trace.json")
+    run = json.loads((out / "collectives.json").read_text())["runs"][0]
+    (sweep,) = [s for s in tl.spans if s.lane == "collectives/gloo"]
+    for rank in range(run["world_size"]):
+        calls = [s for s in tl.spans if s.lane == f"collectives/gloo ws2 rank{rank}"
+                 and s.category == "allreduce"]
+        assert len(calls) == len(run["rows"]) * run["iters"]
+        assert all(sweep.start_us <= s.start_us and s.end_us <= sweep.end_us for s in calls)
+    for row in run["rows"]:
+        per_rank = [[s.duration_us for s in tl.spans
+                     if s.lane == f"collectives/gloo ws2 rank{r}" and s.category == "allreduce"
+                     and s.args["algorithm"] == row["algorithm"] and s.args["bytes"] == row["nbytes"]]
+                    for r in range(run["world_size"])]
+        slowest = [max(t) for t in zip(*per_rank, strict=True)]
+        assert median(slowest) == pytest.approx(row["time_us"], rel=1e-6)
+    ddp_lanes = {s.lane for s in tl.spans if s.lane.startswith("ddp/")}
+    assert {"ddp/overlap cap 0.25 MB rank0/backward",
+            "ddp/overlap cap 0.25 MB rank0/allreduce"} <= ddp_lanes
+
+
+@pytest.mark.timeout(600)
 def test_quick_summary_and_skip_lines(quick: tuple[Path, str]) -> None:
     out, stdout = quick
     text = (out / "summary.md").read_text()

@@ -167,7 +167,10 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
 
     Each row: size/count/dtype/op/algorithm, ``time_us`` (median over iterations of the slowest
     rank), ``algbw_gbps``, ``busbw_gbps``, ``wrong`` (summed over ranks), ``predicted_us`` and
-    ``error_pct`` (``None`` without a calibration or for builtin).
+    ``error_pct`` (``None`` without a calibration or for builtin). ``"spans"``: per rank, one
+    span per timed call (and calibration round) on that rank's ``now_us`` clock, lane
+    ``"rank<r>/allreduce"`` (:func:`distlab.collectives.workers.bench_worker`); ``"hosts"``: per
+    rank, its host name (spans from different hosts are on different clocks).
     """
     import torch
 
@@ -213,7 +216,9 @@ def run_benchmark(world_size: int, sizes: list[int], algorithms: list[str], *,
         cal_out = cal
     else:
         cal_out = cal.to_dict()
-    return {"calibration": cal_out, "rows": rows}
+    return {"calibration": cal_out, "rows": rows,
+            "spans": [r.get("spans", []) for r in per_rank],
+            "hosts": [r.get("host") for r in per_rank]}
 
 
 def _terms(cal: Any) -> argparse.Namespace:

@@ -7,7 +7,6 @@ share them. Each takes ``(rank, world_size, ...)`` and returns something small a
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -158,10 +157,18 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
     once before the rounds instead. Under NCCL the buffers live on this rank's GPU and each
     timed run ends with a device synchronize. Returns ``{"calibration": dict | None, "rows":
     [...]}`` with this rank's per-round seconds; the caller takes the max over ranks, then the
-    median.
+    median. ``"spans"``: one dict per timed call (and per recorded calibration round) as
+    :meth:`distlab.timeline.Timeline.extend` takes them, ``start_us``/``duration_us`` on this
+    host's :func:`~distlab.timeline.now_us` clock (the clock the seconds are read from), lane
+    ``"rank<r>/allreduce"``; ``"host"``: this rank's host name (spans of ranks on other hosts
+    are on another clock).
     """
+    import socket
+
     import torch
     import torch.distributed as dist
+
+    from distlab.timeline import now_us
 
     from .execute import all_reduce
     from .rounds import RoundCalibrator, calibration_sizes
@@ -202,29 +209,49 @@ def bench_worker(rank: int, world_size: int, sizes: Sequence[int], algorithms: S
             cases.append({"algorithm": algo, "nbytes": count * itemsize, "count": count,
                           "run": run, "t": t, "pristine": pristine, "seconds": [],
                           "wrong": wrong})
+    lane = f"rank{rank}/allreduce"
+    spans: list[dict[str, Any]] = []
     for i in range(warmup + iters):
         if progress and rank == 0:
             print(f"[allreduce] round {i + 1}/{warmup + iters}"
                   f"{' (warmup)' if i < warmup else ''}: {len(sizes)} sizes x "
                   f"{len(algorithms)} algorithms", file=sys.stderr, flush=True)
         if calibrator is not None:
+            c0 = now_us()
             calibrator.run_round(record=i >= warmup)
+            if i >= warmup:
+                spans.append({"name": "calibration exchanges", "category": "calibration",
+                              "lane": lane, "start_us": c0, "duration_us": now_us() - c0,
+                              "args": {"round": i - warmup}})
         for case in cases:
             t = case["t"]
             t.copy_(case["pristine"])  # repeated sums/products would overflow to inf at large p
             _sync(device)
             dist.barrier()
-            t0 = time.perf_counter()
+            t0 = now_us()
             case["run"](t)
             _sync(device)
-            t1 = time.perf_counter()
+            t1 = now_us()
             if i >= warmup:
-                case["seconds"].append(t1 - t0)
+                case["seconds"].append((t1 - t0) / 1e6)
+                spans.append({"name": f"{case['algorithm']} {_size_label(case['nbytes'])}",
+                              "category": "allreduce", "lane": lane, "start_us": t0,
+                              "duration_us": t1 - t0,
+                              "args": {"algorithm": case["algorithm"], "bytes": case["nbytes"],
+                                       "round": i - warmup}})
     if calibrator is not None:
         cal = calibrator.fit().to_dict()
     rows = [{k: c[k] for k in ("algorithm", "nbytes", "count", "seconds", "wrong")}
             for c in cases]
-    return {"calibration": cal, "rows": rows}
+    return {"calibration": cal, "rows": rows, "spans": spans, "host": socket.gethostname()}
+
+
+def _size_label(nbytes: int) -> str:
+    """``1024 -> '1 KiB'``, ``1536 -> '1536 B'``: the binary unit that divides exactly."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
 
 
 def _algo_options(algo: str) -> list[str]:

@@ -58,8 +58,28 @@ def plan(ctx: PartContext) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     return runs, skipped
 
 
+def _add_rank_spans(ctx: PartContext, r: dict[str, Any], out: dict[str, Any]) -> None:
+    """Every timed call of every rank on lane ``collectives/<backend> ws<n> rank<r>``, from the
+    ranks on this host (spans of ranks on another host are on that host's clock: left out, and
+    the trace says so)."""
+    import socket
+
+    here = socket.gethostname()
+    elsewhere = []
+    for rank, (spans, host) in enumerate(zip(out["spans"], out["hosts"], strict=True)):
+        if host != here:
+            elsewhere.append(rank)
+            continue
+        lane = f"collectives/{r['backend']} ws{r['world_size']} rank{rank}"
+        ctx.timeline.extend({**s, "lane": lane} for s in spans)
+    if elsewhere:
+        ctx.timeline.add_note(f"collectives {r['backend']} ws{r['world_size']}: calls of ranks "
+                              f"{elsewhere} left out of the trace (another host's clock)")
+
+
 def run(ctx: PartContext) -> PartResult:
-    """Run every planned sweep; each is one span on lane ``collectives/<backend>``."""
+    """Run every planned sweep; each is one span on lane ``collectives/<backend>``, and every
+    timed call of every rank on this host one span on ``collectives/<backend> ws<n> rank<r>``."""
     from distlab.bench.allreduce import run_benchmark
 
     runs, skipped = plan(ctx)
@@ -73,6 +93,7 @@ def run(ctx: PartContext) -> PartResult:
                                 warmup=r["warmup"], backend=r["backend"],
                                 calibrate=r["world_size"] >= 2, calibrate_kwargs=cal_kwargs,
                                 timeout=ctx.timeout, progress=ctx.progress)
+        _add_rank_spans(ctx, r, out)
         results.append({**r, "calibration": out["calibration"], "rows": out["rows"]})
     status = "ok" if results else "skipped"
     reason = "" if results else "; ".join(s["why"] for s in skipped)

@@ -16,7 +16,9 @@ def bench_args(quick: bool, world_size: int) -> list[str]:
 
 
 def run(ctx: PartContext) -> PartResult:
-    """One span on lane ``ddp/gloo``; needs >= 2 ranks (torchrun world or 2 local ranks)."""
+    """One span on lane ``ddp/gloo``, and rank 0's traced step of each distlab variant on lanes
+    ``ddp/<variant> cap <c> MB rank0/{backward,allreduce}``; needs >= 2 ranks (torchrun world
+    or 2 local ranks)."""
     from distlab.bench.ddp import parse_args, run_benchmark
 
     ws = ctx.world_size if ctx.torchrun else 2
@@ -26,4 +28,8 @@ def run(ctx: PartContext) -> PartResult:
     argv = bench_args(ctx.quick, ws) + ["--timeout", str(ctx.timeout)]
     with ctx.timed("ddp/gloo", f"ddp benchmark ws{ws}", world_size=ws):
         out = run_benchmark(parse_args(argv))
+    for row in out["rows"]:  # rank 0's traced step of each distlab variant (torch DDP: none)
+        cap = "" if row["bucket_cap_mb"] is None else f" cap {row['bucket_cap_mb']:g} MB"
+        ctx.timeline.extend({**s, "lane": f"ddp/{row['variant']}{cap} {s['lane']}"}
+                            for s in row["spans"])
     return PartResult("ddp", payload={**out, "options": argv})
