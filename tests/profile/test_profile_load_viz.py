@@ -97,3 +97,31 @@ def test_published_points_carry_source_and_quote() -> None:
     for p in ref["allreduce"]:   # the quoted line holds the numbers stored
         assert str(p["nbytes"]) in p["quote"] and f"{p['busbw_gbps']:.2f}" in p["quote"]
     assert json.dumps(ref)
+
+
+def _output_text(box) -> str:
+    out = box.children[1]
+    return "".join(o.get("text", "") for o in out.outputs)
+
+
+def test_picker_shows_the_first_profile_then_follows_the_choice(folder: Path, tmp_path: Path) -> None:
+    second = tmp_path / "root" / "other"
+    import shutil
+
+    shutil.copytree(folder, second)
+    shutil.copytree(folder, tmp_path / "root" / "first")
+    picked = []
+    box = vp.profile_picker(tmp_path / "root", on_pick=picked.append)
+    dropdown, text = box.children[0].children
+    assert [p.name for p in picked] == ["first"]          # shown at once, before any click
+    assert "first" in _output_text(box) and "Test CPU" in _output_text(box)
+    dropdown.value = str(second)
+    assert [p.name for p in picked] == ["first", "other"]
+    assert "other" in _output_text(box)
+    text.value = str(tmp_path / "nowhere")                  # typed, then Enter
+    assert "is not a profile folder" in _output_text(box) and len(picked) == 2
+
+
+def test_picker_on_an_empty_root_says_how_to_make_a_profile(tmp_path: Path) -> None:
+    box = vp.profile_picker(tmp_path)
+    assert "python -m distlab.profile --quick" in _output_text(box)

@@ -257,28 +257,36 @@ def compare_figure(a: Profile, b: Profile) -> Any:
 
 
 def profile_picker(root: str | Path, on_pick: Any = None) -> Any:
-    """An ipywidgets box: a dropdown of the profiles under ``root`` plus a path text box; calls
-    ``on_pick(profile)`` with the loaded profile whenever either changes (errors shown inline)."""
+    """An ipywidgets box: a dropdown of the profiles under ``root`` plus a path text box; shows
+    the env of the dropdown's first profile at once and calls ``on_pick(profile)`` with the
+    loaded profile then and whenever either changes (a folder that is not a profile: one line
+    inline, nothing raised)."""
     import ipywidgets as w
 
     folders = list_profiles(root)
     dropdown = w.Dropdown(options=[(p.name, str(p)) for p in folders],
                           description="profile")
-    text = w.Text(placeholder="or any profile folder path", description="path")
+    text = w.Text(placeholder="or any profile folder path (Enter)", description="path",
+                  continuous_update=False)
     out = w.Output()
 
     def pick(path: str) -> None:
-        out.clear_output()
-        with out:
-            try:
-                prof = load_profile(path)
-            except ValueError as exc:
-                print(exc)
-                return
-            print("\n".join(env_lines(prof)))
-            if on_pick is not None:
+        out.outputs = ()  # written through the model, so it works with or without a kernel
+        try:
+            prof = load_profile(path)
+        except ValueError as exc:
+            out.append_stdout(f"{exc}\n")
+            return
+        out.append_stdout("\n".join(env_lines(prof)) + "\n")
+        if on_pick is not None:
+            with out:
                 on_pick(prof)
 
     dropdown.observe(lambda ch: pick(ch["new"]), names="value")
-    text.on_submit(lambda t: pick(t.value))
+    text.observe(lambda ch: pick(ch["new"]) if ch["new"].strip() else None, names="value")
+    if folders:
+        pick(str(folders[0]))
+    else:
+        out.append_stdout(f"no profile folders under {root} yet: run `python -m distlab.profile "
+                          "--quick` or give a path\n")
     return w.VBox([w.HBox([dropdown, text]), out])
