@@ -32,7 +32,8 @@ def _parser() -> "options.argparse.ArgumentParser":
                    help="profile folder (default: results/profiles/<host>-<YYYY-MM-DD>, with "
                         "-quick appended for --quick)")
     p.add_argument("--quick", action="store_true",
-                   help="small sizes and few repeats: minutes on a 2-core CPU box")
+                   help="small sizes and few repeats (about 15 s on a 2-core CPU box; the full "
+                        "profile takes about 5 min there)")
     p.add_argument("--only", type=options.comma_choices(PART_NAMES), default="all",
                    help=f"comma list of {', '.join(PART_NAMES)}, or 'all'")
     p.add_argument("--timeout", type=options.positive_float, default=900.0,
