@@ -322,6 +322,21 @@ def widget_text(page: Any) -> str:
         ".map(e => e.textContent).join(' | ')"))
 
 
+def output_widget_text(page: Any) -> str:
+    """The text of every ipywidgets Output in the notebook (e.g. a picker's printed lines)."""
+    return str(page.evaluate(_OUTPUT_WIDGET_TEXT))
+
+
+def wait_for_output_widget_text(page: Any, needle: str, *, timeout_s: float = 30.0) -> None:
+    """Wait until some ipywidgets Output in the notebook shows ``needle``."""
+    page.wait_for_function(f"needle => ({_OUTPUT_WIDGET_TEXT})().includes(needle)", arg=needle,
+                           timeout=timeout_s * 1000)
+
+
+_OUTPUT_WIDGET_TEXT = ("() => [...document.querySelectorAll('.jp-NotebookPanel .widget-output')]"
+                       ".map(e => e.innerText).join(' | ')")
+
+
 def slider_value(page: Any, label: str) -> str:
     """The readout of the slider labelled ``label``, as shown."""
     readout = _widget_box(page, label).locator(".widget-readout").first

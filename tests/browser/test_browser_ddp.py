@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from browser.lab import (figure_fingerprints, run_notebook_and_check, save_screenshot,
-                         set_slider, wait_for_figures_to_change)
-
-
-def _summary(page: Any) -> str:
-    return str(page.evaluate(
-        "() => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
-        ".map(e => e.textContent).join(' | ')"))
+                         set_slider, wait_for_figures_to_change, widget_text)
 
 
 def test_ddp_notebook_bucket_cap_widget(lab, page):
     checks = run_notebook_and_check(page, lab, "06_ddp.ipynb", timeout_s=600)
     assert any(c.figure for c in checks), "the notebook rendered no figure"
-    before, text_before = figure_fingerprints(page), _summary(page)
+    before, text_before = figure_fingerprints(page), widget_text(page)
     assert before, "the notebook rendered no figure"
     assert "buckets" in text_before
     set_slider(page, "bucket cap MB", 0.1)
@@ -25,5 +17,5 @@ def test_ddp_notebook_bucket_cap_widget(lab, page):
     page.wait_for_function(
         "t => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
         ".map(e => e.textContent).join(' | ') !== t", arg=text_before, timeout=60_000)
-    assert _summary(page) != text_before
+    assert widget_text(page) != text_before
     save_screenshot(page, "06_ddp_after_bucket_cap")
