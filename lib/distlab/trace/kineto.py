@@ -96,7 +96,7 @@ def read_kineto_trace(path: str | os.PathLike[str], *, rank: int | None = None,
     base_ns = data.get("baseTimeNanoseconds")
     if base_ns is None:
         raise ValueError(f"{path}: no baseTimeNanoseconds: not a Kineto trace, cannot align "
-                         "its clock (use Timeline.from_chrome_trace for distlab's own traces)")
+                         "its clock (use distlab.trace.read_chrome_trace for distlab's own traces)")
     shift_us = (int(base_ns) - offset_ns) / 1000.0  # ts + shift_us = monotonic microseconds
     info = data.get("distributedInfo") or {}
     r = rank if rank is not None else int(info.get("rank", 0))

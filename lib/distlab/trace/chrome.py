@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-from collections.abc import Mapping
 
 from distlab._checks import check_instance, check_int, check_str
 from distlab.timeline import Timeline, natural_key, split_lane
 
-__all__ = ["check_distributed_info", "read_trace", "trace_events", "write_trace",
+__all__ = ["check_distributed_info", "read_chrome_trace", "trace_events", "write_chrome_trace",
            "write_rank_traces"]
 
 
@@ -87,7 +86,7 @@ def check_distributed_info(info: Any) -> dict[str, Any]:
     return out
 
 
-def write_trace(timeline: Timeline, path: str | os.PathLike[str], *,
+def write_chrome_trace(timeline: Timeline, path: str | os.PathLike[str], *,
                 distributed_info: Mapping[str, Any] | None = None) -> Path:
     """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path.
 
@@ -125,12 +124,12 @@ def write_rank_traces(timeline: Timeline, directory: str | os.PathLike[str], *, 
     out = []
     for r in sorted(ranks):
         info = {"backend": backend, "rank": r, "world_size": ws, "pg_count": 1}
-        out.append(write_trace(Timeline(ranks[r], timeline.notes),
+        out.append(write_chrome_trace(Timeline(ranks[r], timeline.notes),
                                Path(directory) / f"rank{r}.json", distributed_info=info))
     return out
 
 
-def read_trace(path: str | os.PathLike[str]) -> Timeline:
+def read_chrome_trace(path: str | os.PathLike[str]) -> Timeline:
     """Load a Trace Event JSON file (object or bare-array form); ``X`` events become spans.
 
     Lanes come from the ``thread_name`` metadata (``args.lane`` when distlab wrote it, else

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from distlab import launch
-from distlab.chrome_trace import check_distributed_info, write_rank_traces
-from distlab.kineto import clock_offset_us
+from distlab.trace import (check_distributed_info, clock_offset_us, from_torch_profiler,
+                           read_chrome_trace, write_chrome_trace, write_rank_traces)
 from distlab.timeline import Timeline
 from helpers import kineto_targets
 
@@ -40,7 +40,7 @@ def test_real_trace_lands_inside_the_distlab_span(two_rank_run) -> None:
     for rank, res in enumerate(two_rank_run):
         (step,) = res["spans"]
         lo, hi = step["start_us"], step["start_us"] + step["duration_us"]
-        tl = Timeline.from_torch_profiler(res["path"]).merge(Timeline(res["spans"]))
+        tl = from_torch_profiler(res["path"]).merge(Timeline(res["spans"]))
         torch_spans = [s for s in tl.spans if s.category != "distlab"]
         names = {s.name for s in torch_spans}
         assert {"aten::matmul", "aten::mm", "c10d::allreduce_", "gloo:all_reduce"} <= names
@@ -60,17 +60,17 @@ def test_real_trace_lanes_depth_and_distributed_info(two_rank_run, tmp_path) -> 
     path = two_rank_run[1]["path"]
     info = json.loads(open(path).read())["distributedInfo"]
     assert info["rank"] == 1 and info["world_size"] == 2 and info["backend"] == "gloo"
-    tl = Timeline.from_torch_profiler(path)
+    tl = from_torch_profiler(path)
     (mm,) = {s.lane for s in tl.spans if s.name == "aten::mm"}
     (matmul,) = {s.lane for s in tl.spans if s.name == "aten::matmul"}
     assert mm == matmul + " d1"
     assert {s.args["depth"] for s in tl.spans if s.name == "aten::mm"} == {1}
-    top = Timeline.from_torch_profiler(path, max_depth=0)
+    top = from_torch_profiler(path, max_depth=0)
     assert {s.args["depth"] for s in top.spans} == {0}
     assert "aten::mm" not in {s.name for s in top.spans}
-    assert Timeline.from_torch_profiler(path, rank=np.int64(5)).lanes[0].startswith("rank5/")
+    assert from_torch_profiler(path, rank=np.int64(5)).lanes[0].startswith("rank5/")
     # the Chrome export of the merged timeline keeps one lane per tid: no overlaps
-    back = Timeline.from_chrome_trace(tl.to_chrome_trace(tmp_path / "t.json"))
+    back = read_chrome_trace(write_chrome_trace(tl, tmp_path / "t.json"))
     _no_overlap_per_lane(back)
     assert sorted(back.to_dicts(), key=str) == sorted(tl.to_dicts(), key=str)
 
@@ -78,8 +78,8 @@ def test_real_trace_lanes_depth_and_distributed_info(two_rank_run, tmp_path) -> 
 def test_explicit_clock_offset_shifts_every_span(two_rank_run) -> None:
     path = two_rank_run[0]["path"]
     off = clock_offset_us()
-    a = Timeline.from_torch_profiler(path, clock_offset_us=off)
-    b = Timeline.from_torch_profiler(path, clock_offset_us=off + 1000.0)
+    a = from_torch_profiler(path, clock_offset_us=off)
+    b = from_torch_profiler(path, clock_offset_us=off + 1000.0)
     for sa, sb in zip(a.spans, b.spans):
         assert sa.start_us - sb.start_us == pytest.approx(1000.0, abs=0.5)  # float offset ~1.8e15 us: 0.25 us steps
         assert sa.duration_us == sb.duration_us
@@ -92,7 +92,7 @@ def test_profiler_object_in_process() -> None:
         with tl.span("step", "distlab", "rank0/step"):
             x @ x
     (step,) = tl.spans
-    got = Timeline.from_torch_profiler(prof)
+    got = from_torch_profiler(prof)
     (mm,) = [s for s in got.spans if s.name == "aten::matmul"]
     assert mm.lane.startswith("rank0/")  # no distributedInfo: rank 0
     assert step.start_us - SLACK_US <= mm.start_us and mm.end_us <= step.end_us + SLACK_US
@@ -107,13 +107,13 @@ def test_realtime_minus_monotonic_is_consistent() -> None:
 @pytest.mark.parametrize("bad", [3.5, object(), None, [1]])
 def test_from_torch_profiler_rejects_other_types(bad) -> None:
     with pytest.raises(TypeError, match="trace_path_or_profiler"):
-        Timeline.from_torch_profiler(bad)
+        from_torch_profiler(bad)
 
 
 def test_distlab_trace_is_not_a_kineto_trace(tmp_path) -> None:
-    p = Timeline().to_chrome_trace(tmp_path / "d.json")
+    p = write_chrome_trace(Timeline(), tmp_path / "d.json")
     with pytest.raises(ValueError, match="baseTimeNanoseconds"):
-        Timeline.from_torch_profiler(p)
+        from_torch_profiler(p)
 
 
 def test_distributed_info_is_written_and_checked(tmp_path) -> None:
@@ -122,11 +122,11 @@ def test_distributed_info_is_written_and_checked(tmp_path) -> None:
     tl.record("b", "c", "rank1/x", 0.0, 2.0)
     info = {"backend": "gloo", "rank": np.int32(1), "world_size": 2,
             "pg_config": [{"pg_name": "0", "ranks": [0, 1]}]}
-    data = json.loads(tl.to_chrome_trace(tmp_path / "t.json", distributed_info=info).read_text())
+    data = json.loads(write_chrome_trace(tl, tmp_path / "t.json", distributed_info=info).read_text())
     assert data["distributedInfo"] == {"backend": "gloo", "rank": 1, "world_size": 2,
                                        "pg_count": 1, "pg_config": [{"pg_name": "0",
                                                                      "ranks": [0, 1]}]}
-    assert "distributedInfo" not in json.loads(tl.to_chrome_trace(tmp_path / "u.json").read_text())
+    assert "distributedInfo" not in json.loads(write_chrome_trace(tl, tmp_path / "u.json").read_text())
     with pytest.raises(ValueError, match="rank"):
         check_distributed_info({"backend": "gloo", "rank": 2, "world_size": 2})
     with pytest.raises(ValueError, match="world_size"):
@@ -134,12 +134,12 @@ def test_distributed_info_is_written_and_checked(tmp_path) -> None:
     with pytest.raises(TypeError, match="rank"):
         check_distributed_info({"backend": "gloo", "rank": True, "world_size": 2})
     with pytest.raises(TypeError, match="distributed_info"):
-        tl.to_chrome_trace(tmp_path / "v.json", distributed_info=[1, 2])
+        write_chrome_trace(tl, tmp_path / "v.json", distributed_info=[1, 2])
     paths = write_rank_traces(tl, tmp_path / "ranks", backend="gloo", world_size=4)
     assert [p.name for p in paths] == ["rank0.json", "rank1.json"]
     for r, p in enumerate(paths):
         d = json.loads(p.read_text())
         assert d["distributedInfo"]["rank"] == r and d["distributedInfo"]["world_size"] == 4
-        assert [s.lane for s in Timeline.from_chrome_trace(p).spans] == [f"rank{r}/x"]
+        assert [s.lane for s in read_chrome_trace(p).spans] == [f"rank{r}/x"]
     with pytest.raises(ValueError, match="world_size"):
         write_rank_traces(tl, tmp_path / "r2", backend="gloo", world_size=1)

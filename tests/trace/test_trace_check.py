@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distlab.profile.tracecheck import check_trace, overlapping_slices
+from distlab.trace import check_trace, overlapping_slices, write_chrome_trace
 from distlab.timeline import Timeline
 
 
@@ -35,7 +35,7 @@ def test_check_trace_on_files(tmp_path: Path) -> None:
     tl = Timeline()
     tl.record("a", "c", "p/t", 0.0, 10.0)
     tl.record("b", "c", "p/t", 5.0, 10.0)  # overlaps: the writer spreads it to a second tid
-    good = tl.to_chrome_trace(tmp_path / "good.json")
+    good = write_chrome_trace(tl, tmp_path / "good.json")
     check_trace(good)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"traceEvents": [_x("a", 0, 10), _x("b", 5, 10)]}))
