@@ -46,20 +46,6 @@ def test_bad_option_is_one_line_and_exit_2(argv, option, text, capsys) -> None:
     assert option in lines[0] and text in lines[0], lines[0]
 
 
-def test_help_describes_every_option_with_its_default(capsys) -> None:
-    with pytest.raises(SystemExit) as info:
-        bench.main(["--help"])
-    assert info.value.code == 0
-    text = capsys.readouterr().out
-    opts = [a for a in bench._parser()._actions if a.option_strings and a.dest != "help"]
-    assert len(opts) >= 12
-    for action in opts:
-        assert action.help, action.dest
-        flat = " ".join(text.split())
-        assert f"(default: {action.default})" in flat, action.dest
-    assert "start(s)" in text                       # the start-up column is documented
-
-
 def test_compare_executors_rows_and_model() -> None:
     stages = equal_stages("sleep", 3, 0.001)
     cmp = bench.compare_executors(stages, 5, ["threads"], workers=2, queue_depth=2,

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, PipelineError,
                               PipelineTimeoutError, ShardSet, StageError,
                               WorkerExitedError, loading_stages, make_executor, run_pipeline,
                               write_shards)
-from distlab.pipeline.executors import FACTORIES, RunResult, ThreadExecutor
+from distlab.pipeline.executors import RunResult, ThreadExecutor
 from distlab.pipeline.procs import ProcessExecutor, split_stages
 from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks

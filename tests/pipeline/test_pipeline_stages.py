@@ -11,7 +11,8 @@ import torch
 from distlab.pipeline import (STAGE_KINDS, CollateStage, ComputeStage, DecodeStage, FnStage,
                               H2DStage, PinStage, ReadStage, ShardSet, SleepStage, Stage,
                               equal_stages, loading_stages, make_stage, write_shards)
-from distlab.pipeline.stages import BurnStage, burn, matmuls_per_second
+from distlab.pipeline.cpuwork import burn, matmuls_per_second
+from distlab.pipeline.synthetic_stages import BurnStage
 
 
 @pytest.fixture()

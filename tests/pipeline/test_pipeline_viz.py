@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import pytest
 
 from distlab.pipeline import run_pipeline
-from distlab.pipeline.model import (part_load_times, parts_idle_fraction, plan_for_stages,
-                                    simulate)
+from distlab.pipeline.bottleneck import plan_for_stages, simulate_pipeline
+from distlab.pipeline.part_loader_model import part_load_times, parts_idle_fraction
 from distlab.viz.pipeline import (COLORS, PartsExplorer, PipelineExplorer, compare_gantt,
                                   explorer_stages, idle_vs_queue_figure, plan_rows, runs_gantt,
                                   steady_lanes)
@@ -115,7 +115,7 @@ def test_runs_gantt_draws_one_bar_per_span_in_category_colours() -> None:
 def test_compare_gantt_draws_measured_and_simulated_spans() -> None:
     stages = explorer_stages(2, 1, 1)
     r = run_pipeline(stages, 4, "threads")
-    sim = simulate(plan_for_stages("threads", stages), 4)
+    sim = simulate_pipeline(plan_for_stages("threads", stages), 4)
     fig = compare_gantt(r.timeline, sim, measured_origin_us=r.start_us,
                         measured_consumer=r.consumer_lane, simulated_consumer="sim/compute")
     top, bottom = fig.axes[0], fig.axes[1]

@@ -22,9 +22,11 @@ def test_small_run_prints_both_rows_and_writes_json(tmp_path: Path,
     assert all(r[1] == "1667" and r[-1] == "0" for r in rows)  # count, #wrong
     assert "x faster" in text and "less peak RSS" in text
     payload = json.loads(out.read_text())
-    assert payload["results"]["distlab"]["wrong"] == 0
+    results = {r["impl"]: r for r in payload["rows"]}
+    assert results["distlab"]["wrong"] == 0 and results["distlab"]["count"] == 1667
     assert payload["provenance"]["world_size"] == 3 and "torch" in payload["provenance"]
-    assert payload["results"]["torch"]["peak_rss_mb"] > 0
+    assert results["torch"]["peak_rss_mb"] > 0
+    assert payload["config"]["rank"] == 2 and payload["benchmark"] == "sampler"
 
 
 def test_child_measures_one_epoch() -> None:

@@ -7,14 +7,8 @@ import numpy as np
 import pytest
 
 from distlab.samplers import assign
-from distlab.viz.samplers import (
-    SamplerExplorer,
-    assignment_figure,
-    assignment_table,
-    figure_png,
-    rank_colors,
-    summary_text,
-)
+from distlab.viz.samplers import (SamplerExplorer, assignment_figure, assignment_table, figure_png,
+                                  rank_colors, summary_text)
 
 matplotlib.use("Agg")
 

@@ -105,3 +105,17 @@ def test_transfer_keeps_shape_dtype_and_values() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(Unavailable, match="accelerator"):
             a.transfer(t, "pinned")
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_host_adapter_says_the_right_reason_with_and_without_a_gpu(cuda: bool) -> None:
+    """On a GPU machine the host adapter must not claim there is no CUDA device (issue 18 item 9):
+    it says the GPU is the CUDA adapter's; without one it says there is no CUDA device."""
+    from distlab.transfers.host import host_unavailable
+
+    assert host_unavailable("pageable", cuda) is None
+    for kind in ("pinned", "device"):
+        why = host_unavailable(kind, cuda)
+        assert why is not None and why.startswith("host adapter:")
+        assert ("is False" in why) == (not cuda)
+        assert ("CUDA adapter" in why) == cuda

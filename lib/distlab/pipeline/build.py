@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .._checks import check_choice, check_int
+from .data_stages import CollateStage, DecodeStage, ReadStage
+from .device_stages import ComputeStage, H2DStage, PinStage
 from .shards import ShardSet
-from .stages import (BurnStage, CollateStage, ComputeStage, DecodeStage, H2DStage, IdentityStage,
-                     PinStage, ReadStage, SleepStage, Stage)
+from .stage import Stage
+from .synthetic_stages import BurnStage, IdentityStage, SleepStage
 
 __all__ = ["EQUAL_KINDS", "STAGE_KINDS", "equal_stages", "loading_stages", "make_stage"]
 

@@ -21,10 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from distlab._checks import check_float, check_int as _check_int, check_str
+from distlab._checks import check_float, check_str
+from distlab._checks import check_int as _check_int
+
 from ..timeline import Timeline, now_us
 from .errors import PipelineTimeoutError, StageError
-from .stages import Stage
+from .stage import Stage
 
 __all__ = ["ABANDON_JOIN_S", "DEFAULT_TIMEOUT_S", "JOIN_S", "POLL_S", "Executor", "RunResult", "SlotProgress",
            "Watch", "call_stage", "check_items", "check_stages", "check_timeout", "drive"]

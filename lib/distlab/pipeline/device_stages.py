@@ -12,6 +12,8 @@ from typing import Any
 import torch
 
 from .._checks import check_choice
+from ..transfers.cuda import CudaAdapter
+from ..transfers.default import default_adapter
 from .cpuwork import burn
 from .stage import Stage, accelerator_available
 from .stage import stage_cost as _cost
@@ -36,7 +38,6 @@ class PinStage(Stage):
         if self.skipped or not isinstance(item, torch.Tensor):
             return item
         if self._adapter is None:
-            from distlab.transfers.adapter import default_adapter
             self._adapter = default_adapter()
         return self._adapter.transfer(item, "pinned")
 
@@ -59,7 +60,6 @@ class H2DStage(Stage):
         if self.skipped or not isinstance(item, torch.Tensor):
             return item
         if self._stream is None:
-            from distlab.transfers.cuda import CudaAdapter
             self._adapter = CudaAdapter(torch.device(self.device).index or 0)
             self._stream = self._adapter.stream
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -32,13 +32,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from distlab._checks import check_bool, check_choice
+
 from ..timeline import Timeline
 from .channel import STOPPED, Channel
+from .core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, RunResult, Watch,
+                   call_stage, check_int, check_items, check_stages, check_timeout, drive)
 from .errors import PipelineTimeoutError
-from .core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, RunResult, Watch, call_stage,
-                   check_int, check_items, check_stages, check_timeout, drive)
 from .procs import ProcessExecutor
-from .stages import Stage
+from .stage import Stage
 from .torchref import TorchDataLoaderExecutor
 
 __all__ = ["DEFAULT_TIMEOUT_S", "EXECUTORS", "FACTORIES", "Executor", "RunResult",

@@ -28,13 +28,16 @@ import time
 import traceback
 from typing import Any
 
+import cloudpickle
+import torch
+
 from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 from ..timeline import Timeline, now_us
-from .errors import PipelineError, PipelineTimeoutError, StageError, WorkerExitedError
 from .channel import STOPPED, Channel
-from .core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, SlotProgress, Watch, call_stage,
-                   check_int, check_timeout, drive)
-from .stages import Stage
+from .core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, SlotProgress, Watch,
+                   call_stage, check_int, check_timeout, drive)
+from .errors import PipelineError, PipelineTimeoutError, StageError, WorkerExitedError
+from .stage import Stage
 
 __all__ = ["ProcessExecutor", "split_stages"]
 
@@ -56,7 +59,6 @@ def _worker_main(wid: int, prefix: str, inq: Any, outq: Any, shared: Any, parent
     the parent dies (SIGKILL included) the worker is killed within about a second."""
     die_with_parent(parent_pid, main_thread_spawn=main_thread_spawn)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    import torch
 
     torch.set_num_threads(1)
     stages: list[Stage] = []
@@ -97,7 +99,6 @@ def _worker_main(wid: int, prefix: str, inq: Any, outq: Any, shared: Any, parent
 def _dump_stages(stages: list[Stage]) -> bytes:
     """The worker stages as bytes for the workers (cloudpickle: functions that cannot be imported
     in a fresh process, such as lambdas, closures, notebook-cell functions, go by value)."""
-    import cloudpickle
 
     try:
         return cloudpickle.dumps(stages)

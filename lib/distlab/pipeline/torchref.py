@@ -17,18 +17,19 @@ import threading
 import time
 from typing import Any
 
-from distlab._checks import check_bool
-
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from distlab._checks import check_bool
+
 from .._lifetime import die_with_parent, spawned_from_main_thread
 from ..timeline import Timeline
-from .errors import StageError
 from .core import (DEFAULT_TIMEOUT_S, Executor, SlotProgress, Watch, call_stage, check_int,
                    check_timeout, drive)
+from .device_stages import PinStage
+from .errors import StageError
 from .procs import split_stages
-from .stages import PinStage, Stage, accelerator_available
+from .stage import Stage, accelerator_available
 
 __all__ = ["StagesDataset", "TorchDataLoaderExecutor"]
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from distlab._checks import check_bool, check_choice, check_int, check_str
-from distlab.samplers.libstdcxx import MAX_SHUFFLE_SIZE, shuffle as std_shuffle
+from distlab.samplers.libstdcxx import MAX_SHUFFLE_SIZE
+from distlab.samplers.libstdcxx import shuffle as std_shuffle
 from distlab.samplers.mt19937 import MT19937
 from distlab.samplers.torch_compat import epoch_order
 

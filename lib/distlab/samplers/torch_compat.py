@@ -46,11 +46,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data import Sampler
 
 from distlab._checks import check_bool, check_int, check_rank, dataset_length
-from distlab.samplers.prefetch import Precompute
+from distlab.samplers.next_epoch import Precompute
 
 __all__ = ["DistributedSampler", "DistributedEvalSampler", "SetEpochWarning", "epoch_order"]
 
@@ -86,7 +87,6 @@ def epoch_order(length: int, shuffle: bool, seed: int, epoch: int) -> torch.Tens
 
 
 def _process_group_default(name: str) -> int:
-    import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         raise ValueError(f"{name}=None takes its value from the default torch.distributed process "

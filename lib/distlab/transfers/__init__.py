@@ -2,15 +2,21 @@
 
 Modules: :mod:`~distlab.transfers.adapter` (the device-adapter interface), ``host`` (CPU-only),
 ``cuda`` (thin CUDA), ``paths`` (what is measured), ``sweep`` (sizes x paths -> rows),
-``model`` (fit, bounds, link presets), ``prefetch`` (double-buffered prefetcher on a Timeline).
+``copy_model`` (fit, bounds; link peaks: :mod:`distlab.links`), ``prefetch`` (double-buffered prefetcher on a Timeline).
+
+The hop between processes (a batch from a worker process into the trainer): ``hop_paths`` (the
+paths and whether each can run here: pure), ``hop_worker`` (the worker process), ``hop`` (the
+trainer side: :class:`~distlab.transfers.hop.HopLink`), ``hop_sweep`` (sizes x paths -> rows,
+parts, fits), ``hop_model`` (fixed cost or copy), ``shm`` (what a process maps and holds open;
+the segments a dead worker left).
 """
 
-from distlab.transfers.adapter import (MEMORY_KINDS, Buffer, DeviceAdapter, Unavailable,
-                                       default_adapter)
+from distlab.transfers.adapter import MEMORY_KINDS, Buffer, DeviceAdapter, Unavailable
+from distlab.transfers.copy_model import Fit, chain_bound, fit_copy_times, overlap_bounds
+from distlab.transfers.default import default_adapter
 from distlab.transfers.host import HostAdapter
-from distlab.transfers.model import LINKS, Fit, chain_bound, fit_line, overlap_bounds
 from distlab.transfers.sweep import Row, fit_rows, pin_rows, sweep
 
 __all__ = ["MEMORY_KINDS", "Buffer", "DeviceAdapter", "Unavailable", "default_adapter",
-           "HostAdapter", "LINKS", "Fit", "chain_bound", "fit_line", "overlap_bounds", "Row",
+           "HostAdapter", "Fit", "chain_bound", "fit_copy_times", "overlap_bounds", "Row",
            "fit_rows", "pin_rows", "sweep"]

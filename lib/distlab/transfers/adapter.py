@@ -4,7 +4,8 @@ A :class:`Buffer` is ``nbytes`` bytes of one memory kind: ``"pageable"`` (ordina
 ``"pinned"`` (page-locked host memory) or ``"device"`` (GPU memory). An adapter allocates buffers,
 copies between them, synchronizes and times copies; :mod:`distlab.transfers.host` is the CPU-only
 implementation (pinned/device unavailable, with the reason), :mod:`distlab.transfers.cuda` the thin
-CUDA one. Everything above (sweep, fit, figures, JSON, prefetcher) only talks to this interface.
+CUDA one (:func:`distlab.transfers.default.default_adapter` picks one). Everything above (sweep,
+fit, figures, JSON, prefetcher) only talks to this interface.
 
 Units: bytes, seconds; GB = 1e9 bytes.
 """
@@ -20,8 +21,7 @@ import torch
 
 from distlab._checks import check_choice, check_int, check_str
 
-__all__ = ["MEMORY_KINDS", "Buffer", "DeviceAdapter", "Unavailable", "pattern", "count_wrong",
-           "default_adapter"]
+__all__ = ["MEMORY_KINDS", "Buffer", "DeviceAdapter", "Unavailable", "pattern", "count_wrong"]
 
 MEMORY_KINDS = ("pageable", "pinned", "device")
 
@@ -119,11 +119,3 @@ class DeviceAdapter(ABC):
         return {"adapter": self.name,
                 "unavailable": {k: r for k in MEMORY_KINDS if (r := self.unavailable(k))}}
 
-
-def default_adapter() -> DeviceAdapter:
-    """The CUDA adapter when torch sees a GPU, else the host-only adapter."""
-    if torch.cuda.is_available():
-        from distlab.transfers.cuda import CudaAdapter
-        return CudaAdapter()
-    from distlab.transfers.host import HostAdapter
-    return HostAdapter()

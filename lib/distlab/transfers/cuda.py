@@ -16,7 +16,6 @@ from typing import Any, Protocol
 import torch
 
 from distlab._checks import check_float, check_int
-
 from distlab.transfers.adapter import Buffer, DeviceAdapter
 
 __all__ = ["CudaAdapter", "burst_seconds", "event_to_host_us", "SPIN_CYCLES"]

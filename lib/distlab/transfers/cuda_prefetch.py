@@ -17,8 +17,8 @@ import torch
 from distlab._checks import check_choice, check_float, check_int, check_str
 from distlab.timeline import Timeline, now_us
 from distlab.transfers.adapter import count_wrong, pattern
+from distlab.transfers.copy_model import overlap_bounds
 from distlab.transfers.cuda import CudaAdapter, event_to_host_us
-from distlab.transfers.model import overlap_bounds
 from distlab.transfers.prefetch import PrefetchResult
 
 __all__ = ["run_cuda", "sleep_cycles_per_s"]

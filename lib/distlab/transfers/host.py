@@ -12,23 +12,24 @@ import numpy as np
 import torch
 
 from distlab._checks import check_int
-
 from distlab.transfers.adapter import Buffer, DeviceAdapter
 
-__all__ = ["HostAdapter", "NO_ACCELERATOR"]
+__all__ = ["HostAdapter", "NO_ACCELERATOR", "host_unavailable"]
 
 NO_ACCELERATOR = "no CUDA device (torch.cuda.is_available() is False)"
+CUDA_ADAPTER = ("the host adapter measures host memory only; with a GPU, "
+                "distlab.transfers.default_adapter() is the CUDA adapter")
 
 
-def _pin_reason() -> str | None:
-    """``None`` if pinning works here, else why not (tries a 1-byte ``pin_memory()``)."""
-    if not torch.cuda.is_available():
-        return f"pinned memory needs an accelerator: {NO_ACCELERATOR}"
-    try:
-        torch.empty(1, dtype=torch.uint8).pin_memory()
-    except RuntimeError as exc:  # pragma: no cover - depends on the driver
-        return f"pin_memory() failed: {exc}".splitlines()[0]
-    return None
+def host_unavailable(kind: str, cuda_available: bool) -> str | None:
+    """Why the host adapter does not provide memory ``kind`` (None for pageable): a pure
+    function of whether torch sees a GPU, so the text is right on either machine."""
+    if kind == "pageable":
+        return None
+    if not cuda_available:
+        what = "pinned memory needs an accelerator" if kind == "pinned" else "device memory"
+        return f"host adapter: {what}: {NO_ACCELERATOR}"
+    return f"host adapter: {kind} memory: {CUDA_ADAPTER}"
 
 
 class HostAdapter(DeviceAdapter):
@@ -37,11 +38,7 @@ class HostAdapter(DeviceAdapter):
     name = "host"
 
     def unavailable(self, kind: str) -> str | None:
-        if kind == "pageable":
-            return None
-        if kind == "pinned":
-            return "host adapter: " + (_pin_reason() or "pinned memory is the CUDA adapter's")
-        return f"device memory: {NO_ACCELERATOR}"
+        return host_unavailable(kind, torch.cuda.is_available())
 
     def _allocate(self, kind: str, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8)

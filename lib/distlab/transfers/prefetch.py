@@ -21,7 +21,7 @@ from typing import Any
 from distlab._checks import check_choice, check_float, check_int, check_str
 from distlab.timeline import Timeline, now_us
 from distlab.transfers.adapter import DeviceAdapter, count_wrong, pattern
-from distlab.transfers.model import overlap_bounds
+from distlab.transfers.copy_model import overlap_bounds
 
 __all__ = ["PrefetchResult", "run_loop", "MODES"]
 

@@ -1,6 +1,7 @@
 """Size sweep over the selected paths: warm-up, timed repeats, median, content check, fit.
 
-Every row is ``{path, memory, nbytes, time_us, gbps, model_gbps, wrong, skipped}``; a row that
+Every row is ``{path, memory, nbytes, time_us, gbps, model_gbps, wrong, skipped, us_per_mib}``
+(``us_per_mib`` only for pin-cost rows, which are times, not bandwidths); a row that
 cannot be measured here has ``time_us``/``gbps``/``wrong`` ``None`` and ``skipped`` = the reason.
 GB/s = 1e9 B/s; ``time_us`` is the median seconds per copy x 1e6.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from distlab.transfers.adapter import DeviceAdapter, Unavailable, count_wrong, pattern
-from distlab.transfers.model import Fit, fit_line
+from distlab.transfers.copy_model import Fit, fit_copy_times
 from distlab.transfers.paths import (COPY_PATHS, PIN_PATHS, ROW_KINDS, copyto_seconds,
                                      disk_read_seconds, drop_reason, pin_cost_seconds)
 
@@ -36,6 +37,7 @@ class Row:
     model_gbps: float | None = None
     wrong: int | None = None
     skipped: str | None = None
+    us_per_mib: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,7 +122,7 @@ def fit_rows(rows: list[Row], min_bytes: int = FIT_MIN_BYTES) -> dict[tuple[str,
         used = [r for r in group if r.nbytes >= min_bytes]
         used = used if len({r.nbytes for r in used}) >= 2 else group
         try:
-            fits[key] = fit_line([r.nbytes for r in used], [r.time_us / 1e6 for r in used])
+            fits[key] = fit_copy_times([r.nbytes for r in used], [r.time_us / 1e6 for r in used])
         except ValueError:
             continue
         for r in group:
@@ -129,8 +131,10 @@ def fit_rows(rows: list[Row], min_bytes: int = FIT_MIN_BYTES) -> dict[tuple[str,
 
 
 def pin_rows(adapter: DeviceAdapter, sizes: Sequence[int], repeats: int = 3) -> list[Row]:
-    """Cost of obtaining pinned memory per method and size (``gbps`` = bytes pinned per
-    second); skipped rows say why (no accelerator, no ``cudaHostRegister``)."""
+    """Cost of obtaining pinned memory per method and size: a one-off *time* (``time_us``, and
+    ``us_per_mib`` microseconds per MiB pinned), never a bandwidth (``gbps`` stays None, so a
+    pin cost never enters a GB/s figure or a "best path"); skipped rows say why (no
+    accelerator, no ``cudaHostRegister``)."""
     rows = []
     for nbytes in sizes:
         for method in PIN_PATHS:
@@ -139,5 +143,7 @@ def pin_rows(adapter: DeviceAdapter, sizes: Sequence[int], repeats: int = 3) -> 
             except RuntimeError as exc:
                 rows.append(Row(method, "pinned", int(nbytes), skipped=str(exc)))
                 continue
-            rows.append(_row(method, "pinned", int(nbytes), secs, 0))
+            median = statistics.median(secs)
+            rows.append(Row(method, "pinned", int(nbytes), median * 1e6, None, None, 0, None,
+                            median * 1e6 / (int(nbytes) / 2**20)))
     return rows

@@ -11,7 +11,7 @@ import torch
 
 from distlab.pipeline import (PartLoadError, PartLoader, ProducerExitedError, ShardSet,
                               train_on_parts, write_shards)
-from distlab.pipeline.parts import load_part
+from distlab.pipeline.part_loader import load_part
 from helpers.leaks import no_leaks
 from helpers.pipeline_util import children_outlive_parent, fail_on_part_two, slow_load
 

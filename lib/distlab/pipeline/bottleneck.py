@@ -1,4 +1,4 @@
-"""The pipeline model: the bottleneck bound and a discrete-event simulation.
+"""The pipeline model: the bottleneck bound and a discrete-event simulation of a line of stations.
 
 A pipeline is a line of stations. Station ``i`` has ``workers[i]`` identical servers, each taking
 ``cost[i]`` seconds per item (a scalar, or one cost per item), and a bounded FIFO buffer of
@@ -14,7 +14,7 @@ for ``n`` items the makespan is at least
 With one server per station and room enough in the buffers this is exact:
 ``sum(cost) + (n - 1) * max(cost)``.
 
-**Simulation.** :func:`simulate` plays the system event by event in max-plus form (for item ``k``
+**Simulation.** :func:`simulate_pipeline` plays the system event by event in max-plus form (for item ``k``
 in order, station by station: start = max(arrival, a free server, the previous item's start);
 departure = max(finish, the previous item's departure, room downstream)). It returns a
 :class:`~distlab.timeline.Timeline` of the predicted spans, so predicted and measured runs share
@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._checks import check_choice, check_float, check_instance, check_int
-from ..timeline import Span, Timeline
+from ..timeline import Timeline
 
-__all__ = ["Station", "bound_s", "describe", "measured_costs", "part_load_times",
-           "parts_idle_fraction", "plan_for", "plan_for_stages", "rate_items_per_s", "simulate",
-           "simulate_parts",
-           "startup_s", "sync_time_s"]
+__all__ = ["Station", "bound_s", "check_stations", "describe", "measured_costs", "plan_for",
+           "plan_for_stages", "station_costs",
+           "rate_items_per_s", "simulate_pipeline", "startup_s", "sync_time_s"]
 
 
 PLAN_EXECUTORS = ("sync", "threads", "processes", "torch")
+HOP_THREADS = ("host", "consumer")
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Station:
     category: str = "cpu"
 
 
-def _costs_of(st: Station, n_items: int) -> list[float]:
+def station_costs(st: Station, n_items: int) -> list[float]:
     """The station's per-item costs (seconds), checked: finite and >= 0, one per item."""
     if isinstance(st.cost_s, Sequence) and not isinstance(st.cost_s, (str, bytes)):
         costs = [check_float(f"station {st.name!r}: cost_s[{k}]", c, minimum=0.0)
@@ -63,7 +63,9 @@ def _costs_of(st: Station, n_items: int) -> list[float]:
     return [check_float(f"station {st.name!r}: cost_s", st.cost_s, minimum=0.0)] * n_items
 
 
-def _check(stations: Sequence[Station], n_items: int) -> int:
+def check_stations(stations: Sequence[Station], n_items: int) -> int:
+    """Validate a plan: ``n_items`` (an int >= 0) and a non-empty list of valid stations;
+    returns ``n_items``."""
     n_items = check_int("n_items", n_items, minimum=0)
     if isinstance(stations, (str, bytes)) or not isinstance(stations, Sequence) or not stations:
         raise ValueError(f"stations must be a non-empty list of Station, got {stations!r}")
@@ -71,7 +73,7 @@ def _check(stations: Sequence[Station], n_items: int) -> int:
         check_instance("stations[...]", st, Station)
         check_int(f"station {st.name!r}: workers", st.workers, minimum=1)
         check_int(f"station {st.name!r}: depth", st.depth, minimum=1)
-        _costs_of(st, n_items)
+        station_costs(st, n_items)
     return n_items
 
 
@@ -93,7 +95,7 @@ def rate_items_per_s(stations: Sequence[Station]) -> float:
 def bound_s(stations: Sequence[Station], n_items: int) -> float:
     """Lower bound on the makespan of ``n_items`` (seconds); see the module docstring.
     Per-item costs are replaced by their mean."""
-    n_items = _check(stations, n_items)
+    n_items = check_stations(stations, n_items)
     if n_items == 0:
         return 0.0
     costs = [_mean_cost(s) for s in stations]
@@ -103,18 +105,18 @@ def bound_s(stations: Sequence[Station], n_items: int) -> float:
 
 def sync_time_s(stations: Sequence[Station], n_items: int) -> float:
     """Makespan with no overlap at all: ``n_items * sum(cost)`` seconds."""
-    n_items = _check(stations, n_items)
+    n_items = check_stations(stations, n_items)
     return n_items * sum(_mean_cost(s) for s in stations)
 
 
-def simulate(stations: Sequence[Station], n_items: int, *, lane_prefix: str = "sim",
+def simulate_pipeline(stations: Sequence[Station], n_items: int, *, lane_prefix: str = "sim",
              t0_us: float = 0.0) -> Timeline:
     """Predicted Timeline: one span per (item, station) on lane ``"<prefix>/<name>"`` (or
     ``"<prefix>/<name><server>"`` for stations with several servers); a server blocked on a
     full buffer gets a ``"blocked"`` span. Costs in seconds, spans in microseconds."""
-    n_items = _check(stations, n_items)
+    n_items = check_stations(stations, n_items)
     m = len(stations)
-    cost = [_costs_of(s, n_items) for s in stations]
+    cost = [station_costs(s, n_items) for s in stations]
     start = [[0.0] * n_items for _ in range(m)]
     finish = [[0.0] * n_items for _ in range(m)]
     depart = [[0.0] * n_items for _ in range(m)]
@@ -148,7 +150,8 @@ def simulate(stations: Sequence[Station], n_items: int, *, lane_prefix: str = "s
 
 def plan_for(executor: str, names: Sequence[str], costs_s: Sequence[float],
              placements: Sequence[str], *, workers: int = 2, queue_depth: int = 2,
-             categories: Sequence[str] | None = None) -> list[Station]:
+             categories: Sequence[str] | None = None, hop_s: float = 0.0,
+             hop_send_s: float = 0.0, hop_in: str | None = None) -> list[Station]:
     """The stations an executor turns a stage list into (same split as the executors):
 
     - ``sync``: one station whose cost is the sum of all stages;
@@ -159,6 +162,15 @@ def plan_for(executor: str, names: Sequence[str], costs_s: Sequence[float],
 
     Costs in seconds (finite, >= 0). For a list of :class:`~.stages.Stage` objects use
     :func:`plan_for_stages`, which reads names, placements and categories from the stages.
+
+    The hop of a worker's output into the trainer process
+    (:func:`distlab.pipeline.hop_cost.measure_hop_cost`; 0: left out) is paid on both sides, and
+    only by ``processes`` and ``torch`` with stages in workers: ``hop_send_s`` seconds per item by
+    the worker (moving the output into shared memory: added to the worker station), ``hop_s``
+    by the thread that takes the results back (``hop_in``): ``"host"`` (the default for
+    ``processes``: its host thread, so the host-stage station, or a station ``"hop"`` of its own
+    when there is no host stage) or ``"consumer"`` (the default for ``torch``: the thread
+    iterating a DataLoader without a pin thread).
     """
     executor = check_choice("executor", executor, PLAN_EXECUTORS)
     workers = check_int("workers", workers, minimum=0)
@@ -175,30 +187,43 @@ def plan_for(executor: str, names: Sequence[str], costs_s: Sequence[float],
         return [Station("+".join(names), float(sum(costs)), 1, 1, "cpu")]
     if executor == "threads":
         return [Station(n, c, 1, queue_depth, cat) for n, c, cat in zip(names, costs, cats)]
+    hop = check_float("hop_s (seconds)", hop_s, minimum=0.0)
+    send = check_float("hop_send_s (seconds)", hop_send_s, minimum=0.0)
+    where = check_choice("hop_in", hop_in, HOP_THREADS) if hop_in is not None else \
+        ("host" if executor == "processes" else "consumer")
     n = 0
     if workers > 0:
         while n < len(names) - 1 and placements[n] == "worker":
             n += 1
+    if not n:
+        hop = send = 0.0   # nothing crosses between processes
     out: list[Station] = []
     if n:
-        out.append(Station("worker", float(sum(costs[:n])), workers,
+        out.append(Station("worker", float(sum(costs[:n])) + send, workers,
                            max(1, workers * queue_depth), "cpu"))
+    host_hop = hop if where == "host" else 0.0
     if len(names) - 1 > n:
-        out.append(Station("+".join(names[n:-1]), float(sum(costs[n:-1])), 1, queue_depth,
-                           "copy"))
-    out.append(Station(names[-1], costs[-1], 1, queue_depth, cats[-1]))
+        out.append(Station("+".join(names[n:-1]), float(sum(costs[n:-1])) + host_hop, 1,
+                           queue_depth, "copy"))
+    elif host_hop:
+        out.append(Station("hop", host_hop, 1, queue_depth, "copy"))
+    out.append(Station(names[-1], costs[-1] + (hop if where == "consumer" else 0.0), 1,
+                       queue_depth, cats[-1]))
     return out
 
 
 def plan_for_stages(executor: str, stages: Sequence[Any], *, workers: int = 2,
-                    queue_depth: int = 2, costs_s: Sequence[float] | None = None
-                    ) -> list[Station]:
+                    queue_depth: int = 2, costs_s: Sequence[float] | None = None,
+                    hop_s: float = 0.0, hop_send_s: float = 0.0,
+                    hop_in: str | None = None) -> list[Station]:
     """The one place a stage list becomes a model plan (benchmark, widgets, notebooks).
 
     ``stages``: objects with ``name``, ``placement``, ``category`` and ``cost_s`` (the
     :class:`~.stages.Stage` interface). ``costs_s``: seconds per item for each stage (e.g.
     :func:`measured_costs` of a sync run); default: each stage's nominal ``cost_s``, 0.0 when
-    unknown. Returns :func:`plan_for`'s stations.
+    unknown. ``hop_s``, ``hop_send_s``, ``hop_in``: the hop between processes, as
+    :func:`plan_for` takes them.
+    Returns :func:`plan_for`'s stations.
     """
     stages = list(stages)
     if not stages:
@@ -209,7 +234,8 @@ def plan_for_stages(executor: str, stages: Sequence[Any], *, workers: int = 2,
                          f"{len(stages)} stages")
     return plan_for(executor, [s.name for s in stages], costs, [s.placement for s in stages],
                     workers=workers, queue_depth=queue_depth,
-                    categories=[s.category for s in stages])
+                    categories=[s.category for s in stages], hop_s=hop_s,
+                    hop_send_s=hop_send_s, hop_in=hop_in)
 
 
 def measured_costs(timeline: Timeline, names: Sequence[str]) -> list[float]:
@@ -233,57 +259,3 @@ def describe(stations: Sequence[Station], n_items: int) -> dict[str, Any]:
     return {"bound_s": bound_s(stations, n_items), "rate_items_per_s": rate_items_per_s(stations),
             "sync_s": sync_time_s(stations, n_items),
             "stations": [(s.name, _mean_cost(s), s.workers, s.depth) for s in stations]}
-
-
-def part_load_times(n_parts: int, mean_s: float, jitter: float = 0.0,
-                    seed: int = 0) -> list[float]:
-    """Seeded per-part load times (seconds): gamma-distributed with mean ``mean_s`` and
-    coefficient of variation ``jitter`` (0: all equal; 1: exponential, like a flaky store)."""
-    n_parts = check_int("n_parts", n_parts, minimum=0)
-    mean_s = check_float("mean_s", mean_s, minimum=0.0)
-    jitter = check_float("jitter", jitter, minimum=0.0, maximum=3.0)
-    seed = check_int("seed", seed)
-    if jitter == 0 or mean_s == 0:
-        return [float(mean_s)] * n_parts
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    shape = 1.0 / jitter**2
-    return [float(x) for x in rng.gamma(shape, mean_s / shape, n_parts)]
-
-
-def simulate_parts(n_parts: int, load_s: float | Sequence[float], train_s: float, *,
-                   queue_size: int = 2, mode: str = "async", t0_us: float = 0.0) -> Timeline:
-    """Predicted Timeline of the async part loader (lanes as :mod:`.parts` records them).
-
-    ``async``: a producer (one server, ``load_s`` per part) feeding a queue of ``queue_size``
-    parts to the trainer (``train_s`` per part), blocking while the queue is full, exactly as a
-    ``multiprocessing.Queue(maxsize=queue_size)`` does. ``sync``: the trainer loads then trains,
-    part after part.
-    """
-    check_choice("mode", mode, ("sync", "async"))
-    train_s = check_float("train_s", train_s, minimum=0.0)
-    if mode == "async":
-        sim = simulate([Station("load", load_s, 1, queue_size, "io"),
-                        Station("compute", train_s, 1, 1, "compute")], n_parts, t0_us=t0_us)
-        lane = {"sim/load": "producer/load", "sim/compute": "trainer/compute"}
-        return Timeline(Span(s.name, s.category, lane[s.lane], s.start_us, s.duration_us, s.args)
-                        for s in sim.spans)
-    n_parts = _check([Station("load", load_s), Station("compute", train_s)], n_parts)
-    loads = _costs_of(Station("load", load_s), n_parts)
-    tl, t = Timeline(), t0_us
-    for k in range(n_parts):
-        tl.record("load", "io", "trainer/load", t, loads[k] * 1e6, {"part": k})
-        t += loads[k] * 1e6
-        tl.record("compute", "compute", "trainer/compute", t, train_s * 1e6, {"part": k})
-        t += train_s * 1e6
-    return tl
-
-
-def parts_idle_fraction(n_parts: int, load_s: float | Sequence[float], train_s: float, *,
-                        queue_size: int = 2, mode: str = "async") -> float:
-    """Predicted trainer idle time over wall time for the part loader (0.0 for no parts)."""
-    tl = simulate_parts(n_parts, load_s, train_s, queue_size=queue_size, mode=mode)
-    if not len(tl) or tl.wall_us() == 0:
-        return 0.0
-    return tl.stall_us("trainer/compute") / tl.wall_us()

@@ -32,13 +32,14 @@ from typing import Any
 
 import torch
 
+from distlab._checks import check_choice, check_float, check_instance
+
 from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
 from ..timeline import Timeline, now_us
-from .errors import PartLoadError, ProducerExitedError
-from distlab._checks import check_choice, check_float, check_instance
 from .core import POLL_S, check_int, check_timeout
+from .cpuwork import burn
+from .errors import PartLoadError, ProducerExitedError
 from .shards import ShardSet
-from .stages import burn
 
 __all__ = ["MODES", "FailingLoad", "Part", "PartLoader", "PartsResult", "load_part",
            "train_on_parts"]

@@ -1,4 +1,4 @@
-"""Model: the fit recovers known latency/bandwidth; bounds and link presets are consistent."""
+"""Copy model: the fit recovers known latency/bandwidth; chain and overlap bounds."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.transfers.model import (LINKS, chain_bound, fit_line, fraction_of_peak,
-                                     link_from_pcie, overlap_bounds, pcie_link)
+from distlab.transfers.copy_model import chain_bound, fit_copy_times, overlap_bounds
 
 
 @settings(max_examples=60, deadline=None)
@@ -17,7 +16,7 @@ def test_fit_recovers_latency_and_bandwidth(latency: float, gbps: float,
                                             noise: list[float]) -> None:
     sizes = [4096 * 4 ** k for k in range(8)]
     times = [(latency + n / (gbps * 1e9)) * (1 + e) for n, e in zip(sizes, noise)]
-    fit = fit_line(sizes, times)
+    fit = fit_copy_times(sizes, times)
     assert fit.bandwidth_Bps / 1e9 == pytest.approx(gbps, rel=0.05)
     for n, t in zip(sizes, times):
         assert fit.seconds(n) == pytest.approx(t, rel=0.05)
@@ -25,15 +24,15 @@ def test_fit_recovers_latency_and_bandwidth(latency: float, gbps: float,
 
 
 def test_fit_exact_line_and_errors() -> None:
-    fit = fit_line([1e3, 1e6], [1e-6 + 1e3 / 1e10, 1e-6 + 1e6 / 1e10])
+    fit = fit_copy_times([1e3, 1e6], [1e-6 + 1e3 / 1e10, 1e-6 + 1e6 / 1e10])
     assert fit.latency_s == pytest.approx(1e-6) and fit.bandwidth_Bps == pytest.approx(1e10)
     assert fit.gbps(1e6) == pytest.approx(1e6 / (1e-6 + 1e-4) / 1e9)
     with pytest.raises(ValueError):
-        fit_line([1, 1], [1.0, 2.0])
+        fit_copy_times([1, 1], [1.0, 2.0])
     with pytest.raises(ValueError):
-        fit_line([1, 2], [2.0, 1.0])      # time falls with size
+        fit_copy_times([1, 2], [2.0, 1.0])      # time falls with size
     with pytest.raises(ValueError):
-        fit_line([1, 2], [float("nan"), 1.0])
+        fit_copy_times([1, 2], [float("nan"), 1.0])
 
 
 def test_chain_and_overlap_bounds() -> None:
@@ -43,12 +42,3 @@ def test_chain_and_overlap_bounds() -> None:
     assert overlap_bounds(1.0, 1.0, 1) == {"sequential_s": 2.0, "overlapped_s": 2.0}
     with pytest.raises(ValueError):
         overlap_bounds(-1, 1, 1)
-
-
-def test_links_have_sources_and_pcie_arithmetic() -> None:
-    assert LINKS["pcie4x16"].gbps == pytest.approx(31.5, rel=0.01)
-    assert LINKS["pcie5x16"].gbps == pytest.approx(2 * LINKS["pcie4x16"].gbps)
-    assert all(link.source for link in LINKS.values())
-    assert link_from_pcie(4, 16).gbps == pytest.approx(LINKS["pcie4x16"].gbps)
-    assert fraction_of_peak(LINKS["pcie3x16"].gbps / 2, LINKS["pcie3x16"]) == pytest.approx(0.5)
-    assert pcie_link(run=False) is None

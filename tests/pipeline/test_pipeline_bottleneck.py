@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.pipeline.model import (Station, bound_s, describe, measured_costs, plan_for,
-                                    rate_items_per_s, simulate, sync_time_s)
+from distlab.pipeline.bottleneck import (Station, bound_s, describe, measured_costs, plan_for,
+                                    rate_items_per_s, simulate_pipeline, sync_time_s)
 from distlab.timeline import Timeline
 
 
@@ -23,7 +23,7 @@ def test_hand_computed_three_stage() -> None:
     assert bound_s(st_, 4) == pytest.approx(1 + 2 + 1 + 3 * 2)
     assert rate_items_per_s(st_) == pytest.approx(0.5)
     assert sync_time_s(st_, 4) == pytest.approx(16)
-    tl = simulate(st_, 4)
+    tl = simulate_pipeline(st_, 4)
     b = sorted((s.start_us, s.end_us) for s in tl.spans if s.name == "b")
     assert b == [(1e6, 3e6), (3e6, 5e6), (5e6, 7e6), (7e6, 9e6)]
     assert makespan(tl) == pytest.approx(10.0)
@@ -32,7 +32,7 @@ def test_hand_computed_three_stage() -> None:
 
 def test_blocking_after_service_with_depth_one() -> None:
     # fast producer, slow consumer, buffer of 1: the producer must block holding an item
-    tl = simulate([Station("p", 1.0, depth=1), Station("c", 3.0)], 4)
+    tl = simulate_pipeline([Station("p", 1.0, depth=1), Station("c", 3.0)], 4)
     blocked = [s for s in tl.spans if s.category == "blocked"]
     assert blocked, "a fast producer in front of a depth-1 buffer must block"
     starts = sorted(s.start_us for s in tl.spans if s.name == "p")
@@ -40,7 +40,7 @@ def test_blocking_after_service_with_depth_one() -> None:
 
 
 def test_workers_parallel_station() -> None:
-    tl = simulate([Station("w", 2.0, workers=2, depth=4), Station("c", 1.0)], 4)
+    tl = simulate_pipeline([Station("w", 2.0, workers=2, depth=4), Station("c", 1.0)], 4)
     assert {s.lane for s in tl.spans if s.name == "w"} == {"sim/w0", "sim/w1"}
     assert makespan(tl) == pytest.approx(bound_s([Station("w", 2.0, 2), Station("c", 1.0)], 4))
 
@@ -54,7 +54,7 @@ station = st.builds(Station, name=st.just("s"), cost_s=costs, workers=st.integer
 @given(st.lists(station, min_size=1, max_size=5), st.integers(0, 25))
 def test_simulation_never_beats_the_bound(stations, n) -> None:
     stations = [Station(f"s{i}", s.cost_s, s.workers, s.depth) for i, s in enumerate(stations)]
-    tl = simulate(stations, n)
+    tl = simulate_pipeline(stations, n)
     sim = makespan(tl) if n else 0.0
     assert sim >= bound_s(stations, n) - 1e-9
     assert sim <= sync_time_s(stations, n) + 1e-9  # overlap never makes it slower than sync
@@ -71,19 +71,19 @@ def test_simulation_never_beats_the_bound(stations, n) -> None:
 @given(st.lists(costs, min_size=1, max_size=5), st.integers(1, 25), st.integers(1, 4))
 def test_single_server_constant_costs_meet_the_bound(cs, n, depth) -> None:
     stations = [Station(f"s{i}", c, 1, depth) for i, c in enumerate(cs)]
-    assert makespan(simulate(stations, n)) == pytest.approx(
+    assert makespan(simulate_pipeline(stations, n)) == pytest.approx(
         sum(cs) + (n - 1) * max(cs), abs=1e-6)
 
 
 def test_per_item_costs_and_validation() -> None:
-    tl = simulate([Station("a", [1.0, 3.0]), Station("b", 1.0)], 2)
+    tl = simulate_pipeline([Station("a", [1.0, 3.0]), Station("b", 1.0)], 2)
     assert makespan(tl) == pytest.approx(5.0)
     with pytest.raises(ValueError, match="per-item costs"):
-        simulate([Station("a", [1.0])], 2)
+        simulate_pipeline([Station("a", [1.0])], 2)
     with pytest.raises(ValueError, match="workers"):
         bound_s([Station("a", 1.0, workers=0)], 2)
     with pytest.raises(ValueError, match="depth"):
-        simulate([Station("a", 1.0, depth=0)], 2)
+        simulate_pipeline([Station("a", 1.0, depth=0)], 2)
     with pytest.raises(ValueError, match="cost_s"):
         bound_s([Station("a", -1.0)], 2)
     with pytest.raises(ValueError, match="n_items"):
@@ -120,7 +120,7 @@ def test_checks_reject_non_finite_and_accept_numpy_ints() -> None:
         with pytest.raises(ValueError, match="cost_s"):
             bound_s([Station("a", bad)], 2)
         with pytest.raises(ValueError, match=r"cost_s\[1\]"):
-            simulate([Station("a", [1.0, bad])], 2)
+            simulate_pipeline([Station("a", [1.0, bad])], 2)
         with pytest.raises(ValueError, match=r"costs_s\[0\]"):
             plan_for("threads", ["a"], [bad], ["host"])
     with pytest.raises(TypeError, match="workers"):
@@ -131,7 +131,7 @@ def test_checks_reject_non_finite_and_accept_numpy_ints() -> None:
         plan_for("threads", ["a"], [1.0], ["host"], queue_depth=1.5)
     st_ = [Station("a", np.float64(1.0), workers=np.int64(2), depth=np.int32(2))]
     assert bound_s(st_, np.int64(4)) == pytest.approx(2.0)
-    assert makespan(simulate(st_, np.int64(4))) == pytest.approx(2.0)
+    assert makespan(simulate_pipeline(st_, np.int64(4))) == pytest.approx(2.0)
     assert [s.workers for s in plan_for("processes", ["r", "c"], [1.0, 1.0], ["worker", "host"],
                                         workers=np.int64(3))] == [3, 1]
 
