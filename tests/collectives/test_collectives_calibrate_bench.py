@@ -1,4 +1,4 @@
-"""calibrate() fits and the nccl-tests-style benchmark (tiny sizes; no timing is asserted)."""
+"""calibrate() and its pure fit, and the nccl-tests-style benchmark (tiny sizes; no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -7,36 +7,12 @@ import json
 import pytest
 
 from distlab.bench import allreduce as bench
-from distlab.collectives import Calibration, build, cost, fit_linear, simulate
-from distlab.collectives.calibrate import calibrate_local, exchange_schedule
+from distlab.bench import options
+from distlab.collectives import Calibration, build, cost, simulate
+from distlab.collectives.calibration import (exchange_schedule, fit_calibration, oneway_schedule,
+                                             shift_schedule)
+from distlab.collectives.runtime.rounds import calibrate_local
 from distlab.collectives.presets import loopback_preset
-
-
-def test_fit_linear_recovers_a_line_and_reports_quality() -> None:
-    xs = [1e3, 1e4, 1e5, 1e6, 1e7]
-    a, b, r2, worst = fit_linear(xs, [5e-5 + 2e-10 * x for x in xs])
-    assert a == pytest.approx(5e-5) and b == pytest.approx(2e-10) and r2 == pytest.approx(1.0)
-    assert worst < 1e-9
-    noisy = [t * f for t, f in zip([5e-5 + 2e-10 * x for x in xs], [1.3, 0.8, 1.1, 0.9, 1.05])]
-    assert fit_linear(xs, noisy)[3] > 0.1
-
-
-def test_fit_linear_clips_negative_terms_and_rejects_bad_data() -> None:
-    a, b, _, _ = fit_linear([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
-    assert a == pytest.approx(0.0, abs=1e-12) and b == pytest.approx(1.0, rel=1e-6)
-    # y = -1 + 2x: the unclipped intercept is -1, so a is clipped to exactly 0 and b refitted
-    # through the origin (weighted by 1/y^2: sum(x y w^2) / sum(x^2 w^2))
-    xs, ys = [1.0, 2.0, 3.0], [1.0, 3.0, 5.0]
-    a, b, _, _ = fit_linear(xs, ys)
-    w2 = [1 / y ** 2 for y in ys]
-    assert a == 0.0
-    assert b == pytest.approx(sum(x * y * w for x, y, w in zip(xs, ys, w2)) /
-                              sum(x * x * w for x, w in zip(xs, w2)))
-    a, b, _, _ = fit_linear(xs, [5.0, 3.0, 1.0])  # falling: slope clipped, a = weighted mean
-    assert b == 0.0 and a == pytest.approx(sum(1 / y for y in (5, 3, 1)) /
-                                           sum(1 / y ** 2 for y in (5, 3, 1)))
-    with pytest.raises(ValueError, match="positive y"):
-        fit_linear([1.0, 2.0], [1.0, 0.0])
 
 
 def test_exchange_schedule_swaps_between_pairs() -> None:
@@ -60,50 +36,61 @@ def test_calibration_round_trip_and_loopback_preset(tmp_path) -> None:
 
 @pytest.mark.multiprocess
 def test_calibrate_on_two_ranks() -> None:
-    """The returned terms are the fits of the returned data, in the cost model's units.
+    """The returned terms are the fit of the returned series, in the cost model's units.
 
-    Each check can fail: alpha/beta must be the exchange fit divided by the ranks that exchange,
-    gamma the fit of the reduce timings, and the cost model applied to the very exchange that
-    was timed must give back the fitted line (so the calibration's units match :func:`cost`).
+    Each check can fail: the terms must equal the pure refit of the series the ranks measured
+    (so a stored calibration can be refitted offline), and the cost model applied to the very
+    exchange that was timed must land within the fit's worst residual of the measurement.
     """
-    cal = calibrate_local(2, sizes=(1024, 16384, 262144), reduce_sizes=(65536, 262144), iters=3,
-                          warmup=1)
+    cal = calibrate_local(2, sizes=(1024, 16384, 262144), iters=3, warmup=1)
     assert cal.duplex == "shared" and cal.world_size == 2 and cal.backend == "gloo"
-    assert cal.sizes == [1024, 16384, 262144] and len(cal.single_seconds) == 3
-    assert len(cal.comm_seconds) == 3 and all(t > 0 for t in cal.comm_seconds)
-    a, slope, r2, worst = fit_linear(cal.sizes, cal.comm_seconds)
-    assert cal.alpha == pytest.approx(a / 2) and cal.beta == pytest.approx(slope / 4)
-    assert cal.comm_r2 == pytest.approx(r2) and cal.comm_max_rel_residual == pytest.approx(worst)
-    r0, gamma, _, _ = fit_linear(cal.reduce_sizes, cal.reduce_seconds)
-    assert cal.gamma == pytest.approx(gamma) and cal.reduce_offset == pytest.approx(r0)
-    overhead = sorted(one - step for one, step in zip(cal.single_seconds, cal.comm_seconds))[1]
-    assert cal.call_overhead == pytest.approx(max(0.0, overhead))
+    assert cal.method == "upfront" and cal.sizes == [1024, 16384, 262144]
+    series = (cal.comm_seconds, cal.oneway_seconds, cal.single_seconds, cal.reduce_seconds,
+              cal.shift_seconds)
+    assert all(len(v) == 3 and all(t > 0 for t in v) for v in series)
+    assert cal.shift_seconds == cal.comm_seconds, "with 2 ranks the shift is the exchange"
+    refit = fit_calibration(cal.sizes, *series, world_size=2, backend="gloo", method="upfront")
+    assert refit == cal
     for nbytes, measured in zip(cal.sizes, cal.comm_seconds):
         model = cost(exchange_schedule(2, nbytes // 4, 1), cal.alpha, cal.beta, 0.0, 4,
-                     duplex="shared")
-        assert model == pytest.approx(a + slope * nbytes, rel=1e-9)
-        assert abs(model - measured) <= worst * measured * (1 + 1e-9)
+                     duplex="shared", handoff=cal.handoff, relay=cal.relay)
+        assert abs(model - measured) <= cal.comm_max_rel_residual * measured * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("alpha, beta", [(5e-5, 2e-10), (1e-6, 1e-9), (2e-4, 0.0)])
-def test_calibration_fit_recovers_known_terms_from_synthetic_timings(alpha, beta) -> None:
-    """What calibrate() does with timings, on a synthetic source with known alpha and beta:
-    exchanges of 2 ranks timed as ``cost(exchange)`` give back alpha and beta exactly."""
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+@pytest.mark.parametrize("terms", [(80e-6, 15e-6, 0.3e-9, 120e-6), (0.0, 5e-5, 2e-10, 0.0),
+                                   (2e-4, 1e-6, 1e-9, 3e-5)])
+def test_fit_calibration_recovers_known_terms_from_synthetic_timings(world_size, terms) -> None:
+    """What the calibration does with timings, on a synthetic machine whose steps cost exactly
+    what :func:`cost` says for known (handoff, alpha, beta, relay): the fit gives them back."""
+    handoff, alpha, beta, relay = terms
     sizes = [4 ** k * 1024 for k in range(6)]
-    times = [cost(exchange_schedule(2, n // 4, 1), alpha, beta, 0.0, 4, duplex="shared")
-             for n in sizes]
-    a, slope, r2, worst = fit_linear(sizes, times)
-    assert a / 2 == pytest.approx(alpha, rel=1e-6, abs=1e-15)
-    assert slope / 4 == pytest.approx(beta, rel=1e-6, abs=1e-18)
-    assert r2 == pytest.approx(1.0) and worst < 1e-6
+
+    def step(sched):
+        return cost(sched, alpha, beta, 0.0, 4, duplex="shared", handoff=handoff, relay=relay)
+
+    exch = [step(exchange_schedule(world_size, n // 4, 1)) for n in sizes]
+    oneway = [step(oneway_schedule(world_size, n // 4, 1)) for n in sizes]
+    shift = [step(shift_schedule(world_size, n // 4, 1)) for n in sizes]
+    red = [1e-6 + 1e-10 * n for n in sizes]
+    cal = fit_calibration(sizes, exch, oneway, [e + 1e-5 for e in exch], red, shift,
+                          world_size=world_size)
+    want_relay = relay if world_size > 2 else 0.0  # no rank beyond a pair: relay unseen
+    got = (cal.handoff, cal.alpha, cal.beta, cal.relay)
+    for g, w in zip(got, (handoff, alpha, beta, want_relay)):  # a zero term comes back ~1e-15
+        assert g == pytest.approx(w, rel=1e-6, abs=1e-12 if w == 0 else 0.0)
+    assert cal.gamma == pytest.approx(1e-10) and cal.reduce_offset == pytest.approx(1e-6)
+    assert cal.call_overhead == pytest.approx(1e-5)
+    assert cal.comm_r2 == pytest.approx(1.0) and cal.comm_max_rel_residual < 1e-6
 
 
 def test_parse_size_and_sweep() -> None:
-    assert bench.parse_size("1K") == 1024 and bench.parse_size("64M") == 64 << 20
-    assert bench.parse_size("100") == 100
-    assert bench._sizes(1024, 65536, 4) == [1024, 4096, 16384, 65536]
+    assert options.size_bytes("1K") == 1024 and options.size_bytes("64M") == 64 << 20
+    assert options.size_bytes("100") == 100
+    assert options.size_list("4K,1M") == [4096, 1 << 20]
+    assert options.size_sweep(1024, 65536, 4) == [1024, 4096, 16384, 65536]
     with pytest.raises(ValueError, match="stepfactor must be >= 2"):
-        bench._sizes(1, 8, 1)
+        options.size_sweep(1, 8, 1)
 
 
 def test_format_table_has_nccl_tests_columns_and_ratio() -> None:
@@ -111,11 +98,12 @@ def test_format_table_has_nccl_tests_columns_and_ratio() -> None:
              "time_us": t, "algbw_gbps": 4096 / t / 1e3, "busbw_gbps": 4096 / t / 1e3,
              "wrong": 0, "predicted_us": p, "error_pct": None if p is None else 100 * (t - p) / p}
             for a, t, p in (("ring", 20.0, 10.0), ("builtin", 10.0, None))]
-    text = bench.format_table(rows)
+    text = bench.allreduce_table(rows)
     head = text.splitlines()[0].split()
     assert head[:4] == ["size(B)", "count", "type", "redop"]
     assert "busbw(GB/s)" in head and "#wrong" in head and "predicted(us)" in head
-    assert "+100.0" in text and "0.50x" in text
+    assert "+100.0" in text and "vs builtin(x)" in text.splitlines()[0]
+    assert text.splitlines()[1].split()[-1] == "0.50" and text.splitlines()[2].split()[-1] == "1.00"
 
 
 @pytest.mark.multiprocess

@@ -96,7 +96,7 @@ def test_presets_name_their_sources() -> None:
     for key, preset in PRESETS.items():
         assert preset.source and preset.alpha > 0 and preset.beta > 0 and preset.gamma > 0
         assert get_preset(key) is preset
-    assert PRESETS["nvlink_h100"].bandwidth_gbps == pytest.approx(450)
+    assert PRESETS["nvlink4_h100"].bandwidth_gbps == pytest.approx(450)
     with pytest.raises(ValueError, match="preset must be one of"):
         get_preset("infiniband_xdr")
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from distlab import launch
-from distlab.collectives import ALGORITHMS, all_reduce
-from distlab.collectives.workers import timeline_worker
-from helpers.collectives_targets import (compare_and_subgroup_worker, compare_worker_with_corruption,
+from distlab.collectives import ALGORITHMS, PLANS, all_reduce, plan_options
+from distlab.collectives.runtime.execute import traced_allreduce_rank
+from helpers.collectives_targets import (compare_all_worker, compare_and_subgroup_worker,
                                          group_errors_worker, peer_death_worker)
 
 pytestmark = pytest.mark.multiprocess
@@ -31,10 +31,12 @@ def _cases(p: int) -> list[dict]:
     cases = []
     for algo in ALL:
         opts = [{}]
+        if algo == "ring":  # {}: the pieces the cost model picks
+            opts = [{}, {"pieces": 3}]
         if algo == "segmented_ring":
-            opts = [{"segment_size": 3}, {}]
+            opts = [{"segment_size": 3, "pieces": 2}, {}]
         if algo == "hierarchical":
-            opts = [{"group_size": d} for d in range(1, p + 1) if p % d == 0]
+            opts = [{"group_size": d, "pieces": 1 + d % 3} for d in range(1, p + 1) if p % d == 0]
         for o in opts:
             for dt, op in combos:
                 for n in counts:
@@ -44,22 +46,59 @@ def _cases(p: int) -> list[dict]:
     for algo in ALL:
         for n in (1, 37):
             cases.append({"algorithm": algo, "dtype": "int64", "op": "sum", "count": n,
-                          "options": {}, "batched": True})
+                          "options": {"pieces": 2} if algo == "ring" else {},
+                          "batched": True})
     # a deliberately corrupted result, which the comparison must flag
     cases.append({"algorithm": "ring", "dtype": "int32", "op": "sum", "count": 5, "options": {},
                   "corrupt": True})
     return cases
 
 
+def _collective_cases(p: int) -> list[dict]:
+    """Every (collective, algorithm) but allreduce's, an odd block size and a root that is not
+    rank 0; at world size 3 the reductions take allreduce's full dtype x op matrix and the
+    others every dtype (elsewhere a few pairs keep the run short)."""
+    dtypes = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
+    if p == 3:
+        reducing = [(dt, op) for dt in dtypes for op in ("sum", "prod", "max", "min", "avg")
+                    if op != "avg" or dt in FLOATS]
+        moving = [(dt, "sum") for dt in dtypes]
+    else:
+        reducing, moving = [("int64", "sum"), ("float32", "max")], [("int64", "sum")]
+    cases = []
+    for c, algos in PLANS.items():
+        if c in ("all_reduce", "barrier"):
+            continue
+        for algo in algos:
+            opts = plan_options(c, algo)
+            for i, (dt, op) in enumerate(reducing if c in ("reduce", "reduce_scatter")
+                                         else moving):
+                for m in ((1, 7) if i < 2 else (5,)):
+                    case = {"collective": c, "algorithm": algo, "dtype": dt, "op": op, "m": m,
+                            "root": (p - 1 - i) % p if "root" in opts else 0, "options": {}}
+                    if "pieces" in opts and m == 7:
+                        case["options"] = {"pieces": 3}
+                    cases.append(case)
+    return cases
+
+
 @pytest.mark.parametrize("world_size", range(1, 9))
 def test_matches_builtin_all_reduce(world_size: int) -> None:
-    cases = _cases(world_size)
+    """Every allreduce case, and every other collective's (:func:`_collective_cases`), equal to
+    torch.distributed's built-in on every rank, in one launch per world size."""
+    cases, coll_cases = _cases(world_size), _collective_cases(world_size)
     if world_size == 3:  # also: a subgroup {0, 2} whose group ranks differ from global ranks
-        both = launch.run(compare_and_subgroup_worker, 3, args=(cases,), timeout=240)
+        both = launch.run(compare_and_subgroup_worker, 3, args=(cases, coll_cases),
+                          timeout=240)
         assert [b["subgroup_value"] for b in both] == [4.0, 2.0, 4.0]
+        assert [b["subgroup_broadcast"] for b in both] == [2.0, 1.0, 2.0]
         per_rank = [b["results"] for b in both]
+        coll = [b["collectives"] for b in both]
     else:
-        per_rank = launch.run(compare_worker_with_corruption, world_size, args=(cases,), timeout=240)
+        both = launch.run(compare_all_worker, world_size, args=(cases, coll_cases), timeout=240)
+        per_rank = [b["allreduce"] for b in both]
+        coll = [b["collectives"] for b in both]
+    _check_collectives(world_size, coll_cases, coll)
     failures = []
     for rank, results in enumerate(per_rank):
         assert len(results) == len(cases)
@@ -76,8 +115,24 @@ def test_matches_builtin_all_reduce(world_size: int) -> None:
     assert not failures, f"{len(failures)} mismatches, first: {failures[:3]}"
 
 
+def _check_collectives(p: int, cases: list[dict], per_rank: list[list[dict]]) -> None:
+    failures = []
+    for rank, results in enumerate(per_rank):
+        *results, barrier = results
+        assert barrier == {"collective": "barrier", "arrived": p}, barrier
+        assert len(results) == len(cases)
+        for r in results:
+            exact = r["dtype"] not in FLOATS or r["op"] in ("max", "min") or \
+                r["collective"] not in ("reduce", "reduce_scatter")
+            ok = r["equal"] if exact else \
+                r["max_abs_diff"] <= REL_TOL[r["dtype"]] * p * max(r["max_ref"], 1.0)
+            if not ok:
+                failures.append((rank, r))
+    assert not failures, f"{len(failures)} mismatches, first: {failures[:3]}"
+
+
 def test_timeline_gets_one_span_per_step() -> None:
-    spans = launch.run(timeline_worker, 2, args=("ring", 1000), timeout=120)
+    spans = launch.run(traced_allreduce_rank, 2, args=("ring", 1000), timeout=120)
     for rank, rank_spans in enumerate(spans):
         assert [s["name"] for s in rank_spans] == ["step 0", "step 1"]
         assert {s["lane"] for s in rank_spans} == {f"rank{rank}/allreduce"}
@@ -112,7 +167,7 @@ def test_errors_before_any_group() -> None:
         all_reduce(torch.ones(4, 4).t())
     with pytest.raises(ValueError, match="op='avg' needs a floating dtype"):
         all_reduce(torch.ones(4, dtype=torch.int32), op="avg")
-    with pytest.raises(ValueError, match=r"algorithm must be one of \['hierarchical', 'naive'"):
+    with pytest.raises(ValueError, match=r"algorithm must be one of \['double_binary_tree', 'hierarchical'"):
         all_reduce(torch.ones(4), algorithm="bucket")
     with pytest.raises(ValueError, match="op must be one of"):
         all_reduce(torch.ones(4), op="xor")
@@ -121,7 +176,7 @@ def test_errors_before_any_group() -> None:
 
 
 def test_device_and_backend_must_agree() -> None:
-    from distlab.collectives.execute import _check_tensor
+    from distlab.collectives.runtime.group import check_tensor_backend as _check_tensor
 
     with pytest.raises(ValueError, match="tensor is on cpu but the process group backend is 'nccl'"):
         _check_tensor(torch.ones(2), "nccl")

@@ -9,42 +9,64 @@ import pytest
 
 import distlab.collectives
 from distlab import launch
-from distlab.collectives.peercheck import FIELDS, describe, fingerprint, mismatch_message
+from distlab.collectives.runtime.peercheck import (FIELDS, MESSAGE_BYTES, check_mode, decode,
+                                                  describe, encode, fingerprint, mismatch_message)
 from tests.helpers.collectives_targets import mismatch_worker
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("case,needle", [
-    ("algorithm", "algorithm: ranks 0 use ring; ranks 1 use tree"),
-    ("op", "op: ranks 0 use sum; ranks 1 use max"),
-    ("count", "count: ranks 0 use 4096; ranks 1 use 4097"),
-    ("dtype", "dtype: ranks 0 use float32; ranks 1 use float64"),
-    ("options", "options: ranks 0 use {segment_size=128}; ranks 1 use {segment_size=64}"),
-])
-def test_mismatch_raises_on_every_rank_naming_ranks_and_field(case: str, needle: str) -> None:
-    out = launch.run(mismatch_worker, 2, args=(case,), timeout=90)
-    for rank in (0, 1):
-        assert out[rank]["error"].startswith("CollectiveMismatchError"), out[rank]
-        assert needle in out[rank]["error"], out[rank]["error"]
-        assert out[rank]["seconds"] < 15.0  # well before the 20 s wait timeout
+CASES = {
+    "algorithm": "algorithm: ranks 0 use ring; ranks 1 use tree",
+    "op": "op: ranks 0 use sum; ranks 1 use max",
+    "count": "count: ranks 0 use 4096; ranks 1 use 4097",
+    "dtype": "dtype: ranks 0 use float32; ranks 1 use float64",
+    "options": "options: ranks 0 use {pieces=1, segment_size=128}; ranks 1 use {pieces=1, "
+               "segment_size=64}",
+    "pieces": "options: ranks 0 use {pieces=1}; ranks 1 use {pieces=2}",
+    "all_gather": "algorithm: ranks 0 use ring; ranks 1 use bruck",
+    "root": "options: ranks 0 use {root=0}; ranks 1 use {root=1}",
+}
 
 
-@pytest.mark.timeout(120)
-def test_agreeing_ranks_pass_the_check() -> None:
-    out = launch.run(mismatch_worker, 2, args=("none",), timeout=90)
-    assert [o["error"] for o in out] == ["", ""]
-    assert [o["value"] for o in out] == [2.0, 2.0]
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("check", ["inline", "gather"])
+def test_mismatch_raises_on_every_rank_naming_ranks_and_field(check: str) -> None:
+    """Every case in one group, one after another: each mismatch raises on both ranks within
+    seconds (the wait timeout is 20 s), and the matching call after it gets the right answer
+    (nothing of the failed call leaked into it)."""
+    cases = [*CASES, "none"]
+    out = launch.run(mismatch_worker, 2, args=(cases, check), timeout=200)
+    for i, case in enumerate(cases):
+        for rank in (0, 1):
+            got = out[rank][i]
+            assert got["after"] == 3.0, (case, rank, got)
+            if case == "none":
+                assert got["error"] == "" and got["value"] == 2.0, got
+                continue
+            assert got["error"].startswith("CollectiveMismatchError"), (case, got)
+            assert CASES[case] in got["error"], got["error"]
+            called = {"all_gather": "all_gather", "root": "broadcast"}.get(case, "all_reduce")
+            assert f"called {called} with different arguments" in got["error"]
+            assert got["seconds"] < 15.0  # well before the 20 s wait timeout
 
 
 def test_fingerprint_separates_every_field() -> None:
-    base = describe("ring", {}, 2, 10, "torch.float32", "sum")
+    base = describe("ring", {}, 2, 10, "torch.float32", "sum", collective="broadcast")
     changed = [{**base, name: base[name] + "x"} for name in FIELDS]
     fps = [fingerprint(d) for d in changed]
     for i, fp in enumerate(fps):
         diff = [k for k, (a, b) in enumerate(zip(fp, fingerprint(base))) if a != b]
         assert diff == [i]
-    msg = mismatch_message([base, changed[0], base], 2)
+    msg = mismatch_message([base, changed[1], base], 2)
     assert "ranks 0,2 use ring; ranks 1 use ringx" in msg and "rank 2" in msg
+    assert "called broadcast with different arguments" in msg
+    for d in [base, *changed]:  # the inline check's message decodes to what was encoded
+        assert decode(encode(d)) == d and len(encode(d)) == MESSAGE_BYTES
+    long = {**base, "options": "{" + "x" * 2000 + "}"}
+    assert len(encode(long)) == MESSAGE_BYTES and decode(encode(long))["options"].startswith("#")
+    assert encode(long) != encode({**long, "options": long["options"] + "y"})
+    assert check_mode(True) == "inline" and check_mode(False) == "off"
+    with pytest.raises(ValueError, match=r"check must be True, False or one of \['inline'"):
+        check_mode("sometimes")
 
 
 def _imports(path: Path, package: str) -> set[str]:

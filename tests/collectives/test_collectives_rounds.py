@@ -8,7 +8,8 @@ import pytest
 from distlab import launch
 from distlab.bench import allreduce as bench
 from distlab.collectives import build, cost, step_costs
-from distlab.collectives.rounds import calibration_sizes, fit_step_model, oneway_schedule
+from distlab.collectives.calibration import calibration_sizes, fit_step_model, oneway_schedule
+from distlab.collectives.regimes import size_rates
 from tests.helpers.collectives_targets import round_calibration_worker
 
 
@@ -51,7 +52,7 @@ def test_fit_step_model_separates_handoff_from_alpha() -> None:
 
 def test_relay_counts_the_ranks_a_step_links() -> None:
     from distlab.collectives.cost import linked_ranks
-    from distlab.collectives.rounds import shift_schedule
+    from distlab.collectives.calibration import shift_schedule
 
     ring, rd = build("ring", 4, 64), build("recursive_doubling", 4, 64)
     assert [linked_ranks(s) for s in ring.steps] == [4] * 6
@@ -88,15 +89,17 @@ def test_round_calibrator_on_two_ranks() -> None:
 @pytest.mark.multiprocess
 @pytest.mark.timeout(300)
 def test_benchmark_predicts_from_the_same_rounds() -> None:
-    res = bench.run_benchmark(2, [4096, 16384], ["ring", "tree"], iters=2, warmup=1,
-                              progress=False, timeout=240)
+    report = bench.BENCHMARK.run(bench.AllreduceConfig(
+        world_size=2, minbytes=4096, maxbytes=16384, algorithms=("ring", "tree"), iters=2,
+        warmup=1, quiet=True, timeout=240))
+    res = {"calibration": report.data["calibration"], "rows": report.rows}
     cal = res["calibration"]
     assert cal["method"] == "rounds" and "handoff" in cal
     for r in res["rows"]:
         sched = build(r["algorithm"], 2, r["count"])
         want = cal["call_overhead"] + cost(sched, cal["alpha"], cal["beta"], cal["gamma"], 4,
                                            duplex="shared", handoff=cal["handoff"],
-                                           relay=cal["relay"])
+                                           relay=cal["relay"], rates=size_rates(cal))
         assert r["predicted_us"] == pytest.approx(want * 1e6)
         assert r["error_pct"] == pytest.approx(100 * (r["time_us"] - r["predicted_us"])
                                                / r["predicted_us"])
@@ -106,21 +109,21 @@ def test_benchmark_predicts_from_the_same_rounds() -> None:
 def test_nccl_step_op_list_posts_each_ring_step_as_one_batch() -> None:
     import torch
 
-    from distlab.collectives.execute import rank_plan, step_p2p_ops
+    from distlab.collectives.rank_plan import rank_plan
+    from distlab.collectives.runtime.steps import step_p2p_ops
 
     p, n = 4, 16
     plan = rank_plan(build("ring", p, n), 1)
     assert len(plan.steps) == 2 * (p - 1)  # one batch per step
     flat, scratch = torch.arange(n, dtype=torch.float32), torch.zeros(plan.scratch)
     for rs in plan.steps:
-        bufs = [flat[a:b] if off is None else scratch[off:off + b - a]
-                for a, b, _, _, _, off in rs.recvs]
-        ops = step_p2p_ops(rs, flat, bufs, peer=lambda r: 10 + r)
+        sends = [flat[m.ranges[0][0]:m.ranges[0][1]] for m in rs.sends]
+        bufs = [flat[m.ranges[0][0]:m.ranges[0][1]] if m.offset is None
+                else scratch[m.offset:m.offset + m.count] for m in rs.recvs]
+        ops = step_p2p_ops(rs, sends, bufs, peer=lambda r: 10 + r, tag_base=7 << 16)
         kinds = [k for k, *_ in ops]
         assert kinds == ["recv"] * len(rs.recvs) + ["send"] * len(rs.sends) == ["recv", "send"]
         (_, rbuf, src, rtag), (_, sbuf, dst, stag) = ops
         assert (src, dst) == (10, 12)  # ring: from the left neighbour, to the right one
-        a, b = rs.sends[0][:2]
-        assert sbuf.data_ptr() == flat[a:b].data_ptr() and sbuf.numel() == b - a
-        assert rbuf.numel() == rs.recvs[0][1] - rs.recvs[0][0]
-        assert (rtag, stag) == (rs.recvs[0][3], rs.sends[0][3])
+        assert sbuf.data_ptr() == sends[0].data_ptr() and rbuf.data_ptr() == bufs[0].data_ptr()
+        assert (rtag, stag) == ((7 << 16) | rs.recvs[0].tag, (7 << 16) | rs.sends[0].tag)

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from distlab.collectives import ALGORITHMS, Schedule, Step, Transfer, build, chunk_bounds
-from distlab.collectives.fold import Fold
-from distlab.collectives.hierarchical import default_group_size
+from distlab.collectives.allreduce.fold import Fold
+from distlab.collectives.allreduce.hierarchical import default_group_size
 
 ALL = sorted(ALGORITHMS)
 
@@ -87,12 +87,12 @@ def test_segmented_ring_pipelines_slices() -> None:
     assert len(s.steps) == 2 * (p - 1) + 3 - 1
     assert max(len(st.sends(0)) for st in s.steps) == 3
     assert max(t.count for st in s.steps for t in st.transfers) <= seg
-    assert s.options == {"segment_size": seg}
+    assert s.options == {"segment_size": seg, "pieces": 1}
 
 
 def test_hierarchical_groups() -> None:
     s = build("hierarchical", 8, 64, group_size=4)
-    assert s.options == {"group_size": 4}
+    assert s.options == {"group_size": 4, "pieces": 1}
     first = s.steps[0]
     assert all(t.src // 4 == t.dst // 4 for t in first.transfers), "phase 1 stays in the group"
     assert default_group_size(8) == 2 and default_group_size(7) == 1 and default_group_size(9) == 3
@@ -126,7 +126,9 @@ def test_group_size_must_divide_world_size() -> None:
 
 
 def test_unknown_option_names_the_valid_ones() -> None:
-    with pytest.raises(TypeError, match=r"'ring' takes options \[\], got unknown \['segment_size'\]"):
+    with pytest.raises(TypeError, match=r"'tree' takes options \[\], got unknown \['segment_size'\]"):
+        build("tree", 4, 100, segment_size=8)
+    with pytest.raises(TypeError, match=r"'ring' takes options \['pieces'\], got unknown"):
         build("ring", 4, 100, segment_size=8)
     assert build("ring", 4, 100, segment_size=None).steps == build("ring", 4, 100).steps
 

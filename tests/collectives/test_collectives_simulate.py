@@ -15,12 +15,14 @@ REFERENCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 def _options(name: str, p: int, seed: int) -> dict:
+    pieces = {"pieces": 1 + (seed >> 4) % 4} if name in ("ring", "segmented_ring",
+                                                          "hierarchical") else {}
     if name == "segmented_ring":
-        return {"segment_size": 1 + seed % 5}
+        return {"segment_size": 1 + seed % 5, **pieces}
     if name == "hierarchical":
         divisors = [d for d in range(1, p + 1) if p % d == 0]
-        return {"group_size": divisors[seed % len(divisors)]}
-    return {}
+        return {"group_size": divisors[seed % len(divisors)], **pieces}
+    return pieces
 
 
 @settings(max_examples=300, deadline=None)

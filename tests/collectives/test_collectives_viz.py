@@ -32,7 +32,7 @@ def test_winners_and_crossovers() -> None:
     assert winners(times) == ["a", "a", "b"]
     (c,) = crossovers([10, 20, 30], times)
     assert (c.x_before, c.x_after, c.before, c.after) == (20, 30, "a", "b")
-    nv = PRESETS["nvlink_h100"]
+    nv = PRESETS["nvlink4_h100"]
     t = predict_sizes(["recursive_doubling", "ring"], 8, [1024, 1 << 30], nv.alpha, nv.beta, nv.gamma)
     assert winners(t) == ["recursive_doubling", "ring"], "latency vs bandwidth regimes"
 
@@ -70,7 +70,7 @@ def test_plan_explorer_redraws_on_every_control() -> None:
 
 
 def test_cost_explorer_follows_preset_and_world_size() -> None:
-    c = V.CostExplorer(dict(PRESETS), "nvlink_h100", world_size=8)
+    c = V.CostExplorer(dict(PRESETS), "nvlink4_h100", world_size=8)
     before = c.png
     assert "H100 datasheet" in c.source.value
     c.preset.value = "ethernet_100g"

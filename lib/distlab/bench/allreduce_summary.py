@@ -26,10 +26,14 @@ import os
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "summarize_files", "summarize_runs"]
+from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+
+__all__ = ["BENCHMARK", "SummaryBenchmark", "SummaryConfig", "main", "summarize_files",
+           "summarize_runs"]
 
 _CAL_KEYS = ("alpha", "beta", "gamma", "call_overhead", "handoff", "relay", "comm_r2",
              "comm_max_rel_residual", "reduce_r2", "duplex", "method")
@@ -68,8 +72,7 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
     rows = []
     for i, (nbytes, algorithm) in enumerate(keys):
         per_run = [run["rows"][i] for run in runs]
-        time_us = _median([r["time_us"] for r in per_run])
-        assert time_us is not None
+        time_us = statistics.median(float(r["time_us"]) for r in per_run)
         algbw = nbytes / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
         ratios = [r["busbw_gbps"] / b[nbytes] if nbytes in b and b[nbytes] > 0 else None
                   for r, b in zip(per_run, builtin)]
@@ -120,27 +123,57 @@ def _default_note(blocks: dict[str, dict[str, Any]]) -> str:
             "predicted from its own calibration; first run's command: " + commands[0])
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI: summarize run files into one JSON; exit 2 on bad input (one line)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m distlab.bench allreduce-summary",
-        description="Median summary of repeated `python -m distlab.bench allreduce --json` runs.")
-    parser.add_argument("runs", nargs="+", help="benchmark JSON files (any world sizes)")
-    parser.add_argument("--out", required=True, help="where to write the summary JSON")
-    parser.add_argument("--note", default="", help="text stored as the summary's note "
-                        "(default: a description of how it was made)")
-    args = parser.parse_args(argv)
-    try:
-        summary = summarize_files(args.runs, note=args.note)
-    except ValueError as exc:
-        parser.error(str(exc))
-    from .provenance import write_json
+SUMMARY_COLUMNS = (Column("ws", "world_size"), Column("size(B)", "nbytes", width=11),
+                   Column("algorithm", "algorithm", width=19),
+                   Column("time(us)", "time_us", ".1f", width=11),
+                   Column("busbw(GB/s)", "busbw_gbps", ".3f"),
+                   Column("vs builtin(x)", "ratio_vs_builtin_paired_median", ".3f"),
+                   Column("error%", "error_pct", "+.1f", width=8), Column("#wrong", "wrong"))
 
-    write_json(args.out, summary)
-    for ws, block in summary["world_sizes"].items():
-        print(f"world size {ws}: {len(block['runs'])} runs, {len(block['rows'])} rows")
-    print(f"wrote {args.out}")
-    return 0
+
+@dataclass(frozen=True)
+class SummaryConfig(BenchConfig):
+    """Options of ``python -m distlab.bench allreduce-summary`` (``--out`` = ``--json``)."""
+
+    json: str | None = opt(None, "--json", "--out", metavar="PATH",
+                           help="where to write the summary JSON")
+    runs: tuple[str, ...] = opt((), nargs="+",
+                                help="allreduce benchmark JSON files (any world sizes)")
+    note: str = opt("", "--note", help="text stored as the summary's note (default: a "
+                                       "description of how it was made)")
+
+
+class SummaryBenchmark(Benchmark[SummaryConfig]):
+    """Medians over repeated ``allreduce --json`` runs (what notebook 04 reads)."""
+
+    name = "allreduce-summary"
+    about = "median summary of repeated allreduce --json runs (notebook 04 reads it)"
+    config_type = SummaryConfig
+
+    def check(self, parser: argparse.ArgumentParser, config: SummaryConfig) -> SummaryConfig:
+        try:
+            summarize_files(config.runs, note=config.note)
+        except ValueError as exc:
+            parser.error(str(exc))
+        return config
+
+    def run(self, config: SummaryConfig) -> Report:
+        summary = summarize_files(config.runs, note=config.note)
+        rows = [{"world_size": int(ws), **r} for ws, block in summary["world_sizes"].items()
+                for r in block["rows"]]
+        head = [f"world size {ws}: {len(b['runs'])} runs, {len(b['rows'])} rows"
+                for ws, b in summary["world_sizes"].items()]
+        wrong = sum(r["wrong"] for r in rows)
+        return Report([Table(rows, SUMMARY_COLUMNS)], head, [summary["note"]], summary,
+                      failed=f"{wrong} wrong elements in the runs" if wrong else "")
+
+
+BENCHMARK = SummaryBenchmark()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m distlab.bench allreduce-summary``; exit 2 on bad input (one line)."""
+    return run_cli(BENCHMARK, argv)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """What each rank holds after each step: the set of ranks whose data went into every element.
 
-The symbolic twin of :func:`.simulate.simulate`: rank ``r`` starts with bit ``r`` set on every
-element, a ``"reduce"`` ORs the sender's bits in, a ``"copy"`` replaces them. After the last
-step of a correct allreduce every element of every rank has all ``world_size`` bits. The step
-picture in notebook 04 colours each element by how many bits it has.
+The symbolic twin of :func:`.simulate.simulate`: each rank starts with the bits of its collective's
+inputs (:mod:`.semantics`; for an allreduce, bit ``r`` on every element of rank ``r``), a
+``"reduce"`` ORs the sender's bits in, a ``"copy"`` replaces them. After the last step of a
+correct allreduce every element of every rank has all ``world_size`` bits. The step pictures of
+notebooks 04 and 08 colour each element by how many bits it has.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 from distlab._checks import check_instance, check_int
 
 from .schedule import Schedule
+from .semantics import layout_of
 
 __all__ = ["contributors", "holdings"]
 
@@ -26,12 +28,10 @@ def holdings(schedule: Schedule) -> np.ndarray:
     ``world_size <= 64`` (one bit per rank).
     """
     check_instance("schedule", schedule, Schedule)
-    p, n = schedule.world_size, schedule.count
+    p = schedule.world_size
     check_int("schedule.world_size (holdings tracks one bit per rank)", p, minimum=1,
               maximum=MAX_RANKS)
-    state = np.zeros((p, n), dtype=np.uint64)
-    for r in range(p):
-        state[r, :] = np.uint64(1) << np.uint64(r)
+    state = layout_of(schedule).initial()
     out = [state.copy()]
     for step in schedule.steps:
         before = state.copy()

@@ -1,9 +1,10 @@
 """Link presets: alpha, beta, gamma for typical links, each labelled with where its figure is from.
 
-Figures from datasheets are peak rates; real collectives reach less, so treat these presets as
+Link bandwidths come from the one link table, :mod:`distlab.links` (same keys). Figures from
+datasheets are peak rates; real collectives reach less, so treat these presets as
 optimistic models for "who wins where", not predictions of a particular machine. The
 ``loopback`` preset is the machine the committed results were measured on, measured by
-:func:`.calibrate.calibrate` and shipped inside the package as
+:func:`distlab.collectives.calibrate` and shipped inside the package as
 ``distlab/data/allreduce_calibration.json`` (read with :mod:`importlib.resources`, so it loads
 from a wheel or any install, not only from a source checkout).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from distlab._checks import check_choice
+from distlab.links import get_link
 
 __all__ = ["LinkPreset", "PRESETS", "get_preset", "loopback_preset", "preset_names"]
 
@@ -33,7 +35,8 @@ class LinkPreset:
     """A named (alpha s, beta s/byte, gamma s/byte reduced) with the source of each figure.
 
     ``duplex`` is the link model its beta belongs to (see :func:`distlab.collectives.cost`):
-    ``"full"`` for the hardware presets, ``"shared"`` for the calibrated loopback.
+    ``"full"`` for the hardware presets, ``"shared"`` for the calibrated loopback. ``link`` is
+    the key of :data:`distlab.links.LINKS` its beta comes from ("" for a measured preset).
     """
 
     name: str
@@ -42,6 +45,7 @@ class LinkPreset:
     gamma: float
     source: str
     duplex: str = "full"
+    link: str = ""
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -49,22 +53,35 @@ class LinkPreset:
         return 1.0 / self.beta / 1e9
 
 
+# What a copy engine reaches of a PCIe link's peak, measured by distlab's transfer lab: pinned
+# host-to-device on an H100's PCIe Gen5 x16 link, 55.24 of 63.0 GB/s (results/transfers_h100.json).
+PCIE_ACHIEVED_FRACTION = 0.87
+
+
+def _from_link(key: str, alpha: float, gamma: float, fraction: float, why: str) -> LinkPreset:
+    link = get_link(key)
+    share = "" if fraction == 1.0 else f" x {fraction:g} achieved"
+    return LinkPreset(link.name, alpha=alpha, beta=1.0 / (fraction * link.gbps * 1e9),
+                      gamma=gamma, link=key,
+                      source=f"beta: {link.gbps:.1f} GB/s per direction ({link.source}){share}; "
+                             + why)
+
+
 PRESETS: dict[str, LinkPreset] = {
-    "pcie4_x16": LinkPreset(
-        "PCIe Gen4 x16", alpha=5e-6, beta=1 / 25e9, gamma=1 / 500e9,
-        source="beta: PCIe 4.0 x16 is 16 GT/s x 16 lanes (128b/130b) = 31.5 GB/s per direction "
-               "(PCI-SIG spec), ~25 GB/s achievable; alpha: 5 us, an assumed NCCL step latency; "
-               "gamma: a GPU reducing at 500 GB/s effective (assumption, ~1/3 of A100 HBM2e "
-               "1.5 TB/s since a reduce reads two operands and writes one)"),
-    "nvlink_h100": LinkPreset(
-        "NVLink 4 (H100 SXM)", alpha=3e-6, beta=1 / 450e9, gamma=1 / 1100e9,
-        source="beta: NVIDIA H100 datasheet, 900 GB/s NVLink total = 450 GB/s per direction; "
-               "alpha: 3 us, an assumed NCCL step latency; gamma: H100 SXM HBM3 3.35 TB/s "
-               "(datasheet) / 3 bytes moved per reduced byte"),
-    "ethernet_100g": LinkPreset(
-        "100 GbE (RoCE)", alpha=10e-6, beta=1 / 12.5e9, gamma=1 / 500e9,
-        source="beta: 100 Gbit/s line rate = 12.5 GB/s (IEEE 802.3); alpha: 10 us, an assumed "
-               "RDMA round through NIC and switch; gamma: GPU reduction as for pcie4_x16"),
+    "pcie4_x16": _from_link(
+        "pcie4_x16", 5e-6, 1 / 500e9, PCIE_ACHIEVED_FRACTION,
+        "fraction achieved: pinned h2d measured by distlab on a PCIe Gen5 x16 H100 (87% of "
+        "peak); alpha: 5 us, an assumed NCCL step latency; gamma: a GPU reducing at 500 GB/s "
+        "effective (assumption, ~1/3 of A100 HBM2e 1.5 TB/s since a reduce reads two operands "
+        "and writes one)"),
+    "nvlink4_h100": _from_link(
+        "nvlink4_h100", 3e-6, 1 / 1100e9, 1.0,
+        "alpha: 3 us, an assumed NCCL step latency; gamma: H100 SXM HBM3 3.35 TB/s (datasheet) "
+        "/ 3 bytes moved per reduced byte"),
+    "ethernet_100g": _from_link(
+        "ethernet_100g", 10e-6, 1 / 500e9, 1.0,
+        "alpha: 10 us, an assumed RDMA round through NIC and switch; gamma: GPU reduction as "
+        "for pcie4_x16"),
 }
 
 
@@ -73,7 +90,7 @@ def loopback_preset(path: str | Path | None = None) -> LinkPreset | None:
     ``None`` if ``path`` does not exist.
 
     The JSON is what ``python -m distlab.bench allreduce --json`` writes (key ``calibration``)
-    or a bare :class:`~.calibrate.Calibration` dict.
+    or a bare :class:`~.calibration.Calibration` dict.
     """
     p = Path(path) if path is not None else _packaged_calibration()
     if not p.is_file():

@@ -12,6 +12,12 @@ Semantics of one step (synchronous, like a round of exchanges in MPI):
 
 Ranges are element indices (not bytes) into the flat buffer of ``count`` elements that every rank
 holds. Empty ranges never appear: builders drop them, so ``count=0`` gives zero steps.
+
+A message is one transfer, except in a *packed* step (``Step(..., packed=True)``), where all the
+transfers from one rank to another travel as one message, in list order: what MPICH does when it
+copies scattered blocks into a contiguous temporary buffer before sending (Bruck's algorithms,
+binomial trees whose subtrees wrap around the root). The executor packs and unpacks; the cost
+model counts one message (:meth:`Step.messages`).
 """
 
 from __future__ import annotations
@@ -55,10 +61,22 @@ class Transfer:
 
 @dataclass(frozen=True)
 class Step:
-    """A set of transfers that run concurrently. ``label`` names the phase (for pictures)."""
+    """A set of transfers that run concurrently. ``label`` names the phase (for pictures);
+    ``packed``: the transfers from one rank to another travel as one message."""
 
     transfers: tuple[Transfer, ...]
     label: str = ""
+    packed: bool = False
+
+    def messages(self) -> list[tuple[int, int, tuple[Transfer, ...]]]:
+        """``(src, dst, transfers)`` of every message, in order of first appearance: one per
+        transfer, or in a packed step one per ``(src, dst)`` pair."""
+        if not self.packed:
+            return [(t.src, t.dst, (t,)) for t in self.transfers]
+        groups: dict[tuple[int, int], list[Transfer]] = {}
+        for t in self.transfers:
+            groups.setdefault((t.src, t.dst), []).append(t)
+        return [(src, dst, tuple(ts)) for (src, dst), ts in groups.items()]
 
     def sends(self, rank: int) -> list[Transfer]:
         """Transfers this rank sends in this step, in schedule order."""
@@ -71,14 +89,16 @@ class Step:
 
 @dataclass(frozen=True)
 class Schedule:
-    """An allreduce plan for ``world_size`` ranks over ``count`` elements.
+    """The plan of one collective for ``world_size`` ranks over ``count`` elements.
 
     Attributes:
-        algorithm: name of the builder that made it (a key of ``ALGORITHMS``).
+        algorithm: name of the builder that made it (a key of its collective's registry).
         world_size: number of ranks, >= 1.
-        count: elements per rank, >= 0.
+        count: elements of the buffer every rank holds, >= 0 (for an allreduce the vector;
+            for the other collectives see :mod:`distlab.collectives.semantics`).
         steps: the steps, executed in order.
         options: the builder options that shaped it (e.g. ``{"segment_size": 1024}``).
+        collective: which collective it computes (``"all_reduce"``, ``"broadcast"``, ...).
     """
 
     algorithm: str
@@ -86,14 +106,20 @@ class Schedule:
     count: int
     steps: tuple[Step, ...]
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    collective: str = "all_reduce"
 
     def __post_init__(self) -> None:
         validate_steps(self.steps, self.world_size, self.count)
 
     @property
     def num_transfers(self) -> int:
-        """Total transfers (messages) over all steps."""
+        """Total transfers over all steps."""
         return sum(len(s.transfers) for s in self.steps)
+
+    @property
+    def num_messages(self) -> int:
+        """Total messages over all steps (fewer than transfers where steps are packed)."""
+        return sum(len(s.messages()) for s in self.steps)
 
     def elements_moved(self) -> int:
         """Total elements sent over all steps and ranks."""
@@ -133,10 +159,10 @@ def validate_steps(steps: Sequence[Step], world_size: int, count: int) -> None:
                                      "a copy must have a single writer")
 
 
-def make_step(transfers: Iterable[Transfer], label: str = "") -> Step | None:
+def make_step(transfers: Iterable[Transfer], label: str = "", packed: bool = False) -> Step | None:
     """A step from the non-empty transfers, or ``None`` when none is left."""
     kept = tuple(t for t in transfers if t.stop > t.start)
-    return Step(kept, label) if kept else None
+    return Step(kept, label, packed) if kept else None
 
 
 def collect(steps: Iterable[Step | None]) -> tuple[Step, ...]:
@@ -174,10 +200,11 @@ def format_schedule(schedule: Schedule, max_steps: int | None = None) -> str:
     if max_steps is not None:
         max_steps = check_int("max_steps", max_steps, minimum=0)
     lines = [f"{schedule.algorithm}: {schedule.world_size} ranks, {schedule.count} elements, "
-             f"{len(schedule.steps)} steps, {schedule.num_transfers} messages"]
+             f"{len(schedule.steps)} steps, {schedule.num_messages} messages"]
     for i, step in enumerate(schedule.steps[:max_steps]):
         parts = [f"{t.src}->{t.dst} [{t.start}:{t.stop}) {t.kind}" for t in step.transfers]
-        lines.append(f"  step {i + 1} ({step.label}): " + ", ".join(parts))
+        packed = ", packed" if step.packed else ""
+        lines.append(f"  step {i + 1} ({step.label}{packed}): " + ", ".join(parts))
     if max_steps is not None and len(schedule.steps) > max_steps:
         lines.append(f"  ... {len(schedule.steps) - max_steps} more steps")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from distlab._checks import check_instance
 
@@ -25,7 +26,6 @@ def _numpy_reduce(op: str) -> Any:
 
 
 def _torch_reduce(op: str) -> Any:
-    import torch
 
     return {"sum": torch.add, "avg": torch.add, "prod": torch.mul, "max": torch.maximum,
             "min": torch.minimum}[op]
@@ -40,7 +40,6 @@ def _check_inputs(schedule: Any, inputs: Any) -> tuple[bool, tuple[int, ...], An
         raise ValueError(f"inputs has {len(inputs)} arrays but the schedule is for "
                          f"world_size={schedule.world_size}; pass one array per rank")
     try:
-        import torch
         is_tensor = [isinstance(x, torch.Tensor) for x in inputs]
     except ImportError:  # pragma: no cover - torch is a dependency
         is_tensor = [False] * len(inputs)

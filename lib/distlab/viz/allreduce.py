@@ -2,7 +2,7 @@
 
     from distlab.viz.allreduce import plan_figure, cost_curves_figure, PlanExplorer
     plan_figure(build("ring", 4, 16), step=2)      # who sends what at step 2, what ranks hold
-    cost_curves_figure(get_preset("nvlink_h100"), world_size=8)   # model; crossovers marked
+    cost_curves_figure(get_preset("nvlink4_h100"), world_size=8)   # model; crossovers marked
     PlanExplorer().widget                          # algorithm / world size / step controls
 
 The plan picture: one row per rank, one column per element; a cell's colour is how many ranks'
@@ -18,18 +18,17 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+import ipywidgets as w
 import numpy as np
 from matplotlib.figure import Figure
-
 from matplotlib.patches import FancyArrowPatch
 
 from distlab._checks import check_int
-from distlab.viz.figure import new_figure
-
 from distlab.collectives import ALGORITHMS, build, step_costs
 from distlab.collectives.compare import crossovers, predict_sizes, predict_world_sizes, winners
 from distlab.collectives.holdings import contributors, holdings
 from distlab.collectives.schedule import Schedule
+from distlab.viz.figure import new_figure
 
 __all__ = ["CostExplorer", "PlanExplorer", "cost_curves_figure", "cost_vs_world_size_figure",
            "figure_png", "measured_vs_model_figure", "plan_count", "plan_figure"]
@@ -215,7 +214,6 @@ class PlanExplorer:
 
     def __init__(self, algorithm: str = "ring", world_size: int = 4, *, max_world_size: int = 16,
                  alpha: float = 5e-6, beta: float = 1 / 25e9, gamma: float = 1 / 500e9) -> None:
-        import ipywidgets as w
 
         self.params = (alpha, beta, gamma)
         self.algorithm = w.Dropdown(options=sorted(ALGORITHMS), value=algorithm,
@@ -269,7 +267,6 @@ class CostExplorer:
 
     def __init__(self, presets: dict[str, Any], preset: str | None = None,
                  world_size: int = 8) -> None:
-        import ipywidgets as w
 
         self.presets = dict(presets)
         self.preset = w.Dropdown(options=list(self.presets), value=preset or next(iter(presets)),

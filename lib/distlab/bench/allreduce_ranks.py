@@ -1,0 +1,198 @@
+"""The allreduce benchmark's rank code: what every rank runs under :func:`distlab.launch.run`.
+
+:func:`bench_rank` checks each (size, algorithm) once against the exact answer, then runs the
+timed rounds (every size and algorithm once per round, each after a barrier, next to the
+calibration exchanges of :class:`~distlab.collectives.runtime.rounds.RoundCalibrator`) and
+returns this rank's raw seconds; :mod:`distlab.bench.allreduce` turns every rank's into rows.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from distlab.collectives.algorithms import options_of
+from distlab.collectives.calibration import calibration_sizes
+from distlab.collectives.runtime.execute import all_reduce
+from distlab.collectives.runtime.group import builtin_all_reduce, rank_device, sync_device
+from distlab.collectives.runtime.rounds import RoundCalibrator, calibrate
+from distlab.timeline import now_us
+
+__all__ = ["bench_rank", "expected_result", "fill_pattern", "size_label", "slowest_rank_median"]
+
+
+def fill_pattern(rank: int, count: int, dtype: str, op: str) -> torch.Tensor:
+    """Rank ``rank``'s deterministic input: small integers, so sums and products are exact.
+
+    ``prod`` uses values in {1, 2} (a product over 8 ranks stays <= 256); other ops values
+    in 0..3 (a sum over 8 ranks stays <= 24, exact even in float16 and bfloat16).
+    """
+    i = torch.arange(count, dtype=torch.int64)
+    vals = 1 + (i + rank) % 2 if op == "prod" else (i * 7 + rank * 3) % 4
+    return vals.to(getattr(torch, dtype))
+
+
+def expected_result(world_size: int, count: int, dtype: str, op: str) -> torch.Tensor:
+    """The exact allreduce of :func:`fill_pattern` over ``world_size`` ranks (float64)."""
+    stack = torch.stack([fill_pattern(r, count, "float64", op) for r in range(world_size)])
+    if op in ("sum", "avg"):
+        out = stack.sum(0)
+        return out / world_size if op == "avg" else out
+    if op == "prod":
+        return stack.prod(0)
+    return stack.amax(0) if op == "max" else stack.amin(0)
+
+
+def size_label(nbytes: int) -> str:
+    """``1024 -> '1 KiB'``, ``1536 -> '1536 B'``: the binary unit that divides exactly."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def slowest_rank_median(per_rank: Sequence[Sequence[float]]) -> float:
+    """Median over rounds of the slowest rank's seconds (``per_rank[r][round]``)."""
+    return float(np.median(np.asarray(per_rank, dtype=float).max(axis=0)))
+
+
+def _tolerance(dtype: str, op: str) -> float:
+    if op != "avg":
+        return 0.0
+    return {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-6}.get(dtype, 1e-12)
+
+
+@dataclass
+class _Case:
+    """One (size, algorithm) of the sweep: its buffer, pristine input and timed seconds."""
+
+    algorithm: str
+    count: int
+    nbytes: int
+    run: Callable[[torch.Tensor], Any]
+    buf: torch.Tensor
+    pristine: torch.Tensor
+    wrong: int = 0
+    seconds: list[float] = field(default_factory=list)
+
+
+def _runner(algorithm: str, op: str, options: dict[str, Any]) -> Callable[..., Any]:
+    if algorithm == "builtin":
+        return lambda t, check=True: builtin_all_reduce(t, op)
+    opts = {k: v for k, v in options.items() if k in options_of(algorithm) and v is not None}
+    return lambda t, check=True: all_reduce(t, op=op, algorithm=algorithm, check=check, **opts)
+
+
+def _checked_cases(rank: int, world_size: int, sizes: Sequence[int], algorithms: Sequence[str],
+                   dtype: str, op: str, options: dict[str, Any],
+                   device: torch.device) -> list[_Case]:
+    """Every (size, algorithm), run once on the pattern with the peer check and compared with
+    the exact answer (``wrong`` = this rank's elements that differ)."""
+    itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    cases = []
+    for nbytes in sizes:
+        count = nbytes // itemsize
+        pristine = fill_pattern(rank, count, dtype, op).to(device)
+        expected = expected_result(world_size, count, dtype, op)
+        buf = pristine.clone()
+        for algo in algorithms:
+            case = _Case(algo, count, count * itemsize, _runner(algo, op, options), buf, pristine)
+            buf.copy_(pristine)
+            case.run(buf, check="gather")  # the checked run also verifies every rank agrees
+            got = buf.double().cpu()
+            case.wrong = int((~torch.isclose(got, expected, rtol=_tolerance(dtype, op),
+                                             atol=0.0)).sum())
+            cases.append(case)
+    return cases
+
+
+def _timed_rounds(rank: int, cases: list[_Case], calibrator: RoundCalibrator | None,
+                  iters: int, warmup: int, device: torch.device,
+                  progress: bool) -> list[dict[str, Any]]:
+    """``warmup`` + ``iters`` rounds of every case (and the calibration); appends each timed
+    call's seconds to its case; returns one span per timed call and calibration round."""
+    lane = f"rank{rank}/allreduce"
+    spans: list[dict[str, Any]] = []
+    for i in range(warmup + iters):
+        timed = i >= warmup
+        if progress and rank == 0:
+            print(f"[allreduce] round {i + 1}/{warmup + iters}{'' if timed else ' (warmup)'}: "
+                  f"{len({c.nbytes for c in cases})} sizes x "
+                  f"{len({c.algorithm for c in cases})} algorithms", file=sys.stderr, flush=True)
+        if calibrator is not None:
+            c0 = now_us()
+            calibrator.run_round(record=timed)
+            if timed:
+                spans.append({"name": "calibration exchanges", "category": "calibration",
+                              "lane": lane, "start_us": c0, "duration_us": now_us() - c0,
+                              "args": {"round": i - warmup}})
+        for case in cases:
+            case.buf.copy_(case.pristine)  # repeated sums/products would overflow at large p
+            sync_device(device)
+            dist.barrier()
+            t0 = now_us()
+            case.run(case.buf)
+            sync_device(device)
+            t1 = now_us()
+            if timed:
+                case.seconds.append((t1 - t0) / 1e6)
+                spans.append({"name": f"{case.algorithm} {size_label(case.nbytes)}",
+                              "category": "allreduce", "lane": lane, "start_us": t0,
+                              "duration_us": t1 - t0,
+                              "args": {"algorithm": case.algorithm, "bytes": case.nbytes,
+                                       "round": i - warmup}})
+    return spans
+
+
+def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Sequence[str],
+               dtype: str = "float32", op: str = "sum", iters: int = 20, warmup: int = 5,
+               options: dict[str, Any] | None = None,
+               calibration: dict[str, Any] | None = None,
+               progress: bool = True, calibrate_in_rounds: bool = True) -> dict[str, Any]:
+    """Time each algorithm (``"builtin"`` = ``torch.distributed.all_reduce``) at each size.
+
+    Per size: one checked run per algorithm on :func:`fill_pattern` data (``wrong`` = elements
+    differing from :func:`expected_result` on this rank; it also runs the per-call peer check).
+    Then ``warmup`` untimed and ``iters`` timed rounds (timed runs are the default call: the
+    inline peer check, and the ``pieces`` the shipped cost model picks where the algorithm takes
+    it): a round runs every size and algorithm once, each after a barrier on a
+    buffer refilled with the pattern (outside the timed region) and, when ``calibration`` is
+    given (a dict that may set the calibrator's ``sizes``, ``chain`` and ``op``), the calibration
+    exchanges, fitted on the same rounds at the end; with ``calibrate_in_rounds=False`` the same
+    calibrator runs before the rounds instead. Under NCCL the buffers live on this rank's GPU
+    and each timed run ends with a device synchronize.
+
+    Returns ``{"calibration": dict | None, "rows": [...], "spans": [...], "host": str}``: rows of
+    (algorithm, nbytes, count, this rank's seconds per round, wrong); spans one per timed call
+    and calibration round on this host's :func:`~distlab.timeline.now_us` clock, lane
+    ``"rank<r>/allreduce"`` (spans of ranks on other hosts are on another clock).
+    """
+    device = rank_device()
+    tdtype = getattr(torch, dtype)
+    itemsize = torch.empty(0, dtype=tdtype).element_size()
+    calibrator = None
+    cal = None
+    if calibration is not None and world_size >= 2:
+        cal_sizes = calibration.get("sizes") or calibration_sizes(sizes, world_size, itemsize)
+        cal_op, chain = calibration.get("op", "sum"), calibration.get("chain", 4)
+        if calibrate_in_rounds:
+            calibrator = RoundCalibrator(cal_sizes, tdtype, cal_op, chain=chain, device=device,
+                                         check=True)
+        else:
+            cal = calibrate(cal_sizes, iters=iters, warmup=warmup, dtype=tdtype, op=cal_op,
+                            chain=chain, device=device).to_dict()
+    cases = _checked_cases(rank, world_size, sizes, algorithms, dtype, op, options or {},
+                           device)
+    spans = _timed_rounds(rank, cases, calibrator, iters, warmup, device, progress)
+    if calibrator is not None:
+        cal = calibrator.fit().to_dict()
+    rows = [{"algorithm": c.algorithm, "nbytes": c.nbytes, "count": c.count,
+             "seconds": c.seconds, "wrong": c.wrong} for c in cases]
+    return {"calibration": cal, "rows": rows, "spans": spans, "host": socket.gethostname()}

@@ -1,0 +1,75 @@
+"""distlab against the built-in over the whole size curve: one table and one line per algorithm.
+
+A benchmark row says how one algorithm did at one size; whether distlab keeps up with torch's
+built-in is a question about the whole curve. :func:`versus_table` puts, for every size, each
+algorithm's busbw over the built-in's at that size (measured in the same run) in one row, and
+:func:`versus_lines` sums each algorithm's curve up (lowest and highest ratio and where, the
+median). Pure: benchmark rows in (``nbytes``, ``algorithm``, ``busbw_gbps``), text and rows out;
+the allreduce benchmark prints both, the profile summary prints the lines.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from distlab.bench.harness import Column, Table
+
+__all__ = ["ratios", "versus_lines", "versus_table"]
+
+BUILTIN = "builtin"
+
+
+def _label(nbytes: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return str(nbytes)
+
+
+def ratios(rows: Sequence[dict[str, Any]]) -> dict[str, dict[int, float]]:
+    """Per distlab algorithm, per size: its busbw over the built-in's at that size (sizes
+    without a built-in row, or where the built-in's busbw is 0, are left out)."""
+    builtin = {r["nbytes"]: r["busbw_gbps"] for r in rows if r["algorithm"] == BUILTIN}
+    out: dict[str, dict[int, float]] = {}
+    for r in rows:
+        b = builtin.get(r["nbytes"])
+        if r["algorithm"] != BUILTIN and b:
+            out.setdefault(r["algorithm"], {})[r["nbytes"]] = r["busbw_gbps"] / b
+    return out
+
+
+def versus_table(rows: Sequence[dict[str, Any]]) -> Table | None:
+    """One row per size: the built-in's busbw and every algorithm's busbw over it (``None``
+    when the rows have no built-in)."""
+    curve = ratios(rows)
+    if not curve:
+        return None
+    builtin = {r["nbytes"]: r["busbw_gbps"] for r in rows if r["algorithm"] == BUILTIN}
+    algos = list(curve)
+    out = []
+    for nbytes in sorted(builtin):
+        row: dict[str, Any] = {"nbytes": nbytes, "builtin_busbw_gbps": builtin[nbytes]}
+        row.update({a: curve[a].get(nbytes) for a in algos})
+        out.append(row)
+    columns = (Column("size(B)", "nbytes", width=11),
+               Column("builtin busbw(GB/s)", "builtin_busbw_gbps", ".3f"),
+               *(Column(a, a, ".2f") for a in algos))
+    return Table(out, columns, "distlab busbw / builtin busbw at each size (x; same run)",
+                 "vs_builtin")
+
+
+def versus_lines(rows: Sequence[dict[str, Any]], prefix: str = "") -> list[str]:
+    """One line per algorithm: the lowest and highest ratio to the built-in (and at which
+    size), the median, over every size measured."""
+    lines = []
+    for algo, by_size in ratios(rows).items():
+        lo = min(by_size, key=by_size.__getitem__)
+        hi = max(by_size, key=by_size.__getitem__)
+        lines.append(f"{prefix}{algo} busbw / builtin over {len(by_size)} sizes "
+                     f"({_label(min(by_size))}-{_label(max(by_size))}): lowest "
+                     f"{by_size[lo]:.2f}x at {_label(lo)}, median "
+                     f"{statistics.median(by_size.values()):.2f}x, highest "
+                     f"{by_size[hi]:.2f}x at {_label(hi)}")
+    return lines

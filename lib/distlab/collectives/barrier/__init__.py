@@ -1,0 +1,1 @@
+"""Barrier algorithms: no rank leaves before every rank has arrived (one module each)."""

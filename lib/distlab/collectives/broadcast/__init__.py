@@ -1,0 +1,1 @@
+"""Broadcast algorithms: the root's ``count`` elements to every rank (one module each)."""

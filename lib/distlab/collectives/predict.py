@@ -1,0 +1,175 @@
+"""The predicted time of one allreduce call, distlab's algorithms and the backend's own (pure).
+
+    m = call_model(calibration)                     # a Calibration or its JSON dict
+    m.seconds("ring", world_size=4, count=1 << 20, itemsize=4)
+    m.seconds("builtin", 4, 1 << 20, 4)             # gloo's own ring, from its source
+    predict_builtin("h100_sxm8", 8, [1 << 20])      # NCCL's own allreduce on a GPU box
+
+A call costs ``call_overhead`` plus the cost of its schedule (:func:`.cost.cost`) with the
+calibration's terms and, when the calibration stores its per-size series, the per-size prices of
+:mod:`.regimes`. ``"builtin"`` means the backend's own allreduce: for gloo (CPU tensors) the
+schedule of :mod:`.allreduce.gloo_ring`, costed with the same terms (its pipeline of two
+iterations in flight included; distlab's per-call overhead left out, see
+:meth:`CallModel.seconds`); for NCCL on a GPU box of :mod:`.nccl_boxes`, NCCL's own tuning model
+(:mod:`.nccl_model`).
+
+What the builtin's price still borrows from distlab's executor: the per-step ``handoff`` and
+per-message ``alpha`` were timed through distlab's Python executor, and gloo's C++ loop pays
+less per iteration where Python is slow (one pinned core: about 150 us per gloo iteration against
+about 1 ms per executor step). The calibration has no pattern without the executor, so that
+difference is not measured; where fixed costs dominate (small buffers on slow CPUs) the builtin
+is overpredicted (:mod:`distlab.viz.refit` shows by how much).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from distlab._checks import check_choice, check_int
+
+from .algorithms import build, options_of
+from .allreduce.gloo_ring import gloo_ring
+from .calibration import Calibration
+from .cost import DUPLEX, cost
+from .nccl_boxes import GPU_BOXES, GpuBox
+from .nccl_model import predict_nccl_allreduce
+from .presets import _packaged_calibration
+from .regimes import SizeRates, size_rates
+from .schedule import Schedule
+
+__all__ = ["CallModel", "builtin_schedule", "call_model", "predict_builtin"]
+
+BUILTIN_SCHEDULES = {"gloo": "gloo_ring"}
+"""The backend whose own allreduce distlab has as a schedule, and that schedule's name."""
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """The terms that price one call (seconds; see :func:`.cost.cost`) and, if the calibration
+    had per-size series, its :class:`~.regimes.SizeRates` (``None``: constant beta and gamma).
+    ``backend`` names whose builtin allreduce ``"builtin"`` means."""
+
+    alpha: float
+    beta: float
+    gamma: float
+    handoff: float = 0.0
+    relay: float = 0.0
+    call_overhead: float = 0.0
+    duplex: str = "full"
+    backend: str = "gloo"
+    rates: SizeRates | None = None
+
+    def schedule_seconds(self, schedule: Schedule, itemsize: int, *,
+                         call_overhead: bool = True) -> float:
+        """The schedule's cost, plus ``call_overhead`` unless told not to."""
+        return (self.call_overhead if call_overhead else 0.0) + cost(
+            schedule, self.alpha, self.beta, self.gamma, itemsize, duplex=self.duplex,
+            handoff=self.handoff, relay=self.relay, rates=self.rates)
+
+    def seconds(self, algorithm: str, world_size: int, count: int, itemsize: int,
+                options: Mapping[str, Any] | None = None) -> float:
+        """Predicted seconds of one allreduce call of ``count`` elements of ``itemsize`` bytes
+        with ``algorithm`` (a registered name or ``"builtin"``); ``options`` the algorithm does
+        not take, or that are None, are ignored.
+
+        ``"builtin"`` is the backend's schedule without ``call_overhead``: that term is what a
+        call of distlab's executor costs beyond its steps (a lone exchange called through
+        :func:`~.runtime.execute.run_schedule` minus a chained step: Python argument checks,
+        plan lookup, dispatch), a path ``torch.distributed.all_reduce`` does not take (it
+        enqueues gloo's C++ ring on the process group's worker thread); the builtin's own call
+        cost is not among the calibration's patterns, so it is left out rather than borrowed.
+        """
+        if algorithm == "builtin":
+            return self.schedule_seconds(builtin_schedule(self.backend, world_size, count,
+                                                          itemsize), itemsize,
+                                         call_overhead=False)
+        opts = {k: v for k, v in (options or {}).items()
+                if v is not None and k in options_of(algorithm)}
+        return self.schedule_seconds(build(algorithm, world_size, count, **opts), itemsize)
+
+
+def _number(cal: Mapping[str, Any], key: str) -> float:
+    value = cal.get(key) or 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"calibration {key} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
+               backend: str | None = None) -> CallModel:
+    """The :class:`CallModel` of a calibration (a :class:`~.calibration.Calibration` or its
+    dict; fields it lacks count as 0, ``duplex`` as ``"full"``, ``backend`` as gloo).
+    ``per_size=False`` prices every size with the one ``beta`` and ``gamma`` (the model before
+    per-size rates); ``backend`` overrides the calibration's (whose builtin ``"builtin"``
+    means)."""
+    if isinstance(cal, Calibration):
+        data: Mapping[str, Any] = cal.to_dict()
+    elif isinstance(cal, Mapping):
+        data = cal
+    else:
+        raise TypeError(f"cal must be a Calibration or its dict, got {type(cal).__name__}")
+    for key in ("alpha", "beta", "gamma"):
+        if key not in data:
+            raise ValueError(f"calibration needs alpha, beta and gamma; {key} is missing")
+    duplex = check_choice("calibration duplex", str(data.get("duplex", "full")), DUPLEX)
+    rates = size_rates(data) if per_size and "world_size" in data else None
+    return CallModel(_number(data, "alpha"), _number(data, "beta"), _number(data, "gamma"),
+                     _number(data, "handoff"), _number(data, "relay"),
+                     _number(data, "call_overhead"), duplex,
+                     backend or str(data.get("backend") or "gloo"), rates)
+
+
+def builtin_schedule(backend: str, world_size: int, count: int, itemsize: int) -> Schedule:
+    """The schedule of ``backend``'s own allreduce (gloo: :func:`.allreduce.gloo_ring.gloo_ring`,
+    whose segmentation depends on ``itemsize``). NCCL's is not a fixed schedule: it picks an
+    algorithm and protocol per size (:func:`predict_builtin` with a GPU box)."""
+    check_choice("backend", backend, tuple(BUILTIN_SCHEDULES))
+    return gloo_ring(world_size, count, itemsize=itemsize)
+
+
+def _loopback_calibration() -> dict[str, Any]:
+    data = json.loads(_packaged_calibration().read_text())
+    return dict(data.get("calibration", data))
+
+
+def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
+                    itemsize: int = 4) -> list[float]:
+    """Seconds of the backend's own allreduce at each size.
+
+    Args:
+        preset: a gloo calibration (a :class:`~.calibration.Calibration`, its dict, or
+            ``"loopback"``: the one shipped with distlab): gloo's ring
+            (:mod:`.allreduce.gloo_ring`) costed with it; or a GPU box (a
+            :class:`~.nccl_boxes.GpuBox` or a name of :data:`~.nccl_boxes.GPU_BOXES`): NCCL's
+            own choice and estimate (:func:`~.nccl_model.predict_nccl_allreduce`).
+        world_size: ranks (>= 1).
+        sizes_bytes: buffer sizes in bytes (multiples of ``itemsize`` for a calibration).
+        itemsize: bytes per element (gloo segments by bytes; NCCL's model is per byte).
+    """
+    world_size = check_int("world_size", world_size, minimum=1)
+    if isinstance(preset, GpuBox) or (isinstance(preset, str) and preset in GPU_BOXES):
+        return predict_nccl_allreduce(preset, world_size, sizes_bytes)
+    if preset == "loopback":
+        preset = _loopback_calibration()
+    if not isinstance(preset, (Calibration, Mapping)):
+        raise ValueError(  # noqa: TRY004 - a wrong name is a value error, as elsewhere
+f"preset must be a gloo calibration (Calibration, its dict or "
+                         f"'loopback') or a GPU box ({', '.join(map(repr, GPU_BOXES))}), got "
+                         f"{preset!r}")
+    model = call_model(preset)
+    if model.backend != "gloo":
+        raise ValueError(f"preset is a {model.backend!r} calibration; the builtin allreduce is "
+                         f"modelled for gloo calibrations and for NCCL on the GPU boxes "
+                         f"{', '.join(map(repr, GPU_BOXES))}")
+    itemsize = check_int("itemsize (bytes per element)", itemsize, minimum=1)
+    out = []
+    for i, nbytes in enumerate(sizes_bytes):
+        nbytes = check_int(f"sizes_bytes[{i}]", nbytes, minimum=0)
+        if nbytes % itemsize:
+            raise ValueError(f"sizes_bytes[{i}]={nbytes} is not a multiple of itemsize "
+                             f"{itemsize}")
+        out.append(model.seconds("builtin", world_size, nbytes // itemsize, itemsize))
+    return out

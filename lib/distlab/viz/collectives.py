@@ -1,0 +1,270 @@
+"""Pictures of every collective's plans and costs, and the explorer of notebook 08.
+
+    from distlab.viz.collectives import CollectiveExplorer, collective_figure, cost_figure
+    collective_figure(build_plan("all_gather", "bruck", 5, 10), step=2)
+    cost_figure(get_preset("nvlink4_h100"), "all_gather", world_size=8)
+    CollectiveExplorer().widget        # collective / algorithm / world size / step controls
+
+The plan picture: one row per rank, one column per buffer element (:mod:`distlab.collectives.
+semantics` says which element is which). For the reductions (all-reduce, reduce, reduce-scatter,
+barrier) a cell's green is how many ranks' data the element holds after the step; for the
+collectives that only move data, its colour is the rank whose data it holds (one colour per
+rank; white: nothing yet). A dot marks the elements the collective must fill on that rank (its
+result), arrows are the step's transfers (red reduces into the receiver, blue copies over it). Everything is computed by
+:mod:`distlab.collectives` (holdings, semantics, cost); this module only draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as w
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch
+
+from distlab._checks import check_int
+from distlab.collectives.compare import crossovers, winners
+from distlab.collectives.cost import cost
+from distlab.collectives.holdings import contributors, holdings
+from distlab.collectives.plans import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
+from distlab.collectives.schedule import Schedule
+from distlab.collectives.semantics import COLLECTIVES, REDUCING, layout_of
+from distlab.collectives.tuning import best_pieces, schedule_seconds
+from distlab.viz.figure import figure_png, new_figure
+
+__all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",
+           "plan_summary", "scale_figure", "scale_times"]
+
+KIND_COLORS = {"reduce": "tab:red", "copy": "tab:blue"}
+STYLES = ("-", "--", ":", "-.")
+
+
+def plt_colors(i: int) -> Any:
+    """A light colour for rank ``i`` (tab20's pale half, then its dark half)."""
+    tab = colormaps["tab20"]
+    return tab((2 * i + 1) % 20 if i < 10 else (2 * i) % 20)
+WHOLE = ("all_reduce", "broadcast", "reduce", "barrier")
+BUSBW = {"all_reduce": lambda n: 2 * (n - 1) / n, "broadcast": lambda n: 1.0,
+         "reduce": lambda n: 1.0}  # nccl-tests' factors; (n-1)/n for the rest
+
+
+def example_plan(collective: str, algorithm: str, world_size: int, root: int = 0) -> Schedule:
+    """A small plan that shows the collective's blocks clearly: 2 elements per block (per rank
+    for the whole-vector collectives: ``2 p``; one token for a barrier)."""
+    p = check_int("world_size", world_size, minimum=1)
+    count = 1 if collective == "barrier" else 2 * p
+    opts = {"root": root % p} if "root" in plan_options(collective, algorithm) else {}
+    return build_plan(collective, algorithm, p, count, **opts)
+
+
+def plan_summary(schedule: Schedule) -> str:
+    """One line: collective/algorithm, ranks, steps, messages, elements moved."""
+    return (f"{schedule.collective}/{schedule.algorithm} on {schedule.world_size} ranks: "
+            f"{len(schedule.steps)} steps, {schedule.num_messages} messages, "
+            f"{schedule.elements_moved()} elements moved")
+
+
+def collective_figure(schedule: Schedule, step: int | None = None, *,
+                      fig: Figure | None = None) -> Figure:
+    """Draw ``schedule`` after ``step`` steps (0: the start; ``None``: the last step)."""
+    p, n = schedule.world_size, schedule.count
+    nsteps = len(schedule.steps)
+    step = nsteps if step is None else check_int("step", step, minimum=0, maximum=nsteps)
+    fig = fig or new_figure(figsize=(9.0, 1.1 + 0.42 * p))
+    ax = fig.add_subplot(1, 1, 1)
+    masks = holdings(schedule)[step] if n else np.zeros((p, 0), dtype=np.uint64)
+    extent = (0, max(n, 1), p - 0.5, -0.5)
+    if schedule.collective in REDUCING:
+        ax.imshow(contributors(masks), cmap="Greens", vmin=0.5, vmax=p + 0.5 if p > 1 else 1.5,
+                  aspect="auto", extent=extent, interpolation="nearest")
+    else:  # one rank's data per element: colour by whose
+        owner = np.full(masks.shape, -1.0)
+        for r in range(p):
+            owner[masks == np.uint64(1) << np.uint64(r)] = r
+        palette = ListedColormap(["white"] + [plt_colors(i) for i in range(p)])
+        ax.imshow(owner + 1, cmap=palette, vmin=-0.5, vmax=p + 0.5, aspect="auto",
+                  extent=extent, interpolation="nearest")
+    _, required = layout_of(schedule).expected()
+    rows, cols = np.nonzero(required)
+    if n * p <= 2000:
+        ax.plot(cols + 0.5, rows, ".", color="black", ms=2.5, alpha=0.6)
+    if step >= 1:
+        for t in schedule.steps[step - 1].transfers:
+            mid = (t.start + t.stop) / 2
+            bend = 0.25 if t.dst > t.src else -0.25
+            ax.add_patch(FancyArrowPatch((mid, t.src), (mid, t.dst), arrowstyle="-|>",
+                                         mutation_scale=10, lw=1.2, alpha=0.8,
+                                         color=KIND_COLORS[t.kind],
+                                         connectionstyle=f"arc3,rad={bend}"))
+        st = schedule.steps[step - 1]
+        title = f"step {step}/{nsteps}: {st.label}" + (" (packed)" if st.packed else "")
+    else:
+        title = "start: what each rank holds before" if nsteps else "nothing to do"
+    root = schedule.options.get("root")
+    rooted = "" if root is None else f", root {root}"
+    ax.set_title(f"{schedule.collective}/{schedule.algorithm}, {p} ranks{rooted}; {title}",
+                 fontsize=10)
+    ax.set_yticks(range(p), [f"rank {r}" for r in range(p)])
+    what = ("green: how many ranks' data it holds" if schedule.collective in REDUCING
+            else "colour: whose data it holds")
+    ax.set_xlabel(f"buffer element ({what}; dot: the result must be here; red arrow: reduce, "
+                  "blue: copy)", fontsize=8)
+    ax.set_xlim(0, max(n, 1))
+    return fig
+
+
+def cost_figure(preset: Any, collective: str, world_size: int = 8, *,
+                algorithms: Sequence[str] | None = None, sizes_bytes: Sequence[int] | None = None,
+                itemsize: int = 4, root: int = 0, fig: Figure | None = None) -> Figure:
+    """Model time (left) and busbw (right) of ``collective``'s algorithms over the size
+    (bytes of nccl-tests' count); the crossovers are marked. ``preset``: anything with
+    ``alpha``, ``beta``, ``gamma`` (and optionally ``name``, ``duplex``)."""
+    algos = list(algorithms or PLANS[collective])
+    p = world_size
+    sizes = [s for s in (sizes_bytes or [1 << k for k in range(10, 31)])
+             if s // itemsize >= p]
+    duplex = getattr(preset, "duplex", "full")
+    times: dict[str, list[float]] = {}
+    for a in algos:
+        opts = {"root": root % p} if "root" in plan_options(collective, a) else {}
+        times[a] = [cost(build_plan(collective, a, p, _count(collective, s, itemsize, p),
+                                    **opts), preset.alpha, preset.beta, preset.gamma, itemsize,
+                         duplex=duplex) for s in sizes]
+    fig = fig or new_figure(figsize=(10.0, 3.8))
+    ax_t, ax_b = fig.subplots(1, 2)
+    factor = BUSBW.get(collective, lambda n: (n - 1) / n)(p)
+    for i, a in enumerate(algos):
+        t = np.asarray(times[a])
+        style = STYLES[i % len(STYLES)]
+        ax_t.loglog(sizes, t * 1e6, style, label=a, color=f"C{i}")
+        ax_b.semilogx(sizes, np.asarray(sizes) / np.maximum(t, 1e-30) / 1e9 * factor, style,
+                      label=a, color=f"C{i}")
+    for c in crossovers(sizes, times):
+        x = (c.x_before * c.x_after) ** 0.5
+        ax_t.axvline(x, color="grey", ls=":", lw=1)
+        ax_t.text(x, 0.98, f" {c.before} -> {c.after}", rotation=90, va="top", ha="right",
+                  fontsize=7, color="dimgrey", transform=ax_t.get_xaxis_transform())
+    ax_t.set_xlabel("size (bytes)")
+    ax_t.set_ylabel("predicted time (us)")
+    ax_b.set_xlabel("size (bytes)")
+    ax_b.set_ylabel("predicted busbw (GB/s)")
+    ax_t.legend(fontsize=7)
+    win = winners(times)
+    fig.suptitle(f"MODEL: {collective} on {p} ranks, {getattr(preset, 'name', 'a link')}; "
+                 f"fastest at {sizes[0]} B: {win[0]}, at {sizes[-1]} B: {win[-1]}",
+                 fontsize=10)
+    return fig
+
+
+def scale_times(preset: Any, nbytes: int, world_sizes: Sequence[int],
+                itemsize: int = 4) -> dict[str, list[float]]:
+    """Model seconds of an allreduce of ``nbytes`` by ``ring``, ``tree``, the step-synchronous
+    ``double_binary_tree`` and the pipelined one (the ``pieces`` the model picks at each world
+    size, :func:`~distlab.collectives.tuning.best_pieces` with ``preset`` as the calibration)."""
+    cal = {"alpha": preset.alpha, "beta": preset.beta, "gamma": preset.gamma,
+           "duplex": getattr(preset, "duplex", "full")}
+    count = nbytes // itemsize
+    out: dict[str, list[float]] = {"ring": [], "tree": [], "double_binary_tree": [],
+                                   "double_binary_tree, pipelined": []}
+    for p in world_sizes:
+        for a in ("ring", "tree", "double_binary_tree"):
+            out[a].append(schedule_seconds(cal, build_plan("all_reduce", a, p, count), itemsize))
+        k = best_pieces("double_binary_tree", p, count, itemsize, cal,
+                        candidates=(1, 2, 4, 8, 16, 32, 64))
+        out["double_binary_tree, pipelined"].append(schedule_seconds(
+            cal, build_plan("all_reduce", "double_binary_tree", p, count, pieces=k), itemsize))
+    return out
+
+
+def scale_figure(preset: Any, sizes_bytes: Sequence[int] = (1 << 16, 1 << 26),
+                 world_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64, 128), *,
+                 fig: Figure | None = None) -> Figure:
+    """Model time of ring, tree and double binary tree allreduce over the world size, one panel
+    per message size (:func:`scale_times`)."""
+    fig = fig or new_figure(figsize=(5.0 * len(sizes_bytes), 3.8))
+    axes = np.atleast_1d(fig.subplots(1, len(sizes_bytes)))
+    for ax, nbytes in zip(axes, sizes_bytes):
+        times = scale_times(preset, nbytes, world_sizes)
+        for i, (a, t) in enumerate(times.items()):
+            ax.loglog(world_sizes, np.asarray(t) * 1e6, STYLES[i % len(STYLES)], marker="o",
+                      ms=3, label=a, color=f"C{i}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("world size (ranks)")
+        ax.set_title(f"{nbytes} B allreduce", fontsize=10)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("predicted time (us)")
+    fig.suptitle(f"MODEL: {getattr(preset, 'name', 'a link')}", fontsize=10)
+    return fig
+
+
+def _count(collective: str, nbytes: int, itemsize: int, p: int) -> int:
+    n = max(1, nbytes // itemsize)
+    return n if collective in WHOLE else max(p, n - n % p)
+
+
+class CollectiveExplorer:
+    """Collective and algorithm dropdowns, world-size and step sliders over
+    :func:`collective_figure`.
+
+    Attributes: ``collective``, ``algorithm``, ``world_size``, ``step`` (the controls),
+    ``image``, ``summary`` (an ``HTML`` line), ``schedule``, ``figure``, ``png``, ``widget``.
+    """
+
+    def __init__(self, collective: str = "all_gather", algorithm: str | None = None,
+                 world_size: int = 4, *, max_world_size: int = 12) -> None:
+        self.collective = w.Dropdown(options=list(COLLECTIVES), value=collective,
+                                     description="collective")
+        self.algorithm = w.Dropdown(options=sorted(PLANS[collective]),
+                                    value=algorithm or DEFAULT_ALGORITHM[collective],
+                                    description="algorithm")
+        self.world_size = w.IntSlider(value=world_size, min=1, max=max_world_size,
+                                      description="world size")
+        self.step = w.IntSlider(value=0, min=0, max=0, description="step")
+        self.image = w.Image(format="png")
+        self.summary = w.HTML()
+        self.schedule: Schedule | None = None
+        self.figure: Figure | None = None
+        self.png = b""
+        self.collective.observe(self._collective_changed, names="value")
+        self.algorithm.observe(self._plan_changed, names="value")
+        self.world_size.observe(self._plan_changed, names="value")
+        self.step.observe(lambda _: self.update(), names="value")
+        self.widget = w.VBox([w.HBox([self.collective, self.algorithm]),
+                              w.HBox([self.world_size, self.step]), self.summary, self.image])
+        self._plan_changed(None)
+
+    def _collective_changed(self, change: Any) -> None:
+        c = self.collective.value
+        self._refilling = True
+        try:
+            self.algorithm.options = sorted(PLANS[c])
+            self.algorithm.value = DEFAULT_ALGORITHM[c]
+        finally:
+            self._refilling = False
+        self._plan_changed(None)
+
+    def _plan_changed(self, change: Any) -> None:
+        if getattr(self, "_refilling", False):
+            return  # the dropdown is being refilled for another collective
+        self.schedule = example_plan(self.collective.value, self.algorithm.value,
+                                     self.world_size.value)
+        nsteps = len(self.schedule.steps)
+        with self.step.hold_trait_notifications():
+            self.step.max = nsteps
+            self.step.value = min(self.step.value, nsteps)
+        self.update()
+
+    def update(self) -> None:
+        """Redraw for the current control values."""
+        assert self.schedule is not None
+        s = self.schedule
+        self.figure = collective_figure(s, self.step.value)
+        self.png = figure_png(self.figure)
+        self.image.value = self.png
+        shown = ("the start (step 0)" if self.step.value == 0
+                 else f"the state after step {self.step.value}/{len(s.steps)}")
+        self.summary.value = f"<b>{plan_summary(s)}</b>; showing {shown}"

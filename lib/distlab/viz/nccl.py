@@ -1,0 +1,113 @@
+"""NCCL's own allreduce on GPU boxes we cannot reach, drawn beside published measurements.
+
+One panel (row) per :class:`~distlab.collectives.nccl_boxes.GpuBox` preset: the bus bandwidth of
+NCCL's estimate for the (algorithm, protocol) it picks (solid line, one marker shape per pick),
+the estimate of every other candidate it compared (thin dashed), and the published 8-GPU
+points checked against that preset (large hollow black-edged markers labelled
+``published: ...``, as in :mod:`distlab.viz.profile`). Sizes in bytes, bandwidth in GB/s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from distlab._checks import check_int
+from distlab.collectives.nccl_boxes import gpu_box
+from distlab.collectives.nccl_model import busbw_gbps, compare_published, nccl_allreduce
+from distlab.viz.figure import new_figure
+
+__all__ = ["DEFAULT_SIZES", "nccl_busbw_figure", "published_error_table"]
+
+DEFAULT_SIZES = tuple(2 ** k for k in range(10, 34))
+"""1 KiB to 8 GiB in powers of two, the range nccl-tests' ``-b 1K -e 8G -f 2`` sweeps."""
+
+_CHOICE_MARKERS = {("ring", "LL"): "o", ("ring", "LL128"): "s", ("ring", "Simple"): "^",
+                   ("tree", "LL"): "v", ("tree", "LL128"): "<", ("tree", "Simple"): ">",
+                   ("nvls", "Simple"): "*"}
+_PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X", "o", "h")
+
+
+def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5_8"),
+                      world_size: int = 8, sizes_bytes: Sequence[int] = DEFAULT_SIZES, *,
+                      points: Iterable[dict[str, Any]] | None = None,
+                      show_candidates: bool = True) -> Any:
+    """Predicted busbw against size per preset, NCCL's pick marked, published points beside.
+
+    Args:
+        presets: GpuBox objects or preset names, one panel each.
+        world_size: ranks (one per GPU), at least 2.
+        sizes_bytes: message sizes for the model lines.
+        points: published points (entries of ``published()["allreduce_8gpu"]``); each is drawn
+            in the panel of its ``preset`` and only if its ``world_size`` matches. ``None``
+            draws the shipped ones.
+        show_candidates: also draw every candidate's estimate (thin dashed).
+    """
+    boxes = [gpu_box(p) for p in presets]
+    if not boxes:
+        raise ValueError("presets must name at least one preset, got an empty sequence")
+    n = check_int("world_size", world_size, minimum=2)
+    if points is None:
+        from distlab.profile.load import published
+
+        points = published()["allreduce_8gpu"]
+    pts = [p for p in points if p["world_size"] == n]
+    fig = new_figure(figsize=(10.0, 3.6 * len(boxes)))
+    axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
+    for ax, box in zip(axes, boxes):
+        choices = nccl_allreduce(box, n, sizes_bytes)
+        xs = [c.nbytes for c in choices]
+        ax.plot(xs, [c.busbw_gbps for c in choices], color="k", lw=1.5,
+                label="model: NCCL's pick")
+        for pair, marker in _CHOICE_MARKERS.items():
+            at = [c for c in choices if (c.algorithm, c.protocol) == pair]
+            if at:
+                ax.plot([c.nbytes for c in at], [c.busbw_gbps for c in at], marker, ms=5,
+                        ls="none", label=f"picked: {pair[0]}/{pair[1]}")
+        if show_candidates:
+            for i, cand in enumerate(choices[0].candidates):
+                ys = [busbw_gbps(c.nbytes, c.candidates[i].seconds, n) for c in choices]
+                ax.plot(xs, ys, ls="--", lw=0.8, alpha=0.6,
+                        label=f"estimate: {cand.algorithm}/{cand.protocol}")
+        mine = [p for p in pts if p["preset"] == box.key]
+        systems = list(dict.fromkeys(p["system"] for p in mine))
+        for j, system in enumerate(systems):
+            sp = [p for p in mine if p["system"] == system]
+            forced = sp[0].get("nccl_algo")
+            how = f", NCCL_ALGO={forced}" if forced else ""
+            ax.plot([p["nbytes"] for p in sp], [p["busbw_gbps"] for p in sp],
+                    _PUBLISHED_MARKERS[j % len(_PUBLISHED_MARKERS)], ms=8, mfc="none", mec="k",
+                    label=f"published: {system}{how}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message bytes")
+        ax.set_ylabel("busbw GB/s (nccl-tests)")
+        ax.set_title(f"{box.name}, {n} GPUs", fontsize=9)
+        ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
+
+def published_error_table(points: Iterable[dict[str, Any]] | None = None, *,
+                          limit_pct: float = 20.0) -> list[str]:
+    """Text rows: per published point, NCCL's pick, published and predicted busbw (GB/s) and
+    ``error% = (predicted - published) / published``; rows beyond ``limit_pct`` are marked
+    ``miss``, and the last line counts them. ``None`` uses the shipped points."""
+    if points is None:
+        from distlab.profile.load import published
+
+        points = published()["allreduce_8gpu"]
+    rows = compare_published(points)
+    out = [f"{'system':<64} {'size(B)':>11} {'forced':>6} {'pick':>12} {'published':>9} "
+           f"{'model':>8} {'error%':>7}"]
+    misses = 0
+    for r in rows:
+        p = r.point
+        miss = abs(r.error_pct) > limit_pct
+        misses += miss
+        out.append(f"{p['system'][:64]:<64} {p['nbytes']:>11} {p.get('nccl_algo') or '-':>6} "
+                   f"{r.choice.algorithm + '/' + r.choice.protocol:>12} {p['busbw_gbps']:>9.2f} "
+                   f"{r.predicted_busbw_gbps:>8.2f} {r.error_pct:>+7.1f}"
+                   + ("  miss" if miss else ""))
+    out.append(f"{len(rows) - misses} of {len(rows)} points within {limit_pct:g}%")
+    return out

@@ -1,0 +1,190 @@
+"""How far the allreduce cost model travels: error per profile, algorithm and size.
+
+For notebooks 04 and 07. Every function takes profile folders (or the
+:class:`~distlab.collectives.refit.RefitRun` list of :func:`~distlab.collectives.refit.refit_profile`),
+prices their rows again with :mod:`distlab.collectives.predict` and shows
+``error% = (measured - predicted) / predicted``: which machine calibrated (the profile whose
+stored calibration priced the rows) and which machine measured.
+
+- :func:`refit_figure`: one panel per (measured profile, world size), measured / predicted
+  against buffer size per algorithm, the target band (|error| <= 15%) shaded.
+- :func:`error_by_size_table`: the same numbers as text, one column per algorithm.
+- :func:`travel_table`: every profile priced with every profile's calibration (same world size):
+  the median and p90 of |error%| over the judged rows, calibrated-on x measured-on.
+- :func:`spread_table`: per judged row, how the per-round times spread: the error of the median
+  (what the target judges), of the fast quarter (25th percentile of rounds) and the share of
+  rounds slower than twice the fastest.
+
+Where the model still misses, and why (numbers: the committed profiles, refit as in the report
+of issue 19):
+
+1. **Bimodal calls on the 16-core host** (``h100-2026-11-23``, 256 KiB to 4 MiB). The per-call
+   times of one row fall in two groups: a fast one near the model and a slow one 2 to 5 ms
+   later (ring at 256 KiB on 2 ranks: 8 of 20 rounds under 900 us, 12 over 1.9 ms; gloo's own
+   allreduce: 15 of 20 over twice its fastest). The median, which the rows report, lands in whichever group holds
+   more rounds. The calibration's medians at those sizes show no such jump (its exchange step
+   at 64 KiB and 256 KiB: 116 and 183 us), so no per-size price read off them can predict the
+   slow group; :func:`spread_table` shows the fast quarter of those rows much closer to the
+   model than the median. The calibration stores medians only, not the share of slow rounds.
+2. **gloo's own allreduce at small sizes on slow or shared CPUs** (the 2-core VM, and more so
+   one pinned core). The builtin is priced as gloo's ring (:mod:`~distlab.collectives.allreduce.gloo_ring`)
+   with the calibrated fixed terms (``handoff``, ``alpha``, ``call_overhead``), and those are
+   what distlab's own Python executor pays per step and per call (about 1 ms per exchange step
+   on one pinned core), while gloo's ring is a C++ loop (about 150 us per iteration there).
+   Where fixed costs dominate (up to about 1 MiB on one core) the builtin is overpredicted
+   several fold; where bytes dominate it is within tens of percent. The calibration has no
+   pattern that runs without the Python executor, so the native loop's fixed cost is not
+   measured.
+3. **Noise on a shared 2-core machine.** The VM profiles were measured while other work ran
+   (the pinned profiles record the load average): single rows move by tens of percent between
+   neighbouring sizes (ring on 2 ranks: 1382 us at 64 KiB, 1183 us at 256 KiB), and the
+   calibration's own points move as much, which per-size prices then follow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from distlab.bench.harness import Column, format_table
+from distlab.collectives.refit import (TARGET_ALGORITHMS, TARGET_MEDIAN_PCT, TARGET_MIN_BYTES,
+                                       RefitRun, error_stats, refit_profile)
+from distlab.viz.figure import new_figure
+
+__all__ = ["error_by_size_table", "refit_figure", "refit_runs", "spread_table", "travel_table"]
+
+_STYLES = {"ring": "o-", "tree": "s-", "recursive_doubling": "^-", "rabenseifner": "v-",
+           "builtin": "D-", "naive": "x:", "segmented_ring": "+:", "hierarchical": "*:"}
+
+PathLike = str | os.PathLike[str]
+
+
+def refit_runs(profiles: Iterable[PathLike | RefitRun], *,
+               calibration_from: PathLike | None = None) -> list[RefitRun]:
+    """Refit runs of profile folders (runs given as :class:`RefitRun` pass through)."""
+    out: list[RefitRun] = []
+    for p in profiles:
+        if isinstance(p, RefitRun):
+            out.append(p)
+        else:
+            out += refit_profile(p, calibration_from=calibration_from)
+    if not out:
+        raise ValueError("profiles must name at least one profile folder, got none")
+    return out
+
+
+def _algorithms(runs: Sequence[RefitRun], algorithms: Iterable[str] | None) -> list[str]:
+    if algorithms is not None:
+        return list(algorithms)
+    seen = {r["algorithm"] for run in runs for r in run.rows}
+    return [a for a in _STYLES if a in seen] + sorted(seen - set(_STYLES))
+
+
+def refit_figure(profiles: Iterable[PathLike | RefitRun], *,
+                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS,
+                 calibration_from: PathLike | None = None) -> Any:
+    """measured / predicted against buffer size (both log), one panel per (measured profile,
+    world size), one line per algorithm; the band |error| <= 15% shaded, sizes below 64 KiB
+    (not judged by the target) greyed.
+
+    Args:
+        profiles: profile folders or :class:`RefitRun` objects.
+        algorithms: the lines (None: every algorithm in the rows).
+        calibration_from: price every profile with this profile's calibration.
+    """
+    runs = refit_runs(profiles, calibration_from=calibration_from)
+    algos = _algorithms(runs, algorithms)
+    cols = 2 if len(runs) > 1 else 1
+    nrows = math.ceil(len(runs) / cols)
+    fig = new_figure(figsize=(5.2 * cols, 3.3 * nrows))
+    axes = fig.subplots(nrows, cols, squeeze=False).ravel()
+    for ax, run in zip(axes, runs):
+        for a in algos:
+            mine = sorted((r for r in run.rows if r["algorithm"] == a and
+                           r.get("predicted_us")), key=lambda r: r["nbytes"])
+            if mine:
+                ax.plot([r["nbytes"] for r in mine],
+                        [r["time_us"] / r["predicted_us"] for r in mine],
+                        _STYLES.get(a, ".-"), ms=4, lw=1, label=a)
+        band = TARGET_MEDIAN_PCT / 100
+        ax.axhspan(1 - band, 1 + band, color="tab:green", alpha=0.15)
+        ax.axvspan(min(r["nbytes"] for r in run.rows) / 1.5, TARGET_MIN_BYTES / 1.4,
+                   color="0.85", alpha=0.5)
+        ax.axhline(1, color="k", lw=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        s = run.stats()
+        ax.set_title(f"measured {run.profile}, ws {run.world_size}; calibrated "
+                     f"{run.calibrated_on}\n>= 64 KiB: median |error| {s.median:.0f}%, "
+                     f"p90 {s.p90:.0f}%", fontsize=8)
+        ax.set_xlabel("buffer bytes")
+        ax.set_ylabel("measured / predicted")
+    for ax in axes[len(runs):]:
+        ax.set_visible(False)
+    axes[0].legend(fontsize=7, loc="best")
+    return fig
+
+
+def error_by_size_table(run: RefitRun, *, algorithms: Iterable[str] | None = None) -> str:
+    """One line per buffer size, one ``error%`` column per algorithm (``-``: no row)."""
+    algos = _algorithms([run], algorithms)
+    by = {(r["nbytes"], r["algorithm"]): r.get("error_pct") for r in run.rows}
+    rows = [{"nbytes": n, **{a: by.get((n, a)) for a in algos}}
+            for n in sorted({r["nbytes"] for r in run.rows})]
+    cols = [Column("size(B)", "nbytes")] + [Column(a[:12], a, "+.0f") for a in algos]
+    head = (f"# error% (measured - predicted) / predicted: measured {run.profile}, calibrated "
+            f"{run.calibrated_on}, {run.backend} ws {run.world_size}")
+    return head + "\n" + format_table(rows, cols)
+
+
+TRAVEL_COLUMNS = (Column("measured on", "measured"), Column("calibrated on", "calibrated"),
+                  Column("ws", "world_size"), Column("n", "n"),
+                  Column("median%", "median", ".1f"), Column("p90%", "p90", ".1f"),
+                  Column("max%", "max", ".1f"))
+
+
+def travel_table(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BYTES,
+                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
+    """Every profile's rows priced with every profile's calibration of the same backend and
+    world size: |error%| over the judged rows, one line per (measured, calibrated, ws)."""
+    algos = None if algorithms is None else tuple(algorithms)
+    rows = []
+    for measured in profiles:
+        for source in profiles:
+            for run in refit_profile(measured, calibration_from=source, skip_missing=True):
+                s = error_stats(run.rows, min_bytes=min_bytes, algorithms=algos)
+                rows.append({"measured": run.profile, "calibrated": run.calibrated_on,
+                             "world_size": run.world_size, "n": s.n, "median": s.median,
+                             "p90": s.p90, "max": s.max})
+    return format_table(rows, TRAVEL_COLUMNS)
+
+
+SPREAD_COLUMNS = (Column("size(B)", "nbytes"), Column("algorithm", "algorithm"),
+                  Column("time(us)", "time_us", ".0f"), Column("predicted", "predicted_us", ".0f"),
+                  Column("error%", "error_pct", "+.0f"),
+                  Column("fast quarter%", "fast_error_pct", "+.0f"),
+                  Column("slow rounds%", "slow_pct", ".0f"))
+
+
+def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
+                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
+    """Per judged row: the error of the median round (the row's time), of the 25th percentile
+    of rounds (``fast quarter``), and the share of rounds slower than twice the fastest
+    (each round's time is its slowest rank's, as the row's)."""
+    algos = None if algorithms is None else set(algorithms)
+    rows = []
+    for r in run.rows:
+        if r["nbytes"] < min_bytes or (algos is not None and r["algorithm"] not in algos) \
+                or not r.get("seconds_per_rank") or not r.get("predicted_us"):
+            continue
+        rounds = np.asarray(r["seconds_per_rank"], dtype=float).max(axis=0) * 1e6
+        fast = float(np.percentile(rounds, 25))
+        rows.append({**r, "fast_error_pct": 100 * (fast - r["predicted_us"]) / r["predicted_us"],
+                     "slow_pct": 100 * float(np.mean(rounds > 2 * rounds.min()))})
+    head = (f"# per-round spread: measured {run.profile}, calibrated {run.calibrated_on}, "
+            f"{run.backend} ws {run.world_size}")
+    return head + "\n" + format_table(rows, SPREAD_COLUMNS)

@@ -1,0 +1,119 @@
+"""One call's prediction (distlab's algorithms and the builtin), the pipelined cost of gloo's
+ring, and predict_builtin for gloo calibrations and GPU boxes."""
+
+from __future__ import annotations
+
+import pytest
+
+from distlab.collectives import Schedule, Step, Transfer, build, cost, predict_builtin, step_costs
+from distlab.collectives.allreduce.gloo_ring import gloo_ring
+from distlab.collectives.calibration import fit_calibration, pattern_terms
+from distlab.collectives.nccl_model import predict_nccl_allreduce
+from distlab.collectives.predict import builtin_schedule, call_model
+
+A, B, G, H = 10e-6, 1e-9, 2e-10, 30e-6
+
+
+def _pipe(options: dict) -> Schedule:
+    steps = tuple(Step((Transfer(0, 1, 0, n, kind), Transfer(1, 0, 0, n, kind)))
+                  for n, kind in ((1000, "reduce"), (10, "reduce"), (1000, "copy")))
+    return Schedule("pipe", 2, 1000, steps, options)
+
+
+def test_two_in_flight_overlap_fixed_bytes_and_reduction() -> None:
+    plain = step_costs(_pipe({}), A, B, G, 4, duplex="half", handoff=H)
+    piped = step_costs(_pipe({"in_flight": 2, "phases": (2, 1)}), A, B, G, 4, duplex="half",
+                       handoff=H)
+    for c, p in zip(plain, piped):
+        fixed = c.latency_s + c.handoff_s
+        assert c.seconds == pytest.approx(fixed + c.bandwidth_s + c.compute_s)
+        assert p.bandwidth_s == c.bandwidth_s and p.compute_s == c.compute_s
+    core = [max((c.latency_s + c.handoff_s) / 2, c.bandwidth_s, c.compute_s) for c in plain]
+    def first(c):  # the half of a phase's first fixed part that nothing shares
+        return (c.latency_s + c.handoff_s) / 2
+
+    # phase 1 = steps 0, 1: step 0 pays the rest of its fixed part, step 1 its reduction
+    assert piped[0].seconds == pytest.approx(core[0] + first(plain[0]))
+    assert piped[1].seconds == pytest.approx(core[1] + plain[1].compute_s)
+    # phase 2 = step 2 alone: both, and a copy step has no reduction
+    assert piped[2].seconds == pytest.approx(core[2] + first(plain[2]))
+    assert sum(p.seconds for p in piped) < sum(c.seconds for c in plain)
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"in_flight": 2, "phases": (1, 1)}, "add up"),
+    ({"in_flight": 0}, "in_flight"),
+])
+def test_bad_pipeline_options(options: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        cost(_pipe(options), A, B, G, 4)
+
+
+def _cal(p: int = 2, backend: str = "gloo") -> dict:
+    sizes = [1024 * 4 ** k for k in range(6)]
+    ex, ow, sh = ([H + A * m + B * b for m, b, _ in zip(*pattern_terms(p, sizes)[k])]
+                  for k in ("exchange", "oneway", "shift"))
+    cal = fit_calibration(sizes, ex, ow, [x + 5e-6 for x in ex], [3e-6 + G * s for s in sizes],
+                          sh, world_size=p, backend=backend)
+    return cal.to_dict()
+
+
+def test_builtin_of_a_gloo_calibration_is_gloos_ring_costed_with_it() -> None:
+    cal = _cal()
+    m = call_model(cal)
+    sizes = [4096, 65536, 2**20, 8 * 2**20]
+    got = predict_builtin(cal, 2, sizes)
+    want = [m.schedule_seconds(gloo_ring(2, s // 4, itemsize=4), 4, call_overhead=False)
+            for s in sizes]
+    assert got == pytest.approx(want)
+    assert all(t > 0 for t in got) and got == sorted(got)
+    assert m.seconds("builtin", 2, 1000, 4) == m.schedule_seconds(builtin_schedule(
+        "gloo", 2, 1000, 4), 4, call_overhead=False)
+    assert m.call_overhead > 0  # distlab's call overhead is not the builtin's
+    # float64: gloo segments by bytes, so the same bytes give the same schedule shape
+    assert predict_builtin(cal, 2, [2**20], itemsize=8)[0] == pytest.approx(got[2], rel=0.05)
+
+
+def test_builtin_of_a_gpu_box_is_nccls_model() -> None:
+    sizes = [65536, 2**20, 2**30]
+    assert predict_builtin("h100_sxm8", 8, sizes) == predict_nccl_allreduce("h100_sxm8", 8, sizes)
+
+
+def test_loopback_preset_is_the_shipped_calibration() -> None:
+    t = predict_builtin("loopback", 2, [4096, 2**20])
+    assert 0 < t[0] < t[1]
+
+
+def test_call_model_per_size_and_constant() -> None:
+    cal = _cal(4)
+    per_size, constant = call_model(cal), call_model(cal, per_size=False)
+    assert per_size.rates is not None and constant.rates is None
+    assert call_model({"alpha": 1e-6, "beta": 1e-9, "gamma": 0}).rates is None
+    # exact straight-line series: both price a ring alike
+    assert per_size.seconds("ring", 4, 10**6, 4) == pytest.approx(
+        constant.seconds("ring", 4, 10**6, 4), rel=1e-3)
+    assert constant.seconds("ring", 4, 10**6, 4) == pytest.approx(
+        constant.call_overhead + cost(build("ring", 4, 10**6), constant.alpha, constant.beta,
+                                      constant.gamma, 4, duplex="shared",
+                                      handoff=constant.handoff, relay=constant.relay))
+
+
+@pytest.mark.parametrize("preset, kwargs, exc, match", [
+    ("nvlink4_h100", {}, ValueError, "gloo calibration"),
+    (_cal(2, backend="nccl"), {}, ValueError, "'nccl' calibration"),
+    (_cal(), {"itemsize": 3}, ValueError, "multiple of itemsize"),
+    (_cal(), {"world_size": 0}, ValueError, "world_size"),
+    ({"beta": 1e-9, "gamma": 0}, {}, ValueError, "alpha"),
+    ({"alpha": -1, "beta": 1e-9, "gamma": 0}, {}, ValueError, "alpha must be"),
+])
+def test_predict_builtin_rejects(preset, kwargs, exc, match) -> None:
+    ws = kwargs.pop("world_size", 2)
+    with pytest.raises(exc, match=match):
+        predict_builtin(preset, ws, [1024], **kwargs)
+
+
+def test_call_model_rejects_non_calibrations() -> None:
+    with pytest.raises(TypeError, match="Calibration"):
+        call_model(3.0)
+    with pytest.raises(ValueError, match="backend"):
+        builtin_schedule("nccl", 2, 10, 4)

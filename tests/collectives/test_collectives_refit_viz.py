@@ -1,0 +1,47 @@
+"""viz.refit: the error figure and tables notebooks 04 and 07 show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distlab.collectives.refit import refit_profile
+from distlab.viz.figure import DisplayFigure
+from distlab.viz.refit import (error_by_size_table, refit_figure, refit_runs, spread_table,
+                               travel_table)
+
+PROFILES = Path(__file__).resolve().parents[2] / "results" / "profiles"
+VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
+
+
+def test_figure_has_a_panel_per_run_and_a_line_per_algorithm() -> None:
+    runs = refit_profile(VM)
+    fig = refit_figure(runs + refit_profile(QUICK))
+    assert isinstance(fig, DisplayFigure)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == 3
+    assert {ln.get_label() for ln in shown[0].get_lines()} >= {"ring", "builtin"}
+    ring = next(ln for ln in shown[0].get_lines() if ln.get_label() == "ring")
+    rows = sorted((r for r in runs[0].rows if r["algorithm"] == "ring"), key=lambda r: r["nbytes"])
+    assert list(ring.get_ydata()) == pytest.approx([r["time_us"] / r["predicted_us"]
+                                                    for r in rows])
+
+
+def test_tables_name_profiles_and_every_judged_row() -> None:
+    run = refit_profile(VM)[0]
+    text = error_by_size_table(run)
+    assert "measured vm-2026-11-23" in text and "builtin" in text
+    assert len(text.splitlines()) == 2 + len({r["nbytes"] for r in run.rows})
+    spread = spread_table(run)
+    assert len(spread.splitlines()) == 2 + 6 * 5  # 64 KiB..64 MiB x 5 judged algorithms
+    travel = travel_table([VM, QUICK])
+    lines = travel.splitlines()
+    # VM ws2, ws4 by both calibrations where the world size exists; the quick one only ws2
+    assert len(lines) == 1 + 2 + 1 + 1 + 1
+    assert any("vm-2026-11-23-quick" in ln and "vm-2026-11-23 " in ln for ln in lines)
+
+
+def test_refit_runs_needs_a_profile() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        refit_runs([])
