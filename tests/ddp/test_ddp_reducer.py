@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from distlab import launch
-from helpers.ddp_targets import no_sync_worker, torch_buckets_worker, train_compare_worker
+from distlab.ddp.torch_checks import no_sync_rank, torch_buckets_rank
+from helpers.ddp_targets import train_compare_worker
 from helpers.leaks import no_leaks
 
 
 @pytest.mark.parametrize("cap", [None, 0.25, 1.0])
 def test_buckets_match_torch_ddp(cap):
     with no_leaks():
-        out = launch.run(torch_buckets_worker, 2, args=(5, 256, cap), timeout=180)
+        out = launch.run(torch_buckets_rank, 2, args=(5, 256, cap), timeout=180)
     for r in out:
         torch_seen, ours = r["torch"], r["ours"]
         assert len(torch_seen) == 3
@@ -44,7 +45,7 @@ def test_training_identical_to_torch_ddp(overlap, naive, algorithm):
 
 def test_no_sync_accumulation_communicates_once():
     with no_leaks():
-        out = launch.run(no_sync_worker, 2, args=(2, 32, 3), timeout=120)
+        out = launch.run(no_sync_rank, 2, args=(2, 32, 3), timeout=120)
     for r in out:
         assert r["allreduces_during_no_sync"] == 0
         assert r["allreduces_total"] == r["reference_allreduces"] == 1

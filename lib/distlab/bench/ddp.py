@@ -2,95 +2,124 @@
 
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
 
-Runs ``world-size`` gloo ranks on this host. Each round runs every variant for ``--steps`` training
+Runs ``world-size`` ranks on this host: with ``--device cpu`` gloo ranks with CPU parameters; with
+``--device cuda`` (the default when torch sees a GPU) NCCL with one GPU per rank when there are
+enough GPUs, else gloo ranks sharing the GPUs with CUDA parameters (every table says which:
+:func:`distlab.devices.ddp_placement`); CUDA step times are read after a synchronize. Each round runs every variant for ``--steps`` training
 steps (variants interleaved; round 0 is warmup); times are medians over ranks 0's steps. Columns:
 step and backward time, exposed communication (backward minus the no-communication backward),
 overlap fraction (1 - exposed / modelled allreduce time), the model's predicted step time
 (alpha-beta-gamma calibrated in the same run) and its error, and #wrong (parameter tensors that
-differ from torch DDP's after the same steps).
+differ from torch DDP's after the same steps); ``us/param`` = (step - the same step without DDP) /
+parameter tensors, in microseconds: what DDP adds per parameter per step, communication included
+(``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the step-rate target).
 """
 
 from __future__ import annotations
 
-import sys
-from typing import Any
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass
 
+
+from distlab import launch
 from distlab.bench import options
-from distlab.bench.provenance import provenance, write_json
+from distlab.bench.ddp_ranks import measure_rank
+from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.envinfo import gpu_count
+from distlab.devices import DDP_DEVICES, ddp_placement
+
+__all__ = ["BENCHMARK", "COLUMNS", "DdpBenchmark", "DdpConfig", "main"]
 
 TARGET_RATE = 0.9  # distlab overlap step rate / torch DDP step rate
 
-
-def _parse(argv: list[str]) -> Any:
-    p = options.parser("python -m distlab.bench ddp", __doc__)
-    p.add_argument("--world-size", type=options.int_at_least(2), default=2, help="ranks (gloo)")
-    p.add_argument("--layers", type=options.positive_int, default=8, help="Linear layers")
-    p.add_argument("--width", type=options.positive_int, default=1024, help="layer width")
-    p.add_argument("--batch", type=options.positive_int, default=32, help="rows per batch")
-    p.add_argument("--bucket-cap-mb", type=options.float_list(0.001), default=[1.0, 5.0, 25.0],
-                   help="bucket caps in MiB (comma list)")
-    p.add_argument("--steps", type=options.positive_int, default=5, help="steps per round")
-    p.add_argument("--rounds", type=options.int_at_least(2), default=4,
-                   help="rounds (the first is warmup)")
-    p.add_argument("--timeout", type=options.positive_float, default=600.0,
-                   help="seconds for the whole run")
-    p.add_argument("--json", default=None, help="write results with provenance to this path")
-    return p.parse_args(argv)
+COLUMNS = (Column("variant", "variant", width=11), Column("cap(MB)", "bucket_cap_mb", "g"),
+           Column("step(ms)", "step_s", ".2f", 1e3), Column("bwd(ms)", "backward_s", ".2f", 1e3),
+           Column("exposed(ms)", "exposed_s", ".2f", 1e3),
+           Column("overlap", "overlap_fraction", ".2f"),
+           Column("pred(ms)", "predicted_step_s", ".2f", 1e3),
+           Column("err%", "error", "+.1f", 100.0), Column("us/param", "us_per_param", ".2f"),
+           Column("#wrong", "wrong"))
 
 
-def parse_args(argv: list[str]) -> Any:
-    """The Namespace :func:`run_benchmark` takes, from this command's options (``["-b", "4K"]``);
-    a bad option exits 2 with one line, as on the command line."""
-    return _parse(list(argv))
+@dataclass(frozen=True)
+class DdpConfig(BenchConfig):
+    """Options of ``python -m distlab.bench ddp``."""
+
+    world_size: int = opt(2, "--world-size", type=options.int_at_least(2), help="ranks (gloo)")
+    layers: int = opt(8, "--layers", type=options.positive_int, help="Linear layers")
+    width: int = opt(1024, "--width", type=options.positive_int, help="layer width")
+    batch: int = opt(32, "--batch", type=options.positive_int, help="rows per batch")
+    bucket_cap_mb: tuple[float, ...] = opt((1.0, 5.0, 25.0), "--bucket-cap-mb",
+                                           type=options.float_list(0.001),
+                                           help="bucket caps in MiB (comma list)")
+    steps: int = opt(5, "--steps", type=options.positive_int, help="steps per round")
+    rounds: int = opt(4, "--rounds", type=options.int_at_least(2),
+                      help="rounds (the first is warmup)")
+    timeout: float = opt(600.0, "--timeout", type=options.positive_float,
+                         help="seconds for the whole run")
+    device: str = opt("auto", "--device", choices=DDP_DEVICES,
+                      help="where parameters live: cpu, cuda, or auto (cuda when torch sees a "
+                           "GPU)")
 
 
-def run_benchmark(a: Any) -> dict[str, Any]:
-    from distlab import launch
-    from distlab.ddp.measure import measure_worker
-    out = launch.run(measure_worker, a.world_size,
-                     args=(a.layers, a.width, a.batch, list(a.bucket_cap_mb), a.steps, a.rounds),
-                     timeout=a.timeout)
-    rows = out[0]["rows"]
-    for r in rows:  # #wrong: any rank
-        r["wrong"] = max(o["rows"][rows.index(r)]["wrong"] for o in out)
-    by = {(r["variant"], r["bucket_cap_mb"]): r for r in rows}
-    ratios = {str(c): by[("torch", c)]["step_s"] / by[("overlap", c)]["step_s"]
-              for c in a.bucket_cap_mb}
-    cfg = {k: v for k, v in vars(a).items() if k != "json"}
-    return {"config": cfg, "rows": rows, "rate_vs_torch": ratios,
-            "local_backward_s": out[0]["local_backward_s"], "link": out[0]["link"]}
+class DdpBenchmark(Benchmark[DdpConfig]):
+    """The DDP lab's benchmark (see the module docstring)."""
+
+    name = "ddp"
+    about = "naive / bucketed / overlapping distlab DDP vs torch DDP: step time, exposed comm, model"
+    config_type = DdpConfig
+
+    def check(self, parser: argparse.ArgumentParser, config: DdpConfig) -> DdpConfig:
+        check_device_option(parser, config.device, config.world_size)
+        return config
+
+    def run(self, config: DdpConfig) -> Report:
+        c = config
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", c.world_size)) if launch.in_torchrun() \
+            else c.world_size
+        place = ddp_placement(c.device, gpu_count(), local)
+        out = launch.run(measure_rank, c.world_size, backend=place.backend,
+                         args=(c.layers, c.width, c.batch, list(c.bucket_cap_mb), c.steps,
+                               c.rounds),
+                         kwargs={"gpu_of_rank": place.gpu_of_rank}, timeout=c.timeout)
+        rows = out[0]["rows"]
+        params = 2 * c.layers  # weight and bias of each Linear
+        for i, r in enumerate(rows):  # #wrong: any rank
+            r["wrong"] = max(o["rows"][i]["wrong"] for o in out)
+            r["us_per_param"] = (r["step_s"] - out[0]["local_step_s"]) / params * 1e6
+        by = {(r["variant"], r["bucket_cap_mb"]): r for r in rows}
+        ratios = {str(cap): by[("torch", cap)]["step_s"] / by[("overlap", cap)]["step_s"]
+                  for cap in c.bucket_cap_mb}
+        head = [f"ddp: {c.layers} x Linear({c.width}), batch {c.batch}, world {c.world_size} "
+                f"({place.label}, one host), {c.steps} steps x {c.rounds - 1} rounds "
+                f"(+1 warmup); no-comm backward {out[0]['local_backward_s'] * 1e3:.2f} ms"]
+        tail = [f"cap {cap} MB: distlab overlap step rate = {ratio:.3f} x torch DDP "
+                f"(target >= {TARGET_RATE}) {'PASS' if ratio >= TARGET_RATE else 'MISS'}"
+                for cap, ratio in ratios.items()]
+        wrong = sum(r["wrong"] for r in rows)
+        return Report([Table(rows, COLUMNS)], head, tail,
+                      {"rate_vs_torch": ratios, "local_backward_s": out[0]["local_backward_s"],
+                       "local_step_s": out[0]["local_step_s"], "sizes": out[0]["sizes"],
+                       "ready_s": out[0]["ready_s"], "link": out[0]["link"],
+                       "placement": dataclasses.asdict(place)},
+                      failed=f"{wrong} parameter tensors differ from torch DDP's" if wrong else "",
+                      backend=place.backend, world_size=c.world_size)
 
 
-def _fmt(v: Any, scale: float = 1e3, spec: str = "9.2f") -> str:
-    return format(v * scale, spec) if isinstance(v, float) else format("-", ">" + spec[:-2].split(".")[0])
+
+def check_device_option(parser: argparse.ArgumentParser, device: str, world_size: int) -> None:
+    """``--device`` must be placeable here (``cuda`` needs a GPU): else exit 2 with one line."""
+    try:
+        ddp_placement(device, gpu_count(), world_size)
+    except ValueError as exc:
+        options.fail(parser, "--device", device, f"cpu or auto here ({exc})")
 
 
-def _print(payload: dict[str, Any]) -> None:
-    c = payload["config"]
-    print(f"# ddp: {c['layers']} x Linear({c['width']}), batch {c['batch']}, world {c['world_size']}"
-          f" (gloo, one host), {c['steps']} steps x {c['rounds'] - 1} rounds (+1 warmup); "
-          f"no-comm backward {payload['local_backward_s'] * 1e3:.2f} ms")
-    print(f"{'variant':>11} {'cap(MB)':>7} {'step(ms)':>9} {'bwd(ms)':>9} {'exposed':>9} "
-          f"{'overlap':>7} {'pred(ms)':>9} {'err%':>7} {'#wrong':>6}")
-    for r in payload["rows"]:
-        cap = "-" if r["bucket_cap_mb"] is None else f"{r['bucket_cap_mb']:g}"
-        ov = "-" if r["overlap_fraction"] is None else f"{r['overlap_fraction']:.2f}"
-        err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}"
-        print(f"{r['variant']:>11} {cap:>7} {_fmt(r['step_s'])} {_fmt(r['backward_s'])} "
-              f"{_fmt(r['exposed_s'])} {ov:>7} {_fmt(r['predicted_step_s'])} {err:>7} "
-              f"{r['wrong']:>6}")
-    for cap, ratio in payload["rate_vs_torch"].items():
-        print(f"# cap {cap} MB: distlab overlap step rate = {ratio:.3f} x torch DDP "
-              f"(target >= {TARGET_RATE}) {'PASS' if ratio >= TARGET_RATE else 'MISS'}")
+BENCHMARK = DdpBenchmark()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; see the module docstring."""
-    a = _parse(list(sys.argv[1:] if argv is None else argv))
-    payload = run_benchmark(a)
-    _print(payload)
-    if a.json:
-        path = write_json(a.json, {"provenance": provenance(backend="gloo",
-                                                           world_size=a.world_size), **payload})
-        print(f"# wrote {path}")
-    return 0
+    """``python -m distlab.bench ddp``; see the module docstring."""
+    return run_cli(BENCHMARK, argv)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import ipywidgets as w
+from IPython.display import display
+
+from distlab.ddp.step_model import buckets_for_sizes, predict
 from distlab.timeline import Timeline
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
@@ -101,7 +105,6 @@ class DdpExplorer:
 
     def __init__(self, link: Any, backward_s_per_byte: float, *, bucket_cap_mb: float = 25.0,
                  layers: int = 8, width: int = 1024, world_size: int = 2) -> None:
-        import ipywidgets as w
 
         st = {"description_width": "110px"}
         self.link, self.rate = link, backward_s_per_byte
@@ -124,9 +127,7 @@ class DdpExplorer:
         self.update()
 
     def update(self) -> None:
-        from IPython.display import display
 
-        from distlab.ddp.model import buckets_for_sizes, predict
 
         L, W = self.layers.value, self.width.value
         names, sizes = [], []

@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives import get_preset
-from distlab.ddp.model import (allreduce_seconds, buckets_for_sizes, dataparallel_vs_ddp,
-                               predict, simulate_step, sweep_bucket_cap)
+from distlab.ddp.step_model import (allreduce_seconds, bucket_seconds, buckets_for_sizes,
+                               compressed_allreduce_seconds, compression_pass_bytes,
+                               dataparallel_vs_ddp, predict, simulate_step, sweep_bucket_cap)
 
 LINK = get_preset("pcie4_x16")
 
@@ -62,3 +63,37 @@ def test_dataparallel_moves_more_than_ddp():
     assert [p[0] for p in dp.phases] == ["broadcast params", "scatter inputs", "gather outputs",
                                          "reduce grads"]
     assert predict([1 << 20], [0.0], 0.0, LINK, 2, None).step_s > 0
+
+
+def test_compression_pass_bytes_hand_case():
+    # 1000 float32 -> float16: cast down 4000 + 2000, divide 2000 + 2000, cast back 2000 + 4000
+    assert compression_pass_bytes(4000) == 16000
+    assert compression_pass_bytes(4000, wire_itemsize=4) == 24000  # no compression: 3 passes
+    with pytest.raises(ValueError, match="nbytes"):
+        compression_pass_bytes(-1)
+
+
+def test_compressed_bucket_is_half_the_wire_plus_the_casts():
+    nbytes, n = 64 << 20, 4
+    full = allreduce_seconds(nbytes, n, LINK)
+    half = allreduce_seconds(nbytes // 2, n, LINK, itemsize=2)
+    casts = LINK.gamma * compression_pass_bytes(nbytes)
+    assert compressed_allreduce_seconds(nbytes, n, LINK) == pytest.approx(half + casts, rel=1e-12)
+    assert bucket_seconds(nbytes, n, LINK, compression="bf16") == \
+        compressed_allreduce_seconds(nbytes, n, LINK)
+    assert bucket_seconds(nbytes, n, LINK) == full
+    assert half < full  # the wire time shrinks ...
+    assert compressed_allreduce_seconds(nbytes, n, LINK, pass_s_per_byte=1.0) > full  # ... casts cost
+    assert compressed_allreduce_seconds(nbytes, 1, LINK) == 0.0
+    with pytest.raises(ValueError, match="compression"):
+        bucket_seconds(nbytes, n, LINK, compression="int8")
+
+
+def test_predict_with_compression_is_pure_and_faster_on_a_slow_link():
+    sizes = [4 << 20] * 8
+    ready = [0.001 * (i + 1) for i in range(8)]
+    slow = get_preset("ethernet_100g")
+    a = predict(sizes, ready, 0.008, slow, 4, 8.0)
+    b = predict(sizes, ready, 0.008, slow, 4, 8.0, compression="fp16")
+    assert b == predict(sizes, ready, 0.008, slow, 4, 8.0, compression="fp16")  # same in, same out
+    assert b.comm_s < a.comm_s and b.step_s <= a.step_s

@@ -37,6 +37,63 @@ def allreduce_seconds(nbytes: int, world_size: int, link: Any, *, algorithm: str
         sched, link.alpha, link.beta, link.gamma, itemsize, duplex=getattr(link, "duplex", "full"))
 
 
+#: Bytes per element on the wire for each compression a comm hook applies
+#: (:mod:`distlab.ddp.comm_hooks`); ``None``: the bucket's own dtype.
+COMPRESSION_ITEMSIZE = {"fp16": 2, "bf16": 2}
+
+
+def compression_pass_bytes(nbytes: int, *, itemsize: int = 4, wire_itemsize: int = 2) -> int:
+    """Bytes read plus written by the elementwise passes of a compressing hook on a bucket of
+    ``nbytes`` (elements of ``itemsize`` bytes): the cast down (reads ``nbytes``, writes the wire
+    tensor), the division by the world size on the wire tensor (reads and writes it) and the cast
+    back into the bucket (reads the wire tensor, writes ``nbytes``) -- what
+    ``fp16_compress_hook``/``bf16_compress_hook`` do. ``3 * (nbytes + wire)`` in all."""
+    check_int("nbytes", nbytes, minimum=0)
+    check_int("itemsize", itemsize, minimum=1)
+    check_int("wire_itemsize", wire_itemsize, minimum=1)
+    wire = (nbytes // itemsize) * wire_itemsize
+    return (nbytes + wire) + 2 * wire + (wire + nbytes)
+
+
+def compressed_allreduce_seconds(nbytes: int, world_size: int, link: Any, *,
+                                 algorithm: str = "ring", itemsize: int = 4,
+                                 wire_itemsize: int = 2,
+                                 pass_s_per_byte: float | None = None) -> float:
+    """Predicted seconds of a compressed allreduce of a bucket of ``nbytes``: the allreduce of
+    the wire tensor (``nbytes * wire_itemsize / itemsize`` bytes, elements of ``wire_itemsize``)
+    plus the hook's elementwise passes, :func:`compression_pass_bytes` priced at
+    ``pass_s_per_byte`` seconds per byte read or written. ``pass_s_per_byte=None`` takes the
+    link's ``gamma`` (seconds per byte reduced: the same kind of local elementwise pass), an
+    assumption stated here, not a measurement. One rank (``world_size == 1``): 0.0, as for
+    :func:`allreduce_seconds` (torch's hooks still cast; distlab prices communication only)."""
+    check_int("world_size", world_size, minimum=1)
+    if world_size == 1:
+        return 0.0
+    count = int(nbytes) // itemsize
+    rate = float(link.gamma if pass_s_per_byte is None else pass_s_per_byte)
+    if rate < 0:
+        raise ValueError(f"pass_s_per_byte must be >= 0 seconds per byte, got {rate!r}")
+    comm = allreduce_seconds(count * wire_itemsize, world_size, link, algorithm=algorithm,
+                             itemsize=wire_itemsize)
+    return comm + rate * compression_pass_bytes(count * itemsize, itemsize=itemsize,
+                                                wire_itemsize=wire_itemsize)
+
+
+def bucket_seconds(nbytes: int, world_size: int, link: Any, *, algorithm: str = "ring",
+                   compression: str | None = None,
+                   pass_s_per_byte: float | None = None) -> float:
+    """Seconds of one bucket's reduction: :func:`allreduce_seconds`, or with ``compression``
+    (``"fp16"``/``"bf16"``, float32 buckets) :func:`compressed_allreduce_seconds`."""
+    if compression is None:
+        return allreduce_seconds(nbytes, world_size, link, algorithm=algorithm)
+    if compression not in COMPRESSION_ITEMSIZE:
+        raise ValueError(f"compression must be None or one of {sorted(COMPRESSION_ITEMSIZE)}, "
+                         f"got {compression!r}")
+    return compressed_allreduce_seconds(nbytes, world_size, link, algorithm=algorithm,
+                                        wire_itemsize=COMPRESSION_ITEMSIZE[compression],
+                                        pass_s_per_byte=pass_s_per_byte)
+
+
 @dataclass(frozen=True)
 class StepPrediction:
     """Seconds. ``comm_spans``: (start, end) of each bucket's allreduce from backward start;
@@ -84,11 +141,15 @@ def buckets_for_sizes(sizes: Sequence[int], bucket_cap_mb: float | None) -> list
 
 def predict(sizes: Sequence[int], ready_s: Sequence[float], backward_s: float, link: Any,
             world_size: int, bucket_cap_mb: float | None, *, overlap: bool = True,
-            other_s: float = 0.0, algorithm: str = "ring") -> StepPrediction:
-    """Predict a step for parameters of ``sizes`` bytes in ready order, ready at ``ready_s``."""
+            other_s: float = 0.0, algorithm: str = "ring", compression: str | None = None,
+            pass_s_per_byte: float | None = None) -> StepPrediction:
+    """Predict a step for parameters of ``sizes`` bytes in ready order, ready at ``ready_s``;
+    ``compression`` (``"fp16"``/``"bf16"``) prices every bucket as a compressing comm hook runs
+    it (:func:`bucket_seconds`)."""
     buckets = buckets_for_sizes(sizes, bucket_cap_mb)
     ready = [max(ready_s[i] for i in b) for b in buckets]
-    comm = [allreduce_seconds(sum(sizes[i] for i in b), world_size, link, algorithm=algorithm)
+    comm = [bucket_seconds(sum(sizes[i] for i in b), world_size, link, algorithm=algorithm,
+                           compression=compression, pass_s_per_byte=pass_s_per_byte)
             for b in buckets]
     return simulate_step(ready, comm, backward_s, overlap=overlap, other_s=other_s)
 
