@@ -10,8 +10,11 @@ import platform
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
 
 __all__ = ["CudaDevice", "EnvironmentReport", "environment_report", "machine_facts",
            "cpu_model", "memory_bytes", "gpu_topology", "pcie_links", "nccl_version"]
@@ -58,8 +61,6 @@ class EnvironmentReport:
 
 def environment_report() -> EnvironmentReport:
     """Inspect torch, CPU and CUDA; say which torch.distributed backends can run here."""
-    import torch
-    import torch.distributed as dist
 
     devices: list[CudaDevice] = []
     if torch.cuda.is_available():
@@ -177,9 +178,14 @@ def pcie_links() -> list[dict[str, object]]:
     return rows or _sysfs_links()
 
 
+def gpu_count() -> int:
+    """CUDA devices torch sees here (0 without CUDA): the count every placement decision
+    (:mod:`distlab.devices`) takes."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def nccl_version() -> str | None:
     """The NCCL version torch was built with (``"2.21.5"``), or None in a build without NCCL."""
-    import torch
 
     try:
         v = torch.cuda.nccl.version()
@@ -197,7 +203,6 @@ def machine_facts() -> dict[str, object]:
     of ``nvidia-smi topo -m`` or None), ``pcie_links`` (list), ``backends``
     (``{name: {usable, why}}``) and ``notes`` (one line per fact that could not be read and why).
     """
-    import torch
 
     rep = environment_report()
     notes: list[str] = []

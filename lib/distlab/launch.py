@@ -30,6 +30,7 @@ written on ``run`` therefore go multi-node unchanged:
 from __future__ import annotations
 
 import datetime
+import json
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
 import os
@@ -40,8 +41,13 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import cloudpickle
+import torch
+import torch.distributed as dist
+
 from distlab._checks import check_choice, check_float, check_instance, check_int, check_str
 from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
+from distlab.devices import gpu_sharing_problem
 
 __all__ = [
     "BACKENDS",
@@ -129,8 +135,6 @@ def _validate(fn: Any, world_size: Any, backend: Any, args: Any, kwargs: Any,
 
 
 def _check_backend_available(backend: str, world_size: int, *, local: bool) -> None:
-    import torch
-    import torch.distributed as dist
 
     if not dist.is_available():
         raise RuntimeError("torch.distributed is not available in this torch build")
@@ -156,7 +160,6 @@ def _pickle_payload(fn: Callable[..., Any], args: Sequence[Any],
     a lambda, a closure) by value, code and captured variables included. What still fails is
     state no process can share: a lock, an open socket or file, a generator in the closure.
     """
-    import cloudpickle
 
     try:
         return cloudpickle.dumps((fn, tuple(args), dict(kwargs)))
@@ -175,11 +178,7 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
 
     First of all it arranges to die with the parent (SIGKILL of the parent leaves no orphan)."""
     die_with_parent(parent_pid, main_thread_spawn=main_thread_spawn)
-    dist = None
     try:
-        import torch
-        import torch.distributed as dist
-
         torch.set_num_threads(threads)
         try:
             fn, args, kwargs = pickle.loads(payload)
@@ -189,8 +188,8 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
                                "PYTHONPATH)") from exc
         td = datetime.timedelta(seconds=timeout_s)
         store = dist.TCPStore(_LOOPBACK, port, world_size, False, timeout=td)
-        if backend == "nccl":
-            torch.cuda.set_device(rank % torch.cuda.device_count())
+        if backend == "nccl":  # the local world was checked: one GPU per rank
+            torch.cuda.set_device(rank)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=td)
         result = fn(rank, world_size, *args, **kwargs)
@@ -206,13 +205,12 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
         conn.send(message)
     finally:
         conn.close()
-        if dist is not None and dist.is_initialized():
+        if dist.is_initialized():
             dist.destroy_process_group()
 
 
 def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequence[Any],
                kwargs: Mapping[str, Any], timeout: float) -> list[Any]:
-    import torch.distributed as dist
 
     payload = _pickle_payload(fn, args, kwargs)
     ctx = mp.get_context("spawn")
@@ -288,21 +286,75 @@ def _env_group_store(rank: int, world_size: int, timeout: float) -> Any:
     a rank that gets there first can read a peer's *previous* address and fail with gloo's
     "connectFullMesh ... Connection refused". So the store is made once and each group gets
     its own prefix; every rank calls :func:`run` in the same order, so the prefixes agree.
-    """
-    import torch.distributed as dist
 
-    global _ENV_STORE, _ENV_GROUPS
+    Before the group is made every rank posts that it is ready and waits for the others, or for
+    an abort a peer posted with :func:`torchrun_abort` (a rank whose work failed before it
+    reached this group): then it raises at once instead of waiting for the timeout.
+    """
+    global _ENV_GROUPS
+    store = _torchrun_store(rank, world_size, timeout)
+    number = _ENV_GROUPS + 1
+    store.set(f"distlab/ready/{number}/{rank}", "1")
+    ready = [f"distlab/ready/{number}/{r}" for r in range(world_size)]
+    abort = f"distlab/abort/{number}"
+    deadline = time.monotonic() + timeout
+    while not store.check(ready):
+        if store.check([abort]):
+            raise RuntimeError(f"a peer rank failed before joining process group {number}: "
+                               f"{store.get(abort).decode()}")
+        if time.monotonic() > deadline:
+            missing = [r for r, k in enumerate(ready) if not store.check([k])]
+            raise TimeoutError(f"ranks {missing} did not join process group {number} within "
+                               f"{timeout:g} s")
+        time.sleep(0.02)
+    _ENV_GROUPS = number
+    return dist.PrefixStore(f"distlab/launch/{number}/", store)
+
+
+def torchrun_abort(reason: str, *, timeout: float = 60.0) -> None:
+    """Under torchrun: tell the peers that this rank will not join the next :func:`run` (its
+    work failed first), so theirs fails at once with ``reason`` instead of waiting."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = _torchrun_store(rank, world, timeout)
+    store.set(f"distlab/abort/{_ENV_GROUPS + 1}", f"rank {rank}: {reason}")
+
+
+def torchrun_exchange(key: str, value: str, *, timeout: float = 60.0) -> list[str]:
+    """Under torchrun: every rank posts ``value`` under ``key`` on the env:// store and gets every
+    rank's value, in rank order, without a process group (so it works after a failed part).
+
+    Also aligns the process-group counter of :func:`run` across ranks (one past the highest, so
+    an abort posted for a group that was never made cannot stop the next one), so a rank that
+    skipped a :func:`run` the others made does not rendezvous on a different key space next
+    time. Raises ``TimeoutError`` naming the ranks that did not post within ``timeout`` seconds.
+    """
+    global _ENV_GROUPS
+    check_str("key", key, nonempty=True)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = _torchrun_store(rank, world, timeout)
+    store.set(f"distlab/exchange/{key}/{rank}", json.dumps([value, _ENV_GROUPS]))
+    keys = [f"distlab/exchange/{key}/{r}" for r in range(world)]
+    try:
+        store.wait(keys, datetime.timedelta(seconds=timeout))
+    except Exception as exc:  # the store raises a RuntimeError/DistStoreError on timeout
+        missing = [r for r, k in enumerate(keys) if not store.check([k])]
+        raise TimeoutError(f"ranks {missing} did not reach {key!r} within {timeout:g} s") from exc
+    posted = [json.loads(store.get(k)) for k in keys]
+    _ENV_GROUPS = max(count for _, count in posted) + 1
+    return [v for v, _ in posted]
+
+
+def _torchrun_store(rank: int, world_size: int, timeout: float) -> Any:
+    """The env:// store of this torchrun process (made once)."""
+    global _ENV_STORE
     if _ENV_STORE is None:
         _ENV_STORE, _, _ = next(dist.rendezvous(
             "env://", rank, world_size, timeout=datetime.timedelta(seconds=timeout)))
-    _ENV_GROUPS += 1
-    return dist.PrefixStore(f"distlab/launch/{_ENV_GROUPS}/", _ENV_STORE)
+    return _ENV_STORE
 
 
 def _run_torchrun(fn: Callable[..., Any], world_size: int, backend: str, args: Sequence[Any],
                   kwargs: Mapping[str, Any], timeout: float) -> list[Any]:
-    import torch
-    import torch.distributed as dist
 
     env_world = int(os.environ["WORLD_SIZE"])
     if world_size != env_world:
@@ -312,6 +364,11 @@ def _run_torchrun(fn: Callable[..., Any], world_size: int, backend: str, args: S
     created = False
     if not dist.is_initialized():
         if backend == "nccl":
+            gpus = torch.cuda.device_count()
+            local_world = int(os.environ.get("LOCAL_WORLD_SIZE", env_world))
+            problem = gpu_sharing_problem(gpus, local_world)
+            if problem:  # every rank of the host sees the same counts: all fail, none waits
+                raise RuntimeError(f"backend='nccl' under torchrun: {problem}")
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend, store=_env_group_store(rank, env_world, timeout),
                                 rank=rank, world_size=env_world,

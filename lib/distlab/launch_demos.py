@@ -6,13 +6,14 @@ cell works too (launch.run ships it by value), as notebook 00 shows.
 
 from __future__ import annotations
 
+import torch
+import torch.distributed as dist
+
 __all__ = ["allreduce_demo", "expected_allreduce_demo", "fail_on_rank"]
 
 
 def allreduce_demo(rank: int, world_size: int) -> list[float]:
     """Each rank contributes ``[rank + 1, 10 (rank + 1)]``; returns the summed vector it holds."""
-    import torch
-    import torch.distributed as dist
 
     t = torch.tensor([rank + 1.0, 10.0 * (rank + 1)])
     dist.all_reduce(t)
@@ -27,7 +28,6 @@ def expected_allreduce_demo(world_size: int) -> list[float]:
 
 def fail_on_rank(rank: int, world_size: int, bad_rank: int) -> int:
     """Rank ``bad_rank`` raises ``ValueError``; the others wait in a barrier it never reaches."""
-    import torch.distributed as dist
 
     if rank == bad_rank:
         raise ValueError(f"rank {rank} could not read its shard (a deliberate failure)")

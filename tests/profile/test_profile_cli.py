@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from distlab.profile.tracecheck import overlapping_slices
+from distlab.trace import overlapping_slices, read_chrome_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
@@ -63,7 +63,7 @@ def test_quick_collectives_rows_have_nccl_tests_columns_and_model(quick: tuple[P
     assert all(r["wrong"] == 0 for r in run["rows"])
     ring = [r for r in run["rows"] if r["algorithm"] == "ring"]
     assert all(r["predicted_us"] > 0 for r in ring)
-    assert all(r["predicted_us"] is None for r in run["rows"] if r["algorithm"] == "builtin")
+    assert all(r["predicted_us"] > 0 for r in run["rows"])  # builtin too: gloo's own ring
 
 
 @pytest.mark.timeout(600)
@@ -83,12 +83,12 @@ def test_quick_trace_holds_every_timed_call_of_every_rank(quick: tuple[Path, str
     inside the sweep's span, and the slowest rank's median duration is the row's time."""
     from statistics import median
 
-    from distlab.timeline import Timeline
 
     out, _ = quick
-    tl = Timeline.from_chrome_trace(out / "trace.json")
+    tl = read_chrome_trace(out / "trace.json")
     run = json.loads((out / "collectives.json").read_text())["runs"][0]
-    (sweep,) = [s for s in tl.spans if s.lane == "collectives/gloo"]
+    (sweep,) = [s for s in tl.spans if s.lane == "collectives/gloo"
+                and s.name.startswith("allreduce sweep")]  # all-gather, reduce-scatter follow
     for rank in range(run["world_size"]):
         calls = [s for s in tl.spans if s.lane == f"collectives/gloo ws2 rank{rank}"
                  and s.category == "allreduce"]

@@ -13,6 +13,5 @@ reads it back for notebook 07.
 from __future__ import annotations
 
 from .parts import PART_NAMES, PartContext, PartResult
-from .tracecheck import overlapping_slices
 
-__all__ = ["PART_NAMES", "PartContext", "PartResult", "overlapping_slices"]
+__all__ = ["PART_NAMES", "PartContext", "PartResult"]

@@ -11,6 +11,7 @@ are stopped, the parts already measured are written and the profile is marked in
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from distlab import launch
 from distlab.bench import options
 
 from .parts import PART_NAMES, PartContext, PartResult, get_part
@@ -45,12 +47,30 @@ def _parser() -> "options.argparse.ArgumentParser":
 def _wrong(result: PartResult) -> int:
     if result.name != "collectives" or result.status != "ok":
         return 0
-    return sum(r["wrong"] for run in result.payload["runs"] for r in run["rows"])
+    runs = result.payload["runs"] + result.payload.get("collective_runs", [])
+    return sum(r["wrong"] for run in runs for r in run["rows"])
+
+
+def _agree(result: PartResult) -> PartResult:
+    """Under torchrun: every rank learns every rank's status of this part (without a process
+    group), so a part that failed on one rank is failed on all, with that rank's reason, and
+    the next part starts together (its peers' collectives failed within seconds: the failed
+    rank closed its process group)."""
+    try:
+        posted = launch.torchrun_exchange(f"profile/{result.name}",
+                                          json.dumps([result.status, result.reason]))
+    except TimeoutError as exc:
+        return PartResult(result.name, "failed", reason=str(exc), seconds=result.seconds)
+    bad = [(r, *json.loads(v)) for r, v in enumerate(posted) if json.loads(v)[0] == "failed"]
+    if not bad or result.status == "failed":
+        return result
+    why = "; ".join(f"rank {r}: {reason}" for r, _, reason in bad)
+    return PartResult(result.name, "failed", reason=f"failed on other ranks: {why}",
+                      skipped=result.skipped, seconds=result.seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, run the parts, write the profile on rank 0; returns the exit status."""
-    from distlab import launch
 
     p = _parser()
     a = p.parse_args(argv)
@@ -80,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 except Exception as exc:  # a failed part is reported; the others still run
                     result = PartResult(name, "failed", reason=f"{type(exc).__name__}: {exc}")
+                    if torchrun:  # peers waiting to make a process group with us: stop them
+                        launch.torchrun_abort(result.reason)
             result.seconds = time.perf_counter() - start
+            if torchrun:
+                result = _agree(result)
             results.append(result)
             for s in result.skipped:
                 say(f"skipped {s['what']}: {s['why']}")

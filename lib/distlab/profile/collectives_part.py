@@ -1,100 +1,176 @@
-"""collectives part: allreduce on every usable backend, built-in next to distlab's algorithms.
+"""collectives part: allreduce on every usable backend, built-in next to distlab's algorithms;
+all-gather and reduce-scatter on gloo (:data:`MORE_OPS`, ``bench collective``).
 
-gloo always runs (CPU tensors; world size 2, and 4 in a full profile); NCCL runs when torch sees
-CUDA, with one rank per GPU (the torchrun world, or every local GPU). Rows follow nccl-tests
+gloo always runs (CPU tensors; world size 2, and 4 in a full profile); NCCL runs with one rank per
+GPU (the torchrun world, or every local GPU) when there are at least two. Rows follow nccl-tests
 (size, count, type, redop, time, algbw, busbw, #wrong) plus the calibrated model's predicted time
-and error% for distlab's algorithms (see :func:`distlab.bench.allreduce.run_benchmark`).
+and error% for distlab's algorithms (:mod:`distlab.bench.allreduce`). Which runs a machine gets
+is a pure function of its facts (:func:`plan_runs`), tested for any GPU count.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+from dataclasses import dataclass
 from typing import Any
 
-from distlab.bench.options import size_sweep
+import torch
+import torch.distributed as dist
+
+from distlab.bench.allreduce import BENCHMARK, AllreduceConfig
+from distlab.bench.collective import BENCHMARK as COLLECTIVE
+from distlab.bench.collective import CollectiveConfig
+from distlab.collectives.algorithms import ALGORITHMS
+from distlab.envinfo import gpu_count
+from distlab.devices import nccl_problem
 
 from .parts import PartContext, PartResult
 
-__all__ = ["plan", "run"]
+__all__ = [
+    "MORE_OPS",
+    "QUICK_ALGORITHMS",
+    "CollectiveFacts",
+    "facts_here",
+    "plan_collective_runs",
+    "plan_runs",
+    "run",
+]
 
-QUICK_ALGORITHMS = ["builtin", "ring", "tree", "recursive_doubling", "rabenseifner"]
+MORE_OPS = ("all_gather", "reduce_scatter")  # what ZeRO and FSDP are made of
+
+QUICK_ALGORITHMS = ("builtin", "ring", "tree", "recursive_doubling", "rabenseifner")
+QUICK_CALIBRATION_SIZES = (4096, 65536, 1024 * 1024)
 
 
-def plan(ctx: PartContext) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """The runs this machine supports (``backend``, ``world_size``, sizes, algorithms, iters) and
-    the skipped ones with their reason."""
-    import torch
-    import torch.distributed as dist
+@dataclass(frozen=True)
+class CollectiveFacts:
+    """What the plan depends on: the torch build's backends, visible GPUs, torchrun's world."""
 
-    from distlab.collectives import ALGORITHMS
+    gloo: bool
+    nccl: bool
+    gpus: int
+    torch_version: str = ""
+    torchrun: bool = False
+    world_size: int = 1
+    local_world_size: int = 1
 
-    runs: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
-    if ctx.quick:
-        sizes, algos, iters, warmup = size_sweep(64 * 1024, 1024 * 1024, 4), QUICK_ALGORITHMS, 5, 2
+
+def facts_here(ctx: PartContext) -> CollectiveFacts:
+    """This machine's :class:`CollectiveFacts`."""
+    ok = dist.is_available()
+    return CollectiveFacts(gloo=ok and dist.is_gloo_available(),
+                           nccl=ok and dist.is_nccl_available(),
+                           gpus=gpu_count(),
+                           torch_version=torch.__version__, torchrun=ctx.torchrun,
+                           world_size=ctx.world_size,
+                           local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE",
+                                                               ctx.world_size)))
+
+
+def plan_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
+              progress: bool = True) -> tuple[list[AllreduceConfig], list[dict[str, str]]]:
+    """The allreduce sweeps this machine supports, and the skipped ones with their reason.
+
+    gloo: the torchrun world, else ranks 2 (and 4 unless ``quick``); NCCL: one rank per GPU, so
+    only with >= 2 GPUs (an allreduce needs two ranks, and NCCL refuses two ranks on one GPU),
+    and under torchrun only when every rank has its own GPU.
+    """
+    if quick:
+        sweep: dict[str, Any] = {"minbytes": 64 * 1024, "maxbytes": 1024 * 1024,
+                                 "algorithms": QUICK_ALGORITHMS, "iters": 5, "warmup": 2,
+                                 "calibration_sizes": QUICK_CALIBRATION_SIZES}
     else:
-        sizes, algos, iters, warmup = (size_sweep(1024, 64 * 2**20, 4), ["builtin", *ALGORITHMS],
-                                       20, 5)
-    if not dist.is_available() or not dist.is_gloo_available():
+        sweep = {"minbytes": 1024, "maxbytes": 64 * 2**20, "algorithms": ("builtin", *ALGORITHMS),
+                 "iters": 20, "warmup": 5}
+    common = {"stepfactor": 4, "timeout": timeout, "quiet": not progress}
+    runs: list[AllreduceConfig] = []
+    skipped: list[dict[str, str]] = []
+    if not facts.gloo:
         skipped.append({"what": "collectives/gloo", "why": "torch.distributed has no gloo"})
     else:
-        worlds = [ctx.world_size] if ctx.torchrun else ([2] if ctx.quick else [2, 4])
-        for ws in worlds:
+        for ws in [facts.world_size] if facts.torchrun else ([2] if quick else [2, 4]):
             if ws < 2:
                 skipped.append({"what": f"collectives/gloo ws{ws}",
                                 "why": "an allreduce needs at least 2 ranks"})
                 continue
-            runs.append({"backend": "gloo", "world_size": ws, "sizes": sizes,
-                         "algorithms": list(algos), "iters": iters, "warmup": warmup})
-    if not dist.is_available() or not dist.is_nccl_available():
-        skipped.append({"what": "collectives/nccl",
-                        "why": f"torch {torch.__version__} is built without NCCL"})
-    elif not torch.cuda.is_available():
-        skipped.append({"what": "collectives/nccl", "why": "no CUDA device visible to torch"})
+            runs.append(AllreduceConfig(world_size=ws, backend="gloo", **sweep, **common))
+    why = _nccl_skip(facts)
+    if why:
+        skipped.append({"what": "collectives/nccl", "why": why})
     else:
-        ws = ctx.world_size if ctx.torchrun else torch.cuda.device_count()
-        gpu_sizes = size_sweep(1024, 16 * 2**20 if ctx.quick else 1024 * 2**20, 4)
-        runs.append({"backend": "nccl", "world_size": ws, "sizes": gpu_sizes,
-                     "algorithms": list(algos), "iters": iters, "warmup": warmup})
+        ws = facts.world_size if facts.torchrun else facts.gpus
+        gpu_sweep = {**sweep, "minbytes": 1024, "maxbytes": 16 * 2**20 if quick else 2**30}
+        runs.append(AllreduceConfig(world_size=ws, backend="nccl", **gpu_sweep, **common))
     return runs, skipped
 
 
-def _add_rank_spans(ctx: PartContext, r: dict[str, Any], out: dict[str, Any]) -> None:
+def plan_collective_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
+                         progress: bool = True) -> list[CollectiveConfig]:
+    """The ``bench collective`` sweeps of :data:`MORE_OPS` (every algorithm and the built-in) on
+    gloo: the torchrun world, else 2 ranks (and 4 unless ``quick``); none without gloo."""
+    if not facts.gloo:
+        return []
+    sweep: dict[str, Any] = ({"minbytes": 64 * 1024, "maxbytes": 1024 * 1024, "iters": 5,
+                              "warmup": 2} if quick else
+                             {"minbytes": 1024, "maxbytes": 64 * 2**20, "iters": 9,
+                              "warmup": 2})
+    worlds = [facts.world_size] if facts.torchrun else ([2] if quick else [2, 4])
+    return [CollectiveConfig(op=op, world_size=ws, backend="gloo", stepfactor=4,
+                             timeout=timeout, quiet=not progress, **sweep)
+            for op in MORE_OPS for ws in worlds if ws >= 2]
+
+
+def _nccl_skip(facts: CollectiveFacts) -> str:
+    """Why NCCL cannot run here ("" when it can): :func:`distlab.devices.nccl_problem` for the
+    torchrun world (its ranks on this host) or one local rank per GPU."""
+    ranks = facts.world_size if facts.torchrun else facts.gpus
+    local = facts.local_world_size if facts.torchrun else facts.gpus
+    return nccl_problem(facts.gpus, max(ranks, 1), max(local, 1), nccl_built=facts.nccl,
+                        torch_version=facts.torch_version)
+
+
+def _add_rank_spans(ctx: PartContext, c: AllreduceConfig, spans: list[list[dict[str, Any]]],
+                    hosts: list[str | None]) -> None:
     """Every timed call of every rank on lane ``collectives/<backend> ws<n> rank<r>``, from the
     ranks on this host (spans of ranks on another host are on that host's clock: left out, and
     the trace says so)."""
-    import socket
-
     here = socket.gethostname()
     elsewhere = []
-    for rank, (spans, host) in enumerate(zip(out["spans"], out["hosts"], strict=True)):
+    for rank, (rank_spans, host) in enumerate(zip(spans, hosts, strict=True)):
         if host != here:
             elsewhere.append(rank)
             continue
-        lane = f"collectives/{r['backend']} ws{r['world_size']} rank{rank}"
-        ctx.timeline.extend({**s, "lane": lane} for s in spans)
+        lane = f"collectives/{c.backend} ws{c.ranks} rank{rank}"
+        ctx.timeline.extend({**s, "lane": lane} for s in rank_spans)
     if elsewhere:
-        ctx.timeline.add_note(f"collectives {r['backend']} ws{r['world_size']}: calls of ranks "
+        ctx.timeline.add_note(f"collectives {c.backend} ws{c.ranks}: calls of ranks "
                               f"{elsewhere} left out of the trace (another host's clock)")
 
 
 def run(ctx: PartContext) -> PartResult:
     """Run every planned sweep; each is one span on lane ``collectives/<backend>``, and every
     timed call of every rank on this host one span on ``collectives/<backend> ws<n> rank<r>``."""
-    from distlab.bench.allreduce import run_benchmark
-
-    runs, skipped = plan(ctx)
+    facts = facts_here(ctx)
+    runs, skipped = plan_runs(facts, ctx.quick, ctx.timeout, ctx.progress)
     results = []
-    for r in runs:
-        cal_kwargs = {"sizes": [4096, 65536, 1024 * 1024], "iters": 3, "warmup": 1,
-                      "reduce_sizes": [65536, 1024 * 1024]} if ctx.quick else None
-        with ctx.timed(f"collectives/{r['backend']}",
-                       f"allreduce sweep ws{r['world_size']}", world_size=r["world_size"]):
-            out = run_benchmark(r["world_size"], r["sizes"], r["algorithms"], iters=r["iters"],
-                                warmup=r["warmup"], backend=r["backend"],
-                                calibrate=r["world_size"] >= 2, calibrate_kwargs=cal_kwargs,
-                                timeout=ctx.timeout, progress=ctx.progress)
-        _add_rank_spans(ctx, r, out)
-        results.append({**r, "calibration": out["calibration"], "rows": out["rows"]})
+    for c in runs:
+        with ctx.timed(f"collectives/{c.backend}", f"allreduce sweep ws{c.ranks}",
+                       world_size=c.ranks):
+            report = BENCHMARK.run(c)
+        _add_rank_spans(ctx, c, report.extra["spans"], report.extra["hosts"])
+        results.append({"backend": c.backend, "world_size": c.ranks, "sizes": c.sizes,
+                        "algorithms": list(c.algorithms), "iters": c.iters, "warmup": c.warmup,
+                        "calibration": report.data["calibration"], "rows": report.rows})
+    more = []
+    for c in plan_collective_runs(facts, ctx.quick, ctx.timeout, ctx.progress):
+        with ctx.timed(f"collectives/{c.backend}", f"{c.op} sweep ws{c.ranks}",
+                       world_size=c.ranks):
+            report = COLLECTIVE.run(c)
+        more.append({"op": c.op, "backend": c.backend, "world_size": c.ranks, "sizes": c.sizes,
+                     "algorithms": c.names, "iters": c.iters, "warmup": c.warmup,
+                     "calibration": report.data["calibration"], "rows": report.rows})
     status = "ok" if results else "skipped"
     reason = "" if results else "; ".join(s["why"] for s in skipped)
-    return PartResult("collectives", status, {"runs": results}, skipped, reason)
+    return PartResult("collectives", status, {"runs": results, "collective_runs": more},
+                      skipped, reason)

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Profile", "list_profiles", "load_profile", "published"]
+from distlab.envinfo import cpu_model, environment_report
+
+from .parts import PART_NAMES
+
+__all__ = ["MachineKey", "Profile", "choose_profile", "list_profiles", "load_profile",
+           "machine_key_here", "published"]
 
 
 @dataclass
@@ -39,11 +45,74 @@ class Profile:
         doc = self.parts.get(name)
         return doc if doc is not None and doc.get("status") == "ok" else None
 
+    def allreduce_runs(self) -> list[dict[str, Any]]:
+        """The collectives part's runs that are allreduces: world size >= 2. (A profile made
+        before distlab skipped NCCL on one GPU holds an "nccl ws1" run of zeros: one rank moves
+        nothing; it is left out here and in every summary and figure.)"""
+        part = self.part("collectives")
+        return [r for r in part["runs"] if r["world_size"] >= 2] if part else []
+
     def label(self) -> str:
         """Short legend label: folder name, device of the first GPU or ``CPU``."""
         env = self.part("env")
         gpus = env["facts"]["gpus"] if env else []
         return f"{self.name} ({gpus[0]['name'] if gpus else 'CPU'})"
+
+
+@dataclass(frozen=True)
+class MachineKey:
+    """What tells machines apart in a profile (host names alone do not: cloud VMs are all "vm"):
+    host name, CPU model, core count and GPU names."""
+
+    host: str
+    cpu_model: str
+    cpu_cores: int
+    gpus: tuple[str, ...]
+
+    @classmethod
+    def of(cls, profile: Profile) -> MachineKey:
+        """The key of the machine a profile was measured on (its provenance and env part)."""
+        prov = profile.index.get("provenance", {})
+        env = profile.parts.get("env", {}).get("facts", {})
+        return cls(str(prov.get("host", "")), str(env.get("cpu_model", "")),
+                   int(env.get("cpu_cores") or prov.get("cpu_cores") or 0),
+                   tuple(g["name"] for g in env.get("gpus", [])))
+
+
+def machine_key_here() -> MachineKey:
+    """This machine's :class:`MachineKey` (host name, CPU model, cores, GPU names)."""
+    rep = environment_report()
+    return MachineKey(socket.gethostname(), cpu_model(), rep.cpu_cores,
+                      tuple(d.name for d in rep.cuda_devices))
+
+
+def choose_profile(profiles: list[Profile], here: MachineKey) -> tuple[Profile, str]:
+    """The profile a reader of this machine wants first, and one line saying why: this
+    machine's newest complete profile when there is one, else the newest complete committed one
+    (newest = latest provenance date). A profile made with ``--only`` (its index lists fewer
+    parts than :data:`~distlab.profile.parts.PART_NAMES`, e.g. the collectives-only profiles of
+    this box pinned to 1 or 2 cores) is not chosen: the reader wants every part.
+    ``ValueError`` when there is no complete profile."""
+    done = [p for p in profiles if p.complete and _every_part(p)]
+    if not done:
+        raise ValueError("no complete profile to choose from: run python -m distlab.profile")
+
+    def newest(ps: list[Profile]) -> Profile:
+        return max(ps, key=lambda p: (p.index["provenance"].get("date", ""), p.name))
+    mine = [p for p in done if MachineKey.of(p) == here]
+    if mine:
+        pick = newest(mine)
+        return pick, (f"{pick.name}: this machine's newest profile "
+                      f"({pick.index['provenance'].get('date', '?')})")
+    pick = newest(done)
+    return pick, (f"{pick.name}: no profile of this machine, so the newest committed one "
+                  f"({pick.index['provenance'].get('date', '?')}, {pick.label()})")
+
+
+def _every_part(profile: Profile) -> bool:
+    """Whether the profile ran every part (an index without a parts list says nothing: yes)."""
+    parts = profile.index.get("parts")
+    return parts is None or set(PART_NAMES) <= set(parts)
 
 
 def list_profiles(root: str | os.PathLike[str]) -> list[Path]:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from distlab._checks import check_choice
 from distlab.timeline import Timeline, now_us
 
 __all__ = ["PART_NAMES", "PartContext", "PartResult", "get_part"]
@@ -80,7 +81,6 @@ class PartResult:
 
 def get_part(name: str) -> Callable[[PartContext], PartResult]:
     """The ``run`` function of part ``name`` (one of :data:`PART_NAMES`)."""
-    from distlab._checks import check_choice
 
     check_choice("name", name, PART_NAMES)
     return importlib.import_module(f"distlab.profile.{_MODULES[name]}").run

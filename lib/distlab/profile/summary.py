@@ -5,6 +5,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from distlab.bench.allreduce import allreduce_table
+from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
+from distlab.bench.harness import format_table
+from distlab.bench.versus import versus_lines
+from distlab.transfers.paths import PIN_PATHS
+
 __all__ = ["headlines", "summary_markdown"]
 
 
@@ -27,14 +33,22 @@ def _transfers(p: dict[str, Any]) -> list[str]:
     out = []
     for d in p["devices"]:
         best: dict[str, tuple[float, int]] = {}
-        for r in d["rows"]:
-            if r["gbps"] is not None:
+        for r in d["rows"]:  # a pin cost is a time, never a bandwidth (older profiles: by path)
+            if r["gbps"] is not None and r["path"] not in PIN_PATHS:
                 key = f"{r['path']}/{r['memory']}"
                 if r["gbps"] > best.get(key, (0.0, 0))[0]:
                     best[key] = (r["gbps"], r["nbytes"])
         where = "host" if d.get("device") is None else f"cuda:{d['device']}"
         for key, (gbps, nbytes) in best.items():
             out.append(f"- {where} {key}: peak {gbps:.2f} GB/s (at {nbytes} B)")
+        pins = d.get("pin_costs") or [r for r in d["rows"] if r["path"] in PIN_PATHS]
+        for method in PIN_PATHS:
+            timed = [r for r in pins if r["path"] == method and r.get("time_us") is not None]
+            if timed:
+                big = max(timed, key=lambda r: r["nbytes"])
+                out.append(f"- {where} {method}: {big['time_us']:.1f} us to pin {big['nbytes']} B "
+                           f"({big['time_us'] / (big['nbytes'] / 2**20):.3g} us/MiB; a one-off "
+                           "cost, not a bandwidth)")
         for loop in d.get("prefetch", []):
             out.append(f"- {where} {loop['mode']} loop: efficiency {loop['efficiency']:.2f}")
     return out
@@ -43,6 +57,10 @@ def _transfers(p: dict[str, Any]) -> list[str]:
 def _collectives(p: dict[str, Any]) -> list[str]:
     out = []
     for run in p["runs"]:
+        if run["world_size"] < 2:
+            out.append(f"- {run['backend']} ws{run['world_size']}: not an allreduce (one rank "
+                       "moves nothing); rows left out of this summary")
+            continue
         rows = run["rows"]
         top = max(r["nbytes"] for r in rows)
         at = {r["algorithm"]: r for r in rows if r["nbytes"] == top}
@@ -56,22 +74,25 @@ def _collectives(p: dict[str, Any]) -> list[str]:
                        f"({len(errs)} rows)")
         wrong = sum(r["wrong"] for r in rows)
         out.append(f"- {run['backend']} ws{run['world_size']} #wrong: {wrong}")
-        from distlab.bench.allreduce import format_table
-
-        out += ["", "```", format_table(rows), "```", ""]
+        out += versus_lines(rows, prefix=f"- {run['backend']} ws{run['world_size']} ")
+        out += ["", "```", allreduce_table(rows), "```", ""]
+    for run in p.get("collective_runs", []):  # all-gather and reduce-scatter (bench collective)
+        rows = run["rows"]
+        where = f"{run['backend']} ws{run['world_size']} {run['op']}"
+        top = max(r["nbytes"] for r in rows)
+        cells = ", ".join(f"{r['algorithm']} {r['busbw_gbps']:.3f}" for r in rows
+                          if r["nbytes"] == top)
+        out.append(f"- {where} busbw (GB/s) at {top} B: {cells}")
+        out += versus_lines(rows, prefix=f"- {where} ")
+        out.append(f"- {where} #wrong: {sum(r['wrong'] for r in rows)}")
     return out
 
 
 def _ddp(p: dict[str, Any]) -> list[str]:
     out = [f"- no-communication backward {p['local_backward_s'] * 1e3:.2f} ms"]
-    for r in p["rows"]:
-        ov = "-" if r["overlap_fraction"] is None else f"{r['overlap_fraction']:.2f}"
-        cap = "-" if r["bucket_cap_mb"] is None else f"{r['bucket_cap_mb']:g}"
-        out.append(f"- {r['variant']} (cap {cap} MB): step "
-                   f"{r['step_s'] * 1e3:.2f} ms, overlap {ov}, #wrong {r['wrong']}")
-    for cap, ratio in p["rate_vs_torch"].items():
-        out.append(f"- cap {cap} MB: distlab overlap step rate {ratio:.3f} x torch DDP")
-    return out
+    out += [f"- cap {cap} MB: distlab overlap step rate {ratio:.3f} x torch DDP"
+            for cap, ratio in p["rate_vs_torch"].items()]
+    return out + ["", "```", format_table(p["rows"], DDP_COLUMNS), "```", ""]
 
 
 _HEADLINES = {"env": _env, "transfers": _transfers, "collectives": _collectives, "ddp": _ddp}

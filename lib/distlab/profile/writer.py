@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import datetime
+import json
 import socket
 from pathlib import Path
 from typing import Any
 
 from distlab.bench.provenance import provenance, write_json
-from distlab.chrome_trace import write_trace
 from distlab.timeline import Timeline
+from distlab.trace import check_trace, write_chrome_trace
 
 from .parts import PartResult
 from .summary import summary_markdown
-from .tracecheck import check_trace
 
 __all__ = ["default_out", "rewrite_summary", "write_part", "write_profile"]
 
@@ -65,7 +65,7 @@ def write_profile(out: Path, results: list[PartResult], requested: list[str],
         and len(results) == len(requested)
     index = {"provenance": prov, "complete": complete, "stopped": stopped,
              "parts": entries, "trace": TRACE, "summary": SUMMARY}
-    write_trace(timeline, out / TRACE)
+    write_chrome_trace(timeline, out / TRACE)
     check_trace(out / TRACE)
     write_json(out / INDEX, index)
     (out / SUMMARY).write_text(summary_markdown(index, docs))
@@ -74,7 +74,6 @@ def write_profile(out: Path, results: list[PartResult], requested: list[str],
 
 def rewrite_summary(out: Path) -> Path:
     """Regenerate ``out/summary.md`` from the folder's JSON files (no measuring)."""
-    import json
 
     index = json.loads((out / INDEX).read_text())
     docs = {name: json.loads((out / e["file"]).read_text())
