@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from browser.lab import (
-    figure_fingerprints,
-    run_notebook_and_check,
-    save_screenshot,
-    select_option,
-    set_slider,
-    wait_for_figures_to_change,
-)
+from browser.lab import (figure_fingerprints, run_notebook_and_check, save_screenshot,
+                         select_option, set_slider, wait_for_figures_to_change)
 
 
 def _plan_state(page: Any) -> dict[str, str]:
@@ -34,7 +28,7 @@ def _wait_summary(page: Any, text: str) -> None:
 def test_allreduce_notebook_and_plan_widgets(lab, page):
     checks = run_notebook_and_check(page, lab, "04_allreduce.ipynb", timeout_s=400)
     for call in ("plan_figure(", "cost_vs_world_size_figure(", "measured_vs_model_figure(",
-                 "tl.gantt()"):
+                 "gantt(tl)"):
         (cell,) = [c for c in checks if call in c.source]
         assert cell.figure and cell.images == 1, f"{call}: shown {cell.images} times, not once"
 

@@ -29,29 +29,33 @@ def group_errors_worker(rank: int, world_size: int) -> list[str]:
     return out
 
 
-def compare_and_subgroup_worker(rank: int, world_size: int,
-                                cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """:func:`compare_worker` on every case, then a ring over the subgroup of even ranks
-    (whose group ranks differ from their global ranks); returns both results."""
+def compare_and_subgroup_worker(rank: int, world_size: int, cases: list[dict[str, Any]],
+                                collective_cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`compare_worker` on every case, :func:`compare_collectives_worker` on the others,
+    then a ring over the subgroup of even ranks (whose group ranks differ from their global
+    ranks) and a broadcast from its group rank 1 (global rank 2); returns all results."""
     import torch
     import torch.distributed as dist
 
-    from distlab.collectives import all_reduce
+    from distlab.collectives import all_reduce, broadcast
     results = compare_worker_with_corruption(rank, world_size, cases)
+    coll = compare_collectives_worker(rank, world_size, collective_cases)
     even = [r for r in range(world_size) if r % 2 == 0]
     group = dist.new_group(even)
     t = torch.full((10,), float(rank + 1))
+    b = torch.full((5,), float(rank))
     if rank in even:
         all_reduce(t, algorithm="ring", group=group)
-    return {"results": results, "subgroup_value": t[0].item()}
+        broadcast(b, root=1, group=group)
+    return {"results": results, "collectives": coll, "subgroup_value": t[0].item(),
+            "subgroup_broadcast": b[0].item()}
 
 
 def compare_worker_with_corruption(rank: int, world_size: int,
                                    cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """:func:`compare_worker` on ``cases`` whose ``"corrupt": True`` ones run through an
     all_reduce that adds 1 to the first element afterwards: the comparison must flag them."""
-    from distlab.collectives import execute
-    from distlab.collectives.workers import compare_worker
+    from distlab.collectives.runtime import execute
 
     real = execute.all_reduce
 
@@ -76,6 +80,46 @@ def compare_worker_with_corruption(rank: int, world_size: int,
     return results
 
 
+def compare_worker(rank: int, world_size: int, cases: list[dict[str, Any]],
+                   seed: int = 0) -> list[dict[str, Any]]:
+    """Run every case with distlab and with ``torch.distributed.all_reduce``; report the gap.
+
+    A case is ``{"algorithm", "dtype", "op", "count", "options": {...}}`` and optionally
+    ``"batched": True`` (the NCCL-style ``batch_isend_irecv`` path, run on gloo). Inputs are random
+    (seeded by ``seed``, case index and rank): integers in [-3, 3] for integer dtypes, normal
+    floats otherwise (uniform in [0.5, 1.5] for prod). Returns per case ``max_abs_diff``,
+    ``max_ref`` (largest |reference|) and ``equal`` (bitwise). distlab's call goes through the
+    module attribute ``execute.all_reduce``, so a test may replace it.
+    """
+    import torch
+
+    from distlab.collectives.runtime import execute
+    from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
+
+    out = []
+    for k, case in enumerate(cases):
+        dtype = getattr(torch, case["dtype"])
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + k * 101 + rank)
+        n = case["count"]
+        if not dtype.is_floating_point:
+            x = torch.randint(-3, 4, (n,), generator=gen).to(dtype)
+        elif case["op"] == "prod":
+            x = (0.5 + torch.rand(n, generator=gen, dtype=torch.float64)).to(dtype)
+        else:
+            x = torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
+        dev = rank_device()
+        mine, ref = x.to(dev, copy=True), x.to(dev, copy=True)
+        execute.all_reduce(mine, op=case["op"], algorithm=case["algorithm"],
+                           batched=case.get("batched"), **case.get("options", {}))
+        builtin_all_reduce(ref, case["op"])
+        mine, ref = mine.cpu(), ref.cpu()
+        diff = (mine.double() - ref.double()).abs().max().item() if n else 0.0
+        out.append({**case, "max_abs_diff": diff,
+                    "max_ref": ref.double().abs().max().item() if n else 0.0,
+                    "equal": bool(torch.equal(mine, ref))})
+    return out
+
+
 def peer_death_worker(rank: int, world_size: int, mode: str, timeout: float) -> dict[str, Any]:
     """Rank 1 fails mid-collective; the others report whether (and how fast) they raised.
 
@@ -88,14 +132,14 @@ def peer_death_worker(rank: int, world_size: int, mode: str, timeout: float) -> 
     import torch.distributed as dist
 
     from distlab.collectives.algorithms import build
-    from distlab.collectives.execute import all_reduce, run_schedule
+    from distlab.collectives.runtime.execute import all_reduce, run_schedule
     from distlab.collectives.schedule import Schedule
 
     t = torch.ones(1 << 16)
     if rank == 1:
         if mode == "leave":
             full = build("ring", world_size, t.numel())
-            first = Schedule("ring", world_size, t.numel(), full.steps[:1], {})
+            first = Schedule("ring", world_size, t.numel(), full.steps[:1], full.options)
             run_schedule(first, t, "sum", timeout=timeout)
             dist.destroy_process_group()
         else:
@@ -109,46 +153,205 @@ def peer_death_worker(rank: int, world_size: int, mode: str, timeout: float) -> 
     return {"raised": False, "seconds": time.monotonic() - t0, "error": ""}
 
 
-def mismatch_worker(rank: int, world_size: int, case: str) -> dict[str, Any]:
-    """Rank 1 calls all_reduce differently from the others (``case`` says how); every rank
-    returns ``{"error": type and text or "", "seconds": float}``. The timeout is long (20 s), so a
-    quick error can only come from the start-of-collective check."""
+def mismatch_worker(rank: int, world_size: int, cases: list[str],
+                    check: str = "inline") -> list[dict[str, Any]]:
+    """For each of ``cases``, rank 1 calls all_reduce differently from the others (the case says
+    how), then every rank makes one matching call (the group must still work, and no message of
+    the failed call may leak into it). Per case: ``{"error": type and text or "", "seconds":
+    float, "after": the matching call's first element}``. The wait timeout is long (20 s), so a
+    quick error can only come from the peer check."""
     import torch
 
     from distlab.collectives import all_reduce
 
-    kwargs: dict[str, Any] = {"algorithm": "ring", "op": "sum"}
-    count, dtype = 4096, torch.float32
-    if rank == 1:
-        if case == "algorithm":
-            kwargs["algorithm"] = "tree"
-        elif case == "op":
-            kwargs["op"] = "max"
-        elif case == "count":
-            count = 4097
-        elif case == "dtype":
-            dtype = torch.float64
-        elif case == "options":
-            kwargs = {"algorithm": "segmented_ring", "segment_size": 64}
-    if rank != 1 and case == "options":
-        kwargs = {"algorithm": "segmented_ring", "segment_size": 128}
-    t = torch.ones(count, dtype=dtype)
-    t0 = time.monotonic()
-    try:
-        all_reduce(t, timeout=20.0, **kwargs)
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}", "seconds": time.monotonic() - t0}
-    return {"error": "", "seconds": time.monotonic() - t0, "value": t[0].item()}
+    from distlab.collectives import all_gather, broadcast
+
+    out = []
+    for case in cases:
+        if case in ("all_gather", "root"):  # the other collectives run the same check
+            t, t0, error = torch.ones(4), time.monotonic(), ""
+            try:
+                if case == "all_gather":
+                    algo = "bruck" if rank == 1 else "ring"
+                    all_gather(torch.empty(4 * world_size), t, algorithm=algo, timeout=20.0,
+                               check=check)
+                else:
+                    broadcast(t, root=1 if rank == 1 else 0, timeout=20.0, check=check)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            seconds = time.monotonic() - t0
+            after = torch.full((1000,), float(rank + 1))
+            all_reduce(after, algorithm="ring", timeout=20.0, check=check)
+            out.append({"error": error, "seconds": seconds, "after": after[0].item(),
+                        "value": t[0].item()})
+            continue
+        kwargs: dict[str, Any] = {"algorithm": "ring", "op": "sum", "pieces": 1}
+        count, dtype = 4096, torch.float32
+        if case == "options":
+            kwargs = {"algorithm": "segmented_ring", "segment_size": 128, "pieces": 1}
+        if rank == 1:
+            if case == "algorithm":
+                kwargs = {"algorithm": "tree"}
+            elif case == "op":
+                kwargs["op"] = "max"
+            elif case == "count":
+                count = 4097
+            elif case == "dtype":
+                dtype = torch.float64
+            elif case == "options":
+                kwargs["segment_size"] = 64
+            elif case == "pieces":
+                kwargs["pieces"] = 2
+        t = torch.ones(count, dtype=dtype)
+        t0 = time.monotonic()
+        try:
+            all_reduce(t, timeout=20.0, check=check, **kwargs)
+            error = ""
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        seconds = time.monotonic() - t0
+        after = torch.full((1000,), float(rank + 1))
+        all_reduce(after, algorithm="ring", timeout=20.0, check=check)
+        out.append({"error": error, "seconds": seconds, "after": after[0].item(),
+                    "value": t[0].item()})
+    return out
 
 
 def round_calibration_worker(rank: int, world_size: int) -> dict[str, Any]:
     """Two recorded rounds of :class:`RoundCalibrator` on small sizes, then its fit."""
     import torch
 
-    from distlab.collectives.rounds import RoundCalibrator
+    from distlab.collectives.runtime.rounds import RoundCalibrator
 
     rc = RoundCalibrator([4096, 65536, 262144], torch.float32, chain=2)
     rc.run_round(record=False)
     rc.run_round()
     rc.run_round()
     return {"rounds": len(rc.rounds), "points": len(rc.rounds[0]), "cal": rc.fit().to_dict()}
+
+
+def _builtin_collective(case: dict[str, Any], x: Any, world_size: int, rank: int) -> Any:
+    """torch.distributed's built-in for one case; returns this rank's result (or None)."""
+    import torch
+    import torch.distributed as dist
+
+    from distlab.collectives.runtime.group import builtin_all_gather, builtin_reduce_scatter
+
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
+           "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+    c, root, op = case["collective"], case.get("root", 0), case.get("op", "sum")
+    if c == "broadcast":
+        t = x.clone()
+        dist.broadcast(t, src=root)
+        return t
+    if c == "reduce":
+        t = x.clone()
+        dist.reduce(t, dst=root, op=ops[op])
+        return (t / world_size if op == "avg" else t) if rank == root else None
+    if c == "gather":
+        parts = [torch.empty_like(x) for _ in range(world_size)] if rank == root else None
+        dist.gather(x.clone(), gather_list=parts, dst=root)
+        return torch.cat(parts) if rank == root else None
+    if c == "scatter":
+        out = torch.empty(x.numel() // world_size, dtype=x.dtype)
+        dist.scatter(out, scatter_list=list(x.chunk(world_size)) if rank == root else None,
+                     src=root)
+        return out
+    if c == "all_gather":
+        out = torch.empty(world_size * x.numel(), dtype=x.dtype)
+        builtin_all_gather(out, x.clone())
+        return out
+    if c == "reduce_scatter":
+        out = torch.empty(x.numel() // world_size, dtype=x.dtype)
+        builtin_reduce_scatter(out, x.clone(), op=ops[op])
+        return out / world_size if op == "avg" else out
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x.clone())
+    return out
+
+
+def _distlab_collective(case: dict[str, Any], x: Any, world_size: int, rank: int) -> Any:
+    import torch
+
+    import distlab.collectives as C
+
+    c, root, op = case["collective"], case.get("root", 0), case.get("op", "sum")
+    kw = {"algorithm": case["algorithm"], **case.get("options", {})}
+    pristine = x.clone()
+    if c == "broadcast":
+        t = x.clone()
+        C.broadcast(t, root=root, **kw)
+        return t
+    if c == "reduce":
+        t = x.clone()
+        C.reduce(t, root=root, op=op, **kw)
+        return t if rank == root else None
+    if c == "gather":
+        out = torch.full((world_size * x.numel(),), -7, dtype=x.dtype) if rank == root else None
+        got = C.gather(x, out, root=root, **kw)
+        assert (got is None) == (rank != root)
+        result = got
+    elif c == "scatter":
+        out = torch.full((x.numel() // world_size,), -7, dtype=x.dtype)
+        result = C.scatter(out, x if rank == root else None, root=root, **kw)
+    elif c == "all_gather":
+        out = torch.full((world_size * x.numel(),), -7, dtype=x.dtype)
+        result = C.all_gather(out, x, **kw)
+    elif c == "reduce_scatter":
+        out = torch.full((x.numel() // world_size,), -7, dtype=x.dtype)
+        result = C.reduce_scatter(out, x, op=op, **kw)
+    else:
+        out = torch.full_like(x, -7)
+        result = C.all_to_all(out, x, **kw)
+    assert torch.equal(x, pristine), f"{c} modified its input"
+    return result
+
+
+def compare_collectives_worker(rank: int, world_size: int,
+                               cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every case with distlab and with torch's built-in; per case the gap (as
+    :func:`compare_worker`), then a barrier check: every rank bumps a store counter before
+    distlab's barrier and reads it after (it must read ``world_size``).
+
+    A case: ``{"collective", "algorithm", "dtype", "op", "m", "root", "options"}``; ``m`` is the
+    elements per block (the whole vector for broadcast and reduce). Inputs are random integers
+    in [-3, 3] (cast), or in [0.5, 1.5] for prod, seeded by case index and rank.
+    """
+    import torch
+    import torch.distributed as dist
+
+    import distlab.collectives as C
+
+    out = []
+    for k, case in enumerate(cases):
+        dtype = getattr(torch, case["dtype"])
+        gen = torch.Generator().manual_seed(k * 101 + rank)
+        c, m = case["collective"], case["m"]
+        n = m if c in ("broadcast", "reduce", "gather", "all_gather") else m * world_size
+        if case.get("op") == "prod":
+            x = (0.5 + torch.rand(n, generator=gen, dtype=torch.float64)).to(dtype)
+        else:
+            x = torch.randint(-3, 4, (n,), generator=gen).to(dtype)
+        mine = _distlab_collective(case, x, world_size, rank)
+        ref = _builtin_collective(case, x, world_size, rank)
+        if ref is None:
+            out.append({**case, "equal": mine is None, "max_abs_diff": 0.0, "max_ref": 0.0})
+            continue
+        diff = (mine.double() - ref.double()).abs().max().item() if ref.numel() else 0.0
+        out.append({**case, "equal": bool(torch.equal(mine, ref)), "max_abs_diff": diff,
+                    "max_ref": ref.double().abs().max().item() if ref.numel() else 0.0})
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 0:
+        time.sleep(0.5)  # the last to arrive: nobody may leave before it bumps the counter
+    store.add("distlab-barrier-test", 1)
+    C.barrier()
+    out.append({"collective": "barrier", "arrived": store.add("distlab-barrier-test", 0)})
+    return out
+
+
+def compare_all_worker(rank: int, world_size: int, allreduce_cases: list[dict[str, Any]],
+                       collective_cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`compare_worker_with_corruption` and :func:`compare_collectives_worker` in one
+    launch (one process group start for both)."""
+    return {"allreduce": compare_worker_with_corruption(rank, world_size, allreduce_cases),
+            "collectives": compare_collectives_worker(rank, world_size, collective_cases)}

@@ -55,7 +55,7 @@ class HangAt(Stage):
 
 def fail_on_part_two(shards: Any, part_id: int) -> Any:
     """A part loader that raises on part 2."""
-    from distlab.pipeline.parts import load_part
+    from distlab.pipeline.part_loader import load_part
 
     if part_id == 2:
         raise OSError("disk on fire while loading part 2")
@@ -64,7 +64,7 @@ def fail_on_part_two(shards: Any, part_id: int) -> Any:
 
 def slow_load(shards: Any, part_id: int) -> Any:
     """A part loader that takes 0.5 s per part (to kill the producer mid-load)."""
-    from distlab.pipeline.parts import load_part
+    from distlab.pipeline.part_loader import load_part
 
     time.sleep(0.5)
     return load_part(shards, part_id)
@@ -99,9 +99,21 @@ def children_outlive_parent(code: str, grace_s: float = 5.0) -> list[Any]:
         time.sleep(0.5)  # the children are inside their (stuck) work now
         parent.send_signal(signal.SIGKILL)
         parent.wait(30)
-        alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
-        _, alive = psutil.wait_procs(alive, timeout=grace_s)
-        return alive
+
+        def living() -> list[Any]:
+            out = []
+            for c in children:   # a zombie has exited: nobody reaps an orphan here at once
+                try:
+                    if c.is_running() and c.status() != psutil.STATUS_ZOMBIE:
+                        out.append(c)
+                except psutil.NoSuchProcess:
+                    continue
+            return out
+
+        deadline = time.monotonic() + grace_s
+        while living() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return living()
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -3,6 +3,8 @@
     python -m distlab.bench sampler   --n 100000000 --world-size 8
     python -m distlab.bench allreduce --world-size 4 -b 1K -e 64M -f 4 --algorithms ring,builtin
     python -m distlab.bench allreduce-summary results/allreduce_ws*_run*.json --out summary.json
+    python -m distlab.bench allreduce-tuning --world-size 2 -b 1M -e 64M --iters 9
+    python -m distlab.bench collective --op all_gather --world-size 4 -b 1K -e 16M
     python -m distlab.bench pipeline  --items 200
     python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
@@ -17,21 +19,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-# name -> (module under distlab.bench that defines main(argv), one-line description)
-BENCHMARKS = {
-    "sampler": ("distlab.bench.sampler",
-                "one rank's epoch of indices: distlab's DistributedSampler vs torch's"),
-    "allreduce": ("distlab.bench.allreduce",
-                  "nccl-tests-style sweep of every allreduce algorithm vs torch's built-in"),
-    "allreduce-summary": ("distlab.bench.allreduce_summary",
-                          "median summary of repeated allreduce --json runs (notebook 04 reads it)"),
-    "pipeline": ("distlab.bench.pipeline",
-                 "loading pipeline executors vs their bottleneck model and torch's DataLoader"),
-    "transfers": ("distlab.bench.transfers",
-                  "disk -> pageable -> pinned -> GPU copies, measured and fitted (GPU rows skip without CUDA)"),
-    "ddp": ("distlab.bench.ddp",
-            "naive / bucketed / overlapping distlab DDP vs torch DDP: step time, exposed comm, model"),
-}
+# name -> the module that defines its BENCHMARK (distlab.bench.harness.Benchmark) and main(argv)
+MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allreduce",
+           "allreduce-summary": "distlab.bench.allreduce_summary",
+           "allreduce-tuning": "distlab.bench.allreduce_tuning",
+           "collective": "distlab.bench.collective",
+           "pipeline": "distlab.bench.pipeline", "transfers": "distlab.bench.transfers",
+           "ddp": "distlab.bench.ddp", "ddp-overhead": "distlab.bench.ddp_overhead"}
+BENCHMARKS = tuple(MODULES)
 
 USAGE = "usage: python -m distlab.bench {" + ",".join(BENCHMARKS) + "} [options]"
 
@@ -39,7 +34,8 @@ USAGE = "usage: python -m distlab.bench {" + ",".join(BENCHMARKS) + "} [options]
 def _help() -> str:
     width = max(map(len, BENCHMARKS))
     lines = [USAGE, "", __doc__.strip(), "", "benchmarks:"]
-    lines += [f"  {name:<{width}}  {about}" for name, (_, about) in BENCHMARKS.items()]
+    lines += [f"  {name:<{width}}  {importlib.import_module(module).BENCHMARK.about}"
+              for name, module in MODULES.items()]
     lines += ["", "`python -m distlab.bench NAME --help` lists NAME's options and their defaults."]
     return "\n".join(lines)
 
@@ -54,13 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(_help())
         return 0
-    if not argv or argv[0] not in BENCHMARKS:
+    if not argv or argv[0] not in MODULES:
         got = "none given" if not argv else f"invalid choice {argv[0]!r}"
         print(USAGE, file=sys.stderr)
         print(f"python -m distlab.bench: error: argument benchmark: {got}: must be one of "
-              f"{', '.join(BENCHMARKS)}", file=sys.stderr)
+              f"{', '.join(MODULES)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(BENCHMARKS[argv[0]][0])
+    module = importlib.import_module(MODULES[argv[0]])
     try:
         return int(module.main(argv[1:]) or 0)
     except KeyboardInterrupt:  # Ctrl-C: the launch/executor code has already stopped its children

@@ -23,7 +23,8 @@ from typing import NoReturn
 
 __all__ = [
     "comma_choices", "existing_file", "fail", "nonnegative_int", "parser", "positive_float",
-    "positive_int", "size_bytes", "size_sweep", "int_list", "float_list", "int_at_least",
+    "positive_int", "size_bytes", "size_list", "size_sweep", "int_list", "float_list",
+    "int_at_least",
 ]
 
 _UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
@@ -53,6 +54,18 @@ def size_bytes(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be at least 1 byte")
     return value
+
+
+def size_list(text: str) -> list[int]:
+    """``"4K,64K,1M"`` -> ``[4096, 65536, 1048576]``: a comma list of :func:`size_bytes`."""
+    parts = [t for t in str(text).split(",") if t.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be a comma list of "
+                                         "sizes such as 4K,64K,1M")
+    return [size_bytes(t) for t in parts]
+
+
+size_list.__name__ = "size list"
 
 
 def size_sweep(minbytes: int, maxbytes: int, factor: int) -> list[int]:
@@ -107,21 +120,29 @@ def existing_file(text: str) -> Path:
     return path
 
 
-def comma_choices(allowed: Iterable[str], *, all_word: str | None = "all") -> Callable[[str], list[str]]:
-    """A ``type=`` for ``a,b,c`` lists drawn from ``allowed`` (``all_word`` means all of them)."""
+def comma_choices(allowed: Iterable[str], *, all_word: str | None = "all",
+                  groups: dict[str, list[str]] | None = None) -> Callable[[str], list[str]]:
+    """A ``type=`` for ``a,b,c`` lists drawn from ``allowed`` (``all_word`` means all of them;
+    a name in ``groups`` stands for its members, e.g. ``{"hops": [...]}``)."""
     choices = list(allowed)
+    groups = dict(groups or {})
 
     def parse(text: str) -> list[str]:
         if all_word is not None and text.strip() == all_word:
             return list(choices)
-        names = [t.strip() for t in str(text).split(",") if t.strip()]
+        names = [m for t in str(text).split(",") if t.strip()
+                 for m in groups.get(t.strip(), [t.strip()])]
         bad = [n for n in names if n not in choices]
         if bad or not names:
             extra = f" or '{all_word}'" if all_word else ""
+            extra += "".join(f" or '{g}'" for g in groups)
             raise argparse.ArgumentTypeError(
                 f"invalid value {text!r}: must be a comma list of {', '.join(choices)}{extra}")
         return list(dict.fromkeys(names))
     parse.__name__ = "comma list"
+    parse.choices = tuple(choices)  # type: ignore[attr-defined]  (the harness shows 'all')
+    parse.all_word = all_word  # type: ignore[attr-defined]
+    parse.groups = groups  # type: ignore[attr-defined]  (the harness shows a group's name)
     return parse
 
 

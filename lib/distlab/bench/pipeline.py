@@ -10,14 +10,19 @@ items in this one process run: warmup runs first (they also spawn persistent wor
 ``--repeats`` timed runs; the table shows medians.
 
 Columns: ``start(s)`` worker start-up of the executor's first run (spawning processes; 0 for
-sync and threads; n/a where the executor does not time it apart), kept out of every other
+sync and threads; ``-`` where the executor does not time it apart), kept out of every other
 column (the warm-up runs absorb it); ``wall(s)`` median wall time of the steady
 pipeline; ``bound(s)`` the bottleneck bound of the executor's plan
-(:func:`distlab.pipeline.model.plan_for_stages`, :func:`~distlab.pipeline.model.bound_s`) with
+(:func:`distlab.pipeline.bottleneck.plan_for_stages`, :func:`~distlab.pipeline.bottleneck.bound_s`) with
 stage costs *measured* in the sync runs (mean span duration per stage, so a sleep's oversleep
 counts as stage cost, not as executor overhead); ``eff`` = bound / wall; ``sim err`` =
 (simulated makespan - wall) / wall; ``stall(s)`` consumer idle time; ``vs sync`` = sync wall /
 wall.
+
+The hop between processes: the ``processes`` and ``torch`` plans include the hop of each worker
+output into the trainer (:mod:`distlab.pipeline.hop_cost`: measured once per run for the worker
+stages' output size, with a busy worker, by its own spawned worker whose start-up is reported
+apart); the head line gives the sim err without it. ``--no-hop`` leaves it out.
 
 Executor overhead: the same executors on ``--stages`` zero-cost stages over
 ``--overhead-items`` items. ``us/item`` = wall / items (for pipelined executors: the cost of
@@ -32,22 +37,36 @@ import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from distlab.bench import options
-from distlab.bench.provenance import provenance, write_json
+from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
 from distlab.pipeline import EXECUTORS, equal_stages, make_executor
+from distlab.pipeline.bottleneck import (bound_s, measured_costs, plan_for_stages,
+                                         simulate_pipeline, startup_s)
 from distlab.pipeline.build import EQUAL_KINDS
-from distlab.pipeline.model import (bound_s, measured_costs, plan_for_stages, simulate,
-                                     startup_s)
+from distlab.pipeline.hop_cost import measure_hop_cost, worker_output_nbytes
 
-__all__ = ["compare_executors", "main", "run_benchmark", "startup_s"]
+__all__ = ["BENCHMARK", "COLUMNS", "PipelineBenchmark", "PipelineConfig", "compare_executors",
+           "main"]
 
 TARGET_EFF = 1 / 1.1        # threads within 10% of the bound
 TARGET_SPEEDUP = 1.8        # threads vs sync
 TARGET_OVERHEAD_US = 50.0   # per item per stage
+
+COLUMNS = (Column("executor", "executor", width=10), Column("start(s)", "startup_s", ".4f"),
+           Column("wall(s)", "wall_s", ".4f"), Column("min(s)", "wall_min_s", ".4f"),
+           Column("bound(s)", "bound_s", ".4f"), Column("eff", "efficiency", ".3f"),
+           Column("sim(s)", "sim_s", ".4f"), Column("sim err%", "sim_err", ".1f", 100.0),
+           Column("stall(s)", "stall_s", ".4f"), Column("items/s", "items_per_s", ".1f"),
+           Column("vs sync", "speedup_vs_sync", ".2f"))
+OVERHEAD_COLUMNS = (Column("executor", "executor", width=10), Column("wall(s)", "wall_s", ".4f"),
+                    Column("us/item", "us_per_item", ".1f"),
+                    Column("us/item/stage", "us_per_item_per_stage", ".1f"))
 
 
 def _nonnegative_float(text: str) -> float:
@@ -64,46 +83,42 @@ def _nonnegative_float(text: str) -> float:
 _nonnegative_float.__name__ = "number>=0"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = options.parser("python -m distlab.bench pipeline", __doc__)
-    p.add_argument("--items", type=options.positive_int, default=200, help="items per run")
-    p.add_argument("--cost-ms", type=_nonnegative_float, default=2.0,
-                   help="cost of each stage, milliseconds")
-    p.add_argument("--stages", type=options.positive_int, default=3,
-                   help="number of equal stages (the last one is the consumer)")
-    p.add_argument("--kind", choices=EQUAL_KINDS[:3], default="sleep",
-                   help="stage kind, one of sleep (I/O stand-in), burn (CPU matmuls for cost-ms "
-                        "of wall time) or work (a calibrated amount of CPU matmuls; slows down "
-                        "when the cores are shared)")
-    p.add_argument("--queue-depth", type=options.positive_int, default=2,
-                   help="bounded queue depth between stages (items)")
-    p.add_argument("--workers", type=options.nonnegative_int, default=2,
-                   help="worker processes of the processes and torch executors")
-    p.add_argument("--repeats", type=options.positive_int, default=5,
-                   help="timed runs per executor (the table shows medians)")
-    p.add_argument("--warmup", type=options.nonnegative_int, default=1,
-                   help="untimed runs per executor before the timed ones")
-    p.add_argument("--overhead-items", type=options.nonnegative_int, default=2000,
-                   help="items for the zero-cost overhead runs (0 skips them)")
-    p.add_argument("--executors", type=options.comma_choices(EXECUTORS, all_word="all"),
-                   default=",".join(EXECUTORS),
-                   help=f"comma-separated subset of {','.join(EXECUTORS)} (or all)")
-    p.add_argument("--torch-threads", type=options.positive_int, default=1,
-                   help="torch intra-op threads in this process (1: the executors' own threads "
-                        "are the parallelism; worker processes always use 1)")
-    p.add_argument("--json", default=None,
-                   help="write results with provenance to this path")
-    p.add_argument("--check", action="store_true",
-                   help="exit 1 when a target (threads eff, speedup, overhead) is missed")
-    return p
+@dataclass(frozen=True)
+class PipelineConfig(BenchConfig):
+    """Options of ``python -m distlab.bench pipeline``."""
 
-
-def _parse(argv: list[str]) -> argparse.Namespace:
-    p = _parser()
-    a = p.parse_args(argv)
-    if a.json is not None and (os.path.isdir(a.json) or not a.json.strip()):
-        options.fail(p, "--json", a.json, "a file path, not a folder")
-    return a
+    items: int = opt(200, "--items", type=options.positive_int, help="items per run")
+    cost_ms: float = opt(2.0, "--cost-ms", type=_nonnegative_float,
+                         help="cost of each stage, milliseconds")
+    stages: int = opt(3, "--stages", type=options.positive_int,
+                      help="number of equal stages (the last one is the consumer)")
+    kind: str = opt("sleep", "--kind", choices=EQUAL_KINDS[:3],
+                    help="stage kind, one of sleep (I/O stand-in), burn (CPU matmuls for cost-ms "
+                         "of wall time) or work (a calibrated amount of CPU matmuls; slows down "
+                         "when the cores are shared)")
+    queue_depth: int = opt(2, "--queue-depth", type=options.positive_int,
+                           help="bounded queue depth between stages (items)")
+    workers: int = opt(2, "--workers", type=options.nonnegative_int,
+                       help="worker processes of the processes and torch executors")
+    repeats: int = opt(5, "--repeats", type=options.positive_int,
+                       help="timed runs per executor (the table shows medians)")
+    warmup: int = opt(1, "--warmup", type=options.nonnegative_int,
+                      help="untimed runs per executor before the timed ones")
+    overhead_items: int = opt(2000, "--overhead-items", type=options.nonnegative_int,
+                              help="items for the zero-cost overhead runs (0 skips them)")
+    executors: tuple[str, ...] = opt(tuple(EXECUTORS), "--executors",
+                                     type=options.comma_choices(EXECUTORS, all_word="all"),
+                                     help=f"comma-separated subset of {','.join(EXECUTORS)} "
+                                          "(or all)")
+    torch_threads: int = opt(1, "--torch-threads", type=options.positive_int,
+                             help="torch intra-op threads in this process (1: the executors' own "
+                                  "threads are the parallelism; worker processes always use 1)")
+    no_hop: bool = opt(False, "--no-hop", action="store_true",
+                       help="leave the hop between processes out of the processes and torch "
+                            "models (by default it is measured for the size of the worker "
+                            "stages' output, with a busy worker: distlab.pipeline.hop_cost)")
+    check: bool = opt(False, "--check", action="store_true",
+                      help="exit 1 when a target (threads eff, speedup, overhead) is missed")
 
 
 def _median_run(runs: Sequence[Any]) -> Any:
@@ -114,8 +129,8 @@ def _median_run(runs: Sequence[Any]) -> Any:
 
 def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str] = EXECUTORS,
                       *, workers: int = 2, queue_depth: int = 2, repeats: int = 3,
-                      warmup: int = 1, on_run: Callable[[], None] | None = None
-                      ) -> dict[str, Any]:
+                      warmup: int = 1, on_run: Callable[[], None] | None = None,
+                      hop_s: float | None = None, hop_send_s: float = 0.0) -> dict[str, Any]:
     """Run ``stages`` on every executor (sync always first: it measures the stage costs) and
     put the model beside each: what the benchmark and notebook 02 show.
 
@@ -127,6 +142,13 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
     and for the steady pipeline ``wall_s`` (median, min, max), ``bound_s``, ``efficiency`` =
     bound / wall, ``sim_s``, ``sim_err`` = (sim - wall) / wall, ``stall_s``, ``items_per_s``,
     ``speedup_vs_sync``. ``on_run`` is called after every run (progress bars).
+
+    ``hop_s``, ``hop_send_s``: seconds per item of the hop of a worker's output into the
+    trainer, paid by the receiving thread and by the worker
+    (:class:`distlab.pipeline.hop_cost.HopCost`'s ``receive_s`` and ``send_s``); when ``hop_s``
+    is given, the ``processes`` and ``torch`` plans include the hop (bound, efficiency, sim and
+    sim_err), and every row also carries the model without it as ``sim_s_no_hop`` and
+    ``sim_err_no_hop``.
     """
     stages = list(stages)
     execs = list(dict.fromkeys(["sync", *executors]))
@@ -152,9 +174,19 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
         walls = [r.wall_s for r in runs[name]]
         wall = statistics.median(walls)
         plan = plan_for_stages(name, stages, workers=workers, queue_depth=queue_depth,
-                               costs_s=costs)
+                               costs_s=costs, hop_s=hop_s or 0.0,
+                               hop_send_s=hop_send_s if hop_s is not None else 0.0)
         bound = bound_s(plan, items)
-        sim = simulate(plan, items).wall_us() * 1e-6
+        sim = simulate_pipeline(plan, items).wall_us() * 1e-6
+        extra: dict[str, Any] = {}
+        if hop_s is not None:
+            plain = plan_for_stages(name, stages, workers=workers, queue_depth=queue_depth,
+                                    costs_s=costs)
+            sim0 = simulate_pipeline(plain, items).wall_us() * 1e-6
+            crosses = name in ("processes", "torch")
+            extra = {"hop_s": hop_s if crosses else 0.0,
+                     "hop_send_s": hop_send_s if crosses else 0.0,
+                     "sim_s_no_hop": sim0, "sim_err_no_hop": (sim0 - wall) / wall if wall else 0.0}
         rows.append({"executor": name, "startup_s": first_startup[name],
                      "wall_s": wall, "wall_min_s": min(walls), "wall_max_s": max(walls),
                      "bound_s": bound, "efficiency": bound / wall if wall else 0.0,
@@ -162,39 +194,24 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
                      "stall_s": statistics.median(r.stall_s for r in runs[name]),
                      "items_per_s": items / wall if wall else 0.0,
                      "speedup_vs_sync": sync_wall / wall if wall else 0.0,
+                     **extra,
                      "config": runs[name][0].config, "notes": runs[name][0].timeline.notes})
     return {"costs_s": dict(zip(names, costs)), "rows": rows,
             "runs": {name: _median_run(r) for name, r in runs.items()}}
 
 
-def run_benchmark(a: argparse.Namespace) -> dict[str, Any]:
-    """Run everything; returns the JSON payload (without provenance)."""
-    import torch
-
-    torch.set_num_threads(a.torch_threads)
-    stages = equal_stages(a.kind, a.stages, a.cost_ms / 1000.0)
-    execs = list(dict.fromkeys(["sync", *a.executors]))
-    total = len(execs) * (a.warmup + a.repeats) * (2 if a.overhead_items else 1)
-    bar = tqdm(total=total, desc="pipeline bench", file=sys.stderr, leave=False)
-    cmp = compare_executors(stages, a.items, execs, workers=a.workers,
-                            queue_depth=a.queue_depth, repeats=a.repeats, warmup=a.warmup,
-                            on_run=lambda: bar.update(1))
-    overhead = []
-    if a.overhead_items:
-        zero = equal_stages("identity", a.stages, 0.0)
-        ov = compare_executors(zero, a.overhead_items, execs, workers=a.workers,
-                               queue_depth=a.queue_depth, repeats=a.repeats, warmup=a.warmup,
-                               on_run=lambda: bar.update(1))
-        for r in ov["rows"]:
-            wall = r["wall_s"]
-            overhead.append({"executor": r["executor"], "wall_s": wall,
-                             "us_per_item": wall / a.overhead_items * 1e6,
-                             "us_per_item_per_stage": wall / (a.overhead_items * a.stages) * 1e6})
-    bar.close()
-    return {"config": {k: v for k, v in vars(a).items() if k not in ("json", "check")},
-            "torch_threads": torch.get_num_threads(), "load_avg": list(os.getloadavg()),
-            "stage_costs_s_measured_sync": cmp["costs_s"],
-            "rows": cmp["rows"], "overhead": overhead, "targets": _targets(cmp["rows"], overhead)}
+def _overhead_rows(config: PipelineConfig, execs: list[str],
+                   on_run: Callable[[], None]) -> list[dict[str, Any]]:
+    """The executors on zero-cost stages: what each adds per item and per stage call."""
+    c = config
+    zero = equal_stages("identity", c.stages, 0.0)
+    ov = compare_executors(zero, c.overhead_items, execs, workers=c.workers,
+                           queue_depth=c.queue_depth, repeats=c.repeats, warmup=c.warmup,
+                           on_run=on_run)
+    return [{"executor": r["executor"], "wall_s": r["wall_s"],
+             "us_per_item": r["wall_s"] / c.overhead_items * 1e6,
+             "us_per_item_per_stage": r["wall_s"] / (c.overhead_items * c.stages) * 1e6}
+            for r in ov["rows"]]
 
 
 def _targets(rows: list[dict[str, Any]], overhead: list[dict[str, Any]]) -> dict[str, Any]:
@@ -215,49 +232,68 @@ def _targets(rows: list[dict[str, Any]], overhead: list[dict[str, Any]]) -> dict
     return out
 
 
-def _print(payload: dict[str, Any]) -> None:
-    c = payload["config"]
-    print(f"# pipeline: {c['stages']} x {c['kind']} stages of {c['cost_ms']:g} ms, "
-          f"{c['items']} items, queue_depth {c['queue_depth']}, workers {c['workers']}, "
-          f"median of {c['repeats']} (warmup {c['warmup']}); load avg "
-          f"{payload['load_avg'][0]:.2f} on {os.cpu_count()} cores")
-    costs = ", ".join(f"{k} {v * 1e3:.3f}"
-                      for k, v in payload["stage_costs_s_measured_sync"].items())
-    print(f"# stage costs measured in sync runs (ms): {costs}")
-    print(f"{'executor':>10} {'start(s)':>9} {'wall(s)':>9} {'min(s)':>8} {'bound(s)':>9} "
-          f"{'eff':>6} {'sim(s)':>8} {'sim err':>8} {'stall(s)':>9} {'items/s':>9} {'vs sync':>8}")
-    for r in payload["rows"]:
-        su = "n/a" if r["startup_s"] is None else f"{r['startup_s']:.4f}"
-        print(f"{r['executor']:>10} {su:>9} {r['wall_s']:9.4f} "
-              f"{r['wall_min_s']:8.4f} "
-              f"{r['bound_s']:9.4f} {r['efficiency']:6.3f} {r['sim_s']:8.4f} "
-              f"{r['sim_err'] * 100:7.1f}% {r['stall_s']:9.4f} {r['items_per_s']:9.1f} "
-              f"{r['speedup_vs_sync']:7.2f}x")
-    if payload["overhead"]:
-        print(f"# executor overhead: zero-cost stages, {c['overhead_items']} items")
-        print(f"{'executor':>10} {'wall(s)':>9} {'us/item':>9} {'us/item/stage':>14}")
-        for r in payload["overhead"]:
-            print(f"{r['executor']:>10} {r['wall_s']:9.4f} {r['us_per_item']:9.1f} "
-                  f"{r['us_per_item_per_stage']:14.1f}")
-    for name, t in payload["targets"].items():
-        print(f"# target {name}: {t['value']:.3f} (target {t['target']:.3f}) "
-              f"{'PASS' if t['ok'] else 'MISS'}")
-    for note in sorted({n for r in payload["rows"] for n in r["notes"]}):
-        print(f"# note: {note}")
+class PipelineBenchmark(Benchmark[PipelineConfig]):
+    """The loading-pipeline executors against their model and torch's DataLoader."""
+
+    name = "pipeline"
+    about = "loading pipeline executors vs their bottleneck model and torch's DataLoader"
+    config_type = PipelineConfig
+
+    def run(self, config: PipelineConfig) -> Report:
+        c = config
+        torch.set_num_threads(c.torch_threads)
+        stages = equal_stages(c.kind, c.stages, c.cost_ms / 1000.0)
+        execs = list(dict.fromkeys(["sync", *c.executors]))
+        total = len(execs) * (c.warmup + c.repeats) * (2 if c.overhead_items else 1)
+        hop = None
+        if not c.no_hop and c.workers and {"processes", "torch"} & set(execs):
+            hop = measure_hop_cost(worker_output_nbytes(stages, 0, c.workers))
+        with tqdm(total=total, desc="pipeline bench", file=sys.stderr, leave=False) as bar:
+            cmp = compare_executors(stages, c.items, execs, workers=c.workers,
+                                    queue_depth=c.queue_depth, repeats=c.repeats,
+                                    warmup=c.warmup, on_run=lambda: bar.update(1),
+                                    hop_s=hop.receive_s if hop else None,
+                                    hop_send_s=hop.send_s if hop else 0.0)
+            overhead = _overhead_rows(c, execs, lambda: bar.update(1)) \
+                if c.overhead_items else []
+        targets = _targets(cmp["rows"], overhead)
+        load = list(os.getloadavg())
+        costs = ", ".join(f"{k} {v * 1e3:.3f}" for k, v in cmp["costs_s"].items())
+        head = [f"pipeline: {c.stages} x {c.kind} stages of {c.cost_ms:g} ms, {c.items} items, "
+                f"queue_depth {c.queue_depth}, workers {c.workers}, median of {c.repeats} "
+                f"(warmup {c.warmup}); load avg {load[0]:.2f} on {os.cpu_count()} cores",
+                f"stage costs measured in sync runs (ms): {costs}"]
+        if hop is not None and hop.nbytes == 0:
+            head.append("hop into the trainer: the worker stages' output carries no tensor or "
+                        "bytes (0 B cross), so the processes/torch models add nothing for it")
+        elif hop is not None:
+            no_hop = ", ".join(f"{r['executor']} {100 * r['sim_err_no_hop']:+.1f}%"
+                               for r in cmp["rows"] if r["executor"] in ("processes", "torch"))
+            head.append(f"hop per item into the trainer: {hop.seconds * 1e6:.0f} us for "
+                        f"{hop.nbytes} B ({hop.path}, busy worker: {hop.send_s * 1e6:.0f} us "
+                        f"in the worker, {hop.receive_s * 1e6:.0f} us receiving; its worker's "
+                        f"start-up {hop.startup_s:.2f} s apart) in the processes/torch models; "
+                        f"sim err without it: {no_hop}")
+        tail = [f"target {name}: {t['value']:.3f} (target {t['target']:.3f}) "
+                f"{'PASS' if t['ok'] else 'MISS'}" for name, t in targets.items()]
+        tail += [f"note: {n}" for n in sorted({n for r in cmp["rows"] for n in r["notes"]})]
+        tables = [Table(cmp["rows"], COLUMNS)]
+        if overhead:
+            tables.append(Table(overhead, OVERHEAD_COLUMNS, f"executor overhead: zero-cost "
+                                                            f"stages, {c.overhead_items} items",
+                                "overhead"))
+        missed = [n for n, t in targets.items() if not t["ok"]]
+        return Report(tables, head, tail,
+                      {"torch_threads": torch.get_num_threads(), "load_avg": load,
+                       "hop": hop.as_dict() if hop else None,
+                       "stage_costs_s_measured_sync": cmp["costs_s"], "targets": targets},
+                      failed=f"targets missed: {', '.join(missed)}" if c.check and missed else "",
+                      world_size=1)
+
+
+BENCHMARK = PipelineBenchmark()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; see the module docstring."""
-    a = _parse(list(sys.argv[1:] if argv is None else argv))
-    payload = run_benchmark(a)
-    _print(payload)
-    if a.json:
-        path = write_json(a.json, {"provenance": provenance(world_size=1), **payload})
-        print(f"# wrote {path}")
-    if a.check and not all(t["ok"] for t in payload["targets"].values()):
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    """``python -m distlab.bench pipeline``; see the module docstring."""
+    return run_cli(BENCHMARK, argv)

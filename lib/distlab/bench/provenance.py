@@ -12,13 +12,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
 __all__ = ["command_line", "provenance", "write_json"]
+
+
+def _cpus_allowed() -> int | None:
+    """CPUs this process may run on (``taskset``/cgroup affinity; less than ``cpu_cores`` for a
+    pinned run), or None where the OS does not say."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return None
 
 
 def provenance(*, backend: str | None = None, world_size: int | None = None,
                device: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A dict with host, OS, Python, torch, CUDA driver/devices, date (UTC ISO) and command."""
-    import torch
+    """A dict with host, OS, Python, torch, CPU cores (and those this process may use), CUDA
+    driver/devices, date (UTC ISO) and command."""
 
     cuda: dict[str, Any] = {"available": torch.cuda.is_available()}
     if torch.cuda.is_available():
@@ -37,6 +48,7 @@ def provenance(*, backend: str | None = None, world_size: int | None = None,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cpu_cores": os.cpu_count(),
+        "cpus_allowed": _cpus_allowed(),
         "cuda": cuda,
         "device": device,
         "backend": backend,

@@ -32,11 +32,26 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+import numpy as np
+from torch.utils.data import DistributedSampler as TorchSampler
+
+from distlab.bench import options
+from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.samplers import DistributedSampler, PermutationSampler
+
+__all__ = ["BENCHMARK", "COLUMNS", "SamplerBenchmark", "SamplerConfig", "child", "main"]
+
 IMPLS = ("torch", "distlab", "permutation")
 _CHUNK = 1 << 16
+
+COLUMNS = (Column("impl", "impl", width=11), Column("count", "count", width=12),
+           Column("time(s)", "seconds", ".3f"), Column("cpu(s)", "cpu_seconds", ".3f"),
+           Column("peakRSS(MB)", "peak_rss_mb", ".1f"), Column("baseRSS(MB)", "base_rss_mb", ".1f"),
+           Column("start(s)", "start_seconds", ".4f"), Column("#wrong", "wrong"))
 
 
 def _rss_mb() -> float:
@@ -48,23 +63,15 @@ def _rss_mb() -> float:
 def _make(impl: str, n: int, world: int, rank: int, shuffle: bool, seed: int,
           drop_last: bool, prefetch: bool = False) -> Any:
     if impl == "torch":
-        from torch.utils.data import DistributedSampler as TorchSampler
-
         return TorchSampler(range(n), world, rank, shuffle, seed, drop_last)
     if impl == "permutation":
-        from distlab.samplers import PermutationSampler
-
         return PermutationSampler(n, world, rank, shuffle, seed, drop_last)
-    from distlab.samplers import DistributedSampler
-
     return DistributedSampler(n, world, rank, shuffle, seed, drop_last,
                               prefetch_next_epoch=prefetch)
 
 
 def _consume(indices: Iterable[int]) -> tuple[int, str]:
     """Count and SHA-256 (of little-endian int64) of the indices, 64 Ki at a time."""
-    import numpy as np
-
     h = hashlib.sha256()
     count = 0
     it = iter(indices)
@@ -95,137 +102,148 @@ def child(impl: str, n: int, world: int, rank: int, shuffle: bool, seed: int, ep
             "base_rss_mb": base, "count": count, "sha256": digest, "start_seconds": latency}
 
 
-def _run_child(impl: str, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "distlab.bench.sampler", "--child", impl, "--n", str(args.n),
-           "--world-size", str(args.world_size), "--rank", str(args.rank), "--seed",
-           str(args.seed), "--epoch", str(args.epoch)]
-    cmd += ["--no-shuffle"] if args.no_shuffle else []
-    cmd += ["--drop-last"] if args.drop_last else []
-    cmd += ["--prefetch"] if args.prefetch else []
+@dataclass(frozen=True)
+class SamplerConfig(BenchConfig):
+    """Options of ``python -m distlab.bench sampler``."""
+
+    n: int = opt(10_000_000, "--n", type=options.nonnegative_int, help="dataset length")
+    world_size: int = opt(8, "--world-size", type=options.positive_int, help="num_replicas")
+    rank: int = opt(0, "--rank", type=options.nonnegative_int,
+                    help="the rank whose epoch is produced, < --world-size")
+    seed: int = opt(0, "--seed", type=options.nonnegative_int, help="sampler seed")
+    epoch: int = opt(0, "--epoch", type=options.nonnegative_int, help="the timed epoch")
+    no_shuffle: bool = opt(False, "--no-shuffle", action="store_true", help="shuffle=False")
+    drop_last: bool = opt(False, "--drop-last", action="store_true", help="drop_last=True")
+    impl: tuple[str, ...] = opt(("distlab",), "--impl", type=options.comma_choices(IMPLS[1:]),
+                                help="distlab implementations to run beside torch (comma list "
+                                     "or all)")
+    prefetch: bool = opt(False, "--prefetch", action="store_true",
+                         help="distlab: prefetch_next_epoch=True (epoch-start latency)")
+    torch_max_n: int = opt(300_000_000, "--torch-max-n", type=options.nonnegative_int,
+                           help="skip torch (and the distlab DistributedSampler) above this --n")
+    repeats: int = opt(1, "--repeats", type=options.positive_int,
+                       help="child rounds to run (median time)")
+
+    @property
+    def impls(self) -> list[str]:
+        """The implementations run: torch and distlab's only up to ``torch_max_n``."""
+        big = self.n > self.torch_max_n
+        return [i for i in IMPLS if i == "permutation" and i in self.impl
+                or not big and (i == "torch" or i in self.impl)]
+
+
+def _run_child(impl: str, c: SamplerConfig) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "distlab.bench.sampler", "--child", impl, "--n", str(c.n),
+           "--world-size", str(c.world_size), "--rank", str(c.rank), "--seed", str(c.seed),
+           "--epoch", str(c.epoch)]
+    cmd += ["--no-shuffle"] if c.no_shuffle else []
+    cmd += ["--drop-last"] if c.drop_last else []
+    cmd += ["--prefetch"] if c.prefetch else []
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"the {impl} child failed (exit {proc.returncode}):\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _parser() -> argparse.ArgumentParser:
-    from distlab.bench import options
-
-    p = options.parser("python -m distlab.bench sampler", __doc__)
-    p.add_argument("--n", type=options.nonnegative_int, default=10_000_000, help="dataset length")
-    p.add_argument("--world-size", type=options.positive_int, default=8, help="num_replicas")
-    p.add_argument("--rank", type=options.nonnegative_int, default=0,
-                   help="the rank whose epoch is produced, < --world-size")
-    p.add_argument("--seed", type=options.nonnegative_int, default=0, help="sampler seed")
-    p.add_argument("--epoch", type=options.nonnegative_int, default=0, help="the timed epoch")
-    p.add_argument("--no-shuffle", action="store_true", help="shuffle=False")
-    p.add_argument("--drop-last", action="store_true", help="drop_last=True")
-    p.add_argument("--impl", type=options.comma_choices(IMPLS[1:]), default=["distlab"],
-                   help="distlab implementations to run beside torch (comma list or all)")
-    p.add_argument("--prefetch", action="store_true",
-                   help="distlab: prefetch_next_epoch=True (epoch-start latency)")
-    p.add_argument("--torch-max-n", type=options.nonnegative_int, default=300_000_000,
-                   help="skip torch (and the distlab DistributedSampler) above this --n")
-    p.add_argument("--repeats", type=options.positive_int, default=1,
-                   help="child rounds to run (median time)")
-    p.add_argument("--json", metavar="PATH", help="also write the results with provenance")
-    p.add_argument("--child", choices=IMPLS, help=argparse.SUPPRESS)
-    return p
-
-
-def _validate(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from distlab.bench import options
-
-    if args.rank >= args.world_size:
-        options.fail(p, "--rank", args.rank, f"in [0, {args.world_size - 1}] (< --world-size)")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns 0 when distlab's indices equal torch's, 1 otherwise."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    _validate(parser, args)
-    if args.child:
-        res = child(args.child, args.n, args.world_size, args.rank, not args.no_shuffle,
-                    args.seed, args.epoch, args.drop_last, args.prefetch)
-        print(json.dumps(res))
-        return 0
-
-    big = args.n > args.torch_max_n
-    impls = [i for i in IMPLS if i == "permutation" and i in args.impl
-             or not big and (i == "torch" or i in args.impl)]
-    if not impls:
-        from distlab.bench import options
-
-        options.fail(parser, "--n", args.n, f"<= --torch-max-n ({args.torch_max_n}) unless "
-                     "--impl includes permutation")
-    runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
-    for _ in range(args.repeats):
-        for impl in impls:
-            runs[impl].append(_run_child(impl, args))
-    summary = {}
-    for impl in impls:
-        summary[impl] = {
-            "seconds": statistics.median(r["seconds"] for r in runs[impl]),
-            "cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs[impl]),
-            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs[impl]),
-            "base_rss_mb": statistics.median(r["base_rss_mb"] for r in runs[impl]),
-            "count": runs[impl][0]["count"],
-            "start_seconds": statistics.median(r["start_seconds"] for r in runs[impl]),
-        }
-    wrong = 0
+def _summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per implementation: median times, largest peak RSS, and ``wrong`` (1 when its indices
+    differ from torch's; the permutation sampler's order differs by design: count only)."""
+    summary = {impl: {"impl": impl,
+                      "seconds": statistics.median(r["seconds"] for r in rs),
+                      "cpu_seconds": statistics.median(r["cpu_seconds"] for r in rs),
+                      "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+                      "base_rss_mb": statistics.median(r["base_rss_mb"] for r in rs),
+                      "count": rs[0]["count"],
+                      "start_seconds": statistics.median(r["start_seconds"] for r in rs),
+                      "wrong": 0}
+               for impl, rs in runs.items()}
     if "torch" in runs:
         reference = {(r["count"], r["sha256"]) for r in runs["torch"]}
         counts = {c for c, _ in reference}
-        for impl in impls:  # permutation: a different order by design, so only the count
-            bad = [r for r in runs[impl] if ((r["count"], r["sha256"]) not in reference
-                                             if impl != "permutation" else r["count"] not in counts)]
+        for impl, rs in runs.items():
+            bad = [r for r in rs if ((r["count"], r["sha256"]) not in reference
+                                     if impl != "permutation" else r["count"] not in counts)]
             summary[impl]["wrong"] = int(bool(bad))
-            wrong |= int(bool(bad))
-    else:
-        for impl in impls:
-            summary[impl]["wrong"] = 0
-
-    print(f"# sampler: n={args.n} world_size={args.world_size} rank={args.rank} "
-          f"shuffle={not args.no_shuffle} drop_last={args.drop_last} seed={args.seed} "
-          f"epoch={args.epoch} repeats={args.repeats} prefetch={args.prefetch}"
-          + (f" (torch skipped: n > --torch-max-n {args.torch_max_n})" if big else ""))
-    print(f"{'impl':>11} {'count':>12} {'time(s)':>9} {'cpu(s)':>8} {'peakRSS(MB)':>12} "
-          f"{'baseRSS(MB)':>12} {'start(s)':>9} {'#wrong':>7}")
-    for impl in impls:
-        s = summary[impl]
-        print(f"{impl:>11} {s['count']:>12} {s['seconds']:>9.3f} {s['cpu_seconds']:>8.3f} "
-              f"{s['peak_rss_mb']:>12.1f} {s['base_rss_mb']:>12.1f} "
-              f"{s['start_seconds']:>9.4f} {s['wrong']:>7}")
-    speedup = cpu_speedup = memory = extra = None
-    for impl in [i for i in impls if i != "torch" and "torch" in summary]:
-        speedup, cpu_speedup, memory, extra = _ratios(impl, summary["torch"], summary[impl])
-    if args.json:
-        from distlab.bench.provenance import provenance, write_json
-
-        payload = {"benchmark": "sampler", "parameters": vars(args) | {"child": None},
-                   "results": summary, "runs": runs,
-                   "ratios": {"speedup": speedup, "cpu_speedup": cpu_speedup,
-                              "peak_rss": memory, "extra_rss": extra},
-                   "provenance": provenance(world_size=args.world_size)}
-        write_json(args.json, payload)
-        print(f"# wrote {args.json}")
-    return 1 if wrong else 0
+    return summary
 
 
-def _ratios(impl: str, t: dict[str, Any], d: dict[str, Any]) -> tuple[float, float, float,
-                                                                        float | None]:
-    speedup = t["seconds"] / d["seconds"] if d["seconds"] > 0 else float("inf")
-    cpu_speedup = t["cpu_seconds"] / d["cpu_seconds"] if d["cpu_seconds"] > 0 else float("inf")
-    memory = t["peak_rss_mb"] / d["peak_rss_mb"]
+def _ratios(t: dict[str, Any], d: dict[str, Any]) -> dict[str, float | None]:
     extra_t, extra_d = t["peak_rss_mb"] - t["base_rss_mb"], d["peak_rss_mb"] - d["base_rss_mb"]
-    extra = extra_t / extra_d if extra_d >= 1.0 else None
+    return {"speedup": t["seconds"] / d["seconds"] if d["seconds"] > 0 else float("inf"),
+            "cpu_speedup": (t["cpu_seconds"] / d["cpu_seconds"] if d["cpu_seconds"] > 0
+                            else float("inf")),
+            "peak_rss": t["peak_rss_mb"] / d["peak_rss_mb"],
+            "extra_rss": extra_t / extra_d if extra_d >= 1.0 else None}
+
+
+def _ratio_line(impl: str, r: dict[str, float | None]) -> str:
+    extra = r["extra_rss"]
     above = (f"{extra:.2f}x less above the post-import baseline" if extra is not None else
              "distlab's growth above the post-import baseline is below 1 MB")
-    print(f"# {impl} vs torch: {speedup:.2f}x faster ({cpu_speedup:.2f}x less CPU time), "
-          f"{memory:.2f}x less peak RSS ({above})")
-    return speedup, cpu_speedup, memory, extra
+    return (f"{impl} vs torch: {r['speedup']:.2f}x faster ({r['cpu_speedup']:.2f}x less CPU "
+            f"time), {r['peak_rss']:.2f}x less peak RSS ({above})")
+
+
+class SamplerBenchmark(Benchmark[SamplerConfig]):
+    """One rank's epoch of indices: distlab's samplers against torch's."""
+
+    name = "sampler"
+    about = "one rank's epoch of indices: distlab's DistributedSampler vs torch's"
+    config_type = SamplerConfig
+
+    def check(self, parser: argparse.ArgumentParser, config: SamplerConfig) -> SamplerConfig:
+        if config.rank >= config.world_size:
+            options.fail(parser, "--rank", config.rank,
+                         f"in [0, {config.world_size - 1}] (< --world-size)")
+        if not config.impls:
+            options.fail(parser, "--n", config.n, f"<= --torch-max-n ({config.torch_max_n}) "
+                         "unless --impl includes permutation")
+        return config
+
+    def run(self, config: SamplerConfig) -> Report:
+        c = config
+        runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in c.impls}
+        for _ in range(c.repeats):
+            for impl in c.impls:
+                runs[impl].append(_run_child(impl, c))
+        summary = _summary(runs)
+        ratios = {impl: _ratios(summary["torch"], summary[impl])
+                  for impl in c.impls if impl != "torch" and "torch" in summary}
+        big = c.n > c.torch_max_n
+        head = [f"sampler: n={c.n} world_size={c.world_size} rank={c.rank} "
+                f"shuffle={not c.no_shuffle} drop_last={c.drop_last} seed={c.seed} "
+                f"epoch={c.epoch} repeats={c.repeats} prefetch={c.prefetch}"
+                + (f" (torch skipped: n > --torch-max-n {c.torch_max_n})" if big else "")]
+        rows = list(summary.values())
+        wrong = [r["impl"] for r in rows if r["wrong"]]
+        return Report([Table(rows, COLUMNS)], head,
+                      [_ratio_line(i, r) for i, r in ratios.items()],
+                      {"runs": runs, "ratios": ratios},
+                      failed=f"indices differ from torch's: {', '.join(wrong)}" if wrong else "",
+                      world_size=c.world_size)
+
+
+BENCHMARK = SamplerBenchmark()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m distlab.bench sampler``; exit 1 when distlab's indices differ from torch's."""
+    return run_cli(BENCHMARK, argv)
+
+
+def _child_main(argv: list[str]) -> int:
+    """``python -m distlab.bench.sampler --child IMPL ...``: one measured child (JSON line)."""
+    p = argparse.ArgumentParser(prog="python -m distlab.bench.sampler --child")
+    p.add_argument("--child", choices=IMPLS, required=True)
+    for name in ("--n", "--world-size", "--rank", "--seed", "--epoch"):
+        p.add_argument(name, type=int, required=True)
+    for name in ("--no-shuffle", "--drop-last", "--prefetch"):
+        p.add_argument(name, action="store_true")
+    a = p.parse_args(argv)
+    print(json.dumps(child(a.child, a.n, a.world_size, a.rank, not a.no_shuffle, a.seed,
+                           a.epoch, a.drop_last, a.prefetch)))
+    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_child_main(sys.argv[1:]) if "--child" in sys.argv else main())

@@ -1,8 +1,10 @@
 """Transfer benchmark: disk -> pageable -> pinned -> GPU copies, each path its own row.
 
-    python -m distlab.bench transfers -b 4K -e 256M -f 4 --paths all --memory pageable,pinned \\
+    python -m distlab.bench transfers -b 4K -e 256M -f 4 --paths copies --memory pageable,pinned \\
         --repeats 5 --json results/transfers_<device>.json
     python -m distlab.bench transfers --preset shmoo      # bandwidthTest's shmoo sizes
+    python -m distlab.bench transfers --paths hops -b 4K -e 256M --hop-busy \\
+        --json results/transfers_hop_cpu.json            # the hop between processes
 
 Method: warm-up copies, then ``--repeats`` timings of ``--iters`` copies; pageable copies are timed
 per copy on the host, pinned/device copies as an event-timed burst behind a spin kernel. The
@@ -11,31 +13,66 @@ median is reported; every copy's bytes are checked afterwards (#wrong). GB/s = 1
 model) / model. ``numpy_copyto`` is a plain ``numpy.copyto`` timed the same way in the same run
 (the harness-overhead reference for ``h2h``). Rows that cannot be measured here (no GPU, no
 pinned memory, page cache that cannot be dropped) are printed and written with null times and the
-reason in ``skipped``: no number is ever invented.
+reason in ``skipped``: no number is ever invented. Pin costs (``pin_memory``, the pinned caching
+allocator, ``cudaHostRegister``) are one-off times, printed in their own table in us and us per
+MiB, never as GB/s.
+
+The hop between processes (``--paths hops``, or any of ``hop_shm_fd``, ``hop_shm_fs``,
+``hop_pickle``, ``hop_ring``, ``hop_cuda_ipc``; not in the default selection: it spawns a
+worker process): ``n`` bytes from a worker process to this one, timed from the worker's
+hand-over to the moment every byte is readable here (:mod:`distlab.transfers.hop`), one hop at a
+time, median of ``--repeats`` after ``--warmup``; ``#wrong`` counts received bytes that differ
+from what the worker wrote. ``--hop-busy`` adds rows ``<path>_busy`` where the worker keeps
+computing after its hand-over. The hop's costs (its parts, an empty segment, a ring's set-up,
+each path's first hop) are times in their own table, the worker's start-up a line of its own;
+below the table each path's fit says up to which size the hop is a fixed cost and beyond which it
+is a copy.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
 
 from distlab.bench import options
-from distlab.bench.provenance import provenance, write_json
-from distlab.transfers.adapter import default_adapter
-from distlab.transfers.model import pcie_link
-from distlab.transfers.paths import COPY_PATHS, DISK_PATHS, PIN_PATHS, ROW_KINDS
+from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, Table, format_table, opt,
+                                   run_cli)
+from distlab.envinfo import pcie_links
+from distlab.transfers.cuda_prefetch import run_cuda
+from distlab.transfers.default import default_adapter
+from distlab.transfers.hop_paths import HOP_KINDS, HOP_PATHS
+from distlab.transfers.hop_sweep import HopSweep, hop_sweep
+from distlab.transfers.paths import PIN_PATHS, ROW_KINDS
+from distlab.transfers.prefetch import run_loop
 from distlab.transfers.sweep import FIT_MIN_BYTES, Row, fit_rows, pin_rows, sweep
 
-__all__ = ["main", "parse_args", "shmoo_sizes", "run_benchmark", "PATH_NAMES"]
+__all__ = ["BENCHMARK", "COLUMNS", "PATH_NAMES", "PIN_COLUMNS", "TransfersBenchmark",
+           "TransfersConfig", "main", "shmoo_sizes", "transfer_table"]
 
-PATH_NAMES = list(dict.fromkeys([p for p, _ in ROW_KINDS] + list(PIN_PATHS)))
+COPY_PATH_NAMES = list(dict.fromkeys([p for p, _ in ROW_KINDS] + list(PIN_PATHS)))
+PATH_NAMES = COPY_PATH_NAMES + list(HOP_PATHS)
 MEMORIES = ["pageable", "pinned", "device"]
 H2H_TARGET = 0.20        # h2h within 20% of numpy.copyto at 16 MiB
 MODEL_TARGET = 0.10      # fitted line within 10% at sizes >= 64 KiB
+
+COLUMNS = (Column("size(B)", "nbytes", width=12), Column("path", "path", width=20),
+           Column("memory", "memory", width=9), Column("time(us)", "time_us", ".2f", width=11),
+           Column("GB/s", "gbps", ".2f", width=8), Column("model GB/s", "model_gbps", ".2f"),
+           Column("error%", "error", ".1f", 100.0, width=7), Column("#wrong", "wrong"),
+           Column("", "note", missing=""))
+PIN_COLUMNS = (Column("size(B)", "nbytes", width=12), Column("method", "path", width=20),
+               Column("time(us)", "time_us", ".2f", width=11),
+               Column("us/MiB", "us_per_mib", ".2f", width=9), Column("", "note", missing=""))
+HOP_PART_COLUMNS = (Column("size(B)", "nbytes", width=12), Column("path", "path", width=20),
+                    Column("ready(us)", "ready_us", ".1f", width=10),
+                    Column("handle(us)", "handle_us", ".1f", width=11),
+                    Column("map(us)", "map_us", ".1f", width=9),
+                    Column("segment(us)", "segment_us", ".1f", width=12),
+                    Column("setup(us)", "setup_us", ".1f", width=10))
 
 
 def shmoo_sizes() -> list[int]:
@@ -51,49 +88,70 @@ def shmoo_sizes() -> list[int]:
     return out
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
-    p = options.parser("python -m distlab.bench transfers", __doc__)
-    p.add_argument("-b", "--minbytes", type=options.size_bytes, default=4096, help="smallest size")
-    p.add_argument("-e", "--maxbytes", type=options.size_bytes, default=256 * 2**20,
-                   help="largest size")
-    p.add_argument("-f", "--stepfactor", type=options.int_at_least(2), default=4,
-                   help="size multiplier between steps")
-    p.add_argument("--preset", choices=("sweep", "shmoo"), default="sweep",
-                   help="sweep: -b/-e/-f; shmoo: bandwidthTest's shmoo sizes (1 kB .. 64 MB)")
-    p.add_argument("--paths", type=options.comma_choices(PATH_NAMES), default=list(PATH_NAMES),
-                   help="comma list of paths, or 'all'")
-    p.add_argument("--memory", type=options.comma_choices(MEMORIES), default=list(MEMORIES),
-                   help="comma list of memory kinds, or 'all'")
-    p.add_argument("--repeats", type=options.positive_int, default=5, help="timed repeats")
-    p.add_argument("--iters", type=options.positive_int, default=10,
-                   help="copies per repeat (burst length for event-timed copies)")
-    p.add_argument("--warmup", type=options.nonnegative_int, default=2, help="untimed copies")
-    p.add_argument("--prefetch-batches", type=options.nonnegative_int, default=10,
-                   help="batches for the sequential-vs-prefetch loops (0: skip them)")
-    p.add_argument("--batch-bytes", type=options.size_bytes, default=16 * 2**20,
-                   help="bytes per prefetched batch")
-    p.add_argument("--compute-ms", type=options.positive_float, default=5.0,
-                   help="compute per batch in the prefetch loops (a sleep on the host, a spin "
-                        "kernel on a GPU), ms")
-    p.add_argument("--json", default=None, help="write rows + provenance to this JSON file")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    a = p.parse_args(argv)
-    if a.maxbytes < a.minbytes:
-        options.fail(p, "-e/--maxbytes", a.maxbytes, f">= -b/--minbytes ({a.minbytes})")
-    a.sizes = shmoo_sizes() if a.preset == "shmoo" else \
-        options.size_sweep(a.minbytes, a.maxbytes, a.stepfactor)
-    a.kinds = [(pth, m) for pth, m in ROW_KINDS if pth in a.paths and m in a.memory]
-    a.pins = [pth for pth in PIN_PATHS if pth in a.paths and "pinned" in a.memory]
-    if not a.kinds and not a.pins:
-        options.fail(p, "--paths/--memory", f"{','.join(a.paths)} / {','.join(a.memory)}",
-                     "a combination that selects at least one row (e.g. h2h with pageable)")
-    return a
+HOP_PARTS_TITLE = ("hop parts: times, not bandwidths (medians, us): ready = worker moved the "
+                   "bytes into shared memory / its ring slot; handle = then until get() "
+                   "returned here; map = every page touched here; segment = an empty segment "
+                   "made; setup = the ring made and sent, once")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The Namespace :func:`run_benchmark` takes, from this command's options (``["-b", "4K"]``);
-    a bad option exits 2 with one line, as on the command line."""
-    return _parse(list(argv))
+@dataclass(frozen=True)
+class TransfersConfig(BenchConfig):
+    """Options of ``python -m distlab.bench transfers``."""
+
+    minbytes: int = opt(4096, "-b", "--minbytes", type=options.size_bytes, help="smallest size")
+    maxbytes: int = opt(256 * 2**20, "-e", "--maxbytes", type=options.size_bytes,
+                        help="largest size")
+    stepfactor: int = opt(4, "-f", "--stepfactor", type=options.int_at_least(2),
+                          help="size multiplier between steps")
+    preset: str = opt("sweep", "--preset", choices=("sweep", "shmoo"),
+                      help="sweep: -b/-e/-f; shmoo: bandwidthTest's shmoo sizes (1 kB .. 64 MB)")
+    paths: tuple[str, ...] = opt(tuple(COPY_PATH_NAMES), "--paths",
+                                 type=options.comma_choices(
+                                     PATH_NAMES, groups={"copies": COPY_PATH_NAMES,
+                                                         "hops": list(HOP_PATHS)}),
+                                 help="comma list of paths, 'copies' (disk, copies between "
+                                      "memory kinds, pin costs), 'hops' (every hop between "
+                                      "processes) or 'all'")
+    memory: tuple[str, ...] = opt(tuple(MEMORIES), "--memory",
+                                  type=options.comma_choices(MEMORIES),
+                                  help="comma list of memory kinds, or 'all'")
+    repeats: int = opt(5, "--repeats", type=options.positive_int, help="timed repeats")
+    iters: int = opt(10, "--iters", type=options.positive_int,
+                     help="copies per repeat (burst length for event-timed copies)")
+    warmup: int = opt(2, "--warmup", type=options.nonnegative_int, help="untimed copies")
+    prefetch_batches: int = opt(10, "--prefetch-batches", type=options.nonnegative_int,
+                                help="batches for the sequential-vs-prefetch loops (0: skip them)")
+    batch_bytes: int = opt(16 * 2**20, "--batch-bytes", type=options.size_bytes,
+                           help="bytes per prefetched batch")
+    compute_ms: float = opt(5.0, "--compute-ms", type=options.positive_float,
+                            help="compute per batch in the prefetch loops (a sleep on the host, "
+                                 "a spin kernel on a GPU), ms")
+    hop_busy: bool = opt(False, "--hop-busy", action="store_true",
+                         help="also measure the selected host hops with a worker that keeps "
+                              "computing after its hand-over (rows <path>_busy)")
+    no_progress: bool = opt(False, "--no-progress", action="store_true",
+                            help="no progress bar on stderr")
+
+    @property
+    def sizes(self) -> list[int]:
+        """The sizes measured, bytes."""
+        return shmoo_sizes() if self.preset == "shmoo" else \
+            options.size_sweep(self.minbytes, self.maxbytes, self.stepfactor)
+
+    @property
+    def kinds(self) -> list[tuple[str, str]]:
+        """The (path, memory) copy rows selected by ``paths`` and ``memory``."""
+        return [(pth, m) for pth, m in ROW_KINDS if pth in self.paths and m in self.memory]
+
+    @property
+    def hops(self) -> list[str]:
+        """The hop paths selected (a path's memory kind must be selected too)."""
+        return [pth for pth, m in HOP_KINDS if pth in self.paths and m in self.memory]
+
+    @property
+    def pins(self) -> list[str]:
+        """The pin-cost methods selected (they need ``pinned`` in ``memory``)."""
+        return [pth for pth in PIN_PATHS if pth in self.paths and "pinned" in self.memory]
 
 
 def _error(r: Row) -> float | None:
@@ -122,22 +180,6 @@ def _targets(rows: list[Row]) -> dict[str, Any]:
     return out
 
 
-def _prefetch(adapter: Any, a: argparse.Namespace) -> list[dict[str, Any]]:
-    """Sequential and double-buffered loops (pinned memory when there is any, else pageable);
-    ``efficiency`` = the model's time / measured wall (1.0: at the bound)."""
-    memory = "pageable" if adapter.unavailable("pinned") else "pinned"
-    if adapter.name == "cuda":
-        from distlab.transfers.cuda_prefetch import run_cuda as runner
-    else:
-        from distlab.transfers.prefetch import run_loop as runner
-    out = []
-    for mode in ("sequential", "prefetch"):
-        r = runner(adapter, mode=mode, batches=a.prefetch_batches, nbytes=a.batch_bytes,
-                   compute_s=a.compute_ms / 1e3, memory=memory)
-        out.append({**r.as_dict(), "efficiency": r.model_s / r.wall_s})
-    return out
-
-
 def run_benchmark(a: argparse.Namespace) -> dict[str, Any]:
     """Measure the selected rows; returns ``{rows, fits, targets, adapter, link}``."""
     adapter = default_adapter()
@@ -148,57 +190,165 @@ def run_benchmark(a: argparse.Namespace) -> dict[str, Any]:
                      iters=a.iters, progress=lambda: bar.update(1))
     pins = [r for r in pin_rows(adapter, a.sizes, repeats=min(a.repeats, 3)) if r.path in a.pins]
     fits = fit_rows(rows)
-    link = pcie_link()
+    links = [ln for ln in pcie_links() if ln.get("gen") and ln.get("width")]
     loops = _prefetch(adapter, a) if a.prefetch_batches else []
     return {"rows": [r.as_dict() for r in rows + pins],
             "fits": {f"{p}/{m}": vars(f) for (p, m), f in fits.items()},
             "prefetch": loops, "targets": _targets(rows), "adapter": adapter.describe(),
-            "pcie_link": None if link is None else {"gen": link[0], "width": link[1]}}
+            "pcie_link": {"gen": links[0]["gen"], "width": links[0]["width"]} if links else None}
 
 
-def _fmt(v: float | None, spec: str) -> str:
-    width = int(spec.split(".")[0])
-    return "-".rjust(width) if v is None or not math.isfinite(v) else format(v, spec)
+def _prefetch(adapter: Any, c: TransfersConfig) -> list[dict[str, Any]]:
+    """Sequential and double-buffered loops (pinned memory when there is any, else pageable);
+    ``efficiency`` = the model's time / measured wall (1.0: at the bound)."""
+    memory = "pageable" if adapter.unavailable("pinned") else "pinned"
+    runner = run_cuda if adapter.name == "cuda" else run_loop
+    out = []
+    for mode in ("sequential", "prefetch"):
+        r = runner(adapter, mode=mode, batches=c.prefetch_batches, nbytes=c.batch_bytes,
+                   compute_s=c.compute_ms / 1e3, memory=memory)
+        out.append({**r.as_dict(), "efficiency": r.model_s / r.wall_s})
+    return out
 
 
-def _print(payload: dict[str, Any]) -> None:
-    print(f"# adapter: {payload['adapter']['adapter']}; GB = 1e9 B; median of repeats")
-    print(f"{'size(B)':>12} {'path':>20} {'memory':>9} {'time(us)':>11} {'GB/s':>8} "
-          f"{'model GB/s':>10} {'error%':>7} {'#wrong':>6}")
+def _with_notes(rows: list[dict[str, Any]], reasons: dict[str, int]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        note = f"skipped [{reasons.setdefault(r['skipped'], len(reasons) + 1)}]" \
+            if r["skipped"] else None
+        out.append({**r, "error": _error(Row(**r)), "note": note})
+    return out
+
+
+def transfer_table(rows: list[dict[str, Any]]) -> str:
+    """The benchmark's table of sweep rows (dicts as :meth:`Row.as_dict` makes them): size,
+    path, memory, time, GB/s, the fitted model's GB/s, its error and #wrong, skip reasons
+    numbered below the table."""
     reasons: dict[str, int] = {}
-    for r in payload["rows"]:
-        e = _error(Row(**r))
-        note = ""
-        if r["skipped"]:
-            note = f"  skipped [{reasons.setdefault(r['skipped'], len(reasons) + 1)}]"
-        print(f"{r['nbytes']:>12} {r['path']:>20} {r['memory']:>9} {_fmt(r['time_us'], '11.2f')} "
-              f"{_fmt(r['gbps'], '8.2f')} {_fmt(r['model_gbps'], '10.2f')} "
-              f"{_fmt(None if e is None else 100 * e, '7.1f')} "
-              f"{'-' if r['wrong'] is None else r['wrong']:>6}{note}")
-    for reason, k in reasons.items():
-        print(f"# skipped [{k}]: {reason}")
-    for r in payload.get("prefetch", []):
-        print(f"# {r['mode']:>10} loop ({r['memory']}, {r['batches']} x {r['nbytes']} B, compute "
-              f"{r['compute_s'] * 1e3:.2f} ms, copy {r['copy_s'] * 1e3:.2f} ms per batch): wall "
-              f"{r['wall_s'] * 1e3:.1f} ms, model {r['model_s'] * 1e3:.1f} ms, efficiency "
-              f"{r['efficiency']:.2f}, #wrong {r['wrong']}")
+    table = format_table(_with_notes(rows, reasons), COLUMNS)
+    return "\n".join([table] + [f"# skipped [{k}]: {why}" for why, k in reasons.items()])
+
+
+def _tail(payload: dict[str, Any], reasons: dict[str, int]) -> list[str]:
+    lines = [f"skipped [{k}]: {reason}" for reason, k in reasons.items()]
+    for r in payload["prefetch"]:
+        lines.append(f"{r['mode']:>10} loop ({r['memory']}, {r['batches']} x {r['nbytes']} B, "
+                     f"compute {r['compute_s'] * 1e3:.2f} ms, copy {r['copy_s'] * 1e3:.2f} ms per "
+                     f"batch): wall {r['wall_s'] * 1e3:.1f} ms, model {r['model_s'] * 1e3:.1f} "
+                     f"ms, efficiency {r['efficiency']:.2f}, #wrong {r['wrong']}")
     t = payload["targets"]
     if "h2h_vs_copyto_16MiB" in t:
         h = t["h2h_vs_copyto_16MiB"]
-        print(f"# target h2h vs numpy.copyto at 16 MiB: {h['h2h_gbps']:.2f} / "
-              f"{h['copyto_gbps']:.2f} GB/s = {h['ratio']:.3f} (within 20%: {h['met']})")
+        lines.append(f"target h2h vs numpy.copyto at 16 MiB: {h['h2h_gbps']:.2f} / "
+                     f"{h['copyto_gbps']:.2f} GB/s = {h['ratio']:.3f} (within 20%: {h['met']})")
     for k, v in t["model_max_error_ge_64KiB"].items():
-        print(f"# target model error <= 10% at >= 64 KiB, {k}: max {100 * v['max_error']:.1f}% "
-              f"({'met' if v['met'] else 'NOT met'})")
+        lines.append(f"target model error <= 10% at >= 64 KiB, {k}: max "
+                     f"{100 * v['max_error']:.1f}% ({'met' if v['met'] else 'NOT met'})")
+    return lines
+
+
+def _hops(c: TransfersConfig) -> list[HopSweep]:
+    """The hop sweeps the config selects: idle worker, then (``--hop-busy``) busy worker."""
+    if not c.hops:
+        return []
+    out = []
+    for busy in (False, True) if c.hop_busy else (False,):
+        paths = [p for p in c.hops if not (busy and p == "hop_cuda_ipc")]
+        if not paths:
+            continue
+        with tqdm(total=len(c.sizes) * len(paths), desc="hops" + (" busy" if busy else ""),
+                  file=sys.stderr, leave=False, disable=c.no_progress) as bar:
+            out.append(hop_sweep(c.sizes, paths, repeats=c.repeats, warmup=c.warmup, busy=busy,
+                                 progress=lambda: bar.update(1)))
+    return out
+
+
+def _hop_payload(sw: HopSweep) -> dict[str, Any]:
+    return {"startup_s": sw.startup_s, "first_hop_us": sw.first_hop_us,
+            "fits": {p: vars(f) for p, f in sw.fits.items()},
+            "crossover_bytes": sw.crossovers()}
+
+
+def _hop_tail(hops: list[HopSweep]) -> list[str]:
+    """Start-up apart, then per path: fixed part, bandwidth, and where the hop turns copy."""
+    lines = []
+    for sw in hops:
+        if sw.startup_s is not None:
+            lines.append(f"hop worker start-up (spawn, imports): {sw.startup_s:.3f} s, kept "
+                         "out of every hop row")
+        if sw.first_hop_us:
+            lines.append("first hop per path (one-off: starts the path's helpers), us: " +
+                         ", ".join(f"{p} {us:.0f}" for p, us in sw.first_hop_us.items()))
+        for path, f in sw.fits.items():
+            errs = [abs(e) for r in sw.rows if r.path == path and (e := _error(r)) is not None]
+            lines.append(f"hop model {path}: {f.latency_s * 1e6:.1f} us fixed + n / "
+                         f"{f.bandwidth_Bps / 1e9:.2f} GB/s: a fixed cost below "
+                         f"{sw.crossovers()[path]:.3g} B, a copy above (fit over every size, "
+                         f"worst error {100 * max(errs, default=0.0):.0f}%)")
+    return lines
+
+
+class TransfersBenchmark(Benchmark[TransfersConfig]):
+    """The transfer lab's copy sweep (see the module docstring)."""
+
+    name = "transfers"
+    about = ("disk -> pageable -> pinned -> GPU copies, measured and fitted (GPU rows skip "
+             "without CUDA)")
+    config_type = TransfersConfig
+
+    def check(self, parser: argparse.ArgumentParser, config: TransfersConfig) -> TransfersConfig:
+        if config.maxbytes < config.minbytes:
+            options.fail(parser, "-e/--maxbytes", config.maxbytes,
+                         f">= -b/--minbytes ({config.minbytes})")
+        if not config.kinds and not config.pins and not config.hops:
+            options.fail(parser, "--paths/--memory",
+                         f"{','.join(config.paths)} / {','.join(config.memory)}",
+                         "a combination that selects at least one row (e.g. h2h with pageable)")
+        return config
+
+    def run(self, config: TransfersConfig) -> Report:
+        c = config
+        adapter = default_adapter()
+        with tqdm(total=len(c.sizes) * len(c.kinds), desc="transfers", file=sys.stderr,
+                  leave=False, disable=c.no_progress) as bar:
+            rows = sweep(adapter, c.sizes, c.kinds, repeats=c.repeats, warmup=c.warmup,
+                         iters=c.iters, progress=lambda: bar.update(1))
+        pins = [r for r in pin_rows(adapter, c.sizes, repeats=min(c.repeats, 3))
+                if r.path in c.pins]
+        fits = fit_rows(rows)
+        hops = _hops(c)
+        links = [ln for ln in pcie_links() if ln.get("gen") and ln.get("width")]
+        payload = {"prefetch": _prefetch(adapter, c) if c.prefetch_batches else [],
+                   "targets": _targets(rows), "adapter": adapter.describe(),
+                   "fits": {f"{p}/{m}": vars(f) for (p, m), f in fits.items()},
+                   "pcie_link": {"gen": links[0]["gen"], "width": links[0]["width"]}
+                   if links else None}
+        hop_rows = [r for sw in hops for r in sw.rows]
+        if hops:
+            payload["hop"] = [_hop_payload(sw) for sw in hops]
+        reasons: dict[str, int] = {}
+        order = {k: i for i, k in enumerate(ROW_KINDS + HOP_KINDS)}
+        every = sorted(rows + hop_rows, key=lambda r: (r.nbytes, order.get(
+            (r.path.removesuffix("_busy"), r.memory), 0), r.path))
+        copy = _with_notes([r.as_dict() for r in every], reasons)
+        pin = _with_notes([r.as_dict() for r in pins], reasons)
+        tables = [Table(copy, COLUMNS)]
+        if pin:
+            tables.append(Table(pin, PIN_COLUMNS, "pin costs: one-off times, not bandwidths",
+                                "pin_costs"))
+        hop_parts = [part for sw in hops for part in sw.parts]
+        if hop_parts:
+            tables.append(Table(hop_parts, HOP_PART_COLUMNS, HOP_PARTS_TITLE, "hop_parts"))
+        wrong = sum(r.wrong or 0 for r in every)
+        return Report(tables, [f"adapter: {adapter.describe()['adapter']}; GB = 1e9 B; median "
+                               "of repeats; pin costs are one-off times, not bandwidths"],
+                      _tail(payload, reasons) + _hop_tail(hops), payload,
+                      failed=f"{wrong} bytes copied wrong" if wrong else "", world_size=1)
+
+
+BENCHMARK = TransfersBenchmark()
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = _parse(list(sys.argv[1:] if argv is None else argv))
-    payload = run_benchmark(a)
-    _print(payload)
-    if a.json:
-        path = write_json(a.json, {"provenance": provenance(world_size=1,
-                                   sizes=a.sizes, paths=a.paths, memory=a.memory,
-                                   repeats=a.repeats, iters=a.iters), **payload})
-        print(f"# wrote {path}")
-    return 0
+    """``python -m distlab.bench transfers``; see the module docstring."""
+    return run_cli(BENCHMARK, argv)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: the figure reads a Timeline, it needs no import of it
-    from distlab.timeline import Timeline
+from matplotlib import colormaps
+from matplotlib.patches import Patch
+
+from distlab.timeline import Timeline
+from distlab.viz.figure import new_figure
 
 __all__ = ["gantt"]
 
@@ -18,11 +21,6 @@ def gantt(timeline: Timeline, ax: Any = None, *, origin_us: float | None = None,
     first appearance), bars coloured by category, x axis in milliseconds from ``origin_us``
     (default: the earliest start). ``highlight_idle`` names a lane (the consumer) whose idle
     gaps are shaded red across the chart. Returns the Figure."""
-    from matplotlib import colormaps
-    from matplotlib.patches import Patch
-
-    from distlab.viz.figure import new_figure
-
     if ax is None:
         fig = new_figure(figsize=(10, 0.45 * max(2, len(lanes or timeline.lanes)) + 1.2), layout=None)
         ax = fig.add_subplot()

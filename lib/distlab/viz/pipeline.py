@@ -13,14 +13,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import ipywidgets as w
+from IPython.display import display
+
 from distlab.viz.figure import new_figure
 
+from ..pipeline.bottleneck import (Station, bound_s, plan_for_stages, simulate_pipeline, startup_s,
+                                   sync_time_s)
 from ..pipeline.executors import EXECUTORS, RunResult, make_executor
-from ..pipeline.model import (Station, bound_s, part_load_times, parts_idle_fraction,
-                              plan_for_stages, simulate, simulate_parts, startup_s,
-                              sync_time_s)
-from ..pipeline.stages import BurnStage, SleepStage, Stage
+from ..pipeline.part_loader_model import part_load_times, parts_idle_fraction, simulate_parts
+from ..pipeline.stage import Stage
+from ..pipeline.synthetic_stages import BurnStage, SleepStage
 from ..timeline import Timeline
+from ..trace import write_chrome_trace
+from .gantt import gantt
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
            "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt", "startup_s",
@@ -46,12 +52,12 @@ def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us
     ax1, ax2 = fig.subplots(2, 1, sharex=True,
                             height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
     if len(measured):
-        measured.gantt(ax1, origin_us=measured_origin_us, lanes=steady_lanes(measured),
+        gantt(measured, ax1, origin_us=measured_origin_us, lanes=steady_lanes(measured),
                        highlight_idle=measured_consumer, colors=COLORS)
     else:
         ax1.text(0.5, 0.5, "no measurement for these settings: press 'run measured'",
                  ha="center", va="center", transform=ax1.transAxes)
-    simulated.gantt(ax2, origin_us=0.0, highlight_idle=simulated_consumer, colors=COLORS)
+    gantt(simulated, ax2, origin_us=0.0, highlight_idle=simulated_consumer, colors=COLORS)
     ax1.set_title("measured" + (f": {title}" if title else ""), loc="left", fontsize="medium")
     ax2.set_title("simulated (model)", loc="left", fontsize="medium")
     ax1.set_xlabel("")
@@ -67,7 +73,7 @@ def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None
     fig = new_figure(figsize=(10, 1.0 + 0.4 * sum(heights)), layout=None)
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False, height_ratios=heights)
     for i, (ax, r) in enumerate(zip(axes[:, 0], results)):
-        r.timeline.gantt(ax, origin_us=r.start_us, lanes=steady_lanes(r.timeline),
+        gantt(r.timeline, ax, origin_us=r.start_us, lanes=steady_lanes(r.timeline),
                          highlight_idle=r.consumer_lane, colors=COLORS)
         name = titles[i] if titles else r.executor
         su = startup_s(r)
@@ -88,7 +94,7 @@ def plan_rows(stages: Sequence[Stage], n_items: int, *, workers: int, queue_dept
     for ex in executors:
         plan = plan_for_stages(ex, stages, workers=workers, queue_depth=queue_depth)
         rows.append({"executor": ex, "plan": plan, "bound_s": bound_s(plan, n_items),
-                     "sim_s": simulate(plan, n_items).wall_us() * 1e-6})
+                     "sim_s": simulate_pipeline(plan, n_items).wall_us() * 1e-6})
     return rows
 
 
@@ -105,12 +111,11 @@ def explorer_stages(read_ms: float, decode_ms: float, compute_ms: float) -> list
 def _sim_for(stages: Sequence[Stage], executor: str, n: int, workers: int,
              depth: int) -> tuple[list[Station], Timeline]:
     plan = plan_for_stages(executor, stages, workers=workers, queue_depth=depth)
-    return plan, simulate(plan, n)
+    return plan, simulate_pipeline(plan, n)
 
 
 def _show_in(out: Any, old: Any, fig: Any) -> Any:
     """Replace what the Output widget ``out`` shows with ``fig``; close ``old``; return ``fig``."""
-    from IPython.display import display
 
     del old  # pyplot-free figures (new_figure) need no closing; nothing is registered
     with out:
@@ -132,7 +137,6 @@ class PipelineExplorer:
                  queue_depth: int = 2, workers: int = 2, items: int = 24,
                  executor: str = "threads", trace_dir: str | None = None,
                  measure_now: bool = False) -> None:
-        import ipywidgets as w
 
         style = {"description_width": "110px"}
         fs = dict(min=0.0, max=20.0, step=0.5, continuous_update=False, style=style)
@@ -220,7 +224,7 @@ class PipelineExplorer:
     def write_trace(self) -> Path | None:
         """Write the last measurement (or the simulation) as Chrome trace JSON for Perfetto."""
         tl = self.result.timeline if self.result is not None else self.sim
-        self.trace_path = tl.to_chrome_trace(self.trace_dir / "pipeline_trace.json")
+        self.trace_path = write_chrome_trace(tl, self.trace_dir / "pipeline_trace.json")
         self.status.value += (f"<br>wrote <code>{self.trace_path}</code>: open it in "
                               "https://ui.perfetto.dev")
         return self.trace_path
@@ -234,7 +238,7 @@ def parts_gantt(sync: Timeline, asyn: Timeline, *, titles: tuple[str, str] = ("s
     for ax, tl, title, origin in zip(axes, (sync, asyn), titles, origins_us):
         lanes = [lane for lane in ("producer/load", "trainer/load", "trainer/compute")
                  if lane in tl.lanes]
-        tl.gantt(ax, origin_us=origin, lanes=lanes, highlight_idle="trainer/compute",
+        gantt(tl, ax, origin_us=origin, lanes=lanes, highlight_idle="trainer/compute",
                  colors=COLORS)
         ax.set_title(title, loc="left", fontsize="medium")
     axes[0].set_xlabel("")
@@ -277,7 +281,6 @@ class PartsExplorer:
 
     def __init__(self, *, n_parts: int = 16, queue_size: int = 2, load_ms: float = 30.0,
                  jitter: float = 1.0, train_ms: float = 40.0, seed: int = 0) -> None:
-        import ipywidgets as w
 
         style = {"description_width": "110px"}
         self.n_parts, self.seed = n_parts, seed
@@ -324,7 +327,7 @@ class PartsExplorer:
             ax = fig.add_subplot(gs[row, 0])
             lanes = [ln for ln in ("producer/load", "trainer/load", "trainer/compute")
                      if ln in tl.lanes]
-            tl.gantt(ax, origin_us=0.0, lanes=lanes, highlight_idle="trainer/compute",
+            gantt(tl, ax, origin_us=0.0, lanes=lanes, highlight_idle="trainer/compute",
                      colors=COLORS)
             ax.set_title(title, loc="left", fontsize="medium")
         idle_vs_queue_figure(self.n_parts, loads, train, ax=fig.add_subplot(gs[:, 1]))

@@ -11,8 +11,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import ipywidgets as w
+
 from distlab._checks import check_instance, check_int
+from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
+from distlab.bench.harness import Column, format_table
+from distlab.links import link_from_pcie
 from distlab.profile.load import Profile, list_profiles, load_profile, published
+from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
 
 __all__ = ["collectives_figure", "compare_figure", "ddp_figure", "ddp_lines", "env_lines",
@@ -54,8 +60,6 @@ def link_peak_gbps(profile: Profile) -> tuple[str, float] | None:
     links = env["facts"]["pcie_links"] if env else []
     if not links or not links[0].get("gen") or not links[0].get("width"):
         return None
-    from distlab.transfers.model import link_from_pcie
-
     try:
         link = link_from_pcie(int(links[0]["gen"]), int(links[0]["width"]))
     except ValueError:
@@ -74,7 +78,7 @@ def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
         rows = part["devices"][0]["rows"]
         curves: dict[str, list[tuple[int, float]]] = {}
         for r in rows:
-            if r["gbps"] is not None:
+            if r["gbps"] is not None and r["path"] not in PIN_PATHS:  # pins: times, not GB/s
                 curves.setdefault(f"{r['path']}/{r['memory']}", []).append((r["nbytes"], r["gbps"]))
         for key, pts in curves.items():
             pts.sort()
@@ -105,11 +109,11 @@ def _published_transfers(ax: Any) -> None:
 
 
 def _run(profile: Profile, run: int) -> dict[str, Any] | None:
-    part = profile.part("collectives")
-    if part is None or not part["runs"]:
+    runs = profile.allreduce_runs()
+    if not runs:
         return None
-    check_int("run", run, minimum=0, maximum=len(part["runs"]) - 1)
-    return part["runs"][run]
+    check_int("run", run, minimum=0, maximum=len(runs) - 1)
+    return runs[run]
 
 
 def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool = True) -> Any:
@@ -162,19 +166,24 @@ def _published_allreduce() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+ERROR_COLUMNS = (Column("algorithm", "algorithm", width=19), Column("size(B)", "nbytes", width=10),
+                 Column("time(us)", "time_us", ".1f", width=10),
+                 Column("predicted", "predicted_us", ".1f", width=10),
+                 Column("error%", "error_pct", "+.1f", width=7))
+DDP_LINE_COLUMNS = tuple(c for c in DDP_COLUMNS
+                         if c.key in ("variant", "bucket_cap_mb", "step_s", "exposed_s",
+                                      "overlap_fraction"))
+
+
 def error_table(profile: Profile, run: int = 0, *, min_bytes: int = 65536) -> list[str]:
     """Text rows: per algorithm and size >= ``min_bytes``, measured, predicted (us) and error%."""
     r = _run(profile, run)
     if r is None:
         return ["collectives: not in this profile"]
-    lines = [f"{'algorithm':>19} {'size(B)':>10} {'time(us)':>10} {'predicted':>10} {'error%':>7}"]
-    errs = []
-    for row in sorted(r["rows"], key=lambda x: (x["algorithm"], x["nbytes"])):
-        if row["predicted_us"] is None or row["nbytes"] < min_bytes:
-            continue
-        errs.append(abs(row["error_pct"]))
-        lines.append(f"{row['algorithm']:>19} {row['nbytes']:>10} {row['time_us']:>10.1f} "
-                     f"{row['predicted_us']:>10.1f} {row['error_pct']:>+7.1f}")
+    rows = sorted((x for x in r["rows"] if x["predicted_us"] is not None
+                   and x["nbytes"] >= min_bytes), key=lambda x: (x["algorithm"], x["nbytes"]))
+    lines = format_table(rows, ERROR_COLUMNS).splitlines()
+    errs = [abs(x["error_pct"]) for x in rows]
     if errs:
         lines.append(f"median |error| {statistics.median(errs):.1f}%, max {max(errs):.1f}% "
                      f"over {len(errs)} rows")
@@ -186,13 +195,7 @@ def ddp_lines(profile: Profile) -> list[str]:
     part = profile.part("ddp")
     if part is None:
         return ["ddp: not in this profile"]
-    out = [f"{'variant':>11} {'cap(MB)':>7} {'step(ms)':>9} {'exposed(ms)':>11} {'overlap':>7}"]
-    for r in part["rows"]:
-        cap = "-" if r["bucket_cap_mb"] is None else f"{r['bucket_cap_mb']:g}"
-        ov = "-" if r["overlap_fraction"] is None else f"{r['overlap_fraction']:.2f}"
-        ex = "-" if r["exposed_s"] is None else f"{r['exposed_s'] * 1e3:.2f}"
-        out.append(f"{r['variant']:>11} {cap:>7} {r['step_s'] * 1e3:>9.2f} {ex:>11} {ov:>7}")
-    return out
+    return format_table(part["rows"], DDP_LINE_COLUMNS).splitlines()
 
 
 def ddp_figure(profile: Profile) -> Any:
@@ -239,7 +242,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
         if t is not None and t["devices"]:
             best: dict[int, float] = {}
             for x in t["devices"][0]["rows"]:
-                if x["gbps"] is not None and x["path"] not in ("numpy_copyto",):
+                if x["gbps"] is not None and x["path"] not in ("numpy_copyto", *PIN_PATHS):
                     best[x["nbytes"]] = max(best.get(x["nbytes"], 0.0), x["gbps"])
             if best:
                 ax_t.plot(*zip(*sorted(best.items())), ls=ls, marker=".",
@@ -261,7 +264,6 @@ def profile_picker(root: str | Path, on_pick: Any = None) -> Any:
     the env of the dropdown's first profile at once and calls ``on_pick(profile)`` with the
     loaded profile then and whenever either changes (a folder that is not a profile: one line
     inline, nothing raised)."""
-    import ipywidgets as w
 
     folders = list_profiles(root)
     dropdown = w.Dropdown(options=[(p.name, str(p)) for p in folders],

@@ -19,15 +19,16 @@ import io
 import math
 from typing import Any
 
+import ipywidgets as w
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
-
-from distlab.viz.figure import new_figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from distlab.samplers import LAYOUTS, Assignment, assign
+from distlab.viz.figure import new_figure
 
 __all__ = ["assignment_table", "rank_colors", "plot_dataset", "plot_ranks", "assignment_figure",
            "summary_text", "figure_png", "SamplerExplorer"]
@@ -38,7 +39,6 @@ _ANNOTATE_MAX = 64  # write numbers into cells up to this many indices
 
 def rank_colors(num_replicas: int) -> np.ndarray:
     """One RGBA colour per rank (tab10, then tab20, then a sampled hsv wheel)."""
-    from matplotlib import colormaps
 
     if num_replicas <= 10:
         return colormaps["tab10"](np.arange(num_replicas))
@@ -170,7 +170,6 @@ class SamplerExplorer:
     def __init__(self, length: int = 22, world_size: int = 4, *, drop_last: bool = False,
                  shuffle: bool = False, seed: int = 0, epoch: int = 0, layout: str = "torch",
                  batch_size: int = 2, max_length: int = 200, max_world_size: int = 16) -> None:
-        import ipywidgets as w
 
         style = {"description_width": "initial"}
         self.controls: dict[str, Any] = {
