@@ -26,7 +26,7 @@ from distlab.samplers.mt19937 import MT19937, seed_state
 from distlab.transfers.cuda import burst_seconds
 from distlab.transfers.cuda_prefetch import run_cuda
 from distlab.transfers.host import HostAdapter
-from distlab.transfers.model import overlap_bounds
+from distlab.transfers.copy_model import overlap_bounds
 from distlab.transfers.paths import pin_cost_seconds
 from distlab.transfers.prefetch import run_loop
 from distlab.timeline import Timeline
@@ -214,6 +214,7 @@ CHOICE_ARGS = {
 BOOL_ARGS = {
     "DDP overlap": lambda v: _ddp(overlap=v),
     "DDP naive": lambda v: _ddp(naive=v),
+    "DDP gradient_as_bucket_view": lambda v: _ddp(gradient_as_bucket_view=v),
 }
 
 

@@ -1,11 +1,18 @@
-"""The ``distlab`` package's module-level import graph has no cycles (DESIGN.md: layers import
-downwards only, e.g. timeline.py never imports chrome_trace.py or viz/gantt.py at import time).
+"""The ``distlab`` package's import graph: no circles, counting every import, and the layer rules.
 
-Edges are the imports executed when a module is imported: statements at module level, including
-those under module-level ``if``/``try``, but not inside functions or classes (lazy imports) and
-not under ``if TYPE_CHECKING:``. ``from a.b import c`` is an edge to ``a.b.c`` when that is a
-module, else to ``a.b``. Parent packages implicitly imported are not edges (Python imports them
-first, so they cannot form a cycle through their children at import time).
+Edges are *all* the imports a module makes of distlab modules: at module level and inside
+functions and classes alike (a lazy import that closes a circle is still a circle, just one that
+bites later), but not under ``if TYPE_CHECKING:``. ``from a.b import c`` is an edge to ``a.b.c``
+when that is a module, else to ``a.b``. A module that imports its own package's ``__init__``
+(``from distlab.collectives import X`` inside ``distlab.collectives``) gets that edge too: the
+rule is to import the module that defines a name, never a package hub from inside the package.
+
+Layer rules (DESIGN.md):
+- pure plan modules of :mod:`distlab.collectives` (everything but ``runtime/`` and the package
+  hub) never import ``torch.distributed`` or the runtime;
+- the timeline never imports its readers and writers (``distlab.trace``) or its figures
+  (``distlab.viz``);
+- the core modules (``_checks``, ``fit``, ``links``, ``timeline``) import no distlab subpackage.
 """
 
 from __future__ import annotations
@@ -16,11 +23,6 @@ from pathlib import Path
 import distlab
 
 ROOT = Path(distlab.__file__).resolve().parent
-
-# Cycles being removed on other branches (executor registry; calibrate/workers split). Each entry
-# is the sorted tuple of the modules of one strongly connected component. The integrator empties
-# this allowlist once those branches are merged; an entry that no longer occurs fails the test.
-KNOWN_CYCLES_TO_REMOVE_AFTER_MERGE: set[tuple[str, ...]] = set()
 
 
 def _modules() -> dict[str, Path]:
@@ -38,51 +40,60 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _module_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+def _all_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement anywhere in the module, except under ``if TYPE_CHECKING:``."""
     found: list[ast.Import | ast.ImportFrom] = []
 
-    def walk(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                found.append(node)
-            elif isinstance(node, ast.If):
-                if not _is_type_checking(node.test):
-                    walk(node.body)
-                walk(node.orelse)
-            elif isinstance(node, ast.Try):
-                for block in (node.body, node.orelse, node.finalbody,
-                              *(h.body for h in node.handlers)):
-                    walk(block)
-            elif isinstance(node, (ast.With, ast.For, ast.While)):
-                walk(node.body)
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+            return
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                walk(child)
+            return
+        for child in ast.iter_child_nodes(node):
+            walk(child)
 
-    walk(tree.body)
+    walk(tree)
     return found
 
 
+def _targets(node: ast.Import | ast.ImportFrom, package: str, mods: dict[str, Path]) -> list[str]:
+    """Import targets as dotted names (distlab or not; ``torch.distributed`` stays as written)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")
+        anchor = anchor[:len(anchor) - (node.level - 1)]
+        base = ".".join(anchor + ([base] if base else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+
+
+def raw_imports() -> dict[str, set[str]]:
+    """``module -> every dotted name it imports`` (distlab modules resolved, others as written)."""
+    mods = _modules()
+    out: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        names: set[str] = set()
+        for node in _all_imports(ast.parse(path.read_text(), str(path))):
+            names.update(_targets(node, package, mods))
+        out[mod] = names
+    return out
+
+
 def import_graph() -> dict[str, set[str]]:
-    """``module -> modules of distlab it imports at import time``."""
+    """``module -> distlab modules it imports`` (anywhere in the module)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
-    for mod, path in mods.items():
-        is_pkg = path.name == "__init__.py"
-        package = mod if is_pkg else mod.rpartition(".")[0]
-        for node in _module_level_imports(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")
-                    anchor = anchor[:len(anchor) - (node.level - 1)]
-                    base = ".".join(anchor + ([base] if base else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
-                           for a in node.names]
-            for t in targets:
-                while t and t not in mods:  # "import distlab.x.y" when y is an attribute
-                    t = t.rpartition(".")[0]
-                if t and t != mod:
-                    graph[mod].add(t)
+    for mod, names in raw_imports().items():
+        for t in names:
+            while t and t not in mods:  # "import distlab.x.y" when y is an attribute
+                t = t.rpartition(".")[0]
+            if t and t != mod:
+                graph[mod].add(t)
     return graph
 
 
@@ -121,11 +132,16 @@ def cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
     return sorted(out)
 
 
-def test_graph_sees_module_level_imports() -> None:
+def test_graph_sees_module_level_and_function_level_imports(tmp_path) -> None:
     g = import_graph()
     assert "distlab._checks" in g["distlab.timeline"]
-    assert "distlab.timeline" in g["distlab.chrome_trace"]
-    assert len(g) > 20
+    assert "distlab.timeline" in g["distlab.trace.chrome"]
+    assert len(g) > 40
+    tree = ast.parse("import a\nif TYPE_CHECKING:\n    import b\n"
+                     "def f():\n    import c\n    class K:\n        from d import e\n")
+    names = sorted(n.names[0].name if isinstance(n, ast.Import) else n.module
+                   for n in _all_imports(tree))
+    assert names == ["a", "c", "d"]
 
 
 def test_cycle_finder_finds_a_cycle() -> None:
@@ -133,15 +149,34 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycles_in_distlab() -> None:
+def test_no_import_circles_in_distlab_counting_lazy_imports() -> None:
     found = cycles(import_graph())
-    unexpected = [c for c in found if c not in KNOWN_CYCLES_TO_REMOVE_AFTER_MERGE]
-    assert not unexpected, "import cycles: " + "; ".join(" <-> ".join(c) for c in unexpected)
-    stale = KNOWN_CYCLES_TO_REMOVE_AFTER_MERGE - set(found)
-    assert not stale, f"allowlisted cycles no longer occur, remove them: {sorted(stale)}"
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
-def test_timeline_does_not_import_its_readers() -> None:
+def _plan_modules() -> list[str]:
+    return [m for m in _modules() if m.startswith("distlab.collectives.")
+            and not m.startswith("distlab.collectives.runtime")]
+
+
+def test_collective_plans_never_import_the_runtime_or_torch_distributed() -> None:
+    raw = raw_imports()
+    plans = _plan_modules()
+    assert "distlab.collectives.schedule" in plans and "distlab.collectives.allreduce.ring" in plans
+    bad = {m: sorted(n for n in raw[m] if n.startswith(("torch.distributed",
+                                                        "distlab.collectives.runtime")))
+           for m in plans}
+    assert not {m: v for m, v in bad.items() if v}
+
+
+def test_timeline_never_imports_its_readers_writers_or_figures() -> None:
     g = import_graph()
-    assert not g["distlab.timeline"] & {"distlab.chrome_trace", "distlab.viz.gantt",
-                                         "distlab.viz", "distlab.viz.figure"}
+    assert not {t for t in g["distlab.timeline"] if t.startswith(("distlab.trace",
+                                                                  "distlab.viz"))}
+
+
+def test_core_modules_import_no_subpackage() -> None:
+    g = import_graph()
+    core = ("distlab._checks", "distlab.fit", "distlab.links", "distlab.timeline")
+    allowed = set(core) | {"distlab"}
+    assert {m: sorted(g[m] - allowed) for m in core} == {m: [] for m in core}

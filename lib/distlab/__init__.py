@@ -6,6 +6,8 @@ Subpackages (see the notebooks for a guided tour):
 - :mod:`distlab.samplers`: torch- and libtorch-identical distributed samplers, the assignment model.
 - :mod:`distlab.collectives`: allreduce algorithms as schedules; simulate, execute, cost.
 - :mod:`distlab.pipeline`: loading stages, executors, the async part loader and its model.
+- :mod:`distlab.hogwild`: processes training one ``share_memory()`` model without locks, lost
+  updates counted.
 - :mod:`distlab.timeline`: one span type for everything we time; Gantt and Chrome trace.
 """
 

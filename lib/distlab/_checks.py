@@ -7,6 +7,8 @@ import numbers
 import operator
 from typing import Any
 
+import numpy
+
 __all__ = ["check_int", "check_float", "check_bool", "check_choice", "check_instance", "check_str",
            "check_window", "dataset_length", "check_rank"]
 
@@ -55,7 +57,6 @@ def _is_numpy_bool(value: Any) -> bool:
     """True for ``numpy.bool_`` (named "bool" under NumPy 2, "bool_" before); numpy imported lazily."""
     if type(value).__module__ != "numpy":
         return False
-    import numpy
     return isinstance(value, numpy.bool_)
 
 

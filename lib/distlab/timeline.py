@@ -8,8 +8,8 @@ in different threads *and* processes of one host line up without any offset corr
     with tl.span("decode", "cpu", "rank0/decode", item=3):
         work()
     tl.record("h2d", "copy", "rank0/h2d", start_us, duration_us, nbytes=4096)
-    tl.to_chrome_trace("trace.json")        # opens in ui.perfetto.dev
-    tl.gantt()                              # matplotlib figure, one row per lane
+    write_chrome_trace(tl, "trace.json")    # distlab.trace: opens in ui.perfetto.dev
+    gantt(tl)                               # distlab.viz.gantt: one row per lane
 
 Lanes and the Chrome trace's pid/tid
 ------------------------------------
@@ -28,21 +28,23 @@ that is free at its start. Sub-track ``k > 0`` of lane ``L`` is named ``"<thread
 ``M`` event carries ``args.lane = L``, so :meth:`Timeline.from_chrome_trace` restores the lane.
 Spans that only touch (one ends exactly where the next starts) share a tid.
 
-The trace I/O lives in :mod:`distlab.chrome_trace` (torch.profiler traces: :mod:`distlab.kineto`)
-and the figure in :mod:`distlab.viz.gantt`; they import this module, never the reverse: the
-:class:`Timeline` methods of the same names import them lazily and delegate.
+The trace I/O lives in :mod:`distlab.trace` (Chrome trace JSON: :mod:`distlab.trace.chrome`,
+torch.profiler traces: :mod:`distlab.trace.kineto`) and the figure in :mod:`distlab.viz.gantt`;
+they import this module, never the reverse (a test enforces it):
+
+    from distlab.trace import write_chrome_trace, read_chrome_trace
+    from distlab.viz.gantt import gantt
+    write_chrome_trace(tl, "trace.json"); gantt(tl)
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from distlab._checks import check_float, check_instance, check_str, check_window
@@ -348,47 +350,3 @@ class Timeline:
         bound_s = check_float("bound_s (seconds)", bound_s, minimum=0)
         wall = self.wall_us() * 1e-6
         return bound_s / wall if wall > 0 else 0.0
-
-    # ----------------------------------------------------------------- chrome trace
-    def chrome_trace_events(self) -> list[dict[str, Any]]:
-        """Trace Event dicts (``M`` names, then ``X`` slices); see :mod:`distlab.chrome_trace`."""
-        from distlab.chrome_trace import trace_events
-
-        return trace_events(self)
-
-    def to_chrome_trace(self, path: str | os.PathLike[str], *,
-                        distributed_info: Mapping[str, Any] | None = None) -> Path:
-        """Write Trace Event JSON (``{"traceEvents": [...]}``, microseconds); returns the path.
-        ``distributed_info`` (Kineto's ``distributedInfo``: backend, rank, world_size, ...) is
-        written at the top level for trace analysis tools; see :mod:`distlab.chrome_trace`."""
-        from distlab.chrome_trace import write_trace
-
-        return write_trace(self, path, distributed_info=distributed_info)
-
-    @classmethod
-    def from_chrome_trace(cls, path: str | os.PathLike[str]) -> Timeline:
-        """Load a Trace Event JSON file; ``X`` events become spans (see :mod:`distlab.chrome_trace`)."""
-        from distlab.chrome_trace import read_trace
-
-        return read_trace(path)
-
-    @classmethod
-    def from_torch_profiler(cls, trace_path_or_profiler: Any, *, rank: int | None = None,
-                            max_depth: int | None = None,
-                            clock_offset_us: float | None = None) -> Timeline:
-        """A torch.profiler (Kineto) trace, path or finished profiler, on this module's clock;
-        lanes ``"rank{r}/<thread>[ d<depth>]"``. See :mod:`distlab.kineto`."""
-        from distlab.kineto import from_torch_profiler
-
-        return from_torch_profiler(trace_path_or_profiler, rank=rank, max_depth=max_depth,
-                                   clock_offset_us=clock_offset_us)
-
-    # ----------------------------------------------------------------- figure
-    def gantt(self, ax: Any = None, *, origin_us: float | None = None,
-              lanes: list[str] | None = None, highlight_idle: str | None = None,
-              title: str | None = None, colors: Mapping[str, Any] | None = None) -> Any:
-        """A matplotlib Gantt chart of this timeline; see :func:`distlab.viz.gantt.gantt`."""
-        from distlab.viz.gantt import gantt
-
-        return gantt(self, ax, origin_us=origin_us, lanes=lanes, highlight_idle=highlight_idle,
-                     title=title, colors=colors)
