@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from distlab.collectives.presets import get_preset, preset_names
 from distlab.zero import (comm_seconds, comm_volume, deepspeed_estimate, largest_model_that_fits,
                           zero_comm_calls, zero_memory)
+from distlab.zero.partition import plan_buckets
 
 GB = 10**9
 
@@ -64,7 +65,8 @@ def test_deepspeed_estimators_beside_the_model():
     ({"params": 10, "world_size": 2, "stage": 4}, ValueError,
      r"stage must be an int in \[0, 3\], got 4"),
     ({"params": 10, "world_size": 2, "stage": 1.0}, TypeError, "stage"),
-    ({"params": 10, "world_size": 2, "stage": 1, "precision": "fp8"}, ValueError, "precision.*'fp8'"),
+    ({"params": 10, "world_size": 2, "stage": 1, "precision": "fp8"}, ValueError,
+     "precision.*'fp8'"),
 ])
 def test_bad_arguments_are_named(bad, err, name):
     with pytest.raises(err, match=name):
@@ -106,3 +108,19 @@ def test_costed_on_every_preset(name):
     # bandwidth-bound at 100M parameters: stage 3 costs about 1.5x stage 1
     # (reductions, priced by gamma, happen in the reduce-scatter only: a little under 1.5)
     assert 1.3 < secs[3] / secs[1] <= 1.5 + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=30), st.integers(1, 20000),
+       st.integers(1, 8))
+def test_buckets_cover_every_parameter_once_with_equal_shards(numels, cap, n):
+    bs = plan_buckets(numels, 4, cap, n)
+    seen = [i for b in bs for i in b.indices]
+    assert sorted(seen) == list(range(len(numels)))
+    assert seen == sorted(seen, reverse=True)  # backward order
+    for b in bs:
+        assert b.numel == sum(numels[i] for i in b.indices)
+        assert b.padded % n == 0 and b.numel <= b.padded < b.numel + n
+        assert b.numel * 4 <= cap or len(b.indices) == 1
+        assert [b.shard_range(r) for r in range(n)] == [(r * b.shard, (r + 1) * b.shard)
+                                                          for r in range(n)]
