@@ -1,0 +1,125 @@
+"""What each rank of a ZeRO run really holds, measured, beside the model.
+
+:func:`storage_bytes` sums the bytes of the distinct storages behind a list of tensors (views of
+one buffer count once: the storage's ``nbytes``, deduplicated by its data pointer), so a flat
+buffer with parameter views into it is counted as the buffer. :func:`measure_zero_memory` trains
+a small MLP with :class:`~distlab.zero.optimizer.ZeroDataParallel` on live gloo ranks for each
+stage and returns, per stage and rank, the measured bytes of parameters, gradients and optimizer
+state after the last step, the model's bytes for the same parameter count
+(:func:`~distlab.zero.memory_model.zero_memory`) and the process's peak resident memory
+(``ru_maxrss``, reported, not modelled: it includes the interpreter, torch and activations).
+
+    from distlab.zero.measure import measure_zero_memory
+    rows = measure_zero_memory(world_size=2, stages=(0, 1, 2))
+    for r in rows: print(r["stage"], r["measured"]["total"], r["model"]["total"])
+"""
+
+from __future__ import annotations
+
+import resource
+from typing import Any
+
+import torch
+
+from distlab import launch
+from distlab._checks import check_choice, check_int
+from distlab.timeline import Timeline
+
+from .memory_model import PRECISIONS, check_stage, zero_memory
+from .optimizer import ZeroDataParallel
+
+__all__ = ["held_bytes", "measure_zero_memory", "mlp", "storage_bytes", "trace_zero_step",
+           "zero_memory_rank"]
+
+_DTYPES = {"fp32": torch.float32, "mixed": torch.bfloat16}
+
+
+def storage_bytes(tensors: list[torch.Tensor], exclude: set[int] | None = None) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (each counted once, by data pointer),
+    leaving out storages whose data pointer is in ``exclude``."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        if exclude is None or st.data_ptr() not in exclude:
+            seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
+def mlp(layers: int, width: int, seed: int) -> torch.nn.Sequential:
+    """``layers`` x (Linear(width, width), ReLU), initialised from ``seed``."""
+    torch.manual_seed(seed)
+    mods: list[torch.nn.Module] = []
+    for _ in range(layers):
+        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*mods)
+
+
+def held_bytes(zdp: ZeroDataParallel) -> dict[str, int]:
+    """Measured bytes per state of ``zdp`` on this rank (a storage counts once, in the first
+    state that holds it: params, then grads, then optimizer)."""
+    st = zdp.state_tensors()
+    out: dict[str, int] = {}
+    seen: set[int] = set()
+    for key in ("params", "grads", "optimizer"):
+        out[key] = storage_bytes(st[key], exclude=seen)
+        seen |= {t.untyped_storage().data_ptr() for t in st[key]}
+    out["total"] = out["params"] + out["grads"] + out["optimizer"]
+    return out
+
+
+def zero_memory_rank(rank: int, world_size: int, stages: list[int], layers: int, width: int,
+                     precision: str, steps: int, bucket_cap_mb: float,
+                     algorithm: str | None = None) -> list[dict[str, Any]]:
+    """Rank function: for each stage train ``mlp(layers, width)`` for ``steps`` steps and
+    return the measured and modelled bytes and the peak RSS (bytes) of this process so far."""
+    torch.set_num_threads(1)
+    out = []
+    for stage in stages:
+        zdp = ZeroDataParallel(mlp(layers, width, 0), stage, param_dtype=_DTYPES[precision],
+                               bucket_cap_mb=bucket_cap_mb, algorithm=algorithm)
+        g = torch.Generator().manual_seed(rank)
+        for _ in range(steps):
+            x = torch.randn(4, width, generator=g).to(zdp.dtype)
+            zdp(x).float().pow(2).mean().backward()
+            zdp.step()
+        model = zero_memory(zdp.param_count, world_size, stage, precision)
+        out.append({"stage": stage, "rank": rank, "world_size": world_size,
+                    "params": zdp.param_count, "precision": precision,
+                    "measured": held_bytes(zdp),
+                    "model": {"params": model.params, "grads": model.grads,
+                              "optimizer": model.optimizer, "total": model.total},
+                    "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
+        del zdp
+    return out
+
+
+def measure_zero_memory(world_size: int = 2, stages: tuple[int, ...] = (0, 1, 2), *,
+                        layers: int = 4, width: int = 256, precision: str = "fp32",
+                        steps: int = 2, bucket_cap_mb: float = 0.25,
+                        timeout: float = 300.0) -> list[dict[str, Any]]:
+    """Run :func:`zero_memory_rank` on ``world_size`` gloo ranks; one dict per (stage, rank)
+    with ``measured`` and ``model`` bytes (keys params, grads, optimizer, total)."""
+    world_size = check_int("world_size", world_size, minimum=1)
+    for s in stages:
+        if check_stage(s) == 3:
+            raise ValueError("stage 3 is modelled only; measure stages 0, 1, 2")
+    check_choice("precision", precision, PRECISIONS)
+    res = launch.run(zero_memory_rank, world_size,
+                     args=(list(stages), layers, width, precision, steps, bucket_cap_mb),
+                     timeout=timeout)
+    return [row for rank_rows in res for row in rank_rows]
+
+
+def trace_zero_step(rank: int, world_size: int, stage: int, layers: int = 3, width: int = 64,
+                    steps: int = 3) -> list[dict[str, Any]]:
+    """Rank function: train ``steps`` steps with a timeline on the last one; its spans as
+    dicts (lanes ``rank{r}/backward``, ``/reduce_scatter`` or ``/allreduce``, ``/step``,
+    ``/all_gather``)."""
+    zdp = ZeroDataParallel(mlp(layers, width, 0), stage, bucket_cap_mb=0.01)
+    g = torch.Generator().manual_seed(rank)
+    for step in range(steps):
+        zdp.timeline = Timeline() if step == steps - 1 else None
+        zdp(torch.randn(4, width, generator=g)).pow(2).mean().backward()
+        zdp.step()
+    assert zdp.timeline is not None
+    return zdp.timeline.to_dicts()

@@ -1,0 +1,296 @@
+"""ZeRO stages 0, 1 and 2 on real ranks: data parallel training with Adam, the state sharded.
+
+    zdp = ZeroDataParallel(model, stage=2, lr=1e-3)      # after init_process_group (gloo, nccl)
+    for x in batches:
+        zdp(x).pow(2).mean().backward()   # gradients reduced bucket by bucket during backward
+        zdp.step()                        # Adam on this rank's shard, then all-gather
+
+What each stage holds and moves per step (``P`` parameters, ``N`` ranks; see
+:mod:`distlab.zero.memory_model` and :mod:`distlab.zero.comm_volume`):
+
+- stage 0, plain data parallel: full gradient buffers, all-reduced per bucket as soon as a bucket
+  is complete in backward; every rank runs Adam on all ``P`` parameters.
+- stage 1: the same full gradient buffers (each ``.grad`` is a view into one), reduce-scattered
+  per bucket in place: rank ``r`` gets the summed gradient of its shard in its own part of the
+  buffer. Adam runs on the shard only (moments for ``P / N`` elements); the updated shards are
+  all-gathered into the parameter buffers.
+- stage 2: no full gradient buffer is kept: autograd fills ``.grad`` as usual, and when a
+  bucket's gradients are all there they are copied into a transient bucket buffer,
+  reduce-scattered into this rank's persistent ``P / N`` gradient shard, and the ``.grad`` s are
+  freed. Then as stage 1.
+
+Layout (:mod:`distlab.zero.partition`): each bucket is a flat parameter buffer that the
+parameters are views of, padded to a multiple of ``N`` and cut into ``N`` equal shards. Adam
+(``torch.optim.Adam``, elementwise, so sharding does not change its arithmetic) steps one
+tensor per bucket: the shard itself when the parameters are fp32, or an fp32 master copy of it
+when ``param_dtype`` is 16-bit (mixed precision: the shard is copied back, rounded, after the
+step). Gradients are scaled by ``1/N`` before they are summed, as torch's DDP does, so fp32
+results equal DDP + Adam bitwise wherever the sum order is the same (always on two ranks).
+
+Collectives: distlab's own plans by default (:func:`distlab.collectives.reduce_scatter`,
+:func:`~distlab.collectives.all_gather`, :func:`~distlab.collectives.all_reduce`, any of their
+algorithms), or torch's built-ins with ``algorithm="builtin"``. With a ``timeline`` set, a step
+records ``backward`` and ``bucket b ready`` on lane ``rank{r}/backward``, each collective on
+``rank{r}/reduce_scatter`` (``rank{r}/allreduce`` for stage 0) and ``rank{r}/all_gather``, and
+Adam on ``rank{r}/step``. Not supported: stage 3 at runtime (modelled only), gradient
+accumulation over several backwards before a step, parameters that get no gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from distlab._checks import check_float, check_instance
+from distlab.collectives.runtime.collectives import all_gather, reduce_scatter
+from distlab.collectives.runtime.execute import all_reduce
+from distlab.timeline import Timeline, now_us
+
+from .memory_model import check_stage
+from .partition import Bucket, plan_buckets
+
+__all__ = ["ZeroDataParallel"]
+
+_MB = 1024 * 1024
+
+
+def _reduce_scatter(out: torch.Tensor, full: torch.Tensor, algorithm: str | None,
+                    group: Any) -> None:
+    if algorithm == "builtin":
+        dist.reduce_scatter_tensor(out, full, group=group)
+    else:
+        reduce_scatter(out, full, "sum", group, algorithm=algorithm)
+
+
+def _all_gather(full: torch.Tensor, shard: torch.Tensor, algorithm: str | None,
+                group: Any) -> None:
+    if algorithm == "builtin":
+        dist.all_gather_into_tensor(full, shard, group=group)
+    else:
+        all_gather(full, shard, group, algorithm=algorithm)
+
+
+def _all_reduce(t: torch.Tensor, algorithm: str | None, group: Any) -> None:
+    if algorithm == "builtin":
+        dist.all_reduce(t, group=group)
+    else:
+        all_reduce(t, "sum", algorithm or "ring", group)
+
+
+class ZeroDataParallel:
+    """Data-parallel training of ``module`` with Adam, ZeRO ``stage`` 0, 1 or 2.
+
+    Args:
+        module: the model; its trainable parameters become views into flat bucket buffers
+            (cast to ``param_dtype``) and are broadcast from rank 0.
+        stage: 0 (plain DDP), 1 (optimizer state sharded) or 2 (+ gradients sharded).
+        lr, betas, eps, weight_decay: ``torch.optim.Adam``'s.
+        param_dtype: dtype of parameters and gradients (default: the module's); a 16-bit dtype
+            gives mixed precision with fp32 master weights and moments.
+        bucket_cap_mb: MiB per bucket (of ``param_dtype`` elements).
+        algorithm: ``None`` (distlab's default plans), a distlab algorithm name, or
+            ``"builtin"`` (torch.distributed's collectives).
+        group: the process group (``None``: the default group).
+        timeline: a :class:`distlab.timeline.Timeline` to record steps on, or ``None``.
+
+    Raises:
+        ValueError: stage 3 (not implemented at runtime), a bad stage, ``bucket_cap_mb <= 0``,
+            or a module without trainable parameters.
+    """
+
+    def __init__(self, module: torch.nn.Module, stage: int, *, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, param_dtype: torch.dtype | None = None,
+                 bucket_cap_mb: float = 25.0, algorithm: str | None = None,
+                 group: Any = None, timeline: Timeline | None = None) -> None:
+        check_instance("module", module, torch.nn.Module)
+        self.stage = check_stage(stage)
+        if self.stage == 3:
+            raise ValueError("stage 3 is modelled (distlab.zero.memory_model, comm_volume) but "
+                             "not implemented at runtime; use stage 0, 1 or 2")
+        cap = check_float("bucket_cap_mb", bucket_cap_mb, minimum=0.0, exclusive_minimum=True)
+        self.module, self.group, self.algorithm, self.timeline = module, group, algorithm, timeline
+        self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("module has no trainable parameters")
+        self.dtype = param_dtype or self.params[0].dtype
+        item = torch.empty((), dtype=self.dtype).element_size()
+        self.buckets = plan_buckets([p.numel() for p in self.params], item,
+                                    max(1, int(cap * _MB)), self.world)
+        self.flats = [self._flatten(b) for b in self.buckets]
+        self.masters = [self._master(k) for k in range(len(self.buckets))]
+        self.optimizer = torch.optim.Adam(self.masters, lr=lr, betas=betas, eps=eps,
+                                          weight_decay=weight_decay)
+        self._grad_flats: list[torch.Tensor] = []
+        self._grad_shards: list[torch.Tensor] = []
+        self._pending: list[int] = []
+        self._bucket_of = {i: k for k, b in enumerate(self.buckets) for i in b.indices}
+        self._init_grads()
+        for i, p in enumerate(self.params):
+            p.register_post_accumulate_grad_hook(self._hook(i))
+        self._backward_t0: float | None = None
+
+    # ---- layout ----------------------------------------------------------------------------
+
+    def _flatten(self, b: Bucket) -> torch.Tensor:
+        """One bucket's flat buffer; its parameters become views of it; rank 0's values win."""
+        flat = torch.zeros(b.padded, dtype=self.dtype, device=self.params[b.indices[0]].device)
+        for i, off in zip(b.indices, b.offsets, strict=True):
+            p = self.params[i]
+            view = flat[off:off + p.numel()].view_as(p)
+            view.copy_(p.detach())
+            p.data = view
+        if self.world > 1:
+            dist.broadcast(flat, 0, group=self.group)
+        return flat
+
+    def _shard(self, k: int, t: torch.Tensor) -> torch.Tensor:
+        """This rank's shard of bucket ``k``'s buffer ``t`` (a view); the whole of it at stage 0."""
+        if self.stage == 0:
+            return t
+        lo, hi = self.buckets[k].shard_range(self.rank)
+        return t[lo:hi]
+
+    def _master(self, k: int) -> torch.nn.Parameter:
+        """What Adam steps for bucket ``k``: the shard itself (fp32), else an fp32 copy."""
+        shard = self._shard(k, self.flats[k])
+        if self.dtype == torch.float32:
+            return torch.nn.Parameter(shard, requires_grad=False)  # shares the shard's storage
+        return torch.nn.Parameter(shard.detach().float().clone(), requires_grad=False)
+
+    def _init_grads(self) -> None:
+        """Stages 0, 1: full gradient buffers the ``.grad`` s are views of; stage 2: shards."""
+        for k, b in enumerate(self.buckets):
+            dev = self.flats[k].device
+            if self.stage <= 1:
+                g = torch.zeros(b.padded, dtype=self.dtype, device=dev)
+                self._grad_flats.append(g)
+                for i, off in zip(b.indices, b.offsets, strict=True):
+                    p = self.params[i]
+                    p.grad = g[off:off + p.numel()].view_as(p)
+            else:
+                self._grad_shards.append(torch.zeros(b.shard, dtype=self.dtype, device=dev))
+        self._pending = [len(b.indices) for b in self.buckets]
+
+    # ---- backward --------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """``module(*args, **kwargs)``; with a timeline, marks where its backward starts."""
+        out = self.module(*args, **kwargs)
+        if self.timeline is not None and isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(self._mark_backward)
+        return out
+
+    def _mark_backward(self, grad: torch.Tensor) -> None:
+        self._backward_t0 = now_us()
+
+    def _lane(self, what: str) -> str:
+        return f"rank{self.rank}/{what}"
+
+    def _hook(self, i: int) -> Any:
+        def hook(p: torch.Tensor) -> None:
+            k = self._bucket_of[i]
+            self._pending[k] -= 1
+            if self._pending[k] == 0:
+                self._reduce_bucket(k)
+        return hook
+
+    def _reduce_bucket(self, k: int) -> None:
+        """Bucket ``k``'s gradients are complete: scale by 1/N and reduce them (stage 0: all,
+        stage 1: in place into this rank's shard, stage 2: into the shard, freeing ``.grad``)."""
+        b, t0 = self.buckets[k], now_us()
+        if self.timeline is not None:
+            self.timeline.record(f"bucket {k} ready", "ready", self._lane("backward"), t0, 0.0)
+        if self.stage <= 1:
+            full = self._grad_flats[k]
+            full.mul_(1.0 / self.world)
+        else:
+            full = torch.zeros(b.padded, dtype=self.dtype, device=self.flats[k].device)
+            for i, off in zip(b.indices, b.offsets, strict=True):
+                p = self.params[i]
+                torch.mul(p.grad.reshape(-1), 1.0 / self.world, out=full[off:off + p.numel()])
+                p.grad = None
+        if self.world > 1 and b.padded:
+            if self.stage == 0:
+                _all_reduce(full, self.algorithm, self.group)
+            else:
+                out = self._shard(k, full) if self.stage == 1 else self._grad_shards[k]
+                _reduce_scatter(out, full, self.algorithm, self.group)
+        elif self.stage == 2:
+            self._grad_shards[k].copy_(full)
+        self._record("allreduce" if self.stage == 0 else "reduce_scatter", k, t0)
+
+    def _record(self, what: str, k: int, t0: float) -> None:
+        if self.timeline is not None:
+            b = self.buckets[k]
+            nbytes = b.padded * self.flats[k].element_size()
+            self.timeline.record(f"{what} bucket {k}", what, self._lane(what), t0,
+                                 now_us() - t0, {"bytes": nbytes})
+
+    # ---- step ------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """Adam on this rank's shards, then all-gather the parameters (stages 1, 2); zeroes
+        the full gradient buffers (stages 0, 1) for the next backward.
+
+        Raises:
+            RuntimeError: some bucket's gradients were not all produced since the last step.
+        """
+        if any(self._pending):
+            raise RuntimeError(f"step() before every gradient was ready: buckets "
+                               f"{[k for k, n in enumerate(self._pending) if n]} incomplete "
+                               "(a parameter unused in forward, or no backward since the last "
+                               "step)")
+        t0 = now_us()
+        if self._backward_t0 is not None and self.timeline is not None:
+            self.timeline.record("backward", "backward", self._lane("backward"),
+                                 self._backward_t0, max(0.0, t0 - self._backward_t0))
+            self._backward_t0 = None
+        self._adam()
+        if self.timeline is not None:
+            self.timeline.record("Adam step", "step", self._lane("step"), t0, now_us() - t0)
+        if self.stage >= 1 and self.world > 1:
+            for k, b in enumerate(self.buckets):
+                t1 = now_us()
+                if b.padded:
+                    _all_gather(self.flats[k], self._shard(k, self.flats[k]), self.algorithm,
+                                self.group)
+                self._record("all_gather", k, t1)
+        for g in self._grad_flats:
+            g.zero_()
+        self._pending = [len(b.indices) for b in self.buckets]
+
+    def _adam(self) -> None:
+        """Give each master its reduced gradient (fp32), step, copy 16-bit shards back."""
+        for k, m in enumerate(self.masters):
+            g = (self._shard(k, self._grad_flats[k]) if self.stage <= 1
+                 else self._grad_shards[k])
+            m.grad = g if g.dtype == torch.float32 else g.float()
+        self.optimizer.step()
+        for k, m in enumerate(self.masters):
+            if self.dtype != torch.float32:
+                self._shard(k, self.flats[k]).copy_(m.detach())
+            m.grad = None
+
+    # ---- what this rank holds --------------------------------------------------------------
+
+    def state_tensors(self) -> dict[str, list[torch.Tensor]]:
+        """The tensors behind each model state on this rank: ``params`` (the flat parameter
+        buffers), ``grads`` (full gradient buffers at stages 0-1, shards at stage 2, and any
+        ``.grad`` still set), ``optimizer`` (Adam's state, and fp32 masters when they are
+        copies). Storages may repeat; :func:`distlab.zero.measure.storage_bytes` dedupes."""
+        grads = list(self._grad_flats) + list(self._grad_shards)
+        grads += [p.grad for p in self.params if p.grad is not None]
+        opt = [t for st in self.optimizer.state.values() for t in st.values()
+               if isinstance(t, torch.Tensor)]
+        if self.dtype != torch.float32:
+            opt += list(self.masters)
+        return {"params": list(self.flats), "grads": grads, "optimizer": opt}
+
+    @property
+    def param_count(self) -> int:
+        """Trainable parameters (elements), without padding."""
+        return sum(p.numel() for p in self.params)
