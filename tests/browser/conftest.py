@@ -7,8 +7,11 @@
   chromium``). In CI (``CI`` set) a missing browser fails the run; elsewhere the tests skip and
   say how to install it. Playwright's own browser download is never used.
 - Every test gets a fresh page; a failing test saves a screenshot under test-artifacts/browser/.
-- The server and the browser live for one test module and are stopped after it, so no Chromium
-  or kernel process outlives the browser tests (other tests check for leaked child processes).
+- One JupyterLab server serves every browser test of the session (starting one per module cost
+  seconds each); after every test all its kernels are shut down through the REST API (and waited
+  for), so each notebook starts on a fresh kernel and no kernel outlives its test. The browser
+  lives for one test module. Leak checks elsewhere compare child processes before and after their
+  body, so the idle server (started earlier) is not counted as a leak.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab(chromium_path: str) -> Iterator[Lab]:
     """A JupyterLab server on 127.0.0.1 serving notebooks/, stopped (with its kernels) at the end."""
     token = secrets.token_hex(16)
@@ -134,6 +137,24 @@ def lab(chromium_path: str) -> Iterator[Lab]:
                 proc.wait(timeout=10)
             log.close()
         assert _digest(NOTEBOOKS) == before, "the browser test modified a committed notebook"
+
+
+def _shutdown_kernels(lab: Lab) -> None:
+    """DELETE every running kernel of ``lab`` (each call returns once that kernel is gone)."""
+    with urllib.request.urlopen(lab.url("api/kernels"), timeout=30) as r:
+        kernels = json.load(r)
+    for k in kernels:
+        req = urllib.request.Request(lab.url(f"api/kernels/{k['id']}"), method="DELETE")
+        with urllib.request.urlopen(req, timeout=60):
+            pass
+
+
+@pytest.fixture(autouse=True)
+def _no_kernel_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the lab, shut its kernels down (the server itself lives on)."""
+    yield
+    if "lab" in request.fixturenames:
+        _shutdown_kernels(request.getfixturevalue("lab"))
 
 
 @pytest.fixture(scope="module")

@@ -82,7 +82,10 @@ def _collective_cases(p: int) -> list[dict]:
     return cases
 
 
-@pytest.mark.parametrize("world_size", range(1, 9))
+# Real ranks at 1-5 (every small shape: one rank, powers of two, odd counts that fold) and 8 (three
+# butterfly levels, two hierarchical groups of 4); 6 and 7 are left to the simulator tests, which
+# check every plan at every world size up to 64 against the same semantics (2 x 30 s saved).
+@pytest.mark.parametrize("world_size", (1, 2, 3, 4, 5, 8))
 def test_matches_builtin_all_reduce(world_size: int) -> None:
     """Every allreduce case, and every other collective's (:func:`_collective_cases`), equal to
     torch.distributed's built-in on every rank, in one launch per world size."""

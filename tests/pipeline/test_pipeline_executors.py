@@ -210,10 +210,13 @@ def test_workers_die_with_a_killed_parent() -> None:
 def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
     """A stage call that does not return within timeout_s raises PipelineTimeoutError naming the
     stage and item, long before the stage would have returned. Threads cannot be killed: the
-    stuck one is abandoned (it ends on its own 8 s later); stuck workers are terminated."""
+    stuck one is abandoned (it ends on its own seconds later); stuck workers are terminated."""
     # a stuck thread ends on its own after hang_s (no_leaks waits for it); long enough to
-    # outlast the executor's clean-up (torch's worker shutdown takes seconds)
-    hang_s = 8.0 if name in ("sync", "threads") or where == "consumer" else 60.0
+    # outlast the executor's clean-up (0.5 s timeout; torch's worker shutdown takes seconds)
+    if name in ("sync", "threads"):
+        hang_s = 3.0
+    else:
+        hang_s = 8.0 if where == "consumer" else 60.0
     if where == "worker":
         stages = [HangAt(3, "stuck", hang_s), Slow(0.0, "sink", placement="host")]
     else:
