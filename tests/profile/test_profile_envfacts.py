@@ -43,3 +43,6 @@ def test_machine_facts_keys_and_no_gpu_note() -> None:
     assert facts["torch"] == torch.__version__
     if not torch.cuda.is_available():
         assert facts["gpus"] == [] and any(n.startswith("no GPU") for n in facts["notes"])
+    else:
+        assert len(facts["gpus"]) == torch.cuda.device_count()
+        assert not any(n.startswith("no GPU") for n in facts["notes"])

@@ -31,7 +31,7 @@ from .errors import StageError
 from .procs import split_stages
 from .stage import Stage, accelerator_available
 
-__all__ = ["StagesDataset", "TorchDataLoaderExecutor"]
+__all__ = ["StagesDataset", "TorchDataLoaderExecutor", "absorbed_by_dataloader"]
 
 
 class StagesDataset(Dataset):
@@ -87,6 +87,18 @@ def _worker_init(wid: int) -> None:
     shared = getattr(info.dataset, "shared", None) if info is not None else None
     if shared is not None:
         shared[1 + wid] = 1.0  # ready: imports and dataset unpickling are done
+
+
+def absorbed_by_dataloader(stages: list[Stage], *, pin_memory: bool = True,
+                           accelerator: bool | None = None) -> list[str]:
+    """Names of the stages torch's DataLoader runs itself, uninstrumented, so the ``torch``
+    executor records no span for them: the :class:`~.device_stages.PinStage` s when DataLoader
+    pins (``pin_memory`` and an accelerator; ``accelerator=None``: this machine's). Every other
+    executor records every stage; a check that every stage ran leaves these out for ``torch``."""
+    if not (check_bool("pin_memory", pin_memory)
+            and (accelerator_available() if accelerator is None else accelerator)):
+        return []
+    return [s.name for s in stages if isinstance(s, PinStage)]
 
 
 class TorchDataLoaderExecutor(Executor):
