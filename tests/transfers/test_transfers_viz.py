@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 
 from distlab.links import LINKS
 from distlab.transfers import HostAdapter

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,8 @@ import torch
 from distlab import launch
 from distlab.bench import options
 from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_median
-from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, Table, format_table, opt,
-                                   run_cli)
+from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
+                                   format_table, opt, run_cli)
 from distlab.bench.versus import versus_lines, versus_table
 from distlab.collectives.algorithms import ALGORITHMS, options_of
 from distlab.collectives.ops import check_op_dtype
@@ -62,7 +61,7 @@ COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width
 
 
 @dataclass(frozen=True)
-class AllreduceConfig(BenchConfig):
+class AllreduceConfig(SizeSweepConfig, BenchConfig):
     """Options of ``python -m distlab.bench allreduce`` (sizes in bytes)."""
 
     world_size: int = opt(2, "--world-size", "-n", type=options.positive_int,
@@ -108,15 +107,6 @@ class AllreduceConfig(BenchConfig):
     quiet: bool = opt(False, "--quiet", "-q", action="store_true",
                       help="no progress lines on stderr")
 
-    @property
-    def sizes(self) -> list[int]:
-        """The swept message sizes, bytes (nccl-tests' -b/-e/-f)."""
-        return options.size_sweep(self.minbytes, self.maxbytes, self.stepfactor)
-
-    @property
-    def ranks(self) -> int:
-        """The world size that runs: torchrun's WORLD_SIZE under torchrun, else ``world_size``."""
-        return int(os.environ["WORLD_SIZE"]) if launch.in_torchrun() else self.world_size
 
 
 def load_calibration(path: str | Path) -> dict[str, Any]:

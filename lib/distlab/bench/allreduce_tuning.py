@@ -41,7 +41,8 @@ import torch.distributed as dist
 from distlab import launch
 from distlab.bench import options
 from distlab.bench.allreduce_ranks import expected_result, fill_pattern, size_label
-from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
+                                   opt, run_cli)
 from distlab.collectives.algorithms import build, options_of
 from distlab.collectives.calibration import calibration_sizes
 from distlab.collectives.ops import check_op_dtype
@@ -76,7 +77,7 @@ SUMMARY_COLUMNS = (Column("size(B)", "nbytes", width=10),
 
 
 @dataclass(frozen=True)
-class TuningConfig(BenchConfig):
+class TuningConfig(SizeSweepConfig, BenchConfig):
     """Options of ``python -m distlab.bench allreduce-tuning`` (sizes in bytes)."""
 
     world_size: int = opt(2, "--world-size", "-n", type=options.positive_int,
@@ -111,15 +112,6 @@ class TuningConfig(BenchConfig):
     quiet: bool = opt(False, "--quiet", "-q", action="store_true",
                       help="no progress lines on stderr")
 
-    @property
-    def sizes(self) -> list[int]:
-        """The swept message sizes, bytes."""
-        return options.size_sweep(self.minbytes, self.maxbytes, self.stepfactor)
-
-    @property
-    def ranks(self) -> int:
-        """torchrun's WORLD_SIZE under torchrun, else ``world_size``."""
-        return int(os.environ["WORLD_SIZE"]) if launch.in_torchrun() else self.world_size
 
 
 def _variants(algorithm: str, world: int, count: int, itemsize: int, pieces: tuple[int, ...],

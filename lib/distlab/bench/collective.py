@@ -33,7 +33,8 @@ import torch
 from distlab import launch
 from distlab.bench import options
 from distlab.bench.collective_ranks import DRIVERS, collective_rank
-from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
+                                   opt, run_cli)
 from distlab.bench.versus import versus_lines, versus_table
 from distlab.collectives.ops import check_op_dtype
 from distlab.collectives.plans import PLANS
@@ -66,7 +67,7 @@ def busbw_factor(collective: str, world_size: int) -> float | None:
 
 
 @dataclass(frozen=True)
-class CollectiveConfig(BenchConfig):
+class CollectiveConfig(SizeSweepConfig, BenchConfig):
     """Options of ``python -m distlab.bench collective`` (sizes in bytes)."""
 
     op: str = opt("all_gather", "--op", choices=COLLECTIVES, help="the collective")
@@ -101,15 +102,6 @@ class CollectiveConfig(BenchConfig):
     quiet: bool = opt(False, "--quiet", "-q", action="store_true",
                       help="no progress lines on stderr")
 
-    @property
-    def sizes(self) -> list[int]:
-        """The swept sizes, bytes."""
-        return options.size_sweep(self.minbytes, self.maxbytes, self.stepfactor)
-
-    @property
-    def ranks(self) -> int:
-        """torchrun's WORLD_SIZE under torchrun, else ``world_size``."""
-        return int(os.environ["WORLD_SIZE"]) if launch.in_torchrun() else self.world_size
 
     @property
     def names(self) -> list[str]:

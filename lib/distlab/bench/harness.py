@@ -30,8 +30,9 @@ from distlab import launch
 from distlab.bench import options
 from distlab.bench.provenance import provenance, write_json
 
-__all__ = ["BenchConfig", "Benchmark", "Column", "Report", "Table", "build_parser",
-           "format_table", "opt", "parse_config", "print_report", "report_json", "run_cli"]
+__all__ = ["BenchConfig", "Benchmark", "Column", "Report", "SizeSweepConfig", "Table",
+           "build_parser", "format_table", "opt", "parse_config", "print_report", "report_json",
+           "run_cli"]
 
 
 def opt(default: Any, *flags: str, help: str, type: Any = None, choices: Sequence[Any] = (),
@@ -59,6 +60,26 @@ class BenchConfig:
         """The options as JSON-ready values (tuples as lists)."""
         return {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(self).items()}
+
+
+class SizeSweepConfig:
+    """For collective benchmarks whose config has ``minbytes``, ``maxbytes``, ``stepfactor``
+    (nccl-tests' -b/-e/-f) and ``world_size`` fields: the swept sizes and the ranks that run."""
+
+    minbytes: int
+    maxbytes: int
+    stepfactor: int
+    world_size: int
+
+    @property
+    def sizes(self) -> list[int]:
+        """The swept message sizes, bytes."""
+        return options.size_sweep(self.minbytes, self.maxbytes, self.stepfactor)
+
+    @property
+    def ranks(self) -> int:
+        """The world size that runs: torchrun's WORLD_SIZE under torchrun, else ``world_size``."""
+        return int(os.environ["WORLD_SIZE"]) if launch.in_torchrun() else self.world_size
 
 
 @dataclass(frozen=True)
