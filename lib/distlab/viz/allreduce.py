@@ -14,7 +14,6 @@ copies over it. Everything is computed by :mod:`distlab.collectives` (``holdings
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,20 +27,14 @@ from distlab.collectives import ALGORITHMS, build, step_costs
 from distlab.collectives.compare import crossovers, predict_sizes, predict_world_sizes, winners
 from distlab.collectives.holdings import contributors, holdings
 from distlab.collectives.schedule import Schedule
-from distlab.viz.figure import new_figure
+from distlab.viz.figure import figure_png, new_figure
+from distlab.viz.plan_stepper import PlanStepper, shown_step
 
 __all__ = ["CostExplorer", "PlanExplorer", "cost_curves_figure", "cost_vs_world_size_figure",
            "figure_png", "measured_vs_model_figure", "plan_count", "plan_figure"]
 
 KIND_COLORS = {"reduce": "tab:red", "copy": "tab:blue"}
 ALGO_COLORS = {a: f"C{i}" for i, a in enumerate(sorted(ALGORITHMS) + ["builtin"])}
-
-
-def figure_png(fig: Figure, dpi: int = 80) -> bytes:
-    """PNG bytes of ``fig`` (for an ``ipywidgets.Image``)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
 
 
 def plan_count(algorithm: str, world_size: int) -> int:
@@ -202,7 +195,7 @@ def measured_vs_model_figure(rows: Sequence[dict[str, Any]], *,
     return fig
 
 
-class PlanExplorer:
+class PlanExplorer(PlanStepper):
     """Algorithm dropdown, world-size slider and step slider over :func:`plan_figure`.
 
     The step slider counts like the picture's title: 0 is the start, ``k`` shows "step k/n".
@@ -214,52 +207,29 @@ class PlanExplorer:
 
     def __init__(self, algorithm: str = "ring", world_size: int = 4, *, max_world_size: int = 16,
                  alpha: float = 5e-6, beta: float = 1 / 25e9, gamma: float = 1 / 500e9) -> None:
-
         self.params = (alpha, beta, gamma)
         self.algorithm = w.Dropdown(options=sorted(ALGORITHMS), value=algorithm,
                                     description="algorithm")
-        self.world_size = w.IntSlider(value=world_size, min=1, max=max_world_size,
-                                      description="world size")
-        self.step = w.IntSlider(value=0, min=0, max=0, description="step")
-        self.image = w.Image(format="png")
-        self.summary = w.HTML()
-        self.schedule: Schedule | None = None
-        self.figure: Figure | None = None
-        self.png = b""
-        self.algorithm.observe(self._plan_changed, names="value")
-        self.world_size.observe(self._plan_changed, names="value")
-        self.step.observe(self._step_changed, names="value")
+        super().__init__(world_size, max_world_size)
+        self.algorithm.observe(self.plan_changed, names="value")
         self.widget = w.VBox([w.HBox([self.algorithm, self.world_size]), self.step,
                               self.summary, self.image])
-        self._plan_changed(None)
+        self.plan_changed()
 
-    def _plan_changed(self, change: Any) -> None:
+    def build(self) -> Schedule:
         p = self.world_size.value
-        self.schedule = build(self.algorithm.value, p, plan_count(self.algorithm.value, p))
-        nsteps = len(self.schedule.steps)
-        with self.step.hold_trait_notifications():
-            self.step.max = nsteps
-            self.step.value = min(self.step.value, nsteps)
-        self.update()
+        return build(self.algorithm.value, p, plan_count(self.algorithm.value, p))
 
-    def _step_changed(self, change: Any) -> None:
-        self.update()
+    def draw(self, schedule: Schedule, step: int) -> Figure:
+        return plan_figure(schedule, step)
 
-    def update(self) -> None:
-        """Redraw for the current control values."""
-        assert self.schedule is not None
-        s = self.schedule
-        self.figure = plan_figure(s, self.step.value)
-        self.png = figure_png(self.figure)
-        self.image.value = self.png
-        a, b, g = self.params
-        costs = step_costs(s, a, b, g, 4)
-        self.summary.value = (f"<b>{s.algorithm}</b> on {s.world_size} ranks: "
-                              f"{len(s.steps)} steps, {s.num_transfers} messages, "
-                              f"{s.elements_moved()} elements moved; slowest-rank messages per "
-                              f"step: {[c.messages for c in costs]}; showing "
-                              + ("the start (step 0)" if self.step.value == 0
-                                 else f"the state after step {self.step.value}/{len(s.steps)}"))
+    def describe(self, schedule: Schedule, step: int) -> str:
+        s = schedule
+        costs = step_costs(s, *self.params, 4)
+        return (f"<b>{s.algorithm}</b> on {s.world_size} ranks: {len(s.steps)} steps, "
+                f"{s.num_transfers} messages, {s.elements_moved()} elements moved; "
+                f"slowest-rank messages per step: {[c.messages for c in costs]}; showing "
+                + shown_step(step, len(s.steps)))
 
 
 class CostExplorer:
@@ -285,6 +255,6 @@ class CostExplorer:
         """Redraw for the current control values."""
         preset = self.presets[self.preset.value]
         self.figure = cost_curves_figure(preset, self.world_size.value)
-        self.png = figure_png(self.figure)
+        self.png = figure_png(self.figure, dpi=80)
         self.image.value = self.png
         self.source.value = f"<small>source: {getattr(preset, 'source', '')}</small>"

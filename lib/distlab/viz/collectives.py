@@ -34,7 +34,8 @@ from distlab.collectives.plans import DEFAULT_ALGORITHM, PLANS, build_plan, plan
 from distlab.collectives.schedule import Schedule
 from distlab.collectives.semantics import COLLECTIVES, REDUCING, layout_of
 from distlab.collectives.tuning import best_pieces, schedule_seconds
-from distlab.viz.figure import figure_png, new_figure
+from distlab.viz.figure import new_figure
+from distlab.viz.plan_stepper import PlanStepper, shown_step
 
 __all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",
            "plan_summary", "scale_figure", "scale_times"]
@@ -206,7 +207,7 @@ def _count(collective: str, nbytes: int, itemsize: int, p: int) -> int:
     return n if collective in WHOLE else max(p, n - n % p)
 
 
-class CollectiveExplorer:
+class CollectiveExplorer(PlanStepper):
     """Collective and algorithm dropdowns, world-size and step sliders over
     :func:`collective_figure`.
 
@@ -221,21 +222,13 @@ class CollectiveExplorer:
         self.algorithm = w.Dropdown(options=sorted(PLANS[collective]),
                                     value=algorithm or DEFAULT_ALGORITHM[collective],
                                     description="algorithm")
-        self.world_size = w.IntSlider(value=world_size, min=1, max=max_world_size,
-                                      description="world size")
-        self.step = w.IntSlider(value=0, min=0, max=0, description="step")
-        self.image = w.Image(format="png")
-        self.summary = w.HTML()
-        self.schedule: Schedule | None = None
-        self.figure: Figure | None = None
-        self.png = b""
+        self._refilling = False
+        super().__init__(world_size, max_world_size, dpi=None)
         self.collective.observe(self._collective_changed, names="value")
-        self.algorithm.observe(self._plan_changed, names="value")
-        self.world_size.observe(self._plan_changed, names="value")
-        self.step.observe(lambda _: self.update(), names="value")
+        self.algorithm.observe(self.plan_changed, names="value")
         self.widget = w.VBox([w.HBox([self.collective, self.algorithm]),
                               w.HBox([self.world_size, self.step]), self.summary, self.image])
-        self._plan_changed(None)
+        self.plan_changed()
 
     def _collective_changed(self, change: Any) -> None:
         c = self.collective.value
@@ -245,26 +238,18 @@ class CollectiveExplorer:
             self.algorithm.value = DEFAULT_ALGORITHM[c]
         finally:
             self._refilling = False
-        self._plan_changed(None)
+        self.plan_changed()
 
-    def _plan_changed(self, change: Any) -> None:
-        if getattr(self, "_refilling", False):
+    def plan_changed(self, change: Any = None) -> None:
+        if self._refilling:
             return  # the dropdown is being refilled for another collective
-        self.schedule = example_plan(self.collective.value, self.algorithm.value,
-                                     self.world_size.value)
-        nsteps = len(self.schedule.steps)
-        with self.step.hold_trait_notifications():
-            self.step.max = nsteps
-            self.step.value = min(self.step.value, nsteps)
-        self.update()
+        super().plan_changed(change)
 
-    def update(self) -> None:
-        """Redraw for the current control values."""
-        assert self.schedule is not None
-        s = self.schedule
-        self.figure = collective_figure(s, self.step.value)
-        self.png = figure_png(self.figure)
-        self.image.value = self.png
-        shown = ("the start (step 0)" if self.step.value == 0
-                 else f"the state after step {self.step.value}/{len(s.steps)}")
-        self.summary.value = f"<b>{plan_summary(s)}</b>; showing {shown}"
+    def build(self) -> Schedule:
+        return example_plan(self.collective.value, self.algorithm.value, self.world_size.value)
+
+    def draw(self, schedule: Schedule, step: int) -> Figure:
+        return collective_figure(schedule, step)
+
+    def describe(self, schedule: Schedule, step: int) -> str:
+        return f"<b>{plan_summary(schedule)}</b>; showing {shown_step(step, len(schedule.steps))}"

@@ -15,7 +15,6 @@ counts) stay white.
 
 from __future__ import annotations
 
-import io
 import math
 from typing import Any
 
@@ -28,7 +27,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from distlab.samplers import LAYOUTS, Assignment, assign
-from distlab.viz.figure import new_figure
+from distlab.viz.figure import figure_png, new_figure
 
 __all__ = ["assignment_table", "rank_colors", "plot_dataset", "plot_ranks", "assignment_figure",
            "summary_text", "figure_png", "SamplerExplorer"]
@@ -149,13 +148,6 @@ def assignment_figure(a: Assignment, batch_size: int | None = None,
     return fig
 
 
-def figure_png(fig: Figure, dpi: int = 80) -> bytes:
-    """PNG bytes of ``fig``."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
-
-
 class SamplerExplorer:
     """Widgets for every sampler parameter and the live picture of the resulting assignment.
 
@@ -212,6 +204,6 @@ class SamplerExplorer:
                                  shuffle=v["shuffle"], seed=v["seed"], epoch=v["epoch"],
                                  drop_last=v["drop_last"])
         self.figure = assignment_figure(self.assignment, v["batch_size"])
-        self.png = figure_png(self.figure)
+        self.png = figure_png(self.figure, dpi=80)
         self.image.value = self.png
         self.summary.value = f"<code>{summary_text(self.assignment, v['batch_size'])}</code>"
