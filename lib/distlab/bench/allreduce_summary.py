@@ -32,8 +32,8 @@ from typing import Any
 
 from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
 
-__all__ = ["BENCHMARK", "SummaryBenchmark", "SummaryConfig", "main", "summarize_files",
-           "summarize_runs"]
+__all__ = ["BENCHMARK", "SummaryBenchmark", "SummaryConfig", "main", "run_error_range",
+           "shown_rows", "summarize_files", "summarize_runs"]
 
 _CAL_KEYS = ("alpha", "beta", "gamma", "call_overhead", "handoff", "relay", "comm_r2",
              "comm_max_rel_residual", "reduce_r2", "duplex", "method")
@@ -121,6 +121,28 @@ def _default_note(blocks: dict[str, dict[str, Any]]) -> str:
             + "); ratio = busbw / builtin busbw in the same run, median over runs; error% = "
             "median over runs of each run's (measured - predicted) / predicted, each run "
             "predicted from its own calibration; first run's command: " + commands[0])
+
+
+def shown_rows(block: dict[str, Any], *, min_bytes: int = 0) -> list[dict[str, Any]]:
+    """One world size's summary rows from ``min_bytes`` up, each with ``error_pct`` taken from
+    its own two medians, ``(time_us - predicted_us) / predicted_us`` in percent (None without a
+    prediction), so that a row reads on its own; the runs' own errors stay in
+    ``error_pct_runs`` (see :func:`run_error_range`)."""
+    out = []
+    for r in block["rows"]:
+        if r["nbytes"] < min_bytes:
+            continue
+        pred = r.get("predicted_us")
+        out.append(dict(r, error_pct=None if not pred
+                        else 100 * (r["time_us"] - pred) / pred))
+    return out
+
+
+def run_error_range(rows: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
+    """(min, max) over ``rows`` of every single run's error in percent (each run against its own
+    calibration); None when no row has one."""
+    errs = [e for r in rows for e in r.get("error_pct_runs") or [] if e is not None]
+    return (min(errs), max(errs)) if errs else None
 
 
 SUMMARY_COLUMNS = (Column("ws", "world_size"), Column("size(B)", "nbytes", width=11),

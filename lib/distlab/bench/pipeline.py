@@ -10,7 +10,7 @@ items in this one process run: warmup runs first (they also spawn persistent wor
 ``--repeats`` timed runs; the table shows medians.
 
 Columns: ``start(s)`` worker start-up of the executor's first run (spawning processes; 0 for
-sync and threads; ``-`` where the executor does not time it apart), kept out of every other
+sync and threads, which start no process), kept out of every other
 column (the warm-up runs absorb it); ``wall(s)`` median wall time of the steady
 pipeline; ``bound(s)`` the bottleneck bound of the executor's plan
 (:func:`distlab.pipeline.bottleneck.plan_for_stages`, :func:`~distlab.pipeline.bottleneck.bound_s`) with
@@ -33,18 +33,21 @@ per stage call (stage threads run Python under one GIL, so their per-hop work se
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm import tqdm
 
 from distlab.bench import options
-from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, Table, format_table, opt,
+                                   run_cli)
 from distlab.pipeline import EXECUTORS, equal_stages, make_executor
 from distlab.pipeline.bottleneck import (bound_s, measured_costs, plan_for_stages,
                                          simulate_pipeline, startup_s)
@@ -52,6 +55,7 @@ from distlab.pipeline.build import EQUAL_KINDS
 from distlab.pipeline.hop_cost import measure_hop_cost, worker_output_nbytes
 
 __all__ = ["BENCHMARK", "COLUMNS", "PipelineBenchmark", "PipelineConfig", "compare_executors",
+           "saved_result_text",
            "main"]
 
 TARGET_EFF = 1 / 1.1        # threads within 10% of the bound
@@ -153,14 +157,14 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
     stages = list(stages)
     execs = list(dict.fromkeys(["sync", *executors]))
     runs: dict[str, list[Any]] = {}
-    first_startup: dict[str, float | None] = {}
+    first_startup: dict[str, float] = {}
     for name in execs:
         runs[name] = []
         with make_executor(name, queue_depth=queue_depth, workers=workers) as ex:
             for i in range(warmup + repeats):
                 res = ex.run(stages, items)
-                if i == 0:   # None: this executor does not time its start-up apart
-                    first_startup[name] = startup_s(res) if hasattr(res, "startup_s") else None
+                if i == 0:   # spawning worker processes; 0.0 for sync and threads
+                    first_startup[name] = startup_s(res)
                 if on_run is not None:
                     on_run()
                 if i >= warmup:
@@ -292,6 +296,23 @@ class PipelineBenchmark(Benchmark[PipelineConfig]):
 
 
 BENCHMARK = PipelineBenchmark()
+
+
+def saved_result_text(path: str | os.PathLike[str]) -> str:
+    """A ``--json`` file this benchmark wrote, as its own table: one line from the file's config
+    and provenance, then its rows under :data:`COLUMNS` (columns the file predates print ``-``).
+
+    Raises:
+        ValueError: ``path`` is not JSON with ``config``, ``provenance`` and ``rows``.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+        c, prov, rows = data["config"], data["provenance"], data["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a `bench pipeline --json` result ({exc})") from None
+    head = (f"# {Path(path).name}: {c['stages']} x {c['kind']} stages of {c['cost_ms']:g} ms, "
+            f"{c['items']} items, {prov.get('cpu_cores', '?')} cores, {prov.get('date', '?')}")
+    return head + "\n" + format_table(rows, COLUMNS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -139,6 +139,13 @@ def buckets_for_sizes(sizes: Sequence[int], bucket_cap_mb: float | None) -> list
     return b
 
 
+def bucket_ready_s(sizes: Sequence[int], ready_s: Sequence[float],
+                   bucket_cap_mb: float | None) -> list[float]:
+    """When each bucket of :func:`buckets_for_sizes` is ready: the latest ready time (seconds
+    from backward's start) of its parameters, given per parameter in ready order."""
+    return [max(ready_s[i] for i in b) for b in buckets_for_sizes(sizes, bucket_cap_mb)]
+
+
 def predict(sizes: Sequence[int], ready_s: Sequence[float], backward_s: float, link: Any,
             world_size: int, bucket_cap_mb: float | None, *, overlap: bool = True,
             other_s: float = 0.0, algorithm: str = "ring", compression: str | None = None,
@@ -147,7 +154,7 @@ def predict(sizes: Sequence[int], ready_s: Sequence[float], backward_s: float, l
     ``compression`` (``"fp16"``/``"bf16"``) prices every bucket as a compressing comm hook runs
     it (:func:`bucket_seconds`)."""
     buckets = buckets_for_sizes(sizes, bucket_cap_mb)
-    ready = [max(ready_s[i] for i in b) for b in buckets]
+    ready = bucket_ready_s(sizes, ready_s, bucket_cap_mb)
     comm = [bucket_seconds(sum(sizes[i] for i in b), world_size, link, algorithm=algorithm,
                            compression=compression, pass_s_per_byte=pass_s_per_byte)
             for b in buckets]

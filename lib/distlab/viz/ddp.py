@@ -8,7 +8,7 @@ from typing import Any
 import ipywidgets as w
 from IPython.display import display
 
-from distlab.ddp.step_model import buckets_for_sizes, predict
+from distlab.ddp.step_model import bucket_ready_s, buckets_for_sizes, predict
 from distlab.timeline import Timeline
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
@@ -49,6 +49,16 @@ def predicted_timeline(prediction: Any, ready_s: Sequence[float], backward_s: fl
         tl.record(f"allreduce bucket {b}", "allreduce", f"{lane}/allreduce", s * 1e6,
                   (e - s) * 1e6)
     return tl
+
+
+def last_step(spans: Timeline) -> Timeline:
+    """The spans of the last step of a measured DDP run: from the latest start of the span
+    that opens backward (the first ``backward`` span's name) on; empty if there is none."""
+    bw = [s for s in spans.spans if s.category == "backward"]
+    if not bw:
+        return Timeline()
+    origin = max(s.start_us for s in bw if s.name == bw[0].name)
+    return Timeline([s for s in spans.spans if s.start_us >= origin])
 
 
 def measured_vs_model(measured: Timeline, model: Timeline, *, title: str = "") -> Any:
@@ -148,7 +158,7 @@ class DdpExplorer:
         a1, a2 = fig.subplots(2, 1)
         buckets_figure(buckets, dict(zip(names, sizes, strict=True)), ax=a1,
                        title=f"bucket_cap_mb={cap:.3g}: {len(buckets)} buckets")
-        gantt(predicted_timeline(p, [max(ready[names.index(n)] for n in b) for b in buckets], t),
+        gantt(predicted_timeline(p, bucket_ready_s(sizes, ready, cap), t),
               ax=a2, origin_us=0.0, title=self.summary,
               colors={"backward": "C0", "allreduce": "C3", "ready": "black"})
         with self.out:

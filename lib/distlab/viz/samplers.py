@@ -27,9 +27,10 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from distlab.samplers import LAYOUTS, Assignment, assign
+from distlab.samplers.elastic import ElasticReplay
 from distlab.viz.figure import figure_png, new_figure
 
-__all__ = ["assignment_table", "rank_colors", "plot_dataset", "plot_ranks", "assignment_figure",
+__all__ = ["elastic_figure", "assignment_table", "rank_colors", "plot_dataset", "plot_ranks", "assignment_figure",
            "summary_text", "figure_png", "SamplerExplorer"]
 
 _DROPPED = (0.82, 0.82, 0.82, 1.0)
@@ -207,3 +208,27 @@ class SamplerExplorer:
         self.png = figure_png(self.figure, dpi=80)
         self.image.value = self.png
         self.summary.value = f"<code>{summary_text(self.assignment, v['batch_size'])}</code>"
+
+
+def elastic_figure(replay: ElasticReplay) -> Figure:
+    """Each dataset index of an elastic resume: the lockstep step of its first read, coloured by
+    the world that read it (dashed: where the old world stopped), and below how many times it
+    was read (red: twice, through the new world's padding)."""
+    fig = new_figure(figsize=(9, 4.5))
+    ax1, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    for world, colour in ((replay.old_world, "tab:blue"), (replay.new_world, "tab:orange")):
+        sel = replay.first_world == world
+        ax1.scatter(np.flatnonzero(sel), replay.first_step[sel], s=4, c=colour,
+                    label=f"read by the {world}-rank world")
+    ax1.axhline(replay.steps - 0.5, color="grey", lw=0.8, ls="--")
+    ax1.set_ylabel("lockstep step")
+    ax1.legend(loc="upper left", fontsize=8)
+    ax1.set_title(f"Elastic resume: every index read once (the {replay.new_world}-rank world's "
+                  "padding twice)")
+    n = len(replay.read_by)
+    ax2.bar(np.arange(n), replay.read_by, width=1.0,
+            color=np.where(replay.read_by > 1, "tab:red", "tab:green"))
+    ax2.set_ylabel("times read")
+    ax2.set_xlabel("dataset index")
+    ax2.set_yticks(range(int(replay.read_by.max()) + 1))
+    return fig

@@ -1,0 +1,33 @@
+"""A committed `bench pipeline --json` result printed as the benchmark's own table (notebook 02)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from distlab.bench.pipeline import COLUMNS, saved_result_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_committed_result_prints_every_row_under_the_benchmarks_columns() -> None:
+    path = ROOT / "results" / "pipeline_cpu.json"
+    data = json.loads(path.read_text())
+    lines = saved_result_text(path).splitlines()
+    assert lines[0].startswith("# pipeline_cpu.json: 3 x sleep stages of 2 ms, 200 items")
+    assert lines[1].split() == [w for c in COLUMNS for w in c.header.split()]
+    body = lines[2:]
+    assert [ln.split()[0] for ln in body] == [r["executor"] for r in data["rows"]]
+    for ln, r in zip(body, data["rows"], strict=True):
+        assert f"{r['wall_s']:.4f}" in ln.split() and f"{100 * r['sim_err']:.1f}" in ln.split()
+
+
+def test_not_a_result_says_so(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text(json.dumps({"rows": []}))
+    with pytest.raises(ValueError, match="not a `bench pipeline --json` result"):
+        saved_result_text(bad)
+    with pytest.raises(ValueError, match="not a"):
+        saved_result_text(tmp_path / "missing.json")
