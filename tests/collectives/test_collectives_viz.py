@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matplotlib.lines import Line2D
 
 from distlab.collectives import ALGORITHMS, PRESETS, build, contributors, crossovers, holdings
 from distlab.collectives import predict_sizes, winners
@@ -33,7 +34,8 @@ def test_winners_and_crossovers() -> None:
     (c,) = crossovers([10, 20, 30], times)
     assert (c.x_before, c.x_after, c.before, c.after) == (20, 30, "a", "b")
     nv = PRESETS["nvlink4_h100"]
-    t = predict_sizes(["recursive_doubling", "ring"], 8, [1024, 1 << 30], nv.alpha, nv.beta, nv.gamma)
+    t = predict_sizes(["recursive_doubling", "ring"], 8, [1024, 1 << 30], nv.alpha, nv.beta,
+                      nv.gamma)
     assert winners(t) == ["recursive_doubling", "ring"], "latency vs bandwidth regimes"
 
 
@@ -81,11 +83,39 @@ def test_cost_explorer_follows_preset_and_world_size() -> None:
     assert "MODEL" in c.figure._suptitle.get_text()
 
 
+def _drawn(line: Line2D) -> tuple[str, str, str, list[tuple[float, float]]]:
+    """A line as (legend label, marker, line style, points): what the reader sees of it; ""
+    for a line kept out of the legend."""
+    pts = [(float(x), float(y)) for x, y in zip(line.get_xdata(), line.get_ydata())]
+    label = "" if line.get_label().startswith("_") else line.get_label()
+    return label, line.get_marker(), line.get_linestyle(), pts
+
+
 def test_measured_vs_model_figure() -> None:
-    rows = [{"algorithm": a, "nbytes": s, "time_us": 10.0 * s, "predicted_us": None if a == "builtin" else 9.0 * s}
-            for a in ("ring", "builtin") for s in (1, 2, 4)]
-    fig = V.measured_vs_model_figure(rows)
-    assert len(fig.axes[0].lines) == 4
+    """Per algorithm, in row order: measured time_us as dots labelled '<algo> measured', then
+    the model's predicted_us as a solid line in the same colour; builtin (no prediction) gets
+    its measured times joined by a dashed line instead; a partial prediction draws no line."""
+    rows = [{"algorithm": a, "nbytes": s, "time_us": t * s,
+             "predicted_us": None if a == "builtin" else 9.0 * s}
+            for a, t in (("ring", 10.0), ("builtin", 7.0), ("tree", 5.0)) for s in (1, 2, 4)]
+    rows[-1]["predicted_us"] = None                       # tree: one size without a model
+    ax = V.measured_vs_model_figure(rows).axes[0]
+    sizes = [1.0, 2.0, 4.0]
+
+    def pts(ys: list[float]) -> list[tuple[float, float]]:
+        return list(zip(sizes, ys))
+    assert [_drawn(ln) for ln in ax.lines] == [
+        ("ring measured", "o", "None", pts([10.0, 20.0, 40.0])),
+        ("", "None", "-", pts([9.0, 18.0, 36.0])),
+        ("builtin measured", "o", "None", pts([7.0, 14.0, 28.0])),
+        ("", "None", "--", pts([7.0, 14.0, 28.0])),
+        ("tree measured", "o", "None", pts([5.0, 10.0, 20.0]))]
+    colors = [ln.get_color() for ln in ax.lines]
+    assert colors[:4] == [V.ALGO_COLORS["ring"]] * 2 + [V.ALGO_COLORS["builtin"]] * 2
+    assert colors[4] == V.ALGO_COLORS["tree"] and len(set(colors)) == 3
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "ring measured", "builtin measured", "tree measured"]
 
 
 def test_plan_figure_rejects_a_step_outside_the_plan() -> None:

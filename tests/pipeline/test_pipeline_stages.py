@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from distlab.pipeline import (STAGE_KINDS, CollateStage, ComputeStage, DecodeSta
                               H2DStage, PinStage, ReadStage, ShardSet, SleepStage, Stage,
                               equal_stages, loading_stages, make_stage, write_shards)
 from distlab.pipeline.cpuwork import burn, matmuls_per_second
-from distlab.pipeline.synthetic_stages import BurnStage
+from distlab.pipeline import data_stages, device_stages, synthetic_stages
+from distlab.pipeline.synthetic_stages import BurnStage, IdentityStage
 
 
 @pytest.fixture()
@@ -98,16 +100,81 @@ def test_stage_contract() -> None:
     assert SleepStage(np.float32(0.5)).cost_s == 0.5     # numpy scalars are numbers
 
 
-def test_make_stage_by_name(shards) -> None:
-    for kind in STAGE_KINDS:
-        st = make_stage(kind, cost_s=0.0, shards=shards)
+class _Costs:
+    """Records the seconds each stage asks to sleep or burn, instead of spending them, so a
+    test sees that a stage takes the cost it was made with (no clock is read)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, float, bool]] = []
+        sleeper = SimpleNamespace(sleep=lambda s: self.calls.append(("sleep", s, False)))
+        for mod in (data_stages, synthetic_stages, device_stages):
+            monkeypatch.setattr(mod, "time", sleeper)
+            monkeypatch.setattr(mod, "burn", self.burn)
+
+    def burn(self, seconds: float, size: int = 128, *, fixed_work: bool = False) -> int:
+        """Stands for :func:`distlab.pipeline.cpuwork.burn`."""
+        self.calls.append(("burn", seconds, fixed_work))
+        return 0
+
+    def take(self) -> list[tuple[str, float, bool]]:
+        """The calls since the last ``take``."""
+        out, self.calls = self.calls, []
+        return out
+
+
+# kind -> (class, category, placement) as the stage modules document them
+MADE = {"read": (ReadStage, "io", "worker"), "decode": (DecodeStage, "cpu", "worker"),
+        "collate": (CollateStage, "cpu", "worker"), "pin": (PinStage, "copy", "host"),
+        "h2d": (H2DStage, "copy", "host"), "compute": (ComputeStage, "compute", "host"),
+        "sleep": (SleepStage, "io", "worker"), "burn": (BurnStage, "cpu", "worker"),
+        "identity": (IdentityStage, "cpu", "worker")}
+
+
+def test_make_stage_by_name(shards, monkeypatch) -> None:
+    """Each kind is the stage it names, placed and grouped as documented, and does its job:
+    read returns the batch's shard records, decode their bytes / 255 as float32, collate
+    stacks, the cost kinds sleep or burn the cost they were made with."""
+    assert set(MADE) == set(STAGE_KINDS)
+    made = {k: make_stage(k, cost_s=0.25, shards=shards, batch_size=4) for k in STAGE_KINDS}
+    for kind, st in made.items():
         st.check()
-        assert st.name == kind
+        cls, category, placement = MADE[kind]
+        assert (type(st), st.name, st.category, st.placement) == (cls, kind, category, placement)
+    assert make_stage("sleep", cost_s=0.1, name="nap").name == "nap"
+    costs = _Costs(monkeypatch)
+    recs = made["read"](1)                      # batch 1 of 4 records: 4, 5, then wraps to 0, 1
+    assert recs == [shards.read_record(i) for i in (4, 5, 6, 7)]
+    assert recs[2] == shards.read_record(0) and recs[0] != recs[1]
+    assert costs.take() == [("sleep", 0.25, False)]            # read: cost_s is its latency
+    dec = made["decode"](recs)
+    assert [(t.dtype, tuple(t.shape)) for t in dec] == [(torch.float32, (8,))] * 4
+    for t, rec in zip(dec, recs):
+        assert torch.equal(t, torch.tensor(list(rec), dtype=torch.float32) / 255.0)
+    assert costs.take() == [("burn", 0.25, False)]
+    batch = made["collate"](dec)
+    assert batch.shape == (4, 8) and torch.equal(batch, torch.stack(dec))
+    assert made["collate"](batch) is batch                     # a tensor passes as it is
+    x = object()
+    assert made["sleep"](x) is x and costs.take() == [("sleep", 0.25, False)]
+    assert made["burn"](x) is x and costs.take() == [("burn", 0.25, False)]
+    assert made["compute"](batch) is batch and costs.take() == [("burn", 0.25, False)]
+    assert made["identity"](x) is x and costs.take() == []
+    assert [made[k].cost_s for k in STAGE_KINDS] == [0.25, 0.25, None, None, None, 0.25, 0.25,
+                                                     0.25, 0.0]
+    for kind in ("pin", "h2d"):                 # moves the batch, or says why it cannot here
+        out = made[kind](batch)
+        if made[kind].skipped:
+            assert out is batch and "no" in made[kind].skipped
+        else:
+            assert (out.is_pinned() if kind == "pin" else out.is_cuda)
+            assert torch.equal(out.cpu(), batch)
+    work = equal_stages("work", 2, 0.5)
+    assert [(s.name, s.placement) for s in work] == [("work0", "worker"), ("work1", "host")]
+    assert work[0](x) is x and costs.take() == [("burn", 0.5, True)]   # fixed amount of work
     with pytest.raises(ValueError, match="stage kind"):
         make_stage("resize")
     with pytest.raises(ValueError, match="shards"):
         make_stage("read")
-    assert [s.name for s in equal_stages("work", 2)] == ["work0", "work1"]
     with pytest.raises(ValueError, match="kind"):
         equal_stages("gpu")
     with pytest.raises(TypeError, match="n must be an int"):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import pytest
+from matplotlib.lines import Line2D
 
-from distlab.profile.load import list_profiles, load_profile, published
+from distlab.profile.load import Profile, list_profiles, load_profile, published
 from distlab.profile.parts import PartResult
 from distlab.profile.writer import write_profile
 from distlab.timeline import Timeline
@@ -85,8 +87,59 @@ def test_figures_keep_published_points_apart(folder: Path) -> None:
     assert len(fig.axes[1].lines) == 2          # zero line + ring's error
     tfig = vp.transfers_figure(p)
     assert any(ln.get_label().startswith("link peak PCIe Gen4") for ln in tfig.axes[0].lines)
-    assert vp.compare_figure(p, p).axes[0].lines
-    assert len(vp.ddp_figure(p).axes[0].patches) == 0
+    ours = {ln.get_label(): ln for ln in fig.axes[0].lines}
+    for algo in ("builtin", "ring"):            # x: sizes, y: the profile's busbw
+        assert _xy(ours[f"ours: {algo}"]) == _curve(p, algo)
+
+
+def _xy(line: Line2D) -> list[tuple[float, float]]:
+    """The (x, y) points a matplotlib line draws."""
+    return [(float(x), float(y)) for x, y in zip(line.get_xdata(), line.get_ydata())]
+
+
+def _curve(p: Profile, algo: str) -> list[tuple[float, float]]:
+    """(size, busbw) of one algorithm in the profile's first collectives run, by size."""
+    rows = p.part("collectives")["runs"][0]["rows"]
+    return sorted((float(r["nbytes"]), float(r["busbw_gbps"])) for r in rows
+                  if r["algorithm"] == algo)
+
+
+def test_compare_figure_draws_both_profiles_curves(folder: Path) -> None:
+    """Each profile's builtin and ring busbw, labelled with its name, solid for the first and
+    dashed for the second; no transfers part: nothing on the right."""
+    a = load_profile(folder)
+    b = copy.deepcopy(a)
+    b.path = folder.parent / "other-box"
+    for r in b.parts["collectives"]["runs"][0]["rows"]:
+        r["busbw_gbps"] *= 3 if r["algorithm"] == "ring" else 2
+    left, right = vp.compare_figure(a, b).axes
+    got = [(ln.get_label(), ln.get_linestyle(), _xy(ln)) for ln in left.lines]
+    assert got == [(f"{prof.name}: gloo ws2 {algo}", ls, _curve(prof, algo))
+                   for prof, ls in ((a, "-"), (b, "--")) for algo in ("builtin", "ring")]
+    assert _curve(a, "ring") != _curve(b, "ring")
+    assert list(right.lines) == []
+
+
+def _ddp_rows() -> list[dict]:
+    return [{"variant": "torch", "bucket_cap_mb": 25.0, "step_s": 0.040, "exposed_s": 0.010,
+             "overlap_fraction": 0.5},
+            {"variant": "local", "bucket_cap_mb": None, "step_s": 0.030, "exposed_s": None,
+             "overlap_fraction": None}]
+
+
+def test_ddp_figure_shows_the_profiles_ddp_rows(folder: Path) -> None:
+    """Bars: step ms and exposed-communication ms per variant (cap in the name), an overlap
+    note per row that has one; without a ddp part the axes say so."""
+    p = load_profile(folder)
+    empty = vp.ddp_figure(p).axes[0]
+    assert list(empty.patches) == [] and [t.get_text() for t in empty.texts] == [
+        "ddp: not in this profile (not run)"]
+    p.parts["ddp"] = {"status": "ok", "rows": _ddp_rows()}
+    ax = vp.ddp_figure(p).axes[0]
+    heights = [round(bar.get_height(), 9) for bar in ax.patches]
+    assert heights == [40.0, 30.0, 10.0, 0.0]            # step bars, then exposed bars
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["torch\n25 MB", "local"]
+    assert [(t.get_text(), t.get_position()) for t in ax.texts] == [("overlap 0.50", (0, 40.0))]
 
 
 def test_published_points_carry_source_and_quote() -> None:
@@ -104,7 +157,8 @@ def _output_text(box) -> str:
     return "".join(o.get("text", "") for o in out.outputs)
 
 
-def test_picker_shows_the_first_profile_then_follows_the_choice(folder: Path, tmp_path: Path) -> None:
+def test_picker_shows_the_first_profile_then_follows_the_choice(folder: Path,
+                                                               tmp_path: Path) -> None:
     second = tmp_path / "root" / "other"
     import shutil
 

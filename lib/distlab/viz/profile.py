@@ -199,7 +199,8 @@ def ddp_lines(profile: Profile) -> list[str]:
 
 
 def ddp_figure(profile: Profile) -> Any:
-    """Step time per DDP variant, split into the no-communication backward and the rest."""
+    """Step time per DDP variant, split into the no-communication backward and the rest; a
+    profile without a ddp part gets empty axes that say so (with the part's status)."""
     check_instance("profile", profile, Profile)
     fig = new_figure(figsize=(7.0, 3.6))
     ax = fig.add_subplot()
@@ -217,6 +218,10 @@ def ddp_figure(profile: Profile) -> Any:
                 ax.text(i, step[i], f"overlap {r['overlap_fraction']:.2f}", ha="center",
                         va="bottom", fontsize=7)
         ax.legend(fontsize=8)
+    else:   # say why the axes are empty, as ddp_lines does
+        status = profile.index.get("parts", {}).get("ddp", {}).get("status", "absent")
+        ax.text(0.5, 0.5, f"ddp: not in this profile ({status})", ha="center", va="center",
+                transform=ax.transAxes)
     ax.set_ylabel("ms per step")
     ax.set_title(f"DDP: {profile.label()}")
     return fig
