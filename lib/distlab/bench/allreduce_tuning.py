@@ -29,25 +29,23 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from distlab import launch
 from distlab.bench import options
 from distlab.bench.allreduce_ranks import expected_result, fill_pattern, size_label
 from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
                                    opt, run_cli)
+from distlab.bench.rotating_rounds import rotating_rounds
 from distlab.collectives.algorithms import build, options_of
 from distlab.collectives.calibration import calibration_sizes
 from distlab.collectives.ops import check_op_dtype
 from distlab.collectives.runtime.execute import all_reduce
-from distlab.collectives.runtime.group import builtin_all_reduce, rank_device, sync_device
+from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator
 from distlab.collectives.tuning import PIECES_CANDIDATES, best_pieces, schedule_seconds
 
@@ -161,23 +159,9 @@ def tuning_rank(rank: int, world_size: int, sizes: list[int], algorithm: str,
             cases.append({"nbytes": count * itemsize, "count": count, "variant": name,
                           "pieces": k, "check": check, "seconds": [], "wrong": wrong,
                           "run": run, "buf": buf, "pristine": pristine})
-    for i in range(warmup + iters):
-        timed = i >= warmup
-        if progress and rank == 0:
-            print(f"[allreduce-tuning] round {i + 1}/{warmup + iters}"
-                  f"{'' if timed else ' (warmup)'}", file=sys.stderr, flush=True)
-        if calibrator is not None:
-            calibrator.run_round(record=timed)
-        order = cases[i % len(cases):] + cases[:i % len(cases)]  # rotate the order each round
-        for case in order:
-            case["buf"].copy_(case["pristine"])
-            sync_device(device)
-            dist.barrier()
-            t0 = time.perf_counter()
-            case["run"](case["buf"])
-            sync_device(device)
-            if timed:
-                case["seconds"].append(time.perf_counter() - t0)
+    rotating_rounds(rank, cases, calibrator, iters, warmup, device, label="allreduce-tuning",
+                    progress=progress, prepare=lambda c: c["buf"].copy_(c["pristine"]),
+                    call=lambda c: c["run"](c["buf"]))
     cal = calibrator.fit().to_dict() if calibrator is not None else None
     keep = ("nbytes", "count", "variant", "pieces", "check", "seconds", "wrong")
     return {"cases": [{k: c[k] for k in keep} for c in cases], "calibration": cal,

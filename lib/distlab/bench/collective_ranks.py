@@ -10,8 +10,6 @@ in paired rounds next to the calibration exchanges.
 from __future__ import annotations
 
 import socket
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +19,11 @@ import torch.distributed as dist
 
 import distlab.collectives.runtime.collectives as RC
 from distlab.bench.allreduce_ranks import fill_pattern
+from distlab.bench.rotating_rounds import rotating_rounds
 from distlab.collectives.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import (builtin_all_gather, builtin_reduce_scatter,
-                                               rank_device, sync_device)
+                                               rank_device)
 from distlab.collectives.runtime.rounds import RoundCalibrator
 
 __all__ = ["DRIVERS", "Driver", "collective_rank"]
@@ -191,22 +190,9 @@ def collective_rank(rank: int, world_size: int, collective: str, sizes: Sequence
                                       itemsize)
         calibrator = RoundCalibrator(cal_sizes, tdtype, "sum" if op == "avg" else op,
                                      device=device, check=True)
-    for i in range(warmup + iters):
-        timed = i >= warmup
-        if progress and rank == 0:
-            print(f"[collective {collective}] round {i + 1}/{warmup + iters}"
-                  f"{'' if timed else ' (warmup)'}", file=sys.stderr, flush=True)
-        if calibrator is not None:
-            calibrator.run_round(record=timed)
-        for case in cases[i % len(cases):] + cases[:i % len(cases)]:
-            case["x"].copy_(case["pristine"])
-            sync_device(device)
-            dist.barrier()
-            t0 = time.perf_counter()
-            case["run"]()
-            sync_device(device)
-            if timed:
-                case["seconds"].append(time.perf_counter() - t0)
+    rotating_rounds(rank, cases, calibrator, iters, warmup, device,
+                    label=f"collective {collective}", progress=progress,
+                    prepare=lambda c: c["x"].copy_(c["pristine"]), call=lambda c: c["run"]())
     keep = ("nbytes", "count", "algorithm", "seconds", "wrong")
     return {"cases": [{k: c[k] for k in keep} for c in cases],
             "calibration": calibrator.fit().to_dict() if calibrator is not None else None,
