@@ -4,12 +4,14 @@ ring, and predict_builtin for gloo calibrations and GPU boxes."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distlab.collectives import Schedule, Step, Transfer, build, cost, predict_builtin, step_costs
 from distlab.collectives.allreduce.gloo_ring import gloo_ring
 from distlab.collectives.calibration import fit_calibration, pattern_terms
 from distlab.collectives.nccl_model import predict_nccl_allreduce
-from distlab.collectives.predict import builtin_schedule, call_model
+from distlab.collectives.predict import builtin_schedule, builtin_step_seconds, call_model
 
 A, B, G, H = 10e-6, 1e-9, 2e-10, 30e-6
 
@@ -117,3 +119,59 @@ def test_call_model_rejects_non_calibrations() -> None:
         call_model(3.0)
     with pytest.raises(ValueError, match="backend"):
         builtin_schedule("nccl", 2, 10, 4)
+
+
+# --- the builtin priced as compiled code, from its measured floor ----------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(2, 8), floor_us=st.floats(50.0, 5000.0),
+       floor_bytes=st.sampled_from([128, 256, 1024, 4096]))
+def test_builtin_floor_is_reproduced_at_its_own_size(p: int, floor_us: float,
+                                                     floor_bytes: int) -> None:
+    """The defining property: priced at the floor's own size, the builtin costs the floor."""
+    cal = {**_cal(p), "builtin_floor": floor_us * 1e-6, "builtin_floor_bytes": floor_bytes}
+    m = call_model(cal)
+    assert m.builtin_step is not None and m.builtin_step >= 0
+    at_floor = m.seconds("builtin", p, floor_bytes // 4, 4)
+    if m.builtin_step > 0:
+        assert at_floor == pytest.approx(floor_us * 1e-6, rel=1e-9)
+    else:  # its bytes alone cost more than the floor: nothing is left for the iterations
+        assert at_floor >= floor_us * 1e-6
+    # a larger buffer costs more, and what it adds is its bytes, not the executor's terms
+    big = m.seconds("builtin", p, 1 << 22, 4)
+    assert big > floor_us * 1e-6
+    sched = builtin_schedule("gloo", p, 1 << 22, 4)
+    assert big == pytest.approx(m.compiled_seconds(sched, 4, m.builtin_step))
+
+
+def test_builtin_step_spreads_the_floor_over_glooss_iterations() -> None:
+    cal = _cal(4)
+    m = call_model(cal)
+    assert m.builtin_step is None  # no floor measured: the executor's terms, as before
+    sched = builtin_schedule("gloo", 4, 64, 4)
+    old = m.schedule_seconds(sched, 4, call_overhead=False)
+    assert m.seconds("builtin", 4, 64, 4) == old
+    moved = m.compiled_seconds(sched, 4, 0.0)
+    per_step = m.compiled_seconds(sched, 4, 1.0) - moved
+    # 4 KiB floor on 4 ranks: 12 iterations of gloo's ring, two in flight
+    assert len(sched.steps) == 12 and 6 < per_step < 12
+    step = builtin_step_seconds(m, 4, moved + 7.5 * per_step, 256, 4)
+    assert m.compiled_seconds(sched, 4, step) == pytest.approx(moved + 7.5 * per_step)
+    assert step == pytest.approx(7.5, rel=0.2)  # two in flight: not quite linear
+    # a floor its bytes alone exceed gives no negative step
+    assert builtin_step_seconds(m, 4, moved / 2, 256, 4) == 0.0
+    with pytest.raises(ValueError, match="floor_seconds"):
+        builtin_step_seconds(m, 4, 0.0, 256, 4)
+    # reductions in compiled code do not pay the torch call's fixed part
+    assert m.reduce_call == pytest.approx(3e-6)
+    assert m.rates is not None
+    less = m.rates.without_call_cost(m.reduce_call)
+    assert all(a == pytest.approx(max(1e-9, b - 3e-6))
+               for a, b in zip(less.reduce_seconds, m.rates.reduce_seconds))
+    with pytest.raises(ValueError, match="call_seconds"):
+        m.rates.without_call_cost(-1.0)
+
+
+def test_nccl_calibration_floor_leaves_builtin_unpriced_by_gloo() -> None:
+    cal = {**_cal(2, backend="nccl"), "builtin_floor": 1e-4, "builtin_floor_bytes": 256}
+    assert call_model(cal).builtin_step is None

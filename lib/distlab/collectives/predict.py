@@ -13,16 +13,25 @@ iterations in flight included; distlab's per-call overhead left out, see
 :meth:`CallModel.seconds`); for NCCL on a GPU box of :mod:`.nccl_boxes`, NCCL's own tuning model
 (:mod:`.nccl_model`).
 
-What the builtin's price still borrows from distlab's executor: the per-step ``handoff`` and
-per-message ``alpha`` were timed through distlab's Python executor, and gloo's C++ loop pays
-less per iteration where Python is slow (one pinned core: about 150 us per gloo iteration against
-about 1 ms per executor step). The calibration has no pattern without the executor, so that
-difference is not measured; where fixed costs dominate (small buffers on slow CPUs) the builtin
-is overpredicted (:mod:`distlab.viz.refit` shows by how much).
+How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
+thread: per iteration it posts a send and a receive, waits, and reduces in C++, where distlab's
+executor pays a Python hand-off per step and a torch call per reduction. So the builtin keeps
+the schedule's bytes terms (``beta(s)`` per size, as every algorithm) but takes its fixed cost
+per iteration from the builtin itself: a calibration that timed the backend's allreduce of its
+smallest size (``builtin_floor``, ``builtin_floor_bytes``: see
+:class:`~.calibration.Calibration`) gives ``builtin_step``, the seconds per iteration that make
+gloo's schedule of that size cost exactly the floor (:func:`builtin_step_seconds`; the call's
+own fixed cost is spread over those iterations, an assumption that over-prices the fixed part
+of a large buffer, which has more iterations, by at most ``(iterations - 4 (p - 1)) *`` that
+share). Its reductions are priced from the reduce series less the torch call's fixed part (the
+reduce fit's ``reduce_offset``). A calibration without a floor (profiles made before it was
+timed) still prices the builtin with the executor's hand-off and alpha, which over-prices it
+where fixed costs dominate (small buffers on slow CPUs).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +49,11 @@ from .presets import _packaged_calibration
 from .regimes import SizeRates, size_rates
 from .schedule import Schedule
 
-__all__ = ["CallModel", "builtin_schedule", "call_model", "predict_builtin"]
+__all__ = ["CallModel", "builtin_schedule", "builtin_step_seconds", "call_model",
+           "predict_builtin"]
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+"""Bytes per element of the calibration dtypes (a calibration names its dtype as a string)."""
 
 BUILTIN_SCHEDULES = {"gloo": "gloo_ring"}
 """The backend whose own allreduce distlab has as a schedule, and that schedule's name."""
@@ -61,6 +74,17 @@ class CallModel:
     duplex: str = "full"
     backend: str = "gloo"
     rates: SizeRates | None = None
+    reduce_call: float = 0.0
+    builtin_step: float | None = None
+
+    def compiled_seconds(self, schedule: Schedule, itemsize: int, step_seconds: float) -> float:
+        """``schedule`` run by a compiled loop (the backend's own): its bytes terms as in
+        :meth:`schedule_seconds`, reductions less the torch call's fixed part
+        (``reduce_call``), and ``step_seconds`` per step instead of the executor's hand-off,
+        alpha and relay."""
+        rates = None if self.rates is None else self.rates.without_call_cost(self.reduce_call)
+        return cost(schedule, 0.0, self.beta, self.gamma, itemsize, duplex=self.duplex,
+                    handoff=step_seconds, rates=rates)
 
     def schedule_seconds(self, schedule: Schedule, itemsize: int, *,
                          call_overhead: bool = True) -> float:
@@ -79,13 +103,16 @@ class CallModel:
         call of distlab's executor costs beyond its steps (a lone exchange called through
         :func:`~.runtime.execute.run_schedule` minus a chained step: Python argument checks,
         plan lookup, dispatch), a path ``torch.distributed.all_reduce`` does not take (it
-        enqueues gloo's C++ ring on the process group's worker thread); the builtin's own call
-        cost is not among the calibration's patterns, so it is left out rather than borrowed.
+        enqueues gloo's C++ ring on the process group's worker thread). With ``builtin_step``
+        (a calibration that timed the builtin's floor) the schedule is priced as compiled code
+        (:meth:`compiled_seconds`); without it, with the executor's fixed terms (see the module
+        docstring).
         """
         if algorithm == "builtin":
-            return self.schedule_seconds(builtin_schedule(self.backend, world_size, count,
-                                                          itemsize), itemsize,
-                                         call_overhead=False)
+            schedule = builtin_schedule(self.backend, world_size, count, itemsize)
+            if self.builtin_step is not None:
+                return self.compiled_seconds(schedule, itemsize, self.builtin_step)
+            return self.schedule_seconds(schedule, itemsize, call_overhead=False)
         opts = {k: v for k, v in (options or {}).items()
                 if v is not None and k in options_of(algorithm)}
         return self.schedule_seconds(build(algorithm, world_size, count, **opts), itemsize)
@@ -116,10 +143,49 @@ def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
             raise ValueError(f"calibration needs alpha, beta and gamma; {key} is missing")
     duplex = check_choice("calibration duplex", str(data.get("duplex", "full")), DUPLEX)
     rates = size_rates(data) if per_size and "world_size" in data else None
-    return CallModel(_number(data, "alpha"), _number(data, "beta"), _number(data, "gamma"),
-                     _number(data, "handoff"), _number(data, "relay"),
-                     _number(data, "call_overhead"), duplex,
-                     backend or str(data.get("backend") or "gloo"), rates)
+    model = CallModel(_number(data, "alpha"), _number(data, "beta"), _number(data, "gamma"),
+                      _number(data, "handoff"), _number(data, "relay"),
+                      _number(data, "call_overhead"), duplex,
+                      backend or str(data.get("backend") or "gloo"), rates,
+                      _number(data, "reduce_offset"))
+    floor, floor_bytes = _number(data, "builtin_floor"), int(_number(data, "builtin_floor_bytes"))
+    world = int(data.get("world_size") or 0)
+    if floor > 0 and floor_bytes > 0 and world >= 2 and model.backend in BUILTIN_SCHEDULES:
+        itemsize = DTYPE_BYTES.get(str(data.get("dtype") or "float32"), 4)
+        model = dataclasses.replace(model, builtin_step=builtin_step_seconds(
+            model, world, floor, floor_bytes, itemsize))
+    return model
+
+
+def builtin_step_seconds(model: CallModel, world_size: int, floor_seconds: float,
+                         floor_bytes: int, itemsize: int = 4) -> float:
+    """Seconds per iteration of the backend's own allreduce such that its schedule for
+    ``floor_bytes`` (:func:`builtin_schedule`), priced as compiled code
+    (:meth:`CallModel.compiled_seconds`), takes ``floor_seconds``: the fixed cost per
+    iteration left once the floor's bytes and reductions are paid (0 if they alone take it).
+    The price is monotone in the step (piecewise linear: two iterations in flight share their
+    fixed parts), so the step is found by bisection to a relative 1e-12.
+
+    Raises:
+        ValueError: ``floor_seconds <= 0``, or a floor buffer of no whole element.
+    """
+    if not floor_seconds > 0:
+        raise ValueError(f"floor_seconds must be > 0, got {floor_seconds!r}")
+    count = check_int("floor_bytes // itemsize", floor_bytes // itemsize, minimum=1)
+    schedule = builtin_schedule(model.backend, world_size, count, itemsize)
+
+    def price(step: float) -> float:
+        return model.compiled_seconds(schedule, itemsize, step)
+
+    if price(0.0) >= floor_seconds or not schedule.steps:
+        return 0.0
+    lo, hi = 0.0, floor_seconds
+    while price(hi) < floor_seconds:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1e-12 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if price(mid) < floor_seconds else (lo, mid)
+    return (lo + hi) / 2
 
 
 def builtin_schedule(backend: str, world_size: int, count: int, itemsize: int) -> Schedule:

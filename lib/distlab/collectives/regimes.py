@@ -29,6 +29,7 @@ calibration's ``beta`` at every size and the prediction is the constant model's.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,15 @@ class SizeRates:
         if nbytes >= xs[-1]:
             return ys[-1] * nbytes / xs[-1]
         return float(np.exp(np.interp(np.log(nbytes), np.log(xs), np.log(ys))))
+
+    def without_call_cost(self, call_seconds: float) -> SizeRates:
+        """These rates with ``call_seconds`` taken off every reduction (each at least 1 ns):
+        the reduce series times one torch call per size from Python, whose fixed part a
+        reduction inside compiled code (gloo's own loop) does not pay."""
+        if not np.isfinite(call_seconds) or call_seconds < 0:
+            raise ValueError(f"call_seconds must be finite and >= 0, got {call_seconds}")
+        return dataclasses.replace(self, reduce_seconds=tuple(
+            max(1e-9, v - call_seconds) for v in self.reduce_seconds))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (lists)."""

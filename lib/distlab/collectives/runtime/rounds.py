@@ -8,7 +8,10 @@ collectives), so a burst of load hits the calibration and the measurement alike,
 uses exactly the rounds the rows are medians of. The patterns and the fit are described in
 :mod:`distlab.collectives.calibration`; per point, the slowest rank of each round, then the
 median over rounds (as the benchmark takes its rows). Nothing of the collectives being
-predicted enters the fit.
+predicted enters the fit, with one stated exception: each round also times the backend's own
+allreduce of the *smallest* calibration size (``builtin_floor``: what a call of the backend's
+compiled loop costs when it moves almost no bytes, the one cost of the builtin that no pattern
+run through distlab's executor can show; see :mod:`distlab.collectives.predict`).
 
 :func:`calibrate` is the same calibrator run on its own (``warmup`` unrecorded rounds, then
 ``iters`` recorded ones), for callers that have no rounds of their own (the DDP lab).
@@ -31,7 +34,7 @@ from ..calibration import (Calibration, exchange_schedule, fit_calibration, onew
                            shift_schedule)
 from ..ops import check_op
 from .execute import run_schedule
-from .group import group_info, reducer, sync_device
+from .group import builtin_all_reduce, group_info, reducer, sync_device
 
 __all__ = ["DEFAULT_SIZES", "RoundCalibrator", "calibrate", "calibrate_local", "calibrate_rank"]
 
@@ -76,7 +79,9 @@ class RoundCalibrator:
                         shift_schedule(self.world, c, self.chain)) for c in counts]
         self._shift = [torch.ones(self.world * c, dtype=dtype, device=self.device)
                        for c in counts] if self.world > 2 else []
-        # per round and size: [exchange step, oneway step, single, reduce, shift step] seconds
+        self._floor_buf = torch.ones(min(counts), dtype=dtype, device=self.device)
+        # per round: per size [exchange step, oneway step, single, reduce, shift step] seconds,
+        # then the builtin allreduce of the smallest size
         self.rounds: list[list[float]] = []
 
     def _timed(self, fn: Callable[[], Any]) -> float:
@@ -107,6 +112,8 @@ class RoundCalibrator:
                 row.append(self._timed(lambda: self._run(shift, sbuf)) / self.chain)
             else:
                 row.append(row[-4])
+        row.append(self._timed(lambda: builtin_all_reduce(self._floor_buf, "sum", self.group)))
+        self._floor_buf.fill_(1)  # repeated sums would overflow over many rounds
         if record:
             self.rounds.append(row)
 
@@ -116,11 +123,16 @@ class RoundCalibrator:
             raise RuntimeError("RoundCalibrator.fit needs at least one recorded round")
         data = torch.tensor(self.rounds, dtype=torch.float64)
         dist.all_reduce(data, op=dist.ReduceOp.MAX, group=self.group)
-        med = np.median(data.numpy(), axis=0).reshape(len(self.sizes), 5)
-        exch, oneway, single, red, shift = (med[:, i] for i in range(5))
+        slowest = data.numpy()
+        med = np.median(slowest, axis=0)
+        per_size = med[:-1].reshape(len(self.sizes), 5)
+        exch, oneway, single, red, shift = (per_size[:, i] for i in range(5))
         return fit_calibration(self.sizes, exch, oneway, single, red, shift,
                                world_size=self.world, backend=self.backend,
-                               dtype=str(self.dtype).replace("torch.", ""), method=method)
+                               dtype=str(self.dtype).replace("torch.", ""), method=method,
+                               builtin_floor=float(med[-1]),
+                               builtin_floor_bytes=self._floor_buf.numel() * self.itemsize,
+                               round_seconds=slowest.tolist())
 
 
 def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: int = 3,
