@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from distlab.collectives.refit import refit_profile
 from distlab.viz.figure import DisplayFigure
-from distlab.viz.refit import (error_by_size_table, refit_figure, refit_runs, spread_table,
-                               travel_table)
+from distlab.viz.refit import (error_by_size_table, noise_figure, refit_figure, refit_runs,
+                               spread_table, travel_table)
 
 PROFILES = Path(__file__).resolve().parents[2] / "results" / "profiles"
 VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
@@ -45,3 +46,27 @@ def test_tables_name_profiles_and_every_judged_row() -> None:
 def test_refit_runs_needs_a_profile() -> None:
     with pytest.raises(ValueError, match="at least one"):
         refit_runs([])
+
+
+def test_noise_figure_draws_each_judged_row_error_against_its_noise() -> None:
+    runs = refit_profile(VM)
+    fig = noise_figure(runs)
+    ax = fig.axes[0]
+    assert len(ax.collections) == len(runs)
+    for coll, run in zip(ax.collections, runs):
+        judged = [r for r in run.rows if r["nbytes"] >= 64 * 1024 and r["algorithm"] in
+                  ("ring", "tree", "recursive_doubling", "rabenseifner", "builtin")]
+        got = sorted(map(tuple, coll.get_offsets().tolist()))
+        want = sorted((max(r["noise_pct"], 0.1), max(abs(r["error_pct"]), 0.1)) for r in judged)
+        assert np.allclose(got, want, rtol=1e-9)
+        inside = sum(r["within_noise"] for r in judged)
+        assert f"({inside}/{len(judged)} in noise)" in coll.get_label()
+    assert any(ln.get_label() == "|error| = noise" for ln in ax.get_lines())
+
+
+def test_noise_figure_needs_rows_with_rounds() -> None:
+    run = refit_profile(VM)[0]
+    run.rows = [{k: v for k, v in r.items() if k != "noise_pct"} | {"noise_pct": None}
+                for r in run.rows]
+    with pytest.raises(ValueError, match="kept its rounds"):
+        noise_figure([run])

@@ -16,7 +16,12 @@ It prints, per profile and world size (and per profile), the median, 90th percen
 of ``|error%|`` over the judged rows (by default sizes >= 64 KiB of ring, tree,
 recursive_doubling, rabenseifner and builtin: the targets of issue 19), before (the predictions
 stored in the profile, made when it was measured; builtin had none) and after (this model), and
-whether the after numbers meet the target (median <= 15%, p90 <= 35%). ``--json OUT`` writes
+whether the after numbers meet the target (median <= 15%, p90 <= 35%). Beside them, how well the
+rows themselves are known (:mod:`.row_noise`): the median and p90 of the rows' ``noise_pct``
+(how far each row's median round could land on a re-run of the same rounds, a 90% bootstrap
+interval) and ``in noise`` (rows whose prediction lies inside that interval / judged rows). Where
+the noise is as large as the target, a miss cannot be told from the measurement's own scatter;
+where it is small and the prediction is outside, the model is wrong. ``--json OUT`` writes
 every run with its rows in the profile's format (``predicted_us`` and ``error_pct`` filled,
 ``stored_predicted_us``/``stored_error_pct`` keep the old ones) and the summary. A bad argument
 exits 2 with one error line.
@@ -43,6 +48,7 @@ from distlab.bench.provenance import provenance, write_json
 from distlab.profile.load import Profile, load_profile
 
 from .predict import CallModel, call_model
+from .row_noise import row_noise
 
 __all__ = ["SUMMARY_COLUMNS", "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES",
            "TARGET_P90_PCT", "ErrorStats", "RefitRun", "error_stats", "main", "refit_profile",
@@ -116,17 +122,23 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
                model: CallModel) -> list[dict[str, Any]]:
     """Each row (profile format: ``algorithm``, ``nbytes``, ``count``, ``time_us`` ...) with
     ``predicted_us`` and ``error_pct = 100 (measured - predicted) / predicted`` from ``model``;
-    the stored values move to ``stored_predicted_us`` / ``stored_error_pct``."""
+    the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A row that kept
+    its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
+    (:mod:`.row_noise`: how far its median could land on a re-run, and whether the prediction
+    lies inside that interval); otherwise both are None."""
     out = []
     for row in rows:
         count = int(row["count"])
         itemsize = int(row["nbytes"]) // count if count else 4
         predicted = model.seconds(row["algorithm"], world_size, count, itemsize) * 1e6
         measured = float(row["time_us"])
+        noise = row_noise(row)
         out.append({**row, "predicted_us": predicted,
                     "error_pct": 100.0 * (measured - predicted) / predicted if predicted else None,
                     "stored_predicted_us": row.get("predicted_us"),
-                    "stored_error_pct": row.get("error_pct")})
+                    "stored_error_pct": row.get("error_pct"),
+                    "noise_pct": None if noise is None else noise.noise_pct,
+                    "within_noise": None if noise is None else noise.holds(predicted * 1e-6)})
     return out
 
 
@@ -180,7 +192,8 @@ SUMMARY_COLUMNS = (
     Column("p90%", "before_p90", ".1f"), Column("max%", "before_max", ".1f"),
     Column("n after", "after_n"), Column("median%", "after_median", ".1f"),
     Column("p90%", "after_p90", ".1f"), Column("max%", "after_max", ".1f"),
-    Column("target", "target"))
+    Column("target", "target"), Column("noise median%", "noise_median", ".1f"),
+    Column("noise p90%", "noise_p90", ".1f"), Column("in noise", "within_noise"))
 
 
 def _summary_row(profile: str, calibrated_on: str, backend: str, ws: Any,
@@ -189,11 +202,16 @@ def _summary_row(profile: str, calibrated_on: str, backend: str, ws: Any,
     algos = None if algorithms is None else tuple(algorithms)
     before = error_stats(rows, "stored_error_pct", min_bytes=min_bytes, algorithms=algos)
     after = error_stats(rows, "error_pct", min_bytes=min_bytes, algorithms=algos)
+    noise = error_stats(rows, "noise_pct", min_bytes=min_bytes, algorithms=algos)
+    judged = [r for r in rows if r.get("within_noise") is not None
+              and r["nbytes"] >= min_bytes and (algos is None or r["algorithm"] in algos)]
+    inside = f"{sum(bool(r['within_noise']) for r in judged)}/{len(judged)}" if judged else "-"
     return {"profile": profile, "calibrated_on": calibrated_on, "backend": backend,
             "world_size": ws, "before_n": before.n, "before_median": before.median,
             "before_p90": before.p90, "before_max": before.max, "after_n": after.n,
             "after_median": after.median, "after_p90": after.p90, "after_max": after.max,
-            "target": "met" if after.meets_target else "missed"}
+            "target": "met" if after.meets_target else "missed",
+            "noise_median": noise.median, "noise_p90": noise.p90, "within_noise": inside}
 
 
 def summary_rows(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
