@@ -52,17 +52,19 @@ def test_calibrate_on_two_ranks() -> None:
     assert cal.shift_seconds == cal.comm_seconds, "with 2 ranks the shift is the exchange"
     # every recorded round is kept (slowest rank), and the series are their medians
     rounds = np.asarray(cal.round_seconds)
-    assert rounds.shape == (3, 3 * 5 + 1)
+    assert rounds.shape == (3, 3 * 5 + 2)
     med = np.median(rounds, axis=0)
     for i, name in enumerate(("comm_seconds", "oneway_seconds", "single_seconds",
                               "reduce_seconds", "shift_seconds")):
-        assert np.allclose(med[i:-1:5], getattr(cal, name), rtol=1e-12), name
-    # the builtin's floor: gloo's own allreduce of the smallest size, timed in the same rounds
-    assert cal.builtin_floor_bytes == 1024 and cal.builtin_floor == pytest.approx(med[-1])
+        assert np.allclose(med[i:-2:5], getattr(cal, name), rtol=1e-12), name
+    # the builtin's floor (gloo's own allreduce of the smallest size) and call (of an empty
+    # tensor), timed in the same rounds
+    assert cal.builtin_floor_bytes == 1024 and cal.builtin_floor == pytest.approx(med[-2])
+    assert cal.builtin_call == pytest.approx(med[-1]) and cal.builtin_call > 0
     refit = fit_calibration(cal.sizes, *series, world_size=2, backend="gloo", method="upfront",
                             builtin_floor=cal.builtin_floor,
                             builtin_floor_bytes=cal.builtin_floor_bytes,
-                            round_seconds=cal.round_seconds)
+                            builtin_call=cal.builtin_call, round_seconds=cal.round_seconds)
     assert refit == cal
     for nbytes, measured in zip(cal.sizes, cal.comm_seconds):
         model = cost(exchange_schedule(2, nbytes // 4, 1), cal.alpha, cal.beta, 0.0, 4,

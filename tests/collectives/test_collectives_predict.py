@@ -125,12 +125,17 @@ def test_call_model_rejects_non_calibrations() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(p=st.integers(2, 8), floor_us=st.floats(50.0, 5000.0),
-       floor_bytes=st.sampled_from([128, 256, 1024, 4096]))
+       floor_bytes=st.sampled_from([128, 256, 1024, 4096]),
+       call_share=st.floats(0.0, 1.2))
 def test_builtin_floor_is_reproduced_at_its_own_size(p: int, floor_us: float,
-                                                     floor_bytes: int) -> None:
-    """The defining property: priced at the floor's own size, the builtin costs the floor."""
-    cal = {**_cal(p), "builtin_floor": floor_us * 1e-6, "builtin_floor_bytes": floor_bytes}
+                                                     floor_bytes: int, call_share: float) -> None:
+    """The defining property: priced at the floor's own size, the builtin costs the floor;
+    the call's share of it is paid once, the rest per iteration."""
+    call = call_share * floor_us * 1e-6
+    cal = {**_cal(p), "builtin_floor": floor_us * 1e-6, "builtin_floor_bytes": floor_bytes,
+           "builtin_call": call}
     m = call_model(cal)
+    assert m.builtin_call == pytest.approx(min(call, floor_us * 1e-6))
     assert m.builtin_step is not None and m.builtin_step >= 0
     at_floor = m.seconds("builtin", p, floor_bytes // 4, 4)
     if m.builtin_step > 0:
@@ -141,7 +146,7 @@ def test_builtin_floor_is_reproduced_at_its_own_size(p: int, floor_us: float,
     big = m.seconds("builtin", p, 1 << 22, 4)
     assert big > floor_us * 1e-6
     sched = builtin_schedule("gloo", p, 1 << 22, 4)
-    assert big == pytest.approx(m.compiled_seconds(sched, 4, m.builtin_step))
+    assert big == pytest.approx(m.builtin_call + m.compiled_seconds(sched, 4, m.builtin_step))
 
 
 def test_builtin_step_spreads_the_floor_over_glooss_iterations() -> None:
@@ -175,3 +180,35 @@ def test_builtin_step_spreads_the_floor_over_glooss_iterations() -> None:
 def test_nccl_calibration_floor_leaves_builtin_unpriced_by_gloo() -> None:
     cal = {**_cal(2, backend="nccl"), "builtin_floor": 1e-4, "builtin_floor_bytes": 256}
     assert call_model(cal).builtin_step is None
+
+
+def test_call_cost_is_paid_once_and_iterations_per_iteration() -> None:
+    """Two calibrations with the same floor: the one whose floor is mostly the call has cheap
+    iterations; both reproduce the floor and pay the call once at any size."""
+    base = {**_cal(2), "builtin_floor": 600e-6, "builtin_floor_bytes": 256}
+    per_iter = call_model({**base, "builtin_call": 0.0})
+    mostly_call = call_model({**base, "builtin_call": 500e-6})
+    assert mostly_call.builtin_step < per_iter.builtin_step
+    n = 1 << 24  # 64 MiB: 64 iterations of gloo's ring on 2 ranks, against 4 at the floor
+    sched = builtin_schedule("gloo", 2, n, 4)
+    assert len(sched.steps) == 64
+    for m in (per_iter, mostly_call):
+        assert m.seconds("builtin", 2, 64, 4) == pytest.approx(600e-6, rel=1e-9)
+        assert m.seconds("builtin", 2, n, 4) == pytest.approx(
+            m.builtin_call + m.compiled_seconds(sched, 4, m.builtin_step))
+
+
+def test_resolution_rule_keeps_unresolved_sizes_at_the_one_beta() -> None:
+    """A per-size beta is read only where a size's bytes cost more than the fit's scatter."""
+    from distlab.collectives.regimes import size_rates
+    cal = _cal(2)
+    sizes = cal["sizes"]
+    # a slow small exchange: fitted alone it would be priced as bytes at 1 KiB
+    cal = {**cal, "comm_seconds": [cal["comm_seconds"][0] * 3] + cal["comm_seconds"][1:],
+           "oneway_seconds": [cal["oneway_seconds"][0] * 3] + cal["oneway_seconds"][1:],
+           "comm_max_rel_residual": 0.5}
+    rates = size_rates(cal)
+    assert rates is not None and sizes[0] == 1024
+    assert rates.beta[0] == pytest.approx(cal["beta"])  # unresolved: the one beta
+    cal["comm_max_rel_residual"] = 0.0  # every size resolved: 1 KiB is fitted alone
+    assert size_rates(cal).beta[0] > 10 * cal["beta"]

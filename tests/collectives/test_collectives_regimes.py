@@ -55,12 +55,16 @@ def test_a_jump_in_the_series_is_priced_at_its_size() -> None:
     above = [b for s, b in zip(rates.sizes, rates.beta) if s > jump]
     assert np.allclose(above, 3 * B, rtol=0.05)   # each size priced from its own points
     assert cal.beta < 2.5 * B                      # the one beta averages the regimes away
-    # the calibration's own exchange step is reproduced at every size, jump or not
+    # the calibration's own exchange step is reproduced at every size, jump or not; where the
+    # bytes are below the fit's scatter (one beta there), to within that scatter
     for s, measured in zip(SIZES, cal.comm_seconds):
         step = exchange_schedule(2, s // 4)
         priced = cost(step, cal.alpha, cal.beta, cal.gamma, 4, duplex="shared",
                       handoff=cal.handoff, rates=rates)
-        assert priced == pytest.approx(measured, rel=0.02), s
+        fixed = cal.handoff + 2 * cal.alpha
+        unresolved = cal.beta * 4 * s < cal.comm_max_rel_residual * fixed
+        tol = cal.comm_max_rel_residual * fixed / measured if unresolved else 0.02
+        assert priced == pytest.approx(measured, rel=max(tol, 0.02)), s
     # a ring of 2 MiB messages (above the jump) is priced at 3 B per byte
     big = build("ring", 2, 2**20)
     priced = cost(big, cal.alpha, cal.beta, cal.gamma, 4, duplex="shared", handoff=cal.handoff,

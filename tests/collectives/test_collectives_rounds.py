@@ -79,9 +79,11 @@ def test_oneway_schedule_and_calibration_sizes() -> None:
 def test_round_calibrator_on_two_ranks() -> None:
     out = launch.run(round_calibration_worker, 2, timeout=150)
     # 5 points per size, then the builtin allreduce of the smallest size (the builtin's floor)
-    assert out[0]["rounds"] == 2 and out[0]["points"] == 3 * 5 + 1
+    # and of an empty tensor (the call alone)
+    assert out[0]["rounds"] == 2 and out[0]["points"] == 3 * 5 + 2
     cal = out[0]["cal"]
     assert cal["builtin_floor_bytes"] == 4096 and cal["builtin_floor"] > 0
+    assert cal["builtin_call"] > 0
     assert len(cal["round_seconds"]) == 2
     assert cal == out[1]["cal"]  # the fit is collective: every rank gets the same numbers
     assert cal["method"] == "rounds" and cal["duplex"] == "shared"

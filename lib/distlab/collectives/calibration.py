@@ -15,9 +15,10 @@ Per calibration size ``s`` (bytes), through the same executor as the algorithms:
 - ``reduce``: the executor's in-place reduction of ``s`` bytes (gamma);
 - ``shift`` (``p > 2``): ring-shift steps, every rank sending ``s`` bytes to ``r + 1`` (``M = p``,
   ``B = 2 p s``, all ``p`` ranks linked in one cycle, as in a ring step);
-- ``builtin floor`` (once per round, not per size): the backend's own allreduce of the smallest
-  calibration size, the fixed cost of its compiled loop (``builtin_floor``; it prices only the
-  builtin, see :mod:`distlab.collectives.predict`).
+- ``builtin floor`` and ``builtin call`` (once per round, not per size): the backend's own
+  allreduce of the smallest calibration size (``builtin_floor``) and of an empty tensor
+  (``builtin_call``: the call without any iteration of the backend's loop); they price only the
+  builtin, see :mod:`distlab.collectives.predict`.
 
 The per-step times of the three patterns are fitted together (:func:`distlab.fit.fit_terms`) as
 ``t = handoff + alpha M + beta B + relay (linked ranks - 2)``: patterns with different message
@@ -83,6 +84,7 @@ class Calibration:
     shift_seconds: list[float] = field(default_factory=list)
     builtin_floor: float = 0.0
     builtin_floor_bytes: int = 0
+    builtin_call: float = 0.0
     round_seconds: list[list[float]] = field(default_factory=list)
 
     @property
@@ -194,11 +196,11 @@ def fit_calibration(sizes: Sequence[int], exchange_s: Sequence[float],
                     reduce_s: Sequence[float], shift_s: Sequence[float], *, world_size: int,
                     backend: str = "", dtype: str = "float32",
                     method: str = "rounds", builtin_floor: float = 0.0,
-                    builtin_floor_bytes: int = 0,
+                    builtin_floor_bytes: int = 0, builtin_call: float = 0.0,
                     round_seconds: Sequence[Sequence[float]] = ()) -> Calibration:
     """The :class:`Calibration` of per-size median step times (seconds; one value per size of
     ``sizes`` in every series; see the module docstring for the patterns). ``builtin_floor``,
-    ``builtin_floor_bytes`` and ``round_seconds`` are stored as given (see
+    ``builtin_floor_bytes``, ``builtin_call`` and ``round_seconds`` are stored as given (see
     :class:`Calibration`).
 
     With ``world_size == 2`` the shift is the exchange (pass the exchange series again).
@@ -226,5 +228,5 @@ def fit_calibration(sizes: Sequence[int], exchange_s: Sequence[float],
                        [int(v) for v in sizes], red.tolist(), red_fit.intercept_s, backend,
                        world_size, dtype, "exchange", "shared", overhead, single.tolist(),
                        handoff, method, oneway.tolist(), relay, shift.tolist(),
-                       float(builtin_floor), int(builtin_floor_bytes),
+                       float(builtin_floor), int(builtin_floor_bytes), float(builtin_call),
                        [[float(v) for v in r] for r in round_seconds])

@@ -16,17 +16,22 @@ iterations in flight included; distlab's per-call overhead left out, see
 How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
 thread: per iteration it posts a send and a receive, waits, and reduces in C++, where distlab's
 executor pays a Python hand-off per step and a torch call per reduction. So the builtin keeps
-the schedule's bytes terms (``beta(s)`` per size, as every algorithm) but takes its fixed cost
-per iteration from the builtin itself: a calibration that timed the backend's allreduce of its
-smallest size (``builtin_floor``, ``builtin_floor_bytes``: see
-:class:`~.calibration.Calibration`) gives ``builtin_step``, the seconds per iteration that make
-gloo's schedule of that size cost exactly the floor (:func:`builtin_step_seconds`; the call's
-own fixed cost is spread over those iterations, an assumption that over-prices the fixed part
-of a large buffer, which has more iterations, by at most ``(iterations - 4 (p - 1)) *`` that
-share). Its reductions are priced from the reduce series less the torch call's fixed part (the
-reduce fit's ``reduce_offset``). A calibration without a floor (profiles made before it was
-timed) still prices the builtin with the executor's hand-off and alpha, which over-prices it
-where fixed costs dominate (small buffers on slow CPUs).
+the schedule's bytes terms (``beta(s)`` per size, as every algorithm) and takes its fixed costs
+from the builtin itself, timed by the calibration in the same rounds
+(:class:`~.calibration.Calibration`):
+
+- ``builtin_call``: an allreduce of an empty tensor, the call alone (handed to the worker thread
+  and back, no iteration of the loop), paid once per call;
+- ``builtin_step``: seconds per iteration, such that gloo's schedule of the floor's size
+  (``builtin_floor_bytes``, the smallest calibration size) costs the measured ``builtin_floor``
+  less ``builtin_call`` (:func:`builtin_step_seconds`);
+- reductions: the reduce series less the torch call's fixed part (the reduce fit's
+  ``reduce_offset``), which a reduction inside the C++ loop does not pay.
+
+A calibration without a floor (profiles made before it was timed) still prices the builtin with
+the executor's hand-off and alpha, which over-prices it where fixed costs dominate (small
+buffers on slow CPUs); one with a floor but no call (never written by a released version)
+counts the whole floor per iteration.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class CallModel:
     rates: SizeRates | None = None
     reduce_call: float = 0.0
     builtin_step: float | None = None
+    builtin_call: float = 0.0
 
     def compiled_seconds(self, schedule: Schedule, itemsize: int, step_seconds: float) -> float:
         """``schedule`` run by a compiled loop (the backend's own): its bytes terms as in
@@ -111,7 +117,8 @@ class CallModel:
         if algorithm == "builtin":
             schedule = builtin_schedule(self.backend, world_size, count, itemsize)
             if self.builtin_step is not None:
-                return self.compiled_seconds(schedule, itemsize, self.builtin_step)
+                return self.builtin_call + self.compiled_seconds(schedule, itemsize,
+                                                                 self.builtin_step)
             return self.schedule_seconds(schedule, itemsize, call_overhead=False)
         opts = {k: v for k, v in (options or {}).items()
                 if v is not None and k in options_of(algorithm)}
@@ -149,11 +156,13 @@ def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
                       backend or str(data.get("backend") or "gloo"), rates,
                       _number(data, "reduce_offset"))
     floor, floor_bytes = _number(data, "builtin_floor"), int(_number(data, "builtin_floor_bytes"))
+    call = min(_number(data, "builtin_call"), floor)
     world = int(data.get("world_size") or 0)
     if floor > 0 and floor_bytes > 0 and world >= 2 and model.backend in BUILTIN_SCHEDULES:
         itemsize = DTYPE_BYTES.get(str(data.get("dtype") or "float32"), 4)
-        model = dataclasses.replace(model, builtin_step=builtin_step_seconds(
-            model, world, floor, floor_bytes, itemsize))
+        step = builtin_step_seconds(model, world, floor - call, floor_bytes, itemsize) \
+            if floor > call else 0.0
+        model = dataclasses.replace(model, builtin_step=step, builtin_call=call)
     return model
 
 
@@ -161,8 +170,9 @@ def builtin_step_seconds(model: CallModel, world_size: int, floor_seconds: float
                          floor_bytes: int, itemsize: int = 4) -> float:
     """Seconds per iteration of the backend's own allreduce such that its schedule for
     ``floor_bytes`` (:func:`builtin_schedule`), priced as compiled code
-    (:meth:`CallModel.compiled_seconds`), takes ``floor_seconds``: the fixed cost per
-    iteration left once the floor's bytes and reductions are paid (0 if they alone take it).
+    (:meth:`CallModel.compiled_seconds`), takes ``floor_seconds`` (the measured floor less the
+    call's own cost): the fixed cost per iteration left once the floor's bytes and reductions
+    are paid (0 if they alone take it).
     The price is monotone in the step (piecewise linear: two iterations in flight share their
     fixed parts), so the step is found by bisection to a relative 1e-12.
 

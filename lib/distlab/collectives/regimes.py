@@ -13,7 +13,11 @@ prices each size from its own points:
   alone, given the fixed terms: ``fit_terms({"beta": bytes}, measured, known=handoff + alpha
   messages + relay ranks)`` over the exchange, one-way and (more than 2 ranks) ring-shift
   points of size ``s`` (:func:`distlab.fit.fit_terms`: relative error, ``beta(s) >= 0``, so a
-  size whose fixed terms already take all the measured time gets 0);
+  size whose fixed terms already take all the measured time gets 0). At a size whose bytes,
+  priced with the calibration's one ``beta``, cost less than the fit's own scatter
+  (``comm_max_rel_residual`` times the size's fixed terms), the bytes are not resolved there, and
+  ``beta(s)`` is that one ``beta``: fitted alone, it would price the scatter of the fixed terms
+  as bytes (1e-6 s/B, 4000 times the link's rate, at 256 B on the 2-core VM);
 - ``reduce(s)``: the measured time of reducing ``s`` bytes in place, read off the reduce series
   (it holds what one reduction call costs at that size, call included).
 
@@ -141,6 +145,10 @@ def size_rates(cal: Calibration | Mapping[str, Any]) -> SizeRates | None:
     betas = []
     for j in range(len(c.sizes)):
         fixed = [c.handoff + c.alpha * terms[k][0][j] + c.relay * terms[k][2][j] for k in used]
+        moved = [c.beta * terms[k][1][j] for k in used]
+        if max(moved) < c.comm_max_rel_residual * min(fixed):
+            betas.append(c.beta)  # bytes below the fit's own scatter: not resolved at this size
+            continue
         fit = fit_terms({"beta": [terms[k][1][j] for k in used]},
                         [measured[k][j] for k in used], known=fixed)
         betas.append(fit.coef["beta"])

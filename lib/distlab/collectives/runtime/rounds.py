@@ -10,8 +10,10 @@ uses exactly the rounds the rows are medians of. The patterns and the fit are de
 median over rounds (as the benchmark takes its rows). Nothing of the collectives being
 predicted enters the fit, with one stated exception: each round also times the backend's own
 allreduce of the *smallest* calibration size (``builtin_floor``: what a call of the backend's
-compiled loop costs when it moves almost no bytes, the one cost of the builtin that no pattern
-run through distlab's executor can show; see :mod:`distlab.collectives.predict`).
+compiled loop costs when it moves almost no bytes) and of an empty tensor (``builtin_call``:
+the call alone, handed to the process group's worker and back, with no iteration of its loop),
+the two costs of the builtin that no pattern run through distlab's executor can show (see
+:mod:`distlab.collectives.predict`).
 
 :func:`calibrate` is the same calibrator run on its own (``warmup`` unrecorded rounds, then
 ``iters`` recorded ones), for callers that have no rounds of their own (the DDP lab).
@@ -80,8 +82,9 @@ class RoundCalibrator:
         self._shift = [torch.ones(self.world * c, dtype=dtype, device=self.device)
                        for c in counts] if self.world > 2 else []
         self._floor_buf = torch.ones(min(counts), dtype=dtype, device=self.device)
+        self._empty = torch.ones(0, dtype=dtype, device=self.device)
         # per round: per size [exchange step, oneway step, single, reduce, shift step] seconds,
-        # then the builtin allreduce of the smallest size
+        # then the builtin allreduce of the smallest size and of an empty tensor
         self.rounds: list[list[float]] = []
 
     def _timed(self, fn: Callable[[], Any]) -> float:
@@ -114,6 +117,7 @@ class RoundCalibrator:
                 row.append(row[-4])
         row.append(self._timed(lambda: builtin_all_reduce(self._floor_buf, "sum", self.group)))
         self._floor_buf.fill_(1)  # repeated sums would overflow over many rounds
+        row.append(self._timed(lambda: builtin_all_reduce(self._empty, "sum", self.group)))
         if record:
             self.rounds.append(row)
 
@@ -125,12 +129,12 @@ class RoundCalibrator:
         dist.all_reduce(data, op=dist.ReduceOp.MAX, group=self.group)
         slowest = data.numpy()
         med = np.median(slowest, axis=0)
-        per_size = med[:-1].reshape(len(self.sizes), 5)
+        per_size = med[:-2].reshape(len(self.sizes), 5)
         exch, oneway, single, red, shift = (per_size[:, i] for i in range(5))
         return fit_calibration(self.sizes, exch, oneway, single, red, shift,
                                world_size=self.world, backend=self.backend,
                                dtype=str(self.dtype).replace("torch.", ""), method=method,
-                               builtin_floor=float(med[-1]),
+                               builtin_floor=float(med[-2]), builtin_call=float(med[-1]),
                                builtin_floor_bytes=self._floor_buf.numel() * self.itemsize,
                                round_seconds=slowest.tolist())
 
