@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -61,10 +62,12 @@ def test_calibrate_on_two_ranks() -> None:
     # tensor), timed in the same rounds
     assert cal.builtin_floor_bytes == 1024 and cal.builtin_floor == pytest.approx(med[-2])
     assert cal.builtin_call == pytest.approx(med[-1]) and cal.builtin_call > 0
+    assert cal.cpus_allowed == len(os.sched_getaffinity(0)) and cal.local_world_size == 2
     refit = fit_calibration(cal.sizes, *series, world_size=2, backend="gloo", method="upfront",
                             builtin_floor=cal.builtin_floor,
                             builtin_floor_bytes=cal.builtin_floor_bytes,
-                            builtin_call=cal.builtin_call, round_seconds=cal.round_seconds)
+                            builtin_call=cal.builtin_call, cpus_allowed=cal.cpus_allowed,
+                            local_world_size=cal.local_world_size, round_seconds=cal.round_seconds)
     assert refit == cal
     for nbytes, measured in zip(cal.sizes, cal.comm_seconds):
         model = cost(exchange_schedule(2, nbytes // 4, 1), cal.alpha, cal.beta, 0.0, 4,

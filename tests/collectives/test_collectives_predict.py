@@ -212,3 +212,40 @@ def test_resolution_rule_keeps_unresolved_sizes_at_the_one_beta() -> None:
     assert rates.beta[0] == pytest.approx(cal["beta"])  # unresolved: the one beta
     cal["comm_max_rel_residual"] = 0.0  # every size resolved: 1 KiB is fitted alone
     assert size_rates(cal).beta[0] > 10 * cal["beta"]
+
+
+def test_without_free_cores_bytes_and_reduction_add_up() -> None:
+    kw = {"duplex": "half", "handoff": H}
+    b, g = 1e-8, 1e-8  # bytes and reductions of 1000 elements outweigh the fixed part
+    plain = step_costs(_pipe({}), A, b, g, 4, **kw)
+    shared = step_costs(_pipe({"in_flight": 2, "phases": (2, 1)}), A, b, g, 4, **kw)
+    queued = step_costs(_pipe({"in_flight": 2, "phases": (2, 1)}), A, b, g, 4, cpu_overlap=False,
+                        **kw)
+    for c, s, q in zip(plain, shared, queued):
+        fixed = c.latency_s + c.handoff_s
+        assert q.seconds - s.seconds == pytest.approx(
+            max(fixed / 2, c.bandwidth_s + c.compute_s)
+            - max(fixed / 2, c.bandwidth_s, c.compute_s), abs=1e-15)
+    assert sum(q.seconds for q in queued) > sum(s.seconds for s in shared)
+    # a schedule with one step in flight is the same either way
+    s = build("ring", 4, 1000)
+    assert cost(s, A, B, G, 4, cpu_overlap=False) == cost(s, A, B, G, 4)
+
+
+@pytest.mark.parametrize("fields, cpus, per_rank, overlap", [
+    ({"cpus_allowed": 16, "local_world_size": 4}, None, 4.0, True),
+    ({"cpus_allowed": 2, "local_world_size": 2}, 16, 1.0, False),   # the calibration's own wins
+    ({}, 2, 0.5, False),                                            # 4 ranks on a profile's 2
+    ({}, 8, 2.0, True),
+    ({}, None, None, True),                                         # unknown: overlap
+])
+def test_cores_per_rank_decide_the_overlap(fields: dict, cpus: int | None,
+                                           per_rank: float | None, overlap: bool) -> None:
+    m = call_model({**_cal(4), **fields}, cpus=cpus)
+    assert m.cores_per_rank == per_rank and m.cpu_overlap is overlap
+    sched = builtin_schedule("gloo", 4, 1 << 22, 4)
+    assert m.seconds("builtin", 4, 1 << 22, 4) == pytest.approx(m.schedule_seconds(
+        sched, 4, call_overhead=False))
+    want = cost(sched, m.alpha, m.beta, m.gamma, 4, duplex=m.duplex, handoff=m.handoff,
+                relay=m.relay, rates=m.rates, cpu_overlap=overlap)
+    assert m.schedule_seconds(sched, 4, call_overhead=False) == pytest.approx(want)

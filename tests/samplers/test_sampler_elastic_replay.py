@@ -3,7 +3,6 @@ through the new padding; the figure draws what the replay recorded."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -56,6 +56,17 @@ class Calibration:
     the rounds ran: ``"rounds"`` (inside a benchmark's timed rounds) or ``"upfront"`` (before
     it). ``pattern`` and ``duplex`` name the calibration patterns and the link model its beta
     belongs to.
+
+    ``builtin_floor`` (seconds; 0: not measured) is the median time of the backend's own
+    allreduce of ``builtin_floor_bytes`` (the smallest calibration size) and ``builtin_call``
+    that of an empty tensor (the call without any iteration of the backend's loop), timed in the
+    same rounds (:mod:`distlab.collectives.predict` prices the builtin with both).
+    ``cpus_allowed`` and ``local_world_size`` (0: not recorded) are the CPUs rank 0 could run on
+    and the ranks on its host: the cores per rank, which decide whether a pipelined step's bytes
+    and reduction overlap. ``round_seconds`` keeps every recorded round (the slowest rank's
+    seconds, in the order of :class:`~distlab.collectives.runtime.rounds.RoundCalibrator`: per
+    size exchange step, oneway step, single, reduce, shift step, then the builtin floor and
+    call), so the spread behind each median can be read offline.
     """
 
     alpha: float
@@ -85,6 +96,8 @@ class Calibration:
     builtin_floor: float = 0.0
     builtin_floor_bytes: int = 0
     builtin_call: float = 0.0
+    cpus_allowed: int = 0
+    local_world_size: int = 0
     round_seconds: list[list[float]] = field(default_factory=list)
 
     @property
@@ -197,10 +210,12 @@ def fit_calibration(sizes: Sequence[int], exchange_s: Sequence[float],
                     backend: str = "", dtype: str = "float32",
                     method: str = "rounds", builtin_floor: float = 0.0,
                     builtin_floor_bytes: int = 0, builtin_call: float = 0.0,
+                    cpus_allowed: int = 0, local_world_size: int = 0,
                     round_seconds: Sequence[Sequence[float]] = ()) -> Calibration:
     """The :class:`Calibration` of per-size median step times (seconds; one value per size of
     ``sizes`` in every series; see the module docstring for the patterns). ``builtin_floor``,
-    ``builtin_floor_bytes``, ``builtin_call`` and ``round_seconds`` are stored as given (see
+    ``builtin_floor_bytes``, ``builtin_call``, ``cpus_allowed``, ``local_world_size`` and
+    ``round_seconds`` are stored as given (see
     :class:`Calibration`).
 
     With ``world_size == 2`` the shift is the exchange (pass the exchange series again).
@@ -229,4 +244,5 @@ def fit_calibration(sizes: Sequence[int], exchange_s: Sequence[float],
                        world_size, dtype, "exchange", "shared", overhead, single.tolist(),
                        handoff, method, oneway.tolist(), relay, shift.tolist(),
                        float(builtin_floor), int(builtin_floor_bytes), float(builtin_call),
+                       int(cpus_allowed), int(local_world_size),
                        [[float(v) for v in r] for r in round_seconds])

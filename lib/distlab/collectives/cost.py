@@ -43,7 +43,10 @@ shared by the ``k`` steps in flight (``(handoff + alpha messages + relay) / k``)
 and its reduction, not their sum. The pipeline starts empty and drains at the end of each of its
 phases (``options["phases"]``: steps per phase, default one phase): the first step of a phase
 has nothing to share its fixed part with (it pays the rest, ``(1 - 1/k)`` of it) and the last
-step's reduction has no later transfer to hide behind (it is paid on top).
+step's reduction has no later transfer to hide behind (it is paid on top). The bytes term and
+the reduction overlap only where cores are free for both: with ``cpu_overlap=False`` (ranks
+with fewer than 2 cores each, whose loopback copies and reductions queue for the same cores) a
+step costs the largest of its shared fixed part and its bytes term plus its reduction.
 """
 
 from __future__ import annotations
@@ -152,14 +155,17 @@ def in_flight(schedule: Schedule) -> int:
     return check_int("schedule.options['in_flight']", k, minimum=1)
 
 
-def _pipelined(costs: list[StepCost], k: int, phases: list[int]) -> list[StepCost]:
+def _pipelined(costs: list[StepCost], k: int, phases: list[int],
+               cpu_overlap: bool = True) -> list[StepCost]:
     """Steps of a ``k``-deep pipeline (see the module docstring): each costs the largest of
-    its shared fixed part, bytes term and reduction; a phase's first step adds the rest of its
+    its shared fixed part, bytes term and reduction (``cpu_overlap=False``: of its shared fixed
+    part and its bytes term plus its reduction); a phase's first step adds the rest of its
     fixed part and its last step its reduction."""
     out = []
     for c in costs:
         fixed = c.latency_s + c.handoff_s + c.relay_s
-        out.append(dataclasses.replace(c, seconds=max(fixed / k, c.bandwidth_s, c.compute_s)))
+        busy = (c.bandwidth_s, c.compute_s) if cpu_overlap else (c.bandwidth_s + c.compute_s,)
+        out.append(dataclasses.replace(c, seconds=max(fixed / k, *busy)))
     start = 0
     for n in phases:
         if n <= 0 or start >= len(out):
@@ -185,7 +191,8 @@ def _phases(schedule: Schedule) -> list[int]:
 
 def step_costs(schedule: Schedule, alpha: float, beta: float, gamma: float,
                itemsize: int, *, duplex: str = "full", handoff: float = 0.0,
-               relay: float = 0.0, rates: SizeRates | None = None) -> list[StepCost]:
+               relay: float = 0.0, rates: SizeRates | None = None,
+               cpu_overlap: bool = True) -> list[StepCost]:
     """Per-step :class:`StepCost` (slowest rank of each step). Units as in :func:`cost`."""
     check_instance("schedule", schedule, Schedule)
     a, b, g = (_check_param(n, v) for n, v in (("alpha (seconds per message)", alpha),
@@ -210,12 +217,12 @@ def step_costs(schedule: Schedule, alpha: float, beta: float, gamma: float,
             worst = dataclasses.replace(worst, seconds=worst.seconds + h + extra, handoff_s=h,
                                         relay_s=extra)
         out.append(worst)
-    return _pipelined(out, depth, _phases(schedule)) if depth > 1 else out
+    return _pipelined(out, depth, _phases(schedule), bool(cpu_overlap)) if depth > 1 else out
 
 
 def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: int, *,
          duplex: str = "full", handoff: float = 0.0, relay: float = 0.0,
-         rates: SizeRates | None = None) -> float:
+         rates: SizeRates | None = None, cpu_overlap: bool = True) -> float:
     """Predicted seconds for ``schedule``.
 
     Args:
@@ -233,10 +240,14 @@ def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: 
         rates: per-size prices of a message's bytes and of a reduction
             (:func:`~.regimes.size_rates`); ``None`` (default): ``beta`` and ``gamma`` for
             every size.
+        cpu_overlap: in a pipelined schedule, whether a step's bytes term and its reduction
+            run at once (default). ``False`` where both are work for the same saturated cores
+            (ranks on one host with fewer than 2 cores each, where loopback TCP copies bytes
+            on the CPU that reduces): they then add, and only the fixed part overlaps.
     """
     return sum(c.seconds for c in step_costs(schedule, alpha, beta, gamma, itemsize,
                                              duplex=duplex, handoff=handoff, relay=relay,
-                                             rates=rates))
+                                             rates=rates, cpu_overlap=cpu_overlap))
 
 
 def linked_ranks(step: Step) -> int:

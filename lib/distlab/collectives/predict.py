@@ -57,6 +57,11 @@ from .schedule import Schedule
 __all__ = ["CallModel", "builtin_schedule", "builtin_step_seconds", "call_model",
            "predict_builtin"]
 
+MIN_CORES_TO_OVERLAP = 2
+"""Cores per rank below which a pipelined step's bytes and reduction add instead of overlapping:
+a rank's own thread reduces while gloo's I/O thread copies bytes through loopback TCP, and with
+fewer cores than those two threads they take turns (:func:`.cost.cost`, ``cpu_overlap``)."""
+
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 """Bytes per element of the calibration dtypes (a calibration names its dtype as a string)."""
 
@@ -82,6 +87,13 @@ class CallModel:
     reduce_call: float = 0.0
     builtin_step: float | None = None
     builtin_call: float = 0.0
+    cores_per_rank: float | None = None
+
+    @property
+    def cpu_overlap(self) -> bool:
+        """Whether a pipelined step's bytes and reduction run at once
+        (:func:`.cost.cost`): unless the ranks had fewer than 2 cores each (unknown: yes)."""
+        return self.cores_per_rank is None or self.cores_per_rank >= MIN_CORES_TO_OVERLAP
 
     def compiled_seconds(self, schedule: Schedule, itemsize: int, step_seconds: float) -> float:
         """``schedule`` run by a compiled loop (the backend's own): its bytes terms as in
@@ -90,14 +102,15 @@ class CallModel:
         alpha and relay."""
         rates = None if self.rates is None else self.rates.without_call_cost(self.reduce_call)
         return cost(schedule, 0.0, self.beta, self.gamma, itemsize, duplex=self.duplex,
-                    handoff=step_seconds, rates=rates)
+                    handoff=step_seconds, rates=rates, cpu_overlap=self.cpu_overlap)
 
     def schedule_seconds(self, schedule: Schedule, itemsize: int, *,
                          call_overhead: bool = True) -> float:
         """The schedule's cost, plus ``call_overhead`` unless told not to."""
         return (self.call_overhead if call_overhead else 0.0) + cost(
             schedule, self.alpha, self.beta, self.gamma, itemsize, duplex=self.duplex,
-            handoff=self.handoff, relay=self.relay, rates=self.rates)
+            handoff=self.handoff, relay=self.relay, rates=self.rates,
+            cpu_overlap=self.cpu_overlap)
 
     def seconds(self, algorithm: str, world_size: int, count: int, itemsize: int,
                 options: Mapping[str, Any] | None = None) -> float:
@@ -133,12 +146,14 @@ def _number(cal: Mapping[str, Any], key: str) -> float:
 
 
 def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
-               backend: str | None = None) -> CallModel:
+               backend: str | None = None, cpus: int | None = None) -> CallModel:
     """The :class:`CallModel` of a calibration (a :class:`~.calibration.Calibration` or its
     dict; fields it lacks count as 0, ``duplex`` as ``"full"``, ``backend`` as gloo).
     ``per_size=False`` prices every size with the one ``beta`` and ``gamma`` (the model before
     per-size rates); ``backend`` overrides the calibration's (whose builtin ``"builtin"``
-    means)."""
+    means). ``cores_per_rank`` is ``cpus_allowed / local_world_size`` of the calibration, or
+    ``cpus / world_size`` when the calibration does not say (a profile made before it did:
+    :mod:`.refit` passes the profile's ``cpus_allowed``); neither: unknown."""
     if isinstance(cal, Calibration):
         data: Mapping[str, Any] = cal.to_dict()
     elif isinstance(cal, Mapping):
@@ -158,6 +173,12 @@ def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
     floor, floor_bytes = _number(data, "builtin_floor"), int(_number(data, "builtin_floor_bytes"))
     call = min(_number(data, "builtin_call"), floor)
     world = int(data.get("world_size") or 0)
+    have, local = int(_number(data, "cpus_allowed")), int(_number(data, "local_world_size"))
+    if have and local:
+        model = dataclasses.replace(model, cores_per_rank=have / local)
+    elif cpus is not None and world >= 1:
+        model = dataclasses.replace(model, cores_per_rank=check_int("cpus", cpus, minimum=1)
+                                    / world)
     if floor > 0 and floor_bytes > 0 and world >= 2 and model.backend in BUILTIN_SCHEDULES:
         itemsize = DTYPE_BYTES.get(str(data.get("dtype") or "float32"), 4)
         step = builtin_step_seconds(model, world, floor - call, floor_bytes, itemsize) \

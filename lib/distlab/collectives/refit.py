@@ -9,7 +9,8 @@ A profile's collectives part stores, for every allreduce sweep, the rows (measur
 the calibration fitted on the same timed rounds, with its per-size series. This command prices
 every row again, distlab's algorithms and ``builtin`` alike, with the model of
 :mod:`distlab.collectives.predict` (per-size rates of :mod:`.regimes`; the builtin as the
-backend's own schedule), so every model change is judged on every committed machine at once,
+backend's own schedule; the cores per rank from the calibration, else from the profile's
+``cpus_allowed``), so every model change is judged on every committed machine at once,
 without running anything. The measured values are the profile's, untouched.
 
 It prints, per profile and world size (and per profile), the median, 90th percentile and maximum
@@ -151,6 +152,18 @@ def _runs(profile: Profile) -> list[dict[str, Any]]:
     return runs
 
 
+def _cpus(profile: Profile) -> int | None:
+    """The CPUs the profile's ranks could run on (``cpus_allowed`` of its collectives part,
+    else of the profile, else the host's ``cpu_cores``; None when it records neither)."""
+    for prov in ((profile.part("collectives") or {}).get("provenance") or {},
+                 profile.index.get("provenance") or {}):
+        for key in ("cpus_allowed", "cpu_cores"):
+            value = prov.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
 def refit_profile(path: str | os.PathLike[str], *,
                   calibration_from: str | os.PathLike[str] | None = None,
                   per_size: bool = True, skip_missing: bool = False) -> list[RefitRun]:
@@ -179,7 +192,7 @@ def refit_profile(path: str | os.PathLike[str], *,
                 continue
             raise ValueError(f"profile {source.path} has no {key[0]} calibration for world size "
                              f"{key[1]} (it has {sorted(cals)})")
-        model = call_model(cals[key], per_size=per_size)
+        model = call_model(cals[key], per_size=per_size, cpus=_cpus(source))
         out.append(RefitRun(measured.name, source.name, run["backend"], run["world_size"],
                             refit_rows(run["rows"], run["world_size"], model), cals[key]))
     return out

@@ -21,6 +21,7 @@ the two costs of the builtin that no pattern run through distlab's executor can 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -136,7 +137,23 @@ class RoundCalibrator:
                                dtype=str(self.dtype).replace("torch.", ""), method=method,
                                builtin_floor=float(med[-2]), builtin_call=float(med[-1]),
                                builtin_floor_bytes=self._floor_buf.numel() * self.itemsize,
+                               cpus_allowed=_cpus_allowed(),
+                               local_world_size=_local_world_size(self.world),
                                round_seconds=slowest.tolist())
+
+
+def _cpus_allowed() -> int:
+    """CPUs this process may run on (its affinity where the OS has one, else the CPU count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _local_world_size(world: int) -> int:
+    """Ranks on this host: torchrun's ``LOCAL_WORLD_SIZE``, else the whole group (one host)."""
+    value = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(value) if value.isdigit() and int(value) > 0 else world
 
 
 def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: int = 3,
