@@ -172,7 +172,8 @@ def calibration_line(cal: dict[str, Any]) -> str:
 def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
           cal: dict[str, Any] | None) -> list[dict[str, Any]]:
     """One row per (size, algorithm): the slowest rank's median time, bandwidths, #wrong over
-    ranks, prediction and error."""
+    ranks, prediction and error, and the options the timed calls ran with (``pieces`` as the
+    default call picks it; ``{}`` for the builtin), so a refit prices the same schedule."""
     world = len(per_rank)
     itemsize = torch.empty(0, dtype=getattr(torch, config.dtype)).element_size()
     opts = {"segment_size": config.segment_size, "group_size": config.group_size}
@@ -182,15 +183,14 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
         seconds = slowest_rank_median([r["rows"][i]["seconds"] for r in per_rank])
         algbw = row["nbytes"] / seconds / 1e9 if seconds > 0 else 0.0
         predicted = None
-        if model is not None and row["algorithm"] != "builtin":
-            used = default_options(row["algorithm"], world, row["count"], itemsize,
-                                   {k: v for k, v in opts.items()
-                                    if v is not None and k in options_of(row["algorithm"])})
+        used = {} if row["algorithm"] == "builtin" else default_options(
+            row["algorithm"], world, row["count"], itemsize,
+            {k: v for k, v in opts.items() if v is not None and k in options_of(row["algorithm"])})
+        if model is not None and (row["algorithm"] != "builtin" or config.backend == "gloo"):
             predicted = model.seconds(row["algorithm"], world, row["count"], itemsize, used)
-        elif model is not None and config.backend == "gloo":
-            predicted = model.seconds(row["algorithm"], world, row["count"], itemsize, opts)
         rows.append({"nbytes": row["nbytes"], "count": row["count"], "dtype": config.dtype,
-                     "op": config.op, "algorithm": row["algorithm"], "time_us": seconds * 1e6,
+                     "op": config.op, "algorithm": row["algorithm"], "options": used,
+                     "time_us": seconds * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
                      "wrong": sum(r["rows"][i]["wrong"] for r in per_rank),
                      "predicted_us": None if predicted is None else predicted * 1e6,

@@ -122,7 +122,9 @@ def error_stats(rows: Iterable[Mapping[str, Any]], key: str = "error_pct", *,
 def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
                model: CallModel) -> list[dict[str, Any]]:
     """Each row (profile format: ``algorithm``, ``nbytes``, ``count``, ``time_us`` ...) with
-    ``predicted_us`` and ``error_pct = 100 (measured - predicted) / predicted`` from ``model``;
+    ``predicted_us`` and ``error_pct = 100 (measured - predicted) / predicted`` from ``model``
+    (with the row's ``options``, the ones its timed calls ran with; rows of profiles made
+    before rows kept them ran with none);
     the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A row that kept
     its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
     (:mod:`.row_noise`: how far its median could land on a re-run, and whether the prediction
@@ -131,7 +133,8 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
     for row in rows:
         count = int(row["count"])
         itemsize = int(row["nbytes"]) // count if count else 4
-        predicted = model.seconds(row["algorithm"], world_size, count, itemsize) * 1e6
+        predicted = model.seconds(row["algorithm"], world_size, count, itemsize,
+                                  row.get("options")) * 1e6
         measured = float(row["time_us"])
         noise = row_noise(row)
         out.append({**row, "predicted_us": predicted,
