@@ -39,9 +39,15 @@ of issue 19):
    later, and which group the median lands in changes from run to run. :func:`noise_figure` and
    the ``noise`` columns of :func:`~distlab.collectives.refit.summary_table` show each row's 90%
    bootstrap interval (:mod:`~distlab.collectives.row_noise`): on the VM profiles its half-width
-   has a median of 15-27% and a p90 of 37-96%, as large as the target itself, so a prediction
+   has a median of 10-27% and a p90 of 27-96%, as large as the target itself, so a prediction
    there cannot be judged finer than that. On the 16-core host at 4 ranks the rows are known to
    7% (median) and the model misses outside the noise: item 1 is a model error, not noise.
+4. **One pinned core, 2 ranks** (``vm-1core-quiet-2026-11-23``): rows known to 15% (median),
+   errors of 43% (median): on one core a pairwise exchange step costs 4 to 10 times a one-way
+   send (both processes must be scheduled in turn, a one-way send waits for nobody), and the step
+   model, linear in messages, fits both patterns only with a worst point 69% off, so every
+   exchange step is under-priced. Pricing each step from the calibration pattern it resembles
+   would remove that; it is not done.
 """
 
 from __future__ import annotations
