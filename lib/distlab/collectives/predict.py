@@ -8,9 +8,8 @@
 A call costs ``call_overhead`` plus the cost of its schedule (:func:`.cost.cost`) with the
 calibration's terms and, when the calibration stores its per-size series, the per-size prices of
 :mod:`.regimes`. ``"builtin"`` means the backend's own allreduce: for gloo (CPU tensors) the
-schedule of :mod:`.allreduce.gloo_ring`, costed with the same terms (its pipeline of two
-iterations in flight included; distlab's per-call overhead left out, see
-:meth:`CallModel.seconds`); for NCCL on a GPU box of :mod:`.nccl_boxes`, NCCL's own tuning model
+schedule of :mod:`.allreduce.gloo_ring` with its pipeline of two iterations in flight, priced
+as below (distlab's per-call overhead left out, see :meth:`CallModel.seconds`); for NCCL on a GPU box of :mod:`.nccl_boxes`, NCCL's own tuning model
 (:mod:`.nccl_model`).
 
 How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
@@ -30,8 +29,9 @@ from the builtin itself, timed by the calibration in the same rounds
 
 A calibration without a floor (profiles made before it was timed) still prices the builtin with
 the executor's hand-off and alpha, which over-prices it where fixed costs dominate (small
-buffers on slow CPUs); one with a floor but no call (never written by a released version)
-counts the whole floor per iteration.
+buffers on slow CPUs); one with a floor but no call (no committed profile has one) counts the
+whole floor per iteration. Whether a pipelined step's bytes and reduction overlap depends on the
+cores per rank (:attr:`CallModel.cpu_overlap`, :data:`MIN_CORES_TO_OVERLAP`).
 """
 
 from __future__ import annotations
