@@ -155,8 +155,20 @@ def test_stage_error_names_stage_and_item_and_stops_everything(name, where) -> N
     assert waited < 10, f"the error took {waited:.1f} s to surface; the pipeline did not stop"
 
 
+@pytest.fixture
+def sigint_handled():
+    """SIGINT raises KeyboardInterrupt during the test, whatever the suite inherited: a suite
+    started in the background of a shell inherits SIGINT ignored, and then interrupt_main does
+    nothing (the test would wait for 100000 items instead of checking the interrupt)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("name", ["threads", "processes"])
-def test_keyboard_interrupt_stops_cleanly(name) -> None:
+def test_keyboard_interrupt_stops_cleanly(name, sigint_handled) -> None:
     stages = [Slow(0.01, "a"), Slow(0.01, "b", placement="host")]
     with no_leaks():
         with make_executor(name, workers=1) as ex:

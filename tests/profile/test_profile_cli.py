@@ -151,8 +151,11 @@ def test_out_naming_a_file_exits_2(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_ctrl_c_writes_an_incomplete_profile_and_leaves_no_ranks(tmp_path: Path) -> None:
     out = tmp_path / "cut"
+    # SIGINT back to its default in the child, so Python installs its handler even when this
+    # suite was started in the background of a shell (which leaves SIGINT ignored)
     proc = subprocess.Popen(_cmd("--quick", "--only", "env,ddp", "--out", str(out)), env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # env done: ddp is spawning its ranks now
