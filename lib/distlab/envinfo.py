@@ -16,8 +16,18 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-__all__ = ["CudaDevice", "EnvironmentReport", "environment_report", "machine_facts",
-           "cpu_model", "memory_bytes", "gpu_topology", "pcie_links", "nccl_version"]
+__all__ = ["CudaDevice", "EnvironmentReport", "cpus_allowed", "environment_report",
+           "machine_facts", "cpu_model", "memory_bytes", "gpu_topology", "pcie_links",
+           "nccl_version"]
+
+
+def cpus_allowed() -> int | None:
+    """CPUs this process may run on (``taskset``/cgroup affinity; less than the host's cores for
+    a pinned run), or None where the OS does not say."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return None
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,9 @@ from typing import Any
 
 import torch
 
+from distlab.envinfo import cpus_allowed
+
 __all__ = ["command_line", "provenance", "write_json"]
-
-
-def _cpus_allowed() -> int | None:
-    """CPUs this process may run on (``taskset``/cgroup affinity; less than ``cpu_cores`` for a
-    pinned run), or None where the OS does not say."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return None
 
 
 def provenance(*, backend: str | None = None, world_size: int | None = None,
@@ -48,7 +41,7 @@ def provenance(*, backend: str | None = None, world_size: int | None = None,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cpu_cores": os.cpu_count(),
-        "cpus_allowed": _cpus_allowed(),
+        "cpus_allowed": cpus_allowed(),
         "cuda": cuda,
         "device": device,
         "backend": backend,

@@ -9,8 +9,8 @@ A call costs ``call_overhead`` plus the cost of its schedule (:func:`.cost.cost`
 calibration's terms and, when the calibration stores its per-size series, the per-size prices of
 :mod:`.regimes`. ``"builtin"`` means the backend's own allreduce: for gloo (CPU tensors) the
 schedule of :mod:`.allreduce.gloo_ring` with its pipeline of two iterations in flight, priced
-as below (distlab's per-call overhead left out, see :meth:`CallModel.seconds`); for NCCL on a GPU box of :mod:`.nccl_boxes`, NCCL's own tuning model
-(:mod:`.nccl_model`).
+as below (distlab's per-call overhead left out, see :meth:`CallModel.seconds`); for NCCL on a
+GPU box of :mod:`.nccl_boxes`, NCCL's own tuning model (:mod:`.nccl_model`).
 
 How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
 thread: per iteration it posts a send and a receive, waits, and reduces in C++, where distlab's

@@ -32,6 +32,7 @@ import torch.distributed as dist
 
 from distlab import launch
 from distlab._checks import check_int
+from distlab.envinfo import cpus_allowed
 
 from ..calibration import (Calibration, exchange_schedule, fit_calibration, oneway_schedule,
                            shift_schedule)
@@ -137,17 +138,9 @@ class RoundCalibrator:
                                dtype=str(self.dtype).replace("torch.", ""), method=method,
                                builtin_floor=float(med[-2]), builtin_call=float(med[-1]),
                                builtin_floor_bytes=self._floor_buf.numel() * self.itemsize,
-                               cpus_allowed=_cpus_allowed(),
+                               cpus_allowed=cpus_allowed() or os.cpu_count() or 1,
                                local_world_size=_local_world_size(self.world),
                                round_seconds=slowest.tolist())
-
-
-def _cpus_allowed() -> int:
-    """CPUs this process may run on (its affinity where the OS has one, else the CPU count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _local_world_size(world: int) -> int:
