@@ -14,6 +14,7 @@ from distlab.collectives import Calibration, build, cost, simulate
 from distlab.collectives.calibration import (exchange_schedule, fit_calibration, oneway_schedule,
                                              shift_schedule)
 from distlab.collectives.runtime.rounds import calibrate_local
+from distlab.collectives.predict import call_model
 from distlab.collectives.presets import loopback_preset
 
 
@@ -157,3 +158,27 @@ def test_cli_rejects_bad_algorithm(capsys) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "argument --algorithms" in err and "'warp'" in err and "Traceback" not in err
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("statistic", ["mean", "median"])
+def test_benchmark_judges_the_model_by_the_statistic_it_fitted_on(tmp_path, statistic) -> None:
+    """The calibration measured in the rounds is fitted on the rows' own statistic, and each
+    row's error compares the prediction with that statistic of its slowest-rank rounds."""
+    out = tmp_path / "ar.json"
+    argv = ["--world-size", "2", "-b", "1K", "-e", "4K", "-f", "4", "--algorithms",
+            "ring,builtin", "--iters", "3", "--warmup", "1", "-q", "--json", str(out)]
+    assert bench.main(argv + ([] if statistic == "mean" else ["--statistic", "median"])) == 0
+    data = json.loads(out.read_text())
+    cal = data["calibration"]
+    assert cal["statistic"] == statistic and len(cal["round_seconds"]) == 3
+    model = call_model(cal)
+    for row in data["rows"]:
+        slowest = np.max(np.asarray(row["seconds_per_rank"]), axis=0)
+        assert row["mean_us"] == pytest.approx(np.mean(slowest) * 1e6)
+        assert row["time_us"] == pytest.approx(np.median(slowest) * 1e6)
+        assert row["predicted_us"] == pytest.approx(
+            model.seconds(row["algorithm"], 2, row["count"], 4, row["options"]) * 1e6)
+        judged = row["mean_us"] if statistic == "mean" else row["time_us"]
+        assert row["error_pct"] == pytest.approx(
+            100 * (judged - row["predicted_us"]) / row["predicted_us"])

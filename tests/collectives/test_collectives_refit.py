@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from distlab.bench.allreduce_ranks import slowest_rank_median
@@ -47,9 +48,12 @@ def test_every_row_is_predicted_and_the_measurements_are_the_profiles(refitted) 
                 (old["algorithm"], old["nbytes"], old["time_us"])
             assert new["time_us"] == pytest.approx(
                 slowest_rank_median(old["seconds_per_rank"]) * 1e6, rel=1e-12)
+            slowest = np.max(np.asarray(old["seconds_per_rank"]), axis=0)
+            judged = np.mean(slowest) if run.statistic == "mean" else np.median(slowest)
+            assert new["judged_us"] == pytest.approx(judged * 1e6, rel=1e-12)
             assert new["predicted_us"] > 0 and math.isfinite(new["predicted_us"])
             assert new["error_pct"] == pytest.approx(
-                100 * (new["time_us"] - new["predicted_us"]) / new["predicted_us"])
+                100 * (new["judged_us"] - new["predicted_us"]) / new["predicted_us"])
             assert new["stored_predicted_us"] == old["predicted_us"]
 
 
@@ -59,12 +63,25 @@ def _floored(path: Path) -> bool:
                load_profile(path).allreduce_runs() if r.get("calibration"))
 
 
+def _rounds_kept(path: Path) -> bool:
+    """Whether the profile's calibrations kept their rounds (so they can be judged by means)."""
+    return all(r["calibration"].get("round_seconds") for r in
+               load_profile(path).allreduce_runs() if r.get("calibration"))
+
+
+def test_each_profile_is_judged_by_means_where_its_rounds_allow(refitted) -> None:
+    path, runs = refitted
+    want = "mean" if _rounds_kept(path) else "median"
+    assert {r.statistic for r in runs} == {want}
+    assert all(r.calibration.get("statistic", "median") == want for r in runs)
+
+
 def test_the_stored_predictions_are_reproduced(refitted) -> None:
     """Profiles made before the per-size model stored the constant model's predictions (the
-    builtin had none); profiles made since store this model's, builtin included."""
-    path, runs = refitted
-    if not _floored(path):
-        runs = refit_profile(path, per_size=False)
+    builtin had none); profiles made since store this model's, builtin included, priced with
+    the calibration of medians they were measured with."""
+    path, _ = refitted
+    runs = refit_profile(path, per_size=_floored(path), statistic="median")
     for run in runs:
         for row in run.rows:
             if row["stored_predicted_us"] is not None:  # builtin had none when measured
@@ -108,12 +125,31 @@ def test_command_prints_the_table_and_writes_rows(tmp_path, capsys) -> None:
     assert main([str(QUICK), str(PROFILES / "vm-2026-11-23"), "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "measured on" in text and "vm-2026-11-23-quick" in text and "median%" in text
+    assert "statistic" in text and "asked: mean" in text
     doc = json.loads(out.read_text())
     assert {"provenance", "summary", "runs"} <= set(doc) and doc["model"] == "per-size"
+    assert doc["statistic"] == "mean" and {r["statistic"] for r in doc["runs"]} == {"median"}
     rows = [r for run in doc["runs"] for r in run["rows"]]
     assert rows and all(r["predicted_us"] > 0 for r in rows)
     assert {"nbytes", "count", "algorithm", "time_us", "predicted_us", "error_pct",
             "busbw_gbps", "wrong"} <= set(rows[0])
+
+
+def test_the_quiet_profiles_are_judged_by_means_and_median_on_request(capsys) -> None:
+    quiet = PROFILES / "vm-quiet-2026-11-23"
+    by_mean = refit_profile(quiet)
+    by_median = refit_profile(quiet, statistic="median")
+    assert {r.statistic for r in by_mean} == {"mean"}
+    assert {r.statistic for r in by_median} == {"median"}
+    for mean_run, median_run in zip(by_mean, by_median):
+        assert [r["time_us"] for r in mean_run.rows] == [r["time_us"] for r in median_run.rows]
+        assert [r["judged_us"] for r in median_run.rows] == pytest.approx(
+            [r["time_us"] for r in median_run.rows], rel=1e-12)
+        assert [r["judged_us"] for r in mean_run.rows] != [r["judged_us"] for r in
+                                                           median_run.rows]
+    assert main([str(quiet), "--statistic", "median"]) == 0
+    text = capsys.readouterr().out
+    assert "asked: median" in text and " mean " not in text
 
 
 def _bad_profile(tmp_path: Path) -> Path:
@@ -130,6 +166,7 @@ def _bad_profile(tmp_path: Path) -> Path:
     (lambda t: [str(QUICK), "--json", str(t)], "--json"),
     (lambda t: [str(QUICK), "--min-bytes", "0"], "--min-bytes"),
     (lambda t: [str(QUICK), "--algorithms", "warp"], "--algorithms"),
+    (lambda t: [str(QUICK), "--statistic", "mode"], "--statistic"),
     (lambda t: [str(PROFILES / "vm-2026-11-23"), "--calibration-from", str(QUICK)], "DIR"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys, make_argv, option) -> None:

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.collectives.refit import refit_rows, summary_rows
-from distlab.collectives.row_noise import (RowNoise, median_interval, row_noise,
+from distlab.collectives.refit import RefitRun, refit_rows, summary_rows
+from distlab.collectives.row_noise import (RowNoise, bootstrap_interval, row_noise,
                                            slowest_rounds)
 
 
@@ -16,24 +16,24 @@ from distlab.collectives.row_noise import (RowNoise, median_interval, row_noise,
 @given(st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=40), st.integers(0, 2**31))
 def test_interval_holds_the_median_and_lies_within_the_samples(xs: list[float],
                                                                seed: int) -> None:
-    low, high = median_interval(xs, seed=seed, resamples=300)
+    low, high = bootstrap_interval(xs, seed=seed, resamples=300)
     assert min(xs) <= low <= high <= max(xs)
     med = float(np.median(xs))
     assert low <= med * (1 + 1e-12) and high >= med * (1 - 1e-12)
-    assert median_interval(xs, seed=seed, resamples=300) == (low, high)  # reproducible
+    assert bootstrap_interval(xs, seed=seed, resamples=300) == (low, high)  # reproducible
 
 
 def test_identical_rounds_have_no_noise_and_two_regimes_much() -> None:
-    steady = RowNoise(1.0, *median_interval([1.0] * 20))
+    steady = RowNoise(1.0, *bootstrap_interval([1.0] * 20))
     assert steady.noise_pct == 0.0 and steady.holds(1.0) and not steady.holds(1.01)
     # half the rounds one scheduler tick late: the median could land in either regime
     rng = np.random.default_rng(1)
     mixed = np.where(rng.random(20) < 0.5, 0.5e-3, 4.5e-3)
-    noise = RowNoise(float(np.median(mixed)), *median_interval(mixed))
+    noise = RowNoise(float(np.median(mixed)), *bootstrap_interval(mixed))
     assert noise.noise_pct > 100.0
     # the same regimes, rarely slow: the median is the fast regime, known tightly
     rare = np.r_[np.full(18, 0.5e-3) + rng.random(18) * 1e-5, [4.5e-3, 4.4e-3]]
-    assert RowNoise(float(np.median(rare)), *median_interval(rare)).noise_pct < 3.0
+    assert RowNoise(float(np.median(rare)), *bootstrap_interval(rare)).noise_pct < 3.0
 
 
 def test_more_rounds_narrow_the_interval() -> None:
@@ -41,7 +41,7 @@ def test_more_rounds_narrow_the_interval() -> None:
     widths = []
     for n in (20, 80, 320):
         x = rng.lognormal(0.0, 0.3, n)
-        low, high = median_interval(x)
+        low, high = bootstrap_interval(x)
         widths.append(high - low)
     assert widths[0] > widths[1] > widths[2]
 
@@ -50,7 +50,7 @@ def test_slowest_rounds_and_rows_without_rounds() -> None:
     row = {"seconds_per_rank": [[1.0, 5.0, 2.0], [3.0, 1.0, 2.5]]}
     assert slowest_rounds(row) == [3.0, 5.0, 2.5]
     n = row_noise(row)
-    assert n is not None and n.median_s == 3.0
+    assert n is not None and n.value_s == 3.0
     assert slowest_rounds({}) is None and row_noise({"seconds_per_rank": []}) is None
     with pytest.raises(ValueError, match="seconds_per_rank"):
         slowest_rounds({"seconds_per_rank": [1.0, 2.0]})
@@ -60,13 +60,13 @@ def test_slowest_rounds_and_rows_without_rounds() -> None:
                                         ([[1.0], [2.0]], "non-empty")])
 def test_bad_samples(bad: list, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        median_interval(bad)
+        bootstrap_interval(bad)
 
 
 @pytest.mark.parametrize("conf", [0.0, 1.0, -0.5, 2.0])
 def test_bad_confidence(conf: float) -> None:
     with pytest.raises(ValueError, match="confidence"):
-        median_interval([1.0, 2.0], confidence=conf)
+        bootstrap_interval([1.0, 2.0], confidence=conf)
 
 
 class _Fixed:
@@ -90,10 +90,5 @@ def test_refit_marks_rows_inside_their_noise_and_counts_them() -> None:
     outside = refit_rows(rows, 2, _Fixed(2.0e-3))
     assert outside[0]["within_noise"] is False
 
-    class _Run:
-        profile, calibrated_on, backend, world_size = "p", "p", "gloo", 2
-
-    run = _Run()
-    run.rows = outside  # type: ignore[attr-defined]
-    (row,) = summary_rows([run])  # type: ignore[list-item]
+    (row,) = summary_rows([RefitRun("p", "p", "gloo", 2, outside)])
     assert row["within_noise"] == "0/1" and row["noise_median"] == outside[0]["noise_pct"]

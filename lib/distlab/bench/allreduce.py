@@ -10,7 +10,7 @@ answer (``#wrong``); then ``--warmup`` untimed and ``--iters`` timed rounds each
 algorithm once (after a barrier) next to the calibration exchanges that measure alpha, beta, gamma
 and the per-step hand-off (unless ``--no-calibrate``; ``--calibration FILE`` loads them instead;
 ``--calibrate-upfront`` calibrates once before the rounds), so load changes hit model and
-measurement alike. time = median over rounds of the slowest rank.
+measurement alike. time = median over rounds of the slowest rank; mean = their mean.
 algbw = bytes / time; busbw = algbw * 2 (n - 1) / n (nccl-tests); predicted = the calibrated
 cost of the algorithm's schedule (alpha-beta-gamma-handoff-relay, each message and reduction
 priced at its size from the calibration's per-size series) plus the calibrated per-call overhead
@@ -18,7 +18,10 @@ priced at its size from the calibration's per-size series) plus the calibrated p
 (:mod:`distlab.collectives.allreduce.gloo_ring`); builtin under NCCL is left empty (NCCL picks its
 algorithm inside; :func:`distlab.collectives.predict_builtin` models it for the GPU boxes of
 :mod:`distlab.collectives.nccl_boxes`, not for the GPUs at hand); error% = (measured - predicted)
-/ predicted; vs builtin = busbw / the built-in's busbw at the same size in the same run.
+/ predicted, where measured is the row's ``--statistic`` (default the mean: the model adds step
+costs, and costs add as means do, not as medians; the calibration measured in the rounds is fitted
+on the same statistic of its own rounds, :func:`distlab.collectives.calibration.fit_rounds`);
+vs builtin = busbw / the built-in's busbw at the same size in the same run.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ import torch
 
 from distlab import launch
 from distlab.bench import options
-from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_median
+from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_mean, slowest_rank_median
 from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
                                    format_table, opt, run_cli)
 from distlab.bench.versus import versus_lines, versus_table
 from distlab.collectives.algorithms import ALGORITHMS, options_of
+from distlab.collectives.calibration import STATISTICS, restate_calibration
 from distlab.collectives.ops import check_op_dtype
 from distlab.collectives.predict import call_model
 from distlab.collectives.runtime.execute import default_options
@@ -54,6 +58,7 @@ NAMES = [*ALGORITHMS, "builtin"]
 COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width=10),
            Column("type", "dtype", width=9), Column("redop", "op", width=6),
            Column("algorithm", "algorithm", width=19), Column("time(us)", "time_us", ".1f", width=12),
+           Column("mean(us)", "mean_us", ".1f", width=12),
            Column("algbw(GB/s)", "algbw_gbps", ".3f"), Column("busbw(GB/s)", "busbw_gbps", ".3f"),
            Column("#wrong", "wrong", width=7), Column("predicted(us)", "predicted_us", ".1f"),
            Column("error%", "error_pct", "+.1f", width=8),
@@ -104,6 +109,10 @@ class AllreduceConfig(SizeSweepConfig, BenchConfig):
                                                   "default: from the swept sizes)")
     timeout: float = opt(600.0, "--timeout", type=options.positive_float,
                          help="seconds for the whole run")
+    statistic: str = opt("mean", "--statistic", choices=STATISTICS,
+                         help="what predicted is compared with: the mean (default) or the "
+                              "median over rounds of the slowest rank; a calibration measured "
+                              "in the rounds is fitted on the same statistic")
     quiet: bool = opt(False, "--quiet", "-q", action="store_true",
                       help="no progress lines on stderr")
 
@@ -143,8 +152,11 @@ def predicted_seconds(cal: dict[str, Any], algorithm: str, world_size: int, coun
 
 
 def allreduce_table(rows: list[dict[str, Any]]) -> str:
-    """The nccl-tests-style table of allreduce rows (ratio to builtin filled in)."""
-    return format_table(_with_ratio(rows), COLUMNS)
+    """The nccl-tests-style table of allreduce rows (ratio to builtin filled in; rows measured
+    before they kept their mean print without the mean column)."""
+    columns = COLUMNS if any("mean_us" in r for r in rows) else \
+        tuple(c for c in COLUMNS if c.key != "mean_us")
+    return format_table(_with_ratio(rows), columns)
 
 
 def _with_ratio(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,8 +173,9 @@ def calibration_line(cal: dict[str, Any]) -> str:
 
     bw = f"{1 / cal['beta'] / 1e9:.2f} GB/s" if cal.get("beta") else "inf GB/s"
     return (f"calibration ({cal.get('duplex', 'full')} link model, "
-            f"{cal.get('method', 'upfront')}): alpha {num('alpha', 1e6, '.1f')} us, beta "
-            f"{num('beta', 1e9, '.3f')} ns/B ({bw}), gamma {num('gamma', 1e9, '.3f')} ns/B, "
+            f"{cal.get('method', 'upfront')}, {cal.get('statistic', 'median')} of rounds): "
+            f"alpha {num('alpha', 1e6, '.1f')} us, beta {num('beta', 1e9, '.3f')} ns/B ({bw}), "
+            f"gamma {num('gamma', 1e9, '.3f')} ns/B, "
             f"hand-off {num('handoff', 1e6, '.1f')} us/step, relay {num('relay', 1e6, '.1f')} "
             f"us/step/rank, per-call overhead {num('call_overhead', 1e6, '.1f')} us; fit R^2 "
             f"comm {num('comm_r2', 1, '.3f')} (worst point "
@@ -171,16 +184,20 @@ def calibration_line(cal: dict[str, Any]) -> str:
 
 def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
           cal: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """One row per (size, algorithm): the slowest rank's median time, bandwidths, #wrong over
-    ranks, prediction and error, and the options the timed calls ran with (``pieces`` as the
-    default call picks it; ``{}`` for the builtin), so a refit prices the same schedule."""
+    """One row per (size, algorithm): the slowest rank's median and mean time, bandwidths,
+    #wrong over ranks, prediction and error (against ``config.statistic``), and the options the
+    timed calls ran with (``pieces`` as the default call picks it; ``{}`` for the builtin), so a
+    refit prices the same schedule."""
     world = len(per_rank)
     itemsize = torch.empty(0, dtype=getattr(torch, config.dtype)).element_size()
     opts = {"segment_size": config.segment_size, "group_size": config.group_size}
     model = call_model(cal, backend=config.backend) if cal is not None else None
     rows = []
     for i, row in enumerate(per_rank[0]["rows"]):
-        seconds = slowest_rank_median([r["rows"][i]["seconds"] for r in per_rank])
+        per_round = [r["rows"][i]["seconds"] for r in per_rank]
+        seconds = slowest_rank_median(per_round)
+        mean = slowest_rank_mean(per_round)
+        judged = mean if config.statistic == "mean" else seconds
         algbw = row["nbytes"] / seconds / 1e9 if seconds > 0 else 0.0
         predicted = None
         used = {} if row["algorithm"] == "builtin" else default_options(
@@ -190,12 +207,12 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
             predicted = model.seconds(row["algorithm"], world, row["count"], itemsize, used)
         rows.append({"nbytes": row["nbytes"], "count": row["count"], "dtype": config.dtype,
                      "op": config.op, "algorithm": row["algorithm"], "options": used,
-                     "time_us": seconds * 1e6,
+                     "time_us": seconds * 1e6, "mean_us": mean * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
                      "wrong": sum(r["rows"][i]["wrong"] for r in per_rank),
                      "predicted_us": None if predicted is None else predicted * 1e6,
                      "error_pct": (None if not predicted
-                                   else 100 * (seconds - predicted) / predicted),
+                                   else 100 * (judged - predicted) / predicted),
                      "seconds_per_rank": [r["rows"][i]["seconds"] for r in per_rank]})
     return _with_ratio(rows)
 
@@ -253,11 +270,14 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
                                       "calibration": cal_kwargs, "progress": not c.quiet,
                                       "calibrate_in_rounds": not c.calibrate_upfront})
         cal = given if given is not None else per_rank[0]["calibration"]
+        if cal is not None and given is None:
+            cal = restate_calibration(cal, c.statistic).to_dict()
         rows = _rows(c, per_rank, cal)
         wrong = sum(r["wrong"] for r in rows)
         head = ([calibration_line(cal)] if cal else []) + [
             f"world size {world}, backend {c.backend}, iters {c.iters}, warmup {c.warmup}; "
-            "time = median over iterations of the slowest rank"]
+            "time = median over iterations of the slowest rank, mean = their mean; error% = "
+            f"({c.statistic} - predicted) / predicted"]
         versus = versus_table(rows)
         return Report([Table(rows, COLUMNS)] + ([versus] if versus else []), head,
                       versus_lines(rows) +

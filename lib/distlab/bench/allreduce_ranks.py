@@ -25,7 +25,8 @@ from distlab.collectives.runtime.group import builtin_all_reduce, rank_device, s
 from distlab.collectives.runtime.rounds import RoundCalibrator, calibrate
 from distlab.timeline import now_us
 
-__all__ = ["bench_rank", "expected_result", "fill_pattern", "size_label", "slowest_rank_median"]
+__all__ = ["bench_rank", "expected_result", "fill_pattern", "size_label", "slowest_rank_mean",
+           "slowest_rank_median"]
 
 
 def fill_pattern(rank: int, count: int, dtype: str, op: str) -> torch.Tensor:
@@ -61,6 +62,11 @@ def size_label(nbytes: int) -> str:
 def slowest_rank_median(per_rank: Sequence[Sequence[float]]) -> float:
     """Median over rounds of the slowest rank's seconds (``per_rank[r][round]``)."""
     return float(np.median(np.asarray(per_rank, dtype=float).max(axis=0)))
+
+
+def slowest_rank_mean(per_rank: Sequence[Sequence[float]]) -> float:
+    """Mean over rounds of the slowest rank's seconds (``per_rank[r][round]``)."""
+    return float(np.mean(np.asarray(per_rank, dtype=float).max(axis=0)))
 
 
 def _tolerance(dtype: str, op: str) -> float:

@@ -35,12 +35,21 @@ from typing import Any
 
 import numpy as np
 
+from distlab._checks import check_choice
 from distlab.fit import fit_line, fit_terms
 
 from .schedule import Schedule, Step, Transfer
 
-__all__ = ["Calibration", "calibration_sizes", "exchange_schedule", "fit_calibration",
-           "fit_step_model", "oneway_schedule", "pattern_terms", "shift_schedule"]
+__all__ = ["STATISTICS", "Calibration", "calibration_sizes", "exchange_schedule",
+           "fit_calibration", "fit_rounds", "fit_step_model", "oneway_schedule", "pattern_terms",
+           "restate_calibration", "round_statistic", "shift_schedule"]
+
+STATISTICS = ("median", "mean")
+"""How a timed point summarizes its rounds (:func:`round_statistic`)."""
+
+ROUND_COLUMNS = ("exchange", "oneway", "single", "reduce", "shift")
+"""Per calibration size, the columns of one recorded round, in order; the round ends with the
+builtin floor and the builtin call (:class:`Calibration` ``round_seconds``)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,9 @@ class Calibration:
     and reduction overlap. ``round_seconds`` keeps every recorded round (the slowest rank's
     seconds, in the order of :class:`~distlab.collectives.runtime.rounds.RoundCalibrator`: per
     size exchange step, oneway step, single, reduce, shift step, then the builtin floor and
-    call), so the spread behind each median can be read offline.
+    call), so the spread behind each median can be read offline. ``statistic`` names how each
+    point summarizes its rounds: ``"median"`` (every calibration made before it was recorded)
+    or ``"mean"`` (:func:`fit_rounds`, :mod:`.statistic`).
     """
 
     alpha: float
@@ -99,6 +110,7 @@ class Calibration:
     cpus_allowed: int = 0
     local_world_size: int = 0
     round_seconds: list[list[float]] = field(default_factory=list)
+    statistic: str = "median"
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -211,12 +223,13 @@ def fit_calibration(sizes: Sequence[int], exchange_s: Sequence[float],
                     method: str = "rounds", builtin_floor: float = 0.0,
                     builtin_floor_bytes: int = 0, builtin_call: float = 0.0,
                     cpus_allowed: int = 0, local_world_size: int = 0,
-                    round_seconds: Sequence[Sequence[float]] = ()) -> Calibration:
+                    round_seconds: Sequence[Sequence[float]] = (),
+                    statistic: str = "median") -> Calibration:
     """The :class:`Calibration` of per-size median step times (seconds; one value per size of
     ``sizes`` in every series; see the module docstring for the patterns). ``builtin_floor``,
     ``builtin_floor_bytes``, ``builtin_call``, ``cpus_allowed``, ``local_world_size`` and
-    ``round_seconds`` are stored as given (see
-    :class:`Calibration`).
+    ``round_seconds`` are stored as given, and ``statistic`` names how the series summarize
+    their rounds (see :class:`Calibration`).
 
     With ``world_size == 2`` the shift is the exchange (pass the exchange series again).
     """
@@ -245,4 +258,63 @@ def fit_calibration(sizes: Sequence[int], exchange_s: Sequence[float],
                        handoff, method, oneway.tolist(), relay, shift.tolist(),
                        float(builtin_floor), int(builtin_floor_bytes), float(builtin_call),
                        int(cpus_allowed), int(local_world_size),
-                       [[float(v) for v in r] for r in round_seconds])
+                       [[float(v) for v in r] for r in round_seconds],
+                       check_choice("statistic", statistic, STATISTICS))
+
+
+def round_statistic(values: Sequence[float] | np.ndarray, statistic: str,
+                    axis: int | None = None) -> Any:
+    """``values`` summarized by ``statistic`` (one of :data:`STATISTICS`) along ``axis``
+    (None: all of them): the median, or the arithmetic mean."""
+    check_choice("statistic", statistic, STATISTICS)
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        raise ValueError("round_statistic needs at least one value")
+    return np.median(a, axis=axis) if statistic == "median" else np.mean(a, axis=axis)
+
+
+def fit_rounds(sizes: Sequence[int], round_seconds: Sequence[Sequence[float]], *,
+               statistic: str = "median", builtin_floor_bytes: int = 0,
+               **kwargs: Any) -> Calibration:
+    """The :class:`Calibration` of recorded rounds (one row per round, the slowest rank's
+    seconds in the order of :data:`ROUND_COLUMNS` per size of ``sizes``, then the builtin floor
+    and call): each column summarized by ``statistic`` (:func:`round_statistic`), then
+    :func:`fit_calibration` (``kwargs``: its keyword arguments ``world_size``, ``backend``,
+    ``dtype``, ``method``, ``cpus_allowed``, ``local_world_size``). The rounds are stored.
+
+    Raises:
+        ValueError: no rounds, or rounds whose length is not ``5 len(sizes) + 2``.
+    """
+    data = np.asarray(round_seconds, dtype=float)
+    width = len(ROUND_COLUMNS) * len(sizes) + 2
+    if data.ndim != 2 or data.shape[0] == 0 or data.shape[1] != width:
+        raise ValueError(f"round_seconds must be >= 1 round of {width} values (5 per size of "
+                         f"{len(sizes)} sizes, then the builtin floor and call), got shape "
+                         f"{data.shape}")
+    point = round_statistic(data, statistic, axis=0)
+    per_size = point[:-2].reshape(len(sizes), len(ROUND_COLUMNS))
+    return fit_calibration(sizes, *(per_size[:, i] for i in range(len(ROUND_COLUMNS))),
+                           builtin_floor=float(point[-2]), builtin_call=float(point[-1]),
+                           builtin_floor_bytes=builtin_floor_bytes,
+                           round_seconds=data.tolist(), statistic=statistic, **kwargs)
+
+
+def restate_calibration(cal: Calibration | dict[str, Any], statistic: str) -> Calibration:
+    """``cal`` fitted again from its own recorded rounds (``round_seconds``) with each point
+    summarized by ``statistic`` (:func:`fit_rounds`); ``cal`` itself when it already uses it.
+
+    Raises:
+        ValueError: an unknown statistic, or a calibration that kept no rounds (made before
+            ``round_seconds`` was stored: only its medians exist).
+    """
+    c = cal if isinstance(cal, Calibration) else Calibration.from_dict(dict(cal))
+    check_choice("statistic", statistic, STATISTICS)
+    if c.statistic == statistic:
+        return c
+    if not c.round_seconds:
+        raise ValueError(f"a calibration can be restated as {statistic} only from its rounds; "
+                         f"this one kept none (only its {c.statistic}s)")
+    return fit_rounds(c.sizes, c.round_seconds, statistic=statistic,
+                      builtin_floor_bytes=c.builtin_floor_bytes, world_size=c.world_size,
+                      backend=c.backend, dtype=c.dtype, method=c.method,
+                      cpus_allowed=c.cpus_allowed, local_world_size=c.local_world_size)

@@ -13,6 +13,15 @@ backend's own schedule; the cores per rank from the calibration, else from the p
 ``cpus_allowed``), so every model change is judged on every committed machine at once,
 without running anything. The measured values are the profile's, untouched.
 
+What is judged (``--statistic``): the model prices a call as the sum of its steps' costs, and
+sums add as means do, not as medians (the median of a sum of skewed or two-regime step times is
+not the sum of their medians); a training loop, too, pays the mean. So by default every row is
+judged by the **mean** of its slowest-rank rounds, priced with the calibration fitted again from
+its own recorded rounds by their means (:func:`~.calibration.restate_calibration`). A profile
+whose calibration kept no rounds (made before they were stored) has only medians, and is judged
+median against median; the ``statistic`` column says which. ``--statistic median`` judges every
+profile by medians, as measured rows' ``time_us`` are.
+
 It prints, per profile and world size (and per profile), the median, 90th percentile and maximum
 of ``|error%|`` over the judged rows (by default sizes >= 64 KiB of ring, tree,
 recursive_doubling, rabenseifner and builtin: the targets of issue 19), before (the predictions
@@ -24,7 +33,8 @@ interval) and ``in noise`` (rows whose prediction lies inside that interval / ju
 the noise is as large as the target, a miss cannot be told from the measurement's own scatter;
 where it is small and the prediction is outside, the model is wrong. ``--json OUT`` writes
 every run with its rows in the profile's format (``predicted_us`` and ``error_pct`` filled,
-``stored_predicted_us``/``stored_error_pct`` keep the old ones) and the summary. A bad argument
+``judged_us`` the measured value under the run's statistic, ``stored_predicted_us``/
+``stored_error_pct`` keep the old ones) and the summary. A bad argument
 exits 2 with one error line.
 
 Pure: no process group, no ``torch.distributed`` (reading JSON and pricing schedules only).
@@ -48,8 +58,9 @@ from distlab.bench.harness import Column, format_table
 from distlab.bench.provenance import provenance, write_json
 from distlab.profile.load import Profile, load_profile
 
+from .calibration import STATISTICS, restate_calibration
 from .predict import CallModel, call_model
-from .row_noise import row_noise
+from .row_noise import row_noise, row_seconds
 
 __all__ = ["SUMMARY_COLUMNS", "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES",
            "TARGET_P90_PCT", "ErrorStats", "RefitRun", "error_stats", "main", "refit_profile",
@@ -89,6 +100,7 @@ class RefitRun:
         rows: the profile's rows with ``predicted_us``/``error_pct`` from this model and the
             stored ones as ``stored_predicted_us``/``stored_error_pct``.
         calibration: the calibration dict used.
+        statistic: how rows and calibration summarize their rounds (``"median"``/``"mean"``).
     """
 
     profile: str
@@ -97,6 +109,7 @@ class RefitRun:
     world_size: int
     rows: list[dict[str, Any]]
     calibration: dict[str, Any] = field(default_factory=dict)
+    statistic: str = "median"
 
     def stats(self, key: str = "error_pct", *, min_bytes: int = TARGET_MIN_BYTES,
               algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorStats:
@@ -120,14 +133,15 @@ def error_stats(rows: Iterable[Mapping[str, Any]], key: str = "error_pct", *,
 
 
 def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
-               model: CallModel) -> list[dict[str, Any]]:
+               model: CallModel, statistic: str = "median") -> list[dict[str, Any]]:
     """Each row (profile format: ``algorithm``, ``nbytes``, ``count``, ``time_us`` ...) with
-    ``predicted_us`` and ``error_pct = 100 (measured - predicted) / predicted`` from ``model``
+    ``judged_us`` (its measured time under ``statistic``: :func:`.row_noise.row_seconds`),
+    ``predicted_us`` and ``error_pct = 100 (judged - predicted) / predicted`` from ``model``
     (with the row's ``options``, the ones its timed calls ran with; rows of profiles made
     before rows kept them ran with none);
     the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A row that kept
     its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
-    (:mod:`.row_noise`: how far its median could land on a re-run, and whether the prediction
+    (:mod:`.row_noise`: how far its value could land on a re-run, and whether the prediction
     lies inside that interval); otherwise both are None."""
     out = []
     for row in rows:
@@ -135,9 +149,9 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
         itemsize = int(row["nbytes"]) // count if count else 4
         predicted = model.seconds(row["algorithm"], world_size, count, itemsize,
                                   row.get("options")) * 1e6
-        measured = float(row["time_us"])
-        noise = row_noise(row)
-        out.append({**row, "predicted_us": predicted,
+        measured = row_seconds(row, statistic) * 1e6
+        noise = row_noise(row, statistic)
+        out.append({**row, "judged_us": measured, "predicted_us": predicted,
                     "error_pct": 100.0 * (measured - predicted) / predicted if predicted else None,
                     "stored_predicted_us": row.get("predicted_us"),
                     "stored_error_pct": row.get("error_pct"),
@@ -169,7 +183,8 @@ def _cpus(profile: Profile) -> int | None:
 
 def refit_profile(path: str | os.PathLike[str], *,
                   calibration_from: str | os.PathLike[str] | None = None,
-                  per_size: bool = True, skip_missing: bool = False) -> list[RefitRun]:
+                  per_size: bool = True, skip_missing: bool = False,
+                  statistic: str = "mean") -> list[RefitRun]:
     """Every allreduce run of the profile folder ``path`` priced again (see the module doc).
 
     Args:
@@ -179,6 +194,9 @@ def refit_profile(path: str | os.PathLike[str], *,
         per_size: per-size rates (default) or the one beta and gamma of the calibration.
         skip_missing: leave out runs that ``calibration_from`` has no calibration for
             (default: raise).
+        statistic: ``"mean"`` (default) or ``"median"``: how rows and calibration summarize
+            their rounds; a run falls back to the median where the calibration or a row kept
+            no rounds (see the module docstring).
 
     Raises:
         ValueError: not a profile folder, no calibrated allreduce run, or no calibration of the
@@ -195,15 +213,29 @@ def refit_profile(path: str | os.PathLike[str], *,
                 continue
             raise ValueError(f"profile {source.path} has no {key[0]} calibration for world size "
                              f"{key[1]} (it has {sorted(cals)})")
-        model = call_model(cals[key], per_size=per_size, cpus=_cpus(source))
+        cal, stat = _restated(cals[key], run["rows"], statistic)
+        model = call_model(cal, per_size=per_size, cpus=_cpus(source))
         out.append(RefitRun(measured.name, source.name, run["backend"], run["world_size"],
-                            refit_rows(run["rows"], run["world_size"], model), cals[key]))
+                            refit_rows(run["rows"], run["world_size"], model, stat), cal, stat))
     return out
+
+
+def _restated(cal: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+              statistic: str) -> tuple[dict[str, Any], str]:
+    """The calibration under ``statistic`` and the statistic used: the median where the
+    calibration or a row kept no rounds."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+    if statistic == str(cal.get("statistic") or "median"):
+        return dict(cal), statistic
+    if not cal.get("round_seconds") or not all(r.get("seconds_per_rank") for r in rows):
+        return dict(cal), str(cal.get("statistic") or "median")
+    return restate_calibration(cal, statistic).to_dict(), statistic
 
 
 SUMMARY_COLUMNS = (
     Column("measured on", "profile"), Column("calibrated on", "calibrated_on"),
-    Column("backend", "backend"), Column("ws", "world_size"),
+    Column("backend", "backend"), Column("ws", "world_size"), Column("statistic", "statistic"),
     Column("n before", "before_n"), Column("median%", "before_median", ".1f"),
     Column("p90%", "before_p90", ".1f"), Column("max%", "before_max", ".1f"),
     Column("n after", "after_n"), Column("median%", "after_median", ".1f"),
@@ -214,7 +246,7 @@ SUMMARY_COLUMNS = (
 
 def _summary_row(profile: str, calibrated_on: str, backend: str, ws: Any,
                  rows: list[dict[str, Any]], min_bytes: int,
-                 algorithms: Iterable[str] | None) -> dict[str, Any]:
+                 algorithms: Iterable[str] | None, statistic: str) -> dict[str, Any]:
     algos = None if algorithms is None else tuple(algorithms)
     before = error_stats(rows, "stored_error_pct", min_bytes=min_bytes, algorithms=algos)
     after = error_stats(rows, "error_pct", min_bytes=min_bytes, algorithms=algos)
@@ -223,7 +255,8 @@ def _summary_row(profile: str, calibrated_on: str, backend: str, ws: Any,
               and r["nbytes"] >= min_bytes and (algos is None or r["algorithm"] in algos)]
     inside = f"{sum(bool(r['within_noise']) for r in judged)}/{len(judged)}" if judged else "-"
     return {"profile": profile, "calibrated_on": calibrated_on, "backend": backend,
-            "world_size": ws, "before_n": before.n, "before_median": before.median,
+            "world_size": ws, "statistic": statistic, "before_n": before.n,
+            "before_median": before.median,
             "before_p90": before.p90, "before_max": before.max, "after_n": after.n,
             "after_median": after.median, "after_p90": after.p90, "after_max": after.max,
             "target": "met" if after.meets_target else "missed",
@@ -242,16 +275,22 @@ def summary_rows(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
         mine = [r for r in runs if r.profile == name]
         for r in mine:
             out.append(_summary_row(name, r.calibrated_on, r.backend, r.world_size, r.rows,
-                                    min_bytes, algos))
+                                    min_bytes, algos, r.statistic))
         if len(mine) > 1:
             cal = ",".join(dict.fromkeys(r.calibrated_on for r in mine))
             out.append(_summary_row(name, cal, ",".join(dict.fromkeys(r.backend for r in mine)),
-                                    "all", [x for r in mine for x in r.rows], min_bytes, algos))
+                                    "all", [x for r in mine for x in r.rows], min_bytes, algos,
+                                    _statistics(mine)))
     if len(names) > 1:
         out.append(_summary_row("all", "own" if all(r.profile == r.calibrated_on for r in runs)
                                 else "given", ",".join(dict.fromkeys(r.backend for r in runs)),
-                                "all", [x for r in runs for x in r.rows], min_bytes, algos))
+                                "all", [x for r in runs for x in r.rows], min_bytes, algos,
+                                _statistics(runs)))
     return out
+
+
+def _statistics(runs: Sequence[RefitRun]) -> str:
+    return ",".join(dict.fromkeys(r.statistic for r in runs))
 
 
 def summary_table(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
@@ -285,6 +324,10 @@ def _parser() -> argparse.ArgumentParser:
         ("naive", "tree", "recursive_doubling", "rabenseifner", "ring", "segmented_ring",
          "hierarchical", "builtin")), default=",".join(TARGET_ALGORITHMS),
                    help="comma list of the algorithms judged, or 'all'")
+    p.add_argument("--statistic", choices=STATISTICS, default="mean",
+                   help="judge each row by the mean (default) or the median of its slowest-rank "
+                        "rounds, with the calibration restated the same way (profiles whose "
+                        "calibration kept no rounds: median)")
     p.add_argument("--constant", action="store_true",
                    help="price every size with the calibration's one beta and gamma (the model "
                         "without per-size rates), for comparison")
@@ -301,21 +344,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.profiles:
         try:
             runs += refit_profile(path, calibration_from=args.calibration_from,
-                                  per_size=not args.constant)
+                                  per_size=not args.constant, statistic=args.statistic)
         except (ValueError, KeyError, TypeError) as exc:
             options.fail(p, "DIR", str(path), f"a profile with calibrated allreduce runs ({exc})")
     algos = tuple(args.algorithms)
     print(f"# |error%| of rows >= {args.min_bytes} B of {', '.join(algos)}: before = stored in "
-          f"the profile, after = {'constant' if args.constant else 'per-size'} model; target "
+          f"the profile, after = {'constant' if args.constant else 'per-size'} model, judged by "
+          f"each run's statistic of its rounds (asked: {args.statistic}); target "
           f"median <= {TARGET_MEDIAN_PCT:g}%, p90 <= {TARGET_P90_PCT:g}%")
     print(summary_table(runs, min_bytes=args.min_bytes, algorithms=algos))
     if args.json:
         doc = {"provenance": provenance(), "min_bytes": args.min_bytes, "algorithms": list(algos),
                "model": "constant" if args.constant else "per-size",
+               "statistic": args.statistic,
                "summary": summary_rows(runs, min_bytes=args.min_bytes, algorithms=algos),
                "runs": [{"profile": r.profile, "calibrated_on": r.calibrated_on,
                          "backend": r.backend, "world_size": r.world_size,
-                         "calibration": r.calibration, "rows": r.rows} for r in runs]}
+                         "statistic": r.statistic, "calibration": r.calibration,
+                         "rows": r.rows} for r in runs]}
         print(f"# wrote {write_json(args.json, doc)}")
     return 0
 

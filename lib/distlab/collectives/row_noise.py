@@ -1,16 +1,18 @@
-"""How repeatable a measured row is: the bootstrap interval of its median round (pure NumPy).
+"""How repeatable a measured row is: the bootstrap interval of its rounds' statistic (pure NumPy).
 
-A profile's row is the median over its timed rounds (20 in a full profile) of the slowest rank's
-seconds. On a machine whose rounds fall into two regimes (a wake-up that comes a scheduler tick
-late, a transport that switches buffers) that median moves from one run to the next even when
-nothing about the machine changed, and no model can be judged more finely than the row itself is
-known. :func:`median_interval` resamples the rounds with replacement (a percentile bootstrap,
-fixed seed, so the same rounds always give the same interval) and returns the interval that holds
-the median of ``confidence`` of the resamples; :func:`row_noise` turns it into what
+A profile's row summarizes its timed rounds (20 in a full profile) of the slowest rank's seconds
+by a statistic (:data:`~.calibration.STATISTICS`: the median, which ``time_us`` holds, or the
+mean). On a machine whose rounds fall into two regimes (a wake-up that comes a scheduler tick
+late, a transport that switches buffers) the median jumps between the regimes from one run to
+the next even when nothing about the machine changed (the mean moves with the share of slow
+rounds instead), and no model can be judged more finely than the row itself is known.
+:func:`bootstrap_interval` resamples the rounds with replacement (a percentile bootstrap, fixed
+seed, so the same rounds always give the same interval) and returns the interval that holds the
+statistic of ``confidence`` of the resamples; :func:`row_noise` turns it into what
 :mod:`distlab.collectives.refit` reports per row:
 
-- ``noise_pct``: the larger distance from the row's median to either end of the interval, in %
-  of the median (how far a re-run's median could plausibly land);
+- ``noise_pct``: the larger distance from the row's value to either end of the interval, in %
+  of the value (how far a re-run's value could plausibly land);
 - ``within_noise``: whether the prediction lies inside the interval (the model cannot be told
   apart from the measurement there).
 """
@@ -25,42 +27,47 @@ import numpy as np
 
 from distlab._checks import check_float, check_int
 
-__all__ = ["NOISE_CONFIDENCE", "NOISE_RESAMPLES", "RowNoise", "median_interval",
-           "row_noise", "slowest_rounds"]
+from .calibration import round_statistic
+
+__all__ = ["NOISE_CONFIDENCE", "NOISE_RESAMPLES", "RowNoise", "bootstrap_interval",
+           "row_noise", "row_seconds", "slowest_rounds"]
 
 NOISE_CONFIDENCE = 0.9
-"""Share of the bootstrap medians the interval holds."""
+"""Share of the bootstrap resamples' statistics the interval holds."""
 NOISE_RESAMPLES = 2000
 """Bootstrap resamples per row (the interval's ends move by well under 1% between seeds)."""
 
 
 @dataclass(frozen=True)
 class RowNoise:
-    """A row's median round and the bootstrap interval around it (seconds; ``noise_pct`` in %
-    of the median)."""
+    """A row's value (its rounds' statistic) and the bootstrap interval around it (seconds;
+    ``noise_pct`` in % of the value)."""
 
-    median_s: float
+    value_s: float
     low_s: float
     high_s: float
 
     @property
     def noise_pct(self) -> float:
-        """The larger distance from the median to an end of the interval, % of the median."""
-        return 100.0 * max(self.high_s - self.median_s, self.median_s - self.low_s) \
-            / self.median_s
+        """The larger distance from the value to an end of the interval, % of the value."""
+        return 100.0 * max(self.high_s - self.value_s, self.value_s - self.low_s) \
+            / self.value_s
 
     def holds(self, seconds: float) -> bool:
         """Whether ``seconds`` lies inside the interval (ends included)."""
         return self.low_s <= seconds <= self.high_s
 
 
-def median_interval(samples: Sequence[float], *, confidence: float = NOISE_CONFIDENCE,
-                    resamples: int = NOISE_RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """The central ``confidence`` interval of the medians of ``resamples`` bootstrap resamples
-    of ``samples`` (each of ``len(samples)`` draws with replacement).
+def bootstrap_interval(samples: Sequence[float], *, statistic: str = "median",
+                       confidence: float = NOISE_CONFIDENCE, resamples: int = NOISE_RESAMPLES,
+                       seed: int = 0) -> tuple[float, float]:
+    """The central ``confidence`` interval of ``statistic`` (``"median"`` or ``"mean"``) over
+    ``resamples`` bootstrap resamples of ``samples`` (each of ``len(samples)`` draws with
+    replacement).
 
     Raises:
-        ValueError: no samples, a non-finite sample, or ``confidence`` outside (0, 1).
+        ValueError: no samples, a non-finite sample, an unknown statistic, or ``confidence``
+            outside (0, 1).
     """
     x = np.asarray(samples, dtype=float)
     if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
@@ -71,9 +78,9 @@ def median_interval(samples: Sequence[float], *, confidence: float = NOISE_CONFI
         raise ValueError(f"confidence must be strictly between 0 and 1, got {conf}")
     n = check_int("resamples", resamples, minimum=1)
     rng = np.random.default_rng(seed)
-    medians = np.median(x[rng.integers(0, x.size, size=(n, x.size))], axis=1)
+    values = round_statistic(x[rng.integers(0, x.size, size=(n, x.size))], statistic, axis=1)
     tail = 100.0 * (1 - conf) / 2
-    low, high = np.percentile(medians, [tail, 100.0 - tail])
+    low, high = np.percentile(values, [tail, 100.0 - tail])
     return float(low), float(high)
 
 
@@ -90,11 +97,25 @@ def slowest_rounds(row: Mapping[str, Any]) -> list[float] | None:
     return a.max(axis=0).tolist()
 
 
-def row_noise(row: Mapping[str, Any], **kwargs: Any) -> RowNoise | None:
-    """:class:`RowNoise` of a profile row's slowest-rank rounds (``None`` without rounds);
-    ``kwargs`` go to :func:`median_interval`."""
+def row_seconds(row: Mapping[str, Any], statistic: str = "median") -> float:
+    """A profile row's measured seconds under ``statistic``: its slowest-rank rounds' median or
+    mean; a row that kept no rounds has only its stored median (``time_us``), so ``"mean"``
+    raises ``ValueError`` there."""
+    rounds = slowest_rounds(row)
+    if rounds is None:
+        if statistic == "median":
+            return float(row["time_us"]) * 1e-6
+        raise ValueError(f"the {statistic} of a row needs its rounds (seconds_per_rank); this "
+                         f"row kept only its median time_us")
+    return float(round_statistic(rounds, statistic))
+
+
+def row_noise(row: Mapping[str, Any], statistic: str = "median",
+              **kwargs: Any) -> RowNoise | None:
+    """:class:`RowNoise` of a profile row's slowest-rank rounds under ``statistic`` (``None``
+    without rounds); ``kwargs`` go to :func:`bootstrap_interval`."""
     rounds = slowest_rounds(row)
     if rounds is None:
         return None
-    low, high = median_interval(rounds, **kwargs)
-    return RowNoise(float(np.median(rounds)), low, high)
+    low, high = bootstrap_interval(rounds, statistic=statistic, **kwargs)
+    return RowNoise(float(round_statistic(rounds, statistic)), low, high)

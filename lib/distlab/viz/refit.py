@@ -11,9 +11,10 @@ stored calibration priced the rows) and which machine measured.
 - :func:`error_by_size_table`: the same numbers as text, one column per algorithm.
 - :func:`travel_table`: every profile priced with every profile's calibration (same world size):
   the median and p90 of |error%| over the judged rows, calibrated-on x measured-on.
-- :func:`spread_table`: per judged row, how the per-round times spread: the error of the median
-  (what the target judges), of the fast quarter (25th percentile of rounds) and the share of
-  rounds slower than twice the fastest.
+- :func:`spread_table`: per judged row, how the per-round times spread: the error of its judged
+  value (what the target judges: the mean of its rounds, or the median for profiles whose
+  calibration kept no rounds; :mod:`distlab.collectives.refit`), of the fast quarter (25th
+  percentile of rounds) and the share of rounds slower than twice the fastest.
 
 Where the model still misses, and why (numbers: the committed profiles, refit as in the report
 of issue 19):
@@ -34,20 +35,24 @@ of issue 19):
    gloo's ring is a C++ loop (about 150 us per iteration there): overpredicted several fold
    up to about 1 MiB. A calibration that timed the floor (``builtin_floor``, every profile made
    since) prices gloo's iterations from it instead (:mod:`distlab.collectives.predict`).
-3. **Noise: the rows are not known better than the target.** A row is the median of 20 rounds; on
-   the 2-core VM a call's time falls in a fast group and a slow one a scheduler tick (2-5 ms)
-   later, and which group the median lands in changes from run to run. :func:`noise_figure` and
-   the ``noise`` columns of :func:`~distlab.collectives.refit.summary_table` show each row's 90%
-   bootstrap interval (:mod:`~distlab.collectives.row_noise`): on the VM profiles its half-width
-   has a median of 10-27% and a p90 of 27-96%, as large as the target itself, so a prediction
-   there cannot be judged finer than that. On the 16-core host at 4 ranks the rows are known to
-   7% (median) and the model misses outside the noise: item 1 is a model error, not noise.
-4. **One pinned core, 2 ranks** (``vm-1core-quiet-2026-11-23``): rows known to 15% (median),
-   errors of 43% (median): on one core a pairwise exchange step costs 4 to 10 times a one-way
-   send (both processes must be scheduled in turn, a one-way send waits for nobody), and the step
-   model, linear in messages, fits both patterns only with a worst point 69% off, so every
-   exchange step is under-priced. Pricing each step from the calibration pattern it resembles
-   would remove that; it is not done.
+3. **Noise: the medians are not known better than the target.** A row's median of 20 rounds on
+   the 2-core VM lands in a fast group or a slow one a scheduler tick (2-5 ms) later, and which
+   group it lands in changes from run to run. :func:`noise_figure` and the ``noise`` columns of
+   :func:`~distlab.collectives.refit.summary_table` show each row's 90% bootstrap interval
+   (:mod:`~distlab.collectives.row_noise`): judged by medians, its half-width has a p90 of
+   27-96% on the VM profiles, as large as the target itself. The mean moves with the share of
+   slow rounds instead, and it is what the model's sum of step costs predicts, so the profiles
+   whose calibration kept its rounds (the ``-quiet`` ones) are judged by means
+   (:mod:`distlab.collectives.refit`): their rows are then known to a p90 of 13-31%, and the
+   target is met on 5 of their 6 runs. The older profiles kept only their calibration's
+   medians and are judged by medians.
+4. **One pinned core, 2 ranks** (``vm-1core-quiet-2026-11-23``): rows known to 11% (median),
+   errors of 17% (median) and 58% (p90). On one core the two ranks take turns, so a step whose
+   receiver waits for the other process to be scheduled costs about a scheduler slice (2 ms)
+   whatever its pattern, while the calibration's one-way chain never waits (rank 0 posts its
+   sends back to back). Tree's two dependent one-way steps are priced at about half their cost
+   (+55 to +94% from 64 KiB to 1 MiB). A calibration pattern of dependent one-way hops (a
+   ping-pong) would measure that cost; it is not timed.
 """
 
 from __future__ import annotations
@@ -118,7 +123,7 @@ def refit_figure(profiles: Iterable[PathLike | RefitRun], *,
                            r.get("predicted_us")), key=lambda r: r["nbytes"])
             if mine:
                 ax.plot([r["nbytes"] for r in mine],
-                        [r["time_us"] / r["predicted_us"] for r in mine],
+                        [r["judged_us"] / r["predicted_us"] for r in mine],
                         _STYLES.get(a, ".-"), ms=4, lw=1, label=a)
         band = TARGET_MEDIAN_PCT / 100
         ax.axhspan(1 - band, 1 + band, color="tab:green", alpha=0.15)
@@ -143,7 +148,8 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
                  algorithms: Iterable[str] | None = TARGET_ALGORITHMS,
                  min_bytes: int = TARGET_MIN_BYTES) -> Any:
     """Each judged row's ``|error%|`` against its ``noise_pct``
-    (:mod:`~distlab.collectives.row_noise`: how far its median round could land on a re-run),
+    (:mod:`~distlab.collectives.row_noise`: how far its value, the run's statistic of its
+    rounds, could land on a re-run),
     both log, one colour per (profile, world
     size). Below the diagonal the model is as close as the row is known; far above it the model
     is wrong by more than the measurement's scatter. Rows that kept no rounds are left out (the
@@ -173,7 +179,7 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
     ax.axhline(TARGET_MEDIAN_PCT, color="tab:green", lw=0.8, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("row noise: 90% bootstrap half-width of its median round (%)")
+    ax.set_xlabel("row noise: 90% bootstrap half-width of its value (%)")
     ax.set_ylabel("|error| of the prediction (%)")
     note = f"; {left_out} rows without rounds left out" if left_out else ""
     ax.set_title(f"model error against the measurement's own scatter, rows >= "
@@ -217,7 +223,8 @@ def travel_table(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BY
 
 
 SPREAD_COLUMNS = (Column("size(B)", "nbytes"), Column("algorithm", "algorithm"),
-                  Column("time(us)", "time_us", ".0f"), Column("predicted", "predicted_us", ".0f"),
+                  Column("judged(us)", "judged_us", ".0f"),
+                  Column("predicted", "predicted_us", ".0f"),
                   Column("error%", "error_pct", "+.0f"),
                   Column("fast quarter%", "fast_error_pct", "+.0f"),
                   Column("slow rounds%", "slow_pct", ".0f"))
@@ -225,9 +232,9 @@ SPREAD_COLUMNS = (Column("size(B)", "nbytes"), Column("algorithm", "algorithm"),
 
 def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
                  algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
-    """Per judged row: the error of the median round (the row's time), of the 25th percentile
-    of rounds (``fast quarter``), and the share of rounds slower than twice the fastest
-    (each round's time is its slowest rank's, as the row's)."""
+    """Per judged row: the error of its judged value (the run's statistic of its rounds), of
+    the 25th percentile of rounds (``fast quarter``), and the share of rounds slower than twice
+    the fastest (each round's time is its slowest rank's, as the row's)."""
     algos = None if algorithms is None else set(algorithms)
     rows = []
     for r in run.rows:
@@ -239,5 +246,5 @@ def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
         rows.append({**r, "fast_error_pct": 100 * (fast - r["predicted_us"]) / r["predicted_us"],
                      "slow_pct": 100 * float(np.mean(rounds > 2 * rounds.min()))})
     head = (f"# per-round spread: measured {run.profile}, calibrated {run.calibrated_on}, "
-            f"{run.backend} ws {run.world_size}")
+            f"{run.backend} ws {run.world_size}, judged by the {run.statistic}")
     return head + "\n" + format_table(rows, SPREAD_COLUMNS)

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -34,7 +33,7 @@ from distlab import launch
 from distlab._checks import check_int
 from distlab.envinfo import cpus_allowed
 
-from ..calibration import (Calibration, exchange_schedule, fit_calibration, oneway_schedule,
+from ..calibration import (Calibration, exchange_schedule, fit_rounds, oneway_schedule,
                            shift_schedule)
 from ..ops import check_op
 from .execute import run_schedule
@@ -123,24 +122,20 @@ class RoundCalibrator:
         if record:
             self.rounds.append(row)
 
-    def fit(self, method: str = "rounds") -> Calibration:
-        """Fit on the recorded rounds (collective: the slowest rank per round, then medians)."""
+    def fit(self, method: str = "rounds", statistic: str = "median") -> Calibration:
+        """Fit on the recorded rounds (collective: the slowest rank per round, then each point's
+        ``statistic`` over rounds: ``"median"`` or ``"mean"``, see
+        :func:`~distlab.collectives.calibration.fit_rounds`)."""
         if not self.rounds:
             raise RuntimeError("RoundCalibrator.fit needs at least one recorded round")
         data = torch.tensor(self.rounds, dtype=torch.float64)
         dist.all_reduce(data, op=dist.ReduceOp.MAX, group=self.group)
-        slowest = data.numpy()
-        med = np.median(slowest, axis=0)
-        per_size = med[:-2].reshape(len(self.sizes), 5)
-        exch, oneway, single, red, shift = (per_size[:, i] for i in range(5))
-        return fit_calibration(self.sizes, exch, oneway, single, red, shift,
-                               world_size=self.world, backend=self.backend,
-                               dtype=str(self.dtype).replace("torch.", ""), method=method,
-                               builtin_floor=float(med[-2]), builtin_call=float(med[-1]),
-                               builtin_floor_bytes=self._floor_buf.numel() * self.itemsize,
-                               cpus_allowed=cpus_allowed() or os.cpu_count() or 1,
-                               local_world_size=_local_world_size(self.world),
-                               round_seconds=slowest.tolist())
+        return fit_rounds(self.sizes, data.numpy().tolist(), statistic=statistic,
+                          builtin_floor_bytes=self._floor_buf.numel() * self.itemsize,
+                          world_size=self.world, backend=self.backend,
+                          dtype=str(self.dtype).replace("torch.", ""), method=method,
+                          cpus_allowed=cpus_allowed() or os.cpu_count() or 1,
+                          local_world_size=_local_world_size(self.world))
 
 
 def _local_world_size(world: int) -> int:
