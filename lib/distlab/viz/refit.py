@@ -47,12 +47,12 @@ of issue 19):
    target is met on 5 of their 6 runs. The older profiles kept only their calibration's
    medians and are judged by medians.
 4. **One pinned core, 2 ranks** (``vm-1core-quiet-2026-11-23``): rows known to 11% (median),
-   errors of 17% (median) and 58% (p90). On one core the two ranks take turns, so a step whose
-   receiver waits for the other process to be scheduled costs about a scheduler slice (2 ms)
-   whatever its pattern, while the calibration's one-way chain never waits (rank 0 posts its
-   sends back to back). Tree's two dependent one-way steps are priced at about half their cost
-   (+55 to +94% from 64 KiB to 1 MiB). A calibration pattern of dependent one-way hops (a
-   ping-pong) would measure that cost; it is not timed.
+   errors of 17% (median) and 58% (p90). The misses are tree (+55 to +94% from 64 KiB to
+   1 MiB: two one-way steps) and recursive doubling (+27 to +103%: one exchange step), while
+   ring is within 23%. The cause is not identified: on one core, one-way steps that wait for
+   each other (a ping-pong) measured no consistently different cost from the calibration's
+   chained one-way steps (1.31 against 0.94 ms per step at 1 KiB, 1.27 against 1.62 ms at
+   64 KiB, 30 rounds each).
 """
 
 from __future__ import annotations
