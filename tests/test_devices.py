@@ -88,3 +88,18 @@ def test_profile_plan(gpus: int, torchrun: bool, world: int) -> None:
         assert device == "cpu" and "NCCL refuses two ranks" in why
     else:
         assert (device, why) == ("cuda", "")
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_profile_plan_rounds_set_every_allreduce_sweeps_timed_rounds(quick: bool) -> None:
+    facts = CollectiveFacts(gloo=True, nccl=True, gpus=4, torch_version="x", torchrun=False,
+                            world_size=1, local_world_size=1)
+    default, _ = plan_runs(facts, quick=quick)
+    assert {c.iters for c in default} == {5 if quick else 20}
+    more, _ = plan_runs(facts, quick=quick, rounds=80)
+    assert {c.iters for c in more} == {80} and len(more) == len(default)
+    assert [c.maxbytes for c in more] == [c.maxbytes for c in default]
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match="rounds"):
+            plan_runs(facts, quick=quick, rounds=bad)
+

@@ -126,6 +126,7 @@ def test_quick_summary_and_skip_lines(quick: tuple[Path, str]) -> None:
 @pytest.mark.parametrize("args, needle", [
     (["--only", "env,bogus"], "--only"),
     (["--timeout", "-1"], "--timeout"),
+    (["--rounds", "0"], "--rounds"),
     (["--frobnicate"], "unrecognized"),
 ])
 @pytest.mark.timeout(120)

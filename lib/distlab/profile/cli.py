@@ -1,6 +1,7 @@
 """Command line of ``python -m distlab.profile`` (see the package docstring).
 
     python -m distlab.profile [--out DIR] [--quick] [--only env,transfers,collectives,ddp]
+                              [--rounds N]
     torchrun --nproc-per-node 8 -m distlab.profile     # every rank measures, rank 0 writes
 
 Runs the parts in order (env, transfers, collectives, ddp), prints one line for every part or
@@ -40,6 +41,10 @@ def _parser() -> "options.argparse.ArgumentParser":
                    help=f"comma list of {', '.join(PART_NAMES)}, or 'all'")
     p.add_argument("--timeout", type=options.positive_float, default=900.0,
                    help="seconds allowed for each multi-process measurement")
+    p.add_argument("--rounds", type=options.positive_int, default=None,
+                   help="timed rounds per allreduce sweep (default 20, 5 with --quick): a "
+                        "row's mean is known to about 1/sqrt(rounds) of its rounds' spread, "
+                        "and the collectives part's time grows with it")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     return p
 
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0")) if torchrun else 0
     ctx = PartContext(quick=a.quick, world_size=int(os.environ.get("WORLD_SIZE", "1")),
                       rank=rank, progress=not a.no_progress and rank == 0, timeout=a.timeout,
-                      torchrun=torchrun)
+                      torchrun=torchrun, rounds=a.rounds)
     say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
     results: list[PartResult] = []
     stopped = None

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distlab._checks import check_int
 from distlab.bench.allreduce import BENCHMARK, AllreduceConfig
 from distlab.bench.collective import BENCHMARK as COLLECTIVE
 from distlab.bench.collective import CollectiveConfig
@@ -69,8 +70,10 @@ def facts_here(ctx: PartContext) -> CollectiveFacts:
 
 
 def plan_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
-              progress: bool = True) -> tuple[list[AllreduceConfig], list[dict[str, str]]]:
-    """The allreduce sweeps this machine supports, and the skipped ones with their reason.
+              progress: bool = True, rounds: int | None = None
+              ) -> tuple[list[AllreduceConfig], list[dict[str, str]]]:
+    """The allreduce sweeps this machine supports, and the skipped ones with their reason;
+    ``rounds`` (None: 20, or 5 when ``quick``) timed rounds each.
 
     gloo: the torchrun world, else ranks 2 (and 4 unless ``quick``); NCCL: one rank per GPU, so
     only with >= 2 GPUs (an allreduce needs two ranks, and NCCL refuses two ranks on one GPU),
@@ -83,6 +86,8 @@ def plan_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
     else:
         sweep = {"minbytes": 1024, "maxbytes": 64 * 2**20, "algorithms": ("builtin", *ALGORITHMS),
                  "iters": 20, "warmup": 5}
+    if rounds is not None:
+        sweep["iters"] = check_int("rounds", rounds, minimum=1)
     common = {"stepfactor": 4, "timeout": timeout, "quiet": not progress}
     runs: list[AllreduceConfig] = []
     skipped: list[dict[str, str]] = []
@@ -152,7 +157,7 @@ def run(ctx: PartContext) -> PartResult:
     """Run every planned sweep; each is one span on lane ``collectives/<backend>``, and every
     timed call of every rank on this host one span on ``collectives/<backend> ws<n> rank<r>``."""
     facts = facts_here(ctx)
-    runs, skipped = plan_runs(facts, ctx.quick, ctx.timeout, ctx.progress)
+    runs, skipped = plan_runs(facts, ctx.quick, ctx.timeout, ctx.progress, ctx.rounds)
     results = []
     for c in runs:
         with ctx.timed(f"collectives/{c.backend}", f"allreduce sweep ws{c.ranks}",

@@ -36,6 +36,9 @@ class PartContext:
         rank: this process's rank under torchrun, else 0.
         progress: show tqdm bars on stderr.
         timeout: seconds allowed for each multi-process call.
+        rounds: timed rounds per allreduce sweep (None: the part's default, 20 in the full
+            profile and 5 in the quick one). A row's mean is known to about 1/sqrt(rounds) of
+            its rounds' spread.
     """
 
     quick: bool = False
@@ -45,6 +48,7 @@ class PartContext:
     progress: bool = True
     timeout: float = 900.0
     torchrun: bool = False
+    rounds: int | None = None
 
     @contextmanager
     def timed(self, lane: str, name: str, **args: Any) -> Iterator[dict[str, Any]]:
