@@ -27,7 +27,9 @@ def test_the_committed_full_profiles_are_there() -> None:
     names = {p.name for p in FULL}
     assert {"vm-2026-11-23", "h100-2026-11-23", "vm-1core-2026-11-23"} <= names
     assert {"vm-quiet-2026-11-23", "vm-1core-quiet-2026-11-23",
-            "vm-2core-quiet-2026-11-23"} <= names
+            "vm-2core-quiet-2026-11-23", "vm-quiet-rerun-2026-11-23",
+            "vm-1core-quiet-rerun-2026-11-23", "vm-2core-quiet-rerun-2026-11-23",
+            "vm-quiet-80rounds-2026-11-23"} <= names
 
 
 @pytest.fixture(scope="module", params=FULL, ids=lambda p: p.name)
@@ -69,6 +71,14 @@ def _rounds_kept(path: Path) -> bool:
                load_profile(path).allreduce_runs() if r.get("calibration"))
 
 
+def _stored_statistic(path: Path) -> str:
+    """The statistic the profile's stored calibrations were fitted on (median before it was
+    recorded)."""
+    (stat,) = {r["calibration"].get("statistic", "median") for r in
+               load_profile(path).allreduce_runs() if r.get("calibration")}
+    return stat
+
+
 def test_each_profile_is_judged_by_means_where_its_rounds_allow(refitted) -> None:
     path, runs = refitted
     want = "mean" if _rounds_kept(path) else "median"
@@ -79,9 +89,10 @@ def test_each_profile_is_judged_by_means_where_its_rounds_allow(refitted) -> Non
 def test_the_stored_predictions_are_reproduced(refitted) -> None:
     """Profiles made before the per-size model stored the constant model's predictions (the
     builtin had none); profiles made since store this model's, builtin included, priced with
-    the calibration of medians they were measured with."""
+    the calibration they were measured with (medians before the statistic was recorded, means
+    since)."""
     path, _ = refitted
-    runs = refit_profile(path, per_size=_floored(path), statistic="median")
+    runs = refit_profile(path, per_size=_floored(path), statistic=_stored_statistic(path))
     for run in runs:
         for row in run.rows:
             if row["stored_predicted_us"] is not None:  # builtin had none when measured

@@ -43,9 +43,12 @@ of issue 19):
    27-96% on the VM profiles, as large as the target itself. The mean moves with the share of
    slow rounds instead, and it is what the model's sum of step costs predicts, so the profiles
    whose calibration kept its rounds (the ``-quiet`` ones) are judged by means
-   (:mod:`distlab.collectives.refit`): their rows are then known to a p90 of 13-31%, and the
-   target is met on 5 of their 6 runs. The older profiles kept only their calibration's
-   medians and are judged by medians.
+   (:mod:`distlab.collectives.refit`): their rows are then known to a p90 of 9-34%. The target
+   is met on all seven 4-rank runs and on three of the seven 2-rank runs; the 2-rank misses
+   have rows known to only 15-17% (median) in 20 rounds, and a calibration fitted on the
+   same 20 rounds that is as uncertain. With 80 rounds (``vm-quiet-80rounds-2026-11-23``)
+   the rows are known to 9% (median) and the model is within 9.0% / 24.0% (median / p90).
+   The older profiles kept only their calibration's medians and are judged by medians.
 4. **One pinned core, 2 ranks** (``vm-1core-quiet-2026-11-23``): rows known to 11% (median),
    errors of 17% (median) and 58% (p90). The misses are tree (+55 to +94% from 64 KiB to
    1 MiB: two one-way steps) and recursive doubling (+27 to +103%: one exchange step), while
@@ -62,6 +65,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import matplotlib
 import numpy as np
 
 from distlab.bench.harness import Column, format_table
@@ -133,9 +137,11 @@ def refit_figure(profiles: Iterable[PathLike | RefitRun], *,
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         s = run.stats()
-        ax.set_title(f"measured {run.profile}, ws {run.world_size}; calibrated "
-                     f"{run.calibrated_on}\n>= 64 KiB: median |error| {s.median:.0f}%, "
-                     f"p90 {s.p90:.0f}%", fontsize=8)
+        source = ("own calibration" if run.calibrated_on == run.profile
+                  else f"calibrated {run.calibrated_on}")
+        ax.set_title(f"{run.profile}, ws {run.world_size}, {source}\n>= 64 KiB, by the "
+                     f"{run.statistic}: median |error| {s.median:.0f}%, p90 {s.p90:.0f}%",
+                     fontsize=8)
         ax.set_xlabel("buffer bytes")
         ax.set_ylabel("measured / predicted")
     for ax in axes[len(runs):]:
@@ -150,15 +156,17 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
     """Each judged row's ``|error%|`` against its ``noise_pct``
     (:mod:`~distlab.collectives.row_noise`: how far its value, the run's statistic of its
     rounds, could land on a re-run),
-    both log, one colour per (profile, world
-    size). Below the diagonal the model is as close as the row is known; far above it the model
-    is wrong by more than the measurement's scatter. Rows that kept no rounds are left out (the
+    both log, one colour per profile, circles for 2 ranks and triangles for more. Below the
+    diagonal the model is as close as the row is known; far above it the model is wrong by
+    more than the measurement's scatter. Rows that kept no rounds are left out (the
     title counts them)."""
     runs = refit_runs(profiles)
     algos = None if algorithms is None else set(algorithms)
-    fig = new_figure(figsize=(6.4, 4.6))
+    fig = new_figure(figsize=(10.5, 4.8))
     ax = fig.subplots()
     lo, hi, drawn, left_out = 1.0, 10.0, 0, 0
+    names = list(dict.fromkeys(run.profile for run in runs))
+    palette = matplotlib.colormaps["tab20"]
     for run in runs:
         rows = [r for r in run.rows if r["nbytes"] >= min_bytes and r.get("error_pct") is not None
                 and (algos is None or r["algorithm"] in algos)]
@@ -169,8 +177,10 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
             continue
         x, y = zip(*pts)
         inside = sum(bool(r.get("within_noise")) for r in rows)
-        ax.scatter(x, y, s=14, alpha=0.75,
-                   label=f"{run.profile} ws{run.world_size} ({inside}/{len(pts)} in noise)")
+        ax.scatter(x, y, s=14, alpha=0.75, color=palette(names.index(run.profile) % 20),
+                   marker="o" if run.world_size <= 2 else "^",
+                   label=f"{run.profile} ws{run.world_size}, {run.statistic} "
+                         f"({inside}/{len(pts)} in noise)")
         lo, hi = min(lo, *x, *y), max(hi, *x, *y)
         drawn += len(pts)
     if not drawn:
@@ -184,7 +194,7 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
     note = f"; {left_out} rows without rounds left out" if left_out else ""
     ax.set_title(f"model error against the measurement's own scatter, rows >= "
                  f"{min_bytes // 1024} KiB{note}", fontsize=9)
-    ax.legend(fontsize=6.5, loc="upper left")
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig
 
 
