@@ -42,7 +42,7 @@ from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeS
                                    format_table, opt, run_cli)
 from distlab.bench.versus import versus_lines, versus_table
 from distlab.collectives.algorithms import ALGORITHMS, options_of
-from distlab.collectives.calibration import STATISTICS, restate_calibration
+from distlab.collectives.calibration import STATISTICS
 from distlab.collectives.ops import check_op_dtype
 from distlab.collectives.predict import call_model
 from distlab.collectives.runtime.execute import default_options
@@ -213,7 +213,7 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
                      "predicted_us": None if predicted is None else predicted * 1e6,
                      "error_pct": (None if not predicted
                                    else 100 * (judged - predicted) / predicted),
-                     "seconds_per_rank": [r["rows"][i]["seconds"] for r in per_rank]})
+                     "seconds_per_rank": per_round})
     return _with_ratio(rows)
 
 
@@ -260,7 +260,8 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
         cal_kwargs = None
         if not c.no_calibrate and given is None and world >= 2:
             cal_kwargs = {"op": "sum" if c.op == "avg" else c.op,
-                          "sizes": list(c.calibration_sizes) or None}
+                          "sizes": list(c.calibration_sizes) or None,
+                          "statistic": c.statistic}
         per_rank = launch.run(bench_rank, world, backend=c.backend, timeout=c.timeout,
                               args=(c.sizes, list(c.algorithms)),
                               kwargs={"dtype": c.dtype, "op": c.op, "iters": c.iters,
@@ -270,8 +271,6 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
                                       "calibration": cal_kwargs, "progress": not c.quiet,
                                       "calibrate_in_rounds": not c.calibrate_upfront})
         cal = given if given is not None else per_rank[0]["calibration"]
-        if cal is not None and given is None:
-            cal = restate_calibration(cal, c.statistic).to_dict()
         rows = _rows(c, per_rank, cal)
         wrong = sum(r["wrong"] for r in rows)
         head = ([calibration_line(cal)] if cal else []) + [

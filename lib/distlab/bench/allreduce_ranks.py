@@ -170,7 +170,8 @@ def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Seq
     inline peer check, and the ``pieces`` the shipped cost model picks where the algorithm takes
     it): a round runs every size and algorithm once, each after a barrier on a
     buffer refilled with the pattern (outside the timed region) and, when ``calibration`` is
-    given (a dict that may set the calibrator's ``sizes``, ``chain`` and ``op``), the calibration
+    given (a dict that may set the calibrator's ``sizes``, ``chain``, ``op`` and the ``statistic``
+    its fit summarizes rounds by), the calibration
     exchanges, fitted on the same rounds at the end; with ``calibrate_in_rounds=False`` the same
     calibrator runs before the rounds instead. Under NCCL the buffers live on this rank's GPU
     and each timed run ends with a device synchronize.
@@ -188,17 +189,18 @@ def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Seq
     if calibration is not None and world_size >= 2:
         cal_sizes = calibration.get("sizes") or calibration_sizes(sizes, world_size, itemsize)
         cal_op, chain = calibration.get("op", "sum"), calibration.get("chain", 4)
+        statistic = calibration.get("statistic", "median")
         if calibrate_in_rounds:
             calibrator = RoundCalibrator(cal_sizes, tdtype, cal_op, chain=chain, device=device,
                                          check=True)
         else:
             cal = calibrate(cal_sizes, iters=iters, warmup=warmup, dtype=tdtype, op=cal_op,
-                            chain=chain, device=device).to_dict()
+                            chain=chain, device=device, statistic=statistic).to_dict()
     cases = _checked_cases(rank, world_size, sizes, algorithms, dtype, op, options or {},
                            device)
     spans = _timed_rounds(rank, cases, calibrator, iters, warmup, device, progress)
     if calibrator is not None:
-        cal = calibrator.fit().to_dict()
+        cal = calibrator.fit(statistic=statistic).to_dict()
     rows = [{"algorithm": c.algorithm, "nbytes": c.nbytes, "count": c.count,
              "seconds": c.seconds, "wrong": c.wrong} for c in cases]
     return {"calibration": cal, "rows": rows, "spans": spans, "host": socket.gethostname()}

@@ -77,7 +77,7 @@ class Calibration:
     size exchange step, oneway step, single, reduce, shift step, then the builtin floor and
     call), so the spread behind each median can be read offline. ``statistic`` names how each
     point summarizes its rounds: ``"median"`` (every calibration made before it was recorded)
-    or ``"mean"`` (:func:`fit_rounds`, :mod:`.statistic`).
+    or ``"mean"`` (:func:`fit_rounds`, :func:`restate_calibration`).
     """
 
     alpha: float

@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from distlab._checks import check_choice
 from distlab.bench import options
 from distlab.bench.harness import Column, format_table
 from distlab.bench.provenance import provenance, write_json
@@ -224,8 +225,7 @@ def _restated(cal: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
               statistic: str) -> tuple[dict[str, Any], str]:
     """The calibration under ``statistic`` and the statistic used: the median where the
     calibration or a row kept no rounds."""
-    if statistic not in STATISTICS:
-        raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+    check_choice("statistic", statistic, STATISTICS)
     if statistic == str(cal.get("statistic") or "median"):
         return dict(cal), statistic
     if not cal.get("round_seconds") or not all(r.get("seconds_per_rank") for r in rows):

@@ -146,12 +146,12 @@ def _local_world_size(world: int) -> int:
 
 def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: int = 3,
               group: Any = None, dtype: Any = None, op: str = "sum", chain: int = 4,
-              device: Any = None) -> Calibration:
+              device: Any = None, statistic: str = "median") -> Calibration:
     """Measure and fit the cost model on this process group (collective: every rank).
 
     A :class:`RoundCalibrator` over ``sizes`` (bytes), ``warmup`` unrecorded then ``iters``
-    recorded rounds, fitted (``method="upfront"``). ``dtype`` defaults to float32; ``device``
-    to the CPU. Returns the same :class:`Calibration` on every rank.
+    recorded rounds, fitted on each point's ``statistic`` over rounds (``method="upfront"``).
+    ``dtype`` defaults to float32; ``device`` to the CPU. Returns the same :class:`Calibration` on every rank.
     """
     iters = check_int("iters", iters, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)
@@ -159,7 +159,7 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
                           device)
     for i in range(warmup + iters):
         cal.run_round(record=i >= warmup)
-    return cal.fit(method="upfront")
+    return cal.fit(method="upfront", statistic=statistic)
 
 
 def calibrate_rank(rank: int, world_size: int, **kwargs: Any) -> dict[str, Any]:
