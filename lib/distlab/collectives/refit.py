@@ -64,8 +64,9 @@ from .predict import CallModel, call_model
 from .row_noise import row_noise, row_seconds
 
 __all__ = ["SUMMARY_COLUMNS", "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES",
-           "TARGET_P90_PCT", "ErrorStats", "RefitRun", "error_stats", "main", "refit_profile",
-           "refit_rows", "summary_rows", "summary_table"]
+           "TARGET_P90_PCT", "ErrorStats", "RefitRun", "calibrated_runs", "error_stats", "main",
+           "profile_cpus", "profile_dir_arg", "refit_profile", "refit_rows", "summary_rows",
+           "summary_table"]
 
 TARGET_ALGORITHMS = ("ring", "tree", "recursive_doubling", "rabenseifner", "builtin")
 """The rows issue 19's targets judge (with sizes >= :data:`TARGET_MIN_BYTES`)."""
@@ -161,7 +162,12 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
     return out
 
 
-def _runs(profile: Profile) -> list[dict[str, Any]]:
+def calibrated_runs(profile: Profile) -> list[dict[str, Any]]:
+    """The profile's allreduce runs that stored a calibration.
+
+    Raises:
+        ValueError: none did.
+    """
     runs = [r for r in profile.allreduce_runs() if r.get("calibration")]
     if not runs:
         raise ValueError(f"profile {profile.path} has no allreduce run with a calibration (its "
@@ -170,7 +176,7 @@ def _runs(profile: Profile) -> list[dict[str, Any]]:
     return runs
 
 
-def _cpus(profile: Profile) -> int | None:
+def profile_cpus(profile: Profile) -> int | None:
     """The CPUs the profile's ranks could run on (``cpus_allowed`` of its collectives part,
     else of the profile, else the host's ``cpu_cores``; None when it records neither)."""
     for prov in ((profile.part("collectives") or {}).get("provenance") or {},
@@ -205,9 +211,9 @@ def refit_profile(path: str | os.PathLike[str], *,
     """
     measured = load_profile(path)
     source = measured if calibration_from is None else load_profile(calibration_from)
-    cals = {(r["backend"], r["world_size"]): r["calibration"] for r in _runs(source)}
+    cals = {(r["backend"], r["world_size"]): r["calibration"] for r in calibrated_runs(source)}
     out = []
-    for run in _runs(measured):
+    for run in calibrated_runs(measured):
         key = (run["backend"], run["world_size"])
         if key not in cals:
             if skip_missing:
@@ -215,7 +221,7 @@ def refit_profile(path: str | os.PathLike[str], *,
             raise ValueError(f"profile {source.path} has no {key[0]} calibration for world size "
                              f"{key[1]} (it has {sorted(cals)})")
         cal, stat = _restated(cals[key], run["rows"], statistic)
-        model = call_model(cal, per_size=per_size, cpus=_cpus(source))
+        model = call_model(cal, per_size=per_size, cpus=profile_cpus(source))
         out.append(RefitRun(measured.name, source.name, run["backend"], run["world_size"],
                             refit_rows(run["rows"], run["world_size"], model, stat), cal, stat))
     return out
@@ -300,7 +306,8 @@ def summary_table(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES
                         SUMMARY_COLUMNS)
 
 
-def _profile_dir(text: str) -> Path:
+def profile_dir_arg(text: str) -> Path:
+    """argparse type: ``text`` as a profile folder (one holding ``profile.json``)."""
     path = Path(text)
     if not (path / "profile.json").is_file():
         raise argparse.ArgumentTypeError(
@@ -311,11 +318,11 @@ def _profile_dir(text: str) -> Path:
 
 def _parser() -> argparse.ArgumentParser:
     p = options.parser("python -m distlab.collectives.refit", __doc__)
-    p.add_argument("profiles", nargs="+", type=_profile_dir, metavar="DIR",
+    p.add_argument("profiles", nargs="+", type=profile_dir_arg, metavar="DIR",
                    help="profile folders to re-predict")
     p.add_argument("--json", metavar="OUT", default=None,
                    help="also write every run's rows and the summary to this JSON file")
-    p.add_argument("--calibration-from", metavar="DIR", type=_profile_dir, default=None,
+    p.add_argument("--calibration-from", metavar="DIR", type=profile_dir_arg, default=None,
                    help="price the rows with this profile's calibration (same backend and "
                         "world size) instead of each profile's own")
     p.add_argument("--min-bytes", type=options.size_bytes, default=TARGET_MIN_BYTES,
