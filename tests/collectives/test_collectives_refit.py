@@ -29,7 +29,7 @@ def test_the_committed_full_profiles_are_there() -> None:
     assert {"vm-quiet-2026-11-23", "vm-1core-quiet-2026-11-23",
             "vm-2core-quiet-2026-11-23", "vm-quiet-rerun-2026-11-23",
             "vm-1core-quiet-rerun-2026-11-23", "vm-2core-quiet-rerun-2026-11-23",
-            "vm-quiet-80rounds-2026-11-23"} <= names
+            "vm-quiet-80rounds-2026-11-23", "vm-quiet-40rounds-2026-11-23"} <= names
 
 
 @pytest.fixture(scope="module", params=FULL, ids=lambda p: p.name)
