@@ -9,8 +9,9 @@ import pytest
 
 from distlab.collectives.refit import refit_profile
 from distlab.viz.figure import DisplayFigure
+from distlab.collectives.windows import window_runs
 from distlab.viz.refit import (error_by_size_table, noise_figure, refit_figure, refit_runs,
-                               spread_table, travel_table)
+                               spread_table, travel_table, windows_figure)
 
 PROFILES = Path(__file__).resolve().parents[2] / "results" / "profiles"
 VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
@@ -70,3 +71,22 @@ def test_noise_figure_needs_rows_with_rounds() -> None:
                 for r in run.rows]
     with pytest.raises(ValueError, match="kept its rounds"):
         noise_figure([run])
+
+
+def test_windows_figure_draws_every_windows_median_and_p90_per_world_size() -> None:
+    long = PROFILES / "vm-quiet-80rounds-2026-11-23"
+    fig = windows_figure(long, [20, 80])
+    assert isinstance(fig, DisplayFigure)
+    assert [ax.get_title().split(" ")[0] for ax in fig.axes] == ["2", "4"]
+    for ax, ws in zip(fig.axes, (2, 4)):
+        windows = [w for n in (20, 80) for w in window_runs(long, n) if w.run.world_size == ws]
+        for gid, key in (("median", "median"), ("p90", "p90")):
+            drawn = np.concatenate([c.get_offsets()[:, 1] for c in ax.collections
+                                    if c.get_gid() == gid])
+            assert sorted(drawn) == pytest.approx(sorted(getattr(w.stats(), key)
+                                                         for w in windows))
+        texts = [t.get_text() for t in ax.texts]
+        met20 = sum(w.stats().meets_target for w in windows if w.rounds == 20)
+        assert texts == [f"{met20}/4", f"{int(windows[-1].stats().meets_target)}/1"]
+    with pytest.raises(ValueError, match="kept 0 rounds"):
+        windows_figure(VM, [5])

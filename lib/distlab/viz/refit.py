@@ -11,6 +11,8 @@ stored calibration priced the rows) and which machine measured.
 - :func:`error_by_size_table`: the same numbers as text, one column per algorithm.
 - :func:`travel_table`: every profile priced with every profile's calibration (same world size):
   the median and p90 of |error%| over the judged rows, calibrated-on x measured-on.
+- :func:`windows_figure`: a long profile cut into windows of consecutive rounds, each priced
+  with the calibration of its own rounds: how many rounds the target needs.
 - :func:`spread_table`: per judged row, how the per-round times spread: the error of its judged
   value (what the target judges: the mean of its rounds, or the median for profiles whose
   calibration kept no rounds; :mod:`distlab.collectives.refit`), of the fast quarter (25th
@@ -48,6 +50,10 @@ of issue 19):
    have rows known to only 15-17% (median) in 20 rounds, and a calibration fitted on the
    same 20 rounds that is as uncertain. With 80 rounds (``vm-quiet-80rounds-2026-11-23``)
    the rows are known to 9% (median) and the model is within 9.0% / 24.0% (median / p90).
+   :func:`windows_figure` cuts that run into shorter ones (:mod:`distlab.collectives.windows`):
+   on 2 ranks 0 of 16 five-round windows meet the target, 1 of 8 ten-round, 3 of 4
+   twenty-round and 2 of 2 forty-round ones. A separate 40-round run
+   (``vm-quiet-40rounds-2026-11-23``) misses on 2 ranks by 1.6 points of p90 (6.6% / 36.6%).
    The older profiles kept only their calibration's medians and are judged by medians.
 4. **One pinned core, 2 ranks** (``vm-1core-quiet-2026-11-23``): rows known to 11% (median),
    errors of 17% (median) and 58% (p90). The misses are tree (+55 to +94% from 64 KiB to
@@ -70,11 +76,12 @@ import numpy as np
 
 from distlab.bench.harness import Column, format_table
 from distlab.collectives.refit import (TARGET_ALGORITHMS, TARGET_MEDIAN_PCT, TARGET_MIN_BYTES,
-                                       RefitRun, error_stats, refit_profile)
+                                       TARGET_P90_PCT, RefitRun, error_stats, refit_profile)
+from distlab.collectives.windows import window_runs
 from distlab.viz.figure import new_figure
 
 __all__ = ["error_by_size_table", "noise_figure", "refit_figure", "refit_runs", "spread_table",
-           "travel_table"]
+           "travel_table", "windows_figure"]
 
 _STYLES = {"ring": "o-", "tree": "s-", "recursive_doubling": "^-", "rabenseifner": "v-",
            "builtin": "D-", "naive": "x:", "segmented_ring": "+:", "hierarchical": "*:"}
@@ -195,6 +202,43 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
     ax.set_title(f"model error against the measurement's own scatter, rows >= "
                  f"{min_bytes // 1024} KiB{note}", fontsize=9)
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    return fig
+
+
+def windows_figure(profile: PathLike, lengths: Sequence[int], *,
+                   statistic: str = "mean") -> Any:
+    """How many rounds the model needs (:mod:`distlab.collectives.windows`): the profile cut
+    into windows of each length of ``lengths`` rounds, each priced with the calibration of its
+    own rounds; one panel per world size, each window's median and p90 ``|error%|`` (dots)
+    against its length (log), the targets as dashed lines. Windows whose dots sit below both
+    lines meet the target."""
+    per_length = {n: window_runs(profile, n, statistic=statistic) for n in lengths}
+    worlds = list(dict.fromkeys(w.run.world_size for ws in per_length.values() for w in ws))
+    fig = new_figure(figsize=(4.2 * len(worlds), 3.6))
+    axes = np.atleast_1d(fig.subplots(1, len(worlds), sharey=True))
+    for ax, ws in zip(axes, worlds):
+        for i, (n, windows) in enumerate(per_length.items()):
+            stats = [w.stats() for w in windows if w.run.world_size == ws]
+            jitter = n * (1 + 0.3 * (np.arange(len(stats)) - (len(stats) - 1) / 2)
+                          / max(1, len(stats) - 1))
+            met = sum(s.meets_target for s in stats)
+            ax.scatter(jitter, [s.p90 for s in stats], marker="^", color="tab:red", s=18,
+                       label="p90 of a window" if i == 0 else None, gid="p90")
+            ax.scatter(jitter, [s.median for s in stats], marker="o", color="tab:blue", s=18,
+                       label="median of a window" if i == 0 else None, gid="median")
+            ax.annotate(f"{met}/{len(stats)}", (n, 2.0), ha="center", fontsize=8)
+        ax.axhline(TARGET_P90_PCT, color="tab:red", ls="--", lw=0.8, label="p90 target")
+        ax.axhline(TARGET_MEDIAN_PCT, color="tab:blue", ls="--", lw=0.8, label="median target")
+        ax.set_xscale("log")
+        ax.set_xticks(list(per_length), [str(n) for n in per_length])
+        ax.minorticks_off()
+        ax.set_xlabel("rounds per window")
+        ax.set_title(f"{ws} ranks (at the bottom: windows that meet the target)", fontsize=9)
+    axes[0].set_ylabel(f"|error%| ({statistic} of the window's rounds)")
+    axes[0].set_ylim(bottom=0)
+    axes[-1].legend(fontsize=7, loc="upper right")
+    name = os.path.basename(os.path.normpath(os.fspath(profile)))
+    fig.suptitle(f"{name}: the same rounds cut into shorter profiles", fontsize=10)
     return fig
 
 
