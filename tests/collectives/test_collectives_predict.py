@@ -11,7 +11,9 @@ from distlab.collectives import Schedule, Step, Transfer, build, cost, predict_b
 from distlab.collectives.allreduce.gloo_ring import gloo_ring
 from distlab.collectives.calibration import fit_calibration, pattern_terms
 from distlab.collectives.nccl_model import predict_nccl_allreduce
-from distlab.collectives.predict import builtin_schedule, builtin_step_seconds, call_model
+from distlab.collectives.predict import CallModel, builtin_schedule, builtin_step_seconds, \
+    call_model
+from distlab.collectives.regimes import SizeRates
 
 A, B, G, H = 10e-6, 1e-9, 2e-10, 30e-6
 
@@ -249,3 +251,33 @@ def test_cores_per_rank_decide_the_overlap(fields: dict, cpus: int | None,
     want = cost(sched, m.alpha, m.beta, m.gamma, 4, duplex=m.duplex, handoff=m.handoff,
                 relay=m.relay, rates=m.rates, cpu_overlap=overlap)
     assert m.schedule_seconds(sched, 4, call_overhead=False) == pytest.approx(want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.integers(2, 6), kib=st.sampled_from([64, 256, 1024, 4096, 16384]),
+       dip=st.floats(0.1, 0.9))
+def test_builtin_bytes_pay_the_one_beta_and_the_algorithms_the_per_size_one(
+        p: int, kib: int, dip: float) -> None:
+    """gloo's loop pays its bytes at the calibration's one beta (the streaming rate), even where
+    the per-size beta(s) dips; distlab's algorithms, run by the executor the per-size series
+    was read with, pay beta(s). Reductions are per size for both."""
+    sizes = (1024, 65536, 262144, 1 << 20, 1 << 22)
+    rates = SizeRates(sizes, (B, B, B * dip, B * dip, B), (1024, 1 << 22), (2e-6, 4e-3))
+    m = CallModel(alpha=A, beta=B, gamma=G, handoff=H, duplex="shared", rates=rates,
+                  reduce_call=1e-6, builtin_step=2 * H, builtin_call=H)
+    count = kib * 256
+    sched = builtin_schedule("gloo", p, count, 4)
+    streaming = rates.without_call_cost(1e-6).with_beta(B)
+    assert m.seconds("builtin", p, count, 4) == pytest.approx(
+        H + cost(sched, 0.0, B, G, 4, duplex="shared", handoff=2 * H, rates=streaming))
+    assert streaming.reduce_seconds == rates.without_call_cost(1e-6).reduce_seconds
+    assert set(streaming.beta) == {B}
+    # the algorithms keep beta(s): the same ring priced with the dip is cheaper than without
+    ring = build("ring", p, count)
+    flat = CallModel(alpha=A, beta=B, gamma=G, handoff=H, duplex="shared",
+                     rates=rates.with_beta(B))
+    segment = 4 * count // p
+    if sizes[1] < segment < sizes[-1]:
+        assert m.seconds("ring", p, count, 4) < flat.seconds("ring", p, count, 4)
+    with pytest.raises(ValueError, match="beta"):
+        rates.with_beta(-1.0)

@@ -15,9 +15,8 @@ GPU box of :mod:`.nccl_boxes`, NCCL's own tuning model (:mod:`.nccl_model`).
 How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
 thread: per iteration it posts a send and a receive, waits, and reduces in C++, where distlab's
 executor pays a Python hand-off per step and a torch call per reduction. So the builtin keeps
-the schedule's bytes terms (``beta(s)`` per size, as every algorithm) and takes its fixed costs
-from the builtin itself, timed by the calibration in the same rounds
-(:class:`~.calibration.Calibration`):
+the schedule's bytes terms and takes its fixed costs from the builtin itself, timed by the
+calibration in the same rounds (:class:`~.calibration.Calibration`):
 
 - ``builtin_call``: an allreduce of an empty tensor, the call alone (handed to the worker thread
   and back, no iteration of the loop), paid once per call;
@@ -25,7 +24,21 @@ from the builtin itself, timed by the calibration in the same rounds
   (``builtin_floor_bytes``, the smallest calibration size) costs the measured ``builtin_floor``
   less ``builtin_call`` (:func:`builtin_step_seconds`);
 - reductions: the reduce series less the torch call's fixed part (the reduce fit's
-  ``reduce_offset``), which a reduction inside the C++ loop does not pay.
+  ``reduce_offset``), which a reduction inside the C++ loop does not pay;
+- bytes: at the calibration's one ``beta`` (fitted over every size, so set by the large
+  sizes, where the bytes are most of a step), not at the per-size ``beta(s)`` that distlab's
+  algorithms pay. ``beta(s)`` is read off single steps of distlab's executor, whose fixed part
+  (1.2-2 ms on the 2-core VM) is 2 to 10 times the bytes of a 128 KiB-1 MiB message, and it
+  dips there on several profiles (0.09-0.12 ns/B at 512 KiB-1 MiB against 0.15-0.19 above,
+  as if part of the bytes moved inside the step's fixed wait). The algorithms pay the same
+  fixed part, so for them the two misreadings cancel; gloo's loop pays a fixed part a third as
+  large, and segments of 128 KiB-1 MiB, so the dip priced it too cheap. Over the eight
+  profiles judged by means, its rows of 4 MiB and more were under-predicted by 6% to 41% on
+  average (per size and world size) with ``beta(s)``, and are within -7% to +17% with the one
+  beta. The price of this choice: a regime switch inside the transport is not priced for the
+  builtin, only for the algorithms. Still missed: 4 ranks at 1 MiB (128 KiB segments, already
+  at the one beta there), 42% over on average: a step's fixed part and its bytes add there,
+  where the pipeline model overlaps them, as it rightly does from 4 MiB up.
 
 A calibration without a floor (profiles made before it was timed) still prices the builtin with
 the executor's hand-off and alpha, which over-prices it where fixed costs dominate (small
@@ -96,11 +109,12 @@ class CallModel:
         return self.cores_per_rank is None or self.cores_per_rank >= MIN_CORES_TO_OVERLAP
 
     def compiled_seconds(self, schedule: Schedule, itemsize: int, step_seconds: float) -> float:
-        """``schedule`` run by a compiled loop (the backend's own): its bytes terms as in
-        :meth:`schedule_seconds`, reductions less the torch call's fixed part
-        (``reduce_call``), and ``step_seconds`` per step instead of the executor's hand-off,
-        alpha and relay."""
-        rates = None if self.rates is None else self.rates.without_call_cost(self.reduce_call)
+        """``schedule`` run by a compiled loop (the backend's own): its bytes at the streaming
+        rate (the calibration's one ``beta``, see the module docstring), reductions at the
+        per-size rates less the torch call's fixed part (``reduce_call``), and
+        ``step_seconds`` per step instead of the executor's hand-off, alpha and relay."""
+        rates = None if self.rates is None else \
+            self.rates.without_call_cost(self.reduce_call).with_beta(self.beta)
         return cost(schedule, 0.0, self.beta, self.gamma, itemsize, duplex=self.duplex,
                     handoff=step_seconds, rates=rates, cpu_overlap=self.cpu_overlap)
 

@@ -28,7 +28,10 @@ reduction costs the largest size's time per byte. A message of ``b`` bytes then 
 ``beta(b) * b`` in the step's bytes term (:func:`distlab.collectives.cost.cost` with
 ``rates=``): the step structure of the schedule is kept, only the price of each message
 depends on its size. With a calibration whose times lie exactly on one line, ``beta(s)`` is the
-calibration's ``beta`` at every size and the prediction is the constant model's.
+calibration's ``beta`` at every size and the prediction is the constant model's. The
+backend's own loop (gloo's ring in C++) pays its bytes at the one ``beta`` instead
+(:meth:`SizeRates.with_beta`; why: :mod:`.predict`), since ``beta(s)`` is read with the fixed
+terms of distlab's executor, which that loop does not pay.
 """
 
 from __future__ import annotations
@@ -109,6 +112,12 @@ class SizeRates:
             raise ValueError(f"call_seconds must be finite and >= 0, got {call_seconds}")
         return dataclasses.replace(self, reduce_seconds=tuple(
             max(1e-9, v - call_seconds) for v in self.reduce_seconds))
+
+    def with_beta(self, beta: float) -> SizeRates:
+        """These rates with one ``beta`` (s/B) for every size (the reductions unchanged)."""
+        if not np.isfinite(beta) or beta < 0:
+            raise ValueError(f"beta must be finite and >= 0 s/B, got {beta}")
+        return dataclasses.replace(self, beta=(float(beta),) * len(self.sizes))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (lists)."""

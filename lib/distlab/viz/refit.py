@@ -46,14 +46,14 @@ of issue 19):
    slow rounds instead, and it is what the model's sum of step costs predicts, so the profiles
    whose calibration kept its rounds (the ``-quiet`` ones) are judged by means
    (:mod:`distlab.collectives.refit`): their rows are then known to a p90 of 9-34%. The target
-   is met on all seven 4-rank runs and on three of the seven 2-rank runs; the 2-rank misses
+   is met on all eight 4-rank runs and on three of the eight 2-rank runs; the 2-rank misses
    have rows known to only 15-17% (median) in 20 rounds, and a calibration fitted on the
    same 20 rounds that is as uncertain. With 80 rounds (``vm-quiet-80rounds-2026-11-23``)
-   the rows are known to 9% (median) and the model is within 9.0% / 24.0% (median / p90).
+   the rows are known to 9% (median) and the model is within 7.1% / 20.0% (median / p90).
    :func:`windows_figure` cuts that run into shorter ones (:mod:`distlab.collectives.windows`):
-   on 2 ranks 0 of 16 five-round windows meet the target, 1 of 8 ten-round, 3 of 4
+   on 2 ranks 1 of 16 five-round windows meet the target, 1 of 8 ten-round, 3 of 4
    twenty-round and 2 of 2 forty-round ones. A separate 40-round run
-   (``vm-quiet-40rounds-2026-11-23``) misses on 2 ranks by 1.6 points of p90 (6.6% / 36.6%).
+   (``vm-quiet-40rounds-2026-11-23``) misses on 2 ranks by 0.4 points of p90 (6.4% / 35.4%).
    The older profiles kept only their calibration's medians and are judged by medians.
 4. **One pinned core, 2 ranks** (``vm-1core-quiet-2026-11-23``): rows known to 11% (median),
    errors of 17% (median) and 58% (p90). The misses are tree (+55 to +94% from 64 KiB to
