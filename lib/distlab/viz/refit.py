@@ -46,7 +46,7 @@ of issue 19):
    slow rounds instead, and it is what the model's sum of step costs predicts, so the profiles
    whose calibration kept its rounds (the ``-quiet`` ones) are judged by means
    (:mod:`distlab.collectives.refit`): their rows are then known to a p90 of 9-34%. The target
-   is met on all eight 4-rank runs and on three of the eight 2-rank runs; the 2-rank misses
+   is met on all nine 4-rank runs and on four of the nine 2-rank runs; the 2-rank misses
    have rows known to only 15-17% (median) in 20 rounds, and a calibration fitted on the
    same 20 rounds that is as uncertain. With 80 rounds (``vm-quiet-80rounds-2026-11-23``)
    the rows are known to 9% (median) and the model is within 7.1% / 20.0% (median / p90).
