@@ -225,3 +225,16 @@ def test_runs_as_a_module() -> None:
                           capture_output=True, text=True, timeout=120, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "vm-2026-11-23-quick" in proc.stdout and "RuntimeWarning" not in proc.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
+    import distlab.collectives.refit as refit
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(refit, "refit_profile", interrupted)
+    assert main([str(QUICK)]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("interrupted while pricing")
+    assert len(captured.err.splitlines()) == 1

@@ -168,3 +168,16 @@ def test_runs_as_a_module() -> None:
                           env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("vm-quiet-rerun-2026-11-23") == 2
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
+    import distlab.collectives.windows as windows
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(windows, "window_summary", interrupted)
+    assert main([str(SHORT)]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("interrupted while cutting")
+    assert len(captured.err.splitlines()) == 1

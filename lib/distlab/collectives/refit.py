@@ -342,7 +342,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m distlab.collectives.refit``: exit 0, or 2 with one error line."""
+    """``python -m distlab.collectives.refit``: exit 0, 2 with one error line, or 130 on
+    Ctrl-C (one line, no traceback)."""
     p = _parser()
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     if args.json is not None and (not str(args.json).strip() or Path(args.json).is_dir()):
@@ -354,6 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   per_size=not args.constant, statistic=args.statistic)
         except (ValueError, KeyError, TypeError) as exc:
             options.fail(p, "DIR", str(path), f"a profile with calibrated allreduce runs ({exc})")
+        except KeyboardInterrupt:
+            print(f"interrupted while pricing {path}; nothing printed", file=sys.stderr)
+            return 130
     algos = tuple(args.algorithms)
     print(f"# |error%| of rows >= {args.min_bytes} B of {', '.join(algos)}: before = stored in "
           f"the profile, after = {'constant' if args.constant else 'per-size'} model, judged by "

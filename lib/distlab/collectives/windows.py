@@ -231,7 +231,8 @@ def _default_lengths(path: Path) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m distlab.collectives.windows``: exit 0, or 2 with one error line."""
+    """``python -m distlab.collectives.windows``: exit 0, 2 with one error line, or 130 on
+    Ctrl-C (one line, no traceback)."""
     p = _parser()
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     rows: list[dict[str, Any]] = []
@@ -241,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += window_summary(path, lengths, statistic=args.statistic)
         except (ValueError, KeyError, TypeError) as exc:
             options.fail(p, "DIR", str(path), f"a profile whose runs kept their rounds ({exc})")
+        except KeyboardInterrupt:
+            print(f"interrupted while cutting {path} into windows; nothing printed",
+                  file=sys.stderr)
+            return 130
     print(f"# windows of consecutive rounds, each priced with the calibration of its own "
           f"rounds; |error%| of rows >= {TARGET_MIN_BYTES} B of {', '.join(TARGET_ALGORITHMS)} "
           f"by the {args.statistic}; met: windows with median <= {TARGET_MEDIAN_PCT:g}% and "
