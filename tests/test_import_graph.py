@@ -1,4 +1,4 @@
-"""The ``distlab`` package's import graph: no circles, counting every import, and the layer rules.
+"""The ``distlab`` package's import graph: floors, no circles, counting every import.
 
 Edges are *all* the imports a module makes of distlab modules: at module level and inside
 functions and classes alike (a lazy import that closes a circle is still a circle, just one that
@@ -7,12 +7,17 @@ when that is a module, else to ``a.b``. A module that imports its own package's 
 (``from distlab.collectives import X`` inside ``distlab.collectives``) gets that edge too: the
 rule is to import the module that defines a name, never a package hub from inside the package.
 
-Layer rules (DESIGN.md):
-- pure plan modules of :mod:`distlab.collectives` (everything but ``runtime/`` and the package
-  hub) never import ``torch.distributed`` or the runtime;
+Rules (docs/DESIGN.md):
+- every top-level package or module of distlab sits on one floor of :data:`FLOORS`; no import
+  goes to a higher floor, and the packages form no circle (labs may import each other, one way);
+- inside :mod:`distlab.collectives`, the sub-packages have their own floors
+  (:data:`COLLECTIVES_FLOORS`: plan -> algorithms -> check, model -> runtime);
+- pure modules of :mod:`distlab.collectives` (everything but ``runtime/`` and the package hub)
+  never import ``torch.distributed`` or the runtime;
 - the timeline never imports its readers and writers (``distlab.trace``) or its figures
   (``distlab.viz``);
-- the core modules (``_checks``, ``fit``, ``links``, ``timeline``) import no distlab subpackage.
+- the smallest core modules (``_checks``, ``fit``, ``links``, ``timeline``) import no other
+  distlab package.
 """
 
 from __future__ import annotations
@@ -162,7 +167,7 @@ def _plan_modules() -> list[str]:
 def test_collective_plans_never_import_the_runtime_or_torch_distributed() -> None:
     raw = raw_imports()
     plans = _plan_modules()
-    assert "distlab.collectives.schedule" in plans and "distlab.collectives.allreduce.ring" in plans
+    assert "distlab.collectives.plan.schedule" in plans and "distlab.collectives.algorithms.allreduce.ring" in plans
     bad = {m: sorted(n for n in raw[m] if n.startswith(("torch.distributed",
                                                         "distlab.collectives.runtime")))
            for m in plans}
@@ -180,3 +185,80 @@ def test_core_modules_import_no_subpackage() -> None:
     core = ("distlab._checks", "distlab.fit", "distlab.links", "distlab.timeline")
     allowed = set(core) | {"distlab"}
     assert {m: sorted(g[m] - allowed) for m in core} == {m: [] for m in core}
+
+
+FLOORS: dict[str, int] = {
+    **dict.fromkeys(("distlab", "_checks", "_lifetime", "timeline", "fit", "links", "devices",
+                     "envinfo", "launch", "launch_demos", "trace", "report", "cli"), 0),
+    **dict.fromkeys(("samplers", "collectives", "pipeline", "transfers", "ddp", "zero",
+                     "hogwild"), 1),
+    "bench": 2, "profile": 3, "judge": 4, "viz": 5,
+}
+"""core -> labs -> bench -> profile -> judge -> viz: a unit imports only its floor or lower."""
+
+COLLECTIVES_FLOORS = {"plan": 0, "algorithms": 1, "check": 2, "model": 2, "runtime": 3}
+
+
+def _unit(module: str, depth: int = 1) -> str:
+    """``distlab.collectives.plan.schedule`` -> ``collectives`` (depth 1), ``plan`` (depth 2);
+    the package root is ``distlab``."""
+    parts = module.split(".")
+    return parts[depth] if len(parts) > depth else parts[depth - 1]
+
+
+def unit_edges(graph: dict[str, set[str]], depth: int = 1,
+               inside: str = "distlab") -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """``(from unit, to unit) -> [(module, imported module), ...]`` for the modules under
+    ``inside``, units being the package names at ``depth`` (1: distlab's top level)."""
+    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for mod, targets in graph.items():
+        if not mod.startswith(inside + ".") or mod.count(".") < depth:
+            continue
+        for t in targets:
+            if not t.startswith(inside + ".") or t.count(".") < depth:
+                continue
+            a, b = _unit(mod, depth), _unit(t, depth)
+            if a != b:
+                out.setdefault((a, b), []).append((mod, t))
+    return out
+
+
+def upward(edges: dict[tuple[str, str], list[tuple[str, str]]],
+           floors: dict[str, int]) -> list[str]:
+    """The edges that go to a higher floor, as readable lines."""
+    return [f"{a} (floor {floors[a]}) -> {b} (floor {floors[b]}): {ms[0][0]} imports {ms[0][1]}"
+            for (a, b), ms in sorted(edges.items()) if floors[a] < floors[b]]
+
+
+def test_every_top_level_unit_has_a_floor() -> None:
+    units = {_unit(m) for m in _modules()}
+    assert units - set(FLOORS) == set(), "place new packages on a floor in FLOORS"
+    assert set(FLOORS) - units == set(), "FLOORS names a unit that does not exist"
+
+
+def test_no_import_goes_up_a_floor_and_packages_form_no_circle() -> None:
+    edges = unit_edges(import_graph())
+    assert upward(edges, FLOORS) == []
+    units = {a for a, _ in edges} | {b for _, b in edges}
+    packages = {u: {b for (a, b) in edges if a == u} for u in units}
+    assert cycles(packages) == []
+
+
+def test_collectives_sub_packages_keep_their_floors() -> None:
+    edges = unit_edges(import_graph(), depth=2, inside="distlab.collectives")
+    units = {_unit(m, 2) for m in _modules() if m.startswith("distlab.collectives.")}
+    assert units == set(COLLECTIVES_FLOORS)
+    assert upward(edges, COLLECTIVES_FLOORS) == []
+    assert cycles({u: {b for (a, b) in edges if a == u} for u in units}) == []
+
+
+def test_the_floor_checks_catch_an_upward_arrow_and_a_circle() -> None:
+    graph = {"distlab.collectives.refit": {"distlab.bench.options"},
+             "distlab.bench.options": {"distlab.collectives.plan"},
+             "distlab.collectives.plan": set()}
+    edges = unit_edges(graph)
+    assert upward(edges, FLOORS) == [
+        "collectives (floor 1) -> bench (floor 2): distlab.collectives.refit imports "
+        "distlab.bench.options"]
+    packages = {"collectives": {"bench"}, "bench": {"collectives"}}
+    assert cycles(packages) == [("bench", "collectives")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.collectives.presets import PRESETS
+from distlab.collectives.model.presets import PRESETS
 from distlab.links import LINKS, fraction_of_peak, get_link, link_from_pcie, pcie_gbps
 
 

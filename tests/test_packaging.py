@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.paths import ROOT
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 

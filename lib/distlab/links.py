@@ -2,7 +2,7 @@
 
 Keys are ``<family><gen>_<what>``: ``pcie4_x16``, ``nvlink4_h100``, ``ethernet_100g``. The
 transfer lab draws them as ceilings of copy curves; the collectives' link presets
-(:mod:`distlab.collectives.presets`) take their per-byte cost from them. GB/s = 1e9 bytes/s.
+(:mod:`distlab.collectives.model.presets`) take their per-byte cost from them. GB/s = 1e9 bytes/s.
 """
 
 from __future__ import annotations

@@ -11,25 +11,17 @@ import pytest
 
 from distlab.bench import harness
 from distlab.bench.__main__ import MODULES
-from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, Table, format_table,
-                                   opt, parse_config, run_cli)
+from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, parse_config, run_cli
+from distlab.report.table import Column, Table, format_table
 
 BENCHES = [importlib.import_module(m).BENCHMARK for m in MODULES.values()]
-NO_POSITIONALS = [b for b in BENCHES if b.name != "allreduce-summary"]
 
 
-@pytest.mark.parametrize("bench", NO_POSITIONALS, ids=[b.name for b in NO_POSITIONALS])
+@pytest.mark.parametrize("bench", BENCHES, ids=[b.name for b in BENCHES])
 def test_cli_defaults_are_the_config_defaults(bench: Benchmark) -> None:
     """Parsing no option gives exactly the dataclass defaults, so a profile that builds the config
     directly and a user on the command line get the same run."""
     assert parse_config(bench, []) == bench.config_type()
-
-
-def test_summary_defaults_with_its_positional(tmp_path) -> None:
-    bench = importlib.import_module(MODULES["allreduce-summary"]).BENCHMARK
-    run = tmp_path / "r.json"
-    run.write_text(json.dumps({"provenance": {"world_size": 2}, "rows": []}))
-    assert parse_config(bench, [str(run)]) == bench.config_type(runs=(str(run),))
 
 
 @pytest.mark.parametrize("bench", BENCHES, ids=[b.name for b in BENCHES])

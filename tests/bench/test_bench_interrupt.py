@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from distlab.bench import __main__ as bench_main
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dispatcher_turns_keyboard_interrupt_into_one_line_and_130(monkeypatch, capsys) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from distlab.bench.pipeline import COLUMNS, saved_result_text
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_result_prints_every_row_under_the_benchmarks_columns() -> None:

@@ -131,9 +131,9 @@ def peer_death_worker(rank: int, world_size: int, mode: str, timeout: float) -> 
     import torch
     import torch.distributed as dist
 
-    from distlab.collectives.algorithms import build
+    from distlab.collectives.algorithms.registry import build
     from distlab.collectives.runtime.execute import all_reduce, run_schedule
-    from distlab.collectives.schedule import Schedule
+    from distlab.collectives.plan.schedule import Schedule
 
     t = torch.ones(1 << 16)
     if rank == 1:

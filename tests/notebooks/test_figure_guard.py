@@ -11,8 +11,8 @@ import nbformat
 import pytest
 
 from helpers.figure_guard import bare_figure_texts, unshown_figure_lines
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 BARE_CELL = "from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))\nfig.add_subplot()\nfig"
 UNSHOWN_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(4, 3))\n"

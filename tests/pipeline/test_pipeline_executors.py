@@ -23,6 +23,7 @@ from distlab.pipeline.torchref import absorbed_by_dataloader
 from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks
 from helpers.pipeline_util import FailAt, HangAt, Slow, children_outlive_parent
+from helpers.paths import LIB
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -374,7 +375,7 @@ def test_unguarded_script_gets_the_main_guard_hint(tmp_path) -> None:
     script.write_text("from distlab.pipeline.build import equal_stages\n"
                       "from distlab.pipeline.executors import run_pipeline\n"
                       "run_pipeline(equal_stages('sleep', 2, 0.001), 4, executor='processes')\n")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "lib"))
+    env = dict(os.environ, PYTHONPATH=str(LIB))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=100, env=env, cwd=tmp_path)
     assert proc.returncode != 0

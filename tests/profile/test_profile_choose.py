@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from distlab.profile.load import MachineKey, Profile, choose_profile, list_profiles, load_profile
+from helpers.paths import PROFILES
 
-ROOT = Path(__file__).resolve().parents[2] / "results" / "profiles"
+
 
 
 def _fake(name: str, date: str, key: MachineKey, complete: bool = True) -> Profile:
@@ -45,7 +46,7 @@ def test_without_a_profile_of_this_machine_the_newest_committed_one() -> None:
 
 
 def test_the_committed_profiles_keys() -> None:
-    keys = {p.name: MachineKey.of(load_profile(p)) for p in list_profiles(ROOT)}
+    keys = {p.name: MachineKey.of(load_profile(p)) for p in list_profiles(PROFILES)}
     assert keys["h100-2026-11-23"].gpus == ("NVIDIA H100 80GB HBM3",)
     assert keys["h100-2026-11-23"].host == keys["vm-2026-11-23"].host == "vm"  # same host name
     assert keys["h100-2026-11-23"] != keys["vm-2026-11-23"]
@@ -58,6 +59,6 @@ def test_a_profile_of_some_parts_only_is_not_chosen() -> None:
     pinned.index["parts"] = dict.fromkeys(("env", "collectives"), {})
     pick, _ = choose_profile([full, pinned], CPU)
     assert pick.name == "full"
-    committed = [load_profile(p) for p in list_profiles(ROOT)]
+    committed = [load_profile(p) for p in list_profiles(PROFILES)]
     here_vm = MachineKey.of(next(p for p in committed if p.name == "vm-2026-11-23"))
     assert choose_profile(committed, here_vm)[0].name == "vm-2026-11-23"

@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from distlab.trace import overlapping_slices, read_chrome_trace
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
 
 

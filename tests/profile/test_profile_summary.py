@@ -10,8 +10,9 @@ from distlab.profile.load import load_profile
 from distlab.profile.summary import summary_markdown
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz import profile as vp
+from helpers.paths import PROFILES
 
-H100 = Path(__file__).resolve().parents[2] / "results" / "profiles" / "h100-2026-11-23"
+H100 = PROFILES / "h100-2026-11-23"
 
 
 def test_committed_h100_profile_has_provenance_and_the_summary_the_library_makes() -> None:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 

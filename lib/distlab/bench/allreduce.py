@@ -14,13 +14,13 @@ measurement alike. time = median over rounds of the slowest rank; mean = their m
 algbw = bytes / time; busbw = algbw * 2 (n - 1) / n (nccl-tests); predicted = the calibrated
 cost of the algorithm's schedule (alpha-beta-gamma-handoff-relay, each message and reduction
 priced at its size from the calibration's per-size series) plus the calibrated per-call overhead
-(:mod:`distlab.collectives.predict`); for builtin under gloo the schedule is gloo's own ring
-(:mod:`distlab.collectives.allreduce.gloo_ring`); builtin under NCCL is left empty (NCCL picks its
+(:mod:`distlab.collectives.model.predict`); for builtin under gloo the schedule is gloo's own ring
+(:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`); builtin under NCCL is left empty (NCCL picks its
 algorithm inside; :func:`distlab.collectives.predict_builtin` models it for the GPU boxes of
-:mod:`distlab.collectives.nccl_boxes`, not for the GPUs at hand); error% = (measured - predicted)
+:mod:`distlab.collectives.model.nccl.boxes`, not for the GPUs at hand); error% = (measured - predicted)
 / predicted, where measured is the row's ``--statistic`` (default the mean: the model adds step
 costs, and costs add as means do, not as medians; the calibration measured in the rounds is fitted
-on the same statistic of its own rounds, :func:`distlab.collectives.calibration.fit_rounds`);
+on the same statistic of its own rounds, :func:`distlab.collectives.model.calibration.fit_rounds`);
 vs builtin = busbw / the built-in's busbw at the same size in the same run.
 """
 
@@ -36,15 +36,15 @@ from typing import Any
 import torch
 
 from distlab import launch
-from distlab.bench import options
+from distlab.cli import options
 from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_mean, slowest_rank_median
-from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
-                                   format_table, opt, run_cli)
+from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
+from distlab.report.table import Column, Table, format_table
 from distlab.bench.versus import versus_lines, versus_table
-from distlab.collectives.algorithms import ALGORITHMS, options_of
-from distlab.collectives.calibration import STATISTICS
-from distlab.collectives.ops import check_op_dtype
-from distlab.collectives.predict import call_model
+from distlab.collectives.algorithms.registry import ALGORITHMS, options_of
+from distlab.collectives.model.calibration import STATISTICS
+from distlab.collectives.plan.ops import check_op_dtype
+from distlab.collectives.model.predict import call_model
 from distlab.collectives.runtime.execute import default_options
 
 __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "allreduce_table",
@@ -144,8 +144,8 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
 def predicted_seconds(cal: dict[str, Any], algorithm: str, world_size: int, count: int,
                       itemsize: int, options_: dict[str, Any] | None = None) -> float:
     """The calibrated model's time for one call (``algorithm`` may be ``"builtin"`` for a gloo
-    calibration): :meth:`distlab.collectives.predict.CallModel.seconds` of
-    :func:`~distlab.collectives.predict.call_model` (a calibration without ``handoff``,
+    calibration): :meth:`distlab.collectives.model.predict.CallModel.seconds` of
+    :func:`~distlab.collectives.model.predict.call_model` (a calibration without ``handoff``,
     ``relay`` or ``call_overhead`` predicts with them at 0, one without per-size series with
     its one beta and gamma)."""
     return call_model(cal).seconds(algorithm, world_size, count, itemsize, options_)

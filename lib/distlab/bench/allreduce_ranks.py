@@ -18,8 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from distlab.collectives.algorithms import options_of
-from distlab.collectives.calibration import calibration_sizes
+from distlab.collectives.algorithms.registry import options_of
+from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device, sync_device
 from distlab.collectives.runtime.rounds import RoundCalibrator, calibrate

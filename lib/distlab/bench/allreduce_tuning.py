@@ -10,7 +10,7 @@ the same data) these variants of the same allreduce:
 
 - ``builtin``: torch's ``all_reduce``;
 - ``default``: ``all_reduce(x, algorithm=ALG)`` as a user calls it: the inline peer check and the
-  ``pieces`` the shipped cost model picks (:func:`distlab.collectives.tuning.best_pieces`);
+  ``pieces`` the shipped cost model picks (:func:`distlab.collectives.model.choice.best_pieces`);
 - ``k=K`` for each ``--pieces`` K: the same call with ``pieces=K`` (the pieces curve);
 - ``check=gather`` and ``check=off``: the default call with the peer check done by a separate
   all_gather before the first step, or not at all (what the inline check costs).
@@ -36,18 +36,18 @@ import numpy as np
 import torch
 
 from distlab import launch
-from distlab.bench import options
+from distlab.cli import options
 from distlab.bench.allreduce_ranks import expected_result, fill_pattern, size_label
-from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
-                                   opt, run_cli)
+from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
+from distlab.report.table import Column, Table
 from distlab.bench.rotating_rounds import rotating_rounds
-from distlab.collectives.algorithms import build, options_of
-from distlab.collectives.calibration import calibration_sizes
-from distlab.collectives.ops import check_op_dtype
+from distlab.collectives.algorithms.registry import build, options_of
+from distlab.collectives.model.calibration import calibration_sizes
+from distlab.collectives.plan.ops import check_op_dtype
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator
-from distlab.collectives.tuning import PIECES_CANDIDATES, best_pieces, schedule_seconds
+from distlab.collectives.model.choice import PIECES_CANDIDATES, best_pieces, schedule_seconds
 
 __all__ = ["BENCHMARK", "COLUMNS", "SUMMARY_COLUMNS", "TuningBenchmark", "TuningConfig", "main",
            "tuning_rank"]

@@ -31,16 +31,16 @@ import numpy as np
 import torch
 
 from distlab import launch
-from distlab.bench import options
+from distlab.cli import options
 from distlab.bench.collective_ranks import DRIVERS, collective_rank
-from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, SizeSweepConfig, Table,
-                                   opt, run_cli)
+from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
+from distlab.report.table import Column, Table
 from distlab.bench.versus import versus_lines, versus_table
-from distlab.collectives.ops import check_op_dtype
-from distlab.collectives.plans import PLANS
+from distlab.collectives.plan.ops import check_op_dtype
+from distlab.collectives.algorithms.registry import PLANS
 from distlab.collectives.runtime.collectives import plan_for
-from distlab.collectives.semantics import COLLECTIVES
-from distlab.collectives.tuning import schedule_seconds
+from distlab.collectives.plan.semantics import COLLECTIVES
+from distlab.collectives.model.choice import schedule_seconds
 
 __all__ = ["BENCHMARK", "COLUMNS", "CollectiveBenchmark", "CollectiveConfig", "busbw_factor",
            "main"]

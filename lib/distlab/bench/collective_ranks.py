@@ -20,7 +20,7 @@ import torch.distributed as dist
 import distlab.collectives.runtime.collectives as RC
 from distlab.bench.allreduce_ranks import fill_pattern
 from distlab.bench.rotating_rounds import rotating_rounds
-from distlab.collectives.calibration import calibration_sizes
+from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import (builtin_all_gather, builtin_reduce_scatter,
                                                rank_device)

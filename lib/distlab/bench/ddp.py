@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 
 from distlab import launch
-from distlab.bench import options
+from distlab.cli import options
 from distlab.bench.ddp_ranks import measure_rank
-from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.report.table import Column, Table
 from distlab.envinfo import gpu_count
 from distlab.devices import DDP_DEVICES, ddp_placement
 

@@ -55,9 +55,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distlab import launch
 from distlab._checks import check_int
-from distlab.bench import options
+from distlab.cli import options
 from distlab.bench.ddp import check_device_option
-from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.report.table import Column, Table
 from distlab.ddp.reducer import DDP
 from distlab.ddp.torch_checks import mlp
 from distlab.envinfo import gpu_count

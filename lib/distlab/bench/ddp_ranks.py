@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from distlab.collectives.calibration import Calibration
+from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.runtime.group import rank_device
 from distlab.collectives.runtime.rounds import calibrate
 from distlab.ddp.reducer import DDP

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -27,8 +26,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from distlab import launch
-from distlab.bench import options
-from distlab.bench.provenance import provenance, write_json
+from distlab.cli import options
+from distlab.report.jsonfile import write_json
+from distlab.report.provenance import provenance
+from distlab.report.table import Column, Table, format_table
 
 __all__ = ["BenchConfig", "Benchmark", "Column", "Report", "SizeSweepConfig", "Table",
            "build_parser", "format_table", "opt", "parse_config", "print_report", "report_json",
@@ -39,7 +40,7 @@ def opt(default: Any, *flags: str, help: str, type: Any = None, choices: Sequenc
         action: str | None = None, metavar: str | None = None, nargs: str | None = None) -> Any:
     """A config field that is also a command-line option (``flags`` empty: a positional).
 
-    ``type`` parses one command-line string (see :mod:`distlab.bench.options`); lists it returns
+    ``type`` parses one command-line string (see :mod:`distlab.cli.options`); lists it returns
     are stored as tuples so configs stay immutable. ``action="store_true"`` for switches.
     """
     meta = {"flags": flags, "help": help, "type": type, "choices": tuple(choices),
@@ -80,56 +81,6 @@ class SizeSweepConfig:
     def ranks(self) -> int:
         """The world size that runs: torchrun's WORLD_SIZE under torchrun, else ``world_size``."""
         return int(os.environ["WORLD_SIZE"]) if launch.in_torchrun() else self.world_size
-
-
-@dataclass(frozen=True)
-class Column:
-    """One table column: ``header``, the row key it shows, a format spec (``".2f"``; "" for
-    ``str``), a factor applied to numbers first (``1e3``: seconds shown as ms) and the width
-    (0: as wide as the header or widest cell). Missing, None and non-finite values print
-    ``missing`` (default ``-``; a notes column uses "")."""
-
-    header: str
-    key: str
-    spec: str = ""
-    scale: float = 1.0
-    width: int = 0
-    missing: str = "-"
-
-    def cell(self, row: dict[str, Any]) -> str:
-        """This column's text for ``row``."""
-        value = row.get(self.key)
-        if value is None or (isinstance(value, float) and not math.isfinite(value)):
-            return self.missing
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and self.spec:
-            return format(value * self.scale, self.spec)
-        return str(value)
-
-
-def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str:
-    """Right-aligned columns with a header line: the one table printer of distlab."""
-    cells = [[c.cell(r) for c in columns] for r in rows]
-    widths = [max([c.width, len(c.header)] + [len(row[i]) for row in cells])
-              for i, c in enumerate(columns)]
-    lines = [" ".join(c.header.rjust(w) for c, w in zip(columns, widths))]
-    lines += [" ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
-
-
-@dataclass
-class Table:
-    """Rows under one set of columns, with an optional ``# title`` line above them; ``key``
-    names the table's rows in the JSON (the main table's are always ``rows``)."""
-
-    rows: list[dict[str, Any]]
-    columns: tuple[Column, ...]
-    title: str = ""
-    key: str = ""
-
-    def text(self) -> str:
-        """The title comment (if any) and the formatted table."""
-        body = format_table(self.rows, self.columns)
-        return f"# {self.title}\n{body}" if self.title else body
 
 
 @dataclass
@@ -180,7 +131,7 @@ class Benchmark(ABC, Generic[C]):
         return sys.modules[type(self).__module__].__doc__ or self.about
 
     def check(self, parser: argparse.ArgumentParser, config: C) -> C:
-        """Rules across options (exit 2 via :func:`distlab.bench.options.fail`); returns the
+        """Rules across options (exit 2 via :func:`distlab.cli.options.fail`); returns the
         config, possibly completed. Default: none."""
         return config
 

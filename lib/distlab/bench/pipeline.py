@@ -45,9 +45,9 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from distlab.bench import options
-from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, Table, format_table, opt,
-                                   run_cli)
+from distlab.cli import options
+from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.report.table import Column, Table, format_table
 from distlab.pipeline import EXECUTORS, equal_stages, make_executor
 from distlab.pipeline.bottleneck import (bound_s, measured_costs, plan_for_stages,
                                          simulate_pipeline, startup_s)

@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DistributedSampler as TorchSampler
 
-from distlab.bench import options
-from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.cli import options
+from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.report.table import Column, Table
 from distlab.samplers import DistributedSampler, PermutationSampler
 
 __all__ = ["BENCHMARK", "COLUMNS", "SamplerBenchmark", "SamplerConfig", "child", "main"]

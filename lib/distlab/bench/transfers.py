@@ -38,9 +38,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from distlab.bench import options
-from distlab.bench.harness import (BenchConfig, Benchmark, Column, Report, Table, format_table, opt,
-                                   run_cli)
+from distlab.cli import options
+from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.report.table import Column, Table, format_table
 from distlab.envinfo import pcie_links
 from distlab.transfers.cuda_prefetch import run_cuda
 from distlab.transfers.default import default_adapter

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from distlab.bench.harness import Column, Table
+from distlab.report.table import Column, Table
 
 __all__ = ["ratios", "versus_lines", "versus_table"]
 

@@ -23,8 +23,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from distlab import launch
-from distlab.bench import options
-from distlab.bench.harness import BenchConfig, Benchmark, Column, Report, Table, opt, run_cli
+from distlab.cli import options
+from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.report.table import Column, Table
 from distlab.zero.measure import mlp
 from distlab.zero.optimizer import ZeroDataParallel
 

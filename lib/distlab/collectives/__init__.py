@@ -23,30 +23,31 @@ Runtime (real ranks): :mod:`.runtime`.
 
 from __future__ import annotations
 
-from .algorithms import ALGORITHMS, build, options_of
-from .calibration import Calibration
-from .compare import crossovers, predict_sizes, predict_world_sizes, winners
-from .cost import StepCost, cost, step_costs
-from .holdings import contributors, holdings
-from .ops import OPS
-from .predict import call_model, predict_builtin
-from .plans import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
-from .presets import PRESETS, LinkPreset, get_preset, loopback_preset, preset_names
-from .runtime.collectives import (all_gather, all_to_all, barrier, broadcast, gather, reduce,
+from distlab.collectives.algorithms.registry import ALGORITHMS, build, options_of
+from distlab.collectives.model.calibration import Calibration
+from distlab.collectives.model.compare import crossovers, predict_sizes, predict_world_sizes, winners
+from distlab.collectives.model.cost import StepCost, cost, step_costs
+from distlab.collectives.check.holdings import contributors, holdings
+from distlab.collectives.plan.ops import OPS
+from distlab.collectives.model.predict import call_model, predict_builtin
+from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
+from distlab.collectives.model.presets import PRESETS, LinkPreset, get_preset, loopback_preset, preset_names
+from distlab.collectives.runtime.collectives import (all_gather, all_to_all, barrier, broadcast, gather, reduce,
                                   reduce_scatter, scatter)
-from .runtime.execute import all_reduce, run_schedule
-from .runtime.peercheck import CollectiveMismatchError
-from .runtime.rounds import calibrate, calibrate_local
-from .schedule import Schedule, Step, Transfer, chunk_bounds, format_schedule
-from .semantics import COLLECTIVES, layout
-from .simulate import simulate
-from .tuning import best_pieces, pieces_curve, use_calibration
+from distlab.collectives.runtime.execute import all_reduce, run_schedule
+from distlab.collectives.runtime.peercheck import CollectiveMismatchError
+from distlab.collectives.runtime.rounds import calibrate, calibrate_local
+from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
+from distlab.collectives.plan.ranges import block_bounds
+from distlab.collectives.plan.semantics import COLLECTIVES, layout
+from distlab.collectives.check.simulate import simulate
+from distlab.collectives.model.choice import best_pieces, pieces_curve, use_calibration
 
 __all__ = ["ALGORITHMS", "COLLECTIVES", "DEFAULT_ALGORITHM", "OPS", "PLANS", "PRESETS",
            "Calibration", "CollectiveMismatchError", "LinkPreset", "Schedule", "Step", "StepCost",
            "Transfer", "all_gather", "all_reduce", "all_to_all", "barrier", "best_pieces",
            "broadcast", "build", "build_plan", "calibrate", "calibrate_local", "call_model",
-           "chunk_bounds", "contributors", "cost", "crossovers", "format_schedule", "gather",
+           "block_bounds", "contributors", "cost", "crossovers", "format_schedule", "gather",
            "get_preset", "holdings", "layout", "loopback_preset", "options_of", "pieces_curve",
            "plan_options", "predict_builtin", "predict_sizes", "predict_world_sizes",
            "preset_names", "reduce", "reduce_scatter", "run_schedule", "scatter", "simulate",

@@ -48,7 +48,7 @@ import torch.distributed as dist
 from torch import nn
 
 from distlab._checks import check_bool, check_float
-from distlab.collectives.algorithms import check_algorithm
+from distlab.collectives.algorithms.registry import check_algorithm
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.ddp.buckets import initial_buckets, rebuilt_buckets
 from distlab.ddp.comm_hooks import check_comm_hook

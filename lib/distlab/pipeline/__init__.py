@@ -22,18 +22,18 @@ hop of a worker's output into the trainer, for the process executors' plans),
 (stages by name), :mod:`.errors`.
 """
 
-from .bottleneck import (Station, bound_s, measured_costs, plan_for, plan_for_stages,
+from distlab.pipeline.bottleneck import (Station, bound_s, measured_costs, plan_for, plan_for_stages,
                          simulate_pipeline, sync_time_s)
-from .build import STAGE_KINDS, equal_stages, loading_stages, make_stage
-from .data_stages import CollateStage, DecodeStage, ReadStage
-from .device_stages import ComputeStage, H2DStage, PinStage
-from .errors import (PartLoadError, PipelineError, PipelineTimeoutError, ProducerExitedError,
+from distlab.pipeline.build import STAGE_KINDS, equal_stages, loading_stages, make_stage
+from distlab.pipeline.data_stages import CollateStage, DecodeStage, ReadStage
+from distlab.pipeline.device_stages import ComputeStage, H2DStage, PinStage
+from distlab.pipeline.errors import (PartLoadError, PipelineError, PipelineTimeoutError, ProducerExitedError,
                      StageError, WorkerExitedError)
-from .executors import EXECUTORS, Executor, RunResult, make_executor, run_pipeline
-from .part_loader import Part, PartLoader, PartsResult, train_on_parts
-from .shards import ShardSet, write_shards
-from .stage import Stage, accelerator_available
-from .synthetic_stages import BurnStage, FnStage, IdentityStage, SleepStage
+from distlab.pipeline.executors import EXECUTORS, Executor, RunResult, make_executor, run_pipeline
+from distlab.pipeline.part_loader import Part, PartLoader, PartsResult, train_on_parts
+from distlab.pipeline.shards import ShardSet, write_shards
+from distlab.pipeline.stage import Stage, accelerator_available
+from distlab.pipeline.synthetic_stages import BurnStage, FnStage, IdentityStage, SleepStage
 
 __all__ = [
     "EXECUTORS", "STAGE_KINDS", "BurnStage", "CollateStage", "ComputeStage", "DecodeStage",

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._checks import check_choice, check_float, check_instance, check_int
-from ..timeline import Timeline
+from distlab._checks import check_choice, check_float, check_instance, check_int
+from distlab.timeline import Timeline
 
 __all__ = ["Station", "bound_s", "check_stations", "describe", "measured_costs", "plan_for",
            "plan_for_stages", "station_costs",

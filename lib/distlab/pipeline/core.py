@@ -24,9 +24,9 @@ from typing import Any
 from distlab._checks import check_float, check_str
 from distlab._checks import check_int as _check_int
 
-from ..timeline import Timeline, now_us
-from .errors import PipelineTimeoutError, StageError
-from .stage import Stage
+from distlab.timeline import Timeline, now_us
+from distlab.pipeline.errors import PipelineTimeoutError, StageError
+from distlab.pipeline.stage import Stage
 
 __all__ = ["ABANDON_JOIN_S", "DEFAULT_TIMEOUT_S", "JOIN_S", "POLL_S", "Executor", "RunResult", "SlotProgress",
            "Watch", "call_stage", "check_items", "check_stages", "check_timeout", "drive"]

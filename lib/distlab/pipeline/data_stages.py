@@ -7,11 +7,11 @@ from typing import Any
 
 import torch
 
-from .._checks import check_instance, check_int
-from .cpuwork import burn
-from .shards import ShardSet
-from .stage import Stage
-from .stage import stage_cost as _cost
+from distlab._checks import check_instance, check_int
+from distlab.pipeline.cpuwork import burn
+from distlab.pipeline.shards import ShardSet
+from distlab.pipeline.stage import Stage
+from distlab.pipeline.stage import stage_cost as _cost
 
 __all__ = ["CollateStage", "DecodeStage", "ReadStage"]
 

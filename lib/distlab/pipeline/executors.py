@@ -33,14 +33,14 @@ from typing import Any
 
 from distlab._checks import check_bool, check_choice
 
-from ..timeline import Timeline
-from .channel import STOPPED, Channel
-from .core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, RunResult, Watch,
+from distlab.timeline import Timeline
+from distlab.pipeline.channel import STOPPED, Channel
+from distlab.pipeline.core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, RunResult, Watch,
                    call_stage, check_int, check_items, check_stages, check_timeout, drive)
-from .errors import PipelineTimeoutError
-from .procs import ProcessExecutor
-from .stage import Stage
-from .torchref import TorchDataLoaderExecutor
+from distlab.pipeline.errors import PipelineTimeoutError
+from distlab.pipeline.procs import ProcessExecutor
+from distlab.pipeline.stage import Stage
+from distlab.pipeline.torchref import TorchDataLoaderExecutor
 
 __all__ = ["DEFAULT_TIMEOUT_S", "EXECUTORS", "FACTORIES", "Executor", "RunResult",
            "SyncExecutor", "ThreadExecutor", "make_executor", "run_pipeline"]

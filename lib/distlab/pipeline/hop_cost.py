@@ -25,10 +25,10 @@ import numpy as np
 import torch
 import torch.multiprocessing as tmp
 
-from .._checks import check_int
-from ..transfers.hop import HopLink
-from .procs import split_stages
-from .stage import Stage
+from distlab._checks import check_int
+from distlab.transfers.hop import HopLink
+from distlab.pipeline.procs import split_stages
+from distlab.pipeline.stage import Stage
 
 __all__ = ["HopCost", "executor_hop_path", "measure_hop_cost", "output_nbytes",
            "worker_output_nbytes"]

@@ -34,12 +34,12 @@ import torch
 
 from distlab._checks import check_choice, check_float, check_instance
 
-from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
-from ..timeline import Timeline, now_us
-from .core import POLL_S, check_int, check_timeout
-from .cpuwork import burn
-from .errors import PartLoadError, ProducerExitedError
-from .shards import ShardSet
+from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
+from distlab.timeline import Timeline, now_us
+from distlab.pipeline.core import POLL_S, check_int, check_timeout
+from distlab.pipeline.cpuwork import burn
+from distlab.pipeline.errors import PartLoadError, ProducerExitedError
+from distlab.pipeline.shards import ShardSet
 
 __all__ = ["MODES", "FailingLoad", "Part", "PartLoader", "PartsResult", "load_part",
            "train_on_parts"]

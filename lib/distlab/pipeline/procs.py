@@ -31,13 +31,13 @@ from typing import Any
 import cloudpickle
 import torch
 
-from .._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
-from ..timeline import Timeline, now_us
-from .channel import STOPPED, Channel
-from .core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, SlotProgress, Watch,
+from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
+from distlab.timeline import Timeline, now_us
+from distlab.pipeline.channel import STOPPED, Channel
+from distlab.pipeline.core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, SlotProgress, Watch,
                    call_stage, check_int, check_timeout, drive)
-from .errors import PipelineError, PipelineTimeoutError, StageError, WorkerExitedError
-from .stage import Stage
+from distlab.pipeline.errors import PipelineError, PipelineTimeoutError, StageError, WorkerExitedError
+from distlab.pipeline.stage import Stage
 
 __all__ = ["ProcessExecutor", "split_stages"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._checks import check_int
+from distlab._checks import check_int
 
 __all__ = ["ShardSet", "write_shards"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .._checks import check_float
+from distlab._checks import check_float
 
 __all__ = ["PLACEMENTS", "Stage", "accelerator_available", "stage_cost"]
 

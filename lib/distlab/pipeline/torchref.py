@@ -22,14 +22,14 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from distlab._checks import check_bool
 
-from .._lifetime import die_with_parent, spawned_from_main_thread
-from ..timeline import Timeline
-from .core import (DEFAULT_TIMEOUT_S, Executor, SlotProgress, Watch, call_stage, check_int,
+from distlab._lifetime import die_with_parent, spawned_from_main_thread
+from distlab.timeline import Timeline
+from distlab.pipeline.core import (DEFAULT_TIMEOUT_S, Executor, SlotProgress, Watch, call_stage, check_int,
                    check_timeout, drive)
-from .device_stages import PinStage
-from .errors import StageError
-from .procs import split_stages
-from .stage import Stage, accelerator_available
+from distlab.pipeline.device_stages import PinStage
+from distlab.pipeline.errors import StageError
+from distlab.pipeline.procs import split_stages
+from distlab.pipeline.stage import Stage, accelerator_available
 
 __all__ = ["StagesDataset", "TorchDataLoaderExecutor", "absorbed_by_dataloader"]
 

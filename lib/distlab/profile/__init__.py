@@ -12,6 +12,6 @@ reads it back for notebook 07.
 
 from __future__ import annotations
 
-from .parts import PART_NAMES, PartContext, PartResult
+from distlab.profile.parts import PART_NAMES, PartContext, PartResult
 
 __all__ = ["PART_NAMES", "PartContext", "PartResult"]

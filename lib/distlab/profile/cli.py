@@ -21,10 +21,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from distlab import launch
-from distlab.bench import options
+from distlab.cli import options
 
-from .parts import PART_NAMES, PartContext, PartResult, get_part
-from .writer import default_out, write_profile
+from distlab.profile.parts import PART_NAMES, PartContext, PartResult, get_part
+from distlab.profile.writer import default_out, write_profile
 
 __all__ = ["main"]
 

@@ -22,11 +22,11 @@ from distlab._checks import check_int
 from distlab.bench.allreduce import BENCHMARK, AllreduceConfig
 from distlab.bench.collective import BENCHMARK as COLLECTIVE
 from distlab.bench.collective import CollectiveConfig
-from distlab.collectives.algorithms import ALGORITHMS
+from distlab.collectives.algorithms.registry import ALGORITHMS
 from distlab.envinfo import gpu_count
 from distlab.devices import nccl_problem
 
-from .parts import PartContext, PartResult
+from distlab.profile.parts import PartContext, PartResult
 
 __all__ = [
     "MORE_OPS",

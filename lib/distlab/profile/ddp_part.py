@@ -11,7 +11,7 @@ from distlab.bench.ddp import BENCHMARK, DdpConfig
 from distlab.envinfo import gpu_count
 from distlab.devices import gpu_sharing_problem
 
-from .parts import PartContext, PartResult
+from distlab.profile.parts import PartContext, PartResult
 
 __all__ = ["config_for", "ddp_device", "run"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from distlab.envinfo import machine_facts
 
-from .parts import PartContext, PartResult
+from distlab.profile.parts import PartContext, PartResult
 
 __all__ = ["run"]
 

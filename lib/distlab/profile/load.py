@@ -17,7 +17,7 @@ from typing import Any
 
 from distlab.envinfo import cpu_model, environment_report
 
-from .parts import PART_NAMES
+from distlab.profile.parts import PART_NAMES
 
 __all__ = ["MachineKey", "Profile", "choose_profile", "list_profiles", "load_profile",
            "machine_key_here", "published"]

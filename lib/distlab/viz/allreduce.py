@@ -24,9 +24,9 @@ from matplotlib.patches import FancyArrowPatch
 
 from distlab._checks import check_int
 from distlab.collectives import ALGORITHMS, build, step_costs
-from distlab.collectives.compare import crossovers, predict_sizes, predict_world_sizes, winners
-from distlab.collectives.holdings import contributors, holdings
-from distlab.collectives.schedule import Schedule
+from distlab.collectives.model.compare import crossovers, predict_sizes, predict_world_sizes, winners
+from distlab.collectives.check.holdings import contributors, holdings
+from distlab.collectives.plan.schedule import Schedule
 from distlab.viz.figure import figure_png, new_figure
 from distlab.viz.plan_stepper import PlanStepper, shown_step
 
@@ -38,7 +38,7 @@ ALGO_COLORS = {a: f"C{i}" for i, a in enumerate(sorted(ALGORITHMS) + ["builtin"]
 
 
 def plan_count(algorithm: str, world_size: int) -> int:
-    """A small element count that shows an algorithm's chunks clearly (4 per rank, and a
+    """A small element count that shows an algorithm's blocks clearly (4 per rank, and a
     multiple of the power of two that butterflies use)."""
     pof2 = 1 << (world_size.bit_length() - 1)
     n = 4 * world_size
@@ -54,7 +54,7 @@ def plan_figure(schedule: Schedule, step: int | None = None, *, fig: Figure | No
     ``step``: 0 is the start (every rank holds only its own data), ``k`` in ``1..len(steps)`` is
     the state after step ``k`` with step ``k``'s transfers drawn (the title reads "step k/n"),
     ``None`` is the last step. Cells: contributor counts after the step (from
-    :func:`~distlab.collectives.holdings`); arrows: the step's transfers (red reduce, blue copy).
+    :func:`~distlab.collectives.check.holdings`); arrows: the step's transfers (red reduce, blue copy).
     """
     p, n = schedule.world_size, schedule.count
     nsteps = len(schedule.steps)

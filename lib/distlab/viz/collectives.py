@@ -27,13 +27,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
 from distlab._checks import check_int
-from distlab.collectives.compare import crossovers, winners
-from distlab.collectives.cost import cost
-from distlab.collectives.holdings import contributors, holdings
-from distlab.collectives.plans import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
-from distlab.collectives.schedule import Schedule
-from distlab.collectives.semantics import COLLECTIVES, REDUCING, layout_of
-from distlab.collectives.tuning import best_pieces, schedule_seconds
+from distlab.collectives.model.compare import crossovers, winners
+from distlab.collectives.model.cost import cost
+from distlab.collectives.check.holdings import contributors, holdings
+from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
+from distlab.collectives.plan.schedule import Schedule
+from distlab.collectives.plan.semantics import COLLECTIVES, REDUCING, layout_of
+from distlab.collectives.model.choice import best_pieces, schedule_seconds
 from distlab.viz.figure import new_figure
 from distlab.viz.plan_stepper import PlanStepper, shown_step
 
@@ -165,7 +165,7 @@ def scale_times(preset: Any, nbytes: int, world_sizes: Sequence[int],
                 itemsize: int = 4) -> dict[str, list[float]]:
     """Model seconds of an allreduce of ``nbytes`` by ``ring``, ``tree``, the step-synchronous
     ``double_binary_tree`` and the pipelined one (the ``pieces`` the model picks at each world
-    size, :func:`~distlab.collectives.tuning.best_pieces` with ``preset`` as the calibration)."""
+    size, :func:`~distlab.collectives.model.choice.best_pieces` with ``preset`` as the calibration)."""
     cal = {"alpha": preset.alpha, "beta": preset.beta, "gamma": preset.gamma,
            "duplex": getattr(preset, "duplex", "full")}
     count = nbytes // itemsize

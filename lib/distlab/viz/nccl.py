@@ -1,6 +1,6 @@
 """NCCL's own allreduce on GPU boxes we cannot reach, drawn beside published measurements.
 
-One panel (row) per :class:`~distlab.collectives.nccl_boxes.GpuBox` preset: the bus bandwidth of
+One panel (row) per :class:`~distlab.collectives.model.nccl.boxes.GpuBox` preset: the bus bandwidth of
 NCCL's estimate for the (algorithm, protocol) it picks (solid line, one marker shape per pick),
 the estimate of every other candidate it compared (thin dashed), and the published 8-GPU
 points checked against that preset (large hollow black-edged markers labelled
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from distlab._checks import check_int
-from distlab.collectives.nccl_boxes import gpu_box
-from distlab.collectives.nccl_model import busbw_gbps, compare_published, nccl_allreduce
+from distlab.collectives.model.nccl.boxes import gpu_box
+from distlab.collectives.model.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
 from distlab.viz.figure import new_figure
 
 __all__ = ["DEFAULT_SIZES", "nccl_busbw_figure", "published_error_table"]

@@ -18,15 +18,15 @@ from IPython.display import display
 
 from distlab.viz.figure import new_figure
 
-from ..pipeline.bottleneck import (Station, bound_s, plan_for_stages, simulate_pipeline, startup_s,
+from distlab.pipeline.bottleneck import (Station, bound_s, plan_for_stages, simulate_pipeline, startup_s,
                                    sync_time_s)
-from ..pipeline.executors import EXECUTORS, RunResult, make_executor
-from ..pipeline.part_loader_model import part_load_times, parts_idle_fraction, simulate_parts
-from ..pipeline.stage import Stage
-from ..pipeline.synthetic_stages import BurnStage, SleepStage
-from ..timeline import Timeline
-from ..trace import write_chrome_trace
-from .gantt import gantt
+from distlab.pipeline.executors import EXECUTORS, RunResult, make_executor
+from distlab.pipeline.part_loader_model import part_load_times, parts_idle_fraction, simulate_parts
+from distlab.pipeline.stage import Stage
+from distlab.pipeline.synthetic_stages import BurnStage, SleepStage
+from distlab.timeline import Timeline
+from distlab.trace import write_chrome_trace
+from distlab.viz.gantt import gantt
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
            "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt", "startup_s",

@@ -16,7 +16,7 @@ from typing import Any
 import ipywidgets as w
 from matplotlib.figure import Figure
 
-from distlab.collectives.schedule import Schedule
+from distlab.collectives.plan.schedule import Schedule
 from distlab.viz.figure import figure_png
 
 __all__ = ["PlanStepper", "shown_step"]

@@ -15,7 +15,7 @@ import ipywidgets as w
 
 from distlab._checks import check_instance, check_int
 from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
-from distlab.bench.harness import Column, format_table
+from distlab.report.table import Column, format_table
 from distlab.links import link_from_pcie
 from distlab.profile.load import Profile, list_profiles, load_profile, published
 from distlab.transfers.paths import PIN_PATHS

@@ -66,7 +66,7 @@ def pieces_figure(rows: Sequence[dict[str, Any]],
                         label=f"best k measured = {s['best_k']}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks, [str(k) for k in ks])
-        ax.set_xlabel("pieces per chunk (k)")
+        ax.set_xlabel("pieces per block (k)")
         ax.set_title(_label(nbytes), fontsize=10)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=6)

@@ -25,8 +25,8 @@ from distlab import launch
 from distlab._checks import check_choice, check_int
 from distlab.timeline import Timeline
 
-from .memory_model import PRECISIONS, check_stage, zero_memory
-from .optimizer import ZeroDataParallel
+from distlab.zero.memory_model import PRECISIONS, check_stage, zero_memory
+from distlab.zero.optimizer import ZeroDataParallel
 
 __all__ = ["held_bytes", "measure_zero_memory", "mlp", "storage_bytes", "trace_zero_step",
            "zero_memory_rank"]

@@ -48,8 +48,8 @@ from distlab.collectives.runtime.collectives import all_gather, reduce_scatter
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.timeline import Timeline, now_us
 
-from .memory_model import check_stage
-from .partition import Bucket, plan_buckets
+from distlab.zero.memory_model import check_stage
+from distlab.zero.partition import Bucket, plan_buckets
 
 __all__ = ["ZeroDataParallel"]
 

@@ -10,15 +10,15 @@
     C.all_to_all(out, t)                            # all_to_all_single(out, t), equal splits
     C.barrier()
 
-Each call builds its collective's schedule (:mod:`distlab.collectives.plans`; ``algorithm=None``
-is :data:`~distlab.collectives.plans.DEFAULT_ALGORITHM`) over the buffer of
-:mod:`distlab.collectives.semantics` and runs it with the one executor
+Each call builds its collective's schedule (:mod:`distlab.collectives.algorithms.registry`; ``algorithm=None``
+is :data:`~distlab.collectives.algorithms.registry.DEFAULT_ALGORITHM`) over the buffer of
+:mod:`distlab.collectives.plan.semantics` and runs it with the one executor
 (:func:`.execute.execute`, with its peer check, tags and timeouts). The buffer is the caller's
 tensor where it can be (broadcast, reduce, the root's gather output, all-gather's output);
 otherwise a reused workspace, with the input as the executor's read-only *source* (never
 modified, never copied up front: elements are read from it until first written), and the result
 copied out of the buffer at the end. ``pieces`` left unset on a ring is the model's choice
-(:func:`distlab.collectives.tuning.best_pieces`). ``avg`` sums, then divides the result.
+(:func:`distlab.collectives.model.choice.best_pieces`). ``avg`` sums, then divides the result.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ import torch
 
 from distlab.timeline import Timeline
 
-from ..ops import check_op
-from ..plans import DEFAULT_ALGORITHM, build_plan, check_plan_algorithm, plan_options
-from ..schedule import Schedule
-from ..semantics import layout
-from ..tuning import best_pieces
-from .execute import check_tensor_alone, check_timeout, execute
-from .group import check_tensor_backend, group_info, rank_device
-from .peercheck import check_mode
-from .steps import StepRunner, workspace
+from distlab.collectives.plan.ops import check_op
+from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, build_plan, check_plan_algorithm, plan_options
+from distlab.collectives.plan.schedule import Schedule
+from distlab.collectives.plan.semantics import layout
+from distlab.collectives.model.choice import best_pieces
+from distlab.collectives.runtime.execute import check_tensor_alone, check_timeout, execute
+from distlab.collectives.runtime.group import check_tensor_backend, group_info, rank_device
+from distlab.collectives.runtime.peercheck import check_mode
+from distlab.collectives.runtime.steps import StepRunner, workspace
 
 __all__ = ["all_gather", "all_to_all", "barrier", "broadcast", "gather", "plan_for",
            "reduce", "reduce_scatter", "scatter"]

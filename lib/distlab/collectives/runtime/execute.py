@@ -10,7 +10,7 @@ gloo sends only into a posted receive), every receive of a step before any of it
 exchange cannot deadlock. Received ``"reduce"`` data lands in a preallocated workspace (two
 halves, alternating by step) and is combined into the tensor in place (``add_``, ``mul_``,
 ``maximum``/``minimum`` with ``out=``) as each message arrives (after this rank's own sends of
-the same elements have completed), so a step cut into pieces (:mod:`distlab.collectives.pieces`)
+the same elements have completed), so a step cut into pieces (:mod:`distlab.collectives.plan.ranges`)
 reduces each piece while the next is in flight; ``"copy"`` data is received straight into the
 tensor where nothing of this rank reads or writes those elements in that step or the one before.
 Every message carries a tag unique to the call (:mod:`.tags`), and the peer check travels with
@@ -28,14 +28,14 @@ import torch
 
 from distlab.timeline import Timeline
 
-from ..algorithms import build, check_algorithm, options_of
-from ..ops import check_op, check_op_dtype
-from ..schedule import Schedule
-from ..tuning import best_pieces
-from .group import check_tensor_backend, group_info, reducer
-from .peercheck import CollectiveMismatchError, InlineCheck, check_mode, check_peers, describe
-from .steps import StepRunner, reducer_out, step_p2p_ops
-from .tags import call_tag_base, next_call_number
+from distlab.collectives.algorithms.registry import build, check_algorithm, options_of
+from distlab.collectives.plan.ops import check_op, check_op_dtype
+from distlab.collectives.plan.schedule import Schedule
+from distlab.collectives.model.choice import best_pieces
+from distlab.collectives.runtime.group import check_tensor_backend, group_info, reducer
+from distlab.collectives.runtime.peercheck import CollectiveMismatchError, InlineCheck, check_mode, check_peers, describe
+from distlab.collectives.runtime.steps import StepRunner, reducer_out, step_p2p_ops
+from distlab.collectives.runtime.tags import call_tag_base, next_call_number
 
 __all__ = ["all_reduce", "check_tensor_alone", "check_timeout", "default_options", "execute",
            "run_schedule", "step_p2p_ops", "traced_allreduce_rank"]
@@ -92,7 +92,7 @@ def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: i
     ``check`` is a mode of :mod:`.peercheck` (``"inline"`` on a batched, NCCL-style call runs
     as ``"gather"``: NCCL's point-to-point has no tags to keep a mismatched call's messages
     apart). ``source``: a read-only tensor holding the buffer's elements ``[start, stop)`` until
-    this rank writes them (:mod:`distlab.collectives.rank_plan`). Returns the runner (its
+    this rank writes them (:mod:`distlab.collectives.runtime.rank_plan`). Returns the runner (its
     ``plan.untouched`` says which source ranges the steps never wrote).
     """
     desc = describe(schedule.algorithm, schedule.options, world, schedule.count, flat.dtype, op,
@@ -181,8 +181,8 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
         **options: algorithm options (``segment_size`` for segmented_ring, ``group_size`` for
             hierarchical, ``pieces`` for ring, segmented_ring and hierarchical). A ``pieces``
             left unset (or ``None``) is the one the calibrated cost model predicts fastest for
-            this algorithm, world size and size (:func:`distlab.collectives.tuning.best_pieces`;
-            the shipped loopback calibration unless :func:`~distlab.collectives.tuning.
+            this algorithm, world size and size (:func:`distlab.collectives.model.choice.best_pieces`;
+            the shipped loopback calibration unless :func:`~distlab.collectives.model.choice.
             use_calibration` set another).
 
     Raises:
@@ -211,7 +211,7 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
 def default_options(algorithm: str, world: int, count: int, itemsize: int,
                     options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with an unset ``pieces`` filled in by the cost model (for the algorithms that
-    take it; :func:`distlab.collectives.tuning.best_pieces`)."""
+    take it; :func:`distlab.collectives.model.choice.best_pieces`)."""
     if "pieces" in options_of(algorithm) and options.get("pieces") is None and world > 1:
         others = {k: v for k, v in options.items() if k != "pieces"}
         pieces = best_pieces(algorithm, world, count, itemsize,

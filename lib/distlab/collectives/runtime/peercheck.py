@@ -32,8 +32,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .group import wait
-from .tags import CHECK_TAG
+from distlab.collectives.runtime.group import wait
+from distlab.collectives.runtime.tags import CHECK_TAG
 
 __all__ = ["CHECK_MODES", "FIELDS", "MESSAGE_BYTES", "CollectiveMismatchError", "InlineCheck",
            "check_mode", "check_peers", "decode", "describe", "encode", "fingerprint",

@@ -6,14 +6,14 @@ machine. :class:`RoundCalibrator` instead contributes a few timed exchanges to *
 the benchmark (the caller runs :meth:`RoundCalibrator.run_round` next to the measured
 collectives), so a burst of load hits the calibration and the measurement alike, and the fit
 uses exactly the rounds the rows are medians of. The patterns and the fit are described in
-:mod:`distlab.collectives.calibration`; per point, the slowest rank of each round, then the
+:mod:`distlab.collectives.model.calibration`; per point, the slowest rank of each round, then the
 median over rounds (as the benchmark takes its rows). Nothing of the collectives being
 predicted enters the fit, with one stated exception: each round also times the backend's own
 allreduce of the *smallest* calibration size (``builtin_floor``: what a call of the backend's
 compiled loop costs when it moves almost no bytes) and of an empty tensor (``builtin_call``:
 the call alone, handed to the process group's worker and back, with no iteration of its loop),
 the two costs of the builtin that no pattern run through distlab's executor can show (see
-:mod:`distlab.collectives.predict`).
+:mod:`distlab.collectives.model.predict`).
 
 :func:`calibrate` is the same calibrator run on its own (``warmup`` unrecorded rounds, then
 ``iters`` recorded ones), for callers that have no rounds of their own (the DDP lab).
@@ -33,11 +33,11 @@ from distlab import launch
 from distlab._checks import check_int
 from distlab.envinfo import cpus_allowed
 
-from ..calibration import (Calibration, exchange_schedule, fit_rounds, oneway_schedule,
+from distlab.collectives.model.calibration import (Calibration, exchange_schedule, fit_rounds, oneway_schedule,
                            shift_schedule)
-from ..ops import check_op
-from .execute import run_schedule
-from .group import builtin_all_reduce, group_info, reducer, sync_device
+from distlab.collectives.plan.ops import check_op
+from distlab.collectives.runtime.execute import run_schedule
+from distlab.collectives.runtime.group import builtin_all_reduce, group_info, reducer, sync_device
 
 __all__ = ["DEFAULT_SIZES", "RoundCalibrator", "calibrate", "calibrate_local", "calibrate_rank"]
 
@@ -49,7 +49,7 @@ class RoundCalibrator:
 
     Args:
         sizes: calibration message sizes in bytes (>= 2; e.g.
-            :func:`~distlab.collectives.calibration.calibration_sizes`).
+            :func:`~distlab.collectives.model.calibration.calibration_sizes`).
         dtype: torch dtype of the buffers.
         op: the reduction timed for gamma.
         group: process group (``None``: world); >= 2 ranks.
@@ -125,7 +125,7 @@ class RoundCalibrator:
     def fit(self, method: str = "rounds", statistic: str = "median") -> Calibration:
         """Fit on the recorded rounds (collective: the slowest rank per round, then each point's
         ``statistic`` over rounds: ``"median"`` or ``"mean"``, see
-        :func:`~distlab.collectives.calibration.fit_rounds`)."""
+        :func:`~distlab.collectives.model.calibration.fit_rounds`)."""
         if not self.rounds:
             raise RuntimeError("RoundCalibrator.fit needs at least one recorded round")
         data = torch.tensor(self.rounds, dtype=torch.float64)

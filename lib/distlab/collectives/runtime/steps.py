@@ -1,13 +1,13 @@
 """One rank's steps of a schedule on real ranks: posting, waiting, packing, reducing.
 
-:class:`StepRunner` executes a :class:`~distlab.collectives.rank_plan.RankPlan` on this rank's
+:class:`StepRunner` executes a :class:`~distlab.collectives.runtime.rank_plan.RankPlan` on this rank's
 flat tensor. On gloo (:meth:`StepRunner.run_posted_ahead`) the receives of the next step are
 posted while the current one is in flight and every receive of a step before any of its sends;
 each received message is applied as it lands (reduced into the tensor or copied), after this
 rank's own sends of the same elements (read from the tensor) have completed. On NCCL
 (:meth:`StepRunner.run_batched`) each step is one ``batch_isend_irecv``. Messages of several
 ranges are packed into a staging area and unpacked as they land; elements that a read-only
-source still holds are read from it (see :mod:`distlab.collectives.rank_plan`).
+source still holds are read from it (see :mod:`distlab.collectives.runtime.rank_plan`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import torch.distributed as dist
 
 from distlab.timeline import Timeline, now_us
 
-from ..rank_plan import Message, RankStep, rank_plan
-from ..schedule import Schedule
-from .group import global_rank, wait
-from .peercheck import CollectiveMismatchError, InlineCheck
+from distlab.collectives.runtime.rank_plan import Message, RankStep, rank_plan
+from distlab.collectives.plan.schedule import Schedule
+from distlab.collectives.runtime.group import global_rank, wait
+from distlab.collectives.runtime.peercheck import CollectiveMismatchError, InlineCheck
 
 __all__ = ["StepRunner", "reducer_out", "step_p2p_ops", "workspace"]
 

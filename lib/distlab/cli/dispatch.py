@@ -1,0 +1,46 @@
+"""One entry point for a family of commands: ``python -m distlab.bench NAME [options]``.
+
+:func:`dispatch` picks the command named by ``argv[0]``, imports the module that defines its
+``main(argv)`` only then (so ``--help`` of one command never imports the others' heavy
+dependencies twice), and runs it through :func:`~distlab.cli.run.run_main`. ``-h``/``--help``
+lists the commands; no command or an unknown one prints the usage line and one error line on
+stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+from distlab.cli.run import run_main
+
+__all__ = ["dispatch", "usage"]
+
+
+def usage(prog: str, commands: Mapping[str, str]) -> str:
+    """``usage: prog {a,b,c} [options]``."""
+    return f"usage: {prog} {{{','.join(commands)}}} [options]"
+
+
+def dispatch(prog: str, doc: str, commands: Mapping[str, str], about: Callable[[str], str],
+             argv: Sequence[str] | None = None, *, noun: str = "command") -> int:
+    """Run the command ``argv[0]`` (``commands`` maps a name to the module defining its
+    ``main(argv)``; ``about(name)`` is its one-line description for ``--help``; ``noun`` what
+    the help and errors call one: "command", "benchmark"); returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        width = max(map(len, commands))
+        lines = [usage(prog, commands), "", doc.strip(), "", f"{noun}s:"]
+        lines += [f"  {name:<{width}}  {about(name)}" for name in commands]
+        lines += ["", f"`{prog} NAME --help` lists NAME's options and their defaults."]
+        print("\n".join(lines))
+        return 0
+    if not args or args[0] not in commands:
+        got = "none given" if not args else f"invalid choice {args[0]!r}"
+        print(usage(prog, commands), file=sys.stderr)
+        print(f"{prog}: error: argument {noun}: {got}: must be one of {', '.join(commands)}",
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(commands[args[0]])
+    return run_main(f"{prog} {args[0]}", module.main, args[1:])

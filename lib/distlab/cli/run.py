@@ -1,0 +1,52 @@
+"""One way every distlab command ends: an exit status and at most one line on stderr.
+
+    def main(argv: list[str] | None = None) -> int:
+        return run_main("python -m distlab.judge refit", _work, argv)
+
+:func:`run_main` calls the command's work with its arguments and turns
+
+- a :class:`UsageError` (bad input the user can fix: a file that is not a profile, a length
+  longer than the data) into ``prog: error: <message>`` and exit 2, as argparse does for a bad
+  option (argparse's own exit 2 and ``--help``'s exit 0 pass through unchanged);
+- Ctrl-C (``KeyboardInterrupt``) into ``prog: interrupted by Ctrl-C; <what happened>`` and exit
+  130, the shell's code for SIGINT. Commands that start processes stop them on the way out
+  (:mod:`distlab.launch` and the executors do), so no traceback and no process is left.
+
+Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+__all__ = ["INTERRUPTED", "UsageError", "run_main"]
+
+INTERRUPTED = 130
+"""The exit status of a command stopped by Ctrl-C (128 + SIGINT)."""
+
+
+class UsageError(ValueError):
+    """Bad input the user can fix; :func:`run_main` prints its message as one line, exit 2."""
+
+
+def run_main(prog: str, work: Callable[[list[str]], int | None],
+             argv: Sequence[str] | None = None, *,
+             on_interrupt: str = "nothing more was measured or written") -> int:
+    """Run ``work(argv)`` (``argv`` defaults to ``sys.argv[1:]``) and return its exit status
+    (None counts as 0), ending as the module docstring says. ``on_interrupt`` completes the
+    Ctrl-C line: what the command left behind."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return int(work(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted by Ctrl-C; {on_interrupt}", file=sys.stderr)
+        return INTERRUPTED
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # argparse: exit 2 for a bad option, 0 for --help
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1

@@ -1,0 +1,78 @@
+"""Check a schedule against its collective's semantics: nothing lost, nothing extra, nothing twice.
+
+:func:`check` verifies a schedule against :meth:`~distlab.collectives.plan.semantics.Layout.expected`:
+every required element ends with exactly the expected ranks' data (the holdings of
+:mod:`.holdings`), and, for the reductions, each rank's data exactly once (an exact-integer
+simulation with :func:`.simulate.simulate`; a barrier only needs every rank heard from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from distlab.collectives.check.holdings import final_masks
+from distlab.collectives.check.simulate import simulate
+from distlab.collectives.plan.schedule import Schedule
+from distlab.collectives.plan.semantics import MAX_RANKS, Layout, layout_of
+
+__all__ = ["check"]
+
+
+def _multiplicities(schedule: Schedule, lay: Layout) -> tuple[list[np.ndarray], np.ndarray]:
+    """Simulate with exact integers: rank ``r``'s data is ``B**r`` (``B = p + 1``), so a sum
+    of data reads back, digit by digit in base ``B``, how many times each rank's data went in."""
+    p, base = lay.world_size, lay.world_size + 1
+    init = lay.initial()
+    inputs = []
+    for r in range(p):
+        vals = np.zeros(lay.buffer, dtype=object)
+        for bit in range(p):
+            vals[(init[r] >> np.uint64(bit)) & np.uint64(1) == 1] = base ** bit
+        inputs.append(vals)
+    outs = simulate(schedule, inputs, "sum")
+    masks, _ = lay.expected()
+    want = np.zeros((p, lay.buffer), dtype=object)
+    for r in range(p):
+        for bit in range(p):
+            want[r][(masks[r] >> np.uint64(bit)) & np.uint64(1) == 1] += base ** bit
+    return outs, want
+
+
+def check(schedule: Schedule, *, values: bool = True) -> list[str]:
+    """What is wrong with ``schedule`` as its collective (empty list: nothing).
+
+    Holdings: every required element (:meth:`Layout.expected`) ends with exactly the expected
+    ranks' data. ``values`` (default on; off for a barrier, whose tokens may arrive twice): the
+    same with multiplicities, by simulating exact integers (each rank's data exactly once).
+    """
+    lay = layout_of(schedule)
+    if lay.world_size > MAX_RANKS:
+        raise ValueError(f"check tracks one bit per rank: world_size <= {MAX_RANKS}, got "
+                         f"{lay.world_size}")
+    masks, required = lay.expected()
+    got = final_masks(schedule, lay.initial())
+    problems = []
+    bad = required & (got != masks)
+    if bad.any():
+        r, e = map(int, np.argwhere(bad)[0])
+        problems.append(f"{schedule.collective}/{schedule.algorithm} p={lay.world_size} "
+                        f"count={lay.count}: rank {r} element {e} holds ranks "
+                        f"{_bits(int(got[r, e]))}, expected {_bits(int(masks[r, e]))} "
+                        f"({int(bad.sum())} elements wrong)")
+    if values and lay.collective != "barrier" and not problems:
+        outs, want = _multiplicities(schedule, lay)
+        for r in range(lay.world_size):
+            diff = required[r] & (outs[r] != want[r])
+            if diff.any():
+                e = int(np.argwhere(diff)[0][0])
+                problems.append(f"{schedule.collective}/{schedule.algorithm} "
+                                f"p={lay.world_size}: rank {r} element {e} holds some rank's "
+                                "data more than once")
+                break
+    return problems
+
+
+def _bits(mask: int) -> Sequence[int]:
+    return [b for b in range(MAX_RANKS) if mask >> b & 1]

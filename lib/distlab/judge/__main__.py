@@ -1,0 +1,34 @@
+"""Judge the allreduce cost model on measured profiles and benchmark runs (offline).
+
+    python -m distlab.judge refit results/profiles/*            # median / p90 |error%| per profile
+    python -m distlab.judge refit results/profiles/h100-2026-11-23 \\
+        --calibration-from results/profiles/vm-2026-11-23      # calibrated on one, measured on another
+    python -m distlab.judge windows results/profiles/vm-quiet-80rounds-2026-11-23
+    python -m distlab.judge travel results/profiles/vm-*        # every profile x every calibration
+    python -m distlab.judge summary results/allreduce_ws*_run*.json --out results/allreduce_summary.json
+
+Nothing is measured and no process is started: profiles and runs are read, rows priced again.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from distlab.cli.dispatch import dispatch
+
+COMMANDS = {"refit": "distlab.judge.refit", "windows": "distlab.judge.windows",
+            "travel": "distlab.judge.tables", "summary": "distlab.judge.summary"}
+ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
+         "windows": "a long profile cut into windows of rounds: how many rounds a judgement "
+                    "needs",
+         "travel": "every profile priced with every profile's calibration of its world size",
+         "summary": "medians over repeated `bench allreduce --json` runs"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``argv[0]`` to its command (:func:`distlab.cli.dispatch.dispatch`)."""
+    return dispatch("python -m distlab.judge", __doc__ or "", COMMANDS, ABOUT.__getitem__, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The model's judgement as text tables (the figures are in :mod:`distlab.viz.refit`).
+
+- :func:`error_by_size_table`: one line per buffer size, one ``error%`` column per algorithm.
+- :func:`travel_table`: every profile priced with every profile's calibration (same world size):
+  the median and p90 of |error%| over the judged rows, calibrated-on x measured-on.
+- :func:`spread_table`: per judged row, how the per-round times spread: the error of its judged
+  value, of the fast quarter (25th percentile of rounds) and the share of rounds slower than
+  twice the fastest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from distlab.cli import options
+from distlab.cli.run import UsageError, run_main
+from distlab.judge.refit import (TARGET_ALGORITHMS, TARGET_MIN_BYTES, RefitRun, algorithms_in,
+                                 error_stats, profile_dir_arg, refit_profile)
+from distlab.report.table import Column, format_table
+
+__all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "error_by_size_table", "main", "spread_table",
+           "travel_table"]
+
+PathLike = str | os.PathLike[str]
+
+
+def error_by_size_table(run: RefitRun, *, algorithms: Iterable[str] | None = None) -> str:
+    """One line per buffer size, one ``error%`` column per algorithm (``-``: no row)."""
+    algos = algorithms_in([run], algorithms)
+    by = {(r["nbytes"], r["algorithm"]): r.get("error_pct") for r in run.rows}
+    rows = [{"nbytes": n, **{a: by.get((n, a)) for a in algos}}
+            for n in sorted({r["nbytes"] for r in run.rows})]
+    cols = [Column("size(B)", "nbytes")] + [Column(a[:12], a, "+.0f") for a in algos]
+    head = (f"# error% (measured - predicted) / predicted: measured {run.profile}, calibrated "
+            f"{run.calibrated_on}, {run.backend} ws {run.world_size}")
+    return head + "\n" + format_table(rows, cols)
+
+
+TRAVEL_COLUMNS = (Column("measured on", "measured"), Column("calibrated on", "calibrated"),
+                  Column("ws", "world_size"), Column("n", "n"),
+                  Column("median%", "median", ".1f"), Column("p90%", "p90", ".1f"),
+                  Column("max%", "max", ".1f"))
+
+
+def travel_table(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BYTES,
+                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
+    """Every profile's rows priced with every profile's calibration of the same backend and
+    world size: |error%| over the judged rows, one line per (measured, calibrated, ws)."""
+    algos = None if algorithms is None else tuple(algorithms)
+    rows = []
+    for measured in profiles:
+        for source in profiles:
+            for run in refit_profile(measured, calibration_from=source, skip_missing=True):
+                s = error_stats(run.rows, min_bytes=min_bytes, algorithms=algos)
+                rows.append({"measured": run.profile, "calibrated": run.calibrated_on,
+                             "world_size": run.world_size, "n": s.n, "median": s.median,
+                             "p90": s.p90, "max": s.max})
+    return format_table(rows, TRAVEL_COLUMNS)
+
+
+SPREAD_COLUMNS = (Column("size(B)", "nbytes"), Column("algorithm", "algorithm"),
+                  Column("judged(us)", "judged_us", ".0f"),
+                  Column("predicted", "predicted_us", ".0f"),
+                  Column("error%", "error_pct", "+.0f"),
+                  Column("fast quarter%", "fast_error_pct", "+.0f"),
+                  Column("slow rounds%", "slow_pct", ".0f"))
+
+
+def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
+                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
+    """Per judged row: the error of its judged value (the run's statistic of its rounds), of
+    the 25th percentile of rounds (``fast quarter``), and the share of rounds slower than twice
+    the fastest (each round's time is its slowest rank's, as the row's)."""
+    algos = None if algorithms is None else set(algorithms)
+    rows = []
+    for r in run.rows:
+        if r["nbytes"] < min_bytes or (algos is not None and r["algorithm"] not in algos) \
+                or not r.get("seconds_per_rank") or not r.get("predicted_us"):
+            continue
+        rounds = np.asarray(r["seconds_per_rank"], dtype=float).max(axis=0) * 1e6
+        fast = float(np.percentile(rounds, 25))
+        rows.append({**r, "fast_error_pct": 100 * (fast - r["predicted_us"]) / r["predicted_us"],
+                     "slow_pct": 100 * float(np.mean(rounds > 2 * rounds.min()))})
+    head = (f"# per-round spread: measured {run.profile}, calibrated {run.calibrated_on}, "
+            f"{run.backend} ws {run.world_size}, judged by the {run.statistic}")
+    return head + "\n" + format_table(rows, SPREAD_COLUMNS)
+
+
+def _travel_command(argv: list[str]) -> int:
+    p = options.parser("python -m distlab.judge travel", __doc__)
+    p.add_argument("profiles", nargs="+", type=profile_dir_arg, metavar="DIR",
+                   help="profile folders: each is priced with every one's calibration")
+    p.add_argument("--min-bytes", type=options.size_bytes, default=TARGET_MIN_BYTES,
+                   help="judge rows of at least this many bytes (1K = 1024)")
+    args = p.parse_args(argv)
+    try:
+        table = travel_table(args.profiles, min_bytes=args.min_bytes)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"argument DIR: must be profiles with calibrated allreduce runs "
+                         f"({exc})") from None
+    print(f"# |error%| of rows >= {args.min_bytes} B of {', '.join(TARGET_ALGORITHMS)}: each "
+          "profile (measured on) priced with each profile's calibration of the same world size")
+    print(table)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m distlab.judge travel``: exit 0, 2 with one error line, 130 on Ctrl-C."""
+    return run_main("python -m distlab.judge travel", _travel_command, argv,
+                    on_interrupt="nothing printed")

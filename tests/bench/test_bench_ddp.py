@@ -1,0 +1,40 @@
+"""python -m distlab.bench ddp: option checks and one tiny run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.paths import LIB
+
+LIB = str(LIB)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": LIB}
+    return subprocess.run([sys.executable, "-m", "distlab.bench", "ddp", *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,option", [(["--world-size", "1"], "--world-size"),
+                                         (["--bucket-cap-mb", "0"], "--bucket-cap-mb"),
+                                         (["--rounds", "1"], "--rounds")])
+def test_bad_options_exit_2(args, option):
+    r = _run(*args)
+    assert r.returncode == 2 and option in r.stderr
+
+
+def test_tiny_run_table_and_json(tmp_path):
+    out = tmp_path / "ddp.json"
+    r = _run("--layers", "2", "--width", "64", "--bucket-cap-mb", "0.01,25", "--steps", "2",
+             "--rounds", "2", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    variants = [row["variant"] for row in data["rows"]]
+    assert variants.count("torch") == 2 and variants.count("naive") == 1
+    assert all(row["wrong"] == 0 for row in data["rows"])
+    assert "#wrong" in r.stdout and "provenance" in data

@@ -1,0 +1,238 @@
+"""refit: every row of the committed profiles priced again from the profile's own stored
+calibration; measured values untouched; the command's tables, JSON and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distlab.bench.allreduce_ranks import slowest_rank_median
+from distlab.collectives.model.cost import cost
+from distlab.collectives.model.predict import builtin_schedule, call_model
+from distlab.judge.refit import (TARGET_ALGORITHMS, ErrorStats, error_stats, main,
+                                       profile_cpus, refit_profile, summary_rows)
+from distlab.profile.load import list_profiles, load_profile
+from helpers.paths import PROFILES
+
+FULL = [p for p in list_profiles(PROFILES) if not p.name.endswith("-quick")]
+QUICK = PROFILES / "vm-2026-11-23-quick"
+
+
+def test_the_committed_full_profiles_are_there() -> None:
+    names = {p.name for p in FULL}
+    assert {"vm-2026-11-23", "h100-2026-11-23", "vm-1core-2026-11-23"} <= names
+    assert {"vm-quiet-2026-11-23", "vm-1core-quiet-2026-11-23",
+            "vm-2core-quiet-2026-11-23", "vm-quiet-rerun-2026-11-23",
+            "vm-1core-quiet-rerun-2026-11-23", "vm-2core-quiet-rerun-2026-11-23",
+            "vm-quiet-80rounds-2026-11-23", "vm-quiet-40rounds-2026-11-23",
+            "vm-quiet-run3-2026-11-23"} <= names
+
+
+@pytest.fixture(scope="module", params=FULL, ids=lambda p: p.name)
+def refitted(request):
+    return request.param, refit_profile(request.param)
+
+
+def test_every_row_is_predicted_and_the_measurements_are_the_profiles(refitted) -> None:
+    path, runs = refitted
+    committed = load_profile(path).allreduce_runs()
+    assert [(r.backend, r.world_size) for r in runs] == [(c["backend"], c["world_size"])
+                                                          for c in committed]
+    for run, stored in zip(runs, committed):
+        assert len(run.rows) == len(stored["rows"])
+        assert {r["algorithm"] for r in run.rows} >= set(TARGET_ALGORITHMS)
+        for new, old in zip(run.rows, stored["rows"]):
+            assert (new["algorithm"], new["nbytes"], new["time_us"]) == \
+                (old["algorithm"], old["nbytes"], old["time_us"])
+            assert new["time_us"] == pytest.approx(
+                slowest_rank_median(old["seconds_per_rank"]) * 1e6, rel=1e-12)
+            slowest = np.max(np.asarray(old["seconds_per_rank"]), axis=0)
+            judged = np.mean(slowest) if run.statistic == "mean" else np.median(slowest)
+            assert new["judged_us"] == pytest.approx(judged * 1e6, rel=1e-12)
+            assert new["predicted_us"] > 0 and math.isfinite(new["predicted_us"])
+            assert new["error_pct"] == pytest.approx(
+                100 * (new["judged_us"] - new["predicted_us"]) / new["predicted_us"])
+            assert new["stored_predicted_us"] == old["predicted_us"]
+
+
+def _floored(path: Path) -> bool:
+    """Whether the profile's calibrations timed the builtin's floor (made since it was)."""
+    return all(r["calibration"].get("builtin_floor") for r in
+               load_profile(path).allreduce_runs() if r.get("calibration"))
+
+
+def _rounds_kept(path: Path) -> bool:
+    """Whether the profile's calibrations kept their rounds (so they can be judged by means)."""
+    return all(r["calibration"].get("round_seconds") for r in
+               load_profile(path).allreduce_runs() if r.get("calibration"))
+
+
+def _stored_statistic(path: Path) -> str:
+    """The statistic the profile's stored calibrations were fitted on (median before it was
+    recorded)."""
+    (stat,) = {r["calibration"].get("statistic", "median") for r in
+               load_profile(path).allreduce_runs() if r.get("calibration")}
+    return stat
+
+
+def test_each_profile_is_judged_by_means_where_its_rounds_allow(refitted) -> None:
+    path, runs = refitted
+    want = "mean" if _rounds_kept(path) else "median"
+    assert {r.statistic for r in runs} == {want}
+    assert all(r.calibration.get("statistic", "median") == want for r in runs)
+
+
+def test_the_stored_predictions_are_reproduced(refitted) -> None:
+    """Profiles made before the per-size model stored the constant model's predictions (the
+    builtin had none); profiles made since store this model's, builtin included, priced with
+    the calibration they were measured with (medians before the statistic was recorded, means
+    since)."""
+    path, _ = refitted
+    runs = refit_profile(path, per_size=_floored(path), statistic=_stored_statistic(path))
+    for run in runs:
+        model = call_model(run.calibration, cpus=profile_cpus(load_profile(path)))
+        for row in run.rows:
+            if row["stored_predicted_us"] is None:  # builtin had none when measured
+                assert row["algorithm"] == "builtin" and not _floored(path)
+                continue
+            predicted = row["predicted_us"]
+            if row["algorithm"] == "builtin" and path.name in BUILTIN_AT_PER_SIZE_BETA:
+                predicted = _builtin_at_per_size_beta(model, run.world_size, row)
+            assert predicted == pytest.approx(row["stored_predicted_us"], rel=1e-9), \
+                row["algorithm"]
+
+
+# Profiles measured while gloo's loop paid its bytes at the per-size beta(s) (before 71be7fa);
+# it pays the calibration's one beta since (collectives/predict.py).
+BUILTIN_AT_PER_SIZE_BETA = {
+    "vm-quiet-2026-11-23", "vm-1core-quiet-2026-11-23", "vm-2core-quiet-2026-11-23",
+    "vm-quiet-rerun-2026-11-23", "vm-1core-quiet-rerun-2026-11-23",
+    "vm-2core-quiet-rerun-2026-11-23", "vm-quiet-80rounds-2026-11-23",
+    "vm-quiet-40rounds-2026-11-23"}
+
+
+def _builtin_at_per_size_beta(model, world_size: int, row) -> float:
+    """The builtin's prediction (us) with its bytes at the per-size ``beta(s)``: the model the
+    committed profiles were measured with."""
+    count = int(row["count"])
+    itemsize = row["nbytes"] // count
+    schedule = builtin_schedule(model.backend, world_size, count, itemsize)
+    rates = model.rates.without_call_cost(model.reduce_call)
+    return 1e6 * (model.builtin_call + cost(schedule, 0.0, model.beta, model.gamma, itemsize,
+                                            duplex=model.duplex, handoff=model.builtin_step,
+                                            rates=rates, cpu_overlap=model.cpu_overlap))
+
+
+def test_priced_with_another_profiles_calibration() -> None:
+    own = refit_profile(PROFILES / "h100-2026-11-23")
+    other = refit_profile(PROFILES / "h100-2026-11-23",
+                          calibration_from=PROFILES / "vm-2026-11-23")
+    assert {r.calibrated_on for r in other} == {"vm-2026-11-23"}
+    assert [x["time_us"] for x in own[0].rows] == [x["time_us"] for x in other[0].rows]
+    assert other[0].calibration["alpha"] != own[0].calibration["alpha"]
+    assert [x["predicted_us"] for x in own[0].rows] != [x["predicted_us"] for x in other[0].rows]
+
+
+def test_error_stats_and_summary_rows() -> None:
+    rows = [{"algorithm": "ring", "nbytes": 65536 * (i + 1), "error_pct": e}
+            for i, e in enumerate([-10.0, 20.0, 30.0, -40.0, None])]
+    rows.append({"algorithm": "naive", "nbytes": 2**20, "error_pct": 500.0})
+    rows.append({"algorithm": "ring", "nbytes": 1024, "error_pct": 500.0})
+    s = error_stats(rows)
+    assert (s.n, s.median, s.max) == (4, 25.0, 40.0) and s.p90 == pytest.approx(37.0)
+    assert not s.meets_target and ErrorStats(3, 15.0, 35.0, 99.0).meets_target
+    assert error_stats(rows, algorithms=None).n == 5
+    assert error_stats([]).n == 0 and not error_stats([]).meets_target
+    runs = refit_profile(PROFILES / "vm-2026-11-23") + refit_profile(QUICK)
+    table = summary_rows(runs)
+    assert [(r["profile"], r["world_size"]) for r in table] == [
+        ("vm-2026-11-23", 2), ("vm-2026-11-23", 4), ("vm-2026-11-23", "all"),
+        ("vm-2026-11-23-quick", 2), ("all", "all")]
+    assert table[0]["after_n"] == 30 and table[0]["before_n"] == 24  # builtin had no prediction
+    assert table[2]["after_n"] == 60
+
+
+def test_command_prints_the_table_and_writes_rows(tmp_path, capsys) -> None:
+    out = tmp_path / "refit.json"
+    assert main([str(QUICK), str(PROFILES / "vm-2026-11-23"), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "measured on" in text and "vm-2026-11-23-quick" in text and "median%" in text
+    assert "statistic" in text and "asked: mean" in text
+    doc = json.loads(out.read_text())
+    assert {"provenance", "summary", "runs"} <= set(doc) and doc["model"] == "per-size"
+    assert doc["statistic"] == "mean" and {r["statistic"] for r in doc["runs"]} == {"median"}
+    rows = [r for run in doc["runs"] for r in run["rows"]]
+    assert rows and all(r["predicted_us"] > 0 for r in rows)
+    assert {"nbytes", "count", "algorithm", "time_us", "predicted_us", "error_pct",
+            "busbw_gbps", "wrong"} <= set(rows[0])
+
+
+def test_the_quiet_profiles_are_judged_by_means_and_median_on_request(capsys) -> None:
+    quiet = PROFILES / "vm-quiet-2026-11-23"
+    by_mean = refit_profile(quiet)
+    by_median = refit_profile(quiet, statistic="median")
+    assert {r.statistic for r in by_mean} == {"mean"}
+    assert {r.statistic for r in by_median} == {"median"}
+    for mean_run, median_run in zip(by_mean, by_median):
+        assert [r["time_us"] for r in mean_run.rows] == [r["time_us"] for r in median_run.rows]
+        assert [r["judged_us"] for r in median_run.rows] == pytest.approx(
+            [r["time_us"] for r in median_run.rows], rel=1e-12)
+        assert [r["judged_us"] for r in mean_run.rows] != [r["judged_us"] for r in
+                                                           median_run.rows]
+    assert main([str(quiet), "--statistic", "median"]) == 0
+    text = capsys.readouterr().out
+    assert "asked: median" in text and " mean " not in text
+
+
+def _bad_profile(tmp_path: Path) -> Path:
+    folder = tmp_path / "empty-profile"
+    folder.mkdir()
+    (folder / "profile.json").write_text(json.dumps({"parts": {}}))
+    return folder
+
+
+@pytest.mark.parametrize("make_argv, option", [
+    (lambda t: [str(t / "missing")], "DIR"),
+    (lambda t: [str(t)], "DIR"),
+    (lambda t: [str(_bad_profile(t))], "DIR"),
+    (lambda t: [str(QUICK), "--json", str(t)], "--json"),
+    (lambda t: [str(QUICK), "--min-bytes", "0"], "--min-bytes"),
+    (lambda t: [str(QUICK), "--algorithms", "warp"], "--algorithms"),
+    (lambda t: [str(QUICK), "--statistic", "mode"], "--statistic"),
+    (lambda t: [str(PROFILES / "vm-2026-11-23"), "--calibration-from", str(QUICK)], "DIR"),
+])
+def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys, make_argv, option) -> None:
+    assert main(make_argv(tmp_path)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    lines = [ln for ln in captured.err.splitlines() if "error:" in ln]
+    assert len(lines) == 1 and option in lines[0], captured.err
+
+
+@pytest.mark.timeout(120)
+def test_runs_as_a_module() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-m", "distlab.judge", "refit", str(QUICK)],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "vm-2026-11-23-quick" in proc.stdout and "RuntimeWarning" not in proc.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
+    import distlab.judge.refit as refit
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(refit, "refit_profile", interrupted)
+    assert main([str(QUICK)]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("python -m distlab.judge refit: interrupted by Ctrl-C")
+    assert len(captured.err.splitlines()) == 1

@@ -1,0 +1,58 @@
+"""viz/collectives.py: the plan picture of every collective, its explorer, cost and scale figures
+(pure: no process group)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from distlab.collectives import get_preset
+from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS
+from distlab.viz import collectives as VC
+from distlab.viz.figure import figure_png
+
+
+@pytest.mark.parametrize("collective", sorted(PLANS))
+def test_every_collective_draws_from_start_to_end(collective: str) -> None:
+    for algo in PLANS[collective]:
+        s = VC.example_plan(collective, algo, 5, root=3)
+        start = VC.collective_figure(s, 0)
+        assert "start: what each rank holds before" in start.axes[0].get_title()
+        end = VC.collective_figure(s)
+        assert f"step {len(s.steps)}/{len(s.steps)}" in end.axes[0].get_title()
+        assert figure_png(end).startswith(b"\x89PNG")
+    with pytest.raises(ValueError, match="step"):
+        VC.collective_figure(VC.example_plan(collective, DEFAULT_ALGORITHM[collective], 3), 99)
+
+
+def test_move_only_collectives_colour_each_element_by_whose_data_it_is() -> None:
+    fig = VC.collective_figure(VC.example_plan("all_gather", "ring", 3))
+    image = fig.axes[0].images[0].get_array()
+    # after the all-gather every rank holds block b (2 elements) of rank b: values b + 1
+    assert np.array_equal(np.asarray(image), np.tile(np.repeat([1, 2, 3], 2), (3, 1)))
+    red = VC.collective_figure(VC.example_plan("reduce_scatter", "ring", 3))
+    counts = np.asarray(red.axes[0].images[0].get_array())
+    assert counts[1, 2:4].tolist() == [3, 3]  # rank 1's block holds all three ranks' data
+
+
+def test_explorer_follows_collective_algorithm_size_and_step() -> None:
+    e = VC.CollectiveExplorer("all_gather", "bruck", world_size=5)
+    assert "all_gather/bruck on 5 ranks: 3 steps" in e.summary.value and e.png
+    e.collective.value = "all_to_all"
+    assert e.algorithm.value == "pairwise" and list(e.algorithm.options) == ["bruck", "pairwise"]
+    assert "all_to_all/pairwise on 5 ranks: 4 steps" in e.summary.value
+    e.world_size.value = 2
+    e.step.value = 1
+    assert "showing the state after step 1/1" in e.summary.value
+    e.collective.value = "barrier"
+    assert "barrier/dissemination on 2 ranks: 1 steps" in e.summary.value
+
+
+def test_cost_and_scale_figures_are_the_model() -> None:
+    fig = VC.cost_figure(get_preset("nvlink4_h100"), "broadcast", world_size=8)
+    assert "fastest at 1024 B: binomial" in fig._suptitle.get_text()
+    assert [ln.get_label() for ln in fig.axes[0].lines[:2]] == ["binomial", "scatter_allgather"]
+    times = VC.scale_times(get_preset("nvlink4_h100"), 1 << 26, [2, 64])
+    assert times["double_binary_tree, pipelined"][1] < times["ring"][1] \
+        < times["double_binary_tree"][1] < times["tree"][1]
+    assert times["ring"][0] == pytest.approx(times["double_binary_tree"][0])  # 2 ranks: alike
+    assert len(VC.scale_figure(get_preset("pcie4_x16"), world_sizes=[2, 4]).axes) == 2

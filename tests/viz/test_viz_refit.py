@@ -1,0 +1,72 @@
+"""viz.refit: the figures of the model's judgement (error, noise, windows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distlab.judge.refit import refit_profile
+from distlab.judge.windows import window_runs
+from distlab.viz.figure import DisplayFigure
+from distlab.viz.refit import noise_figure, refit_figure, windows_figure
+from helpers.paths import PROFILES
+
+VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
+
+
+def test_figure_has_a_panel_per_run_and_a_line_per_algorithm() -> None:
+    runs = refit_profile(VM)
+    fig = refit_figure(runs + refit_profile(QUICK))
+    assert isinstance(fig, DisplayFigure)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == 3
+    assert {ln.get_label() for ln in shown[0].get_lines()} >= {"ring", "builtin"}
+    ring = next(ln for ln in shown[0].get_lines() if ln.get_label() == "ring")
+    rows = sorted((r for r in runs[0].rows if r["algorithm"] == "ring"), key=lambda r: r["nbytes"])
+    assert list(ring.get_ydata()) == pytest.approx([r["time_us"] / r["predicted_us"]
+                                                    for r in rows])
+
+
+def test_noise_figure_draws_each_judged_row_error_against_its_noise() -> None:
+    runs = refit_profile(VM)
+    fig = noise_figure(runs)
+    ax = fig.axes[0]
+    assert len(ax.collections) == len(runs)
+    for coll, run in zip(ax.collections, runs):
+        judged = [r for r in run.rows if r["nbytes"] >= 64 * 1024 and r["algorithm"] in
+                  ("ring", "tree", "recursive_doubling", "rabenseifner", "builtin")]
+        got = sorted(map(tuple, coll.get_offsets().tolist()))
+        want = sorted((max(r["noise_pct"], 0.1), max(abs(r["error_pct"]), 0.1)) for r in judged)
+        assert np.allclose(got, want, rtol=1e-9)
+        inside = sum(r["within_noise"] for r in judged)
+        assert f"({inside}/{len(judged)} in noise)" in coll.get_label()
+    assert any(ln.get_label() == "|error| = noise" for ln in ax.get_lines())
+
+
+def test_noise_figure_needs_rows_with_rounds() -> None:
+    run = refit_profile(VM)[0]
+    run.rows = [{k: v for k, v in r.items() if k != "noise_pct"} | {"noise_pct": None}
+                for r in run.rows]
+    with pytest.raises(ValueError, match="kept its rounds"):
+        noise_figure([run])
+
+
+def test_windows_figure_draws_every_windows_median_and_p90_per_world_size() -> None:
+    long = PROFILES / "vm-quiet-80rounds-2026-11-23"
+    fig = windows_figure(long, [20, 80])
+    assert isinstance(fig, DisplayFigure)
+    assert [ax.get_title().split(" ")[0] for ax in fig.axes] == ["2", "4"]
+    for ax, ws in zip(fig.axes, (2, 4)):
+        windows = [w for n in (20, 80) for w in window_runs(long, n) if w.run.world_size == ws]
+        for gid, key in (("median", "median"), ("p90", "p90")):
+            drawn = np.concatenate([c.get_offsets()[:, 1] for c in ax.collections
+                                    if c.get_gid() == gid])
+            assert sorted(drawn) == pytest.approx(sorted(getattr(w.stats(), key)
+                                                         for w in windows))
+        texts = [t.get_text() for t in ax.texts]
+        met20 = sum(w.stats().meets_target for w in windows if w.rounds == 20)
+        assert texts == [f"{met20}/4", f"{int(windows[-1].stats().meets_target)}/1"]
+    with pytest.raises(ValueError, match="kept 0 rounds"):
+        windows_figure(VM, [5])
