@@ -176,3 +176,22 @@ def test_wheel_ships_the_data_the_library_reads(tmp_path):
     shipped_cal = json.loads((ROOT / "lib/distlab/data/allreduce_calibration.json").read_text())
     assert info["alpha"] == shipped_cal["calibration"]["alpha"]
     assert "allreduce_calibration.json" in info["source"]
+
+
+PUBLIC_COLLECTIVES = (
+    "ALGORITHMS", "COLLECTIVES", "DEFAULT_ALGORITHM", "OPS", "PLANS", "PRESETS", "Calibration",
+    "CollectiveMismatchError", "LinkPreset", "Schedule", "Step", "StepCost", "Transfer",
+    "all_gather", "all_reduce", "all_to_all", "barrier", "best_pieces", "broadcast", "build",
+    "build_plan", "calibrate", "calibrate_local", "call_model", "chunk_bounds", "contributors",
+    "cost", "crossovers", "format_schedule", "gather", "get_preset", "holdings", "layout",
+    "loopback_preset", "options_of", "pieces_curve", "plan_options", "predict_builtin",
+    "predict_sizes", "predict_world_sizes", "preset_names", "reduce", "reduce_scatter",
+    "run_schedule", "scatter", "simulate", "step_costs", "use_calibration", "winners")
+"""Every name ``distlab.collectives`` exported before its modules moved into sub-packages."""
+
+
+def test_every_public_name_of_collectives_stays_importable_from_the_package() -> None:
+    import distlab.collectives as C
+
+    assert [n for n in PUBLIC_COLLECTIVES if not hasattr(C, n)] == []
+    assert set(PUBLIC_COLLECTIVES) <= set(C.__all__)

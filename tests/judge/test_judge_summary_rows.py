@@ -4,7 +4,6 @@ two medians, the single runs' error range apart."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -7,7 +7,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

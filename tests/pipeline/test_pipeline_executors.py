@@ -329,7 +329,6 @@ def test_pipeline_imports_have_no_cycle() -> None:
     """Build the import graph of distlab.pipeline (every import statement, function-level ones
     included) and assert it has no cycle (issue 8: executors <-> procs <-> torchref)."""
     import ast
-    from pathlib import Path
 
     import distlab.pipeline as pkg
 

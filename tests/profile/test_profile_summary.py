@@ -4,7 +4,6 @@ GB/s or a best path (issue 18 item 4); the one-rank NCCL run is not an allreduce
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from distlab.profile.load import load_profile
 from distlab.profile.summary import summary_markdown

@@ -47,7 +47,6 @@ def test_sweep_figure_of_the_committed_h100_sweep_is_readable() -> None:
     """Issue 18 item 5: log axes (on a linear axis only d2d was visible), host and GPU copies in
     their own panels, the link peak labelled once at the edge, no pin cost drawn as a GB/s."""
     import json
-    from pathlib import Path
 
     from distlab.links import link_from_pcie
     from distlab.transfers.paths import PIN_PATHS

@@ -17,7 +17,6 @@ with provenance (``--json PATH``).
 from __future__ import annotations
 
 import importlib
-import sys
 
 from distlab.cli.dispatch import dispatch, usage
 

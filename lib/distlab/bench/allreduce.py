@@ -41,9 +41,9 @@ from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_mean, slowest
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
 from distlab.report.table import Column, Table, format_table
 from distlab.bench.versus import versus_lines, versus_table
-from distlab.collectives.algorithms.registry import ALGORITHMS, options_of
+from distlab.collectives.algorithms.registry import BUILTIN, names, options_of
 from distlab.collectives.model.calibration import STATISTICS
-from distlab.collectives.plan.ops import check_op_dtype
+from distlab.collectives.plan.ops import OPS, check_op_dtype
 from distlab.collectives.model.predict import call_model
 from distlab.collectives.runtime.execute import default_options
 
@@ -51,9 +51,8 @@ __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "all
            "load_calibration", "main", "predicted_seconds"]
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
-OPS = ("sum", "prod", "max", "min", "avg")
 CALIBRATION_KEYS = ("alpha", "beta", "gamma")
-NAMES = [*ALGORITHMS, "builtin"]
+NAMES = list(names("all_reduce", "plan", "builtin"))
 
 COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width=10),
            Column("type", "dtype", width=9), Column("redop", "op", width=6),
@@ -160,7 +159,7 @@ def allreduce_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _with_ratio(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    builtin = {r["nbytes"]: r["busbw_gbps"] for r in rows if r["algorithm"] == "builtin"}
+    builtin = {r["nbytes"]: r["busbw_gbps"] for r in rows if r["algorithm"] == BUILTIN}
     return [{**r, "vs_builtin": r["busbw_gbps"] / builtin[r["nbytes"]]
              if builtin.get(r["nbytes"]) else None} for r in rows]
 
@@ -200,10 +199,10 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
         judged = mean if config.statistic == "mean" else seconds
         algbw = row["nbytes"] / seconds / 1e9 if seconds > 0 else 0.0
         predicted = None
-        used = {} if row["algorithm"] == "builtin" else default_options(
+        used = {} if row["algorithm"] == BUILTIN else default_options(
             row["algorithm"], world, row["count"], itemsize,
             {k: v for k, v in opts.items() if v is not None and k in options_of(row["algorithm"])})
-        if model is not None and (row["algorithm"] != "builtin" or config.backend == "gloo"):
+        if model is not None and (row["algorithm"] != BUILTIN or config.backend == "gloo"):
             predicted = model.seconds(row["algorithm"], world, row["count"], itemsize, used)
         rows.append({"nbytes": row["nbytes"], "count": row["count"], "dtype": config.dtype,
                      "op": config.op, "algorithm": row["algorithm"], "options": used,

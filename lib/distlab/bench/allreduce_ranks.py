@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from distlab.collectives.algorithms.registry import options_of
+from distlab.collectives.algorithms.registry import is_builtin, options_of
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device, sync_device
@@ -90,7 +90,7 @@ class _Case:
 
 
 def _runner(algorithm: str, op: str, options: dict[str, Any]) -> Callable[..., Any]:
-    if algorithm == "builtin":
+    if is_builtin("all_reduce", algorithm):
         return lambda t, check=True: builtin_all_reduce(t, op)
     opts = {k: v for k, v in options.items() if k in options_of(algorithm) and v is not None}
     return lambda t, check=True: all_reduce(t, op=op, algorithm=algorithm, check=check, **opts)

@@ -41,7 +41,7 @@ from distlab.bench.allreduce_ranks import expected_result, fill_pattern, size_la
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
 from distlab.report.table import Column, Table
 from distlab.bench.rotating_rounds import rotating_rounds
-from distlab.collectives.algorithms.registry import build, options_of
+from distlab.collectives.algorithms.registry import BUILTIN, build, options_of
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.plan.ops import check_op_dtype
 from distlab.collectives.runtime.execute import all_reduce
@@ -116,7 +116,7 @@ def _variants(algorithm: str, world: int, count: int, itemsize: int, pieces: tup
               modes: bool) -> list[tuple[str, int | None, str]]:
     """``(name, pieces, check)`` of every variant at one size (``builtin`` first)."""
     k = best_pieces(algorithm, world, count, itemsize)
-    out = [("builtin", None, "-"), ("default", k, "inline")]
+    out = [(BUILTIN, None, "-"), ("default", k, "inline")]
     out += [(f"k={p}", p, "inline") for p in pieces]
     if modes:
         out += [("check=gather", k, "gather"), ("check=off", k, "off")]
@@ -182,7 +182,7 @@ def _rows(config: TuningConfig, per_rank: list[dict[str, Any]],
     builtin: dict[int, np.ndarray] = {}
     for i, case in enumerate(per_rank[0]["cases"]):
         t = _slowest([r["cases"][i]["seconds"] for r in per_rank])
-        if case["variant"] == "builtin":
+        if case["variant"] == BUILTIN:
             builtin[case["nbytes"]] = t
         ratio = builtin[case["nbytes"]] / t
         med = float(np.median(t))
@@ -219,7 +219,7 @@ def _summary(config: TuningConfig, rows: list[dict[str, Any]], cal: dict[str, An
         if cal is not None and curve:
             model_k = best_pieces(config.algorithm, world, default["count"], itemsize, cal,
                                   candidates=sorted(curve))
-        out.append({"nbytes": nbytes, "builtin_busbw": at["builtin"]["busbw_gbps"],
+        out.append({"nbytes": nbytes, "builtin_busbw": at[BUILTIN]["busbw_gbps"],
                     "default_busbw": default["busbw_gbps"],
                     "default_vs_builtin": default["vs_builtin"],
                     "default_k": default["pieces"], "model_k": model_k, "best_k": best_k,

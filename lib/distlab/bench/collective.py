@@ -37,7 +37,7 @@ from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfi
 from distlab.report.table import Column, Table
 from distlab.bench.versus import versus_lines, versus_table
 from distlab.collectives.plan.ops import check_op_dtype
-from distlab.collectives.algorithms.registry import PLANS
+from distlab.collectives.algorithms.registry import BUILTIN, PLANS, names
 from distlab.collectives.runtime.collectives import plan_for
 from distlab.collectives.plan.semantics import COLLECTIVES
 from distlab.collectives.model.choice import schedule_seconds
@@ -53,7 +53,7 @@ COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width
            Column("#wrong", "wrong", width=6), Column("predicted(us)", "predicted_us", ".1f"),
            Column("error%", "error_pct", "+.1f", width=7),
            Column("vs builtin(x)", "vs_builtin", ".2f"))
-ALL_NAMES = sorted({a for algos in PLANS.values() for a in algos} | {"builtin"})
+ALL_NAMES = sorted({a for c in COLLECTIVES for a in names(c, "plan", "builtin")})
 
 
 def busbw_factor(collective: str, world_size: int) -> float | None:
@@ -106,7 +106,7 @@ class CollectiveConfig(SizeSweepConfig, BenchConfig):
     @property
     def names(self) -> list[str]:
         """The algorithms run (default: all of the collective's, then builtin)."""
-        return list(self.algorithms) or [*PLANS[self.op], "builtin"]
+        return list(self.algorithms) or list(names(self.op, "plan", "builtin"))
 
 
 def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
@@ -121,7 +121,7 @@ def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
         sec = float(np.median(t))
         algbw = case["nbytes"] / sec / 1e9 if sec > 0 and factor is not None else None
         predicted = None
-        if cal is not None and case["algorithm"] != "builtin":
+        if cal is not None and case["algorithm"] != BUILTIN:
             opts = {"root": c.root} if drv.rooted else {}
             count = 1 if c.op == "barrier" else case["count"]
             plan = plan_for(c.op, case["algorithm"], world, count, itemsize, opts)
@@ -135,7 +135,7 @@ def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
                      "predicted_us": None if predicted is None else predicted * 1e6,
                      "error_pct": None if not predicted else 100 * (sec - predicted) / predicted,
                      "seconds_slowest": t.tolist()})
-    by_size = {r["nbytes"]: r for r in rows if r["algorithm"] == "builtin"}
+    by_size = {r["nbytes"]: r for r in rows if r["algorithm"] == BUILTIN}
     for r in rows:
         b = by_size.get(r["nbytes"])
         if b is None:
@@ -159,7 +159,7 @@ class CollectiveBenchmark(Benchmark[CollectiveConfig]):
         c = config
         if c.maxbytes < c.minbytes:
             options.fail(parser, "-e/--maxbytes", c.maxbytes, f">= -b/--minbytes ({c.minbytes})")
-        bad = [a for a in c.algorithms if a != "builtin" and a not in PLANS[c.op]]
+        bad = [a for a in c.algorithms if a not in names(c.op, "plan", "builtin")]
         if bad:
             options.fail(parser, "--algorithms", ",".join(bad),
                          f"algorithms of {c.op}: {', '.join([*PLANS[c.op], 'builtin'])}")

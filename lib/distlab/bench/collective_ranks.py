@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 import distlab.collectives.runtime.collectives as RC
 from distlab.bench.allreduce_ranks import fill_pattern
+from distlab.collectives.algorithms.registry import is_builtin
 from distlab.bench.rotating_rounds import rotating_rounds
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
@@ -93,7 +94,8 @@ class Driver:
                out: torch.Tensor | None, rank: int) -> Callable[[], torch.Tensor | None]:
         """A call of ``algorithm`` (``"builtin"``: torch's) on ``x`` (refilled by the caller);
         returns this rank's result tensor (``None``: nothing to check)."""
-        c, builtin = self.name, algorithm == "builtin"
+        c = self.name
+        builtin = is_builtin(c, algorithm)
         kw = {} if builtin else {"algorithm": algorithm}
         if c == "all_reduce":
             if builtin:

@@ -14,11 +14,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.table import Column, Table
 
 __all__ = ["ratios", "versus_lines", "versus_table"]
 
-BUILTIN = "builtin"
 
 
 def _label(nbytes: int) -> str:

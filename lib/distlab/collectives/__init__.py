@@ -8,47 +8,59 @@
     g = C.build_plan("all_gather", "bruck", 5, 20)      # every MPI collective: PLANS
     C.all_gather(out, tensor, algorithm="bruck")        # ... and run like torch's built-ins
 
-Plans (pure: no process group, no ``torch.distributed``): :mod:`.schedule`, :mod:`.algorithms`
-(the allreduce registry; one module per algorithm in :mod:`.allreduce`, gloo's own ring among
-them), :mod:`.plans` (every collective's registry: :mod:`.broadcast`, :mod:`.reduce`,
-:mod:`.gather`, :mod:`.scatter`, :mod:`.allgather`, :mod:`.reducescatter`, :mod:`.alltoall`,
-:mod:`.barrier`), :mod:`.semantics` (what each rank holds before and after each collective),
-:mod:`.cost`, :mod:`.regimes` (per-size prices), :mod:`.predict` (one call, builtin included),
-:mod:`.refit` (re-predict a profile offline), :mod:`.simulate`, :mod:`.holdings`,
-:mod:`.compare`, :mod:`.presets`, :mod:`.calibration`, :mod:`.rank_plan`, :mod:`.pieces` (a
-step's messages cut into pieces), :mod:`.tuning` (the model picks the options a call leaves
-unset).
-Runtime (real ranks): :mod:`.runtime`.
+Sub-packages, each importing only the ones before it (a test enforces the order):
+
+- :mod:`.plan`: the plan as data: :mod:`~.plan.schedule` (Schedule, Step, Transfer),
+  :mod:`~.plan.ops` (reduction operators), :mod:`~.plan.semantics` (what each rank holds before
+  and after each collective), :mod:`~.plan.ranges` (blocks and pieces: the sub-ranges).
+- :mod:`.algorithms`: one module per algorithm under ``<collective>/`` and
+  :mod:`~.algorithms.registry`, the one registry of every (collective, algorithm), ``builtin``
+  included, with :func:`build_plan`.
+- :mod:`.check`: a plan run in one process: :mod:`~.check.simulate` (NumPy or torch buffers),
+  :mod:`~.check.holdings` (which ranks' data each element holds after each step),
+  :mod:`~.check.verify` (a plan against its collective's semantics).
+- :mod:`.model`: what a plan costs: :mod:`~.model.cost` (alpha-beta-gamma per step),
+  :mod:`~.model.calibration` (fitted from timed rounds), :mod:`~.model.rates` (per-size prices),
+  :mod:`~.model.predict` (one call, builtin included), :mod:`~.model.compare` (winners and
+  crossovers), :mod:`~.model.choice` (the options a call leaves unset), :mod:`~.model.presets`
+  (link presets), :mod:`~.model.nccl` (NCCL's own estimate and GPU boxes).
+- :mod:`.runtime`: plans executed on real ``torch.distributed`` ranks. Everything else here is
+  pure: no process group, no ``torch.distributed``.
 """
 
 from __future__ import annotations
 
-from distlab.collectives.algorithms.registry import ALGORITHMS, build, options_of
-from distlab.collectives.model.calibration import Calibration
-from distlab.collectives.model.compare import crossovers, predict_sizes, predict_world_sizes, winners
-from distlab.collectives.model.cost import StepCost, cost, step_costs
+from distlab.collectives.algorithms.registry import (ALGORITHMS, DEFAULT_ALGORITHM, PLANS, build,
+                                                     build_plan, options_of, plan_options)
 from distlab.collectives.check.holdings import contributors, holdings
-from distlab.collectives.plan.ops import OPS
+from distlab.collectives.check.simulate import simulate
+from distlab.collectives.model.calibration import Calibration
+from distlab.collectives.model.choice import best_pieces, pieces_curve, use_calibration
+from distlab.collectives.model.compare import (crossovers, predict_sizes, predict_world_sizes,
+                                               winners)
+from distlab.collectives.model.cost import StepCost, cost, step_costs
 from distlab.collectives.model.predict import call_model, predict_builtin
-from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
-from distlab.collectives.model.presets import PRESETS, LinkPreset, get_preset, loopback_preset, preset_names
-from distlab.collectives.runtime.collectives import (all_gather, all_to_all, barrier, broadcast, gather, reduce,
-                                  reduce_scatter, scatter)
+from distlab.collectives.model.presets import (PRESETS, LinkPreset, get_preset, loopback_preset,
+                                               preset_names)
+from distlab.collectives.plan.ops import OPS
+from distlab.collectives.plan.ranges import block_bounds
+from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
+from distlab.collectives.plan.semantics import COLLECTIVES, layout
+from distlab.collectives.runtime.collectives import (all_gather, all_to_all, barrier, broadcast,
+                                                     gather, reduce, reduce_scatter, scatter)
 from distlab.collectives.runtime.execute import all_reduce, run_schedule
 from distlab.collectives.runtime.peercheck import CollectiveMismatchError
 from distlab.collectives.runtime.rounds import calibrate, calibrate_local
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
-from distlab.collectives.plan.ranges import block_bounds
-from distlab.collectives.plan.semantics import COLLECTIVES, layout
-from distlab.collectives.check.simulate import simulate
-from distlab.collectives.model.choice import best_pieces, pieces_curve, use_calibration
+
+chunk_bounds = block_bounds
+"""The name :func:`~distlab.collectives.plan.ranges.block_bounds` is also importable by."""
 
 __all__ = ["ALGORITHMS", "COLLECTIVES", "DEFAULT_ALGORITHM", "OPS", "PLANS", "PRESETS",
            "Calibration", "CollectiveMismatchError", "LinkPreset", "Schedule", "Step", "StepCost",
            "Transfer", "all_gather", "all_reduce", "all_to_all", "barrier", "best_pieces",
-           "broadcast", "build", "build_plan", "calibrate", "calibrate_local", "call_model",
-           "block_bounds", "contributors", "cost", "crossovers", "format_schedule", "gather",
-           "get_preset", "holdings", "layout", "loopback_preset", "options_of", "pieces_curve",
-           "plan_options", "predict_builtin", "predict_sizes", "predict_world_sizes",
-           "preset_names", "reduce", "reduce_scatter", "run_schedule", "scatter", "simulate",
-           "step_costs", "use_calibration", "winners"]
+           "block_bounds", "broadcast", "build", "build_plan", "calibrate", "calibrate_local",
+           "call_model", "chunk_bounds", "contributors", "cost", "crossovers", "format_schedule",
+           "gather", "get_preset", "holdings", "layout", "loopback_preset", "options_of",
+           "pieces_curve", "plan_options", "predict_builtin", "predict_sizes",
+           "predict_world_sizes", "preset_names", "reduce", "reduce_scatter", "run_schedule",
+           "scatter", "simulate", "step_costs", "use_calibration", "winners"]

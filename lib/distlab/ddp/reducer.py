@@ -48,7 +48,7 @@ import torch.distributed as dist
 from torch import nn
 
 from distlab._checks import check_bool, check_float
-from distlab.collectives.algorithms.registry import check_algorithm
+from distlab.collectives.algorithms.registry import BUILTIN, check_algorithm, is_builtin
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.ddp.buckets import initial_buckets, rebuilt_buckets
 from distlab.ddp.comm_hooks import check_comm_hook
@@ -69,7 +69,7 @@ class DDP(nn.Module):
     so far (for the no_sync demonstration)."""
 
     def __init__(self, module: nn.Module, *, bucket_cap_mb: float | None = None,
-                 process_group: Any = None, overlap: bool = True, algorithm: str = "builtin",
+                 process_group: Any = None, overlap: bool = True, algorithm: str = BUILTIN,
                  timeline: Any = None, naive: bool = False,
                  gradient_as_bucket_view: bool = False) -> None:
         super().__init__()
@@ -79,7 +79,8 @@ class DDP(nn.Module):
         overlap = check_bool("overlap", overlap)
         naive = check_bool("naive", naive)
         gradient_as_bucket_view = check_bool("gradient_as_bucket_view", gradient_as_bucket_view)
-        if algorithm != "builtin":
+        self._builtin = is_builtin("all_reduce", algorithm)
+        if not self._builtin:
             check_algorithm(algorithm)
         self.module = module
         self.bucket_cap_mb = bucket_cap_mb
@@ -186,7 +187,7 @@ class DDP(nn.Module):
         if self.naive:
             raise ValueError("register_comm_hook: naive=True reduces each parameter on its own, "
                              "without buckets; a comm hook needs naive=False")
-        if self.algorithm != "builtin":
+        if not self._builtin:
             raise ValueError(f"register_comm_hook: the hook replaces the allreduce, so algorithm "
                              f"must be 'builtin', got {self.algorithm!r}")
         if self._comm_hook is not None:
@@ -327,7 +328,7 @@ class DDP(nn.Module):
             self._works[b] = fut
             if self._traced:
                 self._trace_future(fut, f"allreduce bucket {b}", t0, buf)
-        elif self.algorithm == "builtin":
+        elif self._builtin:
             if self._traced:
                 t0 = now_us()
             work = dist.all_reduce(buf, group=self.group, async_op=True)
@@ -397,7 +398,7 @@ class DDP(nn.Module):
             p.grad.mul_(self._scale)
             self.allreduce_count += 1
             t0 = now_us()
-            if self.algorithm == "builtin":
+            if self._builtin:
                 dist.all_reduce(p.grad, group=self.group)
             else:
                 all_reduce(p.grad, "sum", self.algorithm, self.group)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from distlab.cli import options
+from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.cli.run import UsageError, run_main
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
@@ -69,7 +70,7 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
         if [(r["nbytes"], r["algorithm"]) for r in run["rows"]] != keys:
             raise ValueError(f"{name}: its (size, algorithm) rows differ from {names[0]}'s; "
                              "summarize runs of the same sweep only")
-    builtin = [{r["nbytes"]: r["busbw_gbps"] for r in run["rows"] if r["algorithm"] == "builtin"}
+    builtin = [{r["nbytes"]: r["busbw_gbps"] for r in run["rows"] if r["algorithm"] == BUILTIN}
                for run in runs]
     rows = []
     for i, (nbytes, algorithm) in enumerate(keys):

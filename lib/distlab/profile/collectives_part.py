@@ -22,7 +22,7 @@ from distlab._checks import check_int
 from distlab.bench.allreduce import BENCHMARK, AllreduceConfig
 from distlab.bench.collective import BENCHMARK as COLLECTIVE
 from distlab.bench.collective import CollectiveConfig
-from distlab.collectives.algorithms.registry import ALGORITHMS
+from distlab.collectives.algorithms.registry import BUILTIN, entry, names
 from distlab.envinfo import gpu_count
 from distlab.devices import nccl_problem
 
@@ -40,7 +40,10 @@ __all__ = [
 
 MORE_OPS = ("all_gather", "reduce_scatter")  # what ZeRO and FSDP are made of
 
-QUICK_ALGORITHMS = ("builtin", "ring", "tree", "recursive_doubling", "rabenseifner")
+QUICK_ALGORITHMS = tuple(entry("all_reduce", a).name for a in
+                         (BUILTIN, "ring", "tree", "recursive_doubling", "rabenseifner"))
+"""The quick profile's allreduce sweep: the builtin and the plans the calibration prices
+directly."""
 QUICK_CALIBRATION_SIZES = (4096, 65536, 1024 * 1024)
 
 
@@ -84,7 +87,7 @@ def plan_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
                                  "algorithms": QUICK_ALGORITHMS, "iters": 5, "warmup": 2,
                                  "calibration_sizes": QUICK_CALIBRATION_SIZES}
     else:
-        sweep = {"minbytes": 1024, "maxbytes": 64 * 2**20, "algorithms": ("builtin", *ALGORITHMS),
+        sweep = {"minbytes": 1024, "maxbytes": 64 * 2**20, "algorithms": names("all_reduce", "builtin", "plan"),
                  "iters": 20, "warmup": 5}
     if rounds is not None:
         sweep["iters"] = check_int("rounds", rounds, minimum=1)

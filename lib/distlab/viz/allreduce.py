@@ -24,6 +24,7 @@ from matplotlib.patches import FancyArrowPatch
 
 from distlab._checks import check_int
 from distlab.collectives import ALGORITHMS, build, step_costs
+from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.collectives.model.compare import crossovers, predict_sizes, predict_world_sizes, winners
 from distlab.collectives.check.holdings import contributors, holdings
 from distlab.collectives.plan.schedule import Schedule
@@ -34,7 +35,7 @@ __all__ = ["CostExplorer", "PlanExplorer", "cost_curves_figure", "cost_vs_world_
            "figure_png", "measured_vs_model_figure", "plan_count", "plan_figure"]
 
 KIND_COLORS = {"reduce": "tab:red", "copy": "tab:blue"}
-ALGO_COLORS = {a: f"C{i}" for i, a in enumerate(sorted(ALGORITHMS) + ["builtin"])}
+ALGO_COLORS = {a: f"C{i}" for i, a in enumerate(sorted(ALGORITHMS) + [BUILTIN])}
 
 
 def plan_count(algorithm: str, world_size: int) -> int:
@@ -185,7 +186,7 @@ def measured_vs_model_figure(rows: Sequence[dict[str, Any]], *,
         color = ALGO_COLORS.get(a)
         ax.loglog(xs, [r["time_us"] for r in mine], "o", color=color, ms=4,
                   label=f"{a} measured")
-        if a == "builtin":
+        if a == BUILTIN:
             ax.loglog(xs, [r["time_us"] for r in mine], "--", color=color, lw=1)
         elif all(r.get("predicted_us") for r in mine):
             ax.loglog(xs, [r["predicted_us"] for r in mine], "-", color=color, lw=1)

@@ -16,6 +16,7 @@ import ipywidgets as w
 from distlab._checks import check_instance, check_int
 from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
 from distlab.report.table import Column, format_table
+from distlab.collectives.algorithms.registry import BUILTIN, DEFAULT_ALGORITHM
 from distlab.links import link_from_pcie
 from distlab.profile.load import Profile, list_profiles, load_profile, published
 from distlab.transfers.paths import PIN_PATHS
@@ -237,7 +238,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
     for prof, ls in ((a, "-"), (b, "--")):
         r = _run(prof, 0)
         if r is not None:
-            for algo in ("builtin", "ring"):
+            for algo in (BUILTIN, DEFAULT_ALGORITHM["all_reduce"]):
                 pts = sorted((x["nbytes"], x["busbw_gbps"]) for x in r["rows"]
                              if x["algorithm"] == algo)
                 if pts:

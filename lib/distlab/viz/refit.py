@@ -25,7 +25,7 @@ import numpy as np
 
 from distlab.judge.refit import (JUDGEABLE, TARGET_ALGORITHMS, TARGET_MEDIAN_PCT,
                                  TARGET_MIN_BYTES, TARGET_P90_PCT, RefitRun, algorithms_in,
-                                 error_stats, refit_runs)
+                                 refit_runs)
 from distlab.judge.windows import window_runs
 from distlab.viz.figure import new_figure
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from distlab.collectives.algorithms.registry import BUILTIN
 from matplotlib.figure import Figure
 
 from distlab.viz.figure import new_figure
@@ -52,10 +54,10 @@ def pieces_figure(rows: Sequence[dict[str, Any]],
         if curve and all(r.get("predicted_us") for r in curve):
             ax.plot(ks, [r["predicted_us"] / 1e3 for r in curve], "-", color="C1",
                     label="model")
-        builtin = [r for r in rows if r["nbytes"] == nbytes and r["variant"] == "builtin"]
+        builtin = [r for r in rows if r["nbytes"] == nbytes and r["variant"] == BUILTIN]
         if builtin:
             ax.axhline(builtin[0]["time_us"] / 1e3, ls="--", color="grey", lw=1,
-                       label="builtin")
+                       label=BUILTIN)
         s = by_size.get(nbytes)
         if s is not None:
             if s.get("default_k") is not None:

@@ -44,6 +44,7 @@ import torch
 import torch.distributed as dist
 
 from distlab._checks import check_float, check_instance
+from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, is_builtin
 from distlab.collectives.runtime.collectives import all_gather, reduce_scatter
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.timeline import Timeline, now_us
@@ -56,9 +57,13 @@ __all__ = ["ZeroDataParallel"]
 _MB = 1024 * 1024
 
 
+def _builtin(collective: str, algorithm: str | None) -> bool:
+    return algorithm is not None and is_builtin(collective, algorithm)
+
+
 def _reduce_scatter(out: torch.Tensor, full: torch.Tensor, algorithm: str | None,
                     group: Any) -> None:
-    if algorithm == "builtin":
+    if _builtin("reduce_scatter", algorithm):
         dist.reduce_scatter_tensor(out, full, group=group)
     else:
         reduce_scatter(out, full, "sum", group, algorithm=algorithm)
@@ -66,17 +71,17 @@ def _reduce_scatter(out: torch.Tensor, full: torch.Tensor, algorithm: str | None
 
 def _all_gather(full: torch.Tensor, shard: torch.Tensor, algorithm: str | None,
                 group: Any) -> None:
-    if algorithm == "builtin":
+    if _builtin("all_gather", algorithm):
         dist.all_gather_into_tensor(full, shard, group=group)
     else:
         all_gather(full, shard, group, algorithm=algorithm)
 
 
 def _all_reduce(t: torch.Tensor, algorithm: str | None, group: Any) -> None:
-    if algorithm == "builtin":
+    if _builtin("all_reduce", algorithm):
         dist.all_reduce(t, group=group)
     else:
-        all_reduce(t, "sum", algorithm or "ring", group)
+        all_reduce(t, "sum", algorithm or DEFAULT_ALGORITHM["all_reduce"], group)
 
 
 class ZeroDataParallel:

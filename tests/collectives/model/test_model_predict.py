@@ -273,7 +273,6 @@ def test_builtin_bytes_pay_the_one_beta_and_the_algorithms_the_per_size_one(
     assert streaming.reduce_seconds == rates.without_call_cost(1e-6).reduce_seconds
     assert set(streaming.beta) == {B}
     # the algorithms keep beta(s): the same ring priced with the dip is cheaper than without
-    ring = build("ring", p, count)
     flat = CallModel(alpha=A, beta=B, gamma=G, handoff=H, duplex="shared",
                      rates=rates.with_beta(B))
     segment = 4 * count // p

@@ -57,7 +57,7 @@ from typing import Any
 
 from distlab._checks import check_choice, check_int
 
-from distlab.collectives.algorithms.registry import build, options_of
+from distlab.collectives.algorithms.registry import BUILTIN, build, is_builtin, options_of
 from distlab.collectives.algorithms.allreduce.gloo_ring import gloo_ring
 from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.model.cost import DUPLEX, cost
@@ -141,7 +141,7 @@ class CallModel:
         (:meth:`compiled_seconds`); without it, with the executor's fixed terms (see the module
         docstring).
         """
-        if algorithm == "builtin":
+        if is_builtin("all_reduce", algorithm):
             schedule = builtin_schedule(self.backend, world_size, count, itemsize)
             if self.builtin_step is not None:
                 return self.builtin_call + self.compiled_seconds(schedule, itemsize,
@@ -282,5 +282,5 @@ f"preset must be a gloo calibration (Calibration, its dict or "
         if nbytes % itemsize:
             raise ValueError(f"sizes_bytes[{i}]={nbytes} is not a multiple of itemsize "
                              f"{itemsize}")
-        out.append(model.seconds("builtin", world_size, nbytes // itemsize, itemsize))
+        out.append(model.seconds(BUILTIN, world_size, nbytes // itemsize, itemsize))
     return out
