@@ -7,7 +7,7 @@
   not MPLBACKEND, so notebook kernels keep their inline backend).
 - Every notebook cell nbval runs fails if it shows a figure only as its ``<Figure size ...>`` text
   repr without an image, or made a figure it never showed (``DISTLAB_FIGURE_AUDIT=1`` is set
-  for the kernels: ``distlab.viz.figure``; ``tests/helpers/figure_guard.py``, issue 8 section 1).
+  for the kernels: ``distlab.viz.figure``; ``tests/helpers/figure_guard.py``).
 """
 
 from __future__ import annotations

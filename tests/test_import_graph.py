@@ -262,3 +262,9 @@ def test_the_floor_checks_catch_an_upward_arrow_and_a_circle() -> None:
         "distlab.bench.options"]
     packages = {"collectives": {"bench"}, "bench": {"collectives"}}
     assert cycles(packages) == [("bench", "collectives")]
+
+
+def test_the_package_docstring_names_every_public_unit() -> None:
+    public = [u for u in FLOORS if u != "distlab" and not u.startswith("_")]
+    missing = [u for u in public if f":mod:`distlab.{u}`" not in (distlab.__doc__ or "")]
+    assert missing == []

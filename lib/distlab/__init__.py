@@ -1,14 +1,35 @@
 """distlab: show, measure and model how distributed training moves data.
 
-Subpackages (see the notebooks for a guided tour):
+The package is built in floors; a module imports only its own floor or lower ones
+(``docs/DESIGN.md``; ``tests/test_import_graph.py`` checks it):
 
-- :mod:`distlab.launch`: run a function on N local ``torch.distributed`` ranks (or under torchrun).
-- :mod:`distlab.samplers`: torch- and libtorch-identical distributed samplers, the assignment model.
-- :mod:`distlab.collectives`: allreduce algorithms as schedules; simulate, execute, cost.
-- :mod:`distlab.pipeline`: loading stages, executors, the async part loader and its model.
-- :mod:`distlab.hogwild`: processes training one ``share_memory()`` model without locks, lost
-  updates counted.
-- :mod:`distlab.timeline`: one span type for everything we time; Gantt and Chrome trace.
+Core (floor 0):
+
+- :mod:`distlab.timeline`: one span type for everything timed; :mod:`distlab.trace`: Chrome and
+  Kineto traces in and out.
+- :mod:`distlab.fit`: the one latency + bandwidth fit; :mod:`distlab.links`: the one table of
+  link peaks; :mod:`distlab.devices`: decisions that depend on the GPU count, as pure functions;
+  :mod:`distlab.envinfo`: what this machine is.
+- :mod:`distlab.launch`: run a function on N local ``torch.distributed`` ranks (or under
+  torchrun); :mod:`distlab.launch_demos`: small rank functions that show it.
+- :mod:`distlab.report`: text tables, provenance, JSON results; :mod:`distlab.cli`: option types
+  and the one way a command ends (bad input: exit 2, Ctrl-C: exit 130).
+
+Labs (floor 1):
+
+- :mod:`distlab.samplers`: torch- and libtorch-identical distributed samplers, the assignment
+  model, a constant-memory permutation.
+- :mod:`distlab.collectives`: every collective's algorithms as plans; simulate, verify, cost,
+  calibrate, and run them on real ranks.
+- :mod:`distlab.pipeline`: loading stages, executors, the async part loader and their models.
+- :mod:`distlab.transfers`: host and GPU copies, the process hop, a prefetcher, and their models.
+- :mod:`distlab.ddp`: DDP's gradient buckets, distlab's bucketed allreduce, the step model.
+- :mod:`distlab.zero`: ZeRO's memory and communication models and ZeRO stages on live ranks.
+- :mod:`distlab.hogwild`: processes training one ``share_memory()`` model without locks.
+
+Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch reference),
+:mod:`distlab.profile` (floor 3: the one-command machine profile), :mod:`distlab.judge` (floor 4:
+the cost model judged on profiles) and :mod:`distlab.viz` (floor 5: figures and explorers).
 """
 
 __version__ = "0.1.0"

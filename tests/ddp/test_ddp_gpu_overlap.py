@@ -1,4 +1,4 @@
-"""The real GPU overlap of a DDP step from a torch.profiler trace (issue 20 item 4), checked on a
+"""The real GPU overlap of a DDP step from a torch.profiler trace, checked on a
 Kineto-shaped trace with hand-placed kernels (a GPU trace has the same shape: cat "kernel", pid
 the device, tid the stream), so the arithmetic is tested without a GPU."""
 

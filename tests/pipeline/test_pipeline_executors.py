@@ -82,7 +82,7 @@ def test_executors_agree_with_sync_and_record_every_stage(shards) -> None:
 
 
 def test_dataloader_absorbs_the_pin_stage_only_when_it_pins(shards) -> None:
-    """Issue 18 item 7: with an accelerator DataLoader's pin thread replaces the pin stage (no
+    """With an accelerator DataLoader's pin thread replaces the pin stage (no
     span); without one, or with pin_memory=False, every stage is the executor's own."""
     stages = loading_stages(shards, batch_size=4, read_latency_s=0.0, decode_s=0.0,
                             compute_s=0.0)
@@ -327,7 +327,7 @@ def test_stall_follows_the_slow_side_of_a_known_schedule() -> None:
 
 def test_pipeline_imports_have_no_cycle() -> None:
     """Build the import graph of distlab.pipeline (every import statement, function-level ones
-    included) and assert it has no cycle (issue 8: executors <-> procs <-> torchref)."""
+    included) and assert it has no cycle (executors <-> procs <-> torchref)."""
     import ast
 
     import distlab.pipeline as pkg

@@ -1,5 +1,5 @@
-"""Notebook 07 opens this machine's newest profile, else the newest committed one, and says which
-(issue 18 item 6); machines are told apart by more than the host name (they are all "vm")."""
+"""Notebook 07 opens this machine's newest profile, else the newest committed one, and says
+which; machines are told apart by more than the host name (they are all "vm")."""
 
 from __future__ import annotations
 

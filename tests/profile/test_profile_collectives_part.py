@@ -1,5 +1,5 @@
-"""The profile measures all-gather and reduce-scatter too (issue 22 item 4): which sweeps a
-machine gets, and how the summary reports them."""
+"""The profile measures all-gather and reduce-scatter too: which sweeps a machine gets, and how
+the summary reports them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The committed H100 profile as the library summarizes and draws it: pin costs are times, never
-GB/s or a best path (issue 18 item 4); the one-rank NCCL run is not an allreduce (item 2)."""
+GB/s or a best path; the one-rank NCCL run is not an allreduce."""
 
 from __future__ import annotations
 

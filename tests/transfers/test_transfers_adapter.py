@@ -112,7 +112,7 @@ def test_transfer_keeps_shape_dtype_and_values() -> None:
 
 @pytest.mark.parametrize("cuda", [False, True])
 def test_host_adapter_says_the_right_reason_with_and_without_a_gpu(cuda: bool) -> None:
-    """On a GPU machine the host adapter must not claim there is no CUDA device (issue 18 item 9):
+    """On a GPU machine the host adapter must not claim there is no CUDA device:
     it says the GPU is the CUDA adapter's; without one it says there is no CUDA device."""
     from distlab.transfers.host import host_unavailable
 

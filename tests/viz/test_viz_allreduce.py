@@ -59,7 +59,7 @@ def test_plan_explorer_redraws_on_every_control() -> None:
     assert (e.step.min, e.step.max) == (0, 6)
     e.step.value = 3
     assert e.png != first
-    # the slider, the picture's title and the summary count the same steps (issue 8 section 7)
+    # the slider, the picture's title and the summary count the same steps
     assert "step 3/6" in e.figure.axes[0].get_title() and "after step 3/6" in e.summary.value
     e.world_size.value = 7
     assert e.schedule is not None and e.schedule.world_size == 7
@@ -136,7 +136,7 @@ def test_cost_vs_world_size_names_each_winner_once() -> None:
     times = V.predict_world_sizes(list(ALGORITHMS), xs, 1 << 20, preset.alpha, preset.beta,
                                   preset.gamma, 4, duplex=getattr(preset, "duplex", "full"))
     win = winners(times)
-    assert len(crossovers(xs, times)) > 5, "the case the issue reported: many crossovers"
+    assert len(crossovers(xs, times)) > 5, "a noisy curve crosses the line many times"
     colors = [tuple(bar.get_facecolor()) for bar in strip.patches]
     from matplotlib.colors import to_rgba
     assert colors == [to_rgba(V.ALGO_COLORS[a]) for a in win]

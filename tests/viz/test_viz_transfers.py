@@ -44,7 +44,7 @@ def test_explorer_remeasures_and_says_what_is_skipped() -> None:
 
 
 def test_sweep_figure_of_the_committed_h100_sweep_is_readable() -> None:
-    """Issue 18 item 5: log axes (on a linear axis only d2d was visible), host and GPU copies in
+    """Log axes (on a linear axis only d2d was visible), host and GPU copies in
     their own panels, the link peak labelled once at the edge, no pin cost drawn as a GB/s."""
     import json
 

@@ -1,7 +1,7 @@
 """How repeatable a measured row is: the bootstrap interval of its rounds' statistic (pure NumPy).
 
 A profile's row summarizes its timed rounds (20 in a full profile) of the slowest rank's seconds
-by a statistic (:data:`~.calibration.STATISTICS`: the median, which ``time_us`` holds, or the
+by a statistic (:data:`~distlab.collectives.model.calibration.STATISTICS`: the median, which ``time_us`` holds, or the
 mean). On a machine whose rounds fall into two regimes (a wake-up that comes a scheduler tick
 late, a transport that switches buffers) the median jumps between the regimes from one run to
 the next even when nothing about the machine changed (the mean moves with the share of slow

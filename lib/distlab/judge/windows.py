@@ -10,7 +10,7 @@ summarized over the same rounds. :func:`window_runs` cuts each allreduce run of 
 ``rounds``-long windows (``[0, rounds)``, ``[rounds, 2 rounds)`` ...; a shorter tail is left out)
 and prices every window with its own calibration, as :mod:`distlab.judge.refit` prices a whole profile.
 :func:`window_summary` then says, per world size and window length, in how many windows the
-model meets the target (:data:`.refit.TARGET_MEDIAN_PCT`, :data:`.refit.TARGET_P90_PCT`).
+model meets the target (:data:`distlab.judge.refit.TARGET_MEDIAN_PCT`, :data:`distlab.judge.refit.TARGET_P90_PCT`).
 
 What it answers: whether a miss of an N-round profile is the model's or the N rounds'. Both the
 rows and the calibration are means of N slow-rank rounds, each known to about ``1/sqrt(N)`` of
@@ -62,7 +62,7 @@ class Window:
 
     Attributes:
         start, stop: the window's rounds, ``[start, stop)`` (0-based, timed rounds only).
-        run: the window as a :class:`~.refit.RefitRun` (``profile`` names the window).
+        run: the window as a :class:`~distlab.judge.refit.RefitRun` (``profile`` names the window).
     """
 
     start: int
@@ -76,7 +76,7 @@ class Window:
 
     def stats(self, *, min_bytes: int = TARGET_MIN_BYTES,
               algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorStats:
-        """``|error%|`` of the window's judged rows (:meth:`.refit.RefitRun.stats`)."""
+        """``|error%|`` of the window's judged rows (:meth:`distlab.judge.refit.RefitRun.stats`)."""
         return self.run.stats(min_bytes=min_bytes, algorithms=algorithms)
 
 

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from distlab import launch
 from distlab.cli import options
+from distlab.cli.run import INTERRUPTED, run_main
 
 from distlab.profile.parts import PART_NAMES, PartContext, PartResult, get_part
 from distlab.profile.writer import default_out, write_profile
@@ -75,8 +76,13 @@ def _agree(result: PartResult) -> PartResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse, run the parts, write the profile on rank 0; returns the exit status."""
+    """Parse, run the parts, write the profile on rank 0; returns the exit status (Ctrl-C
+    outside the parts: one line, exit 130, :func:`distlab.cli.run.run_main`)."""
+    return run_main("python -m distlab.profile", _profile_command, argv,
+                    on_interrupt="nothing was written")
 
+
+def _profile_command(argv: list[str]) -> int:
     p = _parser()
     a = p.parse_args(argv)
     out = Path(a.out) if a.out else default_out(a.quick)
@@ -91,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[PartResult] = []
     stopped = None
     bar = tqdm(a.only, desc="profile", file=sys.stderr, disable=not ctx.progress)
+    name, start = None, 0.0
     try:
         for name in bar:
             bar.set_postfix_str(name)
@@ -98,11 +105,6 @@ def main(argv: list[str] | None = None) -> int:
             with ctx.timed("profile/parts", name):
                 try:
                     result = get_part(name)(ctx)
-                except KeyboardInterrupt:
-                    results.append(PartResult(name, "interrupted",
-                                              reason="interrupted by Ctrl-C",
-                                              seconds=time.perf_counter() - start))
-                    raise
                 except Exception as exc:  # a failed part is reported; the others still run
                     result = PartResult(name, "failed", reason=f"{type(exc).__name__}: {exc}")
                     if torchrun:  # peers waiting to make a process group with us: stop them
@@ -111,23 +113,27 @@ def main(argv: list[str] | None = None) -> int:
             if torchrun:
                 result = _agree(result)
             results.append(result)
+            name = None
             for s in result.skipped:
                 say(f"skipped {s['what']}: {s['why']}")
             if result.status != "ok":
-                say(f"{result.status} {name}: {result.reason}")
+                say(f"{result.status} {result.name}: {result.reason}")
             else:
-                say(f"measured {name} in {result.seconds:.1f} s")
+                say(f"measured {result.name} in {result.seconds:.1f} s")
     except KeyboardInterrupt:
         stopped = "interrupted by Ctrl-C"
+        if name is not None:  # the part in flight
+            results.append(PartResult(name, "interrupted", reason=stopped,
+                                      seconds=time.perf_counter() - start))
         say(f"stopped: {stopped}; writing the parts measured so far, marked incomplete")
     finally:
         bar.close()
     if rank != 0:
-        return 130 if stopped else 0
+        return INTERRUPTED if stopped else 0
     index = write_profile(out, results, list(a.only), ctx.timeline, quick=a.quick,
                           world_size=ctx.world_size, stopped=stopped)
     say(f"wrote {out} ({'complete' if index['complete'] else 'INCOMPLETE'})")
     if stopped:
-        return 130
+        return INTERRUPTED
     bad = any(r.status == "failed" for r in results) or any(_wrong(r) for r in results)
     return 1 if bad else 0

@@ -1,7 +1,7 @@
-"""Run a :class:`~.schedule.Schedule` in one process on per-rank buffers (NumPy or torch).
+"""Run a :class:`~distlab.collectives.plan.schedule.Schedule` in one process on per-rank buffers (NumPy or torch).
 
 Correctness at world size 64 in milliseconds: the same plan that runs on real ranks, applied to
-a list of arrays with the step semantics of :mod:`.schedule`.
+a list of arrays with the step semantics of :mod:`distlab.collectives.plan.schedule`.
 """
 
 from __future__ import annotations

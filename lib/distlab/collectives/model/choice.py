@@ -1,7 +1,7 @@
 """Options a call leaves unset, chosen by the calibrated cost model: the model pays for itself.
 
 ``all_reduce(x, algorithm="ring")`` without ``pieces`` runs the ring with the number of pieces
-per block (:mod:`.pieces`) that the cost model predicts fastest for that algorithm, world size
+per block (:mod:`distlab.collectives.plan.ranges`) that the cost model predicts fastest for that algorithm, world size
 and message size (:func:`best_pieces`). The model is the calibration set with
 :func:`use_calibration` in this process, else the one shipped inside the package
 (``distlab/data/allreduce_calibration.json``: gloo on loopback, measured by
@@ -33,7 +33,7 @@ _STATE: dict[str, Any] = {"calibration": None, "version": 0}
 
 
 def use_calibration(calibration: Any) -> None:
-    """Make ``calibration`` (a :class:`~.calibration.Calibration`, its ``to_dict()``, or
+    """Make ``calibration`` (a :class:`~distlab.collectives.model.calibration.Calibration`, its ``to_dict()``, or
     ``None`` for the shipped one) the model that picks this process's defaults."""
     if calibration is not None and not isinstance(calibration, Mapping):
         to_dict = getattr(calibration, "to_dict", None)
@@ -62,7 +62,7 @@ def default_calibration() -> dict[str, Any]:
 
 
 def schedule_seconds(calibration: Mapping[str, Any], schedule: Any, itemsize: int) -> float:
-    """The model's time of one call of ``schedule``: :func:`~.predict.call_model`'s (the
+    """The model's time of one call of ``schedule``: :func:`~distlab.collectives.model.predict.call_model`'s (the
     calibration's per-call overhead plus the schedule's cost, with per-size prices when the
     calibration has its series; terms a calibration lacks count 0)."""
     return call_model(calibration).schedule_seconds(schedule, itemsize)
@@ -74,7 +74,7 @@ def pieces_curve(algorithm: str, world_size: int, count: int, itemsize: int,
                  options: Mapping[str, Any] | None = None,
                  collective: str = "all_reduce") -> dict[int, float]:
     """Predicted seconds of ``collective``'s ``algorithm`` for each ``pieces`` in
-    ``candidates`` (``count``: the call's elements, :mod:`.semantics`)."""
+    ``candidates`` (``count``: the call's elements, :mod:`distlab.collectives.plan.semantics`)."""
     c, name = check_plan_algorithm(collective, algorithm)
     if "pieces" not in plan_options(c, name):
         raise ValueError(f"algorithm {name!r} takes no pieces option (options: "

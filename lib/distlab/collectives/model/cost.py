@@ -30,7 +30,7 @@ its slowest rank, and the schedule the sum of its steps. Any new
 algorithm is costed for free. For single-message steps this is exactly the textbook model, so the
 closed forms hold (ring: ``2(p-1) a + 2(p-1)/p n B + (p-1)/p n C``).
 
-Per-size prices (``rates``, a :class:`~.regimes.SizeRates` from the calibration's per-size
+Per-size prices (``rates``, a :class:`~distlab.collectives.model.rates.SizeRates` from the calibration's per-size
 series): a message of ``b`` bytes then costs ``rates.beta_at(b) * b`` instead of ``beta * b``
 (counted at the sender and the receiver as above), and reducing ``b`` bytes
 ``rates.reduce_at(b)`` instead of ``gamma * b``, so a transport's regime switch between sizes
@@ -38,7 +38,7 @@ is priced where it happens. Everything else (steps, messages, hand-off, relay) i
 
 Pipelined schedules: a schedule whose ``options["in_flight"]`` is ``k >= 2`` is run by an
 executor that keeps ``k`` steps in flight (gloo's own ring keeps two:
-:mod:`.allreduce.gloo_ring`). Its steps overlap, so a step costs the largest of its fixed part
+:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`). Its steps overlap, so a step costs the largest of its fixed part
 shared by the ``k`` steps in flight (``(handoff + alpha messages + relay) / k``), its bytes term
 and its reduction, not their sum. The pipeline starts empty and drains at the end of each of its
 phases (``options["phases"]``: steps per phase, default one phase): the first step of a phase
@@ -238,7 +238,7 @@ def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: 
         relay: seconds per step per rank beyond 2 in its largest linked set of ranks
             (:func:`linked_ranks`; default 0).
         rates: per-size prices of a message's bytes and of a reduction
-            (:func:`~.regimes.size_rates`); ``None`` (default): ``beta`` and ``gamma`` for
+            (:func:`~distlab.collectives.model.rates.size_rates`); ``None`` (default): ``beta`` and ``gamma`` for
             every size.
         cpu_overlap: in a pipelined schedule, whether a step's bytes term and its reduction
             run at once (default). ``False`` where both are work for the same saturated cores

@@ -90,7 +90,7 @@ def loopback_preset(path: str | Path | None = None) -> LinkPreset | None:
     ``None`` if ``path`` does not exist.
 
     The JSON is what ``python -m distlab.bench allreduce --json`` writes (key ``calibration``)
-    or a bare :class:`~.calibration.Calibration` dict.
+    or a bare :class:`~distlab.collectives.model.calibration.Calibration` dict.
     """
     p = Path(path) if path is not None else _packaged_calibration()
     if not p.is_file():

@@ -3,7 +3,7 @@
 One ``beta`` (seconds per byte) for every message size averages away what a transport does
 differently at different sizes: a protocol or buffer switch, a socket buffer that a message no
 longer fits into, a reduction that falls out of cache. The calibration already times its
-patterns at every size (:class:`~.calibration.Calibration`: ``comm_seconds``,
+patterns at every size (:class:`~distlab.collectives.model.calibration.Calibration`: ``comm_seconds``,
 ``oneway_seconds``, ``shift_seconds``, ``reduce_seconds`` per size), so :func:`size_rates`
 prices each size from its own points:
 
@@ -30,7 +30,7 @@ reduction costs the largest size's time per byte. A message of ``b`` bytes then 
 depends on its size. With a calibration whose times lie exactly on one line, ``beta(s)`` is the
 calibration's ``beta`` at every size and the prediction is the constant model's. The
 backend's own loop (gloo's ring in C++) pays its bytes at the one ``beta`` instead
-(:meth:`SizeRates.with_beta`; why: :mod:`.predict`), since ``beta(s)`` is read with the fixed
+(:meth:`SizeRates.with_beta`; why: :mod:`distlab.collectives.model.predict`), since ``beta(s)`` is read with the fixed
 terms of distlab's executor, which that loop does not pay.
 """
 

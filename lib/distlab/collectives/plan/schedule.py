@@ -1,8 +1,8 @@
 """The plan of a collective as data: :class:`Schedule` -> :class:`Step` -> :class:`Transfer`.
 
 A schedule is what every other part of :mod:`distlab.collectives` reads: it is drawn
-(:mod:`distlab.viz.allreduce`), costed (:mod:`.cost`), simulated on NumPy buffers
-(:mod:`.simulate`) and executed over ``torch.distributed`` point-to-point (:mod:`.execute`).
+(:mod:`distlab.viz.allreduce`), costed (:mod:`distlab.collectives.model.cost`), simulated on NumPy buffers
+(:mod:`distlab.collectives.check.simulate`) and executed over ``torch.distributed`` point-to-point (:mod:`distlab.collectives.runtime.execute`).
 
 Semantics of one step (synchronous, like a round of exchanges in MPI):
 

@@ -13,7 +13,7 @@
 Each call builds its collective's schedule (:mod:`distlab.collectives.algorithms.registry`; ``algorithm=None``
 is :data:`~distlab.collectives.algorithms.registry.DEFAULT_ALGORITHM`) over the buffer of
 :mod:`distlab.collectives.plan.semantics` and runs it with the one executor
-(:func:`.execute.execute`, with its peer check, tags and timeouts). The buffer is the caller's
+(:func:`distlab.collectives.runtime.execute.execute`, with its peer check, tags and timeouts). The buffer is the caller's
 tensor where it can be (broadcast, reduce, the root's gather output, all-gather's output);
 otherwise a reused workspace, with the input as the executor's read-only *source* (never
 modified, never copied up front: elements are read from it until first written), and the result

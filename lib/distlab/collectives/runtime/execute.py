@@ -13,8 +13,8 @@ halves, alternating by step) and is combined into the tensor in place (``add_``,
 the same elements have completed), so a step cut into pieces (:mod:`distlab.collectives.plan.ranges`)
 reduces each piece while the next is in flight; ``"copy"`` data is received straight into the
 tensor where nothing of this rank reads or writes those elements in that step or the one before.
-Every message carries a tag unique to the call (:mod:`.tags`), and the peer check travels with
-the first step (:mod:`.peercheck`). Every wait has a timeout (``timeout`` seconds, else the
+Every message carries a tag unique to the call (:mod:`distlab.collectives.runtime.tags`), and the peer check travels with
+the first step (:mod:`distlab.collectives.runtime.peercheck`). Every wait has a timeout (``timeout`` seconds, else the
 process group's), so a rank that dies mid-collective makes the others raise instead of hanging.
 """
 
@@ -89,7 +89,7 @@ def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: i
     """Run ``schedule`` on this rank's flat buffer in place (arguments already validated; no
     ``avg`` division): the one executor behind every collective of :mod:`distlab.collectives`.
 
-    ``check`` is a mode of :mod:`.peercheck` (``"inline"`` on a batched, NCCL-style call runs
+    ``check`` is a mode of :mod:`distlab.collectives.runtime.peercheck` (``"inline"`` on a batched, NCCL-style call runs
     as ``"gather"``: NCCL's point-to-point has no tags to keep a mismatched call's messages
     apart). ``source``: a read-only tensor holding the buffer's elements ``[start, stop)`` until
     this rank writes them (:mod:`distlab.collectives.runtime.rank_plan`). Returns the runner (its
@@ -140,7 +140,7 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
     is how the NCCL code path is tested without a GPU. Unbatched, the receives of each step are
     posted while the previous step is still in flight.
 
-    ``check`` (:mod:`.peercheck`): ``True`` or ``"inline"`` (default) sends this rank's
+    ``check`` (:mod:`distlab.collectives.runtime.peercheck`): ``True`` or ``"inline"`` (default) sends this rank's
     description of the call (algorithm, options, world size, count, dtype, op) to every other
     rank together with the first step's messages and raises
     :class:`~distlab.collectives.runtime.peercheck.CollectiveMismatchError` naming the ranks and
@@ -173,7 +173,7 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
         timeline: optional :class:`distlab.timeline.Timeline`; one span per step.
         timeout: seconds each wait may take (``None``: the process group's timeout).
         batched: post each step as one ``batch_isend_irecv`` (default: only for CUDA/NCCL).
-        check: the peer check (:mod:`.peercheck`): ``True``/``"inline"`` (default: each rank's
+        check: the peer check (:mod:`distlab.collectives.runtime.peercheck`): ``True``/``"inline"`` (default: each rank's
             description of the call travels with the first step's messages; no extra round
             trip), ``"gather"`` (one small all_gather before the first step) or ``False``; a
             mismatch raises ``CollectiveMismatchError`` on every rank, naming the ranks and what

@@ -69,7 +69,7 @@ class StepRunner:
         reduce: ``reduce(out, x)`` in place; ``reduce_out(out, a, b)``: ``out = op(a, b)``.
         group, rank: the process group and this rank's group rank.
         timeout: bound on every wait (``None``: the group's).
-        base: the call's tag base (:mod:`.tags`).
+        base: the call's tag base (:mod:`distlab.collectives.runtime.tags`).
         source: ``(tensor, (start, stop))``: a read-only tensor holding the buffer's elements
             ``[start, stop)`` until this rank writes them, or ``None``.
         timeline: one span per step when given.

@@ -3,7 +3,7 @@
 In step ``s`` rank ``i`` sends block ``(i - s) mod p`` to ``i + 1`` (MPICH's long-message
 all-gather, Thakur, Rabenseifner and Gropp 2005, sec. 4.2). Cost
 ``(p-1) alpha + (p-1)/p n beta``. ``pieces=k`` sends every block as ``k`` messages
-(:mod:`..pieces`).
+(:mod:`distlab.collectives.plan.ranges`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Read from the source, not guessed:
   waits for (and reduces) iteration ``i - 2`` after posting iteration ``i``, so the reduction of
   one segment overlaps the transfer of the next.
 
-Here each iteration is one :class:`~..schedule.Step` of ``p`` transfers (``r -> r - 1``), so
+Here each iteration is one :class:`~distlab.collectives.plan.schedule.Step` of ``p`` transfers (``r -> r - 1``), so
 the schedule has ``2 (p - 1) S`` steps of at most 1 MiB per message: 4 steps of 16 KiB for 64
 KiB on 2 ranks, 96 steps of 1 MiB for 64 MiB on 4 ranks. ``options["in_flight"] = 2`` records
 the two-deep pipeline for the cost model (:func:`distlab.collectives.model.cost.step_costs` then

@@ -2,7 +2,7 @@
 
 In round ``k`` participant ``i`` exchanges with ``i XOR 2**k`` and both reduce, so after
 ``lg p`` rounds everyone holds the full reduction. Non-powers of two fold in MPICH's way
-(:mod:`.fold`), adding one step before and one after. Cost for powers of two:
+(:mod:`distlab.collectives.algorithms.fold`), adding one step before and one after. Cost for powers of two:
 ``lg p (alpha + n beta + n gamma)``.
 """
 

@@ -4,9 +4,9 @@ Rank ``i`` always sends to ``i + 1`` (mod p). In reduce-scatter step ``s`` it se
 ``(i - s) mod p``, which the receiver reduces; after ``p - 1`` steps rank ``i`` owns the reduced
 block ``(i + 1) mod p``. The allgather then passes reduced blocks around (copy).
 Cost ``2 (p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma``. The building blocks over any
-ordered list of ranks and any element range are reused by :mod:`.hierarchical` and the ring
+ordered list of ranks and any element range are reused by :mod:`distlab.collectives.algorithms.allreduce.hierarchical` and the ring
 all-gather and reduce-scatter collectives. ``pieces=k`` cuts every step's block into ``k``
-messages (:mod:`..pieces`): the same bytes, ``k`` times the messages, each piece reduced as it
+messages (:mod:`distlab.collectives.plan.ranges`): the same bytes, ``k`` times the messages, each piece reduced as it
 lands while the next is in flight.
 """
 

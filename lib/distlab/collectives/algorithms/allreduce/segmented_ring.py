@@ -5,8 +5,8 @@ slice runs its own ring (blocks of at most ``segment_size`` elements), and slice
 step after slice ``k - 1``. In global step ``t`` a rank therefore sends up to
 ``min(slices, 2 (p-1))`` segments to its right neighbour, and the executor reduces one arrived
 segment while the next is still in flight. ``2 (p-1) + slices - 1`` steps in all; the same bytes
-as :func:`.ring.ring`, more messages, bounded temporary memory and reduction overlapped with
-transfer. ``pieces=k`` further cuts every segment into ``k`` messages (:mod:`..pieces`).
+as :func:`distlab.collectives.algorithms.allreduce.ring.ring`, more messages, bounded temporary memory and reduction overlapped with
+transfer. ``pieces=k`` further cuts every segment into ``k`` messages (:mod:`distlab.collectives.plan.ranges`).
 """
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
 """All-to-all algorithms: block ``(s, d)`` from every rank ``s`` to every rank ``d`` (one module
-each). The buffer holds ``p x p`` blocks (:mod:`..semantics`)."""
+each). The buffer holds ``p x p`` blocks (:mod:`distlab.collectives.plan.semantics`)."""

@@ -1,7 +1,7 @@
 """``scatter_allgather`` broadcast (van de Geijn): binomial scatter of ``p`` blocks, ring
 all-gather.
 
-The root's vector is cut into ``p`` blocks; a binomial scatter (:mod:`..scatter.binomial`'s
+The root's vector is cut into ``p`` blocks; a binomial scatter (:mod:`distlab.collectives.algorithms.scatter.binomial`'s
 rounds) leaves relative rank ``q`` with block ``q``, then a ring all-gather over the relative
 ranks passes the blocks round (``p - 1`` steps). MPICH's long-message broadcast (Thakur,
 Rabenseifner and Gropp 2005, sec. 4.1; van de Geijn et al.). Cost for powers of two

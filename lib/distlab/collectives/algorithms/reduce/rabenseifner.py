@@ -1,7 +1,7 @@
 """``rabenseifner`` reduce: recursive-halving reduce-scatter, then a binomial gather to the root.
 
-The reduce-scatter is :mod:`..allreduce.rabenseifner`'s (block windows halved at distances 1, 2,
-4, ...; MPICH folding for non-powers of two, :mod:`..allreduce.fold`). The gather replays its
+The reduce-scatter is :mod:`distlab.collectives.algorithms.allreduce.rabenseifner`'s (block windows halved at distances 1, 2,
+4, ...; MPICH folding for non-powers of two, :mod:`distlab.collectives.algorithms.fold`). The gather replays its
 rounds in reverse, but only towards the root: at distance ``d`` the participants that still
 hold data and differ from the root's participant in bit ``d`` send their window to their
 partner, which grows its window to the union. If the root was folded out, its partner gathers

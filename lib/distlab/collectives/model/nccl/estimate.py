@@ -7,7 +7,7 @@ For every (algorithm, protocol) it may use, NCCL estimates
 and runs the cheapest (``src/enqueue.cc`` ``topoGetAlgoInfo``; ties go to the first in NCCL's
 order, Tree before Ring before NVLS and LL before LL128 before Simple). ``latency_us`` and
 ``algbw_GBps`` come from ``ncclTopoTuneModel`` (``src/graph/tuning.cc``), which starts from
-the graphs of :func:`.nccl_boxes.nccl_graphs` (channels x GB/s per channel) and applies:
+the graphs of :func:`distlab.collectives.model.nccl.boxes.nccl_graphs` (channels x GB/s per channel) and applies:
 
 - **protocol efficiency**: LL moves 8 data bytes in each 16-byte line (the other 8 are flags),
   so a ring's LL bus bandwidth is half the link's and at most a per-GPU-class cap; LL128 moves
@@ -24,7 +24,7 @@ the graphs of :func:`.nccl_boxes.nccl_graphs` (channels x GB/s per channel) and 
 - **tree correction**: a per-size factor on tree bandwidth (``treeCorrectionFactor``) that NCCL
   applies because "trees are not perfectly sticking to the model for medium sizes".
 
-All constants are NVIDIA/nccl ``v2.28.9-1`` (:data:`.nccl_boxes.NCCL_TAG`, the NCCL of torch
+All constants are NVIDIA/nccl ``v2.28.9-1`` (:data:`distlab.collectives.model.nccl.boxes.NCCL_TAG`, the NCCL of torch
 2.11), file named beside each (``tuning.cc`` keeps them in ``ncclTunerConstantsDefaults``). This is NCCL's *estimate*, the thing it minimizes to choose; a measured time also holds
 what the estimate leaves out (kernel launch and the host loop of the benchmark, channels NCCL
 launches fewer of for small sizes, chunking). No term beyond NCCL's own is added here.
@@ -193,7 +193,7 @@ def busbw_bound_gbps(preset: Any, world_size: int, algorithm: str) -> float:
 def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | None = None,
                  protocols: Iterable[str] | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table for ``world_size`` GPUs of ``preset`` (a :class:`GpuBox`
-    or a name in :data:`.nccl_boxes.GPU_BOXES`), every (algorithm, protocol) in NCCL's order.
+    or a name in :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`), every (algorithm, protocol) in NCCL's order.
 
     ``algorithms`` / ``protocols`` restrict the choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do
     (names from :data:`ALGORITHMS` / :data:`PROTOCOLS`; ``None`` = NCCL's defaults).
@@ -235,7 +235,7 @@ def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
     """NCCL's choice and estimated time for each allreduce size, with every candidate's time.
 
     Args:
-        preset: a :class:`GpuBox` or a name in :data:`.nccl_boxes.GPU_BOXES`.
+        preset: a :class:`GpuBox` or a name in :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`.
         world_size: ranks, one per GPU of the box, in ``[1, preset.gpus]``. For one rank NCCL
             prices Ring/Simple at zero (``src/enqueue.cc`` ``updateCollCostTable``): the result
             is 0 seconds, no communication.
