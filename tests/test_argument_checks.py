@@ -23,13 +23,13 @@ from distlab.ddp.reducer import DDP
 from distlab.samplers.assignment import assign
 from distlab.samplers.libstdcxx import shuffle_targets
 from distlab.samplers.mt19937 import MT19937, seed_state
+from distlab.timeline import Timeline
+from distlab.transfers.copy_model import overlap_bounds
 from distlab.transfers.cuda import burst_seconds
 from distlab.transfers.cuda_prefetch import run_cuda
 from distlab.transfers.host import HostAdapter
-from distlab.transfers.copy_model import overlap_bounds
 from distlab.transfers.paths import pin_cost_seconds
 from distlab.transfers.prefetch import run_loop
-from distlab.timeline import Timeline
 
 NP_INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 NON_FINITE = [math.nan, math.inf, -math.inf, np.float64("nan"), np.float32("inf")]
@@ -144,7 +144,8 @@ def test_choices_and_strings() -> None:
         check_op(1)
     with pytest.raises(ValueError, match="preset must be one of"):
         get_preset("token_ring")
-    with pytest.raises(ValueError, match="duplex must be one of .full., .half., .shared., got None"):
+    with pytest.raises(ValueError,
+                       match="duplex must be one of .full., .half., .shared., got None"):
         cost(build("ring", 2, 4), 1e-6, 1e-9, 1e-10, 4, duplex=None)
     with pytest.raises(ValueError, match="lane must be a non-empty str"):
         Timeline().record("n", "c", "", 0.0, 1.0)

@@ -80,7 +80,8 @@ def test_profile_plan(gpus: int, torchrun: bool, world: int) -> None:
     whats = [s["what"] for s in skipped]
     assert ("collectives/nccl" in whats) == (not want_nccl)  # one line says why
     if gpus == 1 and not torchrun:  # the H100 box: no "nccl ws1" of zeros any more
-        assert "at least 2 ranks" in next(s["why"] for s in skipped if s["what"] == "collectives/nccl")
+        why = next(s["why"] for s in skipped if s["what"] == "collectives/nccl")
+        assert "at least 2 ranks" in why
     device, why = ddp_device(gpus, torchrun, world if torchrun else 2)
     if gpus == 0:
         assert (device, why) == ("cpu", "")

@@ -16,7 +16,8 @@ def test_fit_line_recovers_a_line_and_reports_quality() -> None:
     assert f.intercept_s == pytest.approx(5e-5) and f.slope_s_per_unit == pytest.approx(2e-10)
     assert f.r2 == pytest.approx(1.0) and f.max_rel_residual < 1e-9
     assert f.seconds(2e6) == pytest.approx(5e-5 + 4e-4)
-    noisy = [t * k for t, k in zip([5e-5 + 2e-10 * x for x in xs], [1.3, 0.8, 1.1, 0.9, 1.05])]
+    clean = [5e-5 + 2e-10 * x for x in xs]
+    noisy = [t * k for t, k in zip(clean, [1.3, 0.8, 1.1, 0.9, 1.05], strict=True)]
     assert fit_line(xs, noisy).max_rel_residual > 0.1
 
 
@@ -27,8 +28,9 @@ def test_negative_terms_are_dropped_and_the_rest_refitted() -> None:
     f = fit_line(xs, ys)
     w2 = [1 / y ** 2 for y in ys]
     assert f.intercept_s == 0.0
-    assert f.slope_s_per_unit == pytest.approx(sum(x * y * w for x, y, w in zip(xs, ys, w2)) /
-                                               sum(x * x * w for x, w in zip(xs, w2)))
+    xy = sum(x * y * w for x, y, w in zip(xs, ys, w2, strict=True))
+    xx = sum(x * x * w for x, w in zip(xs, w2, strict=True))
+    assert f.slope_s_per_unit == pytest.approx(xy / xx)
     f = fit_line(xs, [5.0, 3.0, 1.0])  # falling: slope dropped, intercept = weighted mean
     assert f.slope_s_per_unit == 0.0
     assert f.intercept_s == pytest.approx(sum(1 / y for y in (5, 3, 1)) /
@@ -41,7 +43,7 @@ def test_negative_terms_are_dropped_and_the_rest_refitted() -> None:
 def test_fit_terms_recovers_non_negative_coefficients(coef: list[float], seed: int) -> None:
     rng = np.random.default_rng(seed)
     cols = {"a": np.ones(12), "b": rng.uniform(1, 100, 12), "c": rng.uniform(0, 1e4, 12)}
-    y = 1e-6 + sum(k * cols[n] for k, n in zip(coef, cols))
+    y = 1e-6 + sum(k * cols[n] for k, n in zip(coef, cols, strict=True))
     cols["offset"] = np.ones(12)  # absorbs the 1e-6 that keeps every time > 0
     f = fit_terms(cols, y)
     assert all(v >= 0 for v in f.coef.values())

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.paths import ROOT
 
 try:
@@ -66,7 +67,8 @@ def test_project_install_never_replaces_the_installed_torch(tmp_path):
          f"{ROOT}[test]"],
         capture_output=True, text=True, timeout=280, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    planned = [item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]]
+    installs = json.loads(report.read_text())["install"]
+    planned = [item["metadata"]["name"].lower() for item in installs]
     assert "torch" not in planned, f"pip would (re)install torch: {planned}"
     assert "distlab" in planned
 

@@ -1,4 +1,5 @@
-"""Tests for distlab.timeline: recording, merging, Chrome trace (never overlapping), stats, Gantt."""
+"""Tests for distlab.timeline: recording, merging, Chrome trace (never overlapping), stats,
+Gantt."""
 
 from __future__ import annotations
 

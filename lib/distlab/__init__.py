@@ -6,7 +6,9 @@ The package is built in floors; a module imports only its own floor or lower one
 Core (floor 0):
 
 - :mod:`distlab.timeline`: one span type for everything timed; :mod:`distlab.trace`: Chrome and
-  Kineto traces in and out.
+  Kineto traces in and out; :mod:`distlab.clock`: the one clock benchmarks time with (the
+  timeline's, read after the device's queued work).
+- :mod:`distlab.nets`: the one small model (``mlp``) the labs and benchmarks train.
 - :mod:`distlab.fit`: the one latency + bandwidth fit; :mod:`distlab.links`: the one table of
   link peaks; :mod:`distlab.devices`: decisions that depend on the GPU count, as pure functions;
   :mod:`distlab.envinfo`: what this machine is.

@@ -54,7 +54,8 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def _is_numpy_bool(value: Any) -> bool:
-    """True for ``numpy.bool_`` (named "bool" under NumPy 2, "bool_" before); numpy imported lazily."""
+    """True for ``numpy.bool_`` (named "bool" under NumPy 2, "bool_" before); numpy imported
+    lazily."""
     if type(value).__module__ != "numpy":
         return False
     return isinstance(value, numpy.bool_)

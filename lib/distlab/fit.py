@@ -94,7 +94,7 @@ def fit_terms(columns: Mapping[str, Sequence[float]], seconds: Sequence[float], 
         design = np.stack([cols[k] for k in active], axis=1) * w[:, None]
         sol, *_ = np.linalg.lstsq(design, (y - base) * w, rcond=None)
         if np.all(sol >= 0):
-            coef.update({k: float(v) for k, v in zip(active, sol)})
+            coef.update({k: float(v) for k, v in zip(active, sol, strict=True)})
             break
         active.pop(int(np.argmin(sol)))
     pred = base + sum(coef[k] * cols[k] for k in names)

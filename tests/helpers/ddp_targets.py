@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-
-def make_model(layers: int, width: int, seed: int) -> Any:
-    import torch
-    torch.manual_seed(seed)
-    mods: list[Any] = []
-    for _ in range(layers):
-        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    return torch.nn.Sequential(*mods)
+from distlab.nets import mlp
 
 
 def train_compare_worker(rank: int, world_size: int, layers: int, width: int,
@@ -25,8 +17,8 @@ def train_compare_worker(rank: int, world_size: int, layers: int, width: int,
 
     from distlab.ddp import DDP
 
-    ref = DistributedDataParallel(make_model(layers, width, 100 + rank), bucket_cap_mb=bucket_cap_mb)
-    ours = DDP(make_model(layers, width, 100 + rank), bucket_cap_mb=bucket_cap_mb,
+    ref = DistributedDataParallel(mlp(layers, width, 100 + rank), bucket_cap_mb=bucket_cap_mb)
+    ours = DDP(mlp(layers, width, 100 + rank), bucket_cap_mb=bucket_cap_mb,
                overlap=overlap, naive=naive, algorithm=algorithm)
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, ours)]
     counts = []
@@ -112,7 +104,7 @@ def train_compare_config(rank: int, world_size: int, *, layers: int = 3, width: 
     if conv:
         ref_m, our_m = make_conv_model(100 + rank), make_conv_model(100 + rank)
     else:
-        ref_m, our_m = make_model(layers, width, 100 + rank), make_model(layers, width, 100 + rank)
+        ref_m, our_m = mlp(layers, width, 100 + rank), mlp(layers, width, 100 + rank)
     ref = DistributedDataParallel(ref_m, bucket_cap_mb=bucket_cap_mb,
                                   gradient_as_bucket_view=gradient_as_bucket_view)
     ours = DDP(our_m, bucket_cap_mb=bucket_cap_mb, overlap=overlap, naive=naive,
@@ -173,19 +165,19 @@ def comm_hook_errors(rank: int, world_size: int) -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001 - the type is the result
             out[name] = type(exc).__name__
 
-    attempt("not callable", lambda: DDP(make_model(1, 4, 0)).register_comm_hook(None, 3))
-    attempt("one argument", lambda: DDP(make_model(1, 4, 0)).register_comm_hook(
+    attempt("not callable", lambda: DDP(mlp(1, 4, 0)).register_comm_hook(None, 3))
+    attempt("one argument", lambda: DDP(mlp(1, 4, 0)).register_comm_hook(
         None, lambda bucket: bucket))
-    attempt("naive", lambda: DDP(make_model(1, 4, 0), naive=True).register_comm_hook(
+    attempt("naive", lambda: DDP(mlp(1, 4, 0), naive=True).register_comm_hook(
         None, allreduce_hook))
-    attempt("ring", lambda: DDP(make_model(1, 4, 0), algorithm="ring").register_comm_hook(
+    attempt("ring", lambda: DDP(mlp(1, 4, 0), algorithm="ring").register_comm_hook(
         None, allreduce_hook))
-    twice = DDP(make_model(1, 4, 0))
+    twice = DDP(mlp(1, 4, 0))
     twice.register_comm_hook(None, allreduce_hook)
     attempt("twice", lambda: twice.register_comm_hook(None, allreduce_hook))
 
     def not_a_future() -> None:
-        d = DDP(make_model(1, 4, 0))
+        d = DDP(mlp(1, 4, 0))
         d.register_comm_hook(None, lambda s, b: b.buffer())
         d(__import__("torch").ones(2, 4)).sum().backward()
     attempt("returns a tensor", not_a_future)
@@ -201,7 +193,7 @@ def timeline_worker(rank: int, world_size: int, hook: bool, steps: int = 3) -> d
     from distlab.ddp.comm_hooks import allreduce_hook
     from distlab.timeline import Timeline
 
-    ddp = DDP(make_model(3, 64, 1), bucket_cap_mb=0.01)
+    ddp = DDP(mlp(3, 64, 1), bucket_cap_mb=0.01)
     if hook:
         ddp.register_comm_hook(None, allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
@@ -237,7 +229,7 @@ def reducer_ops_worker(rank: int, world_size: int, layers: int, width: int,
             self.ops[f"{func.overloadpacket.__name__}.{func._overloadname}"] += 1
             return func(*args, **(kwargs or {}))
 
-    ddp = DDP(make_model(layers, width, 0), bucket_cap_mb=bucket_cap_mb,
+    ddp = DDP(mlp(layers, width, 0), bucket_cap_mb=bucket_cap_mb,
               gradient_as_bucket_view=gradient_as_bucket_view)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     x = torch.ones(2, width)

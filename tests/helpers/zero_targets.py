@@ -8,7 +8,8 @@ import torch
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
-from distlab.zero.measure import mlp, trace_zero_step, zero_memory_rank
+from distlab.nets import mlp
+from distlab.zero.measure import trace_zero_step, zero_memory_rank
 from distlab.zero.optimizer import ZeroDataParallel
 
 LR = 1e-2

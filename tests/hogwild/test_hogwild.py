@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers.leaks import no_leaks
-from helpers.pipeline_util import children_outlive_parent
 
 from distlab.hogwild import Task, missed_elements, run_hogwild, witness_lost
+from helpers.leaks import no_leaks
+from helpers.pipeline_util import children_outlive_parent
 
 
 def test_witness_counts_overwritten_increments_exactly() -> None:
@@ -55,8 +55,8 @@ def test_task_is_the_same_in_every_process() -> None:
     torch.manual_seed(123)
     ma, mb = a.model(), b.model()
     assert torch.equal(torch.rand(1), before), "model() leaves the global RNG alone"
-    assert all(torch.equal(x, y) for x, y in zip(ma.parameters(), mb.parameters()))
-    assert all(torch.equal(x, y) for x, y in zip(a.eval_set(), b.eval_set()))
+    assert all(torch.equal(x, y) for x, y in zip(ma.parameters(), mb.parameters(), strict=True))
+    assert all(torch.equal(x, y) for x, y in zip(a.eval_set(), b.eval_set(), strict=True))
     xa, _ = a.batch(8, a.stream(0))
     xb, _ = a.batch(8, a.stream(1))
     assert not torch.equal(xa, xb) and torch.equal(xa, b.batch(8, b.stream(0))[0])
@@ -90,7 +90,7 @@ def test_locked_and_unlocked_runs_train_and_count() -> None:
         assert r.eval_loss < r.initial_eval_loss / 2, "it learns"
         assert r.startup_s > 0 and r.wall_s > 0 and r.steps_per_s > 0
         assert [s for _, s, _ in r.curve] == list(range(32, 4097, 32))
-        assert all(t1 <= t2 for (t1, _, _), (t2, _, _) in zip(r.curve, r.curve[1:]))
+        assert all(t1 <= t2 for (t1, _, _), (t2, _, _) in zip(r.curve, r.curve[1:], strict=False))
         assert r.lost.total == 2 * 64 * r.lost.elements
         assert r.lost.elements_hit <= r.lost.lost <= r.lost.total
         assert 0 <= r.lost.missed <= r.lost.elements
@@ -106,7 +106,8 @@ def test_hogwild_processes_die_with_a_killed_parent() -> None:
             "    import time\n"
             "    while True:\n"
             "        kids = psutil.Process().children()\n"
-            "        ws = [k.pid for k in kids if 'resource_tracker' not in ' '.join(k.cmdline())]\n"
+            "        ws = [k.pid for k in kids\n"
+            "              if 'resource_tracker' not in ' '.join(k.cmdline())]\n"
             "        if len(ws) == 2:\n"
             "            print(*ws, flush=True); return\n"
             "        time.sleep(0.05)\n"

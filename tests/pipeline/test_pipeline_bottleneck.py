@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.pipeline.bottleneck import (Station, bound_s, describe, measured_costs, plan_for,
-                                    rate_items_per_s, simulate_pipeline, sync_time_s)
+from distlab.pipeline.bottleneck import (
+    Station,
+    bound_s,
+    describe,
+    measured_costs,
+    plan_for,
+    rate_items_per_s,
+    simulate_pipeline,
+    sync_time_s,
+)
 from distlab.timeline import Timeline
 
 
@@ -64,7 +72,7 @@ def test_simulation_never_beats_the_bound(stations, n) -> None:
         per.setdefault(s.lane, []).append((s.start_us, s.end_us))
     for ivs in per.values():
         ivs.sort()
-        assert all(e1 <= s2 + 1e-6 for (_, e1), (s2, _) in zip(ivs, ivs[1:]))
+        assert all(e1 <= s2 + 1e-6 for (_, e1), (s2, _) in zip(ivs, ivs[1:], strict=False))
 
 
 @settings(max_examples=200, deadline=None)

@@ -12,18 +12,28 @@ from pathlib import Path
 import pytest
 import torch
 
-from distlab.pipeline import (EXECUTORS, FnStage, IdentityStage, PipelineError,
-                              PipelineTimeoutError, ShardSet, StageError,
-                              WorkerExitedError, loading_stages, make_executor, run_pipeline,
-                              write_shards)
+from distlab.pipeline import (
+    EXECUTORS,
+    FnStage,
+    IdentityStage,
+    PipelineError,
+    PipelineTimeoutError,
+    ShardSet,
+    StageError,
+    WorkerExitedError,
+    loading_stages,
+    make_executor,
+    run_pipeline,
+    write_shards,
+)
 from distlab.pipeline.executors import RunResult, ThreadExecutor
 from distlab.pipeline.procs import ProcessExecutor, split_stages
 from distlab.pipeline.stage import accelerator_available
 from distlab.pipeline.torchref import absorbed_by_dataloader
 from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks
-from helpers.pipeline_util import FailAt, HangAt, Slow, children_outlive_parent
 from helpers.paths import LIB
+from helpers.pipeline_util import FailAt, HangAt, Slow, children_outlive_parent
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -102,7 +112,7 @@ def test_threads_overlap_on_one_lane_per_stage() -> None:
         "rank0/a", "rank0/b", "rank0/c"}
     for lane in tl.lanes:  # one thread per stage: a lane never overlaps itself
         ivs = sorted((s.start_us, s.end_us) for s in tl.spans if s.lane == lane)
-        assert all(e1 <= s2 for (_, e1), (s2, _) in zip(ivs, ivs[1:]))
+        assert all(e1 <= s2 for (_, e1), (s2, _) in zip(ivs, ivs[1:], strict=False))
     # stages do overlap each other (this is the point of the executor)
     a = [(s.start_us, s.end_us) for s in tl.spans if s.name == "a"]
     c = [(s.start_us, s.end_us) for s in tl.spans if s.name == "c"]

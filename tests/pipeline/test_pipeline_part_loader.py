@@ -9,8 +9,14 @@ import threading
 import pytest
 import torch
 
-from distlab.pipeline import (PartLoadError, PartLoader, ProducerExitedError, ShardSet,
-                              train_on_parts, write_shards)
+from distlab.pipeline import (
+    PartLoader,
+    PartLoadError,
+    ProducerExitedError,
+    ShardSet,
+    train_on_parts,
+    write_shards,
+)
 from distlab.pipeline.part_loader import load_part
 from helpers.leaks import no_leaks
 from helpers.pipeline_util import children_outlive_parent, fail_on_part_two, slow_load

@@ -9,11 +9,27 @@ import numpy as np
 import pytest
 import torch
 
-from distlab.pipeline import (STAGE_KINDS, CollateStage, ComputeStage, DecodeStage, FnStage,
-                              H2DStage, PinStage, ReadStage, ShardSet, SleepStage, Stage,
-                              equal_stages, loading_stages, make_stage, write_shards)
+from distlab.pipeline import (
+    STAGE_KINDS,
+    CollateStage,
+    ComputeStage,
+    DecodeStage,
+    FnStage,
+    H2DStage,
+    PinStage,
+    ReadStage,
+    ShardSet,
+    SleepStage,
+    Stage,
+    data_stages,
+    device_stages,
+    equal_stages,
+    loading_stages,
+    make_stage,
+    synthetic_stages,
+    write_shards,
+)
 from distlab.pipeline.cpuwork import burn, matmuls_per_second
-from distlab.pipeline import data_stages, device_stages, synthetic_stages
 from distlab.pipeline.synthetic_stages import BurnStage, IdentityStage
 
 
@@ -148,7 +164,7 @@ def test_make_stage_by_name(shards, monkeypatch) -> None:
     assert costs.take() == [("sleep", 0.25, False)]            # read: cost_s is its latency
     dec = made["decode"](recs)
     assert [(t.dtype, tuple(t.shape)) for t in dec] == [(torch.float32, (8,))] * 4
-    for t, rec in zip(dec, recs):
+    for t, rec in zip(dec, recs, strict=True):
         assert torch.equal(t, torch.tensor(list(rec), dtype=torch.float32) / 255.0)
     assert costs.take() == [("burn", 0.25, False)]
     batch = made["collate"](dec)

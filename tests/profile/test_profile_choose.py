@@ -11,8 +11,6 @@ from distlab.profile.load import MachineKey, Profile, choose_profile, list_profi
 from helpers.paths import PROFILES
 
 
-
-
 def _fake(name: str, date: str, key: MachineKey, complete: bool = True) -> Profile:
     index = {"complete": complete, "provenance": {"host": key.host, "date": date,
                                                   "cpu_cores": key.cpu_cores}}
@@ -27,7 +25,8 @@ GPU = MachineKey("vm", "Intel(R) Xeon(R) Processor", 16, ("NVIDIA H100 80GB HBM3
 
 
 def test_this_machines_newest_profile_wins_over_newer_ones_of_others() -> None:
-    ps = [_fake("cpu-old", "2026-11-01T00:00:00", CPU), _fake("cpu-new", "2026-11-02T00:00:00", CPU),
+    ps = [_fake("cpu-old", "2026-11-01T00:00:00", CPU),
+          _fake("cpu-new", "2026-11-02T00:00:00", CPU),
           _fake("gpu", "2026-11-30T00:00:00", GPU)]
     pick, why = choose_profile(ps, CPU)
     assert pick.name == "cpu-new" and "this machine's newest" in why and "cpu-new" in why

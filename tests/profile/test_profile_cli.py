@@ -97,7 +97,8 @@ def test_quick_trace_holds_every_timed_call_of_every_rank(quick: tuple[Path, str
     for row in run["rows"]:
         per_rank = [[s.duration_us for s in tl.spans
                      if s.lane == f"collectives/gloo ws2 rank{r}" and s.category == "allreduce"
-                     and s.args["algorithm"] == row["algorithm"] and s.args["bytes"] == row["nbytes"]]
+                     and s.args["algorithm"] == row["algorithm"]
+                     and s.args["bytes"] == row["nbytes"]]
                     for r in range(run["world_size"])]
         slowest = [max(t) for t in zip(*per_rank, strict=True)]
         assert median(slowest) == pytest.approx(row["time_us"], rel=1e-6)

@@ -94,7 +94,7 @@ def test_figures_keep_published_points_apart(folder: Path) -> None:
 
 def _xy(line: Line2D) -> list[tuple[float, float]]:
     """The (x, y) points a matplotlib line draws."""
-    return [(float(x), float(y)) for x, y in zip(line.get_xdata(), line.get_ydata())]
+    return [(float(x), float(y)) for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)]
 
 
 def _curve(p: Profile, algo: str) -> list[tuple[float, float]]:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.paths import ROOT
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")

@@ -7,8 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.samplers import (DistributedEvalSampler, DistributedRandomSampler, DistributedSampler,
-                              DistributedSequentialSampler, assign)
+from distlab.samplers import (
+    DistributedEvalSampler,
+    DistributedRandomSampler,
+    DistributedSampler,
+    DistributedSequentialSampler,
+    assign,
+)
 
 params = st.fixed_dictionaries({
     "n": st.one_of(st.integers(0, 12), st.integers(0, 400)),

@@ -1,7 +1,8 @@
 """distlab's libtorch samplers against the real C++ samplers compiled from the installed torch.
 
-Compiles one extension (``tests/helpers/libtorch_compiled.py``; cached under the temp folder). On a machine
-with a C++ compiler a failing build fails these tests; only a machine without one skips them.
+Compiles one extension (``tests/helpers/libtorch_compiled.py``; cached under the temp folder). On a
+machine with a C++ compiler a failing build fails these tests; only a machine without one skips
+them.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def test_random_sampler_bit_identical(ref: Any, p: dict) -> None:
     args = (p["size"], p["world"], rank, p["dup"])
     expected = ref.random_epochs(*args, p["epochs"], p["batch_size"])
     s = DistributedRandomSampler(*args)
-    for epoch, exp in zip(p["epochs"], expected):
+    for epoch, exp in zip(p["epochs"], expected, strict=True):
         s.set_epoch(epoch)
         s.reset()
         assert drain(s, p["batch_size"]) == exp

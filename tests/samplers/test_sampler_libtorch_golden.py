@@ -85,13 +85,13 @@ def test_replays_golden_case(case: dict[str, Any]) -> None:
     if kind == "random_initial":
         check(drain(s, bs), exp)
     elif kind == "random_epochs":
-        for epoch, expected in zip(case["epochs"], exp):
+        for epoch, expected in zip(case["epochs"], exp, strict=True):
             s.set_epoch(epoch)
             s.reset()
             check(drain(s, bs), expected)
     elif kind == "random_resets":
         s.set_epoch(case["epoch"])
-        for size, expected in zip(case["sizes"], exp):
+        for size, expected in zip(case["sizes"], exp, strict=True):
             s.reset(size)
             check(drain(s, bs), expected)
     elif kind == "random_resume":

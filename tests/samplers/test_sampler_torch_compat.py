@@ -1,4 +1,5 @@
-"""distlab.samplers.DistributedSampler against torch.utils.data.DistributedSampler, and its extras."""
+"""distlab.samplers.DistributedSampler against torch.utils.data.DistributedSampler, and its
+extras."""
 
 from __future__ import annotations
 

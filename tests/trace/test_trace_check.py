@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from distlab.trace import check_trace, overlapping_slices, write_chrome_trace
 from distlab.timeline import Timeline
+from distlab.trace import check_trace, overlapping_slices, write_chrome_trace
 
 
 def _x(name: str, ts: float, dur: float, pid: int = 1, tid: int = 1) -> dict:

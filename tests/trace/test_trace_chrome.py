@@ -86,7 +86,7 @@ def test_chrome_trace_never_overlaps_on_a_tid(raw) -> None:
         per.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
     for ivs in per.values():
         ivs.sort()
-        for (s1, e1), (s2, _) in zip(ivs, ivs[1:]):
+        for (_, e1), (s2, _) in zip(ivs, ivs[1:], strict=False):
             assert e1 <= s2
     # every (pid, tid) that carries slices is named, and each tid belongs to exactly one lane
     named = {(e["pid"], e["tid"]) for e in ev if e["name"] == "thread_name"}

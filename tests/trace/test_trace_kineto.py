@@ -9,9 +9,15 @@ import pytest
 import torch
 
 from distlab import launch
-from distlab.trace import (check_distributed_info, clock_offset_us, from_torch_profiler,
-                           read_chrome_trace, write_chrome_trace, write_rank_traces)
 from distlab.timeline import Timeline
+from distlab.trace import (
+    check_distributed_info,
+    clock_offset_us,
+    from_torch_profiler,
+    read_chrome_trace,
+    write_chrome_trace,
+    write_rank_traces,
+)
 from helpers import kineto_targets
 
 pytestmark = pytest.mark.timeout(150)  # the 2-rank launch (its own timeout: 90 s)
@@ -32,7 +38,7 @@ def _no_overlap_per_lane(tl: Timeline) -> None:
         by.setdefault(s.lane, []).append((s.start_us, s.end_us))
     for lane, ivs in by.items():
         ivs.sort()
-        for (_, e0), (s1, _) in zip(ivs, ivs[1:]):
+        for (_, e0), (s1, _) in zip(ivs, ivs[1:], strict=False):
             assert s1 >= e0, f"overlap on {lane}"
 
 
@@ -80,8 +86,9 @@ def test_explicit_clock_offset_shifts_every_span(two_rank_run) -> None:
     off = clock_offset_us()
     a = from_torch_profiler(path, clock_offset_us=off)
     b = from_torch_profiler(path, clock_offset_us=off + 1000.0)
-    for sa, sb in zip(a.spans, b.spans):
-        assert sa.start_us - sb.start_us == pytest.approx(1000.0, abs=0.5)  # float offset ~1.8e15 us: 0.25 us steps
+    for sa, sb in zip(a.spans, b.spans, strict=True):
+        # a float offset of ~1.8e15 us has 0.25 us steps
+        assert sa.start_us - sb.start_us == pytest.approx(1000.0, abs=0.5)
         assert sa.duration_us == sb.duration_us
 
 
@@ -101,7 +108,8 @@ def test_profiler_object_in_process() -> None:
 def test_realtime_minus_monotonic_is_consistent() -> None:
     import time
     off = clock_offset_us()
-    assert abs(time.time_ns() / 1e3 - (time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e3 + off)) < 1e4
+    mono_us = time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e3
+    assert abs(time.time_ns() / 1e3 - (mono_us + off)) < 1e4
 
 
 @pytest.mark.parametrize("bad", [3.5, object(), None, [1]])
@@ -122,11 +130,13 @@ def test_distributed_info_is_written_and_checked(tmp_path) -> None:
     tl.record("b", "c", "rank1/x", 0.0, 2.0)
     info = {"backend": "gloo", "rank": np.int32(1), "world_size": 2,
             "pg_config": [{"pg_name": "0", "ranks": [0, 1]}]}
-    data = json.loads(write_chrome_trace(tl, tmp_path / "t.json", distributed_info=info).read_text())
+    written = write_chrome_trace(tl, tmp_path / "t.json", distributed_info=info)
+    data = json.loads(written.read_text())
     assert data["distributedInfo"] == {"backend": "gloo", "rank": 1, "world_size": 2,
                                        "pg_count": 1, "pg_config": [{"pg_name": "0",
                                                                      "ranks": [0, 1]}]}
-    assert "distributedInfo" not in json.loads(write_chrome_trace(tl, tmp_path / "u.json").read_text())
+    plain = write_chrome_trace(tl, tmp_path / "u.json")
+    assert "distributedInfo" not in json.loads(plain.read_text())
     with pytest.raises(ValueError, match="rank"):
         check_distributed_info({"backend": "gloo", "rank": 2, "world_size": 2})
     with pytest.raises(ValueError, match="world_size"):

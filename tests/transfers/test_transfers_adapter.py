@@ -73,7 +73,7 @@ class _FakeEvent:
     def __init__(self, t_ms: float) -> None:
         self.t_ms = t_ms
 
-    def elapsed_time(self, end: "_FakeEvent") -> float:
+    def elapsed_time(self, end: _FakeEvent) -> float:
         return end.t_ms - self.t_ms
 
 

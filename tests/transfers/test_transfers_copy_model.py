@@ -15,10 +15,10 @@ from distlab.transfers.copy_model import chain_bound, fit_copy_times, overlap_bo
 def test_fit_recovers_latency_and_bandwidth(latency: float, gbps: float,
                                             noise: list[float]) -> None:
     sizes = [4096 * 4 ** k for k in range(8)]
-    times = [(latency + n / (gbps * 1e9)) * (1 + e) for n, e in zip(sizes, noise)]
+    times = [(latency + n / (gbps * 1e9)) * (1 + e) for n, e in zip(sizes, noise, strict=True)]
     fit = fit_copy_times(sizes, times)
     assert fit.bandwidth_Bps / 1e9 == pytest.approx(gbps, rel=0.05)
-    for n, t in zip(sizes, times):
+    for n, t in zip(sizes, times, strict=True):
         assert fit.seconds(n) == pytest.approx(t, rel=0.05)
     assert fit.r2 > 0.99
 

@@ -8,16 +8,23 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from distlab.transfers.adapter import pattern
 from distlab.transfers.copy_model import Fit
 from distlab.transfers.hop import HopLink, count_wrong_bytes
 from distlab.transfers.hop_model import crossover_bytes, fixed_share, regime
-from distlab.transfers.hop_paths import (HOP_KINDS, HOP_PATHS, cuda_ipc_device, cuda_ipc_problem,
-                                         hop_unavailable, strategy_problem)
+from distlab.transfers.hop_paths import (
+    HOP_KINDS,
+    HOP_PATHS,
+    cuda_ipc_device,
+    cuda_ipc_problem,
+    hop_unavailable,
+    strategy_problem,
+)
 from distlab.transfers.hop_sweep import hop_sweep, local_facts
 from distlab.transfers.hop_worker import fill_pattern
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 BOTH = frozenset({"file_descriptor", "file_system"})
 HOST_PATHS = [p for p, m in HOP_KINDS if m == "pageable"]

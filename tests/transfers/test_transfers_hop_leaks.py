@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from distlab.transfers.hop import HopLink, HopWorkerDied
 from distlab.transfers.shm import SHM_DIR, segments_of, sweep_segments
 from helpers.leaks import fd_table, no_leaks

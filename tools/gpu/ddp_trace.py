@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile
 
 from distlab.ddp import DDP
-from distlab.ddp.torch_checks import mlp
+from distlab.nets import mlp
 
 
 def main(out: Path) -> int:

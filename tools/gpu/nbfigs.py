@@ -1,14 +1,20 @@
 """Execute a notebook on a fresh kernel (env SMOKE as set) and save every PNG output.
 usage: nbfigs.py NB OUTDIR"""
-import base64, os, sys, time
+import base64
+import os
+import sys
+import time
 from pathlib import Path
+
 import nbformat
 from nbclient import NotebookClient
+
 nbp, out = Path(sys.argv[1]), Path(sys.argv[2])
 out.mkdir(parents=True, exist_ok=True)
 nb = nbformat.read(nbp, as_version=4)
 t0 = time.time()
-NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(nbp.parent)}}).execute()
+NotebookClient(nb, timeout=900, kernel_name="python3",
+               resources={"metadata": {"path": str(nbp.parent)}}).execute()
 print(f"executed {nbp.name} in {time.time() - t0:.0f} s")
 for i, c in enumerate(nb.cells):
     if c.cell_type != "code":

@@ -9,24 +9,23 @@ returns this rank's raw seconds; :mod:`distlab.bench.allreduce` turns every rank
 from __future__ import annotations
 
 import socket
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
+from distlab.bench.rounds import (SpanLabels, calibration_round, print_progress, rank_fences,
+                                  timed_rounds)
 from distlab.collectives.algorithms.registry import is_builtin, options_of
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
-from distlab.collectives.runtime.group import builtin_all_reduce, rank_device, sync_device
+from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator, calibrate
-from distlab.timeline import now_us
 
-__all__ = ["bench_rank", "expected_result", "fill_pattern", "size_label", "slowest_rank_mean",
-           "slowest_rank_median"]
+__all__ = ["bench_rank", "expected_result", "fill_pattern", "size_label", "size_pattern",
+           "slowest_rank_mean", "slowest_rank_median"]
 
 
 def fill_pattern(rank: int, count: int, dtype: str, op: str) -> torch.Tensor:
@@ -49,6 +48,16 @@ def expected_result(world_size: int, count: int, dtype: str, op: str) -> torch.T
     if op == "prod":
         return stack.prod(0)
     return stack.amax(0) if op == "max" else stack.amin(0)
+
+
+def size_pattern(rank: int, world_size: int, nbytes: int, dtype: str, op: str,
+                 device: torch.device) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """``(count, pristine, expected)`` of one size of a sweep: ``count = nbytes // itemsize``
+    elements, this rank's :func:`fill_pattern` on ``device`` and the exact allreduce
+    (:func:`expected_result`, float64, on the CPU)."""
+    count = nbytes // torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    return (count, fill_pattern(rank, count, dtype, op).to(device),
+            expected_result(world_size, count, dtype, op))
 
 
 def size_label(nbytes: int) -> str:
@@ -104,9 +113,7 @@ def _checked_cases(rank: int, world_size: int, sizes: Sequence[int], algorithms:
     itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
     cases = []
     for nbytes in sizes:
-        count = nbytes // itemsize
-        pristine = fill_pattern(rank, count, dtype, op).to(device)
-        expected = expected_result(world_size, count, dtype, op)
+        count, pristine, expected = size_pattern(rank, world_size, nbytes, dtype, op, device)
         buf = pristine.clone()
         for algo in algorithms:
             case = _Case(algo, count, count * itemsize, _runner(algo, op, options), buf, pristine)
@@ -122,39 +129,30 @@ def _checked_cases(rank: int, world_size: int, sizes: Sequence[int], algorithms:
 def _timed_rounds(rank: int, cases: list[_Case], calibrator: RoundCalibrator | None,
                   iters: int, warmup: int, device: torch.device,
                   progress: bool) -> list[dict[str, Any]]:
-    """``warmup`` + ``iters`` rounds of every case (and the calibration); appends each timed
-    call's seconds to its case; returns one span per timed call and calibration round."""
-    lane = f"rank{rank}/allreduce"
-    spans: list[dict[str, Any]] = []
-    for i in range(warmup + iters):
-        timed = i >= warmup
-        if progress and rank == 0:
-            print(f"[allreduce] round {i + 1}/{warmup + iters}{'' if timed else ' (warmup)'}: "
-                  f"{len({c.nbytes for c in cases})} sizes x "
-                  f"{len({c.algorithm for c in cases})} algorithms", file=sys.stderr, flush=True)
-        if calibrator is not None:
-            c0 = now_us()
-            calibrator.run_round(record=timed)
-            if timed:
-                spans.append({"name": "calibration exchanges", "category": "calibration",
-                              "lane": lane, "start_us": c0, "duration_us": now_us() - c0,
-                              "args": {"round": i - warmup}})
-        for case in cases:
-            case.buf.copy_(case.pristine)  # repeated sums/products would overflow at large p
-            sync_device(device)
-            dist.barrier()
-            t0 = now_us()
-            case.run(case.buf)
-            sync_device(device)
-            t1 = now_us()
-            if timed:
-                case.seconds.append((t1 - t0) / 1e6)
-                spans.append({"name": f"{case.algorithm} {size_label(case.nbytes)}",
-                              "category": "allreduce", "lane": lane, "start_us": t0,
-                              "duration_us": t1 - t0,
-                              "args": {"algorithm": case.algorithm, "bytes": case.nbytes,
-                                       "round": i - warmup}})
-    return spans
+    """``warmup`` + ``iters`` rounds of every case (and the calibration); sets each case's
+    seconds per timed round; returns one span per timed call and calibration round.
+
+    The case order does not rotate (``rotate=False``): every round runs the sizes, and per size
+    the algorithms, in the order given, the order of the committed allreduce profiles that
+    :mod:`distlab.judge` re-prices, so a new run is measured as they were."""
+    detail = (f": {len({c.nbytes for c in cases})} sizes x "
+              f"{len({c.algorithm for c in cases})} algorithms")
+    timings = timed_rounds(
+        cases, lambda c, _: c.run(c.buf), warmup=warmup, rounds=iters, rotate=False,
+        fences=rank_fences(device),
+        prepare=lambda c: c.buf.copy_(c.pristine),  # repeated sums/products would overflow
+        before_round=calibration_round(calibrator),
+        progress=print_progress("allreduce", detail) if progress and rank == 0 else None,
+        spans=SpanLabels(f"rank{rank}/allreduce", _case_span,
+                         ("calibration exchanges", "calibration")))
+    for case, seconds in zip(cases, timings.seconds, strict=True):
+        case.seconds = seconds
+    return timings.spans
+
+
+def _case_span(case: _Case) -> tuple[str, str, dict[str, Any]]:
+    return (f"{case.algorithm} {size_label(case.nbytes)}", "allreduce",
+            {"algorithm": case.algorithm, "bytes": case.nbytes})
 
 
 def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Sequence[str],

@@ -37,10 +37,10 @@ import torch
 
 from distlab import launch
 from distlab.cli import options
-from distlab.bench.allreduce_ranks import expected_result, fill_pattern, size_label
+from distlab.bench.allreduce_ranks import size_label, size_pattern
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
 from distlab.report.table import Column, Table
-from distlab.bench.rotating_rounds import rotating_rounds
+from distlab.bench.rounds import calibration_round, print_progress, rank_fences, timed_rounds
 from distlab.collectives.algorithms.registry import BUILTIN, build, options_of
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.plan.ops import check_op_dtype
@@ -146,9 +146,7 @@ def tuning_rank(rank: int, world_size: int, sizes: list[int], algorithm: str,
                   if calibrate and world_size >= 2 else None)
     cases = []
     for nbytes in sizes:
-        count = nbytes // itemsize
-        pristine = fill_pattern(rank, count, dtype, op).to(device)
-        expected = expected_result(world_size, count, dtype, op)
+        count, pristine, expected = size_pattern(rank, world_size, nbytes, dtype, op, device)
         buf = pristine.clone()
         for name, k, check in _variants(algorithm, world_size, count, itemsize, pieces, modes):
             run = _call(algorithm, op, k, check)
@@ -159,9 +157,15 @@ def tuning_rank(rank: int, world_size: int, sizes: list[int], algorithm: str,
             cases.append({"nbytes": count * itemsize, "count": count, "variant": name,
                           "pieces": k, "check": check, "seconds": [], "wrong": wrong,
                           "run": run, "buf": buf, "pristine": pristine})
-    rotating_rounds(rank, cases, calibrator, iters, warmup, device, label="allreduce-tuning",
-                    progress=progress, prepare=lambda c: c["buf"].copy_(c["pristine"]),
-                    call=lambda c: c["run"](c["buf"]))
+    # rotate: the variants are compared within a round (vs builtin is paired by round), so
+    # each goes first in turn and a burst of load falls on all of them alike
+    timings = timed_rounds(
+        cases, lambda c, _: c["run"](c["buf"]), warmup=warmup, rounds=iters, rotate=True,
+        fences=rank_fences(device), prepare=lambda c: c["buf"].copy_(c["pristine"]),
+        before_round=calibration_round(calibrator),
+        progress=print_progress("allreduce-tuning") if progress and rank == 0 else None)
+    for case, seconds in zip(cases, timings.seconds, strict=True):
+        case["seconds"] = seconds
     cal = calibrator.fit().to_dict() if calibrator is not None else None
     keep = ("nbytes", "count", "variant", "pieces", "check", "seconds", "wrong")
     return {"cases": [{k: c[k] for k in keep} for c in cases], "calibration": cal,

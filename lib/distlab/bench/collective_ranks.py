@@ -20,7 +20,7 @@ import torch.distributed as dist
 import distlab.collectives.runtime.collectives as RC
 from distlab.bench.allreduce_ranks import fill_pattern
 from distlab.collectives.algorithms.registry import is_builtin
-from distlab.bench.rotating_rounds import rotating_rounds
+from distlab.bench.rounds import calibration_round, print_progress, rank_fences, timed_rounds
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import (builtin_all_gather, builtin_reduce_scatter,
@@ -192,9 +192,15 @@ def collective_rank(rank: int, world_size: int, collective: str, sizes: Sequence
                                       itemsize)
         calibrator = RoundCalibrator(cal_sizes, tdtype, "sum" if op == "avg" else op,
                                      device=device, check=True)
-    rotating_rounds(rank, cases, calibrator, iters, warmup, device,
-                    label=f"collective {collective}", progress=progress,
-                    prepare=lambda c: c["x"].copy_(c["pristine"]), call=lambda c: c["run"]())
+    # rotate: the cases of one round are compared with each other (paired by round), so each
+    # goes first in turn and a burst of load falls on all of them alike
+    timings = timed_rounds(
+        cases, lambda c, _: c["run"](), warmup=warmup, rounds=iters, rotate=True,
+        fences=rank_fences(device), prepare=lambda c: c["x"].copy_(c["pristine"]),
+        before_round=calibration_round(calibrator),
+        progress=print_progress(f"collective {collective}") if progress and rank == 0 else None)
+    for case, seconds in zip(cases, timings.seconds, strict=True):
+        case["seconds"] = seconds
     keep = ("nbytes", "count", "algorithm", "seconds", "wrong")
     return {"cases": [{k: c[k] for k in keep} for c in cases],
             "calibration": calibrator.fit().to_dict() if calibrator is not None else None,

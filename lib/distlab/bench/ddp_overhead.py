@@ -45,12 +45,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from distlab import launch
@@ -58,11 +57,12 @@ from distlab._checks import check_int
 from distlab.cli import options
 from distlab.bench.ddp import check_device_option
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.bench.rounds import Phases, rank_fences, timed_rounds
 from distlab.report.table import Column, Table
 from distlab.ddp.reducer import DDP
-from distlab.ddp.torch_checks import mlp
 from distlab.envinfo import gpu_count
 from distlab.devices import DDP_DEVICES, ddp_placement
+from distlab.nets import mlp
 
 __all__ = ["BENCHMARK", "DEFAULT_CASES", "LINEAR_1024_CASES", "OverheadBenchmark", "OverheadCase",
            "OverheadConfig", "OverheadRow", "TINY_LAYERS_CASE", "VARIANTS", "main",
@@ -140,10 +140,16 @@ def _wrap(variant: str, module: Any, cap: float | None, device: torch.device) ->
     return DDP(module, bucket_cap_mb=cap, gradient_as_bucket_view=view)
 
 
-def _clock(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
+def _training(models: dict[str, Any], optimizers: dict[str, Any],
+              xs: list[torch.Tensor]) -> Callable[[str, Phases], None]:
+    """The timed call of a variant's turn: one training step per batch of ``xs``."""
+    def train(variant: str, _: Phases) -> None:
+        model, optimizer = models[variant], optimizers[variant]
+        for x in xs:
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    return train
 
 
 def overhead_rank(rank: int, world_size: int, cases: list[dict[str, Any]], steps: int,
@@ -166,21 +172,12 @@ def overhead_rank(rank: int, world_size: int, cases: list[dict[str, Any]], steps
         models = {v: _wrap(v, mlp(case.layers, case.width, 100 + rank).to(device),
                            case.bucket_cap_mb, device) for v in variants}
         opts = {v: torch.optim.SGD(m.parameters(), lr=1e-3) for v, m in models.items()}
-        seconds: dict[str, list[float]] = {v: [] for v in variants}
-        cpu: dict[str, list[float]] = {v: [] for v in variants}
-        for r in range(rounds + 1):
-            k = r % len(variants)
-            for v in variants[k:] + variants[:k]:
-                m, opt = models[v], opts[v]
-                dist.barrier()
-                c0, t0 = time.thread_time(), _clock(device)
-                for x in xs:
-                    m(x).pow(2).mean().backward()
-                    opt.step()
-                    opt.zero_grad()
-                if r > 0:
-                    seconds[v].append((_clock(device) - t0) / steps)
-                    cpu[v].append((time.thread_time() - c0) / steps)
+        # rotate: the variants are compared within a round (rate_vs_torch is paired by round),
+        # so each goes first in turn and a change in load hits them alike
+        timings = timed_rounds(variants, _training(models, opts, xs), warmup=1, rounds=rounds,
+                               rotate=True, fences=rank_fences(device), cpu_time=True)
+        seconds = {v: [s / steps for s in timings.seconds[i]] for i, v in enumerate(variants)}
+        cpu = {v: [s / steps for s in timings.cpu_seconds[i]] for i, v in enumerate(variants)}
         ref = list(models["torch"].module.parameters())
         wrong = sum(not torch.equal(a, b) for a, b in
                     zip(ref, models["distlab"].module.parameters(), strict=True))

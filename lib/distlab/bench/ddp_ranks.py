@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from distlab.bench.rounds import Phases, rank_fences, timed_rounds
+from distlab.clock import synced_seconds
 from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.runtime.group import rank_device
 from distlab.collectives.runtime.rounds import calibrate
 from distlab.ddp.reducer import DDP
 from distlab.ddp.step_model import StepPrediction, allreduce_seconds, predict, simulate_step
-from distlab.ddp.torch_checks import mlp
+from distlab.nets import mlp
 from distlab.timeline import Timeline
 
 __all__ = ["VARIANTS", "LocalTimes", "local_times", "measure_rank"]
@@ -45,14 +46,6 @@ class LocalTimes:
     step_s: float
 
 
-def _clock(device: torch.device) -> float:
-    """``time.perf_counter()`` after the device's queued work (CUDA: a synchronize first), so a
-    CUDA step is timed to its end, not to the end of its launches."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
-
 def _ready_times(model: torch.nn.Module, x: torch.Tensor) -> tuple[list[int], list[float], float]:
     """(parameter sizes in ready order, their ready times, backward seconds) of one local step.
     On CUDA a ready time is when the hook ran on the host (the autograd engine runs a hook
@@ -60,11 +53,11 @@ def _ready_times(model: torch.nn.Module, x: torch.Tensor) -> tuple[list[int], li
     params = list(model.parameters())
     marks: list[tuple[int, float]] = []
     hs = [p.register_post_accumulate_grad_hook(
-        lambda _p, i=i: marks.append((i, time.perf_counter()))) for i, p in enumerate(params)]
+        lambda _p, i=i: marks.append((i, synced_seconds(None)))) for i, p in enumerate(params)]
     loss = model(x).pow(2).mean()
-    t0 = _clock(x.device)
+    t0 = synced_seconds(x.device)
     loss.backward()
-    t1 = _clock(x.device)
+    t1 = synced_seconds(x.device)
     for h in hs:
         h.remove()
     model.zero_grad()
@@ -80,10 +73,10 @@ def local_times(layers: int, width: int, xs: list[torch.Tensor], repeats: int) -
     bwd, step, ready_runs, sizes = [], [], [], []
     for _ in range(repeats):
         for x in xs:
-            t0 = _clock(x.device)
+            t0 = synced_seconds(x.device)
             sizes, ready, b = _ready_times(local, x)
             opt.step()
-            step.append(_clock(x.device) - t0)
+            step.append(synced_seconds(x.device) - t0)
             bwd.append(b)
             ready_runs.append(ready)
     ready_med = [statistics.median(r[i] for r in ready_runs) for i in range(len(sizes))]
@@ -113,29 +106,42 @@ def _variants(rank: int, layers: int, width: int, caps: list[float], device: tor
 
 def _timed_rounds(models: dict[tuple[str, float], Any],
                   timelines: dict[tuple[str, float], Timeline], xs: list[torch.Tensor],
-                  rounds: int) -> dict[tuple[str, float], dict[str, list[float]]]:
-    """Round 0 warms up (and rebuilds buckets), rounds 1..rounds-1 are timed, the last one traced
-    (untimed). Returns per (variant, cap) the step and backward seconds of the timed steps."""
-    times: dict[tuple[str, float], dict[str, list[float]]] = {
-        k: {"step": [], "bwd": []} for k in models}
-    for r in range(rounds + 1):
-        for key, (w, o) in models.items():
-            if key in timelines:
-                w.timeline = timelines[key] if r == rounds else None
-            torch.distributed.barrier()
-            for x in xs:
-                t0 = _clock(x.device)
-                loss = w(x).pow(2).mean()
-                t1 = _clock(x.device)
-                loss.backward()
-                t2 = _clock(x.device)
-                o.step()
-                o.zero_grad()
-                t3 = _clock(x.device)
-                if 0 < r < rounds:
-                    times[key]["step"].append(t3 - t0)
-                    times[key]["bwd"].append(t2 - t1)
-    return times
+                  rounds: int,
+                  device: torch.device) -> dict[tuple[str, float], dict[str, list[float]]]:
+    """Round 0 warms up (and rebuilds buckets), rounds 1..rounds-1 are timed, then one more
+    round, untimed, runs with each distlab variant's timeline attached. Returns per (variant,
+    cap) the step and backward seconds of every step of the timed rounds.
+
+    The variant order does not rotate (``rotate=False``): every round runs the variants in the
+    order of ``models``, the order of the committed profiles' DDP parts, so a new run is
+    measured as they were."""
+    keys = list(models)
+
+    def steps(key: tuple[str, float], phases: Phases) -> None:
+        w, o = models[key]
+        for x in xs:
+            t0 = phases.now()
+            loss = w(x).pow(2).mean()
+            t1 = phases.now()
+            loss.backward()
+            t2 = phases.now()
+            o.step()
+            o.zero_grad()
+            t3 = phases.now()
+            phases.record("step", t3 - t0)
+            phases.record("bwd", t2 - t1)
+
+    fences = rank_fences(device)
+    for key in timelines:
+        models[key][0].timeline = None  # tracing would cost time in the timed rounds
+    timings = timed_rounds(keys, steps, warmup=1, rounds=rounds - 1, rotate=False,
+                           fences=fences)
+    for key, timeline in timelines.items():
+        models[key][0].timeline = timeline
+    # the traced round: one more, untimed (a warm-up round records nothing)
+    timed_rounds(keys, steps, warmup=1, rounds=0, rotate=False, fences=fences)
+    return {k: {"step": p.get("step", []), "bwd": p.get("bwd", [])}
+            for k, p in zip(keys, timings.phases, strict=True)}
 
 
 def _prediction(variant: str, cap: float, local: LocalTimes, link: Calibration | None,
@@ -192,7 +198,7 @@ def measure_rank(rank: int, world_size: int, layers: int, width: int, batch: int
                      device=device if rank_device().type == "cuda" else None) \
         if calibrate_link else None
     models, timelines = _variants(rank, layers, width, caps, device)
-    times = _timed_rounds(models, timelines, xs, rounds)
+    times = _timed_rounds(models, timelines, xs, rounds, device)
     rows = [_row(v, cap, w, models[("torch", cap)][0].module, times[(v, cap)],
                  _prediction(v, cap, local, link, world_size), local, timelines.get((v, cap)))
             for (v, cap), (w, _) in models.items()]

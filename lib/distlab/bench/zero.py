@@ -14,19 +14,18 @@ cancels; above 1 is slower than DDP).
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from distlab import launch
 from distlab.cli import options
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.bench.rounds import Phases, rank_fences, timed_rounds
+from distlab.nets import mlp
 from distlab.report.table import Column, Table
-from distlab.zero.measure import mlp
 from distlab.zero.optimizer import ZeroDataParallel
 
 __all__ = ["BENCHMARK", "VARIANTS", "ZeroConfig", "main", "summarize", "zero_bench_rank"]
@@ -55,19 +54,18 @@ def zero_bench_rank(rank: int, world_size: int, layers: int, width: int, batch: 
     g = torch.Generator().manual_seed(rank)
     xs = [torch.randn(batch, width, generator=g) for _ in range(steps)]
     runs = {v: _variant(v, layers, width, rank) for v in VARIANTS}
-    out: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    for r in range(rounds + 1):
-        k = r % len(VARIANTS)
-        for v in VARIANTS[k:] + VARIANTS[:k]:
-            model, step = runs[v]
-            dist.barrier()
-            t0 = time.perf_counter()
-            for x in xs:
-                model(x).pow(2).mean().backward()
-                step()
-            if r:
-                out[v].append((time.perf_counter() - t0) / steps)
-    return out
+
+    def train(v: str, _: Phases) -> None:
+        model, step = runs[v]
+        for x in xs:
+            model(x).pow(2).mean().backward()
+            step()
+
+    # rotate: the variants are compared within a round (vs_ddp is paired by round), so each
+    # goes first in turn and a change in load hits them alike
+    timings = timed_rounds(VARIANTS, train, warmup=1, rounds=rounds, rotate=True,
+                           fences=rank_fences(torch.device("cpu")))
+    return {v: [s / steps for s in timings.seconds[i]] for i, v in enumerate(VARIANTS)}
 
 
 def summarize(results: list[dict[str, list[float]]]) -> list[dict[str, Any]]:

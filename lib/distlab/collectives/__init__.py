@@ -30,24 +30,48 @@ Sub-packages, each importing only the ones before it (a test enforces the order)
 
 from __future__ import annotations
 
-from distlab.collectives.algorithms.registry import (ALGORITHMS, DEFAULT_ALGORITHM, PLANS, build,
-                                                     build_plan, options_of, plan_options)
+from distlab.collectives.algorithms.registry import (
+                                                     ALGORITHMS,
+                                                     DEFAULT_ALGORITHM,
+                                                     PLANS,
+                                                     build,
+                                                     build_plan,
+                                                     options_of,
+                                                     plan_options,
+)
 from distlab.collectives.check.holdings import contributors, holdings
 from distlab.collectives.check.simulate import simulate
 from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.model.choice import best_pieces, pieces_curve, use_calibration
-from distlab.collectives.model.compare import (crossovers, predict_sizes, predict_world_sizes,
-                                               winners)
+from distlab.collectives.model.compare import (
+                                                     crossovers,
+                                                     predict_sizes,
+                                                     predict_world_sizes,
+                                                     winners,
+)
 from distlab.collectives.model.cost import StepCost, cost, step_costs
 from distlab.collectives.model.predict import call_model, predict_builtin
-from distlab.collectives.model.presets import (PRESETS, LinkPreset, get_preset, loopback_preset,
-                                               preset_names)
+from distlab.collectives.model.presets import (
+                                                     PRESETS,
+                                                     LinkPreset,
+                                                     get_preset,
+                                                     loopback_preset,
+                                                     preset_names,
+)
 from distlab.collectives.plan.ops import OPS
 from distlab.collectives.plan.ranges import block_bounds
 from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
 from distlab.collectives.plan.semantics import COLLECTIVES, layout
-from distlab.collectives.runtime.collectives import (all_gather, all_to_all, barrier, broadcast,
-                                                     gather, reduce, reduce_scatter, scatter)
+from distlab.collectives.runtime.collectives import (
+                                                     all_gather,
+                                                     all_to_all,
+                                                     barrier,
+                                                     broadcast,
+                                                     gather,
+                                                     reduce,
+                                                     reduce_scatter,
+                                                     scatter,
+)
 from distlab.collectives.runtime.execute import all_reduce, run_schedule
 from distlab.collectives.runtime.peercheck import CollectiveMismatchError
 from distlab.collectives.runtime.rounds import calibrate, calibrate_local

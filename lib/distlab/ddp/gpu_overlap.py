@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from distlab._checks import check_instance
 from distlab.ddp.reducer import DDP
-from distlab.ddp.torch_checks import mlp
+from distlab.nets import mlp
 from distlab.timeline import Span, Timeline, split_lane
 from distlab.trace import from_torch_profiler
 

@@ -22,6 +22,7 @@ import torch
 from distlab import launch
 from distlab._checks import check_int
 from distlab.ddp.reducer import DDP
+from distlab.nets import mlp
 
 __all__ = ["GradientMemory", "gradient_memory", "gradient_memory_worker",
            "measure_gradient_memory"]
@@ -82,11 +83,7 @@ def gradient_memory_worker(rank: int, world_size: int, layers: int, width: int, 
 
     out: dict[str, Any] = {"rank": rank}
     for key, view in (("copy", False), ("view", True)):
-        torch.manual_seed(0)
-        mods: list[Any] = []
-        for _ in range(layers):
-            mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-        ddp = DDP(torch.nn.Sequential(*mods), gradient_as_bucket_view=view)
+        ddp = DDP(mlp(layers, width, 0), gradient_as_bucket_view=view)
         opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
         g = torch.Generator().manual_seed(rank)
         for _ in range(steps):

@@ -11,17 +11,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distlab.ddp.buckets import torch_ddp_buckets
 from distlab.ddp.reducer import DDP
+from distlab.nets import mlp
 
-__all__ = ["mlp", "no_sync_rank", "torch_buckets_rank"]
-
-
-def mlp(layers: int, width: int, seed: int) -> torch.nn.Sequential:
-    """``layers`` x (Linear(width, width), ReLU), initialised from ``torch.manual_seed(seed)``."""
-    torch.manual_seed(seed)
-    mods: list[torch.nn.Module] = []
-    for _ in range(layers):
-        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    return torch.nn.Sequential(*mods)
+__all__ = ["no_sync_rank", "torch_buckets_rank"]
 
 
 def torch_buckets_rank(rank: int, world_size: int, layers: int, width: int,

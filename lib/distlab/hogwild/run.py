@@ -105,7 +105,8 @@ def _gather(procs: list[Any], results: Any, kind: str, timeout_s: float) -> dict
 
 
 def _curve(done: dict[int, Any], t0: float, batch: int) -> list[tuple[float, int, float]]:
-    events = sorted((t, loss) for d in done.values() for t, loss in zip(d["times"], d["losses"]))
+    events = sorted((t, loss) for d in done.values()
+                    for t, loss in zip(d["times"], d["losses"], strict=True))
     return [(t - t0, (k + 1) * batch, loss) for k, (t, loss) in enumerate(events)]
 
 
@@ -113,7 +114,7 @@ def _lost(model: torch.nn.Module, initial: list[torch.Tensor], witnesses: list[t
           done: dict[int, Any], updates: int) -> LostUpdates:
     lost = hit = missed = elements = 0
     mass = total_mass = 0.0
-    for i, (p, p0) in enumerate(zip(model.parameters(), initial)):
+    for i, (p, p0) in enumerate(zip(model.parameters(), initial, strict=True)):
         applied = torch.from_numpy(sum(d["applied"][i] for d in done.values()))
         magnitude = torch.from_numpy(sum(d["magnitude"][i] for d in done.values()))
         m, extra = missed_elements(p0, p.detach(), applied, magnitude, updates)

@@ -43,14 +43,14 @@ def _train(rank: int, task: Task, model: nn.Module, witnesses: list[torch.Tensor
             lock.acquire()
         try:
             with torch.no_grad():
-                for p, d in zip(params, deltas):
+                for p, d in zip(params, deltas, strict=True):
                     p.add_(d)
                 for w in witnesses:
                     w.add_(1.0)
         finally:
             if lock is not None:
                 lock.release()
-        for a, m, d in zip(applied, magnitude, deltas):
+        for a, m, d in zip(applied, magnitude, deltas, strict=True):
             a.add_(d.double())
             m.add_(d.double().abs())
         times.append(time.perf_counter())

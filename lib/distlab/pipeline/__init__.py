@@ -22,13 +22,26 @@ hop of a worker's output into the trainer, for the process executors' plans),
 (stages by name), :mod:`.errors`.
 """
 
-from distlab.pipeline.bottleneck import (Station, bound_s, measured_costs, plan_for, plan_for_stages,
-                         simulate_pipeline, sync_time_s)
+from distlab.pipeline.bottleneck import (
+                         Station,
+                         bound_s,
+                         measured_costs,
+                         plan_for,
+                         plan_for_stages,
+                         simulate_pipeline,
+                         sync_time_s,
+)
 from distlab.pipeline.build import STAGE_KINDS, equal_stages, loading_stages, make_stage
 from distlab.pipeline.data_stages import CollateStage, DecodeStage, ReadStage
 from distlab.pipeline.device_stages import ComputeStage, H2DStage, PinStage
-from distlab.pipeline.errors import (PartLoadError, PipelineError, PipelineTimeoutError, ProducerExitedError,
-                     StageError, WorkerExitedError)
+from distlab.pipeline.errors import (
+                         PartLoadError,
+                         PipelineError,
+                         PipelineTimeoutError,
+                         ProducerExitedError,
+                         StageError,
+                         WorkerExitedError,
+)
 from distlab.pipeline.executors import EXECUTORS, Executor, RunResult, make_executor, run_pipeline
 from distlab.pipeline.part_loader import Part, PartLoader, PartsResult, train_on_parts
 from distlab.pipeline.shards import ShardSet, write_shards
@@ -38,10 +51,10 @@ from distlab.pipeline.synthetic_stages import BurnStage, FnStage, IdentityStage,
 __all__ = [
     "EXECUTORS", "STAGE_KINDS", "BurnStage", "CollateStage", "ComputeStage", "DecodeStage",
     "Executor", "FnStage", "H2DStage", "IdentityStage", "Part", "PartLoadError", "PartLoader",
-    "PartsResult", "PinStage", "PipelineError", "PipelineTimeoutError", "ProducerExitedError", "ReadStage", "RunResult",
+    "PartsResult", "PinStage", "PipelineError", "PipelineTimeoutError", "ProducerExitedError",
+    "ReadStage", "RunResult",
     "ShardSet", "SleepStage", "Stage", "StageError", "Station", "WorkerExitedError",
     "accelerator_available", "bound_s", "equal_stages", "loading_stages", "make_executor",
-    "make_stage", "measured_costs", "plan_for", "plan_for_stages", "run_pipeline", "simulate_pipeline",
-    "sync_time_s",
-    "train_on_parts", "write_shards",
+    "make_stage", "measured_costs", "plan_for", "plan_for_stages", "run_pipeline",
+    "simulate_pipeline", "sync_time_s", "train_on_parts", "write_shards",
 ]

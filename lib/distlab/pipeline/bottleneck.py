@@ -14,8 +14,8 @@ for ``n`` items the makespan is at least
 With one server per station and room enough in the buffers this is exact:
 ``sum(cost) + (n - 1) * max(cost)``.
 
-**Simulation.** :func:`simulate_pipeline` plays the system event by event in max-plus form (for item ``k``
-in order, station by station: start = max(arrival, a free server, the previous item's start);
+**Simulation.** :func:`simulate_pipeline` plays the system event by event in max-plus form (for item
+``k`` in order, station by station: start = max(arrival, a free server, the previous item's start);
 departure = max(finish, the previous item's departure, room downstream)). It returns a
 :class:`~distlab.timeline.Timeline` of the predicted spans, so predicted and measured runs share
 every view (Gantt, stats, Chrome trace). Simulated spans start at ``t0_us`` (default 0).
@@ -100,7 +100,8 @@ def bound_s(stations: Sequence[Station], n_items: int) -> float:
         return 0.0
     costs = [_mean_cost(s) for s in stations]
     total = sum(costs)
-    return max(total - c + math.ceil(n_items / s.workers) * c for s, c in zip(stations, costs))
+    return max(total - c + math.ceil(n_items / s.workers) * c
+               for s, c in zip(stations, costs, strict=True))
 
 
 def sync_time_s(stations: Sequence[Station], n_items: int) -> float:
@@ -186,7 +187,8 @@ def plan_for(executor: str, names: Sequence[str], costs_s: Sequence[float],
     if executor == "sync":
         return [Station("+".join(names), float(sum(costs)), 1, 1, "cpu")]
     if executor == "threads":
-        return [Station(n, c, 1, queue_depth, cat) for n, c, cat in zip(names, costs, cats)]
+        return [Station(n, c, 1, queue_depth, cat)
+                for n, c, cat in zip(names, costs, cats, strict=True)]
     hop = check_float("hop_s (seconds)", hop_s, minimum=0.0)
     send = check_float("hop_send_s (seconds)", hop_send_s, minimum=0.0)
     where = check_choice("hop_in", hop_in, HOP_THREADS) if hop_in is not None else \

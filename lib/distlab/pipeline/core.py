@@ -23,20 +23,21 @@ from typing import Any
 
 from distlab._checks import check_float, check_str
 from distlab._checks import check_int as _check_int
-
-from distlab.timeline import Timeline, now_us
 from distlab.pipeline.errors import PipelineTimeoutError, StageError
 from distlab.pipeline.stage import Stage
+from distlab.timeline import Timeline, now_us
 
-__all__ = ["ABANDON_JOIN_S", "DEFAULT_TIMEOUT_S", "JOIN_S", "POLL_S", "Executor", "RunResult", "SlotProgress",
-           "Watch", "call_stage", "check_items", "check_stages", "check_timeout", "drive"]
+__all__ = ["ABANDON_JOIN_S", "DEFAULT_TIMEOUT_S", "JOIN_S", "POLL_S", "Executor", "RunResult",
+           "SlotProgress", "Watch", "call_stage", "check_items", "check_stages", "check_timeout",
+           "drive"]
 
 POLL_S = 0.05
 """Seconds between checks of a stop flag / the watch while a thread waits."""
 JOIN_S = 2.0
 """Seconds to wait for a thread or process to finish after it was asked to stop."""
 ABANDON_JOIN_S = 4 * POLL_S
-"""Seconds to wait for threads after a timeout: enough for a polling thread, not for the stuck one."""
+"""Seconds to wait for threads after a timeout: enough for a polling thread, not for the stuck
+one."""
 DEFAULT_TIMEOUT_S = 120.0
 """Default ``timeout_s`` of every executor: longest one stage call may take, seconds."""
 

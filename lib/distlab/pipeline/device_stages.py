@@ -12,11 +12,11 @@ from typing import Any
 import torch
 
 from distlab._checks import check_choice
-from distlab.transfers.cuda import CudaAdapter
-from distlab.transfers.default import default_adapter
 from distlab.pipeline.cpuwork import burn
 from distlab.pipeline.stage import Stage, accelerator_available
 from distlab.pipeline.stage import stage_cost as _cost
+from distlab.transfers.cuda import CudaAdapter
+from distlab.transfers.default import default_adapter
 
 __all__ = ["ComputeStage", "H2DStage", "PinStage"]
 

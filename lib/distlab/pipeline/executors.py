@@ -32,15 +32,27 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from distlab._checks import check_bool, check_choice
-
-from distlab.timeline import Timeline
 from distlab.pipeline.channel import STOPPED, Channel
-from distlab.pipeline.core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, RunResult, Watch,
-                   call_stage, check_int, check_items, check_stages, check_timeout, drive)
+from distlab.pipeline.core import (
+    ABANDON_JOIN_S,
+    DEFAULT_TIMEOUT_S,
+    JOIN_S,
+    POLL_S,
+    Executor,
+    RunResult,
+    Watch,
+    call_stage,
+    check_int,
+    check_items,
+    check_stages,
+    check_timeout,
+    drive,
+)
 from distlab.pipeline.errors import PipelineTimeoutError
 from distlab.pipeline.procs import ProcessExecutor
 from distlab.pipeline.stage import Stage
 from distlab.pipeline.torchref import TorchDataLoaderExecutor
+from distlab.timeline import Timeline
 
 __all__ = ["DEFAULT_TIMEOUT_S", "EXECUTORS", "FACTORIES", "Executor", "RunResult",
            "SyncExecutor", "ThreadExecutor", "make_executor", "run_pipeline"]
@@ -72,7 +84,7 @@ class SyncExecutor(Executor):
 
         def body() -> None:
             for idx, x in enumerate(items):
-                for stage, lane in zip(stages, lanes):
+                for stage, lane in zip(stages, lanes, strict=True):
                     if stop.is_set():
                         return
                     x = call_stage(stage, idx, x, tl, lane, watch)

@@ -26,9 +26,9 @@ import torch
 import torch.multiprocessing as tmp
 
 from distlab._checks import check_int
-from distlab.transfers.hop import HopLink
 from distlab.pipeline.procs import split_stages
 from distlab.pipeline.stage import Stage
+from distlab.transfers.hop import HopLink
 
 __all__ = ["HopCost", "executor_hop_path", "measure_hop_cost", "output_nbytes",
            "worker_output_nbytes"]

@@ -7,10 +7,10 @@ download). ``mode="sync"`` loads each part in the trainer's own thread, so the t
 every load; ``mode="async"`` starts a spawned producer process that loads parts in order into a
 ``multiprocessing`` queue of ``queue_size`` parts (tensors travel through shared memory).
 
-Timeline lanes: ``producer/load`` (async loads), ``trainer/load`` (sync loads),
-``trainer/compute`` (training steps, see :func:`train_on_parts`), ``producer/startup`` (spawning
-the producer until it is ready, async only: reported apart as ``startup_s``, never as loading). The trainer's idle time is the
-stall of ``trainer/compute``.
+Timeline lanes: ``producer/load`` (async loads), ``trainer/load`` (sync loads), ``trainer/compute``
+(training steps, see :func:`train_on_parts`), ``producer/startup`` (spawning the producer until it
+is ready, async only: reported apart as ``startup_s``, never as loading). The trainer's idle time is
+the stall of ``trainer/compute``.
 
 Shutdown contract: leaving the ``with`` block or breaking out of the loop stops and reaps the
 producer; a producer that raises surfaces as :class:`PartLoadError` naming the part; a producer
@@ -33,13 +33,12 @@ from typing import Any
 import torch
 
 from distlab._checks import check_choice, check_float, check_instance
-
 from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
-from distlab.timeline import Timeline, now_us
 from distlab.pipeline.core import POLL_S, check_int, check_timeout
 from distlab.pipeline.cpuwork import burn
 from distlab.pipeline.errors import PartLoadError, ProducerExitedError
 from distlab.pipeline.shards import ShardSet
+from distlab.timeline import Timeline, now_us
 
 __all__ = ["MODES", "FailingLoad", "Part", "PartLoader", "PartsResult", "load_part",
            "train_on_parts"]

@@ -32,12 +32,28 @@ import cloudpickle
 import torch
 
 from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
-from distlab.timeline import Timeline, now_us
 from distlab.pipeline.channel import STOPPED, Channel
-from distlab.pipeline.core import (ABANDON_JOIN_S, DEFAULT_TIMEOUT_S, JOIN_S, POLL_S, Executor, SlotProgress, Watch,
-                   call_stage, check_int, check_timeout, drive)
-from distlab.pipeline.errors import PipelineError, PipelineTimeoutError, StageError, WorkerExitedError
+from distlab.pipeline.core import (
+    ABANDON_JOIN_S,
+    DEFAULT_TIMEOUT_S,
+    JOIN_S,
+    POLL_S,
+    Executor,
+    SlotProgress,
+    Watch,
+    call_stage,
+    check_int,
+    check_timeout,
+    drive,
+)
+from distlab.pipeline.errors import (
+    PipelineError,
+    PipelineTimeoutError,
+    StageError,
+    WorkerExitedError,
+)
 from distlab.pipeline.stage import Stage
+from distlab.timeline import Timeline, now_us
 
 __all__ = ["ProcessExecutor", "split_stages"]
 
@@ -205,7 +221,8 @@ class ProcessExecutor(Executor):
         me, main = os.getpid(), spawned_from_main_thread()
         for k in range(self.workers):
             q = ctx.Queue()
-            p = ctx.Process(target=_worker_main, args=(k, prefix, q, self._outq, self._shared, me, main),
+            p = ctx.Process(target=_worker_main,
+                            args=(k, prefix, q, self._outq, self._shared, me, main),
                             daemon=True, name=f"distlab-worker{k}")
             p.start()
             self._inqs.append(q)

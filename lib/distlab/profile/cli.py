@@ -23,14 +23,13 @@ from tqdm import tqdm
 from distlab import launch
 from distlab.cli import options
 from distlab.cli.run import INTERRUPTED, run_main
-
 from distlab.profile.parts import PART_NAMES, PartContext, PartResult, get_part
 from distlab.profile.writer import default_out, write_profile
 
 __all__ = ["main"]
 
 
-def _parser() -> "options.argparse.ArgumentParser":
+def _parser() -> options.argparse.ArgumentParser:
     p = options.parser("python -m distlab.profile", __doc__)
     p.add_argument("--out", default=None,
                    help="profile folder (default: results/profiles/<host>-<YYYY-MM-DD>, with "

@@ -23,9 +23,8 @@ from distlab.bench.allreduce import BENCHMARK, AllreduceConfig
 from distlab.bench.collective import BENCHMARK as COLLECTIVE
 from distlab.bench.collective import CollectiveConfig
 from distlab.collectives.algorithms.registry import BUILTIN, entry, names
-from distlab.envinfo import gpu_count
 from distlab.devices import nccl_problem
-
+from distlab.envinfo import gpu_count
 from distlab.profile.parts import PartContext, PartResult
 
 __all__ = [
@@ -87,7 +86,8 @@ def plan_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
                                  "algorithms": QUICK_ALGORITHMS, "iters": 5, "warmup": 2,
                                  "calibration_sizes": QUICK_CALIBRATION_SIZES}
     else:
-        sweep = {"minbytes": 1024, "maxbytes": 64 * 2**20, "algorithms": names("all_reduce", "builtin", "plan"),
+        sweep = {"minbytes": 1024, "maxbytes": 64 * 2**20,
+                 "algorithms": names("all_reduce", "builtin", "plan"),
                  "iters": 20, "warmup": 5}
     if rounds is not None:
         sweep["iters"] = check_int("rounds", rounds, minimum=1)

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import os
 
-
 from distlab.bench.ddp import BENCHMARK, DdpConfig
-from distlab.envinfo import gpu_count
 from distlab.devices import gpu_sharing_problem
-
+from distlab.envinfo import gpu_count
 from distlab.profile.parts import PartContext, PartResult
 
 __all__ = ["config_for", "ddp_device", "run"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from distlab.envinfo import machine_facts
-
 from distlab.profile.parts import PartContext, PartResult
 
 __all__ = ["run"]

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from distlab.envinfo import cpu_model, environment_report
-
 from distlab.profile.parts import PART_NAMES
 
 __all__ = ["MachineKey", "Profile", "choose_profile", "list_profiles", "load_profile",

@@ -7,8 +7,8 @@ from typing import Any
 
 from distlab.bench.allreduce import allreduce_table
 from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
-from distlab.report.table import format_table
 from distlab.bench.versus import versus_lines
+from distlab.report.table import format_table
 from distlab.transfers.paths import PIN_PATHS
 
 __all__ = ["headlines", "summary_markdown"]

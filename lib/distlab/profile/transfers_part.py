@@ -14,9 +14,8 @@ import torch
 
 from distlab import launch
 from distlab.bench.transfers import BENCHMARK, TransfersConfig
-from distlab.envinfo import gpu_count
 from distlab.devices import gpu_sharing_problem, rank_gpu
-
+from distlab.envinfo import gpu_count
 from distlab.profile.parts import PartContext, PartResult
 
 __all__ = ["config_for", "run", "transfers_rank"]

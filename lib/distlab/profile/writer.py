@@ -8,13 +8,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from distlab.profile.parts import PartResult
+from distlab.profile.summary import summary_markdown
 from distlab.report.jsonfile import write_json
 from distlab.report.provenance import provenance
 from distlab.timeline import Timeline
 from distlab.trace import check_trace, write_chrome_trace
-
-from distlab.profile.parts import PartResult
-from distlab.profile.summary import summary_markdown
 
 __all__ = ["default_out", "rewrite_summary", "write_part", "write_profile"]
 

@@ -32,7 +32,8 @@ def provenance(*, backend: str | None = None, world_size: int | None = None,
         except Exception:  # pragma: no cover - depends on the driver
             cuda["driver"] = None
     if device is None:
-        device = cuda["devices"][0] if cuda.get("devices") else f"cpu ({platform.processor() or platform.machine()})"
+        cpu = platform.processor() or platform.machine()
+        device = cuda["devices"][0] if cuda.get("devices") else f"cpu ({cpu})"
     out: dict[str, Any] = {
         "host": socket.gethostname(),
         "platform": platform.platform(),

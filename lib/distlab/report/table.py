@@ -41,8 +41,8 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[Column]) -> s
     cells = [[c.cell(r) for c in columns] for r in rows]
     widths = [max([c.width, len(c.header)] + [len(row[i]) for row in cells])
               for i, c in enumerate(columns)]
-    lines = [" ".join(c.header.rjust(w) for c, w in zip(columns, widths))]
-    lines += [" ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    lines = [" ".join(c.header.rjust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += [" ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
     return "\n".join(lines)
 
 

@@ -12,8 +12,12 @@
 from distlab.samplers.assignment import LAYOUTS, Assignment, assign
 from distlab.samplers.libtorch import DistributedRandomSampler, DistributedSequentialSampler
 from distlab.samplers.permutation import FeistelPermutation, PermutationSampler
-from distlab.samplers.torch_compat import (DistributedEvalSampler, DistributedSampler,
-                                           SetEpochWarning, epoch_order)
+from distlab.samplers.torch_compat import (
+                                           DistributedEvalSampler,
+                                           DistributedSampler,
+                                           SetEpochWarning,
+                                           epoch_order,
+)
 
 __all__ = [
     "LAYOUTS",

@@ -80,14 +80,14 @@ class Assignment:
     def owner(self) -> np.ndarray:
         """For each dataset index, the rank reading it as a real (unpadded) sample, else -1."""
         out = np.full(self.length, -1, dtype=np.int64)
-        for rank, (idx, pad) in enumerate(zip(self.per_rank, self.padded)):
+        for rank, (idx, pad) in enumerate(zip(self.per_rank, self.padded, strict=True)):
             real = idx[~pad]
             out[real[(real >= 0) & (real < self.length)]] = rank
         return out
 
     def shared_indices(self) -> np.ndarray:
         """Dataset indices read (unpadded) by more than one rank; empty for a correct sampler."""
-        real = [np.unique(idx[~pad]) for idx, pad in zip(self.per_rank, self.padded)]
+        real = [np.unique(idx[~pad]) for idx, pad in zip(self.per_rank, self.padded, strict=True)]
         every = np.concatenate(real) if real else np.empty(0, np.int64)
         values, times = np.unique(every, return_counts=True)
         return values[times > 1]
@@ -124,7 +124,7 @@ class Assignment:
         width = int(self.counts.max()) if self.num_replicas and self.counts.size else 0
         idx = np.full((self.num_replicas, width), -1, dtype=np.int64)
         pad = np.zeros((self.num_replicas, width), dtype=bool)
-        for rank, (a, p) in enumerate(zip(self.per_rank, self.padded)):
+        for rank, (a, p) in enumerate(zip(self.per_rank, self.padded, strict=True)):
             idx[rank, :a.size] = a
             pad[rank, :p.size] = p
         return idx, pad

@@ -1,4 +1,5 @@
-"""An elastic resume replayed: ranks of one world stop mid-epoch, a world of another size finishes it.
+"""An elastic resume replayed: ranks of one world stop mid-epoch, a world of another size finishes
+it.
 
 ``old_world`` :class:`~distlab.samplers.torch_compat.DistributedSampler` ranks consume ``steps``
 indices each in lockstep; rank 0's ``state_dict()`` is loaded into every rank of a
@@ -79,7 +80,7 @@ def replay_elastic_resume(n: int, old_world: int, new_world: int, steps: int, *,
     new = [DistributedSampler(n, new_world, r, seed=seed) for r in range(new_world)]
     for r, s in enumerate(new):  # a same-size world resumes rank by rank
         s.load_state_dict(states[r] if new_world == old_world else state)
-    new_reads = [[int(i) for i in row] for row in zip(*[list(s) for s in new])]
+    new_reads = [[int(i) for i in row] for row in zip(*[list(s) for s in new], strict=True)]
     read_by = np.zeros(n, int)
     first_step = np.full(n, -1)
     first_world = np.zeros(n, int)

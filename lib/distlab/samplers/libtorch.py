@@ -6,15 +6,15 @@
 
 Semantics of ``torch/csrc/api/src/data/samplers/distributed.cpp`` (C++ frontend):
 
-* ``local = ceil(size / W)`` with ``allow_duplicates`` else ``floor(size / W)``; rank ``r`` reads the
-  *contiguous* block ``[r * local, (r + 1) * local)`` of an index list (torch's Python sampler
+* ``local = ceil(size / W)`` with ``allow_duplicates`` else ``floor(size / W)``; rank ``r`` reads
+  the *contiguous* block ``[r * local, (r + 1) * local)`` of an index list (torch's Python sampler
   strides instead).
 * Random: the list is ``0 .. sample_count - 1`` with ``sample_count = size`` when ``W == 1`` else
-  ``local * W``; entries from ``size`` on are replaced by ``i - size`` (the duplicates), and then the
-  whole list is shuffled with libstdc++'s ``std::shuffle`` and ``std::mt19937(epoch)``: the seed is
-  the epoch alone (mod 2**32), the same on every rank. Note a libtorch quirk reproduced here: when
-  the padding is longer than the dataset (``size < W - 1`` ranks' worth), ``i - size`` reaches past
-  ``size - 1``, so indices outside the dataset appear.
+  ``local * W``; entries from ``size`` on are replaced by ``i - size`` (the duplicates), and then
+  the whole list is shuffled with libstdc++'s ``std::shuffle`` and ``std::mt19937(epoch)``: the seed
+  is the epoch alone (mod 2**32), the same on every rank. Note a libtorch quirk reproduced here:
+  when the padding is longer than the dataset (``size < W - 1`` ranks' worth), ``i - size`` reaches
+  past ``size - 1``, so indices outside the dataset appear.
 * Sequential: rank ``r`` reads ``r * local ...`` and, once a batch reaches ``size``, every index of
   that batch is taken modulo ``size``.
 * ``save``/``load`` persist ``sample_index_`` (and ``epoch_`` for the random sampler, whose ``load``

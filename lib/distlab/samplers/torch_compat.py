@@ -5,12 +5,11 @@
     sampler.set_epoch(5)
     mine = sampler.indices()        # int64 tensor, exactly list(torch_sampler) for rank 3
 
-How torch defines the sequence (``torch/utils/data/distributed.py``): take
-``randperm(n, generator seeded with seed + epoch)`` (or ``range(n)``), pad it by repeating it from
-the start up to ``total_size = num_samples * num_replicas`` (or cut it to ``total_size`` with
-``drop_last``), and give rank ``r`` the positions ``r, r + W, r + 2W, ...``. So position ``p`` of the
-padded list holds ``order[p % n]``; this module computes exactly those values for this rank's
-positions only.
+How torch defines the sequence (``torch/utils/data/distributed.py``): take ``randperm(n, generator
+seeded with seed + epoch)`` (or ``range(n)``), pad it by repeating it from the start up to
+``total_size = num_samples * num_replicas`` (or cut it to ``total_size`` with ``drop_last``), and
+give rank ``r`` the positions ``r, r + W, r + 2W, ...``. So position ``p`` of the padded list holds
+``order[p % n]``; this module computes exactly those values for this rank's positions only.
 
 Why it is leaner than torch: torch turns the whole permutation into a Python list (about 36 bytes
 per index, plus the padded copy) before slicing. Here the permutation is drawn into an int32 buffer

@@ -14,8 +14,13 @@ The timeline never imports this package (its readers and writers import it).
 from __future__ import annotations
 
 from distlab.trace.check import check_trace, overlapping_slices
-from distlab.trace.chrome import (check_distributed_info, read_chrome_trace, trace_events, write_chrome_trace,
-                     write_rank_traces)
+from distlab.trace.chrome import (
+                     check_distributed_info,
+                     read_chrome_trace,
+                     trace_events,
+                     write_chrome_trace,
+                     write_rank_traces,
+)
 from distlab.trace.kineto import clock_offset_us, from_torch_profiler, read_kineto_trace
 
 __all__ = ["check_distributed_info", "check_trace", "clock_offset_us", "from_torch_profiler",

@@ -4,17 +4,17 @@ So a user's own training step (``aten::`` ops, ``c10d::`` collectives, the gloo 
 ``gloo:all_reduce``) lands on the same timeline as distlab's spans.
 
 Clock alignment (measured on torch 2.13 CPU, Linux)
----------------------------------------------------
-A Kineto trace's event ``ts`` is in microseconds relative to the top-level
-``baseTimeNanoseconds``: ``baseTimeNanoseconds / 1000 + ts`` is wall-clock (``CLOCK_REALTIME``,
-Unix epoch) microseconds. ``baseTimeNanoseconds`` is a fixed offset, *not* the profiler's start:
-in the measured trace it was about 52 days before the run, and every ``aten::matmul`` slice fell
-inside the ``time.time_ns()`` readings taken just around it. distlab's :func:`~distlab.timeline.now_us`
-is ``CLOCK_MONOTONIC``, so a trace is shifted by ``clock_offset_us`` = realtime minus monotonic,
-microseconds; by default that is read (as paired ``clock_gettime`` samples) when the trace is
-loaded on the host that recorded it. An NTP step between recording and loading shifts the
-result by the step; pass ``clock_offset_us`` measured during the run to avoid it. Offsets are
-computed in integer nanoseconds so no precision is lost to the 1e15-us epoch values.
+--------------------------------------------------- A Kineto trace's event ``ts`` is in microseconds
+relative to the top-level ``baseTimeNanoseconds``: ``baseTimeNanoseconds / 1000 + ts`` is wall-clock
+(``CLOCK_REALTIME``, Unix epoch) microseconds. ``baseTimeNanoseconds`` is a fixed offset, *not* the
+profiler's start: in the measured trace it was about 52 days before the run, and every
+``aten::matmul`` slice fell inside the ``time.time_ns()`` readings taken just around it. distlab's
+:func:`~distlab.timeline.now_us` is ``CLOCK_MONOTONIC``, so a trace is shifted by
+``clock_offset_us`` = realtime minus monotonic, microseconds; by default that is read (as paired
+``clock_gettime`` samples) when the trace is loaded on the host that recorded it. An NTP step
+between recording and loading shifts the result by the step; pass ``clock_offset_us`` measured
+during the run to avoid it. Offsets are computed in integer nanoseconds so no precision is lost to
+the 1e15-us epoch values.
 
 Lanes
 -----

@@ -85,7 +85,7 @@ class DeviceAdapter(ABC):
         """Whether a copy between these kinds is issued non-blocking (pinned/device copies)."""
         return False
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027 (a no-op for adapters whose copies are synchronous)
         """Wait until every issued copy has finished."""
 
     @abstractmethod

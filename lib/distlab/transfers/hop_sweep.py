@@ -35,8 +35,13 @@ from distlab._checks import check_int
 from distlab.transfers.copy_model import Fit
 from distlab.transfers.hop import HopLink
 from distlab.transfers.hop_model import crossover_bytes
-from distlab.transfers.hop_paths import (HOP_KINDS, HOP_PATHS, HOP_STRATEGY, cuda_ipc_device,
-                                         hop_unavailable)
+from distlab.transfers.hop_paths import (
+    HOP_KINDS,
+    HOP_PATHS,
+    HOP_STRATEGY,
+    cuda_ipc_device,
+    hop_unavailable,
+)
 from distlab.transfers.sweep import Row, fit_rows
 
 __all__ = ["BUSY_SUFFIX", "HopSweep", "hop_rows_kinds", "hop_sweep", "local_facts"]

@@ -7,16 +7,15 @@ memory):
 
 - ``("hop", seq, path, nbytes, seed, busy, die_at)``: fill a private buffer of ``nbytes`` with
   :func:`fill_pattern` (not timed), read the clock (``t0``), hand the buffer over by ``path`` and
-  answer ``("hop", t0, t_ready, payload)``; ``t_ready`` is when the bytes sit in shared form on
-  the worker's side (storage moved to shared memory, or written into a ring slot), None where
-  that moment is not separable (pickling happens inside the queue's feeder thread; a CUDA tensor
-  is never copied). ``busy``: keep the worker's main thread doing CPU work (torch matmuls, as a
-  decode stage does) until the trainer has stored ``seq`` in ``received`` (a shared one-element
-  ``int64`` tensor)
-  (a counter, not a flag: a flag set and cleared again before the worker looks would keep it
-  busy for ever), as a worker does that goes on with its next batch. ``die_at``: fault injection for the leak tests: SIGKILL itself at
-  ``"after_share"`` (segment made, nothing sent) or ``"after_put"`` (message flushed into the
-  pipe, handle not yet fetched);
+  answer ``("hop", t0, t_ready, payload)``; ``t_ready`` is when the bytes sit in shared form on the
+  worker's side (storage moved to shared memory, or written into a ring slot), None where that
+  moment is not separable (pickling happens inside the queue's feeder thread; a CUDA tensor is never
+  copied). ``busy``: keep the worker's main thread doing CPU work (torch matmuls, as a decode stage
+  does) until the trainer has stored ``seq`` in ``received`` (a shared one-element ``int64`` tensor)
+  (a counter, not a flag: a flag set and cleared again before the worker looks would keep it busy
+  for ever), as a worker does that goes on with its next batch. ``die_at``: fault injection for the
+  leak tests: SIGKILL itself at ``"after_share"`` (segment made, nothing sent) or ``"after_put"``
+  (message flushed into the pipe, handle not yet fetched);
 - ``("ring", nbytes, slots)``: keep ``slots`` (a shared ``uint8`` tensor ``[k, nbytes]`` that the
   trainer made) as the ring for that size; answer ``("ring", nbytes)``; ``("unring", nbytes)``
   drops it;

@@ -69,7 +69,7 @@ def run_loop(adapter: DeviceAdapter, *, mode: str, batches: int, nbytes: int,
     dst_kind = "pageable" if adapter.unavailable("device") else "device"
     expected = [pattern(nbytes, seed=s) for s in (1, 2)]
     srcs = [adapter.allocate(memory, nbytes) for _ in range(2)]
-    for s, e in zip(srcs, expected):
+    for s, e in zip(srcs, expected, strict=True):
         s.data.copy_(e)
     dsts = [adapter.allocate(dst_kind, nbytes) for _ in range(2)]
     copy_lane, comp_lane = f"{mode}/copy stream", f"{mode}/default stream"

@@ -17,8 +17,15 @@ from typing import Any
 
 from distlab.transfers.adapter import DeviceAdapter, Unavailable, count_wrong, pattern
 from distlab.transfers.copy_model import Fit, fit_copy_times
-from distlab.transfers.paths import (COPY_PATHS, PIN_PATHS, ROW_KINDS, copyto_seconds,
-                                     disk_read_seconds, drop_reason, pin_cost_seconds)
+from distlab.transfers.paths import (
+    COPY_PATHS,
+    PIN_PATHS,
+    ROW_KINDS,
+    copyto_seconds,
+    disk_read_seconds,
+    drop_reason,
+    pin_cost_seconds,
+)
 
 __all__ = ["Row", "sweep", "fit_rows", "pin_rows", "FIT_MIN_BYTES"]
 

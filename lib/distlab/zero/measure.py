@@ -23,12 +23,13 @@ import torch
 
 from distlab import launch
 from distlab._checks import check_choice, check_int
+from distlab.nets import mlp
 from distlab.timeline import Timeline
 
 from distlab.zero.memory_model import PRECISIONS, check_stage, zero_memory
 from distlab.zero.optimizer import ZeroDataParallel
 
-__all__ = ["held_bytes", "measure_zero_memory", "mlp", "storage_bytes", "trace_zero_step",
+__all__ = ["held_bytes", "measure_zero_memory", "storage_bytes", "trace_zero_step",
            "zero_memory_rank"]
 
 _DTYPES = {"fp32": torch.float32, "mixed": torch.bfloat16}
@@ -43,15 +44,6 @@ def storage_bytes(tensors: list[torch.Tensor], exclude: set[int] | None = None) 
         if exclude is None or st.data_ptr() not in exclude:
             seen[st.data_ptr()] = st.nbytes()
     return sum(seen.values())
-
-
-def mlp(layers: int, width: int, seed: int) -> torch.nn.Sequential:
-    """``layers`` x (Linear(width, width), ReLU), initialised from ``seed``."""
-    torch.manual_seed(seed)
-    mods: list[torch.nn.Module] = []
-    for _ in range(layers):
-        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    return torch.nn.Sequential(*mods)
 
 
 def held_bytes(zdp: ZeroDataParallel) -> dict[str, int]:

@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 
 from distlab.collectives import ALGORITHMS, build, options_of, simulate
+from distlab.collectives.algorithms.allreduce.gloo_ring import (
+    GLOO_IN_FLIGHT,
+    GLOO_MAX_SEGMENT_BYTES,
+    gloo_ring,
+    gloo_segments,
+)
 from distlab.collectives.algorithms.registry import BACKEND_ALGORITHMS
-from distlab.collectives.algorithms.allreduce.gloo_ring import (GLOO_IN_FLIGHT, GLOO_MAX_SEGMENT_BYTES,
-                                                     gloo_ring, gloo_segments)
 
 COUNTS = [0, 1, 2, 3, 5, 7, 17, 31, 33, 101, 257]
 

@@ -9,15 +9,21 @@ import math
 
 import numpy as np
 import pytest
-from distlab.collectives import cost, simulate
-from distlab.collectives.algorithms.allreduce.double_binary_tree import btree_parents, tree_ranks
-from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
-from distlab.collectives.runtime.rank_plan import rank_plan
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
-from distlab.collectives.check.verify import check
-from distlab.collectives.plan.semantics import COLLECTIVES, layout, layout_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from distlab.collectives import cost, simulate
+from distlab.collectives.algorithms.allreduce.double_binary_tree import btree_parents, tree_ranks
+from distlab.collectives.algorithms.registry import (
+    DEFAULT_ALGORITHM,
+    PLANS,
+    build_plan,
+    plan_options,
+)
+from distlab.collectives.check.verify import check
+from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
+from distlab.collectives.plan.semantics import COLLECTIVES, layout, layout_of
+from distlab.collectives.runtime.rank_plan import rank_plan
 
 EVERY = [(c, a) for c, algos in PLANS.items() for a in algos]
 WHOLE = ("all_reduce", "broadcast", "reduce", "barrier")  # count is the vector, not p blocks

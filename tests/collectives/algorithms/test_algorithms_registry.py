@@ -6,10 +6,21 @@ import pytest
 
 from distlab.bench.allreduce import NAMES as ALLREDUCE_BENCH_NAMES
 from distlab.bench.collective import ALL_NAMES as COLLECTIVE_BENCH_NAMES
-from distlab.collectives.algorithms.registry import (ALGORITHMS, BACKEND_ALGORITHMS, BUILTIN,
-                                                     DEFAULT_ALGORITHM, ENTRIES, PLANS, TAGS,
-                                                     build, build_plan, entries, entry,
-                                                     is_builtin, names)
+from distlab.collectives.algorithms.registry import (
+    ALGORITHMS,
+    BACKEND_ALGORITHMS,
+    BUILTIN,
+    DEFAULT_ALGORITHM,
+    ENTRIES,
+    PLANS,
+    TAGS,
+    build,
+    build_plan,
+    entries,
+    entry,
+    is_builtin,
+    names,
+)
 from distlab.collectives.plan.semantics import COLLECTIVES, layout
 from distlab.judge.refit import JUDGEABLE, TARGET_ALGORITHMS
 from distlab.profile.collectives_part import QUICK_ALGORITHMS

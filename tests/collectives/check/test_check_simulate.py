@@ -82,7 +82,8 @@ def test_shapes_are_kept_and_inputs_untouched() -> None:
 
 def test_bad_inputs() -> None:
     s = build("ring", 3, 4)
-    with pytest.raises(ValueError, match="inputs has 2 arrays but the schedule is for world_size=3"):
+    with pytest.raises(ValueError,
+                       match="inputs has 2 arrays but the schedule is for world_size=3"):
         simulate(s, [np.zeros(4)] * 2)
     with pytest.raises(ValueError, match="count=4"):
         simulate(s, [np.zeros(5)] * 3)

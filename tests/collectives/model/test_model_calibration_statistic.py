@@ -8,13 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.collectives.model.calibration import (STATISTICS, Calibration, fit_rounds,
-                                             restate_calibration, round_statistic)
+from distlab.collectives.model.calibration import (
+    STATISTICS,
+    Calibration,
+    fit_rounds,
+    restate_calibration,
+    round_statistic,
+)
 from distlab.judge.noise import row_seconds
 from distlab.profile.load import list_profiles, load_profile
 from helpers.close import assert_close_tree
 from helpers.paths import PROFILES
-
 
 KEPT = [p for p in list_profiles(PROFILES)
         if all(r["calibration"].get("round_seconds") for r in load_profile(p).allreduce_runs()

@@ -23,7 +23,8 @@ def test_power_of_two_closed_forms(p: int) -> None:
     rab = 2 * lgp * A + 2 * (p - 1) / p * n * B + (p - 1) / p * n * C
     tree = lgp * (2 * A + 2 * n * B + n * C)
     assert cost(build("ring", p, n_elems), A, B, C, ITEM) == pytest.approx(ring, rel=1e-12)
-    assert cost(build("recursive_doubling", p, n_elems), A, B, C, ITEM) == pytest.approx(rd, rel=1e-12)
+    assert cost(build("recursive_doubling", p, n_elems), A, B, C, ITEM) == \
+        pytest.approx(rd, rel=1e-12)
     assert cost(build("rabenseifner", p, n_elems), A, B, C, ITEM) == pytest.approx(rab, rel=1e-12)
     assert cost(build("tree", p, n_elems), A, B, C, ITEM) == pytest.approx(tree, rel=1e-12)
 
@@ -82,7 +83,8 @@ def test_empty_schedule_costs_nothing() -> None:
 
 def test_bad_parameters() -> None:
     s = build("ring", 2, 10)
-    with pytest.raises(ValueError, match=r"alpha \(seconds per message\) must be a finite number >= 0, got -1.0"):
+    with pytest.raises(ValueError, match=r"alpha \(seconds per message\) must be a finite number "
+                                         r">= 0, got -1.0"):
         cost(s, -1.0, B, C, ITEM)
     with pytest.raises(TypeError, match=r"beta \(seconds per byte\) must be a finite number"):
         cost(s, A, "fast", C, ITEM)  # type: ignore[arg-type]

@@ -11,8 +11,12 @@ from distlab.collectives import Schedule, Step, Transfer, build, cost, predict_b
 from distlab.collectives.algorithms.allreduce.gloo_ring import gloo_ring
 from distlab.collectives.model.calibration import fit_calibration, pattern_terms
 from distlab.collectives.model.nccl.estimate import predict_nccl_allreduce
-from distlab.collectives.model.predict import CallModel, builtin_schedule, builtin_step_seconds, \
-    call_model
+from distlab.collectives.model.predict import (
+    CallModel,
+    builtin_schedule,
+    builtin_step_seconds,
+    call_model,
+)
 from distlab.collectives.model.rates import SizeRates
 
 A, B, G, H = 10e-6, 1e-9, 2e-10, 30e-6
@@ -28,7 +32,7 @@ def test_two_in_flight_overlap_fixed_bytes_and_reduction() -> None:
     plain = step_costs(_pipe({}), A, B, G, 4, duplex="half", handoff=H)
     piped = step_costs(_pipe({"in_flight": 2, "phases": (2, 1)}), A, B, G, 4, duplex="half",
                        handoff=H)
-    for c, p in zip(plain, piped):
+    for c, p in zip(plain, piped, strict=True):
         fixed = c.latency_s + c.handoff_s
         assert c.seconds == pytest.approx(fixed + c.bandwidth_s + c.compute_s)
         assert p.bandwidth_s == c.bandwidth_s and p.compute_s == c.compute_s
@@ -55,7 +59,7 @@ def test_bad_pipeline_options(options: dict, match: str) -> None:
 
 def _cal(p: int = 2, backend: str = "gloo") -> dict:
     sizes = [1024 * 4 ** k for k in range(6)]
-    ex, ow, sh = ([H + A * m + B * b for m, b, _ in zip(*pattern_terms(p, sizes)[k])]
+    ex, ow, sh = ([H + A * m + B * b for m, b, _ in zip(*pattern_terms(p, sizes)[k], strict=True)]
                   for k in ("exchange", "oneway", "shift"))
     cal = fit_calibration(sizes, ex, ow, [x + 5e-6 for x in ex], [3e-6 + G * s for s in sizes],
                           sh, world_size=p, backend=backend)
@@ -174,7 +178,7 @@ def test_builtin_step_spreads_the_floor_over_glooss_iterations() -> None:
     assert m.rates is not None
     less = m.rates.without_call_cost(m.reduce_call)
     assert all(a == pytest.approx(max(1e-9, b - 3e-6))
-               for a, b in zip(less.reduce_seconds, m.rates.reduce_seconds))
+               for a, b in zip(less.reduce_seconds, m.rates.reduce_seconds, strict=True))
     with pytest.raises(ValueError, match="call_seconds"):
         m.rates.without_call_cost(-1.0)
 
@@ -223,7 +227,7 @@ def test_without_free_cores_bytes_and_reduction_add_up() -> None:
     shared = step_costs(_pipe({"in_flight": 2, "phases": (2, 1)}), A, b, g, 4, **kw)
     queued = step_costs(_pipe({"in_flight": 2, "phases": (2, 1)}), A, b, g, 4, cpu_overlap=False,
                         **kw)
-    for c, s, q in zip(plain, shared, queued):
+    for c, s, q in zip(plain, shared, queued, strict=True):
         fixed = c.latency_s + c.handoff_s
         assert q.seconds - s.seconds == pytest.approx(
             max(fixed / 2, c.bandwidth_s + c.compute_s)

@@ -23,7 +23,7 @@ def _calibration(p: int, beta_of=lambda s: B, reduce_of=lambda s: 5e-6 + G * s):
     series = {}
     for name, (msgs, nbytes, relay) in terms.items():
         series[name] = [H + A * m + beta_of(s) * b + R * k
-                        for s, m, b, k in zip(SIZES, msgs, nbytes, relay)]
+                        for s, m, b, k in zip(SIZES, msgs, nbytes, relay, strict=True)]
     if p == 2:
         series["shift"] = series["exchange"]
     return fit_calibration(SIZES, series["exchange"], series["oneway"],
@@ -52,12 +52,12 @@ def test_a_jump_in_the_series_is_priced_at_its_size() -> None:
     jump = 64 * 1024  # per-byte cost triples above 64 KiB (a protocol switch)
     cal = _calibration(2, beta_of=lambda s: B if s <= jump else 3 * B)
     rates = size_rates(cal)
-    above = [b for s, b in zip(rates.sizes, rates.beta) if s > jump]
+    above = [b for s, b in zip(rates.sizes, rates.beta, strict=True) if s > jump]
     assert np.allclose(above, 3 * B, rtol=0.05)   # each size priced from its own points
     assert cal.beta < 2.5 * B                      # the one beta averages the regimes away
     # the calibration's own exchange step is reproduced at every size, jump or not; where the
     # bytes are below the fit's scatter (one beta there), to within that scatter
-    for s, measured in zip(SIZES, cal.comm_seconds):
+    for s, measured in zip(SIZES, cal.comm_seconds, strict=True):
         step = exchange_schedule(2, s // 4)
         priced = cost(step, cal.alpha, cal.beta, cal.gamma, 4, duplex="shared",
                       handoff=cal.handoff, rates=rates)

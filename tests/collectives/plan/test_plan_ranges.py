@@ -7,11 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives import ALGORITHMS, build, contributors, cost, holdings
+from distlab.collectives.model.choice import (
+    PIECES_CANDIDATES,
+    best_pieces,
+    default_calibration,
+    pieces_curve,
+    use_calibration,
+)
 from distlab.collectives.plan.ranges import check_pieces, split
-from distlab.collectives.runtime.rank_plan import rank_plan
 from distlab.collectives.plan.schedule import Transfer
-from distlab.collectives.model.choice import (PIECES_CANDIDATES, best_pieces, default_calibration,
-                                        pieces_curve, use_calibration)
+from distlab.collectives.runtime.rank_plan import rank_plan
 
 PIECED = ("ring", "segmented_ring", "hierarchical")
 
@@ -25,7 +30,7 @@ def test_pieces_move_the_same_elements_in_k_times_the_messages(name: str, p: int
     assert many.options["pieces"] == k
     assert len(many.steps) == len(one.steps)
     assert many.elements_moved() == one.elements_moved()
-    for a, b in zip(one.steps, many.steps):
+    for a, b in zip(one.steps, many.steps, strict=True):
         # every transfer becomes min(k, its length) consecutive pieces covering it exactly
         assert len(b.transfers) == sum(min(k, t.count) for t in a.transfers)
         assert {(t.src, t.dst) for t in a.transfers} == {(t.src, t.dst) for t in b.transfers}

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from distlab.collectives import ALGORITHMS, Schedule, Step, Transfer, build, block_bounds
-from distlab.collectives.algorithms.fold import Fold
+from distlab.collectives import ALGORITHMS, Schedule, Step, Transfer, block_bounds, build
 from distlab.collectives.algorithms.allreduce.hierarchical import default_group_size
+from distlab.collectives.algorithms.fold import Fold
 
 ALL = sorted(ALGORITHMS)
 
@@ -119,14 +119,16 @@ def test_bad_segment_size(kwargs: dict, exc: type, text: str) -> None:
 
 
 def test_group_size_must_divide_world_size() -> None:
-    with pytest.raises(ValueError, match=r"group_size must divide world_size=6 \(one of \[1, 2, 3, 6\]\), got 4"):
+    with pytest.raises(ValueError, match=r"group_size must divide world_size=6 "
+                                         r"\(one of \[1, 2, 3, 6\]\), got 4"):
         build("hierarchical", 6, 100, group_size=4)
     with pytest.raises(ValueError, match="got 0"):
         build("hierarchical", 6, 100, group_size=0)
 
 
 def test_unknown_option_names_the_valid_ones() -> None:
-    with pytest.raises(TypeError, match=r"'tree' takes options \[\], got unknown \['segment_size'\]"):
+    with pytest.raises(TypeError,
+                       match=r"'tree' takes options \[\], got unknown \['segment_size'\]"):
         build("tree", 4, 100, segment_size=8)
     with pytest.raises(TypeError, match=r"'ring' takes options \['pieces'\], got unknown"):
         build("ring", 4, 100, segment_size=8)
@@ -134,7 +136,8 @@ def test_unknown_option_names_the_valid_ones() -> None:
 
 
 @pytest.mark.parametrize("p,n,exc", [(0, 4, ValueError), (-1, 4, ValueError), (2.0, 4, TypeError),
-                                      (True, 4, TypeError), (2, -1, ValueError), (2, 1.5, TypeError)])
+                                      (True, 4, TypeError), (2, -1, ValueError),
+                                      (2, 1.5, TypeError)])
 def test_bad_world_size_or_count(p: object, n: object, exc: type) -> None:
     with pytest.raises(exc, match="world_size|count"):
         build("ring", p, n)  # type: ignore[arg-type]

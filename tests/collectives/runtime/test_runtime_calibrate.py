@@ -1,4 +1,5 @@
-"""calibrate() and its pure fit, and the nccl-tests-style benchmark (tiny sizes; no timing is asserted)."""
+"""calibrate() and its pure fit, and the nccl-tests-style benchmark (tiny sizes; no timing is
+asserted)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import pytest
 from distlab.bench import allreduce as bench
 from distlab.cli import options
 from distlab.collectives import Calibration, build, cost, simulate
-from distlab.collectives.model.calibration import (exchange_schedule, fit_calibration, oneway_schedule,
-                                             shift_schedule)
-from distlab.collectives.runtime.rounds import calibrate_local
+from distlab.collectives.model.calibration import (
+    exchange_schedule,
+    fit_calibration,
+    oneway_schedule,
+    shift_schedule,
+)
 from distlab.collectives.model.predict import call_model
 from distlab.collectives.model.presets import loopback_preset
+from distlab.collectives.runtime.rounds import calibrate_local
 
 
 def test_exchange_schedule_swaps_between_pairs() -> None:
@@ -70,7 +75,7 @@ def test_calibrate_on_two_ranks() -> None:
                             builtin_call=cal.builtin_call, cpus_allowed=cal.cpus_allowed,
                             local_world_size=cal.local_world_size, round_seconds=cal.round_seconds)
     assert refit == cal
-    for nbytes, measured in zip(cal.sizes, cal.comm_seconds):
+    for nbytes, measured in zip(cal.sizes, cal.comm_seconds, strict=True):
         model = cost(exchange_schedule(2, nbytes // 4, 1), cal.alpha, cal.beta, 0.0, 4,
                      duplex="shared", handoff=cal.handoff, relay=cal.relay)
         assert abs(model - measured) <= cal.comm_max_rel_residual * measured * (1 + 1e-9)
@@ -96,7 +101,8 @@ def test_fit_calibration_recovers_known_terms_from_synthetic_timings(world_size,
                           world_size=world_size)
     want_relay = relay if world_size > 2 else 0.0  # no rank beyond a pair: relay unseen
     got = (cal.handoff, cal.alpha, cal.beta, cal.relay)
-    for g, w in zip(got, (handoff, alpha, beta, want_relay)):  # a zero term comes back ~1e-15
+    # a zero term comes back ~1e-15
+    for g, w in zip(got, (handoff, alpha, beta, want_relay), strict=True):
         assert g == pytest.approx(w, rel=1e-6, abs=1e-12 if w == 0 else 0.0)
     assert cal.gamma == pytest.approx(1e-10) and cal.reduce_offset == pytest.approx(1e-6)
     assert cal.call_overhead == pytest.approx(1e-5)

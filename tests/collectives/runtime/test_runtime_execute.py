@@ -8,8 +8,12 @@ import torch
 from distlab import launch
 from distlab.collectives import ALGORITHMS, PLANS, all_reduce, plan_options
 from distlab.collectives.runtime.execute import traced_allreduce_rank
-from helpers.collectives_targets import (compare_all_worker, compare_and_subgroup_worker,
-                                         group_errors_worker, peer_death_worker)
+from helpers.collectives_targets import (
+    compare_all_worker,
+    compare_and_subgroup_worker,
+    group_errors_worker,
+    peer_death_worker,
+)
 
 pytestmark = pytest.mark.multiprocess
 ALL = sorted(ALGORITHMS)
@@ -170,7 +174,8 @@ def test_errors_before_any_group() -> None:
         all_reduce(torch.ones(4, 4).t())
     with pytest.raises(ValueError, match="op='avg' needs a floating dtype"):
         all_reduce(torch.ones(4, dtype=torch.int32), op="avg")
-    with pytest.raises(ValueError, match=r"algorithm must be one of \['double_binary_tree', 'hierarchical'"):
+    with pytest.raises(ValueError,
+                       match=r"algorithm must be one of \['double_binary_tree', 'hierarchical'"):
         all_reduce(torch.ones(4), algorithm="bucket")
     with pytest.raises(ValueError, match="op must be one of"):
         all_reduce(torch.ones(4), op="xor")
@@ -181,7 +186,8 @@ def test_errors_before_any_group() -> None:
 def test_device_and_backend_must_agree() -> None:
     from distlab.collectives.runtime.group import check_tensor_backend as _check_tensor
 
-    with pytest.raises(ValueError, match="tensor is on cpu but the process group backend is 'nccl'"):
+    with pytest.raises(ValueError,
+                       match="tensor is on cpu but the process group backend is 'nccl'"):
         _check_tensor(torch.ones(2), "nccl")
     _check_tensor(torch.ones(2), "gloo")
     _check_tensor(torch.ones(2), "cpu:gloo,cuda:nccl")

@@ -9,10 +9,17 @@ import pytest
 
 import distlab.collectives
 from distlab import launch
-from distlab.collectives.runtime.peercheck import (FIELDS, MESSAGE_BYTES, check_mode, decode,
-                                                  describe, encode, fingerprint, mismatch_message)
+from distlab.collectives.runtime.peercheck import (
+    FIELDS,
+    MESSAGE_BYTES,
+    check_mode,
+    decode,
+    describe,
+    encode,
+    fingerprint,
+    mismatch_message,
+)
 from helpers.collectives_targets import mismatch_worker
-
 
 CASES = {
     "algorithm": "algorithm: ranks 0 use ring; ranks 1 use tree",
@@ -54,7 +61,7 @@ def test_fingerprint_separates_every_field() -> None:
     changed = [{**base, name: base[name] + "x"} for name in FIELDS]
     fps = [fingerprint(d) for d in changed]
     for i, fp in enumerate(fps):
-        diff = [k for k, (a, b) in enumerate(zip(fp, fingerprint(base))) if a != b]
+        diff = [k for k, (a, b) in enumerate(zip(fp, fingerprint(base), strict=True)) if a != b]
         assert diff == [i]
     msg = mismatch_message([base, changed[1], base], 2)
     assert "ranks 0,2 use ring; ranks 1 use ringx" in msg and "rank 2" in msg

@@ -51,8 +51,8 @@ def test_fit_step_model_separates_handoff_from_alpha() -> None:
 
 
 def test_relay_counts_the_ranks_a_step_links() -> None:
-    from distlab.collectives.model.cost import linked_ranks
     from distlab.collectives.model.calibration import shift_schedule
+    from distlab.collectives.model.cost import linked_ranks
 
     ring, rd = build("ring", 4, 64), build("recursive_doubling", 4, 64)
     assert [linked_ranks(s) for s in ring.steps] == [4] * 6

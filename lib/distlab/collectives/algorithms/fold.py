@@ -40,8 +40,8 @@ class Fold:
 
     def pre(self, count: int) -> Step | None:
         """Even ranks below ``2 rem`` send everything to the next odd rank (reduce)."""
-        return make_step((Transfer(r, r + 1, 0, count, "reduce") for r in range(0, 2 * self.rem, 2)),
-                         "fold extra ranks in")
+        return make_step((Transfer(r, r + 1, 0, count, "reduce")
+                          for r in range(0, 2 * self.rem, 2)), "fold extra ranks in")
 
     def post(self, count: int) -> Step | None:
         """Odd ranks below ``2 rem`` send the result back to their even partner (copy)."""

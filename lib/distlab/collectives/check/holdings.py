@@ -1,10 +1,11 @@
 """What each rank holds after each step: the set of ranks whose data went into every element.
 
-The symbolic twin of :func:`distlab.collectives.check.simulate.simulate`: each rank starts with the bits of its collective's
-inputs (:mod:`distlab.collectives.plan.semantics`; for an allreduce, bit ``r`` on every element of rank ``r``), a
-``"reduce"`` ORs the sender's bits in, a ``"copy"`` replaces them. After the last step of a
-correct allreduce every element of every rank has all ``world_size`` bits. The step pictures of
-notebooks 04 and 08 colour each element by how many bits it has.
+The symbolic twin of :func:`distlab.collectives.check.simulate.simulate`: each rank starts with the
+bits of its collective's inputs (:mod:`distlab.collectives.plan.semantics`; for an allreduce, bit
+``r`` on every element of rank ``r``), a ``"reduce"`` ORs the sender's bits in, a ``"copy"``
+replaces them. After the last step of a correct allreduce every element of every rank has all
+``world_size`` bits. The step pictures of notebooks 04 and 08 colour each element by how many bits
+it has.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from distlab._checks import check_instance, check_int
-
 from distlab.collectives.plan.schedule import Schedule, Step
 from distlab.collectives.plan.semantics import MAX_RANKS, layout_of
 

@@ -1,4 +1,5 @@
-"""Run a :class:`~distlab.collectives.plan.schedule.Schedule` in one process on per-rank buffers (NumPy or torch).
+"""Run a :class:`~distlab.collectives.plan.schedule.Schedule` in one process on per-rank buffers
+(NumPy or torch).
 
 Correctness at world size 64 in milliseconds: the same plan that runs on real ranks, applied to
 a list of arrays with the step semantics of :mod:`distlab.collectives.plan.schedule`.
@@ -13,7 +14,6 @@ import numpy as np
 import torch
 
 from distlab._checks import check_instance
-
 from distlab.collectives.plan.ops import check_op, check_op_dtype
 from distlab.collectives.plan.schedule import Schedule
 

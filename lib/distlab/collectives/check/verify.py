@@ -1,9 +1,10 @@
 """Check a schedule against its collective's semantics: nothing lost, nothing extra, nothing twice.
 
-:func:`check` verifies a schedule against :meth:`~distlab.collectives.plan.semantics.Layout.expected`:
-every required element ends with exactly the expected ranks' data (the holdings of
-:mod:`distlab.collectives.check.holdings`), and, for the reductions, each rank's data exactly once (an exact-integer
-simulation with :func:`distlab.collectives.check.simulate.simulate`; a barrier only needs every rank heard from).
+:func:`check` verifies a schedule against
+:meth:`~distlab.collectives.plan.semantics.Layout.expected`: every required element ends with
+exactly the expected ranks' data (the holdings of :mod:`distlab.collectives.check.holdings`), and,
+for the reductions, each rank's data exactly once (an exact-integer simulation with
+:func:`distlab.collectives.check.simulate.simulate`; a barrier only needs every rank heard from).
 """
 
 from __future__ import annotations

@@ -36,9 +36,8 @@ from typing import Any
 import numpy as np
 
 from distlab._checks import check_choice
-from distlab.fit import fit_line, fit_terms
-
 from distlab.collectives.plan.schedule import Schedule, Step, Transfer
+from distlab.fit import fit_line, fit_terms
 
 __all__ = ["STATISTICS", "Calibration", "calibration_sizes", "exchange_schedule",
            "fit_calibration", "fit_rounds", "fit_step_model", "oneway_schedule", "pattern_terms",

@@ -1,13 +1,13 @@
 """Options a call leaves unset, chosen by the calibrated cost model: the model pays for itself.
 
-``all_reduce(x, algorithm="ring")`` without ``pieces`` runs the ring with the number of pieces
-per block (:mod:`distlab.collectives.plan.ranges`) that the cost model predicts fastest for that algorithm, world size
-and message size (:func:`best_pieces`). The model is the calibration set with
+``all_reduce(x, algorithm="ring")`` without ``pieces`` runs the ring with the number of pieces per
+block (:mod:`distlab.collectives.plan.ranges`) that the cost model predicts fastest for that
+algorithm, world size and message size (:func:`best_pieces`). The model is the calibration set with
 :func:`use_calibration` in this process, else the one shipped inside the package
-(``distlab/data/allreduce_calibration.json``: gloo on loopback, measured by
-``python -m distlab.bench allreduce``; :data:`~distlab.collectives.model.presets.CALIBRATION_RESOURCE`).
-Every rank must use the same calibration (the shipped one is the same everywhere); a rank that
-loads another may choose another ``k``, which the peer check reports as differing options.
+(``distlab/data/allreduce_calibration.json``: gloo on loopback, measured by ``python -m
+distlab.bench allreduce``; :data:`~distlab.collectives.model.presets.CALIBRATION_RESOURCE`). Every
+rank must use the same calibration (the shipped one is the same everywhere); a rank that loads
+another may choose another ``k``, which the peer check reports as differing options.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from distlab._checks import check_int
-
-from distlab.collectives.plan.ranges import check_pieces
 from distlab.collectives.algorithms.registry import build_plan, check_plan_algorithm, plan_options
 from distlab.collectives.model.predict import call_model
 from distlab.collectives.model.presets import _packaged_calibration
+from distlab.collectives.plan.ranges import check_pieces
 
 __all__ = ["PIECES_CANDIDATES", "best_pieces", "default_calibration", "pieces_curve",
            "schedule_seconds", "use_calibration"]
@@ -33,8 +32,8 @@ _STATE: dict[str, Any] = {"calibration": None, "version": 0}
 
 
 def use_calibration(calibration: Any) -> None:
-    """Make ``calibration`` (a :class:`~distlab.collectives.model.calibration.Calibration`, its ``to_dict()``, or
-    ``None`` for the shipped one) the model that picks this process's defaults."""
+    """Make ``calibration`` (a :class:`~distlab.collectives.model.calibration.Calibration`, its
+    ``to_dict()``, or ``None`` for the shipped one) the model that picks this process's defaults."""
     if calibration is not None and not isinstance(calibration, Mapping):
         to_dict = getattr(calibration, "to_dict", None)
         if to_dict is None:
@@ -62,9 +61,10 @@ def default_calibration() -> dict[str, Any]:
 
 
 def schedule_seconds(calibration: Mapping[str, Any], schedule: Any, itemsize: int) -> float:
-    """The model's time of one call of ``schedule``: :func:`~distlab.collectives.model.predict.call_model`'s (the
-    calibration's per-call overhead plus the schedule's cost, with per-size prices when the
-    calibration has its series; terms a calibration lacks count 0)."""
+    """The model's time of one call of ``schedule``:
+    :func:`~distlab.collectives.model.predict.call_model`'s (the calibration's per-call overhead
+    plus the schedule's cost, with per-size prices when the calibration has its series; terms a
+    calibration lacks count 0)."""
     return call_model(calibration).schedule_seconds(schedule, itemsize)
 
 

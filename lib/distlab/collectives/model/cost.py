@@ -3,13 +3,13 @@
 For each step and each rank ``r``:
 
 - ``messages_r = max(#sends, #recvs)``; ``bytes_r = max(bytes sent, bytes received)`` with
-  ``duplex="full"`` (the textbook model: a link sends and receives at once), or
-  ``bytes sent + bytes received`` with ``duplex="half"`` (one copy engine per rank moves both
-  ways); with ``duplex="shared"`` every rank of the step shares one medium, so the step's
-  bandwidth term is ``beta * (bytes sent + received by all ranks)`` and its latency term
-  ``alpha * (messages of all ranks)``: the model of ranks on one host, where gloo's loopback TCP is a memory copy done by the same few cores and memory bus
-  (a step in which one rank receives from three others costs what its total traffic costs, not
-  three times a contended per-rank exchange);
+  ``duplex="full"`` (the textbook model: a link sends and receives at once), or ``bytes sent + bytes
+  received`` with ``duplex="half"`` (one copy engine per rank moves both ways); with
+  ``duplex="shared"`` every rank of the step shares one medium, so the step's bandwidth term is
+  ``beta * (bytes sent + received by all ranks)`` and its latency term ``alpha * (messages of all
+  ranks)``: the model of ranks on one host, where gloo's loopback TCP is a memory copy done by the
+  same few cores and memory bus (a step in which one rank receives from three others costs what its
+  total traffic costs, not three times a contended per-rank exchange);
 - ``reduced_r`` = bytes ``r`` combines into its buffer (its incoming ``"reduce"`` transfers);
 - ``time_r = alpha messages_r + beta bytes_r + gamma reduced_r``, except that when ``r`` receives
   ``m > 1`` reduce messages in one step, the reductions of the first ``m - 1`` overlap the
@@ -30,23 +30,23 @@ its slowest rank, and the schedule the sum of its steps. Any new
 algorithm is costed for free. For single-message steps this is exactly the textbook model, so the
 closed forms hold (ring: ``2(p-1) a + 2(p-1)/p n B + (p-1)/p n C``).
 
-Per-size prices (``rates``, a :class:`~distlab.collectives.model.rates.SizeRates` from the calibration's per-size
-series): a message of ``b`` bytes then costs ``rates.beta_at(b) * b`` instead of ``beta * b``
-(counted at the sender and the receiver as above), and reducing ``b`` bytes
-``rates.reduce_at(b)`` instead of ``gamma * b``, so a transport's regime switch between sizes
-is priced where it happens. Everything else (steps, messages, hand-off, relay) is unchanged.
+Per-size prices (``rates``, a :class:`~distlab.collectives.model.rates.SizeRates` from the
+calibration's per-size series): a message of ``b`` bytes then costs ``rates.beta_at(b) * b`` instead
+of ``beta * b`` (counted at the sender and the receiver as above), and reducing ``b`` bytes
+``rates.reduce_at(b)`` instead of ``gamma * b``, so a transport's regime switch between sizes is
+priced where it happens. Everything else (steps, messages, hand-off, relay) is unchanged.
 
-Pipelined schedules: a schedule whose ``options["in_flight"]`` is ``k >= 2`` is run by an
-executor that keeps ``k`` steps in flight (gloo's own ring keeps two:
-:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`). Its steps overlap, so a step costs the largest of its fixed part
-shared by the ``k`` steps in flight (``(handoff + alpha messages + relay) / k``), its bytes term
-and its reduction, not their sum. The pipeline starts empty and drains at the end of each of its
-phases (``options["phases"]``: steps per phase, default one phase): the first step of a phase
-has nothing to share its fixed part with (it pays the rest, ``(1 - 1/k)`` of it) and the last
-step's reduction has no later transfer to hide behind (it is paid on top). The bytes term and
-the reduction overlap only where cores are free for both: with ``cpu_overlap=False`` (ranks
-with fewer than 2 cores each, whose loopback copies and reductions queue for the same cores) a
-step costs the largest of its shared fixed part and its bytes term plus its reduction.
+Pipelined schedules: a schedule whose ``options["in_flight"]`` is ``k >= 2`` is run by an executor
+that keeps ``k`` steps in flight (gloo's own ring keeps two:
+:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`). Its steps overlap, so a step costs the
+largest of its fixed part shared by the ``k`` steps in flight (``(handoff + alpha messages + relay)
+/ k``), its bytes term and its reduction, not their sum. The pipeline starts empty and drains at the
+end of each of its phases (``options["phases"]``: steps per phase, default one phase): the first
+step of a phase has nothing to share its fixed part with (it pays the rest, ``(1 - 1/k)`` of it) and
+the last step's reduction has no later transfer to hide behind (it is paid on top). The bytes term
+and the reduction overlap only where cores are free for both: with ``cpu_overlap=False`` (ranks with
+fewer than 2 cores each, whose loopback copies and reductions queue for the same cores) a step costs
+the largest of its shared fixed part and its bytes term plus its reduction.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_choice, check_float, check_instance, check_int
-
 from distlab.collectives.model.rates import SizeRates
 from distlab.collectives.plan.schedule import Schedule, Step
 
@@ -238,8 +237,8 @@ def cost(schedule: Schedule, alpha: float, beta: float, gamma: float, itemsize: 
         relay: seconds per step per rank beyond 2 in its largest linked set of ranks
             (:func:`linked_ranks`; default 0).
         rates: per-size prices of a message's bytes and of a reduction
-            (:func:`~distlab.collectives.model.rates.size_rates`); ``None`` (default): ``beta`` and ``gamma`` for
-            every size.
+            (:func:`~distlab.collectives.model.rates.size_rates`); ``None`` (default): ``beta`` and
+            ``gamma`` for every size.
         cpu_overlap: in a pipelined schedule, whether a step's bytes term and its reduction
             run at once (default). ``False`` where both are work for the same saturated cores
             (ranks on one host with fewer than 2 cores each, where loopback TCP copies bytes

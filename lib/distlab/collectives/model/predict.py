@@ -5,12 +5,14 @@
     m.seconds("builtin", 4, 1 << 20, 4)             # gloo's own ring, from its source
     predict_builtin("h100_sxm8", 8, [1 << 20])      # NCCL's own allreduce on a GPU box
 
-A call costs ``call_overhead`` plus the cost of its schedule (:func:`distlab.collectives.model.cost.cost`) with the
-calibration's terms and, when the calibration stores its per-size series, the per-size prices of
-:mod:`distlab.collectives.model.rates`. ``"builtin"`` means the backend's own allreduce: for gloo (CPU tensors) the
-schedule of :mod:`distlab.collectives.algorithms.allreduce.gloo_ring` with its pipeline of two iterations in flight, priced
-as below (distlab's per-call overhead left out, see :meth:`CallModel.seconds`); for NCCL on a
-GPU box of :mod:`distlab.collectives.model.nccl.boxes`, NCCL's own tuning model (:mod:`distlab.collectives.model.nccl.estimate`).
+A call costs ``call_overhead`` plus the cost of its schedule
+(:func:`distlab.collectives.model.cost.cost`) with the calibration's terms and, when the calibration
+stores its per-size series, the per-size prices of :mod:`distlab.collectives.model.rates`.
+``"builtin"`` means the backend's own allreduce: for gloo (CPU tensors) the schedule of
+:mod:`distlab.collectives.algorithms.allreduce.gloo_ring` with its pipeline of two iterations in
+flight, priced as below (distlab's per-call overhead left out, see :meth:`CallModel.seconds`); for
+NCCL on a GPU box of :mod:`distlab.collectives.model.nccl.boxes`, NCCL's own tuning model
+(:mod:`distlab.collectives.model.nccl.estimate`).
 
 How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
 thread: per iteration it posts a send and a receive, waits, and reduces in C++, where distlab's
@@ -56,9 +58,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_choice, check_int
-
-from distlab.collectives.algorithms.registry import BUILTIN, build, is_builtin, options_of
 from distlab.collectives.algorithms.allreduce.gloo_ring import gloo_ring
+from distlab.collectives.algorithms.registry import BUILTIN, build, is_builtin, options_of
 from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.model.cost import DUPLEX, cost
 from distlab.collectives.model.nccl.boxes import GPU_BOXES, GpuBox
@@ -71,9 +72,10 @@ __all__ = ["CallModel", "builtin_schedule", "builtin_step_seconds", "call_model"
            "predict_builtin"]
 
 MIN_CORES_TO_OVERLAP = 2
-"""Cores per rank below which a pipelined step's bytes and reduction add instead of overlapping:
-a rank's own thread reduces while gloo's I/O thread copies bytes through loopback TCP, and with
-fewer cores than those two threads they take turns (:func:`distlab.collectives.model.cost.cost`, ``cpu_overlap``)."""
+"""Cores per rank below which a pipelined step's bytes and reduction add instead of overlapping: a
+rank's own thread reduces while gloo's I/O thread copies bytes through loopback TCP, and with fewer
+cores than those two threads they take turns (:func:`distlab.collectives.model.cost.cost`,
+``cpu_overlap``)."""
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 """Bytes per element of the calibration dtypes (a calibration names its dtype as a string)."""
@@ -84,9 +86,10 @@ BUILTIN_SCHEDULES = {"gloo": "gloo_ring"}
 
 @dataclass(frozen=True)
 class CallModel:
-    """The terms that price one call (seconds; see :func:`distlab.collectives.model.cost.cost`) and, if the calibration
-    had per-size series, its :class:`~distlab.collectives.model.rates.SizeRates` (``None``: constant beta and gamma).
-    ``backend`` names whose builtin allreduce ``"builtin"`` means."""
+    """The terms that price one call (seconds; see :func:`distlab.collectives.model.cost.cost`) and,
+    if the calibration had per-size series, its :class:`~distlab.collectives.model.rates.SizeRates`
+    (``None``: constant beta and gamma). ``backend`` names whose builtin allreduce ``"builtin"``
+    means."""
 
     alpha: float
     beta: float
@@ -105,7 +108,8 @@ class CallModel:
     @property
     def cpu_overlap(self) -> bool:
         """Whether a pipelined step's bytes and reduction run at once
-        (:func:`distlab.collectives.model.cost.cost`): unless the ranks had fewer than 2 cores each (unknown: yes)."""
+        (:func:`distlab.collectives.model.cost.cost`): unless the ranks had fewer than 2 cores each
+        (unknown: yes)."""
         return self.cores_per_rank is None or self.cores_per_rank >= MIN_CORES_TO_OVERLAP
 
     def compiled_seconds(self, schedule: Schedule, itemsize: int, step_seconds: float) -> float:
@@ -132,14 +136,14 @@ class CallModel:
         with ``algorithm`` (a registered name or ``"builtin"``); ``options`` the algorithm does
         not take, or that are None, are ignored.
 
-        ``"builtin"`` is the backend's schedule without ``call_overhead``: that term is what a
-        call of distlab's executor costs beyond its steps (a lone exchange called through
-        :func:`~distlab.collectives.runtime.execute.run_schedule` minus a chained step: Python argument checks,
-        plan lookup, dispatch), a path ``torch.distributed.all_reduce`` does not take (it
-        enqueues gloo's C++ ring on the process group's worker thread). With ``builtin_step``
-        (a calibration that timed the builtin's floor) the schedule is priced as compiled code
-        (:meth:`compiled_seconds`); without it, with the executor's fixed terms (see the module
-        docstring).
+        ``"builtin"`` is the backend's schedule without ``call_overhead``: that term is what a call
+        of distlab's executor costs beyond its steps (a lone exchange called through
+        :func:`~distlab.collectives.runtime.execute.run_schedule` minus a chained step: Python
+        argument checks, plan lookup, dispatch), a path ``torch.distributed.all_reduce`` does not
+        take (it enqueues gloo's C++ ring on the process group's worker thread). With
+        ``builtin_step`` (a calibration that timed the builtin's floor) the schedule is priced as
+        compiled code (:meth:`compiled_seconds`); without it, with the executor's fixed terms (see
+        the module docstring).
         """
         if is_builtin("all_reduce", algorithm):
             schedule = builtin_schedule(self.backend, world_size, count, itemsize)
@@ -161,13 +165,14 @@ def _number(cal: Mapping[str, Any], key: str) -> float:
 
 def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
                backend: str | None = None, cpus: int | None = None) -> CallModel:
-    """The :class:`CallModel` of a calibration (a :class:`~distlab.collectives.model.calibration.Calibration` or its
-    dict; fields it lacks count as 0, ``duplex`` as ``"full"``, ``backend`` as gloo).
-    ``per_size=False`` prices every size with the one ``beta`` and ``gamma`` (the model before
-    per-size rates); ``backend`` overrides the calibration's (whose builtin ``"builtin"``
-    means). ``cores_per_rank`` is ``cpus_allowed / local_world_size`` of the calibration, or
-    ``cpus / world_size`` when the calibration does not say (a profile made before it did:
-    :mod:`distlab.judge.refit` passes the profile's ``cpus_allowed``); neither: unknown."""
+    """The :class:`CallModel` of a calibration (a
+    :class:`~distlab.collectives.model.calibration.Calibration` or its dict; fields it lacks count
+    as 0, ``duplex`` as ``"full"``, ``backend`` as gloo). ``per_size=False`` prices every size with
+    the one ``beta`` and ``gamma`` (the model before per-size rates); ``backend`` overrides the
+    calibration's (whose builtin ``"builtin"`` means). ``cores_per_rank`` is ``cpus_allowed /
+    local_world_size`` of the calibration, or ``cpus / world_size`` when the calibration does not
+    say (a profile made before it did: :mod:`distlab.judge.refit` passes the profile's
+    ``cpus_allowed``); neither: unknown."""
     if isinstance(cal, Calibration):
         data: Mapping[str, Any] = cal.to_dict()
     elif isinstance(cal, Mapping):
@@ -234,9 +239,10 @@ def builtin_step_seconds(model: CallModel, world_size: int, floor_seconds: float
 
 
 def builtin_schedule(backend: str, world_size: int, count: int, itemsize: int) -> Schedule:
-    """The schedule of ``backend``'s own allreduce (gloo: :func:`distlab.collectives.algorithms.allreduce.gloo_ring.gloo_ring`,
-    whose segmentation depends on ``itemsize``). NCCL's is not a fixed schedule: it picks an
-    algorithm and protocol per size (:func:`predict_builtin` with a GPU box)."""
+    """The schedule of ``backend``'s own allreduce (gloo:
+    :func:`distlab.collectives.algorithms.allreduce.gloo_ring.gloo_ring`, whose segmentation depends
+    on ``itemsize``). NCCL's is not a fixed schedule: it picks an algorithm and protocol per size
+    (:func:`predict_builtin` with a GPU box)."""
     check_choice("backend", backend, tuple(BUILTIN_SCHEDULES))
     return gloo_ring(world_size, count, itemsize=itemsize)
 
@@ -251,11 +257,12 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
     """Seconds of the backend's own allreduce at each size.
 
     Args:
-        preset: a gloo calibration (a :class:`~distlab.collectives.model.calibration.Calibration`, its dict, or
-            ``"loopback"``: the one shipped with distlab): gloo's ring
-            (:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`) costed with it; or a GPU box (a
-            :class:`~distlab.collectives.model.nccl.boxes.GpuBox` or a name of :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES`): NCCL's
-            own choice and estimate (:func:`~distlab.collectives.model.nccl.estimate.predict_nccl_allreduce`).
+        preset: a gloo calibration (a :class:`~distlab.collectives.model.calibration.Calibration`,
+            its dict, or ``"loopback"``: the one shipped with distlab): gloo's ring
+            (:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`) costed with it; or a GPU box
+            (a :class:`~distlab.collectives.model.nccl.boxes.GpuBox` or a name of
+            :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES`): NCCL's own choice and estimate
+            (:func:`~distlab.collectives.model.nccl.estimate.predict_nccl_allreduce`).
         world_size: ranks (>= 1).
         sizes_bytes: buffer sizes in bytes (multiples of ``itemsize`` for a calibration).
         itemsize: bytes per element (gloo segments by bytes; NCCL's model is per byte).

@@ -2,10 +2,10 @@
 
 One ``beta`` (seconds per byte) for every message size averages away what a transport does
 differently at different sizes: a protocol or buffer switch, a socket buffer that a message no
-longer fits into, a reduction that falls out of cache. The calibration already times its
-patterns at every size (:class:`~distlab.collectives.model.calibration.Calibration`: ``comm_seconds``,
-``oneway_seconds``, ``shift_seconds``, ``reduce_seconds`` per size), so :func:`size_rates`
-prices each size from its own points:
+longer fits into, a reduction that falls out of cache. The calibration already times its patterns at
+every size (:class:`~distlab.collectives.model.calibration.Calibration`: ``comm_seconds``,
+``oneway_seconds``, ``shift_seconds``, ``reduce_seconds`` per size), so :func:`size_rates` prices
+each size from its own points:
 
 - the per-step and per-message terms (``handoff``, ``alpha``, ``relay``) stay the calibration's,
   fitted over all sizes at once (they are what a step and a message cost whatever their size);
@@ -22,16 +22,15 @@ prices each size from its own points:
   (it holds what one reduction call costs at that size, call included).
 
 Between calibration sizes both are interpolated linearly in ``log(size)`` (``reduce`` in
-``log(time)`` too, since it spans four decades); below the smallest size ``beta`` and
-``reduce`` are those of the smallest; above the largest, ``beta`` is the largest size's and a
-reduction costs the largest size's time per byte. A message of ``b`` bytes then costs
-``beta(b) * b`` in the step's bytes term (:func:`distlab.collectives.model.cost.cost` with
-``rates=``): the step structure of the schedule is kept, only the price of each message
-depends on its size. With a calibration whose times lie exactly on one line, ``beta(s)`` is the
-calibration's ``beta`` at every size and the prediction is the constant model's. The
-backend's own loop (gloo's ring in C++) pays its bytes at the one ``beta`` instead
-(:meth:`SizeRates.with_beta`; why: :mod:`distlab.collectives.model.predict`), since ``beta(s)`` is read with the fixed
-terms of distlab's executor, which that loop does not pay.
+``log(time)`` too, since it spans four decades); below the smallest size ``beta`` and ``reduce`` are
+those of the smallest; above the largest, ``beta`` is the largest size's and a reduction costs the
+largest size's time per byte. A message of ``b`` bytes then costs ``beta(b) * b`` in the step's
+bytes term (:func:`distlab.collectives.model.cost.cost` with ``rates=``): the step structure of the
+schedule is kept, only the price of each message depends on its size. With a calibration whose times
+lie exactly on one line, ``beta(s)`` is the calibration's ``beta`` at every size and the prediction
+is the constant model's. The backend's own loop (gloo's ring in C++) pays its bytes at the one
+``beta`` instead (:meth:`SizeRates.with_beta`; why: :mod:`distlab.collectives.model.predict`), since
+``beta(s)`` is read with the fixed terms of distlab's executor, which that loop does not pay.
 """
 
 from __future__ import annotations
@@ -44,9 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from distlab.fit import fit_terms
-
 from distlab.collectives.model.calibration import Calibration, pattern_terms
+from distlab.fit import fit_terms
 
 __all__ = ["SizeRates", "size_rates"]
 

@@ -1,8 +1,9 @@
 """The plan of a collective as data: :class:`Schedule` -> :class:`Step` -> :class:`Transfer`.
 
 A schedule is what every other part of :mod:`distlab.collectives` reads: it is drawn
-(:mod:`distlab.viz.allreduce`), costed (:mod:`distlab.collectives.model.cost`), simulated on NumPy buffers
-(:mod:`distlab.collectives.check.simulate`) and executed over ``torch.distributed`` point-to-point (:mod:`distlab.collectives.runtime.execute`).
+(:mod:`distlab.viz.allreduce`), costed (:mod:`distlab.collectives.model.cost`), simulated on NumPy
+buffers (:mod:`distlab.collectives.check.simulate`) and executed over ``torch.distributed``
+point-to-point (:mod:`distlab.collectives.runtime.execute`).
 
 Semantics of one step (synchronous, like a round of exchanges in MPI):
 
@@ -153,7 +154,7 @@ def validate_steps(steps: Sequence[Step], world_size: int, count: int) -> None:
             by_dst.setdefault(t.dst, []).append(t)
         for dst, ts in by_dst.items():
             ordered = sorted(ts, key=lambda t: t.start)
-            for a, b in zip(ordered, ordered[1:]):
+            for a, b in zip(ordered, ordered[1:], strict=False):
                 if b.start < a.stop and "copy" in (a.kind, b.kind):
                     raise ValueError(f"step {i}: rank {dst} receives overlapping {a} and {b}; "
                                      "a copy must have a single writer")

@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from distlab._checks import check_choice, check_int
-
 from distlab.collectives.plan.schedule import Schedule
 
 __all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "Layout", "layout",

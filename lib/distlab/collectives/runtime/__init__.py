@@ -1,7 +1,8 @@
 """The runtime of the collectives: schedules executed on real ``torch.distributed`` ranks.
 
-:mod:`distlab.collectives.runtime.execute` (``run_schedule``, ``all_reduce``), :mod:`distlab.collectives.runtime.peercheck` (mismatched calls caught
-before they hang), :mod:`distlab.collectives.runtime.rounds` (calibration on live ranks), :mod:`distlab.collectives.runtime.group` (process-group
-helpers). The plans they run (:mod:`distlab.collectives`' other modules) never import this
-package or ``torch.distributed``.
+:mod:`distlab.collectives.runtime.execute` (``run_schedule``, ``all_reduce``),
+:mod:`distlab.collectives.runtime.peercheck` (mismatched calls caught before they hang),
+:mod:`distlab.collectives.runtime.rounds` (calibration on live ranks),
+:mod:`distlab.collectives.runtime.group` (process-group helpers). The plans they run
+(:mod:`distlab.collectives`' other modules) never import this package or ``torch.distributed``.
 """

@@ -10,15 +10,16 @@
     C.all_to_all(out, t)                            # all_to_all_single(out, t), equal splits
     C.barrier()
 
-Each call builds its collective's schedule (:mod:`distlab.collectives.algorithms.registry`; ``algorithm=None``
-is :data:`~distlab.collectives.algorithms.registry.DEFAULT_ALGORITHM`) over the buffer of
-:mod:`distlab.collectives.plan.semantics` and runs it with the one executor
-(:func:`distlab.collectives.runtime.execute.execute`, with its peer check, tags and timeouts). The buffer is the caller's
-tensor where it can be (broadcast, reduce, the root's gather output, all-gather's output);
-otherwise a reused workspace, with the input as the executor's read-only *source* (never
-modified, never copied up front: elements are read from it until first written), and the result
-copied out of the buffer at the end. ``pieces`` left unset on a ring is the model's choice
-(:func:`distlab.collectives.model.choice.best_pieces`). ``avg`` sums, then divides the result.
+Each call builds its collective's schedule (:mod:`distlab.collectives.algorithms.registry`;
+``algorithm=None`` is :data:`~distlab.collectives.algorithms.registry.DEFAULT_ALGORITHM`) over the
+buffer of :mod:`distlab.collectives.plan.semantics` and runs it with the one executor
+(:func:`distlab.collectives.runtime.execute.execute`, with its peer check, tags and timeouts). The
+buffer is the caller's tensor where it can be (broadcast, reduce, the root's gather output,
+all-gather's output); otherwise a reused workspace, with the input as the executor's read-only
+*source* (never modified, never copied up front: elements are read from it until first written), and
+the result copied out of the buffer at the end. ``pieces`` left unset on a ring is the model's
+choice (:func:`distlab.collectives.model.choice.best_pieces`). ``avg`` sums, then divides the
+result.
 """
 
 from __future__ import annotations
@@ -29,17 +30,21 @@ from typing import Any
 
 import torch
 
-from distlab.timeline import Timeline
-
+from distlab.collectives.algorithms.registry import (
+    DEFAULT_ALGORITHM,
+    build_plan,
+    check_plan_algorithm,
+    plan_options,
+)
+from distlab.collectives.model.choice import best_pieces
 from distlab.collectives.plan.ops import check_op
-from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, build_plan, check_plan_algorithm, plan_options
 from distlab.collectives.plan.schedule import Schedule
 from distlab.collectives.plan.semantics import layout
-from distlab.collectives.model.choice import best_pieces
 from distlab.collectives.runtime.execute import check_tensor_alone, check_timeout, execute
 from distlab.collectives.runtime.group import check_tensor_backend, group_info, rank_device
 from distlab.collectives.runtime.peercheck import check_mode
 from distlab.collectives.runtime.steps import StepRunner, workspace
+from distlab.timeline import Timeline
 
 __all__ = ["all_gather", "all_to_all", "barrier", "broadcast", "gather", "plan_for",
            "reduce", "reduce_scatter", "scatter"]

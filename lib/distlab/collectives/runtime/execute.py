@@ -5,17 +5,18 @@
 
 CPU tensors go over gloo (``isend``/``irecv``); CUDA tensors over NCCL (each step one
 ``batch_isend_irecv`` group). On gloo the receives of a rank's next step are posted while its
-current step is still in flight (a sender never waits for the receiver to get round to posting:
-gloo sends only into a posted receive), every receive of a step before any of its sends, so an
-exchange cannot deadlock. Received ``"reduce"`` data lands in a preallocated workspace (two
-halves, alternating by step) and is combined into the tensor in place (``add_``, ``mul_``,
-``maximum``/``minimum`` with ``out=``) as each message arrives (after this rank's own sends of
-the same elements have completed), so a step cut into pieces (:mod:`distlab.collectives.plan.ranges`)
-reduces each piece while the next is in flight; ``"copy"`` data is received straight into the
-tensor where nothing of this rank reads or writes those elements in that step or the one before.
-Every message carries a tag unique to the call (:mod:`distlab.collectives.runtime.tags`), and the peer check travels with
-the first step (:mod:`distlab.collectives.runtime.peercheck`). Every wait has a timeout (``timeout`` seconds, else the
-process group's), so a rank that dies mid-collective makes the others raise instead of hanging.
+current step is still in flight (a sender never waits for the receiver to get round to posting: gloo
+sends only into a posted receive), every receive of a step before any of its sends, so an exchange
+cannot deadlock. Received ``"reduce"`` data lands in a preallocated workspace (two halves,
+alternating by step) and is combined into the tensor in place (``add_``, ``mul_``,
+``maximum``/``minimum`` with ``out=``) as each message arrives (after this rank's own sends of the
+same elements have completed), so a step cut into pieces (:mod:`distlab.collectives.plan.ranges`)
+reduces each piece while the next is in flight; ``"copy"`` data is received straight into the tensor
+where nothing of this rank reads or writes those elements in that step or the one before. Every
+message carries a tag unique to the call (:mod:`distlab.collectives.runtime.tags`), and the peer
+check travels with the first step (:mod:`distlab.collectives.runtime.peercheck`). Every wait has a
+timeout (``timeout`` seconds, else the process group's), so a rank that dies mid-collective makes
+the others raise instead of hanging.
 """
 
 from __future__ import annotations
@@ -26,16 +27,21 @@ from typing import Any
 
 import torch
 
-from distlab.timeline import Timeline
-
 from distlab.collectives.algorithms.registry import build, check_algorithm, options_of
+from distlab.collectives.model.choice import best_pieces
 from distlab.collectives.plan.ops import check_op, check_op_dtype
 from distlab.collectives.plan.schedule import Schedule
-from distlab.collectives.model.choice import best_pieces
 from distlab.collectives.runtime.group import check_tensor_backend, group_info, reducer
-from distlab.collectives.runtime.peercheck import CollectiveMismatchError, InlineCheck, check_mode, check_peers, describe
+from distlab.collectives.runtime.peercheck import (
+    CollectiveMismatchError,
+    InlineCheck,
+    check_mode,
+    check_peers,
+    describe,
+)
 from distlab.collectives.runtime.steps import StepRunner, reducer_out, step_p2p_ops
 from distlab.collectives.runtime.tags import call_tag_base, next_call_number
+from distlab.timeline import Timeline
 
 __all__ = ["all_reduce", "check_tensor_alone", "check_timeout", "default_options", "execute",
            "run_schedule", "step_p2p_ops", "traced_allreduce_rank"]
@@ -89,11 +95,11 @@ def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: i
     """Run ``schedule`` on this rank's flat buffer in place (arguments already validated; no
     ``avg`` division): the one executor behind every collective of :mod:`distlab.collectives`.
 
-    ``check`` is a mode of :mod:`distlab.collectives.runtime.peercheck` (``"inline"`` on a batched, NCCL-style call runs
-    as ``"gather"``: NCCL's point-to-point has no tags to keep a mismatched call's messages
-    apart). ``source``: a read-only tensor holding the buffer's elements ``[start, stop)`` until
-    this rank writes them (:mod:`distlab.collectives.runtime.rank_plan`). Returns the runner (its
-    ``plan.untouched`` says which source ranges the steps never wrote).
+    ``check`` is a mode of :mod:`distlab.collectives.runtime.peercheck` (``"inline"`` on a batched,
+    NCCL-style call runs as ``"gather"``: NCCL's point-to-point has no tags to keep a mismatched
+    call's messages apart). ``source``: a read-only tensor holding the buffer's elements ``[start,
+    stop)`` until this rank writes them (:mod:`distlab.collectives.runtime.rank_plan`). Returns the
+    runner (its ``plan.untouched`` says which source ranges the steps never wrote).
     """
     desc = describe(schedule.algorithm, schedule.options, world, schedule.count, flat.dtype, op,
                     collective=schedule.collective)
@@ -140,9 +146,9 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
     is how the NCCL code path is tested without a GPU. Unbatched, the receives of each step are
     posted while the previous step is still in flight.
 
-    ``check`` (:mod:`distlab.collectives.runtime.peercheck`): ``True`` or ``"inline"`` (default) sends this rank's
-    description of the call (algorithm, options, world size, count, dtype, op) to every other
-    rank together with the first step's messages and raises
+    ``check`` (:mod:`distlab.collectives.runtime.peercheck`): ``True`` or ``"inline"`` (default)
+    sends this rank's description of the call (algorithm, options, world size, count, dtype, op) to
+    every other rank together with the first step's messages and raises
     :class:`~distlab.collectives.runtime.peercheck.CollectiveMismatchError` naming the ranks and
     what differs, instead of hanging; ``"gather"`` does it with one all_gather before the first
     step; ``False`` (or ``"off"``) skips it.
@@ -168,20 +174,20 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
         tensor: a contiguous tensor, CPU (gloo group) or this rank's CUDA device (NCCL group),
             same shape and dtype on every rank.
         op: ``"sum"``, ``"prod"``, ``"max"``, ``"min"`` or ``"avg"`` (floating dtypes only).
-        algorithm: a key of :data:`distlab.collectives.ALGORITHMS`.
-        group: a process group, ``None`` for the default (world).
-        timeline: optional :class:`distlab.timeline.Timeline`; one span per step.
-        timeout: seconds each wait may take (``None``: the process group's timeout).
-        batched: post each step as one ``batch_isend_irecv`` (default: only for CUDA/NCCL).
-        check: the peer check (:mod:`distlab.collectives.runtime.peercheck`): ``True``/``"inline"`` (default: each rank's
+        algorithm: a key of :data:`distlab.collectives.ALGORITHMS`. group: a process group, ``None``
+        for the default (world). timeline: optional :class:`distlab.timeline.Timeline`; one span per
+        step. timeout: seconds each wait may take (``None``: the process group's timeout). batched:
+        post each step as one ``batch_isend_irecv`` (default: only for CUDA/NCCL). check: the peer
+        check (:mod:`distlab.collectives.runtime.peercheck`): ``True``/``"inline"`` (default: each
+        rank's
             description of the call travels with the first step's messages; no extra round
             trip), ``"gather"`` (one small all_gather before the first step) or ``False``; a
             mismatch raises ``CollectiveMismatchError`` on every rank, naming the ranks and what
             differs, instead of hanging.
         **options: algorithm options (``segment_size`` for segmented_ring, ``group_size`` for
-            hierarchical, ``pieces`` for ring, segmented_ring and hierarchical). A ``pieces``
-            left unset (or ``None``) is the one the calibrated cost model predicts fastest for
-            this algorithm, world size and size (:func:`distlab.collectives.model.choice.best_pieces`;
+            hierarchical, ``pieces`` for ring, segmented_ring and hierarchical). A ``pieces`` left
+            unset (or ``None``) is the one the calibrated cost model predicts fastest for this
+            algorithm, world size and size (:func:`distlab.collectives.model.choice.best_pieces`;
             the shipped loopback calibration unless :func:`~distlab.collectives.model.choice.
             use_calibration` set another).
 

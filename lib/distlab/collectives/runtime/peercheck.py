@@ -9,12 +9,12 @@ that differ:
 
 - ``"inline"`` (the default on gloo, :class:`InlineCheck`): each rank sends its description
   (:func:`encode`, :data:`MESSAGE_BYTES` bytes) to every other rank *in the same round as the
-  schedule's first step*: posted with the first step's messages and compared before the rank
-  waits for any of them. No extra round trip: the descriptions travel while the first step's data
-  does. The data messages carry a tag drawn from the description (:mod:`distlab.collectives.runtime.tags`), so ranks that
-  disagree never pair each other's data. Costs ``p - 1`` tiny messages each way per call. After a
-  mismatch, the failed call's unmatched messages stay posted under that call's tags (no later
-  call can take them).
+  schedule's first step*: posted with the first step's messages and compared before the rank waits
+  for any of them. No extra round trip: the descriptions travel while the first step's data does.
+  The data messages carry a tag drawn from the description
+  (:mod:`distlab.collectives.runtime.tags`), so ranks that disagree never pair each other's data.
+  Costs ``p - 1`` tiny messages each way per call. After a mismatch, the failed call's unmatched
+  messages stay posted under that call's tags (no later call can take them).
 - ``"gather"`` (:func:`check_peers`; what NCCL gets, whose point-to-point has no tags, and what
   ``check="gather"`` asks for): one ``all_gather`` of :data:`FIELDS` hashes (8 bytes each)
   before the first step, so a mismatch is found before any data message is posted. One extra
@@ -45,7 +45,8 @@ CHECK_MODES = ("inline", "gather", "off")
 
 
 class CollectiveMismatchError(RuntimeError):
-    """Ranks of one group called a collective with different arguments (see :mod:`distlab.collectives.runtime.peercheck`)."""
+    """Ranks of one group called a collective with different arguments (see
+    :mod:`distlab.collectives.runtime.peercheck`)."""
 
 
 def check_mode(check: Any) -> str:

@@ -22,7 +22,6 @@ the two costs of the builtin that no pattern run through distlab's executor can 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,13 +30,18 @@ import torch.distributed as dist
 
 from distlab import launch
 from distlab._checks import check_int
-from distlab.envinfo import cpus_allowed
-
-from distlab.collectives.model.calibration import (Calibration, exchange_schedule, fit_rounds, oneway_schedule,
-                           shift_schedule)
+from distlab.clock import synced_seconds
+from distlab.collectives.model.calibration import (
+    Calibration,
+    exchange_schedule,
+    fit_rounds,
+    oneway_schedule,
+    shift_schedule,
+)
 from distlab.collectives.plan.ops import check_op
 from distlab.collectives.runtime.execute import run_schedule
 from distlab.collectives.runtime.group import builtin_all_reduce, group_info, reducer, sync_device
+from distlab.envinfo import cpus_allowed
 
 __all__ = ["DEFAULT_SIZES", "RoundCalibrator", "calibrate", "calibrate_local", "calibrate_rank"]
 
@@ -88,13 +92,13 @@ class RoundCalibrator:
         # then the builtin allreduce of the smallest size and of an empty tensor
         self.rounds: list[list[float]] = []
 
-    def _timed(self, fn: Callable[[], Any]) -> float:
+    def _timed(self, fn: Callable[..., Any], *args: Any) -> float:
+        """Seconds of ``fn(*args)`` after a barrier, the device's queued work included."""
         sync_device(self.device)
         dist.barrier(group=self.group)
-        t0 = time.perf_counter()
-        fn()
-        sync_device(self.device)
-        return time.perf_counter() - t0
+        t0 = synced_seconds(self.device)
+        fn(*args)
+        return synced_seconds(self.device) - t0
 
     def _run(self, schedule: Any, buf: torch.Tensor, check: bool = False) -> None:
         run_schedule(schedule, buf, "sum", self.group, check=check)
@@ -102,23 +106,23 @@ class RoundCalibrator:
     def run_round(self, record: bool = True) -> None:
         """Time every calibration point once (append to :attr:`rounds` when ``record``)."""
         row: list[float] = []
-        for i, (buf, x, plans) in enumerate(zip(self._bufs, self._xs, self._plans)):
+        for i, (buf, x, plans) in enumerate(zip(self._bufs, self._xs, self._plans, strict=True)):
             chained, oneway, single, shift = plans
             one = buf[:oneway.count]
-            row.append(self._timed(lambda: self._run(chained, buf)) / self.chain)
-            row.append(self._timed(lambda: self._run(oneway, one)) / self.chain)
-            row.append(self._timed(lambda: self._run(single, buf, self.check)))
+            row.append(self._timed(self._run, chained, buf) / self.chain)
+            row.append(self._timed(self._run, oneway, one) / self.chain)
+            row.append(self._timed(self._run, single, buf, self.check))
             out = buf[:x.numel()]
-            row.append(self._timed(lambda: self._reduce(out, x)))
+            row.append(self._timed(self._reduce, out, x))
             out.fill_(1)
             if self._shift:  # with 2 ranks the shift is the exchange already timed
                 sbuf = self._shift[i]
-                row.append(self._timed(lambda: self._run(shift, sbuf)) / self.chain)
+                row.append(self._timed(self._run, shift, sbuf) / self.chain)
             else:
                 row.append(row[-4])
-        row.append(self._timed(lambda: builtin_all_reduce(self._floor_buf, "sum", self.group)))
+        row.append(self._timed(builtin_all_reduce, self._floor_buf, "sum", self.group))
         self._floor_buf.fill_(1)  # repeated sums would overflow over many rounds
-        row.append(self._timed(lambda: builtin_all_reduce(self._empty, "sum", self.group)))
+        row.append(self._timed(builtin_all_reduce, self._empty, "sum", self.group))
         if record:
             self.rounds.append(row)
 
@@ -149,9 +153,9 @@ def calibrate(sizes: Sequence[int] = DEFAULT_SIZES, *, iters: int = 10, warmup: 
               device: Any = None, statistic: str = "median") -> Calibration:
     """Measure and fit the cost model on this process group (collective: every rank).
 
-    A :class:`RoundCalibrator` over ``sizes`` (bytes), ``warmup`` unrecorded then ``iters``
-    recorded rounds, fitted on each point's ``statistic`` over rounds (``method="upfront"``).
-    ``dtype`` defaults to float32; ``device`` to the CPU. Returns the same :class:`Calibration` on every rank.
+    A :class:`RoundCalibrator` over ``sizes`` (bytes), ``warmup`` unrecorded then ``iters`` recorded
+    rounds, fitted on each point's ``statistic`` over rounds (``method="upfront"``). ``dtype``
+    defaults to float32; ``device`` to the CPU. Returns the same :class:`Calibration` on every rank.
     """
     iters = check_int("iters", iters, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)

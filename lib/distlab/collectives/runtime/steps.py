@@ -1,13 +1,13 @@
 """One rank's steps of a schedule on real ranks: posting, waiting, packing, reducing.
 
-:class:`StepRunner` executes a :class:`~distlab.collectives.runtime.rank_plan.RankPlan` on this rank's
-flat tensor. On gloo (:meth:`StepRunner.run_posted_ahead`) the receives of the next step are
-posted while the current one is in flight and every receive of a step before any of its sends;
-each received message is applied as it lands (reduced into the tensor or copied), after this
-rank's own sends of the same elements (read from the tensor) have completed. On NCCL
-(:meth:`StepRunner.run_batched`) each step is one ``batch_isend_irecv``. Messages of several
-ranges are packed into a staging area and unpacked as they land; elements that a read-only
-source still holds are read from it (see :mod:`distlab.collectives.runtime.rank_plan`).
+:class:`StepRunner` executes a :class:`~distlab.collectives.runtime.rank_plan.RankPlan` on this
+rank's flat tensor. On gloo (:meth:`StepRunner.run_posted_ahead`) the receives of the next step are
+posted while the current one is in flight and every receive of a step before any of its sends; each
+received message is applied as it lands (reduced into the tensor or copied), after this rank's own
+sends of the same elements (read from the tensor) have completed. On NCCL
+(:meth:`StepRunner.run_batched`) each step is one ``batch_isend_irecv``. Messages of several ranges
+are packed into a staging area and unpacked as they land; elements that a read-only source still
+holds are read from it (see :mod:`distlab.collectives.runtime.rank_plan`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distlab.timeline import Timeline, now_us
-
-from distlab.collectives.runtime.rank_plan import Message, RankStep, rank_plan
 from distlab.collectives.plan.schedule import Schedule
 from distlab.collectives.runtime.group import global_rank, wait
 from distlab.collectives.runtime.peercheck import CollectiveMismatchError, InlineCheck
+from distlab.collectives.runtime.rank_plan import Message, RankStep, rank_plan
+from distlab.timeline import Timeline, now_us
 
 __all__ = ["StepRunner", "reducer_out", "step_p2p_ops", "workspace"]
 
@@ -56,8 +55,10 @@ def step_p2p_ops(rs: RankStep, sends: list[torch.Tensor], recvs: list[torch.Tens
     so the NCCL path's op list is tested on any machine.
     """
     to_global = peer if peer is not None else (lambda r: r)
-    ops = [("recv", buf, to_global(m.peer), tag_base | m.tag) for buf, m in zip(recvs, rs.recvs)]
-    ops += [("send", buf, to_global(m.peer), tag_base | m.tag) for buf, m in zip(sends, rs.sends)]
+    ops = [("recv", buf, to_global(m.peer), tag_base | m.tag)
+           for buf, m in zip(recvs, rs.recvs, strict=True)]
+    ops += [("send", buf, to_global(m.peer), tag_base | m.tag)
+            for buf, m in zip(sends, rs.sends, strict=True)]
     return ops
 
 
@@ -127,14 +128,14 @@ class StepRunner:
         """Post one step's receives; ``(buffers, works)``."""
         bufs = self.recv_buffers(rs)
         works = [dist.irecv(buf, self.peer(m.peer), group=self.group, tag=self.base | m.tag)
-                 for buf, m in zip(bufs, rs.recvs)]
+                 for buf, m in zip(bufs, rs.recvs, strict=True)]
         return bufs, works
 
     def post_sends(self, rs: RankStep) -> list[Any]:
         """Fill, then post one step's sends; their works."""
         self.fill(rs)
         return [dist.isend(buf, self.peer(m.peer), group=self.group, tag=self.base | m.tag)
-                for buf, m in zip(self.send_buffers(rs), rs.sends)]
+                for buf, m in zip(self.send_buffers(rs), rs.sends, strict=True)]
 
     def apply(self, m: Message, buf: torch.Tensor) -> None:
         """Apply one landed message: reduce or copy each of its ranges into the tensor."""
@@ -156,7 +157,7 @@ class StepRunner:
                  send_works: list[Any]) -> None:
         """Wait for each receive and apply it as it lands (own tensor-reading sends first)."""
         sends_done = False
-        for i, (m, buf, work) in enumerate(zip(rs.recvs, bufs, recv_works)):
+        for i, (m, buf, work) in enumerate(zip(rs.recvs, bufs, recv_works, strict=True)):
             wait(work, self.timeout)
             if i >= rs.sends_first_needed and not sends_done:
                 for w in send_works:  # our own send still reads these elements

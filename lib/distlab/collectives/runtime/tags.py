@@ -2,13 +2,14 @@
 
 gloo pairs a receive with a send by ``(peer, tag)`` in posting order. Every call of the executor
 tags its messages ``base | index`` (:func:`call_tag_base`): ``base`` is a 15-bit value drawn from
-the call's description (:func:`~distlab.collectives.runtime.peercheck.describe`) and this group's call number, shifted past
-the 16 bits of the per-step message index (:data:`distlab.collectives.runtime.rank_plan.MAX_TAG_INDEX`).
-So ranks that disagree about the call (another algorithm, size or op: a bug the peer check
-reports) never pair each other's data messages (which could corrupt a buffer, or make gloo close
-the connection on a size mismatch before the check has spoken), and a message a failed call left
-behind can never be taken by a later call (a new call number). The peer check's own messages use
-:data:`CHECK_TAG`, below every call's base. Tags are ignored by NCCL, which matches in order.
+the call's description (:func:`~distlab.collectives.runtime.peercheck.describe`) and this group's
+call number, shifted past the 16 bits of the per-step message index
+(:data:`distlab.collectives.runtime.rank_plan.MAX_TAG_INDEX`). So ranks that disagree about the call
+(another algorithm, size or op: a bug the peer check reports) never pair each other's data messages
+(which could corrupt a buffer, or make gloo close the connection on a size mismatch before the check
+has spoken), and a message a failed call left behind can never be taken by a later call (a new call
+number). The peer check's own messages use :data:`CHECK_TAG`, below every call's base. Tags are
+ignored by NCCL, which matches in order.
 """
 
 from __future__ import annotations

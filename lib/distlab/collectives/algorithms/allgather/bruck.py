@@ -10,8 +10,8 @@ instead). Cost ``ceil(lg p) alpha + (p-1)/p n beta``.
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import block_transfers, check_blocked
 from distlab.collectives.algorithms.ranks import ceil_log2
+from distlab.collectives.plan.ranges import block_transfers, check_blocked
 from distlab.collectives.plan.schedule import Schedule, collect, make_step
 
 __all__ = ["bruck"]

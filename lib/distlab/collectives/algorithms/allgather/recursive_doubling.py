@@ -1,12 +1,12 @@
 """``recursive_doubling`` all-gather: ``lg p`` exchanges, each doubling what a rank holds.
 
-In round ``k`` participant ``i`` exchanges everything it holds (the blocks of participants
-``i`` with the low ``k`` bits cleared .. set) with ``i XOR 2**k`` (MPICH's all-gather for
-powers of two, Thakur, Rabenseifner and Gropp 2005, sec. 4.2). Other world sizes fold as
-:mod:`distlab.collectives.algorithms.fold` does: each even rank below ``2 rem`` first gives its block to the next
-odd rank, which then speaks for both blocks (so every window stays one range), and at the end
-sends it everything else (two ranges: one packed message). Cost for powers of two
-``lg p alpha + (p-1)/p n beta``.
+In round ``k`` participant ``i`` exchanges everything it holds (the blocks of participants ``i``
+with the low ``k`` bits cleared .. set) with ``i XOR 2**k`` (MPICH's all-gather for powers of two,
+Thakur, Rabenseifner and Gropp 2005, sec. 4.2). Other world sizes fold as
+:mod:`distlab.collectives.algorithms.fold` does: each even rank below ``2 rem`` first gives its
+block to the next odd rank, which then speaks for both blocks (so every window stays one range), and
+at the end sends it everything else (two ranges: one packed message). Cost for powers of two ``lg p
+alpha + (p-1)/p n beta``.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ all-gather, Thakur, Rabenseifner and Gropp 2005, sec. 4.2). Cost
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import check_blocked
-from distlab.collectives.plan.ranges import check_pieces, split
+from distlab.collectives.plan.ranges import check_blocked, check_pieces, split
 from distlab.collectives.plan.schedule import Schedule, Transfer, collect, make_step
 
 __all__ = ["ring"]

@@ -19,9 +19,16 @@ different blocks at once: ``up + down + k - 1`` steps of ``n / 2k``-element mess
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import check_pieces
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
-from distlab.collectives.plan.ranges import block_bounds
+from distlab.collectives.plan.ranges import block_bounds, check_pieces
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["btree_parents", "double_binary_tree", "tree_ranks"]
 

@@ -22,15 +22,15 @@ Read from the source, not guessed:
   waits for (and reduces) iteration ``i - 2`` after posting iteration ``i``, so the reduction of
   one segment overlaps the transfer of the next.
 
-Here each iteration is one :class:`~distlab.collectives.plan.schedule.Step` of ``p`` transfers (``r -> r - 1``), so
-the schedule has ``2 (p - 1) S`` steps of at most 1 MiB per message: 4 steps of 16 KiB for 64
-KiB on 2 ranks, 96 steps of 1 MiB for 64 MiB on 4 ranks. ``options["in_flight"] = 2`` records
-the two-deep pipeline for the cost model (:func:`distlab.collectives.model.cost.step_costs` then
-overlaps a step's fixed costs, bytes and reduction with the other step in flight), and
-``options["phases"]`` the steps of its two loops (reduce-scatter, all-gather), each of which
-starts with an empty pipeline and waits for its last two iterations before the next begins. distlab's
-own executor runs the same schedule one step at a time (``all_reduce(t,
-algorithm="gloo_ring")``), so its steps do not overlap there.
+Here each iteration is one :class:`~distlab.collectives.plan.schedule.Step` of ``p`` transfers (``r
+-> r - 1``), so the schedule has ``2 (p - 1) S`` steps of at most 1 MiB per message: 4 steps of 16
+KiB for 64 KiB on 2 ranks, 96 steps of 1 MiB for 64 MiB on 4 ranks. ``options["in_flight"] = 2``
+records the two-deep pipeline for the cost model (:func:`distlab.collectives.model.cost.step_costs`
+then overlaps a step's fixed costs, bytes and reduction with the other step in flight), and
+``options["phases"]`` the steps of its two loops (reduce-scatter, all-gather), each of which starts
+with an empty pipeline and waits for its last two iterations before the next begins. distlab's own
+executor runs the same schedule one step at a time (``all_reduce(t, algorithm="gloo_ring")``), so
+its steps do not overlap there.
 """
 
 from __future__ import annotations
@@ -38,8 +38,15 @@ from __future__ import annotations
 from typing import Any
 
 from distlab._checks import check_int
-
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["GLOO_IN_FLIGHT", "GLOO_MAX_SEGMENT_BYTES", "gloo_ring", "gloo_segments"]
 

@@ -14,11 +14,17 @@ import math
 from typing import Any
 
 from distlab._checks import check_int
-
-from distlab.collectives.plan.ranges import check_pieces
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
-from distlab.collectives.plan.ranges import block_bounds
 from distlab.collectives.algorithms.allreduce.ring import ring_allgather, ring_reduce_scatter
+from distlab.collectives.plan.ranges import block_bounds, check_pieces
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["default_group_size", "hierarchical"]
 
@@ -39,7 +45,8 @@ def _check_group_size(group_size: Any, p: int) -> int:
 
 def _parallel(label: str, per_group: list[list[list[Transfer]]]) -> list[Step | None]:
     depth = max((len(g) for g in per_group), default=0)
-    return [make_step([t for g in per_group if s < len(g) for t in g[s]], f"{label} {s + 1}/{depth}")
+    return [make_step([t for g in per_group if s < len(g) for t in g[s]],
+                      f"{label} {s + 1}/{depth}")
             for s in range(depth)]
 
 

@@ -6,7 +6,14 @@ so its link carries ``2 (p - 1) n`` bytes. Cost ``2 (p-1) (alpha + n beta) + (p-
 
 from __future__ import annotations
 
-from distlab.collectives.plan.schedule import Schedule, Transfer, check_count, check_world_size, collect, make_step
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["naive"]
 

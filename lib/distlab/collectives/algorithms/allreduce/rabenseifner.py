@@ -1,18 +1,27 @@
 """``rabenseifner``: recursive-halving reduce-scatter, then recursive-doubling allgather.
 
 The vector is cut into ``pof2`` blocks. In halving round ``k`` (distance ``2**k``, k = 0, 1, ...)
-each participant keeps half of its current window of blocks (the lower half if its bit ``k`` is
-0) and sends the other half to its partner ``i XOR 2**k``, which reduces it. After ``lg p``
-rounds each participant owns one fully reduced block; the allgather replays the rounds in reverse,
-each exchanging (copying) its whole window. Non-powers of two fold in MPICH's way (:mod:`distlab.collectives.algorithms.fold`).
-Cost for powers of two: ``2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma``.
+each participant keeps half of its current window of blocks (the lower half if its bit ``k`` is 0)
+and sends the other half to its partner ``i XOR 2**k``, which reduces it. After ``lg p`` rounds each
+participant owns one fully reduced block; the allgather replays the rounds in reverse, each
+exchanging (copying) its whole window. Non-powers of two fold in MPICH's way
+(:mod:`distlab.collectives.algorithms.fold`). Cost for powers of two: ``2 lg p alpha + 2 (p-1)/p n
+beta + (p-1)/p n gamma``.
 """
 
 from __future__ import annotations
 
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
-from distlab.collectives.plan.ranges import block_bounds
 from distlab.collectives.algorithms.fold import Fold
+from distlab.collectives.plan.ranges import block_bounds
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["rabenseifner"]
 

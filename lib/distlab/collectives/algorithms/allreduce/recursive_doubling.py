@@ -1,15 +1,23 @@
 """``recursive_doubling`` (butterfly): ``lg p`` exchanges of the whole vector.
 
-In round ``k`` participant ``i`` exchanges with ``i XOR 2**k`` and both reduce, so after
-``lg p`` rounds everyone holds the full reduction. Non-powers of two fold in MPICH's way
-(:mod:`distlab.collectives.algorithms.fold`), adding one step before and one after. Cost for powers of two:
-``lg p (alpha + n beta + n gamma)``.
+In round ``k`` participant ``i`` exchanges with ``i XOR 2**k`` and both reduce, so after ``lg p``
+rounds everyone holds the full reduction. Non-powers of two fold in MPICH's way
+(:mod:`distlab.collectives.algorithms.fold`), adding one step before and one after. Cost for powers
+of two: ``lg p (alpha + n beta + n gamma)``.
 """
 
 from __future__ import annotations
 
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
 from distlab.collectives.algorithms.fold import Fold
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["recursive_doubling"]
 

@@ -1,22 +1,29 @@
 """``ring``: ring reduce-scatter then ring allgather, ``2 (p-1)`` steps of ``n / p`` elements.
 
-Rank ``i`` always sends to ``i + 1`` (mod p). In reduce-scatter step ``s`` it sends block
-``(i - s) mod p``, which the receiver reduces; after ``p - 1`` steps rank ``i`` owns the reduced
-block ``(i + 1) mod p``. The allgather then passes reduced blocks around (copy).
-Cost ``2 (p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma``. The building blocks over any
-ordered list of ranks and any element range are reused by :mod:`distlab.collectives.algorithms.allreduce.hierarchical` and the ring
-all-gather and reduce-scatter collectives. ``pieces=k`` cuts every step's block into ``k``
-messages (:mod:`distlab.collectives.plan.ranges`): the same bytes, ``k`` times the messages, each piece reduced as it
-lands while the next is in flight.
+Rank ``i`` always sends to ``i + 1`` (mod p). In reduce-scatter step ``s`` it sends block ``(i - s)
+mod p``, which the receiver reduces; after ``p - 1`` steps rank ``i`` owns the reduced block ``(i +
+1) mod p``. The allgather then passes reduced blocks around (copy). Cost ``2 (p-1) alpha + 2 (p-1)/p
+n beta + (p-1)/p n gamma``. The building blocks over any ordered list of ranks and any element range
+are reused by :mod:`distlab.collectives.algorithms.allreduce.hierarchical` and the ring all-gather
+and reduce-scatter collectives. ``pieces=k`` cuts every step's block into ``k`` messages
+(:mod:`distlab.collectives.plan.ranges`): the same bytes, ``k`` times the messages, each piece
+reduced as it lands while the next is in flight.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from distlab.collectives.plan.ranges import check_pieces, split
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
-from distlab.collectives.plan.ranges import block_bounds
+from distlab.collectives.plan.ranges import block_bounds, check_pieces, split
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["ring", "ring_allgather", "ring_reduce_scatter"]
 

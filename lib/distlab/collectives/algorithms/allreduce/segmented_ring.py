@@ -1,12 +1,13 @@
 """``segmented_ring``: the ring pipelined over segments of ``segment_size`` elements.
 
-The vector is cut into slices of ``p * segment_size`` elements (the last may be shorter); each
-slice runs its own ring (blocks of at most ``segment_size`` elements), and slice ``k`` starts one
-step after slice ``k - 1``. In global step ``t`` a rank therefore sends up to
-``min(slices, 2 (p-1))`` segments to its right neighbour, and the executor reduces one arrived
-segment while the next is still in flight. ``2 (p-1) + slices - 1`` steps in all; the same bytes
-as :func:`distlab.collectives.algorithms.allreduce.ring.ring`, more messages, bounded temporary memory and reduction overlapped with
-transfer. ``pieces=k`` further cuts every segment into ``k`` messages (:mod:`distlab.collectives.plan.ranges`).
+The vector is cut into slices of ``p * segment_size`` elements (the last may be shorter); each slice
+runs its own ring (blocks of at most ``segment_size`` elements), and slice ``k`` starts one step
+after slice ``k - 1``. In global step ``t`` a rank therefore sends up to ``min(slices, 2 (p-1))``
+segments to its right neighbour, and the executor reduces one arrived segment while the next is
+still in flight. ``2 (p-1) + slices - 1`` steps in all; the same bytes as
+:func:`distlab.collectives.algorithms.allreduce.ring.ring`, more messages, bounded temporary memory
+and reduction overlapped with transfer. ``pieces=k`` further cuts every segment into ``k`` messages
+(:mod:`distlab.collectives.plan.ranges`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,17 @@ from __future__ import annotations
 from typing import Any
 
 from distlab._checks import check_int
-
-from distlab.collectives.plan.ranges import check_pieces
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
 from distlab.collectives.algorithms.allreduce.ring import ring_allgather, ring_reduce_scatter
+from distlab.collectives.plan.ranges import check_pieces
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "segmented_ring"]
 

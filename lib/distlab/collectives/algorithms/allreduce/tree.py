@@ -8,7 +8,15 @@ Cost ``ceil(lg p) (2 alpha + 2 n beta + n gamma)``.
 
 from __future__ import annotations
 
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["tree"]
 

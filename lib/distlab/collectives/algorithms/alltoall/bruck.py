@@ -10,8 +10,8 @@ buffer). Cost for powers of two ``lg p alpha + (n/2) lg p beta`` with ``n`` a ra
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import check_blocked
 from distlab.collectives.algorithms.ranks import ceil_log2
+from distlab.collectives.plan.ranges import check_blocked
 from distlab.collectives.plan.schedule import Schedule, Transfer, collect, make_step
 
 __all__ = ["bruck"]

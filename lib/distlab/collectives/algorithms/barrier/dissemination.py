@@ -12,7 +12,14 @@ bytes).
 from __future__ import annotations
 
 from distlab.collectives.algorithms.ranks import ceil_log2
-from distlab.collectives.plan.schedule import Schedule, Transfer, check_count, check_world_size, collect, make_step
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["dissemination"]
 

@@ -9,7 +9,14 @@ that already holds the data and is a multiple of ``2 d`` sends the whole vector 
 from __future__ import annotations
 
 from distlab.collectives.algorithms.ranks import ceil_log2, check_root, real
-from distlab.collectives.plan.schedule import Schedule, Transfer, check_count, check_world_size, collect, make_step
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["binomial"]
 

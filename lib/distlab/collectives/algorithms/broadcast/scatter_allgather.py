@@ -1,18 +1,25 @@
 """``scatter_allgather`` broadcast (van de Geijn): binomial scatter of ``p`` blocks, ring
 all-gather.
 
-The root's vector is cut into ``p`` blocks; a binomial scatter (:mod:`distlab.collectives.algorithms.scatter.binomial`'s
-rounds) leaves relative rank ``q`` with block ``q``, then a ring all-gather over the relative
-ranks passes the blocks round (``p - 1`` steps). MPICH's long-message broadcast (Thakur,
-Rabenseifner and Gropp 2005, sec. 4.1; van de Geijn et al.). Cost for powers of two
-``(lg p + p - 1) alpha + 2 (p-1)/p n beta``.
+The root's vector is cut into ``p`` blocks; a binomial scatter
+(:mod:`distlab.collectives.algorithms.scatter.binomial`'s rounds) leaves relative rank ``q`` with
+block ``q``, then a ring all-gather over the relative ranks passes the blocks round (``p - 1``
+steps). MPICH's long-message broadcast (Thakur, Rabenseifner and Gropp 2005, sec. 4.1; van de Geijn
+et al.). Cost for powers of two ``(lg p + p - 1) alpha + 2 (p-1)/p n beta``.
 """
 
 from __future__ import annotations
 
 from distlab.collectives.algorithms.ranks import ceil_log2, check_root, real
-from distlab.collectives.plan.schedule import Schedule, Transfer, check_count, check_world_size, collect, make_step
 from distlab.collectives.plan.ranges import block_bounds
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["scatter_allgather"]
 

@@ -10,8 +10,8 @@ packed (one message, as MPICH's temporary buffer in relative order makes it). MP
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import block_transfers, check_blocked
 from distlab.collectives.algorithms.ranks import ceil_log2, check_root, real
+from distlab.collectives.plan.ranges import block_transfers, check_blocked
 from distlab.collectives.plan.schedule import Schedule, collect, make_step
 
 __all__ = ["binomial"]

@@ -6,8 +6,8 @@ Thakur, Rabenseifner and Gropp 2005, sec. 4.3). Cost ``(p-1) alpha + (p-1)/p n b
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import check_blocked
 from distlab.collectives.algorithms.ranks import check_root
+from distlab.collectives.plan.ranges import check_blocked
 from distlab.collectives.plan.schedule import Schedule, Transfer, collect, make_step
 
 __all__ = ["linear"]

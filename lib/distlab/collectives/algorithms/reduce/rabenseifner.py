@@ -1,21 +1,29 @@
 """``rabenseifner`` reduce: recursive-halving reduce-scatter, then a binomial gather to the root.
 
-The reduce-scatter is :mod:`distlab.collectives.algorithms.allreduce.rabenseifner`'s (block windows halved at distances 1, 2,
-4, ...; MPICH folding for non-powers of two, :mod:`distlab.collectives.algorithms.fold`). The gather replays its
-rounds in reverse, but only towards the root: at distance ``d`` the participants that still
-hold data and differ from the root's participant in bit ``d`` send their window to their
-partner, which grows its window to the union. If the root was folded out, its partner gathers
-and hands it the result in a last step. MPICH's long-message reduce (Thakur, Rabenseifner and
-Gropp 2005, sec. 4.5). Cost for powers of two
-``2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma``.
+The reduce-scatter is :mod:`distlab.collectives.algorithms.allreduce.rabenseifner`'s (block windows
+halved at distances 1, 2, 4, ...; MPICH folding for non-powers of two,
+:mod:`distlab.collectives.algorithms.fold`). The gather replays its rounds in reverse, but only
+towards the root: at distance ``d`` the participants that still hold data and differ from the root's
+participant in bit ``d`` send their window to their partner, which grows its window to the union. If
+the root was folded out, its partner gathers and hands it the result in a last step. MPICH's
+long-message reduce (Thakur, Rabenseifner and Gropp 2005, sec. 4.5). Cost for powers of two ``2 lg p
+alpha + 2 (p-1)/p n beta + (p-1)/p n gamma``.
 """
 
 from __future__ import annotations
 
 from distlab.collectives.algorithms.fold import Fold
 from distlab.collectives.algorithms.ranks import check_root
-from distlab.collectives.plan.schedule import Schedule, Step, Transfer, check_count, check_world_size, collect, make_step
 from distlab.collectives.plan.ranges import block_bounds
+from distlab.collectives.plan.schedule import (
+    Schedule,
+    Step,
+    Transfer,
+    check_count,
+    check_world_size,
+    collect,
+    make_step,
+)
 
 __all__ = ["rabenseifner"]
 

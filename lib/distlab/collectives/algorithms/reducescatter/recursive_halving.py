@@ -1,13 +1,13 @@
 """``recursive_halving`` reduce-scatter: ``lg p`` exchanges, each halving what a rank reduces.
 
 Every participant starts with the window of all blocks. At distance ``d = p/2, p/4, ..., 1``
-participant ``i`` keeps the half of its window that holds its own blocks and sends the other
-half to ``i XOR d``, which reduces it; at the end ``i`` holds its blocks reduced over every rank
-(MPICH's short-message reduce-scatter for commutative operations, Thakur, Rabenseifner and
-Gropp 2005, sec. 4.4). Other world sizes fold as :mod:`distlab.collectives.algorithms.fold` does: each even rank
-below ``2 rem`` first reduces its whole buffer into the next odd rank, which then speaks for
-both blocks, and at the end hands it its block. Cost for powers of two
-``lg p alpha + (p-1)/p n beta + (p-1)/p n gamma``.
+participant ``i`` keeps the half of its window that holds its own blocks and sends the other half to
+``i XOR d``, which reduces it; at the end ``i`` holds its blocks reduced over every rank (MPICH's
+short-message reduce-scatter for commutative operations, Thakur, Rabenseifner and Gropp 2005, sec.
+4.4). Other world sizes fold as :mod:`distlab.collectives.algorithms.fold` does: each even rank
+below ``2 rem`` first reduces its whole buffer into the next odd rank, which then speaks for both
+blocks, and at the end hands it its block. Cost for powers of two ``lg p alpha + (p-1)/p n beta +
+(p-1)/p n gamma``.
 """
 
 from __future__ import annotations

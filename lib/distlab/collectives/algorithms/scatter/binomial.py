@@ -9,8 +9,8 @@ MPICH's scatter (Thakur, Rabenseifner and Gropp 2005, sec. 4.3). Cost for powers
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import block_transfers, check_blocked
 from distlab.collectives.algorithms.ranks import ceil_log2, check_root, real
+from distlab.collectives.plan.ranges import block_transfers, check_blocked
 from distlab.collectives.plan.schedule import Schedule, collect, make_step
 
 __all__ = ["binomial"]

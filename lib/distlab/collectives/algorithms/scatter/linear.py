@@ -6,8 +6,8 @@ The root sends ``p - 1`` messages at once (Thakur, Rabenseifner and Gropp 2005, 
 
 from __future__ import annotations
 
-from distlab.collectives.plan.ranges import check_blocked
 from distlab.collectives.algorithms.ranks import check_root
+from distlab.collectives.plan.ranges import check_blocked
 from distlab.collectives.plan.schedule import Schedule, Transfer, collect, make_step
 
 __all__ = ["linear"]

@@ -6,10 +6,10 @@ NCCL algorithm, the *graph* NCCL's ``ncclTopoCompute`` settles on for ``world_si
 box: how many channels and how many GB/s each channel may use. NCCL's tuning model
 (:mod:`distlab.collectives.model.nccl.estimate`) turns those graphs into latencies and bandwidths.
 
-Every constant is NCCL's own, from NVIDIA/nccl tag ``v2.28.9-1`` (the NCCL of torch 2.11, which
-the project's own H100 profile records), file named beside it; spec figures (``link_gbps``) name their datasheet. NCCL's link
-figures are lower than the specs on purpose: they are what NCCL's copies achieve
-(``SM90_NVLINK_BW`` 20.6 GB/s per NVLink 4 link against the 25 GB/s line rate).
+Every constant is NCCL's own, from NVIDIA/nccl tag ``v2.28.9-1`` (the NCCL of torch 2.11, which the
+project's own H100 profile records), file named beside it; spec figures (``link_gbps``) name their
+datasheet. NCCL's link figures are lower than the specs on purpose: they are what NCCL's copies
+achieve (``SM90_NVLINK_BW`` 20.6 GB/s per NVLink 4 link against the 25 GB/s line rate).
 
 The search itself (``src/graph/search.cc``) explores GPU orders over a topology graph; on a box
 where every GPU has the same link to one switch fabric every order is equivalent, so what it
@@ -30,7 +30,8 @@ from distlab._checks import check_choice, check_int
 __all__ = ["GPU_BOXES", "NCCL_TAG", "GpuBox", "NcclGraph", "gpu_box", "nccl_graphs"]
 
 NCCL_TAG = "v2.28.9-1"
-"""The NVIDIA/nccl git tag every NCCL constant in this module and :mod:`distlab.collectives.model.nccl.estimate` is from."""
+"""The NVIDIA/nccl git tag every NCCL constant in this module and
+:mod:`distlab.collectives.model.nccl.estimate` is from."""
 
 #: GB/s NCCL credits one NVLink link with, by compute capability (``src/graph/topo.h``:
 #: ``SM80_NVLINK_BW``, ``SM90_NVLINK_BW``, ``SM100_NVLINK_BW``).

@@ -4,10 +4,10 @@ For every (algorithm, protocol) it may use, NCCL estimates
 
     time_us = latency_us + nbytes / (1000 * algbw_GBps)
 
-and runs the cheapest (``src/enqueue.cc`` ``topoGetAlgoInfo``; ties go to the first in NCCL's
-order, Tree before Ring before NVLS and LL before LL128 before Simple). ``latency_us`` and
-``algbw_GBps`` come from ``ncclTopoTuneModel`` (``src/graph/tuning.cc``), which starts from
-the graphs of :func:`distlab.collectives.model.nccl.boxes.nccl_graphs` (channels x GB/s per channel) and applies:
+and runs the cheapest (``src/enqueue.cc`` ``topoGetAlgoInfo``; ties go to the first in NCCL's order,
+Tree before Ring before NVLS and LL before LL128 before Simple). ``latency_us`` and ``algbw_GBps``
+come from ``ncclTopoTuneModel`` (``src/graph/tuning.cc``), which starts from the graphs of
+:func:`distlab.collectives.model.nccl.boxes.nccl_graphs` (channels x GB/s per channel) and applies:
 
 - **protocol efficiency**: LL moves 8 data bytes in each 16-byte line (the other 8 are flags),
   so a ring's LL bus bandwidth is half the link's and at most a per-GPU-class cap; LL128 moves
@@ -24,10 +24,12 @@ the graphs of :func:`distlab.collectives.model.nccl.boxes.nccl_graphs` (channels
 - **tree correction**: a per-size factor on tree bandwidth (``treeCorrectionFactor``) that NCCL
   applies because "trees are not perfectly sticking to the model for medium sizes".
 
-All constants are NVIDIA/nccl ``v2.28.9-1`` (:data:`distlab.collectives.model.nccl.boxes.NCCL_TAG`, the NCCL of torch
-2.11), file named beside each (``tuning.cc`` keeps them in ``ncclTunerConstantsDefaults``). This is NCCL's *estimate*, the thing it minimizes to choose; a measured time also holds
-what the estimate leaves out (kernel launch and the host loop of the benchmark, channels NCCL
-launches fewer of for small sizes, chunking). No term beyond NCCL's own is added here.
+All constants are NVIDIA/nccl ``v2.28.9-1`` (:data:`distlab.collectives.model.nccl.boxes.NCCL_TAG`,
+the NCCL of torch 2.11), file named beside each (``tuning.cc`` keeps them in
+``ncclTunerConstantsDefaults``). This is NCCL's *estimate*, the thing it minimizes to choose; a
+measured time also holds what the estimate leaves out (kernel launch and the host loop of the
+benchmark, channels NCCL launches fewer of for small sizes, chunking). No term beyond NCCL's own is
+added here.
 
 One node only: ``world_size`` GPUs of one box (NCCL's multi-node terms, network hops, NVLS-Tree,
 CollNet and PAT, are not modelled).
@@ -44,7 +46,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
-
 from distlab.collectives.model.nccl.boxes import GpuBox, NcclGraph, gpu_box, nccl_graphs
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "Candidate", "Choice", "PublishedComparison",
@@ -192,8 +193,9 @@ def busbw_bound_gbps(preset: Any, world_size: int, algorithm: str) -> float:
 
 def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | None = None,
                  protocols: Iterable[str] | None = None) -> list[TuningEntry]:
-    """NCCL's allreduce tuning table for ``world_size`` GPUs of ``preset`` (a :class:`GpuBox`
-    or a name in :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`), every (algorithm, protocol) in NCCL's order.
+    """NCCL's allreduce tuning table for ``world_size`` GPUs of ``preset`` (a :class:`GpuBox` or a
+    name in :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`), every (algorithm, protocol) in
+    NCCL's order.
 
     ``algorithms`` / ``protocols`` restrict the choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do
     (names from :data:`ALGORITHMS` / :data:`PROTOCOLS`; ``None`` = NCCL's defaults).
@@ -235,8 +237,9 @@ def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
     """NCCL's choice and estimated time for each allreduce size, with every candidate's time.
 
     Args:
-        preset: a :class:`GpuBox` or a name in :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`.
-        world_size: ranks, one per GPU of the box, in ``[1, preset.gpus]``. For one rank NCCL
+        preset: a :class:`GpuBox` or a name in
+        :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`. world_size: ranks, one per GPU of
+        the box, in ``[1, preset.gpus]``. For one rank NCCL
             prices Ring/Simple at zero (``src/enqueue.cc`` ``updateCollCostTable``): the result
             is 0 seconds, no communication.
         sizes_bytes: message sizes in bytes (ints >= 1).
