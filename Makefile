@@ -1,7 +1,8 @@
 # distlab: two commands.
 #   make lab    install what is needed, then open JupyterLab on notebooks/
-#   make test   install the same way, then run every test (unit, property, multi-process,
-#               notebooks under nbval, real browser)
+#   make test   install the same way, then lint (ruff: pyproject.toml's rule set, zero
+#               findings) and run every test (unit, property, multi-process, notebooks under
+#               nbval, real browser)
 #
 # Environment: the active virtualenv or conda env if there is one, else ./.venv (created here).
 # torch is installed first, pinned by TORCH_VERSION (default 2.13.0); a torch already present in
@@ -23,7 +24,7 @@ else
 PY := $(VENV)/bin/python
 endif
 
-.PHONY: install lab test bench-sampler clean
+.PHONY: install lab lint test clean
 
 install:
 	@TORCH_VERSION="$(TORCH_VERSION)" VENV="$(VENV)" PY="$(PY)" bash tools/install.sh
@@ -31,7 +32,10 @@ install:
 lab: install
 	$(PY) -m jupyterlab --ServerApp.root_dir=notebooks --ServerApp.port=$(LAB_PORT) --ServerApp.ip=127.0.0.1 $(LAB_ARGS) $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-test: install
+lint: install
+	$(PY) -m ruff check lib tests tools notebooks conftest.py
+
+test: install lint
 	$(PY) tools/run_tests.py $(PYTEST_ARGS)
 
 clean:

@@ -6,11 +6,11 @@ few through a real ``python -m distlab.bench`` subprocess.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
-import importlib
 from pathlib import Path
 
 import pytest

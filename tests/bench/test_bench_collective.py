@@ -4,18 +4,11 @@ starts, and one small run whose rows are right and carry the model."""
 from __future__ import annotations
 
 import pytest
+
 from distlab.bench import collective as bench
 from distlab.bench.__main__ import main as dispatch
 
 pytestmark = pytest.mark.multiprocess
-
-
-def test_busbw_factors_are_nccl_tests() -> None:
-    assert bench.busbw_factor("all_reduce", 4) == 1.5
-    for op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
-        assert bench.busbw_factor(op, 4) == 0.75
-    assert bench.busbw_factor("broadcast", 8) == bench.busbw_factor("reduce", 8) == 1.0
-    assert bench.busbw_factor("barrier", 8) is None
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers.paths import LIB
 
 LIB = str(LIB)

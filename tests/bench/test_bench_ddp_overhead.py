@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from distlab.ddp.memory import measure_gradient_memory
 from distlab.bench.ddp_overhead import OverheadCase, measure_overhead, summarize_overhead
+from distlab.ddp.memory import measure_gradient_memory
 from helpers.leaks import no_leaks
 
 TINY = OverheadCase("tiny", layers=2, width=8, batch=2, bucket_cap_mb=25.0)

@@ -17,7 +17,6 @@ from distlab.bench import __main__ as bench_main
 from helpers.paths import ROOT
 
 
-
 def test_dispatcher_turns_keyboard_interrupt_into_one_line_and_130(monkeypatch, capsys) -> None:
     def interrupted(argv: list[str]) -> int:
         raise KeyboardInterrupt

@@ -100,7 +100,7 @@ class _FakeExecutor:
     def run(self, stages: list, items: int) -> RunResult:
         k = len(self.results)
         tl = Timeline()
-        for stage, cost in zip(stages, self.script.costs[k]):
+        for stage, cost in zip(stages, self.script.costs[k], strict=False):
             for i in range(items):   # spans of one stage vary around its cost, mean = cost
                 tl.record(stage.name, "cpu", "fake/" + stage.name, 0.0,
                           cost * 1e6 * (1 + (i - (items - 1) / 2) * 0.1), {"item": i})

@@ -11,7 +11,6 @@ from distlab.bench.pipeline import COLUMNS, saved_result_text
 from helpers.paths import ROOT
 
 
-
 def test_committed_result_prints_every_row_under_the_benchmarks_columns() -> None:
     path = ROOT / "results" / "pipeline_cpu.json"
     data = json.loads(path.read_text())

@@ -12,8 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.bench.rounds import (Fences, Phases, Round, SpanLabels, Timings, progress_line,
-                                  round_order, timed_rounds)
+from distlab.bench.rounds import (
+    Fences,
+    Phases,
+    Round,
+    SpanLabels,
+    Timings,
+    progress_line,
+    round_order,
+    timed_rounds,
+)
 
 
 class FakeRank:

@@ -32,7 +32,8 @@ def test_shmoo_sizes() -> None:
 def test_json_shape(tmp_path, capsys) -> None:
     out = tmp_path / "t.json"
     assert bench_main(["transfers", "-b", "4K", "-e", "256K", "-f", "4", "--repeats", "2",
-                       "--iters", "2", "--no-progress", "--prefetch-batches", "3", "--batch-bytes", "64K",
+                       "--iters", "2", "--no-progress", "--prefetch-batches", "3",
+                       "--batch-bytes", "64K",
                        "--compute-ms", "1", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "size(B)" in text and "#wrong" in text

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from distlab.bench.transfers import COPY_PATH_NAMES, TransfersConfig, main
 from distlab.bench.harness import parse_config
-from distlab.bench.transfers import BENCHMARK
+from distlab.bench.transfers import BENCHMARK, COPY_PATH_NAMES, TransfersConfig, main
 from distlab.transfers.hop_paths import HOP_PATHS, hop_unavailable
 from distlab.transfers.hop_sweep import local_facts
 

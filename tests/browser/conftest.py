@@ -90,7 +90,8 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="session")
 def lab(chromium_path: str) -> Iterator[Lab]:
-    """A JupyterLab server on 127.0.0.1 serving notebooks/, stopped (with its kernels) at the end."""
+    """A JupyterLab server on 127.0.0.1 serving notebooks/, stopped (with its kernels) at the
+    end."""
     token = secrets.token_hex(16)
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="distlab-lab-") as tmp:

@@ -141,21 +141,40 @@ def page_text(page: Any) -> str:
     return str(page.inner_text(".jp-NotebookPanel .jp-Notebook"))
 
 
-def figure_fingerprints(page: Any) -> list[str]:
-    """A short hash of every rendered image (matplotlib PNGs, inline or inside widgets)."""
-    sources = page.eval_on_selector_all(".jp-NotebookPanel img", "els => els.map(e => e.src)")
+#: Every rendered image: matplotlib PNGs in cell outputs and explorer pictures.
+ALL_IMAGES = ".jp-NotebookPanel img"
+#: The explorers' pictures only (distlab.viz.explorer renders into an ipywidgets Image).
+EXPLORER_IMAGES = ".jp-NotebookPanel img.widget-image"
+
+
+def figure_fingerprints(page: Any, selector: str = ALL_IMAGES) -> list[str]:
+    """A short hash of every rendered image matching ``selector`` (default: all of them)."""
+    sources = page.eval_on_selector_all(selector, "els => els.map(e => e.src)")
     return [hashlib.sha1(src.encode()).hexdigest()[:12] for src in sources]
 
 
-def wait_for_figures_to_change(page: Any, before: list[str], *, timeout_s: float = 60.0) -> list[str]:
-    """Wait until the rendered images differ from ``before``; return the new fingerprints."""
+def wait_for_figures_to_change(page: Any, before: list[str], *, timeout_s: float = 60.0,
+                               selector: str = ALL_IMAGES) -> list[str]:
+    """Wait until the images matching ``selector`` differ from ``before``; return the new
+    fingerprints."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        now = figure_fingerprints(page)
+        now = figure_fingerprints(page, selector)
         if now and now != before:
             return now
         time.sleep(0.25)
     raise AssertionError(f"no figure changed within {timeout_s:g} s (still {before})")
+
+
+def explorer_pictures(page: Any, *, timeout_s: float = 60.0) -> list[str]:
+    """Scroll to the first explorer picture, wait until it has loaded, and return the
+    fingerprints of every explorer picture (``EXPLORER_IMAGES``)."""
+    page.locator(EXPLORER_IMAGES).first.scroll_into_view_if_needed(timeout=timeout_s * 1000)
+    page.wait_for_function(
+        "sel => { const i = document.querySelector(sel);"
+        " return i && i.complete && i.naturalWidth > 0; }", arg=EXPLORER_IMAGES,
+        timeout=timeout_s * 1000)
+    return figure_fingerprints(page, EXPLORER_IMAGES)
 
 
 def _widget_box(page: Any, label: str) -> Any:
@@ -164,7 +183,8 @@ def _widget_box(page: Any, label: str) -> Any:
     box = page.locator(".widget-inline-hbox").filter(
         has=page.locator("label.widget-label", has_text=pattern))
     if box.count() == 0:
-        labels = page.eval_on_selector_all("label.widget-label", "els => els.map(e => e.textContent)")
+        labels = page.eval_on_selector_all("label.widget-label",
+                                           "els => els.map(e => e.textContent)")
         raise LookupError(f"no widget labelled {label!r}; labels on the page: {labels}")
     return box.first
 
@@ -227,9 +247,8 @@ _CELL_OUTPUTS = """() => {
             // a bundle's text/plain is what shows only when it has no richer representation
             if (data['text/plain'] !== undefined && Object.keys(data).length === 1)
                 shown.push(join(data['text/plain']));
-            for (const t of shown) for (const m of t.matchAll(/<Figure size [^>]*>/g)) info.bare.push(m[0]);
-        }
-        cells.push(info);
+            for (const t of shown) for (const m of t.matchAll(/<Figure size [^>]*>/g))
+        info.bare.push(m[0]); } cells.push(info);
     });
     return cells;
 }"""

@@ -1,11 +1,19 @@
-"""Real browser: 04_allreduce runs in JupyterLab and the plan picture changes with its widgets."""
+"""Real browser: 04_allreduce runs in JupyterLab, its figures show once each, the checks of
+its measured section print, and the plan picture changes with its widgets."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from browser.lab import (figure_fingerprints, run_notebook_and_check, save_screenshot,
-                         select_option, set_slider, wait_for_figures_to_change)
+from browser.lab import (
+    figure_fingerprints,
+    output_text,
+    run_notebook_and_check,
+    save_screenshot,
+    select_option,
+    set_slider,
+    wait_for_figures_to_change,
+)
 
 
 def _plan_state(page: Any) -> dict[str, str]:
@@ -31,6 +39,11 @@ def test_allreduce_notebook_and_plan_widgets(lab, page):
                  "gantt(tl)"):
         (cell,) = [c for c in checks if call in c.source]
         assert cell.figure and cell.images == 1, f"{call}: shown {cell.images} times, not once"
+    assert not any("refit" in c.source or "window" in c.source for c in checks), \
+        "the judging of the model belongs to notebook 11"
+    text = output_text(page)
+    assert "every measured allreduce returned the exact answer" in text
+    assert "4 ranks, 64-256 KiB: rabenseifner and hierarchical at" in text
 
     page.locator(".jp-NotebookPanel .widget-image").first.scroll_into_view_if_needed()
     page.wait_for_function(
@@ -55,7 +68,7 @@ def test_allreduce_notebook_and_plan_widgets(lab, page):
     after_ws = _plan_state(page)
     assert after_ws["src"] not in (state["src"], after_algo["src"])
 
-    # the step slider and the picture's caption count the same steps (issue 8 section 7)
+    # the step slider and the picture's caption count the same steps
     before_step = figure_fingerprints(page)
     set_slider(page, "step", 2)
     wait_for_figures_to_change(page, before_step)

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from browser.lab import (figure_fingerprints, run_notebook_and_check, save_screenshot,
-                         select_option, set_slider, wait_for_figures_to_change)
+from browser.lab import (
+    figure_fingerprints,
+    run_notebook_and_check,
+    save_screenshot,
+    select_option,
+    set_slider,
+    wait_for_figures_to_change,
+)
 
 
 def _wait_summary(page: Any, text: str) -> None:

@@ -6,8 +6,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from browser.lab import (figure_fingerprints, run_notebook_and_check, save_screenshot,
-                         set_slider, slider_value, wait_for_figures_to_change, widget_text)
+from browser.lab import (
+    EXPLORER_IMAGES,
+    explorer_pictures,
+    run_notebook_and_check,
+    save_screenshot,
+    set_slider,
+    slider_value,
+    wait_for_figures_to_change,
+    widget_text,
+)
 
 
 def _wait_text_change(page: Any, before: str, timeout_s: float = 60.0) -> str:
@@ -27,11 +35,12 @@ def test_pipeline_overlap_explorer_follows_read_cost(lab, page):
     checks = run_notebook_and_check(page, lab, "02_pipeline_overlap.ipynb", timeout_s=300)
     assert any(c.figure for c in checks), "the notebook rendered no figure"
     items, read_ms = int(slider_value(page, "items")), float(slider_value(page, "read ms"))
-    before_text, before = widget_text(page), figure_fingerprints(page)
+    before_text, before = widget_text(page), explorer_pictures(page)
+    assert len(before) == 1, f"the explorer shows one picture, not {len(before)}"
     no_overlap = _number(r"no-overlap ([\d.]+) ms", before_text)
     set_slider(page, "read ms", 9)
     text = _wait_text_change(page, before_text)
-    wait_for_figures_to_change(page, before)
+    wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
     # the no-overlap time is items x (sum of stage costs): raising read by d ms adds items x d
     after = _number(r"no-overlap ([\d.]+) ms", text)
     assert abs((after - no_overlap) - items * (9 - read_ms)) <= 0.2, (before_text, text)
@@ -46,13 +55,14 @@ def test_async_parts_explorer_follows_load_time(lab, page):
     assert any(c.figure for c in checks), "the notebook rendered no figure"
     pattern = (r"trainer idle: sync (\d+)%, async \(queue (\d+)\) (\d+)%; "
                r"wall (\d+) ms -> (\d+) ms")
-    before_text, before = widget_text(page), figure_fingerprints(page)
+    before_text, before = widget_text(page), explorer_pictures(page)
+    assert len(before) == 1, f"the explorer shows one picture, not {len(before)}"
     m0 = re.search(pattern, before_text)
     assert m0, before_text
     assert float(slider_value(page, "load ms")) < 80
     set_slider(page, "load ms", 80)
     text = _wait_text_change(page, before_text)
-    wait_for_figures_to_change(page, before)
+    wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
     m = re.search(pattern, text)
     assert m, text
     sync_idle, queue, async_idle, sync_wall, async_wall = (int(g) for g in m.groups())

@@ -3,8 +3,14 @@ picker shows the chosen profile's env (and one line for a folder that is not a p
 
 from __future__ import annotations
 
-from browser.lab import (_widget_box, output_widget_text, run_notebook_and_check,
-                         save_screenshot, select_option, wait_for_output_widget_text)
+from browser.lab import (
+    _widget_box,
+    output_widget_text,
+    run_notebook_and_check,
+    save_screenshot,
+    select_option,
+    wait_for_output_widget_text,
+)
 
 
 def test_profile_notebook_and_picker(lab, page):

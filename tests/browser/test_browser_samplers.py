@@ -1,11 +1,17 @@
-"""Real browser: 01_samplers runs in JupyterLab and the explorer redraws when the world size moves."""
+"""Real browser: 01_samplers runs in JupyterLab and the explorer redraws when the world size
+moves."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from browser.lab import (figure_fingerprints, run_notebook_and_check, save_screenshot, set_slider,
-                         wait_for_figures_to_change)
+from browser.lab import (
+    figure_fingerprints,
+    run_notebook_and_check,
+    save_screenshot,
+    set_slider,
+    wait_for_figures_to_change,
+)
 
 # JupyterLab renders only the cells near the viewport, so text is read from the notebook model
 _OUTPUT_TEXT = """() => {

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from browser.lab import (figure_fingerprints, run_notebook_and_check, save_screenshot,
-                         set_slider, wait_for_figures_to_change, widget_text)
+from browser.lab import (
+    EXPLORER_IMAGES,
+    explorer_pictures,
+    run_notebook_and_check,
+    save_screenshot,
+    set_slider,
+    wait_for_figures_to_change,
+    widget_text,
+)
 
 
 def test_zero_notebook_stage_widget(lab, page):
     checks = run_notebook_and_check(page, lab, "09_zero.ipynb", timeout_s=600)
     assert any(c.figure for c in checks), "the notebook rendered no figure"
-    before, text_before = figure_fingerprints(page), widget_text(page)
-    assert before, "the notebook rendered no figure"
+    before, text_before = explorer_pictures(page), widget_text(page)
+    assert len(before) == 1, f"the explorer shows one picture, not {len(before)}"
     assert "ZeRO-2" in text_before and "largest model" in text_before
     set_slider(page, "world size", 8)
-    wait_for_figures_to_change(page, before)
+    wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
     page.wait_for_function(
         "t => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
         ".map(e => e.textContent).join(' | ') !== t", arg=text_before, timeout=60_000)

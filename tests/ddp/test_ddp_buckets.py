@@ -7,8 +7,7 @@ import torch.distributed as dist
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.ddp import (compute_bucket_assignment_by_size, rebuilt_buckets,
-                         torch_ddp_buckets)
+from distlab.ddp import compute_bucket_assignment_by_size, rebuilt_buckets, torch_ddp_buckets
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.int64]
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import pytest
 
 from distlab import launch
-from helpers.ddp_targets import (comm_hook_errors, reducer_ops_worker, timeline_worker,
-                                 train_compare_many)
+from helpers.ddp_targets import (
+    comm_hook_errors,
+    reducer_ops_worker,
+    timeline_worker,
+    train_compare_many,
+)
 from helpers.leaks import no_leaks
 
 # small caps give several buckets; width 256 has weights above FUSE_MIN_NUMEL (one-pass scaling)

@@ -1,15 +1,27 @@
-"""The DDP step model: simulation rules, bucket sweep, DataParallel vs DDP traffic."""
+"""The DDP step model: simulation rules, bucket sweep, DataParallel vs DDP traffic, the ready
+order of a sequential MLP."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives import get_preset
-from distlab.ddp.step_model import (allreduce_seconds, bucket_seconds, buckets_for_sizes,
-                               compressed_allreduce_seconds, compression_pass_bytes,
-                               dataparallel_vs_ddp, predict, simulate_step, sweep_bucket_cap)
+from distlab.ddp.buckets import backward_ready_order
+from distlab.ddp.step_model import (
+    allreduce_seconds,
+    bucket_seconds,
+    buckets_for_sizes,
+    compressed_allreduce_seconds,
+    compression_pass_bytes,
+    dataparallel_vs_ddp,
+    mlp_ready_order,
+    predict,
+    simulate_step,
+    sweep_bucket_cap,
+)
 
 LINK = get_preset("pcie4_x16")
 
@@ -83,7 +95,8 @@ def test_compressed_bucket_is_half_the_wire_plus_the_casts():
         compressed_allreduce_seconds(nbytes, n, LINK)
     assert bucket_seconds(nbytes, n, LINK) == full
     assert half < full  # the wire time shrinks ...
-    assert compressed_allreduce_seconds(nbytes, n, LINK, pass_s_per_byte=1.0) > full  # ... casts cost
+    # ... casts cost
+    assert compressed_allreduce_seconds(nbytes, n, LINK, pass_s_per_byte=1.0) > full
     assert compressed_allreduce_seconds(nbytes, 1, LINK) == 0.0
     with pytest.raises(ValueError, match="compression"):
         bucket_seconds(nbytes, n, LINK, compression="int8")
@@ -97,3 +110,44 @@ def test_predict_with_compression_is_pure_and_faster_on_a_slow_link():
     b = predict(sizes, ready, 0.008, slow, 4, 8.0, compression="fp16")
     assert b == predict(sizes, ready, 0.008, slow, 4, 8.0, compression="fp16")  # same in, same out
     assert b.comm_s < a.comm_s and b.step_s <= a.step_s
+
+
+def _sequential_mlp(layers: int, width: int) -> torch.nn.Sequential:
+    mods: list[torch.nn.Module] = []
+    for _ in range(layers):
+        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*mods)
+
+
+@pytest.mark.parametrize("layers, width", [(1, 4), (3, 8), (5, 3)])
+def test_mlp_ready_order_is_the_order_a_real_backward_gives(layers: int, width: int) -> None:
+    model = _sequential_mlp(layers, width)
+    named = dict(model.named_parameters())
+    names = list(named)
+    real = [names[i] for i in backward_ready_order(model, torch.randn(2, width))]
+    order = mlp_ready_order(layers, width, 1e-9)
+    assert list(order.names) == real
+    assert list(order.sizes) == [named[n].numel() * named[n].element_size() for n in real]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 64), st.floats(0.0, 1e-6), st.sampled_from([2, 4, 8]))
+def test_mlp_ready_times_add_up_the_bytes_at_the_rate(layers, width, rate, itemsize):
+    order = mlp_ready_order(layers, width, rate, itemsize=itemsize)
+    total = layers * (width * width + width) * itemsize
+    assert sum(order.sizes) == total and len(order.ready_s) == len(order.sizes) == 2 * layers
+    assert all(b >= a for a, b in zip(order.ready_s, order.ready_s[1:], strict=False))
+    assert order.ready_s[0] == pytest.approx(order.sizes[0] * rate, rel=1e-12, abs=1e-300)
+    assert order.backward_s == pytest.approx(total * rate, rel=1e-9, abs=1e-300)
+    assert order.ready_s[-1] == pytest.approx(order.backward_s, rel=1e-12, abs=1e-300)
+
+
+def test_mlp_ready_order_feeds_predict_and_checks_its_arguments():
+    order = mlp_ready_order(3, 256, 1e-9)
+    p = predict(order.sizes, order.ready_s, order.backward_s, LINK, 2, 0.1)
+    assert p.backward_s == pytest.approx(order.backward_s, rel=1e-12)
+    assert len(p.comm_spans) == len(buckets_for_sizes(list(order.sizes), 0.1))
+    with pytest.raises(ValueError, match="layers"):
+        mlp_ready_order(0, 8, 1e-9)
+    with pytest.raises(ValueError, match="backward_s_per_byte"):
+        mlp_ready_order(2, 8, -1.0)

@@ -28,8 +28,9 @@ def close_tree_difference(actual: Any, expected: Any, *, rel: float = REL, abs_t
         if not isinstance(actual, Mapping):
             return f"{path}: expected a mapping, got {type(actual).__name__}"
         if set(actual) != set(expected):
-            return (f"{path}: keys differ: only in actual {sorted(map(str, set(actual) - set(expected)))}, "
-                    f"only in expected {sorted(map(str, set(expected) - set(actual)))}")
+            extra = sorted(map(str, set(actual) - set(expected)))
+            missing = sorted(map(str, set(expected) - set(actual)))
+            return f"{path}: keys differ: only in actual {extra}, only in expected {missing}"
         for key in expected:
             found = close_tree_difference(actual[key], expected[key], rel=rel, abs_tol=abs_tol,
                                           path=f"{path}[{key!r}]")
@@ -41,7 +42,7 @@ def close_tree_difference(actual: Any, expected: Any, *, rel: float = REL, abs_t
             return f"{path}: expected a sequence, got {type(actual).__name__}"
         if len(actual) != len(expected):
             return f"{path}: length {len(actual)} != {len(expected)}"
-        for i, (a, e) in enumerate(zip(actual, expected)):
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             found = close_tree_difference(a, e, rel=rel, abs_tol=abs_tol, path=f"{path}[{i}]")
             if found:
                 return found

@@ -132,8 +132,8 @@ def peer_death_worker(rank: int, world_size: int, mode: str, timeout: float) -> 
     import torch.distributed as dist
 
     from distlab.collectives.algorithms.registry import build
-    from distlab.collectives.runtime.execute import all_reduce, run_schedule
     from distlab.collectives.plan.schedule import Schedule
+    from distlab.collectives.runtime.execute import all_reduce, run_schedule
 
     t = torch.ones(1 << 16)
     if rank == 1:
@@ -162,9 +162,7 @@ def mismatch_worker(rank: int, world_size: int, cases: list[str],
     quick error can only come from the peer check."""
     import torch
 
-    from distlab.collectives import all_reduce
-
-    from distlab.collectives import all_gather, broadcast
+    from distlab.collectives import all_gather, all_reduce, broadcast
 
     out = []
     for case in cases:

@@ -1,4 +1,5 @@
-"""Rank functions for tests/test_launch.py; importable by spawned ranks as helpers.launch_targets."""
+"""Rank functions for tests/test_launch.py; importable by spawned ranks as
+helpers.launch_targets."""
 
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-
 from distlab.pipeline import Stage
 
 

@@ -14,8 +14,14 @@ import numpy as np
 import pytest
 
 from distlab.bench.allreduce_ranks import slowest_rank_median
-from distlab.judge.refit import (TARGET_ALGORITHMS, ErrorStats, error_stats, main,
-                                       refit_profile, summary_rows)
+from distlab.judge.refit import (
+    TARGET_ALGORITHMS,
+    ErrorStats,
+    error_stats,
+    main,
+    refit_profile,
+    summary_rows,
+)
 from distlab.profile.load import list_profiles, load_profile
 from helpers.paths import PROFILES
 
@@ -43,10 +49,10 @@ def test_every_row_is_predicted_and_the_measurements_are_the_profiles(refitted) 
     committed = load_profile(path).allreduce_runs()
     assert [(r.backend, r.world_size) for r in runs] == [(c["backend"], c["world_size"])
                                                           for c in committed]
-    for run, stored in zip(runs, committed):
+    for run, stored in zip(runs, committed, strict=True):
         assert len(run.rows) == len(stored["rows"])
         assert {r["algorithm"] for r in run.rows} >= set(TARGET_ALGORITHMS)
-        for new, old in zip(run.rows, stored["rows"]):
+        for new, old in zip(run.rows, stored["rows"], strict=True):
             assert (new["algorithm"], new["nbytes"], new["time_us"]) == \
                 (old["algorithm"], old["nbytes"], old["time_us"])
             assert new["time_us"] == pytest.approx(
@@ -167,7 +173,7 @@ def test_the_quiet_profiles_are_judged_by_means_and_median_on_request(capsys) ->
     by_median = refit_profile(quiet, statistic="median")
     assert {r.statistic for r in by_mean} == {"mean"}
     assert {r.statistic for r in by_median} == {"median"}
-    for mean_run, median_run in zip(by_mean, by_median):
+    for mean_run, median_run in zip(by_mean, by_median, strict=True):
         assert [r["time_us"] for r in mean_run.rows] == [r["time_us"] for r in median_run.rows]
         assert [r["judged_us"] for r in median_run.rows] == pytest.approx(
             [r["time_us"] for r in median_run.rows], rel=1e-12)
@@ -221,5 +227,6 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
     monkeypatch.setattr(refit, "refit_profile", interrupted)
     assert main([str(QUICK)]) == 130
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.startswith("python -m distlab.judge refit: interrupted by Ctrl-C")
+    assert captured.out == ""
+    assert captured.err.startswith("python -m distlab.judge refit: interrupted by Ctrl-C")
     assert len(captured.err.splitlines()) == 1

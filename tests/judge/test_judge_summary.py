@@ -1,4 +1,5 @@
-"""The committed allreduce summary is what `python -m distlab.judge summary` makes of the committed runs."""
+"""The committed allreduce summary is what `python -m distlab.judge summary` makes of the committed
+runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from distlab.judge.__main__ import main as judge_main
 from distlab.judge.summary import summarize_files, summarize_runs
 from helpers.paths import RESULTS
-
 
 
 def _run(ws: int, times: dict[tuple[int, str], float], pred: float | None = 100.0) -> dict:

@@ -3,11 +3,21 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from distlab.judge.__main__ import main as judge_main
 from distlab.judge.refit import refit_profile, refit_runs
-from distlab.judge.tables import error_by_size_table, spread_table, travel_table
+from distlab.judge.tables import (
+    SPREAD_COLUMNS,
+    TRAVEL_COLUMNS,
+    error_by_size_table,
+    spread_rows,
+    spread_table,
+    travel_rows,
+    travel_table,
+)
+from distlab.report.table import format_table
 from helpers.paths import PROFILES
 
 VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
@@ -40,3 +50,33 @@ def test_travel_command_prints_the_table_and_rejects_a_folder_without_profile(ca
     assert judge_main(["travel", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "must be a folder holding profile.json" in err[-1]
+
+
+def test_travel_rows_are_the_travel_table_with_each_profiles_cpus() -> None:
+    one_core = PROFILES / "vm-1core-2026-11-23"
+    rows = travel_rows([VM, one_core])
+    assert len(rows) == 2 * 2 * 2        # measured x calibrated x world sizes 2 and 4
+    assert travel_table([VM, one_core]) == format_table(rows, TRAVEL_COLUMNS)
+    cpus = {(r["measured"], r["calibrated"]): (r["measured_cpus"], r["calibrated_cpus"])
+            for r in rows}
+    assert cpus[("vm-2026-11-23", "vm-1core-2026-11-23")] == (2, 1)
+    assert cpus[("vm-1core-2026-11-23", "vm-1core-2026-11-23")] == (1, 1)
+    own = [r for r in rows if r["measured"] == r["calibrated"] == "vm-2026-11-23"]
+    for r in own:
+        s = refit_profile(VM)[[2, 4].index(r["world_size"])].stats()
+        assert (r["n"], r["median"], r["p90"]) == (s.n, pytest.approx(s.median, rel=1e-12),
+                                                   pytest.approx(s.p90, rel=1e-12))
+
+
+def test_spread_rows_count_the_rounds_slower_than_twice_the_fastest() -> None:
+    run = refit_profile(VM)[0]
+    rows = spread_rows(run)
+    assert len(rows) == 6 * 5
+    assert all(0.0 <= r["slow_pct"] <= 100.0 for r in rows)
+    # 20 rounds: every share is a whole number of rounds
+    assert all(abs(r["slow_pct"] / 5.0 - round(r["slow_pct"] / 5.0)) < 1e-9 for r in rows)
+    first = rows[0]
+    rounds = np.asarray(first["seconds_per_rank"]).max(axis=0)
+    assert first["slow_pct"] == pytest.approx(100 * np.mean(rounds > 2 * rounds.min()),
+                                              rel=1e-12)
+    assert spread_table(run).splitlines()[1:] == format_table(rows, SPREAD_COLUMNS).splitlines()

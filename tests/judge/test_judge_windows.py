@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives.model.calibration import Calibration, restate_calibration
-from distlab.judge.refit import refit_profile, summary_rows
 from distlab.judge.noise import row_seconds
-from distlab.judge.windows import (main, window_calibration, window_rows, window_runs,
-                                         window_summary)
+from distlab.judge.refit import refit_profile, summary_rows
+from distlab.judge.windows import main, window_calibration, window_rows, window_runs, window_summary
 from distlab.profile.load import load_profile
 from helpers.close import assert_close_tree
 from helpers.paths import PROFILES
@@ -33,9 +32,9 @@ def test_the_whole_length_window_is_the_profile_priced_by_refit(statistic: str) 
     runs = refit_profile(LONG, statistic=statistic)
     assert [(w.start, w.stop, w.run.world_size) for w in whole] == \
         [(0, 80, r.world_size) for r in runs]
-    for w, r in zip(whole, runs):
+    for w, r in zip(whole, runs, strict=True):
         assert len(w.run.rows) == len(r.rows)
-        for a, b in zip(w.run.rows, r.rows):
+        for a, b in zip(w.run.rows, r.rows, strict=True):
             assert (a["algorithm"], a["nbytes"]) == (b["algorithm"], b["nbytes"])
             assert a["judged_us"] == pytest.approx(b["judged_us"], rel=1e-12)
             assert a["predicted_us"] == pytest.approx(b["predicted_us"], rel=1e-9)
@@ -59,7 +58,7 @@ def test_each_window_is_judged_on_its_own_rounds_only() -> None:
         run = next(r for r in stored if r["world_size"] == w.run.world_size)
         cal = Calibration.from_dict(run["calibration"])
         assert w.run.calibration["round_seconds"] == cal.round_seconds[w.start:w.stop]
-        for new, old in zip(w.run.rows, run["rows"]):
+        for new, old in zip(w.run.rows, run["rows"], strict=True):
             slowest = np.max(np.asarray(old["seconds_per_rank"])[:, w.start:w.stop], axis=0)
             assert new["judged_us"] == pytest.approx(float(np.mean(slowest)) * 1e6, rel=1e-12)
             assert "time_us" not in new
@@ -179,5 +178,6 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
     monkeypatch.setattr(windows, "window_summary", interrupted)
     assert main([str(SHORT)]) == 130
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.startswith("python -m distlab.judge windows: interrupted by Ctrl-C")
+    assert captured.out == ""
+    assert captured.err.startswith("python -m distlab.judge windows: interrupted by Ctrl-C")
     assert len(captured.err.splitlines()) == 1

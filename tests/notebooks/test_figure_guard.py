@@ -1,4 +1,5 @@
-"""The figure guard (tests/helpers/figure_guard.py) fails a notebook that shows a bare Figure repr."""
+"""The figure guard (tests/helpers/figure_guard.py) fails a notebook that shows a bare Figure
+repr."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from helpers.figure_guard import bare_figure_texts, unshown_figure_lines
 from helpers.paths import ROOT
 
-
-BARE_CELL = "from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))\nfig.add_subplot()\nfig"
+BARE_CELL = ("from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))\n"
+             "fig.add_subplot()\nfig")
 UNSHOWN_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(4, 3))\n"
                 "fig.add_subplot().set_title('lost')")
 UNSHOWN_PYPLOT_CELL = "import matplotlib.pyplot as plt\n" + UNSHOWN_CELL
@@ -22,7 +23,8 @@ DISPLAYED_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(f
                   "fig.add_subplot()\nfig")
 
 
-def _run_notebook(tmp_path: Path, source: str, tags: list[str] | None = None) -> subprocess.CompletedProcess:
+def _run_notebook(tmp_path: Path, source: str,
+                  tags: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run pytest (this repo's root conftest and pyproject options) on a one-cell notebook."""
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell(source)
@@ -31,7 +33,8 @@ def _run_notebook(tmp_path: Path, source: str, tags: list[str] | None = None) ->
     nb.cells = [nbformat.v4.new_code_cell("1 + 1"), cell]
     path = tmp_path / "guarded.ipynb"
     nbformat.write(nb, path)
-    env = dict(os.environ, SMOKE="1", MPLBACKEND="", DISTLAB_FIGURE_AUDIT="1")  # a fresh kernel, no backend forced
+    # a fresh kernel, no backend forced
+    env = dict(os.environ, SMOKE="1", MPLBACKEND="", DISTLAB_FIGURE_AUDIT="1")
     env.pop("MPLBACKEND")
     return subprocess.run(
         [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:randomly",
@@ -86,13 +89,16 @@ def test_unshown_figure_lines() -> None:
 
 
 def test_bare_figure_texts() -> None:
-    text = {"output_type": "execute_result", "data": {"text/plain": "<Figure size 400x300 with 1 Axes>"}}
-    image = {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure size 400x300 with 1 Axes>"}}
-    stream = {"output_type": "stream", "name": "stdout", "text": ["<Figure size 640x480 with 0 Axes>\n"]}
+    bare = "<Figure size 400x300 with 1 Axes>"
+    text = {"output_type": "execute_result", "data": {"text/plain": bare}}
+    image = {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": bare}}
+    stream = {"output_type": "stream", "name": "stdout",
+              "text": ["<Figure size 640x480 with 0 Axes>\n"]}
     assert bare_figure_texts([text]) == ["<Figure size 400x300 with 1 Axes>"]
     assert bare_figure_texts([stream]) == ["<Figure size 640x480 with 0 Axes>"]
     assert bare_figure_texts([text, image]) == []
-    assert bare_figure_texts([{"output_type": "execute_result", "data": {"text/plain": "42"}}]) == []
+    number = {"output_type": "execute_result", "data": {"text/plain": "42"}}
+    assert bare_figure_texts([number]) == []
 
 
 def test_root_conftest_loads_the_guard(pytestconfig: pytest.Config) -> None:

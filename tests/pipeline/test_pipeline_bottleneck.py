@@ -14,6 +14,7 @@ from distlab.pipeline.bottleneck import (
     describe,
     measured_costs,
     plan_for,
+    plan_rows,
     rate_items_per_s,
     simulate_pipeline,
     sync_time_s,
@@ -165,3 +166,23 @@ def test_plan_for_stages_reads_the_stages() -> None:
     unknown = equal_stages("identity", 2, 0.0)
     unknown[0].cost_s = None                          # unknown cost: 0.0 in the model
     assert plan_for_stages("sync", unknown)[0].cost_s == 0.0
+
+
+def test_plan_rows_model_values() -> None:
+    stages = _explorer_like_stages()
+    rows = plan_rows(stages, 10, workers=2, queue_depth=2)
+    assert [r["executor"] for r in rows] == ["sync", "threads", "processes", "torch"]
+    assert rows[0]["bound_s"] == pytest.approx(0.040)       # 10 * 4 ms, no overlap
+    assert rows[1]["bound_s"] == pytest.approx(0.004 + 9 * 0.002)
+    # processes: read+decode (3 ms) on 2 workers, then compute 1 ms: 1 + 5 * 3 ms
+    assert rows[2]["bound_s"] == pytest.approx(0.001 + 5 * 0.003)
+    for r in rows:
+        assert r["sim_s"] >= r["bound_s"] - 1e-12
+
+
+def _explorer_like_stages() -> list:
+    """read 2 ms (sleep), decode 1 ms (burn), compute 1 ms (sleep, on the host)."""
+    from distlab.pipeline.synthetic_stages import BurnStage, SleepStage
+    compute = SleepStage(0.001, name="compute")
+    compute.category, compute.placement = "compute", "host"
+    return [SleepStage(0.002, name="read"), BurnStage(0.001, name="decode"), compute]

@@ -54,3 +54,13 @@ def test_cuda_prefetch_overlaps_and_maps_events_to_host_clock() -> None:
     comps = [s for s in tl.spans if s.lane == "prefetch/default stream"]
     assert len(copies) == len(comps) == 6
     assert all(copies[i].end_us <= comps[i].start_us + 1.0 for i in range(6))
+
+
+def test_the_prefetch_runner_is_chosen_by_the_adapter() -> None:
+    from types import SimpleNamespace
+
+    from distlab.transfers.cuda_prefetch import prefetch_runner, run_cuda
+    from distlab.transfers.prefetch import run_loop
+
+    assert prefetch_runner(SimpleNamespace(name="cuda")) is run_cuda
+    assert prefetch_runner(SimpleNamespace(name="host")) is run_loop

@@ -7,8 +7,13 @@ from distlab.hogwild.lost import LostUpdates
 from distlab.hogwild.run import HogwildResult
 from distlab.transfers.copy_model import Fit
 from distlab.viz.figure import DisplayFigure
-from distlab.viz.hop import (hogwild_figure, hop_curves_figure, hop_parts_figure, hop_path_figure,
-                             hop_path_steps)
+from distlab.viz.hop import (
+    hogwild_figure,
+    hop_curves_figure,
+    hop_parts_figure,
+    hop_path_figure,
+    hop_path_steps,
+)
 
 
 def _row(path, nbytes, us, skipped=None):

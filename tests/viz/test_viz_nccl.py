@@ -18,7 +18,7 @@ def test_figure_has_the_model_its_picks_every_estimate_and_the_published_points(
     fig = nccl_busbw_figure()
     assert isinstance(fig, DisplayFigure) and len(fig.axes) == 3
     points = published()["allreduce_8gpu"]
-    for ax, key in zip(fig.axes, ("h100_sxm8", "a100_sxm8", "pcie5_8")):
+    for ax, key in zip(fig.axes, ("h100_sxm8", "a100_sxm8", "pcie5_8"), strict=False):
         labels = _labels(ax)
         choices = nccl_allreduce(key, 8, DEFAULT_SIZES)
         picks = {f"picked: {c.algorithm}/{c.protocol}" for c in choices}

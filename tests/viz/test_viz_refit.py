@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -33,7 +32,7 @@ def test_noise_figure_draws_each_judged_row_error_against_its_noise() -> None:
     fig = noise_figure(runs)
     ax = fig.axes[0]
     assert len(ax.collections) == len(runs)
-    for coll, run in zip(ax.collections, runs):
+    for coll, run in zip(ax.collections, runs, strict=False):
         judged = [r for r in run.rows if r["nbytes"] >= 64 * 1024 and r["algorithm"] in
                   ("ring", "tree", "recursive_doubling", "rabenseifner", "builtin")]
         got = sorted(map(tuple, coll.get_offsets().tolist()))
@@ -57,7 +56,7 @@ def test_windows_figure_draws_every_windows_median_and_p90_per_world_size() -> N
     fig = windows_figure(long, [20, 80])
     assert isinstance(fig, DisplayFigure)
     assert [ax.get_title().split(" ")[0] for ax in fig.axes] == ["2", "4"]
-    for ax, ws in zip(fig.axes, (2, 4)):
+    for ax, ws in zip(fig.axes, (2, 4), strict=False):
         windows = [w for n in (20, 80) for w in window_runs(long, n) if w.run.world_size == ws]
         for gid, key in (("median", "median"), ("p90", "p90")):
             drawn = np.concatenate([c.get_offsets()[:, 1] for c in ax.collections

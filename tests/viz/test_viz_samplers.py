@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 
 from distlab.samplers import assign
-from distlab.viz.samplers import (SamplerExplorer, assignment_figure, assignment_table, figure_png,
-                                  rank_colors, summary_text)
+from distlab.viz.samplers import (
+    SamplerExplorer,
+    assignment_figure,
+    assignment_table,
+    figure_png,
+    rank_colors,
+    summary_text,
+)
 
 matplotlib.use("Agg")
 
@@ -56,7 +62,7 @@ def test_explorer_redraws_when_a_control_changes() -> None:
     assert ex.png != before_png and ex.figure is not before_fig
     assert ex.image.value == ex.png
     assert len(ex.figure.axes[1].get_yticklabels()) == 5
-    assert "22 indices on 5 ranks" in ex.summary.value
+    assert "22 indices on 5 ranks" in ex.summary
 
 
 @pytest.mark.parametrize("name, value, check", [
@@ -80,5 +86,5 @@ def test_batch_size_moves_the_batch_lines() -> None:
     lines_2 = len(ex.figure.axes[1].lines)
     ex.controls["batch_size"].value = 5
     assert len(ex.figure.axes[1].lines) < lines_2
-    assert "steps per rank 4..4" in ex.summary.value
+    assert "steps per rank 4..4" in ex.summary
     assert np.array_equal(ex.assignment.steps(5), [4, 4])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from distlab.links import LINKS
 from distlab.transfers import HostAdapter
 from distlab.viz.figure import DisplayFigure

@@ -8,8 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives.model.presets import get_preset, preset_names
-from distlab.zero import (comm_seconds, comm_volume, deepspeed_estimate, largest_model_that_fits,
-                          zero_comm_calls, zero_memory)
+from distlab.zero import (
+    comm_seconds,
+    comm_volume,
+    deepspeed_estimate,
+    largest_model_that_fits,
+    zero_comm_calls,
+    zero_memory,
+)
 from distlab.zero.partition import plan_buckets
 
 GB = 10**9

@@ -1,27 +1,29 @@
 """nccl-tests-style allreduce benchmark: every distlab algorithm next to torch's built-in.
 
     python -m distlab.bench allreduce --world-size 4 -b 1K -e 64M -f 4 \\
-        --algorithms ring,tree,builtin --dtype float32 --op sum --iters 20 --warmup 5 --json out.json
+        --algorithms ring,tree,builtin --dtype float32 --op sum --iters 20 --warmup 5 \\
+        --json out.json
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
-Spawns ``--world-size`` local ranks through :func:`distlab.launch.run` (or, under torchrun, runs
-on the torchrun ranks unchanged). Each size and algorithm is first checked once against the exact
+Spawns ``--world-size`` local ranks through :func:`distlab.launch.run` (or, under torchrun, runs on
+the torchrun ranks unchanged). Each size and algorithm is first checked once against the exact
 answer (``#wrong``); then ``--warmup`` untimed and ``--iters`` timed rounds each run every size and
 algorithm once (after a barrier) next to the calibration exchanges that measure alpha, beta, gamma
 and the per-step hand-off (unless ``--no-calibrate``; ``--calibration FILE`` loads them instead;
 ``--calibrate-upfront`` calibrates once before the rounds), so load changes hit model and
-measurement alike. time = median over rounds of the slowest rank; mean = their mean.
-algbw = bytes / time; busbw = algbw * 2 (n - 1) / n (nccl-tests); predicted = the calibrated
-cost of the algorithm's schedule (alpha-beta-gamma-handoff-relay, each message and reduction
-priced at its size from the calibration's per-size series) plus the calibrated per-call overhead
+measurement alike. time = median over rounds of the slowest rank; mean = their mean. algbw = bytes /
+time; busbw = algbw * 2 (n - 1) / n (nccl-tests); predicted = the calibrated cost of the algorithm's
+schedule (alpha-beta-gamma-handoff-relay, each message and reduction priced at its size from the
+calibration's per-size series) plus the calibrated per-call overhead
 (:mod:`distlab.collectives.model.predict`); for builtin under gloo the schedule is gloo's own ring
-(:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`); builtin under NCCL is left empty (NCCL picks its
-algorithm inside; :func:`distlab.collectives.predict_builtin` models it for the GPU boxes of
-:mod:`distlab.collectives.model.nccl.boxes`, not for the GPUs at hand); error% = (measured - predicted)
-/ predicted, where measured is the row's ``--statistic`` (default the mean: the model adds step
-costs, and costs add as means do, not as medians; the calibration measured in the rounds is fitted
-on the same statistic of its own rounds, :func:`distlab.collectives.model.calibration.fit_rounds`);
-vs builtin = busbw / the built-in's busbw at the same size in the same run.
+(:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`); builtin under NCCL is left empty (NCCL
+picks its algorithm inside; :func:`distlab.collectives.predict_builtin` models it for the GPU boxes
+of :mod:`distlab.collectives.model.nccl.boxes`, not for the GPUs at hand); error% = (measured -
+predicted) / predicted, where measured is the row's ``--statistic`` (default the mean: the model
+adds step costs, and costs add as means do, not as medians; the calibration measured in the rounds
+is fitted on the same statistic of its own rounds,
+:func:`distlab.collectives.model.calibration.fit_rounds`); vs builtin = busbw / the built-in's busbw
+at the same size in the same run.
 """
 
 from __future__ import annotations
@@ -36,16 +38,16 @@ from typing import Any
 import torch
 
 from distlab import launch
-from distlab.cli import options
 from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_mean, slowest_rank_median
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
-from distlab.report.table import Column, Table, format_table
 from distlab.bench.versus import versus_lines, versus_table
+from distlab.cli import options
 from distlab.collectives.algorithms.registry import BUILTIN, names, options_of
 from distlab.collectives.model.calibration import STATISTICS
-from distlab.collectives.plan.ops import OPS, check_op_dtype
 from distlab.collectives.model.predict import call_model
+from distlab.collectives.plan.ops import OPS, check_op_dtype
 from distlab.collectives.runtime.execute import default_options
+from distlab.report.table import Column, Table, format_table
 
 __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "allreduce_table",
            "load_calibration", "main", "predicted_seconds"]
@@ -56,7 +58,8 @@ NAMES = list(names("all_reduce", "plan", "builtin"))
 
 COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width=10),
            Column("type", "dtype", width=9), Column("redop", "op", width=6),
-           Column("algorithm", "algorithm", width=19), Column("time(us)", "time_us", ".1f", width=12),
+           Column("algorithm", "algorithm", width=19),
+           Column("time(us)", "time_us", ".1f", width=12),
            Column("mean(us)", "mean_us", ".1f", width=12),
            Column("algbw(GB/s)", "algbw_gbps", ".3f"), Column("busbw(GB/s)", "busbw_gbps", ".3f"),
            Column("#wrong", "wrong", width=7), Column("predicted(us)", "predicted_us", ".1f"),
@@ -178,7 +181,8 @@ def calibration_line(cal: dict[str, Any]) -> str:
             f"hand-off {num('handoff', 1e6, '.1f')} us/step, relay {num('relay', 1e6, '.1f')} "
             f"us/step/rank, per-call overhead {num('call_overhead', 1e6, '.1f')} us; fit R^2 "
             f"comm {num('comm_r2', 1, '.3f')} (worst point "
-            f"{num('comm_max_rel_residual', 100, '.0f')}% off), reduce {num('reduce_r2', 1, '.3f')}")
+            f"{num('comm_max_rel_residual', 100, '.0f')}% off), "
+            f"reduce {num('reduce_r2', 1, '.3f')}")
 
 
 def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],

@@ -16,8 +16,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from distlab.bench.rounds import (SpanLabels, calibration_round, print_progress, rank_fences,
-                                  timed_rounds)
+from distlab.bench.rounds import (
+    SpanLabels,
+    calibration_round,
+    print_progress,
+    rank_fences,
+    timed_rounds,
+)
 from distlab.collectives.algorithms.registry import is_builtin, options_of
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce

@@ -36,18 +36,18 @@ import numpy as np
 import torch
 
 from distlab import launch
-from distlab.cli import options
 from distlab.bench.allreduce_ranks import size_label, size_pattern
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
-from distlab.report.table import Column, Table
 from distlab.bench.rounds import calibration_round, print_progress, rank_fences, timed_rounds
+from distlab.cli import options
 from distlab.collectives.algorithms.registry import BUILTIN, build, options_of
 from distlab.collectives.model.calibration import calibration_sizes
+from distlab.collectives.model.choice import PIECES_CANDIDATES, best_pieces, schedule_seconds
 from distlab.collectives.plan.ops import check_op_dtype
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator
-from distlab.collectives.model.choice import PIECES_CANDIDATES, best_pieces, schedule_seconds
+from distlab.report.table import Column, Table
 
 __all__ = ["BENCHMARK", "COLUMNS", "SUMMARY_COLUMNS", "TuningBenchmark", "TuningConfig", "main",
            "tuning_rank"]

@@ -31,19 +31,18 @@ import numpy as np
 import torch
 
 from distlab import launch
-from distlab.cli import options
 from distlab.bench.collective_ranks import DRIVERS, collective_rank
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
-from distlab.report.table import Column, Table
 from distlab.bench.versus import versus_lines, versus_table
-from distlab.collectives.plan.ops import check_op_dtype
+from distlab.cli import options
 from distlab.collectives.algorithms.registry import BUILTIN, PLANS, names
-from distlab.collectives.runtime.collectives import plan_for
-from distlab.collectives.plan.semantics import COLLECTIVES
 from distlab.collectives.model.choice import schedule_seconds
+from distlab.collectives.plan.ops import check_op_dtype
+from distlab.collectives.plan.semantics import COLLECTIVES, busbw_factor
+from distlab.collectives.runtime.collectives import plan_for
+from distlab.report.table import Column, Table
 
-__all__ = ["BENCHMARK", "COLUMNS", "CollectiveBenchmark", "CollectiveConfig", "busbw_factor",
-           "main"]
+__all__ = ["BENCHMARK", "COLUMNS", "CollectiveBenchmark", "CollectiveConfig", "main"]
 
 COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width=10),
            Column("type", "dtype", width=8), Column("redop", "op", width=5),
@@ -54,16 +53,6 @@ COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width
            Column("error%", "error_pct", "+.1f", width=7),
            Column("vs builtin(x)", "vs_builtin", ".2f"))
 ALL_NAMES = sorted({a for c in COLLECTIVES for a in names(c, "plan", "builtin")})
-
-
-def busbw_factor(collective: str, world_size: int) -> float | None:
-    """nccl-tests' bus bandwidth factor of ``collective`` (``None`` for a barrier)."""
-    n = world_size
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("broadcast", "reduce"):
-        return 1.0
-    return None if collective == "barrier" else (n - 1) / n
 
 
 @dataclass(frozen=True)

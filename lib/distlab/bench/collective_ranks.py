@@ -19,12 +19,15 @@ import torch.distributed as dist
 
 import distlab.collectives.runtime.collectives as RC
 from distlab.bench.allreduce_ranks import fill_pattern
-from distlab.collectives.algorithms.registry import is_builtin
 from distlab.bench.rounds import calibration_round, print_progress, rank_fences, timed_rounds
+from distlab.collectives.algorithms.registry import is_builtin
 from distlab.collectives.model.calibration import calibration_sizes
 from distlab.collectives.runtime.execute import all_reduce
-from distlab.collectives.runtime.group import (builtin_all_gather, builtin_reduce_scatter,
-                                               rank_device)
+from distlab.collectives.runtime.group import (
+    builtin_all_gather,
+    builtin_reduce_scatter,
+    rank_device,
+)
 from distlab.collectives.runtime.rounds import RoundCalibrator
 
 __all__ = ["DRIVERS", "Driver", "collective_rank"]

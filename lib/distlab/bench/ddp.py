@@ -5,14 +5,15 @@
 Runs ``world-size`` ranks on this host: with ``--device cpu`` gloo ranks with CPU parameters; with
 ``--device cuda`` (the default when torch sees a GPU) NCCL with one GPU per rank when there are
 enough GPUs, else gloo ranks sharing the GPUs with CUDA parameters (every table says which:
-:func:`distlab.devices.ddp_placement`); CUDA step times are read after a synchronize. Each round runs every variant for ``--steps`` training
-steps (variants interleaved; round 0 is warmup); times are medians over ranks 0's steps. Columns:
-step and backward time, exposed communication (backward minus the no-communication backward),
-overlap fraction (1 - exposed / modelled allreduce time), the model's predicted step time
-(alpha-beta-gamma calibrated in the same run) and its error, and #wrong (parameter tensors that
-differ from torch DDP's after the same steps); ``us/param`` = (step - the same step without DDP) /
-parameter tensors, in microseconds: what DDP adds per parameter per step, communication included
-(``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the step-rate target).
+:func:`distlab.devices.ddp_placement`); CUDA step times are read after a synchronize. Each round
+runs every variant for ``--steps`` training steps (variants interleaved; round 0 is warmup); times
+are medians over ranks 0's steps. Columns: step and backward time, exposed communication (backward
+minus the no-communication backward), overlap fraction (1 - exposed / modelled allreduce time), the
+model's predicted step time (alpha-beta-gamma calibrated in the same run) and its error, and #wrong
+(parameter tensors that differ from torch DDP's after the same steps); ``us/param`` = (step - the
+same step without DDP) / parameter tensors, in microseconds: what DDP adds per parameter per step,
+communication included (``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the
+step-rate target).
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
-
 from distlab import launch
-from distlab.cli import options
 from distlab.bench.ddp_ranks import measure_rank
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
-from distlab.report.table import Column, Table
-from distlab.envinfo import gpu_count
+from distlab.cli import options
 from distlab.devices import DDP_DEVICES, ddp_placement
+from distlab.envinfo import gpu_count
+from distlab.report.table import Column, Table
 
 __all__ = ["BENCHMARK", "COLUMNS", "DdpBenchmark", "DdpConfig", "main"]
 
@@ -69,7 +69,8 @@ class DdpBenchmark(Benchmark[DdpConfig]):
     """The DDP lab's benchmark (see the module docstring)."""
 
     name = "ddp"
-    about = "naive / bucketed / overlapping distlab DDP vs torch DDP: step time, exposed comm, model"
+    about = ("naive / bucketed / overlapping distlab DDP vs torch DDP: step time, exposed comm, "
+             "model")
     config_type = DdpConfig
 
     def check(self, parser: argparse.ArgumentParser, config: DdpConfig) -> DdpConfig:

@@ -54,15 +54,15 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distlab import launch
 from distlab._checks import check_int
-from distlab.cli import options
 from distlab.bench.ddp import check_device_option
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.bench.rounds import Phases, rank_fences, timed_rounds
-from distlab.report.table import Column, Table
+from distlab.cli import options
 from distlab.ddp.reducer import DDP
-from distlab.envinfo import gpu_count
 from distlab.devices import DDP_DEVICES, ddp_placement
+from distlab.envinfo import gpu_count
 from distlab.nets import mlp
+from distlab.report.table import Column, Table
 
 __all__ = ["BENCHMARK", "DEFAULT_CASES", "LINEAR_1024_CASES", "OverheadBenchmark", "OverheadCase",
            "OverheadConfig", "OverheadRow", "TINY_LAYERS_CASE", "VARIANTS", "main",

@@ -3,21 +3,20 @@
     python -m distlab.bench pipeline --items 200 --cost-ms 2 --stages 3 --kind sleep \\
         --queue-depth 2 --workers 2 --repeats 5 --json results/pipeline_cpu.json
 
-Workload: ``--stages`` stages of equal cost ``--cost-ms`` (``sleep`` stands for I/O and releases
-the GIL; ``burn`` is CPU work in torch matmuls for ``cost-ms`` of wall time; ``work`` is a
-calibrated amount of such work, which on 2 cores cannot run 3 stages at full speed at once). Every executor runs the same stages on the same
-items in this one process run: warmup runs first (they also spawn persistent workers), then
-``--repeats`` timed runs; the table shows medians.
+Workload: ``--stages`` stages of equal cost ``--cost-ms`` (``sleep`` stands for I/O and releases the
+GIL; ``burn`` is CPU work in torch matmuls for ``cost-ms`` of wall time; ``work`` is a calibrated
+amount of such work, which on 2 cores cannot run 3 stages at full speed at once). Every executor
+runs the same stages on the same items in this one process run: warmup runs first (they also spawn
+persistent workers), then ``--repeats`` timed runs; the table shows medians.
 
-Columns: ``start(s)`` worker start-up of the executor's first run (spawning processes; 0 for
-sync and threads, which start no process), kept out of every other
-column (the warm-up runs absorb it); ``wall(s)`` median wall time of the steady
-pipeline; ``bound(s)`` the bottleneck bound of the executor's plan
-(:func:`distlab.pipeline.bottleneck.plan_for_stages`, :func:`~distlab.pipeline.bottleneck.bound_s`) with
-stage costs *measured* in the sync runs (mean span duration per stage, so a sleep's oversleep
-counts as stage cost, not as executor overhead); ``eff`` = bound / wall; ``sim err`` =
-(simulated makespan - wall) / wall; ``stall(s)`` consumer idle time; ``vs sync`` = sync wall /
-wall.
+Columns: ``start(s)`` worker start-up of the executor's first run (spawning processes; 0 for sync
+and threads, which start no process), kept out of every other column (the warm-up runs absorb it);
+``wall(s)`` median wall time of the steady pipeline; ``bound(s)`` the bottleneck bound of the
+executor's plan (:func:`distlab.pipeline.bottleneck.plan_for_stages`,
+:func:`~distlab.pipeline.bottleneck.bound_s`) with stage costs *measured* in the sync runs (mean
+span duration per stage, so a sleep's oversleep counts as stage cost, not as executor overhead);
+``eff`` = bound / wall; ``sim err`` = (simulated makespan - wall) / wall; ``stall(s)`` consumer idle
+time; ``vs sync`` = sync wall / wall.
 
 The hop between processes: the ``processes`` and ``torch`` plans include the hop of each worker
 output into the trainer (:mod:`distlab.pipeline.hop_cost`: measured once per run for the worker
@@ -45,14 +44,19 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from distlab.cli import options
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
-from distlab.report.table import Column, Table, format_table
+from distlab.cli import options
 from distlab.pipeline import EXECUTORS, equal_stages, make_executor
-from distlab.pipeline.bottleneck import (bound_s, measured_costs, plan_for_stages,
-                                         simulate_pipeline, startup_s)
+from distlab.pipeline.bottleneck import (
+    bound_s,
+    measured_costs,
+    plan_for_stages,
+    simulate_pipeline,
+    startup_s,
+)
 from distlab.pipeline.build import EQUAL_KINDS
 from distlab.pipeline.hop_cost import measure_hop_cost, worker_output_nbytes
+from distlab.report.table import Column, Table, format_table
 
 __all__ = ["BENCHMARK", "COLUMNS", "PipelineBenchmark", "PipelineConfig", "compare_executors",
            "saved_result_text",
@@ -171,7 +175,7 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
                     runs[name].append(res)
     names = [s.name for s in stages]
     costs = [statistics.median(c) for c in zip(*(measured_costs(r.timeline, names)
-                                                 for r in runs["sync"]))]
+                                                 for r in runs["sync"]), strict=False)]
     sync_wall = statistics.median(r.wall_s for r in runs["sync"])
     rows = []
     for name in execs:
@@ -200,7 +204,7 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
                      "speedup_vs_sync": sync_wall / wall if wall else 0.0,
                      **extra,
                      "config": runs[name][0].config, "notes": runs[name][0].timeline.notes})
-    return {"costs_s": dict(zip(names, costs)), "rows": rows,
+    return {"costs_s": dict(zip(names, costs, strict=False)), "rows": rows,
             "runs": {name: _median_run(r) for name, r in runs.items()}}
 
 

@@ -1,17 +1,18 @@
 """Benchmark: one rank's epoch of indices, distlab's samplers against torch's DistributedSampler.
 
     python -m distlab.bench sampler --n 100000000 --world-size 8 --prefetch
-    python -m distlab.bench sampler --n 10000000000 --impl permutation   # torch skipped above --torch-max-n
-    python -m distlab.bench sampler --n 1000000 --world-size 8 --repeats 3 --json results/sampler.json
+    python -m distlab.bench sampler --n 10000000000 --impl permutation  # torch: <= --torch-max-n
+    python -m distlab.bench sampler --n 1000000 --world-size 8 --repeats 3 \\
+        --json results/sampler.json
 
-Each implementation runs in a fresh child process (``python -m distlab.bench.sampler --child
-...``), so its peak resident memory (``ru_maxrss`` of that process) belongs to it alone. A child
-imports torch, warms up on a tiny sampler, records its resident memory (``base``), then times
-building the sampler and iterating rank ``--rank``'s whole epoch, hashing the indices 64 Ki at a time
-(the same consumer for both), and reports wall time, CPU time (user + system of the child, steadier
-than wall time on a busy machine) and its peak RSS. The parent prints one row per
-implementation and the ratios; ``#wrong`` is 1 when distlab's indices differ from torch's.
-Timings are the median over ``--repeats`` child pairs, peak RSS the largest.
+Each implementation runs in a fresh child process (``python -m distlab.bench.sampler --child ...``),
+so its peak resident memory (``ru_maxrss`` of that process) belongs to it alone. A child imports
+torch, warms up on a tiny sampler, records its resident memory (``base``), then times building the
+sampler and iterating rank ``--rank``'s whole epoch, hashing the indices 64 Ki at a time (the same
+consumer for both), and reports wall time, CPU time (user + system of the child, steadier than wall
+time on a busy machine) and its peak RSS. The parent prints one row per implementation and the
+ratios; ``#wrong`` is 1 when distlab's indices differ from torch's. Timings are the median over
+``--repeats`` child pairs, peak RSS the largest.
 
 ``--impl`` picks distlab's implementations (``distlab``: the torch-identical DistributedSampler,
 ``permutation``: the constant-memory PermutationSampler, whose order differs from torch's by
@@ -39,8 +40,8 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DistributedSampler as TorchSampler
 
-from distlab.cli import options
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
+from distlab.cli import options
 from distlab.report.table import Column, Table
 from distlab.samplers import DistributedSampler, PermutationSampler
 

@@ -38,16 +38,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from distlab.cli import options
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
-from distlab.report.table import Column, Table, format_table
+from distlab.cli import options
 from distlab.envinfo import pcie_links
-from distlab.transfers.cuda_prefetch import run_cuda
+from distlab.report.table import Column, Table, format_table
+from distlab.transfers.cuda_prefetch import prefetch_runner
 from distlab.transfers.default import default_adapter
 from distlab.transfers.hop_paths import HOP_KINDS, HOP_PATHS
 from distlab.transfers.hop_sweep import HopSweep, hop_sweep
 from distlab.transfers.paths import PIN_PATHS, ROW_KINDS
-from distlab.transfers.prefetch import run_loop
 from distlab.transfers.sweep import FIT_MIN_BYTES, Row, fit_rows, pin_rows, sweep
 
 __all__ = ["BENCHMARK", "COLUMNS", "PATH_NAMES", "PIN_COLUMNS", "TransfersBenchmark",
@@ -202,7 +201,7 @@ def _prefetch(adapter: Any, c: TransfersConfig) -> list[dict[str, Any]]:
     """Sequential and double-buffered loops (pinned memory when there is any, else pageable);
     ``efficiency`` = the model's time / measured wall (1.0: at the bound)."""
     memory = "pageable" if adapter.unavailable("pinned") else "pinned"
-    runner = run_cuda if adapter.name == "cuda" else run_loop
+    runner = prefetch_runner(adapter)
     out = []
     for mode in ("sequential", "prefetch"):
         r = runner(adapter, mode=mode, batches=c.prefetch_batches, nbytes=c.batch_bytes,

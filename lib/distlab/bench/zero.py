@@ -21,9 +21,9 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from distlab import launch
-from distlab.cli import options
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.bench.rounds import Phases, rank_fences, timed_rounds
+from distlab.cli import options
 from distlab.nets import mlp
 from distlab.report.table import Column, Table
 from distlab.zero.optimizer import ZeroDataParallel

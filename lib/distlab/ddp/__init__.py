@@ -1,8 +1,14 @@
 """distlab.ddp: torch-identical gradient buckets, a bucketed overlapping DDP, and its model."""
 
-from distlab.ddp.buckets import (DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES,
-                                 backward_ready_order, compute_bucket_assignment_by_size,
-                                 initial_buckets, rebuilt_buckets, torch_ddp_buckets)
+from distlab.ddp.buckets import (
+                                 DEFAULT_BUCKET_CAP_MB,
+                                 DEFAULT_FIRST_BUCKET_BYTES,
+                                 backward_ready_order,
+                                 compute_bucket_assignment_by_size,
+                                 initial_buckets,
+                                 rebuilt_buckets,
+                                 torch_ddp_buckets,
+)
 from distlab.ddp.grad_bucket import GradBucket
 from distlab.ddp.reducer import DDP
 

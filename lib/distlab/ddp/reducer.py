@@ -240,7 +240,8 @@ class DDP(nn.Module):
         self._fill(b)
         self._ready[b] = True
         if self._traced:
-            self.timeline.record(f"bucket {b} ready", "ready", self._lane("backward"), now_us(), 0.0)
+            self.timeline.record(f"bucket {b} ready", "ready", self._lane("backward"), now_us(),
+                                 0.0)
         if self.overlap:
             nb = len(self._layouts)
             while self._next < nb and self._ready[self._next]:

@@ -146,6 +146,52 @@ def bucket_ready_s(sizes: Sequence[int], ready_s: Sequence[float],
     return [max(ready_s[i] for i in b) for b in buckets_for_sizes(sizes, bucket_cap_mb)]
 
 
+@dataclass(frozen=True)
+class ReadyOrder:
+    """Parameters in the order one backward pass makes their gradients ready.
+
+    ``names``: the module's ``named_parameters()`` names; ``sizes``: bytes of each;
+    ``ready_s``: seconds from backward's start when each gradient is ready (non-decreasing);
+    ``backward_s``: seconds of the whole backward. ``sizes``, ``ready_s`` and ``backward_s``
+    are the inputs :func:`predict` takes.
+    """
+
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]
+    ready_s: tuple[float, ...]
+    backward_s: float
+
+
+def mlp_ready_order(layers: int, width: int, backward_s_per_byte: float, *,
+                    itemsize: int = 4) -> ReadyOrder:
+    """The ready order of ``torch.nn.Sequential`` of ``layers`` x (``Linear(width, width)``,
+    ``ReLU``) with ``itemsize``-byte parameters (names ``"{2 i}.weight"``, ``"{2 i}.bias"``).
+
+    Backward runs from the last layer to the first and, within a layer, makes the bias's
+    gradient ready before the weight's. Time is a model: backward spends
+    ``backward_s_per_byte`` seconds on each parameter byte, in that order, so a gradient is
+    ready once its own bytes and those before it are done, and ``backward_s`` is the rate times
+    all the bytes.
+    """
+    check_int("layers", layers, minimum=1)
+    check_int("width", width, minimum=1)
+    check_int("itemsize", itemsize, minimum=1)
+    rate = float(backward_s_per_byte)
+    if not rate >= 0:
+        raise ValueError(f"backward_s_per_byte must be >= 0 seconds per byte, got "
+                         f"{backward_s_per_byte!r}")
+    names: list[str] = []
+    sizes: list[int] = []
+    for i in reversed(range(layers)):
+        names += [f"{2 * i}.bias", f"{2 * i}.weight"]
+        sizes += [width * itemsize, width * width * itemsize]
+    ready, t = [], 0.0
+    for nbytes in sizes:
+        t += nbytes * rate
+        ready.append(t)
+    return ReadyOrder(tuple(names), tuple(sizes), tuple(ready), t)
+
+
 def predict(sizes: Sequence[int], ready_s: Sequence[float], backward_s: float, link: Any,
             world_size: int, bucket_cap_mb: float | None, *, overlap: bool = True,
             other_s: float = 0.0, algorithm: str = "ring", compression: str | None = None,

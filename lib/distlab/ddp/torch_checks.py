@@ -1,5 +1,6 @@
-"""Rank functions that hold distlab's DDP against torch's (run them with :func:`distlab.launch.run`):
-which parameters torch's DDP puts in each bucket, and what ``no_sync`` accumulates."""
+"""Rank functions that hold distlab's DDP against torch's (run them with
+:func:`distlab.launch.run`): which parameters torch's DDP puts in each bucket, and what ``no_sync``
+accumulates."""
 
 from __future__ import annotations
 

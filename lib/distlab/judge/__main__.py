@@ -1,11 +1,12 @@
 """Judge the allreduce cost model on measured profiles and benchmark runs (offline).
 
-    python -m distlab.judge refit results/profiles/*            # median / p90 |error%| per profile
+    python -m distlab.judge refit results/profiles/*       # median / p90 |error%| per profile
     python -m distlab.judge refit results/profiles/h100-2026-11-23 \\
-        --calibration-from results/profiles/vm-2026-11-23      # calibrated on one, measured on another
+        --calibration-from results/profiles/vm-2026-11-23  # calibrated on one, measured on another
     python -m distlab.judge windows results/profiles/vm-quiet-80rounds-2026-11-23
-    python -m distlab.judge travel results/profiles/vm-*        # every profile x every calibration
-    python -m distlab.judge summary results/allreduce_ws*_run*.json --out results/allreduce_summary.json
+    python -m distlab.judge travel results/profiles/vm-*   # every profile x every calibration
+    python -m distlab.judge summary results/allreduce_ws*_run*.json \\
+        --out results/allreduce_summary.json
 
 Nothing is measured and no process is started: profiles and runs are read, rows priced again.
 """

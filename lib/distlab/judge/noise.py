@@ -1,11 +1,11 @@
 """How repeatable a measured row is: the bootstrap interval of its rounds' statistic (pure NumPy).
 
-A profile's row summarizes its timed rounds (20 in a full profile) of the slowest rank's seconds
-by a statistic (:data:`~distlab.collectives.model.calibration.STATISTICS`: the median, which ``time_us`` holds, or the
-mean). On a machine whose rounds fall into two regimes (a wake-up that comes a scheduler tick
-late, a transport that switches buffers) the median jumps between the regimes from one run to
-the next even when nothing about the machine changed (the mean moves with the share of slow
-rounds instead), and no model can be judged more finely than the row itself is known.
+A profile's row summarizes its timed rounds (20 in a full profile) of the slowest rank's seconds by
+a statistic (:data:`~distlab.collectives.model.calibration.STATISTICS`: the median, which
+``time_us`` holds, or the mean). On a machine whose rounds fall into two regimes (a wake-up that
+comes a scheduler tick late, a transport that switches buffers) the median jumps between the regimes
+from one run to the next even when nothing about the machine changed (the mean moves with the share
+of slow rounds instead), and no model can be judged more finely than the row itself is known.
 :func:`bootstrap_interval` resamples the rounds with replacement (a percentile bootstrap, fixed
 seed, so the same rounds always give the same interval) and returns the interval that holds the
 statistic of ``confidence`` of the resamples; :func:`row_noise` turns it into what
@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from distlab._checks import check_float, check_int
-
 from distlab.collectives.model.calibration import round_statistic
 
 __all__ = ["NOISE_CONFIDENCE", "NOISE_RESAMPLES", "RowNoise", "bootstrap_interval",

@@ -2,40 +2,40 @@
 
     python -m distlab.judge refit results/profiles/vm-2026-11-23 results/profiles/h100-2026-11-23
     python -m distlab.judge refit results/profiles/* --json refit.json
+    # calibrated on one machine, measured on another:
     python -m distlab.judge refit results/profiles/h100-2026-11-23 \\
-        --calibration-from results/profiles/vm-2026-11-23      # calibrated on one, measured on another
+        --calibration-from results/profiles/vm-2026-11-23
 
-A profile's collectives part stores, for every allreduce sweep, the rows (measured times) and
-the calibration fitted on the same timed rounds, with its per-size series. This command prices
-every row again, distlab's algorithms and ``builtin`` alike, with the model of
-:mod:`distlab.collectives.model.predict` (per-size rates of :mod:`distlab.collectives.model.rates`; the builtin as the
-backend's own schedule; the cores per rank from the calibration, else from the profile's
-``cpus_allowed``), so every model change is judged on every committed machine at once,
+A profile's collectives part stores, for every allreduce sweep, the rows (measured times) and the
+calibration fitted on the same timed rounds, with its per-size series. This command prices every row
+again, distlab's algorithms and ``builtin`` alike, with the model of
+:mod:`distlab.collectives.model.predict` (per-size rates of :mod:`distlab.collectives.model.rates`;
+the builtin as the backend's own schedule; the cores per rank from the calibration, else from the
+profile's ``cpus_allowed``), so every model change is judged on every committed machine at once,
 without running anything. The measured values are the profile's, untouched.
 
-What is judged (``--statistic``): the model prices a call as the sum of its steps' costs, and
-sums add as means do, not as medians (the median of a sum of skewed or two-regime step times is
-not the sum of their medians); a training loop, too, pays the mean. So by default every row is
-judged by the **mean** of its slowest-rank rounds, priced with the calibration fitted again from
-its own recorded rounds by their means (:func:`~distlab.collectives.model.calibration.restate_calibration`). A profile
-whose calibration kept no rounds (made before they were stored) has only medians, and is judged
-median against median; the ``statistic`` column says which. ``--statistic median`` judges every
-profile by medians, as measured rows' ``time_us`` are.
+What is judged (``--statistic``): the model prices a call as the sum of its steps' costs, and sums
+add as means do, not as medians (the median of a sum of skewed or two-regime step times is not the
+sum of their medians); a training loop, too, pays the mean. So by default every row is judged by the
+**mean** of its slowest-rank rounds, priced with the calibration fitted again from its own recorded
+rounds by their means (:func:`~distlab.collectives.model.calibration.restate_calibration`). A
+profile whose calibration kept no rounds (made before they were stored) has only medians, and is
+judged median against median; the ``statistic`` column says which. ``--statistic median`` judges
+every profile by medians, as measured rows' ``time_us`` are.
 
-It prints, per profile and world size (and per profile), the median, 90th percentile and maximum
-of ``|error%|`` over the judged rows (by default sizes >= 64 KiB of ring, tree,
-recursive_doubling, rabenseifner and builtin: :data:`TARGET_ALGORITHMS`), before (the predictions
-stored in the profile, made when it was measured; builtin had none) and after (this model), and
-whether the after numbers meet the target (median <= 15%, p90 <= 35%). Beside them, how well the
-rows themselves are known (:mod:`distlab.judge.noise`): the median and p90 of the rows' ``noise_pct``
-(how far each row's median round could land on a re-run of the same rounds, a 90% bootstrap
-interval) and ``in noise`` (rows whose prediction lies inside that interval / judged rows). Where
-the noise is as large as the target, a miss cannot be told from the measurement's own scatter;
-where it is small and the prediction is outside, the model is wrong. ``--json OUT`` writes
-every run with its rows in the profile's format (``predicted_us`` and ``error_pct`` filled,
-``judged_us`` the measured value under the run's statistic, ``stored_predicted_us``/
-``stored_error_pct`` keep the old ones) and the summary. A bad argument
-exits 2 with one error line.
+It prints, per profile and world size (and per profile), the median, 90th percentile and maximum of
+``|error%|`` over the judged rows (by default sizes >= 64 KiB of ring, tree, recursive_doubling,
+rabenseifner and builtin: :data:`TARGET_ALGORITHMS`), before (the predictions stored in the profile,
+made when it was measured; builtin had none) and after (this model), and whether the after numbers
+meet the target (median <= 15%, p90 <= 35%). Beside them, how well the rows themselves are known
+(:mod:`distlab.judge.noise`): the median and p90 of the rows' ``noise_pct`` (how far each row's
+median round could land on a re-run of the same rounds, a 90% bootstrap interval) and ``in noise``
+(rows whose prediction lies inside that interval / judged rows). Where the noise is as large as the
+target, a miss cannot be told from the measurement's own scatter; where it is small and the
+prediction is outside, the model is wrong. ``--json OUT`` writes every run with its rows in the
+profile's format (``predicted_us`` and ``error_pct`` filled, ``judged_us`` the measured value under
+the run's statistic, ``stored_predicted_us``/ ``stored_error_pct`` keep the old ones) and the
+summary. A bad argument exits 2 with one error line.
 
 Pure: no process group, no ``torch.distributed`` (reading JSON and pricing schedules only).
 """
@@ -147,13 +147,12 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
                model: CallModel, statistic: str = "median") -> list[dict[str, Any]]:
     """Each row (profile format: ``algorithm``, ``nbytes``, ``count``, ``time_us`` ...) with
     ``judged_us`` (its measured time under ``statistic``: :func:`distlab.judge.noise.row_seconds`),
-    ``predicted_us`` and ``error_pct = 100 (judged - predicted) / predicted`` from ``model``
-    (with the row's ``options``, the ones its timed calls ran with; rows of profiles made
-    before rows kept them ran with none);
-    the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A row that kept
-    its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
-    (:mod:`distlab.judge.noise`: how far its value could land on a re-run, and whether the prediction
-    lies inside that interval); otherwise both are None."""
+    ``predicted_us`` and ``error_pct = 100 (judged - predicted) / predicted`` from ``model`` (with
+    the row's ``options``, the ones its timed calls ran with; rows of profiles made before rows kept
+    them ran with none); the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A
+    row that kept its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
+    (:mod:`distlab.judge.noise`: how far its value could land on a re-run, and whether the
+    prediction lies inside that interval); otherwise both are None."""
     out = []
     for row in rows:
         count = int(row["count"])

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from distlab.cli import options
-from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.cli.run import UsageError, run_main
+from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 
@@ -63,7 +63,7 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
         raise ValueError(f"{len(names)} names for {len(runs)} runs")
     world = runs[0]["provenance"].get("world_size")
     keys = [(r["nbytes"], r["algorithm"]) for r in runs[0]["rows"]]
-    for name, run in zip(names, runs):
+    for name, run in zip(names, runs, strict=True):
         if run["provenance"].get("world_size") != world:
             raise ValueError(f"{name}: world size {run['provenance'].get('world_size')}, "
                              f"the first run has {world}")
@@ -78,7 +78,7 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
         time_us = statistics.median(float(r["time_us"]) for r in per_run)
         algbw = nbytes / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
         ratios = [r["busbw_gbps"] / b[nbytes] if nbytes in b and b[nbytes] > 0 else None
-                  for r, b in zip(per_run, builtin)]
+                  for r, b in zip(per_run, builtin, strict=True)]
         errors = [r.get("error_pct") for r in per_run]
         rows.append({
             "nbytes": nbytes, "count": per_run[0]["count"], "dtype": per_run[0]["dtype"],

@@ -12,17 +12,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
-from distlab.judge.refit import (TARGET_ALGORITHMS, TARGET_MIN_BYTES, RefitRun, algorithms_in,
-                                 error_stats, profile_dir_arg, refit_profile)
+from distlab.judge.refit import (
+    TARGET_ALGORITHMS,
+    TARGET_MIN_BYTES,
+    RefitRun,
+    algorithms_in,
+    error_stats,
+    profile_cpus,
+    profile_dir_arg,
+    refit_profile,
+)
+from distlab.profile.load import load_profile
 from distlab.report.table import Column, format_table
 
-__all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "error_by_size_table", "main", "spread_table",
-           "travel_table"]
+__all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "error_by_size_table", "main", "spread_rows",
+           "spread_table", "travel_rows", "travel_table"]
 
 PathLike = str | os.PathLike[str]
 
@@ -45,11 +55,15 @@ TRAVEL_COLUMNS = (Column("measured on", "measured"), Column("calibrated on", "ca
                   Column("max%", "max", ".1f"))
 
 
-def travel_table(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BYTES,
-                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
+def travel_rows(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BYTES,
+                algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> list[dict[str, Any]]:
     """Every profile's rows priced with every profile's calibration of the same backend and
-    world size: |error%| over the judged rows, one line per (measured, calibrated, ws)."""
+    world size: one dict per (measured, calibrated, world size) with ``n``, ``median``, ``p90``
+    and ``max`` of |error%| over the judged rows, and the CPUs each profile's ranks could run
+    on (``measured_cpus``, ``calibrated_cpus``: :func:`~.refit.profile_cpus`, None when the
+    profile records none)."""
     algos = None if algorithms is None else tuple(algorithms)
+    cpus = {str(p): profile_cpus(load_profile(p)) for p in profiles}
     rows = []
     for measured in profiles:
         for source in profiles:
@@ -57,8 +71,16 @@ def travel_table(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BY
                 s = error_stats(run.rows, min_bytes=min_bytes, algorithms=algos)
                 rows.append({"measured": run.profile, "calibrated": run.calibrated_on,
                              "world_size": run.world_size, "n": s.n, "median": s.median,
-                             "p90": s.p90, "max": s.max})
-    return format_table(rows, TRAVEL_COLUMNS)
+                             "p90": s.p90, "max": s.max, "measured_cpus": cpus[str(measured)],
+                             "calibrated_cpus": cpus[str(source)]})
+    return rows
+
+
+def travel_table(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BYTES,
+                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
+    """:func:`travel_rows` as a table, one line per (measured, calibrated, ws)."""
+    return format_table(travel_rows(profiles, min_bytes=min_bytes, algorithms=algorithms),
+                        TRAVEL_COLUMNS)
 
 
 SPREAD_COLUMNS = (Column("size(B)", "nbytes"), Column("algorithm", "algorithm"),
@@ -69,10 +91,10 @@ SPREAD_COLUMNS = (Column("size(B)", "nbytes"), Column("algorithm", "algorithm"),
                   Column("slow rounds%", "slow_pct", ".0f"))
 
 
-def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
-                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
-    """Per judged row: the error of its judged value (the run's statistic of its rounds), of
-    the 25th percentile of rounds (``fast quarter``), and the share of rounds slower than twice
+def spread_rows(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
+                algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> list[dict[str, Any]]:
+    """Per judged row that kept its rounds: the row with ``fast_error_pct``, the error of the
+    25th percentile of its rounds, and ``slow_pct``, the share of rounds (%) slower than twice
     the fastest (each round's time is its slowest rank's, as the row's)."""
     algos = None if algorithms is None else set(algorithms)
     rows = []
@@ -84,9 +106,17 @@ def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
         fast = float(np.percentile(rounds, 25))
         rows.append({**r, "fast_error_pct": 100 * (fast - r["predicted_us"]) / r["predicted_us"],
                      "slow_pct": 100 * float(np.mean(rounds > 2 * rounds.min()))})
+    return rows
+
+
+def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
+                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
+    """:func:`spread_rows` as a table: per judged row, the error of its judged value (the
+    run's statistic of its rounds), of the fast quarter and the share of slow rounds."""
     head = (f"# per-round spread: measured {run.profile}, calibrated {run.calibrated_on}, "
             f"{run.backend} ws {run.world_size}, judged by the {run.statistic}")
-    return head + "\n" + format_table(rows, SPREAD_COLUMNS)
+    return head + "\n" + format_table(spread_rows(run, min_bytes=min_bytes,
+                                                   algorithms=algorithms), SPREAD_COLUMNS)
 
 
 def _travel_command(argv: list[str]) -> int:

@@ -1,16 +1,16 @@
 """How many timed rounds the model needs to be judged: a long profile cut into shorter ones (pure).
 
 A profile's allreduce rows and its calibration are timed in the same rounds (the calibration's
-patterns run inside every round,
-:class:`~distlab.collectives.runtime.rounds.RoundCalibrator`), and both keep every
-round (``seconds_per_rank`` per row, ``round_seconds`` in the calibration). So any run of
-consecutive rounds is itself a complete, shorter profile of the same machine at the same time:
-its calibration fitted on those rounds alone (:func:`~distlab.collectives.model.calibration.fit_rounds`), its rows
-summarized over the same rounds. :func:`window_runs` cuts each allreduce run of a profile into
-``rounds``-long windows (``[0, rounds)``, ``[rounds, 2 rounds)`` ...; a shorter tail is left out)
-and prices every window with its own calibration, as :mod:`distlab.judge.refit` prices a whole profile.
-:func:`window_summary` then says, per world size and window length, in how many windows the
-model meets the target (:data:`distlab.judge.refit.TARGET_MEDIAN_PCT`, :data:`distlab.judge.refit.TARGET_P90_PCT`).
+patterns run inside every round, :class:`~distlab.collectives.runtime.rounds.RoundCalibrator`), and
+both keep every round (``seconds_per_rank`` per row, ``round_seconds`` in the calibration). So any
+run of consecutive rounds is itself a complete, shorter profile of the same machine at the same
+time: its calibration fitted on those rounds alone
+(:func:`~distlab.collectives.model.calibration.fit_rounds`), its rows summarized over the same
+rounds. :func:`window_runs` cuts each allreduce run of a profile into ``rounds``-long windows (``[0,
+rounds)``, ``[rounds, 2 rounds)`` ...; a shorter tail is left out) and prices every window with its
+own calibration, as :mod:`distlab.judge.refit` prices a whole profile. :func:`window_summary` then
+says, per world size and window length, in how many windows the model meets the target
+(:data:`distlab.judge.refit.TARGET_MEDIAN_PCT`, :data:`distlab.judge.refit.TARGET_P90_PCT`).
 
 What it answers: whether a miss of an N-round profile is the model's or the N rounds'. Both the
 rows and the calibration are means of N slow-rank rounds, each known to about ``1/sqrt(N)`` of

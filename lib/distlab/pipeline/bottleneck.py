@@ -31,8 +31,8 @@ from typing import Any
 from distlab._checks import check_choice, check_float, check_instance, check_int
 from distlab.timeline import Timeline
 
-__all__ = ["Station", "bound_s", "check_stations", "describe", "measured_costs", "plan_for",
-           "plan_for_stages", "station_costs",
+__all__ = ["PLAN_EXECUTORS", "Station", "bound_s", "check_stations", "describe", "measured_costs",
+           "plan_for", "plan_for_stages", "plan_rows", "station_costs",
            "rate_items_per_s", "simulate_pipeline", "startup_s", "sync_time_s"]
 
 
@@ -238,6 +238,19 @@ def plan_for_stages(executor: str, stages: Sequence[Any], *, workers: int = 2,
                     workers=workers, queue_depth=queue_depth,
                     categories=[s.category for s in stages], hop_s=hop_s,
                     hop_send_s=hop_send_s, hop_in=hop_in)
+
+
+def plan_rows(stages: Sequence[Any], n_items: int, *, workers: int, queue_depth: int,
+              executors: Sequence[str] = PLAN_EXECUTORS) -> list[dict[str, Any]]:
+    """Per executor: its stations (``plan``, :func:`plan_for_stages`), the model's bound
+    (``bound_s``, :func:`bound_s`) and the simulated makespan (``sim_s``,
+    :func:`simulate_pipeline`) for the stages' nominal ``cost_s``, all in seconds."""
+    rows = []
+    for ex in executors:
+        plan = plan_for_stages(ex, stages, workers=workers, queue_depth=queue_depth)
+        rows.append({"executor": ex, "plan": plan, "bound_s": bound_s(plan, n_items),
+                     "sim_s": simulate_pipeline(plan, n_items).wall_us() * 1e-6})
+    return rows
 
 
 def measured_costs(timeline: Timeline, names: Sequence[str]) -> list[float]:

@@ -1,7 +1,8 @@
 """Samplers inside a process group: functions for :func:`distlab.launch.run` to call per rank.
 
-    from distlab import launch from distlab.samplers.ranks import indices_on_rank
-    launch.run(indices_on_rank, 4, args=(10,)) # each rank's list, num_replicas/rank from the group
+    from distlab import launch
+    from distlab.samplers.ranks import indices_on_rank
+    launch.run(indices_on_rank, 4, args=(10,))   # each rank's list; replicas and rank: the group's
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ device. Thin on purpose; untested here (no GPU on the development machine).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -19,9 +21,9 @@ from distlab.timeline import Timeline, now_us
 from distlab.transfers.adapter import count_wrong, pattern
 from distlab.transfers.copy_model import overlap_bounds
 from distlab.transfers.cuda import CudaAdapter, event_to_host_us
-from distlab.transfers.prefetch import PrefetchResult
+from distlab.transfers.prefetch import PrefetchResult, run_loop
 
-__all__ = ["run_cuda", "sleep_cycles_per_s"]
+__all__ = ["prefetch_runner", "run_cuda", "sleep_cycles_per_s"]
 
 
 def sleep_cycles_per_s(adapter: CudaAdapter, cycles: int = 10_000_000) -> float:
@@ -82,3 +84,11 @@ def run_cuda(adapter: CudaAdapter, *, mode: str, batches: int, nbytes: int, comp
     wrong = sum(count_wrong(dsts[j], pattern(nbytes, seed=j + 1)) for j in range(min(2, batches)))
     return PrefetchResult(mode, batches, nbytes, memory, wall, copy_s, comp_s, wrong,
                           overlap_bounds(copy_s, comp_s, batches))
+
+
+def prefetch_runner(adapter: Any) -> Callable[..., PrefetchResult]:
+    """The loop that measures a prefetch on ``adapter``: :func:`run_cuda` (copies on a side CUDA
+    stream, event-timed) on a CUDA adapter, :func:`~distlab.transfers.prefetch.run_loop` (a
+    host-side loop) elsewhere. Both take ``(adapter, *, mode, batches, nbytes, compute_s,
+    memory, timeline)``."""
+    return run_cuda if getattr(adapter, "name", None) == "cuda" else run_loop

@@ -1,1 +1,2 @@
-"""Figures and ipywidgets explorers; they call the pure core and hold no logic of their own."""
+"""Figures and ipywidgets explorers (every explorer on :class:`distlab.viz.explorer.Explorer`);
+they call the labs and the judge and hold no model logic of their own."""

@@ -25,14 +25,21 @@ from matplotlib.patches import FancyArrowPatch
 from distlab._checks import check_int
 from distlab.collectives import ALGORITHMS, build, step_costs
 from distlab.collectives.algorithms.registry import BUILTIN
-from distlab.collectives.model.compare import crossovers, predict_sizes, predict_world_sizes, winners
 from distlab.collectives.check.holdings import contributors, holdings
+from distlab.collectives.model.compare import (
+    crossovers,
+    predict_sizes,
+    predict_world_sizes,
+    winners,
+)
 from distlab.collectives.plan.schedule import Schedule
+from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import figure_png, new_figure
 from distlab.viz.plan_stepper import PlanStepper, shown_step
 
 __all__ = ["CostExplorer", "PlanExplorer", "cost_curves_figure", "cost_vs_world_size_figure",
-           "figure_png", "measured_vs_model_figure", "plan_count", "plan_figure"]
+           "draw_transfers", "figure_png", "measured_vs_model_figure", "plan_count",
+           "plan_figure"]
 
 KIND_COLORS = {"reduce": "tab:red", "copy": "tab:blue"}
 ALGO_COLORS = {a: f"C{i}" for i, a in enumerate(sorted(ALGORITHMS) + [BUILTIN])}
@@ -48,14 +55,28 @@ def plan_count(algorithm: str, world_size: int) -> int:
     return n
 
 
+def draw_transfers(ax: Any, transfers: Sequence[Any], *, scale: float = 12.0,
+                   lw: float = 1.4, alpha: float = 0.85) -> None:
+    """One arrow per transfer on a rank x element picture: from the sender's row to the
+    receiver's at the middle of the sent elements, red for a reduce, blue for a copy."""
+    for t in transfers:
+        mid = (t.start + t.stop) / 2
+        bend = 0.25 if t.dst > t.src else -0.25
+        ax.add_patch(FancyArrowPatch((mid, t.src), (mid, t.dst), arrowstyle="-|>",
+                                     mutation_scale=scale, lw=lw, alpha=alpha,
+                                     color=KIND_COLORS[t.kind],
+                                     connectionstyle=f"arc3,rad={bend}"))
+
+
 def plan_figure(schedule: Schedule, step: int | None = None, *, fig: Figure | None = None,
                 annotate: bool | None = None) -> Figure:
     """Draw ``schedule`` after ``step`` steps, counted from 1 like the title.
 
-    ``step``: 0 is the start (every rank holds only its own data), ``k`` in ``1..len(steps)`` is
-    the state after step ``k`` with step ``k``'s transfers drawn (the title reads "step k/n"),
-    ``None`` is the last step. Cells: contributor counts after the step (from
-    :func:`~distlab.collectives.check.holdings`); arrows: the step's transfers (red reduce, blue copy).
+    ``step``: 0 is the start (every rank holds only its own data), ``k`` in ``1..len(steps)`` is the
+    state after step ``k`` with step ``k``'s transfers drawn (the title reads "step k/n"), ``None``
+    is the last step. Cells: contributor counts after the step (from
+    :func:`~distlab.collectives.check.holdings`); arrows: the step's transfers (red reduce, blue
+    copy).
     """
     p, n = schedule.world_size, schedule.count
     nsteps = len(schedule.steps)
@@ -74,13 +95,7 @@ def plan_figure(schedule: Schedule, step: int | None = None, *, fig: Figure | No
                 ax.text(i + 0.5, r, str(c), ha="center", va="center", fontsize=7,
                         color="white" if c > 0.6 * p else "black")
     if step >= 1:
-        for t in schedule.steps[step - 1].transfers:
-            mid = (t.start + t.stop) / 2
-            bend = 0.25 if t.dst > t.src else -0.25
-            ax.add_patch(FancyArrowPatch((mid, t.src), (mid, t.dst), arrowstyle="-|>",
-                                         mutation_scale=12, lw=1.4, alpha=0.85,
-                                         color=KIND_COLORS[t.kind],
-                                         connectionstyle=f"arc3,rad={bend}"))
+        draw_transfers(ax, schedule.steps[step - 1].transfers)
         label = schedule.steps[step - 1].label
         title = f"step {step}/{nsteps}: {label}"
     else:
@@ -160,7 +175,7 @@ def cost_vs_world_size_figure(preset: Any, nbytes: int = 1 << 20, *,
     for a in algorithms:
         ax.semilogy(xs, np.asarray(times[a]) * 1e6, label=a, color=ALGO_COLORS.get(a))
     win = winners(times)
-    for x, a in zip(xs, win):
+    for x, a in zip(xs, win, strict=False):
         strip.bar(x, 1.0, width=1.0, color=ALGO_COLORS.get(a), edgecolor="none")
     strip.set_yticks([])
     strip.set_ylim(0, 1)
@@ -201,9 +216,9 @@ class PlanExplorer(PlanStepper):
 
     The step slider counts like the picture's title: 0 is the start, ``k`` shows "step k/n".
 
-    Attributes: ``algorithm``, ``world_size``, ``step`` (the controls), ``image`` (an
-    ``ipywidgets.Image``), ``summary`` (an ``HTML`` line), ``schedule`` (the current plan),
-    ``figure`` and ``png`` (the last drawing), ``widget`` (the box to display).
+    Attributes: ``algorithm``, ``world_size``, ``step`` (the controls), ``schedule`` (the
+    current plan), ``summary`` (str), ``figure`` and ``png`` (the last drawing), ``image``,
+    ``widget`` (the box to display).
     """
 
     def __init__(self, algorithm: str = "ring", world_size: int = 4, *, max_world_size: int = 16,
@@ -211,51 +226,41 @@ class PlanExplorer(PlanStepper):
         self.params = (alpha, beta, gamma)
         self.algorithm = w.Dropdown(options=sorted(ALGORITHMS), value=algorithm,
                                     description="algorithm")
-        super().__init__(world_size, max_world_size)
-        self.algorithm.observe(self.plan_changed, names="value")
-        self.widget = w.VBox([w.HBox([self.algorithm, self.world_size]), self.step,
-                              self.summary, self.image])
-        self.plan_changed()
+        super().__init__([self.algorithm], world_size, max_world_size)
 
     def build(self) -> Schedule:
         p = self.world_size.value
         return build(self.algorithm.value, p, plan_count(self.algorithm.value, p))
 
-    def draw(self, schedule: Schedule, step: int) -> Figure:
+    def picture(self, schedule: Schedule, step: int) -> Figure:
         return plan_figure(schedule, step)
 
     def describe(self, schedule: Schedule, step: int) -> str:
         s = schedule
         costs = step_costs(s, *self.params, 4)
-        return (f"<b>{s.algorithm}</b> on {s.world_size} ranks: {len(s.steps)} steps, "
+        return (f"{s.algorithm} on {s.world_size} ranks: {len(s.steps)} steps, "
                 f"{s.num_transfers} messages, {s.elements_moved()} elements moved; "
                 f"slowest-rank messages per step: {[c.messages for c in costs]}; showing "
                 + shown_step(step, len(s.steps)))
 
 
-class CostExplorer:
-    """Preset dropdown and world-size slider over :func:`cost_curves_figure` (a model)."""
+class CostExplorer(Explorer):
+    """Preset dropdown and world-size slider over :func:`cost_curves_figure` (a model); the
+    summary names the preset's source.
+
+    Attributes: ``preset``, ``world_size`` (the controls), ``presets`` (name -> preset),
+    ``summary``, ``figure``, ``png``, ``image``, ``widget``.
+    """
 
     def __init__(self, presets: dict[str, Any], preset: str | None = None,
                  world_size: int = 8) -> None:
-
         self.presets = dict(presets)
         self.preset = w.Dropdown(options=list(self.presets), value=preset or next(iter(presets)),
                                  description="link")
         self.world_size = w.IntSlider(value=world_size, min=2, max=64, description="world size")
-        self.image = w.Image(format="png")
-        self.source = w.HTML()
-        self.figure: Figure | None = None
-        self.png = b""
-        self.preset.observe(lambda _: self.update(), names="value")
-        self.world_size.observe(lambda _: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([self.preset, self.world_size]), self.source, self.image])
-        self.update()
+        super().__init__([self.preset, self.world_size], dpi=80)
 
-    def update(self) -> None:
-        """Redraw for the current control values."""
+    def draw(self) -> Drawing:
         preset = self.presets[self.preset.value]
-        self.figure = cost_curves_figure(preset, self.world_size.value)
-        self.png = figure_png(self.figure, dpi=80)
-        self.image.value = self.png
-        self.source.value = f"<small>source: {getattr(preset, 'source', '')}</small>"
+        return Drawing(cost_curves_figure(preset, self.world_size.value),
+                       f"source: {getattr(preset, 'source', '')}")

@@ -10,8 +10,9 @@ semantics` says which element is which). For the reductions (all-reduce, reduce,
 barrier) a cell's green is how many ranks' data the element holds after the step; for the
 collectives that only move data, its colour is the rank whose data it holds (one colour per
 rank; white: nothing yet). A dot marks the elements the collective must fill on that rank (its
-result), arrows are the step's transfers (red reduces into the receiver, blue copies over it). Everything is computed by
-:mod:`distlab.collectives` (holdings, semantics, cost); this module only draws.
+result), arrows are the step's transfers (red reduces into the receiver, blue copies over it).
+Everything is computed by :mod:`distlab.collectives` (holdings, semantics, cost, compare); this
+module only draws.
 """
 
 from __future__ import annotations
@@ -24,23 +25,25 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch
 
 from distlab._checks import check_int
-from distlab.collectives.model.compare import crossovers, winners
-from distlab.collectives.model.cost import cost
+from distlab.collectives.algorithms.registry import (
+    DEFAULT_ALGORITHM,
+    PLANS,
+    build_plan,
+    plan_options,
+)
 from distlab.collectives.check.holdings import contributors, holdings
-from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS, build_plan, plan_options
+from distlab.collectives.model.compare import collective_times, crossovers, scale_times, winners
 from distlab.collectives.plan.schedule import Schedule
-from distlab.collectives.plan.semantics import COLLECTIVES, REDUCING, layout_of
-from distlab.collectives.model.choice import best_pieces, schedule_seconds
+from distlab.collectives.plan.semantics import COLLECTIVES, REDUCING, busbw_factor, layout_of
+from distlab.viz.allreduce import draw_transfers
 from distlab.viz.figure import new_figure
 from distlab.viz.plan_stepper import PlanStepper, shown_step
 
 __all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",
-           "plan_summary", "scale_figure", "scale_times"]
+           "plan_summary", "scale_figure"]
 
-KIND_COLORS = {"reduce": "tab:red", "copy": "tab:blue"}
 STYLES = ("-", "--", ":", "-.")
 
 
@@ -48,9 +51,6 @@ def plt_colors(i: int) -> Any:
     """A light colour for rank ``i`` (tab20's pale half, then its dark half)."""
     tab = colormaps["tab20"]
     return tab((2 * i + 1) % 20 if i < 10 else (2 * i) % 20)
-WHOLE = ("all_reduce", "broadcast", "reduce", "barrier")
-BUSBW = {"all_reduce": lambda n: 2 * (n - 1) / n, "broadcast": lambda n: 1.0,
-         "reduce": lambda n: 1.0}  # nccl-tests' factors; (n-1)/n for the rest
 
 
 def example_plan(collective: str, algorithm: str, world_size: int, root: int = 0) -> Schedule:
@@ -94,13 +94,7 @@ def collective_figure(schedule: Schedule, step: int | None = None, *,
     if n * p <= 2000:
         ax.plot(cols + 0.5, rows, ".", color="black", ms=2.5, alpha=0.6)
     if step >= 1:
-        for t in schedule.steps[step - 1].transfers:
-            mid = (t.start + t.stop) / 2
-            bend = 0.25 if t.dst > t.src else -0.25
-            ax.add_patch(FancyArrowPatch((mid, t.src), (mid, t.dst), arrowstyle="-|>",
-                                         mutation_scale=10, lw=1.2, alpha=0.8,
-                                         color=KIND_COLORS[t.kind],
-                                         connectionstyle=f"arc3,rad={bend}"))
+        draw_transfers(ax, schedule.steps[step - 1].transfers, scale=10.0, lw=1.2, alpha=0.8)
         st = schedule.steps[step - 1]
         title = f"step {step}/{nsteps}: {st.label}" + (" (packed)" if st.packed else "")
     else:
@@ -128,16 +122,11 @@ def cost_figure(preset: Any, collective: str, world_size: int = 8, *,
     p = world_size
     sizes = [s for s in (sizes_bytes or [1 << k for k in range(10, 31)])
              if s // itemsize >= p]
-    duplex = getattr(preset, "duplex", "full")
-    times: dict[str, list[float]] = {}
-    for a in algos:
-        opts = {"root": root % p} if "root" in plan_options(collective, a) else {}
-        times[a] = [cost(build_plan(collective, a, p, _count(collective, s, itemsize, p),
-                                    **opts), preset.alpha, preset.beta, preset.gamma, itemsize,
-                         duplex=duplex) for s in sizes]
+    times = collective_times(preset, collective, p, sizes, algorithms=algos, itemsize=itemsize,
+                             root=root)
     fig = fig or new_figure(figsize=(10.0, 3.8))
     ax_t, ax_b = fig.subplots(1, 2)
-    factor = BUSBW.get(collective, lambda n: (n - 1) / n)(p)
+    factor = busbw_factor(collective, p) or 1.0
     for i, a in enumerate(algos):
         t = np.asarray(times[a])
         style = STYLES[i % len(STYLES)]
@@ -161,26 +150,6 @@ def cost_figure(preset: Any, collective: str, world_size: int = 8, *,
     return fig
 
 
-def scale_times(preset: Any, nbytes: int, world_sizes: Sequence[int],
-                itemsize: int = 4) -> dict[str, list[float]]:
-    """Model seconds of an allreduce of ``nbytes`` by ``ring``, ``tree``, the step-synchronous
-    ``double_binary_tree`` and the pipelined one (the ``pieces`` the model picks at each world
-    size, :func:`~distlab.collectives.model.choice.best_pieces` with ``preset`` as the calibration)."""
-    cal = {"alpha": preset.alpha, "beta": preset.beta, "gamma": preset.gamma,
-           "duplex": getattr(preset, "duplex", "full")}
-    count = nbytes // itemsize
-    out: dict[str, list[float]] = {"ring": [], "tree": [], "double_binary_tree": [],
-                                   "double_binary_tree, pipelined": []}
-    for p in world_sizes:
-        for a in ("ring", "tree", "double_binary_tree"):
-            out[a].append(schedule_seconds(cal, build_plan("all_reduce", a, p, count), itemsize))
-        k = best_pieces("double_binary_tree", p, count, itemsize, cal,
-                        candidates=(1, 2, 4, 8, 16, 32, 64))
-        out["double_binary_tree, pipelined"].append(schedule_seconds(
-            cal, build_plan("all_reduce", "double_binary_tree", p, count, pieces=k), itemsize))
-    return out
-
-
 def scale_figure(preset: Any, sizes_bytes: Sequence[int] = (1 << 16, 1 << 26),
                  world_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64, 128), *,
                  fig: Figure | None = None) -> Figure:
@@ -188,7 +157,7 @@ def scale_figure(preset: Any, sizes_bytes: Sequence[int] = (1 << 16, 1 << 26),
     per message size (:func:`scale_times`)."""
     fig = fig or new_figure(figsize=(5.0 * len(sizes_bytes), 3.8))
     axes = np.atleast_1d(fig.subplots(1, len(sizes_bytes)))
-    for ax, nbytes in zip(axes, sizes_bytes):
+    for ax, nbytes in zip(axes, sizes_bytes, strict=True):
         times = scale_times(preset, nbytes, world_sizes)
         for i, (a, t) in enumerate(times.items()):
             ax.loglog(world_sizes, np.asarray(t) * 1e6, STYLES[i % len(STYLES)], marker="o",
@@ -202,17 +171,13 @@ def scale_figure(preset: Any, sizes_bytes: Sequence[int] = (1 << 16, 1 << 26),
     return fig
 
 
-def _count(collective: str, nbytes: int, itemsize: int, p: int) -> int:
-    n = max(1, nbytes // itemsize)
-    return n if collective in WHOLE else max(p, n - n % p)
-
-
 class CollectiveExplorer(PlanStepper):
     """Collective and algorithm dropdowns, world-size and step sliders over
-    :func:`collective_figure`.
+    :func:`collective_figure`. Choosing another collective refills the algorithm dropdown with
+    its algorithms and selects its default one.
 
     Attributes: ``collective``, ``algorithm``, ``world_size``, ``step`` (the controls),
-    ``image``, ``summary`` (an ``HTML`` line), ``schedule``, ``figure``, ``png``, ``widget``.
+    ``schedule``, ``summary`` (str), ``figure``, ``png``, ``image``, ``widget``.
     """
 
     def __init__(self, collective: str = "all_gather", algorithm: str | None = None,
@@ -222,34 +187,24 @@ class CollectiveExplorer(PlanStepper):
         self.algorithm = w.Dropdown(options=sorted(PLANS[collective]),
                                     value=algorithm or DEFAULT_ALGORITHM[collective],
                                     description="algorithm")
-        self._refilling = False
-        super().__init__(world_size, max_world_size, dpi=None)
-        self.collective.observe(self._collective_changed, names="value")
-        self.algorithm.observe(self.plan_changed, names="value")
-        self.widget = w.VBox([w.HBox([self.collective, self.algorithm]),
-                              w.HBox([self.world_size, self.step]), self.summary, self.image])
-        self.plan_changed()
+        self._listed = collective  # the collective whose algorithms the dropdown lists
+        super().__init__([self.collective, self.algorithm], world_size, max_world_size,
+                         dpi=None)
 
-    def _collective_changed(self, change: Any) -> None:
+    def settle(self) -> None:
+        """A new collective: list its algorithms and select its default; then the plan."""
         c = self.collective.value
-        self._refilling = True
-        try:
+        if c != self._listed:
             self.algorithm.options = sorted(PLANS[c])
             self.algorithm.value = DEFAULT_ALGORITHM[c]
-        finally:
-            self._refilling = False
-        self.plan_changed()
-
-    def plan_changed(self, change: Any = None) -> None:
-        if self._refilling:
-            return  # the dropdown is being refilled for another collective
-        super().plan_changed(change)
+            self._listed = c
+        super().settle()
 
     def build(self) -> Schedule:
         return example_plan(self.collective.value, self.algorithm.value, self.world_size.value)
 
-    def draw(self, schedule: Schedule, step: int) -> Figure:
+    def picture(self, schedule: Schedule, step: int) -> Figure:
         return collective_figure(schedule, step)
 
     def describe(self, schedule: Schedule, step: int) -> str:
-        return f"<b>{plan_summary(schedule)}</b>; showing {shown_step(step, len(schedule.steps))}"
+        return f"{plan_summary(schedule)}; showing {shown_step(step, len(schedule.steps))}"

@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
-from IPython.display import display
 
-from distlab.ddp.step_model import bucket_ready_s, buckets_for_sizes, predict
+from distlab.ddp.step_model import bucket_ready_s, buckets_for_sizes, mlp_ready_order, predict
 from distlab.timeline import Timeline
+from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
 
@@ -92,7 +92,7 @@ def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
     """Per preset: DataParallel's phases vs DDP's allreduce, seconds per step (model only)."""
     fig = new_figure(figsize=(9, 3.5))
     ax = fig.add_subplot()
-    for y, (preset, dp, ddp) in enumerate(rows):
+    for y, (_preset, dp, ddp) in enumerate(rows):
         for k, t in enumerate((dp, ddp)):
             left = 0.0
             for j, (phase, _b, s) in enumerate(t.phases):
@@ -108,14 +108,20 @@ def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
     return fig
 
 
-class DdpExplorer:
+class DdpExplorer(Explorer):
     """Sliders for bucket_cap_mb, depth, width and world size; redraws the buckets torch would
-    use and the simulated step (model only: backward time scales with parameter bytes at
-    ``backward_s_per_byte``; allreduces costed on ``link``). ``summary``: the readout text."""
+    use and the simulated step (model only: the ready order and times of
+    :func:`~distlab.ddp.step_model.mlp_ready_order` at ``backward_s_per_byte``; allreduces
+    costed on ``link``).
+
+    Attributes: ``cap``, ``layers``, ``width``, ``world`` (the controls), ``order`` (the
+    current :class:`~distlab.ddp.step_model.ReadyOrder`), ``prediction`` (its
+    :class:`~distlab.ddp.step_model.StepPrediction`), ``summary``, ``figure``, ``png``,
+    ``image``, ``widget``.
+    """
 
     def __init__(self, link: Any, backward_s_per_byte: float, *, bucket_cap_mb: float = 25.0,
                  layers: int = 8, width: int = 1024, world_size: int = 2) -> None:
-
         st = {"description_width": "110px"}
         self.link, self.rate = link, backward_s_per_byte
         self.cap = w.FloatLogSlider(value=bucket_cap_mb, base=10, min=-1, max=2, step=0.1,
@@ -126,42 +132,24 @@ class DdpExplorer:
                                  continuous_update=False, style=st)
         self.world = w.IntSlider(value=world_size, min=2, max=64, description="world size",
                                  continuous_update=False, style=st)
-        self.status = w.HTML()
-        self.out = w.Output()
-        self.figure: Any = None
-        self.summary = ""
-        for c in (self.cap, self.layers, self.width, self.world):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([w.VBox([self.cap, self.layers]),
-                                      w.VBox([self.width, self.world])]), self.status, self.out])
-        self.update()
+        super().__init__([self.cap, self.layers, self.width, self.world],
+                         rows=[w.HBox([w.VBox([self.cap, self.layers]),
+                                       w.VBox([self.width, self.world])])])
 
-    def update(self) -> None:
-
-
-        L, W = self.layers.value, self.width.value
-        names, sizes = [], []
-        for i in reversed(range(L)):  # ready order of a sequential MLP: last layer, bias first
-            names += [f"{2 * i}.bias", f"{2 * i}.weight"]
-            sizes += [W * 4, W * W * 4]
-        ready, t = [], 0.0
-        for s in sizes:
-            t += s * self.rate
-            ready.append(t)
+    def draw(self) -> Drawing:
+        order = mlp_ready_order(self.layers.value, self.width.value, self.rate)
         cap = self.cap.value
-        buckets = [[names[i] for i in b] for b in buckets_for_sizes(sizes, cap)]
-        p = predict(sizes, ready, t, self.link, self.world.value, cap)
-        self.summary = (f"{len(buckets)} buckets, step {p.step_s * 1e3:.2f} ms, exposed comm "
-                        f"{p.exposed_s * 1e3:.2f} ms, overlap {p.overlap_fraction:.2f}")
-        self.status.value = f"<code>{self.summary}</code>"
+        sizes = list(order.sizes)
+        buckets = [[order.names[i] for i in b] for b in buckets_for_sizes(sizes, cap)]
+        p = predict(sizes, order.ready_s, order.backward_s, self.link, self.world.value, cap)
+        self.order, self.prediction = order, p
+        summary = (f"{len(buckets)} buckets, step {p.step_s * 1e3:.2f} ms, exposed comm "
+                   f"{p.exposed_s * 1e3:.2f} ms, overlap {p.overlap_fraction:.2f}")
         fig = new_figure(figsize=(10, 6))
         a1, a2 = fig.subplots(2, 1)
-        buckets_figure(buckets, dict(zip(names, sizes, strict=True)), ax=a1,
+        buckets_figure(buckets, dict(zip(order.names, sizes, strict=True)), ax=a1,
                        title=f"bucket_cap_mb={cap:.3g}: {len(buckets)} buckets")
-        gantt(predicted_timeline(p, bucket_ready_s(sizes, ready, cap), t),
-              ax=a2, origin_us=0.0, title=self.summary,
+        gantt(predicted_timeline(p, bucket_ready_s(sizes, order.ready_s, cap), order.backward_s),
+              ax=a2, origin_us=0.0, title=summary,
               colors={"backward": "C0", "allreduce": "C3", "ready": "black"})
-        with self.out:
-            self.out.clear_output(wait=True)
-            display(fig)
-        self.figure = fig
+        return Drawing(fig, summary)

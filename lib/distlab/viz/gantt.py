@@ -22,7 +22,8 @@ def gantt(timeline: Timeline, ax: Any = None, *, origin_us: float | None = None,
     (default: the earliest start). ``highlight_idle`` names a lane (the consumer) whose idle
     gaps are shaded red across the chart. Returns the Figure."""
     if ax is None:
-        fig = new_figure(figsize=(10, 0.45 * max(2, len(lanes or timeline.lanes)) + 1.2), layout=None)
+        rows = max(2, len(lanes or timeline.lanes))
+        fig = new_figure(figsize=(10, 0.45 * rows + 1.2), layout=None)
         ax = fig.add_subplot()
     else:
         fig = ax.figure

@@ -147,7 +147,7 @@ def hop_parts_figure(parts: Iterable[dict[str, Any]], sizes: Sequence[int]) -> A
     chosen = [p for p in parts if p["nbytes"] in sizes]
     fig = new_figure(figsize=(4.2 * len(sizes) + 1.0, 3.8))
     axes = fig.subplots(1, len(sizes), squeeze=False)[0]
-    for ax, size in zip(axes, sizes):
+    for ax, size in zip(axes, sizes, strict=False):
         here = [p for p in chosen if p["nbytes"] == size]
         longest = max((sum(p.get(f"{k}_us") or 0.0 for k in PART_COLORS) for p in here),
                       default=0.0)
@@ -166,7 +166,7 @@ def hop_parts_figure(parts: Iterable[dict[str, Any]], sizes: Sequence[int]) -> A
         ax.grid(True, axis="x", alpha=0.3)
     seen: dict[str, Any] = {}
     for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=False):
             seen.setdefault(label, handle)
     fig.legend(list(seen.values()), list(seen), fontsize="small", loc="upper right", ncols=3)
     fig.suptitle("where a hop's time goes: ready (worker, into shared memory), handle (across), "

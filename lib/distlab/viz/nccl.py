@@ -1,10 +1,10 @@
 """NCCL's own allreduce on GPU boxes we cannot reach, drawn beside published measurements.
 
-One panel (row) per :class:`~distlab.collectives.model.nccl.boxes.GpuBox` preset: the bus bandwidth of
-NCCL's estimate for the (algorithm, protocol) it picks (solid line, one marker shape per pick),
-the estimate of every other candidate it compared (thin dashed), and the published 8-GPU
-points checked against that preset (large hollow black-edged markers labelled
-``published: ...``, as in :mod:`distlab.viz.profile`). Sizes in bytes, bandwidth in GB/s.
+One panel (row) per :class:`~distlab.collectives.model.nccl.boxes.GpuBox` preset: the bus bandwidth
+of NCCL's estimate for the (algorithm, protocol) it picks (solid line, one marker shape per pick),
+the estimate of every other candidate it compared (thin dashed), and the published 8-GPU points
+checked against that preset (large hollow black-edged markers labelled ``published: ...``, as in
+:mod:`distlab.viz.profile`). Sizes in bytes, bandwidth in GB/s.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
     pts = [p for p in points if p["world_size"] == n]
     fig = new_figure(figsize=(10.0, 3.6 * len(boxes)))
     axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
-    for ax, box in zip(axes, boxes):
+    for ax, box in zip(axes, boxes, strict=False):
         choices = nccl_allreduce(box, n, sizes_bytes)
         xs = [c.nbytes for c in choices]
         ax.plot(xs, [c.busbw_gbps for c in choices], color="k", lw=1.5,

@@ -14,22 +14,27 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
-from IPython.display import display
 
-from distlab.viz.figure import new_figure
-
-from distlab.pipeline.bottleneck import (Station, bound_s, plan_for_stages, simulate_pipeline, startup_s,
-                                   sync_time_s)
+from distlab.pipeline.bottleneck import (
+    Station,
+    bound_s,
+    plan_for_stages,
+    simulate_pipeline,
+    startup_s,
+    sync_time_s,
+)
 from distlab.pipeline.executors import EXECUTORS, RunResult, make_executor
 from distlab.pipeline.part_loader_model import part_load_times, parts_idle_fraction, simulate_parts
 from distlab.pipeline.stage import Stage
 from distlab.pipeline.synthetic_stages import BurnStage, SleepStage
 from distlab.timeline import Timeline
 from distlab.trace import write_chrome_trace
+from distlab.viz.explorer import Drawing, Explorer
+from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
-           "idle_vs_queue_figure", "parts_gantt", "plan_rows", "runs_gantt", "startup_s",
+           "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_s",
            "steady_lanes"]
 
 COLORS = {"io": "tab:blue", "cpu": "tab:orange", "copy": "tab:purple", "compute": "tab:green",
@@ -72,7 +77,7 @@ def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None
     heights = [max(1, len(steady_lanes(r.timeline))) for r in results]
     fig = new_figure(figsize=(10, 1.0 + 0.4 * sum(heights)), layout=None)
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False, height_ratios=heights)
-    for i, (ax, r) in enumerate(zip(axes[:, 0], results)):
+    for i, (ax, r) in enumerate(zip(axes[:, 0], results, strict=False)):
         gantt(r.timeline, ax, origin_us=r.start_us, lanes=steady_lanes(r.timeline),
                          highlight_idle=r.consumer_lane, colors=COLORS)
         name = titles[i] if titles else r.executor
@@ -84,18 +89,6 @@ def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None
             ax.set_xlabel("")
     fig.tight_layout()
     return fig
-
-
-def plan_rows(stages: Sequence[Stage], n_items: int, *, workers: int, queue_depth: int,
-              executors: Sequence[str] = EXECUTORS) -> list[dict[str, Any]]:
-    """Per executor: its stations (name, ms, servers) and the model's bound and simulated
-    makespan (seconds) for the stages' nominal ``cost_s``."""
-    rows = []
-    for ex in executors:
-        plan = plan_for_stages(ex, stages, workers=workers, queue_depth=queue_depth)
-        rows.append({"executor": ex, "plan": plan, "bound_s": bound_s(plan, n_items),
-                     "sim_s": simulate_pipeline(plan, n_items).wall_us() * 1e-6})
-    return rows
 
 
 def explorer_stages(read_ms: float, decode_ms: float, compute_ms: float) -> list[Stage]:
@@ -114,30 +107,20 @@ def _sim_for(stages: Sequence[Stage], executor: str, n: int, workers: int,
     return plan, simulate_pipeline(plan, n)
 
 
-def _show_in(out: Any, old: Any, fig: Any) -> Any:
-    """Replace what the Output widget ``out`` shows with ``fig``; close ``old``; return ``fig``."""
-
-    del old  # pyplot-free figures (new_figure) need no closing; nothing is registered
-    with out:
-        out.clear_output(wait=True)
-        display(fig)
-    return fig
-
-
-class PipelineExplorer:
+class PipelineExplorer(Explorer):
     """Sliders for stage costs, queue depth, workers, items and the executor; the simulated
     Gantt follows every change, the measured one is taken when "run measured" is pressed (and
     once at construction with ``measure_now=True``).
 
-    State after each change: ``figure``, ``plan``, ``sim`` (Timeline), ``result`` (the last
-    measured RunResult, or None when the settings changed since), ``summary`` (text).
+    State after each change: ``plan``, ``sim`` (Timeline), ``result`` (the last measured
+    RunResult, or None once a control changed since it was taken), ``summary`` (str),
+    ``figure``, ``png``; ``controls`` (the value widgets), ``widget`` (the box to display).
     """
 
     def __init__(self, *, read_ms: float = 3.0, decode_ms: float = 3.0, compute_ms: float = 3.0,
                  queue_depth: int = 2, workers: int = 2, items: int = 24,
                  executor: str = "threads", trace_dir: str | None = None,
                  measure_now: bool = False) -> None:
-
         style = {"description_width": "110px"}
         fs = dict(min=0.0, max=20.0, step=0.5, continuous_update=False, style=style)
         self.read_ms = w.FloatSlider(value=read_ms, description="read ms", **fs)
@@ -154,37 +137,38 @@ class PipelineExplorer:
         self.run_button = w.Button(description="run measured", icon="play")
         self.trace_button = w.Button(description="write trace", icon="download",
                                      tooltip="write the last run as Chrome trace JSON (Perfetto)")
-        self.status = w.HTML()
-        self.out = w.Output()
         self.trace_dir = Path(trace_dir) if trace_dir else Path(tempfile.mkdtemp("distlab"))
-        self.figure: Any = None
-        self.result: RunResult | None = None
         self.trace_path: Path | None = None
-        self.summary = ""
         self.controls = [self.read_ms, self.decode_ms, self.compute_ms, self.queue_depth,
                          self.workers, self.items, self.executor]
-        for c in self.controls:
-            c.observe(self._changed, names="value")
+        self.result: RunResult | None = None
+        self._measured_at: tuple[Any, ...] = ()
+        if measure_now:
+            self._run()
         self.run_button.on_click(lambda _: self.measure())
         self.trace_button.on_click(lambda _: self.write_trace())
-        self.widget = w.VBox([w.HBox([w.VBox(self.controls[:3]), w.VBox(self.controls[3:])]),
-                              w.HBox([self.run_button, self.trace_button]), self.status,
-                              self.out])
-        if measure_now:
-            self.measure()
-        else:
-            self.update()
+        super().__init__(self.controls, rows=[
+            w.HBox([w.VBox(self.controls[:3]), w.VBox(self.controls[3:])]),
+            w.HBox([self.run_button, self.trace_button])])
 
     def stages(self) -> list[Stage]:
         """The stages for the current slider values."""
         return explorer_stages(self.read_ms.value, self.decode_ms.value, self.compute_ms.value)
 
-    def _changed(self, _: Any) -> None:
-        self.result = None
-        self.update()
+    def _settings(self) -> tuple[Any, ...]:
+        return tuple(c.value for c in self.controls)
 
-    def update(self) -> None:
-        """Recompute the model and redraw (the measurement is kept only if still current)."""
+    def _run(self) -> RunResult:
+        with make_executor(self.executor.value, queue_depth=self.queue_depth.value,
+                           workers=self.workers.value) as ex:
+            self.result = ex.run(self.stages(), self.items.value)
+        self._measured_at = self._settings()
+        return self.result
+
+    def draw(self) -> Drawing:
+        """The model for the current controls, beside the measurement if it is still current."""
+        if self.result is not None and self._measured_at != self._settings():
+            self.result = None
         stages, n = self.stages(), self.items.value
         self.plan, self.sim = _sim_for(stages, self.executor.value, n, self.workers.value,
                                        self.queue_depth.value)
@@ -200,33 +184,25 @@ class PipelineExplorer:
                      f"{r.stall_s * 1e3:.1f} ms)")
             text += (f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart" if steady else
                      "; wall includes any worker start-up (this executor does not time it apart)")
-        self.summary = text
-        self.status.value = f"<code>{text}</code>"
         measured = self.result.timeline if self.result else Timeline()
         fig = compare_gantt(measured, self.sim,
                             measured_origin_us=self.result.start_us if self.result else 0.0,
                             measured_consumer=self.result.consumer_lane if self.result else "",
                             simulated_consumer=self.sim.lanes[-1] if len(self.sim) else "",
                             title=self.executor.value)
-        self._show(fig)
-
-    def _show(self, fig: Any) -> None:
-        self.figure = _show_in(self.out, self.figure, fig)
+        return Drawing(fig, text)
 
     def measure(self) -> RunResult:
         """Run the current settings for real, then redraw with the measurement on top."""
-        with make_executor(self.executor.value, queue_depth=self.queue_depth.value,
-                           workers=self.workers.value) as ex:
-            self.result = ex.run(self.stages(), self.items.value)
+        result = self._run()
         self.update()
-        return self.result
+        return result
 
     def write_trace(self) -> Path | None:
         """Write the last measurement (or the simulation) as Chrome trace JSON for Perfetto."""
         tl = self.result.timeline if self.result is not None else self.sim
         self.trace_path = write_chrome_trace(tl, self.trace_dir / "pipeline_trace.json")
-        self.status.value += (f"<br>wrote <code>{self.trace_path}</code>: open it in "
-                              "https://ui.perfetto.dev")
+        self.show_note(f"wrote {self.trace_path}: open it in https://ui.perfetto.dev")
         return self.trace_path
 
 
@@ -235,7 +211,7 @@ def parts_gantt(sync: Timeline, asyn: Timeline, *, titles: tuple[str, str] = ("s
     """Sync and async part-loader timelines, stacked, trainer idle shaded."""
     fig = new_figure(figsize=(10, 3.6), layout=None)
     axes = fig.subplots(2, 1, sharex=True)
-    for ax, tl, title, origin in zip(axes, (sync, asyn), titles, origins_us):
+    for ax, tl, title, origin in zip(axes, (sync, asyn), titles, origins_us, strict=False):
         lanes = [lane for lane in ("producer/load", "trainer/load", "trainer/compute")
                  if lane in tl.lanes]
         gantt(tl, ax, origin_us=origin, lanes=lanes, highlight_idle="trainer/compute",
@@ -272,16 +248,16 @@ def idle_vs_queue_figure(n_parts: int, load_times_s: Sequence[float], train_s: f
     return fig
 
 
-class PartsExplorer:
+class PartsExplorer(Explorer):
     """Sliders for queue size, mean part load time, load jitter and train time per part; shows
     the simulated sync and async timelines and the idle-vs-queue-size curve (pure model, fast).
 
-    State: ``figure``, ``idle_sync``, ``idle_async`` (predicted idle fractions), ``summary``.
+    State: ``idle_sync``, ``idle_async`` (predicted idle fractions), ``summary``, ``figure``,
+    ``png``, ``widget``.
     """
 
     def __init__(self, *, n_parts: int = 16, queue_size: int = 2, load_ms: float = 30.0,
                  jitter: float = 1.0, train_ms: float = 40.0, seed: int = 0) -> None:
-
         style = {"description_width": "110px"}
         self.n_parts, self.seed = n_parts, seed
         self.queue_size = w.IntSlider(value=queue_size, min=1, max=8, description="queue size",
@@ -294,32 +270,23 @@ class PartsExplorer:
         self.train_ms = w.FloatSlider(value=train_ms, min=1.0, max=200.0, step=1.0,
                                       description="train ms", continuous_update=False,
                                       style=style)
-        self.status = w.HTML()
-        self.out = w.Output()
-        self.figure: Any = None
-        self.summary = ""
-        for c in (self.queue_size, self.load_ms, self.jitter, self.train_ms):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([w.VBox([self.queue_size, self.load_ms]),
-                                      w.VBox([self.jitter, self.train_ms])]),
-                              self.status, self.out])
-        self.update()
+        super().__init__([self.queue_size, self.load_ms, self.jitter, self.train_ms],
+                         rows=[w.HBox([w.VBox([self.queue_size, self.load_ms]),
+                                       w.VBox([self.jitter, self.train_ms])])])
 
-    def update(self) -> None:
-        """Recompute the model for the current sliders and redraw."""
-
+    def draw(self) -> Drawing:
+        """The model for the current sliders: both timelines and the idle curve."""
         loads = part_load_times(self.n_parts, self.load_ms.value / 1e3, self.jitter.value,
                                 self.seed)
         train = self.train_ms.value / 1e3
         q = self.queue_size.value
         sync = simulate_parts(self.n_parts, loads, train, mode="sync")
         asyn = simulate_parts(self.n_parts, loads, train, queue_size=q)
-        self.idle_sync = sync.stall_us("trainer/compute") / sync.wall_us()
-        self.idle_async = asyn.stall_us("trainer/compute") / asyn.wall_us()
-        self.summary = (f"trainer idle: sync {self.idle_sync:.0%}, async (queue {q}) "
-                        f"{self.idle_async:.0%}; wall {sync.wall_us() / 1e3:.0f} ms -> "
-                        f"{asyn.wall_us() / 1e3:.0f} ms")
-        self.status.value = f"<code>{self.summary}</code>"
+        self.idle_sync = parts_idle_fraction(self.n_parts, loads, train, mode="sync")
+        self.idle_async = parts_idle_fraction(self.n_parts, loads, train, queue_size=q)
+        summary = (f"trainer idle: sync {self.idle_sync:.0%}, async (queue {q}) "
+                   f"{self.idle_async:.0%}; wall {sync.wall_us() / 1e3:.0f} ms -> "
+                   f"{asyn.wall_us() / 1e3:.0f} ms")
         fig = new_figure(figsize=(12, 3.8), layout=None)
         gs = fig.add_gridspec(2, 2, width_ratios=[2.2, 1])
         for row, (tl, title) in enumerate(((sync, "sync (model)"),
@@ -328,8 +295,8 @@ class PartsExplorer:
             lanes = [ln for ln in ("producer/load", "trainer/load", "trainer/compute")
                      if ln in tl.lanes]
             gantt(tl, ax, origin_us=0.0, lanes=lanes, highlight_idle="trainer/compute",
-                     colors=COLORS)
+                  colors=COLORS)
             ax.set_title(title, loc="left", fontsize="medium")
         idle_vs_queue_figure(self.n_parts, loads, train, ax=fig.add_subplot(gs[:, 1]))
         fig.tight_layout()
-        self.figure = _show_in(self.out, self.figure, fig)
+        return Drawing(fig, summary)

@@ -15,10 +15,10 @@ import ipywidgets as w
 
 from distlab._checks import check_instance, check_int
 from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
-from distlab.report.table import Column, format_table
 from distlab.collectives.algorithms.registry import BUILTIN, DEFAULT_ALGORITHM
 from distlab.links import link_from_pcie
 from distlab.profile.load import Profile, list_profiles, load_profile, published
+from distlab.report.table import Column, format_table
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
 
@@ -105,8 +105,9 @@ def _published_transfers(ax: Any) -> None:
         if p["nbytes"] is not None:
             ax.plot([p["nbytes"]], [p["gbps"]], m, ms=9, mfc="none", mec="k", label=label)
         else:  # buffer size not stated in the source: at the right edge, as a level
-            ax.plot([1.0], [p["gbps"]], m, ms=9, mfc="none", mec="k", transform=ax.get_yaxis_transform(),
-                    clip_on=False, label=label + " (size not stated)")
+            ax.plot([1.0], [p["gbps"]], m, ms=9, mfc="none", mec="k",
+                    transform=ax.get_yaxis_transform(), clip_on=False,
+                    label=label + " (size not stated)")
 
 
 def _run(profile: Profile, run: int) -> dict[str, Any] | None:
@@ -137,9 +138,10 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
             pred = [(x["nbytes"], x["nbytes"] / (x["predicted_us"] * 1e-6) / 1e9
                      * 2 * (n - 1) / n) for x in rows if x["predicted_us"]]
             if pred:
-                ax.plot(*zip(*pred), ls="--", color=line.get_color(), lw=1)
+                ax.plot(*zip(*pred, strict=True), ls="--", color=line.get_color(), lw=1)
                 errs = [(x["nbytes"], x["error_pct"]) for x in rows if x["error_pct"] is not None]
-                ax_err.plot(*zip(*errs), marker="o", color=line.get_color(), label=algo)
+                ax_err.plot(*zip(*errs, strict=True), marker="o", color=line.get_color(),
+                            label=algo)
         ax.set_title(f"{r['backend']} ws{n}: busbw (dashed: model)")
     if show_published:
         for i, (system, pts) in enumerate(_published_allreduce().items()):
@@ -208,8 +210,8 @@ def ddp_figure(profile: Profile) -> Any:
     part = profile.part("ddp")
     if part is not None:
         rows = part["rows"]
-        names = [r["variant"] + ("" if r["bucket_cap_mb"] is None else f"\n{r['bucket_cap_mb']:g} MB")
-                 for r in rows]
+        names = [r["variant"] + ("" if r["bucket_cap_mb"] is None
+                                 else f"\n{r['bucket_cap_mb']:g} MB") for r in rows]
         step = [r["step_s"] * 1e3 for r in rows]
         exposed = [(r["exposed_s"] or 0.0) * 1e3 for r in rows]
         ax.bar(names, step, color="0.75", label="step")
@@ -242,7 +244,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
                 pts = sorted((x["nbytes"], x["busbw_gbps"]) for x in r["rows"]
                              if x["algorithm"] == algo)
                 if pts:
-                    ax_c.plot(*zip(*pts), ls=ls, marker=".",
+                    ax_c.plot(*zip(*pts, strict=True), ls=ls, marker=".",
                               label=f"{prof.name}: {r['backend']} ws{r['world_size']} {algo}")
         t = prof.part("transfers")
         if t is not None and t["devices"]:
@@ -251,7 +253,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
                 if x["gbps"] is not None and x["path"] not in ("numpy_copyto", *PIN_PATHS):
                     best[x["nbytes"]] = max(best.get(x["nbytes"], 0.0), x["gbps"])
             if best:
-                ax_t.plot(*zip(*sorted(best.items())), ls=ls, marker=".",
+                ax_t.plot(*zip(*sorted(best.items()), strict=True), ls=ls, marker=".",
                           label=f"{prof.name}: best copy path")
     for ax, title, ylabel in ((ax_c, "allreduce busbw", "busbw GB/s"),
                               (ax_t, "transfers", "GB/s")):

@@ -23,9 +23,16 @@ from typing import Any
 import matplotlib
 import numpy as np
 
-from distlab.judge.refit import (JUDGEABLE, TARGET_ALGORITHMS, TARGET_MEDIAN_PCT,
-                                 TARGET_MIN_BYTES, TARGET_P90_PCT, RefitRun, algorithms_in,
-                                 refit_runs)
+from distlab.judge.refit import (
+    JUDGEABLE,
+    TARGET_ALGORITHMS,
+    TARGET_MEDIAN_PCT,
+    TARGET_MIN_BYTES,
+    TARGET_P90_PCT,
+    RefitRun,
+    algorithms_in,
+    refit_runs,
+)
 from distlab.judge.windows import window_runs
 from distlab.viz.figure import new_figure
 
@@ -62,7 +69,7 @@ def refit_figure(profiles: Iterable[PathLike | RefitRun], *,
     nrows = math.ceil(len(runs) / cols)
     fig = new_figure(figsize=(5.2 * cols, 3.3 * nrows))
     axes = fig.subplots(nrows, cols, squeeze=False).ravel()
-    for ax, run in zip(axes, runs):
+    for ax, run in zip(axes, runs, strict=False):
         for a in algos:
             mine = sorted((r for r in run.rows if r["algorithm"] == a and
                            r.get("predicted_us")), key=lambda r: r["nbytes"])
@@ -116,7 +123,7 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
         left_out += len(rows) - len(pts)
         if not pts:
             continue
-        x, y = zip(*pts)
+        x, y = zip(*pts, strict=True)
         inside = sum(bool(r.get("within_noise")) for r in rows)
         ax.scatter(x, y, s=14, alpha=0.75, color=palette(names.index(run.profile) % 20),
                    marker="o" if run.world_size <= 2 else "^",
@@ -150,7 +157,7 @@ def windows_figure(profile: PathLike, lengths: Sequence[int], *,
     worlds = list(dict.fromkeys(w.run.world_size for ws in per_length.values() for w in ws))
     fig = new_figure(figsize=(4.2 * len(worlds), 3.6))
     axes = np.atleast_1d(fig.subplots(1, len(worlds), sharey=True))
-    for ax, ws in zip(axes, worlds):
+    for ax, ws in zip(axes, worlds, strict=False):
         for i, (n, windows) in enumerate(per_length.items()):
             stats = [w.stats() for w in windows if w.run.world_size == ws]
             jitter = n * (1 + 0.3 * (np.arange(len(stats)) - (len(stats) - 1) / 2)

@@ -28,10 +28,11 @@ from matplotlib.ticker import MaxNLocator
 
 from distlab.samplers import LAYOUTS, Assignment, assign
 from distlab.samplers.elastic import ElasticReplay
+from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import figure_png, new_figure
 
-__all__ = ["elastic_figure", "assignment_table", "rank_colors", "plot_dataset", "plot_ranks", "assignment_figure",
-           "summary_text", "figure_png", "SamplerExplorer"]
+__all__ = ["elastic_figure", "assignment_table", "rank_colors", "plot_dataset", "plot_ranks",
+           "assignment_figure", "summary_text", "figure_png", "SamplerExplorer"]
 
 _DROPPED = (0.82, 0.82, 0.82, 1.0)
 _ANNOTATE_MAX = 64  # write numbers into cells up to this many indices
@@ -58,7 +59,7 @@ def plot_dataset(a: Assignment, ax: Any) -> None:
     ax.imshow((owner + 2).reshape(rows, cols), cmap=ListedColormap(colors), vmin=0,
               vmax=len(colors) - 1, interpolation="nearest", aspect="auto")
     dup = np.zeros(n, dtype=bool)
-    for idx, pad in zip(a.per_rank, a.padded):
+    for idx, pad in zip(a.per_rank, a.padded, strict=False):
         hit = idx[pad]
         dup[hit[(hit >= 0) & (hit < n)]] = True
     for mask, marker, color in ((dup, "o", "black"), (owner[:n] == -1, "x", "dimgray")):
@@ -82,7 +83,7 @@ def plot_ranks(a: Assignment, ax: Any, batch_size: int | None = None) -> None:
     shown = np.ma.masked_less(idx.astype(float), 0) if width else np.zeros((a.num_replicas, 1))
     ax.imshow(shown, cmap="viridis", vmin=0, vmax=max(a.length - 1, 1), aspect="auto",
               interpolation="nearest")
-    for r, c in zip(*np.nonzero(pad)):
+    for r, c in zip(*np.nonzero(pad), strict=False):
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///",
                                edgecolor="red", linewidth=1.2))
     if batch_size and width:
@@ -107,8 +108,8 @@ def plot_ranks(a: Assignment, ax: Any, batch_size: int | None = None) -> None:
 def assignment_table(a: Assignment, batch_size: int | None = None) -> str:
     """Text table: one line per rank with its indices (``*`` marks a padded duplicate)."""
     lines = []
-    for rank, (idx, pad) in enumerate(zip(a.per_rank, a.padded)):
-        cells = [f"{v}*" if p else str(v) for v, p in zip(idx.tolist(), pad.tolist())]
+    for rank, (idx, pad) in enumerate(zip(a.per_rank, a.padded, strict=False)):
+        cells = [f"{v}*" if p else str(v) for v, p in zip(idx.tolist(), pad.tolist(), strict=False)]
         if batch_size:
             groups = [cells[i:i + batch_size] for i in range(0, len(cells), batch_size)]
             body = " | ".join(" ".join(g) for g in groups)
@@ -149,21 +150,21 @@ def assignment_figure(a: Assignment, batch_size: int | None = None,
     return fig
 
 
-class SamplerExplorer:
+class SamplerExplorer(Explorer):
     """Widgets for every sampler parameter and the live picture of the resulting assignment.
 
     Attributes:
         controls: name -> widget (``length``, ``world_size``, ``drop_last``, ``shuffle``,
             ``seed``, ``epoch``, ``layout``, ``batch_size``).
         assignment: the current :class:`Assignment`; ``figure``: its Figure; ``png``: the bytes
-            shown in ``image``; ``widget``: the box to display. Setting any control's ``.value``
-            redraws (tests do exactly that, without a browser).
+            shown in ``image``; ``summary``: :func:`summary_text` of it; ``widget``: the box to
+            display. Setting any control's ``.value`` redraws (tests do exactly that, without a
+            browser).
     """
 
     def __init__(self, length: int = 22, world_size: int = 4, *, drop_last: bool = False,
                  shuffle: bool = False, seed: int = 0, epoch: int = 0, layout: str = "torch",
                  batch_size: int = 2, max_length: int = 200, max_world_size: int = 16) -> None:
-
         style = {"description_width": "initial"}
         self.controls: dict[str, Any] = {
             "length": w.IntSlider(length, 0, max_length, description="length", style=style),
@@ -177,37 +178,24 @@ class SamplerExplorer:
             "shuffle": w.Checkbox(shuffle, description="shuffle", indent=False),
             "drop_last": w.Checkbox(drop_last, description="drop_last", indent=False),
         }
-        self.image = w.Image(format="png")
-        self.summary = w.HTML()
         c = self.controls
-        self.widget = w.VBox([
+        super().__init__(list(c.values()), rows=[
             w.HBox([c["length"], c["world_size"], c["batch_size"]]),
             w.HBox([c["seed"], c["epoch"], c["shuffle"], c["drop_last"]]),
-            c["layout"], self.summary, self.image])
-        self.assignment: Assignment
-        self.figure: Figure
-        self.png = b""
-        for control in self.controls.values():
-            control.observe(self._changed, names="value")
-        self.update()
-
-    def _changed(self, change: dict[str, Any]) -> None:
-        self.update()
+            c["layout"]], dpi=80)
 
     def values(self) -> dict[str, Any]:
         """The controls' current values."""
         return {name: control.value for name, control in self.controls.items()}
 
-    def update(self) -> None:
-        """Recompute the assignment and redraw the picture from the controls."""
+    def draw(self) -> Drawing:
+        """The assignment of the current controls, drawn and summarised."""
         v = self.values()
         self.assignment = assign(v["length"], v["world_size"], layout=v["layout"],
                                  shuffle=v["shuffle"], seed=v["seed"], epoch=v["epoch"],
                                  drop_last=v["drop_last"])
-        self.figure = assignment_figure(self.assignment, v["batch_size"])
-        self.png = figure_png(self.figure, dpi=80)
-        self.image.value = self.png
-        self.summary.value = f"<code>{summary_text(self.assignment, v['batch_size'])}</code>"
+        return Drawing(assignment_figure(self.assignment, v["batch_size"]),
+                       summary_text(self.assignment, v["batch_size"]))
 
 
 def elastic_figure(replay: ElasticReplay) -> Figure:

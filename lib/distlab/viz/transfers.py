@@ -10,15 +10,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import ipywidgets as w
-from IPython.display import display
 from matplotlib.patches import FancyBboxPatch
 
 from distlab.links import Link, fraction_of_peak
 from distlab.timeline import Timeline
 from distlab.transfers.adapter import DeviceAdapter
-from distlab.transfers.cuda_prefetch import run_cuda
+from distlab.transfers.cuda_prefetch import prefetch_runner
 from distlab.transfers.paths import PIN_PATHS
-from distlab.transfers.prefetch import PrefetchResult, run_loop
+from distlab.transfers.prefetch import PrefetchResult
+from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
 
@@ -111,14 +111,14 @@ def sweep_figure(rows: Iterable[dict[str, Any]], links: Sequence[Link] = (),
     panels = [("host copies", host)] + ([("to, from and on the GPU", device)] if device else [])
     fig = new_figure(figsize=(6.0 * len(panels) + 1.5, 4.6))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (name, part) in zip(axes, panels):
+    for ax, (name, part) in zip(axes, panels, strict=False):
         for (path, memory), g in part.items():
             g = sorted(g, key=lambda r: r["nbytes"])
             line = ax.plot([r["nbytes"] for r in g], [r["gbps"] for r in g], "o", ms=4,
                            label=f"{path} ({memory})")[0]
             model = [(r["nbytes"], r["model_gbps"]) for r in g if r["model_gbps"] is not None]
             if model:
-                ax.plot(*zip(*model), "-", color=line.get_color(), alpha=0.6)
+                ax.plot(*zip(*model, strict=True), "-", color=line.get_color(), alpha=0.6)
         if part is device or not device:
             for link in links:
                 ax.axhline(link.gbps, ls="--", color="grey", lw=1)
@@ -158,7 +158,7 @@ def prefetch_figure(timeline: Timeline, results: Sequence[PrefetchResult]) -> An
     wall time beside the model's (``n (copy + compute)`` or ``copy + compute + (n-1) max``)."""
     fig = new_figure(figsize=(10.0, 1.6 + 1.3 * len(results)))
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, r in zip(axes, results):
+    for ax, r in zip(axes, results, strict=False):
         lanes = [f"{r.mode}/copy stream", f"{r.mode}/default stream"]
         sub = timeline.filter(lanes=lanes)
         if len(sub):
@@ -170,13 +170,13 @@ def prefetch_figure(timeline: Timeline, results: Sequence[PrefetchResult]) -> An
     return fig
 
 
-class PrefetchExplorer:
+class PrefetchExplorer(Explorer):
     """Sliders for batch size and compute time, buttons for pinned/pageable; every change runs
-    both loops for real (small) and redraws. State: ``figure``, ``results``, ``summary``."""
+    both loops for real (small) and redraws. State: ``results``, ``summary``, ``figure``,
+    ``png``, ``widget``."""
 
     def __init__(self, adapter: DeviceAdapter, *, batch_mib: int = 4, compute_ms: float = 3.0,
                  memory: str = "pageable", batches: int = 8) -> None:
-
         style = {"description_width": "110px"}
         self.adapter, self.batches = adapter, batches
         self.batch_mib = w.IntSlider(value=batch_mib, min=1, max=64, description="batch MiB",
@@ -186,43 +186,31 @@ class PrefetchExplorer:
                                         style=style)
         self.memory = w.ToggleButtons(options=["pageable", "pinned"], value=memory,
                                       description="memory", style=style)
-        self.status, self.out = w.HTML(), w.Output()
-        self.figure: Any = None
         self.results: list[PrefetchResult] = []
-        self.summary = ""
-        for c in (self.batch_mib, self.compute_ms, self.memory):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = w.VBox([self.batch_mib, self.compute_ms, self.memory, self.status, self.out])
-        self.update()
+        controls = [self.batch_mib, self.compute_ms, self.memory]
+        super().__init__(controls, rows=controls)
 
-    def update(self) -> None:
-        """Measure both loops at the current settings and redraw."""
+    def draw(self) -> Drawing:
+        """Measure both loops at the current settings (or say why they are skipped)."""
         reason = self.adapter.unavailable(self.memory.value)
         if reason:
-            fig = new_figure(figsize=(10.0, 2.0))
             self.results = []
-            self.summary = f"{self.memory.value} skipped: {reason}"
+            summary = f"{self.memory.value} skipped: {reason}"
+            fig = new_figure(figsize=(10.0, 2.0))
             ax = fig.add_subplot()
             ax.axis("off")
-            ax.text(0.5, 0.5, _wrap(self.summary, 90), ha="center", va="center")
-        else:
-            tl = Timeline()
-            nbytes = self.batch_mib.value * 2**20
-            runner: Any = run_loop
-            if self.adapter.name == "cuda":   # copies on a side CUDA stream, event-timed
-                runner = run_cuda
-            self.results = [runner(self.adapter, mode=m, batches=self.batches, nbytes=nbytes,
-                                   compute_s=self.compute_ms.value / 1e3,
-                                   memory=self.memory.value, timeline=tl)
-                            for m in ("sequential", "prefetch")]
-            seq, pre = self.results
-            self.summary = (f"{self.memory.value}, {self.batch_mib.value} MiB: sequential "
-                            f"{seq.wall_s * 1e3:.1f} ms (model {seq.model_s * 1e3:.1f}), "
-                            f"prefetch {pre.wall_s * 1e3:.1f} ms (bound "
-                            f"{pre.model_s * 1e3:.1f}), #wrong {seq.wrong + pre.wrong}")
-            fig = prefetch_figure(tl, self.results)
-        self.status.value = f"<code>{self.summary}</code>"
-        self.figure = fig
-        with self.out:
-            self.out.clear_output(wait=True)
-            display(fig)
+            ax.text(0.5, 0.5, _wrap(summary, 90), ha="center", va="center")
+            return Drawing(fig, summary)
+        tl = Timeline()
+        nbytes = self.batch_mib.value * 2**20
+        runner = prefetch_runner(self.adapter)
+        self.results = [runner(self.adapter, mode=m, batches=self.batches, nbytes=nbytes,
+                               compute_s=self.compute_ms.value / 1e3,
+                               memory=self.memory.value, timeline=tl)
+                        for m in ("sequential", "prefetch")]
+        seq, pre = self.results
+        summary = (f"{self.memory.value}, {self.batch_mib.value} MiB: sequential "
+                   f"{seq.wall_s * 1e3:.1f} ms (model {seq.model_s * 1e3:.1f}), "
+                   f"prefetch {pre.wall_s * 1e3:.1f} ms (bound "
+                   f"{pre.model_s * 1e3:.1f}), #wrong {seq.wrong + pre.wrong}")
+        return Drawing(prefetch_figure(tl, self.results), summary)

@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from distlab.collectives.algorithms.registry import BUILTIN
 from matplotlib.figure import Figure
 
+from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.viz.figure import new_figure
 
 __all__ = ["pieces_figure"]
@@ -42,7 +41,7 @@ def pieces_figure(rows: Sequence[dict[str, Any]],
     by_size = {s["nbytes"]: s for s in summary or []}
     fig = fig or new_figure(figsize=(3.2 * len(sizes), 3.4))
     axes = np.atleast_1d(fig.subplots(1, len(sizes)))
-    for ax, nbytes in zip(axes, sizes):
+    for ax, nbytes in zip(axes, sizes, strict=False):
         curve = sorted((r for r in rows if r["nbytes"] == nbytes
                         and str(r["variant"]).startswith("k=")), key=lambda r: r["pieces"])
         ks = [r["pieces"] for r in curve]

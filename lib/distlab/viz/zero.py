@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
-from IPython.display import display
 
+from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.zero.comm_volume import comm_volume
 from distlab.zero.memory_model import largest_model_that_fits, zero_memory
@@ -67,10 +67,10 @@ def comm_figure(params: int, world_sizes: Sequence[int], precision: str = "mixed
     return fig
 
 
-class ZeroExplorer:
+class ZeroExplorer(Explorer):
     """Sliders for parameter count (billions), world size, precision and stage; redraws bytes
     per rank by stage and says what the chosen stage holds and the largest model that fits in
-    ``gpu_gib`` GiB. ``summary``: the readout text."""
+    ``gpu_gib`` GiB. State: ``summary`` (the readout), ``figure``, ``png``, ``widget``."""
 
     def __init__(self, *, params_b: float = 7.5, world_size: int = 64, precision: str = "mixed",
                  stage: int = 2, gpu_gib: float = 80.0) -> None:
@@ -85,31 +85,22 @@ class ZeroExplorer:
                                     description="precision", style=st)
         self.stage = w.IntSlider(value=stage, min=0, max=3, description="stage",
                                  continuous_update=False, style=st)
-        self.status, self.out = w.HTML(), w.Output()
-        self.figure: Any = None
-        self.summary = ""
-        for c in (self.params, self.world, self.precision, self.stage):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([w.VBox([self.params, self.world]),
-                                      w.VBox([self.precision, self.stage])]),
-                              self.status, self.out])
-        self.update()
+        super().__init__([self.params, self.world, self.precision, self.stage],
+                         rows=[w.HBox([w.VBox([self.params, self.world]),
+                                       w.VBox([self.precision, self.stage])])])
 
-    def update(self) -> None:
+    def draw(self) -> Drawing:
+        """Bytes per rank by stage, the chosen world size and the GPU's memory marked."""
         p = int(self.params.value * 1e9)
         n, prec, s = self.world.value, self.precision.value, self.stage.value
         m = zero_memory(p, n, s, prec)
         fits = largest_model_that_fits(self.gpu_gib * GIB, n, s, prec)
-        self.summary = (f"{_NAMES[s]}, N={n}: params {m.params / GIB:.2f} + grads "
-                        f"{m.grads / GIB:.2f} + optimizer {m.optimizer / GIB:.2f} = "
-                        f"{m.total / GIB:.2f} GiB per rank; largest model in "
-                        f"{self.gpu_gib:g} GiB: {fits / 1e9:.2f} B parameters")
-        self.status.value = f"<code>{self.summary}</code>"
+        summary = (f"{_NAMES[s]}, N={n}: params {m.params / GIB:.2f} + grads "
+                   f"{m.grads / GIB:.2f} + optimizer {m.optimizer / GIB:.2f} = "
+                   f"{m.total / GIB:.2f} GiB per rank; largest model in "
+                   f"{self.gpu_gib:g} GiB: {fits / 1e9:.2f} B parameters")
         sizes = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, n})
         fig = memory_figure(p, sizes, prec)
         fig.axes[0].axvline(n, color="k", lw=0.8, ls=":")
         fig.axes[0].axhline(self.gpu_gib, color="k", lw=0.8, ls="--")
-        with self.out:
-            self.out.clear_output(wait=True)
-            display(fig)
-        self.figure = fig
+        return Drawing(fig, summary)

@@ -7,9 +7,17 @@ stages 0-2 on live ranks), :mod:`.measure` (bytes each rank really holds).
 """
 
 from distlab.zero.comm_volume import CommCall, comm_seconds, comm_volume, zero_comm_calls
-from distlab.zero.memory_model import (DEEPSPEED_SOURCES, PRECISIONS, STAGES, StateBytes,
-                                       ZeroMemory, bytes_per_param, deepspeed_estimate,
-                                       largest_model_that_fits, zero_memory)
+from distlab.zero.memory_model import (
+                                       DEEPSPEED_SOURCES,
+                                       PRECISIONS,
+                                       STAGES,
+                                       StateBytes,
+                                       ZeroMemory,
+                                       bytes_per_param,
+                                       deepspeed_estimate,
+                                       largest_model_that_fits,
+                                       zero_memory,
+)
 from distlab.zero.optimizer import ZeroDataParallel
 
 __all__ = ["CommCall", "DEEPSPEED_SOURCES", "PRECISIONS", "STAGES", "StateBytes",

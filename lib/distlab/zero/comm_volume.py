@@ -8,11 +8,11 @@ before backward (they were freed after forward) and a reduce-scatter of the grad
 all-reduce *is* a reduce-scatter followed by an all-gather, so stages 1 and 2 move what DDP moves,
 and stage 3 half as much again.
 
-Bytes are counted from the plans of :mod:`distlab.collectives.algorithms.registry` (default algorithms, or the
-ones named), not from a closed form: the busiest rank's bytes sent in the whole collective. Time
-is :func:`distlab.collectives.model.cost.cost` of the same plans with a link preset's alpha, beta,
-gamma and duplex. Reduce-scatter and all-gather run on the flat buffer padded to a multiple of
-``N``, as the real implementation (:mod:`distlab.zero.optimizer`) does.
+Bytes are counted from the plans of :mod:`distlab.collectives.algorithms.registry` (default
+algorithms, or the ones named), not from a closed form: the busiest rank's bytes sent in the whole
+collective. Time is :func:`distlab.collectives.model.cost.cost` of the same plans with a link
+preset's alpha, beta, gamma and duplex. Reduce-scatter and all-gather run on the flat buffer padded
+to a multiple of ``N``, as the real implementation (:mod:`distlab.zero.optimizer`) does.
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distlab._checks import check_int
-from distlab.collectives.model.cost import cost
 from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, build_plan
+from distlab.collectives.model.cost import cost
 from distlab.collectives.model.presets import LinkPreset
 from distlab.collectives.plan.schedule import Schedule
-
 from distlab.zero.memory_model import bytes_per_param, check_stage, shard_elements
 
 __all__ = ["CommCall", "comm_seconds", "comm_volume", "sent_bytes", "zero_comm_calls"]
@@ -69,8 +68,8 @@ def zero_comm_calls(params: int, world_size: int, stage: int, precision: str = "
     """The collectives of one step of ``stage`` (see the module docstring), in order.
 
     ``algorithms`` maps a collective name to an algorithm of
-    :data:`distlab.collectives.algorithms.registry.PLANS` (default: :data:`DEFAULT_ALGORITHM`, ring for all
-    three).
+    :data:`distlab.collectives.algorithms.registry.PLANS` (default: :data:`DEFAULT_ALGORITHM`, ring
+    for all three).
     """
     params = check_int("params", params, minimum=0)
     world_size = check_int("world_size", world_size, minimum=1)

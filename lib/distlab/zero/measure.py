@@ -25,7 +25,6 @@ from distlab import launch
 from distlab._checks import check_choice, check_int
 from distlab.nets import mlp
 from distlab.timeline import Timeline
-
 from distlab.zero.memory_model import PRECISIONS, check_stage, zero_memory
 from distlab.zero.optimizer import ZeroDataParallel
 

@@ -48,7 +48,6 @@ from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, is_builti
 from distlab.collectives.runtime.collectives import all_gather, reduce_scatter
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.timeline import Timeline, now_us
-
 from distlab.zero.memory_model import check_stage
 from distlab.zero.partition import Bucket, plan_buckets
 

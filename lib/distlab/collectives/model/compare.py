@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from distlab.collectives.algorithms.registry import build
+from distlab.collectives.algorithms.registry import PLANS, build, build_plan, plan_options
+from distlab.collectives.model.choice import best_pieces, schedule_seconds
 from distlab.collectives.model.cost import cost
+from distlab.collectives.plan.semantics import count_for_bytes
 
-__all__ = ["Crossover", "crossovers", "predict_sizes", "predict_world_sizes", "winners"]
+__all__ = ["Crossover", "collective_times", "crossovers", "predict_sizes", "predict_world_sizes",
+           "scale_times", "winners"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,46 @@ def predict_world_sizes(algorithms: Sequence[str], world_sizes: Sequence[int], n
     """Predicted seconds of each algorithm at each world size, for one message of ``nbytes``."""
     return {a: [cost(build(a, p, nbytes // itemsize), alpha, beta, gamma, itemsize,
                      duplex=duplex) for p in world_sizes] for a in algorithms}
+
+
+def collective_times(preset: Any, collective: str, world_size: int, sizes_bytes: Sequence[int], *,
+                     algorithms: Sequence[str] | None = None, itemsize: int = 4,
+                     root: int = 0) -> dict[str, list[float]]:
+    """Predicted seconds of each of ``collective``'s plans (default: all of them) at each size
+    (bytes of nccl-tests' count, :func:`~distlab.collectives.plan.semantics.count_for_bytes`)
+    on ``world_size`` ranks. ``preset``: anything with ``alpha``, ``beta``, ``gamma`` (and
+    optionally ``duplex``); rooted plans are rooted at ``root % world_size``."""
+    p = world_size
+    duplex = getattr(preset, "duplex", "full")
+    times: dict[str, list[float]] = {}
+    for a in algorithms or PLANS[collective]:
+        opts = {"root": root % p} if "root" in plan_options(collective, a) else {}
+        times[a] = [cost(build_plan(collective, a, p,
+                                    count_for_bytes(collective, s, itemsize, p), **opts),
+                         preset.alpha, preset.beta, preset.gamma, itemsize, duplex=duplex)
+                    for s in sizes_bytes]
+    return times
+
+
+def scale_times(preset: Any, nbytes: int, world_sizes: Sequence[int],
+                itemsize: int = 4) -> dict[str, list[float]]:
+    """Predicted seconds of an allreduce of ``nbytes`` at each world size by ``ring``, ``tree``,
+    the step-synchronous ``double_binary_tree`` and the pipelined one (the ``pieces`` the model
+    picks at each world size, :func:`~distlab.collectives.model.choice.best_pieces` with
+    ``preset`` as the calibration)."""
+    cal = {"alpha": preset.alpha, "beta": preset.beta, "gamma": preset.gamma,
+           "duplex": getattr(preset, "duplex", "full")}
+    count = nbytes // itemsize
+    out: dict[str, list[float]] = {"ring": [], "tree": [], "double_binary_tree": [],
+                                   "double_binary_tree, pipelined": []}
+    for p in world_sizes:
+        for a in ("ring", "tree", "double_binary_tree"):
+            out[a].append(schedule_seconds(cal, build_plan("all_reduce", a, p, count), itemsize))
+        k = best_pieces("double_binary_tree", p, count, itemsize, cal,
+                        candidates=(1, 2, 4, 8, 16, 32, 64))
+        out["double_binary_tree, pipelined"].append(schedule_seconds(
+            cal, build_plan("all_reduce", "double_binary_tree", p, count, pieces=k), itemsize))
+    return out
 
 
 def winners(times: dict[str, list[float]]) -> list[str]:

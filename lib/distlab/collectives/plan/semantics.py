@@ -38,8 +38,8 @@ import numpy as np
 from distlab._checks import check_choice, check_int
 from distlab.collectives.plan.schedule import Schedule
 
-__all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "Layout", "layout",
-           "layout_of"]
+__all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "Layout", "busbw_factor", "count_for_bytes",
+           "layout", "layout_of"]
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "broadcast", "reduce", "gather", "scatter",
                                 "all_gather", "reduce_scatter", "all_to_all", "barrier")
@@ -155,3 +155,27 @@ def layout_of(schedule: Schedule) -> Layout:
     p, c = schedule.world_size, schedule.collective
     count = schedule.count // p if c == "all_to_all" else schedule.count
     return layout(c, p, count, int(schedule.options.get("root", 0)))
+
+
+def count_for_bytes(collective: str, nbytes: int, itemsize: int, world_size: int) -> int:
+    """The call's ``count`` for a message of about ``nbytes`` bytes of ``itemsize``-byte
+    elements: ``nbytes // itemsize`` (at least 1), and for the blocked collectives rounded down
+    to a multiple of ``world_size`` (at least ``world_size``: one element per block)."""
+    c = check_collective(collective)
+    p = check_int("world_size", world_size, minimum=1)
+    n = max(1, check_int("nbytes", nbytes, minimum=0) // check_int("itemsize", itemsize,
+                                                                    minimum=1))
+    return max(p, n - n % p) if c in BLOCKED else n
+
+
+def busbw_factor(collective: str, world_size: int) -> float | None:
+    """nccl-tests' bus bandwidth factor of ``collective`` on ``world_size`` ranks
+    (``busbw = algbw * factor``): ``2 (n - 1) / n`` for all-reduce, 1 for broadcast and reduce,
+    ``(n - 1) / n`` for the others, ``None`` for a barrier (it moves no data)."""
+    c = check_collective(collective)
+    n = check_int("world_size", world_size, minimum=1)
+    if c == "all_reduce":
+        return 2 * (n - 1) / n
+    if c in ("broadcast", "reduce"):
+        return 1.0
+    return None if c == "barrier" else (n - 1) / n
