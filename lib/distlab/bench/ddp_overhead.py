@@ -99,7 +99,7 @@ class OverheadCase:
 
 #: Hundreds of parameter tensors, negligible compute per layer: where per-parameter cost shows.
 TINY_LAYERS_CASE = OverheadCase("200 x Linear(16)", 200, 16, 8, 25.0)
-#: The ``bench ddp`` default model at the three caps the issue names.
+#: The ``bench ddp`` default model at bucket caps of 1, 5 and 25 MB (torch's default).
 LINEAR_1024_CASES = tuple(OverheadCase(f"8 x Linear(1024) cap {c:g} MB", 8, 1024, 32, c)
                           for c in (1.0, 5.0, 25.0))
 DEFAULT_CASES = (TINY_LAYERS_CASE, *LINEAR_1024_CASES)

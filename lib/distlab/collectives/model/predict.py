@@ -30,22 +30,17 @@ calibration in the same rounds (:class:`~distlab.collectives.model.calibration.C
 - bytes: at the calibration's one ``beta`` (fitted over every size, so set by the large
   sizes, where the bytes are most of a step), not at the per-size ``beta(s)`` that distlab's
   algorithms pay. ``beta(s)`` is read off single steps of distlab's executor, whose fixed part
-  (1.2-2 ms on the 2-core VM) is 2 to 10 times the bytes of a 128 KiB-1 MiB message, and it
-  dips there on several profiles (0.09-0.12 ns/B at 512 KiB-1 MiB against 0.15-0.19 above,
-  as if part of the bytes moved inside the step's fixed wait). The algorithms pay the same
-  fixed part, so for them the two misreadings cancel; gloo's loop pays a fixed part a third as
-  large, and segments of 128 KiB-1 MiB, so the dip priced it too cheap. Over the eight
-  profiles judged by means, its rows of 4 MiB and more were under-predicted by 6% to 41% on
-  average (per size and world size) with ``beta(s)``, and are within -7% to +17% with the one
-  beta. The price of this choice: a regime switch inside the transport is not priced for the
-  builtin, only for the algorithms. Still missed: 4 ranks at 1 MiB (128 KiB segments, already
-  at the one beta there), 42% over on average: a step's fixed part and its bytes add there,
-  where the pipeline model overlaps them, as it rightly does from 4 MiB up.
+  can be several times the bytes of a 128 KiB-1 MiB message; where the fit moves part of that
+  fixed wait into ``beta(s)``, the algorithms pay the same fixed part and the two cancel, while
+  gloo's loop, with a much smaller fixed part, would be priced too cheap. The price of this
+  choice: a switch of the transport's rate between sizes is priced for the algorithms only, and
+  where a step's fixed part and its bytes add (small pipelined messages) the pipeline model
+  still overlaps them. Notebook 11 shows how far this travels on the committed profiles.
 
-A calibration without a floor (profiles made before it was timed) still prices the builtin with
+A calibration without a floor (one that did not time the builtin) prices the builtin with
 the executor's hand-off and alpha, which over-prices it where fixed costs dominate (small
-buffers on slow CPUs); one with a floor but no call (no committed profile has one) counts the
-whole floor per iteration. Whether a pipelined step's bytes and reduction overlap depends on the
+buffers on slow CPUs); one with a floor but no call counts the whole floor per
+iteration. Whether a pipelined step's bytes and reduction overlap depends on the
 cores per rank (:attr:`CallModel.cpu_overlap`, :data:`MIN_CORES_TO_OVERLAP`).
 """
 
