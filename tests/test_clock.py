@@ -29,3 +29,17 @@ def test_on_cuda_the_reading_comes_after_the_queued_work() -> None:
         x = x @ x / 64.0
     synced_seconds(device)
     assert torch.cuda.current_stream(device).query()
+
+
+def test_sync_device_waits_only_on_a_cuda_device(monkeypatch) -> None:
+    from distlab import clock
+
+    calls: list[object] = []
+    monkeypatch.setattr(clock.torch.cuda, "synchronize", calls.append)
+    clock.sync_device(None)
+    clock.sync_device(torch.device("cpu"))
+    assert calls == []
+    cuda = torch.device("cuda", 1)
+    clock.sync_device(cuda)
+    clock.synced_seconds(cuda)
+    assert calls == [cuda, cuda]

@@ -19,12 +19,18 @@ import torch
 
 from distlab.timeline import now_us
 
-__all__ = ["synced_seconds"]
+__all__ = ["sync_device", "synced_seconds"]
+
+
+def sync_device(device: torch.device | None) -> None:
+    """Wait for ``device``'s queued work (CUDA: ``torch.cuda.synchronize(device)``; CPU or None:
+    a no-op)."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def synced_seconds(device: torch.device | None) -> float:
     """Seconds on the :func:`~distlab.timeline.now_us` clock, read after ``device``'s queued
     work is done (CUDA: a ``torch.cuda.synchronize(device)`` first; CPU or None: no wait)."""
-    if device is not None and device.type == "cuda":
-        torch.cuda.synchronize(device)
+    sync_device(device)
     return now_us() / 1e6

@@ -54,8 +54,7 @@ import torch
 import torch.distributed as dist
 
 from distlab._checks import check_bool, check_int
-from distlab.clock import synced_seconds
-from distlab.collectives.runtime.group import sync_device
+from distlab.clock import sync_device, synced_seconds
 from distlab.collectives.runtime.rounds import RoundCalibrator
 
 __all__ = ["Fences", "Phases", "Round", "SpanLabels", "Timings", "calibration_round",
@@ -97,7 +96,7 @@ class Fences:
 
 def rank_fences(device: torch.device) -> Fences:
     """The fences of a rank of a live process group whose work runs on ``device``:
-    :func:`~distlab.collectives.runtime.group.sync_device`, ``torch.distributed.barrier`` and
+    :func:`~distlab.clock.sync_device`, ``torch.distributed.barrier`` and
     :func:`distlab.clock.synced_seconds`."""
     return Fences(sync=functools.partial(sync_device, device), barrier=dist.barrier,
                   clock=functools.partial(synced_seconds, device))

@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 __all__ = ["builtin_all_gather", "builtin_all_reduce", "builtin_reduce_scatter",
            "check_tensor_backend", "global_rank", "group_info", "rank_device", "reducer",
-           "sync_device", "wait"]
+           "wait"]
 
 
 def group_info(group: Any) -> tuple[int, int, str]:
@@ -74,12 +74,6 @@ def rank_device(group: Any = None) -> torch.device:
             and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-def sync_device(device: torch.device) -> None:
-    """Wait for the device's queued work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def wait(work: Any, timeout: datetime.timedelta | None) -> None:

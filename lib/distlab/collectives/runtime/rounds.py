@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from distlab import launch
 from distlab._checks import check_int
-from distlab.clock import synced_seconds
+from distlab.clock import sync_device, synced_seconds
 from distlab.collectives.model.calibration import (
     Calibration,
     exchange_schedule,
@@ -40,7 +40,7 @@ from distlab.collectives.model.calibration import (
 )
 from distlab.collectives.plan.ops import check_op
 from distlab.collectives.runtime.execute import run_schedule
-from distlab.collectives.runtime.group import builtin_all_reduce, group_info, reducer, sync_device
+from distlab.collectives.runtime.group import builtin_all_reduce, group_info, reducer
 from distlab.envinfo import cpus_allowed
 
 __all__ = ["DEFAULT_SIZES", "RoundCalibrator", "calibrate", "calibrate_local", "calibrate_rank"]
