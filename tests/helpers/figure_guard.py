@@ -9,6 +9,11 @@ while no output of the same cell carries an ``image/png``, and if the cell made 
 it never showed (the ``distlab figure audit:`` stderr line of :mod:`distlab.viz.figure`, printed
 when the kernel runs with ``DISTLAB_FIGURE_AUDIT=1``, which the root ``conftest.py`` sets).
 
+A cell also fails when a figure it rendered has texts that collide (the same audit line, from
+:func:`distlab.viz.layout_check.layout_problems`), and when any line of text it printed is wider
+than :data:`MAX_COLUMNS` characters: JupyterLab wraps such lines in a 1400-px window, and a table
+whose rows wrap must be reassembled by eye.
+
 Loaded for every run by the root ``conftest.py``; ``-p helpers.figure_guard`` loads it elsewhere.
 """
 
@@ -20,10 +25,18 @@ from typing import Any
 
 import pytest
 
-__all__ = ["BARE_FIGURE", "bare_figure_texts", "pytest_runtest_call", "unshown_figure_lines"]
+__all__ = ["BARE_FIGURE", "MAX_COLUMNS", "bare_figure_texts", "pytest_runtest_call",
+           "unshown_figure_lines", "wide_lines"]
 
 #: The start of the stderr line distlab.viz.figure prints for a figure made and never shown.
 AUDIT_MARK = "distlab figure audit:"
+
+#: The widest printed line a notebook may show (characters): JupyterLab's 13-px monospace font
+#: in a 1400-px window with the file browser open leaves room for about 120 before wrapping.
+MAX_COLUMNS = 110
+
+#: Output forms JupyterLab shows instead of an output's ``text/plain``.
+RICH_MIMETYPES = ("application/vnd.jupyter.widget-view+json", "text/html", "image/png")
 
 #: The text repr matplotlib gives a Figure, e.g. ``<Figure size 1000x600 with 2 Axes>``.
 BARE_FIGURE = re.compile(r"<Figure size \d+(?:\.\d+)?x\d+(?:\.\d+)? with \d+ Axes>")
@@ -51,6 +64,16 @@ def bare_figure_texts(outputs: Iterable[Mapping[str, Any]]) -> list[str]:
     return [m.group(0) for o in outputs for t in _texts(o) for m in BARE_FIGURE.finditer(t)]
 
 
+def wide_lines(outputs: Iterable[Mapping[str, Any]], limit: int = MAX_COLUMNS) -> list[str]:
+    """The printed lines in ``outputs`` wider than ``limit`` characters. An output that a richer
+    form replaces in JupyterLab (a widget view, HTML) is not read as text: its ``text/plain`` is
+    only the fallback a notebook file carries for other readers."""
+    shown_as_text = [o for o in outputs
+                     if not set(o.get("data") or {}) & set(RICH_MIMETYPES)]
+    return [line for o in shown_as_text for t in _texts(o) for line in t.splitlines()
+            if len(line) > limit]
+
+
 def unshown_figure_lines(outputs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The figure-audit lines in ``outputs`` (figures the cell made and never showed)."""
     return [line for o in outputs if o.get("output_type") == "stream"
@@ -75,4 +98,9 @@ def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201 (pytest hook)
         if unshown:
             pytest.fail(f"{item.name}: {unshown[0]}\ncell source:\n{item.cell.source}",
                         pytrace=False)
+        wide = wide_lines(outputs)
+        if wide:
+            pytest.fail(f"{item.name}: {len(wide)} printed line(s) wider than {MAX_COLUMNS} "
+                        f"characters wrap in JupyterLab; the first ({len(wide[0])}):\n{wide[0]}\n"
+                        f"cell source:\n{item.cell.source}", pytrace=False)
     return result

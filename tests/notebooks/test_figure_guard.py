@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.figure_guard import bare_figure_texts, unshown_figure_lines
+from helpers.figure_guard import MAX_COLUMNS, bare_figure_texts, unshown_figure_lines, wide_lines
 from helpers.paths import ROOT
 
 BARE_CELL = ("from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))\n"
@@ -19,6 +19,11 @@ BARE_CELL = ("from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))
 UNSHOWN_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(4, 3))\n"
                 "fig.add_subplot().set_title('lost')")
 UNSHOWN_PYPLOT_CELL = "import matplotlib.pyplot as plt\n" + UNSHOWN_CELL
+CROWDED_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(3, 2))\n"
+                "ax = fig.add_subplot()\n"
+                "ax.bar(['no-overlap', 'overlap', 'naive', 'torch', 'bucketed'], [1, 2, 3, 4, 5])\n"
+                "fig")
+WIDE_CELL = "print('ring ' * 40)"
 DISPLAYED_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(figsize=(4, 3))\n"
                   "fig.add_subplot()\nfig")
 
@@ -104,3 +109,26 @@ def test_bare_figure_texts() -> None:
 def test_root_conftest_loads_the_guard(pytestconfig: pytest.Config) -> None:
     """Every run from this repository (tests and notebooks alike) has the guard active."""
     assert pytestconfig.pluginmanager.has_plugin("helpers.figure_guard")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("source", "says"), [(CROWDED_CELL, "overlaps xtick"),
+                                               (WIDE_CELL, f"wider than {MAX_COLUMNS} characters")])
+def test_colliding_labels_and_wide_lines_fail(tmp_path: Path, source: str, says: str) -> None:
+    """A figure whose tick labels run into each other, and a printed line JupyterLab wraps, fail
+    the cell that shows them, in an output-checked cell and an ignored one alike."""
+    run = _run_notebook(tmp_path, source, ["nbval-ignore-output"])
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert says in out and "1 failed, 1 passed" in out, out
+
+
+def test_wide_lines_read_only_what_is_shown_as_text() -> None:
+    wide = "x" * (MAX_COLUMNS + 1)
+    stream = {"output_type": "stream", "name": "stdout", "text": f"ok\n{wide}\n"}
+    widget = {"output_type": "display_data",
+              "data": {"text/plain": wide, "application/vnd.jupyter.widget-view+json": {}}}
+    html = {"output_type": "execute_result", "data": {"text/plain": wide, "text/html": "<b/>"}}
+    assert wide_lines([stream, widget, html]) == [wide]
+    assert wide_lines([{"output_type": "stream", "name": "stdout",
+                        "text": "x" * MAX_COLUMNS}]) == []

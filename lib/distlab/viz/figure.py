@@ -97,14 +97,28 @@ def _audit_later(fig: DisplayFigure) -> None:
 
 
 def _report_unshown(*_: Any) -> None:
-    """IPython ``post_run_cell`` hook: one stderr line per figure of this cell never rendered."""
-    unshown = [f for f in (ref() for ref in _pending) if f is not None and not f.rendered]
+    """IPython ``post_run_cell`` hook: one stderr line per figure of this cell never rendered,
+    and one per collision of texts in a figure it did render
+    (:func:`distlab.viz.layout_check.layout_problems`)."""
+    from distlab.viz.layout_check import layout_problems
+
+    figures = [f for f in (ref() for ref in _pending) if f is not None]
+    unshown = [f for f in figures if not f.rendered]
     _pending.clear()
+    for fig in figures:
+        if fig.rendered:
+            for problem in layout_problems(fig):
+                print(f"{AUDIT_MARK} {_describe(fig)}: {problem}", file=sys.stderr)
     for fig in unshown:
-        w, h = fig.get_size_inches()
-        title = fig._suptitle.get_text() if fig._suptitle is not None else ""
-        titles = [t for t in [title, *(ax.get_title(loc) for ax in fig.axes
-                                       for loc in ("center", "left", "right"))] if t]
-        print(f"{AUDIT_MARK} a figure made in this cell ({w:g}x{h:g} in, "
-              f"{len(fig.axes)} axes{', ' + repr(titles[0]) if titles else ''}) was never shown: "
+        print(f"{AUDIT_MARK} {_describe(fig)} was never shown: "
               "end the cell with it or pass it to display()", file=sys.stderr)
+
+
+def _describe(fig: Figure) -> str:
+    """``a figure made in this cell (8x4 in, 2 axes, 'its first title')``."""
+    w, h = fig.get_size_inches()
+    title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    titles = [t for t in [title, *(ax.get_title(loc) for ax in fig.axes
+                                   for loc in ("center", "left", "right"))] if t]
+    return (f"a figure made in this cell ({w:g}x{h:g} in, "
+            f"{len(fig.axes)} axes{', ' + repr(titles[0]) if titles else ''})")
