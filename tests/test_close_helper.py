@@ -18,7 +18,7 @@ def test_last_bit_differences_pass_and_real_ones_fail_with_their_path() -> None:
     assert_close_tree(a, b)
     c = {**b, "nested": {"m": [7.1]}}
     assert close_tree_difference(a, c) == \
-        "value['nested']['m'][0]: 7.0992971667907705 != 7.1 (rel tolerance 1e-09)"
+        "value['nested']['m'][0]: 7.0992971667907705 != 7.1 (rel tolerance 1e-06)"
     with pytest.raises(AssertionError, match="nested"):
         assert_close_tree(a, c)
 
@@ -35,10 +35,11 @@ def test_structure_strings_ints_and_nan() -> None:
 
 
 @given(st.floats(-1e300, 1e300, allow_nan=False), st.integers(1, 4))
-def test_a_few_ulps_pass_and_one_part_in_a_million_fails(x: float, ulps: int) -> None:
+def test_a_few_ulps_pass_and_one_part_in_a_hundred_thousand_fails(x: float, ulps: int) -> None:
     y = x
     for _ in range(ulps):
         y = math.nextafter(y, math.inf)
     assert close_tree_difference([y], [x], abs_tol=1e-300) is None
     if abs(x) > 1e-290:
-        assert close_tree_difference([x * (1 + 1e-6)], [x]) is not None
+        assert close_tree_difference([x * (1 + 1e-5)], [x]) is not None
+        assert close_tree_difference([x * (1 + 1e-8)], [x]) is None  # machines differ by 3e-9

@@ -15,14 +15,19 @@ import pytest
 
 from distlab.bench.allreduce_ranks import slowest_rank_median
 from distlab.judge.refit import (
+    PRINT_WIDTH,
     TARGET_ALGORITHMS,
     ErrorStats,
+    calibration_source,
     error_stats,
     main,
     refit_profile,
     summary_rows,
+    summary_table,
+    summary_tables,
 )
 from distlab.profile.load import list_profiles, load_profile
+from helpers.close import REL
 from helpers.paths import PROFILES
 
 FULL = [p for p in list_profiles(PROFILES) if not p.name.endswith("-quick")]
@@ -109,7 +114,7 @@ def test_the_stored_predictions_are_reproduced(refitted) -> None:
                 continue
             if row["algorithm"] == "builtin" and path.name in BUILTIN_PRICED_OTHERWISE:
                 continue
-            assert row["predicted_us"] == pytest.approx(row["stored_predicted_us"], rel=1e-9), \
+            assert row["predicted_us"] == pytest.approx(row["stored_predicted_us"], rel=REL), \
                 row["algorithm"]
             compared += 1
     assert compared >= len(runs) * 20
@@ -156,7 +161,7 @@ def test_command_prints_the_table_and_writes_rows(tmp_path, capsys) -> None:
     out = tmp_path / "refit.json"
     assert main([str(QUICK), str(PROFILES / "vm-2026-11-23"), "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "measured on" in text and "vm-2026-11-23-quick" in text and "median%" in text
+    assert "profile" in text and "vm-2026-11-23-quick" in text and "median%" in text
     assert "statistic" in text and "asked: mean" in text
     doc = json.loads(out.read_text())
     assert {"provenance", "summary", "runs"} <= set(doc) and doc["model"] == "per-size"
@@ -165,6 +170,57 @@ def test_command_prints_the_table_and_writes_rows(tmp_path, capsys) -> None:
     assert rows and all(r["predicted_us"] > 0 for r in rows)
     assert {"nbytes", "count", "algorithm", "time_us", "predicted_us", "error_pct",
             "busbw_gbps", "wrong"} <= set(rows[0])
+
+
+def _header(text: str, first_column: str) -> str:
+    """The header line of the printed table whose first column is ``first_column``."""
+    return next(line for line in text.splitlines() if line.split()[:1] == [first_column])
+
+
+def test_every_printed_line_fits_and_the_calibration_is_said_once(capsys) -> None:
+    # every committed profile, each priced with its own calibration
+    assert main([str(p) for p in [*FULL, QUICK]]) == 0
+    text = capsys.readouterr().out
+    wide = [line for line in text.splitlines() if len(line) > PRINT_WIDTH]
+    assert PRINT_WIDTH == 110 and not wide, f"{len(wide)} lines wider than 110: {wide[0]}"
+    assert "# calibrated on: each profile's own; backend: gloo" in text.splitlines()
+    header = _header(text, "profile")
+    assert "calibrated on" not in header and "measured on" not in header
+    assert "backend" not in header and "noise p90%" in header and "target" in header
+    assert "median% now" in text  # the stored predictions beside this model's
+    names = {p.name for p in [*FULL, QUICK]}
+    profiles = {line.split()[0] for line in text.splitlines()
+                if line.split()[:1] and line.split()[0] in names}
+    assert profiles == names
+
+    # priced with another profile's calibration: named once, above the tables
+    assert main([str(PROFILES / "h100-2026-11-23"), str(PROFILES / "vm-2026-11-23"),
+                 "--calibration-from", str(PROFILES / "vm-2026-11-23")]) == 0
+    text = capsys.readouterr().out
+    assert all(len(line) <= PRINT_WIDTH for line in text.splitlines())
+    assert "# calibrated on: vm-2026-11-23 (--calibration-from), for every profile; backend: " \
+           "gloo" in text.splitlines()
+    assert "calibrated on" not in _header(text, "profile")
+
+
+def test_the_calibration_column_is_printed_only_where_runs_differ_in_it() -> None:
+    own = refit_profile(PROFILES / "vm-2026-11-23")
+    other = refit_profile(PROFILES / "h100-2026-11-23",
+                          calibration_from=PROFILES / "vm-2026-11-23")
+    mixed = own + refit_profile(PROFILES / "h100-2026-11-23")
+    assert calibration_source(own) == calibration_source(mixed) == "each profile's own"
+    assert calibration_source(other) == "vm-2026-11-23"
+    assert "calibrated on" not in summary_table(mixed)
+    assert calibration_source(own + other) == "vm-2026-11-23"  # every row priced by vm's
+    # vm on its own calibration beside h100 on vm-quiet's: the source differs, so rows say it
+    differ = own + refit_profile(PROFILES / "h100-2026-11-23",
+                                 calibration_from=PROFILES / "vm-quiet-2026-11-23")
+    assert calibration_source(differ) is None
+    headers = [t.columns for t in summary_tables(differ)]
+    assert all([c.header for c in cols][:2] == ["profile", "calibrated on"] for cols in headers)
+    # the JSON's summary keeps every field, whatever is printed
+    assert {"profile", "calibrated_on", "backend", "before_n", "after_median",
+            "within_noise"} <= set(summary_rows(differ)[0])
 
 
 def test_the_quiet_profiles_are_judged_by_means_and_median_on_request(capsys) -> None:

@@ -18,7 +18,7 @@ from distlab.judge.noise import row_seconds
 from distlab.judge.refit import refit_profile, summary_rows
 from distlab.judge.windows import main, window_calibration, window_rows, window_runs, window_summary
 from distlab.profile.load import load_profile
-from helpers.close import assert_close_tree
+from helpers.close import REL, assert_close_tree
 from helpers.paths import PROFILES
 
 LONG = PROFILES / "vm-quiet-80rounds-2026-11-23"
@@ -37,8 +37,8 @@ def test_the_whole_length_window_is_the_profile_priced_by_refit(statistic: str) 
         for a, b in zip(w.run.rows, r.rows, strict=True):
             assert (a["algorithm"], a["nbytes"]) == (b["algorithm"], b["nbytes"])
             assert a["judged_us"] == pytest.approx(b["judged_us"], rel=1e-12)
-            assert a["predicted_us"] == pytest.approx(b["predicted_us"], rel=1e-9)
-            assert a["noise_pct"] == pytest.approx(b["noise_pct"], rel=1e-9)
+            assert a["predicted_us"] == pytest.approx(b["predicted_us"], rel=REL)
+            assert a["noise_pct"] == pytest.approx(b["noise_pct"], rel=REL)
         assert_close_tree(dataclasses.asdict(w.stats()), dataclasses.asdict(r.stats()))
 
 
