@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -92,6 +93,14 @@ def chromium_path() -> str:
 def lab(chromium_path: str) -> Iterator[Lab]:
     """A JupyterLab server on 127.0.0.1 serving notebooks/, stopped (with its kernels) at the
     end."""
+    with serve_lab(NOTEBOOKS) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def serve_lab(root: Path) -> Iterator[Lab]:
+    """Run a JupyterLab server on 127.0.0.1 serving ``root`` (settings as described above) for
+    the ``with`` block; fails if the block changed a notebook under ``root``."""
     token = secrets.token_hex(16)
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="distlab-lab-") as tmp:
@@ -108,10 +117,10 @@ def lab(chromium_path: str) -> Iterator[Lab]:
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser",
                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
                "--ServerApp.port_retries=0", "--allow-root", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={NOTEBOOKS}", "--LabApp.expose_app_in_browser=True",
+               f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
                f"--LabApp.user_settings_dir={settings}",
                f"--LabApp.workspaces_dir={Path(tmp) / 'workspaces'}"]
-        before = _digest(NOTEBOOKS)
+        before = _digest(root)
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -128,7 +137,7 @@ def lab(chromium_path: str) -> Iterator[Lab]:
                         log.seek(0)
                         pytest.fail(f"JupyterLab did not start in 90 s:\n{log.read()[-3000:]}")
                     time.sleep(0.5)
-            yield Lab(base_url=base, token=token, root_dir=NOTEBOOKS)
+            yield Lab(base_url=base, token=token, root_dir=root)
         finally:
             proc.terminate()
             try:
@@ -137,7 +146,7 @@ def lab(chromium_path: str) -> Iterator[Lab]:
                 proc.kill()
                 proc.wait(timeout=10)
             log.close()
-        assert _digest(NOTEBOOKS) == before, "the browser test modified a committed notebook"
+        assert _digest(root) == before, f"the browser test modified a notebook under {root}"
 
 
 def _shutdown_kernels(lab: Lab) -> None:

@@ -1,5 +1,6 @@
 """Real browser: 04_allreduce runs in JupyterLab, its figures show once each, the checks of
-its measured section print, and the plan picture changes with its widgets."""
+its measured section print, no printed table wraps in a 1400-px window, and the plan picture
+changes with its widgets."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from browser.lab import (
     set_slider,
     wait_for_figures_to_change,
 )
+from browser.wrapping import wrapped_output_lines
 
 
 def _plan_state(page: Any) -> dict[str, str]:
@@ -44,6 +46,8 @@ def test_allreduce_notebook_and_plan_widgets(lab, page):
     text = output_text(page)
     assert "every measured allreduce returned the exact answer" in text
     assert "4 ranks, 64-256 KiB: rabenseifner and hierarchical at" in text
+    assert "size(B)          algorithm  time(us) predicted(us)  error%" in text
+    assert wrapped_output_lines(page) == [], "printed tables must not wrap"
 
     page.locator(".jp-NotebookPanel .widget-image").first.scroll_into_view_if_needed()
     page.wait_for_function(

@@ -12,6 +12,7 @@ from browser.lab import (
     set_slider,
     wait_for_figures_to_change,
 )
+from browser.wrapping import wrapped_output_lines
 
 
 def _wait_summary(page: Any, text: str) -> None:
@@ -25,12 +26,28 @@ def _image_src(page: Any) -> str:
                          "'.jp-NotebookPanel .widget-image'); return i ? i.src : ''; }")
 
 
+def _scroll_to(page: Any, index: int) -> None:
+    page.evaluate("async (i) => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                  " if (nb.scrollToItem) await nb.scrollToItem(i, 'center');"
+                  " nb.widgets[i].node.scrollIntoView({block: 'center'}); }", index)
+    page.wait_for_timeout(500)
+
+
 def test_collectives_notebook_and_explorer(lab, page):
     checks = run_notebook_and_check(page, lab, "08_collectives.ipynb", timeout_s=400)
     for call in ("collective_figure(", "cost_figure(C.get_preset(\"nvlink4_h100\")",
                  "measured_vs_model_figure(reports[\"all_gather\"]", "scale_figure("):
         (cell,) = [c for c in checks if call in c.source]
         assert cell.figure and cell.images == 1, f"{call}: shown {cell.images} times, not once"
+    # the printed tables read line by line in the 1400-px window: no line wraps
+    assert wrapped_output_lines(page) == []
+    (table,) = [c for c in checks if "print_report(reports[op])" in c.source]
+    _scroll_to(page, table.index)
+    save_screenshot(page, "08_collectives_benchmark_table")
+    (measured,) = [c for c in checks if "measured_vs_model_figure(reports[\"all_gather\"]"
+                   in c.source]
+    _scroll_to(page, measured.index)
+    save_screenshot(page, "08_collectives_measured_vs_model")
 
     page.locator(".jp-NotebookPanel .widget-image").first.scroll_into_view_if_needed()
     page.wait_for_function(

@@ -1,9 +1,11 @@
 """Real browser: 11_judging_the_model runs in JupyterLab, each of its figures shows once as an
-image, and the numbers its prose states are the ones its cells print."""
+image, the numbers its prose states are the ones its cells print, and no printed table wraps
+in a 1400-px window."""
 
 from __future__ import annotations
 
 from browser.lab import output_text, run_notebook_and_check, save_screenshot
+from browser.wrapping import wrapped_output_lines
 
 
 def test_judging_notebook_runs_and_shows_its_figures(lab, page):
@@ -16,4 +18,6 @@ def test_judging_notebook_runs_and_shows_its_figures(lab, page):
     assert "four ranks, judged by means: met on 9 of 9 runs" in text
     assert "windows that meet the target (2 ranks): ['1/16', '1/8', '3/4', '2/2', '1/1']" in text
     assert "the host by the VM's calibrations" in text
+    assert "profile  ws          by   n median%" in text, "the judged summary's short header"
+    assert wrapped_output_lines(page) == [], "printed tables must not wrap"
     save_screenshot(page, "11_judging_the_model")

@@ -16,6 +16,7 @@ from browser.lab import (
     wait_for_figures_to_change,
     widget_text,
 )
+from browser.wrapping import wrapped_output_lines
 
 
 def _wait_text_change(page: Any, before: str, timeout_s: float = 60.0) -> str:
@@ -34,6 +35,8 @@ def _number(pattern: str, text: str) -> float:
 def test_pipeline_overlap_explorer_follows_read_cost(lab, page):
     checks = run_notebook_and_check(page, lab, "02_pipeline_overlap.ipynb", timeout_s=300)
     assert any(c.figure for c in checks), "the notebook rendered no figure"
+    # the plan table, the stage costs and the skipped stages' reasons once wrapped the window
+    assert wrapped_output_lines(page) == []
     items, read_ms = int(slider_value(page, "items")), float(slider_value(page, "read ms"))
     before_text, before = widget_text(page), explorer_pictures(page)
     assert len(before) == 1, f"the explorer shows one picture, not {len(before)}"
@@ -53,6 +56,7 @@ def test_pipeline_overlap_explorer_follows_read_cost(lab, page):
 def test_async_parts_explorer_follows_load_time(lab, page):
     checks = run_notebook_and_check(page, lab, "03_async_parts.ipynb", timeout_s=300)
     assert any(c.figure for c in checks), "the notebook rendered no figure"
+    assert wrapped_output_lines(page) == []
     pattern = (r"trainer idle: sync (\d+)%, async \(queue (\d+)\) (\d+)%; "
                r"wall (\d+) ms -> (\d+) ms")
     before_text, before = widget_text(page), explorer_pictures(page)

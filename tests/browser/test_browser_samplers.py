@@ -12,6 +12,7 @@ from browser.lab import (
     set_slider,
     wait_for_figures_to_change,
 )
+from browser.wrapping import wrapped_output_lines
 
 # JupyterLab renders only the cells near the viewport, so text is read from the notebook model
 _OUTPUT_TEXT = """() => {
@@ -42,6 +43,7 @@ def test_samplers_notebook_and_world_size_slider(lab, page):
     (picture,) = [c for c in checks if "assignment_figure(" in c.source and c.figure]
     assert picture.images == 1, "the assignment figure must show exactly once, as an image"
     assert "identical to torch.utils.data.DistributedSampler" in page.evaluate(_OUTPUT_TEXT)
+    assert wrapped_output_lines(page) == []   # the benchmark's ratio line was 139 characters
 
     page.locator(".jp-NotebookPanel .widget-image").first.scroll_into_view_if_needed()
     page.wait_for_function(

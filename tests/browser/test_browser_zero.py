@@ -1,4 +1,6 @@
-"""Real browser: 09_zero runs in JupyterLab and its explorer redraws when the stage moves."""
+"""Real browser: 09_zero runs in JupyterLab and its explorer redraws when the stage moves: the
+picture changes (the chosen stage's line is drawn thick, with a dot at the chosen world size), not
+only the line of text."""
 
 from __future__ import annotations
 
@@ -19,10 +21,18 @@ def test_zero_notebook_stage_widget(lab, page):
     before, text_before = explorer_pictures(page), widget_text(page)
     assert len(before) == 1, f"the explorer shows one picture, not {len(before)}"
     assert "ZeRO-2" in text_before and "largest model" in text_before
-    set_slider(page, "world size", 8)
-    wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
+    set_slider(page, "stage", 3)
+    after_stage = wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
     page.wait_for_function(
         "t => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
         ".map(e => e.textContent).join(' | ') !== t", arg=text_before, timeout=60_000)
-    assert "N=8" in widget_text(page)
+    assert "ZeRO-3, N=64" in widget_text(page)
+    save_screenshot(page, "09_zero_after_stage")
+    text_stage = widget_text(page)
+    set_slider(page, "world size", 8)
+    wait_for_figures_to_change(page, after_stage, selector=EXPLORER_IMAGES)
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
+        ".map(e => e.textContent).join(' | ') !== t", arg=text_stage, timeout=60_000)
+    assert "ZeRO-3, N=8" in widget_text(page)
     save_screenshot(page, "09_zero_after_world_size")

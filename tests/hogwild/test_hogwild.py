@@ -95,6 +95,9 @@ def test_locked_and_unlocked_runs_train_and_count() -> None:
         assert r.lost.elements_hit <= r.lost.lost <= r.lost.total
         assert 0 <= r.lost.missed <= r.lost.elements
         assert r.row()["run"] == r.label
+        assert r.update_s > 0 and r.lock_wait_s >= 0 and 0 < r.update_share < 1
+        assert r.row()["lock_wait_share"] == (r.lock_wait_share if r.lock else None)
+    assert free.lock_wait_s == 0.0, "no lock, no wait"
     assert (locked.lost.lost, locked.lost.missed, locked.lost.mass) == (0, 0, 0.0)
     assert locked.label == "2 processes, lock" and free.label == "2 processes, no lock"
 

@@ -12,12 +12,14 @@ from distlab.judge.tables import (
     SPREAD_COLUMNS,
     TRAVEL_COLUMNS,
     error_by_size_table,
+    run_line,
     spread_rows,
     spread_table,
     travel_rows,
     travel_table,
 )
 from distlab.report.table import format_table
+from helpers.figure_guard import MAX_COLUMNS
 from helpers.paths import PROFILES
 
 VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
@@ -26,10 +28,10 @@ VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
 def test_tables_name_profiles_and_every_judged_row() -> None:
     run = refit_profile(VM)[0]
     text = error_by_size_table(run)
-    assert "measured vm-2026-11-23" in text and "builtin" in text
-    assert len(text.splitlines()) == 2 + len({r["nbytes"] for r in run.rows})
+    assert text.startswith("# vm-2026-11-23, gloo ws 2, own calibration") and "builtin" in text
+    assert len(text.splitlines()) == 3 + len({r["nbytes"] for r in run.rows})
     spread = spread_table(run)
-    assert len(spread.splitlines()) == 2 + 6 * 5  # 64 KiB..64 MiB x 5 judged algorithms
+    assert len(spread.splitlines()) == 3 + 6 * 5  # 64 KiB..64 MiB x 5 judged algorithms
     travel = travel_table([VM, QUICK])
     lines = travel.splitlines()
     # VM ws2, ws4 by both calibrations where the world size exists; the quick one only ws2
@@ -79,4 +81,29 @@ def test_spread_rows_count_the_rounds_slower_than_twice_the_fastest() -> None:
     rounds = np.asarray(first["seconds_per_rank"]).max(axis=0)
     assert first["slow_pct"] == pytest.approx(100 * np.mean(rounds > 2 * rounds.min()),
                                               rel=1e-12)
-    assert spread_table(run).splitlines()[1:] == format_table(rows, SPREAD_COLUMNS).splitlines()
+    assert spread_table(run).splitlines()[2:] == format_table(rows, SPREAD_COLUMNS).splitlines()
+
+
+def _widest(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def test_tables_of_every_committed_profile_fit_a_notebook() -> None:
+    """No line of the judgement's tables wraps in a notebook: the head names the run on its own
+    line, whatever the profile's name (the longest committed one is 31 characters)."""
+    profiles = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").is_file())
+    longest = max(profiles, key=lambda p: len(p.name))
+    assert len(longest.name) >= 31
+    for path in profiles:
+        for run in refit_profile(path):
+            assert _widest(error_by_size_table(run)) <= MAX_COLUMNS, run.profile
+            assert _widest(spread_table(run)) <= MAX_COLUMNS, run.profile
+    assert _widest(travel_table([longest, VM])) <= MAX_COLUMNS
+
+
+def test_run_line_says_whose_calibration_priced_the_run() -> None:
+    own = refit_profile(VM)[0]
+    assert run_line(own) == "# vm-2026-11-23, gloo ws 2, own calibration, judged by the median"
+    (other, *_) = refit_profile(VM, calibration_from=QUICK, skip_missing=True)
+    assert "calibrated on vm-2026-11-23-quick" in run_line(other)
+    assert len(run_line(other)) <= MAX_COLUMNS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,6 +125,29 @@ def test_quick_summary_and_skip_lines(quick: tuple[Path, str]) -> None:
         assert "skipped transfers/gpu:" not in stdout and "GPU: none" not in text
 
 
+BAR = re.compile(r"^profile:\s+\d+%\|[^|]*\|\s*\d+/\d+ \[[^\[\]]*\]\s*$")
+
+
+@pytest.mark.timeout(600)
+def test_round_lines_never_break_the_progress_bar(tmp_path: Path) -> None:
+    """With the bar on, stderr holds bar frames (each a whole bar) and no round line glued to a
+    bar or standing between its frames: the ranks' round lines go into the bar's postfix."""
+    proc = subprocess.run([sys.executable, "-m", "distlab.profile", "--quick", "--only",
+                           "collectives", "--out", str(tmp_path / "p")], env=ENV,
+                          capture_output=True, text=True, timeout=560)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    frames = [f.strip() for line in proc.stderr.split("\n") for f in line.split("\r")]
+    frames = [f for f in frames if f]
+    bars = [f for f in frames if f.startswith("profile:")]
+    assert len(bars) >= 3, proc.stderr
+    broken = [f for f in bars if not BAR.match(f)]
+    assert not broken, f"a bar line broken by other text: {broken[:3]}"
+    strays = [f for f in frames if "round" in f and not f.startswith("profile:")]
+    assert not strays, f"round lines printed beside the bar: {strays[:3]}"
+    assert any("collectives: allreduce round" in f for f in bars), "the bar shows the rounds"
+    assert "measured collectives" in proc.stdout
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--only", "env,bogus"], "--only"),
     (["--timeout", "-1"], "--timeout"),
@@ -183,3 +207,45 @@ def test_ctrl_c_writes_an_incomplete_profile_and_leaves_no_ranks(tmp_path: Path)
     assert index["parts"]["ddp"]["status"] == "interrupted"
     assert "INCOMPLETE" in (out / "summary.md").read_text()
     assert overlapping_slices(out / "trace.json") == []
+
+
+def test_a_cut_short_write_leaves_no_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index is written last and an older one removed first, so a folder whose writing
+    failed is never taken for a profile."""
+    from distlab.profile import writer
+    from distlab.profile.parts import PartResult
+    from distlab.timeline import Timeline
+
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / writer.INDEX).write_text("{}")
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(writer, "write_chrome_trace", full_disk)
+    with pytest.raises(OSError):
+        writer.write_profile(out, [PartResult("env")], ["env"], Timeline(), quick=True,
+                             world_size=1)
+    assert (out / "env.json").is_file() and not (out / writer.INDEX).exists()
+
+
+def test_a_failed_write_is_one_line_naming_what_is_left(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys) -> None:
+    from distlab.profile import cli, writer
+    from distlab.profile.parts import PartResult
+
+    def full_disk(out: Path, *args: object, **kwargs: object) -> None:
+        out.mkdir()
+        (out / "env.json").write_text("{}")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(cli, "get_part", lambda name: lambda ctx: PartResult(name))
+    monkeypatch.setattr(writer, "write_profile", full_disk)
+    out = tmp_path / "p"
+    assert cli.main(["--no-progress", "--only", "env", "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "measured env" in captured.out and "Traceback" not in captured.err
+    assert captured.err.splitlines() == [
+        "python -m distlab.profile: error: writing the profile failed (OSError: [Errno 28] No "
+        f"space left on device); {out} holds part of it and no profile.json, so it is not a "
+        "profile"]

@@ -128,8 +128,9 @@ def _ddp_rows() -> list[dict]:
 
 
 def test_ddp_figure_shows_the_profiles_ddp_rows(folder: Path) -> None:
-    """Bars: step ms and exposed-communication ms per variant (cap in the name), an overlap
-    note per row that has one; without a ddp part the axes say so."""
+    """Per row a step bar and an exposed-communication bar (ms), grouped by cap (a row without
+    a cap: its own group, named by its variant), the overlap above the rows that have one; the
+    definition of the overlap is in the title; without a ddp part the axes say so."""
     p = load_profile(folder)
     empty = vp.ddp_figure(p).axes[0]
     assert list(empty.patches) == [] and [t.get_text() for t in empty.texts] == [
@@ -137,9 +138,10 @@ def test_ddp_figure_shows_the_profiles_ddp_rows(folder: Path) -> None:
     p.parts["ddp"] = {"status": "ok", "rows": _ddp_rows()}
     ax = vp.ddp_figure(p).axes[0]
     heights = [round(bar.get_height(), 9) for bar in ax.patches]
-    assert heights == [40.0, 30.0, 10.0, 0.0]            # step bars, then exposed bars
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["torch\n25 MB", "local"]
-    assert [(t.get_text(), t.get_position()) for t in ax.texts] == [("overlap 0.50", (0, 40.0))]
+    assert heights == [40.0, 10.0, 30.0, 0.0, 0.0]   # step, exposed per row; the legend's key
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["cap 25 MB", "local"]
+    assert [(t.get_text(), t.get_position()[0]) for t in ax.texts] == [("0.50", 0.0)]
+    assert "overlap = 1 - exposed / exposed(no-overlap, same cap)" in ax.get_title()
 
 
 def test_published_points_carry_source_and_quote() -> None:
@@ -152,30 +154,37 @@ def test_published_points_carry_source_and_quote() -> None:
     assert json.dumps(ref)
 
 
-def _output_text(box) -> str:
-    out = box.children[1]
-    return "".join(o.get("text", "") for o in out.outputs)
+def _output_text(choice: vp.ProfileChoice) -> str:
+    return "".join(o.get("text", "") for o in choice.out.outputs)
 
 
-def test_picker_shows_the_first_profile_then_follows_the_choice(folder: Path,
-                                                               tmp_path: Path) -> None:
-    second = tmp_path / "root" / "other"
+def test_choice_starts_at_the_given_profile_and_every_reader_follows_it(
+        folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The dropdown starts at the profile it is given (not the first folder), says why; a pick
+    changes ``profile`` and what ``use()`` prints and returns, and says the cells below must run
+    again; a folder that is not a profile changes nothing."""
     import shutil
 
-    shutil.copytree(folder, second)
-    shutil.copytree(folder, tmp_path / "root" / "first")
-    picked = []
-    box = vp.profile_picker(tmp_path / "root", on_pick=picked.append)
-    dropdown, text = box.children[0].children
-    assert [p.name for p in picked] == ["first"]          # shown at once, before any click
-    assert "first" in _output_text(box) and "Test CPU" in _output_text(box)
-    dropdown.value = str(second)
-    assert [p.name for p in picked] == ["first", "other"]
-    assert "other" in _output_text(box)
-    text.value = str(tmp_path / "nowhere")                  # typed, then Enter
-    assert "is not a profile folder" in _output_text(box) and len(picked) == 2
+    root = tmp_path / "root"
+    shutil.copytree(folder, root / "a-first")
+    shutil.copytree(folder, root / "b-chosen")
+    chosen = load_profile(root / "b-chosen")
+    choice = vp.ProfileChoice(root, chosen, "b-chosen: the reason")
+    assert choice.dropdown.value == str(root / "b-chosen")
+    assert [o for o, _ in choice.dropdown.options] == ["a-first", "b-chosen"]
+    assert _output_text(choice).startswith("reading b-chosen: the reason\n")
+    assert choice.use() is chosen and capsys.readouterr().out == "profile: b-chosen\n"
+    choice.dropdown.value = str(root / "a-first")
+    assert choice.profile.name == "a-first"
+    assert choice.use().name == "a-first" and capsys.readouterr().out == "profile: a-first\n"
+    assert _output_text(choice).startswith("reading a-first (CPU): picked here\n")
+    assert vp.RERUN_HINT in _output_text(choice)
+    choice.text.value = str(tmp_path / "nowhere")                  # typed, then Enter
+    assert "is not a profile folder" in _output_text(choice)
+    assert "still reading a-first" in _output_text(choice) and choice.profile.name == "a-first"
 
 
-def test_picker_on_an_empty_root_says_how_to_make_a_profile(tmp_path: Path) -> None:
-    box = vp.profile_picker(tmp_path)
-    assert "python -m distlab.profile --quick" in _output_text(box)
+def test_choice_of_a_folder_outside_root_is_listed(folder: Path, tmp_path: Path) -> None:
+    choice = vp.ProfileChoice(tmp_path / "empty", load_profile(folder), "given")
+    assert choice.dropdown.options == ((folder.name, str(folder)),)
+    assert choice.profile.path == folder

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 from matplotlib.lines import Line2D
 
 from distlab.collectives import (
@@ -17,6 +18,7 @@ from distlab.collectives import (
     winners,
 )
 from distlab.viz import allreduce as V
+from distlab.viz.layout_check import colours_by_label, layout_problems
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
@@ -101,8 +103,8 @@ def _drawn(line: Line2D) -> tuple[str, str, str, list[tuple[float, float]]]:
 
 def test_measured_vs_model_figure() -> None:
     """Per algorithm, in row order: measured time_us as dots labelled '<algo> measured', then
-    the model's predicted_us as a solid line in the same colour; builtin (no prediction) gets
-    its measured times joined by a dashed line instead; a partial prediction draws no line."""
+    the model's predicted_us as a solid line '<algo> model' in the same colour; an algorithm
+    without a prediction at every size gets its measured times joined by a dashed line."""
     rows = [{"algorithm": a, "nbytes": s, "time_us": t * s,
              "predicted_us": None if a == "builtin" else 9.0 * s}
             for a, t in (("ring", 10.0), ("builtin", 7.0), ("tree", 5.0)) for s in (1, 2, 4)]
@@ -114,16 +116,69 @@ def test_measured_vs_model_figure() -> None:
         return list(zip(sizes, ys, strict=False))
     assert [_drawn(ln) for ln in ax.lines] == [
         ("ring measured", "o", "None", pts([10.0, 20.0, 40.0])),
-        ("", "None", "-", pts([9.0, 18.0, 36.0])),
+        ("ring model", "None", "-", pts([9.0, 18.0, 36.0])),
         ("builtin measured", "o", "None", pts([7.0, 14.0, 28.0])),
-        ("", "None", "--", pts([7.0, 14.0, 28.0])),
-        ("tree measured", "o", "None", pts([5.0, 10.0, 20.0]))]
+        ("builtin measured, joined", "None", "--", pts([7.0, 14.0, 28.0])),
+        ("tree measured", "o", "None", pts([5.0, 10.0, 20.0])),
+        ("tree measured, joined", "None", "--", pts([5.0, 10.0, 20.0]))]
     colors = [ln.get_color() for ln in ax.lines]
     assert colors[:4] == [V.ALGO_COLORS["ring"]] * 2 + [V.ALGO_COLORS["builtin"]] * 2
-    assert colors[4] == V.ALGO_COLORS["tree"] and len(set(colors)) == 3
+    assert colors[4:] == [V.ALGO_COLORS["tree"]] * 2 and len(set(colors)) == 3
     assert ax.get_xscale() == ax.get_yscale() == "log"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "ring measured", "builtin measured", "tree measured"]
+    assert "median" in ax.get_ylabel(), "rows without their mean: the dots are the medians"
+
+
+def test_measured_vs_model_dots_are_the_statistic_the_model_is_judged_by() -> None:
+    """With the mean kept (the benchmark's default statistic) the dots are the means, and a
+    builtin the model prices (gloo) gets its model line like any algorithm."""
+    rows = [{"algorithm": a, "nbytes": s, "time_us": 10.0 * s, "mean_us": 12.0 * s,
+             "predicted_us": 11.0 * s} for a in ("ring", "builtin") for s in (1, 2)]
+    ax = V.measured_vs_model_figure(rows).axes[0]
+    assert [(ln.get_label(), list(ln.get_ydata())) for ln in ax.lines] == [
+        ("ring measured", [12.0, 24.0]), ("ring model", [11.0, 22.0]),
+        ("builtin measured", [12.0, 24.0]), ("builtin model", [11.0, 22.0])]
+    assert "mean" in ax.get_ylabel()
+    median = V.measured_vs_model_figure(rows, statistic="median").axes[0]
+    assert list(median.lines[0].get_ydata()) == [10.0, 20.0]
+    with pytest.raises(ValueError, match="statistic"):
+        V.measured_vs_model_figure(rows, statistic="p90")
+
+
+def test_measured_vs_model_legend_names_each_algorithm_once_in_its_one_colour() -> None:
+    """What a reader matches by colour: each algorithm's dots and model line share one colour,
+    and the legend has one entry per algorithm in that colour, drawn as dot and line (the model
+    lines have an entry), then what dots, lines and dashes mean; no text collides."""
+    algos = ["ring", "tree", "recursive_doubling", "rabenseifner", "builtin"]
+    rows = [{"algorithm": a, "nbytes": s, "time_us": (i + 2.0) * s,
+             "predicted_us": None if a == "builtin" else (i + 1.5) * s}
+            for i, a in enumerate(algos) for s in (1 << 16, 1 << 18, 1 << 20, 1 << 22)]
+    fig = V.measured_vs_model_figure(rows)
+    ax = fig.axes[0]
+    colours = colours_by_label(ax, algos)
+    assert all(len(c) == 1 for c in colours.values()), colours
+    assert len({next(iter(c)) for c in colours.values()}) == len(algos)
+    for a in algos[:-1]:
+        assert any(ln.get_label() == f"{a} model" and ln.get_linestyle() == "-"
+                   for ln in ax.lines), f"{a}: no model line a legend can name"
+    legend = ax.get_legend()
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts[:len(algos)] == algos
+    assert texts[len(algos):] == ["dots: measured (median of rounds)", "lines: the model",
+                                  "dashed: measured, joined (no model)"]
+    for a, handle in zip(algos, legend.legend_handles, strict=False):
+        assert to_hex(handle.get_color()) == next(iter(colours[a]))
+        assert handle.get_marker() == "o"
+        assert handle.get_linestyle() == ("--" if a == "builtin" else "-")
+    assert layout_problems(fig) == []
+
+
+def test_algorithm_colours_are_distinct_and_never_the_legends_grey() -> None:
+    """Every algorithm and the builtin a colour of its own, none the grey (C7) in which the
+    legends say what dots and lines mean."""
+    colours = [to_hex(c) for c in V.ALGO_COLORS.values()]
+    assert set(V.ALGO_COLORS) == set(ALGORITHMS) | {"builtin"}
+    assert len(set(colours)) == len(colours)
+    assert to_hex("C7") not in colours
 
 
 def test_plan_figure_rejects_a_step_outside_the_plan() -> None:

@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from distlab.collectives import get_preset
-from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS
+from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, PLANS, build_plan
 from distlab.collectives.model.compare import collective_times
+from distlab.collectives.plan.schedule import format_schedule
 from distlab.viz import collectives as VC
 from distlab.viz.figure import figure_png
+from distlab.viz.layout_check import layout_problems
 
 
 @pytest.mark.parametrize("collective", sorted(PLANS))
@@ -59,3 +61,34 @@ def test_cost_and_scale_figures_draw_the_model() -> None:
     assert list(fig.axes[0].lines[0].get_ydata()) == pytest.approx(
         [t * 1e6 for t in times["binomial"]])
     assert len(VC.scale_figure(get_preset("pcie4_x16"), world_sizes=[2, 4]).axes) == 2
+
+
+def test_listings_wrap_between_items_and_spans_read_as_ranges() -> None:
+    schedule = build_plan("all_reduce", "double_binary_tree", 6, 12)
+    text = format_schedule(schedule)
+    assert max(map(len, text.splitlines())) > 110  # the listing as format_schedule gives it
+    wrapped = VC.wrap_listing(text, width=100, indent=8)
+    lines = wrapped.splitlines()
+    assert max(map(len, lines)) <= 100 and len(lines) > len(text.splitlines())
+    # nothing lost or split: joining the continuation lines back gives the listing
+    assert wrapped.replace(",\n" + " " * 8, ", ") == text
+    assert all(ln.startswith(" " * 8) and ln[8] != " " for ln in lines
+               if not ln.startswith(("double", "  step")))
+    assert VC.wrap_listing("a, b", width=3, indent=1) == "a,\n b"
+    assert VC.wrap_listing("short", width=100) == "short"
+    assert VC.format_spans([(0, 2), (6, 8)]) == "[0:2) [6:8)" and VC.format_spans([]) == ""
+
+
+def test_no_figure_of_the_notebook_has_colliding_texts() -> None:
+    figures = [VC.collective_figure(VC.example_plan("reduce", "rabenseifner", 6, root=2), 3),
+               VC.collective_figure(VC.example_plan("all_to_all", "bruck", 12), 1),
+               VC.cost_figure(get_preset("nvlink4_h100"), "broadcast", world_size=8),
+               VC.cost_figure(get_preset("ethernet_100g"), "all_to_all", world_size=16),
+               VC.CollectiveExplorer("all_gather", "bruck", world_size=5).figure]
+    scale = VC.scale_figure(get_preset("nvlink4_h100"), world_sizes=[2, 4, 8, 64, 256])
+    assert [ax.get_title() for ax in scale.axes] == ["64 KiB allreduce", "64 MiB allreduce"]
+    scale.draw_without_rendering()
+    labels = [t.get_text() for t in scale.axes[0].get_xticklabels() if t.get_text()]
+    assert {"2", "4", "8", "64", "256"} <= set(labels)  # ranks as numbers, not powers of two
+    for fig in [*figures, scale]:
+        assert layout_problems(fig) == [], fig.axes[0].get_title()

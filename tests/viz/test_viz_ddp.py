@@ -32,3 +32,21 @@ def test_the_explorer_shows_the_step_model_of_its_sliders() -> None:
     assert ex.order == mlp_ready_order(5, 256, 2e-9)
     ex.world.value = 8
     assert ex.prediction.comm_s > p.comm_s  # the same gradients over more ranks
+
+
+def test_traffic_figure_labels_clear_of_the_legend() -> None:
+    """Every bar's ``<name> <MiB>`` label and the phases' legend have their own room."""
+    from distlab.ddp.step_model import dataparallel_vs_ddp
+    from distlab.viz.ddp import traffic_figure
+    from distlab.viz.layout_check import layout_problems
+
+    rows = []
+    for name in ("pcie4_x16", "nvlink4_h100", "ethernet_100g"):
+        dp, ddp = dataparallel_vs_ddp(789504, 65536, 65536, 4, get_preset(name))
+        rows.append((name, dp, ddp))
+    fig = traffic_figure(rows)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == [" DataParallel 5 MiB", " DDP 1 MiB"] * 3
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "broadcast params", "scatter inputs", "gather outputs", "reduce grads", "allreduce grads"]
+    assert layout_problems(fig) == []

@@ -51,12 +51,19 @@ def test_figure_options_and_checks() -> None:
 
 
 def test_published_error_table_rows_and_count() -> None:
+    """A header, per system its name then its points, the count; every line fits a notebook
+    (<= 80 characters: nothing wraps in a 1400-px JupyterLab)."""
     lines = published_error_table()
     points = published()["allreduce_8gpu"]
-    assert len(lines) == len(points) + 2
+    systems = list(dict.fromkeys(p["system"] for p in points))
+    assert len(lines) == 1 + len(systems) + len(points) + 1
+    assert [line[:-1] for line in lines if line.endswith(":")] == systems
+    assert max(len(line) for line in lines) <= 80
     assert lines[-1] == f"39 of {len(points)} points within 20%"
     assert sum(line.endswith("  miss") for line in lines) == len(points) - 39
     one = published_error_table([p for p in points if p["nbytes"] == 1 << 33
                                  and p["preset"] == "h100_sxm8"], limit_pct=0.5)
-    assert len(one) == 4 and all("NVLS" in line and "nvls/Simple" in line for line in one[1:3])
+    assert len(one) == 6 and all("NVLS" in line and "nvls/Simple" in line
+                                 for line in (one[2], one[4]))
+    assert one[1].endswith(":") and one[3].endswith(":")
     assert one[-1] == "0 of 2 points within 0.5%"  # -0.7% and -0.9% at 8 GiB

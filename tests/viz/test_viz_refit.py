@@ -8,7 +8,7 @@ import pytest
 from distlab.judge.refit import refit_profile
 from distlab.judge.windows import window_runs
 from distlab.viz.figure import DisplayFigure
-from distlab.viz.refit import noise_figure, refit_figure, windows_figure
+from distlab.viz.refit import refit_figure, windows_figure
 from helpers.paths import PROFILES
 
 VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
@@ -25,30 +25,6 @@ def test_figure_has_a_panel_per_run_and_a_line_per_algorithm() -> None:
     rows = sorted((r for r in runs[0].rows if r["algorithm"] == "ring"), key=lambda r: r["nbytes"])
     assert list(ring.get_ydata()) == pytest.approx([r["time_us"] / r["predicted_us"]
                                                     for r in rows])
-
-
-def test_noise_figure_draws_each_judged_row_error_against_its_noise() -> None:
-    runs = refit_profile(VM)
-    fig = noise_figure(runs)
-    ax = fig.axes[0]
-    assert len(ax.collections) == len(runs)
-    for coll, run in zip(ax.collections, runs, strict=False):
-        judged = [r for r in run.rows if r["nbytes"] >= 64 * 1024 and r["algorithm"] in
-                  ("ring", "tree", "recursive_doubling", "rabenseifner", "builtin")]
-        got = sorted(map(tuple, coll.get_offsets().tolist()))
-        want = sorted((max(r["noise_pct"], 0.1), max(abs(r["error_pct"]), 0.1)) for r in judged)
-        assert np.allclose(got, want, rtol=1e-9)
-        inside = sum(r["within_noise"] for r in judged)
-        assert f"({inside}/{len(judged)} in noise)" in coll.get_label()
-    assert any(ln.get_label() == "|error| = noise" for ln in ax.get_lines())
-
-
-def test_noise_figure_needs_rows_with_rounds() -> None:
-    run = refit_profile(VM)[0]
-    run.rows = [{k: v for k, v in r.items() if k != "noise_pct"} | {"noise_pct": None}
-                for r in run.rows]
-    with pytest.raises(ValueError, match="kept its rounds"):
-        noise_figure([run])
 
 
 def test_windows_figure_draws_every_windows_median_and_p90_per_world_size() -> None:

@@ -130,3 +130,13 @@ def test_buckets_cover_every_parameter_once_with_equal_shards(numels, cap, n):
         assert b.numel * 4 <= cap or len(b.indices) == 1
         assert [b.shard_range(r) for r in range(n)] == [(r * b.shard, (r + 1) * b.shard)
                                                           for r in range(n)]
+
+
+def test_byte_unit_fits_the_values() -> None:
+    from distlab.zero.memory_model import byte_unit
+
+    assert byte_unit([1.1 * 2**20, 4.2 * 2**20]) == ("MiB", 2**20)    # the measured MLP
+    assert byte_unit([0.11 * 2**30, 112 * 2**30]) == ("GiB", 2**30)   # 7.5 B params, N 1..1024
+    assert byte_unit([100 * 2**10]) == ("KiB", 2**10)
+    assert byte_unit([500]) == ("B", 1) and byte_unit([0, -1]) == ("B", 1)
+    assert byte_unit([3 * 2**40]) == ("TiB", 2**40)

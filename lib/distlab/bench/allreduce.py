@@ -49,8 +49,9 @@ from distlab.collectives.plan.ops import OPS, check_op_dtype
 from distlab.collectives.runtime.execute import default_options
 from distlab.report.table import Column, Table, format_table
 
-__all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "allreduce_table",
-           "load_calibration", "main", "predicted_seconds"]
+__all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "SHORT_COLUMNS",
+           "SHORT_WIDTH", "allreduce_table", "calibration_lines", "load_calibration", "main",
+           "predicted_seconds", "short_table"]
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 CALIBRATION_KEYS = ("alpha", "beta", "gamma")
@@ -112,9 +113,9 @@ class AllreduceConfig(SizeSweepConfig, BenchConfig):
     timeout: float = opt(600.0, "--timeout", type=options.positive_float,
                          help="seconds for the whole run")
     statistic: str = opt("mean", "--statistic", choices=STATISTICS,
-                         help="what predicted is compared with: the mean (default) or the "
-                              "median over rounds of the slowest rank; a calibration measured "
-                              "in the rounds is fitted on the same statistic")
+                         help="what predicted is compared with: the mean or the median over "
+                              "rounds of the slowest rank; a calibration measured in the "
+                              "rounds is fitted on the same statistic")
     quiet: bool = opt(False, "--quiet", "-q", action="store_true",
                       help="no progress lines on stderr")
 
@@ -154,11 +155,40 @@ def predicted_seconds(cal: dict[str, Any], algorithm: str, world_size: int, coun
 
 
 def allreduce_table(rows: list[dict[str, Any]]) -> str:
-    """The nccl-tests-style table of allreduce rows (ratio to builtin filled in; rows measured
-    before they kept their mean print without the mean column)."""
+    """The nccl-tests-style table of allreduce rows, every column (ratio to builtin filled in;
+    rows measured before they kept their mean print without the mean column): what the command
+    prints. :func:`short_table` is the same rows narrow enough for a notebook."""
     columns = COLUMNS if any("mean_us" in r for r in rows) else \
         tuple(c for c in COLUMNS if c.key != "mean_us")
     return format_table(_with_ratio(rows), columns)
+
+
+SHORT_COLUMNS = (Column("size(B)", "nbytes", width=9), Column("algorithm", "algorithm"),
+                 Column("time(us)", "time_us", ".1f", width=9),
+                 Column("mean(us)", "mean_us", ".1f", width=9),
+                 Column("busbw(GB/s)", "busbw_gbps", ".3f"), Column("#wrong", "wrong"),
+                 Column("predicted(us)", "predicted_us", ".1f"),
+                 Column("error%", "error_pct", "+.1f", width=7),
+                 Column("vs builtin(x)", "vs_builtin", ".2f"))
+"""The columns of :func:`short_table`: those of :data:`COLUMNS` less the ones a reader can
+derive or that hold one value per run (``count`` = size / element size, ``type``, ``redop``,
+and ``algbw`` = busbw * n / (2 (n - 1)))."""
+
+
+def short_table(rows: list[dict[str, Any]]) -> str:
+    """Allreduce rows as a table at most :data:`SHORT_WIDTH` characters wide: a ``# dtype op``
+    line (the element types and reductions of the rows, comma-joined when they differ), then
+    :data:`SHORT_COLUMNS` (ratio to builtin filled in; without the mean column when no row kept
+    its mean)."""
+    columns = SHORT_COLUMNS if any("mean_us" in r for r in rows) else \
+        tuple(c for c in SHORT_COLUMNS if c.key != "mean_us")
+    kinds = ", ".join(dict.fromkeys(f"{r.get('dtype', '?')} {r.get('op', '?')}" for r in rows))
+    return f"# {kinds}\n" + format_table(_with_ratio(rows), columns)
+
+
+#: The widest line :func:`short_table` and :func:`calibration_lines` print (characters): a
+#: notebook's output area shows about 110 before it wraps.
+SHORT_WIDTH = 105
 
 
 def _with_ratio(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -167,22 +197,25 @@ def _with_ratio(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              if builtin.get(r["nbytes"]) else None} for r in rows]
 
 
-def calibration_line(cal: dict[str, Any]) -> str:
-    """One comment line with the calibration (fields a loaded file lacks print as '?')."""
+def calibration_lines(cal: dict[str, Any]) -> list[str]:
+    """The calibration as four lines of at most :data:`SHORT_WIDTH` characters (fields a
+    loaded file lacks print as '?'): how it was measured, alpha-beta-gamma, the fixed costs of
+    a step and a call, the quality of its fit."""
     def num(key: str, scale: float, fmt: str) -> str:
         v = cal.get(key)
         return "?" if not isinstance(v, (int, float)) else format(v * scale, fmt)
 
     bw = f"{1 / cal['beta'] / 1e9:.2f} GB/s" if cal.get("beta") else "inf GB/s"
-    return (f"calibration ({cal.get('duplex', 'full')} link model, "
-            f"{cal.get('method', 'upfront')}, {cal.get('statistic', 'median')} of rounds): "
-            f"alpha {num('alpha', 1e6, '.1f')} us, beta {num('beta', 1e9, '.3f')} ns/B ({bw}), "
-            f"gamma {num('gamma', 1e9, '.3f')} ns/B, "
-            f"hand-off {num('handoff', 1e6, '.1f')} us/step, relay {num('relay', 1e6, '.1f')} "
-            f"us/step/rank, per-call overhead {num('call_overhead', 1e6, '.1f')} us; fit R^2 "
-            f"comm {num('comm_r2', 1, '.3f')} (worst point "
-            f"{num('comm_max_rel_residual', 100, '.0f')}% off), "
-            f"reduce {num('reduce_r2', 1, '.3f')}")
+    return [f"calibration: {cal.get('duplex', 'full')} link model, measured "
+            f"{cal.get('method', 'upfront')}, fitted on the {cal.get('statistic', 'median')} of "
+            "rounds",
+            f"  alpha {num('alpha', 1e6, '.1f')} us, beta {num('beta', 1e9, '.3f')} ns/B ({bw}), "
+            f"gamma {num('gamma', 1e9, '.3f')} ns/B",
+            f"  hand-off {num('handoff', 1e6, '.1f')} us/step, relay {num('relay', 1e6, '.1f')} "
+            f"us/step/rank, per-call overhead {num('call_overhead', 1e6, '.1f')} us",
+            f"  fit R^2: comm {num('comm_r2', 1, '.3f')} (worst point "
+            f"{num('comm_max_rel_residual', 100, '.0f')}% off), reduce "
+            f"{num('reduce_r2', 1, '.3f')}"]
 
 
 def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
@@ -276,7 +309,7 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
         cal = given if given is not None else per_rank[0]["calibration"]
         rows = _rows(c, per_rank, cal)
         wrong = sum(r["wrong"] for r in rows)
-        head = ([calibration_line(cal)] if cal else []) + [
+        head = (calibration_lines(cal) if cal else []) + [
             f"world size {world}, backend {c.backend}, iters {c.iters}, warmup {c.warmup}; "
             "time = median over iterations of the slowest rank, mean = their mean; error% = "
             f"({c.statistic} - predicted) / predicted"]

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,16 +44,20 @@ from distlab.collectives.plan.semantics import COLLECTIVES, busbw_factor
 from distlab.collectives.runtime.collectives import plan_for
 from distlab.report.table import Column, Table
 
-__all__ = ["BENCHMARK", "COLUMNS", "CollectiveBenchmark", "CollectiveConfig", "main"]
+__all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "CollectiveBenchmark", "CollectiveConfig",
+           "head_lines", "main"]
 
-COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width=10),
-           Column("type", "dtype", width=8), Column("redop", "op", width=5),
-           Column("root", "root", width=4), Column("algorithm", "algorithm", width=18),
-           Column("time(us)", "time_us", ".1f", width=11),
+COLUMNS = (Column("size(B)", "nbytes", width=10), Column("algorithm", "algorithm", width=18),
+           Column("time(us)", "time_us", ".1f", width=10),
            Column("algbw(GB/s)", "algbw_gbps", ".3f"), Column("busbw(GB/s)", "busbw_gbps", ".3f"),
            Column("#wrong", "wrong", width=6), Column("predicted(us)", "predicted_us", ".1f"),
            Column("error%", "error_pct", "+.1f", width=7),
            Column("vs builtin(x)", "vs_builtin", ".2f"))
+"""The printed columns (at most 110 characters a line). The rows also carry ``count``,
+``dtype``, ``op`` (the reduction or "none") and ``root`` (or "-"): the same for every row of a
+run, so the head lines say them once and the JSON keeps them per row."""
+COMMENT_WIDTH = 108
+"""The widest comment line printed (without its leading ``# ``)."""
 ALL_NAMES = sorted({a for c in COLLECTIVES for a in names(c, "plan", "builtin")})
 
 
@@ -136,6 +142,44 @@ def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
     return rows
 
 
+def head_lines(c: CollectiveConfig, factor: float | None, load_before: Sequence[float],
+               load_after: Sequence[float]) -> list[str]:
+    """The comment lines above a run's tables: what ran (collective, element type, reduction,
+    root, ranks, rounds), how a row's numbers are made (``busbw`` factor ``factor``: None for a
+    barrier) and the 1-minute load averages before and after; each at most
+    :data:`COMMENT_WIDTH` characters."""
+    drv = DRIVERS[c.op]
+    itemsize = torch.empty(0, dtype=getattr(torch, c.dtype)).element_size()
+    moves = c.op != "barrier"
+    what = [f"{c.op} of {c.dtype}" if moves else c.op] + \
+        ([f"redop {c.redop}"] if drv.reduces else []) + ([f"root {c.root}"] if drv.rooted else [])
+    count = f"; count = size / {itemsize} elements" if moves else ""
+    lines = [f"{', '.join(what)} on {c.ranks} {c.backend} ranks: {c.iters} rounds "
+             f"(+{c.warmup} warmup){count}",
+             "time = median over rounds of the slowest rank; "
+             + ("no algbw or busbw (a barrier moves no data)" if factor is None
+                else f"busbw = algbw x {factor:g} (nccl-tests' factor)"),
+             f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
+             f"({os.cpu_count()} cores)"]
+    return _fit(lines)
+
+
+def _fit(lines: Sequence[str]) -> list[str]:
+    """``lines`` with each one wider than :data:`COMMENT_WIDTH` broken after a ``", "`` where
+    one fits (else at a space), the continuation lines indented by two spaces."""
+    out: list[str] = []
+    for line in lines:
+        current, *rest = line.split(", ")
+        for item in rest:
+            if len(current) + 2 + len(item) <= COMMENT_WIDTH:
+                current += ", " + item
+            else:
+                out.append(current + ",")
+                current = "  " + item
+        out += textwrap.wrap(current, COMMENT_WIDTH, subsequent_indent="  ") or [""]
+    return out
+
+
 class CollectiveBenchmark(Benchmark[CollectiveConfig]):
     """Every algorithm of one collective next to torch's built-in, with the calibrated model."""
 
@@ -182,17 +226,14 @@ class CollectiveBenchmark(Benchmark[CollectiveConfig]):
         rows = _rows(c, per_rank, cal)
         wrong = sum(r["wrong"] for r in rows)
         factor = busbw_factor(c.op, c.ranks)
-        head = [(f"{c.op} on {c.ranks} {c.backend} ranks, {c.iters} rounds (+{c.warmup} warmup);"
-                 f" busbw factor {'none' if factor is None else f'{factor:g}'} (nccl-tests); "
-                 f"load average before {load0[0]:.2f}, after {load1[0]:.2f} "
-                 f"({os.cpu_count()} cores); time = median over rounds of the slowest rank")]
+        head = head_lines(c, factor, load0, load1)
         tables = [Table(rows, COLUMNS)]
         versus = versus_table([r for r in rows if r["busbw_gbps"] is not None])
         if versus is not None:
             tables.append(versus)
         verdict = "OK" if wrong == 0 else "FAILED"
-        tail = [*versus_lines([r for r in rows if r["busbw_gbps"] is not None]),
-                f"out of bounds values: {wrong} {verdict}"]
+        tail = _fit([*versus_lines([r for r in rows if r["busbw_gbps"] is not None]),
+                     f"out of bounds values: {wrong} {verdict}"])
         return Report(tables, head, tail,
                       {"calibration": cal, "load_before": list(load0),
                        "load_after": list(load1), "busbw_factor": factor},

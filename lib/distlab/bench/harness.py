@@ -54,12 +54,13 @@ def opt(default: Any, *flags: str, help: str, type: Any = None, choices: Sequenc
 class BenchConfig:
     """Options every benchmark has. Subclasses add their own fields with :func:`opt`."""
 
-    json: str | None = opt(None, "--json", metavar="PATH",
-                           help="also write the results with provenance to this JSON file")
+    json: Path | None = opt(None, "--json", metavar="PATH", type=options.output_file,
+                            help="also write the results with provenance to this JSON file "
+                                 "(checked before anything is measured)")
 
     def to_dict(self) -> dict[str, Any]:
-        """The options as JSON-ready values (tuples as lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v
+        """The options as JSON-ready values (tuples as lists, paths as strings)."""
+        return {k: list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v
                 for k, v in dataclasses.asdict(self).items()}
 
 
@@ -179,12 +180,10 @@ def _config_from(bench: Benchmark[C], ns: argparse.Namespace) -> C:
 
 
 def parse_config(bench: Benchmark[C], argv: Sequence[str]) -> C:
-    """The checked config for a command line (a bad option exits 2 with one line)."""
+    """The checked config for a command line (a bad option, or a ``--json`` path that cannot
+    be written, exits 2 with one line)."""
     p = build_parser(bench)
-    config = bench.check(p, _config_from(bench, p.parse_args(list(argv))))
-    if config.json is not None and (not str(config.json).strip() or Path(config.json).is_dir()):
-        options.fail(p, "--json", config.json, "a file path (it names a folder)")
-    return config
+    return bench.check(p, _config_from(bench, p.parse_args(list(argv))))
 
 
 def print_report(report: Report, file: Any = None) -> None:

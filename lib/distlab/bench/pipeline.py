@@ -36,7 +36,8 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,13 +59,16 @@ from distlab.pipeline.build import EQUAL_KINDS
 from distlab.pipeline.hop_cost import measure_hop_cost, worker_output_nbytes
 from distlab.report.table import Column, Table, format_table
 
-__all__ = ["BENCHMARK", "COLUMNS", "PipelineBenchmark", "PipelineConfig", "compare_executors",
-           "saved_result_text",
-           "main"]
+__all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "PipelineBenchmark", "PipelineConfig",
+           "compare_executors", "main", "saved_result_text", "stage_costs_lines", "wrap_lines"]
 
 TARGET_EFF = 1 / 1.1        # threads within 10% of the bound
 TARGET_SPEEDUP = 1.8        # threads vs sync
 TARGET_OVERHEAD_US = 50.0   # per item per stage
+
+#: The widest comment line (without its ``# ``): a notebook shows at most 110 characters a line
+#: before JupyterLab wraps it.
+COMMENT_WIDTH = 108
 
 COLUMNS = (Column("executor", "executor", width=10), Column("start(s)", "startup_s", ".4f"),
            Column("wall(s)", "wall_s", ".4f"), Column("min(s)", "wall_min_s", ".4f"),
@@ -208,6 +212,30 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
             "runs": {name: _median_run(r) for name, r in runs.items()}}
 
 
+def wrap_lines(lines: Sequence[str], width: int = COMMENT_WIDTH) -> list[str]:
+    """``lines`` with each one wider than ``width`` characters wrapped at word boundaries (the
+    continuation indented by two spaces); nothing is cut."""
+    return [part for line in lines
+            for part in textwrap.wrap(line, width, subsequent_indent="  ",
+                                      break_long_words=False, break_on_hyphens=False) or [""]]
+
+
+def stage_costs_lines(costs_s: Mapping[str, float], label: str = "sync runs",
+                      width: int = COMMENT_WIDTH) -> list[str]:
+    """``stage costs measured in <label> (ms): read 10.22, decode 10.73, ...``: the stage costs
+    (seconds in, milliseconds shown), the form the benchmark and notebook 02 print, in lines of
+    at most ``width`` characters broken only between stages (continuations indented by two)."""
+    lines = [f"stage costs measured in {label} (ms):"]
+    entries = [f"{name} {seconds * 1e3:.2f}" for name, seconds in costs_s.items()]
+    for i, entry in enumerate(entries):
+        text = entry + ("," if i < len(entries) - 1 else "")
+        if len(lines[-1]) + 1 + len(text) > width:
+            lines.append("  " + text)
+        else:
+            lines[-1] += " " + text
+    return lines
+
+
 def _overhead_rows(config: PipelineConfig, execs: list[str],
                    on_run: Callable[[], None]) -> list[dict[str, Any]]:
     """The executors on zero-cost stages: what each adds per item and per stage call."""
@@ -266,22 +294,22 @@ class PipelineBenchmark(Benchmark[PipelineConfig]):
                 if c.overhead_items else []
         targets = _targets(cmp["rows"], overhead)
         load = list(os.getloadavg())
-        costs = ", ".join(f"{k} {v * 1e3:.3f}" for k, v in cmp["costs_s"].items())
         head = [f"pipeline: {c.stages} x {c.kind} stages of {c.cost_ms:g} ms, {c.items} items, "
-                f"queue_depth {c.queue_depth}, workers {c.workers}, median of {c.repeats} "
-                f"(warmup {c.warmup}); load avg {load[0]:.2f} on {os.cpu_count()} cores",
-                f"stage costs measured in sync runs (ms): {costs}"]
+                f"queue_depth {c.queue_depth}, workers {c.workers}",
+                f"median of {c.repeats} timed runs (warmup {c.warmup}); load avg {load[0]:.2f} "
+                f"on {os.cpu_count()} cores",
+                *stage_costs_lines(cmp["costs_s"])]
         if hop is not None and hop.nbytes == 0:
             head.append("hop into the trainer: the worker stages' output carries no tensor or "
                         "bytes (0 B cross), so the processes/torch models add nothing for it")
         elif hop is not None:
             no_hop = ", ".join(f"{r['executor']} {100 * r['sim_err_no_hop']:+.1f}%"
                                for r in cmp["rows"] if r["executor"] in ("processes", "torch"))
-            head.append(f"hop per item into the trainer: {hop.seconds * 1e6:.0f} us for "
-                        f"{hop.nbytes} B ({hop.path}, busy worker: {hop.send_s * 1e6:.0f} us "
-                        f"in the worker, {hop.receive_s * 1e6:.0f} us receiving; its worker's "
-                        f"start-up {hop.startup_s:.2f} s apart) in the processes/torch models; "
-                        f"sim err without it: {no_hop}")
+            head += [f"hop per item into the trainer, in the processes/torch models: "
+                     f"{hop.seconds * 1e6:.0f} us for {hop.nbytes} B ({hop.path})",
+                     f"busy worker: {hop.send_s * 1e6:.0f} us in the worker, "
+                     f"{hop.receive_s * 1e6:.0f} us receiving; its worker's start-up "
+                     f"{hop.startup_s:.2f} s apart; sim err without it: {no_hop}"]
         tail = [f"target {name}: {t['value']:.3f} (target {t['target']:.3f}) "
                 f"{'PASS' if t['ok'] else 'MISS'}" for name, t in targets.items()]
         tail += [f"note: {n}" for n in sorted({n for r in cmp["rows"] for n in r["notes"]})]
@@ -291,7 +319,7 @@ class PipelineBenchmark(Benchmark[PipelineConfig]):
                                                             f"stages, {c.overhead_items} items",
                                 "overhead"))
         missed = [n for n, t in targets.items() if not t["ok"]]
-        return Report(tables, head, tail,
+        return Report(tables, wrap_lines(head), wrap_lines(tail),
                       {"torch_threads": torch.get_num_threads(), "load_avg": load,
                        "hop": hop.as_dict() if hop else None,
                        "stage_costs_s_measured_sync": cmp["costs_s"], "targets": targets},

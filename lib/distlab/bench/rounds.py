@@ -44,7 +44,6 @@ test passes its own.
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ import torch
 import torch.distributed as dist
 
 from distlab._checks import check_bool, check_int
+from distlab.cli import progress
 from distlab.clock import sync_device, synced_seconds
 from distlab.collectives.runtime.rounds import RoundCalibrator
 
@@ -165,9 +165,11 @@ def progress_line(label: str, rnd: Round, detail: str = "") -> str:
 
 
 def print_progress(label: str, detail: str = "") -> Callable[[Round], None]:
-    """A ``progress`` for :func:`timed_rounds`: prints :func:`progress_line` to stderr."""
+    """A ``progress`` for :func:`timed_rounds`: shows :func:`progress_line` through
+    :func:`distlab.cli.progress.emit`: on stderr, or inside the progress bar of a command that
+    relays them (the profile), so a round line never breaks a bar's line."""
     def show(rnd: Round) -> None:
-        print(progress_line(label, rnd, detail), file=sys.stderr, flush=True)
+        progress.emit(progress_line(label, rnd, detail))
     return show
 
 

@@ -45,7 +45,8 @@ from distlab.cli import options
 from distlab.report.table import Column, Table
 from distlab.samplers import DistributedSampler, PermutationSampler
 
-__all__ = ["BENCHMARK", "COLUMNS", "SamplerBenchmark", "SamplerConfig", "child", "main"]
+__all__ = ["BENCHMARK", "COLUMNS", "SamplerBenchmark", "SamplerConfig", "child", "main",
+           "ratio_lines"]
 
 IMPLS = ("torch", "distlab", "permutation")
 _CHUNK = 1 << 16
@@ -178,12 +179,16 @@ def _ratios(t: dict[str, Any], d: dict[str, Any]) -> dict[str, float | None]:
             "extra_rss": extra_t / extra_d if extra_d >= 1.0 else None}
 
 
-def _ratio_line(impl: str, r: dict[str, float | None]) -> str:
+def ratio_lines(impl: str, r: dict[str, float | None]) -> list[str]:
+    """Two comment lines of :func:`_ratios`' ratios of ``impl`` against torch (each under 100
+    characters for the benchmark's implementations): time and peak memory, then memory growth
+    above the post-import baseline."""
     extra = r["extra_rss"]
-    above = (f"{extra:.2f}x less above the post-import baseline" if extra is not None else
-             "distlab's growth above the post-import baseline is below 1 MB")
-    return (f"{impl} vs torch: {r['speedup']:.2f}x faster ({r['cpu_speedup']:.2f}x less CPU "
-            f"time), {r['peak_rss']:.2f}x less peak RSS ({above})")
+    growth = (f"{extra:.2f}x less growth above the post-import baseline" if extra is not None
+              else f"{impl}'s growth above the post-import baseline is below 1 MB")
+    return [f"{impl} vs torch: {r['speedup']:.2f}x faster, {r['cpu_speedup']:.2f}x less CPU "
+            f"time, {r['peak_rss']:.2f}x less peak RSS",
+            f"{impl} vs torch: {growth}"]
 
 
 class SamplerBenchmark(Benchmark[SamplerConfig]):
@@ -213,13 +218,13 @@ class SamplerBenchmark(Benchmark[SamplerConfig]):
                   for impl in c.impls if impl != "torch" and "torch" in summary}
         big = c.n > c.torch_max_n
         head = [f"sampler: n={c.n} world_size={c.world_size} rank={c.rank} "
-                f"shuffle={not c.no_shuffle} drop_last={c.drop_last} seed={c.seed} "
+                f"shuffle={not c.no_shuffle} drop_last={c.drop_last} seed={c.seed}",
                 f"epoch={c.epoch} repeats={c.repeats} prefetch={c.prefetch}"
                 + (f" (torch skipped: n > --torch-max-n {c.torch_max_n})" if big else "")]
         rows = list(summary.values())
         wrong = [r["impl"] for r in rows if r["wrong"]]
         return Report([Table(rows, COLUMNS)], head,
-                      [_ratio_line(i, r) for i, r in ratios.items()],
+                      [line for i, r in ratios.items() for line in ratio_lines(i, r)],
                       {"runs": runs, "ratios": ratios},
                       failed=f"indices differ from torch's: {', '.join(wrong)}" if wrong else "",
                       world_size=c.world_size)

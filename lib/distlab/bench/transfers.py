@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +43,7 @@ from tqdm import tqdm
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.cli import options
 from distlab.envinfo import pcie_links
+from distlab.report.html import HtmlTable
 from distlab.report.table import Column, Table, format_table
 from distlab.transfers.cuda_prefetch import prefetch_runner
 from distlab.transfers.default import default_adapter
@@ -49,14 +52,18 @@ from distlab.transfers.hop_sweep import HopSweep, hop_sweep
 from distlab.transfers.paths import PIN_PATHS, ROW_KINDS
 from distlab.transfers.sweep import FIT_MIN_BYTES, Row, fit_rows, pin_rows, sweep
 
-__all__ = ["BENCHMARK", "COLUMNS", "PATH_NAMES", "PIN_COLUMNS", "TransfersBenchmark",
-           "TransfersConfig", "main", "shmoo_sizes", "transfer_table"]
+__all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "PATH_NAMES", "PIN_COLUMNS",
+           "TransfersBenchmark", "TransfersConfig", "main", "pin_table", "shmoo_sizes",
+           "skip_notes", "transfer_html", "transfer_table", "wrap_lines"]
 
 COPY_PATH_NAMES = list(dict.fromkeys([p for p, _ in ROW_KINDS] + list(PIN_PATHS)))
 PATH_NAMES = COPY_PATH_NAMES + list(HOP_PATHS)
 MEMORIES = ["pageable", "pinned", "device"]
 H2H_TARGET = 0.20        # h2h within 20% of numpy.copyto at 16 MiB
 MODEL_TARGET = 0.10      # fitted line within 10% at sizes >= 64 KiB
+#: The widest comment line (without its ``# ``): a notebook shows at most 110 characters a line
+#: before JupyterLab wraps it.
+COMMENT_WIDTH = 108
 
 COLUMNS = (Column("size(B)", "nbytes", width=12), Column("path", "path", width=20),
            Column("memory", "memory", width=9), Column("time(us)", "time_us", ".2f", width=11),
@@ -85,6 +92,14 @@ def shmoo_sizes() -> list[int]:
             size += step
             out.append(int(size))
     return out
+
+
+def wrap_lines(lines: Sequence[str], width: int = COMMENT_WIDTH) -> list[str]:
+    """``lines`` with each one wider than ``width`` characters wrapped at word boundaries (the
+    continuation indented by four spaces); nothing is cut."""
+    return [part for line in lines
+            for part in textwrap.wrap(line, width, subsequent_indent="    ",
+                                      break_long_words=False, break_on_hyphens=False) or [""]]
 
 
 HOP_PARTS_TITLE = ("hop parts: times, not bandwidths (medians, us): ready = worker moved the "
@@ -211,6 +226,8 @@ def _prefetch(adapter: Any, c: TransfersConfig) -> list[dict[str, Any]]:
 
 
 def _with_notes(rows: list[dict[str, Any]], reasons: dict[str, int]) -> list[dict[str, Any]]:
+    """``rows`` with ``error`` (measured vs model) and ``note`` (``skipped [k]``, ``k`` the
+    reason's number in ``reasons``, which gains the reasons seen first here)."""
     out = []
     for r in rows:
         note = f"skipped [{reasons.setdefault(r['skipped'], len(reasons) + 1)}]" \
@@ -219,22 +236,58 @@ def _with_notes(rows: list[dict[str, Any]], reasons: dict[str, int]) -> list[dic
     return out
 
 
+def skip_notes(rows: Sequence[dict[str, Any]], reasons: dict[str, int] | None = None,
+               width: int = COMMENT_WIDTH) -> list[str]:
+    """One note per reason a row was skipped: ``skipped [k] path (memory), ...: reason``,
+    numbered as :func:`_with_notes` numbers them (``reasons``: the numbers given so far; default
+    numbered in order of first appearance in ``rows``), wrapped at word boundaries to ``width``
+    characters. Empty when nothing was skipped."""
+    numbers = dict(reasons) if reasons is not None else {}
+    paths: dict[str, list[str]] = {}
+    for r in rows:
+        if r["skipped"]:
+            numbers.setdefault(r["skipped"], len(numbers) + 1)
+            what = f"{r['path']} ({r['memory']})"
+            if what not in paths.setdefault(r["skipped"], []):
+                paths[r["skipped"]].append(what)
+    return wrap_lines([f"skipped [{k}] {', '.join(paths.get(why, []))}: {why}"
+                       for why, k in sorted(numbers.items(), key=lambda kv: kv[1])
+                       if why in paths], width)
+
+
 def transfer_table(rows: list[dict[str, Any]]) -> str:
     """The benchmark's table of sweep rows (dicts as :meth:`Row.as_dict` makes them): size,
     path, memory, time, GB/s, the fitted model's GB/s, its error and #wrong, skip reasons
-    numbered below the table."""
+    numbered below the table (``# `` lines of at most 110 characters)."""
     reasons: dict[str, int] = {}
     table = format_table(_with_notes(rows, reasons), COLUMNS)
-    return "\n".join([table] + [f"# skipped [{k}]: {why}" for why, k in reasons.items()])
+    return "\n".join([table] + [f"# {line}" for line in skip_notes(rows, reasons)])
 
 
-def _tail(payload: dict[str, Any], reasons: dict[str, int]) -> list[str]:
-    lines = [f"skipped [{k}]: {reason}" for reason, k in reasons.items()]
+def transfer_html(rows: list[dict[str, Any]], title: str = "",
+                  max_height_px: int = 360) -> HtmlTable:
+    """:func:`transfer_table`'s table as a scrolling HTML table (for a notebook); the skip
+    reasons its ``skipped [k]`` notes point to are :func:`skip_notes` of the same rows."""
+    return HtmlTable(_with_notes(rows, {}), COLUMNS, title=title, max_height_px=max_height_px)
+
+
+def pin_table(rows: list[dict[str, Any]]) -> str:
+    """Pin costs (dicts as :meth:`Row.as_dict` makes :func:`~distlab.transfers.pin_rows`'
+    rows) under :data:`PIN_COLUMNS`: one-off times in us and us per MiB, never GB/s; skip
+    reasons numbered below the table (``# `` lines of at most 110 characters)."""
+    reasons: dict[str, int] = {}
+    table = format_table(_with_notes(rows, reasons), PIN_COLUMNS)
+    return "\n".join([table] + [f"# {line}" for line in skip_notes(rows, reasons)])
+
+
+def _tail(payload: dict[str, Any], notes: list[str]) -> list[str]:
+    lines = list(notes)
     for r in payload["prefetch"]:
         lines.append(f"{r['mode']:>10} loop ({r['memory']}, {r['batches']} x {r['nbytes']} B, "
                      f"compute {r['compute_s'] * 1e3:.2f} ms, copy {r['copy_s'] * 1e3:.2f} ms per "
-                     f"batch): wall {r['wall_s'] * 1e3:.1f} ms, model {r['model_s'] * 1e3:.1f} "
-                     f"ms, efficiency {r['efficiency']:.2f}, #wrong {r['wrong']}")
+                     f"batch): wall {r['wall_s'] * 1e3:.1f} ms,")
+        lines.append(f"{'':>10} model {r['model_s'] * 1e3:.1f} ms, efficiency "
+                     f"{r['efficiency']:.2f}, #wrong {r['wrong']}")
     t = payload["targets"]
     if "h2h_vs_copyto_16MiB" in t:
         h = t["h2h_vs_copyto_16MiB"]
@@ -329,19 +382,23 @@ class TransfersBenchmark(Benchmark[TransfersConfig]):
         order = {k: i for i, k in enumerate(ROW_KINDS + HOP_KINDS)}
         every = sorted(rows + hop_rows, key=lambda r: (r.nbytes, order.get(
             (r.path.removesuffix("_busy"), r.memory), 0), r.path))
-        copy = _with_notes([r.as_dict() for r in every], reasons)
-        pin = _with_notes([r.as_dict() for r in pins], reasons)
+        every_d = [r.as_dict() for r in every]
+        pins_d = [r.as_dict() for r in pins]
+        copy = _with_notes(every_d, reasons)
+        pin = _with_notes(pins_d, reasons)
         tables = [Table(copy, COLUMNS)]
         if pin:
             tables.append(Table(pin, PIN_COLUMNS, "pin costs: one-off times, not bandwidths",
                                 "pin_costs"))
         hop_parts = [part for sw in hops for part in sw.parts]
         if hop_parts:
-            tables.append(Table(hop_parts, HOP_PART_COLUMNS, HOP_PARTS_TITLE, "hop_parts"))
+            tables.append(Table(hop_parts, HOP_PART_COLUMNS,
+                                "\n# ".join(wrap_lines([HOP_PARTS_TITLE])), "hop_parts"))
         wrong = sum(r.wrong or 0 for r in every)
         return Report(tables, [f"adapter: {adapter.describe()['adapter']}; GB = 1e9 B; median "
                                "of repeats; pin costs are one-off times, not bandwidths"],
-                      _tail(payload, reasons) + _hop_tail(hops), payload,
+                      wrap_lines(_tail(payload, skip_notes(every_d + pins_d, reasons))
+                                 + _hop_tail(hops)), payload,
                       failed=f"{wrong} bytes copied wrong" if wrong else "", world_size=1)
 
 

@@ -1,4 +1,5 @@
-"""Step time of ZeRO stages 0, 1, 2 beside torch DDP + Adam, measured side by side on live ranks.
+"""Step time and bytes per rank of ZeRO stages 0, 1, 2 beside torch DDP + Adam, measured side by
+side on live ranks.
 
     python -m distlab.bench zero --world-size 2 --layers 8 --width 512
 
@@ -9,6 +10,16 @@ the variant order rotating from round to round; round 0 warms up and is not time
 time for a variant is its slowest rank's seconds per step; reported: the median over rounds and
 ``vs_ddp``, the median over rounds of ``variant / ddp`` within one round (paired, so load drift
 cancels; above 1 is slower than DDP).
+
+Bytes per rank: after the timed rounds every rank sums the bytes of the distinct storages behind
+each variant's model states (parameters, gradients, Adam's state; :func:`state_bytes`: for the
+ZeRO variants :func:`distlab.zero.measure.held_bytes`, for torch DDP its parameters, ``.grad``
+after one more backward, and Adam's state). The table shows the largest rank's total
+(``states``) beside the model's (:func:`distlab.zero.memory_model.zero_memory`, fp32; ``ddp`` as
+stage 0), in the binary unit that fits (named in the header). The JSON rows carry both in bytes:
+``state_bytes`` (with ``state_parts``: params, grads, optimizer) and ``model_state_bytes``; the
+JSON's ``params`` is the parameter count. torch DDP's own gradient buckets are communication
+buffers, not model states, and are not counted.
 """
 
 from __future__ import annotations
@@ -26,15 +37,18 @@ from distlab.bench.rounds import Phases, rank_fences, timed_rounds
 from distlab.cli import options
 from distlab.nets import mlp
 from distlab.report.table import Column, Table
+from distlab.zero.measure import held_bytes, storage_bytes
+from distlab.zero.memory_model import byte_unit, zero_memory
 from distlab.zero.optimizer import ZeroDataParallel
 
-__all__ = ["BENCHMARK", "VARIANTS", "ZeroConfig", "main", "summarize", "zero_bench_rank"]
+__all__ = ["BENCHMARK", "VARIANTS", "ZeroConfig", "columns", "main", "state_bytes", "summarize",
+           "zero_bench_rank"]
 
 VARIANTS = ("ddp", "stage0", "stage1", "stage2")
 
 
-def _variant(name: str, layers: int, width: int, rank: int) -> tuple[Any, Any]:
-    """(callable model, step function) of one variant."""
+def _variant(name: str, layers: int, width: int, rank: int) -> tuple[Any, Any, Any]:
+    """(callable model, step function, torch's Adam for ``ddp`` else None) of one variant."""
     if name == "ddp":
         m = DistributedDataParallel(mlp(layers, width, 0))
         opt = torch.optim.Adam(m.parameters(), lr=1e-3)
@@ -42,21 +56,46 @@ def _variant(name: str, layers: int, width: int, rank: int) -> tuple[Any, Any]:
         def step() -> None:
             opt.step()
             opt.zero_grad()
-        return m, step
+        return m, step, opt
     z = ZeroDataParallel(mlp(layers, width, 0), int(name[-1]), lr=1e-3)
-    return z, z.step
+    return z, z.step, None
+
+
+def state_bytes(variant: str, model: Any, optimizer: Any, x: torch.Tensor) -> dict[str, int]:
+    """Measured model-state bytes of one variant on this rank: ``params``, ``grads``,
+    ``optimizer`` and ``total`` (each storage counted once, in the first state that holds it).
+    ZeRO variants: :func:`~distlab.zero.measure.held_bytes` after their last step. ``ddp``
+    (``zero_grad`` frees its ``.grad`` after every step): one more backward on ``x`` first, so
+    the gradients are counted as they are held during a step, then freed again; every rank
+    must call this in the same order (the backward all-reduces)."""
+    if variant != "ddp":
+        return held_bytes(model)
+    model(x).pow(2).mean().backward()
+    params = list(model.module.parameters())
+    grads = [p.grad for p in params if p.grad is not None]
+    states = [t for st in optimizer.state.values() for t in st.values()
+              if isinstance(t, torch.Tensor)]
+    seen: set[int] = set()
+    out: dict[str, int] = {}
+    for key, tensors in (("params", params), ("grads", grads), ("optimizer", states)):
+        out[key] = storage_bytes(tensors, exclude=seen)
+        seen |= {t.untyped_storage().data_ptr() for t in tensors}
+    out["total"] = out["params"] + out["grads"] + out["optimizer"]
+    optimizer.zero_grad()
+    return out
 
 
 def zero_bench_rank(rank: int, world_size: int, layers: int, width: int, batch: int,
-                    steps: int, rounds: int) -> dict[str, list[float]]:
-    """Rank function: per-round seconds per step of every variant on this rank."""
+                    steps: int, rounds: int) -> dict[str, Any]:
+    """Rank function: ``{"seconds": {variant: seconds per step, per round}, "state_bytes":
+    {variant: measured bytes (params, grads, optimizer, total)}, "params": count}``."""
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(rank)
     xs = [torch.randn(batch, width, generator=g) for _ in range(steps)]
     runs = {v: _variant(v, layers, width, rank) for v in VARIANTS}
 
     def train(v: str, _: Phases) -> None:
-        model, step = runs[v]
+        model, step, _opt = runs[v]
         for x in xs:
             model(x).pow(2).mean().backward()
             step()
@@ -65,18 +104,42 @@ def zero_bench_rank(rank: int, world_size: int, layers: int, width: int, batch: 
     # goes first in turn and a change in load hits them alike
     timings = timed_rounds(VARIANTS, train, warmup=1, rounds=rounds, rotate=True,
                            fences=rank_fences(torch.device("cpu")))
-    return {v: [s / steps for s in timings.seconds[i]] for i, v in enumerate(VARIANTS)}
+    return {"seconds": {v: [s / steps for s in timings.seconds[i]]
+                        for i, v in enumerate(VARIANTS)},
+            "state_bytes": {v: state_bytes(v, runs[v][0], runs[v][2], xs[0]) for v in VARIANTS},
+            "params": sum(p.numel() for p in runs["stage0"][0].params)}
 
 
-def summarize(results: list[dict[str, list[float]]]) -> list[dict[str, Any]]:
-    """Rows (one per variant) from the ranks' results: median ms per step and vs_ddp."""
+def summarize(results: list[dict[str, list[float]]],
+              states: list[dict[str, dict[str, int]]] | None = None, params: int = 0,
+              world_size: int = 1) -> list[dict[str, Any]]:
+    """Rows (one per variant) from the ranks' per-round seconds: median ms per step and vs_ddp;
+    with ``states`` (each rank's measured bytes per variant) also ``state_bytes`` and
+    ``state_parts`` (the largest rank's) and ``model_state_bytes`` (the fp32 model for
+    ``params`` parameters on ``world_size`` ranks; ``ddp`` as stage 0)."""
     per_round = {v: [max(r[v][i] for r in results) for i in range(len(results[0][v]))]
                  for v in VARIANTS}
-    return [{"variant": v, "step_ms": statistics.median(per_round[v]) * 1e3,
+    rows = [{"variant": v, "step_ms": statistics.median(per_round[v]) * 1e3,
              "vs_ddp": statistics.median(a / b for a, b in zip(per_round[v], per_round["ddp"],
                                                                  strict=True)),
              "min_ms": min(per_round[v]) * 1e3, "max_ms": max(per_round[v]) * 1e3}
             for v in VARIANTS]
+    if states:
+        for row in rows:
+            v = row["variant"]
+            parts = max((s[v] for s in states), key=lambda b: b["total"])
+            stage = 0 if v == "ddp" else int(v[-1])
+            row.update(state_bytes=parts["total"], state_parts=dict(parts),
+                       model_state_bytes=zero_memory(params, world_size, stage, "fp32").total)
+    return rows
+
+
+def columns(rows: list[dict[str, Any]]) -> tuple[Column, ...]:
+    """The table's columns; the bytes columns in the unit that fits ``rows``' bytes."""
+    unit, scale = byte_unit([r[k] for r in rows for k in ("state_bytes", "model_state_bytes")
+                             if r.get(k) is not None])
+    return COLUMNS + (Column(f"states({unit})", "state_bytes", ".3f", 1 / scale),
+                      Column(f"model({unit})", "model_state_bytes", ".3f", 1 / scale))
 
 
 COLUMNS = (Column("variant", "variant", width=8), Column("step(ms)", "step_ms", ".3f"),
@@ -104,18 +167,26 @@ class ZeroBenchmark(Benchmark[ZeroConfig]):
     """ZeRO stages' step time beside torch DDP's (see the module docstring)."""
 
     name = "zero"
-    about = "step time of ZeRO stages 0, 1, 2 (distlab.zero) beside torch DDP + Adam"
+    about = ("step time and bytes per rank of ZeRO stages 0, 1, 2 (distlab.zero) beside torch "
+             "DDP + Adam")
     config_type = ZeroConfig
 
     def run(self, config: ZeroConfig) -> Report:
         c = config
         res = launch.run(zero_bench_rank, c.world_size,
                          args=(c.layers, c.width, c.batch, c.steps, c.rounds), timeout=c.timeout)
-        rows = summarize(res)
+        rows = summarize([r["seconds"] for r in res], [r["state_bytes"] for r in res],
+                         res[0]["params"], c.world_size)
         head = [f"zero: gloo, {c.world_size} rank(s), {c.layers}xLinear({c.width}), batch "
-                f"{c.batch}, Adam, {c.steps} steps x {c.rounds} rounds (+1 warmup), order "
-                "rotating; vs ddp = median over rounds of variant/ddp step time"]
-        return Report([Table(rows, COLUMNS)], head, [], {"rows": rows},
+                f"{c.batch}, Adam, {c.steps} steps x {c.rounds} rounds (+1 warmup)",
+                "step: the slowest rank's ms per step, median over rounds (variant order "
+                "rotating)",
+                "vs ddp: median over rounds of variant / ddp step time",
+                "states: bytes of params + grads + Adam state per rank, measured (largest rank)",
+                f"model: the same by distlab.zero.memory_model (fp32, {res[0]['params']:,} "
+                "params)"]
+        return Report([Table(rows, columns(rows))], head, [],
+                      {"rows": rows, "params": res[0]["params"]},
                       backend="gloo", world_size=c.world_size)
 
 

@@ -3,8 +3,8 @@
 :func:`dispatch` picks the command named by ``argv[0]``, imports the module that defines its
 ``main(argv)`` only then (so ``--help`` of one command never imports the others' heavy
 dependencies twice), and runs it through :func:`~distlab.cli.run.run_main`. ``-h``/``--help``
-lists the commands; no command or an unknown one prints the usage line and one error line on
-stderr, exit 2.
+lists the commands; no command or an unknown one prints one error line on stderr that names the
+commands and ``--help`` (as every command's bad option does), exit 2.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from distlab.cli.options import HELP_HINT
 from distlab.cli.run import run_main
 
 __all__ = ["dispatch", "usage"]
@@ -38,9 +39,9 @@ def dispatch(prog: str, doc: str, commands: Mapping[str, str], about: Callable[[
         return 0
     if not args or args[0] not in commands:
         got = "none given" if not args else f"invalid choice {args[0]!r}"
-        print(usage(prog, commands), file=sys.stderr)
-        print(f"{prog}: error: argument {noun}: {got}: must be one of {', '.join(commands)}",
-              file=sys.stderr)
+        print(f"{prog}: error: argument {noun}: {got}: must be one of {', '.join(commands)} "
+              f"{HELP_HINT}", file=sys.stderr)
         return 2
-    module = importlib.import_module(commands[args[0]])
-    return run_main(f"{prog} {args[0]}", module.main, args[1:])
+    module = commands[args[0]]  # imported inside run_main: Ctrl-C while torch loads is one line
+    return run_main(f"{prog} {args[0]}",
+                    lambda rest: importlib.import_module(module).main(rest), args[1:])

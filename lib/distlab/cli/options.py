@@ -1,9 +1,12 @@
 """Command-line option types shared by every distlab command (benchmarks, profile).
 
 Every option is checked while argparse parses it, so a bad value ends in one line that names the
-option, the value and what is allowed, and exit status 2 (argparse's ``error``), never a traceback
-or a NaN in the output. Use these as ``type=`` functions, :func:`parser` for the help layout (every
-option shows its default), and :func:`fail` for checks that involve two options.
+option, the value and what is allowed, and exit status 2 (:class:`Parser`'s ``error``: one line
+that ends with ``(see --help)``, no usage block), never a traceback or a NaN in the output. Use
+these as ``type=`` functions, :func:`parser` for the help layout (every option shows its default
+once), and :func:`fail` for checks that involve two options. Paths a command writes are checked
+the same way, before anything is measured: :func:`output_file` (``--json``) and
+:func:`output_dir` (a profile folder).
 
     p = options.parser("python -m distlab.bench transfers", __doc__)
     p.add_argument("--iters", type=options.positive_int, default=20, help="timed copies per size")
@@ -16,27 +19,54 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NoReturn
 
 __all__ = [
-    "comma_choices", "existing_file", "fail", "nonnegative_int", "parser", "positive_float",
-    "positive_int", "size_bytes", "size_list", "size_sweep", "int_list", "float_list",
-    "int_at_least",
+    "HELP_HINT", "Parser", "comma_choices", "existing_file", "fail", "nonnegative_int",
+    "output_dir", "output_file", "output_problem", "parser", "positive_float", "positive_int",
+    "size_bytes", "size_list", "size_sweep", "int_list", "float_list", "int_at_least",
 ]
 
 _UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
 
 
+HELP_HINT = "(see --help)"
+"""How every one-line error ends: where to look next."""
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Keeps the module docstring's layout and appends ``(default: X)`` to every option."""
+    """Keeps the module docstring's layout and appends ``(default: X)`` to every option whose
+    help does not already say its default (``(default ...`` or ``default: ...`` written in the
+    help wins, so a default is said once)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if _SAYS_DEFAULT.search(text):
+            return text
+        return super()._get_help_string(action)
 
 
-def parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` whose help shows ``doc`` as written and every option's default."""
-    return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=_HelpFormatter)
+_SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
+"""A help text that states its option's default itself."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose error is one line on stderr, ``prog: error: message (see
+    --help)``, and exit status 2: no usage block above it."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the one line and exit 2 (argparse calls this for every bad option)."""
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())} {HELP_HINT}\n")
+
+
+def parser(prog: str, doc: str | None) -> Parser:
+    """A :class:`Parser` whose help shows ``doc`` as written and every option's default once."""
+    return Parser(prog=prog, description=doc, formatter_class=_HelpFormatter)
 
 
 def fail(p: argparse.ArgumentParser, option: str, value: object, allowed: str) -> NoReturn:
@@ -118,6 +148,64 @@ def existing_file(text: str) -> Path:
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"invalid path {text!r}: no such file")
     return path
+
+
+def output_problem(path: str | os.PathLike[str], kind: str) -> str | None:
+    """Why a command could not write ``path``, or None when it can. ``kind``: ``"file"`` (a
+    file written there, its folders created as needed) or ``"dir"`` (a folder created there,
+    files written inside it).
+
+    The target must not be an existing folder (for a file) or file (for a folder); the nearest
+    existing ancestor must be a folder where a file can be made (it is where the missing folders
+    would be created); an existing target must be writable. Nothing visible is created: a file
+    is opened for appending and closed unchanged, a folder is tried with an unnamed temporary
+    file that vanishes when closed.
+    """
+    if kind not in ("file", "dir"):
+        raise ValueError(f"kind must be 'file' or 'dir', got {kind!r}")
+    if not os.fspath(path).strip():
+        return "an empty path"
+    p = Path(path).expanduser()
+    if kind == "file" and (p.is_dir() or os.fspath(path).endswith(("/", os.sep))):
+        return "it is a folder, and a file path is needed"
+    if kind == "dir" and p.exists() and not p.is_dir():
+        return "it is a file, and a folder path is needed"
+    if kind == "file" and p.exists():
+        return _probe(lambda: open(p, "ab").close(), "it cannot be written")
+    folder = p if p.is_dir() else p.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{str(folder)!r} is a file, not a folder"
+    where = "it" if folder == p else repr(str(folder))
+    return _probe(lambda: tempfile.TemporaryFile(dir=folder).close(),
+                  f"nothing can be created in {where}")
+
+
+def _probe(attempt: Callable[[], None], what: str) -> str | None:
+    """None when ``attempt()`` works, else ``what (the OS's reason)``."""
+    try:
+        attempt()
+    except OSError as exc:
+        return f"{what} ({exc.strerror or type(exc).__name__})"
+    return None
+
+
+def _output(kind: str) -> Callable[[str], Path]:
+    def parse(text: str) -> Path:
+        why = output_problem(text, kind)
+        if why is not None:
+            raise argparse.ArgumentTypeError(f"cannot write to {text!r}: {why}")
+        return Path(text).expanduser()
+    parse.__name__ = f"output {kind}"
+    return parse
+
+
+output_file = _output("file")
+"""A ``type=`` for a file a command will write (``--json``): :func:`output_problem` says why
+not, before anything is measured; nothing is created while checking."""
+output_dir = _output("dir")
+"""A ``type=`` for a folder a command will create and fill (a profile's ``--out``)."""
 
 
 def comma_choices(allowed: Iterable[str], *, all_word: str | None = "all",

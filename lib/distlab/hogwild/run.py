@@ -9,7 +9,10 @@ then answers "ready"; that is ``startup_s``, apart. The run starts when the pare
 event for all of them, and ``wall_s`` ends with the last process's last step. ``steps_per_s``
 and ``samples_per_s`` count every process's steps over ``wall_s``. The loss curve merges every
 process's per-step batch loss by time (``curve``: seconds since the start, samples done by then
-across processes, that step's loss). Lost updates: :mod:`distlab.hogwild.lost`.
+across processes, that step's loss). ``lock_wait_s`` and ``update_s`` sum every process's
+seconds acquiring the lock and inside the update (``*_share``: per second of the processes'
+training time). Lost updates: :mod:`distlab.hogwild.lost`; what a set of runs shows, in words:
+:mod:`distlab.hogwild.findings`.
 """
 
 from __future__ import annotations
@@ -50,11 +53,25 @@ class HogwildResult:
     eval_loss: float
     lost: LostUpdates
     curve: list[tuple[float, int, float]] = field(repr=False)
+    lock_wait_s: float = 0.0
+    update_s: float = 0.0
 
     @property
     def steps_per_s(self) -> float:
         """Steps of all processes per second of ``wall_s``."""
         return self.processes * self.steps_per_process / self.wall_s
+
+    @property
+    def lock_wait_share(self) -> float:
+        """Seconds all processes spent acquiring the lock per second of their training time
+        (``processes * wall_s``); 0 without a lock."""
+        return self.lock_wait_s / (self.processes * self.wall_s)
+
+    @property
+    def update_share(self) -> float:
+        """Seconds all processes spent in the update (the part a lock serializes) per second of
+        their training time (``processes * wall_s``)."""
+        return self.update_s / (self.processes * self.wall_s)
 
     @property
     def samples_per_s(self) -> float:
@@ -69,7 +86,7 @@ class HogwildResult:
         return f"{self.processes} processes, {'lock' if self.lock else 'no lock'}"
 
     def row(self) -> dict[str, Any]:
-        """A flat dict for tables and JSON."""
+        """A flat dict for tables and JSON (``lock_wait_share`` None without a lock)."""
         return {"run": self.label, "processes": self.processes, "lock": self.lock,
                 "samples": self.samples, "steps_per_process": self.steps_per_process,
                 "startup_s": self.startup_s, "wall_s": self.wall_s,
@@ -78,7 +95,9 @@ class HogwildResult:
                 "lost": self.lost.lost, "updates": self.lost.total,
                 "lost_fraction": self.lost.fraction, "elements_hit": self.lost.elements_hit,
                 "missed": self.lost.missed, "elements": self.lost.elements,
-                "lost_mass": self.lost.mass}
+                "lost_mass": self.lost.mass, "lock_wait_s": self.lock_wait_s,
+                "lock_wait_share": self.lock_wait_share if self.lock else None,
+                "update_s": self.update_s, "update_share": self.update_share}
 
 
 def _gather(procs: list[Any], results: Any, kind: str, timeout_s: float) -> dict[int, Any]:
@@ -193,4 +212,6 @@ def run_hogwild(processes: int, samples: int, *, task: Task | None = None, batch
     return HogwildResult(processes, lock, samples, batch, steps, lr, t0 - t_spawn, wall,
                          initial_loss, task.eval_loss(model),
                          _lost(model, initial, witnesses, done, processes * steps),
-                         _curve(done, t0, batch))
+                         _curve(done, t0, batch),
+                         lock_wait_s=sum(d["lock_wait_s"] for d in done.values()),
+                         update_s=sum(d["update_s"] for d in done.values()))

@@ -4,7 +4,9 @@ Each step: draw a batch from the worker's own stream, compute the loss and the g
 *shared* parameters (read while other processes may be writing them), then update them in place
 with ``p.add_(-lr * g)`` (under the lock, when there is one), then add ``1.0`` to every element
 of the witnesses (see :mod:`distlab.hogwild.lost`). The worker keeps, in ``float64``, the sum of
-the deltas it applied and of their magnitudes, and one ``(time, loss)`` record per step.
+the deltas it applied and of their magnitudes, one ``(time, loss)`` record per step, and the
+seconds it spent waiting for the lock (``lock_wait_s``: acquiring it; 0 without one) and
+in the update itself (``update_s``: parameters and witnesses, the part the lock serializes).
 
 Messages on ``results``: ``("ready", rank)`` once set up, then, after ``start`` is set,
 ``("done", rank, payload)`` or ``("error", rank, traceback)``.
@@ -34,13 +36,17 @@ def _train(rank: int, task: Task, model: nn.Module, witnesses: list[torch.Tensor
     magnitude = [torch.zeros(p.shape, dtype=torch.float64) for p in params]
     gen = task.stream(rank)
     times, losses = [], []
+    lock_wait = update = 0.0
     for _ in range(steps):
         x, y = task.batch(batch, gen)
         loss = nn.functional.mse_loss(model(x), y)
         grads = torch.autograd.grad(loss, params)
         deltas = [g.mul(-lr) for g in grads]
         if lock is not None:
+            t_wait = time.perf_counter()
             lock.acquire()
+            lock_wait += time.perf_counter() - t_wait
+        t_update = time.perf_counter()
         try:
             with torch.no_grad():
                 for p, d in zip(params, deltas, strict=True):
@@ -50,6 +56,7 @@ def _train(rank: int, task: Task, model: nn.Module, witnesses: list[torch.Tensor
         finally:
             if lock is not None:
                 lock.release()
+        update += time.perf_counter() - t_update
         for a, m, d in zip(applied, magnitude, deltas, strict=True):
             a.add_(d.double())
             m.add_(d.double().abs())
@@ -59,7 +66,8 @@ def _train(rank: int, task: Task, model: nn.Module, witnesses: list[torch.Tensor
     # NumPy arrays cross by value: a tensor would cross by a descriptor this process must stay
     # alive to hand over, and it exits right after sending
     return {"times": times, "losses": losses, "applied": [a.numpy() for a in applied],
-            "magnitude": [m.numpy() for m in magnitude], "end": end}
+            "magnitude": [m.numpy() for m in magnitude], "end": end,
+            "lock_wait_s": lock_wait, "update_s": update}
 
 
 def train_worker(rank: int, task: Task, model: nn.Module, witnesses: list[torch.Tensor],

@@ -32,7 +32,10 @@ meet the target (median <= 15%, p90 <= 35%). Beside them, how well the rows them
 median round could land on a re-run of the same rounds, a 90% bootstrap interval) and ``in noise``
 (rows whose prediction lies inside that interval / judged rows). Where the noise is as large as the
 target, a miss cannot be told from the measurement's own scatter; where it is small and the
-prediction is outside, the model is wrong. ``--json OUT`` writes every run with its rows in the
+prediction is outside, the model is wrong. The printed report fits 110 columns: head lines say
+once what every row shares (where the calibrations came from, the backend), a first table the
+model now with the rows' noise (:data:`NOW_COLUMNS`), a second the stored predictions beside it
+(:data:`BEFORE_COLUMNS`). ``--json OUT`` writes every run with its rows in the
 profile's format (``predicted_us`` and ``error_pct`` filled, ``judged_us`` the measured value under
 the run's statistic, ``stored_predicted_us``/ ``stored_error_pct`` keep the old ones) and the
 summary. A bad argument exits 2 with one error line.
@@ -46,6 +49,7 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,12 +67,14 @@ from distlab.judge.noise import row_noise, row_seconds
 from distlab.profile.load import Profile, load_profile
 from distlab.report.jsonfile import write_json
 from distlab.report.provenance import provenance
-from distlab.report.table import Column, format_table
+from distlab.report.table import Column, Table, format_table
 
-__all__ = ["JUDGEABLE", "SUMMARY_COLUMNS", "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT",
-           "TARGET_MIN_BYTES", "TARGET_P90_PCT", "ErrorStats", "RefitRun", "algorithms_in",
-           "calibrated_runs", "error_stats", "main", "profile_cpus", "profile_dir_arg",
-           "refit_profile", "refit_rows", "refit_runs", "summary_rows", "summary_table"]
+__all__ = ["BEFORE_COLUMNS", "JUDGEABLE", "NOW_COLUMNS", "PRINT_WIDTH", "SUMMARY_COLUMNS",
+           "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES", "TARGET_P90_PCT",
+           "ErrorStats", "RefitRun", "algorithms_in", "calibrated_runs", "calibration_source",
+           "error_stats", "main", "profile_cpus", "profile_dir_arg", "refit_profile",
+           "refit_rows", "refit_runs", "summary_head", "summary_rows", "summary_table",
+           "summary_tables"]
 
 PathLike = str | os.PathLike[str]
 
@@ -285,6 +291,27 @@ SUMMARY_COLUMNS = (
     Column("p90%", "after_p90", ".1f"), Column("max%", "after_max", ".1f"),
     Column("target", "target"), Column("noise median%", "noise_median", ".1f"),
     Column("noise p90%", "noise_p90", ".1f"), Column("in noise", "within_noise"))
+"""Every column of :func:`summary_rows` in one table (wider than a terminal: the command prints
+:data:`NOW_COLUMNS` and :data:`BEFORE_COLUMNS` instead)."""
+
+NOW_COLUMNS = (
+    Column("profile", "profile"), Column("ws", "world_size"), Column("statistic", "statistic"),
+    Column("n", "after_n"), Column("median%", "after_median", ".1f"),
+    Column("p90%", "after_p90", ".1f"), Column("max%", "after_max", ".1f"),
+    Column("target", "target"), Column("noise med%", "noise_median", ".1f"),
+    Column("noise p90%", "noise_p90", ".1f"), Column("in noise", "within_noise"))
+"""The printed table of the model as it is: ``|error%|`` after, the target, the rows' noise."""
+
+BEFORE_COLUMNS = (
+    Column("profile", "profile"), Column("ws", "world_size"), Column("n", "before_n"),
+    Column("median%", "before_median", ".1f"), Column("p90%", "before_p90", ".1f"),
+    Column("max%", "before_max", ".1f"), Column("median% now", "after_median", ".1f"),
+    Column("p90% now", "after_p90", ".1f"))
+"""The printed table of the predictions stored in the profiles, beside this model's."""
+
+PRINT_WIDTH = 110
+"""The widest comment line the command prints (characters); the tables of profiles whose
+names are at most 31 characters long fit it too."""
 
 
 def _summary_row(profile: str, calibrated_on: str, backend: str, ws: Any,
@@ -336,11 +363,76 @@ def _statistics(runs: Sequence[RefitRun]) -> str:
     return ",".join(dict.fromkeys(r.statistic for r in runs))
 
 
+def calibration_source(runs: Sequence[RefitRun]) -> str | None:
+    """Where every run's calibration came from, said once: ``"each profile's own"``, the one
+    profile that calibrated them all, or None when they differ in some other way (then each row
+    says it)."""
+    if all(r.calibrated_on == r.profile for r in runs):
+        return "each profile's own"
+    sources = set(r.calibrated_on for r in runs)
+    return next(iter(sources)) if len(sources) == 1 else None
+
+
+def _with_columns(columns: tuple[Column, ...], runs: Sequence[RefitRun]) -> tuple[Column, ...]:
+    """``columns`` with "calibrated on" and "backend" after the profile where the runs differ
+    in them (otherwise the head lines say them once)."""
+    extra = [] if calibration_source(runs) is not None else [
+        Column("calibrated on", "calibrated_on")]
+    if len({r.backend for r in runs}) > 1:
+        extra.append(Column("backend", "backend"))
+    return (columns[0], *extra, *columns[1:])
+
+
+def summary_tables(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
+                   algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> list[Table]:
+    """:func:`summary_rows` as the two tables the command prints: the model now
+    (:data:`NOW_COLUMNS`) and the stored predictions beside it (:data:`BEFORE_COLUMNS`)."""
+    rows = summary_rows(runs, min_bytes=min_bytes, algorithms=algorithms)
+    return [Table(rows, _with_columns(NOW_COLUMNS, runs),
+                  "the model now: |error%| of the judged rows; noise med% / p90%: how far a "
+                  "row's value could land on a re-run (90% bootstrap half-width); in noise: "
+                  "predictions inside it"),
+            Table(rows, _with_columns(BEFORE_COLUMNS, runs),
+                  "before: the predictions stored in each profile when it was measured "
+                  "(builtin had none), beside the model now")]
+
+
 def summary_table(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
                   algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
-    """:func:`summary_rows` as the one distlab table."""
-    return format_table(summary_rows(runs, min_bytes=min_bytes, algorithms=algorithms),
-                        SUMMARY_COLUMNS)
+    """The text of :func:`summary_tables` (titles wrapped to :data:`PRINT_WIDTH`), one blank
+    line between the tables."""
+    parts = []
+    for table in summary_tables(runs, min_bytes=min_bytes, algorithms=algorithms):
+        parts.append("\n".join([*_comment(table.title), format_table(table.rows,
+                                                                       table.columns)]))
+    return "\n\n".join(parts)
+
+
+def _comment(text: str) -> list[str]:
+    """``text`` as ``# `` lines of at most :data:`PRINT_WIDTH` characters."""
+    return textwrap.wrap(text, PRINT_WIDTH, initial_indent="# ", subsequent_indent="#   ",
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def summary_head(runs: Sequence[RefitRun], *, min_bytes: int, algorithms: Sequence[str],
+                 statistic: str, constant: bool) -> list[str]:
+    """The comment lines above the tables: which rows are judged, the target, the statistic
+    asked for, the model, and where the calibrations came from (once, when every row shares
+    it) and the backend (when every run has the same)."""
+    source = calibration_source(runs)
+    backends = list(dict.fromkeys(r.backend for r in runs))
+    where = []
+    if source is not None:
+        given = "" if source == "each profile's own" else " (--calibration-from), for every profile"
+        where.append(f"calibrated on: {source}{given}")
+    if len(backends) == 1:
+        where.append(f"backend: {backends[0]}")
+    return [*_comment(f"{'constant' if constant else 'per-size'} model; judged: |error%| of "
+                      f"rows >= {min_bytes} B of {', '.join(algorithms)}"),
+            *_comment(f"target: median <= {TARGET_MEDIAN_PCT:g}%, p90 <= {TARGET_P90_PCT:g}%; "
+                      "each run is judged by the statistic of its rounds (asked: "
+                      f"{statistic})"),
+            *(_comment("; ".join(where)) if where else [])]
 
 
 def profile_dir_arg(text: str) -> Path:
@@ -357,7 +449,7 @@ def _parser() -> argparse.ArgumentParser:
     p = options.parser("python -m distlab.judge refit", __doc__)
     p.add_argument("profiles", nargs="+", type=profile_dir_arg, metavar="DIR",
                    help="profile folders to re-predict")
-    p.add_argument("--json", metavar="OUT", default=None,
+    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="also write every run's rows and the summary to this JSON file")
     p.add_argument("--calibration-from", metavar="DIR", type=profile_dir_arg, default=None,
                    help="price the rows with this profile's calibration (same backend and "
@@ -387,8 +479,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _refit_command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    if args.json is not None and (not str(args.json).strip() or Path(args.json).is_dir()):
-        options.fail(p, "--json", args.json, "a file path (it names a folder)")
     runs: list[RefitRun] = []
     for path in args.profiles:
         try:
@@ -398,10 +488,9 @@ def _refit_command(argv: list[str]) -> int:
             raise UsageError(f"argument DIR: invalid value {str(path)!r}: must be a profile "
                              f"with calibrated allreduce runs ({exc})") from None
     algos = tuple(args.algorithms)
-    print(f"# |error%| of rows >= {args.min_bytes} B of {', '.join(algos)}: before = stored in "
-          f"the profile, after = {'constant' if args.constant else 'per-size'} model, judged by "
-          f"each run's statistic of its rounds (asked: {args.statistic}); target "
-          f"median <= {TARGET_MEDIAN_PCT:g}%, p90 <= {TARGET_P90_PCT:g}%")
+    print("\n".join(summary_head(runs, min_bytes=args.min_bytes, algorithms=algos,
+                                 statistic=args.statistic, constant=args.constant)))
+    print()
     print(summary_table(runs, min_bytes=args.min_bytes, algorithms=algos))
     if args.json:
         doc = {"provenance": provenance(), "min_bytes": args.min_bytes, "algorithms": list(algos),

@@ -35,8 +35,8 @@ from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 
-__all__ = ["SUMMARY_COLUMNS", "main", "run_error_range", "shown_rows", "summarize_files",
-           "summarize_runs"]
+__all__ = ["SHOWN_COLUMNS", "SUMMARY_COLUMNS", "main", "run_error_range", "shown_rows",
+           "shown_table", "summarize_files", "summarize_runs"]
 
 _CAL_KEYS = ("alpha", "beta", "gamma", "call_overhead", "handoff", "relay", "comm_r2",
              "comm_max_rel_residual", "reduce_r2", "duplex", "method")
@@ -156,12 +156,31 @@ SUMMARY_COLUMNS = (Column("ws", "world_size"), Column("size(B)", "nbytes", width
                    Column("error%", "error_pct", "+.1f", width=8), Column("#wrong", "wrong"))
 
 
+SHOWN_COLUMNS = (Column("size(B)", "nbytes", width=9), Column("algorithm", "algorithm"),
+                 Column("time(us)", "time_us", ".1f", width=9),
+                 Column("predicted(us)", "predicted_us", ".1f"),
+                 Column("error%", "error_pct", "+.1f", width=7), Column("#wrong", "wrong"),
+                 Column("busbw(GB/s)", "busbw_gbps", ".3f"),
+                 Column("vs builtin(x)", "ratio_vs_builtin_paired_median", ".2f"))
+"""The columns of :func:`shown_table`: the two medians and the error computed from them side by
+side, then busbw and its ratio to the builtin's (the median over runs of the ratio within each
+run)."""
+
+
+def shown_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows of :func:`shown_rows` under :data:`SHOWN_COLUMNS`, after a ``# dtype op`` line (the
+    rows' element types and reductions, comma-joined when they differ): at most 90 characters
+    wide, so a notebook shows each row on one line."""
+    kinds = ", ".join(dict.fromkeys(f"{r.get('dtype', '?')} {r.get('op', '?')}" for r in rows))
+    return f"# {kinds}\n" + format_table(list(rows), SHOWN_COLUMNS)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = options.parser("python -m distlab.judge summary", __doc__)
     p.add_argument("runs", nargs="+", metavar="RUN",
                    help="allreduce benchmark JSON files (any world sizes)")
     p.add_argument("--out", "--json", dest="out", metavar="PATH", default=None,
-                   help="where to write the summary JSON")
+                   type=options.output_file, help="where to write the summary JSON")
     p.add_argument("--note", default="", help="text stored as the summary's note (default: a "
                                               "description of how it was made)")
     return p
@@ -177,8 +196,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _summary_command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    if args.out is not None and (not str(args.out).strip() or Path(args.out).is_dir()):
-        options.fail(p, "--out", args.out, "a file path (it names a folder)")
     try:
         summary = summarize_files(args.runs, note=args.note)
     except ValueError as exc:

@@ -31,8 +31,8 @@ from distlab.judge.refit import (
 from distlab.profile.load import load_profile
 from distlab.report.table import Column, format_table
 
-__all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "error_by_size_table", "main", "spread_rows",
-           "spread_table", "travel_rows", "travel_table"]
+__all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "error_by_size_table", "main", "run_line",
+           "spread_rows", "spread_table", "travel_rows", "travel_table"]
 
 PathLike = str | os.PathLike[str]
 
@@ -44,9 +44,18 @@ def error_by_size_table(run: RefitRun, *, algorithms: Iterable[str] | None = Non
     rows = [{"nbytes": n, **{a: by.get((n, a)) for a in algos}}
             for n in sorted({r["nbytes"] for r in run.rows})]
     cols = [Column("size(B)", "nbytes")] + [Column(a[:12], a, "+.0f") for a in algos]
-    head = (f"# error% (measured - predicted) / predicted: measured {run.profile}, calibrated "
-            f"{run.calibrated_on}, {run.backend} ws {run.world_size}")
+    head = f"{run_line(run)}\n# error% = (measured - predicted) / predicted"
     return head + "\n" + format_table(rows, cols)
+
+
+def run_line(run: RefitRun) -> str:
+    """A ``#`` line naming ``run``: its profile, backend and world size, the calibration that
+    priced it (``own calibration`` or ``calibrated on NAME``) and the statistic it is judged
+    by; under 110 characters for profile names of up to 32."""
+    source = ("own calibration" if run.calibrated_on == run.profile
+              else f"calibrated on {run.calibrated_on}")
+    return (f"# {run.profile}, {run.backend} ws {run.world_size}, {source}, judged by the "
+            f"{run.statistic}")
 
 
 TRAVEL_COLUMNS = (Column("measured on", "measured"), Column("calibrated on", "calibrated"),
@@ -113,8 +122,7 @@ def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
                  algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
     """:func:`spread_rows` as a table: per judged row, the error of its judged value (the
     run's statistic of its rounds), of the fast quarter and the share of slow rounds."""
-    head = (f"# per-round spread: measured {run.profile}, calibrated {run.calibrated_on}, "
-            f"{run.backend} ws {run.world_size}, judged by the {run.statistic}")
+    head = f"{run_line(run)}\n# per-round spread of each judged row"
     return head + "\n" + format_table(spread_rows(run, min_bytes=min_bytes,
                                                    algorithms=algorithms), SPREAD_COLUMNS)
 

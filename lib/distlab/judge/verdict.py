@@ -12,7 +12,8 @@ summaries hold, so that a sentence such as "met on 9 of 9 four-rank runs" or "tr
 - :func:`rounds_kept`: how many timed rounds a run's rows kept.
 - :func:`rerun_difference`: how far the rows of two runs of the same sweep (the same machine
   measured twice) differ from each other, judged by the median or the mean of their rounds.
-- :data:`JUDGED_COLUMNS`: the columns of a refit summary that judge the model as it is.
+- :data:`JUDGED_COLUMNS`, :func:`judged_table`: the columns of a refit summary that judge the
+  model as it is, and that summary as a table no wider than a notebook shows.
 - :func:`profile_facts`: per profile folder, what its judgement rests on (when it was written,
   the CPUs its ranks had, the rounds its rows kept, the statistic it is judged by).
 
@@ -24,14 +25,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from distlab._checks import check_choice
 from distlab.collectives.model.calibration import STATISTICS
 from distlab.judge.noise import row_seconds
 from distlab.judge.refit import (
-    SUMMARY_COLUMNS,
     TARGET_ALGORITHMS,
     TARGET_MIN_BYTES,
     ErrorStats,
@@ -41,10 +40,10 @@ from distlab.judge.refit import (
     refit_profile,
 )
 from distlab.profile.load import load_profile
-from distlab.report.table import Column
+from distlab.report.table import Column, format_table
 
-__all__ = ["JUDGED_COLUMNS", "PROFILE_COLUMNS", "profile_facts", "rerun_difference",
-           "rounds_kept", "target_met", "value_range"]
+__all__ = ["JUDGED_COLUMNS", "PROFILE_COLUMNS", "judged_table", "profile_facts",
+           "rerun_difference", "rounds_kept", "target_met", "value_range"]
 
 
 def target_met(summary: Iterable[Mapping[str, Any]], *, world_size: int | None = None,
@@ -174,8 +173,33 @@ def profile_facts(profiles: Sequence[str | os.PathLike[str]]) -> list[dict[str, 
     return out
 
 
-JUDGED_COLUMNS = tuple(
-    replace(c, header="n") if c.key == "after_n" else c
-    for c in SUMMARY_COLUMNS if not c.key.startswith("before_"))
-"""The columns of :func:`~.refit.summary_rows` that judge the model as it is (the ones of
-:data:`~.refit.SUMMARY_COLUMNS` less those of the predictions stored in the profiles)."""
+JUDGED_COLUMNS = (Column("profile", "profile"), Column("ws", "world_size"),
+                  Column("by", "statistic"), Column("n", "after_n"),
+                  Column("median%", "after_median", ".1f"), Column("p90%", "after_p90", ".1f"),
+                  Column("max%", "after_max", ".1f"), Column("target", "target"),
+                  Column("noise med%", "noise_median", ".1f"),
+                  Column("noise p90%", "noise_p90", ".1f"), Column("in noise", "within_noise"))
+"""The columns of :func:`~.refit.summary_rows` that judge the model as it is (not the
+predictions stored in the profiles): per (profile, world size), the statistic its rows are
+judged ``by``, ``n`` judged rows, their median, p90 and max ``|error%|``, the target, and the
+median and p90 of the rows' noise with how many predictions lie inside it. The calibration and
+the backend are columns of :func:`judged_table` only where they are not the same for every
+row."""
+
+_CALIBRATED_ON = Column("calibrated on", "calibrated_on")
+_BACKEND = Column("backend", "backend")
+
+
+def judged_table(summary: Sequence[Mapping[str, Any]]) -> str:
+    """``summary`` (rows of :func:`~.refit.summary_rows`) under :data:`JUDGED_COLUMNS`, with
+    ``calibrated on`` after the profile only when a row was priced with another profile's
+    calibration (``calibrated_on`` neither its own profile nor ``"own"``) and ``backend`` only
+    when the rows hold more than one. With profile names of up to 32 characters a line is at
+    most 110 characters wide."""
+    rows = [dict(r) for r in summary]
+    columns = list(JUDGED_COLUMNS)
+    if len({str(r["backend"]) for r in rows}) > 1:
+        columns.insert(2, _BACKEND)
+    if any(r["calibrated_on"] not in (r["profile"], "own") for r in rows):
+        columns.insert(1, _CALIBRATED_ON)
+    return format_table(rows, columns)

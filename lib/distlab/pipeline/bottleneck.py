@@ -32,7 +32,7 @@ from distlab._checks import check_choice, check_float, check_instance, check_int
 from distlab.timeline import Timeline
 
 __all__ = ["PLAN_EXECUTORS", "Station", "bound_s", "check_stations", "describe", "measured_costs",
-           "plan_for", "plan_for_stages", "plan_rows", "station_costs",
+           "plan_for", "plan_for_stages", "plan_rows", "plan_rows_text", "station_costs",
            "rate_items_per_s", "simulate_pipeline", "startup_s", "sync_time_s"]
 
 
@@ -251,6 +251,40 @@ def plan_rows(stages: Sequence[Any], n_items: int, *, workers: int, queue_depth:
         rows.append({"executor": ex, "plan": plan, "bound_s": bound_s(plan, n_items),
                      "sim_s": simulate_pipeline(plan, n_items).wall_us() * 1e-6})
     return rows
+
+
+def _station_pieces(st: Station) -> list[str]:
+    """A station as ``name ms`` (``xN`` when ``N > 1`` servers share it), split after every
+    ``+`` of a fused name so a long fused station can continue on the next line."""
+    servers = f" x{st.workers}" if st.workers != 1 else ""
+    parts = st.name.split("+")
+    return [p + "+" for p in parts[:-1]] + [f"{parts[-1]} {_mean_cost(st) * 1e3:g}{servers}"]
+
+
+def plan_rows_text(rows: Sequence[dict[str, Any]], width: int = 110) -> str:
+    """:func:`plan_rows` as a text table: per executor its bound and simulated makespan (ms)
+    and its stations (``name ms``, ``xN`` for a station with ``N`` servers, ``|`` between
+    stations). No line is wider than ``width`` characters (at least 72) unless one part of a
+    station name is: a station list that does not fit continues on the next line, under the
+    stations column, broken only between stations or after a ``+`` of a fused name."""
+    width = check_int("width", width, minimum=72)
+    left = max([9] + [len(str(r["executor"])) for r in rows])
+    lead = left + 1 + 9 + 1 + 13 + 2
+    lines = [f"{'executor':{left}} {'bound ms':>9} {'simulated ms':>13}  "
+             "stations (name ms, xN: N servers)"]
+    for r in rows:
+        current = f"{r['executor']:{left}} {r['bound_s'] * 1e3:9.1f} {r['sim_s'] * 1e3:13.1f}  "
+        fresh = True
+        for j, st in enumerate(r["plan"]):
+            for k, piece in enumerate(_station_pieces(st)):
+                sep = " | " if j and not k else ""
+                if not fresh and len(current) + len(sep) + len(piece) > width:
+                    lines.append(current + sep.rstrip())
+                    current, sep = " " * lead, ""
+                current += sep + piece
+                fresh = False
+        lines.append(current)
+    return "\n".join(lines)
 
 
 def measured_costs(timeline: Timeline, names: Sequence[str]) -> list[float]:

@@ -5,33 +5,35 @@
     torchrun --nproc-per-node 8 -m distlab.profile     # every rank measures, rank 0 writes
 
 Runs the parts in order (env, transfers, collectives, ddp), prints one line for every part or
-step it skipped and why, and writes the profile folder. Ctrl-C stops cleanly: the ranks in flight
-are stopped, the parts already measured are written and the profile is marked incomplete
-(exit 130). Exit status 1 when a part failed or a row came out wrong, 2 for a bad option.
+step it skipped and why, and writes the profile folder. The folder is checked before anything is
+measured (a path that names a file, or where nothing can be created: one line, exit 2). Ctrl-C
+stops cleanly: the ranks in flight are stopped, the parts already measured are written and the
+profile is marked incomplete (exit 130). Exit status 1 when a part failed or a row came out
+wrong, 2 for a bad option.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
-from distlab import launch
-from distlab.cli import options
+from distlab.cli import options, progress
 from distlab.cli.run import INTERRUPTED, run_main
 from distlab.profile.parts import PART_NAMES, PartContext, PartResult, get_part
-from distlab.profile.writer import default_out, write_profile
 
 __all__ = ["main"]
 
 
 def _parser() -> options.argparse.ArgumentParser:
     p = options.parser("python -m distlab.profile", __doc__)
-    p.add_argument("--out", default=None,
+    p.add_argument("--out", default=None, type=options.output_dir, metavar="DIR",
                    help="profile folder (default: results/profiles/<host>-<YYYY-MM-DD>, with "
                         "-quick appended for --quick)")
     p.add_argument("--quick", action="store_true",
@@ -61,6 +63,8 @@ def _agree(result: PartResult) -> PartResult:
     group), so a part that failed on one rank is failed on all, with that rank's reason, and
     the next part starts together (its peers' collectives failed within seconds: the failed
     rank closed its process group)."""
+    from distlab import launch
+
     try:
         posted = launch.torchrun_exchange(f"profile/{result.name}",
                                           json.dumps([result.status, result.reason]))
@@ -74,6 +78,21 @@ def _agree(result: PartResult) -> PartResult:
                       skipped=result.skipped, seconds=result.seconds)
 
 
+def _round_lines_in(bar: tqdm, part: str, shown: bool) -> Any:
+    """While a bar is shown: the round lines of ``part``'s benchmarks (printed by its ranks)
+    go into the bar's postfix, ``part: allreduce round 3/7``, instead of breaking its line."""
+    if not shown:
+        return contextlib.nullcontext()
+    return progress.relay(lambda line: bar.set_postfix_str(f"{part}: {_plain(line)}"))
+
+
+def _plain(line: str, width: int = 48) -> str:
+    """``[allreduce] round 3/7: 3 sizes x 5 algorithms`` -> ``allreduce round 3/7: 3 sizes x
+    5 algorithms`` cut to ``width`` characters: a bar's postfix stays short and bracket-free."""
+    text = " ".join(line.replace("[", "").replace("]", "").split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, run the parts, write the profile on rank 0; returns the exit status (Ctrl-C
     outside the parts: one line, exit 130, :func:`distlab.cli.run.run_main`)."""
@@ -82,26 +101,37 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _profile_command(argv: list[str]) -> int:
+    # torch and the benchmarks load here, inside run_main: Ctrl-C while they load is one line
+    from distlab import launch
+    from distlab.profile.writer import INDEX, default_out, write_profile
+
     p = _parser()
     a = p.parse_args(argv)
-    out = Path(a.out) if a.out else default_out(a.quick)
-    if out.exists() and not out.is_dir():
-        options.fail(p, "--out", str(out), "a folder path (it names a file)")
+    out: Path = a.out if a.out is not None else default_out(a.quick)
+    why = options.output_problem(out, "dir")  # --out was checked by its type; this is the default
+    if why is not None:
+        p.error(f"argument --out: cannot write to the default {str(out)!r}: {why}; name a "
+                "folder with --out")
     torchrun = launch.in_torchrun()
     rank = int(os.environ.get("RANK", "0")) if torchrun else 0
     ctx = PartContext(quick=a.quick, world_size=int(os.environ.get("WORLD_SIZE", "1")),
                       rank=rank, progress=not a.no_progress and rank == 0, timeout=a.timeout,
                       torchrun=torchrun, rounds=a.rounds)
-    say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
     results: list[PartResult] = []
     stopped = None
     bar = tqdm(a.only, desc="profile", file=sys.stderr, disable=not ctx.progress)
+
+    def say(text: str) -> None:  # above the bar, which is redrawn below it
+        if rank == 0:
+            tqdm.write(text, file=sys.stdout)
+            sys.stdout.flush()
+
     name, start = None, 0.0
     try:
         for name in bar:
             bar.set_postfix_str(name)
             start = time.perf_counter()
-            with ctx.timed("profile/parts", name):
+            with ctx.timed("profile/parts", name), _round_lines_in(bar, name, ctx.progress):
                 try:
                     result = get_part(name)(ctx)
                 except Exception as exc:  # a failed part is reported; the others still run
@@ -129,8 +159,17 @@ def _profile_command(argv: list[str]) -> int:
         bar.close()
     if rank != 0:
         return INTERRUPTED if stopped else 0
-    index = write_profile(out, results, list(a.only), ctx.timeline, quick=a.quick,
-                          world_size=ctx.world_size, stopped=stopped)
+    try:
+        index = write_profile(out, results, list(a.only), ctx.timeline, quick=a.quick,
+                              world_size=ctx.world_size, stopped=stopped)
+    except (OSError, KeyboardInterrupt) as exc:
+        why = "interrupted by Ctrl-C" if isinstance(exc, KeyboardInterrupt) else \
+            f"{type(exc).__name__}: {exc}"
+        left = f"{out} holds part of it and no {INDEX}, so it is not a profile" \
+            if out.is_dir() and not (out / INDEX).is_file() else f"{out} is not a complete profile"
+        print(f"python -m distlab.profile: error: writing the profile failed ({why}); {left}",
+              file=sys.stderr)
+        return INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 1
     say(f"wrote {out} ({'complete' if index['complete'] else 'INCOMPLETE'})")
     if stopped:
         return INTERRUPTED

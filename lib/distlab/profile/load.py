@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from distlab.bench.ddp import with_overlap
 from distlab.envinfo import cpu_model, environment_report
 from distlab.profile.parts import PART_NAMES
 
@@ -123,7 +124,12 @@ def list_profiles(root: str | os.PathLike[str]) -> list[Path]:
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
-    """Load ``path`` (a profile folder). Raises ``ValueError`` naming it when it is not one."""
+    """Load ``path`` (a profile folder). Raises ``ValueError`` naming it when it is not one.
+
+    The ddp part's ``overlap_fraction`` of every row is derived here from the stored exposed
+    times (:func:`distlab.bench.ddp.with_overlap`), whatever value the file holds (a stored
+    value may be ``1 - exposed / modelled allreduce time``, which is not an overlap: it depends
+    on the model's error). The files are not changed."""
     folder = Path(path)
     index_file = folder / "profile.json"
     if not index_file.is_file():
@@ -135,6 +141,9 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
         f = folder / entry.get("file", f"{name}.json")
         if entry.get("file") and f.is_file():
             parts[name] = json.loads(f.read_text())
+    ddp = parts.get("ddp")
+    if ddp is not None and ddp.get("rows"):
+        ddp["rows"] = with_overlap(ddp["rows"])
     return Profile(folder, index, parts)
 
 

@@ -43,13 +43,16 @@ def write_part(out: Path, result: PartResult, prov: dict[str, Any]) -> Path:
 def write_profile(out: Path, results: list[PartResult], requested: list[str],
                   timeline: Timeline, *, quick: bool, world_size: int,
                   stopped: str | None = None) -> dict[str, Any]:
-    """Write every part, the index, the trace (checked for overlapping slices) and the summary.
+    """Write every part, the trace (checked for overlapping slices), the summary and, last, the
+    index (an older one is removed first): a folder whose writing was cut short holds no
+    ``profile.json``, so no reader takes it for a profile.
 
     ``stopped`` (e.g. ``"interrupted by Ctrl-C"``) marks the profile incomplete; parts in
     ``requested`` with no result are listed as ``not run``. Returns the index.
     """
     prov = provenance(world_size=world_size, quick=quick)
     out.mkdir(parents=True, exist_ok=True)
+    (out / INDEX).unlink(missing_ok=True)  # an older profile's index would vouch for new files
     docs = {}
     for r in results:
         write_part(out, r, prov)
@@ -67,8 +70,8 @@ def write_profile(out: Path, results: list[PartResult], requested: list[str],
              "parts": entries, "trace": TRACE, "summary": SUMMARY}
     write_chrome_trace(timeline, out / TRACE)
     check_trace(out / TRACE)
-    write_json(out / INDEX, index)
     (out / SUMMARY).write_text(summary_markdown(index, docs))
+    write_json(out / INDEX, index)  # last: a folder with an index holds every file it names
     return index
 
 

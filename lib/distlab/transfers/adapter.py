@@ -12,6 +12,7 @@ Units: bytes, seconds; GB = 1e9 bytes.
 
 from __future__ import annotations
 
+import textwrap
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -118,4 +119,18 @@ class DeviceAdapter(ABC):
         """Small JSON-able description (name, which kinds are missing and why)."""
         return {"adapter": self.name,
                 "unavailable": {k: r for k in MEMORY_KINDS if (r := self.unavailable(k))}}
+
+    def describe_lines(self, width: int = 110) -> list[str]:
+        """:meth:`describe` as text for a reader: ``adapter: NAME; memory here: KINDS``, then
+        one entry per missing memory kind with its reason, wrapped at word boundaries so no
+        line is wider than ``width`` characters (at least 40)."""
+        width = check_int("width", width, minimum=40)
+        missing = self.describe()["unavailable"]
+        here = [k for k in MEMORY_KINDS if k not in missing]
+        lines = [f"adapter: {self.name}; memory here: {', '.join(here) or 'none'}"]
+        for kind, reason in missing.items():
+            lines += textwrap.wrap(f"no {kind} memory: {reason}", width, initial_indent="  ",
+                                   subsequent_indent="      ", break_long_words=False,
+                                   break_on_hyphens=False)
+        return lines
 

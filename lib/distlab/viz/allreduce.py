@@ -24,7 +24,6 @@ from matplotlib.patches import FancyArrowPatch
 
 from distlab._checks import check_int
 from distlab.collectives import ALGORITHMS, build, step_costs
-from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.collectives.check.holdings import contributors, holdings
 from distlab.collectives.model.compare import (
     crossovers,
@@ -35,16 +34,14 @@ from distlab.collectives.model.compare import (
 from distlab.collectives.plan.schedule import Schedule
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import figure_png, new_figure
+from distlab.viz.measured import ALGO_COLORS, measured_vs_model_figure
 from distlab.viz.plan_stepper import PlanStepper, shown_step
 
-__all__ = ["CostExplorer", "PlanExplorer", "cost_curves_figure", "cost_vs_world_size_figure",
-           "draw_transfers", "figure_png", "measured_vs_model_figure", "plan_count",
-           "plan_figure"]
+__all__ = ["ALGO_COLORS", "CostExplorer", "PlanExplorer", "cost_curves_figure",
+           "cost_vs_world_size_figure", "draw_transfers", "figure_png",
+           "measured_vs_model_figure", "plan_count", "plan_figure"]
 
 KIND_COLORS = {"reduce": "tab:red", "copy": "tab:blue"}
-ALGO_COLORS = {a: f"C{i}" for i, a in enumerate(sorted(ALGORITHMS) + [BUILTIN])}
-
-
 def plan_count(algorithm: str, world_size: int) -> int:
     """A small element count that shows an algorithm's blocks clearly (4 per rank, and a
     multiple of the power of two that butterflies use)."""
@@ -186,28 +183,6 @@ def cost_vs_world_size_figure(preset: Any, nbytes: int = 1 << 20, *,
     ax.legend(fontsize=7)
     ax.set_title(f"MODEL: {getattr(preset, 'name', 'calibrated link')}, {nbytes} B message",
                  fontsize=10)
-    return fig
-
-
-def measured_vs_model_figure(rows: Sequence[dict[str, Any]], *,
-                             fig: Figure | None = None) -> Figure:
-    """Benchmark rows (``distlab.bench.allreduce`` output): measured time as dots, prediction as
-    lines, per algorithm; builtin dashed (it has no schedule of ours to predict)."""
-    fig = fig or new_figure(figsize=(8.0, 4.0))
-    ax = fig.add_subplot(1, 1, 1)
-    for a in dict.fromkeys(r["algorithm"] for r in rows):
-        mine = [r for r in rows if r["algorithm"] == a]
-        xs = [r["nbytes"] for r in mine]
-        color = ALGO_COLORS.get(a)
-        ax.loglog(xs, [r["time_us"] for r in mine], "o", color=color, ms=4,
-                  label=f"{a} measured")
-        if a == BUILTIN:
-            ax.loglog(xs, [r["time_us"] for r in mine], "--", color=color, lw=1)
-        elif all(r.get("predicted_us") for r in mine):
-            ax.loglog(xs, [r["predicted_us"] for r in mine], "-", color=color, lw=1)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("time (us): dots measured, lines model")
-    ax.legend(fontsize=6, ncol=2)
     return fig
 
 

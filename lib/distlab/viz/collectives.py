@@ -25,8 +25,10 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from distlab._checks import check_int
+from distlab.bench.allreduce_ranks import size_label
 from distlab.collectives.algorithms.registry import (
     DEFAULT_ALGORITHM,
     PLANS,
@@ -42,7 +44,7 @@ from distlab.viz.figure import new_figure
 from distlab.viz.plan_stepper import PlanStepper, shown_step
 
 __all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",
-           "plan_summary", "scale_figure"]
+           "format_spans", "plan_summary", "scale_figure", "wrap_listing"]
 
 STYLES = ("-", "--", ":", "-.")
 
@@ -67,6 +69,31 @@ def plan_summary(schedule: Schedule) -> str:
     return (f"{schedule.collective}/{schedule.algorithm} on {schedule.world_size} ranks: "
             f"{len(schedule.steps)} steps, {schedule.num_messages} messages, "
             f"{schedule.elements_moved()} elements moved")
+
+
+def format_spans(spans: Sequence[tuple[int, int]]) -> str:
+    """Element ranges as text, the stop excluded: ``[(0, 2), (6, 8)] -> "[0:2) [6:8)"``
+    (``""`` for none)."""
+    return " ".join(f"[{start}:{stop})" for start, stop in spans)
+
+
+def wrap_listing(text: str, width: int = 100, indent: int = 8, sep: str = ", ") -> str:
+    """``text`` with every line wider than ``width`` characters broken after a ``sep`` (never
+    inside an item: ``format_schedule``'s ``1->2 [0:6) reduce`` stays whole), its continuation
+    lines indented by ``indent`` spaces. An item wider than ``width`` on its own keeps its line."""
+    width = check_int("width", width, minimum=indent + 1)
+    out: list[str] = []
+    for line in text.splitlines():
+        items = line.split(sep)
+        current = items[0]
+        for item in items[1:]:
+            if len(current) + len(sep) + len(item) > width:
+                out.append(current + sep.rstrip())
+                current = " " * indent + item
+            else:
+                current += sep + item
+        out.append(current)
+    return "\n".join(out)
 
 
 def collective_figure(schedule: Schedule, step: int | None = None, *,
@@ -163,8 +190,11 @@ def scale_figure(preset: Any, sizes_bytes: Sequence[int] = (1 << 16, 1 << 26),
             ax.loglog(world_sizes, np.asarray(t) * 1e6, STYLES[i % len(STYLES)], marker="o",
                       ms=3, label=a, color=f"C{i}")
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))  # few decades only
         ax.set_xlabel("world size (ranks)")
-        ax.set_title(f"{nbytes} B allreduce", fontsize=10)
+        ax.set_title(f"{size_label(nbytes)} allreduce", fontsize=10)
         ax.legend(fontsize=7)
     axes[0].set_ylabel("predicted time (us)")
     fig.suptitle(f"MODEL: {getattr(preset, 'name', 'a link')}", fontsize=10)

@@ -89,8 +89,9 @@ def sweep_figure(caps_mb: Sequence[float], predicted_s: Sequence[float],
 
 
 def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
-    """Per preset: DataParallel's phases vs DDP's allreduce, seconds per step (model only)."""
-    fig = new_figure(figsize=(9, 3.5))
+    """Per preset: DataParallel's phases vs DDP's allreduce, ms per step (model only); the
+    phases' legend sits right of the axes, clear of the bars' labels."""
+    fig = new_figure(figsize=(11, 3.5))
     ax = fig.add_subplot()
     for y, (_preset, dp, ddp) in enumerate(rows):
         for k, t in enumerate((dp, ddp)):
@@ -103,8 +104,9 @@ def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
                     fontsize=8)
     ax.set_yticks(range(2 * len(rows)), [f"{r[0]} {n}" for r in rows for n in ("DP", "DDP")])
     ax.invert_yaxis()
+    ax.set_xlim(0, ax.get_xlim()[1] * 1.3)  # room for the labels at the bars' ends
     ax.set_xlabel("ms per step (model only)")
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 

@@ -20,6 +20,9 @@ __all__ = ["hogwild_figure", "hop_curves_figure", "hop_parts_figure", "hop_path_
            "hop_path_steps"]
 
 PART_COLORS = {"ready": "tab:orange", "handle": "tab:blue", "map": "tab:green"}
+#: What each part of a hop is, as its legend entry says.
+PART_MEANINGS = {"ready": "worker, into shared memory", "handle": "across",
+                 "map": "pages touched here"}
 
 
 def hop_path_steps(hop_rows: Iterable[dict[str, Any]], parts: Iterable[dict[str, Any]],
@@ -143,7 +146,8 @@ def hop_curves_figure(rows: Iterable[dict[str, Any]], fits: Mapping[str, Fit],
 def hop_parts_figure(parts: Iterable[dict[str, Any]], sizes: Sequence[int]) -> Any:
     """Per size, one stacked bar per path: the hop's parts in microseconds (``ready``: into
     shared memory / the slot; ``handle``: across until ``get`` returned; ``map``: pages touched
-    here), log-scaled so a 4 KiB hop and a 64 MiB hop share an axis."""
+    here), one panel per size in us or ms; the legend, below the panels, says what each part
+    is, and the title above them has the figure's width to itself."""
     chosen = [p for p in parts if p["nbytes"] in sizes]
     fig = new_figure(figsize=(4.2 * len(sizes) + 1.0, 3.8))
     axes = fig.subplots(1, len(sizes), squeeze=False)[0]
@@ -168,9 +172,10 @@ def hop_parts_figure(parts: Iterable[dict[str, Any]], sizes: Sequence[int]) -> A
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=False):
             seen.setdefault(label, handle)
-    fig.legend(list(seen.values()), list(seen), fontsize="small", loc="upper right", ncols=3)
-    fig.suptitle("where a hop's time goes: ready (worker, into shared memory), handle (across), "
-                 "map (pages touched here)", x=0.01, ha="left", fontsize="medium")
+    fig.suptitle("where a hop's time goes", x=0.01, ha="left", fontsize="medium")
+    fig.legend(list(seen.values()), [f"{k}: {PART_MEANINGS[k]}" for k in seen],
+               fontsize="small", loc="outside lower center",
+               ncols=len(seen) if len(axes) > 1 else 1)
     return fig
 
 
@@ -186,8 +191,8 @@ def hogwild_figure(results: Sequence[Any], window: int = 16) -> Any:
     """Left: training loss (a moving average of ``window`` steps) against samples seen, one line
     per run, each run's evaluation loss at the end as a dot. Right: steps per second of each run
     with its lost updates written beside the bar (witness increments overwritten; parameter
-    elements provably missing an update). ``results``: :class:`~distlab.hogwild.run.
-    HogwildResult`."""
+    elements provably missing an update) and, for a locked run, its share of time waiting for
+    the lock. ``results``: :class:`~distlab.hogwild.run.HogwildResult`."""
     fig = new_figure(figsize=(13.0, 4.4))
     ax_l, ax_r = fig.subplots(1, 2, width_ratios=[1.6, 1.0])
     for r in results:
@@ -206,8 +211,10 @@ def hogwild_figure(results: Sequence[Any], window: int = 16) -> Any:
     rates = [r.steps_per_s for r in results]
     ax_r.barh(range(len(results)), rates, color="tab:blue", alpha=0.7)
     for i, r in enumerate(results):
+        wait = (f"\n  waiting for the lock: {r.lock_wait_share:.1%} of the time"
+                if r.lock else "")
         ax_r.text(rates[i], i, f"  witness: lost {r.lost.lost} of {r.lost.total}\n"
-                  f"  parameters: {r.lost.missed} of {r.lost.elements} missing an update",
+                  f"  parameters: {r.lost.missed} of {r.lost.elements} missing an update{wait}",
                   va="center", fontsize="x-small")
     ax_r.set_yticks(range(len(results)), labels, fontsize="small")
     ax_r.invert_yaxis()

@@ -2,7 +2,8 @@
 
 One panel (row) per :class:`~distlab.collectives.model.nccl.boxes.GpuBox` preset: the bus bandwidth
 of NCCL's estimate for the (algorithm, protocol) it picks (solid line, one marker shape per pick),
-the estimate of every other candidate it compared (thin dashed), and the published 8-GPU points
+the estimate of every other candidate it compared (thin dashed; a pair's picked markers and its
+estimate share one colour), legends at 8 pt, and the published 8-GPU points
 checked against that preset (large hollow black-edged markers labelled ``published: ...``, as in
 :mod:`distlab.viz.profile`). Sizes in bytes, bandwidth in GB/s.
 """
@@ -26,6 +27,8 @@ _CHOICE_MARKERS = {("ring", "LL"): "o", ("ring", "LL128"): "s", ("ring", "Simple
                    ("tree", "LL"): "v", ("tree", "LL128"): "<", ("tree", "Simple"): ">",
                    ("nvls", "Simple"): "*"}
 _PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X", "o", "h")
+#: One colour per (algorithm, protocol): its picked markers and its estimate line share it.
+_CHOICE_COLOURS = {pair: f"C{i}" for i, pair in enumerate(_CHOICE_MARKERS)}
 
 
 def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5_8"),
@@ -52,7 +55,7 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
 
         points = published()["allreduce_8gpu"]
     pts = [p for p in points if p["world_size"] == n]
-    fig = new_figure(figsize=(10.0, 3.6 * len(boxes)))
+    fig = new_figure(figsize=(13.0, 3.8 * len(boxes)))
     axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
     for ax, box in zip(axes, boxes, strict=False):
         choices = nccl_allreduce(box, n, sizes_bytes)
@@ -63,11 +66,13 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
             at = [c for c in choices if (c.algorithm, c.protocol) == pair]
             if at:
                 ax.plot([c.nbytes for c in at], [c.busbw_gbps for c in at], marker, ms=5,
-                        ls="none", label=f"picked: {pair[0]}/{pair[1]}")
+                        ls="none", color=_CHOICE_COLOURS[pair],
+                        label=f"picked: {pair[0]}/{pair[1]}")
         if show_candidates:
             for i, cand in enumerate(choices[0].candidates):
                 ys = [busbw_gbps(c.nbytes, c.candidates[i].seconds, n) for c in choices]
                 ax.plot(xs, ys, ls="--", lw=0.8, alpha=0.6,
+                        color=_CHOICE_COLOURS.get((cand.algorithm, cand.protocol), "0.5"),
                         label=f"estimate: {cand.algorithm}/{cand.protocol}")
         mine = [p for p in pts if p["preset"] == box.key]
         systems = list(dict.fromkeys(p["system"] for p in mine))
@@ -82,30 +87,36 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
         ax.set_yscale("log")
         ax.set_xlabel("message bytes")
         ax.set_ylabel("busbw GB/s (nccl-tests)")
-        ax.set_title(f"{box.name}, {n} GPUs", fontsize=9)
-        ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.set_title(f"{box.name}, {n} GPUs", fontsize=10)
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
 
 
 
 def published_error_table(points: Iterable[dict[str, Any]] | None = None, *,
                           limit_pct: float = 20.0) -> list[str]:
-    """Text rows: per published point, NCCL's pick, published and predicted busbw (GB/s) and
-    ``error% = (predicted - published) / published``; rows beyond ``limit_pct`` are marked
+    """Text rows (point rows 66 characters wide, a system's line as long as its name): the column
+    header, then per published system a line naming it and, indented, one row per point: size,
+    ``NCCL_ALGO`` the run forced (``-``: none), NCCL's pick, published and predicted busbw (GB/s)
+    and ``error% = (predicted - published) / published``; rows beyond ``limit_pct`` end in
     ``miss``, and the last line counts them. ``None`` uses the shipped points."""
     if points is None:
         from distlab.profile.load import published
 
         points = published()["allreduce_8gpu"]
     rows = compare_published(points)
-    out = [f"{'system':<64} {'size(B)':>11} {'forced':>6} {'pick':>12} {'published':>9} "
-           f"{'model':>8} {'error%':>7}"]
+    out = [f"  {'size(B)':>11} {'forced':>6} {'pick':>12} {'published':>9} {'model':>8} "
+           f"{'error%':>7}"]
     misses = 0
+    system = None
     for r in rows:
         p = r.point
+        if p["system"] != system:
+            system = p["system"]
+            out.append(f"{system}:")
         miss = abs(r.error_pct) > limit_pct
         misses += miss
-        out.append(f"{p['system'][:64]:<64} {p['nbytes']:>11} {p.get('nccl_algo') or '-':>6} "
+        out.append(f"  {p['nbytes']:>11} {p.get('nccl_algo') or '-':>6} "
                    f"{r.choice.algorithm + '/' + r.choice.protocol:>12} {p['busbw_gbps']:>9.2f} "
                    f"{r.predicted_busbw_gbps:>8.2f} {r.error_pct:>+7.1f}"
                    + ("  miss" if miss else ""))

@@ -15,6 +15,7 @@ import ipywidgets as w
 
 from distlab._checks import check_instance, check_int
 from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
+from distlab.bench.ddp import OVERLAP_DEFINITION
 from distlab.collectives.algorithms.registry import BUILTIN, DEFAULT_ALGORITHM
 from distlab.links import link_from_pcie
 from distlab.profile.load import Profile, list_profiles, load_profile, published
@@ -22,8 +23,9 @@ from distlab.report.table import Column, format_table
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
 
-__all__ = ["collectives_figure", "compare_figure", "ddp_figure", "ddp_lines", "env_lines",
-           "error_table", "link_peak_gbps", "profile_picker", "transfers_figure"]
+__all__ = ["DDP_COLOURS", "RERUN_HINT", "ProfileChoice", "collectives_figure", "compare_figure",
+           "ddp_figure", "ddp_lines", "env_lines", "error_table", "link_peak_gbps",
+           "transfers_figure"]
 
 _PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X")
 
@@ -201,32 +203,65 @@ def ddp_lines(profile: Profile) -> list[str]:
     return format_table(part["rows"], DDP_LINE_COLUMNS).splitlines()
 
 
+#: One colour per DDP variant in :func:`ddp_figure` (others take the next cycle entries).
+DDP_COLOURS = {"naive": "C7", "no-overlap": "C0", "overlap": "C2", "torch": "C1"}
+
+
+def _ddp_groups(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Rows grouped as the figure draws them, in order of appearance: one group per bucket cap
+    (``cap N MB``), and one per variant that has no cap (``naive``: each parameter alone)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        cap = r["bucket_cap_mb"]
+        key = r["variant"] if cap is None else f"cap {cap:g} MB"
+        groups.setdefault(key, []).append(r)
+    return list(groups.items())
+
+
 def ddp_figure(profile: Profile) -> Any:
-    """Step time per DDP variant, split into the no-communication backward and the rest; a
-    profile without a ddp part gets empty axes that say so (with the part's status)."""
+    """Step time per DDP variant, grouped by bucket cap, one colour per variant: the hatched
+    bottom of a bar is the exposed communication (backward minus the no-communication backward),
+    the number above it the row's overlap (:data:`distlab.bench.ddp.OVERLAP_DEFINITION`, also
+    written in the title). A profile without a ddp part gets empty axes that say so (with the
+    part's status). Milliseconds."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(7.0, 3.6))
+    fig = new_figure(figsize=(10.0, 4.4))
     ax = fig.add_subplot()
     part = profile.part("ddp")
+    title = f"DDP: {profile.label()}"
     if part is not None:
-        rows = part["rows"]
-        names = [r["variant"] + ("" if r["bucket_cap_mb"] is None
-                                 else f"\n{r['bucket_cap_mb']:g} MB") for r in rows]
-        step = [r["step_s"] * 1e3 for r in rows]
-        exposed = [(r["exposed_s"] or 0.0) * 1e3 for r in rows]
-        ax.bar(names, step, color="0.75", label="step")
-        ax.bar(names, exposed, color="tab:red", label="exposed communication")
-        for i, r in enumerate(rows):
-            if r["overlap_fraction"] is not None:
-                ax.text(i, step[i], f"overlap {r['overlap_fraction']:.2f}", ha="center",
-                        va="bottom", fontsize=7)
-        ax.legend(fontsize=8)
+        groups = _ddp_groups(part["rows"])
+        colours = dict(DDP_COLOURS)
+        for r in part["rows"]:
+            colours.setdefault(r["variant"], f"C{3 + len(colours) - len(DDP_COLOURS)}")
+        width = 0.8 / max(len(g) for _, g in groups)
+        top = max(r["step_s"] for r in part["rows"]) * 1e3
+        labelled: set[str] = set()
+        for gi, (_, rows) in enumerate(groups):
+            for j, r in enumerate(rows):
+                x = gi + (j - (len(rows) - 1) / 2) * width
+                step, exposed = r["step_s"] * 1e3, (r["exposed_s"] or 0.0) * 1e3
+                c = colours[r["variant"]]
+                ax.bar(x, step, width * 0.92, color=c, alpha=0.45,
+                       label=r["variant"] if r["variant"] not in labelled else None)
+                labelled.add(r["variant"])
+                ax.bar(x, exposed, width * 0.92, color=c, hatch="///", edgecolor="k",
+                       linewidth=0.5)
+                if r.get("overlap_fraction") is not None:
+                    ax.text(x, step + 0.01 * top, f"{r['overlap_fraction']:.2f}", ha="center",
+                            va="bottom", fontsize=8)
+        ax.bar(0, 0, 0, color="w", hatch="///", edgecolor="k", linewidth=0.5,
+               label="exposed communication")
+        ax.set_xticks(range(len(groups)), [k for k, _ in groups])
+        ax.set_ylim(0, top * 1.12)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        title += f"\nnumber above a bar: {OVERLAP_DEFINITION}"
     else:   # say why the axes are empty, as ddp_lines does
         status = profile.index.get("parts", {}).get("ddp", {}).get("status", "absent")
         ax.text(0.5, 0.5, f"ddp: not in this profile ({status})", ha="center", va="center",
                 transform=ax.transAxes)
     ax.set_ylabel("ms per step")
-    ax.set_title(f"DDP: {profile.label()}")
+    ax.set_title(title, fontsize=10)
     return fig
 
 
@@ -267,36 +302,66 @@ def compare_figure(a: Profile, b: Profile) -> Any:
     return fig
 
 
-def profile_picker(root: str | Path, on_pick: Any = None) -> Any:
-    """An ipywidgets box: a dropdown of the profiles under ``root`` plus a path text box; shows
-    the env of the dropdown's first profile at once and calls ``on_pick(profile)`` with the
-    loaded profile then and whenever either changes (a folder that is not a profile: one line
-    inline, nothing raised)."""
+RERUN_HINT = "run this cell and all below (Run > Run Selected Cell and All Below)"
+"""What the picker tells a reader to do after picking: the cells below read the choice when run."""
 
-    folders = list_profiles(root)
-    dropdown = w.Dropdown(options=[(p.name, str(p)) for p in folders],
-                          description="profile")
-    text = w.Text(placeholder="or any profile folder path (Enter)", description="path",
-                  continuous_update=False)
-    out = w.Output()
 
-    def pick(path: str) -> None:
-        out.outputs = ()  # written through the model, so it works with or without a kernel
+class ProfileChoice:
+    """The one choice of profile a notebook reads: a dropdown of the profile folders under
+    ``root`` (starting at ``chosen``, e.g. :func:`distlab.profile.load.choose_profile`'s pick,
+    with ``why`` its one-line reason) and a path box for any other folder (Enter).
+
+    ``profile`` is the current choice; every cell that reads a profile starts with
+    ``prof = choice.use()``, which prints ``profile: <name>`` and returns it, so each cell says
+    which profile it drew. Picking does not redraw cells that already ran: the picker's text
+    says so (:data:`RERUN_HINT`). A folder that is not a profile: one line in the picker, the
+    choice unchanged, nothing raised. ``widget`` shows the picker (showing it again shows the
+    same state).
+    """
+
+    def __init__(self, root: str | Path, chosen: Profile, why: str) -> None:
+        check_instance("chosen", chosen, Profile)
+        self.root = Path(root)
+        self.profile = chosen
+        options = [(p.name, str(p)) for p in list_profiles(self.root)]
+        if str(chosen.path) not in (v for _, v in options):
+            options.append((chosen.name, str(chosen.path)))
+        self.dropdown = w.Dropdown(options=options, value=str(chosen.path),
+                                   description="profile")
+        self.text = w.Text(placeholder="or any profile folder path (Enter)", description="path",
+                           continuous_update=False)
+        self.out = w.Output()
+        self._say([f"reading {why}",
+                   "Every cell below reads this choice. After picking another,", RERUN_HINT + "."])
+        self.dropdown.observe(lambda ch: self.pick(ch["new"]), names="value")
+        self.text.observe(lambda ch: self.pick(ch["new"]) if ch["new"].strip() else None,
+                          names="value")
+        self.widget = w.VBox([w.HBox([self.dropdown, self.text]), self.out])
+
+    def _say(self, lines: list[str]) -> None:
+        self.out.outputs = ()  # written through the model: works with or without a kernel
+        self.out.append_stdout("\n".join(lines) + "\n")
+
+    def pick(self, path: str | Path) -> Profile:
+        """Make the profile folder ``path`` the choice (what the dropdown and path box call);
+        returns the choice, unchanged when ``path`` is not a profile folder."""
         try:
             prof = load_profile(path)
         except ValueError as exc:
-            out.append_stdout(f"{exc}\n")
-            return
-        out.append_stdout("\n".join(env_lines(prof)) + "\n")
-        if on_pick is not None:
-            with out:
-                on_pick(prof)
+            self._say([str(exc), f"still reading {self.profile.name}"])
+            return self.profile
+        self.profile = prof
+        self._say([f"reading {prof.label()}: picked here",
+                   "The cells below still show the earlier choice. To redraw them for this one,",
+                   RERUN_HINT + "."])
+        return prof
 
-    dropdown.observe(lambda ch: pick(ch["new"]), names="value")
-    text.observe(lambda ch: pick(ch["new"]) if ch["new"].strip() else None, names="value")
-    if folders:
-        pick(str(folders[0]))
-    else:
-        out.append_stdout(f"no profile folders under {root} yet: run `python -m distlab.profile "
-                          "--quick` or give a path\n")
-    return w.VBox([w.HBox([dropdown, text]), out])
+    def use(self) -> Profile:
+        """The current choice; prints ``profile: <name>`` so the cell says what it read."""
+        print(f"profile: {self.profile.name}")
+        return self.profile
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)

@@ -6,11 +6,11 @@ calibrated (the profile whose stored calibration priced the rows) and which mach
 
 - :func:`refit_figure`: one panel per (measured profile, world size), measured / predicted
   against buffer size per algorithm, the target band shaded.
-- :func:`noise_figure`: each judged row's error beside its own 90% bootstrap interval.
 - :func:`windows_figure`: a long profile cut into windows of consecutive rounds, each priced
   with the calibration of its own rounds: how many rounds the target needs.
 
-The tables of the same numbers are in :mod:`distlab.judge.tables`.
+The tables of the same numbers are in :mod:`distlab.judge.tables`; each judged row's error
+beside its own noise is :func:`distlab.viz.noise.noise_figure`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import matplotlib
 import numpy as np
 
 from distlab.judge.refit import (
@@ -36,7 +35,7 @@ from distlab.judge.refit import (
 from distlab.judge.windows import window_runs
 from distlab.viz.figure import new_figure
 
-__all__ = ["noise_figure", "refit_figure", "windows_figure"]
+__all__ = ["refit_figure", "windows_figure"]
 
 _MARKERS = "os^vDx+*hp"
 
@@ -95,54 +94,6 @@ def refit_figure(profiles: Iterable[PathLike | RefitRun], *,
     for ax in axes[len(runs):]:
         ax.set_visible(False)
     axes[0].legend(fontsize=7, loc="best")
-    return fig
-
-
-def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
-                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS,
-                 min_bytes: int = TARGET_MIN_BYTES) -> Any:
-    """Each judged row's ``|error%|`` against its ``noise_pct``
-    (:mod:`~distlab.judge.noise`: how far its value, the run's statistic of its
-    rounds, could land on a re-run),
-    both log, one colour per profile, circles for 2 ranks and triangles for more. Below the
-    diagonal the model is as close as the row is known; far above it the model is wrong by
-    more than the measurement's scatter. Rows that kept no rounds are left out (the
-    title counts them)."""
-    runs = refit_runs(profiles)
-    algos = None if algorithms is None else set(algorithms)
-    fig = new_figure(figsize=(10.5, 4.8))
-    ax = fig.subplots()
-    lo, hi, drawn, left_out = 1.0, 10.0, 0, 0
-    names = list(dict.fromkeys(run.profile for run in runs))
-    palette = matplotlib.colormaps["tab20"]
-    for run in runs:
-        rows = [r for r in run.rows if r["nbytes"] >= min_bytes and r.get("error_pct") is not None
-                and (algos is None or r["algorithm"] in algos)]
-        pts = [(max(r["noise_pct"], 0.1), max(abs(r["error_pct"]), 0.1)) for r in rows
-               if r.get("noise_pct") is not None]
-        left_out += len(rows) - len(pts)
-        if not pts:
-            continue
-        x, y = zip(*pts, strict=True)
-        inside = sum(bool(r.get("within_noise")) for r in rows)
-        ax.scatter(x, y, s=14, alpha=0.75, color=palette(names.index(run.profile) % 20),
-                   marker="o" if run.world_size <= 2 else "^",
-                   label=f"{run.profile} ws{run.world_size}, {run.statistic} "
-                         f"({inside}/{len(pts)} in noise)")
-        lo, hi = min(lo, *x, *y), max(hi, *x, *y)
-        drawn += len(pts)
-    if not drawn:
-        raise ValueError("no judged row kept its rounds (seconds_per_rank): nothing to draw")
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="|error| = noise")
-    ax.axhline(TARGET_MEDIAN_PCT, color="tab:green", lw=0.8, ls=":")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("row noise: 90% bootstrap half-width of its value (%)")
-    ax.set_ylabel("|error| of the prediction (%)")
-    note = f"; {left_out} rows without rounds left out" if left_out else ""
-    ax.set_title(f"model error against the measurement's own scatter, rows >= "
-                 f"{min_bytes // 1024} KiB{note}", fontsize=9)
-    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig
 
 

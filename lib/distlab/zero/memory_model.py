@@ -27,13 +27,14 @@ holds the same number), a replicated one ``P``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from distlab._checks import check_choice, check_float, check_int
 
-__all__ = ["DEEPSPEED_SOURCES", "PRECISIONS", "STAGES", "StateBytes", "ZeroMemory",
-           "bytes_per_param", "check_stage", "deepspeed_estimate", "largest_model_that_fits",
-           "shard_elements", "zero_memory"]
+__all__ = ["BYTE_UNITS", "DEEPSPEED_SOURCES", "PRECISIONS", "STAGES", "StateBytes",
+           "ZeroMemory", "byte_unit", "bytes_per_param", "check_stage", "deepspeed_estimate",
+           "largest_model_that_fits", "shard_elements", "zero_memory"]
 
 #: precision name -> bytes per parameter of (params, grads, optimizer state).
 PRECISIONS: dict[str, tuple[int, int, int]] = {"fp32": (4, 4, 8), "mixed": (2, 2, 12)}
@@ -42,6 +43,24 @@ STAGES = (0, 1, 2, 3)
 #: which states a stage shards, in (params, grads, optimizer) order.
 _SHARDED = {0: (False, False, False), 1: (False, False, True), 2: (False, True, True),
             3: (True, True, True)}
+
+
+#: Binary byte units, smallest first: (name, bytes per unit).
+BYTE_UNITS: tuple[tuple[str, int], ...] = (("B", 1), ("KiB", 2**10), ("MiB", 2**20),
+                                           ("GiB", 2**30), ("TiB", 2**40))
+
+
+def byte_unit(values: Iterable[float]) -> tuple[str, int]:
+    """The binary unit that fits byte counts ``values`` (>= 0): the largest unit of
+    :data:`BYTE_UNITS` not above the geometric middle of the smallest and the largest positive
+    value, so the values read as plain numbers around 1 to 1000 of it (4.2 MB -> ``"MiB"``,
+    120 GB -> ``"GiB"``). Returns ``(name, bytes per unit)``; ``("B", 1)`` when no value is
+    positive."""
+    positive = [float(v) for v in values if v > 0]
+    if not positive:
+        return BYTE_UNITS[0]
+    middle = math.sqrt(min(positive) * max(positive))
+    return [u for u in BYTE_UNITS if u[1] <= middle][-1] if middle >= 1 else BYTE_UNITS[0]
 
 
 def check_stage(stage: object) -> int:
