@@ -16,6 +16,8 @@ Core (floor 0):
   torchrun); :mod:`distlab.launch_demos`: small rank functions that show it.
 - :mod:`distlab.report`: text tables, provenance, JSON results; :mod:`distlab.cli`: option types
   and the one way a command ends (bad input: exit 2, Ctrl-C: exit 130).
+- :mod:`distlab.uneven`: uneven inputs across ranks: the bounded wait that makes a hang an error,
+  and what DDP's and ZeRO's hooks for torch's ``Join`` share.
 
 Labs (floor 1):
 

@@ -29,12 +29,19 @@ def test_bad_options_exit_2(args, option):
 
 
 def test_tiny_run_table_and_json(tmp_path):
+    """With --join: overlap and torch DDP also run inside Join on the same even inputs, train
+    to torch's parameters, and each cap gets the step-time ratio line."""
     out = tmp_path / "ddp.json"
     r = _run("--layers", "2", "--width", "64", "--bucket-cap-mb", "0.01,25", "--steps", "2",
-             "--rounds", "2", "--json", str(out))
+             "--rounds", "2", "--join", "--json", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     variants = [row["variant"] for row in data["rows"]]
     assert variants.count("torch") == 2 and variants.count("naive") == 1
+    assert variants.count("overlap+join") == 2 and variants.count("torch+join") == 2
     assert all(row["wrong"] == 0 for row in data["rows"])
     assert "#wrong" in r.stdout and "provenance" in data
+    assert set(data["join_vs_overlap"]) == set(data["torch_join_vs_torch"]) == {"0.01", "25.0"}
+    assert all(v > 0 for v in data["join_vs_overlap"].values())
+    assert r.stdout.count("Join on even inputs: step = ") == 2
+    assert data["config"]["join"] is True

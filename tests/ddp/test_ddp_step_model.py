@@ -151,3 +151,22 @@ def test_mlp_ready_order_feeds_predict_and_checks_its_arguments():
         mlp_ready_order(0, 8, 1e-9)
     with pytest.raises(ValueError, match="backward_s_per_byte"):
         mlp_ready_order(2, 8, -1.0)
+
+
+def test_join_costs_two_tiny_allreduces_per_step_and_a_shadow_iteration_adds_the_buckets():
+    from distlab.ddp.step_model import (
+        JOIN_ALLREDUCES_PER_STEP,
+        allreduce_seconds,
+        join_step_seconds,
+        shadow_step_seconds,
+    )
+
+    link = get_preset("ethernet_100g")
+    tiny = allreduce_seconds(4, 4, link)
+    assert JOIN_ALLREDUCES_PER_STEP == 2
+    assert join_step_seconds(4, link) == pytest.approx(2 * tiny)
+    buckets = [1 << 20, 25 << 20]
+    assert shadow_step_seconds(buckets, 4, link) == pytest.approx(
+        2 * tiny + sum(allreduce_seconds(b, 4, link) for b in buckets))
+    assert join_step_seconds(1, link) == 0.0  # one rank: nothing to join
+    assert shadow_step_seconds([], 4, link) == join_step_seconds(4, link)

@@ -8,12 +8,16 @@ enough GPUs, else gloo ranks sharing the GPUs with CUDA parameters (every table 
 :func:`distlab.devices.ddp_placement`); CUDA step times are read after a synchronize. Each round
 runs every variant for ``--steps`` training steps (variants interleaved; round 0 is warmup); times
 are medians over ranks 0's steps. Columns: step and backward time, exposed communication (backward
-minus the no-communication backward), overlap fraction (1 - exposed / modelled allreduce time), the
-model's predicted step time (alpha-beta-gamma calibrated in the same run) and its error, and #wrong
-(parameter tensors that differ from torch DDP's after the same steps); ``us/param`` = (step - the
-same step without DDP) / parameter tensors, in microseconds: what DDP adds per parameter per step,
-communication included (``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the
-step-rate target).
+minus the no-communication backward), overlap (:func:`overlap_fraction`: the share of the
+no-overlap variant's exposed communication at the same cap that this variant hides; 0 for naive
+and no-overlap, which launch nothing before backward ends), the model's predicted step time
+(alpha-beta-gamma calibrated in the same run) and its error, and #wrong (parameter tensors that
+differ from torch DDP's after the same steps); ``us/param`` = (step - the same step without DDP) /
+parameter tensors, in microseconds: what DDP adds per parameter per step, communication included
+(``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the step-rate target).
+``--join`` adds the variant ``overlap+join`` (overlap trained inside ``torch.distributed.algorithms.
+Join`` on the same even inputs) and a line per cap with its step time over overlap's: what Join
+costs when no rank runs out (target <= 1.05).
 """
 
 from __future__ import annotations
@@ -21,19 +25,28 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from distlab import launch
-from distlab.bench.ddp_ranks import measure_rank
+from distlab.bench.ddp_ranks import (
+    JOIN_VARIANT,
+    NOT_OVERLAPPING,
+    TORCH_JOIN_VARIANT,
+    measure_rank,
+)
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.cli import options
 from distlab.devices import DDP_DEVICES, ddp_placement
 from distlab.envinfo import gpu_count
 from distlab.report.table import Column, Table
 
-__all__ = ["BENCHMARK", "COLUMNS", "DdpBenchmark", "DdpConfig", "main"]
+__all__ = ["BENCHMARK", "COLUMNS", "OVERLAP_DEFINITION", "DdpBenchmark", "DdpConfig", "main",
+           "overlap_fraction", "with_overlap"]
 
 TARGET_RATE = 0.9  # distlab overlap step rate / torch DDP step rate
+TARGET_JOIN_RATIO = 1.05  # overlap+join step time / overlap step time, even inputs
 
 COLUMNS = (Column("variant", "variant", width=11), Column("cap(MB)", "bucket_cap_mb", "g"),
            Column("step(ms)", "step_s", ".2f", 1e3), Column("bwd(ms)", "backward_s", ".2f", 1e3),
@@ -42,6 +55,38 @@ COLUMNS = (Column("variant", "variant", width=11), Column("cap(MB)", "bucket_cap
            Column("pred(ms)", "predicted_step_s", ".2f", 1e3),
            Column("err%", "error", "+.1f", 100.0), Column("us/param", "us_per_param", ".2f"),
            Column("#wrong", "wrong"))
+
+
+#: What the ``overlap`` column and figure label mean, in one line.
+OVERLAP_DEFINITION = ("overlap = 1 - exposed / exposed(no-overlap, same cap); "
+                      "naive and no-overlap: 0")
+
+
+def overlap_fraction(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The share of communication ``row``'s variant hides behind backward, from measured times.
+
+    ``1 - exposed_s / exposed_s(no-overlap row of the same bucket_cap_mb)``: the ``no-overlap``
+    variant reduces the same buckets after backward, so its exposed time is that communication
+    with nothing hidden. Clipped to [0, 1] (a variant measured slower than no-overlap hides
+    nothing). ``0.0`` for the variants in
+    :data:`~distlab.bench.ddp_ranks.NOT_OVERLAPPING` (they launch no allreduce before backward
+    ends). ``None`` when ``rows`` has no such no-overlap row, or either exposed time is missing
+    or the no-overlap one is 0 (nothing to hide). Reads only ``variant``, ``bucket_cap_mb`` and
+    ``exposed_s`` (seconds), so it can be derived again from any stored rows.
+    """
+    if row["variant"] in NOT_OVERLAPPING:
+        return 0.0
+    ref = next((r for r in rows if r["variant"] == "no-overlap"
+                and r["bucket_cap_mb"] == row["bucket_cap_mb"]), None)
+    if ref is None or row.get("exposed_s") is None or not ref.get("exposed_s"):
+        return None
+    return min(1.0, max(0.0, 1.0 - row["exposed_s"] / ref["exposed_s"]))
+
+
+def with_overlap(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of ``rows`` whose ``overlap_fraction`` is :func:`overlap_fraction` of each (any
+    stored value is replaced)."""
+    return [{**r, "overlap_fraction": overlap_fraction(r, rows)} for r in rows]
 
 
 @dataclass(frozen=True)
@@ -63,6 +108,9 @@ class DdpConfig(BenchConfig):
     device: str = opt("auto", "--device", choices=DDP_DEVICES,
                       help="where parameters live: cpu, cuda, or auto (cuda when torch sees a "
                            "GPU)")
+    join: bool = opt(False, "--join", action="store_true",
+                     help="add overlap+join: the overlap variant inside torch's Join (even "
+                          "inputs), and its step time as a ratio of overlap's")
 
 
 class DdpBenchmark(Benchmark[DdpConfig]):
@@ -85,8 +133,9 @@ class DdpBenchmark(Benchmark[DdpConfig]):
         out = launch.run(measure_rank, c.world_size, backend=place.backend,
                          args=(c.layers, c.width, c.batch, list(c.bucket_cap_mb), c.steps,
                                c.rounds),
-                         kwargs={"gpu_of_rank": place.gpu_of_rank}, timeout=c.timeout)
-        rows = out[0]["rows"]
+                         kwargs={"gpu_of_rank": place.gpu_of_rank, "join": c.join},
+                         timeout=c.timeout)
+        rows = with_overlap(out[0]["rows"])
         params = 2 * c.layers  # weight and bias of each Linear
         for i, r in enumerate(rows):  # #wrong: any rank
             r["wrong"] = max(o["rows"][i]["wrong"] for o in out)
@@ -95,14 +144,27 @@ class DdpBenchmark(Benchmark[DdpConfig]):
         ratios = {str(cap): by[("torch", cap)]["step_s"] / by[("overlap", cap)]["step_s"]
                   for cap in c.bucket_cap_mb}
         head = [f"ddp: {c.layers} x Linear({c.width}), batch {c.batch}, world {c.world_size} "
-                f"({place.label}, one host), {c.steps} steps x {c.rounds - 1} rounds "
-                f"(+1 warmup); no-comm backward {out[0]['local_backward_s'] * 1e3:.2f} ms"]
+                f"({place.label}, one host)",
+                f"{c.steps} steps x {c.rounds - 1} rounds (+1 warmup); no-comm backward "
+                f"{out[0]['local_backward_s'] * 1e3:.2f} ms", OVERLAP_DEFINITION]
         tail = [f"cap {cap} MB: distlab overlap step rate = {ratio:.3f} x torch DDP "
                 f"(target >= {TARGET_RATE}) {'PASS' if ratio >= TARGET_RATE else 'MISS'}"
                 for cap, ratio in ratios.items()]
+        join_ratios, torch_join = {}, {}
+        for cap in c.bucket_cap_mb if c.join else ():
+            join_ratios[str(cap)] = (by[(JOIN_VARIANT, cap)]["step_s"]
+                                     / by[("overlap", cap)]["step_s"])
+            torch_join[str(cap)] = (by[(TORCH_JOIN_VARIANT, cap)]["step_s"]
+                                    / by[("torch", cap)]["step_s"])
+            ok = join_ratios[str(cap)] <= TARGET_JOIN_RATIO
+            tail.append(f"cap {cap} MB: Join on even inputs: step = {join_ratios[str(cap)]:.3f} x "
+                        f"overlap's (target <= {TARGET_JOIN_RATIO}) {'PASS' if ok else 'MISS'}; "
+                        f"torch DDP's: {torch_join[str(cap)]:.3f} x")
         wrong = sum(r["wrong"] for r in rows)
         return Report([Table(rows, COLUMNS)], head, tail,
-                      {"rate_vs_torch": ratios, "local_backward_s": out[0]["local_backward_s"],
+                      {"rate_vs_torch": ratios, "join_vs_overlap": join_ratios,
+                       "torch_join_vs_torch": torch_join,
+                       "local_backward_s": out[0]["local_backward_s"],
                        "local_step_s": out[0]["local_step_s"], "sizes": out[0]["sizes"],
                        "ready_s": out[0]["ready_s"], "link": out[0]["link"],
                        "placement": dataclasses.asdict(place)},

@@ -7,7 +7,10 @@ overlap, torch DDP; per bucket cap) runs ``steps`` training steps, variants inte
 load hits them alike; one more round, untimed, records each distlab variant's spans (so tracing
 costs nothing in the timed rounds). All variants train on the same batches from the same
 (rank-dependent) initial weights, so their parameters must equal torch DDP's at the end
-(``wrong``: parameter tensors that differ). Times in seconds.
+(``wrong``: parameter tensors that differ). With ``join=True`` one more variant, ``overlap+join``,
+is the overlap variant trained inside ``torch.distributed.algorithms.Join`` on the same, even,
+inputs: what Join costs per step when nobody runs out (two one-element allreduces per forward).
+Times in seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.distributed.algorithms import Join
 from torch.nn.parallel import DistributedDataParallel
 
 from distlab.bench.rounds import Phases, rank_fences, timed_rounds
@@ -26,13 +30,29 @@ from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.runtime.group import rank_device
 from distlab.collectives.runtime.rounds import calibrate
 from distlab.ddp.reducer import DDP
-from distlab.ddp.step_model import StepPrediction, allreduce_seconds, predict, simulate_step
+from distlab.ddp.step_model import (
+    StepPrediction,
+    allreduce_seconds,
+    join_step_seconds,
+    predict,
+    simulate_step,
+)
 from distlab.nets import mlp
 from distlab.timeline import Timeline
 
-__all__ = ["VARIANTS", "LocalTimes", "local_times", "measure_rank"]
+__all__ = ["JOIN_VARIANT", "NOT_OVERLAPPING", "TORCH_JOIN_VARIANT", "VARIANTS", "LocalTimes",
+           "local_times", "measure_rank"]
 
 VARIANTS = ("naive", "no-overlap", "overlap", "torch")
+
+#: The optional variants (``join=True``): ``overlap`` and ``torch`` inside ``Join`` on even
+#: inputs (torch DDP under Join is the reference for what Join itself costs).
+JOIN_VARIANT = "overlap+join"
+TORCH_JOIN_VARIANT = "torch+join"
+
+#: The variants that launch no allreduce before backward has ended (``naive`` reduces each
+#: parameter, ``no-overlap`` each bucket, after it): none of their communication is hidden.
+NOT_OVERLAPPING = ("naive", "no-overlap")
 
 
 @dataclass(frozen=True)
@@ -83,18 +103,22 @@ def local_times(layers: int, width: int, xs: list[torch.Tensor], repeats: int) -
     return LocalTimes(sizes, ready_med, statistics.median(bwd), statistics.median(step))
 
 
-def _variants(rank: int, layers: int, width: int, caps: list[float], device: torch.device
+def _variants(rank: int, layers: int, width: int, caps: list[float], device: torch.device,
+              join: bool = False
               ) -> tuple[dict[tuple[str, float], Any], dict[tuple[str, float], Timeline]]:
-    """Every (variant, cap) wrapped model with its optimizer, and a Timeline per distlab one."""
+    """Every (variant, cap) wrapped model with its optimizer, and a Timeline per distlab one
+    (``join``: the :data:`JOIN_VARIANT` too, right after ``overlap``)."""
     models: dict[tuple[str, float], Any] = {}
     timelines: dict[tuple[str, float], Timeline] = {}
     ids = [device.index] if device.type == "cuda" else None
     for cap in caps:
-        for v in VARIANTS:
+        names = VARIANTS if not join else VARIANTS[:3] + (JOIN_VARIANT,) + VARIANTS[3:] + (
+            TORCH_JOIN_VARIANT,)
+        for v in names:
             if v == "naive" and cap != caps[0]:
                 continue
             m = mlp(layers, width, 100 + rank).to(device)
-            if v == "torch":
+            if v.startswith("torch"):
                 w = DistributedDataParallel(m, device_ids=ids, bucket_cap_mb=cap)
             else:
                 timelines[(v, cap)] = Timeline()
@@ -119,6 +143,13 @@ def _timed_rounds(models: dict[tuple[str, float], Any],
 
     def steps(key: tuple[str, float], phases: Phases) -> None:
         w, o = models[key]
+        if key[0] in (JOIN_VARIANT, TORCH_JOIN_VARIANT):
+            with Join([w]):  # leaving it costs one allreduce and the final broadcast, untimed
+                train(w, o, phases)
+        else:
+            train(w, o, phases)
+
+    def train(w: Any, o: Any, phases: Phases) -> None:
         for x in xs:
             t0 = phases.now()
             loss = w(x).pow(2).mean()
@@ -153,6 +184,8 @@ def _prediction(variant: str, cap: float, local: LocalTimes, link: Calibration |
         comm = [allreduce_seconds(s, world_size, link) for s in local.sizes]
         return simulate_step([local.backward_s] * len(local.sizes), comm, local.backward_s,
                              overlap=False, other_s=other)
+    if variant in (JOIN_VARIANT, TORCH_JOIN_VARIANT):
+        other += join_step_seconds(world_size, link)
     return predict(local.sizes, local.ready_s, local.backward_s, link, world_size, cap,
                    overlap=(variant != "no-overlap"), other_s=other)
 
@@ -164,21 +197,20 @@ def _row(variant: str, cap: float, model: Any, reference: Any, times: dict[str, 
                                                       model.module.parameters(), strict=True))
     st, bw = statistics.median(times["step"]), statistics.median(times["bwd"])
     exposed = max(bw - local.backward_s, 0.0)
-    comm_total = pred.comm_s if pred else float("nan")
     return {"variant": variant, "bucket_cap_mb": cap if variant != "naive" else None,
             "step_s": st, "backward_s": bw, "exposed_s": exposed,
-            "overlap_fraction": (min(1.0, max(0.0, 1 - exposed / comm_total))
-                                 if pred and comm_total > 0 else None),
             "predicted_step_s": pred.step_s if pred else None,
             "error": (pred.step_s - st) / st if pred else None, "wrong": int(wrong),
-            "buckets": [len(b) for b in model.buckets] if variant != "torch" else None,
+            "buckets": [len(b) for b in model.buckets] if not variant.startswith("torch")
+            else None,
             "spans": timeline.to_dicts()[-400:] if timeline is not None else [],
             "predicted_spans": list(pred.comm_spans) if pred else []}
 
 
 def measure_rank(rank: int, world_size: int, layers: int, width: int, batch: int,
                  caps: list[float], steps: int, rounds: int, calibrate_link: bool = True,
-                 gpu_of_rank: tuple[int | None, ...] | None = None) -> dict[str, Any]:
+                 gpu_of_rank: tuple[int | None, ...] | None = None,
+                 join: bool = False) -> dict[str, Any]:
     """Measure every variant on this rank (a :func:`distlab.launch.run` rank function); see the
     module docstring. ``gpu_of_rank`` (from :func:`distlab.devices.ddp_placement`) puts local
     rank ``r``'s model and batches on ``cuda:gpu_of_rank[r]`` (None or absent: the CPU); CUDA times
@@ -197,7 +229,7 @@ def measure_rank(rank: int, world_size: int, layers: int, width: int, batch: int
     link = calibrate(sizes=(65536, 262144, 1 << 20, 4 << 20), iters=5, warmup=2,
                      device=device if rank_device().type == "cuda" else None) \
         if calibrate_link else None
-    models, timelines = _variants(rank, layers, width, caps, device)
+    models, timelines = _variants(rank, layers, width, caps, device, join)
     times = _timed_rounds(models, timelines, xs, rounds, device)
     rows = [_row(v, cap, w, models[("torch", cap)][0].module, times[(v, cap)],
                  _prediction(v, cap, local, link, world_size), local, timelines.get((v, cap)))

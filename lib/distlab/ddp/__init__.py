@@ -1,4 +1,5 @@
-"""distlab.ddp: torch-identical gradient buckets, a bucketed overlapping DDP, and its model."""
+"""distlab.ddp: torch-identical gradient buckets, a bucketed overlapping DDP (Joinable: uneven
+inputs under torch's Join, :mod:`distlab.ddp.join`), and its model."""
 
 from distlab.ddp.buckets import (
                                  DEFAULT_BUCKET_CAP_MB,

@@ -32,8 +32,17 @@ With ``algorithm`` other than ``"builtin"`` each bucket goes through
 moment the bucket is launched. ``naive=True`` reduces every parameter on its own after backward.
 Timeline (only when ``timeline`` is set; the hot path then pays for it): lanes
 ``rank{r}/backward`` (one span per module owning parameters, from the previous module's last ready
-gradient -- or the end of forward -- to its own; "bucket ready" marks) and ``rank{r}/allreduce``
-(launch to completion of each bucket's allreduce). Times are in us.
+gradient -- or the end of forward -- to its own, ``naive=True`` included; "bucket ready" marks) and
+``rank{r}/allreduce`` (launch to completion of each bucket's allreduce, or of each parameter's with
+``naive=True``). Times are in us.
+
+Uneven inputs (:mod:`distlab.uneven`): DDP is ``Joinable``; inside
+``torch.distributed.algorithms.Join([ddp])`` a rank out of batches shadows the others'
+collectives (:mod:`distlab.ddp.join`). Gradient collectives run on a process group of their own
+whose timeout is ``timeout`` seconds (30 by default), so without Join a rank left alone in a
+bucket's collective raises :class:`~distlab.uneven.UnevenInputsError` (naming the bucket, the
+likely cause and the fix) instead of waiting forever; ``timeout=None`` uses ``process_group``
+itself, with its own timeout.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.algorithms.join import Join, Joinable
 
 from distlab._checks import check_bool, check_float
 from distlab.collectives.algorithms.registry import BUILTIN, check_algorithm, is_builtin
@@ -53,7 +63,15 @@ from distlab.collectives.runtime.execute import all_reduce
 from distlab.ddp.buckets import initial_buckets, rebuilt_buckets
 from distlab.ddp.comm_hooks import check_comm_hook
 from distlab.ddp.grad_bucket import BucketLayout
+from distlab.ddp.join import DDPJoinHook, join_config_enabled
 from distlab.timeline import now_us
+from distlab.uneven import (
+    DEFAULT_TIMEOUT_S,
+    UnevenInputsError,
+    bounded_group,
+    check_timeout,
+    uneven_error,
+)
 
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 
@@ -63,16 +81,22 @@ def _aliases(grad: torch.Tensor, view: torch.Tensor) -> bool:
     return grad is view or torch._C._is_alias_of(grad, view)
 
 
-class DDP(nn.Module):
+class DDP(nn.Module, Joinable):
     """Data-parallel wrapper; see the module docstring. ``buckets``: parameter names per bucket
     of the latest synced iteration, in reduction order. ``allreduce_count``: collectives issued
-    so far (for the no_sync demonstration)."""
+    so far (for the no_sync demonstration); ``shadow_count``: zero-filled collectives issued as
+    a joined rank under ``Join``; ``last_joiner``: the group rank the model was broadcast from
+    at the end of the last ``Join`` (``None`` before). ``timeout``: seconds a gradient
+    collective may wait (``None``: the process group's timeout)."""
 
     def __init__(self, module: nn.Module, *, bucket_cap_mb: float | None = None,
                  process_group: Any = None, overlap: bool = True, algorithm: str = BUILTIN,
                  timeline: Any = None, naive: bool = False,
-                 gradient_as_bucket_view: bool = False) -> None:
+                 gradient_as_bucket_view: bool = False,
+                 timeout: float | None = DEFAULT_TIMEOUT_S) -> None:
         super().__init__()
+        Joinable.__init__(self)
+        self.timeout = check_timeout(timeout)
         if bucket_cap_mb is not None:
             bucket_cap_mb = check_float("bucket_cap_mb (MiB)", bucket_cap_mb, minimum=0,
                                         exclusive_minimum=True)
@@ -92,7 +116,11 @@ class DDP(nn.Module):
         self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.rank = dist.get_rank(process_group)
         self.world = dist.get_world_size(process_group)
+        self._div = self.world  # torch's div_factor_: the world, or the ranks not yet joined
         self._scale = 1.0 / self.world  # torch: wrapped_scalar_tensor(double(1.) / div_factor_)
+        self._divide_by_initial_world_size = True
+        self.shadow_count = 0
+        self.last_joiner: int | None = None
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
             raise ValueError("module: DDP needs at least one parameter that requires grad")
@@ -102,6 +130,8 @@ class DDP(nn.Module):
             src = dist.get_global_rank(process_group, 0) if process_group is not None else 0
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t.data, src=src, group=process_group)
+        self._comm = bounded_group(process_group, self.timeout)
+        self._device = self._params[0].device
         self._comm_hook: Callable[[Any, Any], Any] | None = None
         self._comm_state: Any = None
         self._sync = True
@@ -195,14 +225,134 @@ class DDP(nn.Module):
         self._comm_hook, self._comm_state = hook, state
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if self._sync and self._ready_order and not self._rebuilt:
-            self._set_buckets(rebuilt_buckets(self._params, self._ready_order, self.bucket_cap_mb))
-            self._rebuilt = True
+        joining = join_config_enabled(self)
+        if joining:
+            work = Join.notify_join_context(self)  # "not joined yet" (first joinable only)
+            self._set_divide_factor(work)
+        if self._sync or joining:  # torch rebuilds in any forward; a joined rank can't tell
+            self._maybe_rebuild()
+        if joining:  # tell joined ranks whether this iteration's backward syncs
+            dist.all_reduce(torch.tensor([1.0 if self._sync else 0.0], device=self._device),
+                            group=self._comm, async_op=True)
         self._reset_iteration()
         out = self.module(*args, **kwargs)
         if self._traced:
             self._mark = now_us()  # backward spans start here (loss computation included)
         return out
+
+    # ---- Join (distlab.ddp.join) ---------------------------------------------------------------
+    def join_hook(self, **kwargs: Any) -> DDPJoinHook:
+        """torch's Join protocol: the hook a joined rank runs (``divide_by_initial_world_size``,
+        default ``True``, is the only keyword it reads)."""
+        return DDPJoinHook(self, kwargs.get("divide_by_initial_world_size", True))
+
+    @property
+    def join_device(self) -> torch.device:
+        return self._device
+
+    @property
+    def join_process_group(self) -> Any:
+        return self._comm
+
+    def _set_divide_factor(self, work: Any) -> None:
+        """Divide by the initial world size, or (``divide_by_initial_world_size=False``) by the
+        ranks not yet joined: the sum of the "not joined" allreduce ``work`` (torch's
+        ``_set_forward_pass_work_handle``)."""
+        div = self.world
+        if work is not None and not self._divide_by_initial_world_size:
+            work.wait()
+            div = int(round(float(work.result()[0].item())))
+        if div != self._div:
+            self._div, self._scale = div, 1.0 / div
+
+    def _maybe_rebuild(self) -> None:
+        """The one rebuild of the buckets from the recorded gradient-ready order; under Join the
+        assignment of group rank 0 is broadcast to all (torch's ``sync_bucket_indices``)."""
+        if self._rebuilt or not self._ready_order:
+            return
+        buckets = rebuilt_buckets(self._params, self._ready_order, self.bucket_cap_mb)
+        if join_config_enabled(self):
+            buckets = self._sync_bucket_indices(buckets)
+        self._set_buckets(buckets)
+        self._rebuilt = True
+
+    def _sync_bucket_indices(self, buckets: list[list[int]]) -> list[list[int]]:
+        n = len(self._params)
+        code = torch.empty(2 * n, dtype=torch.int64, device=self._device)
+        code[:n] = torch.tensor([i for b in buckets for i in b], dtype=torch.int64)
+        code[n:] = torch.tensor([k for k, b in enumerate(buckets) for _ in b], dtype=torch.int64)
+        dist.broadcast(code, src=dist.get_global_rank(self._comm, 0) if self._comm is not None
+                       else 0, group=self._comm)
+        order, ids = code[:n].tolist(), code[n:].tolist()
+        out: list[list[int]] = [[] for _ in range(max(ids) + 1)]
+        for i, k in zip(order, ids, strict=True):
+            out[k].append(i)
+        return out
+
+    def _peer_sync_flag(self) -> bool:
+        """Joined rank: the flag allreduce of the others' forward; ``True`` when they sync."""
+        flag = torch.zeros(1, device=self._device)
+        work = dist.all_reduce(flag, group=self._comm, async_op=True)
+        self._wait(work, "Join flag allreduce")
+        return bool(flag.item() != 0)
+
+    def _shadow_backward(self) -> None:
+        """Joined rank: zeros into every gradient collective the others run, in their order."""
+        if self.naive:
+            for i in reversed(range(len(self._params))):
+                zeros = torch.zeros_like(self._params[i])
+                self.shadow_count += 1
+                self._reduce_sync(zeros, f"shadow allreduce of {self._names[i]}")
+            return
+        works: list[tuple[int, float, Any]] = []
+        for b, lay in enumerate(self._layouts):
+            zeros = torch.zeros_like(lay.flat)
+            self.shadow_count += 1
+            t0 = now_us()
+            if self._comm_hook is not None:
+                gb = lay.grad_bucket
+                gb._buffer = zeros
+                works.append((b, t0, self._comm_hook(self._comm_state, gb)))
+                gb._buffer = lay.flat
+            elif self._builtin:
+                works.append((b, t0, dist.all_reduce(zeros, group=self._comm, async_op=True)))
+            else:
+                self._reduce_sync(zeros, f"shadow allreduce of bucket {b}")
+                works.append((b, t0, None))
+        for b, t0, w in works:  # spans from launch to completion, as the live buckets'
+            if w is not None:
+                self._wait(w, f"shadow allreduce of bucket {b}")
+            if self.timeline is not None:
+                self.timeline.record(f"shadow allreduce bucket {b}", "shadow",
+                                     self._lane("allreduce"), t0, now_us() - t0,
+                                     {"bytes": self._layouts[b].nbytes})
+
+    # ---- bounded waits ---------------------------------------------------------------------
+    def _wait(self, work: Any, what: str) -> Any:
+        """``work.wait()``; a failure (the bounded group's timeout, a peer gone) becomes
+        :class:`~distlab.uneven.UnevenInputsError` naming ``what``."""
+        try:
+            return work.wait()
+        except UnevenInputsError:
+            raise
+        except RuntimeError as exc:
+            raise uneven_error(self.rank, what, self.timeout, exc) from exc
+
+    def _reduce_sync(self, t: torch.Tensor, what: str) -> None:
+        """A blocking sum of ``t`` over the bounded group (built-in or distlab's algorithm)."""
+        try:
+            if self._builtin:
+                dist.all_reduce(t, group=self._comm)
+            else:
+                all_reduce(t, "sum", self.algorithm, self._comm)  # the group's bounded timeout
+        except UnevenInputsError:
+            raise
+        except RuntimeError as exc:
+            raise uneven_error(self.rank, what, self.timeout, exc) from exc
+
+    def _describe_bucket(self, b: int) -> str:
+        lay = self._layouts[b]
+        return f"allreduce of bucket {b} ({len(lay.params)} parameters, {lay.nbytes:,} bytes)"
 
     # ---- hooks -------------------------------------------------------------------------------
     def _lane(self, what: str) -> str:
@@ -227,10 +377,10 @@ class DDP(nn.Module):
             self._fast = self._rebuilt and not self.naive and not self._traced
         if not self._rebuilt:
             self._ready_order.append(i)
-        if self.naive:
-            return
         if self._traced:
             self._module_done(i)
+        if self.naive:
+            return
         b = self._bucket_of[i]
         self._pending[b] -= 1
         if self._pending[b] == 0:
@@ -256,7 +406,7 @@ class DDP(nn.Module):
             grads = [p.grad for p in lay.params]
             if all(g is v for g, v in zip(grads, lay.views, strict=True)):
                 if self._comm_hook is None:
-                    lay.flat.div_(self.world)  # torch: bucket_view.div_(div_factor_) per view
+                    lay.flat.div_(self._div)  # torch: bucket_view.div_(div_factor_) per view
                 return
             if any(g is None or _aliases(g, v) for g, v in zip(grads, lay.views, strict=True)):
                 self._fill_each(b)
@@ -294,7 +444,7 @@ class DDP(nn.Module):
                     p.grad = v if self.gradient_as_bucket_view else torch.zeros_like(p)
                 elif _aliases(g, v):
                     if not hook:
-                        v.div_(self.world)
+                        v.div_(self._div)
                 else:
                     if hook:
                         v.copy_(g)
@@ -332,13 +482,13 @@ class DDP(nn.Module):
         elif self._builtin:
             if self._traced:
                 t0 = now_us()
-            work = dist.all_reduce(buf, group=self.group, async_op=True)
+            work = dist.all_reduce(buf, group=self._comm, async_op=True)
             self._works[b] = work
             if self._traced:
                 self._trace_future(work.get_future(), f"allreduce bucket {b}", t0, buf)
         else:
             t0 = now_us()
-            all_reduce(buf, "sum", self.algorithm, self.group)
+            self._reduce_sync(buf, self._describe_bucket(b))
             if self._traced:
                 self.timeline.record(f"allreduce bucket {b}", "allreduce", self._lane("allreduce"),
                                      t0, now_us() - t0, {"bytes": lay.nbytes})
@@ -372,9 +522,9 @@ class DDP(nn.Module):
                 result = lay.flat
                 if work is not None:
                     if hook:
-                        result = lay.check_result(work.wait())
+                        result = lay.check_result(self._wait(work, self._describe_bucket(b)))
                     else:
-                        work.wait()
+                        self._wait(work, self._describe_bucket(b))
                 self._copy_out(lay, result)
         finally:
             self._reset_counters()
@@ -399,10 +549,7 @@ class DDP(nn.Module):
             p.grad.mul_(self._scale)
             self.allreduce_count += 1
             t0 = now_us()
-            if self._builtin:
-                dist.all_reduce(p.grad, group=self.group)
-            else:
-                all_reduce(p.grad, "sum", self.algorithm, self.group)
+            self._reduce_sync(p.grad, f"allreduce of {self._names[i]}")
             if self._traced:
                 self.timeline.record(f"allreduce {self._names[i]}", "allreduce",
                                      self._lane("allreduce"), t0, now_us() - t0,

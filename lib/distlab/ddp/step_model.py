@@ -37,6 +37,26 @@ def allreduce_seconds(nbytes: int, world_size: int, link: Any, *, algorithm: str
         sched, link.alpha, link.beta, link.gamma, itemsize, duplex=getattr(link, "duplex", "full"))
 
 
+#: Collectives Join adds to every iteration of a rank still training (each a one-element float32
+#: allreduce): ``Join.notify_join_context``'s "not joined yet" and DDP's "this backward syncs".
+JOIN_ALLREDUCES_PER_STEP = 2
+
+
+def join_step_seconds(world_size: int, link: Any) -> float:
+    """Predicted seconds Join adds to a step of a rank still training: its
+    :data:`JOIN_ALLREDUCES_PER_STEP` one-element allreduces, each a latency-bound call on
+    ``link`` (they queue ahead of the first bucket's allreduce on the same group)."""
+    return JOIN_ALLREDUCES_PER_STEP * allreduce_seconds(4, world_size, link)
+
+
+def shadow_step_seconds(bucket_bytes: list[int], world_size: int, link: Any) -> float:
+    """Predicted seconds of one iteration a joined rank shadows: Join's count allreduce, the
+    flag allreduce and one allreduce of zeros per bucket (``bucket_bytes``, in bytes), back to
+    back -- it computes nothing, so it waits on every one."""
+    return (join_step_seconds(world_size, link)
+            + sum(allreduce_seconds(b, world_size, link) for b in bucket_bytes))
+
+
 #: Bytes per element on the wire for each compression a comm hook applies
 #: (:mod:`distlab.ddp.comm_hooks`); ``None``: the bucket's own dtype.
 COMPRESSION_ITEMSIZE = {"fp16": 2, "bf16": 2}

@@ -34,6 +34,18 @@ records ``backward`` and ``bucket b ready`` on lane ``rank{r}/backward``, each c
 ``rank{r}/reduce_scatter`` (``rank{r}/allreduce`` for stage 0) and ``rank{r}/all_gather``, and
 Adam on ``rank{r}/step``. Not supported: stage 3 at runtime (modelled only), gradient
 accumulation over several backwards before a step, parameters that get no gradient.
+
+Uneven inputs (:mod:`distlab.uneven`): ``ZeroDataParallel`` is ``Joinable``. Inside
+``torch.distributed.algorithms.Join([zdp])`` a rank out of batches shadows each iteration of the
+others: zeros into every bucket's gradient collective, in the order the buckets were reduced
+(its own last backward's order, else bucket order), then :meth:`ZeroDataParallel.step` as usual.
+Joined ranks add zeros, so what a joined rank receives is exactly the others' reduced gradient:
+its shard (stages 1, 2) or its copy (stage 0) and its Adam moments are updated as the others'
+are, and the all-gathers are matched. After the loop the parameters are broadcast from a
+last-joining rank, as torch's DDP does. ``divide_by_initial_world_size=False`` divides by the
+ranks not yet joined. Collectives run on a process group of their own with a ``timeout``
+(seconds, 30 by default): without Join a rank left alone in a collective raises
+:class:`~distlab.uneven.UnevenInputsError` instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -42,12 +54,22 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.join import Join, Joinable, JoinHook
 
 from distlab._checks import check_float, check_instance
 from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, is_builtin
 from distlab.collectives.runtime.collectives import all_gather, reduce_scatter
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.timeline import Timeline, now_us
+from distlab.uneven import (
+    DEFAULT_TIMEOUT_S,
+    UnevenInputsError,
+    bounded_group,
+    broadcast_from,
+    check_timeout,
+    last_joiner_rank,
+    uneven_error,
+)
 from distlab.zero.memory_model import check_stage
 from distlab.zero.partition import Bucket, plan_buckets
 
@@ -83,7 +105,38 @@ def _all_reduce(t: torch.Tensor, algorithm: str | None, group: Any) -> None:
         all_reduce(t, "sum", algorithm or DEFAULT_ALGORITHM["all_reduce"], group)
 
 
-class ZeroDataParallel:
+def _bounded(what: str, rank: int, timeout: float | None, fn: Any, *args: Any) -> None:
+    """``fn(*args)``; a failed collective becomes :class:`UnevenInputsError` naming ``what``."""
+    try:
+        fn(*args)
+    except UnevenInputsError:
+        raise
+    except RuntimeError as exc:
+        raise uneven_error(rank, what, timeout, exc) from exc
+
+
+class ZeroJoinHook(JoinHook):
+    """What a joined rank does per iteration of the others (see the module docstring).
+    ``iterations``: iterations shadowed so far."""
+
+    def __init__(self, zdp: ZeroDataParallel, divide_by_initial_world_size: bool = True) -> None:
+        super().__init__()
+        self.zdp = zdp
+        zdp._divide_by_initial_world_size = bool(divide_by_initial_world_size)
+        self.iterations = 0
+
+    def main_hook(self) -> None:
+        self.iterations += 1
+        self.zdp._shadow_iteration()
+
+    def post_hook(self, is_last_joiner: bool) -> None:
+        zdp = self.zdp
+        src = last_joiner_rank(zdp.rank, is_last_joiner, zdp._comm, zdp.join_device)
+        broadcast_from(zdp.flats, src, zdp._comm)
+        zdp.last_joiner = src
+
+
+class ZeroDataParallel(Joinable):
     """Data-parallel training of ``module`` with Adam, ZeRO ``stage`` 0, 1 or 2.
 
     Args:
@@ -98,6 +151,7 @@ class ZeroDataParallel:
             ``"builtin"`` (torch.distributed's collectives).
         group: the process group (``None``: the default group).
         timeline: a :class:`distlab.timeline.Timeline` to record steps on, or ``None``.
+        timeout: seconds a collective may wait for its peers (``None``: the group's timeout).
 
     Raises:
         ValueError: stage 3 (not implemented at runtime), a bad stage, ``bucket_cap_mb <= 0``,
@@ -108,8 +162,11 @@ class ZeroDataParallel:
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, param_dtype: torch.dtype | None = None,
                  bucket_cap_mb: float = 25.0, algorithm: str | None = None,
-                 group: Any = None, timeline: Timeline | None = None) -> None:
+                 group: Any = None, timeline: Timeline | None = None,
+                 timeout: float | None = DEFAULT_TIMEOUT_S) -> None:
+        super().__init__()
         check_instance("module", module, torch.nn.Module)
+        self.timeout = check_timeout(timeout)
         self.stage = check_stage(stage)
         if self.stage == 3:
             raise ValueError("stage 3 is modelled (distlab.zero.memory_model, comm_volume) but "
@@ -136,6 +193,12 @@ class ZeroDataParallel:
         for i, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(self._hook(i))
         self._backward_t0: float | None = None
+        self._comm = bounded_group(group, self.timeout)
+        self._scale = 1.0 / self.world
+        self._divide_by_initial_world_size = True
+        self._reduce_order: list[int] = []  # buckets in the order this backward reduced them
+        self._last_order: list[int] = list(range(len(self.buckets)))
+        self.last_joiner: int | None = None
 
     # ---- layout ----------------------------------------------------------------------------
 
@@ -183,6 +246,13 @@ class ZeroDataParallel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """``module(*args, **kwargs)``; with a timeline, marks where its backward starts."""
+        if self._join_config.enable:
+            work = Join.notify_join_context(self)  # "not joined yet" (first joinable only)
+            active = self.world
+            if work is not None and not self._divide_by_initial_world_size:
+                work.wait()
+                active = int(round(float(work.result()[0].item())))
+            self._scale = 1.0 / active
         out = self.module(*args, **kwargs)
         if self.timeline is not None and isinstance(out, torch.Tensor) and out.requires_grad:
             out.register_hook(self._mark_backward)
@@ -210,28 +280,42 @@ class ZeroDataParallel:
             self.timeline.record(f"bucket {k} ready", "ready", self._lane("backward"), t0, 0.0)
         if self.stage <= 1:
             full = self._grad_flats[k]
-            full.mul_(1.0 / self.world)
+            full.mul_(self._scale)
         else:
             full = torch.zeros(b.padded, dtype=self.dtype, device=self.flats[k].device)
             for i, off in zip(b.indices, b.offsets, strict=True):
                 p = self.params[i]
-                torch.mul(p.grad.reshape(-1), 1.0 / self.world, out=full[off:off + p.numel()])
+                torch.mul(p.grad.reshape(-1), self._scale, out=full[off:off + p.numel()])
                 p.grad = None
-        if self.world > 1 and b.padded:
-            if self.stage == 0:
-                _all_reduce(full, self.algorithm, self.group)
-            else:
-                out = self._shard(k, full) if self.stage == 1 else self._grad_shards[k]
-                _reduce_scatter(out, full, self.algorithm, self.group)
-        elif self.stage == 2:
-            self._grad_shards[k].copy_(full)
+        self._reduce_order.append(k)
+        self._reduce_full(k, full)
         self._record("allreduce" if self.stage == 0 else "reduce_scatter", k, t0)
 
-    def _record(self, what: str, k: int, t0: float) -> None:
+    def _reduce_full(self, k: int, full: torch.Tensor) -> None:
+        """Sum bucket ``k``'s scaled gradient buffer ``full`` over the ranks: all of it (stage 0)
+        or this rank's shard (in place at stage 1, into the gradient shard at stage 2)."""
+        b = self.buckets[k]
+        if self.world > 1 and b.padded:
+            what = (f"{'allreduce' if self.stage == 0 else 'reduce-scatter'} of bucket {k} "
+                    f"({len(b.indices)} parameters, {b.padded * full.element_size():,} bytes)")
+            if self.stage == 0:
+                _bounded(what, self.rank, self.timeout, _all_reduce, full, self.algorithm,
+                         self._comm)
+            else:
+                out = self._shard(k, full) if self.stage == 1 else self._grad_shards[k]
+                _bounded(what, self.rank, self.timeout, _reduce_scatter, out, full,
+                         self.algorithm, self._comm)
+        elif self.stage == 2:
+            self._grad_shards[k].copy_(full)
+
+    def _record(self, what: str, k: int, t0: float, *, shadow: bool = False) -> None:
+        """A span for bucket ``k``'s ``what`` on lane ``rank{r}/{what}`` (category ``shadow``
+        for a joined rank's zero-filled copy of it)."""
         if self.timeline is not None:
             b = self.buckets[k]
             nbytes = b.padded * self.flats[k].element_size()
-            self.timeline.record(f"{what} bucket {k}", what, self._lane(what), t0,
+            label = f"{'shadow ' if shadow else ''}{what} bucket {k}"
+            self.timeline.record(label, "shadow" if shadow else what, self._lane(what), t0,
                                  now_us() - t0, {"bytes": nbytes})
 
     # ---- step ------------------------------------------------------------------------------
@@ -260,12 +344,48 @@ class ZeroDataParallel:
             for k, b in enumerate(self.buckets):
                 t1 = now_us()
                 if b.padded:
-                    _all_gather(self.flats[k], self._shard(k, self.flats[k]), self.algorithm,
-                                self.group)
+                    _bounded(f"all-gather of bucket {k}", self.rank, self.timeout, _all_gather,
+                             self.flats[k], self._shard(k, self.flats[k]), self.algorithm,
+                             self._comm)
                 self._record("all_gather", k, t1)
         for g in self._grad_flats:
             g.zero_()
         self._pending = [len(b.indices) for b in self.buckets]
+        if len(self._reduce_order) == len(self.buckets):
+            self._last_order = self._reduce_order
+        self._reduce_order = []
+
+    # ---- Join ------------------------------------------------------------------------------
+
+    def join_hook(self, **kwargs: Any) -> ZeroJoinHook:
+        """torch's Join protocol (``divide_by_initial_world_size``, default ``True``)."""
+        return ZeroJoinHook(self, kwargs.get("divide_by_initial_world_size", True))
+
+    @property
+    def join_device(self) -> torch.device:
+        return self.flats[0].device
+
+    @property
+    def join_process_group(self) -> Any:
+        return self._comm
+
+    def _shadow_iteration(self) -> None:
+        """Joined rank: zeros into each bucket's collective (in the others' order), then the
+        usual step on what comes back (the others' reduced gradient)."""
+        for k in self._last_order:
+            t0 = now_us()
+            b = self.buckets[k]
+            if self.stage <= 1:
+                full = self._grad_flats[k]
+                full.zero_()
+            else:
+                full = torch.zeros(b.padded, dtype=self.dtype, device=self.flats[k].device)
+            self._reduce_full(k, full)
+            self._record("allreduce" if self.stage == 0 else "reduce_scatter", k, t0,
+                         shadow=True)
+        self._reduce_order = list(self._last_order)
+        self._pending = [0] * len(self.buckets)
+        self.step()
 
     def _adam(self) -> None:
         """Give each master its reduced gradient (fp32), step, copy 16-bit shards back."""
