@@ -27,7 +27,7 @@ Pure helpers below; nothing here runs per step unless a Join is active.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -36,7 +36,7 @@ import torch.distributed as dist
 from distlab._checks import check_float
 
 __all__ = ["DEFAULT_TIMEOUT_S", "UnevenInputsError", "bounded_group", "broadcast_from",
-           "check_timeout", "last_joiner_rank", "uneven_error"]
+           "check_timeout", "last_joiner_rank", "run_bounded", "uneven_error"]
 
 #: Seconds a gradient collective may wait for its peers before the rank gives up (the issue's
 #: default; a rank slower than this by design, e.g. one saving a large checkpoint while the
@@ -88,6 +88,18 @@ def uneven_error(rank: int, what: str, timeout_s: float | None,
     """The :class:`UnevenInputsError` for a failed wait on ``what`` (raise it ``from exc``)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return UnevenInputsError(rank, what, timeout_s, f"{type(exc).__name__}: {text[:160]}")
+
+
+def run_bounded(rank: int, what: str, timeout_s: float | None, fn: Callable[..., Any],
+                *args: Any) -> Any:
+    """``fn(*args)`` (a collective or a wait on one, on a bounded group); a ``RuntimeError`` from
+    the backend (its timeout, a peer gone) becomes :class:`UnevenInputsError` naming ``what``."""
+    try:
+        return fn(*args)
+    except UnevenInputsError:
+        raise
+    except RuntimeError as exc:
+        raise uneven_error(rank, what, timeout_s, exc) from exc
 
 
 def last_joiner_rank(rank: int, is_last_joiner: bool, group: Any, device: torch.device) -> int:

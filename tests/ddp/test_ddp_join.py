@@ -10,7 +10,13 @@ from torch.distributed.algorithms.join import Joinable
 
 from distlab import launch
 from distlab.ddp import DDP
-from distlab.uneven import DEFAULT_TIMEOUT_S, UnevenInputsError, check_timeout, uneven_error
+from distlab.uneven import (
+    DEFAULT_TIMEOUT_S,
+    UnevenInputsError,
+    check_timeout,
+    run_bounded,
+    uneven_error,
+)
 from helpers.join_targets import (
     ddp_join_compare_many,
     ddp_join_timeline,
@@ -124,3 +130,24 @@ def test_uneven_error_names_what_waited_the_cause_and_the_fix():
 def test_bad_timeout_is_refused_before_any_collective():
     with pytest.raises(ValueError, match="timeout"):
         DDP(torch.nn.Linear(2, 2), timeout=0)
+
+
+def test_run_bounded_passes_results_and_turns_backend_errors_into_uneven_errors():
+    assert run_bounded(0, "x", 30.0, lambda a, b: a + b, 2, 3) == 5
+
+    def timed_out() -> None:
+        raise RuntimeError("Timed out waiting 30000ms for recv operation to complete")
+
+    with pytest.raises(UnevenInputsError, match="rank 2: the all-gather of bucket 1") as info:
+        run_bounded(2, "all-gather of bucket 1", 30.0, timed_out)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    already = UnevenInputsError(1, "y", 5.0, "z")
+
+    def inner() -> None:
+        raise already
+
+    with pytest.raises(UnevenInputsError) as info2:
+        run_bounded(0, "outer", 30.0, inner)
+    assert info2.value is already  # not wrapped twice
+    with pytest.raises(ValueError):  # not a backend failure: left alone
+        run_bounded(0, "x", 30.0, lambda: int("nope"))

@@ -50,6 +50,16 @@ def _optimizer(model: Any, cfg: dict[str, Any]) -> Any:
     return torch.optim.SGD(model.parameters(), lr=0.1)
 
 
+def _step(model: Any, opt: Any, x: Any) -> None:
+    """One training step: a DDP with its optimizer, or a ZeroDataParallel (``opt`` None)."""
+    model(x).pow(2).mean().backward()
+    if opt is not None:
+        opt.step()
+        opt.zero_grad()
+    else:
+        model.step()
+
+
 def _loop(model: Any, opt: Any, batches: list[Any], cfg: dict[str, Any]) -> None:
     for i, x in enumerate(batches):
         if cfg.get("no_sync_at") == i:
@@ -131,12 +141,7 @@ def join_throws(rank: int, world_size: int, counts: list[int], which: str) -> st
     try:
         with Join([model], throw_on_early_termination=True):
             for x in _batches(rank, counts[rank]):
-                model(x).pow(2).mean().backward()
-                if opt is not None:
-                    opt.step()
-                    opt.zero_grad()
-                else:
-                    model.step()
+                _step(model, opt, x)
     except RuntimeError as exc:
         return str(exc)
     return "no error"
@@ -167,12 +172,7 @@ def uneven_without_join(rank: int, world_size: int, counts: list[int], which: st
     t0 = time.monotonic()
     try:
         for x in _batches(rank, counts[rank]):
-            model(x).pow(2).mean().backward()
-            if opt is not None:
-                opt.step()
-                opt.zero_grad()
-            else:
-                model.step()
+            _step(model, opt, x)
         outcome["where"] = "barrier"
         dist.barrier()
     except Exception as exc:  # the point: what each rank raises

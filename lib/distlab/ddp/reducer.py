@@ -65,13 +65,7 @@ from distlab.ddp.comm_hooks import check_comm_hook
 from distlab.ddp.grad_bucket import BucketLayout
 from distlab.ddp.join import DDPJoinHook, join_config_enabled
 from distlab.timeline import now_us
-from distlab.uneven import (
-    DEFAULT_TIMEOUT_S,
-    UnevenInputsError,
-    bounded_group,
-    check_timeout,
-    uneven_error,
-)
+from distlab.uneven import DEFAULT_TIMEOUT_S, bounded_group, check_timeout, run_bounded
 
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 
@@ -331,24 +325,17 @@ class DDP(nn.Module, Joinable):
     def _wait(self, work: Any, what: str) -> Any:
         """``work.wait()``; a failure (the bounded group's timeout, a peer gone) becomes
         :class:`~distlab.uneven.UnevenInputsError` naming ``what``."""
-        try:
-            return work.wait()
-        except UnevenInputsError:
-            raise
-        except RuntimeError as exc:
-            raise uneven_error(self.rank, what, self.timeout, exc) from exc
+        return run_bounded(self.rank, what, self.timeout, work.wait)
 
     def _reduce_sync(self, t: torch.Tensor, what: str) -> None:
-        """A blocking sum of ``t`` over the bounded group (built-in or distlab's algorithm)."""
-        try:
-            if self._builtin:
-                dist.all_reduce(t, group=self._comm)
-            else:
-                all_reduce(t, "sum", self.algorithm, self._comm)  # the group's bounded timeout
-        except UnevenInputsError:
-            raise
-        except RuntimeError as exc:
-            raise uneven_error(self.rank, what, self.timeout, exc) from exc
+        """A blocking sum of ``t`` over the bounded group (built-in or distlab's algorithm,
+        whose waits take the group's timeout)."""
+        if self._builtin:
+            run_bounded(self.rank, what, self.timeout, dist.all_reduce, t, dist.ReduceOp.SUM,
+                        self._comm)
+        else:
+            run_bounded(self.rank, what, self.timeout, all_reduce, t, "sum", self.algorithm,
+                        self._comm)
 
     def _describe_bucket(self, b: int) -> str:
         lay = self._layouts[b]

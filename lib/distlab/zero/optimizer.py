@@ -63,12 +63,11 @@ from distlab.collectives.runtime.execute import all_reduce
 from distlab.timeline import Timeline, now_us
 from distlab.uneven import (
     DEFAULT_TIMEOUT_S,
-    UnevenInputsError,
     bounded_group,
     broadcast_from,
     check_timeout,
     last_joiner_rank,
-    uneven_error,
+    run_bounded,
 )
 from distlab.zero.memory_model import check_stage
 from distlab.zero.partition import Bucket, plan_buckets
@@ -103,16 +102,6 @@ def _all_reduce(t: torch.Tensor, algorithm: str | None, group: Any) -> None:
         dist.all_reduce(t, group=group)
     else:
         all_reduce(t, "sum", algorithm or DEFAULT_ALGORITHM["all_reduce"], group)
-
-
-def _bounded(what: str, rank: int, timeout: float | None, fn: Any, *args: Any) -> None:
-    """``fn(*args)``; a failed collective becomes :class:`UnevenInputsError` naming ``what``."""
-    try:
-        fn(*args)
-    except UnevenInputsError:
-        raise
-    except RuntimeError as exc:
-        raise uneven_error(rank, what, timeout, exc) from exc
 
 
 class ZeroJoinHook(JoinHook):
@@ -299,11 +288,11 @@ class ZeroDataParallel(Joinable):
             what = (f"{'allreduce' if self.stage == 0 else 'reduce-scatter'} of bucket {k} "
                     f"({len(b.indices)} parameters, {b.padded * full.element_size():,} bytes)")
             if self.stage == 0:
-                _bounded(what, self.rank, self.timeout, _all_reduce, full, self.algorithm,
+                run_bounded(self.rank, what, self.timeout, _all_reduce, full, self.algorithm,
                          self._comm)
             else:
                 out = self._shard(k, full) if self.stage == 1 else self._grad_shards[k]
-                _bounded(what, self.rank, self.timeout, _reduce_scatter, out, full,
+                run_bounded(self.rank, what, self.timeout, _reduce_scatter, out, full,
                          self.algorithm, self._comm)
         elif self.stage == 2:
             self._grad_shards[k].copy_(full)
@@ -344,7 +333,7 @@ class ZeroDataParallel(Joinable):
             for k, b in enumerate(self.buckets):
                 t1 = now_us()
                 if b.padded:
-                    _bounded(f"all-gather of bucket {k}", self.rank, self.timeout, _all_gather,
+                    run_bounded(self.rank, f"all-gather of bucket {k}", self.timeout, _all_gather,
                              self.flats[k], self._shard(k, self.flats[k]), self.algorithm,
                              self._comm)
                 self._record("all_gather", k, t1)
