@@ -5,6 +5,7 @@
         --calibration-from results/profiles/vm-2026-11-23  # calibrated on one, measured on another
     python -m distlab.judge windows results/profiles/vm-quiet-80rounds-2026-11-23
     python -m distlab.judge travel results/profiles/vm-*   # every profile x every calibration
+    python -m distlab.judge verdict results/profiles/h100-2026-11-23  # ok / low / high per row
     python -m distlab.judge summary results/allreduce_ws*_run*.json \\
         --out results/allreduce_summary.json
 
@@ -18,12 +19,14 @@ import sys
 from distlab.cli.dispatch import dispatch
 
 COMMANDS = {"refit": "distlab.judge.refit", "windows": "distlab.judge.windows",
-            "travel": "distlab.judge.tables", "summary": "distlab.judge.summary"}
+            "travel": "distlab.judge.tables", "summary": "distlab.judge.summary",
+            "verdict": "distlab.judge.verdict_command"}
 ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
          "windows": "a long profile cut into windows of rounds: how many rounds a judgement "
                     "needs",
          "travel": "every profile priced with every profile's calibration of its world size",
-         "summary": "medians over repeated `bench allreduce --json` runs"}
+         "summary": "medians over repeated `bench allreduce --json` runs",
+         "verdict": "every profile row with an expectation: measured, expected, ok / low / high"}
 
 
 def main(argv: list[str] | None = None) -> int:

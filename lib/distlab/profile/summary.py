@@ -9,6 +9,7 @@ from distlab.bench.allreduce import allreduce_table
 from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
 from distlab.bench.ddp import OVERLAP_DEFINITION, with_overlap
 from distlab.bench.versus import versus_lines
+from distlab.profile.expected import low_lines, profile_verdicts
 from distlab.report.table import format_table
 from distlab.transfers.paths import PIN_PATHS
 
@@ -110,12 +111,14 @@ def headlines(name: str, part: dict[str, Any]) -> list[str]:
 
 
 def summary_markdown(index: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
-    """``summary.md``: title, completeness, one section per part, the skipped list."""
+    """``summary.md``: title, completeness, the verdict (what is low leads: :mod:`.expected`),
+    one section per part, the skipped list."""
     prov = index["provenance"]
     state = "complete" if index["complete"] else f"INCOMPLETE ({index.get('stopped', 'stopped')})"
     lines = [f"# Profile of {prov['host']} ({prov['date']})", "",
              f"{state}; command `{prov['command']}`; GB/s = 1e9 B/s; measured on a machine "
-             "others may share (see provenance).", ""]
+             "others may share (see provenance).", "", "## verdict",
+             *low_lines(profile_verdicts(parts)), ""]
     for name, entry in index["parts"].items():
         lines.append(f"## {name}")
         lines += headlines(name, parts[name]) if name in parts else \

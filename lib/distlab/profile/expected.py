@@ -1,0 +1,184 @@
+"""What each measured row of a profile should have measured, and a verdict on it (pure).
+
+A row gets a verdict only where distlab has an expectation for it that does not come from the row
+itself:
+
+- **link** (transfers part): pinned host-to-device and device-to-host peaks against the GPU's
+  PCIe link as ``nvidia-smi`` reported it (:func:`distlab.links.link_from_pcie`: the per-direction
+  line rate) times the fraction a copy engine reaches
+  (:data:`distlab.collectives.model.presets.PCIE_ACHIEVED_FRACTION`, 0.87). The measured value is
+  the row family's peak GB/s over its sizes. Pageable copies, disk reads and device-to-device
+  copies have no expectation here (their bound is host or HBM memory, which distlab does not
+  model from a spec), and get no verdict.
+- **model** (collectives part): each allreduce row of at least 64 KiB that stored a prediction
+  when it was measured (``predicted_us``: distlab's calibrated cost model for distlab's algorithms,
+  NCCL's own estimate for NCCL's builtin), compared as bus bandwidth, measured / expected =
+  predicted time / measured time. gloo's builtin rows store no prediction and get no verdict.
+
+Thresholds (:data:`THRESHOLDS`), ratio = measured / expected:
+
+- link: ``low`` below 0.8, ``high`` above 1.2. The fraction 0.87 is one measurement (an H100 on
+  PCIe Gen5 x16), so a healthy link lands within about +-10% of it; below 0.8 is a link trained
+  down, a GPU on the far NUMA node or a shared bus; above 1.2 the link read from ``nvidia-smi`` is
+  not the one the copies crossed.
+- model: ``low`` below 0.5, ``high`` above 2.0. The cost models miss real runs by 35-45% at the
+  median (see ``python -m distlab.judge refit``), so only a factor of two says the machine and not
+  the model is off.
+
+Everything else is ``ok``. Reads part documents (the JSON a profile folder holds); starts nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from distlab.collectives.model.presets import PCIE_ACHIEVED_FRACTION
+from distlab.links import link_from_pcie
+from distlab.report.table import Column, format_table
+
+__all__ = ["LINK_PATHS", "MODEL_MIN_BYTES", "THRESHOLDS", "VERDICT_COLUMNS", "RowVerdict",
+           "judge_ratio", "low_lines", "profile_verdicts", "thresholds_text",
+           "verdict_table"]
+
+# transfer row families (path/memory) bounded by the PCIe link, one direction each
+LINK_PATHS = ("h2d/pinned", "d2h/pinned")
+# collectives rows below this size are latency-bound, where no model here is meant to hold
+MODEL_MIN_BYTES = 64 * 1024
+# (low below, high above) per kind of expectation: see the module docstring for why
+THRESHOLDS: dict[str, tuple[float, float]] = {"link": (0.8, 1.2), "model": (0.5, 2.0)}
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    """One judged row: measured and expected in ``unit`` (GB/s), their ratio and the verdict
+    (``ok``, ``low`` or ``high``), with ``basis`` saying where the expectation comes from."""
+
+    part: str
+    row: str
+    measured: float
+    expected: float
+    unit: str
+    ratio: float
+    verdict: str
+    basis: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def judge_ratio(ratio: float, kind: str) -> str:
+    """``low``, ``high`` or ``ok`` for ``ratio`` (measured / expected) under ``kind``'s
+    thresholds (:data:`THRESHOLDS`).
+
+    Raises:
+        ValueError: an unknown kind, or a ratio that is not a finite number >= 0.
+    """
+    if kind not in THRESHOLDS:
+        raise ValueError(f"unknown expectation kind {kind!r}: must be one of {sorted(THRESHOLDS)}")
+    if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio >= 0):
+        raise ValueError(f"ratio must be a finite number >= 0, got {ratio!r}")
+    low, high = THRESHOLDS[kind]
+    return "low" if ratio < low else "high" if ratio > high else "ok"
+
+
+def thresholds_text() -> str:
+    """The thresholds as one phrase: ``link 0.8-1.2x, model 0.5-2x``."""
+    return ", ".join(f"{k} {lo:g}-{hi:g}x" for k, (lo, hi) in THRESHOLDS.items())
+
+
+def _verdict(part: str, row: str, measured: float, expected: float, kind: str,
+             basis: str) -> RowVerdict:
+    ratio = measured / expected
+    return RowVerdict(part, row, measured, expected, "GB/s", ratio, judge_ratio(ratio, kind), basis)
+
+
+def _transfer_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
+    out = []
+    for dev in doc.get("devices", []):
+        link = dev.get("pcie_link") or {}
+        if not link.get("gen") or not link.get("width"):
+            continue  # no GPU link reported (CPU-only profile, or nvidia-smi absent)
+        spec = link_from_pcie(int(link["gen"]), int(link["width"]))
+        expected = spec.gbps * PCIE_ACHIEVED_FRACTION
+        basis = (f"{spec.name} {spec.gbps:.1f} GB/s x {PCIE_ACHIEVED_FRACTION:g} achieved "
+                 "(distlab.links, presets.PCIE_ACHIEVED_FRACTION)")
+        for family in LINK_PATHS:
+            rates = [float(r["gbps"]) for r in dev.get("rows", [])
+                     if f"{r.get('path')}/{r.get('memory')}" == family
+                     and r.get("skipped") is None and r.get("gbps")]
+            if rates:
+                out.append(_verdict("transfers", f"cuda:{dev.get('device', '?')} {family} peak",
+                                    max(rates), expected, "link", basis))
+    return out
+
+
+def _collective_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
+    out = []
+    for run in doc.get("runs", []):
+        ws = int(run.get("world_size", 0))
+        if ws < 2:
+            continue  # one rank moves nothing: not an allreduce
+        backend = run.get("backend", "?")
+        for r in run.get("rows", []):
+            predicted, measured = r.get("predicted_us"), r.get("time_us")
+            if (predicted is None or not measured or not predicted
+                    or int(r["nbytes"]) < MODEL_MIN_BYTES or r.get("wrong")):
+                continue
+            busbw = float(r["busbw_gbps"])
+            expected = busbw * float(measured) / float(predicted)
+            basis = ("NCCL's own tuning estimate" if r["algorithm"] == "builtin"
+                     else f"distlab's cost model calibrated in this {backend} run")
+            name = f"{backend} ws{ws} {r['algorithm']} {_size(int(r['nbytes']))} busbw"
+            out.append(_verdict("collectives", name, busbw, expected, "model", basis))
+    return out
+
+
+def _size(nbytes: int) -> str:
+    for unit, factor in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= factor and nbytes % factor == 0:
+            return f"{nbytes // factor}{unit}"
+    return f"{nbytes}B"
+
+
+_PARTS = {"transfers": _transfer_verdicts, "collectives": _collective_verdicts}
+
+
+def profile_verdicts(parts: Mapping[str, Mapping[str, Any]]) -> list[RowVerdict]:
+    """Every row of the parts (name -> part JSON document, as a profile folder stores them) that
+    has an expectation, judged; parts that did not run ok contribute nothing."""
+    out: list[RowVerdict] = []
+    for name, judge in _PARTS.items():
+        doc = parts.get(name)
+        if doc is not None and doc.get("status") == "ok":
+            out += judge(doc)
+    return out
+
+
+VERDICT_COLUMNS = (Column("part", "part"), Column("row", "row"),
+                   Column("measured", "measured", ".2f"), Column("expected", "expected", ".2f"),
+                   Column("ratio", "ratio", ".2f"), Column("verdict", "verdict"))
+
+
+def verdict_table(verdicts: Sequence[RowVerdict]) -> str:
+    """One line per row: ``part  row  measured  expected  ratio  verdict`` (GB/s)."""
+    return format_table([v.as_dict() for v in verdicts], VERDICT_COLUMNS)
+
+
+def low_lines(verdicts: Sequence[RowVerdict], max_low: int = 8) -> list[str]:
+    """Markdown bullets that lead a summary: a count line, then the first ``max_low`` ``low``
+    rows (link rows first, in the order the parts list them) and how many more there are."""
+    if not verdicts:
+        return ["- no row of this profile has an expectation (no GPU link, no stored prediction)"]
+    low = sorted((v for v in verdicts if v.verdict == "low"), key=lambda v: v.part != "transfers")
+    high = sum(v.verdict == "high" for v in verdicts)
+    head = (f"- {len(low)} low, {high} high, {len(verdicts) - len(low) - high} ok of "
+            f"{len(verdicts)} rows with an expectation (ok within {thresholds_text()} of expected; "
+            "`python -m distlab.judge verdict DIR` lists them)")
+    lines = [f"- LOW {v.part} {v.row}: {v.measured:.2f} {v.unit}, expected "
+             f"{v.expected:.2f} ({v.ratio:.2f}x; {v.basis})" for v in low[:max_low]]
+    if len(low) > max_low:
+        lines.append(f"- ... and {len(low) - max_low} more low rows")
+    return [head] + lines

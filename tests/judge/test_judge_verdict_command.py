@@ -1,0 +1,81 @@
+"""``python -m distlab.judge verdict DIR``: one line per judged row, ``low`` on a copy of the H100
+profile with its h2d rates halved, one error line and exit 2 on a bad folder, 130 on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from distlab.judge.__main__ import main as judge_main
+from distlab.judge.verdict_command import main
+from helpers.paths import PROFILES
+
+H100 = PROFILES / "h100-2026-11-23"
+
+
+def _row_line(out: str, row: str) -> list[str]:
+    lines = [ln.split() for ln in out.splitlines() if row in ln]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def test_h100_h2d_pinned_is_ok(capsys) -> None:
+    assert judge_main(["verdict", str(H100)]) == 0
+    out = capsys.readouterr().out
+    assert "part" in out and "measured" in out and "verdict" in out
+    line = _row_line(out, "h2d/pinned peak")
+    assert line[0] == "transfers" and line[-1] == "ok" and line[-4] == "55.23"
+    assert max(len(ln) for ln in out.splitlines()) <= 110
+
+
+def test_halved_h2d_is_low(tmp_path, capsys) -> None:
+    copy = shutil.copytree(H100, tmp_path / "halved")
+    doc = json.loads((copy / "transfers.json").read_text())
+    for dev in doc["devices"]:
+        for row in dev["rows"]:
+            if row["path"] == "h2d" and row.get("gbps"):
+                row["gbps"] /= 2
+    (copy / "transfers.json").write_text(json.dumps(doc))
+    assert main([str(copy), "--low"]) == 0
+    out = capsys.readouterr().out
+    line = _row_line(out, "h2d/pinned peak")
+    assert line[-1] == "low" and float(line[-2]) == pytest.approx(0.5, abs=0.02)
+    assert "d2h/pinned" not in out                      # --low: only the low rows
+    assert all(ln.split()[-1] == "low" for ln in out.splitlines()[3:])
+
+
+def test_every_committed_profile_gets_a_verdict(capsys) -> None:
+    folders = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").is_file())
+    assert main([str(p) for p in folders]) == 0
+    out = capsys.readouterr().out
+    assert out.count("rows with an expectation") == len(folders)
+
+
+def _bad_profile(tmp):
+    (tmp / "bad").mkdir()
+    (tmp / "bad" / "profile.json").write_text("{not json")
+    return tmp / "bad"
+
+
+@pytest.mark.parametrize("make_argv", [lambda t: [str(t / "missing")], lambda t: [str(t)],
+                                       lambda t: [str(_bad_profile(t))], lambda t: []])
+def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys, make_argv) -> None:
+    assert main(make_argv(tmp_path)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert len([ln for ln in captured.err.splitlines() if "error:" in ln]) == 1, captured.err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
+    import distlab.judge.verdict_command as command
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "profile_verdicts", interrupted)
+    assert main([str(H100)]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("python -m distlab.judge verdict: interrupted by Ctrl-C")
