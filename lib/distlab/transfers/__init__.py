@@ -4,7 +4,8 @@ Modules: :mod:`~distlab.transfers.adapter` (the device-adapter interface), ``hos
 ``cuda`` (thin CUDA), ``paths`` (what is measured), ``sweep`` (sizes x paths -> rows),
 ``copy_model`` (fit, bounds; link peaks: :mod:`distlab.links`), ``prefetch`` (double-buffered
 prefetcher on a Timeline), ``gpu_topology`` (``nvidia-smi topo -m`` read into GPU pairs and their
-paths, NUMA nodes; fake boxes for rehearsal: pure).
+paths, NUMA nodes; fake boxes for rehearsal: pure), ``host_to_all_plan`` (which NUMA node each
+GPU's host buffer is bound to when every GPU copies at once: pure).
 
 The hop between processes (a batch from a worker process into the trainer): ``hop_paths`` (the
 paths and whether each can run here: pure), ``hop_worker`` (the worker process), ``hop`` (the
