@@ -118,3 +118,12 @@ def test_summary_md_opens_with_the_verdict() -> None:
     text = (H100 / "summary.md").read_text()
     sections = [ln for ln in text.splitlines() if ln.startswith("## ")]
     assert sections[0] == "## verdict"
+
+
+def test_the_other_collectives_are_judged_with_their_op_named() -> None:
+    part = {"status": "ok", "runs": [], "collective_runs": [
+        {"op": "all_to_all", "backend": "gloo", "world_size": 2,
+         "rows": [_row(1 << 20, 100.0, 100.0, "pairwise"), _row(1 << 20, 100.0, None)]}]}
+    verdicts = profile_verdicts({"collectives": part})
+    assert [(v.row, v.verdict) for v in verdicts] == [("gloo ws2 all_to_all pairwise 1M busbw",
+                                                       "ok")]

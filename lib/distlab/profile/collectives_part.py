@@ -1,5 +1,6 @@
 """collectives part: allreduce on every usable backend, built-in next to distlab's algorithms;
-all-gather and reduce-scatter on gloo (:data:`MORE_OPS`, ``bench collective``).
+all-gather, reduce-scatter, all-to-all and broadcast on the same backends (:data:`MORE_OPS`,
+``bench collective``): the traffic of FSDP, ZeRO and mixture-of-experts.
 
 gloo always runs (CPU tensors; world size 2, and 4 in a full profile); NCCL runs with one rank per
 GPU (the torchrun world, or every local GPU) when there are at least two. Rows follow nccl-tests
@@ -37,7 +38,9 @@ __all__ = [
     "run",
 ]
 
-MORE_OPS = ("all_gather", "reduce_scatter")  # what ZeRO and FSDP are made of
+# what ZeRO and FSDP (all-gather, reduce-scatter) and mixture-of-experts (all-to-all) are made of,
+# and the broadcast every job starts with
+MORE_OPS = ("all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 QUICK_ALGORITHMS = tuple(entry("all_reduce", a).name for a in
                          (BUILTIN, "ring", "tree", "recursive_doubling", "rabenseifner"))
@@ -115,18 +118,25 @@ def plan_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
 
 def plan_collective_runs(facts: CollectiveFacts, quick: bool, timeout: float = 900.0,
                          progress: bool = True) -> list[CollectiveConfig]:
-    """The ``bench collective`` sweeps of :data:`MORE_OPS` (every algorithm and the built-in) on
-    gloo: the torchrun world, else 2 ranks (and 4 unless ``quick``); none without gloo."""
-    if not facts.gloo:
-        return []
-    sweep: dict[str, Any] = ({"minbytes": 64 * 1024, "maxbytes": 1024 * 1024, "iters": 5,
-                              "warmup": 2} if quick else
-                             {"minbytes": 1024, "maxbytes": 64 * 2**20, "iters": 9,
-                              "warmup": 2})
+    """The ``bench collective`` sweeps of :data:`MORE_OPS` (every algorithm and the built-in):
+    on gloo, the torchrun world, else 2 ranks (and 4 unless ``quick``); on NCCL, where
+    :func:`plan_runs` runs NCCL's allreduce (one rank per GPU, at least two GPUs), the same world
+    and sizes up to 1 GiB (16 MiB when ``quick``). Why NCCL is skipped is said once, by
+    :func:`plan_runs`."""
+    gloo: dict[str, Any] = ({"minbytes": 64 * 1024, "maxbytes": 1024 * 1024, "iters": 5,
+                             "warmup": 2} if quick else
+                            {"minbytes": 1024, "maxbytes": 64 * 2**20, "iters": 9,
+                             "warmup": 2})
+    common = {"stepfactor": 4, "timeout": timeout, "quiet": not progress}
     worlds = [facts.world_size] if facts.torchrun else ([2] if quick else [2, 4])
-    return [CollectiveConfig(op=op, world_size=ws, backend="gloo", stepfactor=4,
-                             timeout=timeout, quiet=not progress, **sweep)
-            for op in MORE_OPS for ws in worlds if ws >= 2]
+    runs = [CollectiveConfig(op=op, world_size=ws, backend="gloo", **gloo, **common)
+            for op in MORE_OPS for ws in worlds if ws >= 2] if facts.gloo else []
+    if not _nccl_skip(facts):
+        ws = facts.world_size if facts.torchrun else facts.gpus
+        nccl = {**gloo, "minbytes": 1024, "maxbytes": 16 * 2**20 if quick else 2**30}
+        runs += [CollectiveConfig(op=op, world_size=ws, backend="nccl", **nccl, **common)
+                 for op in MORE_OPS]
+    return runs
 
 
 def _nccl_skip(facts: CollectiveFacts) -> str:

@@ -10,10 +10,12 @@ itself:
   the row family's peak GB/s over its sizes. Pageable copies, disk reads and device-to-device
   copies have no expectation here (their bound is host or HBM memory, which distlab does not
   model from a spec), and get no verdict.
-- **model** (collectives part): each allreduce row of at least 64 KiB that stored a prediction
-  when it was measured (``predicted_us``: distlab's calibrated cost model for distlab's algorithms,
-  NCCL's own estimate for NCCL's builtin), compared as bus bandwidth, measured / expected =
-  predicted time / measured time. gloo's builtin rows store no prediction and get no verdict.
+- **model** (collectives part): each row of at least 64 KiB (allreduce, and the all-gather ...
+  broadcast sweeps) that stored a prediction when it was measured (``predicted_us``: distlab's
+  calibrated cost model for distlab's algorithms, NCCL's own estimate for NCCL's builtin),
+  compared as bus bandwidth, measured / expected =
+  predicted time / measured time. gloo's builtin rows store no prediction and get no verdict, nor
+  do rows with a wrong result.
 
 Thresholds (:data:`THRESHOLDS`), ratio = measured / expected:
 
@@ -117,21 +119,23 @@ def _transfer_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
 
 def _collective_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
     out = []
-    for run in doc.get("runs", []):
+    runs = [(run, "") for run in doc.get("runs", [])]
+    runs += [(run, f"{run.get('op', '?')} ") for run in doc.get("collective_runs", [])]
+    for run, op in runs:
         ws = int(run.get("world_size", 0))
         if ws < 2:
-            continue  # one rank moves nothing: not an allreduce
+            continue  # one rank moves nothing: not a collective
         backend = run.get("backend", "?")
         for r in run.get("rows", []):
             predicted, measured = r.get("predicted_us"), r.get("time_us")
-            if (predicted is None or not measured or not predicted
+            if (predicted is None or not measured or not predicted or not r.get("busbw_gbps")
                     or int(r["nbytes"]) < MODEL_MIN_BYTES or r.get("wrong")):
                 continue
             busbw = float(r["busbw_gbps"])
             expected = busbw * float(measured) / float(predicted)
             basis = ("NCCL's own tuning estimate" if r["algorithm"] == "builtin"
                      else f"distlab's cost model calibrated in this {backend} run")
-            name = f"{backend} ws{ws} {r['algorithm']} {_size(int(r['nbytes']))} busbw"
+            name = f"{backend} ws{ws} {op}{r['algorithm']} {_size(int(r['nbytes']))} busbw"
             out.append(_verdict("collectives", name, busbw, expected, "model", basis))
     return out
 

@@ -78,7 +78,7 @@ def _collectives(p: dict[str, Any]) -> list[str]:
         out.append(f"- {run['backend']} ws{run['world_size']} #wrong: {wrong}")
         out += versus_lines(rows, prefix=f"- {run['backend']} ws{run['world_size']} ")
         out += ["", "```", allreduce_table(rows), "```", ""]
-    for run in p.get("collective_runs", []):  # all-gather and reduce-scatter (bench collective)
+    for run in p.get("collective_runs", []):  # all-gather ... broadcast (bench collective)
         rows = run["rows"]
         where = f"{run['backend']} ws{run['world_size']} {run['op']}"
         top = max(r["nbytes"] for r in rows)
