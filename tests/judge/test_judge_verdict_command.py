@@ -26,7 +26,8 @@ def test_h100_h2d_pinned_is_ok(capsys) -> None:
     out = capsys.readouterr().out
     assert "part" in out and "measured" in out and "verdict" in out
     line = _row_line(out, "h2d/pinned peak")
-    assert line[0] == "transfers" and line[-1] == "ok" and line[-4] == "55.23"
+    assert line[0] == "transfers" and line[-1] == "ok" and line[-5] == "55.23"
+    assert line[-3] == "GB/s"
     assert max(len(ln) for ln in out.splitlines()) <= 110
 
 

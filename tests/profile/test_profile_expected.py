@@ -127,3 +127,15 @@ def test_the_other_collectives_are_judged_with_their_op_named() -> None:
     verdicts = profile_verdicts({"collectives": part})
     assert [(v.row, v.verdict) for v in verdicts] == [("gloo ws2 all_to_all pairwise 1M busbw",
                                                        "ok")]
+
+
+def test_ddp_step_rate_against_the_step_model() -> None:
+    rows = [{"variant": "overlap", "bucket_cap_mb": 25, "step_s": 0.2, "predicted_step_s": 0.1,
+             "wrong": 0},
+            {"variant": "torch", "bucket_cap_mb": 25, "step_s": 0.1, "predicted_step_s": None},
+            {"variant": "naive", "bucket_cap_mb": None, "step_s": 0.1, "predicted_step_s": 0.1,
+             "wrong": 0}]
+    verdicts = profile_verdicts({"ddp": {"status": "ok", "rows": rows}})
+    assert [(v.row, v.unit, v.verdict) for v in verdicts] == [
+        ("overlap cap 25 MB step rate", "steps/s", "ok"), ("naive step rate", "steps/s", "ok")]
+    assert verdicts[0].measured == pytest.approx(5.0) and verdicts[0].ratio == pytest.approx(0.5)

@@ -4,10 +4,10 @@ expectation, one line each.
     python -m distlab.judge verdict results/profiles/h100-2026-11-23
     python -m distlab.judge verdict results/profiles/* --low
 
-Prints, per profile folder, one line per judged row: ``part  row  measured  expected  ratio
-verdict`` (GB/s; ratio = measured / expected; ``ok``, ``low`` or ``high``). What has an
-expectation and the thresholds are :mod:`distlab.profile.expected`'s. A folder without
-``profile.json`` is one error line and exit 2. Reads JSON only; measures nothing.
+Prints, per profile folder, one line per judged row: ``part  row  measured  expected  unit
+ratio  verdict`` (GB/s, or steps/s for DDP; ratio = measured / expected; ``ok``, ``low`` or
+``high``). What has an expectation and the thresholds are :mod:`distlab.profile.expected`'s. A
+folder without ``profile.json`` is one error line and exit 2. Reads JSON only; measures nothing.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _verdict_command(argv: list[str]) -> int:
         print(f"# {folder}")
         print(f"# {len(verdicts)} rows with an expectation: {counts['low']} low, "
               f"{counts['high']} high, {counts['ok']} ok; ok within {thresholds_text()} of "
-              "expected (GB/s)")
+              "expected")
         if shown:
             print(verdict_table(shown))
     return 0

@@ -16,6 +16,8 @@ itself:
   compared as bus bandwidth, measured / expected =
   predicted time / measured time. gloo's builtin rows store no prediction and get no verdict, nor
   do rows with a wrong result.
+- **model** (ddp part): each variant's steps per second against the step model's prediction
+  stored with it (``predicted_step_s``; torch's DDP rows are priced as distlab's overlap).
 
 Thresholds (:data:`THRESHOLDS`), ratio = measured / expected:
 
@@ -147,7 +149,23 @@ def _size(nbytes: int) -> str:
     return f"{nbytes}B"
 
 
-_PARTS = {"transfers": _transfer_verdicts, "collectives": _collective_verdicts}
+def _ddp_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
+    out = []
+    for r in doc.get("rows", []):
+        step, predicted = r.get("step_s"), r.get("predicted_step_s")
+        if not step or not predicted or r.get("wrong"):
+            continue
+        cap = "" if r.get("bucket_cap_mb") is None else f" cap {r['bucket_cap_mb']:g} MB"
+        measured, expected = 1.0 / float(step), 1.0 / float(predicted)
+        out.append(RowVerdict("ddp", f"{r.get('variant', '?')}{cap} step rate", measured,
+                              expected, "steps/s", measured / expected,
+                              judge_ratio(measured / expected, "model"),
+                              "distlab's step model (backward, buckets, calibrated allreduce)"))
+    return out
+
+
+_PARTS = {"transfers": _transfer_verdicts, "collectives": _collective_verdicts,
+          "ddp": _ddp_verdicts}
 
 
 def profile_verdicts(parts: Mapping[str, Mapping[str, Any]]) -> list[RowVerdict]:
@@ -163,11 +181,12 @@ def profile_verdicts(parts: Mapping[str, Mapping[str, Any]]) -> list[RowVerdict]
 
 VERDICT_COLUMNS = (Column("part", "part"), Column("row", "row"),
                    Column("measured", "measured", ".2f"), Column("expected", "expected", ".2f"),
-                   Column("ratio", "ratio", ".2f"), Column("verdict", "verdict"))
+                   Column("unit", "unit"), Column("ratio", "ratio", ".2f"),
+                   Column("verdict", "verdict"))
 
 
 def verdict_table(verdicts: Sequence[RowVerdict]) -> str:
-    """One line per row: ``part  row  measured  expected  ratio  verdict`` (GB/s)."""
+    """One line per row: ``part  row  measured  expected  unit  ratio  verdict``."""
     return format_table([v.as_dict() for v in verdicts], VERDICT_COLUMNS)
 
 
