@@ -5,6 +5,8 @@
     python -m distlab.bench transfers --preset shmoo      # bandwidthTest's shmoo sizes
     python -m distlab.bench transfers --paths hops -b 4K -e 256M --hop-busy \\
         --json results/transfers_hop_cpu.json            # the hop between processes
+    python -m distlab.bench transfers --paths peer,host-to-all -b 4 -e 256M   # a multi-GPU box
+    python -m distlab.bench transfers --paths gpus --rehearse dgx_h100_like -e 4M  # its rehearsal
 
 Method: warm-up copies, then ``--repeats`` timings of ``--iters`` copies; pageable copies are timed
 per copy on the host, pinned/device copies as an event-timed burst behind a spin kernel. The
@@ -27,6 +29,16 @@ computing after its hand-over. The hop's costs (its parts, an empty segment, a r
 each path's first hop) are times in their own table, the worker's start-up a line of its own;
 below the table each path's fit says up to which size the hop is a fixed cost and beyond which it
 is a copy.
+
+The multi-GPU paths (``--paths peer``, ``--paths host-to-all``, or ``gpus`` for both; not in the
+default selection): every ordered GPU pair copying device to device, one way and both ways at
+once, at ``-b`` bytes (latency) and ``-e`` bytes (bandwidth), as rows and as ``src x dst``
+matrices labelled with each pair's ``nvidia-smi topo -m`` path; and every GPU copying ``-e``
+bytes of pinned host memory at once, to the GPUs and back, with the host buffers on each GPU's
+NUMA node and then on the other, per GPU and aggregate (:mod:`distlab.bench.gpu_paths`). Without
+a GPU (or with one, for the pairs) each is one ``skipped`` line and the command exits 0.
+``--rehearse BOX`` runs them on a fake box, host memory standing in for each GPU, every row
+labelled rehearsal.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from distlab.bench.gpu_paths import GPU_PATHS, measure_gpu_paths
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.cli import options
 from distlab.envinfo import pcie_links
@@ -47,6 +60,7 @@ from distlab.report.html import HtmlTable
 from distlab.report.table import Column, Table, format_table
 from distlab.transfers.cuda_prefetch import prefetch_runner
 from distlab.transfers.default import default_adapter
+from distlab.transfers.gpu_box import REHEARSAL_BOXES
 from distlab.transfers.hop_paths import HOP_KINDS, HOP_PATHS
 from distlab.transfers.hop_sweep import HopSweep, hop_sweep
 from distlab.transfers.paths import PIN_PATHS, ROW_KINDS
@@ -57,7 +71,7 @@ __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "PATH_NAMES", "PIN_COLUMNS",
            "skip_notes", "transfer_html", "transfer_table", "wrap_lines"]
 
 COPY_PATH_NAMES = list(dict.fromkeys([p for p, _ in ROW_KINDS] + list(PIN_PATHS)))
-PATH_NAMES = COPY_PATH_NAMES + list(HOP_PATHS)
+PATH_NAMES = COPY_PATH_NAMES + list(HOP_PATHS) + list(GPU_PATHS)
 MEMORIES = ["pageable", "pinned", "device"]
 H2H_TARGET = 0.20        # h2h within 20% of numpy.copyto at 16 MiB
 MODEL_TARGET = 0.10      # fitted line within 10% at sizes >= 64 KiB
@@ -122,10 +136,12 @@ class TransfersConfig(BenchConfig):
     paths: tuple[str, ...] = opt(tuple(COPY_PATH_NAMES), "--paths",
                                  type=options.comma_choices(
                                      PATH_NAMES, groups={"copies": COPY_PATH_NAMES,
-                                                         "hops": list(HOP_PATHS)}),
+                                                         "hops": list(HOP_PATHS),
+                                                         "gpus": list(GPU_PATHS)}),
                                  help="comma list of paths, 'copies' (disk, copies between "
                                       "memory kinds, pin costs), 'hops' (every hop between "
-                                      "processes) or 'all'")
+                                      "processes), 'gpus' (peer: every GPU pair; host-to-all: "
+                                      "every GPU fed at once) or 'all'")
     memory: tuple[str, ...] = opt(tuple(MEMORIES), "--memory",
                                   type=options.comma_choices(MEMORIES),
                                   help="comma list of memory kinds, or 'all'")
@@ -143,8 +159,16 @@ class TransfersConfig(BenchConfig):
     hop_busy: bool = opt(False, "--hop-busy", action="store_true",
                          help="also measure the selected host hops with a worker that keeps "
                               "computing after its hand-over (rows <path>_busy)")
+    rehearse: str | None = opt(None, "--rehearse", choices=tuple(REHEARSAL_BOXES),
+                               help="run the multi-GPU paths on this fake box (host memory for "
+                                    "each GPU; every row labelled rehearsal)")
     no_progress: bool = opt(False, "--no-progress", action="store_true",
                             help="no progress bar on stderr")
+
+    @property
+    def gpu_paths(self) -> tuple[str, ...]:
+        """The multi-GPU paths selected (``peer``, ``host-to-all``)."""
+        return tuple(p for p in GPU_PATHS if p in self.paths)
 
     @property
     def sizes(self) -> list[int]:
@@ -352,7 +376,11 @@ class TransfersBenchmark(Benchmark[TransfersConfig]):
         if config.maxbytes < config.minbytes:
             options.fail(parser, "-e/--maxbytes", config.maxbytes,
                          f">= -b/--minbytes ({config.minbytes})")
-        if not config.kinds and not config.pins and not config.hops:
+        if config.rehearse and not config.gpu_paths:
+            options.fail(parser, "--rehearse", config.rehearse,
+                         "used with --paths peer, host-to-all or gpus (it fakes the GPUs of "
+                         "those paths only)")
+        if not config.kinds and not config.pins and not config.hops and not config.gpu_paths:
             options.fail(parser, "--paths/--memory",
                          f"{','.join(config.paths)} / {','.join(config.memory)}",
                          "a combination that selects at least one row (e.g. h2h with pageable)")
@@ -370,7 +398,9 @@ class TransfersBenchmark(Benchmark[TransfersConfig]):
         fits = fit_rows(rows)
         hops = _hops(c)
         links = [ln for ln in pcie_links() if ln.get("gen") and ln.get("width")]
-        payload = {"prefetch": _prefetch(adapter, c) if c.prefetch_batches else [],
+        only_gpus = not (c.kinds or c.pins or c.hops)   # no host copy row asked for
+        payload = {"prefetch": _prefetch(adapter, c) if c.prefetch_batches and not only_gpus
+                   else [],
                    "targets": _targets(rows), "adapter": adapter.describe(),
                    "fits": {f"{p}/{m}": vars(f) for (p, m), f in fits.items()},
                    "pcie_link": {"gen": links[0]["gen"], "width": links[0]["width"]}
@@ -386,7 +416,12 @@ class TransfersBenchmark(Benchmark[TransfersConfig]):
         pins_d = [r.as_dict() for r in pins]
         copy = _with_notes(every_d, reasons)
         pin = _with_notes(pins_d, reasons)
-        tables = [Table(copy, COLUMNS)]
+        gpus = measure_gpu_paths(c.gpu_paths, minbytes=c.minbytes, maxbytes=c.maxbytes,
+                                 repeats=c.repeats, iters=c.iters, warmup=c.warmup,
+                                 rehearse=c.rehearse, progress=not c.no_progress)
+        if c.gpu_paths:
+            payload["gpus"] = gpus.payload
+        tables = [Table(copy, COLUMNS)] if copy or not only_gpus else []
         if pin:
             tables.append(Table(pin, PIN_COLUMNS, "pin costs: one-off times, not bandwidths",
                                 "pin_costs"))
@@ -394,11 +429,14 @@ class TransfersBenchmark(Benchmark[TransfersConfig]):
         if hop_parts:
             tables.append(Table(hop_parts, HOP_PART_COLUMNS,
                                 "\n# ".join(wrap_lines([HOP_PARTS_TITLE])), "hop_parts"))
-        wrong = sum(r.wrong or 0 for r in every)
-        return Report(tables, [f"adapter: {adapter.describe()['adapter']}; GB = 1e9 B; median "
-                               "of repeats; pin costs are one-off times, not bandwidths"],
+        tables += gpus.tables
+        wrong = sum(r.wrong or 0 for r in every) + gpus.wrong
+        head = [] if only_gpus else [f"adapter: {adapter.describe()['adapter']}; GB = 1e9 B; "
+                                     "median of repeats; pin costs are one-off times, not "
+                                     "bandwidths"]
+        return Report(tables, head,
                       wrap_lines(_tail(payload, skip_notes(every_d + pins_d, reasons))
-                                 + _hop_tail(hops)), payload,
+                                 + _hop_tail(hops) + gpus.lines), payload,
                       failed=f"{wrong} bytes copied wrong" if wrong else "", world_size=1)
 
 
