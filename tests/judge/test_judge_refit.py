@@ -18,6 +18,7 @@ from distlab.judge.refit import (
     PRINT_WIDTH,
     TARGET_ALGORITHMS,
     ErrorStats,
+    RehearsalProfileError,
     calibration_source,
     error_stats,
     main,
@@ -26,12 +27,13 @@ from distlab.judge.refit import (
     summary_table,
     summary_tables,
 )
-from distlab.profile.load import list_profiles, load_profile
+from distlab.profile.load import load_profile
 from helpers.close import REL
-from helpers.paths import PROFILES
+from helpers.paths import MEASURED_PROFILES, PROFILES
 
-FULL = [p for p in list_profiles(PROFILES) if not p.name.endswith("-quick")]
+FULL = [p for p in MEASURED_PROFILES if not p.name.endswith("-quick")]
 QUICK = PROFILES / "vm-2026-11-23-quick"
+REHEARSAL = PROFILES / "rehearsal-dgx_h100_like-2026-11-25"
 
 
 def test_the_committed_full_profiles_are_there() -> None:
@@ -256,6 +258,8 @@ def _bad_profile(tmp_path: Path) -> Path:
     (lambda t: [str(QUICK), "--algorithms", "warp"], "--algorithms"),
     (lambda t: [str(QUICK), "--statistic", "mode"], "--statistic"),
     (lambda t: [str(PROFILES / "vm-2026-11-23"), "--calibration-from", str(QUICK)], "DIR"),
+    (lambda t: [str(REHEARSAL)], "DIR"),
+    (lambda t: [str(QUICK), "--calibration-from", str(REHEARSAL)], "DIR"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys, make_argv, option) -> None:
     assert main(make_argv(tmp_path)) == 2
@@ -286,3 +290,14 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
     assert captured.out == ""
     assert captured.err.startswith("python -m distlab.judge refit: interrupted by Ctrl-C")
     assert len(captured.err.splitlines()) == 1
+
+
+def test_a_rehearsal_among_measured_profiles_is_skipped_with_one_line(capsys) -> None:
+    """``refit results/profiles/*`` judges the measured profiles and says which rehearsal it
+    left out (gloo stood in for NCCL there: no model is judged on it)."""
+    assert main([str(QUICK), str(REHEARSAL)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"# skipped {REHEARSAL}: a rehearsal, no model is judged on it"
+    assert "vm-2026-11-23-quick" in out and "rehearsal-dgx" not in out.split("\n", 1)[1]
+    with pytest.raises(RehearsalProfileError, match="rehearsal of box dgx_h100_like"):
+        refit_profile(REHEARSAL)

@@ -20,7 +20,7 @@ from distlab.judge.tables import (
 )
 from distlab.report.table import format_table
 from helpers.figure_guard import MAX_COLUMNS
-from helpers.paths import PROFILES
+from helpers.paths import MEASURED_PROFILES, PROFILES
 
 VM, QUICK = PROFILES / "vm-2026-11-23", PROFILES / "vm-2026-11-23-quick"
 
@@ -91,7 +91,7 @@ def _widest(text: str) -> int:
 def test_tables_of_every_committed_profile_fit_a_notebook() -> None:
     """No line of the judgement's tables wraps in a notebook: the head names the run on its own
     line, whatever the profile's name (the longest committed one is 31 characters)."""
-    profiles = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").is_file())
+    profiles = MEASURED_PROFILES
     longest = max(profiles, key=lambda p: len(p.name))
     assert len(longest.name) >= 31
     for path in profiles:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from distlab.judge.refit import refit_profile, summary_rows
 from distlab.judge.verdict import JUDGED_COLUMNS, judged_table
 from helpers.figure_guard import MAX_COLUMNS
-from helpers.paths import PROFILES
+from helpers.paths import MEASURED_PROFILES, PROFILES
 
-COMMITTED = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").is_file())
+COMMITTED = MEASURED_PROFILES
 VM, H100 = PROFILES / "vm-quiet-2026-11-23", PROFILES / "h100-2026-11-23"
 
 

@@ -14,6 +14,7 @@ from distlab.profile.parts import PartResult
 from distlab.profile.writer import write_profile
 from distlab.timeline import Timeline
 from distlab.viz import profile as vp
+from helpers.paths import ROOT
 
 
 def _facts() -> dict:
@@ -188,3 +189,19 @@ def test_choice_of_a_folder_outside_root_is_listed(folder: Path, tmp_path: Path)
     choice = vp.ProfileChoice(tmp_path / "empty", load_profile(folder), "given")
     assert choice.dropdown.options == ((folder.name, str(folder)),)
     assert choice.profile.path == folder
+
+
+def test_gpus_figure_draws_the_committed_rehearsal_and_refuses_a_profile_without_gpus() -> None:
+    from distlab.viz.gpus import gpus_figure
+
+    root = ROOT / "results" / "profiles"
+    rehearsal = load_profile(root / "rehearsal-dgx_h100_like-2026-11-25")
+    fig = gpus_figure(rehearsal)
+    cells = [t.get_text() for t in fig.axes[0].texts]
+    assert len(cells) == 8 * 7 and all(c.endswith("NV18") for c in cells)   # every ordered pair
+    assert "REHEARSAL" in fig._suptitle.get_text()
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert any(lab.startswith("local h2d") for lab in labels)
+    assert any(lab.startswith("remote d2h") for lab in labels)
+    with pytest.raises(ValueError, match="no measured gpus part"):
+        gpus_figure(load_profile(root / "vm-2026-11-23"))

@@ -71,3 +71,67 @@ def test_a_part_failing_on_one_rank_fails_on_every_rank_and_nothing_waits(tmp_pa
     assert index["parts"]["collectives"]["status"] == "ok"
     run = json.loads((out / "collectives.json").read_text())["runs"][0]
     assert run["world_size"] == 2 and all(r["wrong"] == 0 for r in run["rows"])
+
+
+@pytest.mark.skipif(not TORCHRUN.exists() and shutil.which("torchrun") is None,
+                    reason="torchrun not installed next to this Python")
+@pytest.mark.timeout(420)
+def test_rehearsal_of_an_8_gpu_box_goes_through_every_multi_gpu_part_at_4_ranks(
+        tmp_path: Path) -> None:
+    """``--rehearse dgx_h100_like`` under torchrun with 4 ranks: every part runs on the code path
+    a real 8-GPU box takes (the matrix and host-to-all over host memory, the NCCL family planned
+    as on that box and run on gloo, DDP placed on CUDA and run on the CPU), every row so made is
+    labelled rehearsal and none is judged, and nothing picks the rehearsal as a machine's."""
+    from distlab.profile.expected import REHEARSAL, profile_verdicts
+    from distlab.profile.load import choose_profile, load_profile, machine_key_here
+    from distlab.trace import read_chrome_trace
+    from distlab.viz.gpus import gpus_figure
+
+    exe = str(TORCHRUN) if TORCHRUN.exists() else "torchrun"
+    out = tmp_path / "rehearsal"
+    proc = subprocess.run([exe, "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
+                           "--master-port", str(_free_port()), "-m", "distlab.profile", "--quick",
+                           "--no-progress", "--rehearse", "dgx_h100_like", "--out", str(out)],
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "lib")}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("wrote ") == 1
+    index = json.loads((out / "profile.json").read_text())
+    assert index["complete"] and index["rehearsal"] == "dgx_h100_like"
+    assert list(index["parts"]) == ["env", "transfers", "gpus", "collectives", "ddp"]
+    assert all(p["status"] == "ok" for p in index["parts"].values()), index["parts"]
+
+    gpus = json.loads((out / "gpus.json").read_text())
+    assert gpus["box"]["gpus"] == 8 and gpus["box"]["rehearsal"] and gpus["wrong"] == 0
+    one_way = {(r["src"], r["dst"]) for r in gpus["peer"] if r["direction"] == "one-way"}
+    assert one_way == {(s, d) for s in range(8) for d in range(8) if s != d}
+    assert {r["path"] for r in gpus["peer"]} == {"NV18"}
+    assert {r["run"] for r in gpus["host_to_all"]} >= {"local", "remote"}
+    assert all(r["rehearsal"] for r in gpus["peer"] + gpus["host_to_all"])
+
+    coll = json.loads((out / "collectives.json").read_text())
+    nccl = [r for r in coll["runs"] if r["backend"] == "nccl"]
+    assert nccl and all(r["rehearsal"]["ran_on"].startswith("gloo") for r in nccl)
+    ops = {r["op"] for r in coll["collective_runs"] if r["backend"] == "nccl"}
+    assert ops == {"all_gather", "reduce_scatter", "all_to_all", "broadcast"}
+    assert all(r["wrong"] == 0 for run in coll["runs"] + coll["collective_runs"]
+               for r in run["rows"])
+    lanes = {s.lane for s in read_chrome_trace(out / "trace.json").spans
+             if s.category == "allreduce" and s.lane.startswith("collectives/")}
+    assert lanes == {f"collectives/{b} ws4 rank{r}" for r in range(4)
+                     for b in ("gloo", "nccl (rehearsal on gloo)")}   # never one lane for both
+    ddp = json.loads((out / "ddp.json").read_text())
+    assert ddp["rehearsal"]["stands_for"] == "cuda" and ddp["config"]["device"] == "cpu"
+
+    prof = load_profile(out)
+    verdicts = profile_verdicts(prof.parts)
+    for v in verdicts:   # a row a rehearsal made is priced, never judged; gloo's own rows are
+        stand_in = v.part in ("gpus", "ddp") or v.row.startswith("nccl ")
+        assert (v.verdict == REHEARSAL) == stand_in, v
+    assert {v.part for v in verdicts if v.verdict == REHEARSAL} == {"gpus", "collectives", "ddp"}
+    summary = (out / "summary.md").read_text()
+    assert "a REHEARSAL of box dgx_h100_like" in summary.splitlines()[0]
+    assert "rows are a rehearsal's" in summary
+    with pytest.raises(ValueError, match="no complete profile"):
+        choose_profile([prof], machine_key_here())
+    assert "REHEARSAL" in gpus_figure(prof)._suptitle.get_text()

@@ -10,13 +10,15 @@
   option (argparse's own exit 2 and ``--help``'s exit 0 pass through unchanged);
 - Ctrl-C (``KeyboardInterrupt``) into ``prog: interrupted by Ctrl-C; <what happened>`` and exit
   130, the shell's code for SIGINT. Commands that start processes stop them on the way out
-  (:mod:`distlab.launch` and the executors do), so no traceback and no process is left.
+  (:mod:`distlab.launch` and the executors do), so no traceback and no process is left;
+- a closed stdout (``... | head``) into a quiet exit 0: the rest of the output goes nowhere.
 
 Any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -39,6 +41,10 @@ def run_main(prog: str, work: Callable[[list[str]], int | None],
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(work(args) or 0)
+    except BrokenPipeError:  # the reader went away (``| head``): stop printing, no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"{prog}: interrupted by Ctrl-C; {on_interrupt}", file=sys.stderr)
         return INTERRUPTED

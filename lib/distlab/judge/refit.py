@@ -71,10 +71,10 @@ from distlab.report.table import Column, Table, format_table
 
 __all__ = ["BEFORE_COLUMNS", "JUDGEABLE", "NOW_COLUMNS", "PRINT_WIDTH", "SUMMARY_COLUMNS",
            "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES", "TARGET_P90_PCT",
-           "ErrorStats", "RefitRun", "algorithms_in", "calibrated_runs", "calibration_source",
-           "error_stats", "main", "profile_cpus", "profile_dir_arg", "refit_profile",
-           "refit_rows", "refit_runs", "summary_head", "summary_rows", "summary_table",
-           "summary_tables"]
+           "ErrorStats", "RefitRun", "RehearsalProfileError", "algorithms_in", "calibrated_runs",
+           "calibration_source", "error_stats", "main", "profile_cpus", "profile_dir_arg",
+           "refit_profile", "refit_rows", "refit_runs", "summary_head", "summary_rows",
+           "summary_table", "summary_tables"]
 
 PathLike = str | os.PathLike[str]
 
@@ -180,8 +180,13 @@ def calibrated_runs(profile: Profile) -> list[dict[str, Any]]:
     """The profile's allreduce runs that stored a calibration.
 
     Raises:
+        RehearsalProfileError: the profile is a rehearsal (``--rehearse``).
         ValueError: none did.
     """
+    if profile.rehearsal:
+        raise RehearsalProfileError(
+            f"profile {profile.path} is a rehearsal of box {profile.rehearsal} (gloo stood in "
+            "for NCCL): no model is judged on it")
     runs = [r for r in profile.allreduce_runs() if r.get("calibration")]
     if not runs:
         raise ValueError(f"profile {profile.path} has no allreduce run with a calibration (its "
@@ -202,6 +207,11 @@ def profile_cpus(profile: Profile) -> int | None:
     return None
 
 
+class RehearsalProfileError(ValueError):
+    """The profile is a rehearsal (``python -m distlab.profile --rehearse BOX``): gloo stood in
+    for NCCL and host memory for GPUs, so no model is judged on its runs."""
+
+
 def refit_profile(path: str | os.PathLike[str], *,
                   calibration_from: str | os.PathLike[str] | None = None,
                   per_size: bool = True, skip_missing: bool = False,
@@ -220,6 +230,7 @@ def refit_profile(path: str | os.PathLike[str], *,
             no rounds (see the module docstring).
 
     Raises:
+        RehearsalProfileError: ``path`` or ``calibration_from`` is a rehearsal.
         ValueError: not a profile folder, no calibrated allreduce run, or no calibration of the
             same backend and world size in ``calibration_from``.
     """
@@ -484,9 +495,16 @@ def _refit_command(argv: list[str]) -> int:
         try:
             runs += refit_profile(path, calibration_from=args.calibration_from,
                                   per_size=not args.constant, statistic=args.statistic)
+        except RehearsalProfileError as exc:
+            if len(args.profiles) == 1 or args.calibration_from is not None:
+                raise UsageError(f"argument DIR: invalid value {str(path)!r}: {exc}") from None
+            print(f"# skipped {path}: a rehearsal, no model is judged on it")
+            continue
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"argument DIR: invalid value {str(path)!r}: must be a profile "
                              f"with calibrated allreduce runs ({exc})") from None
+    if not runs:
+        raise UsageError("argument DIR: every profile named is a rehearsal: nothing to judge")
     algos = tuple(args.algorithms)
     print("\n".join(summary_head(runs, min_bytes=args.min_bytes, algorithms=algos,
                                  statistic=args.statistic, constant=args.constant)))

@@ -22,7 +22,12 @@ from typing import Any
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
 from distlab.judge.refit import profile_dir_arg
-from distlab.profile.expected import profile_verdicts, thresholds_text, verdict_table
+from distlab.profile.expected import (
+    REHEARSAL,
+    profile_verdicts,
+    thresholds_text,
+    verdict_table,
+)
 
 __all__ = ["main", "stored_parts"]
 
@@ -58,13 +63,15 @@ def _verdict_command(argv: list[str]) -> int:
         except ValueError as exc:
             raise UsageError(f"argument DIR: invalid value {str(folder)!r}: {exc}") from None
         shown = [v for v in verdicts if v.verdict == "low"] if args.low else verdicts
-        counts = {k: sum(v.verdict == k for v in verdicts) for k in ("low", "high", "ok")}
+        counts = {k: sum(v.verdict == k for v in verdicts)
+                  for k in ("low", "high", "ok", REHEARSAL)}
         if n:
             print()
         print(f"# {folder}")
         print(f"# {len(verdicts)} rows with an expectation: {counts['low']} low, "
               f"{counts['high']} high, {counts['ok']} ok; ok within {thresholds_text()} of "
-              "expected")
+              "expected" + (f"; {counts[REHEARSAL]} a rehearsal's, not judged"
+                            if counts[REHEARSAL] else ""))
         if shown:
             print(verdict_table(shown))
     return 0

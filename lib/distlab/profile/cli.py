@@ -1,15 +1,22 @@
 """Command line of ``python -m distlab.profile`` (see the package docstring).
 
-    python -m distlab.profile [--out DIR] [--quick] [--only env,transfers,collectives,ddp]
-                              [--rounds N]
+    python -m distlab.profile [--out DIR] [--quick] [--only env,transfers,gpus,collectives,ddp]
+                              [--rounds N] [--rehearse BOX]
     torchrun --nproc-per-node 8 -m distlab.profile     # every rank measures, rank 0 writes
+    torchrun --nproc-per-node 8 -m distlab.profile --quick --rehearse dgx_h100_like  # no GPU
 
-Runs the parts in order (env, transfers, collectives, ddp), prints one line for every part or
+Runs the parts in order (env, transfers, gpus, collectives, ddp), prints one line for every part or
 step it skipped and why, and writes the profile folder. The folder is checked before anything is
 measured (a path that names a file, or where nothing can be created: one line, exit 2). Ctrl-C
 stops cleanly: the ranks in flight are stopped, the parts already measured are written and the
 profile is marked incomplete (exit 130). Exit status 1 when a part failed or a row came out
 wrong, 2 for a bad option.
+
+``--rehearse BOX`` rehearses a multi-GPU run on a machine without one: every decision that reads
+the GPU count or topology takes the fake box's (an 8-GPU DGX-H100-like box, a PCIe box with two
+switches, the same with peer access off, one GPU), host memory stands in for each GPU, gloo for
+NCCL and the CPU for CUDA DDP, and every row so made is labelled rehearsal, in the JSON, the
+verdict and ``summary.md``: the first real run on such a box meets no branch that never ran.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from tqdm import tqdm
 from distlab.cli import options, progress
 from distlab.cli.run import INTERRUPTED, run_main
 from distlab.profile.parts import PART_NAMES, PartContext, PartResult, get_part
+from distlab.transfers.gpu_box import REHEARSAL_BOXES
 
 __all__ = ["main"]
 
@@ -47,27 +55,35 @@ def _parser() -> options.argparse.ArgumentParser:
                    help="timed rounds per allreduce sweep (default 20, 5 with --quick): a "
                         "row's mean is known to about 1/sqrt(rounds) of its rounds' spread, "
                         "and the collectives part's time grows with it")
+    p.add_argument("--rehearse", choices=tuple(REHEARSAL_BOXES), default=None, metavar="BOX",
+                   help="rehearse a multi-GPU box without its GPUs (host memory for each GPU, "
+                        "gloo for NCCL; every row labelled rehearsal): "
+                        f"{', '.join(REHEARSAL_BOXES)}")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     return p
 
 
 def _wrong(result: PartResult) -> int:
+    if result.name == "gpus" and result.status == "ok":
+        return int(result.payload.get("wrong", 0))
     if result.name != "collectives" or result.status != "ok":
         return 0
     runs = result.payload["runs"] + result.payload.get("collective_runs", [])
     return sum(r["wrong"] for run in runs for r in run["rows"])
 
 
-def _agree(result: PartResult) -> PartResult:
+def _agree(result: PartResult, timeout: float) -> PartResult:
     """Under torchrun: every rank learns every rank's status of this part (without a process
     group), so a part that failed on one rank is failed on all, with that rank's reason, and
     the next part starts together (its peers' collectives failed within seconds: the failed
-    rank closed its process group)."""
+    rank closed its process group). A rank waits ``timeout`` seconds for the others: a part that
+    rank 0 measures alone (``gpus``) keeps the others waiting while it runs."""
     from distlab import launch
 
     try:
         posted = launch.torchrun_exchange(f"profile/{result.name}",
-                                          json.dumps([result.status, result.reason]))
+                                          json.dumps([result.status, result.reason]),
+                                          timeout=timeout)
     except TimeoutError as exc:
         return PartResult(result.name, "failed", reason=str(exc), seconds=result.seconds)
     bad = [(r, *json.loads(v)) for r, v in enumerate(posted) if json.loads(v)[0] == "failed"]
@@ -116,7 +132,7 @@ def _profile_command(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0")) if torchrun else 0
     ctx = PartContext(quick=a.quick, world_size=int(os.environ.get("WORLD_SIZE", "1")),
                       rank=rank, progress=not a.no_progress and rank == 0, timeout=a.timeout,
-                      torchrun=torchrun, rounds=a.rounds)
+                      torchrun=torchrun, rounds=a.rounds, rehearse=a.rehearse)
     results: list[PartResult] = []
     stopped = None
     bar = tqdm(a.only, desc="profile", file=sys.stderr, disable=not ctx.progress)
@@ -140,7 +156,7 @@ def _profile_command(argv: list[str]) -> int:
                         launch.torchrun_abort(result.reason)
             result.seconds = time.perf_counter() - start
             if torchrun:
-                result = _agree(result)
+                result = _agree(result, ctx.timeout)
             results.append(result)
             name = None
             for s in result.skipped:
@@ -161,6 +177,7 @@ def _profile_command(argv: list[str]) -> int:
         return INTERRUPTED if stopped else 0
     try:
         index = write_profile(out, results, list(a.only), ctx.timeline, quick=a.quick,
+                              rehearsal=a.rehearse,
                               world_size=ctx.world_size, stopped=stopped)
     except (OSError, KeyboardInterrupt) as exc:
         why = "interrupted by Ctrl-C" if isinstance(exc, KeyboardInterrupt) else \

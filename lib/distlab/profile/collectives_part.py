@@ -7,14 +7,18 @@ GPU (the torchrun world, or every local GPU) when there are at least two. Rows f
 (size, count, type, redop, time, algbw, busbw, #wrong) plus the calibrated model's predicted time
 and error% for distlab's algorithms (:mod:`distlab.bench.allreduce`). Which runs a machine gets
 is a pure function of its facts (:func:`plan_runs`), tested for any GPU count.
+
+Under ``--rehearse BOX`` the facts are the fake box's (its GPU count, NCCL built), so the plan is
+the one a real box of that shape gets; each NCCL run then goes on gloo ranks over CPU tensors at
+the gloo sweep's sizes (:func:`stand_in`), and its result says so (``rehearsal``).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -27,6 +31,7 @@ from distlab.collectives.algorithms.registry import BUILTIN, entry, names
 from distlab.devices import nccl_problem
 from distlab.envinfo import gpu_count
 from distlab.profile.parts import PartContext, PartResult
+from distlab.transfers.gpu_box import RehearsalBox
 
 __all__ = [
     "MORE_OPS",
@@ -36,6 +41,7 @@ __all__ = [
     "plan_collective_runs",
     "plan_runs",
     "run",
+    "stand_in",
 ]
 
 # what ZeRO and FSDP (all-gather, reduce-scatter) and mixture-of-experts (all-to-all) are made of,
@@ -63,11 +69,13 @@ class CollectiveFacts:
 
 
 def facts_here(ctx: PartContext) -> CollectiveFacts:
-    """This machine's :class:`CollectiveFacts`."""
+    """This machine's :class:`CollectiveFacts` (under ``ctx.rehearse``: the fake box's GPUs,
+    with NCCL built)."""
     ok = dist.is_available()
+    gpus = RehearsalBox(ctx.rehearse).n_gpus if ctx.rehearse else gpu_count()
     return CollectiveFacts(gloo=ok and dist.is_gloo_available(),
-                           nccl=ok and dist.is_nccl_available(),
-                           gpus=gpu_count(),
+                           nccl=ok and (dist.is_nccl_available() or bool(ctx.rehearse)),
+                           gpus=gpus,
                            torch_version=torch.__version__, torchrun=ctx.torchrun,
                            world_size=ctx.world_size,
                            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE",
@@ -139,6 +147,21 @@ def plan_collective_runs(facts: CollectiveFacts, quick: bool, timeout: float = 9
     return runs
 
 
+Sweep = TypeVar("Sweep", AllreduceConfig, CollectiveConfig)
+
+
+def stand_in(c: Sweep) -> tuple[Sweep, dict[str, str] | None]:
+    """A rehearsal's run of ``c``: an NCCL sweep goes on gloo ranks at the gloo quick sweep's
+    sizes (64 KiB .. 1 MiB), with the label its result carries; a gloo sweep is itself."""
+    if c.backend != "nccl":
+        return c, None
+    label = {"stands_for": "nccl", "ran_on": "gloo (CPU tensors)",
+             "why": "rehearsal: no GPU here; the plan is the real box's, the sizes the gloo "
+                    "sweep's"}
+    return replace(c, backend="gloo", minbytes=64 * 1024,
+                   maxbytes=max(64 * 1024, min(c.maxbytes, 1024 * 1024))), label
+
+
 def _nccl_skip(facts: CollectiveFacts) -> str:
     """Why NCCL cannot run here ("" when it can): :func:`distlab.devices.nccl_problem` for the
     torchrun world (its ranks on this host) or one local rank per GPU."""
@@ -148,8 +171,15 @@ def _nccl_skip(facts: CollectiveFacts) -> str:
                         torch_version=facts.torch_version)
 
 
-def _add_rank_spans(ctx: PartContext, c: AllreduceConfig, spans: list[list[dict[str, Any]]],
-                    hosts: list[str | None]) -> None:
+def _lane_backend(planned: AllreduceConfig | CollectiveConfig,
+                  label: dict[str, str] | None) -> str:
+    """The backend a trace lane names: the planned one, and for a rehearsal's stand-in what it
+    ran on (``nccl (rehearsal on gloo)``), so its calls never share a lane with gloo's own."""
+    return f"{planned.backend} (rehearsal on gloo)" if label else planned.backend
+
+
+def _add_rank_spans(ctx: PartContext, backend: str, c: AllreduceConfig,
+                    spans: list[list[dict[str, Any]]], hosts: list[str | None]) -> None:
     """Every timed call of every rank on lane ``collectives/<backend> ws<n> rank<r>``, from the
     ranks on this host (spans of ranks on another host are on that host's clock: left out, and
     the trace says so)."""
@@ -159,10 +189,10 @@ def _add_rank_spans(ctx: PartContext, c: AllreduceConfig, spans: list[list[dict[
         if host != here:
             elsewhere.append(rank)
             continue
-        lane = f"collectives/{c.backend} ws{c.ranks} rank{rank}"
+        lane = f"collectives/{backend} ws{c.ranks} rank{rank}"
         ctx.timeline.extend({**s, "lane": lane} for s in rank_spans)
     if elsewhere:
-        ctx.timeline.add_note(f"collectives {c.backend} ws{c.ranks}: calls of ranks "
+        ctx.timeline.add_note(f"collectives {backend} ws{c.ranks}: calls of ranks "
                               f"{elsewhere} left out of the trace (another host's clock)")
 
 
@@ -172,22 +202,27 @@ def run(ctx: PartContext) -> PartResult:
     facts = facts_here(ctx)
     runs, skipped = plan_runs(facts, ctx.quick, ctx.timeout, ctx.progress, ctx.rounds)
     results = []
-    for c in runs:
-        with ctx.timed(f"collectives/{c.backend}", f"allreduce sweep ws{c.ranks}",
-                       world_size=c.ranks):
+    for planned in runs:
+        c, label = stand_in(planned) if ctx.rehearse else (planned, None)
+        with ctx.timed(f"collectives/{_lane_backend(planned, label)}",
+                       f"allreduce sweep ws{c.ranks}", world_size=c.ranks):
             report = BENCHMARK.run(c)
-        _add_rank_spans(ctx, c, report.extra["spans"], report.extra["hosts"])
-        results.append({"backend": c.backend, "world_size": c.ranks, "sizes": c.sizes,
+        _add_rank_spans(ctx, _lane_backend(planned, label), c, report.extra["spans"],
+                        report.extra["hosts"])
+        results.append({"backend": planned.backend, "world_size": c.ranks, "sizes": c.sizes,
                         "algorithms": list(c.algorithms), "iters": c.iters, "warmup": c.warmup,
-                        "calibration": report.data["calibration"], "rows": report.rows})
+                        "calibration": report.data["calibration"], "rows": report.rows,
+                        **({"rehearsal": label} if label else {})})
     more = []
-    for c in plan_collective_runs(facts, ctx.quick, ctx.timeout, ctx.progress):
-        with ctx.timed(f"collectives/{c.backend}", f"{c.op} sweep ws{c.ranks}",
-                       world_size=c.ranks):
+    for planned in plan_collective_runs(facts, ctx.quick, ctx.timeout, ctx.progress):
+        c, label = stand_in(planned) if ctx.rehearse else (planned, None)
+        with ctx.timed(f"collectives/{_lane_backend(planned, label)}",
+                       f"{c.op} sweep ws{c.ranks}", world_size=c.ranks):
             report = COLLECTIVE.run(c)
-        more.append({"op": c.op, "backend": c.backend, "world_size": c.ranks, "sizes": c.sizes,
-                     "algorithms": c.names, "iters": c.iters, "warmup": c.warmup,
-                     "calibration": report.data["calibration"], "rows": report.rows})
+        more.append({"op": c.op, "backend": planned.backend, "world_size": c.ranks,
+                     "sizes": c.sizes, "algorithms": c.names, "iters": c.iters,
+                     "warmup": c.warmup, "calibration": report.data["calibration"],
+                     "rows": report.rows, **({"rehearsal": label} if label else {})})
     status = "ok" if results else "skipped"
     reason = "" if results else "; ".join(s["why"] for s in skipped)
     return PartResult("collectives", status, {"runs": results, "collective_runs": more},

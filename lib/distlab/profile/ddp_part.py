@@ -1,6 +1,7 @@
 """ddp part: the DDP lab's benchmark (naive, bucketed, distlab overlap, torch DDP) on the device
 :func:`ddp_device` picks: CUDA when there is a GPU (NCCL with one GPU per rank, else gloo ranks
-sharing it), the CPU otherwise."""
+sharing it), the CPU otherwise. Under ``--rehearse BOX`` the placement is the fake box's, and a
+CUDA placement runs on the CPU (gloo), its result labelled ``rehearsal``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from distlab.bench.ddp import BENCHMARK, DdpConfig
 from distlab.devices import gpu_sharing_problem
 from distlab.envinfo import gpu_count
 from distlab.profile.parts import PartContext, PartResult
+from distlab.transfers.gpu_box import RehearsalBox
 
 __all__ = ["config_for", "ddp_device", "run"]
 
@@ -40,10 +42,15 @@ def run(ctx: PartContext) -> PartResult:
     if ws < 2:
         why = f"DDP needs at least 2 ranks; torchrun started {ws}"
         return PartResult("ddp", "skipped", skipped=[{"what": "ddp", "why": why}], reason=why)
-    gpus = gpu_count()
+    gpus = RehearsalBox(ctx.rehearse).n_gpus if ctx.rehearse else gpu_count()
     local = int(os.environ.get("LOCAL_WORLD_SIZE", ws)) if ctx.torchrun else ws
     device, why = ddp_device(gpus, ctx.torchrun, local)
     skipped = [{"what": "ddp/cuda", "why": why}] if why else []
+    rehearsal = None
+    if ctx.rehearse and device == "cuda":
+        rehearsal = {"stands_for": "cuda", "ran_on": "cpu (gloo)",
+                     "why": "rehearsal: no GPU here; the placement is the real box's"}
+        device = "cpu"
     config = config_for(ctx.quick, ws, ctx.timeout, device)
     with ctx.timed(f"ddp/{device}", f"ddp benchmark ws{ws}", world_size=ws):
         report = BENCHMARK.run(config)
@@ -52,4 +59,6 @@ def run(ctx: PartContext) -> PartResult:
         ctx.timeline.extend({**s, "lane": f"ddp/{row['variant']}{cap} {s['lane']}"}
                             for s in row["spans"])
     return PartResult("ddp", payload={"config": config.to_dict(), "rows": report.rows,
-                                      **report.data}, skipped=skipped)
+                                      **report.data,
+                                      **({"rehearsal": rehearsal} if rehearsal else {})},
+                      skipped=skipped)

@@ -18,6 +18,14 @@ itself:
   do rows with a wrong result.
 - **model** (ddp part): each variant's steps per second against the step model's prediction
   stored with it (``predicted_step_s``; torch's DDP rows are priced as distlab's overlap).
+- **link** (gpus part): each GPU's rate in the ``local`` host-to-all run (every GPU fed at once,
+  host buffers on the GPU's own NUMA node), and one-way GPU-to-GPU copies over a PCIe path
+  (``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``) with peer access on, at the largest size, against
+  the GPU's PCIe link x the same fraction. Copies over NVLink (``NV#``) get no verdict: distlab
+  holds no measured fraction of NVLink's peak that a copy engine reaches.
+
+Rows a rehearsal made (``--rehearse``: host memory for GPUs, gloo for NCCL) go through the same
+code and get the verdict ``rehearsal`` whatever their ratio: they are never judged as a machine's.
 
 Thresholds (:data:`THRESHOLDS`), ratio = measured / expected:
 
@@ -43,7 +51,8 @@ from distlab.collectives.model.presets import PCIE_ACHIEVED_FRACTION
 from distlab.links import link_from_pcie
 from distlab.report.table import Column, format_table
 
-__all__ = ["LINK_PATHS", "MODEL_MIN_BYTES", "THRESHOLDS", "VERDICT_COLUMNS", "RowVerdict",
+__all__ = ["LINK_PATHS", "MODEL_MIN_BYTES", "REHEARSAL", "THRESHOLDS", "VERDICT_COLUMNS",
+           "RowVerdict",
            "judge_ratio", "low_lines", "profile_verdicts", "thresholds_text",
            "verdict_table"]
 
@@ -93,10 +102,54 @@ def thresholds_text() -> str:
     return ", ".join(f"{k} {lo:g}-{hi:g}x" for k, (lo, hi) in THRESHOLDS.items())
 
 
+REHEARSAL = "rehearsal"
+
+
 def _verdict(part: str, row: str, measured: float, expected: float, kind: str,
-             basis: str) -> RowVerdict:
+             basis: str, rehearsal: bool = False) -> RowVerdict:
     ratio = measured / expected
-    return RowVerdict(part, row, measured, expected, "GB/s", ratio, judge_ratio(ratio, kind), basis)
+    verdict = REHEARSAL if rehearsal else judge_ratio(ratio, kind)
+    return RowVerdict(part, row, measured, expected, "GB/s", ratio, verdict, basis)
+
+
+def _link_expectation(links: Sequence[Mapping[str, Any]], gpu: int) -> tuple[float, str] | None:
+    """(expected GB/s, basis) for GPU ``gpu``'s PCIe link, or None where none is reported."""
+    link = next((ln for ln in links if ln.get("gpu") == gpu), None) or \
+        (links[0] if len(links) == 1 else None)
+    if not link or not link.get("gen") or not link.get("width"):
+        return None
+    spec = link_from_pcie(int(link["gen"]), int(link["width"]))
+    return (spec.gbps * PCIE_ACHIEVED_FRACTION,
+            f"{spec.name} {spec.gbps:.1f} GB/s x {PCIE_ACHIEVED_FRACTION:g} achieved "
+            "(distlab.links, presets.PCIE_ACHIEVED_FRACTION)")
+
+
+PCIE_TOPO_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def _gpus_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
+    out = []
+    links = doc.get("pcie_links") or []
+    for r in doc.get("host_to_all", []):
+        if r.get("run") != "local" or r.get("gpu") == "all" or r.get("wrong"):
+            continue
+        exp = _link_expectation(links, int(r["gpu"]))
+        if exp:
+            out.append(_verdict("gpus", f"host-to-all local {r['direction']} cuda:{r['gpu']}",
+                                float(r["gbps"]), exp[0], "link", exp[1],
+                                bool(r.get("rehearsal"))))
+    peer = [r for r in doc.get("peer", []) if r.get("direction") == "one-way"]
+    top = max((int(r["nbytes"]) for r in peer), default=0)
+    for r in peer:
+        if (int(r["nbytes"]) != top or r.get("wrong") or r.get("path") not in PCIE_TOPO_PATHS
+                or not str(r.get("route", "")).startswith("peer")):
+            continue
+        exp = _link_expectation(links, int(r["src"]))
+        if exp:
+            out.append(_verdict("gpus", f"peer cuda:{r['src']}->cuda:{r['dst']} {r['path']}",
+                                float(r["gbps"]), exp[0], "link", exp[1],
+                                bool(r.get("rehearsal"))))
+    return out
 
 
 def _transfer_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
@@ -128,6 +181,8 @@ def _collective_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
         if ws < 2:
             continue  # one rank moves nothing: not a collective
         backend = run.get("backend", "?")
+        rehearsal = bool(run.get("rehearsal"))
+        ran_on = run["rehearsal"]["ran_on"].split()[0] if rehearsal else backend
         for r in run.get("rows", []):
             predicted, measured = r.get("predicted_us"), r.get("time_us")
             if (predicted is None or not measured or not predicted or not r.get("busbw_gbps")
@@ -135,10 +190,13 @@ def _collective_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
                 continue
             busbw = float(r["busbw_gbps"])
             expected = busbw * float(measured) / float(predicted)
-            basis = ("NCCL's own tuning estimate" if r["algorithm"] == "builtin"
-                     else f"distlab's cost model calibrated in this {backend} run")
+            basis = (f"distlab's cost model calibrated in this {ran_on} run"
+                     if r["algorithm"] != "builtin" else "NCCL's own tuning estimate"
+                     if ran_on == "nccl" else
+                     f"distlab's price of {ran_on}'s own call, calibrated in this run")
             name = f"{backend} ws{ws} {op}{r['algorithm']} {_size(int(r['nbytes']))} busbw"
-            out.append(_verdict("collectives", name, busbw, expected, "model", basis))
+            out.append(_verdict("collectives", name, busbw, expected, "model", basis,
+                                rehearsal))
     return out
 
 
@@ -159,13 +217,14 @@ def _ddp_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
         measured, expected = 1.0 / float(step), 1.0 / float(predicted)
         out.append(RowVerdict("ddp", f"{r.get('variant', '?')}{cap} step rate", measured,
                               expected, "steps/s", measured / expected,
+                              REHEARSAL if doc.get("rehearsal") else
                               judge_ratio(measured / expected, "model"),
                               "distlab's step model (backward, buckets, calibrated allreduce)"))
     return out
 
 
-_PARTS = {"transfers": _transfer_verdicts, "collectives": _collective_verdicts,
-          "ddp": _ddp_verdicts}
+_PARTS = {"transfers": _transfer_verdicts, "gpus": _gpus_verdicts,
+          "collectives": _collective_verdicts, "ddp": _ddp_verdicts}
 
 
 def profile_verdicts(parts: Mapping[str, Mapping[str, Any]]) -> list[RowVerdict]:
@@ -195,13 +254,18 @@ def low_lines(verdicts: Sequence[RowVerdict], max_low: int = 8) -> list[str]:
     rows (link rows first, in the order the parts list them) and how many more there are."""
     if not verdicts:
         return ["- no row of this profile has an expectation (no GPU link, no stored prediction)"]
-    low = sorted((v for v in verdicts if v.verdict == "low"), key=lambda v: v.part != "transfers")
-    high = sum(v.verdict == "high" for v in verdicts)
-    head = (f"- {len(low)} low, {high} high, {len(verdicts) - len(low) - high} ok of "
-            f"{len(verdicts)} rows with an expectation (ok within {thresholds_text()} of expected; "
+    rehearsed = sum(v.verdict == REHEARSAL for v in verdicts)
+    judged = [v for v in verdicts if v.verdict != REHEARSAL]
+    low = sorted((v for v in judged if v.verdict == "low"),
+                 key=lambda v: v.part not in ("transfers", "gpus"))
+    high = sum(v.verdict == "high" for v in judged)
+    head = (f"- {len(low)} low, {high} high, {len(judged) - len(low) - high} ok of "
+            f"{len(judged)} rows with an expectation (ok within {thresholds_text()} of expected; "
             "`python -m distlab.judge verdict DIR` lists them)")
+    rehearsal = [f"- {rehearsed} rows are a rehearsal's (host memory for GPUs, gloo for NCCL): "
+                 "priced, never judged"] if rehearsed else []
     lines = [f"- LOW {v.part} {v.row}: {v.measured:.2f} {v.unit}, expected "
              f"{v.expected:.2f} ({v.ratio:.2f}x; {v.basis})" for v in low[:max_low]]
     if len(low) > max_low:
         lines.append(f"- ... and {len(low) - max_low} more low rows")
-    return [head] + lines
+    return [head] + rehearsal + lines

@@ -52,6 +52,11 @@ class Profile:
         part = self.part("collectives")
         return [r for r in part["runs"] if r["world_size"] >= 2] if part else []
 
+    @property
+    def rehearsal(self) -> str | None:
+        """The fake box a rehearsal ran on (``--rehearse``), or None for a measured profile."""
+        return self.index.get("rehearsal")
+
     def label(self) -> str:
         """Short legend label: folder name, device of the first GPU or ``CPU``."""
         env = self.part("env")
@@ -86,14 +91,21 @@ def machine_key_here() -> MachineKey:
                       tuple(d.name for d in rep.cuda_devices))
 
 
+#: the parts a whole-machine profile holds: ``gpus`` (the GPU-to-GPU matrix, every GPU fed at
+#: once) is not among them, since it came later and is skipped on every box with fewer than two
+#: GPUs, so profiles made before it stay whole
+WHOLE_MACHINE_PARTS = tuple(p for p in PART_NAMES if p != "gpus")
+
+
 def choose_profile(profiles: list[Profile], here: MachineKey) -> tuple[Profile, str]:
     """The profile a reader of this machine wants first, and one line saying why: this
     machine's newest complete profile when there is one, else the newest complete committed one
     (newest = latest provenance date). A profile made with ``--only`` (its index lists fewer
-    parts than :data:`~distlab.profile.parts.PART_NAMES`, e.g. the collectives-only profiles of
-    this box pinned to 1 or 2 cores) is not chosen: the reader wants every part.
-    ``ValueError`` when there is no complete profile."""
-    done = [p for p in profiles if p.complete and _every_part(p)]
+    parts than :data:`WHOLE_MACHINE_PARTS`, e.g. the collectives-only profiles of this box
+    pinned to 1 or 2 cores) is not chosen: the reader wants every part; nor is a rehearsal
+    (``--rehearse``: its GPUs were host memory). ``ValueError`` when there is no complete
+    profile."""
+    done = [p for p in profiles if p.complete and _every_part(p) and not p.index.get("rehearsal")]
     if not done:
         raise ValueError("no complete profile to choose from: run python -m distlab.profile")
 
@@ -112,7 +124,7 @@ def choose_profile(profiles: list[Profile], here: MachineKey) -> tuple[Profile, 
 def _every_part(profile: Profile) -> bool:
     """Whether the profile ran every part (an index without a parts list says nothing: yes)."""
     parts = profile.index.get("parts")
-    return parts is None or set(PART_NAMES) <= set(parts)
+    return parts is None or set(WHOLE_MACHINE_PARTS) <= set(parts)
 
 
 def list_profiles(root: str | os.PathLike[str]) -> list[Path]:

@@ -20,8 +20,8 @@ from distlab.timeline import Timeline, now_us
 __all__ = ["PART_NAMES", "PartContext", "PartResult", "get_part"]
 
 #: Part name -> module under distlab.profile that defines ``run(ctx)``; in run order.
-_MODULES = {"env": "env_part", "transfers": "transfers_part", "collectives": "collectives_part",
-            "ddp": "ddp_part"}
+_MODULES = {"env": "env_part", "transfers": "transfers_part", "gpus": "gpus_part",
+            "collectives": "collectives_part", "ddp": "ddp_part"}
 PART_NAMES: tuple[str, ...] = tuple(_MODULES)
 
 
@@ -39,6 +39,10 @@ class PartContext:
         rounds: timed rounds per allreduce sweep (None: the part's default, 20 in the full
             profile and 5 in the quick one). A row's mean is known to about 1/sqrt(rounds) of
             its rounds' spread.
+        rehearse: a fake box (a key of :data:`distlab.transfers.gpu_box.REHEARSAL_BOXES`) whose
+            GPUs every multi-GPU decision takes as this host's: host memory stands in for each
+            GPU and gloo for NCCL, and every row so made is labelled rehearsal; None: the real
+            host.
     """
 
     quick: bool = False
@@ -49,6 +53,7 @@ class PartContext:
     timeout: float = 900.0
     torchrun: bool = False
     rounds: int | None = None
+    rehearse: str | None = None
 
     @contextmanager
     def timed(self, lane: str, name: str, **args: Any) -> Iterator[dict[str, Any]]:
@@ -67,7 +72,7 @@ class PartResult:
     """One part's outcome.
 
     Attributes:
-        name: the part (``env``, ``transfers``, ``collectives``, ``ddp``).
+        name: the part (``env``, ``transfers``, ``gpus``, ``collectives``, ``ddp``).
         status: ``ok``, ``skipped`` (nothing could run here), ``failed`` or ``interrupted``.
         payload: JSON-ready measurements (the part's own keys).
         skipped: ``[{"what", "why"}]`` for every step not run here (e.g. NCCL without CUDA).

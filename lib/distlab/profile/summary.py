@@ -56,6 +56,25 @@ def _transfers(p: dict[str, Any]) -> list[str]:
     return out
 
 
+def _gpus(p: dict[str, Any]) -> list[str]:
+    box = p.get("box") or {}
+    out = [f"- box: {box.get('box')}, {box.get('gpus')} GPUs" +
+           (" (REHEARSAL: host memory stands in for each GPU; no row is a GPU's)"
+            if box.get("rehearsal") else "")]
+    for r in p.get("host_to_all", []):
+        if r["gpu"] == "all":
+            out.append(f"- host-to-all {r['run']} {r['direction']}: {r['gbps']:.2f} GB/s "
+                       f"aggregate over {box.get('gpus')} GPUs at once (#wrong {r['wrong']})")
+    peer = [r for r in p.get("peer", []) if r["direction"] == "one-way"]
+    if peer:
+        top = max(r["nbytes"] for r in peer)
+        rates = [r["gbps"] for r in peer if r["nbytes"] == top]
+        out.append(f"- GPU-to-GPU one way at {top} B: {min(rates):.2f} .. {max(rates):.2f} GB/s "
+                   f"over {len(rates)} ordered pairs (#wrong {sum(r['wrong'] for r in peer)})")
+    lines = p.get("matrix_lines") or []
+    return out + (["", "```", *lines, "```", ""] if lines else [])
+
+
 def _collectives(p: dict[str, Any]) -> list[str]:
     out = []
     for run in p["runs"]:
@@ -67,6 +86,9 @@ def _collectives(p: dict[str, Any]) -> list[str]:
         top = max(r["nbytes"] for r in rows)
         at = {r["algorithm"]: r for r in rows if r["nbytes"] == top}
         cells = ", ".join(f"{a} {r['busbw_gbps']:.3f}" for a, r in at.items())
+        if run.get("rehearsal"):
+            out.append(f"- {run['backend']} ws{run['world_size']}: REHEARSAL, ran on "
+                       f"{run['rehearsal']['ran_on']}")
         out.append(f"- {run['backend']} ws{run['world_size']} busbw (GB/s) at {top} B: {cells}")
         errs = [abs(r["error_pct"]) for r in rows
                 if r["error_pct"] is not None and r["nbytes"] >= 65536]
@@ -80,7 +102,8 @@ def _collectives(p: dict[str, Any]) -> list[str]:
         out += ["", "```", allreduce_table(rows), "```", ""]
     for run in p.get("collective_runs", []):  # all-gather ... broadcast (bench collective)
         rows = run["rows"]
-        where = f"{run['backend']} ws{run['world_size']} {run['op']}"
+        where = f"{run['backend']} ws{run['world_size']} {run['op']}" + \
+            (" (REHEARSAL on gloo)" if run.get("rehearsal") else "")
         top = max(r["nbytes"] for r in rows)
         cells = ", ".join(f"{r['algorithm']} {r['busbw_gbps']:.3f}" for r in rows
                           if r["nbytes"] == top)
@@ -92,6 +115,9 @@ def _collectives(p: dict[str, Any]) -> list[str]:
 
 def _ddp(p: dict[str, Any]) -> list[str]:
     out = [f"- no-communication backward {p['local_backward_s'] * 1e3:.2f} ms"]
+    if p.get("rehearsal"):
+        out.insert(0, f"- REHEARSAL: placed on {p['rehearsal']['stands_for']}, ran on "
+                      f"{p['rehearsal']['ran_on']}")
     out += [f"- cap {cap} MB: distlab overlap step rate {ratio:.3f} x torch DDP"
             for cap, ratio in p["rate_vs_torch"].items()]
     # the overlap column is derived from the stored exposed times (profiles measured before the
@@ -100,7 +126,8 @@ def _ddp(p: dict[str, Any]) -> list[str]:
     return out + ["", "```", format_table(with_overlap(p["rows"]), DDP_COLUMNS), "```", ""]
 
 
-_HEADLINES = {"env": _env, "transfers": _transfers, "collectives": _collectives, "ddp": _ddp}
+_HEADLINES = {"env": _env, "transfers": _transfers, "gpus": _gpus, "collectives": _collectives,
+              "ddp": _ddp}
 
 
 def headlines(name: str, part: dict[str, Any]) -> list[str]:
@@ -115,7 +142,10 @@ def summary_markdown(index: dict[str, Any], parts: dict[str, dict[str, Any]]) ->
     one section per part, the skipped list."""
     prov = index["provenance"]
     state = "complete" if index["complete"] else f"INCOMPLETE ({index.get('stopped', 'stopped')})"
-    lines = [f"# Profile of {prov['host']} ({prov['date']})", "",
+    title = f"# Profile of {prov['host']} ({prov['date']})"
+    if index.get("rehearsal"):
+        title += f", a REHEARSAL of box {index['rehearsal']}"
+    lines = [title, "",
              f"{state}; command `{prov['command']}`; GB/s = 1e9 B/s; measured on a machine "
              "others may share (see provenance).", "", "## verdict",
              *low_lines(profile_verdicts(parts)), ""]

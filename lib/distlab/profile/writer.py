@@ -42,7 +42,7 @@ def write_part(out: Path, result: PartResult, prov: dict[str, Any]) -> Path:
 
 def write_profile(out: Path, results: list[PartResult], requested: list[str],
                   timeline: Timeline, *, quick: bool, world_size: int,
-                  stopped: str | None = None) -> dict[str, Any]:
+                  stopped: str | None = None, rehearsal: str | None = None) -> dict[str, Any]:
     """Write every part, the trace (checked for overlapping slices), the summary and, last, the
     index (an older one is removed first): a folder whose writing was cut short holds no
     ``profile.json``, so no reader takes it for a profile.
@@ -66,7 +66,7 @@ def write_profile(out: Path, results: list[PartResult], requested: list[str],
                          {"status": "not run", "reason": stopped or "not requested"})
     complete = stopped is None and all(r.status in ("ok", "skipped") for r in results) \
         and len(results) == len(requested)
-    index = {"provenance": prov, "complete": complete, "stopped": stopped,
+    index = {"provenance": prov, "complete": complete, "stopped": stopped, "rehearsal": rehearsal,
              "parts": entries, "trace": TRACE, "summary": SUMMARY}
     write_chrome_trace(timeline, out / TRACE)
     check_trace(out / TRACE)

@@ -41,14 +41,15 @@ from distlab.envinfo import gpu_topology
 from distlab.transfers.gpu_topology import FAKE_TOPOLOGIES, Topology, parse_topology
 
 __all__ = ["REHEARSAL_BOXES", "Copy", "CudaBox", "GpuBox", "HostBuffer", "RehearsalBox",
-           "box_here", "node_cpus", "parse_cpu_list", "rehearsal_box"]
+           "box_here", "node_cpus", "parse_cpu_list", "rehearsal_box", "rehearsal_pcie_link"]
 
-#: fake boxes a run can rehearse on: name -> (topology maker, peer access between GPUs)
-REHEARSAL_BOXES: dict[str, tuple[str, bool]] = {
-    "dgx_h100_like": ("dgx_h100_like", True),
-    "pcie_two_switches": ("pcie_two_switches", True),
-    "pcie_peer_off": ("pcie_two_switches", False),
-    "single_gpu": ("single_gpu", True),
+#: fake boxes a run can rehearse on: name -> (topology maker, peer access between GPUs, the
+#: PCIe generation each GPU pretends to have; x16 lanes)
+REHEARSAL_BOXES: dict[str, tuple[str, bool, int]] = {
+    "dgx_h100_like": ("dgx_h100_like", True, 5),
+    "pcie_two_switches": ("pcie_two_switches", True, 4),
+    "pcie_peer_off": ("pcie_two_switches", False, 4),
+    "single_gpu": ("single_gpu", True, 5),
 }
 
 
@@ -232,7 +233,7 @@ class RehearsalBox(GpuBox):
 
     def __init__(self, box: str) -> None:
         box = check_choice("box", box, list(REHEARSAL_BOXES))
-        maker, self._peer = REHEARSAL_BOXES[box]
+        maker, self._peer, _ = REHEARSAL_BOXES[box]
         topo = parse_topology(FAKE_TOPOLOGIES[maker]())
         super().__init__(len(topo.gpus), topo)
         self.name = f"rehearsal:{box}"
@@ -274,6 +275,13 @@ class RehearsalBox(GpuBox):
         if errors:
             raise errors[0]
         return seconds
+
+
+def rehearsal_pcie_link(box: str, n_gpus: int) -> list[dict[str, object]]:
+    """The PCIe links the fake box ``box`` pretends its GPUs have, shaped as
+    :func:`distlab.envinfo.pcie_links` reports real ones (and marked ``rehearsal``)."""
+    gen = REHEARSAL_BOXES[check_choice("box", box, list(REHEARSAL_BOXES))][2]
+    return [{"gpu": g, "gen": gen, "width": 16, "rehearsal": True} for g in range(n_gpus)]
 
 
 def rehearsal_box(name: str) -> RehearsalBox:
