@@ -47,3 +47,24 @@ def test_the_one_rank_nccl_run_is_not_an_allreduce() -> None:
     assert len(prof.allreduce_runs()) == len(stored) - 1
     text = (H100 / "summary.md").read_text()
     assert "nccl ws1: not an allreduce" in text and "nccl ws1 busbw" not in text
+
+
+def test_every_committed_summary_is_the_one_the_library_makes() -> None:
+    """No committed ``summary.md`` is stale or edited by hand (``writer.rewrite_summary``
+    regenerates one from its folder's JSON)."""
+    folders = sorted(p for p in PROFILES.iterdir() if (p / "profile.json").is_file())
+    assert len(folders) >= 10
+    for folder in folders:
+        index = json.loads((folder / "profile.json").read_text())
+        docs = {name: json.loads((folder / e["file"]).read_text())
+                for name, e in index["parts"].items()
+                if e.get("file") and (folder / e["file"]).is_file()}
+        assert (folder / "summary.md").read_text() == summary_markdown(index, docs), folder.name
+
+
+def test_under_torchrun_each_ranks_transfer_line_names_its_rank() -> None:
+    text = (PROFILES / "rehearsal-dgx_h100_like-2026-11-25" / "summary.md").read_text()
+    lines = [ln for ln in text.split("## transfers", 1)[1].split("\n## ", 1)[0].splitlines()
+             if ln.startswith("- ")]
+    assert {ln.split()[2] for ln in lines} == {str(r) for r in range(8)}
+    assert all(ln.startswith("- rank ") for ln in lines)

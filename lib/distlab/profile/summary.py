@@ -33,6 +33,7 @@ def _env(p: dict[str, Any]) -> list[str]:
 
 def _transfers(p: dict[str, Any]) -> list[str]:
     out = []
+    ranks = len(p["devices"]) > 1   # under torchrun every rank measured: say whose line it is
     for d in p["devices"]:
         best: dict[str, tuple[float, int]] = {}
         for r in d["rows"]:  # a pin cost is a time, never a bandwidth (older profiles: by path)
@@ -41,6 +42,8 @@ def _transfers(p: dict[str, Any]) -> list[str]:
                 if r["gbps"] > best.get(key, (0.0, 0))[0]:
                     best[key] = (r["gbps"], r["nbytes"])
         where = "host" if d.get("device") is None else f"cuda:{d['device']}"
+        if ranks:
+            where = f"rank {d.get('rank', '?')} {where}"
         for key, (gbps, nbytes) in best.items():
             out.append(f"- {where} {key}: peak {gbps:.2f} GB/s (at {nbytes} B)")
         pins = d.get("pin_costs") or [r for r in d["rows"] if r["path"] in PIN_PATHS]
