@@ -155,6 +155,8 @@ def test_round_lines_never_break_the_progress_bar(tmp_path: Path) -> None:
     (["--only", "env,bogus"], "--only"),
     (["--timeout", "-1"], "--timeout"),
     (["--rounds", "0"], "--rounds"),
+    (["--rehearse", "dgx_b200"], "--rehearse"),
+    (["--rehearse"], "--rehearse"),
     (["--frobnicate"], "unrecognized"),
 ])
 @pytest.mark.timeout(120)
