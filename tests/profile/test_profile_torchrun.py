@@ -23,17 +23,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _torchrun(ranks: int, *argv: str, cwd: Path, timeout: float,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``torchrun --nproc-per-node ranks`` on a free local port, then ``argv``; output captured."""
+    exe = str(TORCHRUN) if TORCHRUN.exists() else "torchrun"
+    return subprocess.run([exe, "--nproc-per-node", str(ranks), "--master-addr", "127.0.0.1",
+                           "--master-port", str(_free_port()), *argv],
+                          env=env or {**os.environ, "PYTHONPATH": str(ROOT / "lib")}, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.mark.skipif(not TORCHRUN.exists() and shutil.which("torchrun") is None,
                     reason="torchrun not installed next to this Python")
 @pytest.mark.timeout(300)
 def test_torchrun_two_ranks_rank0_writes(tmp_path: Path) -> None:
-    exe = str(TORCHRUN) if TORCHRUN.exists() else "torchrun"
     out = tmp_path / "tr"
-    proc = subprocess.run([exe, "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                           "--master-port", str(_free_port()), "-m", "distlab.profile", "--quick",
-                           "--no-progress", "--only", "transfers,collectives", "--out", str(out)],
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "lib")}, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=280)
+    proc = _torchrun(2, "-m", "distlab.profile", "--quick", "--no-progress", "--only",
+                     "transfers,collectives", "--out", str(out), cwd=tmp_path, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("wrote ") == 1                       # rank 0 only
     index = json.loads((out / "profile.json").read_text())
@@ -53,16 +59,12 @@ def test_a_part_failing_on_one_rank_fails_on_every_rank_and_nothing_waits(tmp_pa
     """Rank 1's transfers part fails before it joins the part's process group; rank 0 must not
     wait for it (--timeout is 600 s: a wait would outlast this test's 240 s), both ranks record
     the part as failed with rank 1's reason, and the next part runs on both."""
-    exe = str(TORCHRUN) if TORCHRUN.exists() else "torchrun"
     out = tmp_path / "tr"
-    proc = subprocess.run([exe, "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                           "--master-port", str(_free_port()),
-                           str(ROOT / "tests" / "helpers" / "profile_fail_script.py"),
-                           "--quick", "--no-progress", "--only", "transfers,collectives",
-                           "--timeout", "600", "--out", str(out)],
-                          env={**os.environ, "PYTHONPATH": f"{ROOT / 'lib'}:{ROOT / 'tests'}",
-                               "DISTLAB_TEST_FAIL_PART": "transfers"},
-                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    proc = _torchrun(2, str(ROOT / "tests" / "helpers" / "profile_fail_script.py"), "--quick",
+                     "--no-progress", "--only", "transfers,collectives", "--timeout", "600",
+                     "--out", str(out), cwd=tmp_path, timeout=240,
+                     env={**os.environ, "PYTHONPATH": f"{ROOT / 'lib'}:{ROOT / 'tests'}",
+                          "DISTLAB_TEST_FAIL_PART": "transfers"})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     index = json.loads((out / "profile.json").read_text())
     assert index["parts"]["transfers"]["status"] == "failed"
@@ -87,13 +89,9 @@ def test_rehearsal_of_an_8_gpu_box_goes_through_every_multi_gpu_part_at_4_ranks(
     from distlab.trace import read_chrome_trace
     from distlab.viz.gpus import gpus_figure
 
-    exe = str(TORCHRUN) if TORCHRUN.exists() else "torchrun"
     out = tmp_path / "rehearsal"
-    proc = subprocess.run([exe, "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
-                           "--master-port", str(_free_port()), "-m", "distlab.profile", "--quick",
-                           "--no-progress", "--rehearse", "dgx_h100_like", "--out", str(out)],
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "lib")}, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=400)
+    proc = _torchrun(4, "-m", "distlab.profile", "--quick", "--no-progress", "--rehearse",
+                     "dgx_h100_like", "--out", str(out), cwd=tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("wrote ") == 1
     index = json.loads((out / "profile.json").read_text())

@@ -30,25 +30,48 @@ block with the same model.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
+from torch import nn
 from torch.distributed.algorithms.join import JoinHook
 
-from distlab.timeline import now_us
+from distlab.timeline import Timeline, now_us
 from distlab.uneven import broadcast_from, last_joiner_rank
 
-if TYPE_CHECKING:
-    from distlab.ddp.reducer import DDP
+__all__ = ["DDPJoinHook", "JoinedReducer"]
 
-__all__ = ["DDPJoinHook"]
+
+class JoinedReducer(Protocol):
+    """What :class:`DDPJoinHook` uses of :class:`~distlab.ddp.DDP` (named here so that this
+    module does not import the reducer, which imports it)."""
+
+    module: nn.Module
+    rank: int
+    timeline: Timeline | None
+    last_joiner: int | None
+    _divide_by_initial_world_size: bool
+    _ready_order: list[int]
+    _params: list[nn.Parameter]
+    _comm: Any  # a process group, or None for the default one
+
+    @property
+    def join_device(self) -> torch.device: ...
+
+    def _maybe_rebuild(self) -> None: ...
+
+    def _peer_sync_flag(self) -> bool: ...
+
+    def _shadow_backward(self) -> None: ...
+
+    def _lane(self, what: str) -> str: ...
 
 
 class DDPJoinHook(JoinHook):
     """The join hook of one :class:`~distlab.ddp.DDP` (see the module docstring).
     ``iterations``: main-hook calls so far (iterations this rank shadowed)."""
 
-    def __init__(self, ddp: DDP, divide_by_initial_world_size: bool = True) -> None:
+    def __init__(self, ddp: JoinedReducer, divide_by_initial_world_size: bool = True) -> None:
         super().__init__()
         self.ddp = ddp
         ddp._divide_by_initial_world_size = bool(divide_by_initial_world_size)
