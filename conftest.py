@@ -8,11 +8,17 @@
 - Every notebook cell nbval runs fails if it shows a figure only as its ``<Figure size ...>`` text
   repr without an image, or made a figure it never showed (``DISTLAB_FIGURE_AUDIT=1`` is set
   for the kernels: ``distlab.viz.figure``; ``tests/helpers/figure_guard.py``).
+- Everything the run writes to the temporary folder (``TMPDIR``: this process, notebook kernels,
+  ranks, JupyterLab) goes to one folder of its own, removed when the run ends. nbval stops its
+  kernels with SIGKILL, so a kernel's own ``atexit`` clean-up (``distlab.scratch``) never runs
+  under it; without this every run would leave the notebooks' shard folders behind.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import matplotlib
 
@@ -21,6 +27,16 @@ os.environ.setdefault("DISTLAB_FIGURE_AUDIT", "1")
 matplotlib.use("Agg")
 
 pytest_plugins = ["helpers.figure_guard"]
+
+_RUN_TMP = tempfile.mkdtemp(prefix="distlab-tests-")
+os.environ["TMPDIR"] = _RUN_TMP
+tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_unconfigure(config):  # noqa: ANN001 (pytest hook)
+    """The run's temporary folder goes with the run."""
+    del config
+    shutil.rmtree(_RUN_TMP, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ANN001 (pytest hook)

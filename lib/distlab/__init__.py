@@ -9,6 +9,7 @@ Core (floor 0):
   Kineto traces in and out; :mod:`distlab.clock`: the one clock benchmarks time with (the
   timeline's, read after the device's queued work).
 - :mod:`distlab.nets`: the one small model (``mlp``) the labs and benchmarks train.
+- :mod:`distlab.scratch`: scratch folders the notebooks write to, removed when their kernel exits.
 - :mod:`distlab.fit`: the one latency + bandwidth fit; :mod:`distlab.links`: the one table of
   link peaks; :mod:`distlab.devices`: decisions that depend on the GPU count, as pure functions;
   :mod:`distlab.envinfo`: what this machine is.
