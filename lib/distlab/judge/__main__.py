@@ -8,6 +8,8 @@
     python -m distlab.judge verdict results/profiles/h100-2026-11-23  # ok / low / high per row
     python -m distlab.judge summary results/allreduce_ws*_run*.json \\
         --out results/allreduce_summary.json
+    python -m distlab.judge nccl h100_sxm8                 # NCCL's choice and time per size
+    python -m distlab.judge nccl --published               # that model on published tables
 
 Nothing is measured and no process is started: profiles and runs are read, rows priced again.
 """
@@ -20,13 +22,15 @@ from distlab.cli.dispatch import dispatch
 
 COMMANDS = {"refit": "distlab.judge.refit", "windows": "distlab.judge.windows",
             "travel": "distlab.judge.tables", "summary": "distlab.judge.summary",
-            "verdict": "distlab.judge.verdict_command"}
+            "verdict": "distlab.judge.verdict_command", "nccl": "distlab.judge.nccl_command"}
 ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
          "windows": "a long profile cut into windows of rounds: how many rounds a judgement "
                     "needs",
          "travel": "every profile priced with every profile's calibration of its world size",
          "summary": "medians over repeated `bench allreduce --json` runs",
-         "verdict": "every profile row with an expectation: measured, expected, ok / low / high"}
+         "verdict": "every profile row with an expectation: measured, expected, ok / low / high",
+         "nccl": "NCCL's choice per size on a GPU box and its measured time (model); "
+                 "--published: its error on published tables"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -248,7 +248,8 @@ def _loopback_calibration() -> dict[str, Any]:
 
 
 def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
-                    itemsize: int = 4) -> list[float]:
+                    itemsize: int = 4, nccl_model: str = "estimate",
+                    harness: str = "torch") -> list[float]:
     """Seconds of the backend's own allreduce at each size.
 
     Args:
@@ -261,9 +262,18 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         world_size: ranks (>= 1).
         sizes_bytes: buffer sizes in bytes (multiples of ``itemsize`` for a calibration).
         itemsize: bytes per element (gloo segments by bytes; NCCL's model is per byte).
+        nccl_model: on a GPU box, ``"estimate"`` (NCCL's own tuning estimate, what it minimizes
+            to choose) or ``"measured"`` (the time of the execution it chooses:
+            :mod:`~distlab.collectives.model.nccl.execution`, calibrated on published tables).
+        harness: with ``nccl_model="measured"``, how the calls are issued (a key of
+            :data:`~distlab.collectives.model.nccl.execution.HARNESSES`).
     """
     world_size = check_int("world_size", world_size, minimum=1)
+    check_choice("nccl_model", nccl_model, ("estimate", "measured"))
     if isinstance(preset, GpuBox) or (isinstance(preset, str) and preset in GPU_BOXES):
+        if nccl_model == "measured":
+            from distlab.collectives.model.nccl.execution import predict_nccl_measured
+            return predict_nccl_measured(preset, world_size, sizes_bytes, harness=harness)
         return predict_nccl_allreduce(preset, world_size, sizes_bytes)
     if preset == "loopback":
         preset = _loopback_calibration()

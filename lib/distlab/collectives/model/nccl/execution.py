@@ -1,0 +1,312 @@
+"""How long NCCL's allreduce takes when it runs, not what NCCL estimates to choose it.
+
+:mod:`~distlab.collectives.model.nccl.estimate` is NCCL's own tuning model: the quantity NCCL
+minimizes to pick an (algorithm, protocol). This module keeps that pick and then times *the
+execution* NCCL launches for it, term by term:
+
+``seconds = max(host, gpu)`` with ``gpu = latency + transfer + steps * step_sync``
+
+- **host** (calibrated): the time the benchmark's host thread needs to enqueue one collective.
+  Back-to-back collectives (how nccl-tests and torch loops time them) run at the slower of the
+  host's enqueue rate and the GPUs. One thread enqueues one kernel launch per GPU it drives
+  (``ncclGroupEnd`` launches each GPU's kernel in turn: ``src/group.cc`` ``doLaunches``), so the
+  host term is ``host_us_per_gpu * gpus_per_process``: 8 under ``all_reduce_perf -g 8`` (one
+  process drives the node), 1 under torchrun.
+- **latency** (NCCL's): the estimate's fixed term of the chosen pair (v2.28.9-1)
+  (``src/graph/tuning.cc`` ``ncclTopoTuneModel``: base latency plus the per-step hop latency of
+  the ring's ``2(n-1)`` steps or the tree's hops; NVLS one flat value).
+- **transfer** (NCCL's): ``nbytes`` at the estimate's algorithm bandwidth, scaled by the
+  channels NCCL really launches over those it has (``src/enqueue.cc`` ``topoGetAlgoInfo``:
+  ``while (nBytes < nc*nt*threadThreshold) nc--``; each channel carries ``1/nChannels`` of the
+  graph's bandwidth).
+- **steps x step_sync** (calibrated): every pipeline step waits for a flag from its peer
+  before it copies; that wait is what NCCL's estimate leaves out. The step count follows NCCL's
+  chunking (``src/enqueue.cc``: step = buffer / ``NCCL_STEPS``; a ring allreduce chunk of
+  ``ALLREDUCE_CHUNKSTEPS`` steps sent as slices of ``ALLREDUCE_SLICESTEPS``; LL halves the
+  chunk, LL128 keeps 15/16 of it; NVLS chunks shrink with the concurrent operations):
+
+  - ring: ``2(n-1)`` steps per loop, ``ceil(nbytes / (nc * n * chunk))`` loops, Simple's chunk
+    in ``chunkSteps / sliceSteps`` slices;
+  - tree (a chain on one node): a pipeline ``2(n-1)`` deep, one step per chunk of a channel;
+  - NVLS: one step per chunk of each of the ``nc * nHeads`` concurrent operations.
+
+  The sync cost differs by protocol: Simple and LL128 wait on a flag per slice, LL carries its
+  flag in every 8-byte line (its step cost is in NCCL's 50% efficiency already), NVLS waits on
+  the switch's multimem operations per chunk. Three constants.
+
+The calibrated constants (:class:`ExecutionConstants`) come from
+:mod:`distlab.collectives.model.nccl.fit_execution`, fitted on a named calibration set of the
+published tables the project holds and judged leave-one-source-out; nothing here is fitted to
+the point it prices.
+
+Units: bytes and seconds at the public functions, microseconds and GB/s (1e9 B/s) inside, as
+NCCL's tables are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from distlab._checks import check_choice, check_int
+from distlab.collectives.model.nccl.boxes import gpu_box, nccl_graphs
+from distlab.collectives.model.nccl.estimate import busbw_gbps, nccl_allreduce
+
+__all__ = ["HARNESSES", "Execution", "ExecutionConstants", "Harness", "chunk_bytes",
+           "launched_channels", "nccl_execution", "predict_nccl_measured", "shipped_constants"]
+
+SHIPPED_PATH = Path(__file__).with_name("execution_calibration.json")
+"""The shipped constants (JSON: the constants, the sources fitted on, how to regenerate them)."""
+CONSTANT_NAMES = ("host_us_per_gpu", "slice_sync_us", "ll_step_us", "nvls_chunk_us")
+"""The calibrated constants, in :class:`ExecutionConstants`' order."""
+
+# NVIDIA/nccl v2.28.9-1 (boxes.NCCL_TAG), the file beside each.
+NCCL_STEPS = 8
+"""``src/include/device.h``: slots of a connection's buffer."""
+ALLREDUCE_CHUNKSTEPS = NCCL_STEPS // 2
+"""``src/include/collectives.h``: steps per chunk of a Simple ring allreduce."""
+ALLREDUCE_SLICESTEPS = NCCL_STEPS // 4
+"""``src/include/collectives.h``: steps per slice (a chunk goes in 2 slices)."""
+MAX_CHANNELS = 64
+"""``MAXCHANNELS`` (``src/include/device.h``); ``src/graph/connect.cc`` ``ncclTopoPostset``
+doubles the search's ring channels (``nChannels = min(MAXCHANNELS, nChannels*2)``)."""
+NVLS_CHANNELS_SM90 = 16
+"""``src/transport/nvls.cc`` ``NVLS_NCHANNELS_SM90``: NVLS channels on Hopper."""
+NVLS_CHUNK_BYTES = 128 * 1024
+"""``NCCL_NVLS_CHUNKSIZE`` default (``src/init.cc``): the NVLS chunk cap."""
+LL128_LINE_ELEMS = 16
+"""``NCCL_LL128_LINEELEMS``: 8-byte words per 128-byte LL128 line, one of them the flag."""
+#: ``comm->buffSizes`` defaults (``src/init.cc``): Simple 4 MiB (``DEFAULT_BUFFSIZE``); LL
+#: ``NCCL_LL_LINES_PER_THREAD * NCCL_LL_MAX_NTHREADS * NCCL_STEPS * 16``; LL128
+#: ``NCCL_LL128_ELEMS_PER_THREAD * NCCL_LL128_MAX_NTHREADS * NCCL_STEPS * 8``.
+BUFFER_BYTES = {"Simple": 4 << 20, "LL": 8 * 512 * NCCL_STEPS * 16,
+                "LL128": 120 * 640 * NCCL_STEPS * 8}
+#: ``NCCL_{SIMPLE,LL,LL128}_MAX_NTHREADS`` (``src/include/device.h``).
+MAX_THREADS = {"Simple": 512, "LL": 512, "LL128": 640}
+#: ``NCCL_{SIMPLE,LL,LL128}_THREAD_THRESHOLD`` (``src/include/comm.h``): bytes per thread
+#: below which ``topoGetAlgoInfo`` launches fewer channels.
+THREAD_THRESHOLD = {"Simple": 64, "LL": 8, "LL128": 8}
+
+
+@dataclass(frozen=True)
+class Harness:
+    """How the collectives are issued and timed.
+
+    Attributes:
+        key: short name.
+        gpus_per_process: GPUs one host thread drives (and launches a kernel on) per collective.
+        description: in words.
+    """
+
+    key: str
+    gpus_per_process: int | None
+    description: str
+
+    def gpus(self, world_size: int) -> int:
+        """GPUs one host thread launches on for a collective over ``world_size`` GPUs of a node."""
+        return world_size if self.gpus_per_process is None else self.gpus_per_process
+
+
+HARNESSES: dict[str, Harness] = {
+    "nccl-tests": Harness("nccl-tests", None,
+                          "nccl-tests all_reduce_perf -g <GPUs of the node>: one process and "
+                          "thread drives every GPU of a node, back-to-back collectives"),
+    "torch": Harness("torch", 1, "torch.distributed under torchrun: one process per GPU, "
+                                 "back-to-back collectives"),
+}
+
+
+@dataclass(frozen=True)
+class ExecutionConstants:
+    """What no NCCL file states, calibrated (see the module doc), microseconds.
+
+    Attributes:
+        host_us_per_gpu: host enqueue time per GPU one thread launches on.
+        slice_sync_us: flag wait per Simple or LL128 slice step.
+        ll_step_us: per LL step.
+        nvls_chunk_us: per NVLS chunk of one concurrent operation.
+        calibrated_on: the sources they were fitted on.
+    """
+
+    host_us_per_gpu: float
+    slice_sync_us: float
+    ll_step_us: float
+    nvls_chunk_us: float
+    calibrated_on: tuple[str, ...] = ()
+
+    def step_us(self, algorithm: str, protocol: str) -> float:
+        """The sync cost of one step of ``algorithm`` / ``protocol``, us."""
+        if algorithm == "nvls":
+            return self.nvls_chunk_us
+        return self.ll_step_us if protocol == "LL" else self.slice_sync_us
+
+
+@dataclass(frozen=True)
+class Execution:
+    """NCCL's allreduce of ``nbytes`` as it runs (see the module doc for every term).
+
+    Attributes:
+        nbytes, world_size: the call.
+        algorithm, protocol: NCCL's choice (its estimate's cheapest pair).
+        channels: channels launched (after the channel tuning); ``channels_total`` the
+            communicator's.
+        threads: threads per channel block.
+        chunk_bytes: data bytes per step chunk.
+        steps: pipeline steps of one channel (see the module doc).
+        host_us, latency_us, transfer_us, sync_us: the terms, us.
+        estimate_us: NCCL's own estimate of the pair (what it minimized).
+    """
+
+    nbytes: int
+    world_size: int
+    algorithm: str
+    protocol: str
+    channels: int
+    channels_total: int
+    threads: int
+    chunk_bytes: int
+    steps: int
+    host_us: float
+    latency_us: float
+    transfer_us: float
+    sync_us: float
+    estimate_us: float
+
+    @property
+    def gpu_us(self) -> float:
+        """What the GPUs take: latency + transfer + steps' sync, us."""
+        return self.latency_us + self.transfer_us + self.sync_us
+
+    @property
+    def seconds(self) -> float:
+        """The measured time this model predicts: the slower of host and GPUs."""
+        return max(self.host_us, self.gpu_us) * 1e-6
+
+    @property
+    def bound(self) -> str:
+        """``"host"`` when the host's enqueue rate bounds the time, else ``"gpu"``."""
+        return "host" if self.host_us > self.gpu_us else "gpu"
+
+    @property
+    def busbw_gbps(self) -> float:
+        """nccl-tests' bus bandwidth of :attr:`seconds`, GB/s."""
+        return busbw_gbps(self.nbytes, self.seconds, self.world_size)
+
+
+def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
+                   harness: str = "torch", constants: ExecutionConstants | None = None,
+                   algorithms: Iterable[str] | None = None,
+                   protocols: Iterable[str] | None = None) -> list[Execution]:
+    """NCCL's choice for each allreduce size and the time of its execution.
+
+    Args:
+        preset: a :class:`GpuBox` or a name of
+            :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES` (one node).
+        world_size: GPUs, in ``[2, preset.gpus]``.
+        sizes_bytes: message sizes, bytes (ints >= 1).
+        harness: a key of :data:`HARNESSES` (how the calls are issued and timed).
+        constants: the calibrated constants; default: the shipped calibration
+            (:func:`shipped_constants`).
+        algorithms, protocols: restrict NCCL's choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
+    """
+    box = gpu_box(preset)
+    n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
+    how = HARNESSES[check_choice("harness", harness, HARNESSES)]
+    if constants is None:
+        constants = shipped_constants()
+    choices = nccl_allreduce(box, n, sizes_bytes, algorithms=algorithms, protocols=protocols)
+    graphs = nccl_graphs(box, n)
+    out = []
+    for ch in choices:
+        cand = next(c for c in ch.candidates
+                    if (c.algorithm, c.protocol) == (ch.algorithm, ch.protocol))
+        graph = graphs[ch.algorithm]
+        total = NVLS_CHANNELS_SM90 if ch.algorithm == "nvls" else \
+            min(MAX_CHANNELS, 2 * graph.n_channels)
+        nc, nt = launched_channels(ch.algorithm, ch.protocol, ch.nbytes, total)
+        chunk = chunk_bytes(ch.algorithm, ch.protocol, ch.nbytes, nc, n)
+        steps = _steps(ch.algorithm, ch.protocol, ch.nbytes, nc, n, chunk)
+        transfer = ch.nbytes / (1e3 * cand.algbw_gbps) * total / nc
+        out.append(Execution(
+            nbytes=ch.nbytes, world_size=n, algorithm=ch.algorithm, protocol=ch.protocol,
+            channels=nc, channels_total=total, threads=nt, chunk_bytes=chunk, steps=steps,
+            host_us=constants.host_us_per_gpu * how.gpus(n), latency_us=cand.latency_us,
+            transfer_us=transfer, sync_us=steps * constants.step_us(ch.algorithm, ch.protocol),
+            estimate_us=ch.seconds * 1e6))
+    return out
+
+
+def predict_nccl_measured(preset: Any, world_size: int, sizes_bytes: Sequence[int],
+                          **kwargs: Any) -> list[float]:
+    """Seconds of NCCL's allreduce as measured, one per size (:func:`nccl_execution`'s
+    arguments); 0 for one rank (no communication)."""
+    if check_int("world_size", world_size, minimum=1) == 1:
+        gpu_box(preset)
+        return [0.0 for _ in sizes_bytes]
+    return [e.seconds for e in nccl_execution(preset, world_size, sizes_bytes, **kwargs)]
+
+
+@cache
+def shipped_constants() -> ExecutionConstants:
+    """The constants distlab ships (:data:`SHIPPED_PATH`, written by
+    :func:`distlab.collectives.model.nccl.fit_execution.write_shipped`)."""
+    data = json.loads(SHIPPED_PATH.read_text())
+    c = data["constants"]
+    return ExecutionConstants(*(float(c[k]) for k in CONSTANT_NAMES),
+                              calibrated_on=tuple(data["calibrated_on"]))
+
+
+def launched_channels(algorithm: str, protocol: str, nbytes: int,
+                      channels: int) -> tuple[int, int]:
+    """Channels and threads per channel NCCL launches (``src/enqueue.cc`` ``topoGetAlgoInfo``):
+    NVLS keeps its ``nvlsChannels``; ring and tree drop a channel while
+    ``nbytes < nc * nt * threadThreshold``, then halve the threads (multiples of 128) while it
+    still holds. Returns ``(nc, nt)`` before the extra sync warps Simple adds."""
+    nt = MAX_THREADS[protocol]
+    if algorithm == "nvls":
+        return channels, nt
+    nc, threshold = channels, THREAD_THRESHOLD[protocol]
+    while nbytes < nc * nt * threshold and nc >= 2:
+        nc -= 1
+    while nbytes < nc * nt * threshold and nt % 128 == 0:
+        nt //= 2
+    return nc, nt
+
+
+def chunk_bytes(algorithm: str, protocol: str, nbytes: int, channels: int, n: int) -> int:
+    """Data bytes per step chunk (``src/enqueue.cc`` ``calcCollChunking``): the protocol's
+    buffer / ``NCCL_STEPS`` times ``ALLREDUCE_CHUNKSTEPS`` for a Simple ring; LL halves it (a
+    flag per data word), LL128 keeps 15 of every 16 words; NVLS caps it at ``nvlsChunkSize``
+    and drops to 64, 32 and 16 KiB while ``nbytes`` is under 64, 8 and 2 chunks per concurrent
+    operation (``channels * nHeads``, one head per GPU of the node)."""
+    step = BUFFER_BYTES[protocol] // NCCL_STEPS
+    chunk = step * (ALLREDUCE_CHUNKSTEPS if (protocol, algorithm) == ("Simple", "ring") else 1)
+    if protocol == "LL":
+        chunk //= 2
+    elif protocol == "LL128":
+        chunk = chunk // LL128_LINE_ELEMS * (LL128_LINE_ELEMS - 1)
+    if algorithm == "nvls":
+        chunk = min(chunk, NVLS_CHUNK_BYTES)
+        ops = channels * n
+        for factor, floor in ((64, 65536), (8, 32768), (2, 16384)):
+            if nbytes < factor * ops * chunk and chunk > floor:
+                chunk = floor
+    return chunk
+
+
+def _steps(algorithm: str, protocol: str, nbytes: int, nc: int, n: int, chunk: int) -> int:
+    """Pipeline steps on one channel's critical path (see the module doc)."""
+    if algorithm == "nvls":
+        ops = nc * n  # concurrent operations: channels x NVLS heads (one per GPU on a node)
+        return math.ceil(nbytes / (ops * chunk))
+    if algorithm == "tree":
+        return 2 * (n - 1) + math.ceil(nbytes / (nc * chunk)) - 1
+    loops = math.ceil(nbytes / (nc * n * chunk))
+    slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if protocol == "Simple" else 1
+    return 2 * (n - 1) * loops * slices
+

@@ -1,0 +1,126 @@
+"""``python -m distlab.judge nccl``: NCCL's choice per size on a GPU box, and its measured time.
+
+    python -m distlab.judge nccl h100_sxm8                   # 8 GPUs, torchrun, 64 KiB..8 GiB
+    python -m distlab.judge nccl a100_sxm8 -n 4 --harness nccl-tests --sizes 1M,64M,1G
+    python -m distlab.judge nccl --published                 # the model on every published table
+    python -m distlab.judge nccl --published --write         # refit the shipped constants
+
+Per size: NCCL's algorithm and protocol (its estimate's cheapest), channels launched, chunk
+bytes, pipeline steps, NCCL's own estimate, the predicted measured time, its bus bandwidth, and
+what bounds it (``host``: the harness cannot enqueue faster; ``gpu``). The model is
+:mod:`distlab.collectives.model.nccl.execution` (one node, NCCL v2.28.9). ``--published`` prints
+the error on each published table the project holds, in sample (constants fitted on every
+table) and leave-one-source-out (each source priced with constants fitted on the others).
+Nothing is measured.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from distlab.cli import options
+from distlab.cli.run import run_main
+from distlab.collectives.model.nccl.boxes import GPU_BOXES
+from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
+
+__all__ = ["choice_lines", "main", "published_lines"]
+
+DEFAULT_SIZES = [1 << k for k in range(16, 34, 2)]
+"""64 KiB to 8 GiB, every factor 4."""
+
+
+def _size(nbytes: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str) -> list[str]:
+    """The per-size table as text lines (at most 100 columns)."""
+    head = (f"{'size':>8} {'algo':>5} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
+            f"{'estimate us':>11} {'predicted us':>12} {'busbw GB/s':>10} {'bound':>5}")
+    lines = [f"# {GPU_BOXES[box].name}, {world_size} GPUs, harness {harness}: NCCL's choice and "
+             "its measured time (model)", head]
+    for e in nccl_execution(box, world_size, sizes, harness=harness):
+        lines.append(f"{_size(e.nbytes):>8} {e.algorithm:>5} {e.protocol:>6} {e.channels:>3} "
+                     f"{_size(e.chunk_bytes):>8} {e.steps:>6} {e.estimate_us:>11.1f} "
+                     f"{e.seconds * 1e6:>12.1f} {e.busbw_gbps:>10.1f} {e.bound:>5}")
+    return lines
+
+
+def published_lines(*, write: bool = False) -> list[str]:
+    """Errors of the measured-time model on every published table, in sample and
+    leave-one-source-out (and the constants; refitted and written first when ``write``)."""
+    from distlab.collectives.model.nccl.fit_execution import (
+        CONSTANT_NAMES,
+        calibration_points,
+        judge,
+        leave_one_source_out,
+        shipped_constants,
+        summarize,
+        write_shipped,
+    )
+
+    points = calibration_points()
+    constants = write_shipped() if write else shipped_constants()
+    lines = ["# constants (us): " + ", ".join(f"{k} {getattr(constants, k):.3f}"
+                                              for k in CONSTANT_NAMES)
+             + (" (refitted and written)" if write else "")]
+    inside = {s.label: s for s in summarize(judge(points, constants))}
+    outside = {s.label: s for s in summarize(leave_one_source_out(points))}
+    lines.append(f"{'table':<62} {'n':>3} {'in: med':>7} {'p90':>5} {'<=20%':>5} "
+                 f"{'out: med':>8} {'p90':>5} {'<=20%':>5}")
+    for label, s in inside.items():
+        o = outside[label]
+        lines.append(f"{label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
+                     f"{s.within_20:>5} {o.median_pct:>7.1f}% {o.p90_pct:>4.0f}% "
+                     f"{o.within_20:>5}")
+    return lines
+
+
+def _parser() -> options.Parser:
+    p = options.parser("python -m distlab.judge nccl", __doc__)
+    p.add_argument("box", nargs="?", choices=sorted(GPU_BOXES), metavar="BOX",
+                   help=f"a GPU box: {', '.join(sorted(GPU_BOXES))}")
+    p.add_argument("-n", "--world-size", type=options.int_at_least(2), default=None,
+                   help="GPUs (default: every GPU of the box)")
+    p.add_argument("--harness", choices=sorted(HARNESSES), default="torch",
+                   help="how the calls are issued: torch (one process per GPU, default) or "
+                        "nccl-tests (-g: one process drives every GPU)")
+    p.add_argument("--sizes", type=options.size_list, default=None,
+                   help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..8 GiB x4)")
+    p.add_argument("--published", action="store_true",
+                   help="the model's error on every published table instead")
+    p.add_argument("--write", action="store_true",
+                   help="with --published: refit the shipped constants and write them")
+    return p
+
+
+def _nccl_command(argv: list[str]) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    if args.write and not args.published:
+        p.error("--write refits the constants: use it with --published")
+    if args.published:
+        print("\n".join(published_lines(write=args.write)))
+        return 0
+    if args.box is None:
+        p.error("give a BOX or --published")
+    gpus = GPU_BOXES[args.box].gpus
+    n = gpus if args.world_size is None else args.world_size
+    if n > gpus:
+        options.fail(p, "--world-size", n, f"at most {gpus}, the GPUs of {args.box}")
+    print("\n".join(choice_lines(args.box, n, args.sizes or DEFAULT_SIZES, args.harness)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0, 2 with one error line, or 130 on Ctrl-C (one line, no traceback)."""
+    return run_main("python -m distlab.judge nccl", _nccl_command, argv,
+                    on_interrupt="nothing written")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

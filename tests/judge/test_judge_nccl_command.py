@@ -1,0 +1,41 @@
+"""``python -m distlab.judge nccl``: NCCL's choice per size, the published tables' errors, and one
+error line with exit 2 for bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from distlab.judge.__main__ import main as judge_main
+
+
+def test_choice_per_size(capsys) -> None:
+    assert judge_main(["nccl", "h100_sxm8", "--sizes", "64K,1G"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# 8x H100") and "harness torch" in lines[0]
+    assert lines[1].split()[:3] == ["size", "algo", "proto"]
+    rows = [ln.split() for ln in lines[2:]]
+    assert [r[0] + r[1] for r in rows] == ["64KiB", "1GiB"]
+    assert rows[0][2:4] == ["ring", "LL"] and rows[1][2:4] == ["nvls", "Simple"]
+    assert max(len(ln) for ln in lines) <= 110
+
+
+def test_published_tables_in_and_out_of_sample(capsys) -> None:
+    assert judge_main(["nccl", "--published"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# constants (us): host_us_per_gpu")
+    assert out[-1].split()[0] == "all" and out[-1].split()[1] == "76"
+    assert sum("Azure" in ln for ln in out) == 3
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["nccl"], "give a BOX or --published"),
+    (["nccl", "tpu_pod"], "invalid choice: 'tpu_pod'"),
+    (["nccl", "pcie5_8", "-n", "9"], "at most 8"),
+    (["nccl", "pcie5_8", "-n", "1"], "--world-size"),
+    (["nccl", "h100_sxm8", "--harness", "mpi"], "--harness"),
+    (["nccl", "h100_sxm8", "--write"], "use it with --published"),
+    (["nccl", "h100_sxm8", "--sizes", "lots"], "--sizes")])
+def test_bad_input_is_one_line_and_exit_2(argv, words, capsys) -> None:
+    assert judge_main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0] and err[0].endswith("(see --help)")
