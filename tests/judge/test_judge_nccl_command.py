@@ -11,7 +11,7 @@ from distlab.judge.__main__ import main as judge_main
 def test_choice_per_size(capsys) -> None:
     assert judge_main(["nccl", "h100_sxm8", "--sizes", "64K,1G"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("# 8x H100") and "harness torch" in lines[0]
+    assert lines[0].startswith("# 8x H100") and "NCCL 2.28.9, torch:" in lines[0]
     assert lines[1].split()[:3] == ["size", "algo", "proto"]
     rows = [ln.split() for ln in lines[2:]]
     assert [r[0] + r[1] for r in rows] == ["64KiB", "1GiB"]

@@ -2,16 +2,17 @@
 
     python -m distlab.judge nccl h100_sxm8                   # 8 GPUs, torchrun, 64 KiB..8 GiB
     python -m distlab.judge nccl a100_sxm8 -n 4 --harness nccl-tests --sizes 1M,64M,1G
+    python -m distlab.judge nccl h100_sxm8 --nccl-version 2.18     # an older NCCL's constants
     python -m distlab.judge nccl --published                 # the model on every published table
     python -m distlab.judge nccl --published --write         # refit the shipped constants
 
 Per size: NCCL's algorithm and protocol (its estimate's cheapest), channels launched, chunk
 bytes, pipeline steps, NCCL's own estimate, the predicted measured time, its bus bandwidth, and
 what bounds it (``host``: the harness cannot enqueue faster; ``gpu``). The model is
-:mod:`distlab.collectives.model.nccl.execution` (one node, NCCL v2.28.9). ``--published`` prints
-the error on each published table the project holds, in sample (constants fitted on every
-table) and leave-one-source-out (each source priced with constants fitted on the others).
-Nothing is measured.
+:mod:`distlab.collectives.model.nccl.execution` (one node; NCCL 2.18 to 2.28).
+``--published`` prints the error on each published table the project holds, in sample
+(constants fitted on every table) and leave-one-source-out (each source priced with constants
+fitted on the others). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from collections.abc import Sequence
 from distlab.cli import options
 from distlab.cli.run import run_main
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
+from distlab.collectives.model.nccl.estimate import nccl_version_of
 from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
+from distlab.collectives.model.nccl.versions import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 
 __all__ = ["choice_lines", "main", "published_lines"]
 
@@ -37,13 +40,15 @@ def _size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str) -> list[str]:
+def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
+                 nccl_version: str | None = None) -> list[str]:
     """The per-size table as text lines (at most 100 columns)."""
+    version = nccl_version_of(nccl_version)
     head = (f"{'size':>8} {'algo':>5} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
             f"{'estimate us':>11} {'predicted us':>12} {'busbw GB/s':>10} {'bound':>5}")
-    lines = [f"# {GPU_BOXES[box].name}, {world_size} GPUs, harness {harness}: NCCL's choice and "
-             "its measured time (model)", head]
-    for e in nccl_execution(box, world_size, sizes, harness=harness):
+    lines = [f"# {GPU_BOXES[box].name}, {world_size} GPUs, NCCL {version.release}, {harness}: "
+             "NCCL's choice, time as measured (model)", head]
+    for e in nccl_execution(box, world_size, sizes, harness=harness, nccl_version=version):
         lines.append(f"{_size(e.nbytes):>8} {e.algorithm:>5} {e.protocol:>6} {e.channels:>3} "
                      f"{_size(e.chunk_bytes):>8} {e.steps:>6} {e.estimate_us:>11.1f} "
                      f"{e.seconds * 1e6:>12.1f} {e.busbw_gbps:>10.1f} {e.bound:>5}")
@@ -89,6 +94,9 @@ def _parser() -> options.Parser:
     p.add_argument("--harness", choices=sorted(HARNESSES), default="torch",
                    help="how the calls are issued: torch (one process per GPU, default) or "
                         "nccl-tests (-g: one process drives every GPU)")
+    p.add_argument("--nccl-version", choices=sorted(NCCL_VERSIONS), default=DEFAULT_NCCL_VERSION,
+                   help=f"the NCCL release (default {DEFAULT_NCCL_VERSION}: 2.28.9, torch "
+                        "2.11's)")
     p.add_argument("--sizes", type=options.size_list, default=None,
                    help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..8 GiB x4)")
     p.add_argument("--published", action="store_true",
@@ -112,7 +120,8 @@ def _nccl_command(argv: list[str]) -> int:
     n = gpus if args.world_size is None else args.world_size
     if n > gpus:
         options.fail(p, "--world-size", n, f"at most {gpus}, the GPUs of {args.box}")
-    print("\n".join(choice_lines(args.box, n, args.sizes or DEFAULT_SIZES, args.harness)))
+    print("\n".join(choice_lines(args.box, n, args.sizes or DEFAULT_SIZES, args.harness,
+                                  args.nccl_version)))
     return 0
 
 

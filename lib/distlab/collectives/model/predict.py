@@ -249,7 +249,7 @@ def _loopback_calibration() -> dict[str, Any]:
 
 def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
                     itemsize: int = 4, nccl_model: str = "estimate",
-                    harness: str = "torch") -> list[float]:
+                    harness: str = "torch", nccl_version: str | None = None) -> list[float]:
     """Seconds of the backend's own allreduce at each size.
 
     Args:
@@ -267,14 +267,18 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             :mod:`~distlab.collectives.model.nccl.execution`, calibrated on published tables).
         harness: with ``nccl_model="measured"``, how the calls are issued (a key of
             :data:`~distlab.collectives.model.nccl.execution.HARNESSES`).
+        nccl_version: on a GPU box, the NCCL release (``"2.18"`` ... ``"2.28"``, or a patch
+            release such as ``"2.24.3"``); ``None``: 2.28.9, torch 2.11's.
     """
     world_size = check_int("world_size", world_size, minimum=1)
     check_choice("nccl_model", nccl_model, ("estimate", "measured"))
     if isinstance(preset, GpuBox) or (isinstance(preset, str) and preset in GPU_BOXES):
         if nccl_model == "measured":
             from distlab.collectives.model.nccl.execution import predict_nccl_measured
-            return predict_nccl_measured(preset, world_size, sizes_bytes, harness=harness)
-        return predict_nccl_allreduce(preset, world_size, sizes_bytes)
+            return predict_nccl_measured(preset, world_size, sizes_bytes, harness=harness,
+                                         nccl_version=nccl_version)
+        return predict_nccl_allreduce(preset, world_size, sizes_bytes,
+                                      nccl_version=nccl_version)
     if preset == "loopback":
         preset = _loopback_calibration()
     if not isinstance(preset, (Calibration, Mapping)):

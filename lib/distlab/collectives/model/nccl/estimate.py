@@ -47,6 +47,7 @@ from typing import Any
 
 from distlab._checks import check_int
 from distlab.collectives.model.nccl.boxes import GpuBox, NcclGraph, gpu_box, nccl_graphs
+from distlab.collectives.model.nccl.versions import NcclVersion, nccl_version
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "Candidate", "Choice", "PublishedComparison",
            "TuningEntry", "busbw_bound_gbps", "busbw_gbps", "compare_published",
@@ -192,15 +193,19 @@ def busbw_bound_gbps(preset: Any, world_size: int, algorithm: str) -> float:
 
 
 def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | None = None,
-                 protocols: Iterable[str] | None = None) -> list[TuningEntry]:
+                 protocols: Iterable[str] | None = None,
+                 nccl_version: str | NcclVersion | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table for ``world_size`` GPUs of ``preset`` (a :class:`GpuBox` or a
     name in :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`), every (algorithm, protocol) in
     NCCL's order.
 
     ``algorithms`` / ``protocols`` restrict the choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do
     (names from :data:`ALGORITHMS` / :data:`PROTOCOLS`; ``None`` = NCCL's defaults).
-    ``world_size`` must be in ``[2, preset.gpus]`` (one GPU has no table).
+    ``world_size`` must be in ``[2, preset.gpus]`` (one GPU has no table). ``nccl_version``:
+    the release whose constants apply
+    (:func:`~distlab.collectives.model.nccl.versions.nccl_version`; ``None``: 2.28.9).
     """
+    version = nccl_version_of(nccl_version)
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
     algos = _subset("algorithms", algorithms, ALGORITHMS)
@@ -211,13 +216,14 @@ def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | No
         for p in PROTOCOLS:
             if a == "nvls" and p != "Simple":
                 continue  # tuning.cc: NVLS runs Simple only
-            reason = _disabled_reason(box, graphs, a, p, algos, protos)
+            reason = _disabled_reason(box, graphs, a, p, algos, protos, version, n)
             if a not in graphs:
                 out.append(TuningEntry(a, p, False, reason, 0.0, 0.0, 0.0))
                 continue
-            bus = _bus_bandwidth(box, graphs[a], a, p)
-            out.append(TuningEntry(a, p, not reason, reason, _latency_us(graphs[a], n, p), bus,
-                                   bus * _alg_per_bus(a, n)))
+            bus = _bus_bandwidth(box, graphs[a], a, p, version)
+            out.append(TuningEntry(a, p, not reason, reason,
+                                   _latency_us(graphs[a], n, p, version), bus,
+                                   bus * _alg_per_bus(a, n, version)))
     return out
 
 
@@ -233,7 +239,8 @@ def format_tuning_table(preset: Any, world_size: int) -> list[str]:
 
 def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
                    algorithms: Iterable[str] | None = None,
-                   protocols: Iterable[str] | None = None) -> list[Choice]:
+                   protocols: Iterable[str] | None = None,
+                   nccl_version: str | NcclVersion | None = None) -> list[Choice]:
     """NCCL's choice and estimated time for each allreduce size, with every candidate's time.
 
     Args:
@@ -244,6 +251,7 @@ def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             is 0 seconds, no communication.
         sizes_bytes: message sizes in bytes (ints >= 1).
         algorithms, protocols: restrict the choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
+        nccl_version: the NCCL release (see :func:`tuning_table`).
 
     Returns:
         One :class:`Choice` per size, in order.
@@ -254,8 +262,8 @@ def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
     if n == 1:
         return [Choice(s, 1, "ring", "Simple", 0.0, (Candidate("ring", "Simple", 0.0, 0.0, 0.0),))
                 for s in sizes]
-    table = [e for e in tuning_table(box, n, algorithms=algorithms, protocols=protocols)
-             if e.enabled]
+    table = [e for e in tuning_table(box, n, algorithms=algorithms, protocols=protocols,
+                                     nccl_version=nccl_version) if e.enabled]
     if not table:
         raise ValueError(f"no algorithm/protocol available for allreduce on {box.name} with "
                          f"algorithms={algorithms!r}, protocols={protocols!r} (NCCL fails the "
@@ -270,11 +278,13 @@ def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
 
 def predict_nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
                            algorithms: Iterable[str] | None = None,
-                           protocols: Iterable[str] | None = None) -> list[float]:
+                           protocols: Iterable[str] | None = None,
+                           nccl_version: str | NcclVersion | None = None) -> list[float]:
     """Seconds of NCCL's own allreduce at each size (its choice of algorithm and protocol);
     arguments as :func:`nccl_allreduce`."""
     return [c.seconds for c in nccl_allreduce(preset, world_size, sizes_bytes,
-                                              algorithms=algorithms, protocols=protocols)]
+                                              algorithms=algorithms, protocols=protocols,
+                                              nccl_version=nccl_version)]
 
 
 @dataclass(frozen=True)
@@ -305,52 +315,98 @@ def compare_published(points: Iterable[dict[str, Any]]) -> list[PublishedCompari
 
 # --- the terms ------------------------------------------------------------------------------
 
-def _alg_per_bus(algorithm: str, n: int) -> float:
+NVLS_ALG_PER_BUS_BEFORE_2_28 = 5 / 6
+"""NVLS algorithm bandwidth per bus bandwidth up to 2.27.5 (``ratio = 5.0/6.0``)."""
+
+
+def nccl_version_of(version: str | NcclVersion | None) -> NcclVersion:
+    """:func:`~distlab.collectives.model.nccl.versions.nccl_version` (``None``: the default)."""
+    return nccl_version(version)
+
+
+def _alg_per_bus(algorithm: str, n: int, version: NcclVersion) -> float:
     """Algorithm bandwidth per bus bandwidth (``ratio`` in ``ncclTopoTuneModel``)."""
-    return TREE_ALG_PER_BUS if algorithm == "tree" else n / (2 * (n - 1))
+    if algorithm == "tree":
+        return TREE_ALG_PER_BUS
+    if algorithm == "nvls" and version.nvls_bandwidth != "efficiency":
+        return NVLS_ALG_PER_BUS_BEFORE_2_28
+    return n / (2 * (n - 1))
 
 
-def _bus_bandwidth(box: GpuBox, graph: NcclGraph, algorithm: str, protocol: str) -> float:
+def _table_generation(box: GpuBox, version: NcclVersion) -> str:
+    """The row of NCCL's per-architecture tables: Blackwell reads Hopper's before 2.27."""
+    gen = box.generation
+    return "hopper" if gen == "blackwell" and not version.blackwell_row else gen
+
+
+def _ll_max(box: GpuBox, version: NcclVersion) -> float:
+    gen = _table_generation(box, version)
+    return version.ll_max_hopper_gbps if gen == "hopper" else LL_MAX_BUSBW_GBPS[gen]
+
+
+def _bus_bandwidth(box: GpuBox, graph: NcclGraph, algorithm: str, protocol: str,
+                   version: NcclVersion) -> float:
     """NCCL's bus bandwidth for one pair, GB/s: the graph's ``channels * bw`` with the protocol
     and algorithm refinements of ``ncclTopoTuneModel``. (Its extra 0.85 for trees applies to
     ``NCCL_TOPO_PATTERN_TREE`` graphs; a single node keeps the balanced tree it finds first.)"""
-    gen = box.generation
+    gen = _table_generation(box, version)
     ch = graph.n_channels
-    if algorithm == "nvls":  # per channel: min(NVLS speed of the NVLinks, bwInter)
-        per_channel = graph.bw_intra_gbps * NVLS_EFFICIENCY[gen] * (ch - 1) / ch * 2
+    if algorithm == "nvls":
+        if version.nvls_bandwidth == "generic":  # 2.18.5: nChannels * bwIntra
+            return ch * graph.bw_intra_gbps
+        if version.nvls_bandwidth == "min":  # 2.20.5 - 2.27.5
+            return ch * min(graph.bw_intra_gbps, graph.bw_inter_gbps)
+        # 2.28.9, per channel: min(NVLS speed of the NVLinks, bwInter)
+        per_channel = graph.bw_intra_gbps * NVLS_EFFICIENCY[box.generation] * (ch - 1) / ch * 2
         return ch * min(per_channel, graph.bw_inter_gbps)
     bus = graph.busbw_gbps
     if algorithm == "ring":
         if protocol == "LL":
-            return min(LL_MAX_BUSBW_GBPS[gen], bus * LL_DATA_FRACTION)
+            return min(_ll_max(box, version), bus * version.ring_ll_fraction)
         if protocol == "LL128":
             return min(bus * LL128_DATA_FRACTION, ch * RING_LL128_PER_CHANNEL_GBPS[gen])
         return bus
     bus = min(bus * TREE_EFFICIENCY, ch * TREE_PER_CHANNEL_GBPS[gen])
     if protocol == "LL":
-        return min(bus * TREE_LL_FRACTION, LL_MAX_BUSBW_GBPS[gen])
+        return min(bus * TREE_LL_FRACTION, _ll_max(box, version))
     if protocol == "LL128":
         return min(bus * TREE_LL128_FRACTION, ch * TREE_LL128_PER_CHANNEL_GBPS[gen])
     return bus
 
 
-def _latency_us(graph: NcclGraph, n: int, protocol: str) -> float:
-    """NCCL's fixed term, us: base + ``2(n-1)`` ring steps or ``2(n-1)`` tree hops of the
-    per-hop latency of the graph's path class; NVLS one flat value."""
+def base_and_hop_us(graph: NcclGraph, protocol: str,
+                    version: NcclVersion | None = None) -> tuple[float, float]:
+    """NCCL's base latency and per-step (ring) or per-hop (tree) latency of ``graph``'s
+    algorithm with ``protocol`` for the release, us (NVLS: its flat latency and 0)."""
+    v = nccl_version(version)
     a = graph.algorithm
     if a == "nvls":
-        return HOP_LATENCY_US["nvlink"][("nvls", "Simple")]
-    hop = HOP_LATENCY_US[graph.hop_class][(a, protocol)]
-    return BASE_LATENCY_US[(a, protocol)] + 2 * (n - 1) * hop
+        return v.nvls_latency_us, 0.0
+    if (a, protocol) == ("tree", "Simple"):
+        return v.tree_simple_base_us, v.tree_hop_us(graph.hop_class)
+    return BASE_LATENCY_US[(a, protocol)], HOP_LATENCY_US[graph.hop_class][(a, protocol)]
+
+
+def _latency_us(graph: NcclGraph, n: int, protocol: str, version: NcclVersion) -> float:
+    """NCCL's fixed term, us: base + ``2(n-1)`` ring steps or ``2(n-1)`` tree hops of the
+    per-hop latency of the graph's path class; NVLS one flat value."""
+    base, hop = base_and_hop_us(graph, protocol, version)
+    return base + 2 * (n - 1) * hop
 
 
 def _disabled_reason(box: GpuBox, graphs: dict[str, NcclGraph], algorithm: str, protocol: str,
-                     algos: tuple[str, ...], protos: tuple[str, ...]) -> str:
+                     algos: tuple[str, ...], protos: tuple[str, ...], version: NcclVersion,
+                     n: int) -> str:
     """Why NCCL would not use the pair ("" if it may), after ``ncclTopoTuneModel``'s rules."""
     if algorithm == "nvls" and algorithm not in graphs:
         return ("no NVSwitch" if box.fabric != "nvswitch" else
                 "needs compute capability >= 9.0" if box.sm < 90 else
                 "no NVLS graph")
+    if algorithm == "nvls" and n < version.nvls_min_gpus:
+        return f"NVLS needs {version.nvls_min_gpus} GPUs in NCCL {version.release}"
+    if (protocol == "LL128" and not version.ll128_all_arches
+            and box.sm not in (70, 80, 90)):
+        return f"LL128 is off by default on compute capability {box.sm} in NCCL {version.release}"
     if algorithm == "nvls" and graphs["nvls"].n_channels < 2:
         return "NVLS needs at least 2 channels"
     if protocol == "LL128" and graphs[algorithm].path != "NVL":

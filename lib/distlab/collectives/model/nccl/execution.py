@@ -1,43 +1,50 @@
 """How long NCCL's allreduce takes when it runs, not what NCCL estimates to choose it.
 
 :mod:`~distlab.collectives.model.nccl.estimate` is NCCL's own tuning model: the quantity NCCL
-minimizes to pick an (algorithm, protocol). This module keeps that pick and then times *the
-execution* NCCL launches for it, term by term:
+minimizes to pick an (algorithm, protocol). This module keeps that pick (for the NCCL release
+asked, :mod:`~distlab.collectives.model.nccl.versions`) and times *the execution* NCCL launches
+for it, term by term:
 
-``seconds = max(host, gpu)`` with ``gpu = latency + transfer + steps * step_sync``
+``seconds = max(host, gpu)`` with ``gpu = latency + transfer + exposed_steps * step_sync``
 
 - **host** (calibrated): the time the benchmark's host thread needs to enqueue one collective.
   Back-to-back collectives (how nccl-tests and torch loops time them) run at the slower of the
   host's enqueue rate and the GPUs. One thread enqueues one kernel launch per GPU it drives
-  (``ncclGroupEnd`` launches each GPU's kernel in turn: ``src/group.cc`` ``doLaunches``), so the
-  host term is ``host_us_per_gpu * gpus_per_process``: 8 under ``all_reduce_perf -g 8`` (one
-  process drives the node), 1 under torchrun.
-- **latency** (NCCL's): the estimate's fixed term of the chosen pair (v2.28.9-1)
-  (``src/graph/tuning.cc`` ``ncclTopoTuneModel``: base latency plus the per-step hop latency of
-  the ring's ``2(n-1)`` steps or the tree's hops; NVLS one flat value).
-- **transfer** (NCCL's): ``nbytes`` at the estimate's algorithm bandwidth, scaled by the
-  channels NCCL really launches over those it has (``src/enqueue.cc`` ``topoGetAlgoInfo``:
-  ``while (nBytes < nc*nt*threadThreshold) nc--``; each channel carries ``1/nChannels`` of the
-  graph's bandwidth).
-- **steps x step_sync** (calibrated): every pipeline step waits for a flag from its peer
-  before it copies; that wait is what NCCL's estimate leaves out. The step count follows NCCL's
-  chunking (``src/enqueue.cc``: step = buffer / ``NCCL_STEPS``; a ring allreduce chunk of
-  ``ALLREDUCE_CHUNKSTEPS`` steps sent as slices of ``ALLREDUCE_SLICESTEPS``; LL halves the
-  chunk, LL128 keeps 15/16 of it; NVLS chunks shrink with the concurrent operations):
+  (``ncclGroupEnd`` launches each GPU's kernel in turn: ``src/group.cc`` ``doLaunches``), so
+  the host term is ``host_us_per_gpu * gpus_per_process``: 8 under ``all_reduce_perf -g 8``
+  (one process drives the node), 1 under torchrun.
+- **transfer** (NCCL's bandwidth): ``nbytes`` at the estimate's algorithm bandwidth, scaled by
+  the channels NCCL really launches over those it has (``src/enqueue.cc`` ``topoGetAlgoInfo``:
+  ``while (nBytes < nc*nt*threadThreshold) nc--``, a ring LL threshold times the ranks; each
+  channel carries ``1/nChannels`` of the graph's bandwidth; ``src/graph/connect.cc`` doubles
+  the search's ring channels, up to ``MAXCHANNELS``).
+- **latency** (NCCL's constants): tree and NVLS keep the estimate's fixed term
+  (``src/graph/tuning.cc`` ``ncclTopoTuneModel``). A ring pays its base latency once and, per
+  step, only the part of the per-step hop latency its copy does not hide:
+  ``base + steps * max(0, hop - transfer/steps)`` (the next step's hop overlaps this step's
+  copy; NCCL's estimate adds ``2(n-1)`` whole hops to the transfer).
+- **exposed steps x step_sync** (calibrated): every pipeline step waits for a flag from its
+  peer before it copies, a wait NCCL's estimate leaves out. A connection holds ``NCCL_STEPS``
+  (8) steps in flight, so once a channel's pipeline is full the waits overlap the copies in
+  flight: only the first ``min(steps, NCCL_STEPS)`` are exposed (the pipeline fill).
 
-  - ring: ``2(n-1)`` steps per loop, ``ceil(nbytes / (nc * n * chunk))`` loops, Simple's chunk
-    in ``chunkSteps / sliceSteps`` slices;
-  - tree (a chain on one node): a pipeline ``2(n-1)`` deep, one step per chunk of a channel;
-  - NVLS: one step per chunk of each of the ``nc * nHeads`` concurrent operations.
+Steps follow NCCL's chunking (``src/enqueue.cc`` ``calcCollChunking``: step = buffer /
+``NCCL_STEPS``; a Simple ring allreduce chunk is ``ALLREDUCE_CHUNKSTEPS`` steps sent in slices
+of ``ALLREDUCE_SLICESTEPS``; LL halves the chunk, LL128 keeps 15/16 of it; NVLS chunks shrink
+with the concurrent operations):
 
-  The sync cost differs by protocol: Simple and LL128 wait on a flag per slice, LL carries its
-  flag in every 8-byte line (its step cost is in NCCL's 50% efficiency already), NVLS waits on
-  the switch's multimem operations per chunk. Three constants.
+- ring: ``2(n-1)`` steps per loop, ``ceil(nbytes / (nc * n * chunk))`` loops, a Simple chunk
+  in ``chunkSteps / sliceSteps`` slices;
+- tree (a chain on one node): a pipeline ``2(n-1)`` deep, one step per chunk of a channel;
+- NVLS: one step per chunk of each of the ``nc * nHeads`` concurrent operations.
 
-The calibrated constants (:class:`ExecutionConstants`) come from
-:mod:`distlab.collectives.model.nccl.fit_execution`, fitted on a named calibration set of the
-published tables the project holds and judged leave-one-source-out; nothing here is fitted to
-the point it prices.
+The sync cost differs by protocol: Simple and LL128 wait on a flag per slice, LL carries its
+flag in every 8-byte line, NVLS waits on the switch's multimem operations per chunk: three
+constants, with the host's four.
+
+The constants (:class:`ExecutionConstants`) are fitted by
+:mod:`distlab.collectives.model.nccl.fit_execution` on a named calibration set (the published
+tables the project holds) and judged leave-one-source-out there.
 
 Units: bytes and seconds at the public functions, microseconds and GB/s (1e9 B/s) inside, as
 NCCL's tables are.
@@ -55,10 +62,17 @@ from typing import Any
 
 from distlab._checks import check_choice, check_int
 from distlab.collectives.model.nccl.boxes import gpu_box, nccl_graphs
-from distlab.collectives.model.nccl.estimate import busbw_gbps, nccl_allreduce
+from distlab.collectives.model.nccl.estimate import (
+    base_and_hop_us,
+    busbw_gbps,
+    nccl_allreduce,
+    nccl_version_of,
+)
+from distlab.collectives.model.nccl.versions import NcclVersion
 
 __all__ = ["HARNESSES", "Execution", "ExecutionConstants", "Harness", "chunk_bytes",
-           "launched_channels", "nccl_execution", "predict_nccl_measured", "shipped_constants"]
+           "exposed_steps", "launched_channels", "nccl_execution", "predict_nccl_measured",
+           "shipped_constants"]
 
 SHIPPED_PATH = Path(__file__).with_name("execution_calibration.json")
 """The shipped constants (JSON: the constants, the sources fitted on, how to regenerate them)."""
@@ -201,7 +215,8 @@ class Execution:
 def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
                    harness: str = "torch", constants: ExecutionConstants | None = None,
                    algorithms: Iterable[str] | None = None,
-                   protocols: Iterable[str] | None = None) -> list[Execution]:
+                   protocols: Iterable[str] | None = None,
+                   nccl_version: str | NcclVersion | None = None) -> list[Execution]:
     """NCCL's choice for each allreduce size and the time of its execution.
 
     Args:
@@ -213,13 +228,17 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         constants: the calibrated constants; default: the shipped calibration
             (:func:`shipped_constants`).
         algorithms, protocols: restrict NCCL's choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
+        nccl_version: the NCCL release (``"2.18"`` ... ``"2.28"``, or a patch release of one;
+            :mod:`~distlab.collectives.model.nccl.versions`); ``None``: 2.28.9.
     """
+    version = nccl_version_of(nccl_version)
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     if constants is None:
         constants = shipped_constants()
-    choices = nccl_allreduce(box, n, sizes_bytes, algorithms=algorithms, protocols=protocols)
+    choices = nccl_allreduce(box, n, sizes_bytes, algorithms=algorithms, protocols=protocols,
+                             nccl_version=version)
     graphs = nccl_graphs(box, n)
     out = []
     for ch in choices:
@@ -227,16 +246,21 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
                     if (c.algorithm, c.protocol) == (ch.algorithm, ch.protocol))
         graph = graphs[ch.algorithm]
         total = NVLS_CHANNELS_SM90 if ch.algorithm == "nvls" else \
-            min(MAX_CHANNELS, 2 * graph.n_channels)
-        nc, nt = launched_channels(ch.algorithm, ch.protocol, ch.nbytes, total)
+            min(version.max_channels, 2 * graph.n_channels)
+        nc, nt = launched_channels(ch.algorithm, ch.protocol, ch.nbytes, total, world_size=n)
         chunk = chunk_bytes(ch.algorithm, ch.protocol, ch.nbytes, nc, n)
         steps = _steps(ch.algorithm, ch.protocol, ch.nbytes, nc, n, chunk)
         transfer = ch.nbytes / (1e3 * cand.algbw_gbps) * total / nc
+        latency = cand.latency_us
+        if ch.algorithm == "ring":  # the hop latency a step's copy does not hide
+            base, hop = base_and_hop_us(graph, ch.protocol, version)
+            latency = base + steps * max(0.0, hop - transfer / steps)
         out.append(Execution(
             nbytes=ch.nbytes, world_size=n, algorithm=ch.algorithm, protocol=ch.protocol,
             channels=nc, channels_total=total, threads=nt, chunk_bytes=chunk, steps=steps,
-            host_us=constants.host_us_per_gpu * how.gpus(n), latency_us=cand.latency_us,
-            transfer_us=transfer, sync_us=steps * constants.step_us(ch.algorithm, ch.protocol),
+            host_us=constants.host_us_per_gpu * how.gpus(n), latency_us=latency,
+            transfer_us=transfer,
+            sync_us=exposed_steps(steps) * constants.step_us(ch.algorithm, ch.protocol),
             estimate_us=ch.seconds * 1e6))
     return out
 
@@ -261,16 +285,27 @@ def shipped_constants() -> ExecutionConstants:
                               calibrated_on=tuple(data["calibrated_on"]))
 
 
-def launched_channels(algorithm: str, protocol: str, nbytes: int,
-                      channels: int) -> tuple[int, int]:
+def exposed_steps(steps: int) -> int:
+    """Steps whose flag wait is not hidden: a connection holds ``NCCL_STEPS`` steps in flight,
+    so once a channel's pipeline is full each wait overlaps the copies already in flight; only
+    the first ``NCCL_STEPS`` (the pipeline fill) are exposed."""
+    return min(steps, NCCL_STEPS)
+
+
+def launched_channels(algorithm: str, protocol: str, nbytes: int, channels: int, *,
+                      world_size: int = 1) -> tuple[int, int]:
     """Channels and threads per channel NCCL launches (``src/enqueue.cc`` ``topoGetAlgoInfo``):
     NVLS keeps its ``nvlsChannels``; ring and tree drop a channel while
     ``nbytes < nc * nt * threadThreshold``, then halve the threads (multiples of 128) while it
-    still holds. Returns ``(nc, nt)`` before the extra sync warps Simple adds."""
+    still holds. A ring's LL threshold is multiplied by the ranks (``src/graph/tuning.cc``:
+    ``threadThresholds[RING][LL] *= nRanks``). Returns ``(nc, nt)`` before the extra sync warps
+    Simple adds."""
     nt = MAX_THREADS[protocol]
     if algorithm == "nvls":
         return channels, nt
     nc, threshold = channels, THREAD_THRESHOLD[protocol]
+    if (algorithm, protocol) == ("ring", "LL"):
+        threshold *= world_size
     while nbytes < nc * nt * threshold and nc >= 2:
         nc -= 1
     while nbytes < nc * nt * threshold and nt % 128 == 0:

@@ -30,6 +30,7 @@ from distlab.collectives.model.nccl.execution import (
     SHIPPED_PATH,
     Execution,
     ExecutionConstants,
+    exposed_steps,
     nccl_execution,
     shipped_constants,
 )
@@ -84,7 +85,7 @@ class _Features:
 def _features(point: dict[str, Any]) -> _Features:
     e = _execution(point, ExecutionConstants(1.0, 0.0, 0.0, 0.0))
     kind = 3 if e.algorithm == "nvls" else 2 if e.protocol == "LL" else 1
-    return _Features(e.latency_us + e.transfer_us, round(e.host_us), e.steps, kind,
+    return _Features(e.latency_us + e.transfer_us, round(e.host_us), exposed_steps(e.steps), kind,
                      published_seconds(point) * 1e6)
 
 
@@ -92,7 +93,8 @@ def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Executio
     forced = point.get("nccl_algo")
     algos = None if forced is None else [_algorithm_from_nccl(forced)]
     return nccl_execution(point["preset"], int(point["world_size"]), [int(point["nbytes"])],
-                          harness=harness_of(point), constants=constants, algorithms=algos)[0]
+                          harness=harness_of(point), constants=constants, algorithms=algos,
+                          nccl_version=point.get("nccl_version"))[0]
 
 
 def _predict_us(f: Sequence[_Features], theta: np.ndarray) -> np.ndarray:
