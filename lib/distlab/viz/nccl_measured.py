@@ -1,0 +1,134 @@
+"""NCCL as it measures: the execution model beside published tables, and NCCL's choice per size.
+
+- :func:`nccl_tables_figure`: one panel per published table (at least ``min_points`` sizes):
+  the published points (hollow black), NCCL's own estimate for the table's NCCL release (grey
+  dashed), the measured-time model with constants fitted on every table (solid) and with
+  constants fitted on the *other* sources only (dotted: leave-one-source-out). Bus bandwidth
+  against message bytes; each title gives both medians.
+- :func:`nccl_choice_figure`: one panel per GPU box: the model's bus bandwidth against size, one
+  colour per (algorithm, protocol) NCCL picks, the sizes where the host's enqueue rate bounds the
+  time shaded, NCCL's estimate dashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from distlab._checks import check_int
+from distlab.collectives.model.nccl.boxes import gpu_box
+from distlab.collectives.model.nccl.estimate import (
+    _algorithm_from_nccl,
+    busbw_gbps,
+    nccl_allreduce,
+    nccl_version_of,
+)
+from distlab.collectives.model.nccl.execution import nccl_execution
+from distlab.collectives.model.nccl.fit_execution import JudgedPoint
+from distlab.viz.figure import new_figure
+
+__all__ = ["nccl_choice_figure", "nccl_tables_figure"]
+
+_PAIR_COLOURS = {("ring", "LL"): "C0", ("ring", "LL128"): "C1", ("ring", "Simple"): "C2",
+                 ("tree", "LL"): "C4", ("tree", "LL128"): "C5", ("tree", "Simple"): "C6",
+                 ("nvls", "Simple"): "C3"}
+
+
+def _busbw(j: JudgedPoint) -> float:
+    return busbw_gbps(j.nbytes, j.published_us * 1e-6, j.execution.world_size)
+
+
+def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPoint], *,
+                       points: Sequence[dict[str, Any]], min_points: int = 5) -> Any:
+    """Published tables against the model in and out of sample (see the module doc).
+
+    Args:
+        inside: every point judged with constants fitted on every source
+            (:func:`~distlab.collectives.model.nccl.fit_execution.judge`).
+        outside: the same points judged leave-one-source-out
+            (:func:`~distlab.collectives.model.nccl.fit_execution.leave_one_source_out`).
+        points: the published points themselves (for each table's NCCL release and forced
+            algorithm), in any order.
+        min_points: tables with fewer sizes are left out of the figure (not of the tables).
+    """
+    check_int("min_points", min_points, minimum=1)
+    out_by = {(j.system, j.nbytes, j.published_us): j for j in outside}
+    systems = [s for s in dict.fromkeys(j.system for j in inside)
+               if sum(j.system == s for j in inside) >= min_points]
+    if not systems:
+        raise ValueError(f"no published table has {min_points} or more points")
+    cols = 2
+    rows = (len(systems) + cols - 1) // cols
+    fig = new_figure(figsize=(13.0, 3.6 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, system in zip(axes, systems, strict=False):
+        mine = sorted((j for j in inside if j.system == system), key=lambda j: j.nbytes)
+        point = next(p for p in points if p["system"] == system)
+        forced = point.get("nccl_algo")
+        algos = None if forced is None else [_algorithm_from_nccl(forced)]
+        xs = [j.nbytes for j in mine]
+        est = nccl_allreduce(point["preset"], point["world_size"], sorted(set(xs)),
+                             algorithms=algos, nccl_version=point.get("nccl_version"))
+        ax.plot([c.nbytes for c in est], [c.busbw_gbps for c in est], "--", color="0.5",
+                lw=1.2, label="NCCL's estimate")
+        ax.plot(xs, [j.execution.busbw_gbps for j in mine], "-", color="C0", lw=1.8,
+                label="model, fitted on every table")
+        lo = [out_by[(j.system, j.nbytes, j.published_us)] for j in mine]
+        ax.plot(xs, [j.execution.busbw_gbps for j in lo], ":", color="C3", lw=1.8,
+                label="model, this source left out")
+        ax.plot(xs, [_busbw(j) for j in mine], "o", ms=6, mfc="none", mec="k",
+                label="published")
+        med_in = float(np.median([abs(j.error_pct) for j in mine]))
+        med_out = float(np.median([abs(j.error_pct) for j in lo]))
+        version = point.get("nccl_version") or "2.28 (not stated)"
+        how = f", NCCL_ALGO={forced}" if forced else ""
+        ax.set_title(f"{system}\nNCCL {version}{how}; |error| median {med_in:.0f}% in, "
+                     f"{med_out:.0f}% out", fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message bytes")
+        ax.set_ylabel("busbw GB/s")
+        ax.legend(fontsize=7, loc="lower right")
+    for ax in axes[len(systems):]:
+        ax.set_visible(False)
+    return fig
+
+
+def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5_8"),
+                       world_size: int = 8, sizes_bytes: Sequence[int] | None = None, *,
+                       harness: str = "torch", nccl_version: str | None = None) -> Any:
+    """NCCL's choice per size and the model's bus bandwidth, one panel per box (see the module
+    doc). ``sizes_bytes`` defaults to 1 KiB .. 8 GiB in powers of two."""
+    boxes = [gpu_box(p) for p in presets]
+    if not boxes:
+        raise ValueError("presets must name at least one preset, got an empty sequence")
+    n = check_int("world_size", world_size, minimum=2)
+    sizes = list(sizes_bytes) if sizes_bytes is not None else [2 ** k for k in range(10, 34)]
+    fig = new_figure(figsize=(13.0, 3.4 * len(boxes)))
+    axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
+    for ax, box in zip(axes, boxes, strict=False):
+        ex = nccl_execution(box, n, sizes, harness=harness, nccl_version=nccl_version)
+        xs = [e.nbytes for e in ex]
+        ax.plot(xs, [busbw_gbps(e.nbytes, e.estimate_us * 1e-6, n) for e in ex], "--",
+                color="0.5", lw=1.0, label="NCCL's estimate")
+        ax.plot(xs, [e.busbw_gbps for e in ex], "-", color="k", lw=0.8)
+        for pair, colour in _PAIR_COLOURS.items():
+            at = [e for e in ex if (e.algorithm, e.protocol) == pair]
+            if at:
+                ax.plot([e.nbytes for e in at], [e.busbw_gbps for e in at], "o", ms=5,
+                        color=colour, label=f"{pair[0]} / {pair[1]}")
+        host = [e.nbytes for e in ex if e.bound == "host"]
+        if host:
+            ax.axvspan(min(host) / 1.4, max(host) * 1.4, color="0.9", zorder=0,
+                       label="host-bound (enqueue rate)")
+        version = nccl_version_of(nccl_version).release
+        ax.set_title(f"{box.name}, {n} GPUs, NCCL {version}, harness {harness}: "
+                     "NCCL's choice and the time as measured (model)", fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message bytes")
+        ax.set_ylabel("busbw GB/s")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
