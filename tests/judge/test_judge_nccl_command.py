@@ -34,8 +34,23 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
     (["nccl", "pcie5_8", "-n", "1"], "--world-size"),
     (["nccl", "h100_sxm8", "--harness", "mpi"], "--harness"),
     (["nccl", "h100_sxm8", "--write"], "use it with --published"),
-    (["nccl", "h100_sxm8", "--sizes", "lots"], "--sizes")])
+    (["nccl", "h100_sxm8", "--sizes", "lots"], "--sizes"),
+    (["nccl", "h100_sxm8", "--nodes", "2"], "--nodes 2 needs --network"),
+    (["nccl", "h100_sxm8", "--nodes", "2", "--network", "wifi"], "--network"),
+    (["nccl", "h100_sxm8", "--nodes", "3", "--network", "tcp100", "-n", "20"], "multiple"),
+    (["nccl", "h100_sxm8", "--nodes", "2", "--network", "tcp100", "--nccl-version", "2.18"],
+     "2.28.9's only")])
 def test_bad_input_is_one_line_and_exit_2(argv, words, capsys) -> None:
     assert judge_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0] and err[0].endswith("(see --help)")
+
+
+def test_choice_across_nodes(capsys) -> None:
+    assert judge_main(["nccl", "h100_sxm8", "--nodes", "4", "--network", "ib_ndr400x8",
+                       "--sizes", "64K,8G"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# 4 x h100_sxm8 over ib_ndr400x8, 32 GPUs, NCCL 2.28.9")
+    rows = [ln.split() for ln in lines[2:]]
+    assert [r[2] for r in rows] == ["tree", "nvls_tree"]
+    assert max(len(ln) for ln in lines) <= 110

@@ -3,6 +3,7 @@
     python -m distlab.judge nccl h100_sxm8                   # 8 GPUs, torchrun, 64 KiB..8 GiB
     python -m distlab.judge nccl a100_sxm8 -n 4 --harness nccl-tests --sizes 1M,64M,1G
     python -m distlab.judge nccl h100_sxm8 --nccl-version 2.18     # an older NCCL's constants
+    python -m distlab.judge nccl h100_sxm8 --nodes 4 --network ib_ndr400x8   # 32 GPUs
     python -m distlab.judge nccl --published                 # the model on every published table
     python -m distlab.judge nccl --published --write         # refit the shipped constants
 
@@ -25,6 +26,7 @@ from distlab.cli.run import run_main
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
 from distlab.collectives.model.nccl.estimate import nccl_version_of
 from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
+from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 
 __all__ = ["choice_lines", "main", "published_lines"]
@@ -41,15 +43,19 @@ def _size(nbytes: int) -> str:
 
 
 def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
-                 nccl_version: str | None = None) -> list[str]:
-    """The per-size table as text lines (at most 100 columns)."""
+                 nccl_version: str | None = None, *, nodes: int = 1,
+                 network: str | None = None) -> list[str]:
+    """The per-size table as text lines (at most 110 columns)."""
     version = nccl_version_of(nccl_version)
-    head = (f"{'size':>8} {'algo':>5} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
+    head = (f"{'size':>8} {'algo':>9} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
             f"{'estimate us':>11} {'predicted us':>12} {'busbw GB/s':>10} {'bound':>5}")
-    lines = [f"# {GPU_BOXES[box].name}, {world_size} GPUs, NCCL {version.release}, {harness}: "
-             "NCCL's choice, time as measured (model)", head]
-    for e in nccl_execution(box, world_size, sizes, harness=harness, nccl_version=version):
-        lines.append(f"{_size(e.nbytes):>8} {e.algorithm:>5} {e.protocol:>6} {e.channels:>3} "
+    where = f"{nodes} x {box} over {network}" if nodes > 1 else GPU_BOXES[box].name
+    release = "2.28.9" if nodes > 1 else version.release
+    lines = [f"# {where}, {world_size} GPUs, NCCL {release}, {harness}: NCCL's choice, time as "
+             "measured (model)", head]
+    for e in nccl_execution(box, world_size, sizes, harness=harness, nccl_version=version,
+                            nodes=nodes, network=network if nodes > 1 else None):
+        lines.append(f"{_size(e.nbytes):>8} {e.algorithm:>9} {e.protocol:>6} {e.channels:>3} "
                      f"{_size(e.chunk_bytes):>8} {e.steps:>6} {e.estimate_us:>11.1f} "
                      f"{e.seconds * 1e6:>12.1f} {e.busbw_gbps:>10.1f} {e.bound:>5}")
     return lines
@@ -97,6 +103,10 @@ def _parser() -> options.Parser:
     p.add_argument("--nccl-version", choices=sorted(NCCL_VERSIONS), default=DEFAULT_NCCL_VERSION,
                    help=f"the NCCL release (default {DEFAULT_NCCL_VERSION}: 2.28.9, torch "
                         "2.11's)")
+    p.add_argument("--nodes", type=options.int_at_least(1), default=1,
+                   help="boxes joined by --network (default 1; NCCL 2.28.9's multi-node model)")
+    p.add_argument("--network", choices=sorted(NETWORKS), default=None,
+                   help="the network between nodes: " + ", ".join(sorted(NETWORKS)))
     p.add_argument("--sizes", type=options.size_list, default=None,
                    help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..8 GiB x4)")
     p.add_argument("--published", action="store_true",
@@ -116,12 +126,19 @@ def _nccl_command(argv: list[str]) -> int:
         return 0
     if args.box is None:
         p.error("give a BOX or --published")
-    gpus = GPU_BOXES[args.box].gpus
+    if args.nodes > 1 and args.network is None:
+        p.error(f"--nodes {args.nodes} needs --network")
+    if args.nodes > 1 and args.nccl_version != DEFAULT_NCCL_VERSION:
+        p.error("--nccl-version: the multi-node model is NCCL 2.28.9's only")
+    gpus = GPU_BOXES[args.box].gpus * args.nodes
     n = gpus if args.world_size is None else args.world_size
     if n > gpus:
-        options.fail(p, "--world-size", n, f"at most {gpus}, the GPUs of {args.box}")
+        options.fail(p, "--world-size", n, f"at most {gpus}, the GPUs of {args.nodes} x "
+                     f"{args.box}")
+    if n % args.nodes:
+        options.fail(p, "--world-size", n, f"a multiple of --nodes {args.nodes}")
     print("\n".join(choice_lines(args.box, n, args.sizes or DEFAULT_SIZES, args.harness,
-                                  args.nccl_version)))
+                                  args.nccl_version, nodes=args.nodes, network=args.network)))
     return 0
 
 

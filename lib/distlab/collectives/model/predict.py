@@ -249,7 +249,8 @@ def _loopback_calibration() -> dict[str, Any]:
 
 def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
                     itemsize: int = 4, nccl_model: str = "estimate",
-                    harness: str = "torch", nccl_version: str | None = None) -> list[float]:
+                    harness: str = "torch", nccl_version: str | None = None, nodes: int = 1,
+                    network: str | None = None) -> list[float]:
     """Seconds of the backend's own allreduce at each size.
 
     Args:
@@ -269,6 +270,9 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             :data:`~distlab.collectives.model.nccl.execution.HARNESSES`).
         nccl_version: on a GPU box, the NCCL release (``"2.18"`` ... ``"2.28"``, or a patch
             release such as ``"2.24.3"``); ``None``: 2.28.9, torch 2.11's.
+        nodes, network: on a GPU box, ``nodes`` boxes joined by the network preset ``network``
+            (:data:`~distlab.collectives.model.nccl.multinode.NETWORKS`); ``world_size`` is then
+            the GPUs of all nodes (NCCL 2.28.9's multi-node model).
     """
     world_size = check_int("world_size", world_size, minimum=1)
     check_choice("nccl_model", nccl_model, ("estimate", "measured"))
@@ -276,7 +280,15 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         if nccl_model == "measured":
             from distlab.collectives.model.nccl.execution import predict_nccl_measured
             return predict_nccl_measured(preset, world_size, sizes_bytes, harness=harness,
-                                         nccl_version=nccl_version)
+                                         nccl_version=nccl_version, nodes=nodes,
+                                         network=network)
+        if nodes != 1 or network is not None:
+            from distlab.collectives.model.nccl.multinode import multinode_choices
+            if network is None:
+                raise ValueError(f"nodes={nodes} needs a network (see "
+                                 "distlab.collectives.model.nccl.multinode.NETWORKS)")
+            return [c.seconds for c in multinode_choices(preset, world_size, sizes_bytes,
+                                                         nodes, network)]
         return predict_nccl_allreduce(preset, world_size, sizes_bytes,
                                       nccl_version=nccl_version)
     if preset == "loopback":

@@ -155,7 +155,7 @@ class ExecutionConstants:
 
     def step_us(self, algorithm: str, protocol: str) -> float:
         """The sync cost of one step of ``algorithm`` / ``protocol``, us."""
-        if algorithm == "nvls":
+        if algorithm.startswith("nvls"):
             return self.nvls_chunk_us
         return self.ll_step_us if protocol == "LL" else self.slice_sync_us
 
@@ -216,13 +216,15 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
                    harness: str = "torch", constants: ExecutionConstants | None = None,
                    algorithms: Iterable[str] | None = None,
                    protocols: Iterable[str] | None = None,
-                   nccl_version: str | NcclVersion | None = None) -> list[Execution]:
+                   nccl_version: str | NcclVersion | None = None, nodes: int = 1,
+                   network: str | None = None) -> list[Execution]:
     """NCCL's choice for each allreduce size and the time of its execution.
 
     Args:
         preset: a :class:`GpuBox` or a name of
             :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES` (one node).
-        world_size: GPUs, in ``[2, preset.gpus]``.
+        world_size: GPUs in all: in ``[2, preset.gpus]`` on one node, ``nodes`` times the GPUs
+            per node across nodes.
         sizes_bytes: message sizes, bytes (ints >= 1).
         harness: a key of :data:`HARNESSES` (how the calls are issued and timed).
         constants: the calibrated constants; default: the shipped calibration
@@ -230,9 +232,17 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         algorithms, protocols: restrict NCCL's choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
         nccl_version: the NCCL release (``"2.18"`` ... ``"2.28"``, or a patch release of one;
             :mod:`~distlab.collectives.model.nccl.versions`); ``None``: 2.28.9.
+        nodes: boxes joined by ``network``
+            (:mod:`~distlab.collectives.model.nccl.multinode`; NCCL 2.28.9's constants).
+        network: a key of :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`, required
+            when ``nodes > 1``.
     """
     version = nccl_version_of(nccl_version)
     box = gpu_box(preset)
+    nodes = check_int("nodes", nodes, minimum=1)
+    if nodes > 1 or network is not None:
+        return _multinode_execution(box, world_size, sizes_bytes, nodes, network, harness,
+                                    constants, algorithms, protocols)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     if constants is None:
@@ -259,6 +269,62 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             nbytes=ch.nbytes, world_size=n, algorithm=ch.algorithm, protocol=ch.protocol,
             channels=nc, channels_total=total, threads=nt, chunk_bytes=chunk, steps=steps,
             host_us=constants.host_us_per_gpu * how.gpus(n), latency_us=latency,
+            transfer_us=transfer,
+            sync_us=exposed_steps(steps) * constants.step_us(ch.algorithm, ch.protocol),
+            estimate_us=ch.seconds * 1e6))
+    return out
+
+
+def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], nodes: int,
+                         network: str | None, harness: str,
+                         constants: ExecutionConstants | None,
+                         algorithms: Iterable[str] | None,
+                         protocols: Iterable[str] | None) -> list[Execution]:
+    """:func:`nccl_execution` across nodes: the same terms on NCCL's multi-node choice. A ring's
+    steps cross the network ``2(nodes-1)`` times per loop (each hop hidden under the step's copy
+    as on one node, the network hop instead of NVLink's); tree and NVLS-Tree keep the
+    estimate's latency; the host term counts the GPUs of one node (one process per node under
+    nccl-tests)."""
+    from distlab.collectives.model.nccl import multinode as mn
+
+    if network is None:
+        raise ValueError(f"nodes={nodes} needs a network: one of {', '.join(mn.NETWORKS)}")
+    net = mn.network(network)
+    nodes = check_int("nodes", nodes, minimum=2)
+    n = check_int("world_size", world_size, minimum=nodes, maximum=nodes * box.gpus)
+    how = HARNESSES[check_choice("harness", harness, HARNESSES)]
+    constants = shipped_constants() if constants is None else constants
+    choices = mn.multinode_choices(box, n, sizes_bytes, nodes, net, algorithms=algorithms,
+                                   protocols=protocols)
+    graph = mn.multinode_graphs(box, nodes, net)
+    ppn = n // nodes
+    out = []
+    for ch in choices:
+        cand = next(c for c in ch.candidates
+                    if (c.algorithm, c.protocol) == (ch.algorithm, ch.protocol))
+        nvls = ch.algorithm == "nvls_tree"
+        total = NVLS_CHANNELS_SM90 if nvls else graph.runtime_channels
+        nc, nt = launched_channels("nvls" if nvls else ch.algorithm, ch.protocol, ch.nbytes,
+                                   total, world_size=n)
+        chunk = chunk_bytes("tree" if nvls else ch.algorithm, ch.protocol, ch.nbytes, nc, n,
+                            nodes=nodes)
+        if nvls:
+            chunk = mn.nvls_tree_chunk(ch.nbytes, nc, ppn, nodes)
+        if ch.algorithm == "ring":
+            steps = _steps("ring", ch.protocol, ch.nbytes, nc, n, chunk)
+        else:  # a pipeline as deep as the tree (chain in the node, log2 nodes across)
+            depth = 2 * (ppn - 1 + max(1, math.ceil(math.log2(nodes))))
+            ops = nc * (ppn if nvls else 1)
+            steps = depth + math.ceil(ch.nbytes / (ops * chunk)) - 1
+        transfer = ch.nbytes / (1e3 * cand.algbw_gbps) * total / nc
+        latency = cand.latency_us
+        if ch.algorithm == "ring":
+            latency = mn.ring_exposed_latency_us(box, ch.protocol, n, nodes, steps, transfer,
+                                                 ch.nbytes, graph.runtime_channels)
+        out.append(Execution(
+            nbytes=ch.nbytes, world_size=n, algorithm=ch.algorithm, protocol=ch.protocol,
+            channels=nc, channels_total=total, threads=nt, chunk_bytes=chunk, steps=steps,
+            host_us=constants.host_us_per_gpu * how.gpus(ppn), latency_us=latency,
             transfer_us=transfer,
             sync_us=exposed_steps(steps) * constants.step_us(ch.algorithm, ch.protocol),
             estimate_us=ch.seconds * 1e6))
@@ -313,18 +379,28 @@ def launched_channels(algorithm: str, protocol: str, nbytes: int, channels: int,
     return nc, nt
 
 
-def chunk_bytes(algorithm: str, protocol: str, nbytes: int, channels: int, n: int) -> int:
+def chunk_bytes(algorithm: str, protocol: str, nbytes: int, channels: int, n: int, *,
+                nodes: int = 1) -> int:
     """Data bytes per step chunk (``src/enqueue.cc`` ``calcCollChunking``): the protocol's
     buffer / ``NCCL_STEPS`` times ``ALLREDUCE_CHUNKSTEPS`` for a Simple ring; LL halves it (a
     flag per data word), LL128 keeps 15 of every 16 words; NVLS caps it at ``nvlsChunkSize``
     and drops to 64, 32 and 16 KiB while ``nbytes`` is under 64, 8 and 2 chunks per concurrent
-    operation (``channels * nHeads``, one head per GPU of the node)."""
+    operation (``channels * nHeads``, one head per GPU of the node); a tree's LL128 chunk halves
+    (down to 128 KiB, then 32 KiB) while a channel's share is under ``64`` (then ``16``) chunks
+    per ``(1 + log2(nodes) + 0.1 * ppn) / ppn`` (``n`` GPUs over ``nodes`` nodes)."""
     step = BUFFER_BYTES[protocol] // NCCL_STEPS
     chunk = step * (ALLREDUCE_CHUNKSTEPS if (protocol, algorithm) == ("Simple", "ring") else 1)
     if protocol == "LL":
         chunk //= 2
     elif protocol == "LL128":
         chunk = chunk // LL128_LINE_ELEMS * (LL128_LINE_ELEMS - 1)
+    if (algorithm, protocol) == ("tree", "LL128"):
+        ppn = n / nodes
+        depth = 1 + int(math.log2(nodes)) + 0.1 * ppn
+        while nbytes // (channels * chunk) < depth * 64 / ppn and chunk > 131072:
+            chunk //= 2
+        while nbytes // (channels * chunk) < depth * 16 / ppn and chunk > 32768:
+            chunk //= 2
     if algorithm == "nvls":
         chunk = min(chunk, NVLS_CHUNK_BYTES)
         ops = channels * n

@@ -1,0 +1,336 @@
+"""NCCL's allreduce across nodes: the network presets, the graphs, and NCCL's tuning model.
+
+``nodes`` boxes of :class:`~distlab.collectives.model.nccl.boxes.GpuBox` joined by a
+:class:`Network` (``rails`` NICs per node, one per GPU on the rail-optimized boxes users run).
+What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
+
+- **graphs** (``src/graph/search.cc`` ``ncclTopoCompute``): a ring or tree channel enters and
+  leaves each node through a NIC, at one speed of NCCL's inter-node speed table
+  (``speedArrayInter``, ``sm90SpeedArrayInter``, ``sm100SpeedArrayInter``). The search settles
+  on the speed whose channels carry the most (``channels * speed``), the channels fitting both
+  the NICs (``floor(nic / speed)`` per NIC) and every GPU's own link (every channel passes
+  through each GPU of the node); NIC bandwidth is
+  ``mbps / 8000`` GB/s (``src/graph/topo.cc`` ``ncclTopoAddNet``). At run time the ring
+  channels are doubled (``src/graph/connect.cc`` ``ncclTopoPostset``), and doubled again on
+  compute capability >= 9.0 when the ring speed is above 45 GB/s and fewer than 16 channels.
+- **bandwidth** (``src/graph/tuning.cc`` ``ncclTopoTuneModel``): ``nChannels * bw`` with ``bw``
+  the intra speed on up to two nodes and the inter speed beyond; ring LL half of it at most
+  ``llMaxBws`` of the CPU vendor's row; ring LL128 0.92, capped per channel; tree 0.92 capped
+  per channel, LL ``/3.8``, LL128 ``120/128``; NVLS-Tree the NVLS intra bandwidth against
+  twice (two nodes) or once the inter speed, capped by ``perChMaxNVLSTreeBws``. The columns
+  of the per-channel tables are ``N2`` (two nodes) and ``N4`` (more).
+- **latency**: ring ``base + (2(n-1) - 2(nodes-1)) * max(intra hop, net overhead) +
+  2(nodes-1) * net hop`` (net overhead ``getNetOverhead``: 1 us on Intel, 2 on AMD, times 3
+  for Simple); tree ``base + 2((ppn-1) * intra hop + log2(nodes) * net hop)``; NVLS-Tree
+  ``25 + 2 log2(nodes) * 20.9``. ``ncclTopoGetAlgoTime`` multiplies a Simple ring's latency by
+  1.4 (compute capability >= 8.0; 1.9 before) once ``nbytes / (nChannels * nRanks) >= 64``.
+- **algorithms**: ring, tree and, with NVLink SHARP and a network, NVLS-Tree; NVLS alone across
+  nodes needs SHARP in the network (CollNet), which these presets do not have; PAT needs one GPU
+  per node.
+
+Network latency from the plugin (``props->latency``) is 0 for NCCL's own IB and socket
+transports; other plugins (AWS's for EFA) are taken the same. Nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from distlab._checks import check_choice, check_int
+from distlab.collectives.model.nccl.boxes import GpuBox, gpu_box, nccl_graphs
+from distlab.collectives.model.nccl.estimate import (
+    BASE_LATENCY_US,
+    HOP_LATENCY_US,
+    LL128_DATA_FRACTION,
+    NVLS_EFFICIENCY,
+    TREE_EFFICIENCY,
+    TREE_LL_FRACTION,
+    Candidate,
+    Choice,
+    _price,
+    _subset,
+)
+
+__all__ = ["NETWORKS", "MultinodeGraph", "MultinodeTable", "Network", "multinode_choices",
+           "multinode_graphs", "multinode_table", "network", "nvls_tree_chunk",
+           "ring_exposed_latency_us"]
+
+
+@dataclass(frozen=True)
+class Network:
+    """The network between nodes.
+
+    Attributes:
+        key: short name (the key of :data:`NETWORKS`).
+        name: what it is.
+        nic_gbps: GB/s per NIC per direction as NCCL reads it (``mbps / 8000``).
+        rails: NICs per node.
+        source: where the figures come from.
+    """
+
+    key: str
+    name: str
+    nic_gbps: float
+    rails: int
+    source: str
+
+
+NETWORKS: dict[str, Network] = {
+    "ib_ndr400x8": Network("ib_ndr400x8",
+                           "InfiniBand NDR 400 Gb/s, 8 rails (one ConnectX-7 per GPU)", 50.0, 8,
+                           "NDR x4 = 400000 Mb/s; NCCL: 400000 / 8000 = 50 GB/s"),
+    "ib_hdr200x8": Network("ib_hdr200x8", "InfiniBand HDR 200 Gb/s, 8 rails (DGX A100)", 25.0, 8,
+                           "HDR x4 = 200000 Mb/s; NCCL: 25 GB/s"),
+    "roce400x8": Network("roce400x8", "RoCE v2 400 Gb/s, 8 rails", 50.0, 8,
+                         "400 GbE through ibverbs: NCCL reads it as IB, 50 GB/s"),
+    "efa3200": Network("efa3200", "AWS EFA, 32 x 100 Gb/s per node (p5)", 12.5, 32,
+                       "p5.48xlarge: 3200 Gb/s in 32 EFA devices of 100 Gb/s"),
+    "tcp100": Network("tcp100", "100 Gb/s Ethernet, one NIC, NCCL's socket transport", 12.5, 1,
+                      "100000 Mb/s / 8000 = 12.5 GB/s"),
+}
+"""The network presets ``predict_builtin(..., network=...)`` takes."""
+
+#: ``speedArrayInter`` / ``sm90SpeedArrayInter`` / ``sm100SpeedArrayInter``
+#: (``src/graph/search.cc``), GB/s per channel, tried from the first.
+SPEEDS_INTER = {
+    "ampere": (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0,
+               3.0, 2.4, 1.2, 0.24, 0.12),
+    "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
+               1.2, 0.24, 0.12),
+    "blackwell": (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
+                  3.0, 2.4, 1.2, 0.24, 0.12),
+}
+#: Multi-node columns (N2, N4) of ``ncclTunerConstantsDefaults`` (``src/graph/tuning.cc``).
+LL_MAX_BY_VENDOR = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
+RING_LL128_PER_CHANNEL = {"ampere": (20.0, 20.0), "hopper": (36.7, 36.7),
+                          "blackwell": (34.6, 2 * 36.7)}
+TREE_PER_CHANNEL = {"ampere": (23.6, 17.8), "hopper": (41.4, 36.0), "blackwell": (42.8, 24.0)}
+TREE_LL128_PER_CHANNEL = {"ampere": (20.0, 20.0), "hopper": (36.7, 29.0),
+                          "blackwell": (31.67, 20.0)}
+NVLS_TREE_PER_CHANNEL = {"hopper": (57.7, 45.5), "blackwell": (96.0, 43.8)}
+NET_HOP_US = {("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
+              ("ring", "LL"): 2.7, ("ring", "LL128"): 4.0, ("ring", "Simple"): 14.0,
+              ("nvls_tree", "Simple"): 20.9}
+"""``hwLatencies[NCCL_HW_NET]`` (``src/graph/tuning.cc``), us per network hop."""
+NVLS_TREE_INTRA_US = 25.0
+"""``hwLatencies[NCCL_HW_NVLINK][NVLS_TREE]``, us."""
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
+"""``getNetOverhead`` (``src/graph/tuning.cc``): the floor of a ring's intra-node step latency
+across nodes, us (times 3 for Simple)."""
+RING_SIMPLE_PLATEAU = 1.4
+"""``ncclTopoGetAlgoTime``: "Plateau effect of ring", compute capability >= 8.0."""
+MAX_CHANNELS = 64
+"""``MAXCHANNELS`` (``src/include/device.h``, 2.27 on)."""
+
+ALGORITHMS = ("tree", "ring", "nvls_tree")
+"""NCCL's multi-node allreduce algorithms modelled, in its enum order."""
+
+
+@dataclass(frozen=True)
+class MultinodeGraph:
+    """What NCCL's search settles on across nodes: ``n_channels`` channels of ``speed_gbps``
+    (intra and inter alike), ``runtime_channels`` after the run-time duplication."""
+
+    n_channels: int
+    speed_gbps: float
+    runtime_channels: int
+
+
+@dataclass(frozen=True)
+class MultinodeTable:
+    """One (algorithm, protocol) across nodes: NCCL's latency (us) and bandwidths (GB/s), or
+    why it is off."""
+
+    algorithm: str
+    protocol: str
+    enabled: bool
+    reason: str
+    latency_us: float
+    busbw_gbps: float
+    algbw_gbps: float
+
+
+def network(net: Any) -> Network:
+    """``net`` itself if it is a :class:`Network`, else the preset of :data:`NETWORKS`."""
+    if isinstance(net, Network):
+        return net
+    return NETWORKS[check_choice("network", net, NETWORKS)]
+
+
+def multinode_graphs(box: GpuBox, nodes: int, net: Network) -> MultinodeGraph:
+    """The ring (and tree) graph across ``nodes`` nodes (see the module doc)."""
+    link = box.nccl_link_gbps
+    best = (1, 0.1)  # slower than every speed NCCL tries: its 0.1 GB/s fallback graph
+    for speed in SPEEDS_INTER[box.generation]:  # keep the most channels x speed (first wins)
+        per_nic = math.floor(net.nic_gbps / speed + 1e-9)
+        channels = min(net.rails * per_nic, math.floor(link / (speed * box.p2p_overhead) + 1e-9),
+                       MAX_CHANNELS // 2)
+        if channels >= 1 and channels * speed > best[0] * best[1]:
+            best = (channels, speed)
+    channels, speed = best
+    runtime = min(MAX_CHANNELS, 2 * channels)
+    if box.sm >= 90 and nodes > 1 and speed > 45.0 and runtime < 16:
+        runtime = min(MAX_CHANNELS, 2 * runtime)
+    return MultinodeGraph(channels, speed, runtime)
+
+
+def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
+                    algorithms: Iterable[str] | None = None,
+                    protocols: Iterable[str] | None = None) -> list[MultinodeTable]:
+    """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
+    all, ``world_size / nodes`` per node) over network ``net``."""
+    b = gpu_box(box)
+    nodes = check_int("nodes", nodes, minimum=2)
+    n = check_int("world_size", world_size, minimum=nodes, maximum=nodes * b.gpus)
+    if n % nodes:
+        raise ValueError(f"world_size {n} is not a multiple of nodes {nodes}: NCCL's model "
+                         "takes the same GPUs per node")
+    ppn = n // nodes
+    nw = network(net)
+    algos = _subset("algorithms", algorithms, ALGORITHMS)
+    protos = _subset("protocols", protocols, ("LL", "LL128", "Simple"))
+    g = multinode_graphs(b, nodes, nw)
+    col = 0 if nodes <= 2 else 1
+    out = []
+    for a in ALGORITHMS:
+        for p in ("LL", "LL128", "Simple"):
+            if a == "nvls_tree" and p != "Simple":
+                continue
+            reason = _reason(b, ppn, a, p, algos, protos)
+            bus = 0.0 if reason.startswith("NVLS") else _busbw(b, g, a, p, nodes, ppn, col)
+            ratio = 0.5 if a == "tree" else n / (2 * (n - 1))
+            out.append(MultinodeTable(a, p, not reason, reason,
+                                      _latency(b, a, p, n, ppn, nodes), bus, bus * ratio))
+    return out
+
+
+def multinode_choices(box: Any, world_size: int, sizes_bytes: Sequence[int], nodes: int,
+                      net: Any, *, algorithms: Iterable[str] | None = None,
+                      protocols: Iterable[str] | None = None) -> list[Choice]:
+    """NCCL's choice and estimate per size across nodes (``ncclTopoGetAlgoTime``: the tree
+    correction, and the ring's Simple plateau)."""
+    b = gpu_box(box)
+    table = [e for e in multinode_table(b, world_size, nodes, net, algorithms=algorithms,
+                                        protocols=protocols) if e.enabled]
+    if not table:
+        raise ValueError(f"no algorithm/protocol available for allreduce across {nodes} nodes "
+                         f"with algorithms={algorithms!r}, protocols={protocols!r}")
+    runtime = multinode_graphs(b, nodes, network(net)).runtime_channels
+    out = []
+    for s in sizes_bytes:
+        s = check_int("nbytes", s, minimum=1)
+        cands = []
+        for e in table:
+            lat = e.latency_us
+            if ((e.algorithm, e.protocol) == ("ring", "Simple") and b.sm >= 80
+                    and s // (runtime * world_size) >= 64):
+                lat *= RING_SIMPLE_PLATEAU
+            c = _price(_AsEntry(e.algorithm, e.protocol, lat, e.algbw_gbps), s)
+            cands.append(Candidate(c.algorithm, c.protocol, c.latency_us, c.algbw_gbps,
+                                   c.seconds))
+        best = min(cands, key=lambda c: c.seconds)
+        out.append(Choice(s, world_size, best.algorithm, best.protocol, best.seconds,
+                          tuple(cands)))
+    return out
+
+
+@dataclass(frozen=True)
+class _AsEntry:
+    """The fields :func:`~distlab.collectives.model.nccl.estimate._price` reads."""
+
+    algorithm: str
+    protocol: str
+    latency_us: float
+    algbw_gbps: float
+
+
+def _reason(box: GpuBox, ppn: int, a: str, p: str, algos: tuple[str, ...],
+            protos: tuple[str, ...]) -> str:
+    if a == "nvls_tree" and not (box.nvls_available(ppn) and "nvls" in nccl_graphs(box, ppn)):
+        return "NVLS-Tree needs NVLink SHARP (NVSwitch, compute capability >= 9.0) in each node"
+    if p == "LL128" and box.fabric != "nvswitch":
+        return "LL128 needs NVLink paths"
+    if a not in algos:
+        return "excluded by NCCL_ALGO"
+    if p not in protos:
+        return "excluded by NCCL_PROTO"
+    return ""
+
+
+def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
+           col: int) -> float:
+    gen = box.generation
+    ch, bw = g.n_channels, g.speed_gbps
+    if a == "nvls_tree":  # the node's NVLS graph inside, the network speed between nodes
+        nvls = nccl_graphs(box, ppn)["nvls"]
+        k = nvls.n_channels
+        intra = nvls.bw_intra_gbps * NVLS_EFFICIENCY[gen] * (k - 1) / k * 2
+        net_per_head = min(bw, g.n_channels * bw / k)  # the heads share the node's network
+        inter = net_per_head * (2 if nodes <= 2 else 1)
+        return k * min(intra, inter, NVLS_TREE_PER_CHANNEL[gen][col])
+    bus = ch * bw
+    if a == "ring":
+        if p == "LL":
+            return min(LL_MAX_BY_VENDOR[box.cpu_vendor][col], bus * 0.5)
+        if p == "LL128":
+            return min(bus * LL128_DATA_FRACTION, ch * RING_LL128_PER_CHANNEL[gen][col])
+        return bus
+    bus = min(bus * TREE_EFFICIENCY, ch * TREE_PER_CHANNEL[gen][col])
+    if p == "LL":
+        return min(bus * TREE_LL_FRACTION, LL_MAX_BY_VENDOR[box.cpu_vendor][col])
+    if p == "LL128":
+        return min(bus * 120 / 128, ch * TREE_LL128_PER_CHANNEL[gen][col])
+    return bus
+
+
+def _latency(box: GpuBox, a: str, p: str, n: int, ppn: int, nodes: int) -> float:
+    hop_class = "nvlink" if box.fabric == "nvswitch" else "pci"
+    if a == "nvls_tree":
+        return NVLS_TREE_INTRA_US + 2 * int(math.log2(nodes)) * NET_HOP_US[(a, p)]
+    net_hop = NET_HOP_US[("tree" if ppn == 1 else a, p)]
+    intra = HOP_LATENCY_US[hop_class][(a, p)]
+    if a == "ring":
+        overhead = NET_OVERHEAD_US[box.cpu_vendor] * (3 if p == "Simple" else 1)
+        intra = max(intra, overhead)
+        steps, inter_steps = 2 * (n - 1), 2 * (nodes - 1)
+        return BASE_LATENCY_US[(a, p)] + (steps - inter_steps) * intra + inter_steps * net_hop
+    return BASE_LATENCY_US[(a, p)] + 2 * ((ppn - 1) * intra + int(math.log2(nodes)) * net_hop)
+
+
+NVLS_CHUNK_BYTES = 128 * 1024
+"""``NCCL_NVLS_CHUNKSIZE`` default: NVLS-Tree's starting chunk (``src/enqueue.cc``)."""
+
+
+def nvls_tree_chunk(nbytes: int, channels: int, heads: int, nodes: int) -> int:
+    """NVLS-Tree's chunk (``src/enqueue.cc`` ``calcCollChunking``): ``nvlsChunkSize``, at most
+    64 KiB from 4 nodes on, then 128, 64 and 32 KiB while ``nbytes`` is under 16, 4 and 1
+    chunks per concurrent operation (``channels * heads``)."""
+    chunk = min(NVLS_CHUNK_BYTES, 65536 if nodes >= 4 else NVLS_CHUNK_BYTES)
+    ops = channels * heads
+    for factor, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+        if nbytes < factor * ops * chunk and chunk > floor:
+            chunk = floor
+    return chunk
+
+
+def ring_exposed_latency_us(box: GpuBox, protocol: str, n: int, nodes: int, steps: int,
+                            transfer_us: float, nbytes: int, runtime_channels: int) -> float:
+    """A ring's latency across nodes as it runs: the base once, and per step the part of its
+    hop the step's copy does not hide; ``2(nodes-1)`` of every ``2(n-1)`` steps hop over the
+    network (``NET`` row), the others over NVLink or PCIe, floored by ``getNetOverhead``
+    (times 3 for Simple). NCCL's plateau factor for a Simple ring applies as in its estimate."""
+    hop_class = "nvlink" if box.fabric == "nvswitch" else "pci"
+    intra = max(HOP_LATENCY_US[hop_class][("ring", protocol)],
+                NET_OVERHEAD_US[box.cpu_vendor] * (3 if protocol == "Simple" else 1))
+    net_hop = NET_HOP_US[("tree" if n == nodes else "ring", protocol)]
+    per_step = transfer_us / steps
+    inter_share = (nodes - 1) / (n - 1)
+    exposed = steps * (inter_share * max(0.0, net_hop - per_step)
+                       + (1 - inter_share) * max(0.0, intra - per_step))
+    lat = BASE_LATENCY_US[("ring", protocol)] + exposed
+    if protocol == "Simple" and box.sm >= 80 and nbytes // (runtime_channels * n) >= 64:
+        lat *= RING_SIMPLE_PLATEAU
+    return lat
