@@ -39,7 +39,10 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
     (["nccl", "h100_sxm8", "--nodes", "2", "--network", "wifi"], "--network"),
     (["nccl", "h100_sxm8", "--nodes", "3", "--network", "tcp100", "-n", "20"], "multiple"),
     (["nccl", "h100_sxm8", "--nodes", "2", "--network", "tcp100", "--nccl-version", "2.18"],
-     "2.28.9's only")])
+     "2.28.9's only"),
+    (["nccl", "h100_sxm8", "--collective", "broadcast", "--nodes", "2", "--network", "tcp100"],
+     "on one node"),
+    (["nccl", "h100_sxm8", "--collective", "gather"], "--collective")])
 def test_bad_input_is_one_line_and_exit_2(argv, words, capsys) -> None:
     assert judge_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -53,4 +56,12 @@ def test_choice_across_nodes(capsys) -> None:
     assert lines[0].startswith("# 4 x h100_sxm8 over ib_ndr400x8, 32 GPUs, NCCL 2.28.9")
     rows = [ln.split() for ln in lines[2:]]
     assert [r[2] for r in rows] == ["tree", "nvls_tree"]
+    assert max(len(ln) for ln in lines) <= 110
+
+
+def test_other_collectives(capsys) -> None:
+    assert judge_main(["nccl", "h100_sxm8", "--collective", "all_gather", "--sizes", "1G"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# h100_sxm8, 8 GPUs, NCCL 2.28.9, torch: all_gather")
+    assert lines[2].split()[2:4] == ["ring", "Simple"]
     assert max(len(ln) for ln in lines) <= 110

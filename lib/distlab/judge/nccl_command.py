@@ -4,6 +4,7 @@
     python -m distlab.judge nccl a100_sxm8 -n 4 --harness nccl-tests --sizes 1M,64M,1G
     python -m distlab.judge nccl h100_sxm8 --nccl-version 2.18     # an older NCCL's constants
     python -m distlab.judge nccl h100_sxm8 --nodes 4 --network ib_ndr400x8   # 32 GPUs
+    python -m distlab.judge nccl h100_sxm8 --collective all_gather          # FSDP's traffic
     python -m distlab.judge nccl --published                 # the model on every published table
     python -m distlab.judge nccl --published --write         # refit the shipped constants
 
@@ -44,9 +45,11 @@ def _size(nbytes: int) -> str:
 
 def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
                  nccl_version: str | None = None, *, nodes: int = 1,
-                 network: str | None = None) -> list[str]:
+                 network: str | None = None, collective: str = "allreduce") -> list[str]:
     """The per-size table as text lines (at most 110 columns)."""
     version = nccl_version_of(nccl_version)
+    if collective != "allreduce":
+        return _family_lines(box, world_size, sizes, harness, collective)
     head = (f"{'size':>8} {'algo':>9} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
             f"{'estimate us':>11} {'predicted us':>12} {'busbw GB/s':>10} {'bound':>5}")
     where = f"{nodes} x {box} over {network}" if nodes > 1 else GPU_BOXES[box].name
@@ -58,6 +61,21 @@ def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
         lines.append(f"{_size(e.nbytes):>8} {e.algorithm:>9} {e.protocol:>6} {e.channels:>3} "
                      f"{_size(e.chunk_bytes):>8} {e.steps:>6} {e.estimate_us:>11.1f} "
                      f"{e.seconds * 1e6:>12.1f} {e.busbw_gbps:>10.1f} {e.bound:>5}")
+    return lines
+
+
+def _family_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
+                  collective: str) -> list[str]:
+    from distlab.collectives.model.nccl.family import nccl_collective
+
+    head = (f"{'size':>8} {'algo':>9} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
+            f"{'estimate us':>11} {'predicted us':>12} {'busbw GB/s':>10}")
+    lines = [f"# {box}, {world_size} GPUs, NCCL 2.28.9, {harness}: {collective}, size = the "
+             "whole buffer, time as measured (model)", head]
+    for r in nccl_collective(box, world_size, sizes, collective, harness=harness):
+        lines.append(f"{_size(r.nbytes):>8} {r.algorithm:>9} {r.protocol:>6} {r.channels:>3} "
+                     f"{_size(r.chunk_bytes):>8} {r.steps:>6} {r.estimate_us:>11.1f} "
+                     f"{r.seconds * 1e6:>12.1f} {r.busbw_gbps:>10.1f}")
     return lines
 
 
@@ -109,6 +127,9 @@ def _parser() -> options.Parser:
                    help="the network between nodes: " + ", ".join(sorted(NETWORKS)))
     p.add_argument("--sizes", type=options.size_list, default=None,
                    help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..8 GiB x4)")
+    p.add_argument("--collective", choices=("allreduce", "all_gather", "reduce_scatter",
+                                             "broadcast"), default="allreduce",
+                   help="the collective (default allreduce; the others on one node)")
     p.add_argument("--published", action="store_true",
                    help="the model's error on every published table instead")
     p.add_argument("--write", action="store_true",
@@ -128,6 +149,9 @@ def _nccl_command(argv: list[str]) -> int:
         p.error("give a BOX or --published")
     if args.nodes > 1 and args.network is None:
         p.error(f"--nodes {args.nodes} needs --network")
+    if args.collective != "allreduce" and (args.nodes > 1
+                                           or args.nccl_version != DEFAULT_NCCL_VERSION):
+        p.error(f"--collective {args.collective} is modelled on one node with NCCL 2.28.9 only")
     if args.nodes > 1 and args.nccl_version != DEFAULT_NCCL_VERSION:
         p.error("--nccl-version: the multi-node model is NCCL 2.28.9's only")
     gpus = GPU_BOXES[args.box].gpus * args.nodes
@@ -138,7 +162,8 @@ def _nccl_command(argv: list[str]) -> int:
     if n % args.nodes:
         options.fail(p, "--world-size", n, f"a multiple of --nodes {args.nodes}")
     print("\n".join(choice_lines(args.box, n, args.sizes or DEFAULT_SIZES, args.harness,
-                                  args.nccl_version, nodes=args.nodes, network=args.network)))
+                                  args.nccl_version, nodes=args.nodes, network=args.network,
+                                  collective=args.collective)))
     return 0
 
 

@@ -1,0 +1,187 @@
+"""NCCL's all-gather, reduce-scatter and broadcast on one node: its choice and the time it runs.
+
+The traffic of FSDP and ZeRO. The same two steps as the allreduce
+(:mod:`~distlab.collectives.model.nccl.estimate`, :mod:`~distlab.collectives.model.nccl.execution`),
+from NVIDIA/nccl ``v2.28.9-1``:
+
+- **what NCCL prices** (``src/enqueue.cc`` ``getAlgoInfo``): all-gather and reduce-scatter are
+  priced on ``nBytes = n * count * elementSize``, the whole gathered buffer
+  (``ncclFuncMaxSendRecvCount``); broadcast on its buffer.
+- **candidates** (``src/graph/tuning.cc`` ``ncclTopoTuneModel``): ring with every protocol for
+  all three; NVLS (Simple) for all-gather and reduce-scatter where the box has it; tree and
+  NVLS-Tree run only allreduce; PAT needs one GPU per node.
+- **bandwidth**: the ring's ``nChannels * bwIntra`` with the allreduce's protocol factors,
+  converted with ``nRanks / nsteps`` (``nsteps`` = ``n - 1`` for all-gather and reduce-scatter,
+  ``n`` for broadcast); NVLS ``bwIntra * nvlsEfficiency * (nCh-1)/nCh * (ppn-1)/ppn`` per
+  channel, no conversion.
+- **latency**: all-gather and reduce-scatter rings ``base + (n-1) * hop``; a broadcast ring whose
+  channels are all the same ring (one node) ``base + hop``; NVLS its flat 25 us.
+
+Execution as for the allreduce (the module doc of
+:mod:`~distlab.collectives.model.nccl.execution`): the harness's host bound, the channels NCCL
+launches, a ring's ``n - 1`` steps per loop in ``ALLGATHER_CHUNKSTEPS / SLICESTEPS`` slices
+(broadcast: a pipeline of ``n - 1`` hops, one step per chunk), the exposed flag waits, with the
+constants calibrated on the allreduce tables (no published all-gather, reduce-scatter or
+broadcast table is held). nccl-tests' bus bandwidth: ``algbw * (n-1)/n`` for all-gather and
+reduce-scatter, ``algbw`` for broadcast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from distlab._checks import check_choice, check_int
+from distlab.collectives.model.nccl.boxes import gpu_box, nccl_graphs
+from distlab.collectives.model.nccl.estimate import (
+    BASE_LATENCY_US,
+    HOP_LATENCY_US,
+    LL128_DATA_FRACTION,
+    LL_MAX_BUSBW_GBPS,
+    NVLS_EFFICIENCY,
+    RING_LL128_PER_CHANNEL_GBPS,
+)
+from distlab.collectives.model.nccl.execution import (
+    ALLREDUCE_CHUNKSTEPS,
+    ALLREDUCE_SLICESTEPS,
+    BUFFER_BYTES,
+    HARNESSES,
+    NCCL_STEPS,
+    NVLS_CHANNELS_SM90,
+    ExecutionConstants,
+    chunk_bytes,
+    exposed_steps,
+    launched_channels,
+    shipped_constants,
+)
+
+__all__ = ["COLLECTIVES", "FamilyRun", "nccl_collective"]
+
+COLLECTIVES = ("all_gather", "reduce_scatter", "broadcast")
+"""The collectives priced here (the allreduce: :mod:`~distlab.collectives.model.nccl.execution`)."""
+NVLS_LATENCY_US = 25.0
+"""``hwLatencies[NVLINK][NVLS][SIMPLE]`` (2.24 on)."""
+
+
+@dataclass(frozen=True)
+class FamilyRun:
+    """One collective of ``nbytes`` (NCCL's ``nBytes``) as it runs; fields as
+    :class:`~distlab.collectives.model.nccl.execution.Execution` (us), plus ``collective``."""
+
+    collective: str
+    nbytes: int
+    world_size: int
+    algorithm: str
+    protocol: str
+    channels: int
+    chunk_bytes: int
+    steps: int
+    host_us: float
+    latency_us: float
+    transfer_us: float
+    sync_us: float
+    estimate_us: float
+
+    @property
+    def seconds(self) -> float:
+        """The slower of host and GPUs (``latency + transfer + sync`` on the GPUs), seconds."""
+        return max(self.host_us, self.latency_us + self.transfer_us + self.sync_us) * 1e-6
+
+    @property
+    def busbw_gbps(self) -> float:
+        """nccl-tests' bus bandwidth of :attr:`seconds`, GB/s."""
+        n = self.world_size
+        factor = (n - 1) / n if self.collective != "broadcast" else 1.0
+        return self.nbytes / self.seconds / 1e9 * factor if self.seconds > 0 else 0.0
+
+
+def _candidates(box: Any, n: int, collective: str) -> list[tuple[str, str, float, float]]:
+    """``(algorithm, protocol, latency_us, algbw_gbps)`` of every pair NCCL may pick."""
+    graphs = nccl_graphs(box, n)
+    ring = graphs["ring"]
+    gen = box.generation
+    hop_class = ring.hop_class
+    nsteps = n if collective == "broadcast" else n - 1
+    out = []
+    for p in ("LL", "LL128", "Simple"):
+        if p == "LL128" and ring.path != "NVL":
+            continue
+        bus = ring.busbw_gbps
+        if p == "LL":
+            bus = min(LL_MAX_BUSBW_GBPS[gen], bus * 0.5)
+        elif p == "LL128":
+            bus = min(bus * LL128_DATA_FRACTION, ring.n_channels * RING_LL128_PER_CHANNEL_GBPS[gen])
+        hop = HOP_LATENCY_US[hop_class][("ring", p)]
+        lat = BASE_LATENCY_US[("ring", p)] + (hop if collective == "broadcast" else nsteps * hop)
+        out.append(("ring", p, lat, bus * n / nsteps))
+    if collective != "broadcast" and "nvls" in graphs:
+        g = graphs["nvls"]
+        k = g.n_channels
+        per = min(g.bw_intra_gbps * NVLS_EFFICIENCY[gen] * (k - 1) / k * (n - 1) / n,
+                  g.bw_inter_gbps)
+        out.append(("nvls", "Simple", NVLS_LATENCY_US, k * per))
+    return out
+
+
+def _broadcast_chunk(protocol: str) -> int:
+    """One step (``BROADCAST_CHUNKSTEPS`` = 1) of data: the protocol's buffer / ``NCCL_STEPS``,
+    LL halved, LL128 15/16."""
+    step = BUFFER_BYTES[protocol] // NCCL_STEPS
+    if protocol == "LL":
+        return step // 2
+    if protocol == "LL128":
+        return step // 16 * 15
+    return step
+
+
+def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], collective: str,
+                    *, harness: str = "torch",
+                    constants: ExecutionConstants | None = None) -> list[FamilyRun]:
+    """NCCL's choice and the time it runs for ``collective`` on ``world_size`` GPUs of one box.
+
+    Args:
+        preset: a GPU box or its name.
+        world_size: GPUs, in ``[2, preset.gpus]``.
+        sizes_bytes: NCCL's ``nBytes`` per call: the whole gathered (all-gather) or scattered
+            (reduce-scatter) buffer, the broadcast buffer; ints >= 1.
+        collective: one of :data:`COLLECTIVES`.
+        harness, constants: as :func:`~distlab.collectives.model.nccl.execution.nccl_execution`.
+    """
+    box = gpu_box(preset)
+    n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
+    collective = check_choice("collective", collective, COLLECTIVES)
+    how = HARNESSES[check_choice("harness", harness, HARNESSES)]
+    constants = shipped_constants() if constants is None else constants
+    cands = _candidates(box, n, collective)
+    ring_total = min(64, 2 * nccl_graphs(box, n)["ring"].n_channels)
+    out = []
+    for i, s in enumerate(sizes_bytes):
+        s = check_int(f"sizes_bytes[{i}]", s, minimum=1)
+        a, p, lat, bw = min(cands, key=lambda c: c[2] + s / (1e3 * c[3]))
+        estimate = lat + s / (1e3 * bw)
+        total = NVLS_CHANNELS_SM90 if a == "nvls" else ring_total
+        nc, _ = launched_channels(a, p, s, total, world_size=n)
+        chunk = chunk_bytes(a, p, s, nc, n)
+        if a == "nvls":
+            steps = math.ceil(s / (nc * n * chunk))
+        elif collective == "broadcast":  # a pipeline n-1 hops deep, one step per chunk
+            chunk = _broadcast_chunk(p)
+            steps = n - 1 + math.ceil(s / (nc * chunk)) - 1
+        else:
+            slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if p == "Simple" else 1
+            steps = (n - 1) * math.ceil(s / (nc * n * chunk)) * slices
+        transfer = s / (1e3 * bw) * total / nc
+        latency = lat
+        if a == "ring":
+            base = BASE_LATENCY_US[("ring", p)]
+            hop = HOP_LATENCY_US[nccl_graphs(box, n)["ring"].hop_class][("ring", p)]
+            latency = base + steps * max(0.0, hop - transfer / steps)
+        out.append(FamilyRun(
+            collective=collective, nbytes=s, world_size=n, algorithm=a, protocol=p,
+            channels=nc, chunk_bytes=chunk, steps=steps,
+            host_us=constants.host_us_per_gpu * how.gpus(n), latency_us=latency,
+            transfer_us=transfer, sync_us=exposed_steps(steps) * constants.step_us(a, p),
+            estimate_us=estimate))
+    return out
