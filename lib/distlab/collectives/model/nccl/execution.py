@@ -38,9 +38,10 @@ with the concurrent operations):
 - tree (a chain on one node): a pipeline ``2(n-1)`` deep, one step per chunk of a channel;
 - NVLS: one step per chunk of each of the ``nc * nHeads`` concurrent operations.
 
-The sync cost differs by protocol: Simple and LL128 wait on a flag per slice, LL carries its
-flag in every 8-byte line, NVLS waits on the switch's multimem operations per chunk: three
-constants, with the host's four.
+The sync cost differs by protocol: Simple and LL128 wait on a flag per slice and NVLS on the
+switch's multimem operations per chunk (two fitted constants); LL carries its flag in every
+8-byte line, so its receiver polls the data itself and has no step wait: ``ll_step_us`` is 0 by
+design, not fitted (its cost is NCCL's 50% LL efficiency). With the host's, three constants.
 
 The constants (:class:`ExecutionConstants`) are fitted by
 :mod:`distlab.collectives.model.nccl.fit_execution` on a named calibration set (the published
@@ -142,7 +143,7 @@ class ExecutionConstants:
     Attributes:
         host_us_per_gpu: host enqueue time per GPU one thread launches on.
         slice_sync_us: flag wait per Simple or LL128 slice step.
-        ll_step_us: per LL step.
+        ll_step_us: per LL step (0 in the shipped constants: LL has no flag wait).
         nvls_chunk_us: per NVLS chunk of one concurrent operation.
         calibrated_on: the sources they were fitted on.
     """
