@@ -73,7 +73,7 @@ from distlab.collectives.model.nccl.versions import NcclVersion
 
 __all__ = ["HARNESSES", "Execution", "ExecutionConstants", "Harness", "chunk_bytes",
            "exposed_steps", "launched_channels", "nccl_execution", "predict_nccl_measured",
-           "shipped_constants"]
+           "run_terms", "shipped_constants"]
 
 SHIPPED_PATH = Path(__file__).with_name("execution_calibration.json")
 """The shipped constants (JSON: the constants, the sources fitted on, how to regenerate them)."""
@@ -266,14 +266,25 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         if ch.algorithm == "ring":  # the hop latency a step's copy does not hide
             base, hop = base_and_hop_us(graph, ch.protocol, version)
             latency = base + steps * max(0.0, hop - transfer / steps)
-        out.append(Execution(
-            nbytes=ch.nbytes, world_size=n, algorithm=ch.algorithm, protocol=ch.protocol,
-            channels=nc, channels_total=total, threads=nt, chunk_bytes=chunk, steps=steps,
-            host_us=constants.host_us_per_gpu * how.gpus(n), latency_us=latency,
-            transfer_us=transfer,
-            sync_us=exposed_steps(steps) * constants.step_us(ch.algorithm, ch.protocol),
-            estimate_us=ch.seconds * 1e6))
+        out.append(run_terms(ch.nbytes, n, ch.algorithm, ch.protocol, (nc, total, nt),
+                             chunk, steps, constants.host_us_per_gpu * how.gpus(n), latency,
+                             transfer, constants, ch.seconds * 1e6))
     return out
+
+
+def run_terms(nbytes: int, world_size: int, algorithm: str, protocol: str,
+              channels: tuple[int, int, int], chunk: int, steps: int, host_us: float,
+              latency_us: float, transfer_us: float, constants: ExecutionConstants,
+              estimate_us: float) -> Execution:
+    """An :class:`Execution` from its terms; ``channels`` is ``(launched, total, threads)`` and
+    the sync term is the exposed steps' wait (:func:`exposed_steps`)."""
+    nc, total, nt = channels
+    return Execution(nbytes=nbytes, world_size=world_size, algorithm=algorithm,
+                     protocol=protocol, channels=nc, channels_total=total, threads=nt,
+                     chunk_bytes=chunk, steps=steps, host_us=host_us, latency_us=latency_us,
+                     transfer_us=transfer_us,
+                     sync_us=exposed_steps(steps) * constants.step_us(algorithm, protocol),
+                     estimate_us=estimate_us)
 
 
 def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], nodes: int,
@@ -322,13 +333,9 @@ def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], 
         if ch.algorithm == "ring":
             latency = mn.ring_exposed_latency_us(box, ch.protocol, n, nodes, steps, transfer,
                                                  ch.nbytes, graph.runtime_channels)
-        out.append(Execution(
-            nbytes=ch.nbytes, world_size=n, algorithm=ch.algorithm, protocol=ch.protocol,
-            channels=nc, channels_total=total, threads=nt, chunk_bytes=chunk, steps=steps,
-            host_us=constants.host_us_per_gpu * how.gpus(ppn), latency_us=latency,
-            transfer_us=transfer,
-            sync_us=exposed_steps(steps) * constants.step_us(ch.algorithm, ch.protocol),
-            estimate_us=ch.seconds * 1e6))
+        out.append(run_terms(ch.nbytes, n, ch.algorithm, ch.protocol, (nc, total, nt),
+                             chunk, steps, constants.host_us_per_gpu * how.gpus(ppn), latency,
+                             transfer, constants, ch.seconds * 1e6))
     return out
 
 

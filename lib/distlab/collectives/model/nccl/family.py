@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from distlab._checks import check_choice, check_int
@@ -50,10 +50,11 @@ from distlab.collectives.model.nccl.execution import (
     HARNESSES,
     NCCL_STEPS,
     NVLS_CHANNELS_SM90,
+    Execution,
     ExecutionConstants,
     chunk_bytes,
-    exposed_steps,
     launched_channels,
+    run_terms,
     shipped_constants,
 )
 
@@ -66,32 +67,16 @@ NVLS_LATENCY_US = 25.0
 
 
 @dataclass(frozen=True)
-class FamilyRun:
-    """One collective of ``nbytes`` (NCCL's ``nBytes``) as it runs; fields as
-    :class:`~distlab.collectives.model.nccl.execution.Execution` (us), plus ``collective``."""
+class FamilyRun(Execution):
+    """One collective of ``nbytes`` (NCCL's ``nBytes``) as it runs: an
+    :class:`~distlab.collectives.model.nccl.execution.Execution` of ``collective``."""
 
-    collective: str
-    nbytes: int
-    world_size: int
-    algorithm: str
-    protocol: str
-    channels: int
-    chunk_bytes: int
-    steps: int
-    host_us: float
-    latency_us: float
-    transfer_us: float
-    sync_us: float
-    estimate_us: float
-
-    @property
-    def seconds(self) -> float:
-        """The slower of host and GPUs (``latency + transfer + sync`` on the GPUs), seconds."""
-        return max(self.host_us, self.latency_us + self.transfer_us + self.sync_us) * 1e-6
+    collective: str = "all_gather"
 
     @property
     def busbw_gbps(self) -> float:
-        """nccl-tests' bus bandwidth of :attr:`seconds`, GB/s."""
+        """nccl-tests' bus bandwidth of :attr:`seconds`: ``algbw * (n-1)/n`` for all-gather and
+        reduce-scatter, ``algbw`` for broadcast, GB/s."""
         n = self.world_size
         factor = (n - 1) / n if self.collective != "broadcast" else 1.0
         return self.nbytes / self.seconds / 1e9 * factor if self.seconds > 0 else 0.0
@@ -162,7 +147,7 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
         a, p, lat, bw = min(cands, key=lambda c: c[2] + s / (1e3 * c[3]))
         estimate = lat + s / (1e3 * bw)
         total = NVLS_CHANNELS_SM90 if a == "nvls" else ring_total
-        nc, _ = launched_channels(a, p, s, total, world_size=n)
+        nc, nt = launched_channels(a, p, s, total, world_size=n)
         chunk = chunk_bytes(a, p, s, nc, n)
         if a == "nvls":
             steps = math.ceil(s / (nc * n * chunk))
@@ -178,10 +163,9 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
             base = BASE_LATENCY_US[("ring", p)]
             hop = HOP_LATENCY_US[nccl_graphs(box, n)["ring"].hop_class][("ring", p)]
             latency = base + steps * max(0.0, hop - transfer / steps)
-        out.append(FamilyRun(
-            collective=collective, nbytes=s, world_size=n, algorithm=a, protocol=p,
-            channels=nc, chunk_bytes=chunk, steps=steps,
-            host_us=constants.host_us_per_gpu * how.gpus(n), latency_us=latency,
-            transfer_us=transfer, sync_us=exposed_steps(steps) * constants.step_us(a, p),
-            estimate_us=estimate))
+        run = run_terms(s, n, a, p, (nc, total, nt), chunk, steps,
+                        constants.host_us_per_gpu * how.gpus(n), latency, transfer, constants,
+                        estimate)
+        out.append(FamilyRun(**{f.name: getattr(run, f.name) for f in fields(run)},
+                             collective=collective))
     return out

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from distlab._checks import check_choice, check_int
@@ -50,11 +50,12 @@ from distlab.collectives.model.nccl.estimate import (
     TREE_LL_FRACTION,
     Candidate,
     Choice,
+    TuningEntry,
     _price,
     _subset,
 )
 
-__all__ = ["NETWORKS", "MultinodeGraph", "MultinodeTable", "Network", "multinode_choices",
+__all__ = ["NETWORKS", "MultinodeGraph", "Network", "multinode_choices",
            "multinode_graphs", "multinode_table", "network", "nvls_tree_chunk",
            "ring_exposed_latency_us"]
 
@@ -139,20 +140,6 @@ class MultinodeGraph:
     runtime_channels: int
 
 
-@dataclass(frozen=True)
-class MultinodeTable:
-    """One (algorithm, protocol) across nodes: NCCL's latency (us) and bandwidths (GB/s), or
-    why it is off."""
-
-    algorithm: str
-    protocol: str
-    enabled: bool
-    reason: str
-    latency_us: float
-    busbw_gbps: float
-    algbw_gbps: float
-
-
 def network(net: Any) -> Network:
     """``net`` itself if it is a :class:`Network`, else the preset of :data:`NETWORKS`."""
     if isinstance(net, Network):
@@ -179,9 +166,10 @@ def multinode_graphs(box: GpuBox, nodes: int, net: Network) -> MultinodeGraph:
 
 def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
                     algorithms: Iterable[str] | None = None,
-                    protocols: Iterable[str] | None = None) -> list[MultinodeTable]:
+                    protocols: Iterable[str] | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
-    all, ``world_size / nodes`` per node) over network ``net``."""
+    all, ``world_size / nodes`` per node) over network ``net``: one
+    :class:`~distlab.collectives.model.nccl.estimate.TuningEntry` per pair, NCCL's order."""
     b = gpu_box(box)
     nodes = check_int("nodes", nodes, minimum=2)
     n = check_int("world_size", world_size, minimum=nodes, maximum=nodes * b.gpus)
@@ -202,7 +190,7 @@ def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
             reason = _reason(b, ppn, a, p, algos, protos)
             bus = 0.0 if reason.startswith("NVLS") else _busbw(b, g, a, p, nodes, ppn, col)
             ratio = 0.5 if a == "tree" else n / (2 * (n - 1))
-            out.append(MultinodeTable(a, p, not reason, reason,
+            out.append(TuningEntry(a, p, not reason, reason,
                                       _latency(b, a, p, n, ppn, nodes), bus, bus * ratio))
     return out
 
@@ -228,23 +216,13 @@ def multinode_choices(box: Any, world_size: int, sizes_bytes: Sequence[int], nod
             if ((e.algorithm, e.protocol) == ("ring", "Simple") and b.sm >= 80
                     and s // (runtime * world_size) >= 64):
                 lat *= RING_SIMPLE_PLATEAU
-            c = _price(_AsEntry(e.algorithm, e.protocol, lat, e.algbw_gbps), s)
+            c = _price(replace(e, latency_us=lat), s)
             cands.append(Candidate(c.algorithm, c.protocol, c.latency_us, c.algbw_gbps,
                                    c.seconds))
         best = min(cands, key=lambda c: c.seconds)
         out.append(Choice(s, world_size, best.algorithm, best.protocol, best.seconds,
                           tuple(cands)))
     return out
-
-
-@dataclass(frozen=True)
-class _AsEntry:
-    """The fields :func:`~distlab.collectives.model.nccl.estimate._price` reads."""
-
-    algorithm: str
-    protocol: str
-    latency_us: float
-    algbw_gbps: float
 
 
 def _reason(box: GpuBox, ppn: int, a: str, p: str, algos: tuple[str, ...],
