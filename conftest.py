@@ -8,10 +8,11 @@
 - Every notebook cell nbval runs fails if it shows a figure only as its ``<Figure size ...>`` text
   repr without an image, or made a figure it never showed (``DISTLAB_FIGURE_AUDIT=1`` is set
   for the kernels: ``distlab.viz.figure``; ``tests/helpers/figure_guard.py``).
-- Everything the run writes to the temporary folder (``TMPDIR``: this process, notebook kernels,
-  ranks, JupyterLab) goes to one folder of its own, removed when the run ends. nbval stops its
-  kernels with SIGKILL, so a kernel's own ``atexit`` clean-up (``distlab.scratch``) never runs
-  under it; without this every run would leave the notebooks' shard folders behind.
+- What the run's child processes (notebook kernels, ranks, JupyterLab) write to the temporary
+  folder (``TMPDIR``) goes to one folder of the run's own, removed when the run ends. nbval
+  stops its kernels with SIGKILL, so a kernel's own ``atexit`` clean-up (``distlab.scratch``)
+  never runs under it; without this every run would leave the notebooks' shard folders behind.
+  The pytest process itself keeps the system's folder.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ matplotlib.use("Agg")
 
 pytest_plugins = ["helpers.figure_guard"]
 
+tempfile.gettempdir()  # this process keeps the system's (cached before TMPDIR changes): its
+# own multiprocessing folder is removed by a finalizer that runs after pytest_unconfigure
 _RUN_TMP = tempfile.mkdtemp(prefix="distlab-tests-")
-os.environ["TMPDIR"] = _RUN_TMP
-tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+os.environ["TMPDIR"] = _RUN_TMP  # what every child (kernel, rank, JupyterLab) inherits
 
 
 def pytest_unconfigure(config):  # noqa: ANN001 (pytest hook)
