@@ -78,4 +78,4 @@ def test_notebook_prose_claims_only_what_its_cells_assert() -> None:
         assert claim not in prose, claim
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert "findings(runs)" in code
-    assert "r.lost.fraction < 0.01" in code and "eval_spread(" in code
+    assert "r.lost.fraction < 0.10" in code and "eval_spread(" in code
