@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import run_main
@@ -79,9 +80,14 @@ def _family_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
     return lines
 
 
-def published_lines(*, write: bool = False) -> list[str]:
+def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
+                    outside: Sequence[Any] | None = None) -> list[str]:
     """Errors of the measured-time model on every published table, in sample and
-    leave-one-source-out (and the constants; refitted and written first when ``write``)."""
+    leave-one-source-out (and the constants; refitted and written first when ``write``).
+    ``inside`` / ``outside``: the points already judged in sample / leave-one-source-out
+    (:func:`~distlab.collectives.model.nccl.fit_execution.judge`,
+    :func:`~distlab.collectives.model.nccl.fit_execution.leave_one_source_out`), so a caller
+    that holds them does not judge them again; ``None`` judges them here."""
     from distlab.collectives.model.nccl.fit_execution import (
         CONSTANT_NAMES,
         calibration_points,
@@ -97,12 +103,16 @@ def published_lines(*, write: bool = False) -> list[str]:
     lines = ["# constants (us): " + ", ".join(f"{k} {getattr(constants, k):.3f}"
                                               for k in CONSTANT_NAMES)
              + (" (refitted and written)" if write else "")]
-    inside = {s.label: s for s in summarize(judge(points, constants))}
-    outside = {s.label: s for s in summarize(leave_one_source_out(points))}
+    if inside is None or write:
+        inside = judge(points, constants)
+    if outside is None:
+        outside = leave_one_source_out(points)
+    in_by = {s.label: s for s in summarize(inside)}
+    out_by = {s.label: s for s in summarize(outside)}
     lines.append(f"{'table':<62} {'n':>3} {'in: med':>7} {'p90':>5} {'<=20%':>5} "
                  f"{'out: med':>8} {'p90':>5} {'<=20%':>5}")
-    for label, s in inside.items():
-        o = outside[label]
+    for label, s in in_by.items():
+        o = out_by[label]
         lines.append(f"{label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
                      f"{s.within_20:>5} {o.median_pct:>7.1f}% {o.p90_pct:>4.0f}% "
                      f"{o.within_20:>5}")

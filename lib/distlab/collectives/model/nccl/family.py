@@ -48,6 +48,7 @@ from distlab.collectives.model.nccl.execution import (
     ALLREDUCE_SLICESTEPS,
     BUFFER_BYTES,
     HARNESSES,
+    MAX_CHANNELS,
     NCCL_STEPS,
     NVLS_CHANNELS_SM90,
     Execution,
@@ -140,7 +141,8 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     constants = shipped_constants() if constants is None else constants
     cands = _candidates(box, n, collective)
-    ring_total = min(64, 2 * nccl_graphs(box, n)["ring"].n_channels)
+    ring = nccl_graphs(box, n)["ring"]
+    ring_total = min(MAX_CHANNELS, 2 * ring.n_channels)
     out = []
     for i, s in enumerate(sizes_bytes):
         s = check_int(f"sizes_bytes[{i}]", s, minimum=1)
@@ -161,7 +163,7 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
         latency = lat
         if a == "ring":
             base = BASE_LATENCY_US[("ring", p)]
-            hop = HOP_LATENCY_US[nccl_graphs(box, n)["ring"].hop_class][("ring", p)]
+            hop = HOP_LATENCY_US[ring.hop_class][("ring", p)]
             latency = base + steps * max(0.0, hop - transfer / steps)
         run = run_terms(s, n, a, p, (nc, total, nt), chunk, steps,
                         constants.host_us_per_gpu * how.gpus(n), latency, transfer, constants,
