@@ -23,8 +23,14 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
     assert judge_main(["nccl", "--published"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("# constants (us): host_us_per_gpu")
-    assert out[-1].split()[0] == "all" and out[-1].split()[1] == "76"
-    assert sum("Azure" in ln for ln in out) == 3
+    single = out[:out.index(next(ln for ln in out if ln.startswith("# multi-node")))]
+    assert single[-1].split()[0] == "all" and single[-1].split()[1] == "76"
+    assert sum("Azure" in ln for ln in single) == 3
+    multi = out[len(single):]
+    assert "never fitted on" in multi[0]
+    assert multi[-1].split()[:2] == ["all", "86"]
+    assert sum(ln.startswith(("2 x 8", "4 x 8")) for ln in multi) == 7
+    assert max(len(ln) for ln in out) <= 110
 
 
 @pytest.mark.parametrize(("argv", "words"), [

@@ -14,7 +14,8 @@ what bounds it (``host``: the harness cannot enqueue faster; ``gpu``). The model
 :mod:`distlab.collectives.model.nccl.execution` (one node; NCCL 2.18 to 2.28).
 ``--published`` prints the error on each published table the project holds, in sample
 (constants fitted on every table) and leave-one-source-out (each source priced with constants
-fitted on the others). Nothing is measured.
+fitted on the others), then on each published multi-node table (2 and 4 nodes; out of sample,
+nothing is fitted on them). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
 from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 
-__all__ = ["choice_lines", "main", "published_lines"]
+__all__ = ["choice_lines", "main", "multinode_lines", "published_lines"]
 
 DEFAULT_SIZES = [1 << k for k in range(16, 34, 2)]
 """64 KiB to 8 GiB, every factor 4."""
@@ -119,6 +120,25 @@ def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
     return lines
 
 
+def multinode_lines(constants: Any = None) -> list[str]:
+    """Errors of the multi-node model on every published multi-node table the project holds
+    (out of sample: no constant is fitted on them), one line per table, then all."""
+    from distlab.collectives.model.nccl.fit_execution import (
+        judge,
+        multinode_points,
+        shipped_constants,
+        summarize,
+    )
+
+    judged = judge(multinode_points(), shipped_constants() if constants is None else constants)
+    lines = ["# multi-node tables (NCCL 2.28.9's multi-node model; judged only, never fitted on)",
+             f"{'table':<62} {'n':>3} {'med':>7} {'p90':>5} {'<=20%':>5}"]
+    for s in summarize(judged):
+        lines.append(f"{s.label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
+                     f"{s.within_20:>5}")
+    return lines
+
+
 def _parser() -> options.Parser:
     p = options.parser("python -m distlab.judge nccl", __doc__)
     p.add_argument("box", nargs="?", choices=sorted(GPU_BOXES), metavar="BOX",
@@ -153,7 +173,7 @@ def _nccl_command(argv: list[str]) -> int:
     if args.write and not args.published:
         p.error("--write refits the constants: use it with --published")
     if args.published:
-        print("\n".join(published_lines(write=args.write)))
+        print("\n".join(published_lines(write=args.write) + multinode_lines()))
         return 0
     if args.box is None:
         p.error("give a BOX or --published")

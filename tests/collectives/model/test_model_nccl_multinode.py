@@ -116,3 +116,42 @@ def test_every_network_preset_prices_every_box() -> None:
             # nodes with NVLS-Tree, whose two nodes each send half)
             net_gbps = network(net).rails * network(net).nic_gbps
             assert ex[-1].busbw_gbps <= 2 * net_gbps
+
+
+def test_published_multi_node_points_are_whole_and_consistent() -> None:
+    from distlab.collectives.model.nccl.fit_execution import calibration_points, multinode_points
+    from distlab.profile.load import published
+
+    sources = published()["allreduce_multinode_sources"]
+    points = multinode_points()
+    assert len(points) == 86 and {p["source"] for p in points} == set(sources)
+    for p in points:
+        assert p["nodes"] in (2, 4) and p["world_size"] == 8 * p["nodes"]
+        assert p["network"] in NETWORKS and p["harness"] in ("torch", "nccl-tests")
+        assert p["nbytes"] >= 64 * 1024
+        n = p["world_size"]  # nccl-tests: busbw = bytes / time * 2(n-1)/n
+        busbw = p["nbytes"] / (p["time_us"] * 1e3) * 2 * (n - 1) / n
+        assert busbw == pytest.approx(p["busbw_gbps"], rel=0.01)
+    for why in published()["allreduce_multinode_excluded"]:
+        assert why["why"] and why["source"] not in sources
+    # the calibration set is single-node only: nothing is fitted on a multi-node table
+    assert all(int(p.get("nodes", 1)) == 1 for p in calibration_points())
+
+
+def test_multi_node_model_on_the_published_tables_meets_the_median_target() -> None:
+    """Judged out of sample (issue 32's target for 2-4 nodes of 8 GPUs: median |error| <= 20%);
+    every table is priced, and the forced-Ring table runs NCCL's ring."""
+    from distlab.collectives.model.nccl.fit_execution import (
+        judge,
+        multinode_points,
+        shipped_constants,
+        summarize,
+    )
+
+    judged = judge(multinode_points(), shipped_constants())
+    assert all(math.isfinite(j.error_pct) for j in judged)
+    assert {j.execution.algorithm for j in judged if "NCCL_ALGO=Ring" in j.system} == {"ring"}
+    assert {"tree", "nvls_tree"} <= {j.execution.algorithm for j in judged}
+    overall = summarize(judged)[-1]
+    assert overall.label == "all" and overall.n == 86
+    assert overall.median_pct <= 20.0

@@ -6,6 +6,10 @@ none, by design: see that module). They are fitted here on a *calibration set* o
 8-GPU allreduce tables (``distlab/profile/published.json`` ``allreduce_8gpu``: the tables the
 project holds), by least squares on ``log(predicted / published)`` time.
 
+The multi-node model has no constant of its own (it reuses these and NCCL's); it is judged on the
+published multi-node tables the project holds (``allreduce_multinode``: 2 and 4 nodes of 8 GPUs),
+none of which any constant is fitted on: :func:`multinode_points`, :func:`judge`.
+
 They are judged **leave-one-source-out**: every source (one web page: a table, or the tables of
 one author and box) is priced with constants fitted on the others only. The tables NCCL users
 publish come from different harnesses, boxes and versions; a source left out is the closest the
@@ -38,8 +42,8 @@ from distlab.collectives.model.nccl.execution import (
 )
 
 __all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "ErrorSummary", "JudgedPoint", "calibration_points",
-           "harness_of", "judge", "leave_one_source_out", "refit", "shipped_constants",
-           "summarize", "write_shipped"]
+           "harness_of", "judge", "leave_one_source_out", "multinode_points", "refit",
+           "shipped_constants", "summarize", "write_shipped"]
 
 #: Search range per constant, us: the fit never leaves it. ``ll_step_us`` is held at 0: LL
 #: carries its flag in every line and has no step wait to fit.
@@ -58,10 +62,19 @@ def calibration_points() -> list[dict[str, Any]]:
     return [dict(p) for p in _published()["allreduce_8gpu"]]
 
 
+def multinode_points() -> list[dict[str, Any]]:
+    """The published multi-node allreduce points the project holds (every size >= 64 KiB; each
+    names its ``nodes``, ``network`` preset and ``harness``). Judged only: never fitted on."""
+    return [dict(p) for p in _published()["allreduce_multinode"]]
+
+
 def harness_of(point: dict[str, Any]) -> str:
-    """``"torch"`` for a torch.distributed table, else ``"nccl-tests"`` (every nccl-tests table
-    the project holds ran ``-g 8``: one process drives the node; the p4dn comment does not say,
-    and is taken as the same)."""
+    """The point's own ``harness`` where it states one (the multi-node points do); else
+    ``"torch"`` for a torch.distributed table and ``"nccl-tests"`` for the rest (every
+    single-node nccl-tests table the project holds ran ``-g 8``: one process drives the node;
+    the p4dn comment does not say, and is taken as the same)."""
+    if point.get("harness"):
+        return str(point["harness"])
     return "torch" if str(point["tool"]).startswith("torch") else "nccl-tests"
 
 
@@ -95,6 +108,12 @@ def _features(point: dict[str, Any]) -> _Features:
 def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Execution:
     forced = point.get("nccl_algo")
     algos = None if forced is None else [_algorithm_from_nccl(forced)]
+    nodes = int(point.get("nodes", 1))
+    if nodes > 1:  # the multi-node model is NCCL 2.28.9's, whatever the run's release
+        return nccl_execution(point["preset"], int(point["world_size"]),
+                              [int(point["nbytes"])], harness=harness_of(point),
+                              constants=constants, algorithms=algos, nodes=nodes,
+                              network=str(point["network"]))[0]
     return nccl_execution(point["preset"], int(point["world_size"]), [int(point["nbytes"])],
                           harness=harness_of(point), constants=constants, algorithms=algos,
                           nccl_version=point.get("nccl_version"))[0]
