@@ -13,6 +13,8 @@
   stops its kernels with SIGKILL, so a kernel's own ``atexit`` clean-up (``distlab.scratch``)
   never runs under it; without this every run would leave the notebooks' shard folders behind.
   The pytest process itself keeps the system's folder.
+- The compiled plan executor is built (or loaded) once, in the pytest process, before any rank
+  starts; the header says whether collectives run on it or on the Python executor.
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ tempfile.gettempdir()  # this process keeps the system's (cached before TMPDIR c
 # own multiprocessing folder is removed by a finalizer that runs after pytest_unconfigure
 _RUN_TMP = tempfile.mkdtemp(prefix="distlab-tests-")
 os.environ["TMPDIR"] = _RUN_TMP  # what every child (kernel, rank, JupyterLab) inherits
+
+
+def pytest_report_header(config):  # noqa: ANN001 (pytest hook)
+    """Build (or load) the compiled plan executor in this process, before any rank starts (a
+    first build takes about a minute on 2 cores; ranks then load it), and say which runs."""
+    del config
+    from distlab.collectives.runtime import compiled
+
+    return f"distlab collectives executor: {compiled.status()}"
 
 
 def pytest_unconfigure(config):  # noqa: ANN001 (pytest hook)

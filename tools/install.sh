@@ -48,5 +48,8 @@ pip_ install -e ".[test]"
 "$PY" - <<'PY'
 import torch, distlab
 print(f"install: ok: distlab {distlab.__version__}, torch {torch.__version__}")
+from distlab.collectives.runtime import compiled
+print("install: building distlab's compiled plan executor (about a minute, once)", flush=True)
+print(f"install: collectives executor: {compiled.status()}")
 PY
 echo "$want" > "$stamp"

@@ -32,7 +32,8 @@ def test_short_table_of_a_committed_run_fits_a_notebook(path) -> None:
     lines = text.splitlines()
     assert SHORT_WIDTH <= MAX_COLUMNS and _widest(text) <= SHORT_WIDTH
     assert lines[0] == "# float32 sum" and len(lines) == 2 + len(rows), "one line per row"
-    assert lines[1].split() == [w for c in SHORT_COLUMNS for w in c.header.split()]
+    assert lines[1].split() == [w for c in SHORT_COLUMNS if c.key != "executor"
+                                for w in c.header.split()]
     ring = next(ln for ln in lines[2:] if " ring " in ln)
     row = next(r for r in rows if r["algorithm"] == "ring")
     assert f"{row['time_us']:.1f}" in ring and f"{row['predicted_us']:.1f}" in ring
@@ -59,3 +60,17 @@ def test_calibration_lines_fit_a_notebook_and_keep_every_constant(path) -> None:
 def test_calibration_lines_mark_missing_fields() -> None:
     lines = calibration_lines({"alpha": 1e-6, "beta": 1e-10, "gamma": 0.0})
     assert "relay ? us/step/rank" in " ".join(lines) and len(lines) == 4
+
+
+def test_short_table_names_the_executor_once_or_per_row_when_raced() -> None:
+    rows = json.loads(RUNS[0].read_text())["rows"]
+    one = [dict(r, executor="builtin" if r["algorithm"] == "builtin" else "compiled")
+           for r in rows]
+    text = short_table(one)
+    assert text.splitlines()[0] == "# float32 sum; distlab's algorithms on the compiled executor"
+    assert "executor" not in text.splitlines()[1].split()
+    raced = one + [dict(r, executor="python") for r in one if r["algorithm"] != "builtin"]
+    lines = short_table(raced).splitlines()
+    assert lines[0] == "# float32 sum" and "executor" in lines[1].split()
+    assert sum(" python " in ln for ln in lines) == len(raced) - len(one)
+    assert _widest("\n".join(lines)) <= SHORT_WIDTH

@@ -353,3 +353,102 @@ def compare_all_worker(rank: int, world_size: int, allreduce_cases: list[dict[st
     launch (one process group start for both)."""
     return {"allreduce": compare_worker_with_corruption(rank, world_size, allreduce_cases),
             "collectives": compare_collectives_worker(rank, world_size, collective_cases)}
+
+
+def _executor_input(case: dict[str, Any], n: int, seed: int) -> Any:
+    """A case's input of ``n`` elements: normal floats (sums that round, so the order of the
+    reductions shows in the last bits), [0.5, 1.5) for prod, integers in [-50, 50] otherwise."""
+    import torch
+
+    dtype = getattr(torch, case["dtype"])
+    gen = torch.Generator().manual_seed(seed)
+    if case["op"] == "prod":
+        return (0.5 + torch.rand(n, generator=gen, dtype=torch.float64)).to(dtype)
+    if dtype.is_floating_point:
+        return torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
+    return torch.randint(-50, 51, (n,), generator=gen).to(dtype)
+
+
+def _run_on_executor(case: dict[str, Any], x: Any, p: int, grank: int, group: Any,
+                     executor: str) -> Any:
+    """One case on one executor; the whole buffer each call leaves (a reduce's partial results
+    on every rank too), or the error it raised as ``"Type: message"``."""
+    import torch
+
+    import distlab.collectives as C
+
+    c, root, op = case["collective"], case.get("root", 0), case["op"]
+    kw = {"algorithm": case["algorithm"], "group": group, "executor": executor,
+          "batched": case.get("batched", False), **case.get("options", {})}
+    try:
+        if c == "all_reduce":
+            t = x.clone()
+            C.all_reduce(t, op=op, **kw)
+            return t
+        if c == "barrier":
+            C.barrier(group=group, algorithm=case["algorithm"], executor=executor)
+            return torch.zeros(0)
+        if c in ("broadcast", "reduce"):
+            t = x.clone()
+            if c == "broadcast":
+                C.broadcast(t, root=root, **kw)
+            else:
+                C.reduce(t, root=root, op=op, **kw)
+            return t
+        if c == "gather":
+            out = torch.full((p * x.numel(),), -7, dtype=x.dtype) if grank == root else None
+            got = C.gather(x, out, root=root, **kw)
+            return torch.zeros(0) if got is None else got
+        if c == "scatter":
+            out = torch.full((x.numel() // p,), -7, dtype=x.dtype)
+            return C.scatter(out, x if grank == root else None, root=root, **kw)
+        if c == "all_gather":
+            return C.all_gather(torch.full((p * x.numel(),), -7, dtype=x.dtype), x, **kw)
+        if c == "reduce_scatter":
+            out = torch.full((x.numel() // p,), -7, dtype=x.dtype)
+            return C.reduce_scatter(out, x, op=op, **kw)
+        return C.all_to_all(torch.full_like(x, -7), x, **kw)
+    except Exception as exc:  # the same error from both executors also agrees
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _bitwise_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return a.dtype == b.dtype and torch.equal(a.reshape(-1).view(torch.uint8),
+                                              b.reshape(-1).view(torch.uint8))
+
+
+def executors_agree_worker(rank: int, world_size: int, groups: list[list[int]],
+                           cases: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Every case of ``cases[i]`` on group ``groups[i]`` (every rank creates every group; the
+    members run its cases) on the Python and on the compiled executor, from the same input;
+    returns the cases whose results differ in any bit (with what each gave), how many ran, and
+    whether the comparison sees a one-bit difference (it must)."""
+    import torch
+    import torch.distributed as dist
+
+    from distlab.collectives.runtime import compiled
+
+    handles = [dist.new_group(g) for g in groups]
+    out: dict[str, Any] = {"status": compiled.status(), "ran": 0, "differ": [], "errors": 0}
+    probe = torch.randn(5, dtype=torch.float32)
+    flipped = probe.clone()
+    flipped.view(torch.int32)[3] ^= 1
+    out["sees_one_bit"] = not _bitwise_equal(probe, flipped)
+    for g, handle, group_cases in zip(groups, handles, cases, strict=True):
+        if rank not in g:
+            continue
+        p, grank = len(g), g.index(rank)
+        for k, case in enumerate(group_cases):
+            c, m = case["collective"], case["m"]
+            n = m if c in ("all_reduce", "broadcast", "reduce", "gather", "all_gather") else m * p
+            got = [_run_on_executor(case, _executor_input(case, n, 7919 * k + grank), p, grank,
+                                    handle, ex) for ex in ("python", "compiled")]
+            out["ran"] += 1
+            out["errors"] += isinstance(got[0], str)
+            if not _bitwise_equal(*got):
+                out["differ"].append({**case, "group": g, "got": [str(x)[:200] for x in got]})
+    return out

@@ -23,7 +23,9 @@ predicted) / predicted, where measured is the row's ``--statistic`` (default the
 adds step costs, and costs add as means do, not as medians; the calibration measured in the rounds
 is fitted on the same statistic of its own rounds,
 :func:`distlab.collectives.model.calibration.fit_rounds`); vs builtin = busbw / the built-in's busbw
-at the same size in the same run.
+at the same size in the same run; executor = what ran the row: ``compiled`` (distlab's plan in
+one C++ call, :mod:`distlab.collectives.runtime.compiled`), ``python`` (one Python round trip per
+step) or ``builtin`` (``--executor compiled,python`` races both in the same rounds).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from distlab.collectives.algorithms.registry import BUILTIN, names, options_of
 from distlab.collectives.model.calibration import STATISTICS
 from distlab.collectives.model.predict import call_model
 from distlab.collectives.plan.ops import OPS, check_op_dtype
+from distlab.collectives.runtime.compiled import EXECUTORS, status
+from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.collectives.runtime.execute import default_options
 from distlab.report.table import Column, Table, format_table
 
@@ -60,6 +64,7 @@ NAMES = list(names("all_reduce", "plan", "builtin"))
 COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width=10),
            Column("type", "dtype", width=9), Column("redop", "op", width=6),
            Column("algorithm", "algorithm", width=19),
+           Column("executor", "executor", width=9),
            Column("time(us)", "time_us", ".1f", width=12),
            Column("mean(us)", "mean_us", ".1f", width=12),
            Column("algbw(GB/s)", "algbw_gbps", ".3f"), Column("busbw(GB/s)", "busbw_gbps", ".3f"),
@@ -86,6 +91,11 @@ class AllreduceConfig(SizeSweepConfig, BenchConfig):
     algorithms: tuple[str, ...] = opt(tuple(NAMES), "--algorithms", "-a",
                                       type=options.comma_choices(NAMES),
                                       help=f"comma list of {', '.join(NAMES)}, or 'all'")
+    executors: tuple[str, ...] = opt(("auto",), "--executor",
+                                     type=options.comma_choices(EXECUTORS),
+                                     help="which executor runs distlab's algorithms: auto "
+                                          "(compiled where it builds), compiled, python, or a "
+                                          "comma list to race them in the same rounds")
     dtype: str = opt("float32", "--dtype", "-d", choices=DTYPES, help="element type")
     op: str = opt("sum", "--op", "-o", choices=OPS, help="reduction (avg needs a floating dtype)")
     iters: int = opt(20, "--iters", type=options.positive_int,
@@ -164,6 +174,7 @@ def allreduce_table(rows: list[dict[str, Any]]) -> str:
 
 
 SHORT_COLUMNS = (Column("size(B)", "nbytes", width=9), Column("algorithm", "algorithm"),
+                 Column("executor", "executor", width=8),
                  Column("time(us)", "time_us", ".1f", width=9),
                  Column("mean(us)", "mean_us", ".1f", width=9),
                  Column("busbw(GB/s)", "busbw_gbps", ".3f"), Column("#wrong", "wrong"),
@@ -177,13 +188,20 @@ and ``algbw`` = busbw * n / (2 (n - 1)))."""
 
 def short_table(rows: list[dict[str, Any]]) -> str:
     """Allreduce rows as a table at most :data:`SHORT_WIDTH` characters wide: a ``# dtype op``
-    line (the element types and reductions of the rows, comma-joined when they differ), then
-    :data:`SHORT_COLUMNS` (ratio to builtin filled in; without the mean column when no row kept
-    its mean)."""
-    columns = SHORT_COLUMNS if any("mean_us" in r for r in rows) else \
-        tuple(c for c in SHORT_COLUMNS if c.key != "mean_us")
+    line (the element types and reductions of the rows, comma-joined when they differ, and the
+    executor when one ran every distlab row), then :data:`SHORT_COLUMNS` (ratio to builtin
+    filled in; without the mean column when no row kept its mean, without the executor column
+    unless the rows raced several)."""
+    drop = set() if any("mean_us" in r for r in rows) else {"mean_us"}
+    executors = list(dict.fromkeys(r["executor"] for r in rows
+                                   if r.get("executor") and r["algorithm"] != BUILTIN))
+    if len(executors) <= 1:  # one executor ran every distlab row: say it once, above
+        drop.add("executor")
     kinds = ", ".join(dict.fromkeys(f"{r.get('dtype', '?')} {r.get('op', '?')}" for r in rows))
-    return f"# {kinds}\n" + format_table(_with_ratio(rows), columns)
+    if len(executors) == 1:
+        kinds += f"; distlab's algorithms on the {executors[0]} executor"
+    return f"# {kinds}\n" + format_table(_with_ratio(rows),
+                                          tuple(c for c in SHORT_COLUMNS if c.key not in drop))
 
 
 #: The widest line :func:`short_table` and :func:`calibration_lines` print (characters): a
@@ -242,7 +260,8 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
         if model is not None and (row["algorithm"] != BUILTIN or config.backend == "gloo"):
             predicted = model.seconds(row["algorithm"], world, row["count"], itemsize, used)
         rows.append({"nbytes": row["nbytes"], "count": row["count"], "dtype": config.dtype,
-                     "op": config.op, "algorithm": row["algorithm"], "options": used,
+                     "op": config.op, "algorithm": row["algorithm"],
+                     "executor": row.get("executor", "python"), "options": used,
                      "time_us": seconds * 1e6, "mean_us": mean * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
                      "wrong": sum(r["rows"][i]["wrong"] for r in per_rank),
@@ -262,6 +281,8 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
 
     def check(self, parser: argparse.ArgumentParser, config: AllreduceConfig) -> AllreduceConfig:
         c, world = config, config.ranks
+        if "compiled" in c.executors and not compiled_available():
+            options.fail(parser, "--executor", "compiled", f"auto or python here: {status()}")
         if c.maxbytes < c.minbytes:
             options.fail(parser, "-e/--maxbytes", c.maxbytes, f">= -b/--minbytes ({c.minbytes})")
         itemsize = torch.empty(0, dtype=getattr(torch, c.dtype)).element_size()
@@ -301,6 +322,7 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
         per_rank = launch.run(bench_rank, world, backend=c.backend, timeout=c.timeout,
                               args=(c.sizes, list(c.algorithms)),
                               kwargs={"dtype": c.dtype, "op": c.op, "iters": c.iters,
+                                      "executors": list(c.executors),
                                       "warmup": c.warmup,
                                       "options": {"segment_size": c.segment_size,
                                                   "group_size": c.group_size},

@@ -25,6 +25,7 @@ from distlab.bench.rounds import (
 )
 from distlab.collectives.algorithms.registry import is_builtin, options_of
 from distlab.collectives.model.calibration import calibration_sizes
+from distlab.collectives.runtime import compiled
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator, calibrate
@@ -94,6 +95,7 @@ class _Case:
     """One (size, algorithm) of the sweep: its buffer, pristine input and timed seconds."""
 
     algorithm: str
+    executor: str
     count: int
     nbytes: int
     run: Callable[[torch.Tensor], Any]
@@ -103,25 +105,43 @@ class _Case:
     seconds: list[float] = field(default_factory=list)
 
 
-def _runner(algorithm: str, op: str, options: dict[str, Any]) -> Callable[..., Any]:
+def _runner(algorithm: str, op: str, options: dict[str, Any],
+            executor: str = "auto") -> Callable[..., Any]:
     if is_builtin("all_reduce", algorithm):
         return lambda t, check=True: builtin_all_reduce(t, op)
     opts = {k: v for k, v in options.items() if k in options_of(algorithm) and v is not None}
-    return lambda t, check=True: all_reduce(t, op=op, algorithm=algorithm, check=check, **opts)
+    return lambda t, check=True: all_reduce(t, op=op, algorithm=algorithm, check=check,
+                                            executor=executor, **opts)
+
+
+def executor_label(algorithm: str, executor: str) -> str:
+    """What runs ``algorithm`` under ``executor`` here: ``"builtin"`` (the backend's own),
+    ``"compiled"`` or ``"python"`` (``"auto"`` resolved: compiled where it builds)."""
+    if is_builtin("all_reduce", algorithm):
+        return "builtin"
+    if executor == "auto":
+        return "compiled" if compiled.available() else "python"
+    return executor
 
 
 def _checked_cases(rank: int, world_size: int, sizes: Sequence[int], algorithms: Sequence[str],
                    dtype: str, op: str, options: dict[str, Any],
-                   device: torch.device) -> list[_Case]:
-    """Every (size, algorithm), run once on the pattern with the peer check and compared with
-    the exact answer (``wrong`` = this rank's elements that differ)."""
+                   device: torch.device, executors: Sequence[str] = ("auto",)) -> list[_Case]:
+    """Every (size, algorithm, executor), run once on the pattern with the peer check and
+    compared with the exact answer (``wrong`` = this rank's elements that differ); the builtin
+    once per size."""
     itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    runs = []
+    for algo in algorithms:
+        labels = {executor_label(algo, ex): ex for ex in executors}  # auto == compiled: once
+        runs += [(algo, label, ex) for label, ex in labels.items()]
     cases = []
     for nbytes in sizes:
         count, pristine, expected = size_pattern(rank, world_size, nbytes, dtype, op, device)
         buf = pristine.clone()
-        for algo in algorithms:
-            case = _Case(algo, count, count * itemsize, _runner(algo, op, options), buf, pristine)
+        for algo, label, ex in runs:
+            case = _Case(algo, label, count, count * itemsize, _runner(algo, op, options, ex),
+                         buf, pristine)
             buf.copy_(pristine)
             case.run(buf, check="gather")  # the checked run also verifies every rank agrees
             got = buf.double().cpu()
@@ -157,14 +177,15 @@ def _timed_rounds(rank: int, cases: list[_Case], calibrator: RoundCalibrator | N
 
 def _case_span(case: _Case) -> tuple[str, str, dict[str, Any]]:
     return (f"{case.algorithm} {size_label(case.nbytes)}", "allreduce",
-            {"algorithm": case.algorithm, "bytes": case.nbytes})
+            {"algorithm": case.algorithm, "executor": case.executor, "bytes": case.nbytes})
 
 
 def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Sequence[str],
                dtype: str = "float32", op: str = "sum", iters: int = 20, warmup: int = 5,
                options: dict[str, Any] | None = None,
                calibration: dict[str, Any] | None = None,
-               progress: bool = True, calibrate_in_rounds: bool = True) -> dict[str, Any]:
+               progress: bool = True, calibrate_in_rounds: bool = True,
+               executors: Sequence[str] = ("auto",)) -> dict[str, Any]:
     """Time each algorithm (``"builtin"`` = ``torch.distributed.all_reduce``) at each size.
 
     Per size: one checked run per algorithm on :func:`fill_pattern` data (``wrong`` = elements
@@ -200,10 +221,10 @@ def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Seq
             cal = calibrate(cal_sizes, iters=iters, warmup=warmup, dtype=tdtype, op=cal_op,
                             chain=chain, device=device, statistic=statistic).to_dict()
     cases = _checked_cases(rank, world_size, sizes, algorithms, dtype, op, options or {},
-                           device)
+                           device, executors)
     spans = _timed_rounds(rank, cases, calibrator, iters, warmup, device, progress)
     if calibrator is not None:
         cal = calibrator.fit(statistic=statistic).to_dict()
-    rows = [{"algorithm": c.algorithm, "nbytes": c.nbytes, "count": c.count,
-             "seconds": c.seconds, "wrong": c.wrong} for c in cases]
+    rows = [{"algorithm": c.algorithm, "executor": c.executor, "nbytes": c.nbytes,
+             "count": c.count, "seconds": c.seconds, "wrong": c.wrong} for c in cases]
     return {"calibration": cal, "rows": rows, "spans": spans, "host": socket.gethostname()}

@@ -30,13 +30,17 @@ def _label(nbytes: int) -> str:
 
 def ratios(rows: Sequence[dict[str, Any]]) -> dict[str, dict[int, float]]:
     """Per distlab algorithm, per size: its busbw over the built-in's at that size (sizes
-    without a built-in row, or where the built-in's busbw is 0, are left out)."""
+    without a built-in row, or where the built-in's busbw is 0, are left out). Where the rows
+    ran distlab's algorithms on more than one executor, each is its own curve, named
+    ``"<algorithm> (<executor>)"``."""
     builtin = {r["nbytes"]: r["busbw_gbps"] for r in rows if r["algorithm"] == BUILTIN}
+    several = len({r.get("executor") for r in rows if r["algorithm"] != BUILTIN}) > 1
     out: dict[str, dict[int, float]] = {}
     for r in rows:
         b = builtin.get(r["nbytes"])
         if r["algorithm"] != BUILTIN and b:
-            out.setdefault(r["algorithm"], {})[r["nbytes"]] = r["busbw_gbps"] / b
+            name = f"{r['algorithm']} ({r.get('executor')})" if several else r["algorithm"]
+            out.setdefault(name, {})[r["nbytes"]] = r["busbw_gbps"] / b
     return out
 
 

@@ -17,9 +17,11 @@ buffer of :mod:`distlab.collectives.plan.semantics` and runs it with the one exe
 buffer is the caller's tensor where it can be (broadcast, reduce, the root's gather output,
 all-gather's output); otherwise a reused workspace, with the input as the executor's read-only
 *source* (never modified, never copied up front: elements are read from it until first written), and
-the result copied out of the buffer at the end. ``pieces`` left unset on a ring is the model's
-choice (:func:`distlab.collectives.model.choice.best_pieces`). ``avg`` sums, then divides the
-result.
+the result copied out of the buffer at the end. ``executor`` picks the compiled or the Python
+executor as :func:`~distlab.collectives.runtime.execute.run_schedule` does (default ``"auto"``:
+compiled for an untraced call where it can be built). ``pieces`` left unset on a ring is the
+model's choice (:func:`distlab.collectives.model.choice.best_pieces`). ``avg`` sums, then
+divides the result.
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ def _same_kind(a: torch.Tensor, b: torch.Tensor, names: str) -> None:
 def _run(collective: str, algorithm: str | None, count: int, buf: torch.Tensor, op: str,
          group: Any, rank: int, world: int, options: dict[str, Any], *,
          source: tuple[torch.Tensor, tuple[int, int]] | None, timeline: Timeline | None,
-         timeout: float | None, batched: bool | None, check: bool | str) -> StepRunner:
+         timeout: float | None, batched: bool | None, check: bool | str,
+         executor: str = "auto") -> StepRunner:
     """Build (or reuse) the plan and execute it on ``buf``."""
     schedule = plan_for(collective, algorithm, world, count, buf.element_size(), options)
     if schedule.count != buf.numel():
@@ -95,7 +98,7 @@ def _run(collective: str, algorithm: str | None, count: int, buf: torch.Tensor, 
                          f"{schedule.count}")  # a bug of this module, not of the caller
     return execute(schedule, buf, op, group, rank, world, check_timeout(timeout),
                    timeline=timeline, batched=buf.is_cuda if batched is None else bool(batched),
-                   check=check_mode(check), source=source)
+                   check=check_mode(check), source=source, executor=executor)
 
 
 def _copy_out(runner: StepRunner, buf: torch.Tensor, source: torch.Tensor | None, at: int,
@@ -126,21 +129,23 @@ def _avg(t: torch.Tensor, op: str, world: int) -> None:
 def broadcast(tensor: torch.Tensor, root: int = 0, group: Any = None, *,
               algorithm: str | None = None, timeline: Timeline | None = None,
               timeout: float | None = None, batched: bool | None = None,
-              check: bool | str = True, **options: Any) -> torch.Tensor:
+              check: bool | str = True, executor: str = "auto",
+              **options: Any) -> torch.Tensor:
     """``root``'s ``tensor`` into every rank's ``tensor`` (in place); returns it. Algorithms:
     ``binomial``, ``scatter_allgather`` (default)."""
     rank, world, backend = group_info(group)
     flat = _tensor(tensor, "tensor", "sum", backend)
     _run("broadcast", algorithm, flat.numel(), flat, "sum", group, rank, world,
          {**options, "root": root}, source=None, timeline=timeline, timeout=timeout,
-         batched=batched, check=check)
+         batched=batched, check=check, executor=executor)
     return tensor
 
 
 def reduce(tensor: torch.Tensor, root: int = 0, op: str = "sum", group: Any = None, *,
            algorithm: str | None = None, timeline: Timeline | None = None,
            timeout: float | None = None, batched: bool | None = None,
-           check: bool | str = True, **options: Any) -> torch.Tensor:
+           check: bool | str = True, executor: str = "auto",
+              **options: Any) -> torch.Tensor:
     """Every rank's ``tensor`` reduced into ``root``'s ``tensor`` (in place; other ranks'
     tensors are left holding partial results, as the built-in allows); returns it. Algorithms:
     ``binomial``, ``rabenseifner`` (default)."""
@@ -149,7 +154,7 @@ def reduce(tensor: torch.Tensor, root: int = 0, op: str = "sum", group: Any = No
     flat = _tensor(tensor, "tensor", op, backend)
     _run("reduce", algorithm, flat.numel(), flat, op, group, rank, world,
          {**options, "root": root}, source=None, timeline=timeline, timeout=timeout,
-         batched=batched, check=check)
+         batched=batched, check=check, executor=executor)
     if rank == root:
         _avg(flat, op, world)
     return tensor
@@ -159,7 +164,7 @@ def gather(tensor: torch.Tensor, output: torch.Tensor | None = None, root: int =
            group: Any = None, *, algorithm: str | None = None,
            timeline: Timeline | None = None, timeout: float | None = None,
            batched: bool | None = None, check: bool | str = True,
-           **options: Any) -> torch.Tensor | None:
+           executor: str = "auto", **options: Any) -> torch.Tensor | None:
     """Every rank's ``tensor`` into block ``r`` of ``root``'s ``output`` (``p`` times its
     size; only the root passes one); returns ``output`` on the root, ``None`` elsewhere.
     Algorithms: ``binomial`` (default), ``linear``."""
@@ -182,7 +187,7 @@ def gather(tensor: torch.Tensor, output: torch.Tensor | None = None, root: int =
     span = lay.inputs(rank)[0] if m else (0, 0)
     runner = _run("gather", algorithm, world * m, buf, "sum", group, rank, world,
                   {**options, "root": root}, source=(x, span), timeline=timeline,
-                  timeout=timeout, batched=batched, check=check)
+                  timeout=timeout, batched=batched, check=check, executor=executor)
     if rank != lay.root:
         return None
     if m:
@@ -194,7 +199,7 @@ def scatter(tensor: torch.Tensor, input: torch.Tensor | None = None, root: int =
             group: Any = None, *, algorithm: str | None = None,
             timeline: Timeline | None = None, timeout: float | None = None,
             batched: bool | None = None, check: bool | str = True,
-            **options: Any) -> torch.Tensor:
+            executor: str = "auto", **options: Any) -> torch.Tensor:
     """Block ``r`` of ``root``'s ``input`` (``p`` times ``tensor``'s size; only the root passes
     one) into every rank ``r``'s ``tensor``; returns ``tensor``. Algorithms: ``binomial``
     (default), ``linear``."""
@@ -216,7 +221,7 @@ def scatter(tensor: torch.Tensor, input: torch.Tensor | None = None, root: int =
     buf = workspace(world * m, out.dtype, out.device, "buffer")[:world * m]
     runner = _run("scatter", algorithm, world * m, buf, "sum", group, rank, world,
                   {**options, "root": root}, source=source, timeline=timeline,
-                  timeout=timeout, batched=batched, check=check)
+                  timeout=timeout, batched=batched, check=check, executor=executor)
     if m:
         _copy_out(runner, buf, None if source is None else source[0], 0, lay.outputs(rank), out)
     return tensor
@@ -225,7 +230,8 @@ def scatter(tensor: torch.Tensor, input: torch.Tensor | None = None, root: int =
 def all_gather(output: torch.Tensor, tensor: torch.Tensor, group: Any = None, *,
                algorithm: str | None = None, timeline: Timeline | None = None,
                timeout: float | None = None, batched: bool | None = None,
-               check: bool | str = True, **options: Any) -> torch.Tensor:
+               check: bool | str = True, executor: str = "auto",
+              **options: Any) -> torch.Tensor:
     """Every rank's ``tensor`` into block ``r`` of every rank's ``output`` (``p`` times its
     size), as ``all_gather_into_tensor``; returns ``output``. Algorithms: ``ring`` (default),
     ``recursive_doubling``, ``bruck``."""
@@ -240,7 +246,7 @@ def all_gather(output: torch.Tensor, tensor: torch.Tensor, group: Any = None, *,
     span = (rank * m, (rank + 1) * m)
     runner = _run("all_gather", algorithm, world * m, out, "sum", group, rank, world, options,
                   source=(x, span), timeline=timeline, timeout=timeout, batched=batched,
-                  check=check)
+                  check=check, executor=executor)
     if m:
         _copy_out(runner, out, x, span[0], [span], None)
     return output
@@ -250,7 +256,7 @@ def reduce_scatter(output: torch.Tensor, tensor: torch.Tensor, op: str = "sum",
                    group: Any = None, *, algorithm: str | None = None,
                    timeline: Timeline | None = None, timeout: float | None = None,
                    batched: bool | None = None, check: bool | str = True,
-                   **options: Any) -> torch.Tensor:
+                   executor: str = "auto", **options: Any) -> torch.Tensor:
     """Block ``r`` of every rank's ``tensor`` (``p`` times ``output``'s size), reduced over the
     ranks, into rank ``r``'s ``output``, as ``reduce_scatter_tensor``; ``tensor`` is left as
     it was; returns ``output``. Algorithms: ``ring`` (default), ``pairwise``,
@@ -267,7 +273,7 @@ def reduce_scatter(output: torch.Tensor, tensor: torch.Tensor, op: str = "sum",
     buf = workspace(world * m, x.dtype, x.device, "buffer")[:world * m]
     runner = _run("reduce_scatter", algorithm, world * m, buf, op, group, rank, world, options,
                   source=(x, (0, world * m)), timeline=timeline, timeout=timeout,
-                  batched=batched, check=check)
+                  batched=batched, check=check, executor=executor)
     if m:
         _copy_out(runner, buf, x, 0, [(rank * m, (rank + 1) * m)], out)
         _avg(out, op, world)
@@ -277,7 +283,8 @@ def reduce_scatter(output: torch.Tensor, tensor: torch.Tensor, op: str = "sum",
 def all_to_all(output: torch.Tensor, tensor: torch.Tensor, group: Any = None, *,
                algorithm: str | None = None, timeline: Timeline | None = None,
                timeout: float | None = None, batched: bool | None = None,
-               check: bool | str = True, **options: Any) -> torch.Tensor:
+               check: bool | str = True, executor: str = "auto",
+              **options: Any) -> torch.Tensor:
     """Block ``d`` of every rank ``s``'s ``tensor`` into block ``s`` of rank ``d``'s ``output``
     (``p`` equal blocks each), as ``all_to_all_single`` with equal splits; returns ``output``.
     Algorithms: ``pairwise`` (default), ``bruck``."""
@@ -294,7 +301,7 @@ def all_to_all(output: torch.Tensor, tensor: torch.Tensor, group: Any = None, *,
     span = (rank * n, (rank + 1) * n)
     runner = _run("all_to_all", algorithm, n, buf, "sum", group, rank, world, options,
                   source=(x, span), timeline=timeline, timeout=timeout, batched=batched,
-                  check=check)
+                  check=check, executor=executor)
     if n:
         _copy_out(runner, buf, x, span[0], lay.outputs(rank), out)
     return output
@@ -302,10 +309,11 @@ def all_to_all(output: torch.Tensor, tensor: torch.Tensor, group: Any = None, *,
 
 def barrier(group: Any = None, *, algorithm: str | None = None,
             timeline: Timeline | None = None, timeout: float | None = None,
-            batched: bool | None = None, check: bool | str = True) -> None:
+            batched: bool | None = None, check: bool | str = True,
+            executor: str = "auto") -> None:
     """Return on no rank before every rank of ``group`` has called it. Algorithm:
     ``dissemination`` (default)."""
     rank, world, _ = group_info(group)
     token = torch.ones(1, dtype=torch.int32, device=rank_device(group))
     _run("barrier", algorithm, 1, token, "max", group, rank, world, {}, source=None,
-         timeline=timeline, timeout=timeout, batched=batched, check=check)
+         timeline=timeline, timeout=timeout, batched=batched, check=check, executor=executor)

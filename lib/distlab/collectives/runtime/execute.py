@@ -26,21 +26,27 @@ import functools
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from distlab.collectives.algorithms.registry import build, check_algorithm, options_of
 from distlab.collectives.model.choice import best_pieces
 from distlab.collectives.plan.ops import check_op, check_op_dtype
 from distlab.collectives.plan.schedule import Schedule
+from distlab.collectives.runtime import compiled
 from distlab.collectives.runtime.group import check_tensor_backend, group_info, reducer
 from distlab.collectives.runtime.peercheck import (
+    MESSAGE_BYTES,
     CollectiveMismatchError,
     InlineCheck,
     check_mode,
     check_peers,
+    decode,
     describe,
+    encode,
+    mismatch_message,
 )
 from distlab.collectives.runtime.steps import StepRunner, reducer_out, step_p2p_ops
-from distlab.collectives.runtime.tags import call_tag_base, next_call_number
+from distlab.collectives.runtime.tags import CHECK_TAG, call_tag_base, next_call_number
 from distlab.timeline import Timeline
 
 __all__ = ["all_reduce", "check_tensor_alone", "check_timeout", "default_options", "execute",
@@ -88,24 +94,48 @@ def _check_call(schedule: Any, tensor: Any, op: str, group: Any,
     return rank, world, check_timeout(timeout)
 
 
+def uses_compiled(executor: str, timeline: Timeline | None) -> bool:
+    """Whether a call with ``executor`` (:data:`~distlab.collectives.runtime.compiled.EXECUTORS`)
+    runs on the compiled executor: ``"auto"`` where it is available and the call is not traced,
+    ``"compiled"`` always (an error for a traced call, or where it cannot be built)."""
+    executor = compiled.check_executor(executor)
+    if executor == "python":
+        return False
+    if executor == "compiled":
+        if timeline is not None:
+            raise ValueError("executor='compiled' runs a plan in one call and records no step "
+                             "spans; trace with executor='python' (or 'auto')")
+        if not compiled.available():
+            raise RuntimeError(f"executor='compiled': {compiled.status()}")
+        return True
+    return timeline is None and compiled.available()
+
+
 def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: int, world: int,
             timeout: datetime.timedelta | None, *, timeline: Timeline | None = None,
             batched: bool = False, check: str = "inline",
-            source: tuple[torch.Tensor, tuple[int, int]] | None = None) -> StepRunner:
+            source: tuple[torch.Tensor, tuple[int, int]] | None = None,
+            executor: str = "auto") -> StepRunner:
     """Run ``schedule`` on this rank's flat buffer in place (arguments already validated; no
     ``avg`` division): the one executor behind every collective of :mod:`distlab.collectives`.
 
     ``check`` is a mode of :mod:`distlab.collectives.runtime.peercheck` (``"inline"`` on a batched,
     NCCL-style call runs as ``"gather"``: NCCL's point-to-point has no tags to keep a mismatched
     call's messages apart). ``source``: a read-only tensor holding the buffer's elements ``[start,
-    stop)`` until this rank writes them (:mod:`distlab.collectives.runtime.rank_plan`). Returns the
-    runner (its ``plan.untouched`` says which source ranges the steps never wrote).
+    stop)`` until this rank writes them (:mod:`distlab.collectives.runtime.rank_plan`).
+    ``executor``: ``"auto"`` (the compiled executor, :mod:`~distlab.collectives.runtime.compiled`,
+    unless the call is traced or it cannot be built here), ``"compiled"`` or ``"python"``; both
+    give bitwise-equal results. Returns the runner (its ``plan.untouched`` says which source
+    ranges the steps never wrote; ``executor`` which executor ran).
     """
     desc = describe(schedule.algorithm, schedule.options, world, schedule.count, flat.dtype, op,
                     collective=schedule.collective)
     base = call_tag_base(desc, next_call_number(group))
     runner = StepRunner(schedule, flat, reducer(op), reducer_out(op), group, rank, timeout, base,
                         source, timeline)
+    if uses_compiled(executor, timeline):
+        _run_compiled(runner, desc, op, group, rank, world, batched, check)
+        return runner
     if check == "gather" or (check == "inline" and batched):
         try:
             check_peers(desc, group, flat.device, timeout)
@@ -132,9 +162,45 @@ def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: i
     return runner
 
 
+def _run_compiled(runner: StepRunner, desc: dict[str, str], op: str, group: Any, rank: int,
+                  world: int, batched: bool, check: str) -> None:
+    """:func:`execute`'s compiled branch: the same peer check, one C++ call for every step."""
+    plan = compiled.compiled_plan(runner.plan)
+    if check == "gather" or (check == "inline" and batched):
+        try:
+            check_peers(desc, group, runner.flat.device, runner.timeout)
+        except CollectiveMismatchError:
+            raise
+        except Exception as exc:
+            raise runner.failed("the peer check before step 0", exc) from exc
+    mine = theirs = None
+    if check == "inline" and not batched and world > 1:
+        mine = torch.frombuffer(bytearray(encode(desc)), dtype=torch.uint8)
+        theirs = torch.empty((world, MESSAGE_BYTES), dtype=torch.uint8)
+    try:
+        agreed = plan.run(dist.group.WORLD if group is None else group, runner.flat,
+                          runner.scratch, runner.source, runner.source_at, compiled.OPS[op],
+                          runner.base, compiled.timeout_ms(runner.timeout), batched, mine,
+                          theirs, CHECK_TAG)
+    except RuntimeError as exc:
+        err = compiled.step_error(exc)
+        if err is None:
+            raise
+        where = {-1: "the peer check before step 0", -2: "the end of the peer check"}.get(
+            err.index) or next(f"step {rs.index} ({rs.label})" for rs in runner.plan.steps
+                               if rs.index == err.index)
+        raise runner.failed(where, err) from exc
+    runner.executor = "compiled"
+    if not agreed:
+        assert theirs is not None
+        descs = [decode(row.numpy().tobytes()) for row in theirs]
+        raise CollectiveMismatchError(mismatch_message(descs, rank))
+
+
 def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", group: Any = None,
                  *, timeline: Timeline | None = None, timeout: float | None = None,
-                 batched: bool | None = None, check: bool | str = True) -> torch.Tensor:
+                 batched: bool | None = None, check: bool | str = True,
+                 executor: str = "auto") -> torch.Tensor:
     """Execute ``schedule`` on this rank's ``tensor`` in place and return it.
 
     Every rank of ``group`` must call it with the same schedule and op. ``timeline`` gets one
@@ -152,13 +218,19 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
     :class:`~distlab.collectives.runtime.peercheck.CollectiveMismatchError` naming the ranks and
     what differs, instead of hanging; ``"gather"`` does it with one all_gather before the first
     step; ``False`` (or ``"off"``) skips it.
+
+    ``executor``: ``"auto"`` (default: the compiled executor,
+    :mod:`~distlab.collectives.runtime.compiled`, for an untraced call where it can be built,
+    else the Python one), ``"compiled"`` or ``"python"``. Both give bitwise-equal results.
     """
     op = check_op(op)
     mode = check_mode(check)
+    compiled.check_executor(executor)
     rank, world, wait_td = _check_call(schedule, tensor, op, group, timeout)
     flat = tensor.view(-1)
     execute(schedule, flat, op, group, rank, world, wait_td, timeline=timeline,
-            batched=flat.is_cuda if batched is None else bool(batched), check=mode)
+            batched=flat.is_cuda if batched is None else bool(batched), check=mode,
+            executor=executor)
     if op == "avg":
         flat.div_(world)
     return tensor
@@ -167,7 +239,7 @@ def run_schedule(schedule: Schedule, tensor: torch.Tensor, op: str = "sum", grou
 def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", group: Any = None,
                *, timeline: Timeline | None = None, timeout: float | None = None,
                batched: bool | None = None, check: bool | str = True,
-               **options: Any) -> torch.Tensor:
+               executor: str = "auto", **options: Any) -> torch.Tensor:
     """Allreduce ``tensor`` in place across ``group`` with the named algorithm; returns it.
 
     Args:
@@ -184,6 +256,8 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
             trip), ``"gather"`` (one small all_gather before the first step) or ``False``; a
             mismatch raises ``CollectiveMismatchError`` on every rank, naming the ranks and what
             differs, instead of hanging.
+        executor: ``"auto"`` (default: compiled for an untraced call where it can be built),
+            ``"compiled"`` or ``"python"`` (:func:`run_schedule`).
         **options: algorithm options (``segment_size`` for segmented_ring, ``group_size`` for
             hierarchical, ``pieces`` for ring, segmented_ring and hierarchical). A ``pieces`` left
             unset (or ``None``) is the one the calibrated cost model predicts fastest for this
@@ -211,7 +285,7 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum", algorithm: str = "ring", g
     else:
         schedule = _cached_build(algorithm, world, tensor.numel(), key)
     return run_schedule(schedule, tensor, op, group, timeline=timeline, timeout=timeout,
-                        batched=batched, check=check)
+                        batched=batched, check=check, executor=executor)
 
 
 def default_options(algorithm: str, world: int, count: int, itemsize: int,

@@ -1,0 +1,166 @@
+"""The compiled plan executor: one rank's whole plan in one C++ call, the GIL released.
+
+The Python executor (:class:`~distlab.collectives.runtime.steps.StepRunner`) wakes Python for
+every ``isend``/``irecv``/wait and every reduction of a step. ``csrc/plan_executor.cpp`` runs the
+same :class:`~distlab.collectives.runtime.rank_plan.RankPlan` in the same order on the process
+group's backend (``c10d::Backend::send``/``recv`` on gloo; on NCCL each step one coalesced group)
+with the same ATen reductions, so both give bitwise-equal results; it is what every untraced call
+runs (:func:`distlab.collectives.runtime.execute.execute`, ``executor="auto"``). The Python
+executor stays for stepping, tracing a step's spans, and as the reference.
+
+It is built with ``torch.utils.cpp_extension`` (ninja and the C++ compiler torch was built for)
+on first use in a process and cached under torch's extensions folder (``TORCH_EXTENSIONS_DIR``,
+default ``~/.cache/torch_extensions``), so later processes only load it; ``make install`` builds
+it once (:func:`status`). Where it cannot be built, one
+line on stderr says why (once per process) and every call runs the Python executor.
+``DISTLAB_EXECUTOR=python`` in the environment turns it off.
+
+The plan travels as one int64 CPU tensor, encoded once per plan (:func:`encode`)::
+
+    nsteps, scratch,
+    per step:  index, sends_first_needed, nfill, nsends, nrecvs,
+               nfill x (start, stop),
+               (nsends + nrecvs) x message
+    message:   peer, tag, offset (-1: read or received in place), nranges,
+               nranges x (start, stop, reduce (1) / copy (0), from_source (0/1))
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from distlab.collectives.runtime.rank_plan import Message, RankPlan
+
+__all__ = ["EXECUTORS", "OPS", "SOURCE", "CompiledStepError", "available", "build",
+           "check_executor", "compiled_plan", "encode", "status", "timeout_ms"]
+
+SOURCE = Path(__file__).with_name("csrc") / "plan_executor.cpp"
+"""The extension's one source file."""
+NAME = "distlab_plan_executor"
+"""The extension's module name (its folder under torch's extensions folder)."""
+EXECUTORS = ("auto", "compiled", "python")
+"""``auto``: compiled where it works and the call is not traced; ``compiled``: the same, but a
+traced call is an error; ``python``: always the Python executor."""
+OPS = {"sum": 0, "avg": 0, "prod": 1, "max": 2, "min": 3}
+"""The C++ executor's op codes (``avg`` sums; the caller divides)."""
+
+_STATE: dict[str, Any] = {"module": None, "error": None, "said": False}
+_PLANS: OrderedDict[int, tuple[RankPlan, Any]] = OrderedDict()
+_MAX_PLANS = 512
+
+
+class CompiledStepError(RuntimeError):
+    """A step of the compiled executor failed: ``index`` is the plan step's index (``-1``: the
+    peer check before step 0, ``-2``: the end of the peer check)."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def check_executor(executor: Any) -> str:
+    """Validate ``executor`` (one of :data:`EXECUTORS`) at a public boundary."""
+    if not isinstance(executor, str) or executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    return executor
+
+
+def build(verbose: bool = False) -> Any:
+    """Build (or load the cached build of) the extension; raises what the build raises."""
+    from torch.utils.cpp_extension import load
+
+    return load(NAME, [str(SOURCE)], extra_cflags=["-O2"], verbose=verbose)
+
+
+def _module() -> Any:
+    """The loaded extension, or ``None`` (the reason in ``_STATE["error"]``, said once)."""
+    if _STATE["module"] is not None or _STATE["error"] is not None:
+        return _STATE["module"]
+    if os.environ.get("DISTLAB_EXECUTOR", "").strip().lower() == "python":
+        _STATE["error"] = "DISTLAB_EXECUTOR=python"
+        return None
+    try:
+        _STATE["module"] = build()
+    except Exception as exc:  # no compiler, no ninja, headers that do not match...
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+        _STATE["error"] = f"{type(exc).__name__}: {first[:200]}"
+        if not _STATE["said"]:
+            _STATE["said"] = True
+            print(f"distlab: the compiled plan executor could not be built ({_STATE['error']});"
+                  " collectives run on the Python executor", file=sys.stderr, flush=True)
+    return _STATE["module"]
+
+
+def available() -> bool:
+    """Whether the compiled executor can run here (builds or loads it on the first call)."""
+    return _module() is not None
+
+
+def status() -> str:
+    """``"compiled"`` or ``"python (<why>)"``: what an untraced call runs in this process."""
+    return "compiled" if available() else f"python ({_STATE['error']})"
+
+
+def _message(m: Message) -> list[int]:
+    out = [m.peer, m.tag, -1 if m.offset is None else m.offset, len(m.ranges)]
+    for a, b, kind, from_source in m.ranges:
+        out += [a, b, 1 if kind == "reduce" else 0, 1 if from_source else 0]
+    return out
+
+
+def encode(plan: RankPlan) -> torch.Tensor:
+    """``plan`` as the int64 tensor the C++ executor reads (layout in the module doc)."""
+    out = [len(plan.steps), plan.scratch]
+    for st in plan.steps:
+        out += [st.index, st.sends_first_needed, len(st.fill), len(st.sends), len(st.recvs)]
+        for a, b in st.fill:
+            out += [a, b]
+        for m in (*st.sends, *st.recvs):
+            out += _message(m)
+    return torch.tensor(out, dtype=torch.int64)
+
+
+def compiled_plan(plan: RankPlan) -> Any:
+    """The extension's ``CompiledPlan`` of ``plan``, parsed once per plan object (the plans come
+    from :func:`~distlab.collectives.runtime.rank_plan.rank_plan`'s cache, so a repeated call
+    finds its own)."""
+    module = _module()
+    if module is None:
+        raise RuntimeError(f"the compiled executor is not available here: {_STATE['error']}")
+    key = id(plan)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is plan:
+        _PLANS.move_to_end(key)
+        return hit[1]
+    compiled = module.CompiledPlan(encode(plan))
+    _PLANS[key] = (plan, compiled)
+    if len(_PLANS) > _MAX_PLANS:
+        _PLANS.popitem(last=False)
+    return compiled
+
+
+def timeout_ms(timeout: datetime.timedelta | None) -> int:
+    """A wait bound in ms for the C++ executor (0: the process group's own timeout)."""
+    if timeout is None:
+        return 0
+    return max(1, int(round(timeout.total_seconds() * 1000)))
+
+
+def step_error(exc: RuntimeError) -> CompiledStepError | None:
+    """The step a C++ failure names (``distlab-step:<index>:<message>``), or ``None``."""
+    text = str(exc)
+    at = text.find("distlab-step:")
+    if at < 0:
+        return None
+    index, _, message = text[at + len("distlab-step:"):].partition(":")
+    try:
+        return CompiledStepError(int(index), message.strip())
+    except ValueError:
+        return None
