@@ -94,3 +94,24 @@ def test_sizes_are_labelled_in_binary_units_and_empty_rows_are_refused() -> None
                                                                     "1 MiB"]
     with pytest.raises(ValueError, match="rows"):
         measured_vs_model_figure([])
+
+
+def test_rows_of_two_executors_draw_the_python_ones_as_open_dots() -> None:
+    rows = [dict(r, executor="builtin" if r["algorithm"] == "builtin" else "compiled")
+            for r in _rows()]
+    python = [dict(r, executor="python", time_us=r["time_us"] * 1.5) for r in rows
+              if r["algorithm"] != "builtin"]
+    fig = measured_vs_model_figure(rows + python, title="allreduce on 2 gloo ranks")
+    ax = fig.axes[0]
+    for a in ALGOS[:-1]:
+        slow = [r["time_us"] for r in python if r["algorithm"] == a]
+        fast = [r["time_us"] for r in rows if r["algorithm"] == a]
+        open_dots = [ln for ln in ax.lines if list(ln.get_ydata()) == slow]
+        filled = [ln for ln in ax.lines if list(ln.get_ydata()) == fast]
+        assert len(open_dots) == 1 and open_dots[0].get_markerfacecolor() == "none", a
+        assert len(filled) == 1 and filled[0].get_markerfacecolor() != "none", a
+        assert _same(open_dots[0].get_color(), filled[0].get_color())
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "open dots: the python executor" in texts
+    assert any(t.startswith("dots: measured") and t.endswith("compiled executor") for t in texts)
+    assert layout_problems(fig) == []

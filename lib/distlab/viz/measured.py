@@ -10,8 +10,11 @@ calibrated model's price of the call; None where the model has none, e.g. the ba
 call under NCCL). Each algorithm gets one colour (:data:`ALGO_COLORS`, the same in every figure
 of distlab), used by its dots (measured) and its solid line (model); an algorithm without a
 prediction at every size has its dots joined by a dashed line instead. The legend names every
-algorithm once in its colour, then says what dots, solid and dashed lines are. This is the one
-measured-versus-model figure: notebooks 04 (allreduce) and 08 (the collective family) draw it.
+algorithm once in its colour, then says what dots, solid and dashed lines are. Rows that raced
+two executors (``executor``: ``compiled`` and ``python``, ``bench allreduce --executor
+compiled,python``) draw the Python executor's as open dots beside the filled ones, under the
+same model line. This is the one measured-versus-model figure: notebooks 04 (allreduce) and 08
+(the collective family) draw it.
 """
 
 from __future__ import annotations
@@ -58,6 +61,24 @@ def algorithm_colors(algorithms: Sequence[str]) -> dict[str, str]:
             free = [c for c in _PALETTE if c not in out.values()] or list(_PALETTE)
             out[a] = free[0]
     return {a: out[a] for a in dict.fromkeys(algorithms)}
+
+
+def _executors(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(str(r["executor"]) for r in rows
+                              if r.get("executor") and r["algorithm"] != BUILTIN))
+
+
+def _second_executor(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The executor drawn as open dots when the rows raced two (``"python"`` where it is one of
+    them, else the second seen); ``None`` for one executor."""
+    seen = _executors(rows)
+    if len(seen) < 2:
+        return None
+    return "python" if "python" in seen else seen[1]
+
+
+def _first_executor(rows: Sequence[Mapping[str, Any]], second: str) -> str:
+    return next(e for e in _executors(rows) if e != second)
 
 
 def same_model_lines(rows: Sequence[Mapping[str, Any]], *,
@@ -111,14 +132,20 @@ def measured_vs_model_figure(rows: Sequence[Mapping[str, Any]], *, title: str = 
     what = "mean" if key == "mean_us" else "median"
     algos = list(dict.fromkeys(str(r["algorithm"]) for r in rows))
     palette = {**algorithm_colors(algos), **dict(colors or {})}
+    second = _second_executor(rows)
     fig = fig or new_figure(figsize=(9.0, 4.0))
     ax = fig.add_subplot(1, 1, 1)
     handles: list[Line2D] = []
     joined = False
     for a in algos:
-        mine = sorted((r for r in rows if r["algorithm"] == a), key=lambda r: r["nbytes"])
+        both = sorted((r for r in rows if r["algorithm"] == a), key=lambda r: r["nbytes"])
+        other = [r for r in both if second is not None and r.get("executor") == second]
+        mine = [r for r in both if r not in other]
         xs = [r["nbytes"] for r in mine]
         color = palette[a]
+        if other:
+            ax.loglog([r["nbytes"] for r in other], [r[key] for r in other], "o", color=color,
+                      ms=5, mfc="none", label=f"{a} measured ({second} executor)")
         ax.loglog(xs, [r[key] for r in mine], "o", color=color, ms=4, label=f"{a} measured")
         if all(r.get("predicted_us") for r in mine):
             style = "-"
@@ -132,6 +159,12 @@ def measured_vs_model_figure(rows: Sequence[Mapping[str, Any]], *, title: str = 
     key_handles = [Line2D([], [], color=KEY_COLOR, marker="o", ms=4, ls="none",
                           label=f"dots: measured ({what} of rounds)"),
                    Line2D([], [], color=KEY_COLOR, ls="-", lw=1.2, label="lines: the model")]
+    if second is not None:
+        key_handles[0] = Line2D([], [], color=KEY_COLOR, marker="o", ms=4, ls="none",
+                                label=f"dots: measured ({what} of rounds), "
+                                      f"{_first_executor(rows, second)} executor")
+        key_handles.insert(1, Line2D([], [], color=KEY_COLOR, marker="o", ms=5, mfc="none",
+                                     ls="none", label=f"open dots: the {second} executor"))
     if joined:
         key_handles.append(Line2D([], [], color=KEY_COLOR, ls="--", lw=1,
                                   label="dashed: measured, joined (no model)"))
