@@ -61,6 +61,8 @@ BAD = [  # (argv, option named in the error, text that must appear)
     (["--segment-size", "0"], "--segment-size", "0"),
     (["--backend", "mpi"], "--backend", "mpi"),
     (["--json", "/"], "--json", "folder"),
+    (["--executor", "fast"], "--executor", "fast"),
+    (["--executor", "compiled,jit"], "--executor", "jit"),
 ]
 
 

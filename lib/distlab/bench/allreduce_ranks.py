@@ -114,10 +114,11 @@ def _runner(algorithm: str, op: str, options: dict[str, Any],
                                             executor=executor, **opts)
 
 
-def executor_label(algorithm: str, executor: str) -> str:
-    """What runs ``algorithm`` under ``executor`` here: ``"builtin"`` (the backend's own),
-    ``"compiled"`` or ``"python"`` (``"auto"`` resolved: compiled where it builds)."""
-    if is_builtin("all_reduce", algorithm):
+def executor_label(algorithm: str, executor: str, collective: str = "all_reduce") -> str:
+    """What runs ``collective``'s ``algorithm`` under ``executor`` here: ``"builtin"`` (the
+    backend's own), ``"compiled"`` or ``"python"`` (``"auto"`` resolved: compiled where it
+    builds)."""
+    if is_builtin(collective, algorithm):
         return "builtin"
     if executor == "auto":
         return "compiled" if compiled.available() else "python"

@@ -42,6 +42,8 @@ from distlab.collectives.model.choice import schedule_seconds
 from distlab.collectives.plan.ops import check_op_dtype
 from distlab.collectives.plan.semantics import COLLECTIVES, busbw_factor
 from distlab.collectives.runtime.collectives import plan_for
+from distlab.collectives.runtime.compiled import EXECUTORS, status
+from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.report.table import Column, Table
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "CollectiveBenchmark", "CollectiveConfig",
@@ -80,6 +82,9 @@ class CollectiveConfig(SizeSweepConfig, BenchConfig):
                                       type=options.comma_choices(ALL_NAMES),
                                       help="comma list of the collective's algorithms and "
                                            "builtin (default: all of them)")
+    executor: str = opt("auto", "--executor", choices=EXECUTORS,
+                        help="which executor runs distlab's algorithms: auto (compiled where it "
+                             "builds), compiled or python")
     dtype: str = opt("float32", "--dtype", "-d",
                      choices=("float16", "bfloat16", "float32", "float64", "int32", "int64"),
                      help="element type")
@@ -124,6 +129,7 @@ def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
         rows.append({"nbytes": case["nbytes"], "count": case["count"], "dtype": c.dtype,
                      "op": c.redop if drv.reduces else "none",
                      "root": c.root if drv.rooted else "-", "algorithm": case["algorithm"],
+                     "executor": case.get("executor", "python"),
                      "time_us": sec * 1e6, "algbw_gbps": algbw,
                      "busbw_gbps": None if algbw is None else algbw * factor,
                      "wrong": sum(r["cases"][i]["wrong"] for r in per_rank),
@@ -154,8 +160,9 @@ def head_lines(c: CollectiveConfig, factor: float | None, load_before: Sequence[
     what = [f"{c.op} of {c.dtype}" if moves else c.op] + \
         ([f"redop {c.redop}"] if drv.reduces else []) + ([f"root {c.root}"] if drv.rooted else [])
     count = f"; count = size / {itemsize} elements" if moves else ""
+    executor = "compiled" if c.executor != "python" and compiled_available() else "python"
     lines = [f"{', '.join(what)} on {c.ranks} {c.backend} ranks: {c.iters} rounds "
-             f"(+{c.warmup} warmup){count}",
+             f"(+{c.warmup} warmup){count}; distlab's algorithms on the {executor} executor",
              "time = median over rounds of the slowest rank; "
              + ("no algbw or busbw (a barrier moves no data)" if factor is None
                 else f"busbw = algbw x {factor:g} (nccl-tests' factor)"),
@@ -210,6 +217,8 @@ class CollectiveBenchmark(Benchmark[CollectiveConfig]):
         if c.backend == "nccl" and not torch.cuda.is_available():
             options.fail(parser, "--backend", "nccl", "gloo on this machine: torch sees no CUDA "
                          "device")
+        if c.executor == "compiled" and not compiled_available():
+            options.fail(parser, "--executor", "compiled", f"auto or python here: {status()}")
         return config
 
     def run(self, config: CollectiveConfig) -> Report:
@@ -218,6 +227,7 @@ class CollectiveBenchmark(Benchmark[CollectiveConfig]):
         per_rank = launch.run(collective_rank, c.ranks, backend=c.backend, timeout=c.timeout,
                               args=(c.op, c.sizes, c.names),
                               kwargs={"dtype": c.dtype, "op": c.redop, "root": c.root,
+                                      "executor": c.executor,
                                       "iters": c.iters, "warmup": c.warmup,
                                       "calibrate": not c.no_calibrate,
                                       "progress": not c.quiet})

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 import distlab.collectives.runtime.collectives as RC
-from distlab.bench.allreduce_ranks import fill_pattern
+from distlab.bench.allreduce_ranks import executor_label, fill_pattern
 from distlab.bench.rounds import calibration_round, print_progress, rank_fences, timed_rounds
 from distlab.collectives.algorithms.registry import is_builtin
 from distlab.collectives.model.calibration import calibration_sizes
@@ -94,12 +94,14 @@ class Driver:
         return torch.cat([x.chunk(p)[rank] for x in xs])  # all_to_all
 
     def runner(self, algorithm: str, op: str, root: int, x: torch.Tensor,
-               out: torch.Tensor | None, rank: int) -> Callable[[], torch.Tensor | None]:
-        """A call of ``algorithm`` (``"builtin"``: torch's) on ``x`` (refilled by the caller);
-        returns this rank's result tensor (``None``: nothing to check)."""
+               out: torch.Tensor | None, rank: int,
+               executor: str = "auto") -> Callable[[], torch.Tensor | None]:
+        """A call of ``algorithm`` (``"builtin"``: torch's) on ``x`` (refilled by the caller),
+        distlab's on ``executor``; returns this rank's result tensor (``None``: nothing to
+        check)."""
         c = self.name
         builtin = is_builtin(c, algorithm)
-        kw = {} if builtin else {"algorithm": algorithm}
+        kw = {} if builtin else {"algorithm": algorithm, "executor": executor}
         if c == "all_reduce":
             if builtin:
                 return lambda: (dist.all_reduce(x, op=_redop(op)), _avg(x, op, rank, None))[1]
@@ -158,13 +160,13 @@ def _tolerance(dtype: str, op: str) -> float:
 def collective_rank(rank: int, world_size: int, collective: str, sizes: Sequence[int],
                     algorithms: Sequence[str], dtype: str = "float32", op: str = "sum",
                     root: int = 0, iters: int = 9, warmup: int = 2, calibrate: bool = True,
-                    progress: bool = True) -> dict[str, Any]:
+                    progress: bool = True, executor: str = "auto") -> dict[str, Any]:
     """One rank of ``python -m distlab.bench collective`` (a :func:`distlab.launch.run` rank
     function): per size (bytes of nccl-tests' count) and algorithm (``"builtin"``: torch's),
     one checked call, then ``warmup`` + ``iters`` rounds that run every case once each, in an
     order rotating from round to round, each after a barrier on refilled inputs, next to the
-    calibration exchanges. Returns ``{"cases": [{"nbytes", "count", "algorithm", "seconds",
-    "wrong"}], "calibration": dict | None, "host": str}``."""
+    calibration exchanges. Returns ``{"cases": [{"nbytes", "count", "algorithm", "executor",
+    "seconds", "wrong"}], "calibration": dict | None, "host": str}``."""
     drv = DRIVERS[collective]
     device = rank_device()
     tdtype = getattr(torch, dtype)
@@ -178,7 +180,7 @@ def collective_rank(rank: int, world_size: int, collective: str, sizes: Sequence
             x = pristine.clone()
             n_out = drv.output_count(count, world_size)
             out = torch.empty(n_out, dtype=tdtype, device=device) if n_out else None
-            run = drv.runner(algo, op, root, x, out, rank)
+            run = drv.runner(algo, op, root, x, out, rank, executor)
             got = run()
             wrong = 0
             if want is not None and got is not None:
@@ -187,6 +189,7 @@ def collective_rank(rank: int, world_size: int, collective: str, sizes: Sequence
             elif want is not None:
                 wrong = want.numel()
             cases.append({"nbytes": count * itemsize, "count": count, "algorithm": algo,
+                          "executor": executor_label(algo, executor, collective),
                           "seconds": [], "wrong": wrong, "run": run, "x": x,
                           "pristine": pristine})
     calibrator = None
@@ -204,7 +207,7 @@ def collective_rank(rank: int, world_size: int, collective: str, sizes: Sequence
         progress=print_progress(f"collective {collective}") if progress and rank == 0 else None)
     for case, seconds in zip(cases, timings.seconds, strict=True):
         case["seconds"] = seconds
-    keep = ("nbytes", "count", "algorithm", "seconds", "wrong")
+    keep = ("nbytes", "count", "algorithm", "executor", "seconds", "wrong")
     return {"cases": [{k: c[k] for k in keep} for c in cases],
             "calibration": calibrator.fit().to_dict() if calibrator is not None else None,
             "host": socket.gethostname()}
