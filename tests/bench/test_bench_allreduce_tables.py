@@ -69,6 +69,7 @@ def test_short_table_names_the_executor_once_or_per_row_when_raced() -> None:
     text = short_table(one)
     assert text.splitlines()[0] == "# float32 sum; distlab's algorithms on the compiled executor"
     assert "executor" not in text.splitlines()[1].split()
+    one += [dict(one[0], mean_us=1234567.8, algorithm="double_binary_tree")]  # the widest row
     raced = one + [dict(r, executor="python") for r in one if r["algorithm"] != "builtin"]
     lines = short_table(raced).splitlines()
     assert lines[0] == "# float32 sum" and "executor" in lines[1].split()

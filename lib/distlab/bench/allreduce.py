@@ -166,11 +166,13 @@ def predicted_seconds(cal: dict[str, Any], algorithm: str, world_size: int, coun
 
 def allreduce_table(rows: list[dict[str, Any]]) -> str:
     """The nccl-tests-style table of allreduce rows, every column (ratio to builtin filled in;
-    rows measured before they kept their mean print without the mean column): what the command
-    prints. :func:`short_table` is the same rows narrow enough for a notebook."""
-    columns = COLUMNS if any("mean_us" in r for r in rows) else \
-        tuple(c for c in COLUMNS if c.key != "mean_us")
-    return format_table(_with_ratio(rows), columns)
+    rows measured before they kept their mean, or named their executor, print without that
+    column): what the command prints. :func:`short_table` is the same rows narrow enough for a
+    notebook."""
+    drop = set() if any("mean_us" in r for r in rows) else {"mean_us"}
+    if not any("executor" in r for r in rows):  # measured before rows named their executor
+        drop.add("executor")
+    return format_table(_with_ratio(rows), tuple(c for c in COLUMNS if c.key not in drop))
 
 
 SHORT_COLUMNS = (Column("size(B)", "nbytes", width=9), Column("algorithm", "algorithm"),
@@ -178,11 +180,13 @@ SHORT_COLUMNS = (Column("size(B)", "nbytes", width=9), Column("algorithm", "algo
                  Column("time(us)", "time_us", ".1f", width=9),
                  Column("mean(us)", "mean_us", ".1f", width=9),
                  Column("busbw(GB/s)", "busbw_gbps", ".3f"), Column("#wrong", "wrong"),
-                 Column("predicted(us)", "predicted_us", ".1f"),
+                 Column("model(us)", "predicted_us", ".1f", width=9),
                  Column("error%", "error_pct", "+.1f", width=7),
-                 Column("vs builtin(x)", "vs_builtin", ".2f"))
-"""The columns of :func:`short_table`: those of :data:`COLUMNS` less the ones a reader can
-derive or that hold one value per run (``count`` = size / element size, ``type``, ``redop``,
+                 Column("vs builtin", "vs_builtin", ".2f", width=10))
+"""The columns of :func:`short_table`: those of :data:`COLUMNS` (``predicted(us)`` headed
+``model(us)``, ``vs builtin(x)`` headed ``vs builtin``, to leave room for the executor) less the
+ones a reader can derive or that hold one value per run (``count`` = size / element size,
+``type``, ``redop``,
 and ``algbw`` = busbw * n / (2 (n - 1)))."""
 
 
