@@ -42,7 +42,7 @@ import torch
 from distlab import launch
 from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_mean, slowest_rank_median
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
-from distlab.bench.versus import versus_lines, versus_table
+from distlab.bench.versus import executors_of, versus_lines, versus_table
 from distlab.cli import options
 from distlab.collectives.algorithms.registry import BUILTIN, names, options_of
 from distlab.collectives.model.calibration import STATISTICS
@@ -197,8 +197,7 @@ def short_table(rows: list[dict[str, Any]]) -> str:
     filled in; without the mean column when no row kept its mean, without the executor column
     unless the rows raced several)."""
     drop = set() if any("mean_us" in r for r in rows) else {"mean_us"}
-    executors = list(dict.fromkeys(r["executor"] for r in rows
-                                   if r.get("executor") and r["algorithm"] != BUILTIN))
+    executors = executors_of(rows)
     if len(executors) <= 1:  # one executor ran every distlab row: say it once, above
         drop.add("executor")
     kinds = ", ".join(dict.fromkeys(f"{r.get('dtype', '?')} {r.get('op', '?')}" for r in rows))
@@ -265,7 +264,7 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
             predicted = model.seconds(row["algorithm"], world, row["count"], itemsize, used)
         rows.append({"nbytes": row["nbytes"], "count": row["count"], "dtype": config.dtype,
                      "op": config.op, "algorithm": row["algorithm"],
-                     "executor": row.get("executor", "python"), "options": used,
+                     "executor": row["executor"], "options": used,
                      "time_us": seconds * 1e6, "mean_us": mean * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
                      "wrong": sum(r["rows"][i]["wrong"] for r in per_rank),

@@ -118,11 +118,7 @@ def executor_label(algorithm: str, executor: str, collective: str = "all_reduce"
     """What runs ``collective``'s ``algorithm`` under ``executor`` here: ``"builtin"`` (the
     backend's own), ``"compiled"`` or ``"python"`` (``"auto"`` resolved: compiled where it
     builds)."""
-    if is_builtin(collective, algorithm):
-        return "builtin"
-    if executor == "auto":
-        return "compiled" if compiled.available() else "python"
-    return executor
+    return "builtin" if is_builtin(collective, algorithm) else compiled.resolved(executor)
 
 
 def _checked_cases(rank: int, world_size: int, sizes: Sequence[int], algorithms: Sequence[str],

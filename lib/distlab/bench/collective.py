@@ -42,7 +42,7 @@ from distlab.collectives.model.choice import schedule_seconds
 from distlab.collectives.plan.ops import check_op_dtype
 from distlab.collectives.plan.semantics import COLLECTIVES, busbw_factor
 from distlab.collectives.runtime.collectives import plan_for
-from distlab.collectives.runtime.compiled import EXECUTORS, status
+from distlab.collectives.runtime.compiled import EXECUTORS, resolved, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.report.table import Column, Table
 
@@ -129,7 +129,7 @@ def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
         rows.append({"nbytes": case["nbytes"], "count": case["count"], "dtype": c.dtype,
                      "op": c.redop if drv.reduces else "none",
                      "root": c.root if drv.rooted else "-", "algorithm": case["algorithm"],
-                     "executor": case.get("executor", "python"),
+                     "executor": case["executor"],
                      "time_us": sec * 1e6, "algbw_gbps": algbw,
                      "busbw_gbps": None if algbw is None else algbw * factor,
                      "wrong": sum(r["cases"][i]["wrong"] for r in per_rank),
@@ -160,7 +160,7 @@ def head_lines(c: CollectiveConfig, factor: float | None, load_before: Sequence[
     what = [f"{c.op} of {c.dtype}" if moves else c.op] + \
         ([f"redop {c.redop}"] if drv.reduces else []) + ([f"root {c.root}"] if drv.rooted else [])
     count = f"; count = size / {itemsize} elements" if moves else ""
-    executor = "compiled" if c.executor != "python" and compiled_available() else "python"
+    executor = resolved(c.executor)
     lines = [f"{', '.join(what)} on {c.ranks} {c.backend} ranks: {c.iters} rounds "
              f"(+{c.warmup} warmup){count}; distlab's algorithms on the {executor} executor",
              "time = median over rounds of the slowest rank; "

@@ -11,13 +11,13 @@ the allreduce benchmark prints both, the profile summary prints the lines.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.table import Column, Table
 
-__all__ = ["ratios", "versus_lines", "versus_table"]
+__all__ = ["executors_of", "ratios", "versus_lines", "versus_table"]
 
 
 
@@ -28,13 +28,20 @@ def _label(nbytes: int) -> str:
     return str(nbytes)
 
 
+def executors_of(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The executors that ran the rows' distlab algorithms (``compiled``, ``python``), in order
+    of first appearance; the built-in's rows and rows that name none are left out."""
+    return list(dict.fromkeys(str(r["executor"]) for r in rows
+                              if r.get("executor") and r["algorithm"] != BUILTIN))
+
+
 def ratios(rows: Sequence[dict[str, Any]]) -> dict[str, dict[int, float]]:
     """Per distlab algorithm, per size: its busbw over the built-in's at that size (sizes
     without a built-in row, or where the built-in's busbw is 0, are left out). Where the rows
     ran distlab's algorithms on more than one executor, each is its own curve, named
     ``"<algorithm> (<executor>)"``."""
     builtin = {r["nbytes"]: r["busbw_gbps"] for r in rows if r["algorithm"] == BUILTIN}
-    several = len({r.get("executor") for r in rows if r["algorithm"] != BUILTIN}) > 1
+    several = len(executors_of(rows)) > 1
     out: dict[str, dict[int, float]] = {}
     for r in rows:
         b = builtin.get(r["nbytes"])

@@ -29,6 +29,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, NullFormatter
 
 from distlab._checks import check_choice
 from distlab.bench.allreduce_ranks import size_label
+from distlab.bench.versus import executors_of
 from distlab.collectives.algorithms.registry import ALGORITHMS, BUILTIN
 from distlab.viz.figure import new_figure
 
@@ -63,22 +64,12 @@ def algorithm_colors(algorithms: Sequence[str]) -> dict[str, str]:
     return {a: out[a] for a in dict.fromkeys(algorithms)}
 
 
-def _executors(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(str(r["executor"]) for r in rows
-                              if r.get("executor") and r["algorithm"] != BUILTIN))
-
-
-def _second_executor(rows: Sequence[Mapping[str, Any]]) -> str | None:
+def _second_executor(executors: Sequence[str]) -> str | None:
     """The executor drawn as open dots when the rows raced two (``"python"`` where it is one of
     them, else the second seen); ``None`` for one executor."""
-    seen = _executors(rows)
-    if len(seen) < 2:
+    if len(executors) < 2:
         return None
-    return "python" if "python" in seen else seen[1]
-
-
-def _first_executor(rows: Sequence[Mapping[str, Any]], second: str) -> str:
-    return next(e for e in _executors(rows) if e != second)
+    return "python" if "python" in executors else executors[1]
 
 
 def same_model_lines(rows: Sequence[Mapping[str, Any]], *,
@@ -132,7 +123,8 @@ def measured_vs_model_figure(rows: Sequence[Mapping[str, Any]], *, title: str = 
     what = "mean" if key == "mean_us" else "median"
     algos = list(dict.fromkeys(str(r["algorithm"]) for r in rows))
     palette = {**algorithm_colors(algos), **dict(colors or {})}
-    second = _second_executor(rows)
+    executors = executors_of(rows)
+    second = _second_executor(executors)
     fig = fig or new_figure(figsize=(9.0, 4.0))
     ax = fig.add_subplot(1, 1, 1)
     handles: list[Line2D] = []
@@ -140,7 +132,7 @@ def measured_vs_model_figure(rows: Sequence[Mapping[str, Any]], *, title: str = 
     for a in algos:
         both = sorted((r for r in rows if r["algorithm"] == a), key=lambda r: r["nbytes"])
         other = [r for r in both if second is not None and r.get("executor") == second]
-        mine = [r for r in both if r not in other]
+        mine = [r for r in both if second is None or r.get("executor") != second]
         xs = [r["nbytes"] for r in mine]
         color = palette[a]
         if other:
@@ -162,7 +154,7 @@ def measured_vs_model_figure(rows: Sequence[Mapping[str, Any]], *, title: str = 
     if second is not None:
         key_handles[0] = Line2D([], [], color=KEY_COLOR, marker="o", ms=4, ls="none",
                                 label=f"dots: measured ({what} of rounds), "
-                                      f"{_first_executor(rows, second)} executor")
+                                      f"{next(e for e in executors if e != second)} executor")
         key_handles.insert(1, Line2D([], [], color=KEY_COLOR, marker="o", ms=5, mfc="none",
                                      ls="none", label=f"open dots: the {second} executor"))
     if joined:

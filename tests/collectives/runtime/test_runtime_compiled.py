@@ -164,7 +164,7 @@ def test_a_failed_build_says_so_in_one_line_and_runs_python(tmp_path) -> None:
 def test_distlab_executor_python_turns_it_off(monkeypatch) -> None:
     state = dict(compiled._STATE)
     try:
-        compiled._STATE.update(module=None, error=None, said=False)
+        compiled._STATE.update(module=None, error=None)
         monkeypatch.setenv("DISTLAB_EXECUTOR", "python")
         assert not compiled.available()
         assert compiled.status() == "python (DISTLAB_EXECUTOR=python)"

@@ -39,7 +39,7 @@ import torch
 from distlab.collectives.runtime.rank_plan import Message, RankPlan
 
 __all__ = ["EXECUTORS", "OPS", "SOURCE", "CompiledStepError", "available", "build",
-           "check_executor", "compiled_plan", "encode", "status", "timeout_ms"]
+           "check_executor", "compiled_plan", "encode", "resolved", "status", "timeout_ms"]
 
 SOURCE = Path(__file__).with_name("csrc") / "plan_executor.cpp"
 """The extension's one source file."""
@@ -51,7 +51,7 @@ traced call is an error; ``python``: always the Python executor."""
 OPS = {"sum": 0, "avg": 0, "prod": 1, "max": 2, "min": 3}
 """The C++ executor's op codes (``avg`` sums; the caller divides)."""
 
-_STATE: dict[str, Any] = {"module": None, "error": None, "said": False}
+_STATE: dict[str, Any] = {"module": None, "error": None}
 _PLANS: OrderedDict[int, tuple[RankPlan, Any]] = OrderedDict()
 _MAX_PLANS = 512
 
@@ -90,17 +90,23 @@ def _module() -> Any:
         _STATE["module"] = build()
     except Exception as exc:  # no compiler, no ninja, headers that do not match...
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
-        _STATE["error"] = f"{type(exc).__name__}: {first[:200]}"
-        if not _STATE["said"]:
-            _STATE["said"] = True
-            print(f"distlab: the compiled plan executor could not be built ({_STATE['error']});"
-                  " collectives run on the Python executor", file=sys.stderr, flush=True)
+        _STATE["error"] = f"{type(exc).__name__}: {first[:200]}"  # so never tried again
+        print(f"distlab: the compiled plan executor could not be built ({_STATE['error']}); "
+              "collectives run on the Python executor", file=sys.stderr, flush=True)
     return _STATE["module"]
 
 
 def available() -> bool:
     """Whether the compiled executor can run here (builds or loads it on the first call)."""
     return _module() is not None
+
+
+def resolved(executor: str) -> str:
+    """What an untraced call with ``executor`` runs here: ``"compiled"`` or ``"python"``
+    (``"auto"``: compiled where it is available)."""
+    if check_executor(executor) == "auto":
+        return "compiled" if available() else "python"
+    return executor
 
 
 def status() -> str:

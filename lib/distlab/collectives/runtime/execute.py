@@ -108,7 +108,7 @@ def uses_compiled(executor: str, timeline: Timeline | None) -> bool:
         if not compiled.available():
             raise RuntimeError(f"executor='compiled': {compiled.status()}")
         return True
-    return timeline is None and compiled.available()
+    return timeline is None and compiled.resolved(executor) == "compiled"
 
 
 def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: int, world: int,
@@ -126,16 +126,13 @@ def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: i
     ``executor``: ``"auto"`` (the compiled executor, :mod:`~distlab.collectives.runtime.compiled`,
     unless the call is traced or it cannot be built here), ``"compiled"`` or ``"python"``; both
     give bitwise-equal results. Returns the runner (its ``plan.untouched`` says which source
-    ranges the steps never wrote; ``executor`` which executor ran).
+    ranges the steps never wrote).
     """
     desc = describe(schedule.algorithm, schedule.options, world, schedule.count, flat.dtype, op,
                     collective=schedule.collective)
     base = call_tag_base(desc, next_call_number(group))
     runner = StepRunner(schedule, flat, reducer(op), reducer_out(op), group, rank, timeout, base,
                         source, timeline)
-    if uses_compiled(executor, timeline):
-        _run_compiled(runner, desc, op, group, rank, world, batched, check)
-        return runner
     if check == "gather" or (check == "inline" and batched):
         try:
             check_peers(desc, group, flat.device, timeout)
@@ -143,6 +140,9 @@ def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: i
             raise
         except Exception as exc:
             raise runner.failed("the peer check before step 0", exc) from exc
+    if uses_compiled(executor, timeline):
+        _run_compiled(runner, desc, op, group, rank, world, batched, check)
+        return runner
     if batched:
         runner.run_batched()
         return runner
@@ -164,15 +164,9 @@ def execute(schedule: Schedule, flat: torch.Tensor, op: str, group: Any, rank: i
 
 def _run_compiled(runner: StepRunner, desc: dict[str, str], op: str, group: Any, rank: int,
                   world: int, batched: bool, check: str) -> None:
-    """:func:`execute`'s compiled branch: the same peer check, one C++ call for every step."""
+    """:func:`execute`'s compiled branch (after the gather check): the inline peer check and
+    every step in one C++ call."""
     plan = compiled.compiled_plan(runner.plan)
-    if check == "gather" or (check == "inline" and batched):
-        try:
-            check_peers(desc, group, runner.flat.device, runner.timeout)
-        except CollectiveMismatchError:
-            raise
-        except Exception as exc:
-            raise runner.failed("the peer check before step 0", exc) from exc
     mine = theirs = None
     if check == "inline" and not batched and world > 1:
         mine = torch.frombuffer(bytearray(encode(desc)), dtype=torch.uint8)
@@ -190,7 +184,6 @@ def _run_compiled(runner: StepRunner, desc: dict[str, str], op: str, group: Any,
             err.index) or next(f"step {rs.index} ({rs.label})" for rs in runner.plan.steps
                                if rs.index == err.index)
         raise runner.failed(where, err) from exc
-    runner.executor = "compiled"
     if not agreed:
         assert theirs is not None
         descs = [decode(row.numpy().tobytes()) for row in theirs]

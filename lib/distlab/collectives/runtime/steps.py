@@ -89,8 +89,6 @@ class StepRunner:
         self.plan = rank_plan(schedule, rank, None if source is None else tuple(source[1]))
         self.scratch = (workspace(self.plan.scratch, flat.dtype, flat.device)
                         if self.plan.scratch else flat)
-        self.executor = "python"
-        """Which executor ran the call: ``"python"`` (these steps) or ``"compiled"``."""
 
     def failed(self, where: str, exc: Exception) -> RuntimeError:
         """The error raised when a step fails (a peer died, timed out or closed the link)."""

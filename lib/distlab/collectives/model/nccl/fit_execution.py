@@ -109,14 +109,12 @@ def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Executio
     forced = point.get("nccl_algo")
     algos = None if forced is None else [_algorithm_from_nccl(forced)]
     nodes = int(point.get("nodes", 1))
-    if nodes > 1:  # the multi-node model is NCCL 2.28.9's, whatever the run's release
-        return nccl_execution(point["preset"], int(point["world_size"]),
-                              [int(point["nbytes"])], harness=harness_of(point),
-                              constants=constants, algorithms=algos, nodes=nodes,
-                              network=str(point["network"]))[0]
+    # the multi-node model is NCCL 2.28.9's, whatever the run's release
+    where = {"nodes": nodes, "network": str(point["network"])} if nodes > 1 else \
+        {"nccl_version": point.get("nccl_version")}
     return nccl_execution(point["preset"], int(point["world_size"]), [int(point["nbytes"])],
                           harness=harness_of(point), constants=constants, algorithms=algos,
-                          nccl_version=point.get("nccl_version"))[0]
+                          **where)[0]
 
 
 def _predict_us(f: Sequence[_Features], theta: np.ndarray) -> np.ndarray:
