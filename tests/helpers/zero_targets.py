@@ -82,7 +82,6 @@ def timeline_and_errors(rank: int, world_size: int) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - the type and message are the result
             errors[name] = f"{type(exc).__name__}: {exc}"
 
-    attempt("stage 3", lambda: ZeroDataParallel(mlp(1, 4, 0), 3))
     attempt("stage -1", lambda: ZeroDataParallel(mlp(1, 4, 0), -1))
     attempt("cap 0", lambda: ZeroDataParallel(mlp(1, 4, 0), 1, bucket_cap_mb=0))
     attempt("not a module", lambda: ZeroDataParallel("model", 1))  # type: ignore[arg-type]

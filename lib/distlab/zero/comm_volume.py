@@ -26,7 +26,8 @@ from distlab.collectives.model.presets import LinkPreset
 from distlab.collectives.plan.schedule import Schedule
 from distlab.zero.memory_model import bytes_per_param, check_stage, shard_elements
 
-__all__ = ["CommCall", "comm_seconds", "comm_volume", "sent_bytes", "zero_comm_calls"]
+__all__ = ["CommCall", "comm_seconds", "comm_volume", "sent_bytes", "unit_comm_calls",
+           "zero_comm_calls"]
 
 # (what, collective, whose bytes: "grad" or "param") per stage, in the order a step runs them
 _CALLS = {
@@ -84,6 +85,32 @@ def zero_comm_calls(params: int, world_size: int, stage: int, precision: str = "
         s = build_plan(collective, chosen[collective], world_size, count)
         out.append(CommCall(what, collective, chosen[collective], count, itemsize,
                             sent_bytes(s, itemsize), s))
+    return out
+
+
+def unit_comm_calls(unit_params: list[int] | tuple[int, ...], world_size: int,
+                    precision: str = "mixed", *, algorithms: dict[str, str] | None = None
+                    ) -> list[CommCall]:
+    """Stage 3 as :mod:`distlab.zero.stage3` runs it: per unit (``unit_params`` elements each,
+    padded to a multiple of ``N``) an all-gather before its forward, one before its backward
+    and a reduce-scatter of its gradients; in the order a step issues them (every forward
+    gather, then per unit in reverse: gather, reduce-scatter). ``what`` names the unit."""
+    world_size = check_int("world_size", world_size, minimum=1)
+    p_bytes, g_bytes, _ = bytes_per_param(precision)
+    chosen = {**DEFAULT_ALGORITHM, **(algorithms or {})}
+
+    def call(what: str, collective: str, n: int, itemsize: int) -> CommCall:
+        count = world_size * shard_elements(n, world_size)
+        s = build_plan(collective, chosen[collective], world_size, count)
+        return CommCall(what, collective, chosen[collective], count, itemsize,
+                        sent_bytes(s, itemsize), s)
+
+    sizes = [check_int(f"unit_params[{i}]", n, minimum=0) for i, n in enumerate(unit_params)]
+    out = [call(f"all-gather unit {k} (forward)", "all_gather", n, p_bytes)
+           for k, n in enumerate(sizes)]
+    for k in reversed(range(len(sizes))):
+        out += [call(f"all-gather unit {k} (backward)", "all_gather", sizes[k], p_bytes),
+                call(f"reduce-scatter unit {k}", "reduce_scatter", sizes[k], g_bytes)]
     return out
 
 

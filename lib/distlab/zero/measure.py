@@ -9,6 +9,12 @@ state after the last step, the model's bytes for the same parameter count
 (:func:`~distlab.zero.memory_model.zero_memory`) and the process's peak resident memory
 (``ru_maxrss``, reported, not modelled: it includes the interpreter, torch and activations).
 
+Stage 3's peak is measured without asking the class: :func:`live_tensor_bytes` finds every
+tensor the process holds (``gc.get_objects``), counts each distinct storage once, and
+:func:`stage3_peak_rank` samples it at every unit's forward and before every unit's backward
+(hooks of its own, after the class's), keeping the largest value above the bytes held before
+the model was built; :func:`distlab.zero.memory_model.stage3_memory` is the model beside it.
+
     from distlab.zero.measure import measure_zero_memory
     rows = measure_zero_memory(world_size=2, stages=(0, 1, 2))
     for r in rows: print(r["stage"], r["measured"]["total"], r["model"]["total"])
@@ -16,6 +22,7 @@ state after the last step, the model's bytes for the same parameter count
 
 from __future__ import annotations
 
+import gc
 import resource
 from typing import Any
 
@@ -23,13 +30,14 @@ import torch
 
 from distlab import launch
 from distlab._checks import check_choice, check_int
+from distlab.collectives.runtime.steps import workspaces
 from distlab.nets import mlp
 from distlab.timeline import Timeline
-from distlab.zero.memory_model import PRECISIONS, check_stage, zero_memory
+from distlab.zero.memory_model import PRECISIONS, check_stage, stage3_memory, zero_memory
 from distlab.zero.optimizer import ZeroDataParallel
 
-__all__ = ["held_bytes", "measure_zero_memory", "storage_bytes", "trace_zero_step",
-           "zero_memory_rank"]
+__all__ = ["held_bytes", "live_tensor_bytes", "measure_stage3_peak", "measure_zero_memory",
+           "stage3_peak_rank", "storage_bytes", "trace_zero_step", "zero_memory_rank"]
 
 _DTYPES = {"fp32": torch.float32, "mixed": torch.bfloat16}
 
@@ -93,7 +101,8 @@ def measure_zero_memory(world_size: int = 2, stages: tuple[int, ...] = (0, 1, 2)
     world_size = check_int("world_size", world_size, minimum=1)
     for s in stages:
         if check_stage(s) == 3:
-            raise ValueError("stage 3 is modelled only; measure stages 0, 1, 2")
+            raise ValueError("stage 3's bytes change within a step: measure_stage3_peak "
+                             "measures its peak; measure_zero_memory takes stages 0, 1, 2")
     check_choice("precision", precision, PRECISIONS)
     res = launch.run(zero_memory_rank, world_size,
                      args=(list(stages), layers, width, precision, steps, bucket_cap_mb),
@@ -114,3 +123,85 @@ def trace_zero_step(rank: int, world_size: int, stage: int, layers: int = 3, wid
         zdp.step()
     assert zdp.timeline is not None
     return zdp.timeline.to_dicts()
+
+
+def live_tensor_bytes(exclude: list[torch.Tensor] | None = None) -> int:
+    """Bytes of the distinct storages behind every tensor object this process holds (found by
+    ``gc.get_objects``; a storage counts once, by data pointer; empty storages count 0),
+    leaving out the storages of ``exclude``. Tensors that exist only inside C++ (autograd's
+    saved activations with no Python object, a backend's own buffers) are not seen."""
+    skip = {t.untyped_storage().data_ptr() for t in exclude or []}
+    seen: dict[int, int] = {}
+    for obj in gc.get_objects():
+        try:
+            if not issubclass(type(obj), torch.Tensor) or obj.is_meta \
+                    or obj.layout != torch.strided:
+                continue
+            st = obj.untyped_storage()
+        except (RuntimeError, TypeError, NotImplementedError):
+            continue
+        if st.nbytes() and st.data_ptr() not in skip:
+            seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
+def stage3_peak_rank(rank: int, world_size: int, layers: int, width: int, precision: str,
+                     prefetch: int, steps: int = 2, batch: int = 4,
+                     algorithm: str | None = None) -> dict[str, Any]:
+    """Rank function: train ``mlp(layers, width)`` at stage 3 for ``steps`` steps, sampling
+    :func:`live_tensor_bytes` at each unit's forward and before each unit's backward; returns
+    ``peak_bytes`` (largest sample minus the bytes held before the model was built, distlab's
+    collective workspaces left out: communication buffers, reported as ``workspace_bytes``),
+    the ``samples``, and ``model`` (:func:`~distlab.zero.memory_model.stage3_memory` bytes:
+    ``states``, ``forward``, ``backward``, ``total``)."""
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(rank)
+    dtype = _DTYPES[precision]
+    xs = [torch.randn(batch, width, generator=g).to(dtype) for _ in range(steps)]
+    gc.collect()
+    base = live_tensor_bytes()
+    zdp = ZeroDataParallel(mlp(layers, width, 0), 3, param_dtype=dtype, prefetch=prefetch,
+                           algorithm=algorithm)
+    samples: list[tuple[str, int]] = []
+
+    def sample(where: str) -> None:
+        samples.append((where, live_tensor_bytes(exclude=workspaces()) - base))
+
+    stage3 = zdp._stage3
+    assert stage3 is not None
+    for u in stage3.units:
+        u.module.register_forward_pre_hook(lambda _m, _a, k=u.index: sample(f"forward {k}"))
+
+        def after(_m: Any, _a: Any, out: torch.Tensor, k: int = u.index) -> None:
+            out.register_hook(lambda grad: sample(f"backward {k}"))
+        u.module.register_forward_hook(after)
+    for x in xs:
+        zdp(x).float().pow(2).mean().backward()
+        sample("after backward")
+        zdp.step()
+        sample("after step")
+    model = stage3_memory([u.layout.numel for u in stage3.units], world_size, precision,
+                          prefetch)
+    peak = max(samples, key=lambda s: s[1])
+    out = {"rank": rank, "world_size": world_size, "precision": precision,
+           "prefetch": prefetch, "params": zdp.param_count, "units": len(stage3.units),
+           "peak_bytes": peak[1], "peak_at": peak[0], "samples": samples,
+           "held_after_step": held_bytes(zdp),
+           "workspace_bytes": storage_bytes(workspaces()),
+           "model": {"states": model.states.total, "forward": model.forward,
+                     "backward": model.backward, "total": model.total}}
+    zdp.close()
+    return out
+
+
+def measure_stage3_peak(world_size: int = 2, *, layers: int = 4, width: int = 128,
+                        precision: str = "fp32", prefetch: int = 1, steps: int = 2,
+                        algorithm: str | None = None, timeout: float = 300.0
+                        ) -> list[dict[str, Any]]:
+    """Run :func:`stage3_peak_rank` on ``world_size`` gloo ranks; one dict per rank."""
+    world_size = check_int("world_size", world_size, minimum=1)
+    check_choice("precision", precision, PRECISIONS)
+    prefetch = check_int("prefetch", prefetch, minimum=0)
+    return launch.run(stage3_peak_rank, world_size,
+                      args=(layers, width, precision, prefetch, steps, 4, algorithm),
+                      timeout=timeout)

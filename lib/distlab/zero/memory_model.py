@@ -27,14 +27,15 @@ holds the same number), a replicated one ``P``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from distlab._checks import check_choice, check_float, check_int
 
-__all__ = ["BYTE_UNITS", "DEEPSPEED_SOURCES", "PRECISIONS", "STAGES", "StateBytes",
-           "ZeroMemory", "byte_unit", "bytes_per_param", "check_stage", "deepspeed_estimate",
-           "largest_model_that_fits", "shard_elements", "zero_memory"]
+__all__ = ["BYTE_UNITS", "DEEPSPEED_SOURCES", "PRECISIONS", "STAGES", "Stage3Memory",
+           "StateBytes", "ZeroMemory", "byte_unit", "bytes_per_param", "check_stage",
+           "deepspeed_estimate", "largest_model_that_fits", "shard_elements", "stage3_memory",
+           "zero_memory"]
 
 #: precision name -> bytes per parameter of (params, grads, optimizer state).
 PRECISIONS: dict[str, tuple[int, int, int]] = {"fp32": (4, 4, 8), "mixed": (2, 2, 12)}
@@ -129,22 +130,90 @@ def zero_memory(params: int, world_size: int, stage: int, precision: str = "mixe
                       world_size=world_size, stage=stage, precision=precision)
 
 
+@dataclass(frozen=True)
+class Stage3Memory:
+    """Peak model-state bytes of one ZeRO-3 rank: the shards it always holds plus the full
+    units in flight (see :func:`stage3_memory`)."""
+
+    states: StateBytes   # params, grads, optimizer shards (every unit padded to N)
+    forward: int         # full buffers alive at the forward peak, bytes
+    backward: int        # full buffers alive at the backward peak, bytes
+
+    @property
+    def in_flight(self) -> int:
+        """The larger of the forward and backward in-flight bytes."""
+        return max(self.forward, self.backward)
+
+    @property
+    def total(self) -> int:
+        """Shards plus the in-flight peak, bytes."""
+        return self.states.total + self.in_flight
+
+
+def stage3_memory(unit_params: Sequence[int], world_size: int, precision: str = "mixed",
+                  prefetch: int = 1) -> Stage3Memory:
+    """Peak model-state bytes per rank of ZeRO-3 as :mod:`distlab.zero.stage3` runs it.
+
+    Args:
+        unit_params: parameters (elements) of each unit, in the order forward runs them.
+        world_size: ranks ``N``; each unit is padded to a multiple of ``N`` and sharded.
+        precision: ``"fp32"`` or ``"mixed"`` (bytes per parameter as :data:`PRECISIONS`).
+        prefetch: units gathered ahead of the one computing (``L``).
+
+    Shards: ``sum(ceil(n_u / N))`` elements of each state. In flight, full (padded) buffers:
+    in forward, while unit ``k`` computes, units ``k .. k + L`` are gathered: the largest such
+    window's parameter bytes. In backward (units in reverse order), unit ``k`` and the next
+    ``L`` are gathered, unit ``k``'s full gradient buffer is being filled and the previous
+    unit's is held by its reduce-scatter: those parameter bytes plus two units' gradient bytes.
+    """
+    world_size = check_int("world_size", world_size, minimum=1)
+    prefetch = check_int("prefetch", prefetch, minimum=0)
+    sizes = [check_int(f"unit_params[{i}]", n, minimum=0) for i, n in enumerate(unit_params)]
+    p_b, g_b, o_b = bytes_per_param(precision)
+    padded = [world_size * -(-n // world_size) for n in sizes]
+    shard = sum(padded) // world_size
+    states = StateBytes(p_b * shard, g_b * shard, o_b * shard)
+    window = prefetch + 1
+    forward = max((p_b * sum(padded[k:k + window]) for k in range(len(padded))), default=0)
+    back = padded[::-1]
+    backward = max((p_b * sum(back[j:j + window]) + g_b * back[j]
+                    + (g_b * back[j - 1] if j else 0) for j in range(len(back))), default=0)
+    return Stage3Memory(states, forward, backward)
+
+
 def largest_model_that_fits(memory_bytes: float, world_size: int, stage: int,
-                            precision: str = "mixed") -> int:
+                            precision: str = "mixed", *, units: int | None = None,
+                            prefetch: int = 1) -> int:
     """The largest parameter count whose model states fit in ``memory_bytes`` per rank
-    (activations and buffers not counted: an upper bound on what trains)."""
+    (activations and buffers not counted: an upper bound on what trains).
+
+    ``units`` (stage 3 only): the model is cut into that many equal units, and the full units
+    in flight (:func:`stage3_memory` with ``prefetch``) must fit too; ``None`` counts the
+    shards only, as the paper does.
+    """
     memory_bytes = check_float("memory_bytes", memory_bytes, minimum=0.0)
     world_size = check_int("world_size", world_size, minimum=1)
     stage = check_stage(stage)
+    if units is not None:
+        units = check_int("units", units, minimum=1)
+        if stage != 3:
+            raise ValueError(f"units= counts stage 3's gathered units; stage {stage} has none")
     per = bytes_per_param(precision)
     full = sum(k for k, s in zip(per, _SHARDED[stage], strict=True) if not s)
     part = sum(k for k, s in zip(per, _SHARDED[stage], strict=True) if s)
+
+    def total(p: int) -> int:
+        if units is None:
+            return zero_memory(p, world_size, stage, precision).total
+        cut = [p // units + (1 if i < p % units else 0) for i in range(units)]
+        return stage3_memory(cut, world_size, precision, prefetch).total
+
     # total(P) >= full P + part P / N, so the real-valued bound is an upper bound on the answer;
     # total is monotone in P: bisect below it
     lo, hi = 0, int(memory_bytes / (full + part / world_size)) + 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if zero_memory(mid, world_size, stage, precision).total <= memory_bytes:
+        if total(mid) <= memory_bytes:
             lo = mid
         else:
             hi = mid

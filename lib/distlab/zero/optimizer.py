@@ -1,4 +1,4 @@
-"""ZeRO stages 0, 1 and 2 on real ranks: data parallel training with Adam, the state sharded.
+"""ZeRO stages 0 to 3 on real ranks: data parallel training with Adam, the state sharded.
 
     zdp = ZeroDataParallel(model, stage=2, lr=1e-3)      # after init_process_group (gloo, nccl)
     for x in batches:
@@ -32,10 +32,15 @@ Collectives: distlab's own plans by default (:func:`distlab.collectives.reduce_s
 algorithms), or torch's built-ins with ``algorithm="builtin"``. With a ``timeline`` set, a step
 records ``backward`` and ``bucket b ready`` on lane ``rank{r}/backward``, each collective on
 ``rank{r}/reduce_scatter`` (``rank{r}/allreduce`` for stage 0) and ``rank{r}/all_gather``, and
-Adam on ``rank{r}/step``. Not supported: stage 3 at runtime (modelled only), gradient
-accumulation over several backwards before a step, parameters that get no gradient.
+Adam on ``rank{r}/step``. Not supported: gradient accumulation over several backwards before a
+step, parameters that get no gradient.
 
-Uneven inputs (:mod:`distlab.uneven`): ``ZeroDataParallel`` is ``Joinable``. Inside
+Stage 3 (parameters sharded too) runs per *unit* rather than per bucket, each unit gathered just
+ahead of its forward and backward and freed after, with ``prefetch`` units gathered ahead:
+:mod:`distlab.zero.stage3` says how. :meth:`ZeroDataParallel.full_state_dict` gives the full
+parameters at every stage.
+
+Uneven inputs (:mod:`distlab.uneven`): ``ZeroDataParallel`` is ``Joinable`` (stages 0-2). Inside
 ``torch.distributed.algorithms.Join([zdp])`` a rank out of batches shadows each iteration of the
 others: zeros into every bucket's gradient collective, in the order the buckets were reduced
 (its own last backward's order, else bucket order), then :meth:`ZeroDataParallel.step` as usual.
@@ -50,16 +55,14 @@ ranks not yet joined. Collectives run on a process group of their own with a ``t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.join import Join, Joinable, JoinHook
 
-from distlab._checks import check_float, check_instance
-from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, is_builtin
-from distlab.collectives.runtime.collectives import all_gather, reduce_scatter
-from distlab.collectives.runtime.execute import all_reduce
+from distlab._checks import check_float, check_instance, check_int
 from distlab.timeline import Timeline, now_us
 from distlab.uneven import (
     DEFAULT_TIMEOUT_S,
@@ -69,39 +72,14 @@ from distlab.uneven import (
     last_joiner_rank,
     run_bounded,
 )
+from distlab.zero.calls import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from distlab.zero.memory_model import check_stage
 from distlab.zero.partition import Bucket, plan_buckets
+from distlab.zero.stage3 import Stage3
 
 __all__ = ["ZeroDataParallel"]
 
 _MB = 1024 * 1024
-
-
-def _builtin(collective: str, algorithm: str | None) -> bool:
-    return algorithm is not None and is_builtin(collective, algorithm)
-
-
-def _reduce_scatter(out: torch.Tensor, full: torch.Tensor, algorithm: str | None,
-                    group: Any) -> None:
-    if _builtin("reduce_scatter", algorithm):
-        dist.reduce_scatter_tensor(out, full, group=group)
-    else:
-        reduce_scatter(out, full, "sum", group, algorithm=algorithm)
-
-
-def _all_gather(full: torch.Tensor, shard: torch.Tensor, algorithm: str | None,
-                group: Any) -> None:
-    if _builtin("all_gather", algorithm):
-        dist.all_gather_into_tensor(full, shard, group=group)
-    else:
-        all_gather(full, shard, group, algorithm=algorithm)
-
-
-def _all_reduce(t: torch.Tensor, algorithm: str | None, group: Any) -> None:
-    if _builtin("all_reduce", algorithm):
-        dist.all_reduce(t, group=group)
-    else:
-        all_reduce(t, "sum", algorithm or DEFAULT_ALGORITHM["all_reduce"], group)
 
 
 class ZeroJoinHook(JoinHook):
@@ -141,10 +119,13 @@ class ZeroDataParallel(Joinable):
         group: the process group (``None``: the default group).
         timeline: a :class:`distlab.timeline.Timeline` to record steps on, or ``None``.
         timeout: seconds a collective may wait for its peers (``None``: the group's timeout).
+        prefetch: stage 3: units whose all-gather is issued ahead of the one computing (0: none).
+        units: stage 3: the submodules gathered as units (``None``: every module with
+            trainable parameters of its own); see :mod:`distlab.zero.stage3`.
 
     Raises:
-        ValueError: stage 3 (not implemented at runtime), a bad stage, ``bucket_cap_mb <= 0``,
-            or a module without trainable parameters.
+        ValueError: a bad stage, ``bucket_cap_mb <= 0``, ``prefetch < 0``, ``units`` with
+            another stage or not submodules, or a module without trainable parameters.
     """
 
     def __init__(self, module: torch.nn.Module, stage: int, *, lr: float = 1e-3,
@@ -152,21 +133,35 @@ class ZeroDataParallel(Joinable):
                  weight_decay: float = 0.0, param_dtype: torch.dtype | None = None,
                  bucket_cap_mb: float = 25.0, algorithm: str | None = None,
                  group: Any = None, timeline: Timeline | None = None,
-                 timeout: float | None = DEFAULT_TIMEOUT_S) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT_S, prefetch: int = 1,
+                 units: Sequence[torch.nn.Module] | None = None) -> None:
         super().__init__()
         check_instance("module", module, torch.nn.Module)
         self.timeout = check_timeout(timeout)
         self.stage = check_stage(stage)
-        if self.stage == 3:
-            raise ValueError("stage 3 is modelled (distlab.zero.memory_model, comm_volume) but "
-                             "not implemented at runtime; use stage 0, 1 or 2")
         cap = check_float("bucket_cap_mb", bucket_cap_mb, minimum=0.0, exclusive_minimum=True)
+        self.prefetch = check_int("prefetch", prefetch, minimum=0)
+        if units is not None and self.stage != 3:
+            raise ValueError(f"units= is for stage 3 (parameters gathered per unit); stage "
+                             f"{self.stage} reduces buckets (bucket_cap_mb)")
         self.module, self.group, self.algorithm, self.timeline = module, group, algorithm, timeline
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         self.params = [p for p in module.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("module has no trainable parameters")
         self.dtype = param_dtype or self.params[0].dtype
+        self._comm = bounded_group(group, self.timeout)
+        self._stage3: Stage3 | None = None
+        if self.stage == 3:
+            self._stage3 = Stage3(module, rank=self.rank, world=self.world, group=group,
+                                  comm=self._comm, dtype=self.dtype, algorithm=algorithm,
+                                  optimizer_args={"lr": lr, "betas": betas, "eps": eps,
+                                                  "weight_decay": weight_decay},
+                                  timeline_of=lambda: self.timeline, timeout=self.timeout,
+                                  prefetch=self.prefetch, units=units)
+            self.optimizer = self._stage3.optimizer
+            self.buckets, self.flats, self.masters = [], [], []
+            return
         item = torch.empty((), dtype=self.dtype).element_size()
         self.buckets = plan_buckets([p.numel() for p in self.params], item,
                                     max(1, int(cap * _MB)), self.world)
@@ -182,7 +177,6 @@ class ZeroDataParallel(Joinable):
         for i, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(self._hook(i))
         self._backward_t0: float | None = None
-        self._comm = bounded_group(group, self.timeout)
         self._scale = 1.0 / self.world
         self._divide_by_initial_world_size = True
         self._reduce_order: list[int] = []  # buckets in the order this backward reduced them
@@ -235,6 +229,8 @@ class ZeroDataParallel(Joinable):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """``module(*args, **kwargs)``; with a timeline, marks where its backward starts."""
+        if self._stage3 is not None:
+            return self.module(*args, **kwargs)
         if self._join_config.enable:
             work = Join.notify_join_context(self)  # "not joined yet" (first joinable only)
             active = self.world
@@ -288,11 +284,11 @@ class ZeroDataParallel(Joinable):
             what = (f"{'allreduce' if self.stage == 0 else 'reduce-scatter'} of bucket {k} "
                     f"({len(b.indices)} parameters, {b.padded * full.element_size():,} bytes)")
             if self.stage == 0:
-                run_bounded(self.rank, what, self.timeout, _all_reduce, full, self.algorithm,
+                run_bounded(self.rank, what, self.timeout, all_reduce_sum, full, self.algorithm,
                          self._comm)
             else:
                 out = self._shard(k, full) if self.stage == 1 else self._grad_shards[k]
-                run_bounded(self.rank, what, self.timeout, _reduce_scatter, out, full,
+                run_bounded(self.rank, what, self.timeout, reduce_scatter_sum, out, full,
                          self.algorithm, self._comm)
         elif self.stage == 2:
             self._grad_shards[k].copy_(full)
@@ -316,6 +312,9 @@ class ZeroDataParallel(Joinable):
         Raises:
             RuntimeError: some bucket's gradients were not all produced since the last step.
         """
+        if self._stage3 is not None:
+            self._stage3.step()
+            return
         if any(self._pending):
             raise RuntimeError(f"step() before every gradient was ready: buckets "
                                f"{[k for k, n in enumerate(self._pending) if n]} incomplete "
@@ -333,9 +332,9 @@ class ZeroDataParallel(Joinable):
             for k, b in enumerate(self.buckets):
                 t1 = now_us()
                 if b.padded:
-                    run_bounded(self.rank, f"all-gather of bucket {k}", self.timeout, _all_gather,
-                             self.flats[k], self._shard(k, self.flats[k]), self.algorithm,
-                             self._comm)
+                    run_bounded(self.rank, f"all-gather of bucket {k}", self.timeout,
+                                all_gather_into, self.flats[k], self._shard(k, self.flats[k]),
+                                self.algorithm, self._comm)
                 self._record("all_gather", k, t1)
         for g in self._grad_flats:
             g.zero_()
@@ -348,11 +347,13 @@ class ZeroDataParallel(Joinable):
 
     def join_hook(self, **kwargs: Any) -> ZeroJoinHook:
         """torch's Join protocol (``divide_by_initial_world_size``, default ``True``)."""
+        if self._stage3 is not None:
+            raise ValueError("Join is not supported at stage 3 (use stage 0, 1 or 2 with Join)")
         return ZeroJoinHook(self, kwargs.get("divide_by_initial_world_size", True))
 
     @property
     def join_device(self) -> torch.device:
-        return self.flats[0].device
+        return self.params[0].device
 
     @property
     def join_process_group(self) -> Any:
@@ -390,11 +391,28 @@ class ZeroDataParallel(Joinable):
 
     # ---- what this rank holds --------------------------------------------------------------
 
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The module's full parameters, ``name -> tensor`` (copies, the module's own names and
+        order, frozen parameters included), on every rank at every stage. At stage 3 every rank
+        must call it (each unit is all-gathered)."""
+        full = self._stage3.full_parameters() if self._stage3 is not None else {}
+        return {name: full[id(p)] if id(p) in full else p.detach().clone()
+                for name, p in self.module.named_parameters()}
+
+    def close(self) -> None:
+        """Stage 3: stop the communication thread and remove the hooks (the module's
+        parameters are left sharded: read them with :meth:`full_state_dict` first)."""
+        if self._stage3 is not None:
+            self._stage3.close()
+
     def state_tensors(self) -> dict[str, list[torch.Tensor]]:
         """The tensors behind each model state on this rank: ``params`` (the flat parameter
         buffers), ``grads`` (full gradient buffers at stages 0-1, shards at stage 2, and any
         ``.grad`` still set), ``optimizer`` (Adam's state, and fp32 masters when they are
-        copies). Storages may repeat; :func:`distlab.zero.measure.storage_bytes` dedupes."""
+        copies). Storages may repeat; :func:`distlab.zero.measure.storage_bytes` dedupes.
+        Stage 3: :meth:`distlab.zero.stage3.Stage3.state_tensors`."""
+        if self._stage3 is not None:
+            return self._stage3.state_tensors()
         grads = list(self._grad_flats) + list(self._grad_shards)
         grads += [p.grad for p in self.params if p.grad is not None]
         opt = [t for st in self.optimizer.state.values() for t in st.values()

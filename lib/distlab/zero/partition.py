@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from distlab._checks import check_int
 
-__all__ = ["Bucket", "plan_buckets"]
+__all__ = ["Bucket", "plan_buckets", "plan_unit"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,19 @@ def plan_buckets(numels: Sequence[int], itemsize: int, cap_bytes: int,
         padded = world_size * -(-at // world_size)
         out.append(Bucket(tuple(g), tuple(offsets), at, padded, world_size))
     return out
+
+
+def plan_unit(numels: Sequence[int], world_size: int) -> Bucket:
+    """The flat layout of one ZeRO-3 unit: all its parameters, in the order given, in one buffer
+    padded to a multiple of ``world_size`` (indices ``0..len(numels) - 1``).
+
+    Raises:
+        ValueError: a negative size or ``world_size`` < 1.
+    """
+    world_size = check_int("world_size", world_size, minimum=1)
+    offsets, at = [], 0
+    for i, n in enumerate(numels):
+        offsets.append(at)
+        at += check_int(f"numels[{i}]", n, minimum=0)
+    return Bucket(tuple(range(len(numels))), tuple(offsets), at,
+                  world_size * -(-at // world_size), world_size)

@@ -26,7 +26,7 @@ from distlab.collectives.runtime.peercheck import CollectiveMismatchError, Inlin
 from distlab.collectives.runtime.rank_plan import Message, RankStep, rank_plan
 from distlab.timeline import Timeline, now_us
 
-__all__ = ["StepRunner", "reducer_out", "step_p2p_ops", "workspace"]
+__all__ = ["StepRunner", "reducer_out", "step_p2p_ops", "workspace", "workspaces"]
 
 _WORKSPACE: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}
 
@@ -41,6 +41,11 @@ def workspace(numel: int, dtype: torch.dtype, device: torch.device,
         buf = torch.empty(max(numel, 1), dtype=dtype, device=device)
         _WORKSPACE[key] = buf
     return buf
+
+
+def workspaces() -> list[torch.Tensor]:
+    """The workspaces this process holds now (communication buffers, not model state)."""
+    return list(_WORKSPACE.values())
 
 
 def step_p2p_ops(rs: RankStep, sends: list[torch.Tensor], recvs: list[torch.Tensor],
