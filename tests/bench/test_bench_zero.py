@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from distlab.bench.__main__ import main
 from distlab.bench.zero import VARIANTS, columns, summarize
 from distlab.zero.memory_model import zero_memory
@@ -69,3 +71,28 @@ def test_cli_tiny_reports_bytes_per_rank(capsys, tmp_path):
         assert float(shown[-1]) == round(model.total / 1024, 3)
     held = [rows[v]["state_bytes"] for v in ("stage2", "stage1", "ddp")]
     assert held == sorted(held) and len(set(held)) == 3, "each stage holds less"
+
+
+def test_cli_stage3_beside_fsdp2(capsys):
+    with no_leaks():
+        rc = main([*ARGS, "--stage", "3"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = out.splitlines()
+    names = ["ddp", "fsdp2", "stage3", "stage3:nopf", "stage3:builtin", "stage3:builtin:nopf"]
+    table = [ln.split() for ln in lines if ln.split() and ln.split()[0] in names]
+    assert [t[0] for t in table] == names
+    header = next(ln.split() for ln in lines if ln.split()[:1] == ["variant"])
+    assert header[4:8] == ["vs", "ddp", "vs", "fsdp2"]
+    assert float(table[1][5]) == 1.0, "fsdp2 against itself"
+    # FSDP2 and stage 3 hold the same shards (Adam keeps a step counter per tensor: FSDP2 has
+    # one per parameter, stage 3 one per unit) and share the model's
+    assert float(table[1][-2]) == pytest.approx(float(table[2][-2]), rel=0.01)
+    assert table[2][-1] == table[1][-1]
+    assert all(len(ln) <= 110 for ln in lines)
+
+
+def test_cli_bad_stage_is_one_line(capsys):
+    rc = main(["zero", "--stage", "5"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--stage" in err[0]
