@@ -15,6 +15,7 @@ import pytest
 
 from distlab import launch
 from distlab.zero.measure import measure_stage3_peak
+from distlab.zero.prefetch_model import measured_step, unit_times_from_spans
 from helpers.leaks import no_leaks
 from helpers.zero3_targets import compare_with_fsdp2, misuse, traced_steps
 
@@ -82,6 +83,14 @@ def test_prefetched_gather_runs_under_the_compute_before_it(prefetch):
         for k in (2, 1, 0):
             ag = s[f"all-gather unit {k} (backward)"]
             assert ag["args"]["prefetched"] == bool(prefetch and k != 3)
+        # the model reads the same trace: per-unit seconds, and the step's length
+        units, adam = unit_times_from_spans(spans)
+        assert len(units) == 4 and adam == s["Adam step"]["duration_us"] * 1e-6
+        assert units[1].forward == s["forward unit 1"]["duration_us"] * 1e-6
+        assert units[3].all_gather == s["all-gather unit 3 (backward)"]["duration_us"] * 1e-6
+        assert measured_step(spans) >= sum(u.forward + u.backward for u in units) + adam
+    with pytest.raises(ValueError, match="missing"):
+        unit_times_from_spans([x for x in out[0]["spans"] if x["name"] != "forward unit 2"])
 
 
 def test_misuse_is_one_clear_error():

@@ -37,7 +37,8 @@ from distlab.zero.memory_model import PRECISIONS, check_stage, stage3_memory, ze
 from distlab.zero.optimizer import ZeroDataParallel
 
 __all__ = ["held_bytes", "live_tensor_bytes", "measure_stage3_peak", "measure_zero_memory",
-           "stage3_peak_rank", "storage_bytes", "trace_zero_step", "zero_memory_rank"]
+           "stage3_peak_rank", "storage_bytes", "trace_stage3_step", "trace_zero_step",
+           "zero_memory_rank"]
 
 _DTYPES = {"fp32": torch.float32, "mixed": torch.bfloat16}
 
@@ -205,3 +206,22 @@ def measure_stage3_peak(world_size: int = 2, *, layers: int = 4, width: int = 12
     return launch.run(stage3_peak_rank, world_size,
                       args=(layers, width, precision, prefetch, steps, 4, algorithm),
                       timeout=timeout)
+
+
+def trace_stage3_step(rank: int, world_size: int, prefetch: int, layers: int = 4,
+                      width: int = 256, batch: int = 64, steps: int = 3,
+                      algorithm: str | None = "builtin") -> list[dict[str, Any]]:
+    """Rank function: train ``mlp(layers, width)`` at stage 3 with ``prefetch`` for ``steps``
+    steps, the last traced; its spans as dicts (lanes ``rank{r}/forward``, ``/backward``,
+    ``/all_gather``, ``/reduce_scatter``, ``/wait``, ``/step``)."""
+    torch.set_num_threads(1)
+    zdp = ZeroDataParallel(mlp(layers, width, 0), 3, prefetch=prefetch, algorithm=algorithm)
+    g = torch.Generator().manual_seed(rank)
+    for step in range(steps):
+        zdp.timeline = Timeline() if step == steps - 1 else None
+        zdp(torch.randn(batch, width, generator=g)).pow(2).mean().backward()
+        zdp.step()
+    assert zdp.timeline is not None
+    spans = zdp.timeline.to_dicts()
+    zdp.close()
+    return spans

@@ -22,15 +22,18 @@ compute time per unit at which prefetch hides the all-gathers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from distlab._checks import check_float, check_int
 from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, build_plan
 from distlab.collectives.model.cost import cost
 from distlab.collectives.model.presets import LinkPreset
 
-__all__ = ["ModelSpan", "StepModel", "UnitTimes", "crossover", "simulate_step", "unit_times"]
+__all__ = ["ModelSpan", "StepModel", "UnitTimes", "crossover", "measured_step", "simulate_step",
+           "unit_times", "unit_times_from_spans"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +180,40 @@ def crossover(unit: UnitTimes, units: int, prefetch: int = 1, *, tolerance: floa
         else:
             hi = mid
     return hi
+
+
+_UNIT = re.compile(r"(forward|backward|all-gather|reduce-scatter) unit (\d+)( \((\w+)\))?$")
+
+
+def unit_times_from_spans(spans: Sequence[Mapping[str, Any]]) -> tuple[list[UnitTimes], float]:
+    """Per-unit seconds read off one rank's traced stage-3 step (span dicts of a
+    :class:`~distlab.timeline.Timeline`, names as :mod:`distlab.zero.stage3` records them):
+    ``forward unit k`` and ``backward unit k`` compute, the backward ``all-gather unit k`` and
+    ``reduce-scatter unit k`` as they ran; and the Adam step's seconds. Feed them to
+    :func:`simulate_step` to predict the step with another ``prefetch``."""
+    got: dict[tuple[str, int], float] = {}
+    adam = 0.0
+    for s in spans:
+        if s["name"] == "Adam step":
+            adam = s["duration_us"] * 1e-6
+        m = _UNIT.match(s["name"])
+        if m and (m.group(1) != "all-gather" or m.group(4) == "backward"):
+            got[(m.group(1), int(m.group(2)))] = s["duration_us"] * 1e-6
+    n = 1 + max((k for _, k in got), default=-1)
+    missing = [(w, k) for k in range(n) for w in ("forward", "backward", "all-gather",
+                                                  "reduce-scatter") if (w, k) not in got]
+    if missing or not n:
+        raise ValueError(f"spans of a whole stage-3 step are needed; missing {missing[:4]}"
+                         if n else "no stage-3 unit spans in these spans")
+    return [UnitTimes(got[("forward", k)], got[("backward", k)], got[("all-gather", k)],
+                      got[("reduce-scatter", k)]) for k in range(n)], adam
+
+
+def measured_step(spans: Sequence[Mapping[str, Any]]) -> float:
+    """Seconds of one traced step on one rank: from the first forward-phase span (a unit's
+    gather, wait or forward) to the end of the Adam step."""
+    starts = [s["start_us"] for s in spans if s["category"] in ("forward", "wait", "all_gather")]
+    ends = [s["start_us"] + s["duration_us"] for s in spans if s["name"] == "Adam step"]
+    if not starts or not ends:
+        raise ValueError("spans of a whole stage-3 step (with its Adam step) are needed")
+    return (max(ends) - min(starts)) * 1e-6
