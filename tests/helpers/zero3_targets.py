@@ -95,3 +95,21 @@ def misuse(rank: int, world_size: int) -> dict[str, str]:
     attempt("join", lambda: Join([z]))
     z.close()
     return errors
+
+
+def peer_leaves(rank: int, world_size: int) -> str:
+    """Rank 1 leaves after one step; rank 0's next gather must fail with a named error (the
+    type and first line), not hang."""
+    from distlab.uneven import UnevenInputsError
+    z = ZeroDataParallel(mlp(2, 8, 0), 3, timeout=5)
+    x = torch.ones(2, 8)
+    z(x).sum().backward()
+    z.step()
+    if rank == 1:
+        return "left"
+    try:
+        z(x).sum().backward()
+        z.step()
+    except UnevenInputsError as exc:
+        return f"UnevenInputsError: {str(exc).splitlines()[0]}"
+    return "no error"

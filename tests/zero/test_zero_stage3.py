@@ -17,7 +17,7 @@ from distlab import launch
 from distlab.zero.measure import measure_stage3_peak
 from distlab.zero.prefetch_model import measured_step, unit_times_from_spans
 from helpers.leaks import no_leaks
-from helpers.zero3_targets import compare_with_fsdp2, misuse, traced_steps
+from helpers.zero3_targets import compare_with_fsdp2, misuse, peer_leaves, traced_steps
 
 TOL = 1e-6
 
@@ -101,3 +101,10 @@ def test_misuse_is_one_clear_error():
     assert "shared by two units" in errors["shared parameter"]
     assert errors["step before backward"].startswith("RuntimeError: step() before every")
     assert errors["join"].startswith("ValueError: Join is not supported at stage 3")
+
+
+def test_a_peer_that_leaves_is_an_error_not_a_hang():
+    with no_leaks():
+        out = launch.run(peer_leaves, 2, timeout=120)
+    assert out[1] == "left"
+    assert out[0].startswith("UnevenInputsError") and "all-gather unit 0 (forward)" in out[0]
