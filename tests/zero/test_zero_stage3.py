@@ -35,11 +35,12 @@ def test_stage3_equals_fsdp2_and_stages_0_to_2(world):
                     assert d["equal"], (kind, name, d)
 
 
-@pytest.mark.parametrize(("precision", "prefetch", "algorithm"),
-                         [("fp32", 0, None), ("fp32", 1, "builtin"), ("mixed", 2, None)])
-def test_peak_bytes_match_the_model(precision, prefetch, algorithm):
+@pytest.mark.parametrize(("world", "precision", "prefetch", "algorithm"),
+                         [(3, "fp32", 0, None), (2, "fp32", 1, "builtin"),
+                          (2, "mixed", 2, None)])
+def test_peak_bytes_match_the_model(world, precision, prefetch, algorithm):
     with no_leaks():
-        rows = measure_stage3_peak(3, layers=4, width=128, precision=precision,
+        rows = measure_stage3_peak(world, layers=4, width=128, precision=precision,
                                    prefetch=prefetch, algorithm=algorithm)
     for r in rows:
         model = r["model"]
