@@ -10,6 +10,7 @@ from distlab.nets import mlp
 from distlab.timeline import Timeline
 from distlab.zero.fsdp2_check import fsdp2_comparison_rank
 from distlab.zero.optimizer import ZeroDataParallel
+from helpers.zero_targets import recorder
 
 WIDTH = 24
 
@@ -72,13 +73,7 @@ def traced_steps(rank: int, world_size: int, prefetch: int) -> dict[str, Any]:
 def misuse(rank: int, world_size: int) -> dict[str, str]:
     """The exception (type: message) of each misuse of stage 3."""
     errors: dict[str, str] = {}
-
-    def attempt(name: str, fn: Any) -> None:
-        try:
-            fn()
-            errors[name] = "no error"
-        except Exception as exc:  # noqa: BLE001 - the type and message are the result
-            errors[name] = f"{type(exc).__name__}: {exc}"
+    attempt = recorder(errors)
 
     m = mlp(2, 4, 0)
     attempt("units at stage 1", lambda: ZeroDataParallel(m, 1, units=[m[0]]))

@@ -69,18 +69,24 @@ def compare_and_measure(rank: int, world_size: int, steps: int = 3, layers: int 
     return out
 
 
-def timeline_and_errors(rank: int, world_size: int) -> dict[str, Any]:
-    """The spans of one traced step of stages 0 and 1 (:func:`trace_zero_step`) and the
-    exception type of each misuse of :class:`ZeroDataParallel`."""
-    out: dict[str, Any] = {f"stage{s}": trace_zero_step(rank, world_size, s) for s in (0, 1)}
-    errors: dict[str, str] = {}
-
+def recorder(errors: dict[str, str]) -> Any:
+    """``attempt(name, fn)``: runs ``fn`` and records ``"Type: message"`` (or ``"no error"``)
+    under ``name`` in ``errors``."""
     def attempt(name: str, fn: Any) -> None:
         try:
             fn()
             errors[name] = "no error"
         except Exception as exc:  # noqa: BLE001 - the type and message are the result
             errors[name] = f"{type(exc).__name__}: {exc}"
+    return attempt
+
+
+def timeline_and_errors(rank: int, world_size: int) -> dict[str, Any]:
+    """The spans of one traced step of stages 0 and 1 (:func:`trace_zero_step`) and the
+    exception type of each misuse of :class:`ZeroDataParallel`."""
+    out: dict[str, Any] = {f"stage{s}": trace_zero_step(rank, world_size, s) for s in (0, 1)}
+    errors: dict[str, str] = {}
+    attempt = recorder(errors)
 
     attempt("stage -1", lambda: ZeroDataParallel(mlp(1, 4, 0), -1))
     attempt("cap 0", lambda: ZeroDataParallel(mlp(1, 4, 0), 1, bucket_cap_mb=0))
