@@ -10,6 +10,11 @@ Two halves:
   died before the prctl call took effect). ``PR_SET_PDEATHSIG`` fires when the spawning *thread*
   exits, so it is armed only when the parent says it spawned from its main thread.
 - :func:`stop_processes` is the one terminate -> kill -> join sequence used to reap children.
+
+:func:`start_ignoring_ctrl_c` starts a child that leaves Ctrl-C to its parent from its first
+instruction: a spawned child imports its modules before its own code can ignore ``SIGINT``, and a
+Ctrl-C in that second (the terminal sends it to the whole process group) printed the child's
+``KeyboardInterrupt`` traceback beside the parent's one line.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["die_with_parent", "spawned_from_main_thread", "stop_processes"]
+__all__ = ["die_with_parent", "spawned_from_main_thread", "start_ignoring_ctrl_c",
+           "stop_processes"]
 
 _PR_SET_PDEATHSIG = 1
 #: Exit status of a child whose parent died (128 + SIGKILL, like a shell reports a kill).
@@ -70,6 +76,22 @@ def die_with_parent(parent_pid: int, *, main_thread_spawn: bool = False,
                 os._exit(ORPHAN_EXIT_CODE)
 
     threading.Thread(target=watch, name="distlab-parent-watchdog", daemon=True).start()
+
+
+def start_ignoring_ctrl_c(proc: Any) -> None:
+    """``proc.start()`` (a ``multiprocessing.Process``) with ``SIGINT`` ignored in the child from
+    its start: an ignored signal stays ignored across ``exec`` and Python then installs no
+    ``KeyboardInterrupt`` handler, so the parent alone handles Ctrl-C and stops the child. The
+    parent ignores ``SIGINT`` for the milliseconds of the start (a Ctrl-C inside them is lost);
+    from a thread other than the main one, where handlers cannot be set, it is a plain start."""
+    if threading.current_thread() is not threading.main_thread():
+        proc.start()
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc.start()
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def stop_processes(procs: Iterable[Any], *, grace_s: float = 2.0) -> None:

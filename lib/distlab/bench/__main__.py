@@ -5,6 +5,7 @@
     python -m distlab.bench allreduce-tuning --world-size 2 -b 1M -e 64M --iters 9
     python -m distlab.bench collective --op all_gather --world-size 4 -b 1K -e 16M
     python -m distlab.bench pipeline  --items 200
+    python -m distlab.bench images --variant imagenet --workers 1,2
     python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
     python -m distlab.bench zero --world-size 2 --layers 8 --width 512
@@ -24,7 +25,8 @@ from distlab.cli.dispatch import dispatch, usage
 MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allreduce",
            "allreduce-tuning": "distlab.bench.allreduce_tuning",
            "collective": "distlab.bench.collective",
-           "pipeline": "distlab.bench.pipeline", "transfers": "distlab.bench.transfers",
+           "pipeline": "distlab.bench.pipeline", "images": "distlab.bench.images",
+           "transfers": "distlab.bench.transfers",
            "ddp": "distlab.bench.ddp", "ddp-overhead": "distlab.bench.ddp_overhead",
            "zero": "distlab.bench.zero"}
 BENCHMARKS = tuple(MODULES)

@@ -19,7 +19,9 @@ compute), :mod:`.cpuwork` (CPU work), :mod:`.core` (run result, executor base cl
 :mod:`.bottleneck` (bound and simulation of a line of stations), :mod:`.hop_cost` (the measured
 hop of a worker's output into the trainer, for the process executors' plans),
 :mod:`.part_loader_model` (the part loader's model), :mod:`.shards` (shard files), :mod:`.build`
-(stages by name), :mod:`.errors`.
+(stages by name), :mod:`.errors`; real images: :mod:`.image_data` (seeded synthetic JPEGs, files
+and a tar shard), :mod:`.image_stages` (read, decode, crop and flip, collate; the GPU-decode path)
+and :mod:`.image_model` (decode cost, images/s for workers and cores, bytes over PCIe).
 """
 
 from distlab.pipeline.bottleneck import (

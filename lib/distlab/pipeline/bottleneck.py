@@ -31,9 +31,9 @@ from typing import Any
 from distlab._checks import check_choice, check_float, check_instance, check_int
 from distlab.timeline import Timeline
 
-__all__ = ["PLAN_EXECUTORS", "Station", "bound_s", "check_stations", "describe", "measured_costs",
-           "plan_for", "plan_for_stages", "plan_rows", "plan_rows_text", "station_costs",
-           "rate_items_per_s", "simulate_pipeline", "startup_s", "sync_time_s"]
+__all__ = ["PLAN_EXECUTORS", "Station", "bottleneck", "bound_s", "check_stations", "describe",
+           "measured_costs", "plan_for", "plan_for_stages", "plan_rows", "plan_rows_text",
+           "station_costs", "rate_items_per_s", "simulate_pipeline", "startup_s", "sync_time_s"]
 
 
 PLAN_EXECUTORS = ("sync", "threads", "processes", "torch")
@@ -90,6 +90,15 @@ def rate_items_per_s(stations: Sequence[Station]) -> float:
         raise ValueError("stations must be a non-empty list of Station")
     rates = [s.workers / _mean_cost(s) for s in stations if _mean_cost(s) > 0]
     return min(rates) if rates else math.inf
+
+
+def bottleneck(stations: Sequence[Station]) -> Station:
+    """The station that bounds the rate: the lowest ``workers / cost`` (the first of equals;
+    the first station when every cost is 0)."""
+    if not stations:
+        raise ValueError("stations must be a non-empty list of Station")
+    costly = [s for s in stations if _mean_cost(s) > 0]
+    return min(costly, key=lambda s: s.workers / _mean_cost(s)) if costly else stations[0]
 
 
 def bound_s(stations: Sequence[Station], n_items: int) -> float:

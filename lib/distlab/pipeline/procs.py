@@ -31,7 +31,12 @@ from typing import Any
 import cloudpickle
 import torch
 
-from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
+from distlab._lifetime import (
+    die_with_parent,
+    spawned_from_main_thread,
+    start_ignoring_ctrl_c,
+    stop_processes,
+)
 from distlab.pipeline.channel import STOPPED, Channel
 from distlab.pipeline.core import (
     ABANDON_JOIN_S,
@@ -224,7 +229,7 @@ class ProcessExecutor(Executor):
             p = ctx.Process(target=_worker_main,
                             args=(k, prefix, q, self._outq, self._shared, me, main),
                             daemon=True, name=f"distlab-worker{k}")
-            p.start()
+            start_ignoring_ctrl_c(p)
             self._inqs.append(q)
             self._procs.append(p)
 

@@ -35,7 +35,7 @@ import torch
 import torch.multiprocessing as tmp
 
 from distlab._checks import check_choice, check_float, check_int
-from distlab._lifetime import spawned_from_main_thread, stop_processes
+from distlab._lifetime import spawned_from_main_thread, start_ignoring_ctrl_c, stop_processes
 from distlab.transfers.hop_paths import HOP_PATHS
 from distlab.transfers.hop_worker import DIE_AT, fill_pattern, worker_main
 from distlab.transfers.shm import sweep_segments
@@ -131,7 +131,7 @@ class HopLink:
                   spawned_from_main_thread()))
         ok = False
         try:
-            self._proc.start()
+            start_ignoring_ctrl_c(self._proc)
             msg = self._answer(max(self.timeout_s, 120.0))
             if msg[0] != "ready":
                 raise HopError(f"the hop worker sent {msg[0]!r} instead of 'ready'")
