@@ -48,11 +48,12 @@ def _blocks(m: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def compare_with_fsdp2(rank: int, world_size: int) -> dict[str, Any]:
-    """Every variant against FSDP2: an MLP (every Linear a unit) and a net whose units are two
-    blocks and the root (head and scale); plus stage 3 against stage 1 for the MLP."""
+    """Every variant against FSDP2 on an MLP (every Linear a unit); stage 3 with and without
+    prefetch and stage 1 on a net whose units are two blocks and the root (head and scale)."""
     return {"mlp": fsdp2_comparison_rank(rank, world_size, width=WIDTH),
             "net": fsdp2_comparison_rank(rank, world_size, width=WIDTH, model_fn=Net,
-                                         units_fn=_blocks)}
+                                         units_fn=_blocks,
+                                         variants=("stage3", "stage3 prefetch 0", "stage1"))}
 
 
 def traced_steps(rank: int, world_size: int, prefetch: int) -> dict[str, Any]:

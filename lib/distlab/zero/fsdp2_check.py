@@ -24,7 +24,13 @@ from torch.distributed.fsdp import fully_shard
 from distlab.nets import mlp
 from distlab.zero.optimizer import ZeroDataParallel
 
-__all__ = ["fsdp2_comparison_rank", "state_diff", "train_fsdp2", "train_zero"]
+__all__ = ["VARIANTS", "fsdp2_comparison_rank", "state_diff", "train_fsdp2", "train_zero"]
+
+#: What :func:`fsdp2_comparison_rank` trains beside FSDP2: name -> (stage, options).
+VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
+    "stage3": (3, {}), "stage3 prefetch 0": (3, {"prefetch": 0}),
+    "stage3 builtin prefetch 2": (3, {"prefetch": 2, "algorithm": "builtin"}),
+    "stage0": (0, {}), "stage1": (1, {}), "stage2": (2, {})}
 
 
 def train_fsdp2(model: torch.nn.Module, units: Sequence[torch.nn.Module] | None,
@@ -71,12 +77,13 @@ def fsdp2_comparison_rank(rank: int, world_size: int, layers: int = 3, width: in
                           steps: int = 3, lr: float = 1e-2,
                           model_fn: Callable[[], torch.nn.Module] | None = None,
                           units_fn: Callable[[torch.nn.Module], list[torch.nn.Module]] | None
-                          = None) -> dict[str, dict[str, Any]]:
-    """Rank function: FSDP2 and each variant (stage 3 with prefetch 1, prefetch 0, builtin
-    collectives with prefetch 2; stages 0, 1, 2) trained from the same weights on this rank's
-    batches; ``{variant: state_diff(variant, fsdp2)}``. ``model_fn`` builds the model (default
-    ``mlp(layers, width)``), ``units_fn`` picks its units (default: every module with
-    parameters of its own)."""
+                          = None, variants: Sequence[str] | None = None
+                          ) -> dict[str, dict[str, Any]]:
+    """Rank function: FSDP2 and each of ``variants`` (default all of :data:`VARIANTS`: stage 3
+    with prefetch 1, prefetch 0, builtin collectives with prefetch 2; stages 0, 1, 2) trained
+    from the same weights on this rank's batches; ``{variant: state_diff(variant, fsdp2)}``.
+    ``model_fn`` builds the model (default ``mlp(layers, width)``), ``units_fn`` picks its
+    units (default: every module with parameters of its own)."""
     torch.set_num_threads(1)
     build = model_fn or (lambda: mlp(layers, width, 0))
     g = torch.Generator().manual_seed(11 + rank)
@@ -88,10 +95,8 @@ def fsdp2_comparison_rank(rank: int, world_size: int, layers: int = 3, width: in
     m = build()
     ref = train_fsdp2(m, units(m), batches, lr)
     out: dict[str, dict[str, Any]] = {}
-    for name, stage, options in (("stage3", 3, {}), ("stage3 prefetch 0", 3, {"prefetch": 0}),
-                                 ("stage3 builtin prefetch 2", 3,
-                                  {"prefetch": 2, "algorithm": "builtin"}),
-                                 ("stage0", 0, {}), ("stage1", 1, {}), ("stage2", 2, {})):
+    for name in variants if variants is not None else VARIANTS:
+        stage, options = VARIANTS[name]
         m = build()
         out[name] = state_diff(train_zero(m, stage, batches, lr, units(m),
                                           bucket_cap_mb=0.002, **options), ref)

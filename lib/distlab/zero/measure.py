@@ -149,13 +149,16 @@ def live_tensor_bytes(exclude: list[torch.Tensor] | None = None) -> int:
 def stage3_peak_rank(rank: int, world_size: int, layers: int, width: int, precision: str,
                      prefetch: int, steps: int = 2, batch: int = 4,
                      algorithm: str | None = None) -> dict[str, Any]:
-    """Rank function: train ``mlp(layers, width)`` at stage 3 for ``steps`` steps, sampling
-    :func:`live_tensor_bytes` at each unit's forward and before each unit's backward; returns
+    """Rank function: train ``mlp(layers, width)`` at stage 3 for ``steps`` (>= 2) steps,
+    sampling :func:`live_tensor_bytes` at each unit's forward and before each unit's backward
+    from the second step on (the first holds no Adam state yet, so it cannot hold the peak,
+    and each sample scans every object); returns
     ``peak_bytes`` (largest sample minus the bytes held before the model was built, distlab's
     collective workspaces left out: communication buffers, reported as ``workspace_bytes``),
     the ``samples``, and ``model`` (:func:`~distlab.zero.memory_model.stage3_memory` bytes:
     ``states``, ``forward``, ``backward``, ``total``)."""
     torch.set_num_threads(1)
+    steps = check_int("steps", steps, minimum=2)
     g = torch.Generator().manual_seed(rank)
     dtype = _DTYPES[precision]
     xs = [torch.randn(batch, width, generator=g).to(dtype) for _ in range(steps)]
@@ -164,9 +167,11 @@ def stage3_peak_rank(rank: int, world_size: int, layers: int, width: int, precis
     zdp = ZeroDataParallel(mlp(layers, width, 0), 3, param_dtype=dtype, prefetch=prefetch,
                            algorithm=algorithm)
     samples: list[tuple[str, int]] = []
+    sampling = [False]
 
     def sample(where: str) -> None:
-        samples.append((where, live_tensor_bytes(exclude=workspaces()) - base))
+        if sampling[0]:
+            samples.append((where, live_tensor_bytes(exclude=workspaces()) - base))
 
     stage3 = zdp._stage3
     assert stage3 is not None
@@ -180,6 +185,7 @@ def stage3_peak_rank(rank: int, world_size: int, layers: int, width: int, precis
         zdp(x).float().pow(2).mean().backward()
         sample("after backward")
         zdp.step()
+        sampling[0] = True
         sample("after step")
     model = stage3_memory([u.layout.numel for u in stage3.units], world_size, precision,
                           prefetch)
