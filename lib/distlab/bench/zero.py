@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from distlab import launch
@@ -44,6 +43,7 @@ from distlab.bench.rounds import Phases, rank_fences, timed_rounds
 from distlab.cli import options
 from distlab.nets import mlp
 from distlab.report.table import Column, Table
+from distlab.zero.fsdp2_check import shard_like_fsdp2
 from distlab.zero.measure import held_bytes, storage_bytes
 from distlab.zero.memory_model import byte_unit, zero_memory
 from distlab.zero.optimizer import ZeroDataParallel
@@ -88,11 +88,7 @@ def _variant(name: str, layers: int, width: int, rank: int) -> tuple[Any, Any, A
         opt = torch.optim.Adam(m.parameters(), lr=1e-3)
         return m, _torch_step(opt), opt
     if name == "fsdp2":
-        m = mlp(layers, width, 0)
-        for sub in m:
-            if any(True for _ in sub.parameters(recurse=False)):
-                fully_shard(sub)
-        fully_shard(m)
+        m = shard_like_fsdp2(mlp(layers, width, 0))
         opt = torch.optim.Adam(m.parameters(), lr=1e-3)
         return m, _torch_step(opt), opt
     if name.startswith("stage3"):

@@ -24,7 +24,8 @@ from torch.distributed.fsdp import fully_shard
 from distlab.nets import mlp
 from distlab.zero.optimizer import ZeroDataParallel
 
-__all__ = ["VARIANTS", "fsdp2_comparison_rank", "state_diff", "train_fsdp2", "train_zero"]
+__all__ = ["VARIANTS", "fsdp2_comparison_rank", "shard_like_fsdp2", "state_diff", "train_fsdp2",
+           "train_zero"]
 
 #: What :func:`fsdp2_comparison_rank` trains beside FSDP2: name -> (stage, options).
 VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
@@ -33,16 +34,25 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     "stage0": (0, {}), "stage1": (1, {}), "stage2": (2, {})}
 
 
-def train_fsdp2(model: torch.nn.Module, units: Sequence[torch.nn.Module] | None,
-                batches: Sequence[torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
-    """``fully_shard`` on each unit (``None``: every submodule with parameters of its own), then
-    on ``model``; Adam on ``mean(model(x) ** 2)`` per batch; the full parameters after."""
+def shard_like_fsdp2(model: torch.nn.Module,
+                     units: Sequence[torch.nn.Module] | None = None) -> torch.nn.Module:
+    """``fully_shard`` on each unit (``None``: every submodule with parameters of its own, the
+    units :func:`distlab.zero.stage3.find_units` picks by default), then on ``model``; returns
+    ``model``."""
     chosen = list(units) if units is not None else [
         m for m in model.modules()
         if m is not model and any(True for _ in m.parameters(recurse=False))]
     for m in chosen:
         fully_shard(m)
     fully_shard(model)
+    return model
+
+
+def train_fsdp2(model: torch.nn.Module, units: Sequence[torch.nn.Module] | None,
+                batches: Sequence[torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
+    """:func:`shard_like_fsdp2`, then Adam on ``mean(model(x) ** 2)`` per batch; the full
+    parameters after."""
+    shard_like_fsdp2(model, units)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     for x in batches:
         model(x).pow(2).mean().backward()

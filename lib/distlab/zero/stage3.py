@@ -104,7 +104,8 @@ def find_units(module: torch.nn.Module, units: Sequence[torch.nn.Module] | None 
     for u in chosen:
         walk(u, u)
     out = []
-    for m in sorted(chosen, key=lambda m: list(names).index(id(m))):
+    position = {key: at for at, key in enumerate(names)}
+    for m in sorted(chosen, key=lambda m: position[id(m)]):
         ps = [p for p in _unique_params(m) if owner.get(id(p)) is m]
         if ps:
             out.append((names[id(m)], m, ps))
