@@ -52,4 +52,26 @@ from distlab.collectives.runtime import compiled
 print("install: building distlab's compiled plan executor (about a minute, once)", flush=True)
 print(f"install: collectives executor: {compiled.status()}")
 PY
+# torchvision (the image lab's second decoder and its GPU path) at the release built for the
+# torch installed above, without its dependencies (--no-deps: it never touches torch). Kept only
+# if it imports beside that torch: a CPU torch from the PyTorch index has no CPU torchvision on
+# PyPI (PyPI's is built for PyPI's CUDA torch and fails with "operator torchvision::nms does not
+# exist"), so there it is removed again and the image stages say, in one line, that it is absent.
+# TORCHVISION=skip leaves torchvision alone.
+tv_imports() { "$PY" -c 'import torchvision.io' >/dev/null 2>&1; }
+if [[ "${TORCHVISION:-auto}" == "skip" ]]; then
+  echo "install: TORCHVISION=skip: torchvision left as it is"
+elif tv_imports; then
+  echo "install: keeping the installed torchvision $("$PY" -c 'import torchvision; print(torchvision.__version__)')"
+else
+  tv="$("$PY" -c 'import torch; from distlab.pipeline.image_stages import matching_torchvision as m; print(m(torch.__version__))' 2>/dev/null || true)"
+  if [[ -z "$tv" ]]; then
+    echo "install: no torchvision release is known to match this torch; the image lab decodes with Pillow"
+  elif pip_ install --quiet --no-deps "torchvision==$tv" && tv_imports; then
+    echo "install: torchvision $tv installed (the release built for this torch)"
+  else
+    "$PY" -m pip --disable-pip-version-check uninstall --quiet -y torchvision >/dev/null 2>&1 || true
+    echo "install: torchvision $tv does not import beside torch $("$PY" -c 'import torch; print(torch.__version__)'); removed again: the image lab decodes with Pillow and says why torchvision is absent"
+  fi
+fi
 echo "$want" > "$stamp"
