@@ -2,6 +2,7 @@
 
     python -m distlab.judge nccl h100_sxm8                   # 8 GPUs, torchrun, 64 KiB..8 GiB
     python -m distlab.judge nccl a100_sxm8 -n 4 --harness nccl-tests --sizes 1M,64M,1G
+    python -m distlab.judge nccl h100_sxm8 --harness torch-isolated  # one call, waited for
     python -m distlab.judge nccl h100_sxm8 --nccl-version 2.18     # an older NCCL's constants
     python -m distlab.judge nccl h100_sxm8 --nodes 4 --network ib_ndr400x8   # 32 GPUs
     python -m distlab.judge nccl h100_sxm8 --collective all_gather          # FSDP's traffic
@@ -10,7 +11,8 @@
 
 Per size: NCCL's algorithm and protocol (its estimate's cheapest), channels launched, chunk
 bytes, pipeline steps, NCCL's own estimate, the predicted measured time, its bus bandwidth, and
-what bounds it (``host``: the harness cannot enqueue faster; ``gpu``). The model is
+what bounds it (``host``: the harness cannot enqueue faster; ``gpu``; under ``torch-isolated``,
+which times one call at a time, the larger of the two terms that add). The model is
 :mod:`distlab.collectives.model.nccl.execution` (one node; NCCL 2.18 to 2.28).
 ``--published`` prints the error on each published table the project holds, in sample
 (constants fitted on every table) and leave-one-source-out (each source priced with constants
@@ -146,8 +148,10 @@ def _parser() -> options.Parser:
     p.add_argument("-n", "--world-size", type=options.int_at_least(2), default=None,
                    help="GPUs (default: every GPU of the box)")
     p.add_argument("--harness", choices=sorted(HARNESSES), default="torch",
-                   help="how the calls are issued: torch (one process per GPU, default) or "
-                        "nccl-tests (-g: one process drives every GPU)")
+                   help="how the calls are issued: torch (one process per GPU, back-to-back "
+                        "calls; default), torch-isolated (one call at a time on an idle GPU, "
+                        "torch's host overhead added to each) or nccl-tests (-g: one process "
+                        "drives every GPU)")
     p.add_argument("--nccl-version", choices=sorted(NCCL_VERSIONS), default=DEFAULT_NCCL_VERSION,
                    help=f"the NCCL release (default {DEFAULT_NCCL_VERSION}: 2.28.9, torch "
                         "2.11's)")

@@ -191,17 +191,24 @@ SOURCES = published()["allreduce_8gpu_sources"]
 # NCCL's ring estimate up to 128 MiB; its algorithm is not identifiable (page says NVLS).
 # PCIe Gen5 (torch.distributed, NCCL 2.27.5): faster than NCCL's PCI estimate at 64-256 KiB (LL
 # is capped at half the link and 20.6 us in the model) and at 4 MiB (Simple's 88 us latency).
+# stas00's 8x H200 (torch, one call per trial on an idle GPU): torch's host overhead per call is
+# in every time, 1.2-2.5x NCCL's estimate up to 64 MiB. stas00's 8x A100 (nccl-tests -g 8): the
+# Azure A100 table's shape, 1.2-3.2x the estimate up to 256 MiB.
 H100 = "8x H100 SXM 80GB HBM3, NVSwitch (Azure ND H100 v5)"
 H200 = "8x H200 SXM 141GB, NVSwitch (Azure ND H200 v5)"
 A100 = "8x A100 SXM4 80GB, NVSwitch (Azure ND A100 v4)"
 WRX_A = "8x RTX PRO 6000 Blackwell, 2 PCIe Gen5 switches (WRX90 group A)"
 WRX_B = "8x RTX PRO 6000 Blackwell, 2 PCIe Gen5 switches (WRX90 group B)"
+H200_TORCH = "8x H200 SXM 141GB, NVSwitch (stas00/ml-engineering all_reduce_bench.py)"
+A100_STAS = "8x A100 SXM, NVSwitch (stas00/ml-engineering)"
 KNOWN_MISSES = {
     H100: {64 * KiB << k for k in range(10)},                       # 64 KiB .. 32 MiB
     H200: {64 * KiB, 128 * KiB} | {MiB << k for k in range(6)},      # and 1 .. 32 MiB
     A100: {64 * KiB << k for k in range(12)},                       # 64 KiB .. 128 MiB
     WRX_A: {64 * KiB, 256 * KiB, 4 * MiB},
     WRX_B: {256 * KiB, 4 * MiB},
+    H200_TORCH: {64 * KiB << k for k in range(11)},                 # 64 KiB .. 64 MiB
+    A100_STAS: {64 * KiB << k for k in range(13)},                  # 64 KiB .. 256 MiB
 }
 
 
@@ -226,7 +233,7 @@ def test_published_8gpu_points_within_20_percent_except_the_known_misses() -> No
             misses.setdefault(r.point["system"], set()).add(r.point["nbytes"])
     assert misses == KNOWN_MISSES
     hits = [r for r in rows if r.point["nbytes"] not in KNOWN_MISSES.get(r.point["system"], ())]
-    assert len(hits) == 39 and all(abs(r.error_pct) <= 20.0 for r in hits)
+    assert len(hits) == 53 and all(abs(r.error_pct) <= 20.0 for r in hits)
     # the largest size of every published system is matched
     for system in {p["system"] for p in POINTS}:
         top = max((r for r in rows if r.point["system"] == system), key=lambda r: r.point["nbytes"])

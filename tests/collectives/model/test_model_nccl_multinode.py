@@ -9,7 +9,7 @@ import pytest
 
 from distlab.collectives import predict_builtin
 from distlab.collectives.model.nccl.boxes import gpu_box
-from distlab.collectives.model.nccl.execution import nccl_execution
+from distlab.collectives.model.nccl.execution import nccl_execution, shipped_constants
 from distlab.collectives.model.nccl.multinode import (
     NETWORKS,
     multinode_choices,
@@ -86,7 +86,8 @@ def test_measured_model_across_nodes_and_predict_builtin() -> None:
     sizes = [1 << 16, 1 << 24, 1 << 33]
     ex = nccl_execution("h100_sxm8", 32, sizes, nodes=4, network="ib_ndr400x8",
                         harness="nccl-tests")
-    assert all(e.host_us == pytest.approx(8 * 4.9949, rel=1e-3) for e in ex)  # one node's GPUs
+    per_gpu = shipped_constants().host_us_per_gpu
+    assert all(e.host_us == pytest.approx(8 * per_gpu, rel=1e-9) for e in ex)  # one node's GPUs
     assert ex[-1].seconds * 1e6 == pytest.approx(ex[-1].estimate_us, rel=0.05)  # 8 GiB
     assert predict_builtin("h100_sxm8", 32, sizes, nccl_model="measured", nodes=4,
                            network="ib_ndr400x8") == [

@@ -6,13 +6,18 @@ asked, :mod:`~distlab.collectives.model.nccl.versions`) and times *the execution
 for it, term by term:
 
 ``seconds = max(host, gpu)`` with ``gpu = latency + transfer + exposed_steps * step_sync``
+(``host + gpu`` where the harness waits for every call: see below)
 
 - **host** (calibrated): the time the benchmark's host thread needs to enqueue one collective.
   Back-to-back collectives (how nccl-tests and torch loops time them) run at the slower of the
   host's enqueue rate and the GPUs. One thread enqueues one kernel launch per GPU it drives
   (``ncclGroupEnd`` launches each GPU's kernel in turn: ``src/group.cc`` ``doLaunches``), so
   the host term is ``host_us_per_gpu * gpus_per_process``: 8 under ``all_reduce_perf -g 8``
-  (one process drives the node), 1 under torchrun.
+  (one process drives the node), 1 under torchrun. A harness that times *one* call on an idle
+  GPU (``torch-isolated``: a barrier, a CUDA event, the call, a CUDA event, a synchronize)
+  charges the host's time to reach the kernel launch to that call: there the host term is
+  torch's overhead per call, :data:`TORCH_CALL_OVERHEAD_US` (a stated figure, not fitted), and
+  it adds to the GPUs' time instead of overlapping it.
 - **transfer** (NCCL's bandwidth): ``nbytes`` at the estimate's algorithm bandwidth, scaled by
   the channels NCCL really launches over those it has (``src/enqueue.cc`` ``topoGetAlgoInfo``:
   ``while (nBytes < nc*nt*threadThreshold) nc--``, a ring LL threshold times the ranks; each
@@ -71,9 +76,9 @@ from distlab.collectives.model.nccl.estimate import (
 )
 from distlab.collectives.model.nccl.versions import NcclVersion
 
-__all__ = ["HARNESSES", "Execution", "ExecutionConstants", "Harness", "chunk_bytes",
-           "exposed_steps", "launched_channels", "nccl_execution", "predict_nccl_measured",
-           "run_terms", "shipped_constants"]
+__all__ = ["HARNESSES", "TORCH_CALL_OVERHEAD_US", "Execution", "ExecutionConstants", "Harness",
+           "chunk_bytes", "exposed_steps", "launched_channels", "nccl_execution",
+           "predict_nccl_measured", "run_terms", "shipped_constants"]
 
 SHIPPED_PATH = Path(__file__).with_name("execution_calibration.json")
 """The shipped constants (JSON: the constants, the sources fitted on, how to regenerate them)."""
@@ -106,6 +111,12 @@ MAX_THREADS = {"Simple": 512, "LL": 512, "LL128": 640}
 #: ``NCCL_{SIMPLE,LL,LL128}_THREAD_THRESHOLD`` (``src/include/comm.h``): bytes per thread
 #: below which ``topoGetAlgoInfo`` launches fewer channels.
 THREAD_THRESHOLD = {"Simple": 64, "LL": 8, "LL128": 8}
+TORCH_CALL_OVERHEAD_US = 25.0
+"""torch's host time from a ``dist.all_reduce`` call to NCCL's kernel launch, us: the middle of
+the "20-30us of host overhead per call" that S. Bekman's ``all_reduce_bench.py`` notes measure on
+an 8x H200 node (github.com/stas00/ml-engineering, ``network/benchmarks/README.md`` at 0cc3de5,
+"How the calls are timed"). Stated there, not fitted here; used by the ``torch-isolated``
+harness only."""
 
 
 @dataclass(frozen=True)
@@ -121,10 +132,24 @@ class Harness:
     key: str
     gpus_per_process: int | None
     description: str
+    call_overhead_us: float | None = None
 
     def gpus(self, world_size: int) -> int:
         """GPUs one host thread launches on for a collective over ``world_size`` GPUs of a node."""
         return world_size if self.gpus_per_process is None else self.gpus_per_process
+
+    @property
+    def waits_each_call(self) -> bool:
+        """True when every timed call starts on an idle GPU, so the host's time to launch it
+        adds to the GPUs' time (``call_overhead_us`` is set); False for back-to-back calls."""
+        return self.call_overhead_us is not None
+
+    def host_us(self, constants: ExecutionConstants, gpus_of_node: int) -> float:
+        """The host term, us: the stated overhead per call of a harness that waits for each
+        call, else the calibrated enqueue time per GPU times the GPUs one thread drives."""
+        if self.call_overhead_us is not None:
+            return self.call_overhead_us
+        return constants.host_us_per_gpu * self.gpus(gpus_of_node)
 
 
 HARNESSES: dict[str, Harness] = {
@@ -133,6 +158,11 @@ HARNESSES: dict[str, Harness] = {
                           "thread drives every GPU of a node, back-to-back collectives"),
     "torch": Harness("torch", 1, "torch.distributed under torchrun: one process per GPU, "
                                  "back-to-back collectives"),
+    "torch-isolated": Harness("torch-isolated", 1,
+                              "torch.distributed under torchrun, one call per timed trial: a "
+                              "barrier, then CUDA events around one all_reduce on an idle GPU "
+                              "(torch's host overhead per call is charged to every call)",
+                              call_overhead_us=TORCH_CALL_OVERHEAD_US),
 }
 
 
@@ -175,6 +205,8 @@ class Execution:
         steps: pipeline steps of one channel (see the module doc).
         host_us, latency_us, transfer_us, sync_us: the terms, us.
         estimate_us: NCCL's own estimate of the pair (what it minimized).
+        serial: the harness waits for every call, so host and GPU times add (else the slower
+            of the two bounds back-to-back calls).
     """
 
     nbytes: int
@@ -191,6 +223,7 @@ class Execution:
     transfer_us: float
     sync_us: float
     estimate_us: float
+    serial: bool = False
 
     @property
     def gpu_us(self) -> float:
@@ -199,7 +232,10 @@ class Execution:
 
     @property
     def seconds(self) -> float:
-        """The measured time this model predicts: the slower of host and GPUs."""
+        """The measured time this model predicts: the slower of host and GPUs, or their sum
+        where the harness waits for every call (:attr:`serial`)."""
+        if self.serial:
+            return (self.host_us + self.gpu_us) * 1e-6
         return max(self.host_us, self.gpu_us) * 1e-6
 
     @property
@@ -267,24 +303,26 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             base, hop = base_and_hop_us(graph, ch.protocol, version)
             latency = base + steps * max(0.0, hop - transfer / steps)
         out.append(run_terms(ch.nbytes, n, ch.algorithm, ch.protocol, (nc, total, nt),
-                             chunk, steps, constants.host_us_per_gpu * how.gpus(n), latency,
-                             transfer, constants, ch.seconds * 1e6))
+                             chunk, steps, how.host_us(constants, n), latency,
+                             transfer, constants, ch.seconds * 1e6,
+                             serial=how.waits_each_call))
     return out
 
 
 def run_terms(nbytes: int, world_size: int, algorithm: str, protocol: str,
               channels: tuple[int, int, int], chunk: int, steps: int, host_us: float,
               latency_us: float, transfer_us: float, constants: ExecutionConstants,
-              estimate_us: float) -> Execution:
-    """An :class:`Execution` from its terms; ``channels`` is ``(launched, total, threads)`` and
-    the sync term is the exposed steps' wait (:func:`exposed_steps`)."""
+              estimate_us: float, *, serial: bool = False) -> Execution:
+    """An :class:`Execution` from its terms; ``channels`` is ``(launched, total, threads)``, the
+    sync term is the exposed steps' wait (:func:`exposed_steps`) and ``serial`` says whether
+    host and GPU times add (:attr:`Harness.waits_each_call`)."""
     nc, total, nt = channels
     return Execution(nbytes=nbytes, world_size=world_size, algorithm=algorithm,
                      protocol=protocol, channels=nc, channels_total=total, threads=nt,
                      chunk_bytes=chunk, steps=steps, host_us=host_us, latency_us=latency_us,
                      transfer_us=transfer_us,
                      sync_us=exposed_steps(steps) * constants.step_us(algorithm, protocol),
-                     estimate_us=estimate_us)
+                     estimate_us=estimate_us, serial=serial)
 
 
 def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], nodes: int,
@@ -334,8 +372,9 @@ def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], 
             latency = mn.ring_exposed_latency_us(box, ch.protocol, n, nodes, steps, transfer,
                                                  ch.nbytes, graph.runtime_channels)
         out.append(run_terms(ch.nbytes, n, ch.algorithm, ch.protocol, (nc, total, nt),
-                             chunk, steps, constants.host_us_per_gpu * how.gpus(ppn), latency,
-                             transfer, constants, ch.seconds * 1e6))
+                             chunk, steps, how.host_us(constants, ppn), latency,
+                             transfer, constants, ch.seconds * 1e6,
+                             serial=how.waits_each_call))
     return out
 
 

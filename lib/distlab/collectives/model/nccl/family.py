@@ -165,9 +165,8 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
             base = BASE_LATENCY_US[("ring", p)]
             hop = HOP_LATENCY_US[ring.hop_class][("ring", p)]
             latency = base + steps * max(0.0, hop - transfer / steps)
-        run = run_terms(s, n, a, p, (nc, total, nt), chunk, steps,
-                        constants.host_us_per_gpu * how.gpus(n), latency, transfer, constants,
-                        estimate)
+        run = run_terms(s, n, a, p, (nc, total, nt), chunk, steps, how.host_us(constants, n),
+                        latency, transfer, constants, estimate, serial=how.waits_each_call)
         out.append(FamilyRun(**{f.name: getattr(run, f.name) for f in fields(run)},
                              collective=collective))
     return out

@@ -89,20 +89,22 @@ def published_seconds(point: dict[str, Any]) -> float:
 @dataclass(frozen=True)
 class _Features:
     """A point's execution with every constant at 0 and 1: time is linear in each constant
-    inside the GPU branch, so the fit prices it without re-running the model."""
+    inside the GPU branch, so the fit prices it without re-running the model. A harness that
+    waits for each call (``serial_host_us`` set) adds its stated host time to the GPUs'."""
 
     gpu_fixed_us: float
     host_gpus: int
     steps: int
     step_kind: int  # index into CONSTANT_NAMES of the step constant (1, 2 or 3)
     measured_us: float
+    serial_host_us: float | None = None
 
 
 def _features(point: dict[str, Any]) -> _Features:
     e = _execution(point, ExecutionConstants(1.0, 0.0, 0.0, 0.0))
     kind = 3 if e.algorithm == "nvls" else 2 if e.protocol == "LL" else 1
     return _Features(e.latency_us + e.transfer_us, round(e.host_us), exposed_steps(e.steps), kind,
-                     published_seconds(point) * 1e6)
+                     published_seconds(point) * 1e6, e.host_us if e.serial else None)
 
 
 def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Execution:
@@ -119,8 +121,9 @@ def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Executio
 
 def _predict_us(f: Sequence[_Features], theta: np.ndarray) -> np.ndarray:
     gpu = np.array([x.gpu_fixed_us + x.steps * theta[x.step_kind] for x in f])
-    host = np.array([x.host_gpus * theta[0] for x in f])
-    return np.maximum(gpu, host)
+    host = np.array([x.host_gpus * theta[0] if x.serial_host_us is None else 0.0 for x in f])
+    serial = np.array([x.serial_host_us or 0.0 for x in f])
+    return np.maximum(gpu, host) + serial
 
 
 def _loss(f: Sequence[_Features], theta: np.ndarray) -> float:
