@@ -17,6 +17,7 @@ import pytest
 
 from distlab.bench import allreduce as bench
 from distlab.bench.__main__ import main as dispatch
+from helpers.cli_errors import one_error_line
 
 LIB = Path(bench.__file__).resolve().parents[2]
 
@@ -66,13 +67,6 @@ BAD = [  # (argv, option named in the error, text that must appear)
 ]
 
 
-def _check_one_line(err: str, option: str, text: str) -> None:
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if "error:" in ln]
-    assert len(lines) == 1, err
-    assert option in lines[0] and text in lines[0], lines[0]
-
-
 @pytest.mark.parametrize("argv, option, text", BAD, ids=[" ".join(a) for a, _, _ in BAD])
 def test_bad_option_is_one_line_and_exit_2(argv, option, text, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
@@ -80,7 +74,7 @@ def test_bad_option_is_one_line_and_exit_2(argv, option, text, capsys) -> None:
     assert exc.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    _check_one_line(captured.err, option, text)
+    one_error_line(captured.err, option, text)
 
 
 @pytest.mark.parametrize("kind, text", [("notjson", "readable JSON"), ("noalpha", "alpha"),
@@ -91,7 +85,7 @@ def test_bad_calibration_file_is_one_line(kind, text, tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         bench.main(["--calibration", str(path)])
     assert exc.value.code == 2
-    _check_one_line(capsys.readouterr().err, "--calibration", text)
+    one_error_line(capsys.readouterr().err, "--calibration", text)
 
 
 def test_nccl_without_cuda_is_one_line(capsys) -> None:
@@ -102,16 +96,16 @@ def test_nccl_without_cuda_is_one_line(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         bench.main(["--backend", "nccl"])
     assert exc.value.code == 2
-    _check_one_line(capsys.readouterr().err, "--backend", "no CUDA device")
+    one_error_line(capsys.readouterr().err, "--backend", "no CUDA device")
 
 
 def test_dispatcher_bad_benchmark_is_one_line(capsys) -> None:
     for argv in ([], ["warp"]):
         assert dispatch(argv) == 2
         captured = capsys.readouterr()
-        _check_one_line(captured.err, "benchmark", "allreduce")
+        one_error_line(captured.err, "benchmark", "allreduce")
     assert dispatch(["allreduce", "--iters", "0"]) == 2
-    _check_one_line(capsys.readouterr().err, "--iters", "0")
+    one_error_line(capsys.readouterr().err, "--iters", "0")
 
 
 def test_dispatcher_help_lists_each_benchmark_with_a_description(capsys) -> None:
@@ -143,4 +137,4 @@ def test_real_subprocess_exits_2_with_one_line(argv, option) -> None:
     proc = _run(*argv)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
-    _check_one_line(proc.stderr, option, "")
+    one_error_line(proc.stderr, option, "")

@@ -18,6 +18,7 @@ import pytest
 from distlab.bench import images as bench
 from distlab.bench.__main__ import MODULES
 from distlab.pipeline.image_stages import gpu_path_missing, torchvision_missing
+from helpers.cli_errors import one_error_line
 from helpers.paths import ROOT
 
 pytestmark = pytest.mark.timeout(120)
@@ -43,10 +44,7 @@ def test_bad_option_is_one_line_and_exit_2(argv, option, text, capsys) -> None:
         bench.main(argv)
     assert info.value.code == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    lines = [ln for ln in captured.err.splitlines() if "error:" in ln]
-    assert len(lines) == 1, captured.err
-    assert option in lines[0] and text in lines[0], lines[0]
+    one_error_line(captured.err, option, text, out=captured.out)
 
 
 def test_registered_like_every_benchmark() -> None:

@@ -15,6 +15,7 @@ from distlab.bench import pipeline as bench
 from distlab.pipeline import RunResult, equal_stages
 from distlab.pipeline.bottleneck import bound_s, plan_for_stages, simulate_pipeline
 from distlab.timeline import Timeline
+from helpers.cli_errors import one_error_line
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -44,10 +45,7 @@ def test_bad_option_is_one_line_and_exit_2(argv, option, text, capsys) -> None:
         bench.main(argv)
     assert info.value.code == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    lines = [ln for ln in captured.err.splitlines() if "error:" in ln]
-    assert len(lines) == 1, captured.err
-    assert option in lines[0] and text in lines[0], lines[0]
+    one_error_line(captured.err, option, text, out=captured.out)
 
 
 def test_compare_executors_rows_and_model() -> None:

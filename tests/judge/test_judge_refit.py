@@ -28,6 +28,7 @@ from distlab.judge.refit import (
     summary_tables,
 )
 from distlab.profile.load import load_profile
+from helpers.cli_errors import one_error_line
 from helpers.close import REL
 from helpers.paths import MEASURED_PROFILES, PROFILES
 
@@ -264,9 +265,7 @@ def _bad_profile(tmp_path: Path) -> Path:
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys, make_argv, option) -> None:
     assert main(make_argv(tmp_path)) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    lines = [ln for ln in captured.err.splitlines() if "error:" in ln]
-    assert len(lines) == 1 and option in lines[0], captured.err
+    one_error_line(captured.err, option, out=captured.out)
 
 
 @pytest.mark.timeout(120)

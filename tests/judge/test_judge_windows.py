@@ -18,6 +18,7 @@ from distlab.judge.noise import row_seconds
 from distlab.judge.refit import refit_profile, summary_rows
 from distlab.judge.windows import main, window_calibration, window_rows, window_runs, window_summary
 from distlab.profile.load import load_profile
+from helpers.cli_errors import one_error_line
 from helpers.close import REL, assert_close_tree
 from helpers.paths import PROFILES
 
@@ -154,9 +155,7 @@ def test_cli_prints_one_line_per_world_size_and_length(capsys) -> None:
 def test_bad_input_is_one_error_line_and_exit_2(capsys, argv, option) -> None:
     assert main(argv) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "Traceback" not in captured.err
-    lines = [ln for ln in captured.err.splitlines() if "error:" in ln]
-    assert len(lines) == 1 and option in lines[0], captured.err
+    one_error_line(captured.err, option, out=captured.out)
 
 
 @pytest.mark.timeout(120)
