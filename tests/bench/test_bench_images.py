@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +18,7 @@ from distlab.bench import images as bench
 from distlab.bench.__main__ import MODULES
 from distlab.pipeline.image_stages import gpu_path_missing, torchvision_missing
 from helpers.cli_errors import one_error_line
+from helpers.leaks import processes_with
 from helpers.paths import ROOT
 
 pytestmark = pytest.mark.timeout(120)
@@ -132,18 +132,6 @@ def test_no_terms_leaves_the_hop_and_cores_out(tmp_path, capsys) -> None:
     assert "without the cores term" not in capsys.readouterr().out
 
 
-def _processes_with(marker: str) -> list[int]:
-    """PIDs whose environment carries ``marker`` (the benchmark and every child it started)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.timeout(120)
 def test_ctrl_c_while_a_child_starts_is_one_line_and_130() -> None:
     """A terminal's Ctrl-C (SIGINT to the process group) just after the first child process is
@@ -157,9 +145,9 @@ def test_ctrl_c_while_a_child_starts_is_one_line_and_130() -> None:
         preexec_fn=lambda: (os.setsid(), signal.signal(signal.SIGINT, signal.SIG_DFL)))
     try:
         deadline = time.monotonic() + 60
-        while len(_processes_with(value)) < 2 and time.monotonic() < deadline:
+        while len(processes_with(value)) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert len(_processes_with(value)) >= 2, "no child process was started"
+        assert len(processes_with(value)) >= 2, "no child process was started"
         time.sleep(0.3)                                    # the child is importing torch now
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -174,6 +162,6 @@ def test_ctrl_c_while_a_child_starts_is_one_line_and_130() -> None:
     assert lines == ["python -m distlab.bench images: interrupted by Ctrl-C; nothing more was "
                      "measured or written"], err
     deadline = time.monotonic() + 10
-    while _processes_with(value) and time.monotonic() < deadline:
+    while processes_with(value) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_with(value) == []
+    assert processes_with(value) == []

@@ -9,11 +9,11 @@ import sys
 import time
 import types
 import uuid
-from pathlib import Path
 
 import pytest
 
 from distlab.bench import __main__ as bench_main
+from helpers.leaks import processes_with
 from helpers.paths import ROOT
 
 
@@ -31,20 +31,6 @@ def test_dispatcher_turns_keyboard_interrupt_into_one_line_and_130(monkeypatch, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["python -m distlab.bench fake: interrupted by Ctrl-C; nothing more was "
                    "measured or written"]
-
-
-def _processes_with(marker: str) -> list[int]:
-    """PIDs whose environment carries ``marker`` (the benchmark and every child it started)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 @pytest.mark.timeout(120)
@@ -67,7 +53,7 @@ def test_ctrl_c_on_the_process_group_stops_every_rank() -> None:
             if "round" in line or time.monotonic() > deadline:
                 break
         assert any("round" in s for s in seen), "".join(seen)
-        assert len(_processes_with(marker)) >= 3  # the parent and its two ranks
+        assert len(processes_with(marker)) >= 3  # the parent and its two ranks
         os.killpg(proc.pid, signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
     finally:
@@ -79,6 +65,6 @@ def test_ctrl_c_on_the_process_group_stops_every_rank() -> None:
     assert rest.strip().splitlines()[-1].startswith(
         "python -m distlab.bench allreduce: interrupted by Ctrl-C"), rest
     deadline = time.monotonic() + 10
-    while _processes_with(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []

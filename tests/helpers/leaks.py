@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 
@@ -91,3 +92,16 @@ def no_leaks(grace_s: float = 5.0,
     assert not shm, f"shared memory left behind: {sorted(shm)}"
     assert not new_fds, f"file descriptors left open: {new_fds}"
     assert not new_maps, f"shared memory left mapped: {sorted(new_maps)}"
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs whose environment carries ``marker`` (a ``NAME=value`` or a value set in the
+    environment of a command under test: it and every child it started inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
