@@ -26,10 +26,19 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
     single = out[:out.index(next(ln for ln in out if ln.startswith("# multi-node")))]
     assert single[-1].split()[0] == "all" and single[-1].split()[1] == "114"
     assert sum("Azure" in ln for ln in single) == 3
-    multi = out[len(single):]
+    others_at = out.index(next(ln for ln in out if ln.startswith("# other collectives")))
+    multi = out[len(single):others_at]
     assert "never fitted on" in multi[0]
     assert multi[-1].split()[:2] == ["all", "86"]
     assert sum(ln.startswith(("2 x 8", "4 x 8")) for ln in multi) == 7
+    others = out[others_at:]
+    rows = [ln.split() for ln in others[2:6]]
+    assert [r[0] for r in rows] == ["all_gather", "reduce_scatter", "allreduce", "allreduce"]
+    assert [r[1] for r in rows] == ["any", "any", "any", "ring+tree"]
+    assert all(r[4] == r[5].split("/")[0] for r in rows)    # the algorithm the source says ran
+    assert others[6].startswith("# NCCL's choice as published") and "2.27.7" in others[6]
+    assert [ln.split()[0] for ln in others[7:]] == ["ring/LL", "nvls/Simple"]
+    assert all(ln.split()[0] == ln.split()[-1] for ln in others[7:])   # the model agrees
     assert max(len(ln) for ln in out) <= 110
 
 

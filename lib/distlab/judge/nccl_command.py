@@ -17,7 +17,9 @@ which times one call at a time, the larger of the two terms that add). The model
 ``--published`` prints the error on each published table the project holds, in sample
 (constants fitted on every table) and leave-one-source-out (each source priced with constants
 fitted on the others), then on each published multi-node table (2 and 4 nodes; out of sample,
-nothing is fitted on them). Nothing is measured.
+nothing is fitted on them), then on each published point of another collective (all-gather,
+reduce-scatter) or of an allreduce with an algorithm switched off, and whether the model makes
+the choice a source says NCCL made (both out of sample too). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
 from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 
-__all__ = ["choice_lines", "main", "multinode_lines", "published_lines"]
+__all__ = ["choice_agreement", "choice_lines", "collective_lines", "main", "multinode_lines",
+           "published_lines"]
 
 DEFAULT_SIZES = [1 << k for k in range(16, 34, 2)]
 """64 KiB to 8 GiB, every factor 4."""
@@ -141,6 +144,56 @@ def multinode_lines(constants: Any = None) -> list[str]:
     return lines
 
 
+def collective_lines(constants: Any = None) -> list[str]:
+    """The model on every published point of another collective or of an allreduce with an
+    algorithm switched off, one line each (out of sample: no constant is fitted on them), then
+    each published statement of NCCL's choice beside the model's choice at the same sizes."""
+    from distlab.collectives.model.nccl.fit_execution import (
+        collective_points,
+        judge_collectives,
+        published_choices,
+        shipped_constants,
+    )
+
+    judged = judge_collectives(collective_points(),
+                               shipped_constants() if constants is None else constants)
+    lines = ["# other collectives, and allreduce with an algorithm switched off (judged only, "
+             "never fitted on)",
+             f"{'collective':<15} {'NCCL may use':<13} {'size':>7} {'ran':>5} {'model':>12} "
+             f"{'busbw GB/s: published':>21} {'model':>6} {'time error':>10}"]
+    for j, p in zip(judged, collective_points(), strict=True):
+        allowed = "+".join(p["algorithms"]) if p.get("algorithms") else "any"
+        run = f"{j.execution.algorithm}/{j.execution.protocol}"
+        lines.append(f"{p['collective']:<15} {allowed:<13} {_size(j.nbytes):>7} "
+                     f"{p['published_algorithm']:>5} {run:>12} "
+                     f"{float(p['busbw_gbps']):>21.1f} {j.execution.busbw_gbps:>6.1f} "
+                     f"{j.error_pct:>+9.1f}%")
+    for c in published_choices():
+        lines.append(f"# NCCL's choice as published: {c['system']}, NCCL {c['nccl_version']}")
+        for stated, sizes, made in choice_agreement(c):
+            lines.append(f"  {stated:<34} {sizes:<22} model: {made}")
+    return lines
+
+
+def choice_agreement(stated: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """For one published statement of NCCL's choice (``nccl_choice_8gpu``): per stated range,
+    ``(stated algorithm/protocol, its sizes, the model's choices there)``, over every power of
+    two from 32 KiB to 16 GiB."""
+    from distlab.collectives.model.nccl.estimate import nccl_allreduce
+
+    sizes = [1 << k for k in range(15, 35)]
+    made = {c.nbytes: f"{c.algorithm}/{c.protocol}" for c in nccl_allreduce(
+        stated["preset"], int(stated["world_size"]), sizes, nccl_version=stated["nccl_version"])}
+    out = []
+    for rule in stated["choices"]:
+        lo, hi = int(rule.get("min_nbytes", sizes[0])), int(rule.get("max_nbytes", sizes[-1]))
+        inside = [n for n in sizes if lo <= n <= hi]
+        out.append((f"{rule['algorithm']}/{rule['protocol']}",
+                    f"{_size(inside[0])} to {_size(inside[-1])}",
+                    ", ".join(sorted({made[n] for n in inside}))))
+    return out
+
+
 def _parser() -> options.Parser:
     p = options.parser("python -m distlab.judge nccl", __doc__)
     p.add_argument("box", nargs="?", choices=sorted(GPU_BOXES), metavar="BOX",
@@ -177,7 +230,8 @@ def _nccl_command(argv: list[str]) -> int:
     if args.write and not args.published:
         p.error("--write refits the constants: use it with --published")
     if args.published:
-        print("\n".join(published_lines(write=args.write) + multinode_lines()))
+        print("\n".join(published_lines(write=args.write) + multinode_lines()
+                        + collective_lines()))
         return 0
     if args.box is None:
         p.error("give a BOX or --published")

@@ -8,7 +8,11 @@ project holds), by least squares on ``log(predicted / published)`` time.
 
 The multi-node model has no constant of its own (it reuses these and NCCL's); it is judged on the
 published multi-node tables the project holds (``allreduce_multinode``: 2 and 4 nodes of 8 GPUs),
-none of which any constant is fitted on: :func:`multinode_points`, :func:`judge`.
+none of which any constant is fitted on: :func:`multinode_points`, :func:`judge`. The same holds
+for the published points of other collectives (all-gather, reduce-scatter) and of allreduce runs
+with an algorithm switched off (``collectives_8gpu``): :func:`collective_points`,
+:func:`judge_collectives`; and for what a source says NCCL chose, size by size
+(``nccl_choice_8gpu``): :func:`published_choices`.
 
 They are judged **leave-one-source-out**: every source (one web page: a table, or the tables of
 one author and box) is priced with constants fitted on the others only. The tables NCCL users
@@ -42,7 +46,8 @@ from distlab.collectives.model.nccl.execution import (
 )
 
 __all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "ErrorSummary", "JudgedPoint", "calibration_points",
-           "harness_of", "judge", "leave_one_source_out", "multinode_points", "refit",
+           "collective_points", "harness_of", "judge", "judge_collectives",
+           "leave_one_source_out", "multinode_points", "published_choices", "refit",
            "shipped_constants", "summarize", "write_shipped"]
 
 #: Search range per constant, us: the fit never leaves it. ``ll_step_us`` is held at 0: LL
@@ -68,6 +73,20 @@ def multinode_points() -> list[dict[str, Any]]:
     return [dict(p) for p in _published()["allreduce_multinode"]]
 
 
+def collective_points() -> list[dict[str, Any]]:
+    """The published single-node points of all-gather, reduce-scatter and of allreduce with an
+    algorithm switched off (each names its ``collective`` and the ``algorithms`` NCCL could choose
+    from). Judged only: never fitted on."""
+    return [dict(p) for p in _published()["collectives_8gpu"]]
+
+
+def published_choices() -> list[dict[str, Any]]:
+    """What published sources say NCCL chose, size by size (``nccl_choice_8gpu``): each names
+    its box, ``nccl_version`` and ``choices`` (``algorithm`` / ``protocol`` up to
+    ``max_nbytes`` or from ``min_nbytes``)."""
+    return [dict(p) for p in _published()["nccl_choice_8gpu"]]
+
+
 def harness_of(point: dict[str, Any]) -> str:
     """The point's own ``harness`` where it states one (the multi-node points do); else
     ``"torch"`` for a torch.distributed table and ``"nccl-tests"`` for the rest (every
@@ -78,12 +97,19 @@ def harness_of(point: dict[str, Any]) -> str:
     return "torch" if str(point["tool"]).startswith("torch") else "nccl-tests"
 
 
+#: nccl-tests' ``busbw / algbw`` per collective, as a function of the ranks ``n``.
+BUSBW_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+                "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
+
+
 def published_seconds(point: dict[str, Any]) -> float:
-    """The point's time, seconds (its ``time_us``, else from nccl-tests' busbw definition)."""
+    """The point's time, seconds (its ``time_us``, else from nccl-tests' busbw definition of its
+    ``collective``, allreduce where it names none)."""
     if point.get("time_us"):
         return float(point["time_us"]) * 1e-6
     n = int(point["world_size"])
-    return float(point["nbytes"]) / (float(point["busbw_gbps"]) * 1e9) * 2 * (n - 1) / n
+    factor = BUSBW_FACTOR[str(point.get("collective", "allreduce"))](n)
+    return float(point["nbytes"]) / (float(point["busbw_gbps"]) * 1e9) * factor
 
 
 @dataclass(frozen=True)
@@ -200,6 +226,32 @@ def judge(points: Iterable[dict[str, Any]], constants: ExecutionConstants) -> li
         pub = published_seconds(p) * 1e6
         out.append(JudgedPoint(str(p["source"]), str(p["system"]), int(p["nbytes"]), e, pub,
                                100.0 * (e.seconds * 1e6 - pub) / pub))
+    return out
+
+
+def judge_collectives(points: Iterable[dict[str, Any]],
+                      constants: ExecutionConstants) -> list[JudgedPoint]:
+    """Every point of :func:`collective_points` priced with ``constants``: an allreduce by
+    :func:`~distlab.collectives.model.nccl.execution.nccl_execution` with the point's
+    ``algorithms``, the others by :func:`~distlab.collectives.model.nccl.family.nccl_collective`
+    (NCCL 2.28.9's constants for both where the point states no release)."""
+    from distlab.collectives.model.nccl.family import nccl_collective
+
+    out = []
+    for p in points:
+        n, size = int(p["world_size"]), [int(p["nbytes"])]
+        collective = str(p["collective"])
+        e: Execution
+        if collective == "allreduce":
+            e = nccl_execution(p["preset"], n, size, harness=harness_of(p), constants=constants,
+                               algorithms=p.get("algorithms"),
+                               nccl_version=p.get("nccl_version"))[0]
+        else:
+            e = nccl_collective(p["preset"], n, size, collective, harness=harness_of(p),
+                                constants=constants)[0]
+        pub = published_seconds(p) * 1e6
+        out.append(JudgedPoint(str(p["source"]), f"{collective}: {p['system']}", int(p["nbytes"]),
+                               e, pub, 100.0 * (e.seconds * 1e6 - pub) / pub))
     return out
 
 
