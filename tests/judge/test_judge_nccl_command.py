@@ -24,8 +24,8 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("# constants (us): host_us_per_gpu")
     single = out[:out.index(next(ln for ln in out if ln.startswith("# multi-node")))]
-    assert single[-1].split()[0] == "all" and single[-1].split()[1] == "114"
-    assert sum("Azure" in ln for ln in single) == 3
+    assert single[-1].split()[0] == "all" and single[-1].split()[1] == "132"
+    assert sum("Azure" in ln for ln in single) == 4
     others_at = out.index(next(ln for ln in out if ln.startswith("# other collectives")))
     multi = out[len(single):others_at]
     assert "never fitted on" in multi[0]

@@ -33,7 +33,7 @@ def test_figure_has_the_model_its_picks_every_estimate_and_the_published_points(
         model = next(ln for ln in ax.lines if ln.get_label() == "model: NCCL's pick")
         assert list(model.get_ydata()) == pytest.approx([c.busbw_gbps for c in choices])
     forced = [lab for ax in fig.axes for lab in _labels(ax) if "NCCL_ALGO=NVLS" in lab]
-    assert len(forced) == 2, "the two Azure Hopper runs forced NVLS and say so"
+    assert len(forced) == 3, "the three Azure Hopper runs forced NVLS and say so"
     assert figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -59,12 +59,12 @@ def test_published_error_table_rows_and_count() -> None:
     assert len(lines) == 1 + len(systems) + len(points) + 1
     assert [line[:-1] for line in lines if line.endswith(":")] == systems
     assert max(len(line) for line in lines) <= 80
-    assert lines[-1] == f"53 of {len(points)} points within 20%"
-    assert sum(line.endswith("  miss") for line in lines) == len(points) - 53
+    assert lines[-1] == f"66 of {len(points)} points within 20%"
+    assert sum(line.endswith("  miss") for line in lines) == len(points) - 66
     one = published_error_table([p for p in points if p["nbytes"] == 1 << 33
                                  and p["preset"] == "h100_sxm8" and "Azure" in p["system"]],
                                 limit_pct=0.5)
-    assert len(one) == 6 and all("NVLS" in line and "nvls/Simple" in line
-                                 for line in (one[2], one[4]))
-    assert one[1].endswith(":") and one[3].endswith(":")
-    assert one[-1] == "0 of 2 points within 0.5%"  # -0.7% and -0.9% at 8 GiB
+    assert len(one) == 8 and all("NVLS" in line and "nvls/Simple" in line
+                                 for line in (one[2], one[4], one[6]))
+    assert one[1].endswith(":") and one[3].endswith(":") and one[5].endswith(":")
+    assert one[-1] == "0 of 3 points within 0.5%"  # -0.7%, -0.9% and -1.1% at 8 GiB

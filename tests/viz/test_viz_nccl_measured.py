@@ -24,7 +24,7 @@ def test_one_panel_per_table_of_five_or_more_sizes(judged) -> None:
     shown = [ax for ax in fig.axes if ax.get_visible()]
     big = [s for s in dict.fromkeys(p["system"] for p in pts)
            if sum(p["system"] == s for p in pts) >= 5]
-    assert isinstance(fig, DisplayFigure) and len(shown) == len(big) == 7
+    assert isinstance(fig, DisplayFigure) and len(shown) == len(big) == 8
     for ax, system in zip(shown, big, strict=True):
         assert system in ax.get_title()
         lines = {ln.get_label(): ln for ln in ax.lines}

@@ -47,7 +47,8 @@ def test_default_release_is_the_estimate_as_before() -> None:
 
 def test_nvls_latency_and_bandwidth_per_release() -> None:
     lat = {v: _entry("h100_sxm8", 8, "nvls", "Simple", v).latency_us for v in NCCL_VERSIONS}
-    assert lat == {"2.18": 23.0, "2.20": 23.0, "2.24": 25.0, "2.27": 25.0, "2.28": 25.0}
+    assert lat == {"2.18": 23.0, "2.20": 23.0, "2.24": 25.0, "2.26": 25.0, "2.27": 25.0,
+                   "2.28": 25.0}
     e18 = _entry("h100_sxm8", 8, "nvls", "Simple", "2.18")
     assert e18.algbw_gbps == pytest.approx(e18.busbw_gbps * 5 / 6)   # ratio 5/6 before 2.28
     e28 = _entry("h100_sxm8", 8, "nvls", "Simple", "2.28")

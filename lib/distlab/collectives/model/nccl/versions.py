@@ -6,20 +6,23 @@ published tables were measured with older NCCLs, and what NCCL chooses and how f
 between them. :class:`NcclVersion` holds, per release, what differs for one node (every value
 read from ``git show <tag>:<file>``; file and function beside each field):
 
-======================  =========  =========  =========  =========  =========
-field                   2.18.5     2.20.5     2.24.3     2.27.5     2.28.9
-======================  =========  =========  =========  =========  =========
-NVLS latency (us)       23 (base)  23 (hw)    25         25         25
-Tree Simple base (us)   0          0          8.4        8.4        8.4
-Tree Simple hop NVL/PCI 4 / 6      28 / 28    4 / 4      4 / 4      4 / 4
-Ring LL busbw factor    1/4        1/4        1/2        1/2        1/2
-LL max busbw, Hopper    87.7       87.7       141        141        141
-Blackwell row           no         no         no         yes        yes
-NVLS bandwidth          generic    min(i, o)  min(i, o)  min(i, o)  efficiency
-LL128 default arches    70/80/90   70/80/90   70/80/90   >= 70      >= 70
-MAXCHANNELS             32         32         32         64         64
-NVLS needs GPUs         >= 3       >= 3       >= 3       >= 3       >= 2
-======================  =========  =========  =========  =========  =========
+=======================  ==========  ==========  ==========  ==========  ==========  ==========
+field                    2.18.5      2.20.5      2.24.3      2.26.2      2.27.5      2.28.9
+=======================  ==========  ==========  ==========  ==========  ==========  ==========
+NVLS latency (us)        23 (base)   23 (hw)     25          25          25          25
+Tree Simple base (us)    0           0           8.4         8.4         8.4         8.4
+Tree Simple hop NVL/PCI  4 / 6       28 / 28     4 / 4       4 / 4       4 / 4       4 / 4
+Ring LL busbw factor     1/4         1/4         1/2         1/2         1/2         1/2
+LL max busbw, Hopper     87.7        87.7        141         141         141         141
+Blackwell row            no          no          no          yes         yes         yes
+NVLS bandwidth           generic     min(i, o)   min(i, o)   min(i, o)   min(i, o)   efficiency
+LL128 default arches     70/80/90    70/80/90    70/80/90    70-100 [1]  >= 70       >= 70
+MAXCHANNELS              32          32          32          64          64          64
+NVLS needs GPUs          >= 3        >= 3        >= 3        >= 3        >= 3        >= 2
+=======================  ==========  ==========  ==========  ==========  ==========  ==========
+
+[1] compute capability 70, 80, 90 and 100 (``tuning.cc``'s switch); the boxes modelled are 80, 90
+and 120, where that is the same as 70/80/90.
 
 Not modelled per version (stated, not NCCL's): the topology search (``src/graph/search.cc``) is
 the 2.28.9 one for every version, and multi-node terms are the 2.28.9 ones.
@@ -47,14 +50,14 @@ class NcclVersion:
         ll_max_hopper_gbps: ``llMaxBws`` Hopper single-node row (87.7 up to 2.20.5, 141 from
             2.24.3).
         blackwell_row: whether compute capability >= 100 has its own tables (``compCapIndex`` 3,
-            from 2.27.5); before, such GPUs read the Hopper row.
+            from 2.26.2); before, such GPUs read the Hopper row.
         nvls_bandwidth: how NVLS bus bandwidth is computed: ``"generic"`` (``nChannels *
             bwIntra``, algorithm bandwidth 5/6 of it; 2.18.5), ``"min"`` (``nChannels *
             min(bwIntra, bwInter)``, 5/6; 2.20.5-2.27.5) or ``"efficiency"`` (2.28.9's
             ``nvlsEfficiency`` formula, the ring's ratio).
         ll128_all_arches: LL128 on by default for every compute capability >= 70 (from 2.27.5;
-            before only 70, 80 and 90).
-        max_channels: ``MAXCHANNELS`` (``device.h``: 32 up to 2.24.3, 64 from 2.27.5).
+            before only 70, 80 and 90, and 100 in 2.26.2).
+        max_channels: ``MAXCHANNELS`` (``device.h``: 32 up to 2.24.3, 64 from 2.26.2).
         nvls_min_gpus: fewest GPUs NVLS initializes on (``src/transport/nvls.cc``
             ``ncclNvlsInit``: ``gpuCount <= 2`` disables it up to 2.27.5, ``< 2`` in 2.28.9).
     """
@@ -88,6 +91,8 @@ NCCL_VERSIONS: dict[str, NcclVersion] = {
                         False, "min", False, 32, 3),
     "2.24": NcclVersion("v2.24.3-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         False, "min", False, 32, 3),
+    "2.26": NcclVersion("v2.26.2-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+                        True, "min", False, 64, 3),
     "2.27": NcclVersion("v2.27.5-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "min", True, 64, 3),
     "2.28": NcclVersion("v2.28.9-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
