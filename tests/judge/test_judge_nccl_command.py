@@ -57,11 +57,19 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
      "2.28.9's only"),
     (["nccl", "h100_sxm8", "--collective", "broadcast", "--nodes", "2", "--network", "tcp100"],
      "on one node"),
-    (["nccl", "h100_sxm8", "--collective", "gather"], "--collective")])
+    (["nccl", "h100_sxm8", "--collective", "gather"], "--collective"),
+    (["nccl", "h100_sxm8", "--nccl-version", "2.25.1"], "the releases modelled are 2.18"),
+    (["nccl", "h100_sxm8", "--nccl-version", "latest"], "--nccl-version")])
 def test_bad_input_is_one_line_and_exit_2(argv, words, capsys) -> None:
     assert judge_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0] and err[0].endswith("(see --help)")
+
+
+@pytest.mark.parametrize("spelled", ["2.26", "2.26.2", "v2.26.2-1", "2.26.2+cuda12.8"])
+def test_nccl_version_as_nccl_prints_it(spelled, capsys) -> None:
+    assert judge_main(["nccl", "h100_sxm8", "--sizes", "1G", "--nccl-version", spelled]) == 0
+    assert "NCCL 2.26.2, torch:" in capsys.readouterr().out.splitlines()[0]
 
 
 def test_choice_across_nodes(capsys) -> None:

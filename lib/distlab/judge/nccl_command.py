@@ -24,6 +24,7 @@ the choice a source says NCCL made (both out of sample too). Nothing is measured
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -194,6 +195,18 @@ def choice_agreement(stated: dict[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
+def _release(text: str) -> str:
+    """``--nccl-version``'s ``type=``: the minor release key of :data:`NCCL_VERSIONS` for
+    ``2.26``, ``2.26.2``, ``v2.26.2-1`` or ``2.26.2+cuda12.8`` (what ``NCCL_DEBUG=VERSION``
+    prints)."""
+    key = ".".join(str(text).strip().lstrip("v").split("+")[0].split("-")[0].split(".")[:2])
+    if key not in NCCL_VERSIONS:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: the releases modelled are {', '.join(sorted(NCCL_VERSIONS))}"
+            " (a patch release like 2.26.2 prices its minor release)")
+    return key
+
+
 def _parser() -> options.Parser:
     p = options.parser("python -m distlab.judge nccl", __doc__)
     p.add_argument("box", nargs="?", choices=sorted(GPU_BOXES), metavar="BOX",
@@ -205,9 +218,11 @@ def _parser() -> options.Parser:
                         "calls; default), torch-isolated (one call at a time on an idle GPU, "
                         "torch's host overhead added to each) or nccl-tests (-g: one process "
                         "drives every GPU)")
-    p.add_argument("--nccl-version", choices=sorted(NCCL_VERSIONS), default=DEFAULT_NCCL_VERSION,
-                   help=f"the NCCL release (default {DEFAULT_NCCL_VERSION}: 2.28.9, torch "
-                        "2.11's)")
+    p.add_argument("--nccl-version", type=_release, default=DEFAULT_NCCL_VERSION,
+                   metavar="RELEASE",
+                   help=f"the NCCL release: {', '.join(sorted(NCCL_VERSIONS))}, or as NCCL "
+                        "prints it (2.26.2, 2.26.2+cuda12.8), which prices its minor release "
+                        f"(default {DEFAULT_NCCL_VERSION}: 2.28.9, torch 2.11's)")
     p.add_argument("--nodes", type=options.int_at_least(1), default=1,
                    help="boxes joined by --network (default 1; NCCL 2.28.9's multi-node model)")
     p.add_argument("--network", choices=sorted(NETWORKS), default=None,
