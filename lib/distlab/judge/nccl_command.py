@@ -156,13 +156,13 @@ def collective_lines(constants: Any = None) -> list[str]:
         shipped_constants,
     )
 
-    judged = judge_collectives(collective_points(),
-                               shipped_constants() if constants is None else constants)
+    points = collective_points()
+    judged = judge_collectives(points, shipped_constants() if constants is None else constants)
     lines = ["# other collectives, and allreduce with an algorithm switched off (judged only, "
              "never fitted on)",
              f"{'collective':<15} {'NCCL may use':<13} {'size':>7} {'ran':>5} {'model':>12} "
              f"{'busbw GB/s: published':>21} {'model':>6} {'time error':>10}"]
-    for j, p in zip(judged, collective_points(), strict=True):
+    for j, p in zip(judged, points, strict=True):
         allowed = "+".join(p["algorithms"]) if p.get("algorithms") else "any"
         run = f"{j.execution.algorithm}/{j.execution.protocol}"
         lines.append(f"{p['collective']:<15} {allowed:<13} {_size(j.nbytes):>7} "

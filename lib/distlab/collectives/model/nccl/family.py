@@ -76,11 +76,20 @@ class FamilyRun(Execution):
 
     @property
     def busbw_gbps(self) -> float:
-        """nccl-tests' bus bandwidth of :attr:`seconds`: ``algbw * (n-1)/n`` for all-gather and
-        reduce-scatter, ``algbw`` for broadcast, GB/s."""
-        n = self.world_size
-        factor = (n - 1) / n if self.collective != "broadcast" else 1.0
+        """nccl-tests' bus bandwidth of :attr:`seconds` (:func:`busbw_factor`), GB/s."""
+        factor = busbw_factor(self.collective, self.world_size)
         return self.nbytes / self.seconds / 1e9 * factor if self.seconds > 0 else 0.0
+
+
+def busbw_factor(collective: str, world_size: int) -> float:
+    """nccl-tests' ``busbw / algbw`` for ``collective`` over ``world_size`` ranks: ``2(n-1)/n``
+    for allreduce, ``(n-1)/n`` for all-gather and reduce-scatter, 1 for broadcast."""
+    n = world_size
+    if collective == "allreduce":
+        return 2 * (n - 1) / n
+    if check_choice("collective", collective, COLLECTIVES) == "broadcast":
+        return 1.0
+    return (n - 1) / n
 
 
 def _candidates(box: Any, n: int, collective: str) -> list[tuple[str, str, float, float]]:

@@ -44,6 +44,7 @@ from distlab.collectives.model.nccl.execution import (
     nccl_execution,
     shipped_constants,
 )
+from distlab.collectives.model.nccl.family import busbw_factor, nccl_collective
 
 __all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "ErrorSummary", "JudgedPoint", "calibration_points",
            "collective_points", "harness_of", "judge", "judge_collectives",
@@ -97,18 +98,13 @@ def harness_of(point: dict[str, Any]) -> str:
     return "torch" if str(point["tool"]).startswith("torch") else "nccl-tests"
 
 
-#: nccl-tests' ``busbw / algbw`` per collective, as a function of the ranks ``n``.
-BUSBW_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-                "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
-
-
 def published_seconds(point: dict[str, Any]) -> float:
     """The point's time, seconds (its ``time_us``, else from nccl-tests' busbw definition of its
     ``collective``, allreduce where it names none)."""
     if point.get("time_us"):
         return float(point["time_us"]) * 1e-6
     n = int(point["world_size"])
-    factor = BUSBW_FACTOR[str(point.get("collective", "allreduce"))](n)
+    factor = busbw_factor(str(point.get("collective", "allreduce")), n)
     return float(point["nbytes"]) / (float(point["busbw_gbps"]) * 1e9) * factor
 
 
@@ -235,8 +231,6 @@ def judge_collectives(points: Iterable[dict[str, Any]],
     :func:`~distlab.collectives.model.nccl.execution.nccl_execution` with the point's
     ``algorithms``, the others by :func:`~distlab.collectives.model.nccl.family.nccl_collective`
     (NCCL 2.28.9's constants for both where the point states no release)."""
-    from distlab.collectives.model.nccl.family import nccl_collective
-
     out = []
     for p in points:
         n, size = int(p["world_size"]), [int(p["nbytes"])]
