@@ -148,7 +148,7 @@ def test_a_failed_build_says_so_in_one_line_and_runs_python(tmp_path) -> None:
     script = tmp_path / "fallback.py"
     script.write_text(_FALLBACK_SCRIPT)
     env = {**os.environ, "CXX": str(tmp_path / "no-such-c++"),
-           "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+           "DISTLAB_EXTENSIONS_DIR": str(tmp_path / "ext")}
     env.pop("DISTLAB_EXECUTOR", None)
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                           text=True, timeout=300)

@@ -9,11 +9,15 @@ runs (:func:`distlab.collectives.runtime.execute.execute`, ``executor="auto"``).
 executor stays for stepping, tracing a step's spans, and as the reference.
 
 It is built with ``torch.utils.cpp_extension`` (ninja and the C++ compiler torch was built for)
-on first use in a process and cached under torch's extensions folder (``TORCH_EXTENSIONS_DIR``,
-default ``~/.cache/torch_extensions``), so later processes only load it; ``make install`` builds
-it once (:func:`status`). Where it cannot be built, one
-line on stderr says why (once per process) and every call runs the Python executor.
-``DISTLAB_EXECUTOR=python`` in the environment turns it off.
+once per environment, torch release and source, into a folder of the environment
+(:mod:`~distlab.collectives.runtime.extension_build`: ``<sys.prefix>/share/distlab/extensions``,
+or ``DISTLAB_EXTENSIONS_DIR``); later processes import the built file directly, whatever ninja
+``PATH`` finds; ``make install`` builds it once (:func:`status`). A build interrupted or crashed
+never blocks the next one (the lock dies with its holder). Where it cannot be built, or another
+process's build takes longer than ``DISTLAB_BUILD_WAIT_S`` seconds (default 300), one line on
+stderr says why (once per process) and every call runs the Python executor, which exchanges the
+same messages, so ranks on either executor work together. ``DISTLAB_EXECUTOR=python`` in the
+environment turns it off.
 
 The plan travels as one int64 CPU tensor, encoded once per plan (:func:`encode`)::
 
@@ -36,6 +40,7 @@ from typing import Any
 
 import torch
 
+from distlab.collectives.runtime.extension_build import BuildWaitTimeout, load_or_build
 from distlab.collectives.runtime.rank_plan import Message, RankPlan
 
 __all__ = ["EXECUTORS", "OPS", "SOURCE", "CompiledStepError", "available", "build",
@@ -44,7 +49,7 @@ __all__ = ["EXECUTORS", "OPS", "SOURCE", "CompiledStepError", "available", "buil
 SOURCE = Path(__file__).with_name("csrc") / "plan_executor.cpp"
 """The extension's one source file."""
 NAME = "distlab_plan_executor"
-"""The extension's module name (its folder under torch's extensions folder)."""
+"""The extension's module name."""
 EXECUTORS = ("auto", "compiled", "python")
 """``auto``: compiled where it works and the call is not traced; ``compiled``: the same, but a
 traced call is an error; ``python``: always the Python executor."""
@@ -72,11 +77,31 @@ def check_executor(executor: Any) -> str:
     return executor
 
 
-def build(verbose: bool = False) -> Any:
-    """Build (or load the cached build of) the extension; raises what the build raises."""
-    from torch.utils.cpp_extension import load
+CFLAGS = ("-O2",)
+"""The extension's extra compiler flags."""
+DEFAULT_BUILD_WAIT_S = 300.0
+"""Seconds a process waits for another's build before it runs the Python executor."""
 
-    return load(NAME, [str(SOURCE)], extra_cflags=["-O2"], verbose=verbose)
+
+def build_wait_s() -> float:
+    """``DISTLAB_BUILD_WAIT_S`` (seconds, > 0) or :data:`DEFAULT_BUILD_WAIT_S`."""
+    text = os.environ.get("DISTLAB_BUILD_WAIT_S", "").strip()
+    try:
+        value = float(text) if text else DEFAULT_BUILD_WAIT_S
+    except ValueError:
+        value = DEFAULT_BUILD_WAIT_S
+    return value if value > 0 else DEFAULT_BUILD_WAIT_S
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def build() -> Any:
+    """Load the environment's build of the extension, building it first where there is none;
+    raises what the build raises, or :class:`~distlab.collectives.runtime.extension_build.\
+BuildWaitTimeout` when another process's build outlasts :func:`build_wait_s`."""
+    return load_or_build(NAME, SOURCE, CFLAGS, wait_s=build_wait_s(), say=_say)
 
 
 def _module() -> Any:
@@ -88,11 +113,15 @@ def _module() -> Any:
         return None
     try:
         _STATE["module"] = build()
+    except BuildWaitTimeout as exc:
+        _STATE["error"] = f"BuildWaitTimeout: {exc}"
+        _say(f"distlab: the compiled plan executor is not built yet ({exc}); collectives run on "
+             "the Python executor")
     except Exception as exc:  # no compiler, no ninja, headers that do not match...
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
         _STATE["error"] = f"{type(exc).__name__}: {first[:200]}"  # so never tried again
-        print(f"distlab: the compiled plan executor could not be built ({_STATE['error']}); "
-              "collectives run on the Python executor", file=sys.stderr, flush=True)
+        _say(f"distlab: the compiled plan executor could not be built ({_STATE['error']}); "
+             "collectives run on the Python executor")
     return _STATE["module"]
 
 
