@@ -181,8 +181,8 @@ def _torch_compile(name: str, source: Path, cflags: Sequence[str]) -> Callable[[
         old_path = os.environ.get("PATH", "")
         os.environ["PATH"] = bindir + os.pathsep + old_path if old_path else bindir
         try:
-            module = load(name, [str(source)], extra_cflags=list(cflags), build_directory=str(build_dir),
-                 verbose=False)
+            module = load(name, [str(source)], extra_cflags=list(cflags),
+                          build_directory=str(build_dir), verbose=False)
         finally:
             os.environ["PATH"] = old_path
         built = build_dir / f"{name}.so"
