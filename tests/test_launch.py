@@ -112,6 +112,18 @@ def test_lambda_and_closure_run_by_value(no_leaks):
     assert launch.run(closure, 2, timeout=60) == [3, 4]
 
 
+def test_ranks_leave_ctrl_c_to_the_parent_from_their_start(no_leaks):
+    """SIGINT is ignored in every rank from exec on (so Python installed no KeyboardInterrupt
+    handler while the rank imported torch): a terminal's Ctrl-C reaches the parent alone."""
+    def handler(rank, world_size):
+        import signal as sig
+        return sig.getsignal(sig.SIGINT) == sig.SIG_IGN
+
+    before = signal.getsignal(signal.SIGINT)
+    assert launch.run(handler, 2, timeout=60) == [True, True]
+    assert signal.getsignal(signal.SIGINT) is before  # the parent's own is back
+
+
 def test_closure_over_a_lock_is_a_clear_error():
     import threading
 

@@ -17,7 +17,10 @@ Failure contract (each case is a test in ``tests/test_launch.py``):
 - nothing happens within ``timeout`` seconds -> :class:`LaunchTimeoutError` (a ``TimeoutError``)
   naming the ranks that have not returned;
 - in every case the remaining ranks are terminated (then killed), pipes and the store are closed,
-  and the parent's own process group state is untouched.
+  and the parent's own process group state is untouched;
+- Ctrl-C belongs to the parent: ranks start with ``SIGINT`` ignored (a terminal sends it to the
+  whole process group, and a rank still importing torch printed its own traceback), and the
+  parent's ``KeyboardInterrupt`` stops them.
 
 Under torchrun (``RANK``, ``WORLD_SIZE`` and ``MASTER_ADDR`` set), ``run`` calls ``fn`` on the
 current rank only, inside the env:// process group, and gathers every rank's value with
@@ -46,7 +49,12 @@ import torch
 import torch.distributed as dist
 
 from distlab._checks import check_choice, check_float, check_instance, check_int, check_str
-from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
+from distlab._lifetime import (
+    die_with_parent,
+    spawned_from_main_thread,
+    start_ignoring_ctrl_c,
+    stop_processes,
+)
 from distlab.devices import gpu_sharing_problem
 
 __all__ = [
@@ -229,7 +237,9 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
                 args=(rank, world_size, backend, store.port, payload, writer, timeout, threads,
                       parent_pid, main_spawn),
             )
-            proc.start()
+            # Ctrl-C is the parent's: it stops every rank (a rank still importing torch printed
+            # a traceback of its own beside the parent's one line)
+            start_ignoring_ctrl_c(proc)
             writer.close()
             procs.append(proc)
             readers.append(reader)

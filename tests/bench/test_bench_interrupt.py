@@ -68,3 +68,37 @@ def test_ctrl_c_on_the_process_group_stops_every_rank() -> None:
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with(marker) == []
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_the_ranks_import_torch_is_one_line() -> None:
+    """Ctrl-C the moment the ranks exist (they are still importing torch): the parent's one line
+    only, no rank's KeyboardInterrupt traceback, no rank left."""
+    marker = f"DISTLAB_CTRL_C_TEST={uuid.uuid4().hex}"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env[marker.split("=")[0]] = marker.split("=")[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distlab.bench", "allreduce", "--world-size", "2", "-b", "1K",
+         "-e", "1K"], cwd=ROOT, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=lambda: (os.setsid(), signal.signal(signal.SIGINT, signal.SIG_DFL)))
+    try:
+        deadline = time.monotonic() + 90
+        while len(processes_with(marker)) < 3:  # the parent and both ranks
+            assert proc.poll() is None and time.monotonic() < deadline, "no ranks started"
+            time.sleep(0.01)
+        time.sleep(0.3)  # both started (the parent ignores Ctrl-C for the milliseconds of a
+        os.killpg(proc.pid, signal.SIGINT)  # start); they take seconds to import torch
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert out.strip().splitlines()[-1].startswith(
+        "python -m distlab.bench allreduce: interrupted by Ctrl-C"), out
+    deadline = time.monotonic() + 10
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(marker) == []

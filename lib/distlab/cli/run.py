@@ -11,7 +11,10 @@
 - Ctrl-C (``KeyboardInterrupt``) into ``prog: interrupted by Ctrl-C; <what happened>`` and exit
   130, the shell's code for SIGINT. Commands that start processes stop them on the way out
   (:mod:`distlab.launch` and the executors do), so no traceback and no process is left;
-- a closed stdout (``... | head``) into a quiet exit 0: the rest of the output goes nowhere.
+- a closed stdout (``... | head``) into a quiet exit 0: the rest of the output goes nowhere;
+- ranks that did not return in time (:class:`distlab.launch.LaunchTimeoutError`) into ``prog:
+  error: <which ranks, how long; every rank was stopped>`` and exit 1: not a bug of the command
+  and not bad input, so neither a traceback nor exit 2.
 
 Any other exception is a bug and keeps its traceback.
 """
@@ -22,10 +25,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["INTERRUPTED", "UsageError", "run_main"]
+__all__ = ["INTERRUPTED", "TIMED_OUT", "UsageError", "run_main"]
 
 INTERRUPTED = 130
 """The exit status of a command stopped by Ctrl-C (128 + SIGINT)."""
+TIMED_OUT = 1
+"""The exit status of a command whose ranks did not return within its timeout."""
 
 
 class UsageError(ValueError):
@@ -51,6 +56,13 @@ def run_main(prog: str, work: Callable[[list[str]], int | None],
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except TimeoutError as exc:
+        from distlab.launch import LaunchTimeoutError  # launch imports torch: only when needed
+
+        if not isinstance(exc, LaunchTimeoutError):
+            raise
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return TIMED_OUT
     except SystemExit as exc:  # argparse: exit 2 for a bad option, 0 for --help
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
