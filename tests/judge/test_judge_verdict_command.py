@@ -45,7 +45,8 @@ def test_halved_h2d_is_low(tmp_path, capsys) -> None:
     line = _row_line(out, "h2d/pinned peak")
     assert line[-1] == "low" and float(line[-2]) == pytest.approx(0.5, abs=0.02)
     assert "d2h/pinned" not in out                      # --low: only the low rows
-    assert all(ln.split()[-1] == "low" for ln in out.splitlines()[3:])
+    rows = [ln for ln in out.splitlines() if not ln.startswith("#")][1:]  # after the header
+    assert rows and all(ln.split()[-1] == "low" for ln in rows)
 
 
 def test_every_committed_profile_gets_a_verdict(capsys) -> None:
@@ -53,6 +54,18 @@ def test_every_committed_profile_gets_a_verdict(capsys) -> None:
     assert main([str(p) for p in folders]) == 0
     out = capsys.readouterr().out
     assert out.count("rows with an expectation") == len(folders)
+    assert max(len(ln) for ln in out.splitlines()) <= 110
+
+
+def test_the_quick_profile_is_unsure_where_five_rounds_cannot_judge(capsys) -> None:
+    """The committed --quick profile: 5 rounds per row; a row beyond a threshold whose rounds
+    reach back inside is unsure, and the listing leads with what is off."""
+    assert main([str(PROFILES / "vm-2026-11-23-quick")]) == 0
+    out = capsys.readouterr().out
+    verdicts = [ln.split()[-1] for ln in out.splitlines() if ln.startswith("collectives")]
+    assert "unsure" in verdicts and "low" not in verdicts and "high" not in verdicts
+    order = {"low": 0, "high": 1, "unsure": 2, "ok": 3}
+    assert [order[v] for v in verdicts] == sorted(order[v] for v in verdicts)
 
 
 def _bad_profile(tmp):

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives.model.calibration import Calibration, restate_calibration
-from distlab.judge.noise import row_seconds
+from distlab.collectives.model.noise import row_seconds
 from distlab.judge.refit import refit_profile, summary_rows
 from distlab.judge.windows import main, window_calibration, window_rows, window_runs, window_summary
 from distlab.profile.load import load_profile

@@ -16,9 +16,14 @@ from distlab.links import pcie_gbps
 from distlab.profile.expected import (
     MODEL_MIN_BYTES,
     THRESHOLDS,
+    UNSURE,
+    VERDICTS,
+    judge_interval,
     judge_ratio,
     low_lines,
+    ordered,
     profile_verdicts,
+    verdict_table,
 )
 from helpers.paths import PROFILES
 
@@ -110,7 +115,7 @@ def test_low_lines_say_none_and_cap_the_list() -> None:
     assert "no row of this profile has an expectation" in low_lines([])[0]
     rows = [_row(1 << 20, 1000.0, 100.0, f"a{i}") for i in range(12)]
     lines = low_lines(profile_verdicts(_run(rows)), max_low=8)
-    assert lines[0].startswith("- 12 low, 0 high, 0 ok of 12 rows")
+    assert lines[0].startswith("- 12 low, 0 high, 0 unsure, 0 ok of 12 rows")
     assert len(lines) == 10 and lines[-1] == "- ... and 4 more low rows"
 
 
@@ -139,3 +144,48 @@ def test_ddp_step_rate_against_the_step_model() -> None:
     assert [(v.row, v.unit, v.verdict) for v in verdicts] == [
         ("overlap cap 25 MB step rate", "steps/s", "ok"), ("naive step rate", "steps/s", "ok")]
     assert verdicts[0].measured == pytest.approx(5.0) and verdicts[0].ratio == pytest.approx(0.5)
+
+
+def _rounds_row(median_us, spread, algorithm="ring", n=5):
+    """A row of ``n`` rounds around ``median_us`` (the slowest rank's), each ``spread`` times
+    further out: rounds that cannot tell a factor of two when ``spread`` is large."""
+    rounds = sorted(median_us * 1e-6 * spread ** k for k in range(-(n // 2), n - n // 2))
+    row = _row(1 << 20, median_us, 100.0, algorithm)
+    row["seconds_per_rank"] = [rounds, [r * 0.9 for r in rounds]]
+    return row
+
+
+def test_a_row_whose_rounds_reach_back_inside_is_unsure() -> None:
+    tight = _rounds_row(300.0, 1.01, "ring")   # 3x slower than predicted, known to 1%: low
+    loose = _rounds_row(300.0, 3.0, "tree")    # 3x slower, rounds from 1/9 to 9x: cannot tell
+    verdicts = {v.row.split()[2]: v for v in profile_verdicts(_run([tight, loose]))}
+    assert verdicts["ring"].verdict == "low"
+    assert verdicts["tree"].verdict == UNSURE
+    assert "rounds put the ratio anywhere in" in verdicts["tree"].basis
+    no_rounds = _row(1 << 20, 300.0, 100.0, "naive")  # no rounds: the point verdict stands
+    assert profile_verdicts(_run([no_rounds]))[0].verdict == "low"
+
+
+@given(st.sampled_from(sorted(THRESHOLDS)), st.floats(0.01, 10), st.floats(1.0, 4.0))
+def test_interval_verdicts_are_never_surer_than_the_point(kind, ratio, widen) -> None:
+    point = judge_ratio(ratio, kind)
+    lo, hi = THRESHOLDS[kind]
+    verdict = judge_interval(ratio, ratio / widen, ratio * widen, kind)
+    if point == "ok":
+        assert verdict == "ok"
+    elif (point == "low" and ratio * widen < lo) or (point == "high" and ratio / widen > hi):
+        assert verdict == point
+    else:
+        assert verdict == UNSURE
+    assert judge_interval(ratio, ratio, ratio, kind) == point  # no noise: the point verdict
+
+
+def test_listings_put_low_rows_first() -> None:
+    rows = [_row(1 << 20, 100.0, 100.0, "ring"), _row(1 << 20, 50.0, 200.0, "tree"),
+            _row(1 << 20, 400.0, 100.0, "naive"), _rounds_row(300.0, 3.0, "rabenseifner")]
+    verdicts = profile_verdicts(_run(rows))
+    assert [v.verdict for v in verdicts] == ["ok", "high", "low", UNSURE]
+    assert [v.verdict for v in ordered(verdicts)] == ["low", "high", UNSURE, "ok"]
+    shown = [ln.split()[-1] for ln in verdict_table(verdicts).splitlines()[1:]]
+    assert shown == ["low", "high", UNSURE, "ok"]
+    assert VERDICTS[0] == "low"

@@ -4,8 +4,8 @@ Top floor but figures: reads profiles (:mod:`distlab.profile.load`) and benchmar
 prices their rows with :mod:`distlab.collectives.model`, and says how far the model is off.
 
 - :mod:`.refit`: every allreduce row of profile folders priced again from their stored
-  calibrations; median / p90 of ``|error%|`` per profile and world size, against the target.
-- :mod:`.noise`: how well a measured row is known (a bootstrap interval over its rounds).
+  calibrations; median / p90 of ``|error%|`` per profile and world size, against the target,
+  with how well each row is known (:mod:`distlab.collectives.model.noise`).
 - :mod:`.windows`: a long profile cut into shorter ones: how many rounds a judgement needs.
 - :mod:`.summary`: medians over repeated ``python -m distlab.bench allreduce --json`` runs.
 - :mod:`.tables`: the same judgements as text tables (error by size, travel, spread).

@@ -25,20 +25,20 @@ every profile by medians, as measured rows' ``time_us`` are.
 
 It prints, per profile and world size (and per profile), the median, 90th percentile and maximum of
 ``|error%|`` over the judged rows (by default sizes >= 64 KiB of ring, tree, recursive_doubling,
-rabenseifner and builtin: :data:`TARGET_ALGORITHMS`), before (the predictions stored in the profile,
-made when it was measured; builtin had none) and after (this model), and whether the after numbers
-meet the target (median <= 15%, p90 <= 35%). Beside them, how well the rows themselves are known
-(:mod:`distlab.judge.noise`): the median and p90 of the rows' ``noise_pct`` (how far each row's
-median round could land on a re-run of the same rounds, a 90% bootstrap interval) and ``in noise``
-(rows whose prediction lies inside that interval / judged rows). Where the noise is as large as the
-target, a miss cannot be told from the measurement's own scatter; where it is small and the
-prediction is outside, the model is wrong. The printed report fits 110 columns: head lines say
-once what every row shares (where the calibrations came from, the backend), a first table the
-model now with the rows' noise (:data:`NOW_COLUMNS`), a second the stored predictions beside it
-(:data:`BEFORE_COLUMNS`). ``--json OUT`` writes every run with its rows in the
-profile's format (``predicted_us`` and ``error_pct`` filled, ``judged_us`` the measured value under
-the run's statistic, ``stored_predicted_us``/ ``stored_error_pct`` keep the old ones) and the
-summary. A bad argument exits 2 with one error line.
+rabenseifner and builtin: :data:`TARGET_ALGORITHMS`), before (the predictions stored in the
+profile, made when it was measured; builtin had none) and after (this model), and whether the after
+numbers meet the target (median <= 15%, p90 <= 35%). Beside them, how well the rows themselves are
+known (:mod:`distlab.collectives.model.noise`): the median and p90 of the rows' ``noise_pct`` (how
+far each row's median round could land on a re-run of the same rounds, a 90% bootstrap interval)
+and ``in noise`` (rows whose prediction lies inside that interval / judged rows). Where the noise
+is as large as the target, a miss cannot be told from the measurement's own scatter; where it is
+small and the prediction is outside, the model is wrong. The printed report fits 110 columns: head
+lines say once what every row shares (where the calibrations came from, the backend), a first table
+the model now with the rows' noise (:data:`NOW_COLUMNS`), a second the stored predictions beside it
+(:data:`BEFORE_COLUMNS`). ``--json OUT`` writes every run with its rows in the profile's format
+(``predicted_us`` and ``error_pct`` filled, ``judged_us`` the measured value under the run's
+statistic, ``stored_predicted_us``/ ``stored_error_pct`` keep the old ones) and the summary. A bad
+argument exits 2 with one error line.
 
 Pure: no process group, no ``torch.distributed`` (reading JSON and pricing schedules only).
 """
@@ -62,8 +62,8 @@ from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
 from distlab.collectives.algorithms.registry import entry, names
 from distlab.collectives.model.calibration import STATISTICS, restate_calibration
+from distlab.collectives.model.noise import row_noise, row_seconds
 from distlab.collectives.model.predict import CallModel, call_model
-from distlab.judge.noise import row_noise, row_seconds
 from distlab.profile.load import Profile, load_profile
 from distlab.report.jsonfile import write_json
 from distlab.report.provenance import provenance
@@ -152,13 +152,14 @@ def error_stats(rows: Iterable[Mapping[str, Any]], key: str = "error_pct", *,
 def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
                model: CallModel, statistic: str = "median") -> list[dict[str, Any]]:
     """Each row (profile format: ``algorithm``, ``nbytes``, ``count``, ``time_us`` ...) with
-    ``judged_us`` (its measured time under ``statistic``: :func:`distlab.judge.noise.row_seconds`),
+    ``judged_us`` (its measured time under ``statistic``:
+    :func:`distlab.collectives.model.noise.row_seconds`),
     ``predicted_us`` and ``error_pct = 100 (judged - predicted) / predicted`` from ``model`` (with
     the row's ``options``, the ones its timed calls ran with; rows of profiles made before rows kept
     them ran with none); the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A
     row that kept its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
-    (:mod:`distlab.judge.noise`: how far its value could land on a re-run, and whether the
-    prediction lies inside that interval); otherwise both are None."""
+    (:mod:`distlab.collectives.model.noise`: how far its value could land on a re-run, and whether
+    the prediction lies inside that interval); otherwise both are None."""
     out = []
     for row in rows:
         count = int(row["count"])

@@ -29,7 +29,7 @@ from typing import Any
 
 from distlab._checks import check_choice
 from distlab.collectives.model.calibration import STATISTICS
-from distlab.judge.noise import row_seconds
+from distlab.collectives.model.noise import row_seconds
 from distlab.judge.refit import (
     TARGET_ALGORITHMS,
     TARGET_MIN_BYTES,

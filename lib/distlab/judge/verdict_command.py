@@ -5,8 +5,9 @@ expectation, one line each.
     python -m distlab.judge verdict results/profiles/* --low
 
 Prints, per profile folder, one line per judged row: ``part  row  measured  expected  unit
-ratio  verdict`` (GB/s, or steps/s for DDP; ratio = measured / expected; ``ok``, ``low`` or
-``high``). What has an expectation and the thresholds are :mod:`distlab.profile.expected`'s. A
+ratio  verdict`` (GB/s, or steps/s for DDP; ratio = measured / expected; ``low``, ``high``,
+``unsure`` (beyond a threshold, but the row's timed rounds reach back inside) or ``ok``), the low
+rows first. What has an expectation and the thresholds are :mod:`distlab.profile.expected`'s. A
 folder without ``profile.json`` is one error line and exit 2. Reads JSON only; measures nothing.
 """
 
@@ -24,6 +25,8 @@ from distlab.cli.run import UsageError, run_main
 from distlab.judge.refit import profile_dir_arg
 from distlab.profile.expected import (
     REHEARSAL,
+    UNSURE,
+    VERDICTS,
     profile_verdicts,
     thresholds_text,
     verdict_table,
@@ -63,15 +66,15 @@ def _verdict_command(argv: list[str]) -> int:
         except ValueError as exc:
             raise UsageError(f"argument DIR: invalid value {str(folder)!r}: {exc}") from None
         shown = [v for v in verdicts if v.verdict == "low"] if args.low else verdicts
-        counts = {k: sum(v.verdict == k for v in verdicts)
-                  for k in ("low", "high", "ok", REHEARSAL)}
+        counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
         if n:
             print()
         print(f"# {folder}")
         print(f"# {len(verdicts)} rows with an expectation: {counts['low']} low, "
-              f"{counts['high']} high, {counts['ok']} ok; ok within {thresholds_text()} of "
-              "expected" + (f"; {counts[REHEARSAL]} a rehearsal's, not judged"
-                            if counts[REHEARSAL] else ""))
+              f"{counts['high']} high, {counts[UNSURE]} unsure, {counts['ok']} ok"
+              + (f"; {counts[REHEARSAL]} a rehearsal's, not judged" if counts[REHEARSAL] else ""))
+        print(f"# ok within {thresholds_text()} of expected; low rows first")
+        print("# unsure: beyond a threshold, but the row's timed rounds reach back inside")
         if shown:
             print(verdict_table(shown))
     return 0

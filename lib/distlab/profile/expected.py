@@ -33,28 +33,32 @@ Thresholds (:data:`THRESHOLDS`), ratio = measured / expected:
   PCIe Gen5 x16), so a healthy link lands within about +-10% of it; below 0.8 is a link trained
   down, a GPU on the far NUMA node or a shared bus; above 1.2 the link read from ``nvidia-smi`` is
   not the one the copies crossed.
-- model: ``low`` below 0.5, ``high`` above 2.0. The cost models miss real runs by 35-45% at the
-  median (see ``python -m distlab.judge refit``), so only a factor of two says the machine and not
-  the model is off.
+- model: ``low`` below 0.5, ``high`` above 2.0. The cost model's own median error on the
+  committed profiles is measured by ``python -m distlab.judge refit`` (well under a factor of
+  two), so only a factor of two says the machine and not the model is off.
 
-Everything else is ``ok``. Reads part documents (the JSON a profile folder holds); starts nothing.
+Everything else is ``ok``, except where the measurement cannot tell: a collectives row whose
+timed rounds' bootstrap interval (:func:`distlab.collectives.model.noise.row_noise`, the median's
+90% interval) reaches back across the threshold it crossed is ``unsure``, not ``low`` or
+``high`` (a ``--quick`` profile's 5 rounds rarely judge; 20 usually do). Reads part documents
+(the JSON a profile folder holds); starts nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from distlab.collectives.model.noise import row_noise
 from distlab.collectives.model.presets import PCIE_ACHIEVED_FRACTION
 from distlab.links import link_from_pcie
 from distlab.report.table import Column, format_table
 
-__all__ = ["LINK_PATHS", "MODEL_MIN_BYTES", "REHEARSAL", "THRESHOLDS", "VERDICT_COLUMNS",
-           "RowVerdict",
-           "judge_ratio", "low_lines", "profile_verdicts", "thresholds_text",
-           "verdict_table"]
+__all__ = ["LINK_PATHS", "MODEL_MIN_BYTES", "REHEARSAL", "THRESHOLDS", "UNSURE", "VERDICTS",
+           "VERDICT_COLUMNS", "RowVerdict", "judge_ratio", "judge_interval", "low_lines",
+           "ordered", "profile_verdicts", "thresholds_text", "verdict_table"]
 
 # transfer row families (path/memory) bounded by the PCIe link, one direction each
 LINK_PATHS = ("h2d/pinned", "d2h/pinned")
@@ -103,6 +107,21 @@ def thresholds_text() -> str:
 
 
 REHEARSAL = "rehearsal"
+UNSURE = "unsure"
+VERDICTS = ("low", "high", UNSURE, "ok", REHEARSAL)
+"""Every verdict, in the order a listing shows them: what is off first."""
+
+
+def judge_interval(ratio: float, low_ratio: float, high_ratio: float, kind: str) -> str:
+    """The verdict of ``ratio`` whose measurement could plausibly give any ratio in
+    ``[low_ratio, high_ratio]``: ``low`` / ``high`` only when the whole interval lies beyond the
+    threshold ``ratio`` crossed, else :data:`UNSURE`; ``ok`` as :func:`judge_ratio` says."""
+    verdict = judge_ratio(ratio, kind)
+    if verdict == "ok":
+        return verdict
+    lo, hi = THRESHOLDS[kind]
+    sure = high_ratio < lo if verdict == "low" else low_ratio > hi
+    return verdict if sure else UNSURE
 
 
 def _verdict(part: str, row: str, measured: float, expected: float, kind: str,
@@ -195,9 +214,28 @@ def _collective_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
                      if ran_on == "nccl" else
                      f"distlab's price of {ran_on}'s own call, calibrated in this run")
             name = f"{backend} ws{ws} {op}{r['algorithm']} {_size(int(r['nbytes']))} busbw"
-            out.append(_verdict("collectives", name, busbw, expected, "model", basis,
-                                rehearsal))
+            verdict = _verdict("collectives", name, busbw, expected, "model", basis, rehearsal)
+            out.append(_within_noise(verdict, r))
     return out
+
+
+def _within_noise(verdict: RowVerdict, row: Mapping[str, Any]) -> RowVerdict:
+    """``verdict`` made :data:`UNSURE` where the row's rounds cannot tell it (see the module
+    docstring); rows without rounds keep their verdict."""
+    if verdict.verdict not in ("low", "high"):
+        return verdict
+    noise = row_noise(row, "median")
+    if noise is None or noise.value_s <= 0:
+        return verdict
+    # busbw is bytes over time: the slow end of the time interval is the low end of the ratio
+    low = verdict.ratio * noise.value_s / noise.high_s
+    high = verdict.ratio * noise.value_s / noise.low_s if noise.low_s > 0 else math.inf
+    judged = judge_interval(verdict.ratio, low, high, "model")
+    if judged == verdict.verdict:
+        return verdict
+    return replace(verdict, verdict=judged,
+                   basis=f"{verdict.basis}; its rounds put the ratio anywhere in "
+                         f"{low:.2f}-{high:.2f}x")
 
 
 def _size(nbytes: int) -> str:
@@ -244,9 +282,16 @@ VERDICT_COLUMNS = (Column("part", "part"), Column("row", "row"),
                    Column("verdict", "verdict"))
 
 
+def ordered(verdicts: Sequence[RowVerdict]) -> list[RowVerdict]:
+    """``verdicts`` in :data:`VERDICTS` order (low rows first), each group in its parts' order."""
+    rank = {v: i for i, v in enumerate(VERDICTS)}
+    return sorted(verdicts, key=lambda v: rank.get(v.verdict, len(rank)))
+
+
 def verdict_table(verdicts: Sequence[RowVerdict]) -> str:
-    """One line per row: ``part  row  measured  expected  unit  ratio  verdict``."""
-    return format_table([v.as_dict() for v in verdicts], VERDICT_COLUMNS)
+    """One line per row, low rows first (:func:`ordered`): ``part  row  measured  expected  unit
+    ratio  verdict``."""
+    return format_table([v.as_dict() for v in ordered(verdicts)], VERDICT_COLUMNS)
 
 
 def low_lines(verdicts: Sequence[RowVerdict], max_low: int = 8) -> list[str]:
@@ -259,8 +304,11 @@ def low_lines(verdicts: Sequence[RowVerdict], max_low: int = 8) -> list[str]:
     low = sorted((v for v in judged if v.verdict == "low"),
                  key=lambda v: v.part not in ("transfers", "gpus"))
     high = sum(v.verdict == "high" for v in judged)
-    head = (f"- {len(low)} low, {high} high, {len(judged) - len(low) - high} ok of "
+    unsure = sum(v.verdict == UNSURE for v in judged)
+    head = (f"- {len(low)} low, {high} high, {unsure} unsure, "
+            f"{len(judged) - len(low) - high - unsure} ok of "
             f"{len(judged)} rows with an expectation (ok within {thresholds_text()} of expected; "
+            "unsure: the row's rounds reach back inside; "
             "`python -m distlab.judge verdict DIR` lists them)")
     rehearsal = [f"- {rehearsed} rows are a rehearsal's (host memory for GPUs, gloo for NCCL): "
                  "priced, never judged"] if rehearsed else []

@@ -5,9 +5,9 @@
 
 Each judged row (of :data:`~distlab.judge.refit.TARGET_ALGORITHMS`, at least
 :data:`~distlab.judge.refit.TARGET_MIN_BYTES`) is one dot: its ``noise_pct``
-(:mod:`distlab.judge.noise`: how far the row's value, the run's statistic of its rounds, could
-land on a re-run) across, its ``|error_pct|`` up, both log. One panel per world size; the dots'
-colour is the machine the ranks ran on, told by the CPUs they could use
+(:mod:`distlab.collectives.model.noise`: how far the row's value, the run's statistic of its
+rounds, could land on a re-run) across, its ``|error_pct|`` up, both log. One panel per world
+size; the dots' colour is the machine the ranks ran on, told by the CPUs they could use
 (:func:`~distlab.judge.refit.profile_cpus`), so the runs of one machine read as one group
 whatever the profile; filled dots are rows judged by the mean of their rounds, hollow ones by the
 median. Below the dashed diagonal the model is as close as the row is known; far above it the

@@ -15,7 +15,7 @@ from distlab.collectives.model.calibration import (
     restate_calibration,
     round_statistic,
 )
-from distlab.judge.noise import row_seconds
+from distlab.collectives.model.noise import row_seconds
 from distlab.profile.load import list_profiles, load_profile
 from helpers.close import assert_close_tree
 from helpers.paths import PROFILES

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.judge.noise import RowNoise, bootstrap_interval, row_noise, slowest_rounds
+from distlab.collectives.model.noise import RowNoise, bootstrap_interval, row_noise, slowest_rounds
 from distlab.judge.refit import RefitRun, refit_rows, summary_rows
 
 
