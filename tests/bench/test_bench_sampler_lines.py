@@ -23,6 +23,15 @@ def test_ratio_lines_are_narrow_and_keep_every_ratio(extra_rss: float | None) ->
                 f"{impl}'s growth above the post-import baseline is below 1 MB") in text
 
 
+def test_a_slower_implementation_is_called_slower() -> None:
+    """The issue's "0.49x faster" for twice as slow."""
+    ratios = {"speedup": 0.49, "cpu_speedup": 0.5, "peak_rss": 0.8, "extra_rss": 0.25}
+    text = " ".join(bench.ratio_lines("distlab", ratios))
+    assert "distlab vs torch: 2.04x slower, 2.00x more CPU time, 1.25x more peak RSS" in text
+    assert "4.00x more growth above the post-import baseline" in text
+    assert "faster" not in text and "less" not in text
+
+
 def test_every_printed_line_fits(capsys: pytest.CaptureFixture[str]) -> None:
     """A run with every implementation, then one with torch skipped (the longest head)."""
     assert bench.main(["--n", "3000", "--world-size", "4", "--impl", "all"]) == 0

@@ -80,6 +80,27 @@ def test_help_says_each_default_once(prog: str, capsys) -> None:
     assert not [e for e in entries if "(default: ())" in e], f"{prog}: an empty default shown"
 
 
+REST_MARKUP = re.compile(r":(func|mod|class|data|meth|attr|exc):`|``|^\s*\.\. |docstring",
+                         re.MULTILINE)
+
+
+@pytest.mark.parametrize("prog", sorted(COMMANDS) + sorted(DISPATCHERS))
+def test_help_is_plain_text(prog: str, capsys) -> None:
+    """A terminal shows no reST (roles, double backquotes, directives) and never sends the user
+    to a docstring."""
+    assert _main(prog)(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert not REST_MARKUP.findall(text), f"{prog}: {REST_MARKUP.findall(text)}"
+
+
+def test_plain_text_renders_rest() -> None:
+    from distlab.cli.options import plain_text
+
+    doc = ("Runs :func:`~distlab.launch.run` and :mod:`distlab.zero` with ``--iters``::\n"
+           ".. note:: gone\n    code")
+    assert plain_text(doc) == "Runs run and distlab.zero with --iters:\n    code"
+
+
 @pytest.mark.parametrize("prog", sorted(COMMANDS) + sorted(DISPATCHERS))
 def test_bad_option_is_one_line_naming_help(prog: str, capsys) -> None:
     argv = ["--no-such-option"]

@@ -29,6 +29,7 @@ from distlab.collectives.runtime import compiled
 from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator, calibrate
+from distlab.report.words import count
 
 __all__ = ["bench_rank", "expected_result", "fill_pattern", "size_label", "size_pattern",
            "slowest_rank_mean", "slowest_rank_median"]
@@ -157,8 +158,8 @@ def _timed_rounds(rank: int, cases: list[_Case], calibrator: RoundCalibrator | N
     The case order does not rotate (``rotate=False``): every round runs the sizes, and per size
     the algorithms, in the order given, the order of the committed allreduce profiles that
     :mod:`distlab.judge` re-prices, so a new run is measured as they were."""
-    detail = (f": {len({c.nbytes for c in cases})} sizes x "
-              f"{len({c.algorithm for c in cases})} algorithms")
+    detail = (f": {count(len({c.nbytes for c in cases}), 'size')} x "
+              f"{count(len({c.algorithm for c in cases}), 'algorithm')}")
     timings = timed_rounds(
         cases, lambda c, _: c.run(c.buf), warmup=warmup, rounds=iters, rotate=False,
         fences=rank_fences(device),

@@ -45,6 +45,7 @@ from distlab.collectives.runtime.collectives import plan_for
 from distlab.collectives.runtime.compiled import EXECUTORS, resolved, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.report.table import Column, Table
+from distlab.report.words import count
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "CollectiveBenchmark", "CollectiveConfig",
            "head_lines", "main"]
@@ -159,10 +160,11 @@ def head_lines(c: CollectiveConfig, factor: float | None, load_before: Sequence[
     moves = c.op != "barrier"
     what = [f"{c.op} of {c.dtype}" if moves else c.op] + \
         ([f"redop {c.redop}"] if drv.reduces else []) + ([f"root {c.root}"] if drv.rooted else [])
-    count = f"; count = size / {itemsize} elements" if moves else ""
+    count_note = f"; count = size / {itemsize} elements" if moves else ""
     executor = resolved(c.executor)
-    lines = [f"{', '.join(what)} on {c.ranks} {c.backend} ranks: {c.iters} rounds "
-             f"(+{c.warmup} warmup){count}; distlab's algorithms on the {executor} executor",
+    lines = [f"{', '.join(what)} on {count(c.ranks, c.backend + ' rank')}: "
+             f"{count(c.iters, 'round')} (+{c.warmup} warmup){count_note}; distlab's algorithms "
+             f"on the {executor} executor",
              "time = median over rounds of the slowest rank; "
              + ("no algbw or busbw (a barrier moves no data)" if factor is None
                 else f"busbw = algbw x {factor:g} (nccl-tests' factor)"),

@@ -43,6 +43,7 @@ from torch.utils.data import DistributedSampler as TorchSampler
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.cli import options
 from distlab.report.table import Column, Table
+from distlab.report.words import times
 from distlab.samplers import DistributedSampler, PermutationSampler
 
 __all__ = ["BENCHMARK", "COLUMNS", "SamplerBenchmark", "SamplerConfig", "child", "main",
@@ -184,10 +185,12 @@ def ratio_lines(impl: str, r: dict[str, float | None]) -> list[str]:
     characters for the benchmark's implementations): time and peak memory, then memory growth
     above the post-import baseline."""
     extra = r["extra_rss"]
-    growth = (f"{extra:.2f}x less growth above the post-import baseline" if extra is not None
+    growth = (f"{times(extra, 'less', 'more')} growth above the post-import baseline"
+              if extra is not None
               else f"{impl}'s growth above the post-import baseline is below 1 MB")
-    return [f"{impl} vs torch: {r['speedup']:.2f}x faster, {r['cpu_speedup']:.2f}x less CPU "
-            f"time, {r['peak_rss']:.2f}x less peak RSS",
+    return [f"{impl} vs torch: {times(r['speedup'], 'faster', 'slower')}, "
+            f"{times(r['cpu_speedup'], 'less', 'more')} CPU time, "
+            f"{times(r['peak_rss'], 'less', 'more')} peak RSS",
             f"{impl} vs torch: {growth}"]
 
 

@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from distlab.cli.options import HELP_HINT
+from distlab.cli.options import HELP_HINT, plain_text
 from distlab.cli.run import run_main
 
 __all__ = ["dispatch", "usage"]
@@ -32,11 +32,10 @@ def dispatch(prog: str, doc: str, commands: Mapping[str, str], about: Callable[[
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
         width = max(map(len, commands))
-        lines = [usage(prog, commands), "", doc.strip(), "", f"{noun}s:"]
+        lines = [usage(prog, commands), "", (plain_text(doc) or "").strip(), "", f"{noun}s:"]
         lines += [f"  {name:<{width}}  {about(name)}" for name in commands]
         lines += ["", f"`{prog} NAME --help` lists NAME's options and their defaults."]
-        print("\n".join(lines))
-        return 0
+        return run_main(prog, lambda _: print("\n".join(lines)), [])  # `| head`: no traceback
     if not args or args[0] not in commands:
         got = "none given" if not args else f"invalid choice {args[0]!r}"
         print(f"{prog}: error: argument {noun}: {got}: must be one of {', '.join(commands)} "

@@ -28,7 +28,8 @@ from typing import NoReturn
 
 __all__ = [
     "HELP_HINT", "Parser", "comma_choices", "existing_file", "fail", "nonnegative_int",
-    "output_dir", "output_file", "output_problem", "parser", "positive_float", "positive_int",
+    "output_dir", "output_file", "output_problem", "parser", "plain_text", "positive_float",
+    "positive_int",
     "size_bytes", "size_list", "size_sweep", "int_list", "float_list", "int_at_least",
 ]
 
@@ -55,18 +56,55 @@ _SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
 """A help text that states its option's default itself."""
 
 
+_NEGATIVE_VALUE = re.compile(r"^-\d*\.?\d+(?:[eE][-+]?\d+)?[A-Za-z]*$")
+"""What looks like a negative value (``-1``, ``-0.5``, ``-1K``, ``-2MiB``), not an option: argparse
+alone takes ``-1K`` for an unknown flag and says "expected one argument"."""
+
+
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose error is one line on stderr, ``prog: error: message (see
-    --help)``, and exit status 2: no usage block above it."""
+    --help)``, and exit status 2: no usage block above it. A value that looks negative (``-b
+    -1K``) reaches its option's type, which names what is allowed."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         """Print the one line and exit 2 (argparse calls this for every bad option)."""
         self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())} {HELP_HINT}\n")
 
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain_text(doc: str | None) -> str | None:
+    """A docstring as a terminal shows it: reST roles become their target's name
+    (``:func:`~a.b.run``` -> ``run``, ``:mod:`a.b``` -> ``a.b``), double backquotes go, a
+    paragraph's closing ``::`` becomes ``:`` and ``.. directive::`` lines are left out."""
+    if doc is None:
+        return None
+
+    def role(m: re.Match[str]) -> str:
+        target = m.group(1).strip()
+        return target.rsplit(".", 1)[-1] if m.group(0).startswith(":") and "`~" in m.group(0) \
+            else target
+
+    lines = []
+    for line in _LITERAL.sub(r"\1", _ROLE.sub(role, doc)).splitlines():  # spans may wrap
+        if line.lstrip().startswith(".. "):
+            continue
+        if line.rstrip().endswith("::"):
+            line = line.rstrip()[:-1]
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def parser(prog: str, doc: str | None) -> Parser:
-    """A :class:`Parser` whose help shows ``doc`` as written and every option's default once."""
-    return Parser(prog=prog, description=doc, formatter_class=_HelpFormatter)
+    """A :class:`Parser` whose help shows ``doc`` laid out as written, in plain text
+    (:func:`plain_text`), and every option's default once."""
+    return Parser(prog=prog, description=plain_text(doc), formatter_class=_HelpFormatter)
 
 
 def fail(p: argparse.ArgumentParser, option: str, value: object, allowed: str) -> NoReturn:
@@ -145,6 +183,8 @@ def positive_float(text: str) -> float:
 def existing_file(text: str) -> Path:
     """A path to a readable file that exists now."""
     path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"invalid path {text!r}: a folder, not a file")
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"invalid path {text!r}: no such file")
     return path

@@ -34,6 +34,7 @@ from distlab.cli.run import UsageError, run_main
 from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
+from distlab.report.words import count
 
 __all__ = ["SHOWN_COLUMNS", "SUMMARY_COLUMNS", "main", "run_error_range", "shown_rows",
            "shown_table", "summarize_files", "summarize_runs"]
@@ -120,7 +121,7 @@ def summarize_files(paths: Sequence[str | os.PathLike[str]], note: str = "") -> 
 def _default_note(blocks: dict[str, dict[str, Any]]) -> str:
     commands = sorted({b["provenance"].get("command", "?") for b in blocks.values()})
     return ("median over independent runs (per world size: "
-            + ", ".join(f"{ws}: {len(b['runs'])} runs" for ws, b in blocks.items())
+            + ", ".join(f"{ws}: {count(len(b['runs']), 'run')}" for ws, b in blocks.items())
             + "); ratio = busbw / builtin busbw in the same run, median over runs; error% = "
             "median over runs of each run's (measured - predicted) / predicted, each run "
             "predicted from its own calibration; first run's command: " + commands[0])
@@ -203,7 +204,7 @@ def _summary_command(argv: list[str]) -> int:
     rows = [{"world_size": int(ws), **r} for ws, block in summary["world_sizes"].items()
             for r in block["rows"]]
     for ws, b in summary["world_sizes"].items():
-        print(f"# world size {ws}: {len(b['runs'])} runs, {len(b['rows'])} rows")
+        print(f"# world size {ws}: {count(len(b['runs']), 'run')}, {count(len(b['rows']), 'row')}")
     print(format_table(rows, SUMMARY_COLUMNS))
     print(f"# {summary['note']}")
     if args.out:

@@ -1,4 +1,4 @@
-"""Command line of ``python -m distlab.profile`` (see the package docstring).
+"""Command line of ``python -m distlab.profile``: what it measures, where it writes, how it stops.
 
     python -m distlab.profile [--out DIR] [--quick] [--only env,transfers,gpus,collectives,ddp]
                               [--rounds N] [--rehearse BOX]

@@ -11,6 +11,7 @@ from distlab.bench.ddp import OVERLAP_DEFINITION, with_overlap
 from distlab.bench.versus import versus_lines
 from distlab.profile.expected import low_lines, profile_verdicts
 from distlab.report.table import format_table
+from distlab.report.words import count
 from distlab.transfers.paths import PIN_PATHS
 
 __all__ = ["headlines", "summary_markdown"]
@@ -98,7 +99,7 @@ def _collectives(p: dict[str, Any]) -> list[str]:
         if errs:
             out.append(f"- {run['backend']} ws{run['world_size']} model |error| at >= 64 KiB: "
                        f"median {statistics.median(errs):.1f}%, max {max(errs):.1f}% "
-                       f"({len(errs)} rows)")
+                       f"({count(len(errs), 'row')})")
         wrong = sum(r["wrong"] for r in rows)
         out.append(f"- {run['backend']} ws{run['world_size']} #wrong: {wrong}")
         out += versus_lines(rows, prefix=f"- {run['backend']} ws{run['world_size']} ")
