@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ def test_small_run_prints_both_rows_and_writes_json(tmp_path: Path,
                                                                                ["distlab"])]
     assert [r[0] for r in rows] == ["torch", "distlab"]
     assert all(r[1] == "1667" and r[-1] == "0" for r in rows)  # count, #wrong
-    assert "x faster" in text and "less peak RSS" in text
+    assert re.search(r"\d\.\d\dx (faster|slower), \d\.\d\dx (less|more) CPU time, "
+                     r"\d\.\d\dx (less|more) peak RSS", text), text
     payload = json.loads(out.read_text())
     results = {r["impl"]: r for r in payload["rows"]}
     assert results["distlab"]["wrong"] == 0 and results["distlab"]["count"] == 1667
