@@ -109,6 +109,15 @@ def _plain(line: str, width: int = 48) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+def skip_lines(result: PartResult) -> list[str]:
+    """One ``skipped ...: why`` line per reason of ``result``'s skipped steps (steps skipped for
+    the same reason share a line); a part skipped whole is said by these lines alone."""
+    by_why: dict[str, list[str]] = {}
+    for s in result.skipped:
+        by_why.setdefault(str(s["why"]), []).append(str(s["what"]))
+    return [f"skipped {', '.join(whats)}: {why}" for why, whats in by_why.items()]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, run the parts, write the profile on rank 0; returns the exit status (Ctrl-C
     outside the parts: one line, exit 130, :func:`distlab.cli.run.run_main`)."""
@@ -159,12 +168,12 @@ def _profile_command(argv: list[str]) -> int:
                 result = _agree(result, ctx.timeout)
             results.append(result)
             name = None
-            for s in result.skipped:
-                say(f"skipped {s['what']}: {s['why']}")
-            if result.status != "ok":
-                say(f"{result.status} {result.name}: {result.reason}")
-            else:
+            for line in skip_lines(result):
+                say(line)
+            if result.status == "ok":
                 say(f"measured {result.name} in {result.seconds:.1f} s")
+            elif result.status != "skipped" or not result.skipped:
+                say(f"{result.status} {result.name}: {result.reason}")
     except KeyboardInterrupt:
         stopped = "interrupted by Ctrl-C"
         if name is not None:  # the part in flight

@@ -224,6 +224,6 @@ def run(ctx: PartContext) -> PartResult:
                      "warmup": c.warmup, "calibration": report.data["calibration"],
                      "rows": report.rows, **({"rehearsal": label} if label else {})})
     status = "ok" if results else "skipped"
-    reason = "" if results else "; ".join(s["why"] for s in skipped)
+    reason = "" if results else "; ".join(dict.fromkeys(s["why"] for s in skipped))
     return PartResult("collectives", status, {"runs": results, "collective_runs": more},
                       skipped, reason)

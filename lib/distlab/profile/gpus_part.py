@@ -39,7 +39,7 @@ def run(ctx: PartContext) -> PartResult:
     payload: dict[str, Any] = dict(result.payload)
     skipped = [{"what": f"gpus/{s['what']}", "why": s["why"]} for s in payload.pop("skipped")]
     if payload.get("box") is None:
-        why = "; ".join(s["why"] for s in skipped)
+        why = "; ".join(dict.fromkeys(s["why"] for s in skipped))  # each reason once
         return PartResult("gpus", "skipped", skipped=skipped, reason=why)
     payload["pcie_links"] = rehearsal_pcie_link(ctx.rehearse, payload["box"]["gpus"]) \
         if ctx.rehearse else pcie_links()
