@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from distlab import launch
 from helpers import launch_targets as targets
+from helpers.leaks import _is_tracker
 from helpers.leaks import no_leaks as leak_check
 
 pytestmark = pytest.mark.multiprocess
@@ -232,7 +233,7 @@ def test_ranks_die_with_a_killed_parent(how):
         deadline = time.monotonic() + 60
         ranks: list = []
         while time.monotonic() < deadline:
-            ranks = [c for c in proc.children() if "resource_tracker" not in " ".join(c.cmdline())]
+            ranks = [c for c in proc.children(recursive=True) if not _is_tracker(c)]
             if len(ranks) == 3:
                 break
             time.sleep(0.2)

@@ -22,11 +22,21 @@ import psutil
 
 
 def _is_tracker(p: psutil.Process) -> bool:
-    """multiprocessing's resource tracker lives as long as its parent, by design."""
+    """multiprocessing's resource tracker and fork server (which :func:`distlab.launch.run` forks
+    ranks from) live as long as their parent, by design."""
     try:
-        return any("resource_tracker" in part for part in p.cmdline())
+        if any("resource_tracker" in part for part in p.cmdline()):
+            return True
+        # a process forked by the server (a rank) shows the server's command line: the server
+        # is the one whose parent is not a server
+        parent = p.parent()
+        return _is_forkserver(p) and (parent is None or not _is_forkserver(parent))
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return False
+
+
+def _is_forkserver(p: psutil.Process) -> bool:
+    return any("multiprocessing.forkserver" in part for part in p.cmdline())
 
 
 def _shm() -> set[str]:
