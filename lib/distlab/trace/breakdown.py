@@ -51,7 +51,7 @@ from distlab.trace.patterns import (
 from distlab.trace.torch_trace import RankTrace, Run
 
 __all__ = ["Breakdown", "RankAnalysis", "analyze_rank", "analyze_run", "host_breakdown",
-           "IDLE_KERNEL_CATS"]
+           "IDLE_KERNEL_CATS", "step_windows"]
 
 IDLE_KERNEL_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy",
                     "mtia_ccp_events")
@@ -162,6 +162,11 @@ def _steps(p: _Prepared) -> dict[int, tuple[int, int]]:
         for i in np.flatnonzero((rt.name == c) & p.is_cpu):
             out.setdefault(int(m.group(1)), (int(p.ts[i]), int(p.end[i])))
     return dict(sorted(out.items()))
+
+
+def step_windows(rt: RankTrace) -> dict[int, tuple[int, int]]:
+    """``N -> (start_us, end_us)`` of the rank's ``ProfilerStep#N`` spans (whole microseconds)."""
+    return _steps(_Prepared(rt))
 
 
 def _hta_selection(p: _Prepared, filter_steps: bool) -> tuple[np.ndarray, np.ndarray]:

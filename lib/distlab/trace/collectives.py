@@ -32,7 +32,8 @@ import numpy as np
 from distlab.trace.patterns import COMM_PATTERNS, STEP, CommPattern, comm_regex
 from distlab.trace.torch_trace import RankTrace, Run
 
-__all__ = ["CollectiveCall", "Collectives", "RankCall", "match_collectives", "rank_calls"]
+__all__ = ["CollectiveCall", "Collectives", "RankCall", "clock_shift_us", "dtype_bytes",
+           "match_collectives", "rank_calls"]
 
 _DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
                 "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "char": 1,
@@ -159,7 +160,8 @@ class Collectives:
         return out
 
 
-def _clock_shift(run: Run) -> dict[int, float]:
+def clock_shift_us(run: Run) -> dict[int, float]:
+    """Per rank, what to add to its ``ts`` to put it on the run's clock (see the module docstring)."""
     if all(rt.base_time_ns is not None for rt in run.ranks.values()):
         b0 = min(int(rt.base_time_ns) for rt in run.ranks.values())  # type: ignore[arg-type]
         return {r: (int(rt.base_time_ns) - b0) / 1000.0  # type: ignore[arg-type]
@@ -254,7 +256,7 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
 
 def match_collectives(run: Run, comm: list[CommPattern] | None = None) -> Collectives:
     """Every rank's calls matched by (group, sequence); see the module docstring."""
-    shift = _clock_shift(run)
+    shift = clock_shift_us(run)
     table: dict[tuple[str, int], dict[int, RankCall]] = {}
     for r, rt in run.ranks.items():
         for c in rank_calls(rt, comm, shift[r]):
