@@ -46,7 +46,8 @@ def synth_rank(rank: int, world_size: int, *, seed: int, steps: int = 3, kernels
             kind = rng.uniform()
             stream = 7 if kind < 0.8 else 20
             name = COMPUTE[k % 3] if kind < 0.85 else MEMCPY[k % 2]
-            cat = "kernel" if name in COMPUTE else ("gpu_memcpy" if "Memcpy" in name else "gpu_memset")
+            cat = "kernel" if name in COMPUTE else \
+                ("gpu_memcpy" if "Memcpy" in name else "gpu_memset")
             dur = rng.uniform(1, 120)
             launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
                       "tid": 1, "ts": r(host), "dur": r(4), "args": {"correlation": corr}}

@@ -191,10 +191,10 @@ def judgement_timeline(j: TraceJudgement) -> Timeline:
         for r, c in call.calls.items():
             wait = min(max(0.0, call.last_start_us - c.start_us), c.end_us - c.start_us)
             if wait > 0:
-                tl.record(f"wait for rank {last}", "straggler_wait", f"rank{r}/comm",
+                tl.record(f"wait for rank {last}", "straggler_wait", f"rank{r}/comm {call.group}",
                           c.start_us - t0, wait, {"collective": c.collective, "seq": call.seq,
                                                   "last_rank": last})
-            tl.record(f"{c.collective} transfer", "transfer", f"rank{r}/comm",
+            tl.record(f"{c.collective} transfer", "transfer", f"rank{r}/comm {call.group}",
                       c.start_us + wait - t0, max(0.0, c.end_us - c.start_us - wait),
                       {"collective": c.collective, "seq": call.seq, "nbytes": c.nbytes})
     return tl

@@ -139,7 +139,8 @@ class _Prepared:
         last[:-1] = corr_s[1:] != corr_s[:-1]
         self.launch_corr, self.launch_idx = corr_s[last], idx_s[last]
         cpu_counts = np.unique(corr, return_counts=True)
-        self.cpu_corr_counts = dict(zip(cpu_counts[0].tolist(), cpu_counts[1].tolist()))
+        self.cpu_corr_counts = dict(zip(cpu_counts[0].tolist(), cpu_counts[1].tolist(),
+                                        strict=True))
 
     def launcher(self, events: np.ndarray) -> np.ndarray:
         """Index of each GPU event's launching CPU event (-1: none)."""
@@ -268,9 +269,8 @@ def _idle_by_stream(p: _Prepared, events: np.ndarray,
     launch = p.launcher(ev)
     # HTA: no launcher -> index 0 (the file's first event) when that event is kept
     fallback = np.where(kept[0], float(p.ts[0]), np.nan) if len(rt) else np.nan
-    runtime_ts = np.where(launch >= 0,
-                          np.where(kept[np.maximum(launch, 0)], p.ts[np.maximum(launch, 0)], np.nan),
-                          fallback)
+    li = np.maximum(launch, 0)
+    runtime_ts = np.where(launch >= 0, np.where(kept[li], p.ts[li], np.nan), fallback)
     out: list[dict[str, Any]] = []
     for s in dict.fromkeys(rt.stream[ev].tolist()):
         sel = np.flatnonzero(rt.stream[ev] == s)

@@ -161,7 +161,7 @@ class Collectives:
 
 
 def clock_shift_us(run: Run) -> dict[int, float]:
-    """Per rank, what to add to its ``ts`` to put it on the run's clock (see the module docstring)."""
+    """Per rank, what to add to its ``ts`` to put it on the run's clock (module docstring)."""
     if all(rt.base_time_ns is not None for rt in run.ranks.values()):
         b0 = min(int(rt.base_time_ns) for rt in run.ranks.values())  # type: ignore[arg-type]
         return {r: (int(rt.base_time_ns) - b0) / 1000.0  # type: ignore[arg-type]
@@ -215,7 +215,7 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
     if not use_host and any(i not in rt.args for i in idx):
         corr = rt.correlation
         runtime = np.flatnonzero(complete & (rt.stream < 0) & (corr >= 0))
-        by_corr = dict(zip(corr[runtime].tolist(), rt.ts[runtime].tolist()))
+        by_corr = dict(zip(corr[runtime].tolist(), rt.ts[runtime].tolist(), strict=True))
         launch_ts = {int(i): by_corr.get(int(corr[i]), np.nan) for i in idx}
     c10d = [i for i, a in sorted(rt.args.items()) if rt.names[rt.name[i]].startswith("c10d::")
             and "Input Dims" in a]

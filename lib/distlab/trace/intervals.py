@@ -56,7 +56,8 @@ def covered(ms: np.ndarray, me: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.
     return np.maximum(upto(b) - upto(a), 0.0)
 
 
-def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+def intersection_length(a: tuple[np.ndarray, np.ndarray],
+                        b: tuple[np.ndarray, np.ndarray]) -> float:
     """Length of (union of ``a``) intersected with (union of ``b``); each a (starts, ends) pair."""
     ams, ame = merge(*a)
     bms, bme = merge(*b)

@@ -16,8 +16,8 @@ Host-side communication (``scope="host"``, CPU traces: gloo runs its collectives
 ``pt_gloo_runloop`` threads, each call a ``gloo:all_reduce`` user annotation).
 
 Where distlab's rule differs from HTA's on purpose: HTA calls only ``^nccl.*Kernel`` names
-communication, so on a trace with DeepEP or ``rccl``/``msccl`` kernels HTA counts them as compute and
-distlab as communication; on traces with NCCL kernels only the two agree (tests check it).
+communication, so on a trace with DeepEP or ``rccl``/``msccl`` kernels HTA counts them as compute
+and distlab as communication; on traces with NCCL kernels only the two agree (tests check it).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def trace_files(paths: Any) -> list[Path]:
         p = Path(p)
         if p.is_dir():
             found = sorted(f for f in p.iterdir()
-                           if f.is_file() and (f.name.endswith(".json") or f.name.endswith(".json.gz")))
+                           if f.is_file() and f.name.endswith((".json", ".json.gz")))
             if not found:
                 raise TraceReadError(f"{p}: no trace files (*.json, *.json.gz) in this folder")
             out.extend(found)
