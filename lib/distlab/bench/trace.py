@@ -11,14 +11,16 @@ folder holds ``--ranks`` such files of ``--rank-mb`` MB, ranks 0..N-1. They are 
 temporary folder and removed afterwards.
 
 Each implementation runs in a fresh child process (``python -m distlab.bench.trace --child``):
-``distlab`` = :func:`distlab.trace.torch_trace.read_run` + :func:`~distlab.trace.breakdown.analyze_run`
-(temporal breakdown, overlap, idle time by stream and idle causes, per rank and per step) +
-:func:`~distlab.trace.collectives.match_collectives`; ``hta`` = ``TraceAnalysis(trace_dir)`` +
-``get_temporal_breakdown`` + ``get_comm_comp_overlap`` + ``get_idle_time_breakdown`` (all ranks).
+``distlab`` = :func:`distlab.trace.torch_trace.read_run` +
+:func:`~distlab.trace.breakdown.analyze_run` (temporal breakdown, overlap, idle time by stream
+and idle causes, per rank and per step) + :func:`~distlab.trace.collectives.match_collectives`;
+``hta`` = ``TraceAnalysis(trace_dir)`` + ``get_temporal_breakdown`` + ``get_comm_comp_overlap`` +
+``get_idle_time_breakdown`` (all ranks).
 Time is the child's wall time for that work (imports excluded); peak memory is the largest sum
 of resident memory over the child and its own children (HTA parses ranks in a process pool),
-sampled every 10 ms, minus the child's resident memory before the work. Medians over
-``--repeats``. Targets: distlab >= 3x faster and <= 1/2 of HTA's peak memory.
+sampled every 50 ms and never below the child's own ``ru_maxrss``, minus the child's resident
+memory before the work. Medians over ``--repeats``. Targets: distlab >= 3x faster and <= 1/2 of
+HTA's peak memory.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def child(impl: str, folder: str) -> dict[str, Any]:
     """Run ``impl`` on ``folder`` in this process; wall, CPU, peak tree RSS above the start."""
     import logging
     import os
+    import resource
     import warnings
 
     import psutil
@@ -157,7 +160,7 @@ def child(impl: str, folder: str) -> dict[str, Any]:
     def sample() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], _tree_rss_mb(me))
-            time.sleep(0.01)
+            time.sleep(0.05)
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
@@ -179,7 +182,8 @@ def child(impl: str, folder: str) -> dict[str, Any]:
     ch1 = os.times()
     stop.set()
     th.join()
-    peak[0] = max(peak[0], _tree_rss_mb(me))
+    peak[0] = max(peak[0], _tree_rss_mb(me),
+                  resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     cpu = time.process_time() - c0 + (ch1.children_user - ch0.children_user) + \
         (ch1.children_system - ch0.children_system)
     return {"seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak[0] - base, "idle_us": idle}

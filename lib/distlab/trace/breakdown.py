@@ -25,9 +25,13 @@ Definitions (HTA 0.5.0's, so the numbers equal ``TraceAnalysis.get_temporal_brea
   ``synchronize`` (under a ``cuda*Synchronize`` call, not the loader), ``host`` (the rest, when
   the kernel that ends the gap was launched after the gap began: the host was late) and ``other``.
 
-A CPU-only trace (gloo) has no GPU events: its breakdown is the host's (:func:`host_breakdown`):
-on the thread that runs the steps, ``data_loader`` time, ``communication`` (gloo's threads'
-``gloo:*`` spans), ``compute`` (CPU ops), ``idle``; it says so in :attr:`Breakdown.basis`.
+A CPU-only trace (gloo) has no GPU events: its breakdown is the host's (:func:`host_breakdown`,
+``basis="host"``), over the steps' span: ``communication`` = the union of gloo's ``gloo:*`` spans
+(on its own threads; they include the wait for the last rank); ``compute`` = the step thread's CPU
+ops outside communication and the DataLoader's ``__next__``; ``idle`` = the rest, its causes
+``data_loader`` (under ``__next__``, the loader's own work included) and ``other`` (no op
+recorded: Python between ops, a sleep); ``overlap`` = gloo spans under the step thread's ops.
+Host traces have no ``host``/``synchronize`` causes and no memory kernels.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from distlab.trace.patterns import (
 from distlab.trace.torch_trace import RankTrace, Run
 
 __all__ = ["Breakdown", "RankAnalysis", "analyze_rank", "analyze_run", "host_breakdown",
-           "IDLE_KERNEL_CATS", "step_windows"]
+           "IDLE_KERNEL_CATS", "activity_intervals", "step_windows"]
 
 IDLE_KERNEL_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy",
                     "mtia_ccp_events")
@@ -330,17 +334,16 @@ def host_breakdown(rt: RankTrace, window: tuple[float, float] | None = None,
     comm_m = p.is_cpu & rt.mask_names(comm_regex(comm, "host"))
     cm = clip(comm_m)
     comp = clip(cpu_op & main)
-    dl_len = float(np.sum(dl[1] - dl[0]))
     comm_total = float(np.sum(cm[1] - cm[0]))
-    union_dc = merge(np.concatenate([dl[0], cm[0]]), np.concatenate([dl[1], cm[1]]))
-    comm_only = float(np.sum(union_dc[1] - union_dc[0])) - dl_len
-    all_u = merge(np.concatenate([union_dc[0], comp[0]]), np.concatenate([union_dc[1], comp[1]]))
-    busy = float(np.sum(all_u[1] - all_u[0]))
-    compute = busy - dl_len - comm_only
+    a = merge(np.concatenate([cm[0], dl[0]]), np.concatenate([cm[1], dl[1]]))
+    dl_only = float(np.sum(a[1] - a[0])) - comm_total
+    b = merge(np.concatenate([a[0], comp[0]]), np.concatenate([a[1], comp[1]]))
+    compute = float(np.sum(b[1] - b[0])) - comm_total - dl_only
+    nothing = span - float(np.sum(b[1] - b[0]))
     overlap = intersection_length(cm, comp)
-    idle = span - busy
-    return Breakdown("host", span, idle, compute, comm_only, 0.0, 0.0, comm_total, overlap,
-                     {"host": 0.0, "data_loader": dl_len, "synchronize": 0.0, "other": 0.0})
+    return Breakdown("host", span, dl_only + nothing, compute, comm_total, 0.0, 0.0, comm_total,
+                     overlap, {"host": 0.0, "data_loader": dl_only, "synchronize": 0.0,
+                               "other": nothing})
 
 
 def analyze_rank(rt: RankTrace, *, filter_last_step: bool, comm: list[CommPattern] | None = None,
@@ -389,3 +392,37 @@ def analyze_run(run: Run, *, comm: list[CommPattern] | None = None,
     return {r: analyze_rank(rt, filter_last_step=filt, comm=comm,
                             consecutive_kernel_delay=consecutive_kernel_delay)
             for r, rt in run.ranks.items()}
+
+
+def activity_intervals(rt: RankTrace, comm: list[CommPattern] | None = None
+                       ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Merged ``[start, end)`` microsecond intervals (the trace's own ``ts``) of what the rank was
+    doing, by kind: ``compute``, ``communication``, ``memory`` (GPU kernels; on a CPU-only trace
+    the step thread's CPU ops and the ``gloo:*`` spans), ``data_loader`` and ``step`` (host)."""
+    p = _Prepared(rt)
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    g = p.valid & (rt.stream != -1)
+    if g.any():
+        names = rt.name
+        comm_rx = comm_regex(comm, "gpu")
+        is_comm = np.array([comm_rx.match(n) is not None or HTA_COMM_KERNEL.match(n) is not None
+                            for n in rt.names])[names]
+        is_mem = np.array([HTA_MEMORY_KERNEL.match(n) is not None for n in rt.names])[names]
+        is_comp = ~np.array([HTA_NOT_COMPUTE.match(n) is not None for n in rt.names])[names]
+        for kind, m in (("compute", g & is_comp & ~is_mem & ~is_comm),
+                        ("communication", g & is_comm), ("memory", g & is_mem)):
+            out[kind] = merge(p.ts[m], p.end[m])
+    else:
+        step_m = p.is_cpu & rt.mask_names(STEP)
+        tids = rt.tid[step_m] if step_m.any() else rt.tid[p.is_cpu]
+        main = int(np.bincount(tids - tids.min()).argmax() + tids.min()) if len(tids) else -1
+        cpu_op = p.is_cpu & (rt.cat == rt.cat_code("cpu_op")) & (rt.tid == main)
+        out["compute"] = merge(p.ts[cpu_op], p.end[cpu_op])
+        cm = p.is_cpu & rt.mask_names(comm_regex(comm, "host"))
+        out["communication"] = merge(p.ts[cm], p.end[cm])
+        out["memory"] = (np.zeros(0), np.zeros(0))
+    dl = p.is_cpu & rt.mask_names(DATA_LOADER)
+    out["data_loader"] = merge(p.ts[dl], p.end[dl])
+    st = p.is_cpu & rt.mask_names(STEP)
+    out["step"] = (p.ts[st], p.end[st])
+    return out

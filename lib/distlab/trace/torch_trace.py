@@ -43,6 +43,7 @@ _WS_COMMA = re.compile(r"[\s,]*")
 _WS = re.compile(r"\s*")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _KEEP_ARGS = ("Collective name", "Process Group Name")
+_CHUNK = 1 << 16  # events per block of columns while reading
 
 
 class TraceReadError(ValueError):
@@ -184,83 +185,78 @@ def read_rank(path: str | os.PathLike[str]) -> RankTrace:
     scan = json.scanner.make_scanner(json.JSONDecoder())
     ws_comma, ws = _WS_COMMA.match, _WS.match
     name_codes: dict[str, int] = {}
-    cat_codes: dict[str, int] = {}
-    names_l: list[int] = []
-    cats_l: list[int] = []
-    ph_l: list[int] = []
-    pid_l: list[int] = []
-    tid_l: list[int] = []
-    ts_l: list[float] = []
-    dur_l: list[float] = []
-    stream_l: list[int] = []
-    corr_l: list[int] = []
-    ext_l: list[int] = []
+    cat_codes: dict[str, int] = {"": -1}
+    rows: list[tuple[Any, ...]] = []
+    chunks: list[np.ndarray] = []
     kept_args: dict[int, dict[str, Any]] = {}
     thread_names: dict[tuple[int, int], str] = {}
     nan = float("nan")
+    add = rows.append
     i = ws(text, start + 1).end()
     n = 0
     try:
         while text[i] != "]":
             e, i = scan(text, i)
             i = ws_comma(text, i).end()
-            if not isinstance(e, dict):
+            try:
+                get = e.get
+            except AttributeError:
                 raise TraceReadError(f"{path}: not a torch.profiler trace (an event is not an "
-                                     "object)")
-            nm = e.get("name")
-            nm = "" if nm is None else str(nm)
+                                     "object)") from None
+            nm = get("name")
+            if nm.__class__ is not str:
+                nm = "" if nm is None else str(nm)
             c = name_codes.get(nm)
             if c is None:
                 c = name_codes[nm] = len(name_codes)
-            names_l.append(c)
-            ct = e.get("cat")
-            if ct is None:
-                cats_l.append(-1)
-            else:
-                cc = cat_codes.get(ct)
-                if cc is None:
-                    cc = cat_codes[ct] = len(cat_codes)
-                cats_l.append(cc)
-            ph = e.get("ph")
-            ph_l.append(ord(ph[0]) if isinstance(ph, str) and ph else 0)
-            pid, tid = e.get("pid"), e.get("tid")
-            pid = pid if isinstance(pid, int) else -1
-            tid = tid if isinstance(tid, int) else -1
-            pid_l.append(pid)
-            tid_l.append(tid)
-            ts = e.get("ts")
-            ts_l.append(nan if ts is None else float(ts))
-            d = e.get("dur")
-            dur_l.append(nan if d is None else float(d))
-            a = e.get("args")
-            if isinstance(a, dict):
+            ct = get("cat") or ""
+            cc = cat_codes.get(ct)
+            if cc is None:
+                cc = cat_codes[ct] = len(cat_codes) - 1
+            ph = get("ph")
+            pid = get("pid")
+            tid = get("tid")
+            ts = get("ts")
+            d = get("dur")
+            a = get("args")
+            s = co = x = -1
+            if a.__class__ is dict:
                 s = a.get("stream", -1)
-                if not isinstance(s, int):
+                if s.__class__ is not int:
                     try:
                         s = int(s)
                     except (TypeError, ValueError):
                         s = -1
-                stream_l.append(s)
                 co = a.get("correlation", -1)
-                corr_l.append(co if isinstance(co, int) else -1)
+                if co.__class__ is not int:
+                    co = -1
                 x = a.get("External id", -1)
-                ext_l.append(x if isinstance(x, int) else -1)
+                if x.__class__ is not int:
+                    x = -1
                 if ph == "M" and nm == "thread_name":
-                    thread_names.setdefault((pid, tid), str(a.get("name", "")))
+                    thread_names.setdefault((pid if pid.__class__ is int else -1,
+                                             tid if tid.__class__ is int else -1),
+                                            str(a.get("name", "")))
                 elif (_KEEP_ARGS[0] in a or _KEEP_ARGS[1] in a
                       or (nm.startswith("c10d::") and "Input Dims" in a)):
                     kept_args[n] = a
-            else:
-                stream_l.append(-1)
-                corr_l.append(-1)
-                ext_l.append(-1)
+            add((c, cc, ord(ph[0]) if ph.__class__ is str and ph else 0,
+                 pid if pid.__class__ is int else -1, tid if tid.__class__ is int else -1,
+                 nan if ts is None else ts, nan if d is None else d, s, co, x))
             n += 1
+            if len(rows) == _CHUNK:
+                chunks.append(np.array(rows, dtype=np.float64))
+                rows.clear()
     except IndexError:
         raise TraceReadError(f"{path}: truncated trace (the traceEvents list never ends)") from None
-    except (StopIteration, json.JSONDecodeError, ValueError) as e:
+    except (StopIteration, json.JSONDecodeError, ValueError, TypeError) as e:
         if isinstance(e, TraceReadError):
             raise
         raise TraceReadError(f"{path}: corrupt trace JSON near character {i}") from None
+    if rows or not chunks:
+        chunks.append(np.array(rows, dtype=np.float64).reshape(-1, 10))
+    cols = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    del chunks, rows
     try:
         meta = json.loads(text[:start] + "[]" + text[i + 1:])
     except json.JSONDecodeError:
@@ -286,12 +282,12 @@ def read_rank(path: str | os.PathLike[str]) -> RankTrace:
         nccl_version=str(info["nccl_version"]) if info.get("nccl_version") else None,
         trace_id=meta.get("trace_id"), base_time_ns=int(base) if base is not None else None,
         process_groups=list(info.get("pg_config") or []),
-        names=list(name_codes), cats=list(cat_codes),
-        name=np.asarray(names_l, dtype=np.int32), cat=np.asarray(cats_l, dtype=np.int32),
-        ph=np.asarray(ph_l, dtype=np.uint8), pid=np.asarray(pid_l, dtype=np.int64),
-        tid=np.asarray(tid_l, dtype=np.int64), ts=np.asarray(ts_l, dtype=np.float64),
-        dur=np.asarray(dur_l, dtype=np.float64), stream=np.asarray(stream_l, dtype=np.int64),
-        correlation=np.asarray(corr_l, dtype=np.int64), ext_id=np.asarray(ext_l, dtype=np.int64),
+        names=list(name_codes), cats=[k for k in cat_codes if k != ""],
+        name=cols[:, 0].astype(np.int32), cat=cols[:, 1].astype(np.int32),
+        ph=cols[:, 2].astype(np.uint8), pid=cols[:, 3].astype(np.int64),
+        tid=cols[:, 4].astype(np.int64), ts=cols[:, 5].copy(), dur=cols[:, 6].copy(),
+        stream=cols[:, 7].astype(np.int64), correlation=cols[:, 8].astype(np.int64),
+        ext_id=cols[:, 9].astype(np.int64),
         args=kept_args, thread_names=thread_names)
 
 
