@@ -67,6 +67,9 @@ class TraceJudgement:
                 if line not in out:
                     out.append(line)
         out += [n for n in self.collectives.notes if n not in out]
+        if not self.collectives.calls:
+            out.append("no collective calls (no NCCL/RCCL/DeepEP kernel, no gloo span): nothing "
+                       "to match or price")
         return out
 
 
@@ -101,10 +104,11 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
              + (f" (NCCL model box {box_for_gpu(run.gpu)})" if box_for_gpu(run.gpu) else "")
              + f"; NCCL {rt0.nccl_version or 'not stated'}; backend {rt0.backend or 'not stated'}"]
     lines += [f"# missing: {m}" for m in j.missing]
-    scope = f"ProfilerStep#{step}" if step is not None else "whole trace (HTA's selection)"
-    lines.append(f"## breakdown, {scope}: % of span (HTA: non_compute = comm + memory + other)")
-    lines.append("rank basis  span(ms)  idle% compute%  comm% memory% other% non_compute% "
-                 "overlap%  idle causes: host / data_loader / synchronize / other (ms)")
+    scope = f"ProfilerStep#{step}" if step is not None else \
+        "whole trace (last of 2+ steps left out, as HTA)"
+    lines.append(f"## breakdown, {scope}: % of span (non_comp: HTA's non_compute)")
+    lines.append("rank basis span(ms) idle% comp% comm%  mem% other% non_comp% overlap% | "
+                 "  host loader  sync  other (idle, ms)")
     for r in ranks:
         b = j.breakdown(r, step)
         if b is None:
@@ -112,12 +116,12 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
             lines.append(f"{r:4d} no events" + (f" (steps: {steps})" if step is not None else ""))
             continue
         c = b.idle_causes_us
-        lines.append(f"{r:4d} {b.basis:5s} {_ms(b.span_us):>9s} {_pct(b.pct('idle'))} "
-                     f"{_pct(b.pct('compute'))}    {_pct(b.pct('communication'))} "
-                     f"{_pct(b.pct('memory'))}  {_pct(b.pct('other'))}        "
-                     f"{_pct(b.pct('non_compute'))}    {_pct(b.overlap_pct)}  "
-                     f"{_ms(c['host'])} / {_ms(c['data_loader'])} / {_ms(c['synchronize'])} / "
-                     f"{_ms(c['other'])}")
+        lines.append(f"{r:4d} {b.basis:5s} {_ms(b.span_us):>8s} {_pct(b.pct('idle'))} "
+                     f"{_pct(b.pct('compute'))} {_pct(b.pct('communication'))} "
+                     f"{_pct(b.pct('memory'))}  {_pct(b.pct('other'))}     "
+                     f"{_pct(b.pct('non_compute'))}    {_pct(b.overlap_pct)} | "
+                     f"{_ms(c['host']):>6s} {_ms(c['data_loader']):>6s} "
+                     f"{_ms(c['synchronize']):>5s} {_ms(c['other']):>6s}")
     col = j.collectives
     multi = col.multi_rank()
     lines.append(f"## collectives: {len(col.calls)} calls, {len(multi)} seen on 2+ ranks")
@@ -126,10 +130,9 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
         last = col.last_counts()
         caused = col.caused_us()
         stragglers = col.stragglers()
-        lines.append(f"waiting for the last rank: {_ms(total)} ms in all; "
-                     + ", ".join(f"rank {r} last in {last.get(r, 0)}/{len(multi)} calls, "
-                                 f"caused {_ms(v)} ms" for r, v in
-                                 sorted(caused.items(), key=lambda kv: -kv[1])))
+        lines.append(f"waiting for the last rank: {_ms(total)} ms in all")
+        lines += [f"  rank {r} last in {last.get(r, 0)}/{len(multi)} calls, caused {_ms(v)} ms"
+                  for r, v in sorted(caused.items(), key=lambda kv: -kv[1])]
         lines.append("stragglers: " + (", ".join(f"rank {r}" for r in stragglers)
                                        if stragglers else "none (waiting spread over ranks)"))
     priced = [p for p in j.prices if p.model_us is not None and (rank is None or p.rank == rank)]

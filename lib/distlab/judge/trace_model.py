@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
+from distlab.collectives.model.nccl.versions import DEFAULT_NCCL_VERSION
 from distlab.collectives.model.predict import predict_builtin
 from distlab.trace.collectives import Collectives, dtype_bytes
 
@@ -84,8 +85,7 @@ def _model_us(box: str, n: int, nbytes: int, itemsize: int,
         if nccl_version is None:
             raise
         s = predict_builtin(box, n, [nbytes], itemsize=itemsize, nccl_model="measured")[0]
-        return s * 1e6, (f"NCCL {nccl_version} is not one of the model's releases: priced as "
-                         "the model's default release")
+        return s * 1e6, f"NCCL {nccl_version} not modelled: priced as {DEFAULT_NCCL_VERSION}"
 
 
 def price_collectives(col: Collectives, gpus: dict[int, str | None],
@@ -108,7 +108,7 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
             why: str | None = None
             model: float | None = None
             note = None if len(call.calls) > 1 else \
-                "only this rank's trace: any wait for peers is counted as moving data"
+                "peers' traces absent: any wait for them counts as transfer"
             box = box_for_gpu(gpus.get(r))
             nbytes = c.nbytes
             if c.library == "gloo":

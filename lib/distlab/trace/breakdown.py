@@ -358,8 +358,8 @@ def analyze_rank(rt: RankTrace, *, filter_last_step: bool, comm: list[CommPatter
                        "each iteration)")
     gpu_any = (p.valid & (rt.stream != -1)).any()
     if not gpu_any:
-        missing.append("no GPU kernels (a CPU-only trace): host-side breakdown only; GPU idle, "
-                       "kernel overlap and the model beside kernels need a GPU trace")
+        missing.append("no GPU kernels (a CPU-only trace): the host's breakdown only; no GPU "
+                       "idle, kernel overlap or model")
         whole = host_breakdown(rt, comm=comm)
         per = {n: host_breakdown(rt, (s, e), comm=comm) for n, (s, e) in steps.items()}
         return RankAnalysis(rt.rank, list(steps), whole, per, missing)

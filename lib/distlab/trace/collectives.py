@@ -264,7 +264,7 @@ def match_collectives(run: Run, comm: list[CommPattern] | None = None) -> Collec
     notes = []
     if not all(rt.base_time_ns is not None for rt in run.ranks.values()):
         notes.append("no baseTimeNanoseconds on every rank: ranks' ts compared as written "
-                     "(right for one host's ranks)")
+                     "(right on one host)")
     counts = {r: sum(1 for k in table.values() if r in k) for r in run.ranks}
     if len(set(counts.values())) > 1:
         notes.append(f"ranks hold different numbers of collective calls {counts}: calls beyond "

@@ -324,6 +324,6 @@ def read_run(paths: Any) -> Run:
     notes = []
     ws = sizes.pop() if sizes else None
     if ws is not None and len(ranks) < ws:
-        notes.append(f"{len(ranks)} of {ws} ranks' traces given: collectives are matched only "
-                     "across the ranks present")
+        notes.append(f"{len(ranks)} of {ws} ranks' traces given: collectives matched across "
+                     "those only")
     return Run(ranks=dict(sorted(ranks.items())), notes=notes)

@@ -101,8 +101,7 @@ def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None) ->
                        Patch(color=colors["compute"], label="compute"),
                        Patch(color=_WAIT, label="waiting for the last rank"),
                        Patch(color=BREAKDOWN_COLORS["communication"], label="transfer")],
-              loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(ranks) < 3 else -0.12),
-              ncol=4, fontsize=7, frameon=False)
+              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=7, frameon=False)
     return fig if fig is not None else ax.figure
 
 
@@ -150,14 +149,12 @@ def straggler_figure(j: TraceJudgement) -> Any:
     for i, r in enumerate(ranks):
         v = [c.wait_us(r) / 1000 if r in c.calls else 0.0 for c in calls]
         ax.bar(np.arange(len(calls)) + i * width, v, width, label=f"rank {r}")
-    for k, c in enumerate(calls):
-        ax.annotate(f"r{c.last_rank}", (k + 0.4 - width / 2, 0), xytext=(0, -14),
-                    textcoords="offset points", ha="center", fontsize=7, color=_WAIT)
     ax.set_xticks(np.arange(len(calls)) + 0.4 - width / 2,
-                  [f"{c.group}:{c.seq}" for c in calls], fontsize=7)
+                  [f"{c.group}:{c.seq}\nlast r{c.last_rank}" for c in calls], fontsize=7)
     ax.set_ylabel("wait for the last rank (ms)")
     strag = j.collectives.stragglers()
-    ax.set_title("per call: each rank's wait (red: the last rank); stragglers: "
+    ax.set_xlabel("call (group:sequence) and the rank that came last")
+    ax.set_title("per call: each rank's wait for the last; stragglers: "
                  + (", ".join(f"rank {r}" for r in strag) if strag else "none"), fontsize=9)
     if ranks:
         ax.legend(fontsize=7)
