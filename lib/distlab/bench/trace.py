@@ -6,9 +6,9 @@
 The traces are made from a real one (``--source``, default HTA's published A100 trace
 ``results/traces/hta_a100_2ranks_rank0``): its events are replicated, each copy shifted by the
 trace's span, with ``correlation``/``External id`` and ``ProfilerStep#N`` renumbered so copies never
-collide, until the file holds ``--mb`` MB of JSON (uncompressed, as both tools read it); the
-folder holds ``--ranks`` such files of ``--rank-mb`` MB, ranks 0..N-1. They are written to a
-temporary folder and removed afterwards.
+collide, until the file holds ``--mb`` MB of JSON (uncompressed, as both tools read it; the last
+copy is cut where the size is reached); the folder holds ``--ranks`` such files of ``--rank-mb``
+MB, ranks 0..N-1. They are written to a temporary folder and removed afterwards.
 
 Each implementation runs in a fresh child process (``python -m distlab.bench.trace --child``):
 ``distlab`` = :func:`distlab.trace.torch_trace.read_run` +
@@ -120,6 +120,8 @@ def replicate_trace(doc: dict[str, Any], target_bytes: int, out: Path, *, rank: 
                 f.write(s)
                 written += len(s)
                 n += 1
+                if copy and written >= target_bytes:
+                    break
             copy += 1
         f.write("\n]}\n")
     return out.stat().st_size, n
