@@ -45,6 +45,8 @@ def _compare(folder: Path) -> int:
         assert b.span_us == pytest.approx(row["kernel_time(us)"], abs=0.5)
         assert b.idle_us == pytest.approx(row["idle_time(us)"], abs=0.5)
         assert b.compute_us == pytest.approx(row["compute_time(us)"], abs=0.5)
+        # distlab's idle causes split HTA's idle time, nothing more, nothing less
+        assert sum(b.idle_causes_us.values()) == pytest.approx(b.idle_us, abs=1e-6)
         for part in ("idle", "compute", "non_compute"):
             assert abs(b.pct(part) - row[f"{part}_time_pctg"]) <= PP, (folder, part)
             n += 1
@@ -88,3 +90,36 @@ def test_equal_to_hta_on_synthetic_traces(tmp_path, seed: int) -> None:
 def test_equal_to_hta_without_steps(tmp_path) -> None:
     """One step only: HTA keeps every event (no last-step filter), and so do we."""
     assert _compare(write_run(tmp_path / "one", 1, seed=7, steps=1)) >= 4
+
+
+def test_per_step_equals_hta_on_that_step_alone(tmp_path) -> None:
+    """HTA has no per-step breakdown: a trace holding only step N's events (its ProfilerStep span,
+    the CPU events inside it and the GPU events they launched) gives HTA's numbers for step N,
+    which must equal distlab's per-step breakdown of the whole trace."""
+    import json
+
+    from helpers.trace_synth import synth_rank
+
+    d = synth_rank(0, 1, seed=11, steps=3)
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "rank0.json").write_text(json.dumps(d))
+    ours = analyze_run(read_run(full))[0]
+    for n in (1, 2, 3):
+        (step,) = [e for e in d["traceEvents"] if e.get("name") == f"ProfilerStep#{n}"]
+        lo, hi = step["ts"], step["ts"] + step["dur"]
+        cpu = [e for e in d["traceEvents"] if e.get("pid") == 1 and lo <= e.get("ts", -1) < hi]
+        corr = {e["args"]["correlation"] for e in cpu if "correlation" in e.get("args", {})}
+        gpu = [e for e in d["traceEvents"] if e.get("pid") == 0
+               and e.get("args", {}).get("correlation") in corr]
+        one = dict(d, traceEvents=cpu + gpu)
+        folder = tmp_path / f"step{n}"
+        folder.mkdir()
+        (folder / "rank0.json").write_text(json.dumps(one))
+        _compare(folder)  # HTA on the one-step trace equals distlab's whole of it
+        alone = analyze_run(read_run(folder))[0].whole
+        b = ours.per_step[n]
+        for part in ("idle", "compute", "non_compute", "communication", "memory"):
+            assert b.pct(part) == pytest.approx(alone.pct(part), abs=1e-9), (n, part)
+        assert b.overlap_pct == pytest.approx(alone.overlap_pct, abs=1e-9)
+        assert sum(b.idle_causes_us.values()) == pytest.approx(b.idle_us)
