@@ -122,6 +122,12 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
                      f"{_pct(b.pct('non_compute'))}    {_pct(b.overlap_pct)} | "
                      f"{_ms(c['host']):>6s} {_ms(c['data_loader']):>6s} "
                      f"{_ms(c['synchronize']):>5s} {_ms(c['other']):>6s}")
+    for r in ranks:
+        b = j.breakdown(r, step)
+        if b is not None and b.hta_compute_us is not None:
+            lines.append(f"  rank {r}: HTA's rule (only nccl*Kernel is communication) gives "
+                         f"compute {100 * b.hta_compute_us / b.span_us:.1f}%: distlab counts "
+                         "the other libraries' comm kernels as communication")
     col = j.collectives
     multi = col.multi_rank()
     lines.append(f"## collectives: {len(col.calls)} calls, {len(multi)} seen on 2+ ranks")

@@ -77,6 +77,9 @@ class Breakdown:
     overlap_us: float
     idle_causes_us: dict[str, float]
     idle_by_stream: list[dict[str, Any]] = field(default_factory=list)
+    hta_compute_us: float | None = None
+    """Compute time by HTA's rule, where it differs from distlab's (kernels of :data:`COMM_PATTERNS`
+    beyond ``nccl*Kernel``, e.g. DeepEP's, are compute to HTA); None where the two agree."""
 
     @property
     def non_compute_us(self) -> float:
@@ -99,7 +102,8 @@ class Breakdown:
                 "communication_us": self.communication_us, "memory_us": self.memory_us,
                 "other_us": self.other_us, "comm_total_us": self.comm_total_us,
                 "overlap_pct": self.overlap_pct, "idle_causes_us": dict(self.idle_causes_us),
-                "idle_by_stream": list(self.idle_by_stream)}
+                "idle_by_stream": list(self.idle_by_stream),
+                "hta_compute_us": self.hta_compute_us}
 
 
 @dataclass
@@ -224,9 +228,14 @@ def _gpu_breakdown(p: _Prepared, events: np.ndarray, comm_rx: Any,
     memory_us = float(np.sum(mem_e - mem_s)) - float(np.sum(covered(bs, be, mem_s, mem_e)))
     other = span - idle - compute - comm_exposed - memory_us
     causes = _idle_causes(p, events, ms, me)
+    hta_comp = computing & ~memory & ~hta_comm
+    hta_compute = None
+    if (hta_comp != comp).any():
+        hs, he = merge(ts[hta_comp], end[hta_comp])
+        hta_compute = float(np.sum(he - hs))
     return Breakdown("gpu", span, idle, compute, comm_exposed, memory_us, max(other, 0.0),
                      comm_total, overlap, causes,
-                     _idle_by_stream(p, events, consecutive_kernel_delay))
+                     _idle_by_stream(p, events, consecutive_kernel_delay), hta_compute)
 
 
 def _host_spans(rt: RankTrace, p: _Prepared, rx: Any) -> tuple[np.ndarray, np.ndarray]:
