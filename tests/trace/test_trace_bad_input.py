@@ -146,3 +146,16 @@ def test_odd_json(tmp_path, capsys, blob) -> None:
     assert rc == 2
     one_error_line(err, "t.json", out=out)
     (tmp_path / "t.json.gz").write_bytes(gzip.compress(blob))
+
+
+def test_ranks_of_two_runs_of_one_size_mixed(tmp_path, capsys) -> None:
+    """Same world size, no duplicate rank, but rank 1 was recorded an hour after rank 0 ended."""
+    for r, shift in ((0, 0.0), (1, 3.6e9)):
+        d = synth_rank(r, 2, seed=1)
+        for e in d["traceEvents"]:
+            if isinstance(e.get("ts"), (int, float)):
+                e["ts"] += shift
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(d))
+    rc, out, err = _run(capsys, tmp_path)
+    assert rc == 2
+    one_error_line(err, "different runs mixed", "rank 0", "rank 1", out=out)

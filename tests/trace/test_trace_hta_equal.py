@@ -123,3 +123,16 @@ def test_per_step_equals_hta_on_that_step_alone(tmp_path) -> None:
             assert b.pct(part) == pytest.approx(alone.pct(part), abs=1e-9), (n, part)
         assert b.overlap_pct == pytest.approx(alone.overlap_pct, abs=1e-9)
         assert sum(b.idle_causes_us.values()) == pytest.approx(b.idle_us)
+
+
+def test_hta_reads_no_breakdown_from_cpu_traces() -> None:
+    """Why the gloo traces are compared with nothing: HTA 0.5.0 has no breakdown of a trace without
+    GPU kernels (its temporal breakdown raises), where distlab gives the host's."""
+    folder = TRACES / "gloo_ddp_2ranks"
+    ref = _hta(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(IndexError):
+            ref.get_temporal_breakdown(visualize=False)
+    ours = analyze_run(read_run(folder))
+    assert all(a.whole.basis == "host" and a.whole.span_us > 0 for a in ours.values())

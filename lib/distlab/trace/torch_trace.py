@@ -301,13 +301,33 @@ def _check_distlab_trace(rt: RankTrace) -> None:
                              "Chrome trace? read it with distlab.trace.read_chrome_trace)")
 
 
+def _check_one_run(ranks: dict[int, RankTrace]) -> None:
+    """Ranks of one run were recorded at the same time: their time ranges share a moment."""
+    if len(ranks) < 2:
+        return
+    with_base = all(rt.base_time_ns is not None for rt in ranks.values())
+    spans = {}
+    for r, rt in ranks.items():
+        ok = ~np.isnan(rt.ts) & ~np.isnan(rt.dur) & (rt.pid >= 0)
+        if not ok.any():
+            continue
+        shift = rt.base_time_ns / 1000.0 if with_base else 0.0  # type: ignore[operator]
+        spans[r] = (float(rt.ts[ok].min()) + shift, float((rt.ts[ok] + rt.dur[ok]).max()) + shift)
+    if len(spans) > 1 and max(s for s, _ in spans.values()) > min(e for _, e in spans.values()):
+        first = min(spans, key=lambda r: spans[r][1])
+        last = max(spans, key=lambda r: spans[r][0])
+        raise TraceReadError(f"ranks of different runs mixed: rank {first}'s trace ends before "
+                             f"rank {last}'s begins ({Path(ranks[first].path).name}, "
+                             f"{Path(ranks[last].path).name})")
+
+
 def read_run(paths: Any) -> Run:
     """Read the per-rank traces of one run (files, or folders of them).
 
     Raises:
         TraceReadError: a file is not a trace, is truncated or corrupt, a folder is empty, or the
-            files are ranks of different runs (two files claim one rank, or their world sizes
-            differ).
+            files are ranks of different runs (two files claim one rank, their world sizes
+            differ, or one rank's trace ends before another's begins).
     """
     ranks: dict[int, RankTrace] = {}
     for f in trace_files(paths):
@@ -321,6 +341,7 @@ def read_run(paths: Any) -> Run:
     if len(sizes) > 1:
         raise TraceReadError(f"ranks of different runs mixed: world sizes {sorted(sizes)} in "
                              f"{', '.join(Path(r.path).name for r in ranks.values())}")
+    _check_one_run(ranks)
     notes = []
     ws = sizes.pop() if sizes else None
     if ws is not None and len(ranks) < ws:
