@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -168,3 +169,7 @@ def test_trace_without_base_time_is_read_with_an_offset(tmp_path) -> None:
     (s,) = tl.spans
     assert s.lane.startswith("rank1/") and s.start_us == pytest.approx(1_000_000_000.0)
     assert s.duration_us == 5.0
+    gz = tmp_path / "old.json.gz"  # as tensorboard_trace_handler(use_gzip=True) writes it
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    assert from_torch_profiler(gz, clock_offset_us=1_699_999_000_000_000.0).to_dicts() == \
+        tl.to_dicts()
