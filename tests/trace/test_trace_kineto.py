@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -153,3 +154,22 @@ def test_distributed_info_is_written_and_checked(tmp_path) -> None:
         assert [s.lane for s in read_chrome_trace(p).spans] == [f"rank{r}/x"]
     with pytest.raises(ValueError, match="world_size"):
         write_rank_traces(tl, tmp_path / "r2", backend="gloo", world_size=1)
+
+
+def test_trace_without_base_time_is_read_with_an_offset(tmp_path) -> None:
+    """Before torch 2.1 Kineto wrote no baseTimeNanoseconds and ts as wall-clock microseconds:
+    given clock_offset_us, ts - offset is the monotonic time; without it, one clear error."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+           "ts": 1_700_000_000_000_000.0, "dur": 5.0}]
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps({"traceEvents": ev, "distributedInfo": {"rank": 1}}))
+    with pytest.raises(ValueError, match="pass clock_offset_us"):
+        from_torch_profiler(p)
+    tl = from_torch_profiler(p, clock_offset_us=1_699_999_000_000_000.0)
+    (s,) = tl.spans
+    assert s.lane.startswith("rank1/") and s.start_us == pytest.approx(1_000_000_000.0)
+    assert s.duration_us == 5.0
+    gz = tmp_path / "old.json.gz"  # as tensorboard_trace_handler(use_gzip=True) writes it
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    assert from_torch_profiler(gz, clock_offset_us=1_699_999_000_000_000.0).to_dicts() == \
+        tl.to_dicts()

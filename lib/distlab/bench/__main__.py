@@ -9,6 +9,7 @@
     python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
     python -m distlab.bench zero --world-size 2 --layers 8 --width 512
+    python -m distlab.bench trace --mb 35 --ranks 8     # reading profiler traces: distlab vs HTA
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Every benchmark runs the reference (torch) in the same run, prints a table, and can write JSON
@@ -28,7 +29,7 @@ MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allre
            "pipeline": "distlab.bench.pipeline", "images": "distlab.bench.images",
            "transfers": "distlab.bench.transfers",
            "ddp": "distlab.bench.ddp", "ddp-overhead": "distlab.bench.ddp_overhead",
-           "zero": "distlab.bench.zero"}
+           "zero": "distlab.bench.zero", "trace": "distlab.bench.trace"}
 BENCHMARKS = tuple(MODULES)
 
 USAGE = usage("python -m distlab.bench", MODULES)

@@ -10,6 +10,7 @@
         --out results/allreduce_summary.json
     python -m distlab.judge nccl h100_sxm8                 # NCCL's choice and time per size
     python -m distlab.judge nccl --published               # that model on published tables
+    python -m distlab.judge trace results/traces/gloo_ddp_3ranks  # your run's profiler traces
 
 Nothing is measured and no process is started: profiles and runs are read, rows priced again.
 """
@@ -22,7 +23,8 @@ from distlab.cli.dispatch import dispatch
 
 COMMANDS = {"refit": "distlab.judge.refit", "windows": "distlab.judge.windows",
             "travel": "distlab.judge.tables", "summary": "distlab.judge.summary",
-            "verdict": "distlab.judge.verdict_command", "nccl": "distlab.judge.nccl_command"}
+            "verdict": "distlab.judge.verdict_command", "nccl": "distlab.judge.nccl_command",
+            "trace": "distlab.judge.trace_command"}
 ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
          "windows": "a long profile cut into windows of rounds: how many rounds a judgement "
                     "needs",
@@ -30,7 +32,9 @@ ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| agains
          "summary": "medians over repeated `bench allreduce --json` runs",
          "verdict": "every profile row with an expectation: measured, expected, ok / low / high",
          "nccl": "NCCL's choice per size on a GPU box and its measured time (model); "
-                 "--published: its error on published tables"}
+                 "--published: its error on published tables",
+         "trace": "a run's torch.profiler traces of every rank: breakdown, overlap, idle causes, "
+                  "stragglers, collective kernels beside the NCCL model"}
 
 
 def main(argv: list[str] | None = None) -> int:

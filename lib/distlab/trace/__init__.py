@@ -4,6 +4,12 @@
   in ui.perfetto.dev; one pid per process of a lane, tids never holding overlapping slices.
 - :mod:`.kineto`: a torch.profiler (Kineto) trace, shifted onto distlab's clock.
 - :mod:`.check`: a written trace's slices checked for overlap on one (pid, tid).
+- A user's own run: :mod:`.record` (``record(out_dir)``: torch.profiler set up to record each
+  rank's trace), :mod:`.torch_trace` (``read_run``: per-rank traces into columns),
+  :mod:`.breakdown` (HTA's temporal breakdown, overlap and idle time, per rank and step),
+  :mod:`.collectives` (calls matched across ranks, stragglers), :mod:`.patterns` (what counts as
+  communication, a list a user extends), :mod:`.intervals`; judged by ``python -m distlab.judge
+  trace`` (:mod:`distlab.judge.trace_command`), drawn by :mod:`distlab.viz.trace`.
 
 The timeline never imports this package (its readers and writers import it).
 
@@ -22,7 +28,9 @@ from distlab.trace.chrome import (
                      write_rank_traces,
 )
 from distlab.trace.kineto import clock_offset_us, from_torch_profiler, read_kineto_trace
+from distlab.trace.record import record
+from distlab.trace.torch_trace import TraceReadError, read_run
 
-__all__ = ["check_distributed_info", "check_trace", "clock_offset_us", "from_torch_profiler",
-           "overlapping_slices", "read_chrome_trace", "read_kineto_trace", "trace_events",
-           "write_chrome_trace", "write_rank_traces"]
+__all__ = ["TraceReadError", "check_distributed_info", "check_trace", "clock_offset_us",
+           "from_torch_profiler", "overlapping_slices", "read_chrome_trace", "read_kineto_trace",
+           "read_run", "record", "trace_events", "write_chrome_trace", "write_rank_traces"]

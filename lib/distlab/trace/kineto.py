@@ -36,6 +36,7 @@ args are Kineto's args plus ``depth``.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -47,6 +48,8 @@ from distlab._checks import check_float, check_int
 from distlab.timeline import Timeline
 
 __all__ = ["clock_offset_us", "read_kineto_trace", "from_torch_profiler"]
+
+_KINETO_CATS = ("cpu_op", "kernel", "user_annotation", "cuda_runtime", "gpu_memcpy")
 
 
 def _realtime_minus_monotonic_ns(samples: int) -> int:
@@ -83,20 +86,32 @@ def read_kineto_trace(path: str | os.PathLike[str], *, rank: int | None = None,
         path: the JSON file ``torch.profiler.profile.export_chrome_trace`` wrote.
         rank: overrides ``distributedInfo.rank`` in the lane names (int >= 0).
         max_depth: keep CPU ops nested at most this deep (0 = top-level only; None = all).
-        clock_offset_us: realtime minus monotonic, microseconds; None measures it now.
+        clock_offset_us: realtime minus monotonic, microseconds; None measures it now. A trace
+            without ``baseTimeNanoseconds`` (torch before 2.1 wrote ``ts`` as wall-clock
+            microseconds) is read only when this is given.
     """
     if rank is not None:
         rank = check_int("rank", rank, minimum=0)
     if max_depth is not None:
         max_depth = check_int("max_depth", max_depth, minimum=0)
+    given_offset = clock_offset_us is not None
     offset_ns = _offset_ns(clock_offset_us)
-    data = json.loads(Path(path).read_text())
+    raw = Path(path).read_bytes()
+    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise ValueError(f"{path}: not a Kineto trace (no top-level traceEvents list)")
     base_ns = data.get("baseTimeNanoseconds")
     if base_ns is None:
-        raise ValueError(f"{path}: no baseTimeNanoseconds: not a Kineto trace, cannot align "
-                         "its clock (use distlab.trace.read_chrome_trace for distlab's own traces)")
+        kineto = ("distributedInfo" in data or "deviceProperties" in data
+                  or any(isinstance(e, dict) and e.get("cat") in _KINETO_CATS
+                         for e in data["traceEvents"]))
+        if not (given_offset and kineto):
+            raise ValueError(f"{path}: no baseTimeNanoseconds: "
+                             + ("an older torch's Kineto trace; pass clock_offset_us to read its "
+                                "ts as wall-clock microseconds" if kineto else
+                                "not a Kineto trace, cannot align its clock (use "
+                                "distlab.trace.read_chrome_trace for distlab's own traces)"))
+        base_ns = 0  # before torch 2.1 Kineto wrote ts as wall-clock (Unix epoch) microseconds
     shift_us = (int(base_ns) - offset_ns) / 1000.0  # ts + shift_us = monotonic microseconds
     info = data.get("distributedInfo") or {}
     r = rank if rank is not None else int(info.get("rank", 0))

@@ -1,0 +1,253 @@
+"""``python -m distlab.judge trace PATH...``: a user's own torch.profiler traces of every rank, read
+and judged.
+
+    python -m distlab.judge trace results/traces/gloo_ddp_3ranks
+    python -m distlab.judge trace traces/ --rank 0 --step 12 --json judged.json
+    python -m distlab.judge trace traces/ --timeline analysis.json   # open in ui.perfetto.dev
+
+PATH: trace files (``.json``/``.json.gz``, as ``tensorboard_trace_handler`` writes them) or
+folders of them, one file per rank of one run. Prints: the run (ranks, GPU, NCCL, backend) and
+what the traces lack; per rank the breakdown (GPU idle / compute / exposed communication /
+memory / other, % of the span; HTA's ``non_compute`` = the last three), the share of
+communication overlapped by compute, the causes of idle time; the stragglers (the ranks the
+others waited for, and the time lost); the collective kernels beside the NCCL model, worst errors
+first, and why the others are not priced. Definitions: :mod:`distlab.trace.breakdown`,
+:mod:`distlab.trace.collectives`, :mod:`distlab.judge.trace_model`.
+
+``--rank R`` reports rank R only; ``--step N`` uses ProfilerStep#N instead of the whole trace;
+``--json PATH`` writes every number; ``--timeline PATH`` writes distlab's Chrome trace of the
+analysis: per rank the steps, the collective calls split into ``wait for rank L`` and
+``transfer`` slices, and GPU idle gaps. A path that is not a readable trace, an empty folder or
+ranks of two runs: one error line, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distlab.cli import options
+from distlab.cli.run import UsageError, run_main
+from distlab.judge.trace_model import KernelPrice, box_for_gpu, price_collectives
+from distlab.timeline import Timeline
+from distlab.trace.breakdown import Breakdown, RankAnalysis, analyze_run, step_windows
+from distlab.trace.chrome import write_chrome_trace
+from distlab.trace.collectives import Collectives, clock_shift_us, match_collectives
+from distlab.trace.patterns import CommPattern
+from distlab.trace.torch_trace import Run, TraceReadError, read_run
+
+__all__ = ["TraceJudgement", "judge_trace", "judgement_json", "judgement_timeline", "main",
+           "report_lines"]
+
+
+@dataclass
+class TraceJudgement:
+    """A run's traces read and judged: the breakdowns, the matched calls, the model's prices."""
+
+    run: Run
+    analyses: dict[int, RankAnalysis]
+    collectives: Collectives
+    prices: list[KernelPrice]
+
+    def breakdown(self, rank: int, step: int | None = None) -> Breakdown | None:
+        a = self.analyses[rank]
+        return a.whole if step is None else a.per_step.get(step)
+
+    @property
+    def missing(self) -> list[str]:
+        out: list[str] = list(self.run.notes)
+        for a in self.analyses.values():
+            for m in a.missing:
+                line = f"{m}"
+                if line not in out:
+                    out.append(line)
+        out += [n for n in self.collectives.notes if n not in out]
+        if not self.collectives.calls:
+            out.append("no collective calls (no NCCL/RCCL/DeepEP kernel, no gloo span): nothing "
+                       "to match or price")
+        return out
+
+
+def judge_trace(paths: Any, *, comm: list[CommPattern] | None = None) -> TraceJudgement:
+    """Read the traces at ``paths`` and judge them (raises TraceReadError for bad input)."""
+    run = read_run(paths)
+    col = match_collectives(run, comm)
+    prices = price_collectives(col, {r: rt.gpu for r, rt in run.ranks.items()},
+                               {r: rt.nccl_version for r, rt in run.ranks.items()})
+    return TraceJudgement(run, analyze_run(run, comm=comm), col, prices)
+
+
+def _pct(v: float) -> str:
+    return "   -" if v is None or math.isnan(v) else f"{v:5.1f}"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f}"
+
+
+def report_lines(j: TraceJudgement, *, rank: int | None = None,
+                 step: int | None = None, worst: int = 5) -> list[str]:
+    """The readable report (see the module docstring)."""
+    run = j.run
+    ranks = [rank] if rank is not None else list(run.ranks)
+    rt0 = run.ranks[ranks[0]]
+    gpu_absent = "not stated (kernels present)" if any(
+        rt.has_gpu_events for rt in run.ranks.values()) else "none (CPU-only trace)"
+    lines = [f"# {len(run.ranks)} rank trace(s)"
+             + (f" of {run.world_size}" if run.world_size else "")
+             + f"; GPU {run.gpu or gpu_absent}"
+             + (f" (NCCL model box {box_for_gpu(run.gpu)})" if box_for_gpu(run.gpu) else "")
+             + f"; NCCL {rt0.nccl_version or 'not stated'}; backend {rt0.backend or 'not stated'}"]
+    lines += [f"# missing: {m}" for m in j.missing]
+    scope = f"ProfilerStep#{step}" if step is not None else \
+        "whole trace (last of 2+ steps left out, as HTA)"
+    lines.append(f"## breakdown, {scope}: % of span (non_comp: HTA's non_compute)")
+    lines.append("rank basis span(ms) idle% comp% comm%  mem% other% non_comp% overlap% | "
+                 "  host loader  sync  other (idle, ms)")
+    for r in ranks:
+        b = j.breakdown(r, step)
+        if b is None:
+            steps = j.analyses[r].steps
+            lines.append(f"{r:4d} no events" + (f" (steps: {steps})" if step is not None else ""))
+            continue
+        c = b.idle_causes_us
+        lines.append(f"{r:4d} {b.basis:5s} {_ms(b.span_us):>8s} {_pct(b.pct('idle'))} "
+                     f"{_pct(b.pct('compute'))} {_pct(b.pct('communication'))} "
+                     f"{_pct(b.pct('memory'))}  {_pct(b.pct('other'))}     "
+                     f"{_pct(b.pct('non_compute'))}    {_pct(b.overlap_pct)} | "
+                     f"{_ms(c['host']):>6s} {_ms(c['data_loader']):>6s} "
+                     f"{_ms(c['synchronize']):>5s} {_ms(c['other']):>6s}")
+    for r in ranks:
+        b = j.breakdown(r, step)
+        if b is not None and b.hta_compute_us is not None:
+            lines.append(f"  rank {r}: HTA's rule (only nccl*Kernel is communication) gives "
+                         f"compute {100 * b.hta_compute_us / b.span_us:.1f}%: distlab counts "
+                         "the other libraries' comm kernels as communication")
+    col = j.collectives
+    multi = col.multi_rank()
+    lines.append(f"## collectives: {len(col.calls)} calls, {len(multi)} seen on 2+ ranks")
+    if multi:
+        total = col.total_wait_us
+        last = col.last_counts()
+        caused = col.caused_us()
+        stragglers = col.stragglers()
+        lines.append(f"waiting for the last rank: {_ms(total)} ms in all")
+        lines += [f"  rank {r} last in {last.get(r, 0)}/{len(multi)} calls, caused {_ms(v)} ms"
+                  for r, v in sorted(caused.items(), key=lambda kv: -kv[1])]
+        lines.append("stragglers: " + (", ".join(f"rank {r}" for r in stragglers)
+                                       if stragglers else "none (waiting spread over ranks)"))
+    priced = [p for p in j.prices if p.model_us is not None and (rank is None or p.rank == rank)]
+    unpriced = [p for p in j.prices if p.model_us is None and (rank is None or p.rank == rank)]
+    lines.append(f"## model beside the kernels: {len(priced)} priced, {len(unpriced)} not")
+    for p in sorted(priced, key=lambda p: -abs(p.error or 0))[:worst]:
+        lines.append(f"rank {p.rank} {p.collective} #{p.seq} {p.nbytes} B x{p.group_size}: "
+                     f"kernel {p.kernel_us:.0f} us = wait {p.wait_us:.0f} + transfer "
+                     f"{p.transfer_us:.0f}; model {p.model_us:.1f} us; error "
+                     f"{100 * (p.error or 0):+.0f}%" + (f" ({p.note})" if p.note else ""))
+    reasons: dict[str, int] = {}
+    for p in unpriced:
+        reasons[p.why or "?"] = reasons.get(p.why or "?", 0) + 1
+    lines += [f"not priced ({n}): {w}" for w, n in reasons.items()]
+    return lines
+
+
+def _num(v: Any) -> Any:
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def judgement_json(j: TraceJudgement) -> dict[str, Any]:
+    """Every number of the judgement as JSON-ready data (NaN as null)."""
+    def bd(b: Breakdown | None) -> Any:
+        return None if b is None else {k: _num(v) for k, v in b.as_dict().items()}
+    col = j.collectives
+    return {
+        "files": {r: rt.path for r, rt in j.run.ranks.items()},
+        "gpu": j.run.gpu, "world_size": j.run.world_size, "missing": j.missing,
+        "ranks": {r: {"steps": a.steps, "whole": bd(a.whole),
+                      "per_step": {n: bd(b) for n, b in a.per_step.items()}}
+                  for r, a in j.analyses.items()},
+        "collectives": [{"group": c.group, "seq": c.seq, "last_rank": c.last_rank,
+                         "caused_us": c.caused_us,
+                         "ranks": {r: {"start_us": x.start_us, "end_us": x.end_us,
+                                       "wait_us": c.wait_us(r), "collective": x.collective,
+                                       "nbytes": x.nbytes, "step": x.step}
+                                   for r, x in c.calls.items()}} for c in col.calls],
+        "stragglers": col.stragglers(), "caused_us": col.caused_us(),
+        "total_wait_us": col.total_wait_us,
+        "model": [p.as_dict() for p in j.prices]}
+
+
+def judgement_timeline(j: TraceJudgement) -> Timeline:
+    """distlab's timeline of the analysis: steps, each call's wait and transfer, per rank."""
+    tl = Timeline(notes=["distlab.judge trace: collective calls split into the wait for the "
+                         "last rank and the transfer after it"])
+    shift = clock_shift_us(j.run)
+    steps = {r: step_windows(rt) for r, rt in j.run.ranks.items()}
+    starts = [c.start_us for call in j.collectives.calls for c in call.calls.values()]
+    starts += [s + shift[r] for r, w in steps.items() for s, _ in w.values()]
+    t0 = min(starts, default=0.0)
+    for r, w in steps.items():
+        for n, (s, e) in w.items():
+            tl.record(f"ProfilerStep#{n}", "step", f"rank{r}/steps", s + shift[r] - t0,
+                      float(e - s), {"step": n})
+    for call in j.collectives.calls:
+        last = call.last_rank
+        for r, c in call.calls.items():
+            wait = min(max(0.0, call.last_start_us - c.start_us), c.end_us - c.start_us)
+            if wait > 0:
+                tl.record(f"wait for rank {last}", "straggler_wait", f"rank{r}/comm {call.group}",
+                          c.start_us - t0, wait, {"collective": c.collective, "seq": call.seq,
+                                                  "last_rank": last})
+            tl.record(f"{c.collective} transfer", "transfer", f"rank{r}/comm {call.group}",
+                      c.start_us + wait - t0, max(0.0, c.end_us - c.start_us - wait),
+                      {"collective": c.collective, "seq": call.seq, "nbytes": c.nbytes})
+    return tl
+
+
+def _parser() -> Any:
+    p = options.parser("python -m distlab.judge trace", __doc__)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="trace files or folders of them")
+    p.add_argument("--rank", type=int, default=None, help="report this rank only")
+    p.add_argument("--step", type=int, default=None, help="ProfilerStep#N instead of all")
+    p.add_argument("--json", default=None, metavar="PATH", help="write every number as JSON")
+    p.add_argument("--timeline", default=None, metavar="PATH",
+                   help="write distlab's Chrome trace of the analysis")
+    return p
+
+
+def _work(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        j = judge_trace(args.paths)
+    except TraceReadError as exc:
+        raise UsageError(str(exc)) from None
+    if args.rank is not None and args.rank not in j.run.ranks:
+        raise UsageError(f"argument --rank: invalid value {args.rank}: the traces hold ranks "
+                         f"{sorted(j.run.ranks)}")
+    if args.step is not None and not any(args.step in a.per_step for a in j.analyses.values()):
+        have = sorted({n for a in j.analyses.values() for n in a.steps})
+        raise UsageError(f"argument --step: invalid value {args.step}: the traces hold steps "
+                         f"{have or 'none (no ProfilerStep#N spans)'}")
+    for line in report_lines(j, rank=args.rank, step=args.step):
+        print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps(judgement_json(j), indent=1, default=str))
+        print(f"# wrote {args.json}")
+    if args.timeline:
+        write_chrome_trace(judgement_timeline(j), args.timeline)
+        print(f"# wrote {args.timeline}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0, 2 with one error line, or 130 on Ctrl-C."""
+    return run_main("python -m distlab.judge trace", _work, argv, on_interrupt="nothing written")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

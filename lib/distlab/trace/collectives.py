@@ -1,0 +1,273 @@
+"""Every collective call of a run matched across the ranks of its process group: who was last,
+how long the others waited, and which ranks make the others wait.
+
+A *call* on one rank is a communication kernel (:data:`~distlab.trace.patterns.COMM_PATTERNS`,
+``scope="gpu"``: NCCL, RCCL, DeepEP) or, on a CPU-only trace, a host-side transfer span
+(``scope="host"``: gloo's ``gloo:all_reduce`` on its ``pt_gloo_runloop`` thread). Its message
+comes from the args torch writes on the kernel (``Collective name``, ``In msg nelems``, ``dtype``,
+``Group size``, ``Process Group Name``, ``Process Group Ranks``), else from the
+``record_param_comms`` op that launched it, else (gloo) from the ``c10d::`` op's ``Input Dims``.
+
+Matching: calls are grouped by process group (``Process Group Name``; "0" when the trace does
+not say) and numbered on each rank in start order (or by torch's sequence number where the args
+carry one); call ``k`` of group ``g`` on every rank is one collective. Ranks' clocks: ``ts +
+baseTimeNanoseconds / 1000`` where every rank has ``baseTimeNanoseconds``, else ``ts`` (one host's
+ranks share a clock; across hosts the skew enters every wait).
+
+Per call: each rank's start and end; the last rank to start; each early rank's *wait* (last start
+- its start); each rank's *transfer* time after the last peer arrived (end - last start, >= 0),
+the part a bandwidth model can price. Per run: for each rank, the calls it was last in and the
+wait it caused the others (sum over its calls of the other ranks' waits): the *stragglers* are
+the ranks that caused at least half of all waiting, biggest first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distlab.trace.patterns import COMM_PATTERNS, STEP, CommPattern, comm_regex
+from distlab.trace.torch_trace import RankTrace, Run
+
+__all__ = ["CollectiveCall", "Collectives", "RankCall", "clock_shift_us", "dtype_bytes",
+           "match_collectives", "rank_calls"]
+
+_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
+                "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "char": 1,
+                "int8": 1, "byte": 1, "uint8": 1, "bool": 1, "short": 2, "int16": 2,
+                "float8_e4m3fn": 1, "float8_e5m2": 1}
+_KERNEL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+_GLOO = re.compile(r"gloo:(\w+)")
+_NAMES = {"allreduce": "allreduce", "all_reduce": "allreduce", "AllReduce": "allreduce",
+          "allgather": "allgather", "all_gather": "allgather", "AllGather": "allgather",
+          "_allgather_base": "allgather", "reduce_scatter": "reduce_scatter",
+          "ReduceScatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
+          "broadcast": "broadcast", "Broadcast": "broadcast", "reduce": "reduce",
+          "Reduce": "reduce", "all_to_all": "alltoall", "alltoall": "alltoall",
+          "all_to_allv": "alltoall", "SendRecv": "sendrecv", "send": "send", "recv": "recv",
+          "barrier": "barrier"}
+
+
+def dtype_bytes(dtype: str | None) -> int | None:
+    """Bytes per element of a dtype as torch writes it (``Float``, ``BFloat16``, ...)."""
+    return None if dtype is None else _DTYPE_BYTES.get(str(dtype).lower())
+
+
+@dataclass
+class RankCall:
+    """One rank's side of a collective call, times in microseconds on the run's clock."""
+
+    rank: int
+    group: str
+    seq: int
+    collective: str | None
+    nelems: int | None
+    dtype: str | None
+    group_size: int | None
+    start_us: float
+    end_us: float
+    name: str
+    library: str
+    step: int | None
+
+    @property
+    def nbytes(self) -> int | None:
+        b = dtype_bytes(self.dtype)
+        return None if b is None or self.nelems is None else self.nelems * b
+
+
+@dataclass
+class CollectiveCall:
+    """Call ``seq`` of ``group`` on every rank that has it."""
+
+    group: str
+    seq: int
+    calls: dict[int, RankCall]
+
+    @property
+    def last_rank(self) -> int:
+        return max(self.calls, key=lambda r: (self.calls[r].start_us, r))
+
+    @property
+    def last_start_us(self) -> float:
+        return max(c.start_us for c in self.calls.values())
+
+    def wait_us(self, rank: int) -> float:
+        """How long ``rank`` waited for the last peer (0 for the last)."""
+        return self.last_start_us - self.calls[rank].start_us
+
+    def transfer_us(self, rank: int) -> float:
+        """``rank``'s time after the last peer arrived (end - last start, >= 0)."""
+        return max(0.0, self.calls[rank].end_us - self.last_start_us)
+
+    @property
+    def caused_us(self) -> float:
+        """The other ranks' total wait for the last one."""
+        return sum(self.wait_us(r) for r in self.calls)
+
+
+@dataclass
+class Collectives:
+    """A run's matched calls and who made whom wait."""
+
+    calls: list[CollectiveCall]
+    notes: list[str] = field(default_factory=list)
+
+    def last_counts(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for c in self.multi_rank():
+            out[c.last_rank] = out.get(c.last_rank, 0) + 1
+        return out
+
+    def caused_us(self) -> dict[int, float]:
+        """Per rank: the wait it caused the others, summed over the calls it was last in."""
+        out: dict[int, float] = {}
+        for c in self.multi_rank():
+            out[c.last_rank] = out.get(c.last_rank, 0.0) + c.caused_us
+        return out
+
+    def waited_us(self) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for c in self.multi_rank():
+            for r in c.calls:
+                out[r] = out.get(r, 0.0) + c.wait_us(r)
+        return out
+
+    def multi_rank(self) -> list[CollectiveCall]:
+        return [c for c in self.calls if len(c.calls) > 1]
+
+    @property
+    def total_wait_us(self) -> float:
+        return sum(c.caused_us for c in self.multi_rank())
+
+    def stragglers(self, share: float = 0.5) -> list[int]:
+        """Ranks, biggest first, that together caused at least ``share`` of all waiting, each
+        causing more than an even share (1 / ranks) of it."""
+        caused = self.caused_us()
+        total = sum(caused.values())
+        if total <= 0:
+            return []
+        nranks = len({r for c in self.calls for r in c.calls})
+        out, acc = [], 0.0
+        for r, v in sorted(caused.items(), key=lambda kv: -kv[1]):
+            if acc >= share * total or v <= total / max(nranks, 1):
+                break
+            out.append(r)
+            acc += v
+        return out
+
+
+def clock_shift_us(run: Run) -> dict[int, float]:
+    """Per rank, what to add to its ``ts`` to put it on the run's clock (module docstring)."""
+    if all(rt.base_time_ns is not None for rt in run.ranks.values()):
+        b0 = min(int(rt.base_time_ns) for rt in run.ranks.values())  # type: ignore[arg-type]
+        return {r: (int(rt.base_time_ns) - b0) / 1000.0  # type: ignore[arg-type]
+                for r, rt in run.ranks.items()}
+    return {r: 0.0 for r in run.ranks}
+
+
+def _norm(name: Any) -> str | None:
+    if name is None:
+        return None
+    s = str(name)
+    return _NAMES.get(s, s.lower())
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _steps_of(rt: RankTrace, ts: np.ndarray) -> list[int | None]:
+    wins = []
+    for c, nm in enumerate(rt.names):
+        m = STEP.match(nm)
+        if m:
+            for i in np.flatnonzero((rt.name == c) & ~np.isnan(rt.dur)):
+                wins.append((rt.ts[i], rt.ts[i] + rt.dur[i], int(m.group(1))))
+    out: list[int | None] = []
+    for t in ts:
+        hit = [n for s, e, n in wins if s <= t < e]
+        out.append(hit[0] if hit else None)
+    return out
+
+
+def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
+               shift_us: float = 0.0) -> list[RankCall]:
+    """One rank's collective calls in start order (see the module docstring)."""
+    gpu_rx, host_rx = comm_regex(comm, "gpu"), comm_regex(comm, "host")
+    complete = ~np.isnan(rt.dur) & ~np.isnan(rt.ts)
+    gpu = complete & (rt.stream >= 0) & rt.mask_names(gpu_rx)
+    use_host = not gpu.any()
+    sel = complete & rt.mask_names(host_rx) if use_host else gpu
+    idx = np.flatnonzero(sel)
+    idx = idx[np.argsort(rt.ts[idx], kind="stable")]
+    # launchers' record_param_comms, for kernels without args
+    rpc = [i for i, a in rt.args.items() if rt.names[rt.name[i]] == "record_param_comms"]
+    rpc_ts = np.array([rt.ts[i] for i in rpc]) if rpc else np.zeros(0)
+    rpc_end = rpc_ts + np.array([rt.dur[i] for i in rpc]) if rpc else np.zeros(0)
+    launch_ts: dict[int, float] = {}
+    if not use_host and any(i not in rt.args for i in idx):
+        corr = rt.correlation
+        runtime = np.flatnonzero(complete & (rt.stream < 0) & (corr >= 0))
+        by_corr = dict(zip(corr[runtime].tolist(), rt.ts[runtime].tolist(), strict=True))
+        launch_ts = {int(i): by_corr.get(int(corr[i]), np.nan) for i in idx}
+    c10d = [i for i, a in sorted(rt.args.items()) if rt.names[rt.name[i]].startswith("c10d::")
+            and "Input Dims" in a]
+    steps = _steps_of(rt, rt.ts[idx])
+    seqs: dict[str, int] = {}
+    out: list[RankCall] = []
+    for k, i in enumerate(idx):
+        name = rt.names[rt.name[i]]
+        a: dict[str, Any] = rt.args.get(int(i), {})
+        if not a and launch_ts and len(rpc):
+            t = launch_ts.get(int(i), np.nan)
+            inside = np.flatnonzero((rpc_ts <= t) & (t <= rpc_end))
+            if len(inside):
+                a = rt.args[rpc[int(inside[np.argmax(rpc_ts[inside])])]]
+        coll = _norm(a.get("Collective name"))
+        nelems = _int(a.get("In msg nelems"))
+        if coll is None:
+            m = (_GLOO.match(name) if use_host else _KERNEL_COLLECTIVE.match(name))
+            coll = _norm(m.group(1)) if m else None
+        if use_host and nelems is None and k < len(c10d):
+            dims = rt.args[c10d[k]].get("Input Dims") or []
+            first = dims[0] if dims else []
+            if first and isinstance(first[0], list):
+                nelems = int(sum(int(np.prod(d)) for d in first))
+        group = str(a.get("Process Group Name", "0"))
+        seq = _int(a.get("Seq", a.get("seq")))
+        if seq is None:
+            seq = seqs.get(group, 0)
+            seqs[group] = seq + 1
+        lib = "gloo" if use_host else next(
+            (p.library for p in (COMM_PATTERNS if comm is None else comm)
+             if p.scope == "gpu" and re.match(p.pattern, name)), "?")
+        out.append(RankCall(rt.rank, group, seq, coll, nelems, a.get("dtype"),
+                            _int(a.get("Group size")) or rt.world_size, float(rt.ts[i]) + shift_us,
+                            float(rt.ts[i] + rt.dur[i]) + shift_us, name, lib, steps[k]))
+    return out
+
+
+def match_collectives(run: Run, comm: list[CommPattern] | None = None) -> Collectives:
+    """Every rank's calls matched by (group, sequence); see the module docstring."""
+    shift = clock_shift_us(run)
+    table: dict[tuple[str, int], dict[int, RankCall]] = {}
+    for r, rt in run.ranks.items():
+        for c in rank_calls(rt, comm, shift[r]):
+            table.setdefault((c.group, c.seq), {})[r] = c
+    notes = []
+    if not all(rt.base_time_ns is not None for rt in run.ranks.values()):
+        notes.append("no baseTimeNanoseconds on every rank: ranks' ts compared as written "
+                     "(right on one host)")
+    counts = {r: sum(1 for k in table.values() if r in k) for r in run.ranks}
+    if len(set(counts.values())) > 1:
+        notes.append(f"ranks hold different numbers of collective calls {counts}: calls beyond "
+                     "the shortest are matched only among the ranks that have them")
+    calls = [CollectiveCall(g, s, dict(sorted(c.items()))) for (g, s), c in sorted(table.items())]
+    return Collectives(calls, notes)

@@ -1,0 +1,55 @@
+"""bench trace: the replicated trace is a valid, bigger trace whose breakdown scales with it, and
+one small run measures distlab and HTA side by side with the same idle time (#wrong 0)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from distlab.bench.trace import _load, main, replicate_trace
+from distlab.trace.breakdown import analyze_run
+from distlab.trace.torch_trace import read_run
+from helpers.paths import RESULTS
+
+SOURCE = RESULTS / "traces" / "hta_a100_2ranks_rank0"
+
+
+def test_replicated_trace_is_bigger_and_consistent(tmp_path) -> None:
+    doc = _load(SOURCE)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, n1 = replicate_trace(doc, 1, tmp_path / "a" / "rank0.json")
+    three, n3 = replicate_trace(doc, 3 * one, tmp_path / "b" / "rank0.json")
+    assert n1 == len(doc["traceEvents"]) and three >= 3 * one
+    meta = sum(1 for e in doc["traceEvents"] if e.get("ph") == "M")
+    assert 2.9 * n1 < n3 <= 3 * n1 - 2 * meta  # the third copy is cut where the size is reached
+    rt = read_run(tmp_path / "b").ranks[0]
+    kernels = rt.stream >= 0
+    corr = rt.correlation[kernels & (rt.correlation >= 0)]
+    assert len(np.unique(corr)) == len(corr)  # copies never share a correlation
+    a1 = analyze_run(read_run(tmp_path / "a"))[0]
+    a3 = analyze_run(read_run(tmp_path / "b"))[0]
+    assert 2 * len(a1.steps) < len(a3.steps) <= 3 * len(a1.steps)
+    assert a3.whole.compute_us > 2 * a1.whole.compute_us
+
+
+def test_small_run_against_hta(tmp_path, capsys) -> None:
+    pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis (test extra) is "
+                                                     "the reference the benchmark runs")
+    out = tmp_path / "b.json"
+    assert main(["--source", str(SOURCE), "--mb", "1", "--ranks", "2", "--rank-mb", "1",
+                 "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [(r["case"], r["impl"]) for r in doc["rows"]] == [
+        ("single", "hta"), ("single", "distlab"), ("2 ranks", "hta"), ("2 ranks", "distlab")]
+    assert all(r["wrong"] == 0 and r["seconds"] > 0 and r["peak_mb"] >= 0 for r in doc["rows"])
+    assert "distlab" in capsys.readouterr().out
+
+
+def test_missing_source_is_one_line(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--source", str(tmp_path / "nope")])
+    assert e.value.code == 2
+    assert "--source" in capsys.readouterr().err

@@ -1,0 +1,61 @@
+"""``python -m distlab.judge trace``: the report names the planted straggler and the loader's
+stall, --json holds every number the report prints, --timeline is a valid Chrome trace whose
+stragglers' waits are their own slices."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from distlab.judge.trace_command import judge_trace, judgement_timeline, main
+from distlab.trace import check_trace, read_chrome_trace
+from helpers.paths import LIB, RESULTS
+
+TRACES = RESULTS / "traces"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_report_names_the_planted_straggler(capsys, n: int) -> None:
+    assert main([str(TRACES / f"gloo_ddp_{n}ranks")]) == 0
+    out = capsys.readouterr().out
+    assert f"stragglers: rank {n - 1}\n" in out
+    assert f"rank {n - 1} last in 3/3 calls" in out
+    assert "not priced (" in out and "gloo on CPU" in out
+
+
+def test_json_and_timeline(tmp_path, capsys) -> None:
+    j, t = tmp_path / "j.json", tmp_path / "t.json"
+    assert main([str(TRACES / "gloo_ddp_3ranks"), "--json", str(j), "--timeline", str(t)]) == 0
+    doc = json.loads(j.read_text())
+    assert doc["stragglers"] == [2]
+    judged = judge_trace(TRACES / "gloo_ddp_3ranks")
+    assert doc["total_wait_us"] == pytest.approx(judged.collectives.total_wait_us)
+    for r, a in judged.analyses.items():
+        assert doc["ranks"][str(r)]["whole"]["idle_us"] == pytest.approx(a.whole.idle_us)
+    check_trace(t)  # raises on any overlapping pair of slices
+    tl = read_chrome_trace(t)
+    waits = [s for s in tl.spans if s.category == "straggler_wait"]
+    assert waits and {s.name for s in waits} == {"wait for rank 2"}
+    assert {s.lane.split("/")[0] for s in waits} == {"rank0", "rank1"}
+    assert sum(s.duration_us for s in waits) == pytest.approx(
+        judged.collectives.total_wait_us, rel=1e-6)
+    assert len(judgement_timeline(judged).spans) == len(tl.spans)
+
+
+def test_step_and_rank(capsys) -> None:
+    assert main([str(TRACES / "hta_sampled_2of128"), "--rank", "1", "--step", "551"]) == 0
+    out = capsys.readouterr().out
+    assert "ProfilerStep#551" in out
+    rows = [ln for ln in out.splitlines() if ln.startswith("   1 gpu")]
+    assert len(rows) == 1 and not any(ln.startswith("   0 ") for ln in out.splitlines())
+
+
+def test_registered_with_judge() -> None:
+    r = subprocess.run([sys.executable, "-m", "distlab.judge", "trace",
+                        str(TRACES / "gloo_ddp_2ranks")], capture_output=True, text=True,
+                       timeout=120, env={"PYTHONPATH": str(LIB), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert "stragglers: rank 1" in r.stdout

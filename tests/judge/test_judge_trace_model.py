@@ -1,0 +1,69 @@
+"""The NCCL model beside every collective kernel: wait + transfer = kernel, the model is
+predict_builtin(..., nccl_model="measured"), error = (measured - model) / model, and a reason
+wherever a kernel is not priced."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from distlab.collectives.model.predict import predict_builtin
+from distlab.judge.trace_model import box_for_gpu, price_collectives
+from distlab.trace.collectives import match_collectives
+from distlab.trace.torch_trace import read_run
+from helpers.paths import RESULTS
+from helpers.trace_synth import synth_rank
+
+
+def _judge(run):
+    col = match_collectives(run)
+    return price_collectives(col, {r: rt.gpu for r, rt in run.ranks.items()},
+                             {r: rt.nccl_version for r, rt in run.ranks.items()})
+
+
+def _write(tmp_path, gpu="NVIDIA H100 80GB HBM3", **kw):
+    starts = {0: [10_000.0, 30_000.0], 1: [10_400.0, 30_000.0]}
+    for r, s in starts.items():
+        d = synth_rank(r, 2, seed=9, steps=2, comm_starts=s, gpu=gpu, nccl_version="2.24.3",
+                       **kw)
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(d))
+    return read_run(tmp_path)
+
+
+def test_priced_with_predict_builtin(tmp_path) -> None:
+    prices = _judge(_write(tmp_path))
+    assert len(prices) == 4 and all(p.model_us is not None for p in prices)
+    for p in prices:
+        assert p.wait_us + p.transfer_us == pytest.approx(p.kernel_us)
+        want = predict_builtin("h100_sxm8", 2, [p.nbytes], itemsize=4, nccl_model="measured",
+                               nccl_version="2.24.3")[0] * 1e6
+        assert p.model_us == pytest.approx(want)
+        assert p.error == pytest.approx((p.transfer_us - want) / want)
+    first = {p.rank: p for p in prices if p.seq == 0}
+    assert first[0].wait_us == pytest.approx(min(400.0, first[0].kernel_us))
+    assert first[1].wait_us == 0.0
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"gpu": "Tesla V100-SXM2-32GB"}, "none of the NCCL model's boxes"),
+    ({"gpu": None}, "GPU not stated"),
+    ({"collective_args": False}, "message size unknown"),
+])
+def test_one_line_why_not_priced(tmp_path, kw, why) -> None:
+    prices = _judge(_write(tmp_path, **kw))
+    if kw.get("collective_args") is False:
+        # the launching record_param_comms still states the message: priced after all
+        assert all(p.model_us is not None for p in prices)
+        return
+    assert prices and all(p.model_us is None and why in p.why for p in prices)
+
+
+def test_published_a100_trace() -> None:
+    run = read_run(RESULTS / "traces" / "hta_a100_2ranks_rank0")
+    prices = _judge(run)
+    priced = [p for p in prices if p.model_us is not None]
+    assert priced and all(p.collective == "allreduce" for p in priced)
+    assert all("peers' traces absent" in p.note for p in priced)
+    assert all("allreduce only" in p.why for p in prices if p.model_us is None)
+    assert box_for_gpu("NVIDIA A100-PG509-200") == "a100_sxm8"
