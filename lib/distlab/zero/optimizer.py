@@ -55,14 +55,15 @@ ranks not yet joined. Collectives run on a process group of their own with a ``t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.join import Join, Joinable, JoinHook
 
-from distlab._checks import check_float, check_instance, check_int
+from distlab._checks import check_bool, check_float, check_instance, check_int
 from distlab.timeline import Timeline, now_us
 from distlab.uneven import (
     DEFAULT_TIMEOUT_S,
@@ -74,6 +75,7 @@ from distlab.uneven import (
 )
 from distlab.zero.calls import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from distlab.zero.memory_model import check_stage
+from distlab.zero.optim import OptimizerSpec, build_optimizer
 from distlab.zero.partition import Bucket, plan_buckets
 from distlab.zero.stage3 import Stage3
 
@@ -104,15 +106,27 @@ class ZeroJoinHook(JoinHook):
 
 
 class ZeroDataParallel(Joinable):
-    """Data-parallel training of ``module`` with Adam, ZeRO ``stage`` 0, 1 or 2.
+    """Data-parallel training of ``module``, ZeRO ``stage`` 0 to 3, Adam or any optimizer.
 
     Args:
         module: the model; its trainable parameters become views into flat bucket buffers
             (cast to ``param_dtype``) and are broadcast from rank 0.
-        stage: 0 (plain DDP), 1 (optimizer state sharded) or 2 (+ gradients sharded).
-        lr, betas, eps, weight_decay: ``torch.optim.Adam``'s.
-        param_dtype: dtype of parameters and gradients (default: the module's); a 16-bit dtype
-            gives mixed precision with fp32 master weights and moments.
+        stage: 0 (plain DDP), 1 (optimizer state sharded), 2 (+ gradients sharded) or 3
+            (+ parameters sharded, :mod:`distlab.zero.stage3`).
+        lr, betas, eps, weight_decay: ``torch.optim.Adam``'s (default 1e-3, (0.9, 0.999),
+            1e-8, 0.0), when ``optimizer`` is not given.
+        optimizer: a ``torch.optim.Optimizer`` subclass or a factory ``params -> Optimizer``
+            that steps this rank's shards (:mod:`distlab.zero.optim`); ``None``: Adam.
+        optimizer_kwargs: the optimizer class's keyword arguments (``lr`` included).
+        param_dtype: stages 0-2: dtype of parameters and gradients (default: the module's); a
+            16-bit dtype gives mixed precision with fp32 master weights (from the fp32 initial
+            weights) and moments. Stage 3: FSDP2's ``MixedPrecisionPolicy.param_dtype``: the
+            shards stay in the parameters' own dtype and the optimizer steps them; gathered
+            units, the compute, floating-point forward inputs and full gradients use
+            ``param_dtype``.
+        reduce_dtype: stage 3: FSDP2's ``MixedPrecisionPolicy.reduce_dtype``, the dtype
+            gradients are reduce-scattered (and accumulated with sync off) in (default:
+            ``param_dtype``).
         bucket_cap_mb: MiB per bucket (of ``param_dtype`` elements).
         algorithm: ``None`` (distlab's default plans), a distlab algorithm name, or
             ``"builtin"`` (torch.distributed's collectives).
@@ -124,14 +138,20 @@ class ZeroDataParallel(Joinable):
             trainable parameters of its own); see :mod:`distlab.zero.stage3`.
 
     Raises:
-        ValueError: a bad stage, ``bucket_cap_mb <= 0``, ``prefetch < 0``, ``units`` with
-            another stage or not submodules, or a module without trainable parameters.
+        ValueError: a bad stage, ``bucket_cap_mb <= 0``, ``prefetch < 0``, ``units`` or
+            ``reduce_dtype`` with another stage, units not submodules, a module without
+            trainable parameters, Adam's arguments beside ``optimizer``.
+        TypeError: a dtype that is not a ``torch.dtype``, an ``optimizer`` that is neither an
+            optimizer class nor a factory.
     """
 
-    def __init__(self, module: torch.nn.Module, stage: int, *, lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, param_dtype: torch.dtype | None = None,
-                 bucket_cap_mb: float = 25.0, algorithm: str | None = None,
+    def __init__(self, module: torch.nn.Module, stage: int, *, lr: float | None = None,
+                 betas: tuple[float, float] | None = None, eps: float | None = None,
+                 weight_decay: float | None = None, optimizer: OptimizerSpec | None = None,
+                 optimizer_kwargs: dict[str, Any] | None = None,
+                 param_dtype: torch.dtype | None = None,
+                 reduce_dtype: torch.dtype | None = None, bucket_cap_mb: float = 25.0,
+                 algorithm: str | None = None,
                  group: Any = None, timeline: Timeline | None = None,
                  timeout: float | None = DEFAULT_TIMEOUT_S, prefetch: int = 1,
                  units: Sequence[torch.nn.Module] | None = None) -> None:
@@ -144,6 +164,12 @@ class ZeroDataParallel(Joinable):
         if units is not None and self.stage != 3:
             raise ValueError(f"units= is for stage 3 (parameters gathered per unit); stage "
                              f"{self.stage} reduces buckets (bucket_cap_mb)")
+        if reduce_dtype is not None and self.stage != 3:
+            raise ValueError(f"reduce_dtype= is for stage 3 (FSDP2's mixed precision); stage "
+                             f"{self.stage} reduces in param_dtype")
+        for name, dt in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
+            if dt is not None and not (isinstance(dt, torch.dtype) and dt.is_floating_point):
+                raise TypeError(f"{name} must be a floating-point torch.dtype, got {dt!r}")
         self.module, self.group, self.algorithm, self.timeline = module, group, algorithm, timeline
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         self.params = [p for p in module.parameters() if p.requires_grad]
@@ -152,12 +178,16 @@ class ZeroDataParallel(Joinable):
         self.dtype = param_dtype or self.params[0].dtype
         self._comm = bounded_group(group, self.timeout)
         self._stage3: Stage3 | None = None
+        adam = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+
+        def make(ps: list[torch.Tensor]) -> torch.optim.Optimizer:
+            return build_optimizer(ps, optimizer, optimizer_kwargs, adam)
         if self.stage == 3:
             self._stage3 = Stage3(module, rank=self.rank, world=self.world, group=group,
-                                  comm=self._comm, dtype=self.dtype, algorithm=algorithm,
-                                  optimizer_args={"lr": lr, "betas": betas, "eps": eps,
-                                                  "weight_decay": weight_decay},
-                                  timeline_of=lambda: self.timeline, timeout=self.timeout,
+                                  comm=self._comm, param_dtype=param_dtype,
+                                  reduce_dtype=reduce_dtype, algorithm=algorithm,
+                                  make_optimizer=make, timeline_of=lambda: self.timeline,
+                                  timeout=self.timeout,
                                   prefetch=self.prefetch, units=units)
             self.optimizer = self._stage3.optimizer
             self.buckets, self.flats, self.masters = [], [], []
@@ -165,10 +195,12 @@ class ZeroDataParallel(Joinable):
         item = torch.empty((), dtype=self.dtype).element_size()
         self.buckets = plan_buckets([p.numel() for p in self.params], item,
                                     max(1, int(cap * _MB)), self.world)
-        self.flats = [self._flatten(b) for b in self.buckets]
-        self.masters = [self._master(k) for k in range(len(self.buckets))]
-        self.optimizer = torch.optim.Adam(self.masters, lr=lr, betas=betas, eps=eps,
-                                          weight_decay=weight_decay)
+        self.flats, self.masters = [], []
+        for k, b in enumerate(self.buckets):
+            flat, own = self._flatten(b)
+            self.flats.append(flat)
+            self.masters.append(self._master(k, own))
+        self.optimizer = make(list(self.masters))
         self._grad_flats: list[torch.Tensor] = []
         self._grad_shards: list[torch.Tensor] = []
         self._pending: list[int] = []
@@ -185,17 +217,21 @@ class ZeroDataParallel(Joinable):
 
     # ---- layout ----------------------------------------------------------------------------
 
-    def _flatten(self, b: Bucket) -> torch.Tensor:
-        """One bucket's flat buffer; its parameters become views of it; rank 0's values win."""
-        flat = torch.zeros(b.padded, dtype=self.dtype, device=self.params[b.indices[0]].device)
+    def _flatten(self, b: Bucket) -> tuple[torch.Tensor, torch.Tensor]:
+        """One bucket's flat buffer in ``param_dtype`` (its parameters become views of it) and
+        the same values in the parameters' own dtype; rank 0's values win."""
+        first = self.params[b.indices[0]]
+        own = torch.zeros(b.padded, dtype=first.dtype, device=first.device)
         for i, off in zip(b.indices, b.offsets, strict=True):
             p = self.params[i]
-            view = flat[off:off + p.numel()].view_as(p)
-            view.copy_(p.detach())
-            p.data = view
+            own[off:off + p.numel()].copy_(p.detach().reshape(-1))
         if self.world > 1:
-            dist.broadcast(flat, 0, group=self.group)
-        return flat
+            dist.broadcast(own, 0, group=self.group)
+        flat = own if own.dtype == self.dtype else own.to(self.dtype)
+        for i, off in zip(b.indices, b.offsets, strict=True):
+            p = self.params[i]
+            p.data = flat[off:off + p.numel()].view_as(p)
+        return flat, own
 
     def _shard(self, k: int, t: torch.Tensor) -> torch.Tensor:
         """This rank's shard of bucket ``k``'s buffer ``t`` (a view); the whole of it at stage 0."""
@@ -204,12 +240,14 @@ class ZeroDataParallel(Joinable):
         lo, hi = self.buckets[k].shard_range(self.rank)
         return t[lo:hi]
 
-    def _master(self, k: int) -> torch.nn.Parameter:
-        """What Adam steps for bucket ``k``: the shard itself (fp32), else an fp32 copy."""
+    def _master(self, k: int, own: torch.Tensor) -> torch.nn.Parameter:
+        """What the optimizer steps for bucket ``k``: the shard itself (fp32), else an fp32
+        copy of the shard of ``own`` (the initial weights before any 16-bit rounding)."""
         shard = self._shard(k, self.flats[k])
         if self.dtype == torch.float32:
             return torch.nn.Parameter(shard, requires_grad=False)  # shares the shard's storage
-        return torch.nn.Parameter(shard.detach().float().clone(), requires_grad=False)
+        return torch.nn.Parameter(self._shard(k, own).detach().float().clone(),
+                                  requires_grad=False)
 
     def _init_grads(self) -> None:
         """Stages 0, 1: full gradient buffers the ``.grad`` s are views of; stage 2: shards."""
@@ -252,6 +290,11 @@ class ZeroDataParallel(Joinable):
     def _hook(self, i: int) -> Any:
         def hook(p: torch.Tensor) -> None:
             k = self._bucket_of[i]
+            if self._pending[k] == 0:
+                raise RuntimeError(f"a second backward before step() (bucket {k} was already "
+                                   f"reduced): stage {self.stage} reduces every backward; "
+                                   "gradient accumulation runs at stage 3 "
+                                   "(set_requires_gradient_sync(False) or no_sync())")
             self._pending[k] -= 1
             if self._pending[k] == 0:
                 self._reduce_bucket(k)
@@ -398,6 +441,90 @@ class ZeroDataParallel(Joinable):
         full = self._stage3.full_parameters() if self._stage3 is not None else {}
         return {name: full[id(p)] if id(p) in full else p.detach().clone()
                 for name, p in self.module.named_parameters()}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """``module.state_dict()`` with full tensors: every key the plain module has (its
+        parameters, persistent buffers, and each alias of a tied parameter), as copies. At
+        stage 3 every rank must call it; the parameters come in their own dtype (fp32 from
+        fp32 weights under ``param_dtype``), as FSDP2's full state dict; at stages 0-2 as the
+        flat buffers hold them (``param_dtype``). The optimizer's state is not in it."""
+        full = self._stage3.full_parameters() if self._stage3 is not None else {}
+        return {name: full[id(t)] if id(t) in full else t.detach().clone()
+                for name, t in self.module.state_dict(keep_vars=True).items()}
+
+    def load_state_dict(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Load full tensors (a :meth:`state_dict` of any world size, or a plain module's)
+        into this rank's parameters, shards and buffers; every key of ``module.state_dict()``
+        must be there and no other. Values are cast to what holds them (the shards' dtype at
+        stage 3; 16-bit parameters at stages 0-2 get fp32 masters from the given values). The
+        optimizer's state is kept. No collective runs.
+
+        Raises:
+            TypeError: ``state_dict`` not a mapping.
+            ValueError: missing or unexpected keys, or a value of another shape.
+        """
+        check_instance("state_dict", state_dict, Mapping)
+        mine = self.module.state_dict(keep_vars=True)
+        missing = [k for k in mine if k not in state_dict]
+        extra = [k for k in state_dict if k not in mine]
+        if missing or extra:
+            raise ValueError(f"state_dict: missing keys {missing}, unexpected keys {extra}")
+        for k, t in mine.items():
+            if tuple(state_dict[k].shape) != tuple(t.shape):
+                raise ValueError(f"state_dict[{k!r}]: shape {tuple(state_dict[k].shape)}, the "
+                                 f"module's is {tuple(t.shape)}")
+        sharded = ({id(p) for u in self._stage3.units for p in u.params}
+                   if self._stage3 is not None else set())
+        values: dict[int, torch.Tensor] = {}
+        with torch.no_grad():
+            for k, t in mine.items():
+                v = state_dict[k].detach()
+                if id(t) in sharded:
+                    values[id(t)] = v
+                else:
+                    t.copy_(v)
+                    values[id(t)] = v
+        if self._stage3 is not None:
+            self._stage3.load_parameters(values)
+        elif self.dtype != torch.float32:
+            for k, b in enumerate(self.buckets):
+                own = torch.zeros(b.padded, dtype=torch.float32, device=self.flats[k].device)
+                for i, off in zip(b.indices, b.offsets, strict=True):
+                    p = self.params[i]
+                    own[off:off + p.numel()].copy_(values[id(p)].reshape(-1))
+                self.masters[k].data.copy_(self._shard(k, own))
+
+    # ---- gradient accumulation -------------------------------------------------------------
+
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool) -> None:
+        """Stage 3, FSDP2's switch: ``False`` keeps each backward's gradients in full buffers
+        (summed in ``reduce_dtype``) without reduce-scattering them; the next backward with
+        ``True`` reduces the sum. Several backwards with ``True`` each reduce-scatter, and the
+        gradient shards add up. Run the last backward before :meth:`step` with ``True``.
+
+        Raises:
+            TypeError: not a bool.
+            ValueError: at stages 0-2 (each backward reduces; accumulation is stage 3's).
+        """
+        flag = check_bool("requires_gradient_sync", requires_gradient_sync)
+        if self._stage3 is None:
+            raise ValueError(f"set_requires_gradient_sync is for stage 3 (gradient "
+                             f"accumulation); stage {self.stage} reduces every backward")
+        self._stage3.sync = flag
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """``with zdp.no_sync(): ...backward()``: :meth:`set_requires_gradient_sync` ``False``
+        inside, the previous setting after (stage 3)."""
+        if self._stage3 is None:
+            raise ValueError(f"no_sync is for stage 3 (gradient accumulation); stage "
+                             f"{self.stage} reduces every backward")
+        before = self._stage3.sync
+        self._stage3.sync = False
+        try:
+            yield
+        finally:
+            self._stage3.sync = before
 
     def close(self) -> None:
         """Stage 3: stop the communication thread and remove the hooks (the module's
