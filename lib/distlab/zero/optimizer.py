@@ -1,4 +1,4 @@
-"""ZeRO stages 0 to 3 on real ranks: data parallel training with Adam, the state sharded.
+"""ZeRO stages 0 to 3 on real ranks: data parallel training, the optimizer's state sharded.
 
     zdp = ZeroDataParallel(model, stage=2, lr=1e-3)      # after init_process_group (gloo, nccl)
     for x in batches:
@@ -20,25 +20,32 @@ What each stage holds and moves per step (``P`` parameters, ``N`` ranks; see
   freed. Then as stage 1.
 
 Layout (:mod:`distlab.zero.partition`): each bucket is a flat parameter buffer that the
-parameters are views of, padded to a multiple of ``N`` and cut into ``N`` equal shards. Adam
-(``torch.optim.Adam``, elementwise, so sharding does not change its arithmetic) steps one
-tensor per bucket: the shard itself when the parameters are fp32, or an fp32 master copy of it
-when ``param_dtype`` is 16-bit (mixed precision: the shard is copied back, rounded, after the
-step). Gradients are scaled by ``1/N`` before they are summed, as torch's DDP does, so fp32
-results equal DDP + Adam bitwise wherever the sum order is the same (always on two ranks).
+parameters are views of, padded to a multiple of ``N`` and cut into ``N`` equal shards. The
+optimizer (``torch.optim.Adam`` by default, or ``optimizer=`` any ``torch.optim`` class and its
+``optimizer_kwargs``, or a factory: :mod:`distlab.zero.optim`; an elementwise one does the same
+arithmetic on shards) steps one tensor per bucket: the shard itself when the parameters are
+fp32, or an fp32 master copy of it, made from the fp32 initial weights, when ``param_dtype`` is
+16-bit (mixed precision: the shard is copied back, rounded, after the step). Gradients are
+scaled by ``1/N`` before they are summed, as torch's DDP does, so fp32 results equal DDP with
+the same optimizer bitwise wherever the sum order is the same (always on two ranks).
 
 Collectives: distlab's own plans by default (:func:`distlab.collectives.reduce_scatter`,
 :func:`~distlab.collectives.all_gather`, :func:`~distlab.collectives.all_reduce`, any of their
 algorithms), or torch's built-ins with ``algorithm="builtin"``. With a ``timeline`` set, a step
 records ``backward`` and ``bucket b ready`` on lane ``rank{r}/backward``, each collective on
 ``rank{r}/reduce_scatter`` (``rank{r}/allreduce`` for stage 0) and ``rank{r}/all_gather``, and
-Adam on ``rank{r}/step``. Not supported: gradient accumulation over several backwards before a
-step, parameters that get no gradient.
+the optimizer on ``rank{r}/step``. Not supported at stages 0-2: gradient accumulation over
+several backwards before a step (a second backward is a ``RuntimeError``), parameters that get
+no gradient.
 
 Stage 3 (parameters sharded too) runs per *unit* rather than per bucket, each unit gathered just
-ahead of its forward and backward and freed after, with ``prefetch`` units gathered ahead:
-:mod:`distlab.zero.stage3` says how. :meth:`ZeroDataParallel.full_state_dict` gives the full
-parameters at every stage.
+ahead of its forward and backward and freed after, with ``prefetch`` units gathered ahead, as
+torch FSDP2 runs: any optimizer, gradient accumulation (:meth:`set_requires_gradient_sync`,
+:meth:`no_sync`), parameters unused in a step, ``param_dtype``/``reduce_dtype`` as FSDP2's
+``MixedPrecisionPolicy``; :mod:`distlab.zero.stage3` says how. :meth:`ZeroDataParallel.state_dict`
+gives the module's full state dict (parameters, buffers, tied aliases) at every stage and
+:meth:`~ZeroDataParallel.load_state_dict` loads one from any world size;
+:meth:`~ZeroDataParallel.full_state_dict` the full parameters only.
 
 Uneven inputs (:mod:`distlab.uneven`): ``ZeroDataParallel`` is ``Joinable`` (stages 0-2). Inside
 ``torch.distributed.algorithms.Join([zdp])`` a rank out of batches shadows each iteration of the

@@ -5,41 +5,65 @@ A *unit* is a submodule whose parameters are gathered and freed together (what t
 as one would call ``fully_shard`` on each; ``units=`` names others. A unit owns the trainable
 parameters in its subtree that no deeper unit owns. Each unit is laid out as one flat buffer
 (:func:`distlab.zero.partition.plan_unit`: padded to a multiple of ``N`` ranks) and rank ``r``
-keeps only its shard, ``padded / N`` elements, between uses. Per training step, per unit:
+keeps only its shard, ``padded / N`` elements in the parameters' own dtype, between uses. Per
+training step, per unit:
 
 - **forward**: in the unit's forward pre-hook the full buffer is all-gathered (its storage
   re-allocated, the parameters are views of it); after its forward the storage is freed again
   (``untyped_storage().resize_(0)``: the views stay, so autograd's saved parameters see the
   data again when it is gathered back).
-- **backward**: a hook on the unit's forward outputs runs before its backward: all-gather again,
-  and a zeroed full gradient buffer the parameters' ``.grad`` are views of (autograd sums into
-  it). When every parameter's gradient is in, the buffer is scaled by ``1/N`` and
-  reduce-scattered into the rank's gradient shard, and the parameters are freed.
-- **step**: Adam (``torch.optim.Adam``, elementwise) on the shards only: the shard itself for
-  fp32, an fp32 master copy for a 16-bit ``param_dtype``. Nothing is gathered after the step;
-  the next forward gathers.
+- **backward**: a hook on the unit's forward outputs runs before its backward, once per
+  backward: all-gather again, and a full gradient buffer the parameters' ``.grad`` are views of
+  (autograd sums into it in place). When every parameter's gradient is in, or when autograd
+  ends the backward (a callback queued on its engine, as FSDP2's post-backward callback: units
+  some of whose parameters got no gradient end there), the buffer is scaled by ``1/N`` and
+  reduce-scattered into the rank's gradient shard (set by the first reduction after a step,
+  added to by later ones), and the parameters are freed.
+- **step**: the optimizer (:mod:`distlab.zero.optim`: Adam by default, any ``torch.optim``
+  class or factory) steps each parameter's slice of the shard, as FSDP2's optimizer steps each
+  parameter's local shard; a parameter that got no gradient since the last step has a ``None``
+  gradient and is skipped (its value and its optimizer state stay as they were). Nothing is
+  gathered after the step; the next forward gathers.
+
+**Gradient accumulation**: several backwards before :meth:`Stage3.step`. With sync on (the
+default) each backward reduce-scatters and the gradient shards add up; with ``sync`` off
+(``ZeroDataParallel.set_requires_gradient_sync(False)`` or ``no_sync()``, FSDP2's names) the
+full gradient buffers are kept and summed into, and the next backward with sync on (or the end
+of it, for units it did not reach) reduces the sum.
+
+**Mixed precision**, FSDP2's ``MixedPrecisionPolicy(param_dtype, reduce_dtype)``: the shards
+(and the optimizer) stay in the parameters' own dtype, starting from their own values; the
+shard is cast to ``param_dtype`` before its all-gather, so the gathered unit, the compute and
+the full gradients are ``param_dtype``; each unit's floating-point forward inputs are cast to
+it; gradients are reduce-scattered in ``reduce_dtype`` (accumulated in it with sync off) and
+cast to the shard's dtype after.
 
 **Prefetch** (``prefetch=L``, default 1): in a unit's pre-hook, after its own gather is waited
 for, the all-gathers of the next ``L`` units are issued, so they run while this unit computes:
 in forward in the order the previous step ran the units' forwards (module order on the first
-step), in backward in the reverse order of this step's forward ends. ``prefetch=0`` gathers each
-unit only when it is needed. Collectives run in issue order on one communication thread
+step), in backward in the reverse order of this backward's forward ends. ``prefetch=0``
+gathers each unit only when it is needed; a prefetched unit that was not used is freed at the
+step. Collectives run in issue order on one communication thread
 (:class:`distlab.zero.comm_queue.CommQueue`), the CPU ranks' stand-in for a second CUDA stream; at
 most one reduce-scatter is in flight, its gradient buffer kept until the next one is issued. So
 the full buffers alive at once are, in forward, ``L + 1`` units' parameters, and in backward
 ``L + 1`` units' parameters plus two units' gradients
-(:func:`distlab.zero.memory_model.stage3_in_flight`).
+(:func:`distlab.zero.memory_model.stage3_memory`).
 
 With a timeline: ``forward unit k`` on ``rank{r}/forward``, ``backward unit k`` on
 ``rank{r}/backward``, each collective as it really ran on ``rank{r}/all_gather`` and
 ``rank{r}/reduce_scatter`` (args: unit, bytes, phase, prefetched), each wait of the compute
-thread for a gather on ``rank{r}/wait`` (the exposed communication), Adam on ``rank{r}/step``.
+thread for a gather on ``rank{r}/wait`` (the exposed communication), the optimizer's step
+(``Adam step``, whatever the optimizer) on ``rank{r}/step``.
 
 Differences from FSDP2: FSDP2 shards every parameter on dim 0 and keeps the root module's
 parameters gathered from its forward to its backward; here a unit is one flat buffer and every
-unit, root included, is freed after its forward. Adam is elementwise, so the layout does not
-change the arithmetic. Not supported: a parameter shared between units, parameters used outside
-their unit's forward, gradient accumulation over several backwards, and Join.
+unit, root included, is freed after its forward. An elementwise optimizer does the same
+arithmetic on either layout; one that reads a whole tensor (a norm, row statistics) sees
+FSDP2's DTensor but only the slice here. FSDP2 averages in the reduce-scatter (``ReduceOp.AVG``
+for fp32 and bf16) where distlab scales by ``1/N`` before summing: the same on 2 ranks, the last
+bits apart on more. Not supported: a parameter shared between units, parameters used outside
+their unit's forward, and Join.
 """
 
 from __future__ import annotations
