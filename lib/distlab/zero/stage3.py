@@ -68,6 +68,7 @@ their unit's forward, and Join.
 
 from __future__ import annotations
 
+import enum
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,7 +86,7 @@ from distlab.zero.calls import all_gather_into, reduce_scatter_sum
 from distlab.zero.comm_queue import CommQueue, Pending
 from distlab.zero.partition import Bucket, plan_unit
 
-__all__ = ["Stage3", "Unit", "find_units"]
+__all__ = ["Stage3", "Unit", "UnitState", "find_units"]
 
 
 def find_units(module: torch.nn.Module, units: Sequence[torch.nn.Module] | None = None
@@ -141,6 +142,18 @@ def _unique_params(m: torch.nn.Module) -> list[torch.nn.Parameter]:
     return list(dict.fromkeys(m.parameters()))
 
 
+class UnitState(enum.Enum):
+    """Where a unit's full buffer is: ``SHARDED`` (freed: only the shard is held),
+    ``GATHERING`` (its all-gather issued, not yet waited for), ``GATHERED`` (waited for: the
+    forward computes on it), ``BACKWARD`` (gathered for this backward, its full gradient buffer
+    live until the unit's post-backward)."""
+
+    SHARDED = "sharded"
+    GATHERING = "gathering"
+    GATHERED = "gathered"
+    BACKWARD = "backward"
+
+
 @dataclass(eq=False)
 class Unit:
     """Runtime state of one unit on this rank (see the module docstring)."""
@@ -154,10 +167,10 @@ class Unit:
     shard: torch.Tensor           # this rank's shard in the parameters' own dtype, always held
     pieces: list[torch.nn.Parameter]  # per parameter, its slice of ``shard`` (may be empty)
     grad_shard: torch.Tensor      # the reduce-scattered gradient of the shard (own dtype)
+    state: UnitState = UnitState.SHARDED
     gather: Pending | None = None  # the all-gather issued since the last free
     grad_full: torch.Tensor | None = None   # full gradient (param_dtype) autograd sums into
     acc_full: torch.Tensor | None = None    # sync off: gradients summed in reduce_dtype
-    in_backward: bool = False     # gathered for this backward, not yet reduced
     got: set[int] = field(default_factory=set)       # parameters with a gradient this backward
     unreduced: set[int] = field(default_factory=set)  # sync off: gradients not reduced yet
     stepped: set[int] = field(default_factory=set)   # parameters whose grad_shard is set
@@ -293,8 +306,9 @@ class Stage3:
     def _gather(self, u: Unit, phase: str, prefetched: bool) -> None:
         """Issue unit ``u``'s all-gather unless it is gathered or in flight (the shard cast to
         ``param_dtype`` first, as FSDP2 casts before its all-gather)."""
-        if u.gather is not None:
+        if u.state is not UnitState.SHARDED:
             return
+        u.state = UnitState.GATHERING
         u.flat.untyped_storage().resize_(u.nbytes)
         src = u.shard if u.shard.dtype == u.flat.dtype else u.shard.to(u.flat.dtype)
         what = f"all-gather unit {u.index} ({phase})"
@@ -317,6 +331,8 @@ class Stage3:
         assert u.gather is not None
         t0 = now_us()
         u.gather.wait(self._bound)
+        if u.state is UnitState.GATHERING:
+            u.state = UnitState.GATHERED
         tl = self.timeline_of()
         if tl is not None:
             tl.record(f"wait unit {u.index} ({phase})", "wait", self._lane("wait"), t0,
@@ -327,6 +343,7 @@ class Stage3:
             u.gather.wait(self._bound)   # a prefetch nobody used: let it land before freeing
         u.flat.untyped_storage().resize_(0)
         u.gather = None
+        u.state = UnitState.SHARDED
 
     def _prefetch(self, order: list[Unit], u: Unit, phase: str) -> None:
         """Issue the gathers of the ``prefetch`` units after ``u`` in ``order``."""
@@ -343,7 +360,7 @@ class Stage3:
 
     def _grad_hook(self, u: Unit, i: int) -> Callable[[torch.Tensor], None]:
         def hook(_p: torch.Tensor) -> None:
-            if not u.in_backward:
+            if u.state is not UnitState.BACKWARD:
                 raise RuntimeError(f"unit {u.index} ({u.name or 'root'}): gradients arrived "
                                    "without its forward output's backward (a parameter used "
                                    "outside its unit's forward?)")
@@ -380,17 +397,17 @@ class Stage3:
             for t in tree_flatten(output)[0]:
                 if isinstance(t, torch.Tensor) and t.requires_grad:
                     t.register_hook(lambda g, u=u: self._pre_backward(u, g))
-        if not u.in_backward:   # a forward inside backward (recomputation) keeps it gathered
+        if u.state is not UnitState.BACKWARD:   # a recomputation inside backward keeps it
             self._free(u)
 
     def _pre_backward(self, u: Unit, grad: torch.Tensor) -> torch.Tensor:
         if not self._callback_queued:
             self._callback_queued = True
             Variable._execution_engine.queue_callback(self._end_backward)
-        if not u.in_backward:
-            u.in_backward = True
+        if u.state is not UnitState.BACKWARD:
             u.got = set()
             self._ensure(u, "backward")
+            u.state = UnitState.BACKWARD
             if u.grad_full is None:
                 u.grad_full = torch.zeros(u.layout.padded, dtype=u.flat.dtype,
                                           device=u.flat.device)
@@ -405,14 +422,14 @@ class Stage3:
         """Unit ``u``'s backward is over (every gradient in, or the backward ended): with sync
         on, scale and reduce-scatter what it holds into its gradient shard; with sync off, keep
         it (summed in ``reduce_dtype`` when that differs); free the parameters."""
-        if not u.in_backward:
+        if u.state is not UnitState.BACKWARD:
             return
         tl = self.timeline_of()
         t0 = u.backward_t0 if u.backward_t0 is not None else now_us()
         if tl is not None:
             tl.record(f"backward unit {u.index}", "backward", self._lane("backward"), t0,
                       now_us() - t0, {"unit": u.index})
-        u.in_backward, u.backward_t0 = False, None
+        u.backward_t0 = None
         got, u.got = u.got, set()
         if got:
             u.unreduced |= got
@@ -476,7 +493,7 @@ class Stage3:
         callback). Units in reverse module order, the same on every rank."""
         self._callback_queued = False
         for u in reversed(self.units):
-            if u.in_backward:
+            if u.state is UnitState.BACKWARD:
                 self._post_backward(u)
             elif self.sync and u.unreduced:
                 self._fold_into_reduce_dtype(u, keep=False)
@@ -519,7 +536,7 @@ class Stage3:
         if tl is not None:
             tl.record("Adam step", "step", self._lane("step"), t0, now_us() - t0)
         for u in self.units:   # a prefetch nobody used holds the values from before the step
-            if u.gather is not None and not u.in_backward:
+            if u.state in (UnitState.GATHERING, UnitState.GATHERED):
                 self._free(u)
         if len(self._this_forward) == len(self.units):
             self._forward_order = self._this_forward
@@ -548,13 +565,13 @@ class Stage3:
         rank's shards (cast to the shards' dtype); nothing is communicated."""
         self._drain_reduce()
         for u in self.units:
+            if u.state in (UnitState.GATHERING, UnitState.GATHERED):
+                self._free(u)   # the next forward gathers the loaded values
             lo, hi = u.layout.shard_range(self.rank)
             full = torch.zeros(u.layout.padded, dtype=u.shard.dtype, device=u.shard.device)
             for p, off in zip(u.params, u.layout.offsets, strict=True):
                 full[off:off + p.numel()].copy_(values[id(p)].reshape(-1))
             u.shard.copy_(full[lo:hi])
-            if u.gather is not None:   # gathered now: refresh what the compute sees
-                u.flat.copy_(full)
 
     # ---- what this rank holds --------------------------------------------------------------
 
@@ -563,7 +580,7 @@ class Stage3:
         ``grads`` (shards, full gradient buffers alive), ``optimizer`` (the optimizer's
         state)."""
         params = [u.shard for u in self.units]
-        params += [u.flat for u in self.units if u.flat.untyped_storage().nbytes()]
+        params += [u.flat for u in self.units if u.state is not UnitState.SHARDED]
         grads = [u.grad_shard for u in self.units]
         grads += [t for u in self.units for t in (u.grad_full, u.acc_full) if t is not None]
         if self._reduce is not None:
