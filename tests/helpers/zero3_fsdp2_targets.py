@@ -136,7 +136,7 @@ def _mode(k: int) -> Forward:
 
 def _default_units(m: torch.nn.Module) -> list[torch.nn.Module]:
     return [c for c in m.modules()
-            if c is not m and any(True for _ in c.parameters(recurse=False))]
+            if c is not m and any(p.requires_grad for p in c.parameters(recurse=False))]
 
 
 SGD_M = (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9})

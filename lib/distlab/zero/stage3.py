@@ -544,6 +544,10 @@ class Stage3:
 
     # ---- state dict ------------------------------------------------------------------------
 
+    def sharded_ids(self) -> set[int]:
+        """``id`` of every parameter held as shards (the units' parameters)."""
+        return {id(p) for u in self.units for p in u.params}
+
     def full_parameters(self) -> dict[int, torch.Tensor]:
         """``id(parameter) -> its full value`` in the parameters' own dtype for every unit
         parameter (collective: every rank calls it; the shards are all-gathered into a
