@@ -86,7 +86,6 @@ def misuse(rank: int, world_size: int) -> dict[str, str]:
     attempt("shared parameter", lambda: ZeroDataParallel(shared, 3, units=[shared[0],
                                                                            shared[1]]))
     z = ZeroDataParallel(mlp(2, 4, 0), 3)
-    attempt("step before backward", z.step)
     from torch.distributed.algorithms.join import Join
     attempt("join", lambda: Join([z]))
     z.close()

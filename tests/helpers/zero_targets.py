@@ -95,3 +95,30 @@ def timeline_and_errors(rank: int, world_size: int) -> dict[str, Any]:
     attempt("step before backward", z.step)
     out["errors"] = errors
     return out
+
+
+def other_optimizers(rank: int, world_size: int, steps: int = 3, layers: int = 3,
+                     width: int = 32) -> dict[str, dict[str, Any]]:
+    """Stages 0-2 with SGD + momentum (a class and its kwargs) and AdamW (a factory) beside
+    torch DDP with the same optimizer: ``{f"{optimizer} stage{s}": diff}``."""
+    torch.set_num_threads(1)
+    specs: dict[str, tuple[Any, Any]] = {
+        "sgd": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}),
+        "adamw": (lambda ps: torch.optim.AdamW(ps, lr=LR, weight_decay=0.1), None)}
+    out: dict[str, dict[str, Any]] = {}
+    for name, (opt, kwargs) in specs.items():
+        m = DistributedDataParallel(mlp(layers, width, 0))
+        ref_opt = opt(m.parameters(), **kwargs) if kwargs else opt(list(m.parameters()))
+
+        def step(o: Any = ref_opt) -> None:
+            o.step()
+            o.zero_grad()
+        _train(step, m, width, rank, steps)
+        ref = [p.detach().clone() for p in m.module.parameters()]
+        for stage in (0, 1, 2):
+            z = ZeroDataParallel(mlp(layers, width, 0), stage, bucket_cap_mb=0.002,
+                                 optimizer=opt, optimizer_kwargs=kwargs)
+            _train(z.step, z, width, rank, steps)
+            out[f"{name} stage{stage}"] = _diff([p.detach().clone()
+                                                 for p in z.module.parameters()], ref)
+    return out

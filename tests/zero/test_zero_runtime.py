@@ -18,7 +18,7 @@ import torch
 from distlab import launch
 from distlab.zero.measure import storage_bytes
 from helpers.leaks import no_leaks
-from helpers.zero_targets import compare_and_measure, timeline_and_errors
+from helpers.zero_targets import compare_and_measure, other_optimizers, timeline_and_errors
 
 TOL = 1e-6
 
@@ -95,3 +95,12 @@ def test_storage_bytes_counts_a_shared_storage_once():
     other = torch.zeros(5, dtype=torch.bfloat16)
     assert storage_bytes([*views, other]) == 410
     assert storage_bytes([*views, other], exclude={flat.untyped_storage().data_ptr()}) == 10
+
+
+def test_any_optimizer_at_stages_0_to_2_equals_ddp_with_it():
+    with no_leaks():
+        out = launch.run(other_optimizers, 2, timeout=300)
+    for r in out:
+        assert set(r) == {f"{o} stage{s}" for o in ("sgd", "adamw") for s in (0, 1, 2)}
+        for name, d in r.items():
+            assert d["equal"], (name, d)   # 2 ranks: one order of the sums

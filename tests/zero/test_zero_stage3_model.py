@@ -27,7 +27,12 @@ def test_stage3_memory_by_hand():
     assert m.total == 96 + m.backward
     off = stage3_memory([10, 7, 3], 4, "mixed", prefetch=0)
     # prefetch 0: the largest is unit 0 (12): its params and grads, and unit 1's grads (8)
-    assert off.forward == 2 * 12 and off.backward == 2 * 12 + 2 * (12 + 8)
+    # and its bf16 reduce-scatter output (a shard: 8 / 4); the shards are fp32 as in FSDP2
+    assert off.forward == 2 * 12 and off.backward == 2 * 12 + 2 * (12 + 8) + 2 * 8 // 4
+    assert (off.states.params, off.states.grads, off.states.optimizer) == (24, 24, 48)
+    # prefetch 1: the unit issued ahead adds its bf16 all-gather input (a shard)
+    on = stage3_memory([10, 7, 3], 4, "mixed", prefetch=1)
+    assert on.forward == 2 * (12 + 8) + 2 * 8 // 4
 
 
 @given(st.lists(st.integers(0, 10_000), min_size=1, max_size=8), st.integers(1, 16),
@@ -42,7 +47,9 @@ def test_stage3_memory_properties(units, world, precision):
     assert ms[0].states.total <= paper.total + 16 * len(units)
     # everything gathered at once never exceeds the model's whole buffers
     p_b = 4 if precision == "fp32" else 2
-    assert ms[-1].forward <= p_b * sum(world * -(-n // world) for n in units)
+    whole = p_b * sum(world * -(-n // world) for n in units)
+    # (mixed: plus the bf16 all-gather inputs, a shard of each)
+    assert ms[-1].forward <= whole + (whole // world if precision == "mixed" else 0)
 
 
 def test_largest_model_with_units_in_flight():

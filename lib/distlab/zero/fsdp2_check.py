@@ -36,12 +36,12 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
 
 def shard_like_fsdp2(model: torch.nn.Module,
                      units: Sequence[torch.nn.Module] | None = None) -> torch.nn.Module:
-    """``fully_shard`` on each unit (``None``: every submodule with parameters of its own, the
-    units :func:`distlab.zero.stage3.find_units` picks by default), then on ``model``; returns
-    ``model``."""
+    """``fully_shard`` on each unit (``None``: every submodule with trainable parameters of its
+    own, the units :func:`distlab.zero.stage3.find_units` picks by default), then on ``model``;
+    returns ``model``."""
     chosen = list(units) if units is not None else [
         m for m in model.modules()
-        if m is not model and any(True for _ in m.parameters(recurse=False))]
+        if m is not model and any(p.requires_grad for p in m.parameters(recurse=False))]
     for m in chosen:
         fully_shard(m)
     fully_shard(model)

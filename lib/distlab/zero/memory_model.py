@@ -165,6 +165,14 @@ def stage3_memory(unit_params: Sequence[int], world_size: int, precision: str = 
     window's parameter bytes. In backward (units in reverse order), unit ``k`` and the next
     ``L`` are gathered, unit ``k``'s full gradient buffer is being filled and the previous
     unit's is held by its reduce-scatter: those parameter bytes plus two units' gradient bytes.
+
+    ``"mixed"`` is FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)``: the shards stay fp32
+    (4 bytes of parameter, 4 of gradient, 8 of Adam's moments per sharded element, the
+    optimizer stepping the parameter shard itself: 16 as the paper's 2 + 2 + 12), while the
+    gathered units and full gradients are 2 bytes. Two shard-sized bf16 buffers join them: the
+    all-gather input (the shard cast) of each of the ``L`` units issued ahead, alive until its
+    gather runs, and in backward the previous unit's reduce-scatter output (``reduce_dtype``
+    bf16) before it is added into the fp32 gradient shard.
     """
     world_size = check_int("world_size", world_size, minimum=1)
     prefetch = check_int("prefetch", prefetch, minimum=0)
@@ -172,12 +180,22 @@ def stage3_memory(unit_params: Sequence[int], world_size: int, precision: str = 
     p_b, g_b, o_b = bytes_per_param(precision)
     padded = [world_size * -(-n // world_size) for n in sizes]
     shard = sum(padded) // world_size
-    states = StateBytes(p_b * shard, g_b * shard, o_b * shard)
+    mixed = precision == "mixed"
+    # the shards in the parameters' own dtype (fp32); what the optimizer holds is its moments
+    states = (StateBytes(4 * shard, 4 * shard, 8 * shard) if mixed
+              else StateBytes(p_b * shard, g_b * shard, o_b * shard))
     window = prefetch + 1
-    forward = max((p_b * sum(padded[k:k + window]) for k in range(len(padded))), default=0)
+    # bf16 shard copies: the all-gather inputs of the units issued ahead, the reduce output
+    cast = p_b if mixed else 0
+
+    def ahead(units: list[int]) -> int:
+        return p_b * sum(units) + cast * sum(units[1:]) // world_size
+
+    forward = max((ahead(padded[k:k + window]) for k in range(len(padded))), default=0)
     back = padded[::-1]
-    backward = max((p_b * sum(back[j:j + window]) + g_b * back[j]
-                    + (g_b * back[j - 1] if j else 0) for j in range(len(back))), default=0)
+    backward = max((ahead(back[j:j + window]) + g_b * back[j]
+                    + (g_b * back[j - 1] + cast * back[j - 1] // world_size if j else 0)
+                    for j in range(len(back))), default=0)
     return Stage3Memory(states, forward, backward)
 
 
