@@ -46,8 +46,8 @@ from distlab.collectives.model.nccl.estimate import (
     HOP_LATENCY_US,
     LL128_DATA_FRACTION,
     NVLS_EFFICIENCY,
-    TREE_EFFICIENCY,
     TREE_CORRECTION,
+    TREE_EFFICIENCY,
     TREE_LL_FRACTION,
     Candidate,
     Choice,
@@ -114,9 +114,9 @@ NETWORKS: dict[str, Network] = {
     "ib_ndr400x8_sharp": Network(
         "ib_ndr400x8_sharp", "InfiniBand NDR 400 Gb/s, 8 rails, SHARP-capable switches", 50.0, 8,
         "As ib_ndr400x8. NCCL uses SHARP only through CollNet (CollNet Direct / Chain, and NVLS "
-        "with CollNet), which needs the SHARP net plugin and NCCL_COLLNET_ENABLE=1 (src/init.cc: the "
-        "collnetEnable config defaults to 0, NCCL_CONFIG_DEFAULT(..., collnetEnable, ..., 0)"
-        ": off by default); NCCL's default run "
+        "with CollNet), which needs the SHARP net plugin and NCCL_COLLNET_ENABLE=1 (src/init.cc: "
+        "the collnetEnable config defaults to 0, NCCL_CONFIG_DEFAULT(..., collnetEnable, ..., "
+        "0): off by default); NCCL's default run "
         "on this network is the one priced (ring, tree, NVLS-Tree). Not priced: a CollNet run"),
     "tcp100": Network("tcp100", "100 Gb/s Ethernet, one NIC, NCCL's socket transport", 12.5, 1,
                       "100000 Mb/s / 8000 = 12.5 GB/s"),

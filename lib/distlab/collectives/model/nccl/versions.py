@@ -6,25 +6,25 @@ published tables were measured with older NCCLs, and what NCCL chooses and how f
 between them. :class:`NcclVersion` holds, per release, what differs for one node (every value
 read from ``git show <tag>:<file>``; file and function beside each field):
 
-=========================  ========  ========  ========  ========  ========  ========  ========  ========
-field                      2.18.5    2.20.5    2.24.3    2.26.2    2.27.5    2.28.9    2.29.7    2.30.7
-=========================  ========  ========  ========  ========  ========  ========  ========  ========
-NVLS latency (us)          23 (bas)  23 (hw)   25        25        25        25        25        25
-Tree Simple base (us)      0         0         8.4       8.4       8.4       8.4       8.4       8.4
-Tree Simple hop NVL/PCI    4 / 6     28 / 28   4 / 4     4 / 4     4 / 4     4 / 4     4 / 4     4 / 4
-Ring LL busbw factor       1/4       1/4       1/2       1/2       1/2       1/2       1/2       1/2
-LL max busbw, Hopper       87.7      87.7      141       141       141       141       141       141
-Blackwell row              no        no        no        yes       yes       yes       yes       yes
-NVLS bandwidth             generic   min(i,o)  min(i,o)  min(i,o)  min(i,o)  effic.    effic.    effic.
-LL128 default arches       70-90     70-90     70-90     70-100    >= 70     >= 70     >= 70     >= 70
-MAXCHANNELS                32        32        32        64        64        64        64        64
-NVLS needs GPUs            >= 3      >= 3      >= 3      >= 3      >= 3      >= 2      >= 2      >= 2
-Blackwell ring LL128 [2]   -         -         -         73.4      73.4      73.4      40        40
-sm100 intra speed 45 [3]   no        no        no        no        no        no        yes       yes
-sm100 inter speeds [3]     96, 48    96, 48    96, 48    96, 48    96, 48    96, 48    96,80,48  96,86,80
-Blackwell NVLS-Tree N4 [2] -         -         -         43.8      43.8      43.8      43.8      80
-NVLS-Tree tree corr. [4]   no        no        no        no        no        no        yes       yes
-=========================  ========  ========  ========  ========  ========  ========  ========  ========
+========================== ======== ======== ======== ======== ======== ======== ======== ========
+field                      2.18.5   2.20.5   2.24.3   2.26.2   2.27.5   2.28.9   2.29.7   2.30.7
+========================== ======== ======== ======== ======== ======== ======== ======== ========
+NVLS latency (us)          23 (bas) 23 (hw)  25       25       25       25       25       25
+Tree Simple base (us)      0        0        8.4      8.4      8.4      8.4      8.4      8.4
+Tree Simple hop NVL/PCI    4 / 6    28 / 28  4 / 4    4 / 4    4 / 4    4 / 4    4 / 4    4 / 4
+Ring LL busbw factor       1/4      1/4      1/2      1/2      1/2      1/2      1/2      1/2
+LL max busbw, Hopper       87.7     87.7     141      141      141      141      141      141
+Blackwell row              no       no       no       yes      yes      yes      yes      yes
+NVLS bandwidth             generic  min(i,o) min(i,o) min(i,o) min(i,o) effic.   effic.   effic.
+LL128 default arches       70-90    70-90    70-90    70-100   >= 70    >= 70    >= 70    >= 70
+MAXCHANNELS                32       32       32       64       64       64       64       64
+NVLS needs GPUs            >= 3     >= 3     >= 3     >= 3     >= 3     >= 2     >= 2     >= 2
+Blackwell ring LL128 [2]   -        -        -        73.4     73.4     73.4     40       40
+sm100 intra speed 45 [3]   no       no       no       no       no       no       yes      yes
+sm100 inter speeds [3]     96, 48   96, 48   96, 48   96, 48   96, 48   96, 48   96,80,48 96,86,80
+Blackwell NVLS-Tree N4 [2] -        -        -        43.8     43.8     43.8     43.8     80
+NVLS-Tree tree corr. [4]   no       no       no       no       no       no       yes      yes
+========================== ======== ======== ======== ======== ======== ======== ======== ========
 
 70-90 / 70-100: compute capability 70, 80, 90 (and 100 in 2.26.2; ``tuning.cc``'s switch).
 
