@@ -25,14 +25,15 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
     assert judge_main(["nccl", "--published"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("# constants (us): host_us_per_gpu")
-    single = out[:out.index(next(ln for ln in out if ln.startswith("# multi-node")))]
+    single = out[:out.index(next(ln for ln in out if ln.startswith("# beyond one 8-GPU box")))]
     assert single[-1].split()[0] == "all" and single[-1].split()[1] == "132"
     assert sum("Azure" in ln for ln in single) == 4
     others_at = out.index(next(ln for ln in out if ln.startswith("# other collectives")))
     multi = out[len(single):others_at]
     assert "never fitted on" in multi[0]
-    assert multi[-1].split()[:2] == ["all", "86"]
-    assert sum(ln.startswith(("2 x 8", "4 x 8")) for ln in multi) == 7
+    assert multi[-1].split()[:2] == ["all", "124"]
+    assert sum(ln.startswith(("2 x 8", "3 x 8", "4 x 8")) for ln in multi) == 10
+    assert sum(ln.startswith(("GB200", "4x GB200")) for ln in multi) == 4
     others = out[others_at:]
     rows = [ln.split() for ln in others[2:6]]
     assert [r[0] for r in rows] == ["all_gather", "reduce_scatter", "allreduce", "allreduce"]

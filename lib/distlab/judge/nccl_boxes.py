@@ -84,7 +84,7 @@ def boxes_report() -> dict[str, Any]:
     loso = fx.leave_one_source_out(single)
     out_multi = fx.judge(multi, fx.shipped_constants())
     box_of = {str(p["system"]): fx.box_of(p) for p in single + multi}
-    net_of = {str(p["system"]): str(p["network"]) for p in multi}
+    net_of = {str(p["system"]): str(p.get("network") or "none") for p in multi}
     release_of = {str(p["system"]): _release_of(p.get("nccl_version")) for p in single + multi}
     one, across = _group(loso, box_of), _group(out_multi, box_of)
     by_net, by_release = _group(out_multi, net_of), _group([*loso, *out_multi], release_of)

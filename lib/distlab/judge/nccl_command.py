@@ -166,8 +166,9 @@ def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
 
 
 def multinode_lines(constants: Any = None) -> list[str]:
-    """Errors of the multi-node model on every published multi-node table the project holds
-    (out of sample: no constant is fitted on them), one line per table, then all."""
+    """Errors of the model on every published table beyond one 8-GPU box the project holds
+    (``allreduce_multinode``: nodes of 8 GPUs, GB200 racks and hosts; out of sample: no constant
+    is fitted on them), one line per table, then all."""
     from distlab.collectives.model.nccl.fit_execution import (
         judge,
         multinode_points,
@@ -176,7 +177,7 @@ def multinode_lines(constants: Any = None) -> list[str]:
     )
 
     judged = judge(multinode_points(), shipped_constants() if constants is None else constants)
-    lines = ["# multi-node tables (NCCL 2.28.9's multi-node model; judged only, never fitted on)",
+    lines = ["# beyond one 8-GPU box: nodes, and GB200 NVLink domains (judged only, never fitted on)",
              f"{'table':<62} {'n':>3} {'med':>7} {'p90':>5} {'<=20%':>5}"]
     for s in summarize(judged):
         lines.append(f"{s.label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "

@@ -7,7 +7,8 @@ none, by design: see that module). They are fitted here on a *calibration set* o
 project holds), by least squares on ``log(predicted / published)`` time.
 
 The multi-node model has no constant of its own (it reuses these and NCCL's); it is judged on the
-published multi-node tables the project holds (``allreduce_multinode``: 2 and 4 nodes of 8 GPUs),
+published tables beyond one 8-GPU box the project holds (``allreduce_multinode``: 2 to 4 nodes of
+8 GPUs, GB200 NVL72 racks and one 4-GPU GB200 host),
 none of which any constant is fitted on: :func:`multinode_points`, :func:`judge`. The same holds
 for the published points of other collectives (all-gather, reduce-scatter) and of allreduce runs
 with an algorithm switched off (``collectives_8gpu``): :func:`collective_points`,

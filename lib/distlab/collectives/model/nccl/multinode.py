@@ -118,6 +118,12 @@ NETWORKS: dict[str, Network] = {
         "the collnetEnable config defaults to 0, NCCL_CONFIG_DEFAULT(..., collnetEnable, ..., "
         "0): off by default); NCCL's default run "
         "on this network is the one priced (ring, tree, NVLS-Tree). Not priced: a CollNet run"),
+    "ib_ndr400_nvl72": Network(
+        "ib_ndr400_nvl72", "InfiniBand NDR 400 Gb/s, one ConnectX-7 per GPU of a GB200 NVL72 "
+        "domain (72 per domain)", 50.0, 72,
+        "NVIDIA GB200 NVL72 reference architecture: each compute tray carries 4 ConnectX-7 "
+        "400 Gb/s NICs (one per GPU) for the compute fabric, 72 per rack; NCCL: 50 GB/s each. "
+        "Across racks NCCL takes each NVLink domain as one node (MNNVL)"),
     "tcp100": Network("tcp100", "100 Gb/s Ethernet, one NIC, NCCL's socket transport", 12.5, 1,
                       "100000 Mb/s / 8000 = 12.5 GB/s"),
 }
