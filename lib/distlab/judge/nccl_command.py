@@ -177,7 +177,7 @@ def multinode_lines(constants: Any = None) -> list[str]:
     )
 
     judged = judge(multinode_points(), shipped_constants() if constants is None else constants)
-    lines = ["# beyond one 8-GPU box: nodes, and GB200 NVLink domains (judged only, never fitted on)",
+    lines = ["# beyond one 8-GPU box: nodes, GB200 NVLink domains (judged only, never fitted on)",
              f"{'table':<62} {'n':>3} {'med':>7} {'p90':>5} {'<=20%':>5}"]
     for s in summarize(judged):
         lines.append(f"{s.label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
