@@ -22,7 +22,7 @@ NCCL's): the fabric is symmetric, i.e. switch uplinks are at least as fast as a 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from distlab._checks import check_choice, check_int
@@ -223,13 +223,6 @@ GPU_BOXES: dict[str, GpuBox] = {
                     "(Arm), 4 GPUs per compute tray. NCCL treats an NVLink clique across hosts "
                     "as one node (MNNVL, src/init.cc) with 24 NVLS channels (nvls.cc "
                     "NVLS_NCHANNELS_SM100_NVL)"),
-    "gb200_nvl36": GpuBox(
-        "gb200_nvl36", "GB200 NVL36 (36 B200 GPUs in one NVLink 5 domain, 9 trays of 4)",
-        "B200 (GB200 superchip)", gpus=36, sm=100, fabric="nvswitch",
-        link="NVLink 5, 18 links per GPU to the rack's NVLink switch trays", nvlinks=18,
-        link_gbps=900.0, cpu_vendor="arm", gpus_per_host=4, nvlink_domain=36,
-        link_source="NVIDIA GB200 NVL72 specification (NVL36: the half-rack configuration, 36 "
-                    "GPUs, same NVLink 5 per GPU: 900 GB/s per direction); MNNVL as gb200_nvl72"),
     "l40s_pcie8": GpuBox(
         "l40s_pcie8", "8x L40S (PCIe Gen4 switches, two Intel sockets, no NVLink)", "L40S 48GB",
         gpus=8, sm=89, fabric="pcie",
@@ -255,6 +248,11 @@ GPU_BOXES: dict[str, GpuBox] = {
         link_source="PCI Express Base Specification 4.0: 16 GT/s x 16 lanes x 128/130 / 8 = "
                     "31.5 GB/s per direction; NCCL: 16 x 120 / 80 = 24 GB/s (topo.cc)"),
 }
+GPU_BOXES["gb200_nvl36"] = replace(
+    GPU_BOXES["gb200_nvl72"], key="gb200_nvl36", gpus=36, nvlink_domain=36,
+    name="GB200 NVL36 (36 B200 GPUs in one NVLink 5 domain, 9 trays of 4)",
+    link_source="NVIDIA GB200 NVL72 specification (NVL36: the half-rack configuration, 36 GPUs, "
+                "same NVLink 5 per GPU: 900 GB/s per direction); MNNVL as gb200_nvl72")
 
 
 def gpu_box(box: Any) -> GpuBox:

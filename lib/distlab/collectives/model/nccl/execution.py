@@ -298,10 +298,12 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         constants: the calibrated constants; default: the shipped calibration
             (:func:`shipped_constants`).
         algorithms, protocols: restrict NCCL's choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
-        nccl_version: the NCCL release (``"2.18"`` ... ``"2.28"``, or a patch release of one;
+        nccl_version: the NCCL release (``"2.18"`` ... ``"2.30"``, or a patch release;
+            one the model does not hold is priced with its neighbour:
             :mod:`~distlab.collectives.model.nccl.versions`); ``None``: 2.28.9.
         nodes: boxes joined by ``network``
-            (:mod:`~distlab.collectives.model.nccl.multinode`; NCCL 2.28.9's constants).
+            (:mod:`~distlab.collectives.model.nccl.multinode`; NCCL 2.28.9's constants but for
+            the release's Blackwell rows).
         network: a key of :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`, required
             when ``nodes > 1``.
     """

@@ -29,7 +29,15 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
   per node.
 
 Network latency from the plugin (``props->latency``) is 0 for NCCL's own IB and socket
-transports; other plugins (AWS's for EFA) are taken the same. Nothing here is fitted.
+transports; other plugins (AWS's for EFA, Google's TCPXO) are taken the same. Nothing here is
+fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in 2.29.7 and 2.30.7
+(the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its tree correction:
+:mod:`~distlab.collectives.model.nccl.versions`), which follow the release asked.
+
+GB200 NVL72 racks: NCCL takes one multi-node NVLink domain as one node (MNNVL), so a rack is one
+"node" of the ``gb200_nvl72`` box and racks are joined by a network (``ib_ndr400_nvl72``: one
+NIC per GPU). NCCL's CollNet (SHARP in the switches) is off by default and not modelled:
+``ib_ndr400x8_sharp`` prices NCCL's default run.
 """
 
 from __future__ import annotations
