@@ -6,6 +6,9 @@
     python -m distlab.judge nccl h100_sxm8 --nccl-version 2.18     # an older NCCL's constants
     python -m distlab.judge nccl h100_sxm8 --nodes 4 --network ib_ndr400x8   # 32 GPUs
     python -m distlab.judge nccl h100_sxm8 --collective all_gather          # FSDP's traffic
+    python -m distlab.judge nccl b200_sxm8 --nccl-version 2.30.4 --json out.json
+    python -m distlab.judge nccl gb200_nvl72 --sizes 1M,1G         # one 72-GPU NVLink domain
+    python -m distlab.judge nccl --boxes                     # every box, network and release
     python -m distlab.judge nccl --published                 # the model on every published table
     python -m distlab.judge nccl --published --write         # refit the shipped constants
 
@@ -13,7 +16,11 @@ Per size: NCCL's algorithm and protocol (its estimate's cheapest), channels laun
 bytes, pipeline steps, NCCL's own estimate, the predicted measured time, its bus bandwidth, and
 what bounds it (``host``: the harness cannot enqueue faster; ``gpu``; under ``torch-isolated``,
 which times one call at a time, the larger of the two terms that add). The model is
-:mod:`distlab.collectives.model.nccl.execution` (one node; NCCL 2.18 to 2.28).
+:mod:`distlab.collectives.model.nccl.execution` (NCCL 2.18 to 2.30; a release the model does
+not hold is priced with its neighbour, which one line on stderr and ``--json``'s
+``nccl_version`` say). ``--boxes`` lists every box, network and release the model knows, where
+its constants come from and how published tables judge it
+(:mod:`distlab.judge.nccl_boxes`).
 ``--published`` prints the error on each published table the project holds, in sample
 (constants fitted on every table) and leave-one-source-out (each source priced with constants
 fitted on the others), then on each published multi-node table (2 and 4 nodes; out of sample,
@@ -35,9 +42,17 @@ from distlab.collectives.model.nccl.boxes import GPU_BOXES
 from distlab.collectives.model.nccl.estimate import nccl_version_of
 from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
 from distlab.collectives.model.nccl.multinode import NETWORKS
-from distlab.collectives.model.nccl.versions import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
+from distlab.collectives.model.nccl.versions import (
+    DEFAULT_NCCL_VERSION,
+    NCCL_VERSIONS,
+    NcclVersion,
+    release_key,
+    resolve_nccl_version,
+)
+from distlab.report.jsonfile import write_json
 
-__all__ = ["choice_agreement", "choice_lines", "collective_lines", "main", "multinode_lines",
+__all__ = ["choice_agreement", "choice_json", "choice_lines", "collective_lines", "main",
+           "multinode_lines",
            "published_lines"]
 
 DEFAULT_SIZES = [1 << k for k in range(16, 34, 2)]
@@ -52,7 +67,7 @@ def _size(nbytes: int) -> str:
 
 
 def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
-                 nccl_version: str | None = None, *, nodes: int = 1,
+                 nccl_version: str | NcclVersion | None = None, *, nodes: int = 1,
                  network: str | None = None, collective: str = "allreduce") -> list[str]:
     """The per-size table as text lines (at most 110 columns)."""
     version = nccl_version_of(nccl_version)
@@ -61,15 +76,39 @@ def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
     head = (f"{'size':>8} {'algo':>9} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
             f"{'estimate us':>11} {'predicted us':>12} {'busbw GB/s':>10} {'bound':>5}")
     where = f"{nodes} x {box} over {network}" if nodes > 1 else GPU_BOXES[box].name
-    release = "2.28.9" if nodes > 1 else version.release
-    lines = [f"# {where}, {world_size} GPUs, NCCL {release}, {harness}: NCCL's choice, time as "
-             "measured (model)", head]
-    for e in nccl_execution(box, world_size, sizes, harness=harness, nccl_version=version,
-                            nodes=nodes, network=network if nodes > 1 else None):
+    lines = [f"# {where}, {world_size} GPUs, NCCL {version.release}, {harness}: NCCL's choice, "
+             "time as measured (model)", head]
+    for e in _executions(box, world_size, sizes, harness, version, nodes, network):
         lines.append(f"{_size(e.nbytes):>8} {e.algorithm:>9} {e.protocol:>6} {e.channels:>3} "
                      f"{_size(e.chunk_bytes):>8} {e.steps:>6} {e.estimate_us:>11.1f} "
                      f"{e.seconds * 1e6:>12.1f} {e.busbw_gbps:>10.1f} {e.bound:>5}")
     return lines
+
+
+def _executions(box: str, world_size: int, sizes: Sequence[int], harness: str, version: Any,
+                nodes: int, network: str | None) -> list[Any]:
+    return nccl_execution(box, world_size, sizes, harness=harness, nccl_version=version,
+                          nodes=nodes, network=network if nodes > 1 else None)
+
+
+def choice_json(box: str, world_size: int, sizes: Sequence[int], harness: str,
+                nccl_version: str | None = None, *, nodes: int = 1,
+                network: str | None = None) -> dict[str, Any]:
+    """The per-size allreduce table as JSON: the call, ``nccl_version`` (``asked``, ``priced_as``
+    and ``note``: one line when the release asked is not one the model holds, else "") and one
+    row per size (the terms of :class:`~distlab.collectives.model.nccl.execution.Execution`)."""
+    resolved = resolve_nccl_version(nccl_version)
+    rows = [{"nbytes": e.nbytes, "algorithm": e.algorithm, "protocol": e.protocol,
+             "channels": e.channels, "chunk_bytes": e.chunk_bytes, "steps": e.steps,
+             "estimate_us": e.estimate_us, "predicted_us": e.seconds * 1e6,
+             "busbw_gbps": e.busbw_gbps, "bound": e.bound}
+            for e in _executions(box, world_size, sizes, harness, resolved.version, nodes,
+                                 network)]
+    return {"box": box, "world_size": world_size, "nodes": nodes, "network": network,
+            "harness": harness, "nccl_version": {"asked": resolved.asked,
+                                                 "priced_as": resolved.priced_as,
+                                                 "note": resolved.note},
+            "rows": rows}
 
 
 def _family_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
@@ -127,8 +166,9 @@ def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
 
 
 def multinode_lines(constants: Any = None) -> list[str]:
-    """Errors of the multi-node model on every published multi-node table the project holds
-    (out of sample: no constant is fitted on them), one line per table, then all."""
+    """Errors of the model on every published table beyond one 8-GPU box the project holds
+    (``allreduce_multinode``: nodes of 8 GPUs, GB200 racks and hosts; out of sample: no constant
+    is fitted on them), one line per table, then all."""
     from distlab.collectives.model.nccl.fit_execution import (
         judge,
         multinode_points,
@@ -137,7 +177,7 @@ def multinode_lines(constants: Any = None) -> list[str]:
     )
 
     judged = judge(multinode_points(), shipped_constants() if constants is None else constants)
-    lines = ["# multi-node tables (NCCL 2.28.9's multi-node model; judged only, never fitted on)",
+    lines = ["# beyond one 8-GPU box: nodes, GB200 NVLink domains (judged only, never fitted on)",
              f"{'table':<62} {'n':>3} {'med':>7} {'p90':>5} {'<=20%':>5}"]
     for s in summarize(judged):
         lines.append(f"{s.label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
@@ -196,15 +236,16 @@ def choice_agreement(stated: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def _release(text: str) -> str:
-    """``--nccl-version``'s ``type=``: the minor release key of :data:`NCCL_VERSIONS` for
-    ``2.26``, ``2.26.2``, ``v2.26.2-1`` or ``2.26.2+cuda12.8`` (what ``NCCL_DEBUG=VERSION``
-    prints)."""
-    key = ".".join(str(text).strip().lstrip("v").split("+")[0].split("-")[0].split(".")[:2])
-    if key not in NCCL_VERSIONS:
+    """``--nccl-version``'s ``type=``: a release as NCCL prints it (``2.26``, ``2.26.2``,
+    ``v2.26.2-1``, ``2.26.2+cuda12.8``), kept as written; one the model does not hold is priced
+    with its neighbour (:func:`~distlab.collectives.model.nccl.versions.resolve_nccl_version`)."""
+    try:
+        release_key(text)
+    except ValueError:
         raise argparse.ArgumentTypeError(
-            f"invalid value {text!r}: the releases modelled are {', '.join(sorted(NCCL_VERSIONS))}"
-            " (a patch release like 2.26.2 prices its minor release)")
-    return key
+            f"invalid value {text!r}: a release like 2.26, 2.26.2 or 2.26.2+cuda12.8 (the "
+            f"releases modelled are {', '.join(sorted(NCCL_VERSIONS))})") from None
+    return str(text).strip()
 
 
 def _parser() -> options.Parser:
@@ -234,6 +275,11 @@ def _parser() -> options.Parser:
                    help="the collective (default allreduce; the others on one node)")
     p.add_argument("--published", action="store_true",
                    help="the model's error on every published table instead")
+    p.add_argument("--boxes", action="store_true",
+                   help="every box, network and NCCL release the model knows, where each "
+                        "constant comes from and how published tables judge it")
+    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
+                   help="also write the table (a BOX's, or --boxes') as JSON to OUT")
     p.add_argument("--write", action="store_true",
                    help="with --published: refit the shipped constants and write them")
     return p
@@ -244,19 +290,30 @@ def _nccl_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.write and not args.published:
         p.error("--write refits the constants: use it with --published")
+    if args.published + args.boxes + (args.box is not None) > 1:
+        p.error("give one of BOX, --boxes or --published")
     if args.published:
+        if args.json is not None:
+            p.error("--json writes a BOX's table or --boxes'")
         print("\n".join(published_lines(write=args.write) + multinode_lines()
                         + collective_lines()))
         return 0
+    if args.boxes:
+        from distlab.judge.nccl_boxes import boxes_lines, boxes_report
+
+        report = boxes_report()
+        print("\n".join(boxes_lines(report)))
+        if args.json is not None:
+            write_json(args.json, report)
+        return 0
     if args.box is None:
-        p.error("give a BOX or --published")
+        p.error("give a BOX, --boxes or --published")
     if args.nodes > 1 and args.network is None:
         p.error(f"--nodes {args.nodes} needs --network")
-    if args.collective != "allreduce" and (args.nodes > 1
-                                           or args.nccl_version != DEFAULT_NCCL_VERSION):
+    default = NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
+    if args.collective != "allreduce" and (
+            args.nodes > 1 or resolve_nccl_version(args.nccl_version).version is not default):
         p.error(f"--collective {args.collective} is modelled on one node with NCCL 2.28.9 only")
-    if args.nodes > 1 and args.nccl_version != DEFAULT_NCCL_VERSION:
-        p.error("--nccl-version: the multi-node model is NCCL 2.28.9's only")
     gpus = GPU_BOXES[args.box].gpus * args.nodes
     n = gpus if args.world_size is None else args.world_size
     if n > gpus:
@@ -264,9 +321,18 @@ def _nccl_command(argv: list[str]) -> int:
                      f"{args.box}")
     if n % args.nodes:
         options.fail(p, "--world-size", n, f"a multiple of --nodes {args.nodes}")
-    print("\n".join(choice_lines(args.box, n, args.sizes or DEFAULT_SIZES, args.harness,
-                                  args.nccl_version, nodes=args.nodes, network=args.network,
+    if args.json is not None and args.collective != "allreduce":
+        p.error("--json writes the allreduce table")
+    resolved = resolve_nccl_version(args.nccl_version)
+    if resolved.note:
+        print(f"python -m distlab.judge nccl: warning: {resolved.note}", file=sys.stderr)
+    sizes = args.sizes or DEFAULT_SIZES
+    print("\n".join(choice_lines(args.box, n, sizes, args.harness, resolved.version,
+                                  nodes=args.nodes, network=args.network,
                                   collective=args.collective)))
+    if args.json is not None:
+        write_json(args.json, choice_json(args.box, n, sizes, args.harness, args.nccl_version,
+                                          nodes=args.nodes, network=args.network))
     return 0
 
 

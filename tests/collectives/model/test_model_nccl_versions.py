@@ -1,7 +1,10 @@
-"""NCCL releases: the constants that moved between 2.18 and 2.28 change NCCL's estimate as its
+"""NCCL releases: the constants that moved between 2.18 and 2.30 change NCCL's estimate as its
 source says, and a release is named the ways users write it."""
 
 from __future__ import annotations
+
+import re
+import warnings
 
 import pytest
 
@@ -11,7 +14,9 @@ from distlab.collectives.model.nccl.execution import nccl_execution
 from distlab.collectives.model.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
+    NcclVersionWarning,
     nccl_version,
+    resolve_nccl_version,
 )
 
 
@@ -25,12 +30,70 @@ def test_default_is_torch_2_11s_nccl() -> None:
     assert nccl_version(None).tag == "v2.28.9-1"
 
 
-@pytest.mark.parametrize("bad", ["2.16", "3.0", "latest", ""])
-def test_an_unknown_release_is_refused(bad: str) -> None:
-    with pytest.raises(ValueError, match="nccl_version must be one of 2.18, 2.20"):
+@pytest.mark.parametrize("bad", ["latest", "", "2", "2.x.1", "two.29"])
+def test_a_malformed_release_is_refused_naming_the_forms(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"nccl_version must be a release like '2\.26'.*2\.30"):
         nccl_version(bad)
     with pytest.raises(TypeError):
         nccl_version(2.24)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("asked", "priced", "why"), [
+    ("2.31.0", "2.30.7", "newer than every release"),
+    ("3.0", "2.30.7", "newer than every release"),
+    ("v2.32.1-1", "2.30.7", "newer than every release"),
+    ("2.17.1", "2.18.5", "older than every release"),
+    ("2.16", "2.18.5", "older than every release"),
+    ("2.25.1+cuda12.8", "2.24.3", "not a release the model holds"),
+])
+def test_a_release_the_model_does_not_hold_is_priced_with_a_neighbour_and_says_so(
+        asked: str, priced: str, why: str) -> None:
+    r = resolve_nccl_version(asked)
+    assert r.priced_as == priced and r.asked == asked
+    assert len(r.note.splitlines()) == 1 and why in r.note and f"priced as NCCL {priced}" in r.note
+    with pytest.warns(NcclVersionWarning, match=f"priced as NCCL {re.escape(priced)}"):
+        assert nccl_version(asked).release == priced
+    # and it prices: the same times as the release it is priced with
+    with pytest.warns(NcclVersionWarning):
+        got = predict_builtin("h100_sxm8", 8, [1 << 20, 1 << 30], nccl_version=asked)
+    assert got == predict_builtin("h100_sxm8", 8, [1 << 20, 1 << 30], nccl_version=priced)
+
+
+@pytest.mark.parametrize("held", ["2.29.7", "v2.29.3-1", "2.30.4", "2.30.7+cuda13.0", "2.28"])
+def test_a_release_the_model_holds_says_nothing(held: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = resolve_nccl_version(held)
+        assert r.note == "" and nccl_version(held) is r.version
+    assert r.version is NCCL_VERSIONS[re.findall(r"2\.\d+", held)[0]]
+
+
+def test_2_29_and_2_30_differ_from_2_28_only_in_their_blackwell_rows() -> None:
+    v28, v29, v30 = (NCCL_VERSIONS[k] for k in ("2.28", "2.29", "2.30"))
+    # tuning.cc perChMaxRingLL128Bws Blackwell: {2*36.7, 34.6, 2*36.7} -> {40, 40, 40}
+    assert v28.blackwell_ring_ll128_gbps == pytest.approx((73.4, 34.6, 73.4))
+    assert v29.blackwell_ring_ll128_gbps == v30.blackwell_ring_ll128_gbps == (40.0, 40.0, 40.0)
+    # search.cc sm100SpeedArrayIntra gains 45; sm100SpeedArrayInter gains 80 then 86
+    assert 45.0 not in v28.sm100_speeds_intra and 45.0 in v29.sm100_speeds_intra
+    assert v29.sm100_speeds_inter[:3] == (96.0, 80.0, 48.0)
+    assert v30.sm100_speeds_inter[:4] == (96.0, 86.0, 80.0, 48.0)
+    # perChMaxNVLSTreeBws Blackwell N4: 43.8 -> 80 in 2.30
+    assert (v28.blackwell_nvls_tree_gbps, v30.blackwell_nvls_tree_gbps) == ((96.0, 43.8),
+                                                                            (96.0, 80.0))
+    same = ("nvls_latency_us", "tree_simple_base_us", "tree_simple_hop_us", "ring_ll_fraction",
+            "ll_max_hopper_gbps", "blackwell_row", "nvls_bandwidth", "ll128_all_arches",
+            "max_channels", "nvls_min_gpus")
+    for field in same:
+        assert getattr(v28, field) == getattr(v29, field) == getattr(v30, field), field
+    # so on Hopper and Ampere every release from 2.28 on prices the same
+    sizes = [1 << k for k in range(10, 34, 3)]
+    for box in ("h100_sxm8", "a100_sxm8"):
+        assert (predict_builtin(box, 8, sizes, nccl_version="2.28")
+                == predict_builtin(box, 8, sizes, nccl_version="2.30"))
+    # and on Blackwell the ring LL128 cap moves: 16 channels x 40 instead of x 73.4
+    e28 = _entry("b200_sxm8", 8, "ring", "LL128", "2.28")
+    e30 = _entry("b200_sxm8", 8, "ring", "LL128", "2.30")
+    assert e30.busbw_gbps == pytest.approx(16 * 40.0) and e28.busbw_gbps > e30.busbw_gbps
 
 
 def _entry(box: str, n: int, algo: str, proto: str, version: str):
@@ -48,7 +111,7 @@ def test_default_release_is_the_estimate_as_before() -> None:
 def test_nvls_latency_and_bandwidth_per_release() -> None:
     lat = {v: _entry("h100_sxm8", 8, "nvls", "Simple", v).latency_us for v in NCCL_VERSIONS}
     assert lat == {"2.18": 23.0, "2.20": 23.0, "2.24": 25.0, "2.26": 25.0, "2.27": 25.0,
-                   "2.28": 25.0}
+                   "2.28": 25.0, "2.29": 25.0, "2.30": 25.0}
     e18 = _entry("h100_sxm8", 8, "nvls", "Simple", "2.18")
     assert e18.algbw_gbps == pytest.approx(e18.busbw_gbps * 5 / 6)   # ratio 5/6 before 2.28
     e28 = _entry("h100_sxm8", 8, "nvls", "Simple", "2.28")

@@ -268,11 +268,13 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             :mod:`~distlab.collectives.model.nccl.execution`, calibrated on published tables).
         harness: with ``nccl_model="measured"``, how the calls are issued (a key of
             :data:`~distlab.collectives.model.nccl.execution.HARNESSES`).
-        nccl_version: on a GPU box, the NCCL release (``"2.18"`` ... ``"2.28"``, or a patch
-            release such as ``"2.24.3"``); ``None``: 2.28.9, torch 2.11's.
+        nccl_version: on a GPU box, the NCCL release (``"2.18"`` ... ``"2.30"``, or as NCCL
+            prints it, ``"2.29.7+cuda12.9"``); ``None``: 2.28.9, torch 2.11's. A release the
+            model does not hold is priced with its neighbour, with a one-line
+            :class:`~distlab.collectives.model.nccl.versions.NcclVersionWarning`.
         nodes, network: on a GPU box, ``nodes`` boxes joined by the network preset ``network``
             (:data:`~distlab.collectives.model.nccl.multinode.NETWORKS`); ``world_size`` is then
-            the GPUs of all nodes (NCCL 2.28.9's multi-node model).
+            the GPUs of all nodes (NCCL 2.28.9's multi-node model, the release's Blackwell rows).
     """
     world_size = check_int("world_size", world_size, minimum=1)
     check_choice("nccl_model", nccl_model, ("estimate", "measured"))

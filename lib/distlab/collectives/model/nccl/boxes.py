@@ -22,7 +22,7 @@ NCCL's): the fabric is symmetric, i.e. switch uplinks are at least as fast as a 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from distlab._checks import check_choice, check_int
@@ -36,6 +36,14 @@ NCCL_TAG = "v2.28.9-1"
 #: GB/s NCCL credits one NVLink link with, by compute capability (``src/graph/topo.h``:
 #: ``SM80_NVLINK_BW``, ``SM90_NVLINK_BW``, ``SM100_NVLINK_BW``).
 NVLINK_GBPS_PER_LINK = {80: 20.0, 90: 20.6, 100: 40.1}
+
+
+
+def nvlink_gbps_per_link(sm: int) -> float:
+    """``ncclTopoGetNvbw`` (``src/graph/topo.h``): the per-link figure of the newest class at or
+    below ``sm`` (an Ada GPU, 89, reads Ampere's ``SM80_NVLINK_BW``)."""
+    return NVLINK_GBPS_PER_LINK[max(k for k in NVLINK_GBPS_PER_LINK if k <= sm)]
+
 
 #: PCIe lane rate in 100 Mb/s units by generation (``src/graph/topo.cc`` ``kvDictPciGen``: 8, 16,
 #: 32 GT/s -> 60, 120, 240); NCCL's link GB/s is ``lanes * rate / 80`` (``ncclTopoAddPci``).
@@ -78,7 +86,17 @@ class GpuBox:
         link_source: where ``link_gbps`` comes from.
         nvlinks: NVLink links per GPU (``fabric="nvswitch"``).
         pcie_gen, pcie_lanes: the GPU's PCIe link (``fabric="pcie"``).
-        cpu_vendor: ``"amd"`` or ``"intel"``; matters on PCIe only (:data:`INTEL_P2P_OVERHEAD`).
+        cpu_vendor: ``"amd"``, ``"intel"`` or ``"arm"`` (Grace); matters on PCIe
+            (:data:`INTEL_P2P_OVERHEAD`) and across nodes (NCCL's per-vendor rows).
+        gpus_per_host: GPUs one host (one OS, one ``-g`` process) holds; 0: all of ``gpus``.
+            A GB200 NVL72 is one NVLink domain of 72 GPUs in 18 trays of 4.
+        cpu_link_gbps: on a PCIe box across two CPU sockets, NCCL's figure for the link between
+            the sockets, GB/s (``src/graph/topo.h``: ``AMD_BW`` 16, ``SRP_QPI_BW`` 22 for
+            Sapphire Rapids, ``ERP_QPI_BW`` 40 for Emerald Rapids); every ring and tree channel
+            crosses it once each way, so it bounds ``channels * speed`` and the paths are
+            ``SYS``. 0: one socket.
+        nvlink_domain: GPUs joined by NVLink beyond one host (multi-node NVLink, MNNVL), which
+            NCCL treats as one node (``comm->MNNVL``: the clique is the node); 0: no such domain.
     """
 
     key: str
@@ -94,12 +112,21 @@ class GpuBox:
     pcie_gen: int = 0
     pcie_lanes: int = 0
     cpu_vendor: str = "amd"
+    gpus_per_host: int = 0
+    cpu_link_gbps: float = 0.0
+    nvlink_domain: int = 0
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, minimum=1)
-        check_choice("sm", self.sm, (80, 90, 100, 120))
+        check_choice("sm", self.sm, (80, 89, 90, 100, 120))
         check_choice("fabric", self.fabric, ("nvswitch", "pcie"))
-        check_choice("cpu_vendor", self.cpu_vendor, ("amd", "intel"))
+        check_choice("cpu_vendor", self.cpu_vendor, ("amd", "intel", "arm"))
+        check_int("gpus_per_host", self.gpus_per_host, minimum=0, maximum=self.gpus)
+        if self.gpus_per_host == 0:
+            object.__setattr__(self, "gpus_per_host", self.gpus)
+        if not self.cpu_link_gbps >= 0:
+            raise ValueError(f"cpu_link_gbps must be >= 0 (0: one socket), got "
+                             f"{self.cpu_link_gbps!r}")
         if self.fabric == "nvswitch":
             check_int("nvlinks", self.nvlinks, minimum=1)
         else:
@@ -124,10 +151,20 @@ class GpuBox:
 
     @property
     def nccl_link_gbps(self) -> float:
-        """GB/s per direction NCCL credits the GPU's link with (see module doc)."""
+        """GB/s per direction NCCL credits a channel's path with (see module doc): the GPU's
+        link, and on a two-socket PCIe box at most the link between the sockets."""
         if self.fabric == "nvswitch":
-            return self.nvlinks * NVLINK_GBPS_PER_LINK[min(self.sm, 100)]
-        return self.pcie_lanes * PCIE_RATE_PER_LANE[self.pcie_gen] / 80.0
+            return self.nvlinks * nvlink_gbps_per_link(self.sm)
+        pcie = self.pcie_lanes * PCIE_RATE_PER_LANE[self.pcie_gen] / 80.0
+        return min(pcie, self.cpu_link_gbps) if self.cpu_link_gbps else pcie
+
+    @property
+    def path(self) -> str:
+        """NCCL's path type between the box's GPUs: ``"NVL"``, ``"PCI"`` (PCIe switches under
+        one CPU) or ``"SYS"`` (across CPU sockets)."""
+        if self.fabric == "nvswitch":
+            return "NVL"
+        return "SYS" if self.cpu_link_gbps else "PCI"
 
     @property
     def p2p_overhead(self) -> float:
@@ -162,7 +199,60 @@ GPU_BOXES: dict[str, GpuBox] = {
         pcie_gen=5, pcie_lanes=16, link_gbps=63.0, cpu_vendor="amd",
         link_source="PCI Express Base Specification 5.0: 32 GT/s x 16 lanes x 128/130 "
                     "encoding / 8 bits = 63.0 GB/s per direction"),
+    "h200_sxm8": GpuBox(
+        "h200_sxm8", "8x H200 SXM (NVLink 4 + NVSwitch)", "H200 SXM 141GB", gpus=8, sm=90,
+        fabric="nvswitch", link="NVLink 4, 18 links per GPU to 4 NVSwitch chips", nvlinks=18,
+        link_gbps=450.0, cpu_vendor="intel",
+        link_source="NVIDIA H200 Tensor Core GPU datasheet: NVLink 900 GB/s (both directions) "
+                    "= 18 NVLink 4 links x 25 GB/s per direction; DGX H200: 2x Xeon Platinum "
+                    "8480C (Intel). NCCL: SM90_NVLINK_BW 20.6 GB/s per link (topo.h)"),
+    "b200_sxm8": GpuBox(
+        "b200_sxm8", "8x B200 SXM (NVLink 5 + NVSwitch)", "B200 SXM 180GB", gpus=8, sm=100,
+        fabric="nvswitch", link="NVLink 5, 18 links per GPU to 2 NVLink 5 switch chips",
+        nvlinks=18, link_gbps=900.0, cpu_vendor="intel",
+        link_source="NVIDIA DGX B200 datasheet: NVLink 5, 1.8 TB/s per GPU (both directions) "
+                    "= 18 links x 50 GB/s per direction, 2x Xeon Platinum 8570 (Intel). NCCL: "
+                    "SM100_NVLINK_BW 40.1 GB/s per link (topo.h)"),
+    "gb200_nvl72": GpuBox(
+        "gb200_nvl72", "GB200 NVL72 (72 B200 GPUs in one NVLink 5 domain, 18 trays of 4)",
+        "B200 (GB200 superchip)", gpus=72, sm=100, fabric="nvswitch",
+        link="NVLink 5, 18 links per GPU to the rack's NVLink switch trays", nvlinks=18,
+        link_gbps=900.0, cpu_vendor="arm", gpus_per_host=4, nvlink_domain=72,
+        link_source="NVIDIA GB200 NVL72 specification: 72 Blackwell GPUs, NVLink 5 130 TB/s "
+                    "in all = 72 x 1.8 TB/s (900 GB/s per direction per GPU); 36 Grace CPUs "
+                    "(Arm), 4 GPUs per compute tray. NCCL treats an NVLink clique across hosts "
+                    "as one node (MNNVL, src/init.cc) with 24 NVLS channels (nvls.cc "
+                    "NVLS_NCHANNELS_SM100_NVL)"),
+    "l40s_pcie8": GpuBox(
+        "l40s_pcie8", "8x L40S (PCIe Gen4 switches, two Intel sockets, no NVLink)", "L40S 48GB",
+        gpus=8, sm=89, fabric="pcie",
+        link="PCIe Gen4 x16 per GPU, 4 GPUs per socket behind PCIe switches, SYS between sockets",
+        pcie_gen=4, pcie_lanes=16, link_gbps=31.5, cpu_vendor="intel", cpu_link_gbps=22.0,
+        link_source="NVIDIA L40S datasheet: PCIe Gen4 x16, 64 GB/s bidirectional (31.5 GB/s "
+                    "per direction), no NVLink; two Sapphire Rapids sockets: NCCL SRP_QPI_BW "
+                    "22 GB/s between them (topo.h), PCIe Gen4 x16 = 16 x 120 / 80 = 24 GB/s "
+                    "(topo.cc)"),
+    "a100_pcie8": GpuBox(
+        "a100_pcie8", "8x A100 PCIe (PCIe Gen4 switches, two AMD sockets, no NVLink)",
+        "A100 PCIe 80GB", gpus=8, sm=80, fabric="pcie",
+        link="PCIe Gen4 x16 per GPU, 4 GPUs per socket behind PCIe switches, SYS between sockets",
+        pcie_gen=4, pcie_lanes=16, link_gbps=31.5, cpu_vendor="amd", cpu_link_gbps=16.0,
+        link_source="NVIDIA A100 PCIe datasheet: PCIe Gen4 64 GB/s (31.5 GB/s per direction; "
+                    "no NVLink bridges fitted); two EPYC sockets: NCCL AMD_BW 16 GB/s between "
+                    "them (topo.h)"),
+    "pcie4_8": GpuBox(
+        "pcie4_8", "8x L40S (PCIe Gen4 switches under one AMD CPU, P2P enabled)", "L40S 48GB",
+        gpus=8, sm=89, fabric="pcie",
+        link="PCIe Gen4 x16 per GPU, PCIe switches under one AMD CPU, P2P enabled",
+        pcie_gen=4, pcie_lanes=16, link_gbps=31.5, cpu_vendor="amd",
+        link_source="PCI Express Base Specification 4.0: 16 GT/s x 16 lanes x 128/130 / 8 = "
+                    "31.5 GB/s per direction; NCCL: 16 x 120 / 80 = 24 GB/s (topo.cc)"),
 }
+GPU_BOXES["gb200_nvl36"] = replace(
+    GPU_BOXES["gb200_nvl72"], key="gb200_nvl36", gpus=36, nvlink_domain=36,
+    name="GB200 NVL36 (36 B200 GPUs in one NVLink 5 domain, 9 trays of 4)",
+    link_source="NVIDIA GB200 NVL72 specification (NVL36: the half-rack configuration, 36 GPUs, "
+                "same NVLink 5 per GPU: 900 GB/s per direction); MNNVL as gb200_nvl72")
 
 
 def gpu_box(box: Any) -> GpuBox:
@@ -172,7 +262,7 @@ def gpu_box(box: Any) -> GpuBox:
     if not isinstance(box, str):
         raise TypeError(f"preset must be a GpuBox or one of {', '.join(map(repr, GPU_BOXES))}, "
                         f"got {type(box).__name__} {box!r}")
-    return GPU_BOXES[check_choice("preset", box, GPU_BOXES)]
+    return GPU_BOXES[check_choice("preset", box, GPU_BOXES)]  # one line naming every box
 
 
 @dataclass(frozen=True)
@@ -200,16 +290,21 @@ class NcclGraph:
         return self.n_channels * self.bw_intra_gbps
 
 
-def nccl_graphs(box: Any, world_size: int) -> dict[str, NcclGraph]:
+def nccl_graphs(box: Any, world_size: int, *, version: Any = None) -> dict[str, NcclGraph]:
     """The ring, tree and (where available) NVLS graphs for ``world_size`` GPUs of ``box``.
 
+    ``version``: an :class:`~distlab.collectives.model.nccl.versions.NcclVersion` whose Blackwell
+    speed table applies (``None``: 2.28.9's, :data:`SPEEDS_INTRA`).
     Raises ``ValueError`` for ``world_size`` outside ``[2, box.gpus]`` (one GPU has no graph).
     """
     b = gpu_box(box)
     n = check_int("world_size", world_size, minimum=2, maximum=b.gpus)
-    ring = _search(b, "ring", n, min_channels=1, max_channels=MAX_RING_CHANNELS)
+    speeds = SPEEDS_INTRA[b.generation]
+    if version is not None and b.generation == "blackwell":
+        speeds = tuple(version.sm100_speeds_intra)
+    ring = _search(b, "ring", n, 1, MAX_RING_CHANNELS, speeds)
     assert ring is not None, "GpuBox rejects links below NCCL's speed table"
-    tree = _search(b, "tree", n, ring.n_channels, ring.n_channels)  # init.cc: tree = ring chans
+    tree = _search(b, "tree", n, ring.n_channels, ring.n_channels, speeds)  # init.cc: = ring
     if tree is None:
         # search.cc: no tree at any speed -> one 0.1 GB/s channel over SYS paths ("falling
         # back to simple order"); init.cc then cuts the ring to the tree's channel count
@@ -218,7 +313,7 @@ def nccl_graphs(box: Any, world_size: int) -> dict[str, NcclGraph]:
     out = {"ring": ring, "tree": tree}
     if b.nvls_available(n):
         k = min(MAX_NVLS_ARITY, n)  # search.cc: intra-node NVLS pulls from every GPU
-        nvls = _search(b, "nvls", n, k, k)
+        nvls = _search(b, "nvls", n, k, k, speeds)
         if nvls is not None:  # init.cc: no NVLS graph, no NVLS
             out["nvls"] = nvls
     return out
@@ -244,7 +339,7 @@ def _fits(box: GpuBox, pattern: str, ngpus: int, speed: float, max_channels: int
 
 
 def _search(box: GpuBox, pattern: str, ngpus: int, min_channels: int,
-            max_channels: int) -> NcclGraph | None:
+            max_channels: int, speeds: tuple[float, ...] | None = None) -> NcclGraph | None:
     """``ncclTopoCompute`` (``src/graph/search.cc``) on a symmetric box, step by step.
 
     Pass 1: start at the first speed ``s`` of the table with ``s <= maxBw`` and
@@ -257,7 +352,7 @@ def _search(box: GpuBox, pattern: str, ngpus: int, min_channels: int,
     count fixed: rings raise both speeds, trees their intra speed, NVLS its inter speed.
     """
     link = box.nccl_link_gbps
-    speeds = SPEEDS_INTRA[box.generation]
+    speeds = SPEEDS_INTRA[box.generation] if speeds is None else speeds
     total = link * ngpus / (ngpus - 1) if pattern != "ring" else link
     i = 0
     while (speeds[i] > link or speeds[i] * min_channels > total) and i < len(speeds) - 1:
@@ -295,5 +390,4 @@ def _search(box: GpuBox, pattern: str, ngpus: int, min_channels: int,
             if bw_inter >= 2 * bw_intra:
                 break
             bw_inter = s
-    path = "NVL" if box.fabric == "nvswitch" else "PCI"
-    return NcclGraph(pattern, best_n, bw_intra, bw_inter, path)
+    return NcclGraph(pattern, best_n, bw_intra, bw_inter, box.path)

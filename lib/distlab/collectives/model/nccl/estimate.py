@@ -80,6 +80,7 @@ LL_MAX_BUSBW_GBPS = {"ampere": 87.7, "hopper": 141.0, "blackwell": 2 * 141.0}
 #: ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``, ``perChMaxTreeBws`` (single node),
 #: GB/s per channel.
 RING_LL128_PER_CHANNEL_GBPS = {"ampere": 20.0, "hopper": 36.7, "blackwell": 2 * 36.7}
+"""(Blackwell's ring LL128 cap is per release: ``NcclVersion.blackwell_ring_ll128_gbps``.)"""
 TREE_LL128_PER_CHANNEL_GBPS = {"ampere": 20.0, "hopper": 36.7, "blackwell": 55.6}
 TREE_PER_CHANNEL_GBPS = {"ampere": 24.0, "hopper": 38.7, "blackwell": 70.0}
 #: ``nvlsEfficiency`` (``src/graph/tuning.cc``): the fraction of a channel's NVLink speed NVLS
@@ -210,7 +211,7 @@ def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | No
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
     algos = _subset("algorithms", algorithms, ALGORITHMS)
     protos = _subset("protocols", protocols, PROTOCOLS)
-    graphs = nccl_graphs(box, n)
+    graphs = nccl_graphs(box, n, version=version)
     out = []
     for a in ALGORITHMS:
         for p in PROTOCOLS:
@@ -364,7 +365,9 @@ def _bus_bandwidth(box: GpuBox, graph: NcclGraph, algorithm: str, protocol: str,
         if protocol == "LL":
             return min(_ll_max(box, version), bus * version.ring_ll_fraction)
         if protocol == "LL128":
-            return min(bus * LL128_DATA_FRACTION, ch * RING_LL128_PER_CHANNEL_GBPS[gen])
+            cap = (version.blackwell_ring_ll128_gbps[0] if gen == "blackwell"
+                   else RING_LL128_PER_CHANNEL_GBPS[gen])
+            return min(bus * LL128_DATA_FRACTION, ch * cap)
         return bus
     bus = min(bus * TREE_EFFICIENCY, ch * TREE_PER_CHANNEL_GBPS[gen])
     if protocol == "LL":

@@ -18,7 +18,8 @@ for it, term by term:
   charges the host's time to reach the kernel launch to that call: there the host term is
   torch's overhead per call, :data:`TORCH_CALL_OVERHEAD_US` (a stated figure, not fitted), and
   it adds to the GPUs' time instead of overlapping it.
-- **transfer** (NCCL's bandwidth): ``nbytes`` at the estimate's algorithm bandwidth, scaled by
+- **transfer** (NCCL's bandwidth): ``nbytes`` at the estimate's algorithm bandwidth (NVLS: NCCL
+  2.28.9's, whatever the release, :data:`NVLS_RATE_VERSION`), scaled by
   the channels NCCL really launches over those it has (``src/enqueue.cc`` ``topoGetAlgoInfo``:
   ``while (nBytes < nc*nt*threadThreshold) nc--``, a ring LL threshold times the ranks; each
   channel carries ``1/nChannels`` of the graph's bandwidth; ``src/graph/connect.cc`` doubles
@@ -73,11 +74,12 @@ from distlab.collectives.model.nccl.estimate import (
     busbw_gbps,
     nccl_allreduce,
     nccl_version_of,
+    tuning_table,
 )
 from distlab.collectives.model.nccl.versions import NcclVersion
 
 __all__ = ["HARNESSES", "TORCH_CALL_OVERHEAD_US", "Execution", "ExecutionConstants", "Harness",
-           "chunk_bytes", "exposed_steps", "launched_channels", "nccl_execution",
+           "chunk_bytes", "exposed_steps", "launched_channels", "nccl_execution", "nvls_channels",
            "predict_nccl_measured", "run_terms", "shipped_constants"]
 
 SHIPPED_PATH = Path(__file__).with_name("execution_calibration.json")
@@ -97,6 +99,27 @@ MAX_CHANNELS = 64
 doubles the search's ring channels (``nChannels = min(MAXCHANNELS, nChannels*2)``)."""
 NVLS_CHANNELS_SM90 = 16
 """``src/transport/nvls.cc`` ``NVLS_NCHANNELS_SM90``: NVLS channels on Hopper."""
+NVLS_RATE_VERSION = "2.28"
+"""The release whose NVLS bandwidth times an NVLS allreduce, whatever release chose it: NCCL
+2.28.9's ``nvlsEfficiency`` formula (``tuning.cc``: per channel, the NVLink speed x 0.85 on
+Hopper, 0.74 on Blackwell, x (channels-1)/channels, x 2 for the pipelined halves, at the ring's
+algorithm ratio), which replaced the older ``nChannels * min(bwIntra, bwInter)`` at 5/6. The
+kernel moves data at the hardware's rate; the older figure only chose. On 8 Hopper GPUs the two
+agree within 2% (272 vs 267 GB/s); on Blackwell and on a 72-GPU NVLink domain the older one is
+30% above what 2.28 states and what published Blackwell runs show."""
+NVLS_CHANNELS_SM100 = 32
+"""``NVLS_NCHANNELS_SM100``: NVLS channels on Blackwell across nodes."""
+NVLS_CHANNELS_SM100_NVL = 24
+"""``NVLS_NCHANNELS_SM100_NVL``: NVLS channels on Blackwell in one node or one multi-node NVLink
+domain (``ncclNvlsInit``: "a reduced number of channels for single node/MNNVL domain")."""
+
+
+def nvls_channels(box: Any, *, multinode: bool = False) -> int:
+    """The NVLS channels NCCL launches (``src/transport/nvls.cc`` ``ncclNvlsInit``, 2.28.9 to
+    2.30.7): 16 on Hopper; on Blackwell 24 inside one NVLink domain, 32 across nodes."""
+    if gpu_box(box).sm < 100:
+        return NVLS_CHANNELS_SM90
+    return NVLS_CHANNELS_SM100 if multinode else NVLS_CHANNELS_SM100_NVL
 NVLS_CHUNK_BYTES = 128 * 1024
 """``NCCL_NVLS_CHUNKSIZE`` default (``src/init.cc``): the NVLS chunk cap."""
 LL128_LINE_ELEMS = 16
@@ -138,18 +161,26 @@ class Harness:
         """GPUs one host thread launches on for a collective over ``world_size`` GPUs of a node."""
         return world_size if self.gpus_per_process is None else self.gpus_per_process
 
+    def host_gpus(self, box: Any, world_size: int) -> int:
+        """:meth:`gpus`, at most the GPUs one host holds (``box.gpus_per_host``: a GB200 NVL72's
+        72 GPUs sit in trays of 4, each with its own host process)."""
+        return min(self.gpus(world_size), gpu_box(box).gpus_per_host)
+
     @property
     def waits_each_call(self) -> bool:
         """True when every timed call starts on an idle GPU, so the host's time to launch it
         adds to the GPUs' time (``call_overhead_us`` is set); False for back-to-back calls."""
         return self.call_overhead_us is not None
 
-    def host_us(self, constants: ExecutionConstants, gpus_of_node: int) -> float:
+    def host_us(self, constants: ExecutionConstants, gpus_of_node: int,
+                box: Any = None) -> float:
         """The host term, us: the stated overhead per call of a harness that waits for each
-        call, else the calibrated enqueue time per GPU times the GPUs one thread drives."""
+        call, else the calibrated enqueue time per GPU times the GPUs one thread drives (at most
+        the GPUs of one of ``box``'s hosts)."""
         if self.call_overhead_us is not None:
             return self.call_overhead_us
-        return constants.host_us_per_gpu * self.gpus(gpus_of_node)
+        gpus = self.gpus(gpus_of_node) if box is None else self.host_gpus(box, gpus_of_node)
+        return constants.host_us_per_gpu * gpus
 
 
 HARNESSES: dict[str, Harness] = {
@@ -267,10 +298,12 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         constants: the calibrated constants; default: the shipped calibration
             (:func:`shipped_constants`).
         algorithms, protocols: restrict NCCL's choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
-        nccl_version: the NCCL release (``"2.18"`` ... ``"2.28"``, or a patch release of one;
+        nccl_version: the NCCL release (``"2.18"`` ... ``"2.30"``, or a patch release;
+            one the model does not hold is priced with its neighbour:
             :mod:`~distlab.collectives.model.nccl.versions`); ``None``: 2.28.9.
         nodes: boxes joined by ``network``
-            (:mod:`~distlab.collectives.model.nccl.multinode`; NCCL 2.28.9's constants).
+            (:mod:`~distlab.collectives.model.nccl.multinode`; NCCL 2.28.9's constants but for
+            the release's Blackwell rows).
         network: a key of :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`, required
             when ``nodes > 1``.
     """
@@ -279,31 +312,34 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
     nodes = check_int("nodes", nodes, minimum=1)
     if nodes > 1 or network is not None:
         return _multinode_execution(box, world_size, sizes_bytes, nodes, network, harness,
-                                    constants, algorithms, protocols)
+                                    constants, algorithms, protocols, version)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     if constants is None:
         constants = shipped_constants()
     choices = nccl_allreduce(box, n, sizes_bytes, algorithms=algorithms, protocols=protocols,
                              nccl_version=version)
-    graphs = nccl_graphs(box, n)
+    graphs = nccl_graphs(box, n, version=version)
+    nvls_algbw = [e.algbw_gbps for e in tuning_table(box, n, nccl_version=NVLS_RATE_VERSION)
+                  if e.algorithm == "nvls"]
     out = []
     for ch in choices:
         cand = next(c for c in ch.candidates
                     if (c.algorithm, c.protocol) == (ch.algorithm, ch.protocol))
         graph = graphs[ch.algorithm]
-        total = NVLS_CHANNELS_SM90 if ch.algorithm == "nvls" else \
+        total = nvls_channels(box) if ch.algorithm == "nvls" else \
             min(version.max_channels, 2 * graph.n_channels)
         nc, nt = launched_channels(ch.algorithm, ch.protocol, ch.nbytes, total, world_size=n)
         chunk = chunk_bytes(ch.algorithm, ch.protocol, ch.nbytes, nc, n)
         steps = _steps(ch.algorithm, ch.protocol, ch.nbytes, nc, n, chunk)
-        transfer = ch.nbytes / (1e3 * cand.algbw_gbps) * total / nc
+        algbw = nvls_algbw[0] if ch.algorithm == "nvls" else cand.algbw_gbps
+        transfer = ch.nbytes / (1e3 * algbw) * total / nc
         latency = cand.latency_us
         if ch.algorithm == "ring":  # the hop latency a step's copy does not hide
             base, hop = base_and_hop_us(graph, ch.protocol, version)
             latency = base + steps * max(0.0, hop - transfer / steps)
         out.append(run_terms(ch.nbytes, n, ch.algorithm, ch.protocol, (nc, total, nt),
-                             chunk, steps, how.host_us(constants, n), latency,
+                             chunk, steps, how.host_us(constants, n, box), latency,
                              transfer, constants, ch.seconds * 1e6,
                              serial=how.waits_each_call))
     return out
@@ -329,7 +365,8 @@ def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], 
                          network: str | None, harness: str,
                          constants: ExecutionConstants | None,
                          algorithms: Iterable[str] | None,
-                         protocols: Iterable[str] | None) -> list[Execution]:
+                         protocols: Iterable[str] | None,
+                         version: NcclVersion | None = None) -> list[Execution]:
     """:func:`nccl_execution` across nodes: the same terms on NCCL's multi-node choice. A ring's
     steps cross the network ``2(nodes-1)`` times per loop (each hop hidden under the step's copy
     as on one node, the network hop instead of NVLink's); tree and NVLS-Tree keep the
@@ -345,15 +382,15 @@ def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], 
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     constants = shipped_constants() if constants is None else constants
     choices = mn.multinode_choices(box, n, sizes_bytes, nodes, net, algorithms=algorithms,
-                                   protocols=protocols)
-    graph = mn.multinode_graphs(box, nodes, net)
+                                   protocols=protocols, version=version)
+    graph = mn.multinode_graphs(box, nodes, net, version=version)
     ppn = n // nodes
     out = []
     for ch in choices:
         cand = next(c for c in ch.candidates
                     if (c.algorithm, c.protocol) == (ch.algorithm, ch.protocol))
         nvls = ch.algorithm == "nvls_tree"
-        total = NVLS_CHANNELS_SM90 if nvls else graph.runtime_channels
+        total = nvls_channels(box, multinode=True) if nvls else graph.runtime_channels
         nc, nt = launched_channels("nvls" if nvls else ch.algorithm, ch.protocol, ch.nbytes,
                                    total, world_size=n)
         chunk = chunk_bytes("tree" if nvls else ch.algorithm, ch.protocol, ch.nbytes, nc, n,
@@ -372,7 +409,7 @@ def _multinode_execution(box: Any, world_size: int, sizes_bytes: Sequence[int], 
             latency = mn.ring_exposed_latency_us(box, ch.protocol, n, nodes, steps, transfer,
                                                  ch.nbytes, graph.runtime_channels)
         out.append(run_terms(ch.nbytes, n, ch.algorithm, ch.protocol, (nc, total, nt),
-                             chunk, steps, how.host_us(constants, ppn), latency,
+                             chunk, steps, how.host_us(constants, ppn, box), latency,
                              transfer, constants, ch.seconds * 1e6,
                              serial=how.waits_each_call))
     return out

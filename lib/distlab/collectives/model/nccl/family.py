@@ -50,11 +50,11 @@ from distlab.collectives.model.nccl.execution import (
     HARNESSES,
     MAX_CHANNELS,
     NCCL_STEPS,
-    NVLS_CHANNELS_SM90,
     Execution,
     ExecutionConstants,
     chunk_bytes,
     launched_channels,
+    nvls_channels,
     run_terms,
     shipped_constants,
 )
@@ -157,7 +157,7 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
         s = check_int(f"sizes_bytes[{i}]", s, minimum=1)
         a, p, lat, bw = min(cands, key=lambda c: c[2] + s / (1e3 * c[3]))
         estimate = lat + s / (1e3 * bw)
-        total = NVLS_CHANNELS_SM90 if a == "nvls" else ring_total
+        total = nvls_channels(box) if a == "nvls" else ring_total
         nc, nt = launched_channels(a, p, s, total, world_size=n)
         chunk = chunk_bytes(a, p, s, nc, n)
         if a == "nvls":
@@ -174,7 +174,7 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
             base = BASE_LATENCY_US[("ring", p)]
             hop = HOP_LATENCY_US[ring.hop_class][("ring", p)]
             latency = base + steps * max(0.0, hop - transfer / steps)
-        run = run_terms(s, n, a, p, (nc, total, nt), chunk, steps, how.host_us(constants, n),
+        run = run_terms(s, n, a, p, (nc, total, nt), chunk, steps, how.host_us(constants, n, box),
                         latency, transfer, constants, estimate, serial=how.waits_each_call)
         out.append(FamilyRun(**{f.name: getattr(run, f.name) for f in fields(run)},
                              collective=collective))

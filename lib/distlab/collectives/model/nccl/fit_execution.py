@@ -7,7 +7,8 @@ none, by design: see that module). They are fitted here on a *calibration set* o
 project holds), by least squares on ``log(predicted / published)`` time.
 
 The multi-node model has no constant of its own (it reuses these and NCCL's); it is judged on the
-published multi-node tables the project holds (``allreduce_multinode``: 2 and 4 nodes of 8 GPUs),
+published tables beyond one 8-GPU box the project holds (``allreduce_multinode``: 2 to 4 nodes of
+8 GPUs, GB200 NVL72 racks and one 4-GPU GB200 host),
 none of which any constant is fitted on: :func:`multinode_points`, :func:`judge`. The same holds
 for the published points of other collectives (all-gather, reduce-scatter) and of allreduce runs
 with an algorithm switched off (``collectives_8gpu``): :func:`collective_points`,
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,9 +47,10 @@ from distlab.collectives.model.nccl.execution import (
     shipped_constants,
 )
 from distlab.collectives.model.nccl.family import busbw_factor, nccl_collective
+from distlab.collectives.model.nccl.versions import NcclVersionWarning
 
-__all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "ErrorSummary", "JudgedPoint", "calibration_points",
-           "collective_points", "harness_of", "judge", "judge_collectives",
+__all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "ErrorSummary", "JudgedPoint", "box_of",
+           "calibration_points", "collective_points", "harness_of", "judge", "judge_collectives",
            "leave_one_source_out", "multinode_points", "published_choices", "refit",
            "shipped_constants", "summarize", "write_shipped"]
 
@@ -98,6 +101,12 @@ def harness_of(point: dict[str, Any]) -> str:
     return "torch" if str(point["tool"]).startswith("torch") else "nccl-tests"
 
 
+def box_of(point: dict[str, Any]) -> str:
+    """The GPU box a published point ran on: its ``box`` where it names one (an H200 run whose
+    table is drawn on the ``h100_sxm8`` panels), else its ``preset``."""
+    return str(point.get("box") or point["preset"])
+
+
 def published_seconds(point: dict[str, Any]) -> float:
     """The point's time, seconds (its ``time_us``, else from nccl-tests' busbw definition of its
     ``collective``, allreduce where it names none)."""
@@ -133,12 +142,13 @@ def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Executio
     forced = point.get("nccl_algo")
     algos = None if forced is None else [_algorithm_from_nccl(forced)]
     nodes = int(point.get("nodes", 1))
-    # the multi-node model is NCCL 2.28.9's, whatever the run's release
-    where = {"nodes": nodes, "network": str(point["network"])} if nodes > 1 else \
-        {"nccl_version": point.get("nccl_version")}
-    return nccl_execution(point["preset"], int(point["world_size"]), [int(point["nbytes"])],
-                          harness=harness_of(point), constants=constants, algorithms=algos,
-                          **where)[0]
+    # across nodes, the run's release sets only the Blackwell rows (multinode's module doc)
+    where = {"nodes": nodes, "network": str(point["network"])} if nodes > 1 else {}
+    with warnings.catch_warnings():  # a release the model does not hold: judged as priced
+        warnings.simplefilter("ignore", NcclVersionWarning)
+        return nccl_execution(box_of(point), int(point["world_size"]), [int(point["nbytes"])],
+                              harness=harness_of(point), constants=constants, algorithms=algos,
+                              nccl_version=point.get("nccl_version"), **where)[0]
 
 
 def _predict_us(f: Sequence[_Features], theta: np.ndarray) -> np.ndarray:
@@ -237,11 +247,11 @@ def judge_collectives(points: Iterable[dict[str, Any]],
         collective = str(p["collective"])
         e: Execution
         if collective == "allreduce":
-            e = nccl_execution(p["preset"], n, size, harness=harness_of(p), constants=constants,
+            e = nccl_execution(box_of(p), n, size, harness=harness_of(p), constants=constants,
                                algorithms=p.get("algorithms"),
                                nccl_version=p.get("nccl_version"))[0]
         else:
-            e = nccl_collective(p["preset"], n, size, collective, harness=harness_of(p),
+            e = nccl_collective(box_of(p), n, size, collective, harness=harness_of(p),
                                 constants=constants)[0]
         pub = published_seconds(p) * 1e6
         out.append(JudgedPoint(str(p["source"]), f"{collective}: {p['system']}", int(p["nbytes"]),

@@ -29,7 +29,15 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
   per node.
 
 Network latency from the plugin (``props->latency``) is 0 for NCCL's own IB and socket
-transports; other plugins (AWS's for EFA) are taken the same. Nothing here is fitted.
+transports; other plugins (AWS's for EFA, Google's TCPXO) are taken the same. Nothing here is
+fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in 2.29.7 and 2.30.7
+(the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its tree correction:
+:mod:`~distlab.collectives.model.nccl.versions`), which follow the release asked.
+
+GB200 NVL72 racks: NCCL takes one multi-node NVLink domain as one node (MNNVL), so a rack is one
+"node" of the ``gb200_nvl72`` box and racks are joined by a network (``ib_ndr400_nvl72``: one
+NIC per GPU). NCCL's CollNet (SHARP in the switches) is off by default and not modelled:
+``ib_ndr400x8_sharp`` prices NCCL's default run.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from distlab.collectives.model.nccl.estimate import (
     HOP_LATENCY_US,
     LL128_DATA_FRACTION,
     NVLS_EFFICIENCY,
+    TREE_CORRECTION,
     TREE_EFFICIENCY,
     TREE_LL_FRACTION,
     Candidate,
@@ -91,8 +100,38 @@ NETWORKS: dict[str, Network] = {
                           "OCI's H100 shape: 16 x 200 Gb/s RDMA; NCCL: 200000 / 8000 = 25 GB/s"),
     "roce100x16": Network("roce100x16", "RoCE v2 100 Gb/s, 16 NICs (OCI BM.GPU4.8, A100)", 12.5,
                           16, "OCI's A100 shape: 16 x 100 Gb/s RDMA; NCCL: 12.5 GB/s"),
-    "efa3200": Network("efa3200", "AWS EFA, 32 x 100 Gb/s per node (p5)", 12.5, 32,
+    "efa3200": Network("efa3200", "AWS EFA v2, 32 x 100 Gb/s per node (p5)", 12.5, 32,
                        "p5.48xlarge: 3200 Gb/s in 32 EFA devices of 100 Gb/s"),
+    "efa400": Network("efa400", "AWS EFA v1, 4 x 100 Gb/s per node (p4d / p4de)", 12.5, 4,
+                      "AWS p4d.24xlarge / p4de.24xlarge: 400 Gb/s in 4 EFA devices of 100 Gb/s "
+                      "(Amazon EC2 P4 instances page); NCCL: 100000 / 8000 = 12.5 GB/s"),
+    "efa3200_p5en": Network("efa3200_p5en", "AWS EFA v3, 16 x 200 Gb/s per node (p5en, p6)",
+                            25.0, 16,
+                            "AWS p5en.48xlarge: 3200 Gb/s in 16 EFA v3 devices of 200 Gb/s "
+                            "(Amazon EC2 P5 instances page; p6-b200 the same); NCCL: 25 GB/s"),
+    "gcp_tcpxo": Network("gcp_tcpxo", "GCP A3 Mega GPUDirect-TCPXO, 8 x 200 Gb/s per node",
+                         25.0, 8,
+                         "Google Cloud A3 Mega (a3-megagpu-8g): 8 NICs of 200 Gb/s for GPU "
+                         "traffic, 1600 Gb/s, through the TCPXO (FasTrak) NCCL net plugin "
+                         "(GCP GPU machine types page); NCCL: 200000 / 8000 = 25 GB/s"),
+    "gcp_roce400x8": Network("gcp_roce400x8",
+                             "GCP A3 Ultra / A4 RoCE, 8 x 400 Gb/s ConnectX-7 per node", 50.0, 8,
+                             "Google Cloud A3 Ultra (a3-ultragpu-8g, H200) and A4 (a4-highgpu-8g, "
+                             "B200): 8 ConnectX-7 NICs of 400 Gb/s, RDMA over Converged Ethernet "
+                             "(GCP GPU machine types page); NCCL reads them as IB, 50 GB/s"),
+    "ib_ndr400x8_sharp": Network(
+        "ib_ndr400x8_sharp", "InfiniBand NDR 400 Gb/s, 8 rails, SHARP-capable switches", 50.0, 8,
+        "As ib_ndr400x8. NCCL uses SHARP only through CollNet (CollNet Direct / Chain, and NVLS "
+        "with CollNet), which needs the SHARP net plugin and NCCL_COLLNET_ENABLE=1 (src/init.cc: "
+        "the collnetEnable config defaults to 0, NCCL_CONFIG_DEFAULT(..., collnetEnable, ..., "
+        "0): off by default); NCCL's default run "
+        "on this network is the one priced (ring, tree, NVLS-Tree). Not priced: a CollNet run"),
+    "ib_ndr400_nvl72": Network(
+        "ib_ndr400_nvl72", "InfiniBand NDR 400 Gb/s, one ConnectX-7 per GPU of a GB200 NVL72 "
+        "domain (72 per domain)", 50.0, 72,
+        "NVIDIA GB200 NVL72 reference architecture: each compute tray carries 4 ConnectX-7 "
+        "400 Gb/s NICs (one per GPU) for the compute fabric, 72 per rack; NCCL: 50 GB/s each. "
+        "Across racks NCCL takes each NVLink domain as one node (MNNVL)"),
     "tcp100": Network("tcp100", "100 Gb/s Ethernet, one NIC, NCCL's socket transport", 12.5, 1,
                       "100000 Mb/s / 8000 = 12.5 GB/s"),
 }
@@ -109,7 +148,8 @@ SPEEDS_INTER = {
                   3.0, 2.4, 1.2, 0.24, 0.12),
 }
 #: Multi-node columns (N2, N4) of ``ncclTunerConstantsDefaults`` (``src/graph/tuning.cc``).
-LL_MAX_BY_VENDOR = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
+LL_MAX_BY_VENDOR = {"intel": (39.0, 20.4), "amd": (22.5, 19.0), "arm": (39.0, 20.4)}
+"""(``llMaxBws[index1]``: index1 is 1 for an AMD CPU, else 0: an Arm CPU reads Intel's row.)"""
 RING_LL128_PER_CHANNEL = {"ampere": (20.0, 20.0), "hopper": (36.7, 36.7),
                           "blackwell": (34.6, 2 * 36.7)}
 TREE_PER_CHANNEL = {"ampere": (23.6, 17.8), "hopper": (41.4, 36.0), "blackwell": (42.8, 24.0)}
@@ -122,7 +162,7 @@ NET_HOP_US = {("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 1
 """``hwLatencies[NCCL_HW_NET]`` (``src/graph/tuning.cc``), us per network hop."""
 NVLS_TREE_INTRA_US = 25.0
 """``hwLatencies[NCCL_HW_NVLINK][NVLS_TREE]``, us."""
-NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
 """``getNetOverhead`` (``src/graph/tuning.cc``): the floor of a ring's intra-node step latency
 across nodes, us (times 3 for Simple)."""
 RING_SIMPLE_PLATEAU = 1.4
@@ -151,11 +191,22 @@ def network(net: Any) -> Network:
     return NETWORKS[check_choice("network", net, NETWORKS)]
 
 
-def multinode_graphs(box: GpuBox, nodes: int, net: Network) -> MultinodeGraph:
-    """The ring (and tree) graph across ``nodes`` nodes (see the module doc)."""
+def _blackwell_row(version: Any, field: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    """A per-release Blackwell row of :class:`~distlab.collectives.model.nccl.versions.NcclVersion`
+    (``None``: ``default``, 2.28.9's)."""
+    return default if version is None else tuple(getattr(version, field))
+
+
+def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
+                     version: Any = None) -> MultinodeGraph:
+    """The ring (and tree) graph across ``nodes`` nodes (see the module doc); ``version``: the
+    release whose Blackwell inter-node speed table applies (``None``: 2.28.9)."""
     link = box.nccl_link_gbps
     best = (1, 0.1)  # slower than every speed NCCL tries: its 0.1 GB/s fallback graph
-    for speed in SPEEDS_INTER[box.generation]:  # keep the most channels x speed (first wins)
+    speeds = SPEEDS_INTER[box.generation]
+    if box.generation == "blackwell":
+        speeds = _blackwell_row(version, "sm100_speeds_inter", speeds)
+    for speed in speeds:  # keep the most channels x speed (first wins)
         per_nic = math.floor(net.nic_gbps / speed + 1e-9)
         channels = min(net.rails * per_nic, math.floor(link / (speed * box.p2p_overhead) + 1e-9),
                        MAX_CHANNELS // 2)
@@ -170,7 +221,8 @@ def multinode_graphs(box: GpuBox, nodes: int, net: Network) -> MultinodeGraph:
 
 def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
                     algorithms: Iterable[str] | None = None,
-                    protocols: Iterable[str] | None = None) -> list[TuningEntry]:
+                    protocols: Iterable[str] | None = None,
+                    version: Any = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
     all, ``world_size / nodes`` per node) over network ``net``: one
     :class:`~distlab.collectives.model.nccl.estimate.TuningEntry` per pair, NCCL's order."""
@@ -184,7 +236,7 @@ def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
     nw = network(net)
     algos = _subset("algorithms", algorithms, ALGORITHMS)
     protos = _subset("protocols", protocols, ("LL", "LL128", "Simple"))
-    g = multinode_graphs(b, nodes, nw)
+    g = multinode_graphs(b, nodes, nw, version=version)
     col = 0 if nodes <= 2 else 1
     out = []
     for a in ALGORITHMS:
@@ -192,7 +244,8 @@ def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
             if a == "nvls_tree" and p != "Simple":
                 continue
             reason = _reason(b, ppn, a, p, algos, protos)
-            bus = 0.0 if reason.startswith("NVLS") else _busbw(b, g, a, p, nodes, ppn, col)
+            bus = 0.0 if reason.startswith("NVLS") else _busbw(b, g, a, p, nodes, ppn, col,
+                                                                version)
             ratio = 0.5 if a == "tree" else n / (2 * (n - 1))
             out.append(TuningEntry(a, p, not reason, reason,
                                       _latency(b, a, p, n, ppn, nodes), bus, bus * ratio))
@@ -201,16 +254,20 @@ def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
 
 def multinode_choices(box: Any, world_size: int, sizes_bytes: Sequence[int], nodes: int,
                       net: Any, *, algorithms: Iterable[str] | None = None,
-                      protocols: Iterable[str] | None = None) -> list[Choice]:
+                      protocols: Iterable[str] | None = None,
+                      version: Any = None) -> list[Choice]:
     """NCCL's choice and estimate per size across nodes (``ncclTopoGetAlgoTime``: the tree
-    correction, and the ring's Simple plateau)."""
+    correction, from 2.29.7 on NVLS-Tree too on Blackwell with an x86 CPU, and the ring's Simple
+    plateau). ``version``: an ``NcclVersion`` whose Blackwell rows apply (``None``: 2.28.9)."""
     b = gpu_box(box)
     table = [e for e in multinode_table(b, world_size, nodes, net, algorithms=algorithms,
-                                        protocols=protocols) if e.enabled]
+                                        protocols=protocols, version=version) if e.enabled]
     if not table:
         raise ValueError(f"no algorithm/protocol available for allreduce across {nodes} nodes "
                          f"with algorithms={algorithms!r}, protocols={protocols!r}")
-    runtime = multinode_graphs(b, nodes, network(net)).runtime_channels
+    runtime = multinode_graphs(b, nodes, network(net), version=version).runtime_channels
+    nvls_tree_corrected = (version is not None and version.nvls_tree_correction and b.sm >= 100
+                           and b.cpu_vendor in ("intel", "amd"))
     out = []
     for s in sizes_bytes:
         s = check_int("nbytes", s, minimum=1)
@@ -221,12 +278,26 @@ def multinode_choices(box: Any, world_size: int, sizes_bytes: Sequence[int], nod
                     and s // (runtime * world_size) >= 64):
                 lat *= RING_SIMPLE_PLATEAU
             c = _price(replace(e, latency_us=lat), s)
+            if e.algorithm == "nvls_tree" and nvls_tree_corrected:
+                c = _corrected(e, lat, s)
             cands.append(Candidate(c.algorithm, c.protocol, c.latency_us, c.algbw_gbps,
                                    c.seconds))
         best = min(cands, key=lambda c: c.seconds)
         out.append(Choice(s, world_size, best.algorithm, best.protocol, best.seconds,
                           tuple(cands)))
     return out
+
+
+def _corrected(e: TuningEntry, latency_us: float, nbytes: int) -> Candidate:
+    """NVLS-Tree priced with the tree correction (``ncclTopoGetAlgoTime``, 2.29.7 on: 24
+    entries, the last one 256 MiB to 512 MiB)."""
+    bw = e.algbw_gbps
+    log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
+    table = (*TREE_CORRECTION["Simple"], 0.9)  # 2.29.7 appends .9 to the Simple row
+    if 0 <= log_size < len(table):
+        bw *= table[log_size]
+    us = latency_us + nbytes / (1000.0 * bw)
+    return Candidate(e.algorithm, e.protocol, latency_us, bw, us * 1e-6)
 
 
 def _reason(box: GpuBox, ppn: int, a: str, p: str, algos: tuple[str, ...],
@@ -243,8 +314,15 @@ def _reason(box: GpuBox, ppn: int, a: str, p: str, algos: tuple[str, ...],
 
 
 def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
-           col: int) -> float:
+           col: int, version: Any = None) -> float:
     gen = box.generation
+    ring_ll128 = RING_LL128_PER_CHANNEL[gen][col]
+    nvls_tree_cap = NVLS_TREE_PER_CHANNEL.get(gen, (0.0, 0.0))[col]
+    if gen == "blackwell":
+        ring_ll128 = _blackwell_row(version, "blackwell_ring_ll128_gbps",
+                                    (0.0, *RING_LL128_PER_CHANNEL[gen]))[1 + col]
+        nvls_tree_cap = _blackwell_row(version, "blackwell_nvls_tree_gbps",
+                                       NVLS_TREE_PER_CHANNEL[gen])[col]
     ch, bw = g.n_channels, g.speed_gbps
     if a == "nvls_tree":  # the node's NVLS graph inside, the network speed between nodes
         nvls = nccl_graphs(box, ppn)["nvls"]
@@ -252,13 +330,13 @@ def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
         intra = nvls.bw_intra_gbps * NVLS_EFFICIENCY[gen] * (k - 1) / k * 2
         net_per_head = min(bw, g.n_channels * bw / k)  # the heads share the node's network
         inter = net_per_head * (2 if nodes <= 2 else 1)
-        return k * min(intra, inter, NVLS_TREE_PER_CHANNEL[gen][col])
+        return k * min(intra, inter, nvls_tree_cap)
     bus = ch * bw
     if a == "ring":
         if p == "LL":
             return min(LL_MAX_BY_VENDOR[box.cpu_vendor][col], bus * 0.5)
         if p == "LL128":
-            return min(bus * LL128_DATA_FRACTION, ch * RING_LL128_PER_CHANNEL[gen][col])
+            return min(bus * LL128_DATA_FRACTION, ch * ring_ll128)
         return bus
     bus = min(bus * TREE_EFFICIENCY, ch * TREE_PER_CHANNEL[gen][col])
     if p == "LL":

@@ -1,4 +1,4 @@
-"""The NCCL constants that changed between 2.18 and 2.28, per version.
+"""The NCCL constants that changed between 2.18 and 2.30, per version.
 
 NCCL's tuning model (:mod:`~distlab.collectives.model.nccl.estimate`) and its execution
 (:mod:`~distlab.collectives.model.nccl.execution`) are written from NVIDIA/nccl ``v2.28.9-1``. The
@@ -6,33 +6,72 @@ published tables were measured with older NCCLs, and what NCCL chooses and how f
 between them. :class:`NcclVersion` holds, per release, what differs for one node (every value
 read from ``git show <tag>:<file>``; file and function beside each field):
 
-=======================  ==========  ==========  ==========  ==========  ==========  ==========
-field                    2.18.5      2.20.5      2.24.3      2.26.2      2.27.5      2.28.9
-=======================  ==========  ==========  ==========  ==========  ==========  ==========
-NVLS latency (us)        23 (base)   23 (hw)     25          25          25          25
-Tree Simple base (us)    0           0           8.4         8.4         8.4         8.4
-Tree Simple hop NVL/PCI  4 / 6       28 / 28     4 / 4       4 / 4       4 / 4       4 / 4
-Ring LL busbw factor     1/4         1/4         1/2         1/2         1/2         1/2
-LL max busbw, Hopper     87.7        87.7        141         141         141         141
-Blackwell row            no          no          no          yes         yes         yes
-NVLS bandwidth           generic     min(i, o)   min(i, o)   min(i, o)   min(i, o)   efficiency
-LL128 default arches     70/80/90    70/80/90    70/80/90    70-100 [1]  >= 70       >= 70
-MAXCHANNELS              32          32          32          64          64          64
-NVLS needs GPUs          >= 3        >= 3        >= 3        >= 3        >= 3        >= 2
-=======================  ==========  ==========  ==========  ==========  ==========  ==========
+========================== ======== ======== ======== ======== ======== ======== ======== ========
+field                      2.18.5   2.20.5   2.24.3   2.26.2   2.27.5   2.28.9   2.29.7   2.30.7
+========================== ======== ======== ======== ======== ======== ======== ======== ========
+NVLS latency (us)          23 (bas) 23 (hw)  25       25       25       25       25       25
+Tree Simple base (us)      0        0        8.4      8.4      8.4      8.4      8.4      8.4
+Tree Simple hop NVL/PCI    4 / 6    28 / 28  4 / 4    4 / 4    4 / 4    4 / 4    4 / 4    4 / 4
+Ring LL busbw factor       1/4      1/4      1/2      1/2      1/2      1/2      1/2      1/2
+LL max busbw, Hopper       87.7     87.7     141      141      141      141      141      141
+Blackwell row              no       no       no       yes      yes      yes      yes      yes
+NVLS bandwidth             generic  min(i,o) min(i,o) min(i,o) min(i,o) effic.   effic.   effic.
+LL128 default arches       70-90    70-90    70-90    70-100   >= 70    >= 70    >= 70    >= 70
+MAXCHANNELS                32       32       32       64       64       64       64       64
+NVLS needs GPUs            >= 3     >= 3     >= 3     >= 3     >= 3     >= 2     >= 2     >= 2
+Blackwell ring LL128 [2]   -        -        -        73.4     73.4     73.4     40       40
+sm100 intra speed 45 [3]   no       no       no       no       no       no       yes      yes
+sm100 inter speeds [3]     96, 48   96, 48   96, 48   96, 48   96, 48   96, 48   96,80,48 96,86,80
+Blackwell NVLS-Tree N4 [2] -        -        -        43.8     43.8     43.8     43.8     80
+NVLS-Tree tree corr. [4]   no       no       no       no       no       no       yes      yes
+========================== ======== ======== ======== ======== ======== ======== ======== ========
 
-[1] compute capability 70, 80, 90 and 100 (``tuning.cc``'s switch); the boxes modelled are 80, 90
-and 120, where that is the same as 70/80/90.
+70-90 / 70-100: compute capability 70, 80, 90 (and 100 in 2.26.2; ``tuning.cc``'s switch).
+
+[2] ``perChMaxRingLL128Bws`` / ``perChMaxNVLSTreeBws`` Blackwell rows (``tuning.cc``), GB/s per
+    channel: ring LL128 ``{2*36.7, 34.6, 2*36.7}`` (N1/N2/N4) up to 2.28.9, ``{40, 40, 40}`` from
+    2.29.7; NVLS-Tree ``{0, 96, 43.8}`` up to 2.29.7, ``{0, 96, 80}`` in 2.30.7.
+[3] ``sm100SpeedArrayIntra`` / ``sm100SpeedArrayInter`` (``src/graph/search.cc``): 2.29.7 adds
+    45 GB/s to the intra table and 80 to the inter table, 2.30.7 adds 86 to the inter table.
+    Before 2.26 Blackwell GPUs read the 2.28.9 tables here (not checked per release).
+[4] ``ncclTopoGetAlgoTime``: from 2.29.7 NVLS-Tree's bandwidth takes ``treeCorrectionFactor``
+    (now 24 entries) on compute capability >= 100 with an x86 CPU.
+
+Everything else ``ncclTopoTuneModel`` reads (base and hop latencies, ``llMaxBws``, the Hopper
+and Ampere rows, ``nvlsEfficiency``, ``MAXCHANNELS``, ``NCCL_MAX_NVLS_ARITY``, the NVLS channel
+counts of ``src/transport/nvls.cc``, ``SM*_NVLINK_BW``) is the same in 2.28.9, 2.29.7 and 2.30.7
+(``git diff v2.28.9-1 v2.30.7-1`` of ``tuning.cc``, ``search.cc``, ``topo.h``, ``device.h``,
+``nvls.cc``, read with whitespace removed: 2.30 reformatted the files).
+
+**Releases the model does not hold.** :func:`resolve_nccl_version` prices a release with the
+newest modelled release not newer than it (2.25.1 with 2.24.3, 2.31.0 with 2.30.7), and one older
+than every modelled release (2.17.1) with the oldest, 2.18.5; each time it says so in one line
+(:attr:`ResolvedVersion.note`; :func:`nccl_version` also issues it as a
+:class:`NcclVersionWarning`). It never refuses a well-formed release: the constants move little
+between releases, and an answer with its caveat is more use than none.
 
 Not modelled per version (stated, not NCCL's): the topology search (``src/graph/search.cc``) is
-the 2.28.9 one for every version, and multi-node terms are the 2.28.9 ones.
+the 2.28.9 one for every version but for the sm100 speed tables above; the multi-node terms are
+the 2.28.9 ones but for the Blackwell rows above.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_NCCL_VERSION", "NCCL_VERSIONS", "NcclVersion", "nccl_version"]
+__all__ = ["DEFAULT_NCCL_VERSION", "NCCL_VERSIONS", "NcclVersion", "NcclVersionWarning",
+           "ResolvedVersion", "nccl_version", "release_key", "resolve_nccl_version"]
+
+#: ``sm100SpeedArrayIntra`` / ``sm100SpeedArrayInter`` (``src/graph/search.cc``), GB/s per channel.
+SM100_INTRA_2_28 = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
+SM100_INTRA_2_29 = (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
+_INTER_TAIL = (48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
+               1.2, 0.24, 0.12)
+SM100_INTER_2_28 = (96.0, *_INTER_TAIL)
+SM100_INTER_2_29 = (96.0, 80.0, *_INTER_TAIL)
+SM100_INTER_2_30 = (96.0, 86.0, 80.0, *_INTER_TAIL)
 
 
 @dataclass(frozen=True)
@@ -59,7 +98,11 @@ class NcclVersion:
             before only 70, 80 and 90, and 100 in 2.26.2).
         max_channels: ``MAXCHANNELS`` (``device.h``: 32 up to 2.24.3, 64 from 2.26.2).
         nvls_min_gpus: fewest GPUs NVLS initializes on (``src/transport/nvls.cc``
-            ``ncclNvlsInit``: ``gpuCount <= 2`` disables it up to 2.27.5, ``< 2`` in 2.28.9).
+            ``ncclNvlsInit``: ``gpuCount <= 2`` disables it up to 2.27.5, ``< 2`` from 2.28.9).
+        blackwell_ring_ll128_gbps: ``perChMaxRingLL128Bws`` Blackwell row (N1, N2, N4).
+        sm100_speeds_intra, sm100_speeds_inter: NCCL's Blackwell speed tables (``search.cc``).
+        blackwell_nvls_tree_gbps: ``perChMaxNVLSTreeBws`` Blackwell row (N2, N4).
+        nvls_tree_correction: NVLS-Tree takes the tree correction on Blackwell x86 (2.29.7 on).
     """
 
     tag: str
@@ -73,6 +116,11 @@ class NcclVersion:
     ll128_all_arches: bool
     max_channels: int
     nvls_min_gpus: int
+    blackwell_ring_ll128_gbps: tuple[float, float, float] = (2 * 36.7, 34.6, 2 * 36.7)
+    sm100_speeds_intra: tuple[float, ...] = SM100_INTRA_2_28
+    sm100_speeds_inter: tuple[float, ...] = SM100_INTER_2_28
+    blackwell_nvls_tree_gbps: tuple[float, float] = (96.0, 43.8)
+    nvls_tree_correction: bool = False
 
     @property
     def release(self) -> str:
@@ -97,28 +145,92 @@ NCCL_VERSIONS: dict[str, NcclVersion] = {
                         True, "min", True, 64, 3),
     "2.28": NcclVersion("v2.28.9-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "efficiency", True, 64, 2),
+    "2.29": NcclVersion("v2.29.7-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+                        True, "efficiency", True, 64, 2, (40.0, 40.0, 40.0), SM100_INTRA_2_29,
+                        SM100_INTER_2_29, (96.0, 43.8), True),
+    "2.30": NcclVersion("v2.30.7-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+                        True, "efficiency", True, 64, 2, (40.0, 40.0, 40.0), SM100_INTRA_2_29,
+                        SM100_INTER_2_30, (96.0, 80.0), True),
 }
-"""One entry per NCCL minor release modelled, keyed ``"2.18"`` ... ``"2.28"``."""
+"""One entry per NCCL minor release modelled, keyed ``"2.18"`` ... ``"2.30"``."""
 
 DEFAULT_NCCL_VERSION = "2.28"
 """NCCL 2.28.9: the NCCL of torch 2.11's CUDA wheels, which the project's H100 profile records
 (torch 2.13's CPU wheel, the one on these machines, carries no NCCL)."""
 
 
-def nccl_version(version: str | NcclVersion | None = None) -> NcclVersion:
-    """The :class:`NcclVersion` for ``"2.24"``, ``"2.24.3"``, ``"v2.24.3-1"`` or an
-    :class:`NcclVersion` itself; ``None``: :data:`DEFAULT_NCCL_VERSION`. A patch release maps to
-    its minor release's entry (the constants above do not change within one)."""
+class NcclVersionWarning(UserWarning):
+    """A release the model does not hold, priced with a neighbouring one (see the module doc)."""
+
+
+@dataclass(frozen=True)
+class ResolvedVersion:
+    """What :func:`resolve_nccl_version` made of a release.
+
+    Attributes:
+        asked: the release as given (``"2.31.0+cuda13.0"``), or the default's release.
+        version: the modelled release that prices it.
+        note: one line saying it is priced with another release ("" when it is modelled).
+    """
+
+    asked: str
+    version: NcclVersion
+    note: str
+
+    @property
+    def priced_as(self) -> str:
+        """The release that prices it, e.g. ``"2.30.7"``."""
+        return self.version.release
+
+
+_RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?(?:\+\S*)?$")
+
+
+def release_key(text: str) -> tuple[int, int]:
+    """``(major, minor)`` of a release as NCCL prints it: ``2.26``, ``2.26.2``, ``v2.26.2-1``,
+    ``2.26.2+cuda12.8``. Raises ``ValueError`` naming the forms otherwise."""
+    m = _RELEASE.match(str(text).strip())
+    if m is None:
+        raise ValueError(f"nccl_version must be a release like '2.26', '2.26.2', 'v2.26.2-1' or "
+                         f"'2.26.2+cuda12.8' (the modelled ones are {', '.join(NCCL_VERSIONS)}), "
+                         f"got {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def resolve_nccl_version(version: str | NcclVersion | None = None) -> ResolvedVersion:
+    """The modelled release that prices ``version`` (see the module doc), and what to say.
+
+    ``None``: :data:`DEFAULT_NCCL_VERSION`; an :class:`NcclVersion`: itself. A modelled minor
+    release (any patch of it) prices as itself; a release between two modelled ones as the older;
+    one newer than all as the newest; one older than all as the oldest (2.18.5).
+    """
     if isinstance(version, NcclVersion):
-        return version
+        return ResolvedVersion(version.release, version, "")
     if version is None:
-        return NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
+        v = NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
+        return ResolvedVersion(v.release, v, "")
     if not isinstance(version, str):
         raise TypeError(f"nccl_version must be a string like '2.24' or None, got "
                         f"{type(version).__name__} {version!r}")
-    text = version.strip().lstrip("v").split("-")[0]
-    key = ".".join(text.split(".")[:2])
-    if key not in NCCL_VERSIONS:
-        raise ValueError(f"nccl_version must be one of {', '.join(NCCL_VERSIONS)} (or a patch "
-                         f"release of one, e.g. '2.24.3'), got {version!r}")
-    return NCCL_VERSIONS[key]
+    key = release_key(version)
+    known = sorted((release_key(k), k) for k in NCCL_VERSIONS)
+    exact = [k for kk, k in known if kk == key]
+    if exact:
+        return ResolvedVersion(version, NCCL_VERSIONS[exact[0]], "")
+    below = [k for kk, k in known if kk < key]
+    v = NCCL_VERSIONS[below[-1] if below else known[0][1]]
+    why = ("newer than every release the model holds" if key > known[-1][0] else
+           "older than every release the model holds" if not below else
+           "not a release the model holds")
+    return ResolvedVersion(version, v, f"NCCL {version.strip()} is {why} "
+                                       f"({known[0][1]}-{known[-1][1]}): priced as NCCL "
+                                       f"{v.release}")
+
+
+def nccl_version(version: str | NcclVersion | None = None) -> NcclVersion:
+    """The :class:`NcclVersion` that prices ``version`` (:func:`resolve_nccl_version`); a release
+    the model does not hold issues its one-line note as a :class:`NcclVersionWarning`."""
+    resolved = resolve_nccl_version(version)
+    if resolved.note:
+        warnings.warn(resolved.note, NcclVersionWarning, stacklevel=2)
+    return resolved.version

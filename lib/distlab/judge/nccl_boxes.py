@@ -1,0 +1,148 @@
+"""``python -m distlab.judge nccl --boxes``: every box, network and NCCL release the model knows,
+where its constants come from and how it was judged.
+
+For each GPU box (:data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES`), network
+(:data:`~distlab.collectives.model.nccl.multinode.NETWORKS`) and release
+(:data:`~distlab.collectives.model.nccl.versions.NCCL_VERSIONS`): the published tables that judge
+it, their points, and the median and 90th percentile of the absolute time error. One-node tables
+are judged leave-one-source-out (each source priced with constants fitted on the others: the
+same judgement as ``--published``); multi-node tables are judged out of sample (no constant is
+fitted on them). "-" where no published table judges it: the constants are NCCL's and the vendor's,
+and nothing says how close the model comes there. Nothing is measured.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from distlab.collectives.model.nccl.boxes import GPU_BOXES, NCCL_TAG
+from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.collectives.model.nccl.versions import NCCL_VERSIONS, resolve_nccl_version
+from distlab.report.table import Column, format_table
+
+__all__ = ["CANNOT_PRICE", "Judged", "boxes_lines", "boxes_report"]
+
+CANNOT_PRICE = (
+    "NCCL with CollNet (NCCL_COLLNET_ENABLE=1 and the SHARP plugin): CollNet Direct / Chain and "
+    "NVLS with SHARP are not modelled; ib_ndr400x8_sharp prices NCCL's default run",
+    "PAT (one GPU per node) and NCCL's symmetric-memory kernels (2.27+, registered buffers)",
+    "a PCIe box whose path NCCL credits below its lowest speed (e.g. RTX PRO 6000 across two AMD "
+    "sockets: 16 GB/s against Blackwell's 18): NCCL falls back to a 0.1 GB/s search graph",
+    "P2P off (consumer GPUs, NCCL_P2P_DISABLE): the SHM transport through host memory is priced "
+    "as if P2P ran on the same paths",
+    "GB200 racks joined by a network: priced with one NVLink domain as one node, as NCCL does, "
+    "but NVLS-Tree's loss with the number of racks is not modelled (CoreWeave's 2 and 20 racks "
+    "run 21% and 55% slower than the model)",
+    "per-release terms across nodes other than the Blackwell rows; the topology search of "
+    "releases before 2.28 (2.28.9's is used)",
+)
+"""What the model cannot price, in one line each (the report's last lines)."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """How one thing was judged: ``tables`` published tables, ``points`` points, the median and
+    90th percentile of absolute time error, percent (None without a table)."""
+
+    tables: int
+    points: int
+    median_pct: float | None
+    p90_pct: float | None
+
+    @classmethod
+    def of(cls, judged: Sequence[Any]) -> Judged:
+        """From :class:`~distlab.collectives.model.nccl.fit_execution.JudgedPoint` s."""
+        if not judged:
+            return cls(0, 0, None, None)
+        errs = [abs(j.error_pct) for j in judged]
+        return cls(len({j.system for j in judged}), len(errs), float(np.median(errs)),
+                   float(np.percentile(errs, 90)))
+
+    def row(self) -> dict[str, Any]:
+        """The columns :func:`boxes_lines` shows."""
+        return {"tables": self.tables, "points": self.points, "median": self.median_pct,
+                "p90": self.p90_pct}
+
+
+def _group(judged: Iterable[Any], key_of: dict[str, str]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for j in judged:
+        out.setdefault(key_of[j.system], []).append(j)
+    return out
+
+
+def boxes_report() -> dict[str, Any]:
+    """Every box, network and release with its source and judgement (JSON-ready)."""
+    from distlab.collectives.model.nccl import fit_execution as fx
+
+    single = fx.calibration_points()
+    multi = fx.multinode_points()
+    loso = fx.leave_one_source_out(single)
+    out_multi = fx.judge(multi, fx.shipped_constants())
+    box_of = {str(p["system"]): fx.box_of(p) for p in single + multi}
+    net_of = {str(p["system"]): str(p.get("network") or "none") for p in multi}
+    release_of = {str(p["system"]): _release_of(p.get("nccl_version")) for p in single + multi}
+    one, across = _group(loso, box_of), _group(out_multi, box_of)
+    by_net, by_release = _group(out_multi, net_of), _group([*loso, *out_multi], release_of)
+    boxes = [{"key": k, "name": b.name, "gpus": b.gpus, "sm": b.sm,
+              "nccl_link_gbps": round(b.nccl_link_gbps, 1), "path": b.path,
+              "source": b.link_source, "one_node": Judged.of(one.get(k, [])).row(),
+              "multi_node": Judged.of(across.get(k, [])).row()} for k, b in GPU_BOXES.items()]
+    nets = [{"key": k, "name": n.name, "nic_gbps": n.nic_gbps, "rails": n.rails,
+             "source": n.source, **Judged.of(by_net.get(k, [])).row()}
+            for k, n in NETWORKS.items()]
+    releases = [{"key": k, "tag": v.tag, "source": f"NVIDIA/nccl {v.tag} (versions.py's table)",
+                 **Judged.of(by_release.get(v.release, [])).row()}
+                for k, v in NCCL_VERSIONS.items()]
+    return {"nccl_tag": NCCL_TAG, "boxes": boxes, "networks": nets, "releases": releases,
+            "cannot_price": list(CANNOT_PRICE)}
+
+
+def _release_of(stated: Any) -> str:
+    """The modelled release a table's stated NCCL is priced with; "not stated" for None."""
+    if not stated:
+        return "not stated"
+    return resolve_nccl_version(str(stated)).priced_as
+
+
+_JUDGED = (Column("tables", "tables", "", missing="0"), Column("pts", "points", "", missing="0"),
+           Column("med %", "median", ".1f"), Column("p90 %", "p90", ".0f"))
+
+
+def boxes_lines(report: dict[str, Any] | None = None) -> list[str]:
+    """:func:`boxes_report` as text: three tables, then each one's sources, then what the model
+    cannot price."""
+    r = boxes_report() if report is None else report
+    box_rows = [{**b, "one": "", **{f"1{k}": v for k, v in b["one_node"].items()},
+                 **{f"n{k}": v for k, v in b["multi_node"].items()}} for b in r["boxes"]]
+    box_cols = (Column("box", "key"), Column("GPUs", "gpus", ""), Column("sm", "sm", ""),
+                Column("NCCL GB/s", "nccl_link_gbps", ".1f"), Column("path", "path"),
+                *(Column(f"1 box: {c.header}" if i == 0 else c.header, f"1{c.key}", c.spec,
+                         missing=c.missing) for i, c in enumerate(_JUDGED)),
+                *(Column(f"beyond: {c.header}" if i == 0 else c.header, f"n{c.key}", c.spec,
+                         missing=c.missing) for i, c in enumerate(_JUDGED)))
+    lines = [f"# GPU boxes (NCCL's constants: NVIDIA/nccl {r['nccl_tag']} and the releases below)",
+             "# 1 box: its 8-GPU tables, judged leave-one-source-out; beyond: nodes, GB200 racks",
+             "# and hosts (allreduce_multinode), judged out of sample",
+             *format_table(box_rows, box_cols).splitlines(),
+             "# networks (multi-node tables, out of sample)",
+             *format_table(r["networks"], (Column("network", "key"),
+                                           Column("NIC GB/s", "nic_gbps", ".1f"),
+                                           Column("NICs", "rails", ""), *_JUDGED)).splitlines(),
+             "# NCCL releases (the tables that state one, 1 node and across nodes; a release",
+             "# the model does not hold is priced with its neighbour)",
+             *format_table(r["releases"], (Column("release", "key"), Column("tag", "tag"),
+                                           *_JUDGED)).splitlines(),
+             "# where each constant comes from"]
+    for item in (*r["boxes"], *r["networks"]):
+        lines += textwrap.wrap(f"{item['key']}: {item['source']}", 100, initial_indent="  ",
+                               subsequent_indent="      ")
+    lines.append("# what the model cannot price")
+    for c in r["cannot_price"]:
+        lines += textwrap.wrap(c, 100, initial_indent="  - ", subsequent_indent="    ")
+    return lines
