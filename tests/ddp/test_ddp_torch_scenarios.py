@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from distlab import launch
-from helpers.ddp_scenarios import compare_scenarios
+from distlab.uneven import failure_kind, uneven_error
+from helpers.ddp_scenarios import compare_scenarios, distlab_only
 from helpers.leaks import no_leaks
 
 MODELS = [("small", {}), ("batch_norm", {}), ("conv", {}),
@@ -96,3 +97,47 @@ def test_torch_scenarios_bitwise_equal_to_torch_ddp(world):
     _check(world, rows, cs)
     throws = [i for i, c in enumerate(cs) if c.get("throw")]
     assert throws and all(rows[0][i]["ours_error"] for i in throws)
+
+
+# ---- issue 47's failures that torch cannot run to an end: distlab alone ---------------------
+
+def test_disagreeing_ranks_and_unused_parameters_raise_clear_errors_on_every_rank():
+    """Different models or bucket caps across ranks: every rank raises RankMismatchError at
+    construction, naming what differs (gloo would abort one process in C++ on the first bucket
+    of different sizes). find_unused_parameters=False with a parameter that got no gradient:
+    the next forward raises naming it and the fix (torch's "Expected to have finished
+    reduction"), on every rank."""
+    cs = [{"model": "small", "counts": [2, 2], "models_per_rank": True},
+          {"model": "small", "counts": [2, 2], "cap": [1, 0.0001]},
+          {"model": "alternating", "counts": [3, 3]}]
+    with no_leaks():
+        rows = launch.run(distlab_only, 2, args=(cs,), timeout=120)
+    for rank, per in enumerate(rows):
+        models, caps, unused = per
+        for r in (models, caps):
+            assert r["type"] == "RankMismatchError", (rank, r)
+            assert "do not hold the same model or bucket settings" in r["error"]
+            assert "seen at construction after" in r["error"] and r["seconds"] < 30
+        assert "rank 1: parameter elements 49 (rank 0: 42)" in models["error"]
+        assert "shapes/dtypes/settings CRC" in caps["error"]
+        assert unused["type"] == "RuntimeError", (rank, unused)
+        assert "b.weight, b.bias" in unused["error"]
+        assert "find_unused_parameters=True" in unused["error"]
+
+
+def test_a_peer_that_went_away_is_not_called_uneven_inputs():
+    """Only a bound that ran out suggests uneven inputs; a closed connection names a failed or
+    exited peer and a size mismatch names different collectives, each with the elapsed time."""
+    peer = uneven_error(1, "allreduce of bucket 0 (2 parameters, 64 bytes)", 30.0,
+                        RuntimeError("Connection closed by peer [127.0.0.1]:4242"), 0.02)
+    text = str(peer)
+    assert "did not complete within 30 s" in text and "(after 0.02 s)" in text
+    assert "another rank failed or exited" in text and "Likely cause: uneven" not in text
+    size = uneven_error(0, "x", 30.0, RuntimeError(
+        "Received data size doesn't match expected size"), 0.5)
+    assert "different collectives" in str(size) and "Likely cause: uneven" not in str(size)
+    late = uneven_error(0, "x", 3.0, RuntimeError("Timed out waiting 3000ms for recv"), 3.0)
+    assert "Likely cause: uneven inputs" in str(late)
+    assert [failure_kind(t) for t in ("Timed out", "Connection reset by peer",
+                                      "size mismatch", "weird")] == \
+        ["timeout", "peer", "mismatch", "timeout"]

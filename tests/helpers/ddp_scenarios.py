@@ -272,7 +272,9 @@ def distlab_only(rank: int, world_size: int, cases: list[dict[str, Any]]) -> lis
 
 def _train_raising(rank: int, world: int, cfg: dict[str, Any]) -> dict[str, Any]:
     """Like :func:`_train` without Join and without catching; models per rank may differ."""
-    name = cfg["model"] if isinstance(cfg["model"], str) else cfg["model"][rank]
+    name = cfg["model"]
+    if isinstance(cfg.get("cap"), list):
+        cfg = {**cfg, "cap": cfg["cap"][rank]}
     if cfg.get("models_per_rank"):
         torch.manual_seed(rank)
         model = _wrap("distlab", torch.nn.Linear(DIM, DIM + rank), cfg)
