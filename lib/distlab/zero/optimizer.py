@@ -357,7 +357,7 @@ class ZeroDataParallel(Joinable):
 
     @property
     def join_process_group(self) -> Any:
-        return self._comm
+        return self.group if self.group is not None else dist.group.WORLD  # Join composes
 
     def _shadow_iteration(self) -> None:
         """Joined rank: zeros into each bucket's collective (in the others' order), then the
