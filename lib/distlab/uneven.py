@@ -27,6 +27,7 @@ Pure helpers below; nothing here runs per step unless a Join is active.
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,7 +37,8 @@ import torch.distributed as dist
 from distlab._checks import check_float
 
 __all__ = ["DEFAULT_TIMEOUT_S", "UnevenInputsError", "bounded_group", "broadcast_from",
-           "check_timeout", "last_joiner_rank", "run_bounded", "uneven_error"]
+           "check_timeout", "failure_kind", "last_joiner_rank", "run_bounded",
+           "uneven_error"]
 
 #: Seconds a gradient collective may wait for its peers before the rank gives up (the issue's
 #: default; a rank slower than this by design, e.g. one saving a large checkpoint while the
@@ -48,18 +50,47 @@ class UnevenInputsError(RuntimeError):
     """A gradient collective did not complete within the bounded wait (or its peer went away).
 
     ``rank``: this rank; ``what``: the collective (e.g. ``"allreduce of bucket 2 (3 params,
-    1.5 MiB)"``); ``timeout_s``: the bound in seconds."""
+    1.5 MiB)"``); ``timeout_s``: the bound in seconds; ``elapsed_s``: how long it waited.
+    Uneven inputs are named as the likely cause only when the bound ran out; a peer that closed
+    its connection (it failed or exited) or a size mismatch is named as such."""
 
-    def __init__(self, rank: int, what: str, timeout_s: float | None, cause: str) -> None:
-        self.rank, self.what, self.timeout_s = rank, what, timeout_s
+    def __init__(self, rank: int, what: str, timeout_s: float | None, cause: str,
+                 elapsed_s: float | None = None) -> None:
+        self.rank, self.what, self.timeout_s, self.elapsed_s = rank, what, timeout_s, elapsed_s
+        self.kind = failure_kind(cause)
         bound = f"within {timeout_s:g} s" if timeout_s is not None else "(process-group timeout)"
-        super().__init__(
-            f"rank {rank}: the {what} did not complete {bound}: {cause}. Likely cause: uneven "
-            "inputs -- another rank ran out of batches and left its training loop, so no partner "
-            "joins this collective. Fix: wrap the loop in `with torch.distributed.algorithms."
-            "Join([model]):` (distlab's DDP and ZeroDataParallel are Joinable), or give every "
-            "rank the same number of batches (torch's DistributedSampler pads or drops). If a "
-            "rank is just slow (a checkpoint save), pass a larger timeout= (seconds).")
+        after = f" (after {elapsed_s:.2f} s)" if elapsed_s is not None else ""
+        join = ("wrap the loop in `with torch.distributed.algorithms.Join([model]):` (distlab's "
+                "DDP and ZeroDataParallel are Joinable)")
+        if self.kind == "mismatch":
+            likely = ("Likely cause: the ranks ran different collectives here (different "
+                      "models, bucket settings or code paths), not uneven inputs.")
+        elif self.kind == "peer":
+            likely = ("Likely cause: another rank failed or exited (see its own error) before "
+                      f"joining this collective. If it left because it ran out of batches "
+                      f"(uneven inputs), {join}; if a rank is just slow, pass a larger "
+                      "timeout= (seconds).")
+        else:
+            likely = (f"Likely cause: uneven inputs -- another rank ran out of batches and left "
+                      f"its training loop, so no partner joins this collective. Fix: {join}, or "
+                      "give every rank the same number of batches (torch's DistributedSampler "
+                      "pads or drops). If a rank is just slow (a checkpoint save), pass a larger "
+                      "timeout= (seconds).")
+        super().__init__(f"rank {rank}: the {what} did not complete {bound}: {cause}{after}. "
+                         + likely)
+
+
+def failure_kind(cause: str) -> str:
+    """``"mismatch"`` (sizes differ across ranks), ``"peer"`` (a peer closed its connection),
+    or ``"timeout"`` (the bound ran out, or anything else) for a backend's error text."""
+    text = cause.lower()
+    if "size" in text and ("match" in text or "mismatch" in text):
+        return "mismatch"
+    if "timed out" in text or "timeout" in text:
+        return "timeout"
+    if any(w in text for w in ("closed", "reset by peer", "broken pipe", "connection")):
+        return "peer"
+    return "timeout"
 
 
 def check_timeout(timeout: Any) -> float | None:
@@ -84,22 +115,25 @@ def bounded_group(group: Any, timeout_s: float | None) -> Any:
 
 
 def uneven_error(rank: int, what: str, timeout_s: float | None,
-                 exc: BaseException) -> UnevenInputsError:
+                 exc: BaseException, elapsed_s: float | None = None) -> UnevenInputsError:
     """The :class:`UnevenInputsError` for a failed wait on ``what`` (raise it ``from exc``)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return UnevenInputsError(rank, what, timeout_s, f"{type(exc).__name__}: {text[:160]}")
+    return UnevenInputsError(rank, what, timeout_s, f"{type(exc).__name__}: {text[:160]}",
+                             elapsed_s)
 
 
 def run_bounded(rank: int, what: str, timeout_s: float | None, fn: Callable[..., Any],
                 *args: Any) -> Any:
     """``fn(*args)`` (a collective or a wait on one, on a bounded group); a ``RuntimeError`` from
-    the backend (its timeout, a peer gone) becomes :class:`UnevenInputsError` naming ``what``."""
+    the backend (its timeout, a peer gone) becomes :class:`UnevenInputsError` naming ``what``
+    and the seconds it waited."""
+    t0 = time.monotonic()
     try:
         return fn(*args)
     except UnevenInputsError:
         raise
     except RuntimeError as exc:
-        raise uneven_error(rank, what, timeout_s, exc) from exc
+        raise uneven_error(rank, what, timeout_s, exc, time.monotonic() - t0) from exc
 
 
 def last_joiner_rank(rank: int, is_last_joiner: bool, group: Any, device: torch.device) -> int:

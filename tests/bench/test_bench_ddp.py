@@ -30,7 +30,8 @@ def test_bad_options_exit_2(args, option):
 
 def test_tiny_run_table_and_json(tmp_path):
     """With --join: overlap and torch DDP also run inside Join on the same even inputs, train
-    to torch's parameters, and each cap gets the step-time ratio line."""
+    to torch's parameters, and each cap gets the step-time ratio line; so do
+    find_unused_parameters=True and a model with buffers (broadcast_buffers)."""
     out = tmp_path / "ddp.json"
     r = _run("--layers", "2", "--width", "64", "--bucket-cap-mb", "0.01,25", "--steps", "2",
              "--rounds", "2", "--join", "--json", str(out))
@@ -45,3 +46,11 @@ def test_tiny_run_table_and_json(tmp_path):
     assert all(v > 0 for v in data["join_vs_overlap"].values())
     assert r.stdout.count("Join on even inputs: step = ") == 2
     assert data["config"]["join"] is True
+    # the new options' cost, distlab's beside torch's (their parameters equal torch's too)
+    for option, pair in (("find_unused_parameters", ("overlap+unused", "torch+unused")),
+                         ("broadcast_buffers", ("overlap+buffers", "torch+buffers"))):
+        assert all(variants.count(v) == 2 for v in pair)
+        cost = data["option_cost"][option]
+        assert set(cost) == {"0.01", "25.0"}
+        assert all(c["distlab"] > 0 and c["torch"] > 0 for c in cost.values())
+        assert r.stdout.count(f"{option}: step = ") == 2

@@ -17,7 +17,9 @@ parameter tensors, in microseconds: what DDP adds per parameter per step, commun
 (``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the step-rate target).
 ``--join`` adds the variant ``overlap+join`` (overlap trained inside ``torch.distributed.algorithms.
 Join`` on the same even inputs) and a line per cap with its step time over overlap's: what Join
-costs when no rank runs out (target <= 1.05).
+costs when no rank runs out (target <= 1.05); and, for ``find_unused_parameters=True`` and
+``broadcast_buffers`` (a model with two buffers), the step time over the plain one's, distlab's
+beside torch DDP's (:data:`~distlab.bench.ddp_ranks.OPTION_VARIANTS`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from distlab import launch
 from distlab.bench.ddp_ranks import (
     JOIN_VARIANT,
     NOT_OVERLAPPING,
+    OPTION_VARIANTS,
     TORCH_JOIN_VARIANT,
     measure_rank,
 )
@@ -160,10 +163,18 @@ class DdpBenchmark(Benchmark[DdpConfig]):
             tail.append(f"cap {cap} MB: Join on even inputs: step = {join_ratios[str(cap)]:.3f} x "
                         f"overlap's (target <= {TARGET_JOIN_RATIO}) {'PASS' if ok else 'MISS'}; "
                         f"torch DDP's: {torch_join[str(cap)]:.3f} x")
+        option_cost: dict[str, dict[str, dict[str, float]]] = {}
+        for cap in c.bucket_cap_mb if c.join else ():
+            for option, (ours_v, torch_v) in OPTION_VARIANTS.items():
+                ours = by[(ours_v, cap)]["step_s"] / by[("overlap", cap)]["step_s"]
+                theirs = by[(torch_v, cap)]["step_s"] / by[("torch", cap)]["step_s"]
+                option_cost.setdefault(option, {})[str(cap)] = {"distlab": ours, "torch": theirs}
+                tail.append(f"cap {cap} MB: {option}: step = {ours:.3f} x overlap's; "
+                            f"torch DDP's: {theirs:.3f} x torch's")
         wrong = sum(r["wrong"] for r in rows)
         return Report([Table(rows, COLUMNS)], head, tail,
                       {"rate_vs_torch": ratios, "join_vs_overlap": join_ratios,
-                       "torch_join_vs_torch": torch_join,
+                       "torch_join_vs_torch": torch_join, "option_cost": option_cost,
                        "local_backward_s": out[0]["local_backward_s"],
                        "local_step_s": out[0]["local_step_s"], "sizes": out[0]["sizes"],
                        "ready_s": out[0]["ready_s"], "link": out[0]["link"],

@@ -9,8 +9,11 @@ costs nothing in the timed rounds). All variants train on the same batches from 
 (rank-dependent) initial weights, so their parameters must equal torch DDP's at the end
 (``wrong``: parameter tensors that differ). With ``join=True`` one more variant, ``overlap+join``,
 is the overlap variant trained inside ``torch.distributed.algorithms.Join`` on the same, even,
-inputs: what Join costs per step when nobody runs out (two one-element allreduces per forward).
-Times in seconds.
+inputs: what Join costs per step when nobody runs out (two one-element allreduces per forward),
+and the new options' costs beside torch's (:data:`OPTION_VARIANTS`): ``find_unused_parameters=True``
+(a walk of the autograd graph per forward, a used-parameter map allreduce per backward, buckets
+never rebuilt) and ``broadcast_buffers`` on a model that carries two buffers of ``width`` floats
+(one broadcast per forward). Times in seconds.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ from distlab.ddp.step_model import (
 from distlab.nets import mlp
 from distlab.timeline import Timeline
 
-__all__ = ["JOIN_VARIANT", "NOT_OVERLAPPING", "TORCH_JOIN_VARIANT", "VARIANTS", "LocalTimes",
-           "local_times", "measure_rank"]
+__all__ = ["JOIN_VARIANT", "NOT_OVERLAPPING", "OPTION_VARIANTS", "TORCH_JOIN_VARIANT",
+           "VARIANTS", "LocalTimes", "local_times", "measure_rank"]
 
 VARIANTS = ("naive", "no-overlap", "overlap", "torch")
 
@@ -49,6 +52,10 @@ VARIANTS = ("naive", "no-overlap", "overlap", "torch")
 #: inputs (torch DDP under Join is the reference for what Join itself costs).
 JOIN_VARIANT = "overlap+join"
 TORCH_JOIN_VARIANT = "torch+join"
+
+#: With ``join=True`` too: (distlab variant, torch variant) for each option whose cost is shown.
+OPTION_VARIANTS = {"find_unused_parameters": ("overlap+unused", "torch+unused"),
+                   "broadcast_buffers": ("overlap+buffers", "torch+buffers")}
 
 #: The variants that launch no allreduce before backward has ended (``naive`` reduces each
 #: parameter, ``no-overlap`` each bucket, after it): none of their communication is hidden.
@@ -113,17 +120,22 @@ def _variants(rank: int, layers: int, width: int, caps: list[float], device: tor
     ids = [device.index] if device.type == "cuda" else None
     for cap in caps:
         names = VARIANTS if not join else VARIANTS[:3] + (JOIN_VARIANT,) + VARIANTS[3:] + (
-            TORCH_JOIN_VARIANT,)
+            TORCH_JOIN_VARIANT,) + tuple(v for pair in OPTION_VARIANTS.values() for v in pair)
         for v in names:
             if v == "naive" and cap != caps[0]:
                 continue
             m = mlp(layers, width, 100 + rank).to(device)
+            if v.endswith("+buffers"):  # batch-norm-like running statistics, unused in forward
+                m.register_buffer("running_mean", torch.full((width,), float(rank), device=device))
+                m.register_buffer("running_var", torch.ones(width, device=device))
+            unused = v.endswith("+unused")
             if v.startswith("torch"):
-                w = DistributedDataParallel(m, device_ids=ids, bucket_cap_mb=cap)
+                w = DistributedDataParallel(m, device_ids=ids, bucket_cap_mb=cap,
+                                            find_unused_parameters=unused)
             else:
                 timelines[(v, cap)] = Timeline()
                 w = DDP(m, bucket_cap_mb=cap, overlap=(v != "no-overlap"), naive=(v == "naive"),
-                        timeline=timelines[(v, cap)])
+                        timeline=timelines[(v, cap)], find_unused_parameters=unused)
             models[(v, cap)] = (w, torch.optim.SGD(w.parameters(), lr=1e-3))
     return models, timelines
 

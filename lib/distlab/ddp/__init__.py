@@ -9,6 +9,7 @@ from distlab.ddp.buckets import (
                                  initial_buckets,
                                  rebuilt_buckets,
                                  torch_ddp_buckets,
+                                 unused_initial_buckets,
 )
 from distlab.ddp.grad_bucket import GradBucket
 from distlab.ddp.reducer import DDP
@@ -17,4 +18,5 @@ __all__ = [
     "DDP", "GradBucket",
     "DEFAULT_BUCKET_CAP_MB", "DEFAULT_FIRST_BUCKET_BYTES", "backward_ready_order",
     "compute_bucket_assignment_by_size", "initial_buckets", "rebuilt_buckets", "torch_ddp_buckets",
+    "unused_initial_buckets",
 ]

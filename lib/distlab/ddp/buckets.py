@@ -94,6 +94,17 @@ def initial_buckets(params: Sequence[torch.Tensor],
     return list(reversed(buckets))
 
 
+def unused_initial_buckets(params: Sequence[torch.Tensor],
+                           bucket_cap_mb: float | None = None) -> list[list[int]]:
+    """Buckets torch DDP uses with ``find_unused_parameters=True`` (and ``static_graph=False``),
+    for the whole run since it never rebuilds them: limits ``[first cap, cap]`` (just ``[cap]``
+    when ``bucket_cap_mb`` is given) walked in parameter order, then the bucket list reversed."""
+    first, cap = _caps(bucket_cap_mb)
+    limits = [first, cap] if bucket_cap_mb is None else [cap]
+    buckets, _ = compute_bucket_assignment_by_size(list(params), limits)
+    return list(reversed(buckets))
+
+
 def rebuilt_buckets(params: Sequence[torch.Tensor], ready_order: Sequence[int],
                     bucket_cap_mb: float | None = None) -> list[list[int]]:
     """Buckets torch DDP rebuilds after iteration 0 from the order gradients became ready

@@ -14,18 +14,23 @@ which issues the same collectives, in the same order, on the same group, as torc
    allreduce of ``Join.notify_join_context`` in the others' forward);
 2. the one bucket rebuild (after the first synced iteration), with the bucket assignment
    broadcast from group rank 0 as torch's ``Reducer::sync_bucket_indices`` does, since a rank
-   that joined before its first backward cannot know the others' gradient-ready order;
-3. the allreduce of the "does this iteration sync gradients" flag (``no_sync`` iterations: 0);
-4. when it is 1, one collective per bucket of zeros, in bucket order, through the same path as
+   that joined before its first backward cannot know the others' gradient-ready order (it offers
+   the parameter order, as torch's ``_push_all_rebuilt_params``);
+3. with ``broadcast_buffers`` (after a synced forward): the MAX allreduce that picks the
+   highest rank not yet joined and the buffer broadcast from it (torch's
+   ``_check_and_sync_module_buffers``);
+4. the allreduce of the "does this iteration sync gradients" flag (``no_sync`` iterations: 0);
+5. when it is 1, one collective per bucket of zeros, in bucket order, through the same path as
    the live buckets (built-in allreduce, the comm hook, or distlab's algorithm; ``naive=True``:
-   one per parameter), then waits for them.
+   one per parameter), then waits for them; with ``find_unused_parameters=True`` also the
+   allreduce of its used-parameter map (the sum it last saw, as torch's joined rank sends).
 
 Joined ranks contribute zeros, so the others' sums are theirs alone; with
 ``divide_by_initial_world_size=True`` (default) gradients are divided by the initial world size,
 else by the number of ranks not yet joined (the count from step 1). A joined rank does not step
-its optimizer; :meth:`DDPJoinHook.post_hook` broadcasts parameters and buffers from the largest
-rank among the last joiners (torch's ``_sync_final_model``), so every rank leaves the ``with``
-block with the same model.
+its optimizer; :meth:`DDPJoinHook.post_hook` broadcasts parameters (and buffers, with
+``broadcast_buffers``) from the largest rank among the last joiners (torch's
+``_sync_final_model``), so every rank leaves the ``with`` block with the same model.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ class JoinedReducer(Protocol):
     last_joiner: int | None
     _divide_by_initial_world_size: bool
     _ready_order: list[int]
+    _require_fwd_sync: bool
+    find_unused_parameters: bool
+    broadcast_buffers: bool
     _params: list[nn.Parameter]
     _comm: Any  # a process group, or None for the default one
 
@@ -59,6 +67,16 @@ class JoinedReducer(Protocol):
     def join_device(self) -> torch.device: ...
 
     def _maybe_rebuild(self) -> None: ...
+
+    def _should_rebuild(self) -> bool: ...
+
+    def _will_sync_buffers(self) -> bool: ...
+
+    def _common_rank(self, candidate: bool) -> int: ...
+
+    def _sync_buffers(self, src: int) -> None: ...
+
+    def _shadow_used_map(self) -> None: ...
 
     def _peer_sync_flag(self) -> bool: ...
 
@@ -81,22 +99,30 @@ class DDPJoinHook(JoinHook):
         ddp = self.ddp
         self.iterations += 1
         ddp._maybe_rebuild()
-        if not ddp._peer_sync_flag():
+        if ddp._will_sync_buffers():
+            ddp._sync_buffers(ddp._common_rank(False))
+        sync = ddp._peer_sync_flag()
+        ddp._require_fwd_sync = sync  # torch: require_forward_param_sync = should_sync
+        if not sync:
             return
         t0 = now_us()
         ddp._shadow_backward()
+        if ddp.find_unused_parameters:
+            ddp._shadow_used_map()
         if ddp.timeline is not None:
             ddp.timeline.record(f"joined: shadow iteration {self.iterations}", "shadow",
                                 ddp._lane("backward"), t0, now_us() - t0)
-        if not ddp._ready_order:  # as torch's _push_all_rebuilt_params: rebuild next time
-            ddp._ready_order = list(reversed(range(len(ddp._params))))
+        if ddp._should_rebuild() and not ddp._ready_order:
+            # torch's _push_all_rebuilt_params: every parameter, in parameter order
+            ddp._ready_order = list(range(len(ddp._params)))
 
     def post_hook(self, is_last_joiner: bool) -> None:
         ddp = self.ddp
         group = ddp._comm
         src = last_joiner_rank(ddp.rank, is_last_joiner, group, ddp.join_device)
         tensors: list[torch.Tensor] = [p.data for p in ddp.module.parameters()]
-        tensors += list(ddp.module.buffers())
+        if ddp.broadcast_buffers:
+            tensors += list(ddp.module.buffers())
         broadcast_from(tensors, src, group)
         ddp.last_joiner = src
 

@@ -42,7 +42,27 @@ collectives (:mod:`distlab.ddp.join`). Gradient collectives run on a process gro
 whose timeout is ``timeout`` seconds (30 by default), so without Join a rank left alone in a
 bucket's collective raises :class:`~distlab.uneven.UnevenInputsError` (naming the bucket, the
 likely cause and the fix) instead of waiting forever; ``timeout=None`` uses ``process_group``
-itself, with its own timeout.
+itself, with its own timeout. ``join_process_group`` is ``process_group`` itself (the default
+group for ``None``), so ``Join`` takes distlab's DDP together with any other joinable of that
+group (torch's ``ZeroRedundancyOptimizer``, a user's own) in any order: Join's own count runs
+there, DDP's collectives on the bounded group.
+
+Unused parameters, as torch's reducer handles them. ``find_unused_parameters=False`` (default)
+expects a gradient for every parameter in every synced backward: buckets still waiting at the end
+of backward are not reduced and the next forward raises (as torch). ``find_unused_parameters=True``
+walks the autograd graph from the forward's outputs and marks the parameters it does not reach
+ready (zeros, or their accumulated gradient) at the first gradient hook; a map of locally used
+parameters is summed over the ranks after the last bucket, and a parameter no rank used keeps its
+``.grad`` untouched (``None`` stays ``None``). Its buckets are torch's: sized in parameter order,
+never rebuilt. ``static_graph=True``: the first synced backward reduces every bucket at its end,
+records the unused parameters once, and the buckets are rebuilt after the second. Every rebuild
+takes group rank 0's assignment (torch's ``sync_bucket_indices``), so all ranks reduce the same
+buckets whatever each one used; construction checks that every rank holds the same model and
+bucket settings (:mod:`distlab.ddp.agreement`).
+
+``broadcast_buffers=True`` (default, as torch): before each forward that follows a synced one, the
+module's buffers are broadcast from group rank 0 (under ``Join``: from the highest rank not yet
+joined, torch's ``_find_common_rank``), and at construction.
 """
 
 from __future__ import annotations
@@ -54,13 +74,16 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.utils._pytree as pytree
 from torch import nn
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed.algorithms.join import Join, Joinable
 
 from distlab._checks import check_bool, check_float
 from distlab.collectives.algorithms.registry import BUILTIN, check_algorithm, is_builtin
 from distlab.collectives.runtime.execute import all_reduce
-from distlab.ddp.buckets import initial_buckets, rebuilt_buckets
+from distlab.ddp.agreement import check_ranks_agree, model_signature
+from distlab.ddp.buckets import initial_buckets, rebuilt_buckets, unused_initial_buckets
 from distlab.ddp.comm_hooks import check_comm_hook
 from distlab.ddp.grad_bucket import BucketLayout
 from distlab.ddp.join import DDPJoinHook, join_config_enabled
@@ -75,19 +98,43 @@ def _aliases(grad: torch.Tensor, view: torch.Tensor) -> bool:
     return grad is view or torch._C._is_alias_of(grad, view)
 
 
+def reached_parameters(output: Any) -> set[int]:
+    """``id`` of every leaf tensor whose gradient accumulator the autograd graph of the tensors
+    in ``output`` (any nesting of lists, tuples, dicts) reaches: torch's
+    ``search_unused_parameters`` walk, in Python."""
+    seen: set[Any] = set()
+    found: set[int] = set()
+    stack = [t.grad_fn for t in pytree.tree_leaves(output)
+             if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        var = getattr(fn, "variable", None)
+        if var is not None:
+            found.add(id(var))
+        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+    return found
+
+
 class DDP(nn.Module, Joinable):
     """Data-parallel wrapper; see the module docstring. ``buckets``: parameter names per bucket
     of the latest synced iteration, in reduction order. ``allreduce_count``: collectives issued
     so far (for the no_sync demonstration); ``shadow_count``: zero-filled collectives issued as
     a joined rank under ``Join``; ``last_joiner``: the group rank the model was broadcast from
     at the end of the last ``Join`` (``None`` before). ``timeout``: seconds a gradient
-    collective may wait (``None``: the process group's timeout)."""
+    collective may wait (``None``: the process group's timeout). ``find_unused_parameters``,
+    ``static_graph``, ``broadcast_buffers``: as torch's (see the module docstring).
+    ``buffer_broadcasts``: buffer syncs so far (forward and joined)."""
 
     def __init__(self, module: nn.Module, *, bucket_cap_mb: float | None = None,
                  process_group: Any = None, overlap: bool = True, algorithm: str = BUILTIN,
                  timeline: Any = None, naive: bool = False,
                  gradient_as_bucket_view: bool = False,
-                 timeout: float | None = DEFAULT_TIMEOUT_S) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT_S,
+                 find_unused_parameters: bool = False, static_graph: bool = False,
+                 broadcast_buffers: bool = True) -> None:
         super().__init__()
         Joinable.__init__(self)
         self.timeout = check_timeout(timeout)
@@ -97,6 +144,12 @@ class DDP(nn.Module, Joinable):
         overlap = check_bool("overlap", overlap)
         naive = check_bool("naive", naive)
         gradient_as_bucket_view = check_bool("gradient_as_bucket_view", gradient_as_bucket_view)
+        self.find_unused_parameters = check_bool("find_unused_parameters", find_unused_parameters)
+        self.static_graph = check_bool("static_graph", static_graph)
+        self.broadcast_buffers = check_bool("broadcast_buffers", broadcast_buffers)
+        if naive and (self.find_unused_parameters or self.static_graph):
+            raise ValueError("naive=True reduces every parameter on its own after backward; "
+                             "find_unused_parameters and static_graph need naive=False")
         self._builtin = is_builtin("all_reduce", algorithm)
         if not self._builtin:
             check_algorithm(algorithm)
@@ -120,12 +173,36 @@ class DDP(nn.Module, Joinable):
             raise ValueError("module: DDP needs at least one parameter that requires grad")
         self._names = [n for n, _ in named]
         self._params = [p for _, p in named]
+        self._device = self._params[0].device
+        settings = (f"cap={bucket_cap_mb};unused={self.find_unused_parameters};"
+                    f"static={self.static_graph};naive={self.naive};"
+                    f"view={self.gradient_as_bucket_view};buffers={self.broadcast_buffers}")
+        check_ranks_agree(model_signature(self._params, list(module.buffers()), settings),
+                          process_group, self._device)
         with torch.no_grad():
             src = dist.get_global_rank(process_group, 0) if process_group is not None else 0
-            for t in list(module.parameters()) + list(module.buffers()):
+            states = list(module.parameters())
+            if self.broadcast_buffers:
+                states += list(module.buffers())
+            for t in states:
                 dist.broadcast(t.data, src=src, group=process_group)
         self._comm = bounded_group(process_group, self.timeout)
-        self._device = self._params[0].device
+        n = len(self._params)
+        # torch's reducer state for unused parameters (dynamic: find_unused and not static)
+        self._dynamic_unused = self.find_unused_parameters and not self.static_graph
+        self._track_used = self.find_unused_parameters or self.static_graph
+        self._used = [False] * n          # local_used_map_ (this backward, or no_sync's since)
+        self._used_dev = torch.zeros(n, dtype=torch.int32, device=self._device)  # its sum
+        self._used_work: Any = None
+        self._unused: list[int] = []      # unused_parameters_ of this forward
+        self._missing: set[int] = set()   # buckets holding an unused parameter this backward
+        self._unfinished: list[int] | None = None  # params left unreduced (raise next forward)
+        self._static_calls = 0            # synced backwards seen with static_graph=True
+        self._static_counts = [0] * n     # static graph: hooks fired in the first one
+        self._static_unused: list[int] = []
+        self._global_used: list[bool] | None = None  # static graph: fixed by the first backward
+        self._require_fwd_sync = True     # torch's require_forward_param_sync
+        self.buffer_broadcasts = 0
         self._comm_hook: Callable[[Any, Any], Any] | None = None
         self._comm_state: Any = None
         self._sync = True
@@ -142,7 +219,8 @@ class DDP(nn.Module, Joinable):
         self._fast = False    # hooks take the short path (set by the first hook of a backward)
         self._queued = False  # the end-of-backward callback is queued for this backward
         self._traced = False  # a timeline records this iteration (decided in forward)
-        self._set_buckets(initial_buckets(self._params, bucket_cap_mb))
+        self._set_buckets(unused_initial_buckets(self._params, bucket_cap_mb)
+                          if self._dynamic_unused else initial_buckets(self._params, bucket_cap_mb))
         self._handles = [p.register_post_accumulate_grad_hook(partial(self._grad_ready, i))
                          for i, p in enumerate(self._params)]
         self._reset_iteration()
@@ -180,6 +258,7 @@ class DDP(nn.Module, Joinable):
         self._next = 0
         self._queued = False
         self._fast = False
+        self._missing = set()
 
     def _reset_iteration(self) -> None:
         self._reset_counters()
@@ -219,20 +298,84 @@ class DDP(nn.Module, Joinable):
         self._comm_hook, self._comm_state = hook, state
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        grad_on = torch.is_grad_enabled()
+        if grad_on and self._unfinished is not None:
+            self._raise_unfinished()
         joining = join_config_enabled(self)
         if joining:
             work = Join.notify_join_context(self)  # "not joined yet" (first joinable only)
             self._set_divide_factor(work)
-        if self._sync or joining:  # torch rebuilds in any forward; a joined rank can't tell
+        if grad_on:  # torch rebuilds in any grad-enabled forward (no_sync too)
             self._maybe_rebuild()
+        if self._will_sync_buffers():
+            self._sync_buffers(self._common_rank(True) if joining else 0)
         if joining:  # tell joined ranks whether this iteration's backward syncs
             dist.all_reduce(torch.tensor([1.0 if self._sync else 0.0], device=self._device),
                             group=self._comm, async_op=True)
         self._reset_iteration()
         out = self.module(*args, **kwargs)
+        synced = grad_on and self._sync
+        self._require_fwd_sync = synced
+        self._unused = []
+        if synced and self._dynamic_unused:
+            reached = reached_parameters(out)
+            self._unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
+        elif synced and self.static_graph and self._static_calls >= 1:
+            self._unused = self._static_unused
         if self._traced:
             self._mark = now_us()  # backward spans start here (loss computation included)
         return out
+
+    def join(self, divide_by_initial_world_size: bool = True, enable: bool = True,
+             throw_on_early_termination: bool = False) -> Join:
+        """torch DDP's ``model.join(...)``: ``Join([self], ...)`` with the same keywords."""
+        return Join([self], enable, throw_on_early_termination,
+                    divide_by_initial_world_size=divide_by_initial_world_size)
+
+    def _raise_unfinished(self) -> None:
+        """torch's "Expected to have finished reduction in the prior iteration" error, naming
+        the parameters that got no gradient on this rank."""
+        missing = self._unfinished or []
+        self._unfinished = None
+        names = ", ".join(self._names[i] for i in missing)
+        raise RuntimeError(
+            f"rank {self.rank}: DDP expected to have finished the reduction of the previous "
+            f"backward before a new forward: parameter(s) {names} (indices {missing}) got no "
+            "gradient on this rank, so their buckets were never reduced. The module has "
+            "parameters not used in producing the loss: pass find_unused_parameters=True (or "
+            "static_graph=True if the unused set never changes), or make sure every forward "
+            "output takes part in the loss.")
+
+    # ---- buffers (torch's broadcast_buffers) -------------------------------------------------
+    def _will_sync_buffers(self) -> bool:
+        """torch's ``will_sync_module_buffers``: after a synced forward, with buffers."""
+        return (self._require_fwd_sync and self.broadcast_buffers
+                and next(self.module.buffers(), None) is not None)
+
+    def _common_rank(self, candidate: bool) -> int:
+        """torch's ``_find_common_rank``: the largest group rank with ``candidate`` (one MAX
+        allreduce on the bounded group)."""
+        t = torch.tensor([self.rank if candidate else -1], device=self._device)
+        run_bounded(self.rank, "Join rank agreement (buffers)", self.timeout, dist.all_reduce,
+                    t, dist.ReduceOp.MAX, self._comm)
+        return int(t.item())
+
+    def _sync_buffers(self, src: int) -> None:
+        """Broadcast the module's buffers from group rank ``src``: one broadcast per dtype and
+        device (torch's ``_broadcast_coalesced``; a copy, so bitwise torch's)."""
+        groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+        for b in self.module.buffers():
+            groups.setdefault((b.dtype, b.device), []).append(b)
+        g = dist.get_global_rank(self._comm, src) if self._comm is not None else src
+        with torch.no_grad():
+            for bufs in groups.values():
+                flat = _flatten_dense_tensors(bufs)
+                run_bounded(self.rank, f"buffer broadcast from rank {src}", self.timeout,
+                            dist.broadcast, flat, g, self._comm)
+                if src != self.rank:
+                    for b, v in zip(bufs, _unflatten_dense_tensors(flat, bufs), strict=True):
+                        b.copy_(v)
+        self.buffer_broadcasts += 1
 
     # ---- Join (distlab.ddp.join) ---------------------------------------------------------------
     def join_hook(self, **kwargs: Any) -> DDPJoinHook:
@@ -246,7 +389,10 @@ class DDP(nn.Module, Joinable):
 
     @property
     def join_process_group(self) -> Any:
-        return self._comm
+        """The group ``Join`` counts on: ``process_group`` itself (the default group for
+        ``None``), the one every other joinable of these ranks reports, so ``Join`` accepts
+        them together. DDP's own collectives stay on the bounded group."""
+        return self.group if self.group is not None else dist.group.WORLD
 
     def _set_divide_factor(self, work: Any) -> None:
         """Divide by the initial world size, or (``divide_by_initial_world_size=False``) by the
@@ -259,14 +405,24 @@ class DDP(nn.Module, Joinable):
         if div != self._div:
             self._div, self._scale = div, 1.0 / div
 
+    def _should_rebuild(self) -> bool:
+        """torch's ``should_rebuild_buckets``: once, unless unused parameters are searched."""
+        return not self._rebuilt and not self._dynamic_unused
+
     def _maybe_rebuild(self) -> None:
-        """The one rebuild of the buckets from the recorded gradient-ready order; under Join the
-        assignment of group rank 0 is broadcast to all (torch's ``sync_bucket_indices``)."""
-        if self._rebuilt or not self._ready_order:
+        """The one rebuild of the buckets from the recorded gradient-ready order; the
+        assignment of group rank 0 is broadcast to all (torch's ``sync_bucket_indices``), so
+        every rank reduces the same buckets whatever order its own gradients came in."""
+        if not self._should_rebuild() or not self._ready_order:
             return
+        if sorted(self._ready_order) != list(range(len(self._params))):
+            missing = sorted(set(range(len(self._params))) - set(self._ready_order))
+            raise RuntimeError(
+                f"rank {self.rank}: DDP cannot rebuild its buckets: parameter(s) "
+                f"{[self._names[i] for i in missing]} got no gradient in the first synced "
+                "backward; pass find_unused_parameters=True or static_graph=True")
         buckets = rebuilt_buckets(self._params, self._ready_order, self.bucket_cap_mb)
-        if join_config_enabled(self):
-            buckets = self._sync_bucket_indices(buckets)
+        buckets = self._sync_bucket_indices(buckets)
         self._set_buckets(buckets)
         self._rebuilt = True
 
@@ -275,13 +431,21 @@ class DDP(nn.Module, Joinable):
         code = torch.empty(2 * n, dtype=torch.int64, device=self._device)
         code[:n] = torch.tensor([i for b in buckets for i in b], dtype=torch.int64)
         code[n:] = torch.tensor([k for k, b in enumerate(buckets) for _ in b], dtype=torch.int64)
-        dist.broadcast(code, src=dist.get_global_rank(self._comm, 0) if self._comm is not None
-                       else 0, group=self._comm)
+        run_bounded(self.rank, "broadcast of the rebuilt bucket assignment", self.timeout,
+                    dist.broadcast, code,
+                    dist.get_global_rank(self._comm, 0) if self._comm is not None else 0,
+                    self._comm)
         order, ids = code[:n].tolist(), code[n:].tolist()
         out: list[list[int]] = [[] for _ in range(max(ids) + 1)]
         for i, k in zip(order, ids, strict=True):
             out[k].append(i)
         return out
+
+    def _shadow_used_map(self) -> None:
+        """Joined rank: its used-parameter map (the last sum it saw) into the others' map
+        allreduce, summed in place as torch's ``_match_unused_params_allreduce``."""
+        run_bounded(self.rank, "shadow allreduce of the used-parameter map", self.timeout,
+                    dist.all_reduce, self._used_dev, dist.ReduceOp.SUM, self._comm)
 
     def _peer_sync_flag(self) -> bool:
         """Joined rank: the flag allreduce of the others' forward; ``True`` when they sync."""
@@ -356,13 +520,23 @@ class DDP(nn.Module, Joinable):
             if left == 0:
                 self._bucket_ready(b)
             return
+        if self._track_used and (self._dynamic_unused or self._static_calls == 0):
+            self._used[i] = True  # torch's local_used_map_ (no_sync backwards included)
         if not self._sync:
+            return
+        if self.static_graph and self._static_calls == 0:  # first backward: count only
+            self._static_counts[i] += 1
+            if not self._queued:
+                self._queued = True
+                _queue_callback(self._finish_static_first)
             return
         if not self._queued:
             self._queued = True
             _queue_callback(self._finish)
+            if self._unused:
+                self._mark_unused_ready()
             self._fast = self._rebuilt and not self.naive and not self._traced
-        if not self._rebuilt:
+        if self._should_rebuild():
             self._ready_order.append(i)
         if self._traced:
             self._module_done(i)
@@ -372,6 +546,16 @@ class DDP(nn.Module, Joinable):
         self._pending[b] -= 1
         if self._pending[b] == 0:
             self._bucket_ready(b)
+
+    def _mark_unused_ready(self) -> None:
+        """torch's first-hook marking of the parameters the forward did not reach: their
+        buckets count them as arrived (filled with zeros or their gradient, ``_fill_each``)."""
+        for j in self._unused:
+            b = self._bucket_of[j]
+            self._missing.add(b)
+            self._pending[b] -= 1
+            if self._pending[b] == 0:
+                self._bucket_ready(b)
 
     def _bucket_ready(self, b: int) -> None:
         self._fill(b)
@@ -388,6 +572,9 @@ class DDP(nn.Module, Joinable):
     def _fill(self, b: int) -> None:
         """Bring bucket ``b``'s gradients into its flat buffer, scaled by 1/world unless a hook
         is registered (see the module docstring for the ops)."""
+        if self._missing and b in self._missing:
+            self._fill_each(b)
+            return
         lay = self._layouts[b]
         if self.gradient_as_bucket_view:
             grads = [p.grad for p in lay.params]
@@ -428,7 +615,8 @@ class DDP(nn.Module, Joinable):
                 g = p.grad
                 if g is None:
                     v.zero_()
-                    p.grad = v if self.gradient_as_bucket_view else torch.zeros_like(p)
+                    if not self._track_used:  # else the copy-out decides (global use)
+                        p.grad = v if self.gradient_as_bucket_view else torch.zeros_like(p)
                 elif _aliases(g, v):
                     if not hook:
                         v.div_(self._div)
@@ -495,24 +683,102 @@ class DDP(nn.Module, Joinable):
                 raise RuntimeError("a parameter's gradient became ready twice in one backward "
                                    "(reentrant backward or checkpointing): DDP expects each once")
             nb = len(self._layouts)
-            for b in range(nb):
-                if not self._ready[b]:  # a parameter without gradient this iteration
-                    self._fill_each(b)
-                    self._ready[b] = True
+            unready = [b for b in range(nb) if not self._ready[b]]
+            if unready and not self._track_used:
+                self._leave_unfinished(unready)
+                return
+            for b in unready:  # a parameter the graph reached whose gradient never came
+                self._fill_each(b)
+                self._ready[b] = True
             while self._next < nb:
                 self._launch(self._next)
                 self._next += 1
-            hook = self._comm_hook is not None
-            for b, lay in enumerate(self._layouts):
-                work = self._works[b]
-                self._works[b] = None
-                result = lay.flat
-                if work is not None:
-                    if hook:
-                        result = lay.check_result(self._wait(work, self._describe_bucket(b)))
-                    else:
-                        self._wait(work, self._describe_bucket(b))
+            used_work = None
+            if self._dynamic_unused:  # torch's all_reduce_local_used_map, after the last bucket
+                self._used_dev.copy_(torch.tensor(self._used, dtype=torch.int32))
+                used_work = dist.all_reduce(self._used_dev, group=self._comm, async_op=True)
+            self._wait_and_copy_out(used_work)
+            if self.static_graph and self._should_rebuild() and self._ready_order:
+                self._ready_order += self._static_unused  # torch pushes them last
+        finally:
+            if self._dynamic_unused:
+                self._used = [False] * len(self._params)
+            self._reset_counters()
+
+    def _leave_unfinished(self, unready: list[int]) -> None:
+        """``find_unused_parameters=False`` and some bucket never filled: as torch, those
+        buckets are not reduced (nor any after them) and the next forward raises; the buckets
+        already launched are waited for."""
+        idx = [i for b in unready for i in self._bucket_idx[b]]
+        self._unfinished = [i for i in idx if self._params[i].grad is None] or idx
+        for b in range(self._next):
+            work = self._works[b]
+            self._works[b] = None
+            if work is not None:
+                self._wait(work, self._describe_bucket(b))
+
+    def _wait_and_copy_out(self, used_work: Any) -> None:
+        """Wait for every bucket (and the used-parameter map), copy the sums into ``.grad``."""
+        global_used = self._global_used
+        if used_work is not None:
+            self._wait(used_work, "allreduce of the used-parameter map")
+            global_used = (self._used_dev != 0).tolist()
+        hook = self._comm_hook is not None
+        for b, lay in enumerate(self._layouts):
+            work = self._works[b]
+            self._works[b] = None
+            result = lay.flat
+            if work is not None:
+                if hook:
+                    result = lay.check_result(self._wait(work, self._describe_bucket(b)))
+                else:
+                    self._wait(work, self._describe_bucket(b))
+            if global_used is None or (
+                    all(global_used[i] for i in self._bucket_idx[b])
+                    and all(p.grad is not None for p in lay.params)):
                 self._copy_out(lay, result)
+            else:
+                self._copy_out_used(b, result, global_used)
+
+    def _copy_out_used(self, b: int, result: torch.Tensor, global_used: list[bool]) -> None:
+        """torch's ``finalize_bucket_dense`` with unused parameters: a parameter no rank used
+        keeps its ``.grad`` untouched; one used elsewhere gets the sum (created if ``None``)."""
+        lay = self._layouts[b]
+        if self.gradient_as_bucket_view and result is not lay.flat:
+            lay.flat.copy_(result)
+        views = lay.views if (result is lay.flat or self.gradient_as_bucket_view) \
+            else lay.views_of(result)
+        with torch.no_grad():
+            for i, p, v in zip(self._bucket_idx[b], lay.params, views, strict=True):
+                if not global_used[i]:
+                    continue
+                if self.gradient_as_bucket_view:
+                    if p.grad is None:
+                        p.grad = v
+                elif p.grad is None:
+                    p.grad = torch.empty_like(p).copy_(v)
+                else:
+                    p.grad.copy_(v)
+
+    def _finish_static_first(self) -> None:
+        """``static_graph=True``, end of the first synced backward (torch's
+        ``delay_all_reduce``): the used-parameter map, then every bucket filled and reduced;
+        the parameters whose hook never fired are the unused ones from now on."""
+        try:
+            self._static_calls = 1
+            n = len(self._params)
+            self._static_unused = [i for i in range(n) if self._static_counts[i] == 0]
+            self._used_dev.copy_(torch.tensor(self._used, dtype=torch.int32))
+            work = dist.all_reduce(self._used_dev, group=self._comm, async_op=True)
+            nb = len(self._layouts)
+            for b in range(nb):
+                self._fill_each(b)
+                self._ready[b] = True
+            for b in range(nb):
+                self._launch(b)
+            self._next = nb
+            self._wait_and_copy_out(work)
+            self._global_used = (self._used_dev != 0).tolist()
         finally:
             self._reset_counters()
 

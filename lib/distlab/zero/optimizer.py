@@ -278,7 +278,7 @@ class ZeroDataParallel(Joinable):
 
     @property
     def join_process_group(self) -> Any:
-        return self._comm
+        return self.group if self.group is not None else dist.group.WORLD  # Join composes
 
     # ---- what this rank holds --------------------------------------------------------------
 
