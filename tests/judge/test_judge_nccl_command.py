@@ -159,3 +159,24 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
     assert boxes["l40s_pcie8"]["one_node"] == {"tables": 0, "points": 0, "median": None,
                                                "p90": None}
     assert {r["key"] for r in data["releases"]} == set(NCCL_VERSIONS)
+
+
+def test_published_labels_are_never_cut_and_the_help_says_the_sizes_it_prints(capsys) -> None:
+    from distlab.collectives.model.nccl.fit_execution import multinode_points, summarize
+    from distlab.collectives.model.nccl.fit_execution import judge as judge_points
+    from distlab.collectives.model.nccl.fit_execution import shipped_constants
+
+    assert judge_main(["nccl", "--published"]) == 0
+    out = capsys.readouterr().out
+    words = [ln[:62].split() for ln in out.splitlines()]
+    shown = " ".join(w for line in words for w in line)  # the label column, lines joined
+    labels = [s.label for s in summarize(judge_points(multinode_points(), shipped_constants()))]
+    assert labels and all(" ".join(label.split()) in shown for label in labels)
+    assert max(len(ln) for ln in out.splitlines()) <= 110
+    assert judge_main(["nccl", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "64 KiB..4 GiB x4" in help_text
+    assert judge_main(["nccl", "h100_sxm8"]) == 0
+    sizes = [ln.split()[:2] for ln in capsys.readouterr().out.splitlines()
+             if ln.strip() and ln.split()[0][0].isdigit()]
+    assert sizes[0] == ["64", "KiB"] and sizes[-1] == ["4", "GiB"]

@@ -1,6 +1,6 @@
 """``python -m distlab.judge nccl``: NCCL's choice per size on a GPU box, and its measured time.
 
-    python -m distlab.judge nccl h100_sxm8                   # 8 GPUs, torchrun, 64 KiB..8 GiB
+    python -m distlab.judge nccl h100_sxm8                   # 8 GPUs, torchrun, 64 KiB..4 GiB
     python -m distlab.judge nccl a100_sxm8 -n 4 --harness nccl-tests --sizes 1M,64M,1G
     python -m distlab.judge nccl h100_sxm8 --harness torch-isolated  # one call, waited for
     python -m distlab.judge nccl h100_sxm8 --nccl-version 2.18     # an older NCCL's constants
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -159,10 +160,18 @@ def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
                  f"{'out: med':>8} {'p90':>5} {'<=20%':>5}")
     for label, s in in_by.items():
         o = out_by[label]
-        lines.append(f"{label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
+        first, *rest = _label_lines(label)
+        lines.append(f"{first:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
                      f"{s.within_20:>5} {o.median_pct:>7.1f}% {o.p90_pct:>4.0f}% "
                      f"{o.within_20:>5}")
+        lines += [f"  {more}" for more in rest]
     return lines
+
+
+def _label_lines(label: str, width: int = 62) -> list[str]:
+    """A table's label in lines of at most ``width`` characters (the rest indented below), so
+    no label is cut."""
+    return textwrap.wrap(label, width, subsequent_indent="", break_on_hyphens=False) or [""]
 
 
 def multinode_lines(constants: Any = None) -> list[str]:
@@ -180,8 +189,10 @@ def multinode_lines(constants: Any = None) -> list[str]:
     lines = ["# beyond one 8-GPU box: nodes, GB200 NVLink domains (judged only, never fitted on)",
              f"{'table':<62} {'n':>3} {'med':>7} {'p90':>5} {'<=20%':>5}"]
     for s in summarize(judged):
-        lines.append(f"{s.label[:62]:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
+        first, *rest = _label_lines(s.label)
+        lines.append(f"{first:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
                      f"{s.within_20:>5}")
+        lines += [f"  {more}" for more in rest]
     return lines
 
 
@@ -269,7 +280,7 @@ def _parser() -> options.Parser:
     p.add_argument("--network", choices=sorted(NETWORKS), default=None,
                    help="the network between nodes: " + ", ".join(sorted(NETWORKS)))
     p.add_argument("--sizes", type=options.size_list, default=None,
-                   help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..8 GiB x4)")
+                   help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..4 GiB x4)")
     p.add_argument("--collective", choices=("allreduce", "all_gather", "reduce_scatter",
                                              "broadcast"), default="allreduce",
                    help="the collective (default allreduce; the others on one node)")
