@@ -162,9 +162,12 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
 
 
 def test_published_labels_are_never_cut_and_the_help_says_the_sizes_it_prints(capsys) -> None:
-    from distlab.collectives.model.nccl.fit_execution import multinode_points, summarize
     from distlab.collectives.model.nccl.fit_execution import judge as judge_points
-    from distlab.collectives.model.nccl.fit_execution import shipped_constants
+    from distlab.collectives.model.nccl.fit_execution import (
+        multinode_points,
+        shipped_constants,
+        summarize,
+    )
 
     assert judge_main(["nccl", "--published"]) == 0
     out = capsys.readouterr().out
