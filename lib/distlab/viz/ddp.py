@@ -12,6 +12,7 @@ from distlab.timeline import Timeline
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.palette import colour
 
 _MB = 1024 * 1024
 
@@ -65,7 +66,7 @@ def measured_vs_model(measured: Timeline, model: Timeline, *, title: str = "") -
     """Measured per-rank Gantt (one synced step) above the simulated one, same time axis."""
     fig = new_figure(figsize=(10, 5))
     a1, a2 = fig.subplots(2, 1, sharex=True)
-    colors = {"backward": "C0", "allreduce": "C3", "ready": "black"}
+    colors = {k: colour(k) for k in ("backward", "allreduce", "ready")}
     if len(measured):
         gantt(measured, ax=a1, title=f"measured {title}", colors=colors)
     gantt(model, ax=a2, origin_us=0.0, title="model", colors=colors)
@@ -153,5 +154,5 @@ class DdpExplorer(Explorer):
                        title=f"bucket_cap_mb={cap:.3g}: {len(buckets)} buckets")
         gantt(predicted_timeline(p, bucket_ready_s(sizes, order.ready_s, cap), order.backward_s),
               ax=a2, origin_us=0.0, title=summary,
-              colors={"backward": "C0", "allreduce": "C3", "ready": "black"})
+              colors={k: colour(k) for k in ("backward", "allreduce", "ready")})
         return Drawing(fig, summary)

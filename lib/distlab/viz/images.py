@@ -24,11 +24,12 @@ from distlab.pipeline.image_model import (
 from distlab.pipeline.stage import Stage
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour
 
 __all__ = ["BOTTLENECK_COLORS", "IMAGE_SIZES", "ImagesExplorer", "crops_figure",
            "pcie_figure", "workers_figure"]
 
-BOTTLENECK_COLORS = {"worker": "tab:orange", "step": "tab:green", "cores": "tab:red"}
+BOTTLENECK_COLORS = {k: colour(k) for k in ("worker", "step", "cores")}
 """Colour of each bottleneck station (others: grey)."""
 EXECUTOR_MARKERS = {"processes": "o", "torch": "s"}
 IMAGE_SIZES: dict[str, tuple[int, int]] = {"256x192": (256, 192), "500x375": (500, 375),

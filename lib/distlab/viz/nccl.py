@@ -17,6 +17,7 @@ from distlab._checks import check_int
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colours, nccl_pair
 
 __all__ = ["DEFAULT_SIZES", "nccl_busbw_figure", "published_error_table"]
 
@@ -27,8 +28,12 @@ _CHOICE_MARKERS = {("ring", "LL"): "o", ("ring", "LL128"): "s", ("ring", "Simple
                    ("tree", "LL"): "v", ("tree", "LL128"): "<", ("tree", "Simple"): ">",
                    ("nvls", "Simple"): "*"}
 _PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X", "o", "h")
-#: One colour per (algorithm, protocol): its picked markers and its estimate line share it.
-_CHOICE_COLOURS = {pair: f"C{i}" for i, pair in enumerate(_CHOICE_MARKERS)}
+
+
+def _pair_colour(algorithm: str, protocol: str) -> str:
+    """The palette's colour of NCCL's (algorithm, protocol): its picked markers and its
+    estimate line share it, in this figure and in notebook 11's."""
+    return colours([nccl_pair(algorithm, protocol)])[nccl_pair(algorithm, protocol)]
 
 
 def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5_8"),
@@ -55,7 +60,7 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
 
         points = published()["allreduce_8gpu"]
     pts = [p for p in points if p["world_size"] == n]
-    fig = new_figure(figsize=(13.0, 3.8 * len(boxes)))
+    fig = new_figure(figsize=(9.6, 5.6 * len(boxes)))
     axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
     for ax, box in zip(axes, boxes, strict=False):
         choices = nccl_allreduce(box, n, sizes_bytes)
@@ -66,14 +71,14 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
             at = [c for c in choices if (c.algorithm, c.protocol) == pair]
             if at:
                 ax.plot([c.nbytes for c in at], [c.busbw_gbps for c in at], marker, ms=5,
-                        ls="none", color=_CHOICE_COLOURS[pair],
-                        label=f"picked: {pair[0]}/{pair[1]}")
+                        ls="none", color=_pair_colour(*pair),
+                        label=f"picked: {nccl_pair(*pair)}")
         if show_candidates:
             for i, cand in enumerate(choices[0].candidates):
                 ys = [busbw_gbps(c.nbytes, c.candidates[i].seconds, n) for c in choices]
                 ax.plot(xs, ys, ls="--", lw=0.8, alpha=0.6,
-                        color=_CHOICE_COLOURS.get((cand.algorithm, cand.protocol), "0.5"),
-                        label=f"estimate: {cand.algorithm}/{cand.protocol}")
+                        color=_pair_colour(cand.algorithm, cand.protocol),
+                        label=f"estimate: {nccl_pair(cand.algorithm, cand.protocol)}")
         mine = [p for p in pts if p["preset"] == box.key]
         systems = list(dict.fromkeys(p["system"] for p in mine))
         for j, system in enumerate(systems):
@@ -88,7 +93,8 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
         ax.set_xlabel("message bytes")
         ax.set_ylabel("busbw GB/s (nccl-tests)")
         ax.set_title(f"{box.name}, {n} GPUs", fontsize=10)
-        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2,
+                  borderaxespad=0.0)
     return fig
 
 

@@ -32,13 +32,13 @@ from distlab.trace import write_chrome_trace
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.palette import colour
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
            "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_s",
            "steady_lanes"]
 
-COLORS = {"io": "tab:blue", "cpu": "tab:orange", "copy": "tab:purple", "compute": "tab:green",
-          "blocked": "lightgrey", "startup": "tab:gray"}
+COLORS = {k: colour(k) for k in ("io", "cpu", "copy", "compute", "blocked", "startup")}
 
 
 def steady_lanes(timeline: Timeline) -> list[str]:

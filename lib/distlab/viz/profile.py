@@ -22,6 +22,7 @@ from distlab.profile.load import Profile, list_profiles, load_profile, published
 from distlab.report.table import Column, format_table
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour
 
 __all__ = ["DDP_COLOURS", "RERUN_HINT", "ProfileChoice", "collectives_figure", "compare_figure",
            "ddp_figure", "ddp_lines", "env_lines", "error_table", "link_peak_gbps",
@@ -74,7 +75,7 @@ def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
     """GB/s against size per copy path (first measured device), the link peak when known, and
     published nvbandwidth points."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(8.0, 4.2))
+    fig = new_figure(figsize=(9.4, 4.2))
     ax = fig.add_subplot()
     part = profile.part("transfers")
     if part is not None and part["devices"]:
@@ -96,7 +97,7 @@ def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s (1e9 B/s)")
     ax.set_title(f"transfers: {profile.label()}")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return fig
 
 
@@ -124,7 +125,7 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
     """Left: busbw per algorithm against size (ours solid, the model's busbw dashed, published
     nccl-tests points hollow). Right: model error% per algorithm and size."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(10.0, 4.2))
+    fig = new_figure(figsize=(9.6, 4.4))
     ax, ax_err = fig.subplots(1, 2)
     r = _run(profile, run)
     if r is not None:
@@ -136,7 +137,7 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
             rows.sort(key=lambda x: x["nbytes"])
             sizes = [x["nbytes"] for x in rows]
             line, = ax.plot(sizes, [x["busbw_gbps"] for x in rows], marker=".",
-                            label=f"ours: {algo}")
+                            color=colour(algo), label=f"ours: {algo}")
             pred = [(x["nbytes"], x["nbytes"] / (x["predicted_us"] * 1e-6) / 1e9
                      * 2 * (n - 1) / n) for x in rows if x["predicted_us"]]
             if pred:
@@ -155,12 +156,12 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
         a.set_xlabel("message bytes")
     ax.set_yscale("log")
     ax.set_ylabel("busbw GB/s")
-    ax.legend(fontsize=7)
     ax_err.axhline(0, color="k", lw=0.8)
     ax_err.set_ylabel("error % = (measured - model) / model")
     ax_err.set_title("model error")
-    if ax_err.lines[1:]:
-        ax_err.legend(fontsize=7)
+    if ax.lines:   # below the panels: one legend, never over a curve
+        fig.legend(handles=ax.get_legend_handles_labels()[0], fontsize=7,
+                   loc="outside lower center", ncols=3)
     return fig
 
 
@@ -204,7 +205,8 @@ def ddp_lines(profile: Profile) -> list[str]:
 
 
 #: One colour per DDP variant in :func:`ddp_figure` (others take the next cycle entries).
-DDP_COLOURS = {"naive": "C7", "no-overlap": "C0", "overlap": "C2", "torch": "C1"}
+#: ``naive`` is also an allreduce algorithm's name, so it takes the palette's colour of it.
+DDP_COLOURS = {"naive": colour("naive"), "no-overlap": "C0", "overlap": "C2", "torch": "C1"}
 
 
 def _ddp_groups(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -225,7 +227,7 @@ def ddp_figure(profile: Profile) -> Any:
     written in the title). A profile without a ddp part gets empty axes that say so (with the
     part's status). Milliseconds."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(10.0, 4.4))
+    fig = new_figure(figsize=(9.6, 4.4))
     ax = fig.add_subplot()
     part = profile.part("ddp")
     title = f"DDP: {profile.label()}"
@@ -270,7 +272,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
     path per size; published points stay out of this figure."""
     check_instance("a", a, Profile)
     check_instance("b", b, Profile)
-    fig = new_figure(figsize=(10.0, 4.0))
+    fig = new_figure(figsize=(9.6, 4.6))
     ax_c, ax_t = fig.subplots(1, 2)
     for prof, ls in ((a, "-"), (b, "--")):
         r = _run(prof, 0)
@@ -279,7 +281,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
                 pts = sorted((x["nbytes"], x["busbw_gbps"]) for x in r["rows"]
                              if x["algorithm"] == algo)
                 if pts:
-                    ax_c.plot(*zip(*pts, strict=True), ls=ls, marker=".",
+                    ax_c.plot(*zip(*pts, strict=True), ls=ls, marker=".", color=colour(algo),
                               label=f"{prof.name}: {r['backend']} ws{r['world_size']} {algo}")
         t = prof.part("transfers")
         if t is not None and t["devices"]:
@@ -289,7 +291,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
                     best[x["nbytes"]] = max(best.get(x["nbytes"], 0.0), x["gbps"])
             if best:
                 ax_t.plot(*zip(*sorted(best.items()), strict=True), ls=ls, marker=".",
-                          label=f"{prof.name}: best copy path")
+                          color="0.3", label=f"{prof.name}: best copy path")
     for ax, title, ylabel in ((ax_c, "allreduce busbw", "busbw GB/s"),
                               (ax_t, "transfers", "GB/s")):
         ax.set_xscale("log", base=2)
@@ -298,7 +300,8 @@ def compare_figure(a: Profile, b: Profile) -> Any:
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         if ax.lines:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                      borderaxespad=0.0)
     return fig
 
 

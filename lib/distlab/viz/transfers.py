@@ -21,11 +21,12 @@ from distlab.transfers.prefetch import PrefetchResult
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.palette import colour
 
 __all__ = ["link_lines", "HOPS", "chain_hops", "path_figure", "sweep_figure", "prefetch_figure",
            "PrefetchExplorer"]
 
-COLORS = {"copy": "tab:purple", "compute": "tab:green"}
+COLORS = {k: colour(k) for k in ("copy", "compute")}
 # (from, to, (path, memory) measured for that hop)
 HOPS = [("disk", "pageable", ("disk_read_cold", "pageable")),
         ("pageable", "pinned", ("pageable_to_pinned", "pinned")),
