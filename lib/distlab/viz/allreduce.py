@@ -130,7 +130,7 @@ def cost_curves_figure(preset: Any, world_size: int = 8, *,
     duplex = duplex or getattr(preset, "duplex", "full")
     times = predict_sizes(algorithms, world_size, sizes, preset.alpha, preset.beta, preset.gamma,
                           itemsize, duplex=duplex)
-    fig = fig or new_figure(figsize=(9.6, 4.0))
+    fig = fig or new_figure(figsize=(9.4, 4.0))
     ax_t, ax_b = fig.subplots(1, 2)
     for a in algorithms:
         t = np.asarray(times[a])

@@ -12,7 +12,7 @@ from distlab.timeline import Timeline
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
-from distlab.viz.palette import colour
+from distlab.viz.palette import colour, colours
 
 _MB = 1024 * 1024
 
@@ -92,13 +92,15 @@ def sweep_figure(caps_mb: Sequence[float], predicted_s: Sequence[float],
 def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
     """Per preset: DataParallel's phases vs DDP's allreduce, ms per step (model only); the
     phases' legend sits right of the axes, clear of the bars' labels."""
-    fig = new_figure(figsize=(11, 3.5))
+    fig = new_figure(figsize=(9.4, 3.5))
     ax = fig.add_subplot()
+    phase_colour = colours(p for _preset, dp, ddp in rows for t in (dp, ddp)
+                           for p, _b, _s in t.phases)
     for y, (_preset, dp, ddp) in enumerate(rows):
         for k, t in enumerate((dp, ddp)):
             left = 0.0
-            for j, (phase, _b, s) in enumerate(t.phases):
-                ax.barh(2 * y + k, s * 1e3, left=left, color=f"C{j + 4 * k}", edgecolor="black",
+            for phase, _b, s in t.phases:
+                ax.barh(2 * y + k, s * 1e3, left=left, color=phase_colour[phase], edgecolor="black",
                         linewidth=0.3, label=phase if y == 0 else None)
                 left += s * 1e3
             ax.text(left, 2 * y + k, f" {t.name} {t.total_bytes / _MB:.0f} MiB", va="center",

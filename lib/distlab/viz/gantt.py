@@ -24,7 +24,7 @@ def gantt(timeline: Timeline, ax: Any = None, *, origin_us: float | None = None,
     gaps are shaded red across the chart. Returns the Figure."""
     if ax is None:
         rows = max(2, len(lanes or timeline.lanes))
-        fig = new_figure(figsize=(9.6, 0.45 * rows + 1.2), layout=None)
+        fig = new_figure(figsize=(9.4, 0.45 * rows + 1.2))
         ax = fig.add_subplot()
     else:
         fig = ax.figure

@@ -49,7 +49,7 @@ def workers_figure(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> Any
     Right: each station's seconds per batch per server in the ``processes`` plan at each worker
     count (with the cores term, ``cores``: the CPU stages' seconds per batch over the measured
     speedup); the tallest bounds the pipeline (outlined in black)."""
-    fig = new_figure(figsize=(11, 4.2))
+    fig = new_figure(figsize=(9.4, 4.4))
     ax, bx = fig.subplots(1, 2, width_ratios=[1.3, 1])
     flat = {r["executor"]: r for r in rows if r.get("workers") is None}
     for name, style in (("sync", ":"), ("threads", "-.")):
@@ -125,7 +125,7 @@ def crops_figure(images: Sequence[np.ndarray], crops: Sequence[np.ndarray],
                  flips: Sequence[bool]) -> Any:
     """Decoded images (top row) and their random-resized crops (bottom row)."""
     n = len(images)
-    fig = new_figure(figsize=(2.6 * n, 4.6))
+    fig = new_figure(figsize=(min(9.4, 2.6 * n), 4.6))
     axes = fig.subplots(2, n, squeeze=False)
     for i in range(n):
         axes[0, i].imshow(images[i])
@@ -181,7 +181,7 @@ class ImagesExplorer(Explorer):
                                batch_size=self.batch_size, cores=self.cores,
                                sharing=self.sharing, hop_s=self.hop[0], hop_send_s=self.hop[1])
                      for k in counts]
-        fig = new_figure(figsize=(10, 3.8))
+        fig = new_figure(figsize=(9.4, 3.8))
         ax, bx = fig.subplots(1, 2, width_ratios=[1.3, 1])
         ax.plot(list(counts), [r["images_per_s"] for r in self.rows], "-", color="black", lw=1)
         for k, r in zip(counts, self.rows, strict=True):

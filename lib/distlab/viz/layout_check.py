@@ -265,10 +265,14 @@ def tick_problems(fig: Figure, *, minimum: int = MIN_TICK_LABELS) -> list[str]:
 
 
 def width_problems(fig: Figure, *, max_px: float = JUPYTERLAB_WIDTH_PX) -> list[str]:
-    """One line when ``fig``'s image (tight bounding box at the figure's dpi) is wider than
+    """One line when ``fig``'s image (tight bounding box and the padding around it, at the
+    figure's dpi, as :func:`distlab.viz.figure.figure_png` renders it) is wider than
     ``max_px``."""
+    import matplotlib
+
     renderer = _renderer(fig)
-    width = fig.get_tightbbox(renderer).width * fig.dpi
+    pad = matplotlib.rcParams["savefig.pad_inches"]
+    width = (fig.get_tightbbox(renderer).width + 2 * pad) * fig.dpi
     if width > max_px + 0.5:
         return [f"the image is {width:.0f} px wide, JupyterLab shows {max_px:.0f} px: its text "
                 f"shrinks to {max_px / width:.0%} (make the figure at most "

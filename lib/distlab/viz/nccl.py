@@ -60,7 +60,7 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
 
         points = published()["allreduce_8gpu"]
     pts = [p for p in points if p["world_size"] == n]
-    fig = new_figure(figsize=(9.6, 5.6 * len(boxes)))
+    fig = new_figure(figsize=(9.4, 5.6 * len(boxes)))
     axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
     for ax, box in zip(axes, boxes, strict=False):
         choices = nccl_allreduce(box, n, sizes_bytes)

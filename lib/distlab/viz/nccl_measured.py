@@ -62,7 +62,7 @@ def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPo
         raise ValueError(f"no published table has {min_points} or more points")
     cols = 2
     rows = (len(systems) + cols - 1) // cols
-    fig = new_figure(figsize=(9.6, 3.9 * rows))
+    fig = new_figure(figsize=(9.4, 3.9 * rows))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, system in zip(axes, systems, strict=False):
         mine = sorted((j for j in inside if j.system == system), key=lambda j: j.nbytes)
@@ -107,7 +107,7 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
         raise ValueError("presets must name at least one preset, got an empty sequence")
     n = check_int("world_size", world_size, minimum=2)
     sizes = list(sizes_bytes) if sizes_bytes is not None else [2 ** k for k in range(10, 34)]
-    fig = new_figure(figsize=(9.6, 3.6 * len(boxes)))
+    fig = new_figure(figsize=(9.4, 3.6 * len(boxes)))
     axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
     for ax, box in zip(axes, boxes, strict=False):
         ex = nccl_execution(box, n, sizes, harness=harness, nccl_version=nccl_version)

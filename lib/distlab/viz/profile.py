@@ -125,7 +125,7 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
     """Left: busbw per algorithm against size (ours solid, the model's busbw dashed, published
     nccl-tests points hollow). Right: model error% per algorithm and size."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(9.6, 4.4))
+    fig = new_figure(figsize=(9.4, 4.4))
     ax, ax_err = fig.subplots(1, 2)
     r = _run(profile, run)
     if r is not None:
@@ -227,7 +227,7 @@ def ddp_figure(profile: Profile) -> Any:
     written in the title). A profile without a ddp part gets empty axes that say so (with the
     part's status). Milliseconds."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(9.6, 4.4))
+    fig = new_figure(figsize=(9.4, 4.4))
     ax = fig.add_subplot()
     part = profile.part("ddp")
     title = f"DDP: {profile.label()}"
@@ -272,7 +272,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
     path per size; published points stay out of this figure."""
     check_instance("a", a, Profile)
     check_instance("b", b, Profile)
-    fig = new_figure(figsize=(9.6, 4.6))
+    fig = new_figure(figsize=(9.4, 4.6))
     ax_c, ax_t = fig.subplots(1, 2)
     for prof, ls in ((a, "-"), (b, "--")):
         r = _run(prof, 0)
