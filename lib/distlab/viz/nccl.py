@@ -11,15 +11,18 @@ checked against that preset (large hollow black-edged markers labelled ``publish
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
+from distlab.bench.allreduce_ranks import size_label
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colours, nccl_pair
 
-__all__ = ["DEFAULT_SIZES", "nccl_busbw_figure", "published_error_table"]
+__all__ = ["DEFAULT_SIZES", "Misses", "nccl_busbw_figure", "published_error_table",
+           "published_misses"]
 
 DEFAULT_SIZES = tuple(2 ** k for k in range(10, 34))
 """1 KiB to 8 GiB in powers of two, the range nccl-tests' ``-b 1K -e 8G -f 2`` sweeps."""
@@ -99,6 +102,52 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
 
 
 
+@dataclass(frozen=True)
+class Misses:
+    """Where NCCL's estimate misses one published system by more than the limit: ``misses`` of
+    its ``points``, from ``smallest`` to ``largest`` bytes, and ``sign``: +1 when every miss
+    predicts more bandwidth than was published, -1 when every one predicts less, 0 when
+    mixed."""
+
+    system: str
+    preset: str
+    points: int
+    misses: int
+    smallest: int | None
+    largest: int | None
+    sign: int
+
+    def line(self) -> str:
+        """``10/18 miss, 64 KiB-32 MiB, model high: <system>`` (``0/1 miss: <system>``)."""
+        if not self.misses:
+            return f"  {self.misses:>2}/{self.points:<2} miss: {self.system}"
+        how = {1: "model high", -1: "model low", 0: "mixed"}[self.sign]
+        return (f"  {self.misses:>2}/{self.points:<2} miss, {size_label(self.smallest)}-"
+                f"{size_label(self.largest)}, {how}: {self.system}")
+
+
+def published_misses(points: Iterable[dict[str, Any]] | None = None, *,
+                     limit_pct: float = 20.0) -> list[Misses]:
+    """Per published system (in the table's order): how many of its points NCCL's estimate
+    misses by more than ``limit_pct``, at which sizes, and to which side."""
+    if points is None:
+        from distlab.profile.load import published
+
+        points = published()["allreduce_8gpu"]
+    by: dict[str, list[Any]] = {}
+    for r in compare_published(points):
+        by.setdefault(r.point["system"], []).append(r)
+    out = []
+    for system, rows in by.items():
+        miss = [r for r in rows if abs(r.error_pct) > limit_pct]
+        signs = {1 if r.error_pct > 0 else -1 for r in miss}
+        sizes = [r.point["nbytes"] for r in miss]
+        out.append(Misses(system, rows[0].point["preset"], len(rows), len(miss),
+                          min(sizes, default=None), max(sizes, default=None),
+                          signs.pop() if len(signs) == 1 else 0))
+    return out
+
+
 def published_error_table(points: Iterable[dict[str, Any]] | None = None, *,
                           limit_pct: float = 20.0) -> list[str]:
     """Text rows (point rows 66 characters wide, a system's line as long as its name): the column
@@ -110,6 +159,7 @@ def published_error_table(points: Iterable[dict[str, Any]] | None = None, *,
         from distlab.profile.load import published
 
         points = published()["allreduce_8gpu"]
+    points = list(points)
     rows = compare_published(points)
     out = [f"  {'size(B)':>11} {'forced':>6} {'pick':>12} {'published':>9} {'model':>8} "
            f"{'error%':>7}"]

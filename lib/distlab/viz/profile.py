@@ -25,10 +25,64 @@ from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour
 
 __all__ = ["DDP_COLOURS", "RERUN_HINT", "ProfileChoice", "collectives_figure", "compare_figure",
-           "ddp_figure", "ddp_lines", "env_lines", "error_table", "link_peak_gbps",
-           "transfers_figure"]
+           "ddp_figure", "ddp_lines", "env_lines", "error_summary", "error_table", "has",
+           "lacks",
+           "link_peak_gbps", "missing_lines", "transfers_figure"]
 
 _PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X")
+
+
+#: What :func:`has` can ask about besides a part: the folder's Chrome trace.
+TRACE = "trace"
+
+
+def lacks(profile: Profile, what: str) -> str | None:
+    """Why ``profile`` has no usable ``what`` (a part name such as ``"collectives"``, or
+    :data:`TRACE`), in one line; None when it has it. A part that ran but holds no allreduce
+    run (world size 2 or more) lacks ``"collectives"`` too."""
+    check_instance("profile", profile, Profile)
+    check_instance("what", what, str)
+    if what == TRACE:
+        return None if (profile.path / "trace.json").is_file() else \
+            f"{profile.name} has no trace.json"
+    if profile.part(what) is not None:
+        if what == "collectives" and not profile.allreduce_runs():
+            return f"{profile.name}: its collectives part holds no allreduce of 2 or more ranks"
+        return None
+    entry = profile.index.get("parts", {}).get(what)
+    if entry is None:
+        return f"{profile.name} has no {what} part (not requested)"
+    status = entry.get("status", "absent")
+    if status == "ok":   # the index names a file the folder does not hold (cut short, copied)
+        status = f"{entry.get('file', what + '.json')} missing from the folder"
+    reason = entry.get("reason") or profile.index.get("stopped") or ""
+    return f"{profile.name} has no {what} part ({status}{': ' + reason if reason else ''})"
+
+
+def has(profile: Profile, what: str) -> bool:
+    """Whether ``profile`` has ``what`` (see :func:`lacks`); when not, prints the one line
+    that says what it lacks and why, so a notebook cell goes on with a reason."""
+    why = lacks(profile, what)
+    if why is not None:
+        print(f"{why}: nothing to show here")
+    return why is None
+
+
+def missing_lines(profile: Profile) -> list[str]:
+    """One line per part and file an incomplete ``profile`` lacks (empty for a complete one):
+    what a reader of the chosen profile will not see."""
+    check_instance("profile", profile, Profile)
+    lines = [why for name in profile.index.get("parts", {})
+             if (why := lacks(profile, name)) is not None
+             and profile.index["parts"][name].get("status") != "skipped"]
+    if (why := lacks(profile, TRACE)) is not None:
+        lines.append(why)
+    if not profile.complete:
+        stopped = profile.index.get("stopped")
+        lines.insert(0, f"{profile.name} is INCOMPLETE"
+                        + (f" ({stopped})" if stopped else "") + ": the cells below say what "
+                        "each one lacks and go on")
+    return lines
 
 
 def env_lines(profile: Profile) -> list[str]:
@@ -36,7 +90,7 @@ def env_lines(profile: Profile) -> list[str]:
     check_instance("profile", profile, Profile)
     env = profile.part("env")
     if env is None:
-        return [f"env: not in this profile ({profile.index['parts'].get('env', {}).get('status')})"]
+        return [lacks(profile, "env") or "env: not in this profile"]
     f = env["facts"]
     mem = f"{f['memory_bytes'] / 2**30:.1f} GiB" if f.get("memory_bytes") else "unknown"
     out = [f"profile       {profile.name} ({'complete' if profile.complete else 'INCOMPLETE'})",
@@ -181,13 +235,31 @@ DDP_LINE_COLUMNS = tuple(c for c in DDP_COLUMNS
                                       "overlap_fraction"))
 
 
+def _error_rows(r: dict[str, Any], min_bytes: int) -> list[dict[str, Any]]:
+    return sorted((x for x in r["rows"] if x["predicted_us"] is not None
+                   and x["error_pct"] is not None and x["nbytes"] >= min_bytes),
+                  key=lambda x: (x["algorithm"], x["nbytes"]))
+
+
+def error_summary(profile: Profile, run: int = 0, *,
+                  min_bytes: int = 65536) -> tuple[float, int, list[str]] | None:
+    """The median ``|error%|`` :func:`error_table` prints, over how many rows, of which
+    algorithms: the errors stored with the rows (each row's median time against the
+    prediction of the same run), every algorithm with a prediction. None without rows."""
+    r = _run(profile, run)
+    rows = _error_rows(r, min_bytes) if r is not None else []
+    if not rows:
+        return None
+    return (statistics.median(abs(x["error_pct"]) for x in rows), len(rows),
+            list(dict.fromkeys(x["algorithm"] for x in rows)))
+
+
 def error_table(profile: Profile, run: int = 0, *, min_bytes: int = 65536) -> list[str]:
     """Text rows: per algorithm and size >= ``min_bytes``, measured, predicted (us) and error%."""
     r = _run(profile, run)
     if r is None:
         return ["collectives: not in this profile"]
-    rows = sorted((x for x in r["rows"] if x["predicted_us"] is not None
-                   and x["nbytes"] >= min_bytes), key=lambda x: (x["algorithm"], x["nbytes"]))
+    rows = _error_rows(r, min_bytes)
     lines = format_table(rows, ERROR_COLUMNS).splitlines()
     errs = [abs(x["error_pct"]) for x in rows]
     if errs:
@@ -354,7 +426,7 @@ class ProfileChoice:
             self._say([str(exc), f"still reading {self.profile.name}"])
             return self.profile
         self.profile = prof
-        self._say([f"reading {prof.label()}: picked here",
+        self._say([f"reading {prof.label()}: picked here", *missing_lines(prof),
                    "The cells below still show the earlier choice. To redraw them for this one,",
                    RERUN_HINT + "."])
         return prof
