@@ -205,7 +205,8 @@ def _bar_boxes(ax: Axes, renderer: Any) -> list[Bbox]:
     from matplotlib.patches import Rectangle
 
     return [p.get_window_extent(renderer) for p in ax.patches
-            if isinstance(p, Rectangle) and _is_data(p, ax) and p.get_width() and p.get_height()]
+            if isinstance(p, Rectangle) and p.get_visible()
+            and p.get_data_transform() == ax.transData and p.get_width() and p.get_height()]
 
 
 def legend_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
