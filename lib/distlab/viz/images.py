@@ -186,14 +186,14 @@ class ImagesExplorer(Explorer):
         ax.plot(list(counts), [r["images_per_s"] for r in self.rows], "-", color="black", lw=1)
         for k, r in zip(counts, self.rows, strict=True):
             ax.plot(k, r["images_per_s"], "o", color=_color(r["bottleneck"]),
-                    ms=12 if k == self.workers.value else 6)
+                    ms=12 if k == self.workers.value else 6, clip_on=False)  # whole at the top
         for name, color in BOTTLENECK_COLORS.items():
             if name != "cores" or self.sharing is not None:
                 ax.plot([], [], "o", color=color, label=f"bottleneck: {name}")
         ax.axvline(self.cores, color="grey", lw=1, ls=":", label=f"{self.cores} cores")
         ax.set_xlabel("worker processes")
         ax.set_ylabel("images / s (model)")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, 1.15 * max(r["images_per_s"] for r in self.rows))   # room for the dots
         ax.legend(fontsize="small", loc="lower right")
         ax.set_title(f"{self.size.value}: processes executor", loc="left", fontsize="medium")
         sizes = [pcie_nbytes(p, jpeg_nbytes=max(1, round(nbytes)), width=width, height=height,

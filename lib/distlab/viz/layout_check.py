@@ -204,9 +204,11 @@ def _data_points(ax: Axes) -> np.ndarray:
 def _bar_boxes(ax: Axes, renderer: Any) -> list[Bbox]:
     from matplotlib.patches import Rectangle
 
-    return [p.get_window_extent(renderer) for p in ax.patches
-            if isinstance(p, Rectangle) and p.get_visible()
-            and p.get_data_transform() == ax.transData and p.get_width() and p.get_height()]
+    clip = ax.get_window_extent(renderer)
+    boxes = [Bbox.intersection(p.get_window_extent(renderer), clip) for p in ax.patches
+             if isinstance(p, Rectangle) and p.get_visible()
+             and p.get_data_transform() == ax.transData and p.get_width() and p.get_height()]
+    return [b for b in boxes if b is not None]   # the part a reader sees, inside the axes
 
 
 def legend_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
