@@ -24,7 +24,9 @@ def gantt(timeline: Timeline, ax: Any = None, *, origin_us: float | None = None,
     gaps are shaded red across the chart. Returns the Figure."""
     if ax is None:
         rows = max(2, len(lanes or timeline.lanes))
-        fig = new_figure(figsize=(9.4, 0.45 * rows + 1.2))
+        entries = len(timeline.categories) + (highlight_idle is not None)
+        height = max(0.45 * rows + 1.2, 0.2 * entries + 0.9)   # the legend fits beside the bars
+        fig = new_figure(figsize=(9.4, height))
         ax = fig.add_subplot()
     else:
         fig = ax.figure

@@ -118,10 +118,11 @@ class Misses:
     sign: int
 
     def line(self) -> str:
-        """``10/18 miss, 64 KiB-32 MiB, model high: <system>`` (``0/1 miss: <system>``)."""
+        """``10/18 miss, 64 KiB-32 MiB, high: <system>`` (``0/1 miss: <system>``); high: the
+        model predicts more bandwidth than was published, low: less."""
         if not self.misses:
             return f"  {self.misses:>2}/{self.points:<2} miss: {self.system}"
-        how = {1: "model high", -1: "model low", 0: "mixed"}[self.sign]
+        how = {1: "high", -1: "low", 0: "mixed"}[self.sign]
         return (f"  {self.misses:>2}/{self.points:<2} miss, {size_label(self.smallest)}-"
                 f"{size_label(self.largest)}, {how}: {self.system}")
 

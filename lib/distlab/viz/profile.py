@@ -129,7 +129,7 @@ def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
     """GB/s against size per copy path (first measured device), the link peak when known, and
     published nvbandwidth points."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(9.4, 4.2))
+    fig = new_figure(figsize=(9.4, 6.0))
     ax = fig.add_subplot()
     part = profile.part("transfers")
     if part is not None and part["devices"]:
@@ -151,7 +151,8 @@ def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s (1e9 B/s)")
     ax.set_title(f"transfers: {profile.label()}")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2,
+              borderaxespad=0.0)   # below the axes: never over a curve
     return fig
 
 

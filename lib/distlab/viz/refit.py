@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import NullFormatter
 
 from distlab.judge.refit import (
     JUDGEABLE,
@@ -40,6 +40,22 @@ from distlab.viz.palette import colour
 __all__ = ["refit_figure", "windows_figure"]
 
 _MARKERS = "os^vDx+*hp"
+
+
+#: The ratios a refit panel may label, finest first dropped when the panel spans a wide range.
+_RATIOS = ((0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0),
+           (0.67, 0.8, 1.25, 1.5, 3.0),
+           (0.9, 1.1))
+
+
+def _ratio_ticks(lo: float, hi: float) -> list[float]:
+    """The measured / predicted ratios to label on a log axis from ``lo`` to ``hi``: powers of
+    two, with 0.67-3 between them when the panel spans at most 16x, and 0.9, 1.1 when it spans
+    at most 3x, so every panel shows at least three labelled ticks (the band around 1 is always
+    in view)."""
+    span = hi / lo
+    levels = _RATIOS[:1 + (span <= 16) + (span <= 3)]
+    return sorted(t for level in levels for t in level if lo <= t <= hi)
 
 
 def _style(algorithm: str) -> str:
@@ -87,8 +103,8 @@ def refit_figure(profiles: Iterable[PathLike | RefitRun], *,
         ax.set_yscale("log", base=2)
         # ratios as numbers at 1, 1.5, 2, 3, ... (and 0.75, 0.5, ...): a panel whose ratios
         # stay within one power of two still shows a scale
-        ax.yaxis.set_major_locator(LogLocator(base=2.0, subs=(1.0, 1.5)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ticks = _ratio_ticks(*ax.get_ylim())
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
         ax.yaxis.set_minor_formatter(NullFormatter())
         s = run.stats()
         source = ("own calibration" if run.calibrated_on == run.profile
@@ -100,7 +116,8 @@ def refit_figure(profiles: Iterable[PathLike | RefitRun], *,
         ax.set_ylabel("measured / predicted")
     for ax in axes[len(runs):]:
         ax.set_visible(False)
-    axes[0].legend(fontsize=7, loc="best")
+    fig.legend(handles=axes[0].get_legend_handles_labels()[0], fontsize=7,
+               loc="outside lower center", ncols=min(5, len(algos)))   # off every panel's data
     return fig
 
 
@@ -132,8 +149,9 @@ def windows_figure(profile: PathLike, lengths: Sequence[int], *,
         ax.set_xscale("log")
         ax.set_xticks(list(per_length), counts)   # under each length: the windows that meet it
         ax.minorticks_off()
-        ax.set_xlabel("rounds per window (under each: windows that meet the target)")
-        ax.set_title(f"{ws} ranks", fontsize=9)
+        ax.set_xlabel("rounds per window")
+        ax.set_title(f"{ws} ranks (under each length: its windows\nthat meet the target)",
+                     fontsize=9)
     axes[0].set_ylabel(f"|error%| ({statistic} of the window's rounds)")
     axes[0].set_ylim(bottom=0)
     fig.legend(handles=axes[-1].get_legend_handles_labels()[0], fontsize=7, ncols=4,
