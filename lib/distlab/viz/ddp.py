@@ -64,7 +64,7 @@ def last_step(spans: Timeline) -> Timeline:
 
 def measured_vs_model(measured: Timeline, model: Timeline, *, title: str = "") -> Any:
     """Measured per-rank Gantt (one synced step) above the simulated one, same time axis."""
-    fig = new_figure(figsize=(10, 5))
+    fig = new_figure(figsize=(9.4, 5))
     a1, a2 = fig.subplots(2, 1, sharex=True)
     colors = {k: colour(k) for k in ("backward", "allreduce", "ready")}
     if len(measured):
@@ -150,7 +150,7 @@ class DdpExplorer(Explorer):
         self.order, self.prediction = order, p
         summary = (f"{len(buckets)} buckets, step {p.step_s * 1e3:.2f} ms, exposed comm "
                    f"{p.exposed_s * 1e3:.2f} ms, overlap {p.overlap_fraction:.2f}")
-        fig = new_figure(figsize=(10, 6))
+        fig = new_figure(figsize=(9.4, 6))
         a1, a2 = fig.subplots(2, 1)
         buckets_figure(buckets, dict(zip(order.names, sizes, strict=True)), ax=a1,
                        title=f"bucket_cap_mb={cap:.3g}: {len(buckets)} buckets")

@@ -53,7 +53,7 @@ def memory_figure(params: int, world_sizes: Sequence[int], precision: str = "mix
     world_size)`` draws that stage's line thick (the others faded) and a dot at that world size
     whose legend entry gives its bytes per rank. ``limit_bytes`` draws a dashed horizontal line
     (a GPU's memory) labelled ``limit_label`` at its right end."""
-    fig = ax.figure if ax is not None else new_figure(figsize=(9.5, 4.5))
+    fig = ax.figure if ax is not None else new_figure(figsize=(9.4, 4.5))
     ax = ax if ax is not None else fig.subplots()
     model = {s: [zero_memory(params, n, s, precision).total for n in world_sizes] for s in stages}
     points = {s: [(m["world_size"], m["measured"]["total"]) for m in measured if m["stage"] == s]

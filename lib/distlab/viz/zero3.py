@@ -88,7 +88,7 @@ def stage3_gantts(traces: Mapping[str, Sequence[Mapping[str, Any]]], rank: int =
     time axis (milliseconds from each step's start)."""
     lanes = [f"rank{rank}/{k}" for k in ("forward", "backward", "all_gather", "reduce_scatter",
                                          "wait", "step")]
-    fig = new_figure(figsize=(10, 2.6 * len(traces)), layout=None)
+    fig = new_figure(figsize=(9.4, 2.6 * len(traces)), layout=None)
     axes = fig.subplots(len(traces), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (label, spans) in zip(axes, traces.items(), strict=True):
         tl = Timeline()
