@@ -140,7 +140,7 @@ def hop_curves_figure(rows: Iterable[dict[str, Any]], fits: Mapping[str, Fit],
         ax.set_ylabel(label)
         ax.grid(True, which="major", alpha=0.3)
     ax_t.legend(fontsize="x-small", loc="upper left")
-    ax_t.set_title("time: flat = a fixed cost, rising = a copy (tick: where they are equal)",
+    ax_t.set_title("time: flat = a fixed cost, rising = a copy\n(tick: where they are equal)",
                    loc="left", fontsize="medium")
     ax_b.set_title("the same as bandwidth", loc="left", fontsize="medium")
     return fig
