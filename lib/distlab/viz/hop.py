@@ -110,7 +110,7 @@ def hop_curves_figure(rows: Iterable[dict[str, Any]], fits: Mapping[str, Fit],
     for r in rows:
         if r.get("time_us") is not None:
             groups.setdefault(r["path"], []).append(r)
-    fig = new_figure(figsize=(9.4, 5.2))
+    fig = new_figure(figsize=(9.4, 5.6))
     ax_t, ax_b = fig.subplots(1, 2)
     for path, g in groups.items():
         g = sorted(g, key=lambda r: r["nbytes"])
@@ -139,7 +139,8 @@ def hop_curves_figure(rows: Iterable[dict[str, Any]], fits: Mapping[str, Fit],
         ax.set_xlabel("bytes per hop")
         ax.set_ylabel(label)
         ax.grid(True, which="major", alpha=0.3)
-    ax_t.legend(fontsize="x-small", loc="upper left")
+    fig.legend(handles=ax_t.get_legend_handles_labels()[0], fontsize="x-small", ncols=3,
+               loc="outside lower center")   # under both panels, off the dots
     ax_t.set_title("time: flat = a fixed cost, rising = a copy\n(tick: where they are equal)",
                    loc="left", fontsize="medium")
     ax_b.set_title("the same as bandwidth", loc="left", fontsize="medium")
