@@ -176,7 +176,7 @@ def test_algorithm_colours_are_distinct_and_never_the_legends_grey() -> None:
     """Every algorithm and the builtin a colour of its own, none the grey (C7) in which the
     legends say what dots and lines mean."""
     colours = [to_hex(c) for c in V.ALGO_COLORS.values()]
-    assert set(V.ALGO_COLORS) == set(ALGORITHMS) | {"builtin"}
+    assert set(ALGORITHMS) | {"builtin"} <= set(V.ALGO_COLORS)
     assert len(set(colours)) == len(colours)
     assert to_hex("C7") not in colours
 

@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
-from distlab.viz.figure import new_figure
-from distlab.viz.layout_check import colours_by_label, drawn_items, layout_problems
+import io
+
+from matplotlib.colors import to_hex
+from PIL import Image
+
+from distlab.viz.figure import figure_png, new_figure
+from distlab.viz.layout_check import (
+    JUPYTERLAB_WIDTH_PX,
+    colour_problems,
+    colours_by_label,
+    drawn_items,
+    layout_problems,
+    legend_problems,
+    named_colours,
+    tick_problems,
+    width_problems,
+)
+from distlab.viz.palette import colour
 
 
 def test_a_clean_figure_has_no_problem() -> None:
@@ -57,3 +73,104 @@ def test_one_colour_per_name_across_dots_and_lines() -> None:
     assert len(found["bruck"]) == 2
     assert len(found["pairwise"]) == 1
     assert found["ring"] == set()   # segmented_ring is another algorithm, not ring
+
+
+def _legend_over_a_line() -> tuple:
+    fig = new_figure(figsize=(6, 3))
+    ax = fig.add_subplot()
+    ax.plot(range(10), [5.0] * 10, color=colour("ring"), label="ring")
+    ax.set_ylim(0, 10)
+    return fig, ax
+
+
+def test_a_legend_over_a_line_covers_data() -> None:
+    fig, ax = _legend_over_a_line()
+    ax.legend(loc="center")
+    (problem,) = legend_problems(fig)
+    assert problem.startswith("legend 'ring' (axes 0) covers data of axes 0:"), problem
+    ax.legend(loc="upper right")   # above the line: clear
+    assert legend_problems(fig) == []
+
+
+def test_a_legend_over_bars_covers_data() -> None:
+    fig = new_figure(figsize=(6, 3))
+    ax = fig.add_subplot()
+    ax.bar([0, 1, 2, 3], [4, 4, 4, 4], color=colour("copy"), label="copy")
+    ax.legend(loc="lower left")
+    assert any("bars" in p for p in legend_problems(fig)), legend_problems(fig)
+    ax.set_ylim(0, 8)
+    ax.legend(loc="upper left")
+    assert legend_problems(fig) == []
+
+
+def test_a_line_across_the_axes_is_not_data_a_legend_covers() -> None:
+    fig = new_figure(figsize=(6, 3))
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 0.1], label="ring")
+    ax.axhline(0.5, color="k", label="link peak")
+    ax.legend(loc="center")
+    assert legend_problems(fig) == []
+
+
+def test_an_axis_with_one_labelled_tick_has_no_scale() -> None:
+    fig = new_figure(figsize=(4, 3))
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [0.8, 1.2])
+    ax.set_yscale("log", base=2)   # 0.8 .. 1.2 holds one power of two: "2^0"
+    (problem,) = tick_problems(fig)
+    assert problem.startswith("axes 0: its y axis shows 1 labelled tick"), problem
+    ax.set_yscale("linear")
+    assert tick_problems(fig) == []
+
+
+def test_fixed_ticks_are_the_figures_choice() -> None:
+    fig = new_figure(figsize=(4, 3))
+    ax = fig.add_subplot()
+    ax.barh([0], [1.0])
+    ax.set_yticks([0], ["rank0"])
+    assert tick_problems(fig) == []
+
+
+def test_a_figure_wider_than_jupyterlab_shows_is_reported() -> None:
+    assert JUPYTERLAB_WIDTH_PX == 968
+    wide = new_figure(figsize=(13.0, 3.0))
+    wide.add_subplot().plot([1, 2], [1, 2])
+    (problem,) = width_problems(wide)
+    assert problem.startswith("the image is 13") and "JupyterLab shows 968 px" in problem
+    narrow = new_figure(figsize=(9.4, 3.0))
+    narrow.add_subplot().plot([1, 2], [1, 2])
+    assert width_problems(narrow) == []
+    assert Image.open(io.BytesIO(figure_png(narrow))).size[0] <= JUPYTERLAB_WIDTH_PX
+
+
+def test_a_name_in_another_colour_than_its_palette_colour() -> None:
+    fig = new_figure(figsize=(6, 3))
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [1, 2], color="C1", label="ours: ring")
+    assert colour_problems(fig) == [
+        f"'ring' is drawn in {to_hex('C1')}, not its palette colour {colour('ring')}"]
+
+
+def test_one_name_in_two_colours_and_two_names_in_one() -> None:
+    fig = new_figure(figsize=(6, 3))
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [1, 2], color=colour("ring"), label="ring")
+    ax.plot([1, 2], [2, 3], "o", color=colour("tree"), label="ring measured")
+    ax.plot([1, 2], [3, 4], color=colour("tree"), label="tree (model)")
+    problems = colour_problems(fig)
+    assert f"'ring' is drawn in 2 colours ({colour('ring')}, {colour('tree')})" in problems
+    assert f"'ring' and 'tree' share the colour {colour('tree')}" in problems
+
+
+def test_gantt_legend_patches_are_read_too() -> None:
+    from distlab.timeline import Timeline
+    from distlab.viz.gantt import gantt
+
+    tl = Timeline()
+    tl.record("b", "backward", "rank0/backward", 0.0, 10.0)
+    tl.record("s", "shadow", "rank1/backward", 0.0, 10.0)
+    tl.record("a", "allreduce", "rank0/allreduce", 10.0, 5.0)
+    assert named_colours(gantt(tl)) == {n: {colour(n)} for n in ("backward", "shadow", "allreduce")}
+    assert colour_problems(gantt(tl, colors={"shadow": colour("allreduce")})) == [
+        f"'shadow' is drawn in {colour('allreduce')}, not its palette colour {colour('shadow')}",
+        f"'allreduce' and 'shadow' share the colour {colour('allreduce')}"]

@@ -51,7 +51,7 @@ def test_choice_figure_colours_each_pick_and_shades_the_host_bound_sizes() -> No
     assert len(fig.axes) == 2
     for ax, box in zip(fig.axes, ("h100_sxm8", "pcie5_8"), strict=True):
         ex = nccl_execution(box, 8, sizes, harness="nccl-tests")
-        picks = {f"{e.algorithm} / {e.protocol}" for e in ex}
+        picks = {f"{e.algorithm}/{e.protocol}" for e in ex}
         labels = {ln.get_label() for ln in ax.lines if not ln.get_label().startswith("_")}
         assert labels == picks | {"NCCL's estimate"}
         assert any(e.bound == "host" for e in ex)

@@ -130,7 +130,7 @@ def cost_curves_figure(preset: Any, world_size: int = 8, *,
     duplex = duplex or getattr(preset, "duplex", "full")
     times = predict_sizes(algorithms, world_size, sizes, preset.alpha, preset.beta, preset.gamma,
                           itemsize, duplex=duplex)
-    fig = fig or new_figure(figsize=(10.0, 4.0))
+    fig = fig or new_figure(figsize=(9.4, 4.0))
     ax_t, ax_b = fig.subplots(1, 2)
     for a in algorithms:
         t = np.asarray(times[a])
@@ -167,7 +167,7 @@ def cost_vs_world_size_figure(preset: Any, nbytes: int = 1 << 20, *,
     duplex = duplex or getattr(preset, "duplex", "full")
     times = predict_world_sizes(algorithms, xs, nbytes, preset.alpha,
                                 preset.beta, preset.gamma, itemsize, duplex=duplex)
-    fig = fig or new_figure(figsize=(7.0, 4.6))
+    fig = fig or new_figure(figsize=(8.6, 4.6))
     ax, strip = fig.subplots(2, 1, sharex=True, height_ratios=[8, 1])
     for a in algorithms:
         ax.semilogy(xs, np.asarray(times[a]) * 1e6, label=a, color=ALGO_COLORS.get(a))
@@ -180,7 +180,8 @@ def cost_vs_world_size_figure(preset: Any, nbytes: int = 1 << 20, *,
     strip.set_xlabel("world size (ranks); strip colour: fastest algorithm there ("
                      + ", ".join(dict.fromkeys(win)) + ")", fontsize=8)
     ax.set_ylabel("predicted time (us)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0.0)   # beside the curves, never over them
     ax.set_title(f"MODEL: {getattr(preset, 'name', 'calibrated link')}, {nbytes} B message",
                  fontsize=10)
     return fig

@@ -41,6 +41,7 @@ from distlab.collectives.plan.schedule import Schedule
 from distlab.collectives.plan.semantics import COLLECTIVES, REDUCING, busbw_factor, layout_of
 from distlab.viz.allreduce import draw_transfers
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour, colours
 from distlab.viz.plan_stepper import PlanStepper, shown_step
 
 __all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",
@@ -151,15 +152,15 @@ def cost_figure(preset: Any, collective: str, world_size: int = 8, *,
              if s // itemsize >= p]
     times = collective_times(preset, collective, p, sizes, algorithms=algos, itemsize=itemsize,
                              root=root)
-    fig = fig or new_figure(figsize=(10.0, 3.8))
+    fig = fig or new_figure(figsize=(9.4, 3.8))
     ax_t, ax_b = fig.subplots(1, 2)
     factor = busbw_factor(collective, p) or 1.0
     for i, a in enumerate(algos):
         t = np.asarray(times[a])
         style = STYLES[i % len(STYLES)]
-        ax_t.loglog(sizes, t * 1e6, style, label=a, color=f"C{i}")
+        ax_t.loglog(sizes, t * 1e6, style, label=a, color=colour(a))
         ax_b.semilogx(sizes, np.asarray(sizes) / np.maximum(t, 1e-30) / 1e9 * factor, style,
-                      label=a, color=f"C{i}")
+                      label=a, color=colour(a))
     for c in crossovers(sizes, times):
         x = (c.x_before * c.x_after) ** 0.5
         ax_t.axvline(x, color="grey", ls=":", lw=1)
@@ -182,13 +183,14 @@ def scale_figure(preset: Any, sizes_bytes: Sequence[int] = (1 << 16, 1 << 26),
                  fig: Figure | None = None) -> Figure:
     """Model time of ring, tree and double binary tree allreduce over the world size, one panel
     per message size (:func:`scale_times`)."""
-    fig = fig or new_figure(figsize=(5.0 * len(sizes_bytes), 3.8))
+    fig = fig or new_figure(figsize=(min(9.4, 4.8 * len(sizes_bytes)), 3.8))
     axes = np.atleast_1d(fig.subplots(1, len(sizes_bytes)))
     for ax, nbytes in zip(axes, sizes_bytes, strict=True):
         times = scale_times(preset, nbytes, world_sizes)
+        algo_colour = colours(times)
         for i, (a, t) in enumerate(times.items()):
             ax.loglog(world_sizes, np.asarray(t) * 1e6, STYLES[i % len(STYLES)], marker="o",
-                      ms=3, label=a, color=f"C{i}")
+                      ms=3, label=a, color=algo_colour[a])
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))

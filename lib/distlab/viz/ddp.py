@@ -12,6 +12,7 @@ from distlab.timeline import Timeline
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.palette import colour, colours
 
 _MB = 1024 * 1024
 
@@ -63,9 +64,9 @@ def last_step(spans: Timeline) -> Timeline:
 
 def measured_vs_model(measured: Timeline, model: Timeline, *, title: str = "") -> Any:
     """Measured per-rank Gantt (one synced step) above the simulated one, same time axis."""
-    fig = new_figure(figsize=(10, 5))
+    fig = new_figure(figsize=(9.4, 5))
     a1, a2 = fig.subplots(2, 1, sharex=True)
-    colors = {"backward": "C0", "allreduce": "C3", "ready": "black"}
+    colors = {k: colour(k) for k in ("backward", "allreduce", "ready")}
     if len(measured):
         gantt(measured, ax=a1, title=f"measured {title}", colors=colors)
     gantt(model, ax=a2, origin_us=0.0, title="model", colors=colors)
@@ -91,13 +92,15 @@ def sweep_figure(caps_mb: Sequence[float], predicted_s: Sequence[float],
 def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
     """Per preset: DataParallel's phases vs DDP's allreduce, ms per step (model only); the
     phases' legend sits right of the axes, clear of the bars' labels."""
-    fig = new_figure(figsize=(11, 3.5))
+    fig = new_figure(figsize=(9.4, 3.5))
     ax = fig.add_subplot()
+    phase_colour = colours(p for _preset, dp, ddp in rows for t in (dp, ddp)
+                           for p, _b, _s in t.phases)
     for y, (_preset, dp, ddp) in enumerate(rows):
         for k, t in enumerate((dp, ddp)):
             left = 0.0
-            for j, (phase, _b, s) in enumerate(t.phases):
-                ax.barh(2 * y + k, s * 1e3, left=left, color=f"C{j + 4 * k}", edgecolor="black",
+            for phase, _b, s in t.phases:
+                ax.barh(2 * y + k, s * 1e3, left=left, color=phase_colour[phase], edgecolor="black",
                         linewidth=0.3, label=phase if y == 0 else None)
                 left += s * 1e3
             ax.text(left, 2 * y + k, f" {t.name} {t.total_bytes / _MB:.0f} MiB", va="center",
@@ -147,11 +150,11 @@ class DdpExplorer(Explorer):
         self.order, self.prediction = order, p
         summary = (f"{len(buckets)} buckets, step {p.step_s * 1e3:.2f} ms, exposed comm "
                    f"{p.exposed_s * 1e3:.2f} ms, overlap {p.overlap_fraction:.2f}")
-        fig = new_figure(figsize=(10, 6))
+        fig = new_figure(figsize=(9.4, 6))
         a1, a2 = fig.subplots(2, 1)
         buckets_figure(buckets, dict(zip(order.names, sizes, strict=True)), ax=a1,
                        title=f"bucket_cap_mb={cap:.3g}: {len(buckets)} buckets")
         gantt(predicted_timeline(p, bucket_ready_s(sizes, order.ready_s, cap), order.backward_s),
               ax=a2, origin_us=0.0, title=summary,
-              colors={"backward": "C0", "allreduce": "C3", "ready": "black"})
+              colors={k: colour(k) for k in ("backward", "allreduce", "ready")})
         return Drawing(fig, summary)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from matplotlib import colormaps
 from matplotlib.patches import Patch
 
 from distlab.timeline import Timeline
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colours
 
 __all__ = ["gantt"]
 
@@ -18,21 +18,23 @@ def gantt(timeline: Timeline, ax: Any = None, *, origin_us: float | None = None,
           lanes: list[str] | None = None, highlight_idle: str | None = None,
           title: str | None = None, colors: Mapping[str, Any] | None = None) -> Any:
     """A matplotlib Gantt chart: one row per lane (top to bottom in ``lanes`` order, default
-    first appearance), bars coloured by category, x axis in milliseconds from ``origin_us``
+    first appearance), bars coloured by category (:mod:`distlab.viz.palette`'s colour of a
+    category it names; ``colors`` overrides), x axis in milliseconds from ``origin_us``
     (default: the earliest start). ``highlight_idle`` names a lane (the consumer) whose idle
     gaps are shaded red across the chart. Returns the Figure."""
     if ax is None:
         rows = max(2, len(lanes or timeline.lanes))
-        fig = new_figure(figsize=(10, 0.45 * rows + 1.2), layout=None)
+        entries = len(timeline.categories) + (highlight_idle is not None)
+        height = max(0.45 * rows + 1.2, 0.2 * entries + 0.9)   # the legend fits beside the bars
+        fig = new_figure(figsize=(9.4, height))
         ax = fig.add_subplot()
     else:
         fig = ax.figure
     spans = timeline.spans
     rows = list(lanes) if lanes is not None else timeline.lanes
     t0 = origin_us if origin_us is not None else (timeline.extent_us()[0] if spans else 0.0)
-    cmap = colormaps["tab10"]
     cats = timeline.categories
-    color_of = {c: cmap(i % 10) for i, c in enumerate(cats)}
+    color_of: dict[str, Any] = colours(cats)
     if colors:
         color_of.update(colors)
     y_of = {lane: i for i, lane in enumerate(rows)}

@@ -41,7 +41,7 @@ def gpus_figure(profile: Profile) -> Any:
         raise ValueError(f"profile {profile.name!r} has no measured gpus part (it needs two or "
                          "more GPUs, or python -m distlab.profile --rehearse BOX)")
     n = int(part["box"]["gpus"])
-    fig = new_figure(figsize=(11.0, 4.6))
+    fig = new_figure(figsize=(9.4, 4.8))
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.0, 1.2]})
     peer = [r for r in part.get("peer", []) if r["direction"] == "one-way"]
     if peer:
@@ -87,6 +87,7 @@ def gpus_figure(profile: Profile) -> Any:
     right.set_ylabel("GB/s per GPU, all GPUs at once")
     right.set_title("every GPU fed at once (host buffer on its node: local)", fontsize=10)
     if keys:
-        right.legend(fontsize=8, loc="lower left")
+        right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2,
+                     borderaxespad=0.0)
     fig.suptitle(gpus_title(profile), fontsize=11)
     return fig

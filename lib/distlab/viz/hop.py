@@ -15,11 +15,14 @@ from matplotlib.patches import FancyBboxPatch
 
 from distlab.transfers.copy_model import Fit
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour
 
 __all__ = ["hogwild_figure", "hop_curves_figure", "hop_parts_figure", "hop_path_figure",
            "hop_path_steps"]
 
-PART_COLORS = {"ready": "tab:orange", "handle": "tab:blue", "map": "tab:green"}
+#: ``ready`` is a span kind of the palette (black, as DDP's bucket-ready marks); the others are
+#: this figure's own.
+PART_COLORS = {"ready": colour("ready"), "handle": "tab:blue", "map": "tab:green"}
 #: What each part of a hop is, as its legend entry says.
 PART_MEANINGS = {"ready": "worker, into shared memory", "handle": "across",
                  "map": "pages touched here"}
@@ -55,7 +58,7 @@ def hop_path_steps(hop_rows: Iterable[dict[str, Any]], parts: Iterable[dict[str,
 def hop_path_figure(steps: Sequence[dict[str, Any]], nbytes: int) -> Any:
     """Boxes worker -> shared memory -> trainer -> pinned -> GPU with each step's measured time
     at ``nbytes`` (dashed and grey with the reason where skipped); the slowest step is red."""
-    fig = new_figure(figsize=(12.0, 2.9))
+    fig = new_figure(figsize=(9.4, 3.2))
     ax = fig.add_subplot()
     names = [steps[0]["src"]] + [s["dst"] for s in steps]
     measured = [s["us"] for s in steps if s["us"] is not None]
@@ -107,7 +110,7 @@ def hop_curves_figure(rows: Iterable[dict[str, Any]], fits: Mapping[str, Fit],
     for r in rows:
         if r.get("time_us") is not None:
             groups.setdefault(r["path"], []).append(r)
-    fig = new_figure(figsize=(13.0, 4.8))
+    fig = new_figure(figsize=(9.4, 5.6))
     ax_t, ax_b = fig.subplots(1, 2)
     for path, g in groups.items():
         g = sorted(g, key=lambda r: r["nbytes"])
@@ -136,8 +139,9 @@ def hop_curves_figure(rows: Iterable[dict[str, Any]], fits: Mapping[str, Fit],
         ax.set_xlabel("bytes per hop")
         ax.set_ylabel(label)
         ax.grid(True, which="major", alpha=0.3)
-    ax_t.legend(fontsize="x-small", loc="upper left")
-    ax_t.set_title("time: flat = a fixed cost, rising = a copy (tick: where they are equal)",
+    fig.legend(handles=ax_t.get_legend_handles_labels()[0], fontsize="x-small", ncols=3,
+               loc="outside lower center")   # under both panels, off the dots
+    ax_t.set_title("time: flat = a fixed cost, rising = a copy\n(tick: where they are equal)",
                    loc="left", fontsize="medium")
     ax_b.set_title("the same as bandwidth", loc="left", fontsize="medium")
     return fig
@@ -149,7 +153,7 @@ def hop_parts_figure(parts: Iterable[dict[str, Any]], sizes: Sequence[int]) -> A
     here), one panel per size in us or ms; the legend, below the panels, says what each part
     is, and the title above them has the figure's width to itself."""
     chosen = [p for p in parts if p["nbytes"] in sizes]
-    fig = new_figure(figsize=(4.2 * len(sizes) + 1.0, 3.8))
+    fig = new_figure(figsize=(min(9.4, 3.2 * len(sizes) + 1.0), 3.8))
     axes = fig.subplots(1, len(sizes), squeeze=False)[0]
     for ax, size in zip(axes, sizes, strict=False):
         here = [p for p in chosen if p["nbytes"] == size]
@@ -193,7 +197,7 @@ def hogwild_figure(results: Sequence[Any], window: int = 16) -> Any:
     with its lost updates written beside the bar (witness increments overwritten; parameter
     elements provably missing an update) and, for a locked run, its share of time waiting for
     the lock. ``results``: :class:`~distlab.hogwild.run.HogwildResult`."""
-    fig = new_figure(figsize=(13.0, 4.4))
+    fig = new_figure(figsize=(9.4, 4.6))
     ax_l, ax_r = fig.subplots(1, 2, width_ratios=[1.6, 1.0])
     for r in results:
         samples = [s for _, s, _ in r.curve]

@@ -24,11 +24,12 @@ from distlab.pipeline.image_model import (
 from distlab.pipeline.stage import Stage
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour
 
 __all__ = ["BOTTLENECK_COLORS", "IMAGE_SIZES", "ImagesExplorer", "crops_figure",
            "pcie_figure", "workers_figure"]
 
-BOTTLENECK_COLORS = {"worker": "tab:orange", "step": "tab:green", "cores": "tab:red"}
+BOTTLENECK_COLORS = {k: colour(k) for k in ("worker", "step", "cores")}
 """Colour of each bottleneck station (others: grey)."""
 EXECUTOR_MARKERS = {"processes": "o", "torch": "s"}
 IMAGE_SIZES: dict[str, tuple[int, int]] = {"256x192": (256, 192), "500x375": (500, 375),
@@ -48,7 +49,7 @@ def workers_figure(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> Any
     Right: each station's seconds per batch per server in the ``processes`` plan at each worker
     count (with the cores term, ``cores``: the CPU stages' seconds per batch over the measured
     speedup); the tallest bounds the pipeline (outlined in black)."""
-    fig = new_figure(figsize=(11, 4.2))
+    fig = new_figure(figsize=(9.4, 4.4))
     ax, bx = fig.subplots(1, 2, width_ratios=[1.3, 1])
     flat = {r["executor"]: r for r in rows if r.get("workers") is None}
     for name, style in (("sync", ":"), ("threads", "-.")):
@@ -124,7 +125,7 @@ def crops_figure(images: Sequence[np.ndarray], crops: Sequence[np.ndarray],
                  flips: Sequence[bool]) -> Any:
     """Decoded images (top row) and their random-resized crops (bottom row)."""
     n = len(images)
-    fig = new_figure(figsize=(2.6 * n, 4.6))
+    fig = new_figure(figsize=(min(9.4, 2.6 * n), 4.6))
     axes = fig.subplots(2, n, squeeze=False)
     for i in range(n):
         axes[0, i].imshow(images[i])
@@ -180,19 +181,19 @@ class ImagesExplorer(Explorer):
                                batch_size=self.batch_size, cores=self.cores,
                                sharing=self.sharing, hop_s=self.hop[0], hop_send_s=self.hop[1])
                      for k in counts]
-        fig = new_figure(figsize=(10, 3.8))
+        fig = new_figure(figsize=(9.4, 3.8))
         ax, bx = fig.subplots(1, 2, width_ratios=[1.3, 1])
         ax.plot(list(counts), [r["images_per_s"] for r in self.rows], "-", color="black", lw=1)
         for k, r in zip(counts, self.rows, strict=True):
             ax.plot(k, r["images_per_s"], "o", color=_color(r["bottleneck"]),
-                    ms=12 if k == self.workers.value else 6)
+                    ms=12 if k == self.workers.value else 6, clip_on=False)  # whole at the top
         for name, color in BOTTLENECK_COLORS.items():
             if name != "cores" or self.sharing is not None:
                 ax.plot([], [], "o", color=color, label=f"bottleneck: {name}")
         ax.axvline(self.cores, color="grey", lw=1, ls=":", label=f"{self.cores} cores")
         ax.set_xlabel("worker processes")
         ax.set_ylabel("images / s (model)")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, 1.15 * max(r["images_per_s"] for r in self.rows))   # room for the dots
         ax.legend(fontsize="small", loc="lower right")
         ax.set_title(f"{self.size.value}: processes executor", loc="left", fontsize="medium")
         sizes = [pcie_nbytes(p, jpeg_nbytes=max(1, round(nbytes)), width=width, height=height,

@@ -1,4 +1,5 @@
-"""What a drawn figure shows a reader, checked: text that collides, and colours that disagree.
+"""What a drawn figure shows a reader, checked: text that collides, legends over data, axes
+with one labelled tick, figures wider than JupyterLab shows, and colours that disagree.
 
 Pure functions of a matplotlib ``Figure`` that has been drawn (they draw it themselves when it
 has not). Tests call them on every figure builder's output, and :mod:`distlab.viz.figure` runs
@@ -10,6 +11,19 @@ the suptitle, axis labels, major tick labels inside the view, annotations and ``
 text and a legend's frame overlap by more than :data:`TOLERANCE_PX` in both directions. The
 texts inside a legend are judged as the legend's frame; tick labels are compared only with texts
 that are not tick labels of the same axis direction of other axes when those share the axis.
+
+What else :func:`layout_problems` reports (each its own function):
+
+- :func:`legend_problems`: a legend's frame covers data: a point of a line (its vertices and
+  points along its segments), a scatter dot or a bar drawn in data coordinates of any axes.
+  Lines and spans drawn across a whole axes (``axhline``, ``axvspan``) are not data here.
+- :func:`tick_problems`: a numeric axis (not one whose ticks were fixed, e.g. categories) shows
+  fewer than :data:`MIN_TICK_LABELS` labelled ticks, major and minor together: one tick gives
+  no scale.
+- :func:`width_problems`: the figure's image (tight bounding box at its dpi, as shown) is wider
+  than :data:`JUPYTERLAB_WIDTH_PX`, so JupyterLab shrinks it and its text with it.
+- :func:`colour_problems`: a name of :mod:`distlab.viz.palette` drawn in a colour that is not
+  its palette colour, in two colours, or in the colour of another name of the same figure.
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import matplotlib.colors as mcolors
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import Collection
 from matplotlib.figure import Figure
@@ -27,12 +42,21 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-__all__ = ["TOLERANCE_PX", "Item", "colours_by_label", "drawn_items", "layout_problems",
-           "overlapping_items"]
+__all__ = ["JUPYTERLAB_WIDTH_PX", "MIN_TICK_LABELS", "TOLERANCE_PX", "Item", "colour_problems",
+           "colours_by_label", "drawn_items", "collision_problems", "layout_problems",
+           "legend_problems", "named_colours", "overlapping_items", "tick_problems",
+           "width_problems"]
 
 #: Two boxes overlap when they share more than this many pixels in x and in y (at the figure's
 #: dpi): anti-aliasing and font padding make boxes that merely touch share a pixel or two.
 TOLERANCE_PX = 2.0
+
+#: The width (pixels) of JupyterLab's output area in a 1400-px window with the file browser
+#: open; a wider image is scaled down to it, its text with it.
+JUPYTERLAB_WIDTH_PX = 968
+
+#: The fewest labelled ticks a numeric axis may show.
+MIN_TICK_LABELS = 2
 
 
 @dataclass(frozen=True)
@@ -132,10 +156,201 @@ def overlapping_items(items: Sequence[Item], *, tolerance_px: float = TOLERANCE_
     return pairs
 
 
-def layout_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
-    """One line per collision in ``fig`` (empty when every text and legend has its own room)."""
+def collision_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
+    """One line per collision of texts in ``fig`` (empty when every text and legend has its
+    own room)."""
     return [f"{a.describe()} overlaps {b.describe()}"
             for a, b in overlapping_items(drawn_items(fig), tolerance_px=tolerance_px)]
+
+
+def layout_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
+    """One line per problem a reader of ``fig`` meets (see the module doc): colliding texts,
+    legends over data, axes with too few labelled ticks, an image wider than JupyterLab's
+    output area, colours that disagree with the palette or with each other."""
+    return [*collision_problems(fig, tolerance_px=tolerance_px),
+            *legend_problems(fig, tolerance_px=tolerance_px), *tick_problems(fig),
+            *width_problems(fig), *colour_problems(fig)]
+
+
+def _is_data(artist: Any, ax: Axes) -> bool:
+    return artist.get_visible() and artist.get_transform() == ax.transData
+
+
+def _data_points(ax: Axes) -> np.ndarray:
+    """Pixel positions of the data a reader reads in ``ax``: line vertices and 8 points along
+    each segment between them, scatter dots (their offsets); bars are handled apart."""
+    pts: list[np.ndarray] = []
+    for line in ax.lines:
+        if not _is_data(line, ax):
+            continue
+        xy = np.column_stack(line.get_data()).astype(float)
+        xy = xy[np.all(np.isfinite(xy), axis=1)]
+        if not len(xy):
+            continue
+        disp = ax.transData.transform(xy)
+        if line.get_linestyle() not in ("None", "", " ", "none") and len(disp) > 1:
+            t = np.linspace(0.0, 1.0, 9)[:, None, None]
+            disp = np.concatenate([disp, (disp[:-1] + t * (disp[1:] - disp[:-1])).reshape(-1, 2)])
+        pts.append(disp)
+    for coll in ax.collections:
+        if coll.get_visible() and coll.get_offset_transform() == ax.transData:
+            offs = np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)
+            offs = offs[np.all(np.isfinite(offs), axis=1)]
+            if len(offs):
+                pts.append(ax.transData.transform(offs))
+    return np.concatenate(pts) if pts else np.empty((0, 2))
+
+
+def _bar_boxes(ax: Axes, renderer: Any) -> list[Bbox]:
+    from matplotlib.patches import Rectangle
+
+    clip = ax.get_window_extent(renderer)
+    boxes = [Bbox.intersection(p.get_window_extent(renderer), clip) for p in ax.patches
+             if isinstance(p, Rectangle) and p.get_visible()
+             and p.get_data_transform() == ax.transData and p.get_width() and p.get_height()]
+    return [b for b in boxes if b is not None]   # the part a reader sees, inside the axes
+
+
+def legend_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
+    """One line per legend of ``fig`` whose frame covers data of any of its axes: how many
+    points (and bars) of which axes lie under it."""
+    renderer = _renderer(fig)
+    legends = [(f"figure legend {_legend_item(leg, -1, renderer).text!r}", leg)
+               for leg in fig.legends if leg.get_visible()]
+    legends += [(f"legend {_legend_item(ax.get_legend(), i, renderer).text!r} (axes {i})",
+                 ax.get_legend()) for i, ax in enumerate(fig.axes)
+                if ax.get_legend() is not None and ax.get_legend().get_visible()]
+    out = []
+    for what, leg in legends:
+        box = leg.get_window_extent(renderer).expanded(1.0, 1.0)
+        inner = Bbox.from_extents(box.x0 + tolerance_px, box.y0 + tolerance_px,
+                                  box.x1 - tolerance_px, box.y1 - tolerance_px)
+        for i, ax in enumerate(fig.axes):
+            if not ax.get_visible():
+                continue
+            clip = ax.get_window_extent(renderer)
+            pts = _data_points(ax)
+            x0, x1 = max(inner.x0, clip.x0), min(inner.x1, clip.x1)
+            y0, y1 = max(inner.y0, clip.y0), min(inner.y1, clip.y1)
+            inside = pts[(pts[:, 0] >= x0) & (pts[:, 0] <= x1) & (pts[:, 1] >= y0)
+                         & (pts[:, 1] <= y1)] if len(pts) else pts
+            bars = [b for b in _bar_boxes(ax, renderer) if _overlap(b, inner, tolerance_px)]
+            if len(inside) or bars:
+                out.append(f"{what} covers data of axes {i}: {len(inside)} points"
+                           + (f", {len(bars)} bars" if bars else ""))
+    return out
+
+
+def tick_problems(fig: Figure, *, minimum: int = MIN_TICK_LABELS) -> list[str]:
+    """One line per numeric axis of ``fig`` that shows labels on fewer than ``minimum`` ticks
+    (an axis whose ticks were fixed by the figure, or that shows no tick label at all, is the
+    figure's choice and is not judged)."""
+    from matplotlib.ticker import FixedLocator
+
+    _renderer(fig)
+    out = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison or hasattr(ax, "_colorbar"):
+            continue
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            if not axis.get_visible() or isinstance(axis.get_major_locator(), FixedLocator):
+                continue
+            lo, hi = sorted(axis.get_view_interval())
+            lo, hi = lo - 1e-9 * max(1.0, abs(lo)), hi + 1e-9 * max(1.0, abs(hi))
+            labels = [t.label1.get_text() for t in [*axis.get_major_ticks(),
+                                                    *axis.get_minor_ticks()]
+                      if lo <= t.get_loc() <= hi and t.label1.get_visible()
+                      and t.label1.get_text().strip()]
+            if 0 < len(labels) < minimum:
+                out.append(f"axes {i}: its {name} axis shows {len(labels)} labelled tick "
+                           f"({', '.join(labels)}): no scale to read")
+    return out
+
+
+def width_problems(fig: Figure, *, max_px: float = JUPYTERLAB_WIDTH_PX) -> list[str]:
+    """One line when ``fig``'s image (tight bounding box and the padding around it, at the
+    figure's dpi, as :func:`distlab.viz.figure.figure_png` renders it) is wider than
+    ``max_px``."""
+    import matplotlib
+
+    renderer = _renderer(fig)
+    pad = matplotlib.rcParams["savefig.pad_inches"]
+    width = (fig.get_tightbbox(renderer).width + 2 * pad) * fig.dpi
+    if width > max_px + 0.5:
+        return [f"the image is {width:.0f} px wide, JupyterLab shows {max_px:.0f} px: its text "
+                f"shrinks to {max_px / width:.0%} (make the figure at most "
+                f"{max_px / fig.dpi:.2f} in wide)"]
+    return []
+
+
+def _visible_colours(artist: Any) -> set[str]:
+    """The colours a reader sees of a legend handle or a labelled artist (hex, alpha dropped)."""
+    from matplotlib.patches import Patch
+
+    out: set[Any] = set()
+    if isinstance(artist, Line2D):
+        if artist.get_linestyle() not in ("None", "", " ", "none") and artist.get_linewidth() > 0:
+            out.add(artist.get_color())
+        if artist.get_marker() not in (None, "", "None", " ", "none"):
+            face = artist.get_markerfacecolor()
+            out.add(artist.get_markeredgecolor() if mcolors.same_color(face, "none") else face)
+    elif isinstance(artist, Patch):
+        face = artist.get_facecolor()
+        out.add(artist.get_edgecolor() if face[3] == 0 else face)
+    elif isinstance(artist, Collection):
+        faces = [tuple(c) for c in artist.get_facecolors() if c[3] > 0]
+        out |= set(faces) or {tuple(c) for c in artist.get_edgecolors()}
+    return {_hex(c) for c in out}
+
+
+def named_colours(fig: Figure) -> dict[str, set[str]]:
+    """For each palette name (:func:`distlab.viz.palette.name_of_label`) that a legend entry or
+    a labelled line, collection or bar of ``fig`` names: the colours it is drawn in."""
+    from distlab.viz.palette import name_of_label
+
+    found: dict[str, set[str]] = {}
+
+    def add(label: Any, artist: Any) -> None:
+        name = name_of_label(str(label)) if label is not None else None
+        if name is not None:
+            found.setdefault(name, set()).update(_visible_colours(artist))
+
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    for leg in legends:
+        for handle, text in zip(leg.legend_handles, leg.get_texts(), strict=False):
+            if handle is not None:
+                add(text.get_text(), handle)
+    for ax in fig.axes:
+        for artist in [*ax.lines, *ax.collections]:
+            if not str(artist.get_label()).startswith("_"):
+                add(artist.get_label(), artist)
+        for cont in ax.containers:
+            if not str(cont.get_label()).startswith("_"):
+                for patch in cont:
+                    add(cont.get_label(), patch)
+    return {n: c for n, c in found.items() if c}
+
+
+def colour_problems(fig: Figure) -> list[str]:
+    """One line per palette name drawn in ``fig`` in a colour other than its palette colour or
+    in two colours, and per colour two names of ``fig`` share."""
+    from distlab.viz.palette import COLOURS
+
+    named = named_colours(fig)
+    out = []
+    for name, cs in sorted(named.items()):
+        want = mcolors.to_hex(COLOURS[name])
+        if len(cs) > 1:
+            out.append(f"{name!r} is drawn in {len(cs)} colours ({', '.join(sorted(cs))})")
+        elif cs != {want}:
+            out.append(f"{name!r} is drawn in {min(cs)}, not its palette colour {want}")
+    by_colour: dict[str, list[str]] = {}
+    for name, cs in sorted(named.items()):
+        for c in cs:
+            by_colour.setdefault(c, []).append(name)
+    out += [f"{' and '.join(map(repr, names))} share the colour {c}"
+            for c, names in sorted(by_colour.items()) if len(names) > 1]
+    return out
 
 
 def _hex(colour: Any) -> str:

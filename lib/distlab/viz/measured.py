@@ -30,38 +30,23 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, NullFormatter
 from distlab._checks import check_choice
 from distlab.bench.allreduce_ranks import size_label
 from distlab.bench.versus import executors_of
-from distlab.collectives.algorithms.registry import ALGORITHMS, BUILTIN
+from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import ALGORITHM_COLOURS, colours
 
 __all__ = ["ALGO_COLORS", "KEY_COLOR", "algorithm_colors", "measured_vs_model_figure",
            "same_model_lines"]
 
-#: The colour-cycle entries an algorithm may take, grey (C7) left out: the legends draw what
-#: dots and lines mean in grey (:data:`KEY_COLOR`).
-_PALETTE = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
-#: One colour per allreduce algorithm in every figure of distlab: the four the model is judged
-#: on and the builtin first (the first, most distinct colours), then the rest in name order;
-#: more algorithms than colours would reuse them.
-ALGO_COLORS = {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(dict.fromkeys(
-    [a for a in ("ring", "tree", "recursive_doubling", "rabenseifner", BUILTIN)
-     if a in ALGORITHMS or a == BUILTIN] + sorted(ALGORITHMS)))}
+#: One colour per algorithm in every figure of distlab: :mod:`distlab.viz.palette`'s.
+ALGO_COLORS = dict(ALGORITHM_COLOURS)
 #: The colour of the legend's entries that explain the marks (not an algorithm).
 KEY_COLOR = "0.45"
 
 
 def algorithm_colors(algorithms: Sequence[str]) -> dict[str, str]:
-    """A distinct colour for each of ``algorithms`` (one figure's): its :data:`ALGO_COLORS`
-    entry where it has one no earlier algorithm took, else the first palette colour still
-    free (a collective's own algorithms, e.g. all_gather's ``bruck``)."""
-    out: dict[str, str] = {}
-    for a in dict.fromkeys(algorithms):
-        if a in ALGO_COLORS and ALGO_COLORS[a] not in out.values():
-            out[a] = ALGO_COLORS[a]
-    for a in dict.fromkeys(algorithms):
-        if a not in out:
-            free = [c for c in _PALETTE if c not in out.values()] or list(_PALETTE)
-            out[a] = free[0]
-    return {a: out[a] for a in dict.fromkeys(algorithms)}
+    """A colour for each of ``algorithms`` (one figure's): the palette's
+    (:func:`distlab.viz.palette.colours`), the same in every figure."""
+    return colours(algorithms)
 
 
 def _second_executor(executors: Sequence[str]) -> str | None:

@@ -11,14 +11,18 @@ checked against that preset (large hollow black-edged markers labelled ``publish
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
+from distlab.bench.allreduce_ranks import size_label
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colours, nccl_pair
 
-__all__ = ["DEFAULT_SIZES", "nccl_busbw_figure", "published_error_table"]
+__all__ = ["DEFAULT_SIZES", "Misses", "nccl_busbw_figure", "published_error_table",
+           "published_misses"]
 
 DEFAULT_SIZES = tuple(2 ** k for k in range(10, 34))
 """1 KiB to 8 GiB in powers of two, the range nccl-tests' ``-b 1K -e 8G -f 2`` sweeps."""
@@ -27,8 +31,12 @@ _CHOICE_MARKERS = {("ring", "LL"): "o", ("ring", "LL128"): "s", ("ring", "Simple
                    ("tree", "LL"): "v", ("tree", "LL128"): "<", ("tree", "Simple"): ">",
                    ("nvls", "Simple"): "*"}
 _PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X", "o", "h")
-#: One colour per (algorithm, protocol): its picked markers and its estimate line share it.
-_CHOICE_COLOURS = {pair: f"C{i}" for i, pair in enumerate(_CHOICE_MARKERS)}
+
+
+def _pair_colour(algorithm: str, protocol: str) -> str:
+    """The palette's colour of NCCL's (algorithm, protocol): its picked markers and its
+    estimate line share it, in this figure and in notebook 11's."""
+    return colours([nccl_pair(algorithm, protocol)])[nccl_pair(algorithm, protocol)]
 
 
 def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5_8"),
@@ -55,7 +63,7 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
 
         points = published()["allreduce_8gpu"]
     pts = [p for p in points if p["world_size"] == n]
-    fig = new_figure(figsize=(13.0, 3.8 * len(boxes)))
+    fig = new_figure(figsize=(9.4, 5.6 * len(boxes)))
     axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
     for ax, box in zip(axes, boxes, strict=False):
         choices = nccl_allreduce(box, n, sizes_bytes)
@@ -66,14 +74,14 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
             at = [c for c in choices if (c.algorithm, c.protocol) == pair]
             if at:
                 ax.plot([c.nbytes for c in at], [c.busbw_gbps for c in at], marker, ms=5,
-                        ls="none", color=_CHOICE_COLOURS[pair],
-                        label=f"picked: {pair[0]}/{pair[1]}")
+                        ls="none", color=_pair_colour(*pair),
+                        label=f"picked: {nccl_pair(*pair)}")
         if show_candidates:
             for i, cand in enumerate(choices[0].candidates):
                 ys = [busbw_gbps(c.nbytes, c.candidates[i].seconds, n) for c in choices]
                 ax.plot(xs, ys, ls="--", lw=0.8, alpha=0.6,
-                        color=_CHOICE_COLOURS.get((cand.algorithm, cand.protocol), "0.5"),
-                        label=f"estimate: {cand.algorithm}/{cand.protocol}")
+                        color=_pair_colour(cand.algorithm, cand.protocol),
+                        label=f"estimate: {nccl_pair(cand.algorithm, cand.protocol)}")
         mine = [p for p in pts if p["preset"] == box.key]
         systems = list(dict.fromkeys(p["system"] for p in mine))
         for j, system in enumerate(systems):
@@ -88,9 +96,57 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
         ax.set_xlabel("message bytes")
         ax.set_ylabel("busbw GB/s (nccl-tests)")
         ax.set_title(f"{box.name}, {n} GPUs", fontsize=10)
-        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2,
+                  borderaxespad=0.0)
     return fig
 
+
+
+@dataclass(frozen=True)
+class Misses:
+    """Where NCCL's estimate misses one published system by more than the limit: ``misses`` of
+    its ``points``, from ``smallest`` to ``largest`` bytes, and ``sign``: +1 when every miss
+    predicts more bandwidth than was published, -1 when every one predicts less, 0 when
+    mixed."""
+
+    system: str
+    preset: str
+    points: int
+    misses: int
+    smallest: int | None
+    largest: int | None
+    sign: int
+
+    def line(self) -> str:
+        """``10/18 miss, 64 KiB-32 MiB, high: <system>`` (``0/1 miss: <system>``); high: the
+        model predicts more bandwidth than was published, low: less."""
+        if not self.misses:
+            return f"  {self.misses:>2}/{self.points:<2} miss: {self.system}"
+        how = {1: "high", -1: "low", 0: "mixed"}[self.sign]
+        return (f"  {self.misses:>2}/{self.points:<2} miss, {size_label(self.smallest)}-"
+                f"{size_label(self.largest)}, {how}: {self.system}")
+
+
+def published_misses(points: Iterable[dict[str, Any]] | None = None, *,
+                     limit_pct: float = 20.0) -> list[Misses]:
+    """Per published system (in the table's order): how many of its points NCCL's estimate
+    misses by more than ``limit_pct``, at which sizes, and to which side."""
+    if points is None:
+        from distlab.profile.load import published
+
+        points = published()["allreduce_8gpu"]
+    by: dict[str, list[Any]] = {}
+    for r in compare_published(points):
+        by.setdefault(r.point["system"], []).append(r)
+    out = []
+    for system, rows in by.items():
+        miss = [r for r in rows if abs(r.error_pct) > limit_pct]
+        signs = {1 if r.error_pct > 0 else -1 for r in miss}
+        sizes = [r.point["nbytes"] for r in miss]
+        out.append(Misses(system, rows[0].point["preset"], len(rows), len(miss),
+                          min(sizes, default=None), max(sizes, default=None),
+                          signs.pop() if len(signs) == 1 else 0))
+    return out
 
 
 def published_error_table(points: Iterable[dict[str, Any]] | None = None, *,
@@ -104,6 +160,7 @@ def published_error_table(points: Iterable[dict[str, Any]] | None = None, *,
         from distlab.profile.load import published
 
         points = published()["allreduce_8gpu"]
+    points = list(points)
     rows = compare_published(points)
     out = [f"  {'size(B)':>11} {'forced':>6} {'pick':>12} {'published':>9} {'model':>8} "
            f"{'error%':>7}"]

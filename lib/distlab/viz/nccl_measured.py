@@ -28,12 +28,13 @@ from distlab.collectives.model.nccl.estimate import (
 from distlab.collectives.model.nccl.execution import nccl_execution
 from distlab.collectives.model.nccl.fit_execution import JudgedPoint
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour, nccl_pair
 
 __all__ = ["nccl_choice_figure", "nccl_tables_figure"]
 
-_PAIR_COLOURS = {("ring", "LL"): "C0", ("ring", "LL128"): "C1", ("ring", "Simple"): "C2",
-                 ("tree", "LL"): "C4", ("tree", "LL128"): "C5", ("tree", "Simple"): "C6",
-                 ("nvls", "Simple"): "C3"}
+#: The (algorithm, protocol) pairs the choice figure marks, in the palette's colours.
+_PAIRS = (("ring", "LL"), ("ring", "LL128"), ("ring", "Simple"), ("tree", "LL"),
+          ("tree", "LL128"), ("tree", "Simple"), ("nvls", "Simple"), ("nvls_tree", "Simple"))
 
 
 def _busbw(j: JudgedPoint) -> float:
@@ -61,7 +62,7 @@ def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPo
         raise ValueError(f"no published table has {min_points} or more points")
     cols = 2
     rows = (len(systems) + cols - 1) // cols
-    fig = new_figure(figsize=(13.0, 3.6 * rows))
+    fig = new_figure(figsize=(9.4, 3.9 * rows))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, system in zip(axes, systems, strict=False):
         mine = sorted((j for j in inside if j.system == system), key=lambda j: j.nbytes)
@@ -85,7 +86,7 @@ def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPo
         version = point.get("nccl_version") or "2.28 (not stated)"
         how = f", NCCL_ALGO={forced}" if forced else ""
         ax.set_title(f"{system}\nNCCL {version}{how}; |error| median {med_in:.0f}% in, "
-                     f"{med_out:.0f}% out", fontsize=9)
+                     f"{med_out:.0f}% out", fontsize=8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("message bytes")
@@ -106,7 +107,7 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
         raise ValueError("presets must name at least one preset, got an empty sequence")
     n = check_int("world_size", world_size, minimum=2)
     sizes = list(sizes_bytes) if sizes_bytes is not None else [2 ** k for k in range(10, 34)]
-    fig = new_figure(figsize=(13.0, 3.4 * len(boxes)))
+    fig = new_figure(figsize=(9.4, 3.6 * len(boxes)))
     axes = fig.subplots(len(boxes), 1, squeeze=False)[:, 0]
     for ax, box in zip(axes, boxes, strict=False):
         ex = nccl_execution(box, n, sizes, harness=harness, nccl_version=nccl_version)
@@ -114,17 +115,17 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
         ax.plot(xs, [busbw_gbps(e.nbytes, e.estimate_us * 1e-6, n) for e in ex], "--",
                 color="0.5", lw=1.0, label="NCCL's estimate")
         ax.plot(xs, [e.busbw_gbps for e in ex], "-", color="k", lw=0.8)
-        for pair, colour in _PAIR_COLOURS.items():
+        for pair in _PAIRS:
             at = [e for e in ex if (e.algorithm, e.protocol) == pair]
             if at:
                 ax.plot([e.nbytes for e in at], [e.busbw_gbps for e in at], "o", ms=5,
-                        color=colour, label=f"{pair[0]} / {pair[1]}")
+                        color=colour(nccl_pair(*pair)), label=nccl_pair(*pair))
         host = [e.nbytes for e in ex if e.bound == "host"]
         if host:
             ax.axvspan(min(host) / 1.4, max(host) * 1.4, color="0.9", zorder=0,
                        label="host-bound (enqueue rate)")
         version = nccl_version_of(nccl_version).release
-        ax.set_title(f"{box.name}, {n} GPUs, NCCL {version}, harness {harness}: "
+        ax.set_title(f"{box.name}, {n} GPUs, NCCL {version}, harness {harness}:\n"
                      "NCCL's choice and the time as measured (model)", fontsize=9)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

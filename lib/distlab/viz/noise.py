@@ -102,7 +102,7 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
                     key=lambda c: (c is None, c or 0))
     colour = {g: GROUP_COLOURS[i % len(GROUP_COLOURS)] for i, g in enumerate(groups)}
     worlds = sorted({run.world_size for run in runs})
-    fig = new_figure(figsize=(4.6 * len(worlds) + 0.6, 4.9))
+    fig = new_figure(figsize=(min(9.4, 4.4 * len(worlds) + 0.6), 4.9))
     axes = np.atleast_1d(fig.subplots(1, len(worlds), sharex=True, sharey=True))
     lo, hi, left_out = 1.0, 10.0, 0
     inside_by_group = {g: [0, 0] for g in groups}

@@ -32,13 +32,13 @@ from distlab.trace import write_chrome_trace
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.palette import colour
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
            "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_s",
            "steady_lanes"]
 
-COLORS = {"io": "tab:blue", "cpu": "tab:orange", "copy": "tab:purple", "compute": "tab:green",
-          "blocked": "lightgrey", "startup": "tab:gray"}
+COLORS = {k: colour(k) for k in ("io", "cpu", "copy", "compute", "blocked", "startup")}
 
 
 def steady_lanes(timeline: Timeline) -> list[str]:
@@ -53,7 +53,7 @@ def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us
     """Measured (top) and simulated (bottom) Gantt charts on one time axis (ms from each run's
     start); the consumer's idle gaps (where a GPU would wait) are shaded red."""
     lanes_m, lanes_s = measured.lanes, simulated.lanes
-    fig = new_figure(figsize=(10, 1.2 + 0.4 * (len(lanes_m) + len(lanes_s))), layout=None)
+    fig = new_figure(figsize=(9.4, 1.2 + 0.4 * (len(lanes_m) + len(lanes_s))), layout=None)
     ax1, ax2 = fig.subplots(2, 1, sharex=True,
                             height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
     if len(measured):
@@ -75,7 +75,7 @@ def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None
     pipeline); worker start-up is left out of the chart and given in the title."""
     results = list(results)
     heights = [max(1, len(steady_lanes(r.timeline))) for r in results]
-    fig = new_figure(figsize=(10, 1.0 + 0.4 * sum(heights)), layout=None)
+    fig = new_figure(figsize=(9.4, 1.0 + 0.4 * sum(heights)), layout=None)
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False, height_ratios=heights)
     for i, (ax, r) in enumerate(zip(axes[:, 0], results, strict=False)):
         gantt(r.timeline, ax, origin_us=r.start_us, lanes=steady_lanes(r.timeline),
@@ -209,7 +209,7 @@ class PipelineExplorer(Explorer):
 def parts_gantt(sync: Timeline, asyn: Timeline, *, titles: tuple[str, str] = ("sync", "async"),
                 origins_us: tuple[float, float] = (0.0, 0.0)) -> Any:
     """Sync and async part-loader timelines, stacked, trainer idle shaded."""
-    fig = new_figure(figsize=(10, 3.6), layout=None)
+    fig = new_figure(figsize=(9.4, 3.6), layout=None)
     axes = fig.subplots(2, 1, sharex=True)
     for ax, tl, title, origin in zip(axes, (sync, asyn), titles, origins_us, strict=False):
         lanes = [lane for lane in ("producer/load", "trainer/load", "trainer/compute")
@@ -287,7 +287,7 @@ class PartsExplorer(Explorer):
         summary = (f"trainer idle: sync {self.idle_sync:.0%}, async (queue {q}) "
                    f"{self.idle_async:.0%}; wall {sync.wall_us() / 1e3:.0f} ms -> "
                    f"{asyn.wall_us() / 1e3:.0f} ms")
-        fig = new_figure(figsize=(12, 3.8), layout=None)
+        fig = new_figure(figsize=(9.4, 3.8), layout=None)
         gs = fig.add_gridspec(2, 2, width_ratios=[2.2, 1])
         for row, (tl, title) in enumerate(((sync, "sync (model)"),
                                            (asyn, f"async, queue {q} (model)"))):

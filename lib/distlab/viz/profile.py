@@ -22,12 +22,67 @@ from distlab.profile.load import Profile, list_profiles, load_profile, published
 from distlab.report.table import Column, format_table
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour
 
 __all__ = ["DDP_COLOURS", "RERUN_HINT", "ProfileChoice", "collectives_figure", "compare_figure",
-           "ddp_figure", "ddp_lines", "env_lines", "error_table", "link_peak_gbps",
-           "transfers_figure"]
+           "ddp_figure", "ddp_lines", "env_lines", "error_summary", "error_table", "has",
+           "lacks",
+           "link_peak_gbps", "missing_lines", "transfers_figure"]
 
 _PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X")
+
+
+#: What :func:`has` can ask about besides a part: the folder's Chrome trace.
+TRACE = "trace"
+
+
+def lacks(profile: Profile, what: str) -> str | None:
+    """Why ``profile`` has no usable ``what`` (a part name such as ``"collectives"``, or
+    :data:`TRACE`), in one line; None when it has it. A part that ran but holds no allreduce
+    run (world size 2 or more) lacks ``"collectives"`` too."""
+    check_instance("profile", profile, Profile)
+    check_instance("what", what, str)
+    if what == TRACE:
+        return None if (profile.path / "trace.json").is_file() else \
+            f"{profile.name} has no trace.json"
+    if profile.part(what) is not None:
+        if what == "collectives" and not profile.allreduce_runs():
+            return f"{profile.name}: its collectives part holds no allreduce of 2 or more ranks"
+        return None
+    entry = profile.index.get("parts", {}).get(what)
+    if entry is None:
+        return f"{profile.name} has no {what} part (not requested)"
+    status = entry.get("status", "absent")
+    if status == "ok":   # the index names a file the folder does not hold (cut short, copied)
+        status = f"{entry.get('file', what + '.json')} missing from the folder"
+    reason = entry.get("reason") or profile.index.get("stopped") or ""
+    return f"{profile.name} has no {what} part ({status}{': ' + reason if reason else ''})"
+
+
+def has(profile: Profile, what: str) -> bool:
+    """Whether ``profile`` has ``what`` (see :func:`lacks`); when not, prints the one line
+    that says what it lacks and why, so a notebook cell goes on with a reason."""
+    why = lacks(profile, what)
+    if why is not None:
+        print(f"{why}: nothing to show here")
+    return why is None
+
+
+def missing_lines(profile: Profile) -> list[str]:
+    """One line per part and file an incomplete ``profile`` lacks (empty for a complete one):
+    what a reader of the chosen profile will not see."""
+    check_instance("profile", profile, Profile)
+    lines = [why for name in profile.index.get("parts", {})
+             if (why := lacks(profile, name)) is not None
+             and profile.index["parts"][name].get("status") != "skipped"]
+    if (why := lacks(profile, TRACE)) is not None:
+        lines.append(why)
+    if not profile.complete:
+        stopped = profile.index.get("stopped")
+        lines.insert(0, f"{profile.name} is INCOMPLETE"
+                        + (f" ({stopped})" if stopped else "") + ": the cells below say what "
+                        "each one lacks and go on")
+    return lines
 
 
 def env_lines(profile: Profile) -> list[str]:
@@ -35,7 +90,7 @@ def env_lines(profile: Profile) -> list[str]:
     check_instance("profile", profile, Profile)
     env = profile.part("env")
     if env is None:
-        return [f"env: not in this profile ({profile.index['parts'].get('env', {}).get('status')})"]
+        return [lacks(profile, "env") or "env: not in this profile"]
     f = env["facts"]
     mem = f"{f['memory_bytes'] / 2**30:.1f} GiB" if f.get("memory_bytes") else "unknown"
     out = [f"profile       {profile.name} ({'complete' if profile.complete else 'INCOMPLETE'})",
@@ -74,7 +129,7 @@ def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
     """GB/s against size per copy path (first measured device), the link peak when known, and
     published nvbandwidth points."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(8.0, 4.2))
+    fig = new_figure(figsize=(9.4, 6.0))
     ax = fig.add_subplot()
     part = profile.part("transfers")
     if part is not None and part["devices"]:
@@ -96,7 +151,8 @@ def transfers_figure(profile: Profile, *, show_published: bool = True) -> Any:
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s (1e9 B/s)")
     ax.set_title(f"transfers: {profile.label()}")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2,
+              borderaxespad=0.0)   # below the axes: never over a curve
     return fig
 
 
@@ -124,7 +180,7 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
     """Left: busbw per algorithm against size (ours solid, the model's busbw dashed, published
     nccl-tests points hollow). Right: model error% per algorithm and size."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(10.0, 4.2))
+    fig = new_figure(figsize=(9.4, 4.4))
     ax, ax_err = fig.subplots(1, 2)
     r = _run(profile, run)
     if r is not None:
@@ -136,7 +192,7 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
             rows.sort(key=lambda x: x["nbytes"])
             sizes = [x["nbytes"] for x in rows]
             line, = ax.plot(sizes, [x["busbw_gbps"] for x in rows], marker=".",
-                            label=f"ours: {algo}")
+                            color=colour(algo), label=f"ours: {algo}")
             pred = [(x["nbytes"], x["nbytes"] / (x["predicted_us"] * 1e-6) / 1e9
                      * 2 * (n - 1) / n) for x in rows if x["predicted_us"]]
             if pred:
@@ -155,12 +211,12 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
         a.set_xlabel("message bytes")
     ax.set_yscale("log")
     ax.set_ylabel("busbw GB/s")
-    ax.legend(fontsize=7)
     ax_err.axhline(0, color="k", lw=0.8)
     ax_err.set_ylabel("error % = (measured - model) / model")
     ax_err.set_title("model error")
-    if ax_err.lines[1:]:
-        ax_err.legend(fontsize=7)
+    if ax.lines:   # below the panels: one legend, never over a curve
+        fig.legend(handles=ax.get_legend_handles_labels()[0], fontsize=7,
+                   loc="outside lower center", ncols=3)
     return fig
 
 
@@ -180,13 +236,31 @@ DDP_LINE_COLUMNS = tuple(c for c in DDP_COLUMNS
                                       "overlap_fraction"))
 
 
+def _error_rows(r: dict[str, Any], min_bytes: int) -> list[dict[str, Any]]:
+    return sorted((x for x in r["rows"] if x["predicted_us"] is not None
+                   and x["error_pct"] is not None and x["nbytes"] >= min_bytes),
+                  key=lambda x: (x["algorithm"], x["nbytes"]))
+
+
+def error_summary(profile: Profile, run: int = 0, *,
+                  min_bytes: int = 65536) -> tuple[float, int, list[str]] | None:
+    """The median ``|error%|`` :func:`error_table` prints, over how many rows, of which
+    algorithms: the errors stored with the rows (each row's median time against the
+    prediction of the same run), every algorithm with a prediction. None without rows."""
+    r = _run(profile, run)
+    rows = _error_rows(r, min_bytes) if r is not None else []
+    if not rows:
+        return None
+    return (statistics.median(abs(x["error_pct"]) for x in rows), len(rows),
+            list(dict.fromkeys(x["algorithm"] for x in rows)))
+
+
 def error_table(profile: Profile, run: int = 0, *, min_bytes: int = 65536) -> list[str]:
     """Text rows: per algorithm and size >= ``min_bytes``, measured, predicted (us) and error%."""
     r = _run(profile, run)
     if r is None:
         return ["collectives: not in this profile"]
-    rows = sorted((x for x in r["rows"] if x["predicted_us"] is not None
-                   and x["nbytes"] >= min_bytes), key=lambda x: (x["algorithm"], x["nbytes"]))
+    rows = _error_rows(r, min_bytes)
     lines = format_table(rows, ERROR_COLUMNS).splitlines()
     errs = [abs(x["error_pct"]) for x in rows]
     if errs:
@@ -204,7 +278,8 @@ def ddp_lines(profile: Profile) -> list[str]:
 
 
 #: One colour per DDP variant in :func:`ddp_figure` (others take the next cycle entries).
-DDP_COLOURS = {"naive": "C7", "no-overlap": "C0", "overlap": "C2", "torch": "C1"}
+#: ``naive`` is also an allreduce algorithm's name, so it takes the palette's colour of it.
+DDP_COLOURS = {"naive": colour("naive"), "no-overlap": "C0", "overlap": "C2", "torch": "C1"}
 
 
 def _ddp_groups(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -225,7 +300,7 @@ def ddp_figure(profile: Profile) -> Any:
     written in the title). A profile without a ddp part gets empty axes that say so (with the
     part's status). Milliseconds."""
     check_instance("profile", profile, Profile)
-    fig = new_figure(figsize=(10.0, 4.4))
+    fig = new_figure(figsize=(9.4, 4.4))
     ax = fig.add_subplot()
     part = profile.part("ddp")
     title = f"DDP: {profile.label()}"
@@ -270,7 +345,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
     path per size; published points stay out of this figure."""
     check_instance("a", a, Profile)
     check_instance("b", b, Profile)
-    fig = new_figure(figsize=(10.0, 4.0))
+    fig = new_figure(figsize=(9.4, 4.6))
     ax_c, ax_t = fig.subplots(1, 2)
     for prof, ls in ((a, "-"), (b, "--")):
         r = _run(prof, 0)
@@ -279,7 +354,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
                 pts = sorted((x["nbytes"], x["busbw_gbps"]) for x in r["rows"]
                              if x["algorithm"] == algo)
                 if pts:
-                    ax_c.plot(*zip(*pts, strict=True), ls=ls, marker=".",
+                    ax_c.plot(*zip(*pts, strict=True), ls=ls, marker=".", color=colour(algo),
                               label=f"{prof.name}: {r['backend']} ws{r['world_size']} {algo}")
         t = prof.part("transfers")
         if t is not None and t["devices"]:
@@ -289,7 +364,7 @@ def compare_figure(a: Profile, b: Profile) -> Any:
                     best[x["nbytes"]] = max(best.get(x["nbytes"], 0.0), x["gbps"])
             if best:
                 ax_t.plot(*zip(*sorted(best.items()), strict=True), ls=ls, marker=".",
-                          label=f"{prof.name}: best copy path")
+                          color="0.3", label=f"{prof.name}: best copy path")
     for ax, title, ylabel in ((ax_c, "allreduce busbw", "busbw GB/s"),
                               (ax_t, "transfers", "GB/s")):
         ax.set_xscale("log", base=2)
@@ -298,7 +373,8 @@ def compare_figure(a: Profile, b: Profile) -> Any:
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         if ax.lines:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                      borderaxespad=0.0)
     return fig
 
 
@@ -351,7 +427,7 @@ class ProfileChoice:
             self._say([str(exc), f"still reading {self.profile.name}"])
             return self.profile
         self.profile = prof
-        self._say([f"reading {prof.label()}: picked here",
+        self._say([f"reading {prof.label()}: picked here", *missing_lines(prof),
                    "The cells below still show the earlier choice. To redraw them for this one,",
                    RERUN_HINT + "."])
         return prof

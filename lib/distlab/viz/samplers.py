@@ -140,7 +140,7 @@ def summary_text(a: Assignment, batch_size: int | None = None) -> str:
 
 
 def assignment_figure(a: Assignment, batch_size: int | None = None,
-                      figsize: tuple[float, float] = (10.0, 6.0)) -> Figure:
+                      figsize: tuple[float, float] = (9.4, 6.0)) -> Figure:
     """Both panels in one matplotlib Figure (not attached to pyplot; display or save it)."""
     fig = new_figure(figsize=figsize)
     top, bottom = fig.subplots(2, 1, height_ratios=[1, 1])
@@ -210,7 +210,8 @@ def elastic_figure(replay: ElasticReplay) -> Figure:
                     label=f"read by the {world}-rank world")
     ax1.axhline(replay.steps - 0.5, color="grey", lw=0.8, ls="--")
     ax1.set_ylabel("lockstep step")
-    ax1.legend(loc="upper left", fontsize=8)
+    ax1.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+               borderaxespad=0.0)   # beside the dots, never over them
     ax1.set_title(f"Elastic resume: every index read once (the {replay.new_world}-rank world's "
                   "padding twice)")
     n = len(replay.read_by)

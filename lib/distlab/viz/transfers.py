@@ -21,11 +21,12 @@ from distlab.transfers.prefetch import PrefetchResult
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.palette import colour
 
 __all__ = ["link_lines", "HOPS", "chain_hops", "path_figure", "sweep_figure", "prefetch_figure",
            "PrefetchExplorer"]
 
-COLORS = {"copy": "tab:purple", "compute": "tab:green"}
+COLORS = {k: colour(k) for k in ("copy", "compute")}
 # (from, to, (path, memory) measured for that hop)
 HOPS = [("disk", "pageable", ("disk_read_cold", "pageable")),
         ("pageable", "pinned", ("pageable_to_pinned", "pinned")),
@@ -48,7 +49,7 @@ def chain_hops(rows: Iterable[dict[str, Any]], nbytes: int) -> list[dict[str, An
 def path_figure(hops: Sequence[dict[str, Any]], nbytes: int) -> Any:
     """Boxes disk -> pageable -> pinned -> GPU with each hop's measured GB/s, or 'skipped' and
     the reason; the slowest measured hop (the chain's bound) is drawn red."""
-    fig = new_figure(figsize=(10.0, 2.8))
+    fig = new_figure(figsize=(9.4, 2.8))
     ax = fig.add_subplot()
     names = [hops[0]["src"]] + [h["dst"] for h in hops]
     measured = [h["gbps"] for h in hops if h["gbps"] is not None]
@@ -109,7 +110,7 @@ def sweep_figure(rows: Iterable[dict[str, Any]], links: Sequence[Link] = (),
     device = {k: g for k, g in groups.items() if k[0] in DEVICE_PATHS}
     host = {k: g for k, g in groups.items() if k not in device}
     panels = [("host copies", host)] + ([("to, from and on the GPU", device)] if device else [])
-    fig = new_figure(figsize=(6.0 * len(panels) + 1.5, 4.6))
+    fig = new_figure(figsize=(min(9.4, 4.2 * len(panels) + 1.5), 4.6))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (name, part) in zip(axes, panels, strict=False):
         for (path, memory), g in part.items():
@@ -156,7 +157,7 @@ def link_lines(rows: Iterable[dict[str, Any]], link: Link) -> list[str]:
 def prefetch_figure(timeline: Timeline, results: Sequence[PrefetchResult]) -> Any:
     """One Gantt per loop (sequential, prefetch) on a shared ms axis, titled with the measured
     wall time beside the model's (``n (copy + compute)`` or ``copy + compute + (n-1) max``)."""
-    fig = new_figure(figsize=(10.0, 1.6 + 1.3 * len(results)))
+    fig = new_figure(figsize=(9.4, 1.6 + 1.3 * len(results)))
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False)[:, 0]
     for ax, r in zip(axes, results, strict=False):
         lanes = [f"{r.mode}/copy stream", f"{r.mode}/default stream"]
@@ -196,7 +197,7 @@ class PrefetchExplorer(Explorer):
         if reason:
             self.results = []
             summary = f"{self.memory.value} skipped: {reason}"
-            fig = new_figure(figsize=(10.0, 2.0))
+            fig = new_figure(figsize=(9.4, 2.0))
             ax = fig.add_subplot()
             ax.axis("off")
             ax.text(0.5, 0.5, _wrap(summary, 90), ha="center", va="center")

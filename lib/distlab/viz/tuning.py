@@ -39,7 +39,7 @@ def pieces_figure(rows: Sequence[dict[str, Any]],
     if not sizes:
         raise ValueError("rows is empty: pass the rows of a bench allreduce-tuning run")
     by_size = {s["nbytes"]: s for s in summary or []}
-    fig = fig or new_figure(figsize=(3.2 * len(sizes), 3.4))
+    fig = fig or new_figure(figsize=(min(9.4, 3.2 * len(sizes)), 3.4))
     axes = np.atleast_1d(fig.subplots(1, len(sizes)))
     for ax, nbytes in zip(axes, sizes, strict=False):
         curve = sorted((r for r in rows if r["nbytes"] == nbytes

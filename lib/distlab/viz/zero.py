@@ -53,7 +53,7 @@ def memory_figure(params: int, world_sizes: Sequence[int], precision: str = "mix
     world_size)`` draws that stage's line thick (the others faded) and a dot at that world size
     whose legend entry gives its bytes per rank. ``limit_bytes`` draws a dashed horizontal line
     (a GPU's memory) labelled ``limit_label`` at its right end."""
-    fig = ax.figure if ax is not None else new_figure(figsize=(9.5, 4.5))
+    fig = ax.figure if ax is not None else new_figure(figsize=(9.4, 4.5))
     ax = ax if ax is not None else fig.subplots()
     model = {s: [zero_memory(params, n, s, precision).total for n in world_sizes] for s in stages}
     points = {s: [(m["world_size"], m["measured"]["total"]) for m in measured if m["stage"] == s]
@@ -131,8 +131,13 @@ class ZeroExplorer(Explorer):
         self.params = w.FloatLogSlider(value=params_b, base=10, min=-1, max=3, step=0.05,
                                        description="params (B)", continuous_update=False,
                                        style=st)
-        self.world = w.IntSlider(value=world_size, min=1, max=1024, description="world size",
-                                 continuous_update=False, style=st)
+        # world sizes spaced evenly on the figure's log axis (each power of two and the one
+        # halfway, 1.5x), so a step of the slider moves the dot as far at 8 ranks as at 512
+        sizes = sorted({1, *(k << j for j in range(10) for k in (2, 3) if k << j <= 1024),
+                        int(world_size)})
+        self.world = w.SelectionSlider(options=sizes, value=int(world_size),
+                                       description="world size", continuous_update=False,
+                                       style=st)
         self.precision = w.Dropdown(options=["mixed", "fp32"], value=precision,
                                     description="precision", style=st)
         self.stage = w.IntSlider(value=stage, min=0, max=3, description="stage",

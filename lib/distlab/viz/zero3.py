@@ -10,14 +10,15 @@ from distlab.collectives.model.presets import LinkPreset
 from distlab.timeline import Timeline
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.palette import colour
 from distlab.zero.memory_model import byte_unit
 from distlab.zero.prefetch_model import crossover, simulate_step, unit_times
 
 __all__ = ["STAGE3_COLORS", "peak_figure", "prefetch_figure", "stage3_gantts"]
 
 #: One colour per span category of a stage-3 trace.
-STAGE3_COLORS = {"forward": "C0", "backward": "C9", "all_gather": "C1", "reduce_scatter": "C3",
-                 "wait": "C7", "step": "C2"}
+STAGE3_COLORS = {k: colour(k) for k in ("forward", "backward", "all_gather", "reduce_scatter",
+                                         "wait", "step")}
 
 
 def peak_figure(rows: Sequence[Mapping[str, Any]], *, ax: Any = None, title: str = "") -> Any:
@@ -87,7 +88,7 @@ def stage3_gantts(traces: Mapping[str, Sequence[Mapping[str, Any]]], rank: int =
     time axis (milliseconds from each step's start)."""
     lanes = [f"rank{rank}/{k}" for k in ("forward", "backward", "all_gather", "reduce_scatter",
                                          "wait", "step")]
-    fig = new_figure(figsize=(10, 2.6 * len(traces)), layout=None)
+    fig = new_figure(figsize=(9.4, 2.6 * len(traces)), layout=None)
     axes = fig.subplots(len(traces), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (label, spans) in zip(axes, traces.items(), strict=True):
         tl = Timeline()

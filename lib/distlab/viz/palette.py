@@ -1,0 +1,123 @@
+"""One colour per name in every distlab figure: algorithms, NCCL's (algorithm, protocol) pairs,
+collectives and the span kinds of a timeline.
+
+A reader who learns in one figure that ``ring`` is blue reads blue as ring in the next, so every
+figure takes a named thing's colour from :data:`COLOURS` (through :func:`colour` or
+:func:`colours`) and never from the position of a line in a colour cycle. Only figures draw
+(the labs name categories, they do not colour them), so the palette lives on the viz floor.
+
+What the palette promises: one name, one colour, everywhere. Names of different families that
+are never drawn together may share a colour (there are more names than colours a reader can tell
+apart); names that one figure draws together must not, which
+:func:`distlab.viz.layout_check.colour_problems` checks on every figure a notebook shows.
+
+A label names a palette name when, stripped of a ``"<prefix>: "`` (``"ours: ring"``,
+``"picked: ring/LL"``) and of a trailing ``" (...)"``, ``" measured"``, ``" model"`` or
+``" predicted"``, it is that name (:func:`name_of_label`). Colours are hex strings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = ["ALGORITHM_COLOURS", "COLLECTIVE_COLOURS", "COLOURS", "NCCL_PAIR_COLOURS",
+           "SPAN_COLOURS", "colour", "colours", "name_of_label", "nccl_pair"]
+
+#: Every algorithm of the registry (all collectives share one name space: ``ring`` is ring
+#: whichever collective it runs), the ones drawn most first in the most distinct colours.
+ALGORITHM_COLOURS: dict[str, str] = {
+    "ring": "#1f77b4", "tree": "#ff7f0e", "recursive_doubling": "#2ca02c",
+    "rabenseifner": "#d62728", "builtin": "#9467bd", "double_binary_tree": "#8c564b",
+    "segmented_ring": "#e377c2", "hierarchical": "#bcbd22", "naive": "#17becf",
+    "gloo_ring": "#393b79", "binomial": "#637939", "scatter_allgather": "#8c6d31",
+    "linear": "#843c39", "bruck": "#7b4173", "pairwise": "#5254a3",
+    "recursive_halving": "#9c9ede", "dissemination": "#e7969c",
+}
+
+#: NCCL's (algorithm, protocol) as ``"algorithm/protocol"``: one hue per algorithm (ring blue,
+#: tree orange, NVLS green, as distlab's ring and tree), light to dark for LL, LL128, Simple.
+NCCL_PAIR_COLOURS: dict[str, str] = {
+    "ring/LL": "#9ecae1", "ring/LL128": "#4292c6", "ring/Simple": "#08306b",
+    "tree/LL": "#fdae6b", "tree/LL128": "#f16913", "tree/Simple": "#7f2704",
+    "nvls/Simple": "#41ab5d", "nvls_tree/Simple": "#005a32",
+    "collnet_direct/Simple": "#bcbddc", "collnet_chain/Simple": "#6a51a3",
+}
+
+#: Collectives, under the names the registry and the timelines use (``allreduce`` is the
+#: category DDP's spans carry).
+COLLECTIVE_COLOURS: dict[str, str] = {
+    "all_reduce": "#d62728", "allreduce": "#d62728", "all_gather": "#ff7f0e",
+    "reduce_scatter": "#8c564b", "broadcast": "#8c6d31", "reduce": "#843c39",
+    "gather": "#637939", "scatter": "#b5cf6b", "all_to_all": "#7b4173", "barrier": "#393b79",
+}
+
+#: The categories of timeline spans (Gantt charts), and the bottlenecks notebook 12 names.
+SPAN_COLOURS: dict[str, str] = {
+    "forward": "#1f77b4", "backward": "#17becf", "compute": "#2ca02c", "step": "#bcbd22",
+    "wait": "#7f7f7f", "shadow": "#e377c2", "ready": "#000000", "comm": "#ff9896",
+    "nccl": "#f7b6d2", "kernel": "#c7c7c7", "io": "#aec7e8", "cpu": "#ffbb78",
+    "copy": "#9467bd", "blocked": "#d3d3d3", "startup": "#c49c94", "calibration": "#525252",
+    "worker": "#ff7f0e", "cores": "#d62728",
+}
+
+
+def _merge(*families: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for fam in families:
+        for name, c in fam.items():
+            if out.get(name, c) != c:  # pragma: no cover - checked by the tests at import
+                raise AssertionError(f"palette: {name!r} has two colours ({out[name]}, {c})")
+            out[name] = c
+    return out
+
+
+#: Every name the palette knows and its colour.
+COLOURS: dict[str, str] = _merge(ALGORITHM_COLOURS, NCCL_PAIR_COLOURS, COLLECTIVE_COLOURS,
+                                 SPAN_COLOURS)
+
+#: Colours for names the palette does not know, in order; none is a palette colour.
+_SPARE = ("#98df8a", "#c5b0d5", "#dbdb8d", "#9edae5", "#fd8d3c", "#6b6ecf", "#cedb9c",
+          "#e7cb94", "#de9ed6", "#3182bd", "#31a354", "#756bb1", "#636363", "#fdd0a2")
+
+_SUFFIX = re.compile(r"(\s*\([^()]*\)|\s+measured|\s+model|\s+predicted)$")
+
+
+def nccl_pair(algorithm: str, protocol: str) -> str:
+    """The palette's name of NCCL's (algorithm, protocol): ``"ring/LL"``."""
+    return f"{algorithm}/{protocol}"
+
+
+def colour(name: str) -> str:
+    """The colour of ``name`` (hex). ``KeyError`` naming it when the palette has none."""
+    try:
+        return COLOURS[name]
+    except KeyError:
+        raise KeyError(f"name={name!r} has no colour in distlab.viz.palette") from None
+
+
+def colours(names: Iterable[str]) -> dict[str, str]:
+    """A colour for each of ``names`` (one figure's, duplicates allowed): the palette's for a
+    name it knows, else the next spare colour no palette name of this figure uses."""
+    names = list(dict.fromkeys(names))
+    taken = {COLOURS[n] for n in names if n in COLOURS}
+    spare = iter([c for c in _SPARE if c not in taken] or list(_SPARE))
+    out: dict[str, str] = {}
+    for n in names:
+        out[n] = COLOURS.get(n) or next(spare, "#7f7f7f")
+    return out
+
+
+def name_of_label(label: str) -> str | None:
+    """The palette name a legend label names, or None (see the module doc):
+    ``"ours: ring"``, ``"ring (model)"`` and ``"picked: ring/LL"`` name ``ring``, ``ring``
+    and ``ring/LL``; ``"pinned copy"`` names nothing."""
+    text = str(label).strip()
+    if ": " in text:
+        text = text.rsplit(": ", 1)[1]
+    while True:
+        shorter = _SUFFIX.sub("", text).strip()
+        if shorter == text:
+            break
+        text = shorter
+    return text if text in COLOURS else None
