@@ -18,11 +18,12 @@ line says so. ``predict_builtin`` prices allreduce; other collectives are named,
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.versions import DEFAULT_NCCL_VERSION
+from distlab.collectives.model.nccl.versions import NcclVersionWarning
 from distlab.collectives.model.predict import predict_builtin
 from distlab.trace.collectives import Collectives, dtype_bytes
 
@@ -78,14 +79,14 @@ class KernelPrice:
 
 def _model_us(box: str, n: int, nbytes: int, itemsize: int,
               nccl_version: str | None) -> tuple[float, str | None]:
-    try:
-        return predict_builtin(box, n, [nbytes], itemsize=itemsize, nccl_model="measured",
-                               nccl_version=nccl_version)[0] * 1e6, None
-    except ValueError:
-        if nccl_version is None:
-            raise
-        s = predict_builtin(box, n, [nbytes], itemsize=itemsize, nccl_model="measured")[0]
-        return s * 1e6, f"NCCL {nccl_version} not modelled: priced as {DEFAULT_NCCL_VERSION}"
+    """The model's microseconds, and the model's one line when it priced another release
+    than the trace's (its warning, kept as the kernel's note instead of printed)."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", NcclVersionWarning)
+        seconds = predict_builtin(box, n, [nbytes], itemsize=itemsize, nccl_model="measured",
+                                  nccl_version=nccl_version)[0]
+    notes = [str(w.message) for w in said if issubclass(w.category, NcclVersionWarning)]
+    return seconds * 1e6, (notes[0] if notes else None)
 
 
 def price_collectives(col: Collectives, gpus: dict[int, str | None],

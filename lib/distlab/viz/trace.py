@@ -23,15 +23,18 @@ from distlab.trace.breakdown import activity_intervals, step_windows
 from distlab.trace.collectives import clock_shift_us
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
+from distlab.viz.palette import colour
 
 __all__ = ["BREAKDOWN_COLORS", "TraceExplorer", "breakdown_figure", "model_figure",
            "rank_gantt", "straggler_figure"]
 
-BREAKDOWN_COLORS = {"idle": "#bbbbbb", "compute": "#4c72b0", "communication": "#dd8452",
-                    "memory": "#55a868", "other": "#8172b3"}
-CAUSE_COLORS = {"host": "#c44e52", "data_loader": "#937860", "synchronize": "#da8bc3",
+BREAKDOWN_COLORS = {"idle": "#bbbbbb", "compute": colour("compute"),
+                    "communication": colour("comm"), "memory": colour("copy"),
+                    "other": "#8172b3"}
+"""The breakdown's parts: compute and communication as every distlab Gantt draws them."""
+CAUSE_COLORS = {"host": "#c44e52", "data_loader": colour("io"), "synchronize": "#da8bc3",
                 "other": "#8c8c8c"}
-_WAIT = "#d62728"
+_WAIT = colour("wait")
 
 
 def _origin(j: TraceJudgement) -> tuple[float, dict[int, float]]:
@@ -50,7 +53,7 @@ def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None) ->
     ProfilerStep (its span on the ranks that have it)."""
     fig = None
     if ax is None:
-        fig = new_figure(figsize=(10, 1.0 + 0.9 * len(j.run.ranks)))
+        fig = new_figure(figsize=(9.4, 1.0 + 0.9 * len(j.run.ranks)))
         ax = fig.add_subplot()
     t0, shift = _origin(j)
     rows = ["step", "data_loader", "compute", "communication"]
@@ -107,7 +110,7 @@ def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None) ->
 
 def breakdown_figure(j: TraceJudgement, *, step: int | None = None) -> Any:
     """Per rank: the breakdown (% of span), the overlap and the idle causes (ms)."""
-    fig = new_figure(figsize=(10, 3.2))
+    fig = new_figure(figsize=(9.4, 3.2))
     ax1, ax2, ax3 = fig.subplots(1, 3, gridspec_kw={"width_ratios": [3, 1.2, 3]})
     ranks = [r for r in j.run.ranks if j.breakdown(r, step) is not None]
     x = np.arange(len(ranks))
@@ -120,7 +123,8 @@ def breakdown_figure(j: TraceJudgement, *, step: int | None = None) -> Any:
     ax1.set_ylabel("% of span")
     basis = {j.breakdown(r, step).basis for r in ranks}  # type: ignore[union-attr]
     ax1.set_title(f"breakdown ({'/'.join(sorted(basis))})", fontsize=9)
-    ax1.legend(fontsize=7, loc="lower right")
+    ax1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3,
+               frameon=False)
     ov = [j.breakdown(r, step).overlap_pct for r in ranks]  # type: ignore[union-attr]
     ax2.bar(x, np.nan_to_num(ov), color=BREAKDOWN_COLORS["communication"])
     ax2.set_xticks(x, [str(r) for r in ranks])
@@ -135,13 +139,14 @@ def breakdown_figure(j: TraceJudgement, *, step: int | None = None) -> Any:
     ax3.set_xticks(x, [f"rank {r}" for r in ranks])
     ax3.set_ylabel("ms")
     ax3.set_title("idle causes", fontsize=9)
-    ax3.legend(fontsize=7)
+    ax3.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
+               frameon=False)
     return fig
 
 
 def straggler_figure(j: TraceJudgement) -> Any:
     """Per collective call seen on 2+ ranks: each rank's wait for the last one (ms)."""
-    fig = new_figure(figsize=(10, 3))
+    fig = new_figure(figsize=(9.4, 3))
     ax = fig.add_subplot()
     calls = j.collectives.multi_rank()
     ranks = list(j.run.ranks)
@@ -157,7 +162,7 @@ def straggler_figure(j: TraceJudgement) -> Any:
     ax.set_title("per call: each rank's wait for the last; stragglers: "
                  + (", ".join(f"rank {r}" for r in strag) if strag else "none"), fontsize=9)
     if ranks:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return fig
 
 
@@ -224,7 +229,7 @@ class TraceExplorer(Explorer):
         j = self.judged()
         step = None if self.step.value == -1 else self.step.value
         ranks = list(j.run.ranks) if self.rank.value == -1 else [self.rank.value]
-        fig = new_figure(figsize=(10, 2.0 + 0.9 * len(j.run.ranks)))
+        fig = new_figure(figsize=(9.4, 2.0 + 0.9 * len(j.run.ranks)))
         ax = fig.add_subplot()
         rank_gantt(j, step=step, ax=ax)
         parts = []
