@@ -18,7 +18,7 @@ from distlab.viz.layout_check import layout_problems
 @pytest.fixture(scope="module")
 def report():
     return DDP_BENCH.run(DdpConfig(world_size=2, layers=2, width=64, batch=8,
-                                   bucket_cap_mb=(0.01, 25.0), steps=2, rounds=2, device="cpu",
+                                   bucket_cap_mb=(0.01, 25.0), steps=2, rounds=1, device="cpu",
                                    timeout=300))
 
 

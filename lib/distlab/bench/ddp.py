@@ -104,8 +104,9 @@ class DdpConfig(BenchConfig):
                                            type=options.float_list(0.001),
                                            help="bucket caps in MiB (comma list)")
     steps: int = opt(5, "--steps", type=options.positive_int, help="steps per round")
-    rounds: int = opt(4, "--rounds", type=options.int_at_least(2),
-                      help="rounds (the first is warmup)")
+    rounds: int = opt(3, "--rounds", type=options.positive_int,
+                      help="timed rounds (one more warms up first, as in ddp-overhead and "
+                           "zero)")
     timeout: float = opt(600.0, "--timeout", type=options.positive_float,
                          help="seconds for the whole run")
     device: str = opt("auto", "--device", choices=DDP_DEVICES,
@@ -135,7 +136,7 @@ class DdpBenchmark(Benchmark[DdpConfig]):
         place = ddp_placement(c.device, gpu_count(), local)
         out = launch.run(measure_rank, c.world_size, backend=place.backend,
                          args=(c.layers, c.width, c.batch, list(c.bucket_cap_mb), c.steps,
-                               c.rounds),
+                               c.rounds + 1),  # the ranks count the warm-up round
                          kwargs={"gpu_of_rank": place.gpu_of_rank, "join": c.join},
                          timeout=c.timeout)
         rows = with_overlap(out[0]["rows"])
@@ -148,7 +149,7 @@ class DdpBenchmark(Benchmark[DdpConfig]):
                   for cap in c.bucket_cap_mb}
         head = [f"ddp: {c.layers} x Linear({c.width}), batch {c.batch}, world {c.world_size} "
                 f"({place.label}, one host)",
-                f"{c.steps} steps x {c.rounds - 1} rounds (+1 warmup); no-comm backward "
+                f"{c.steps} steps x {c.rounds} rounds (+1 warmup); no-comm backward "
                 f"{out[0]['local_backward_s'] * 1e3:.2f} ms", OVERLAP_DEFINITION]
         tail = [f"cap {cap} MB: distlab overlap step rate = {ratio:.3f} x torch DDP "
                 f"(target >= {TARGET_RATE}) {'PASS' if ratio >= TARGET_RATE else 'MISS'}"

@@ -20,7 +20,7 @@ def config_for(quick: bool, world_size: int, timeout: float, device: str = "auto
     """The DDP benchmark's config (quick: 4 x Linear(256), one cap, few steps)."""
     if quick:
         return DdpConfig(world_size=world_size, layers=4, width=256, bucket_cap_mb=(0.25,),
-                         steps=3, rounds=2, timeout=timeout, device=device)
+                         steps=3, rounds=1, timeout=timeout, device=device)
     return DdpConfig(world_size=world_size, timeout=timeout, device=device)
 
 
