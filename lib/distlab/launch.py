@@ -45,6 +45,7 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -205,9 +206,28 @@ def start_method() -> str:
 
 def _context(method: str) -> Any:
     ctx = mp.get_context(method)
-    if method == "forkserver":  # takes effect when the server starts (once per process)
-        ctx.set_forkserver_preload(_FORKSERVER_PRELOAD)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(_FORKSERVER_PRELOAD)  # takes effect when the server starts
+        _start_server_ignoring_ctrl_c()
     return ctx
+
+
+def _start_server_ignoring_ctrl_c() -> None:
+    """Start the fork server (once per process) with ``SIGINT`` ignored from its exec on: a
+    Ctrl-C while it imports torch printed its traceback, and the ranks it forks inherit the
+    ignored signal. The parent ignores ``SIGINT`` only for the milliseconds of the fork and exec
+    (the server's imports run after); from a thread other than the main one it is a plain
+    start."""
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _let_the_server_die_with_the_launcher() -> None:
@@ -305,8 +325,14 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
                       parent_pid, main_spawn, environ),
             )
             # Ctrl-C is the parent's: it stops every rank (a rank still importing torch printed
-            # a traceback of its own beside the parent's one line)
-            start_ignoring_ctrl_c(proc)
+            # a traceback of its own beside the parent's one line). A forked rank ignores it from
+            # its first line and the server ignores it always, so the parent never has to: its
+            # first start waits seconds for the server to import torch, and a Ctrl-C ignored
+            # there would be lost.
+            if method == "forkserver":
+                proc.start()
+            else:
+                start_ignoring_ctrl_c(proc)
             writer.close()
             procs.append(proc)
             readers.append(reader)

@@ -56,7 +56,8 @@ _HUNG = textwrap.dedent("""
     def hang(rank, world_size):
         time.sleep(60)
 
-    raise SystemExit(run_main("hung", lambda argv: launch.run(hang, 2, timeout=3), []))
+    if __name__ == "__main__":  # ranks re-import the main script, as multiprocessing does
+        raise SystemExit(run_main("hung", lambda argv: launch.run(hang, 2, timeout=3), []))
 """)
 
 
