@@ -32,6 +32,12 @@ _HOLD_SCRIPT = textwrap.dedent("""
 """)
 
 
+def _ctrl_c_default() -> None:
+    """SIGINT back to its default in the child: a suite started in the background of a shell
+    (or by CI) hands its children SIGINT ignored, and then the Ctrl-C these tests send is lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _source(tmp_path: Path) -> Path:
     src = tmp_path / "fake.cpp"
     src.write_text("// a stand-in source\n")
@@ -44,7 +50,7 @@ def _start_holder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> subprocess
     script = tmp_path / "hold.py"
     script.write_text(_HOLD_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script), str(_source(tmp_path))],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_default)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "building"  # the lock is held from here
     return proc
@@ -165,7 +171,7 @@ def test_a_real_build_interrupted_by_ctrl_c_then_a_collective_runs(tmp_path) -> 
     build = subprocess.Popen(
         [sys.executable, "-c", "from distlab.collectives.runtime import compiled; "
          "print(compiled.status())"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        text=True, preexec_fn=_ctrl_c_default)
     folder_glob = tmp_path / "ext"
     deadline = time.monotonic() + 60
     while not list(folder_glob.glob("*/build/*")) and time.monotonic() < deadline:
