@@ -26,10 +26,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["die_with_parent", "spawned_from_main_thread", "start_ignoring_ctrl_c",
+__all__ = ["ctrl_c_ignored", "die_with_parent", "spawned_from_main_thread", "start_ignoring_ctrl_c",
            "stop_processes"]
 
 _PR_SET_PDEATHSIG = 1
@@ -84,12 +85,21 @@ def start_ignoring_ctrl_c(proc: Any) -> None:
     ``KeyboardInterrupt`` handler, so the parent alone handles Ctrl-C and stops the child. The
     parent ignores ``SIGINT`` for the milliseconds of the start (a Ctrl-C inside them is lost);
     from a thread other than the main one, where handlers cannot be set, it is a plain start."""
-    if threading.current_thread() is not threading.main_thread():
+    with ctrl_c_ignored():
         proc.start()
+
+
+@contextmanager
+def ctrl_c_ignored() -> Iterator[None]:
+    """``SIGINT`` ignored in this process for the body (what a child started in it inherits
+    across ``exec``), restored after; off the main thread, where handlers cannot be set, the
+    body runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        proc.start()
+        yield
     finally:
         signal.signal(signal.SIGINT, old)
 

@@ -45,7 +45,6 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import signal
-import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +57,7 @@ import torch.distributed as dist
 from distlab._checks import check_choice, check_float, check_instance, check_int, check_str
 from distlab._lifetime import (
     ORPHAN_EXIT_CODE,
+    ctrl_c_ignored,
     die_with_parent,
     spawned_from_main_thread,
     start_ignoring_ctrl_c,
@@ -220,14 +220,8 @@ def _start_server_ignoring_ctrl_c() -> None:
     start."""
     from multiprocessing import forkserver
 
-    if threading.current_thread() is not threading.main_thread():
+    with ctrl_c_ignored():
         forkserver.ensure_running()
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 def _let_the_server_die_with_the_launcher() -> None:
