@@ -8,6 +8,8 @@ Core (floor 0):
 - :mod:`distlab.timeline`: one span type for everything timed; :mod:`distlab.trace`: Chrome and
   Kineto traces in and out; :mod:`distlab.clock`: the one clock benchmarks time with (the
   timeline's, read after the device's queued work).
+- :mod:`distlab.vocabulary`: the names every floor shares, defined once: collectives, bus
+  bandwidth, the error sign (measured vs model), error summaries, size labels, NCCL releases.
 - :mod:`distlab.nets`: the one small model (``mlp``) the labs and benchmarks train.
 - :mod:`distlab.scratch`: scratch folders the notebooks write to, removed when their kernel exits.
 - :mod:`distlab.fit`: the one latency + bandwidth fit; :mod:`distlab.links`: the one table of

@@ -17,17 +17,18 @@ from distlab.bench.allreduce_ranks import slowest_rank_median
 from distlab.judge.refit import (
     PRINT_WIDTH,
     TARGET_ALGORITHMS,
-    ErrorStats,
     RehearsalProfileError,
     calibration_source,
     error_stats,
     main,
+    meets_target,
     refit_profile,
     summary_rows,
     summary_table,
     summary_tables,
 )
 from distlab.profile.load import load_profile
+from distlab.vocabulary import ErrorSummary
 from helpers.cli_errors import one_error_line
 from helpers.close import REL
 from helpers.paths import MEASURED_PROFILES, PROFILES
@@ -148,9 +149,9 @@ def test_error_stats_and_summary_rows() -> None:
     rows.append({"algorithm": "ring", "nbytes": 1024, "error_pct": 500.0})
     s = error_stats(rows)
     assert (s.n, s.median, s.max) == (4, 25.0, 40.0) and s.p90 == pytest.approx(37.0)
-    assert not s.meets_target and ErrorStats(3, 15.0, 35.0, 99.0).meets_target
+    assert not meets_target(s) and meets_target(ErrorSummary(3, 15.0, 35.0, 99.0))
     assert error_stats(rows, algorithms=None).n == 5
-    assert error_stats([]).n == 0 and not error_stats([]).meets_target
+    assert error_stats([]).n == 0 and not meets_target(error_stats([]))
     runs = refit_profile(PROFILES / "vm-2026-11-23") + refit_profile(QUICK)
     table = summary_rows(runs)
     assert [(r["profile"], r["world_size"]) for r in table] == [

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab.judge.refit import RefitRun, refit_profile, summary_rows
+from distlab.judge.refit import RefitRun, meets_target, refit_profile, summary_rows
 from distlab.judge.verdict import (
     JUDGED_COLUMNS,
     PROFILE_COLUMNS,
@@ -61,7 +61,7 @@ def test_target_met_agrees_with_the_summary_of_committed_profiles() -> None:
     summary = summary_rows(runs)
     met, n = target_met(summary, world_size=4)
     assert n == 2
-    assert met == sum(run.stats().meets_target for run in runs if run.world_size == 4)
+    assert met == sum(meets_target(run.stats()) for run in runs if run.world_size == 4)
     assert target_met(summary, statistic="mean")[1] == 2     # the quiet profile kept its rounds
     assert target_met(summary, statistic="median")[1] == 2   # the older one only medians
 

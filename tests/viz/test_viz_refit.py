@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distlab.judge.refit import refit_profile
+from distlab.judge.refit import meets_target, refit_profile
 from distlab.judge.windows import window_runs
 from distlab.viz.figure import DisplayFigure
 from distlab.viz.refit import refit_figure, windows_figure
@@ -41,8 +41,8 @@ def test_windows_figure_draws_every_windows_median_and_p90_per_world_size() -> N
                                                          for w in windows))
         assert not ax.texts   # nothing written over the dots
         ticks = [t.get_text() for t in ax.get_xticklabels()]
-        met20 = sum(w.stats().meets_target for w in windows if w.rounds == 20)
+        met20 = sum(meets_target(w.stats()) for w in windows if w.rounds == 20)
         assert ticks == [f"20\n{met20}/4 met",
-                         f"80\n{int(windows[-1].stats().meets_target)}/1 met"]
+                         f"80\n{int(meets_target(windows[-1].stats()))}/1 met"]
     with pytest.raises(ValueError, match="kept 0 rounds"):
         windows_figure(VM, [5])

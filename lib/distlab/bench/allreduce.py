@@ -52,6 +52,7 @@ from distlab.collectives.runtime.compiled import EXECUTORS, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.collectives.runtime.execute import default_options
 from distlab.report.table import Column, Table, format_table
+from distlab.vocabulary import busbw_factor, error_pct
 
 __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "SHORT_COLUMNS",
            "SHORT_WIDTH", "allreduce_table", "calibration_lines", "load_calibration", "main",
@@ -266,11 +267,10 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
                      "op": config.op, "algorithm": row["algorithm"],
                      "executor": row["executor"], "options": used,
                      "time_us": seconds * 1e6, "mean_us": mean * 1e6,
-                     "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
+                     "algbw_gbps": algbw, "busbw_gbps": algbw * busbw_factor("all_reduce", world),
                      "wrong": sum(r["rows"][i]["wrong"] for r in per_rank),
                      "predicted_us": None if predicted is None else predicted * 1e6,
-                     "error_pct": (None if not predicted
-                                   else 100 * (judged - predicted) / predicted),
+                     "error_pct": None if not predicted else error_pct(judged, predicted),
                      "seconds_per_rank": per_round})
     return _with_ratio(rows)
 

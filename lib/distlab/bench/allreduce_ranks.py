@@ -30,8 +30,9 @@ from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator, calibrate
 from distlab.report.words import count
+from distlab.vocabulary import size_label
 
-__all__ = ["bench_rank", "expected_result", "fill_pattern", "size_label", "size_pattern",
+__all__ = ["bench_rank", "expected_result", "fill_pattern", "size_pattern",
            "slowest_rank_mean", "slowest_rank_median"]
 
 
@@ -65,14 +66,6 @@ def size_pattern(rank: int, world_size: int, nbytes: int, dtype: str, op: str,
     count = nbytes // torch.empty(0, dtype=getattr(torch, dtype)).element_size()
     return (count, fill_pattern(rank, count, dtype, op).to(device),
             expected_result(world_size, count, dtype, op))
-
-
-def size_label(nbytes: int) -> str:
-    """``1024 -> '1 KiB'``, ``1536 -> '1536 B'``: the binary unit that divides exactly."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
 
 
 def slowest_rank_median(per_rank: Sequence[Sequence[float]]) -> float:

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from distlab import launch
-from distlab.bench.allreduce_ranks import size_label, size_pattern
+from distlab.bench.allreduce_ranks import size_pattern
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
 from distlab.bench.rounds import calibration_round, print_progress, rank_fences, timed_rounds
 from distlab.cli import options
@@ -48,6 +48,7 @@ from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator
 from distlab.report.table import Column, Table
+from distlab.vocabulary import busbw_factor, error_pct, size_label
 
 __all__ = ["BENCHMARK", "COLUMNS", "SUMMARY_COLUMNS", "TuningBenchmark", "TuningConfig", "main",
            "tuning_rank"]
@@ -181,7 +182,7 @@ def _rows(config: TuningConfig, per_rank: list[dict[str, Any]],
           cal: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     world = len(per_rank)
     itemsize = torch.empty(0, dtype=getattr(torch, config.dtype)).element_size()
-    factor = 2 * (world - 1) / world
+    factor = busbw_factor("all_reduce", world)
     rows: list[dict[str, Any]] = []
     builtin: dict[int, np.ndarray] = {}
     for i, case in enumerate(per_rank[0]["cases"]):
@@ -205,7 +206,7 @@ def _rows(config: TuningConfig, per_rank: list[dict[str, Any]],
                      "vs_builtin": float(np.median(ratio)),
                      "vs_spread": f"{r1:.2f}-{r3:.2f}", "vs_builtin_spread": [float(r1), float(r3)],
                      "predicted_us": None if predicted is None else predicted * 1e6,
-                     "error_pct": None if not predicted else 100 * (med - predicted) / predicted,
+                     "error_pct": None if not predicted else error_pct(med, predicted),
                      "wrong": sum(r["cases"][i]["wrong"] for r in per_rank),
                      "seconds_slowest": t.tolist()})
     return rows, _summary(config, rows, cal, world, itemsize)

@@ -40,12 +40,12 @@ from distlab.cli import options
 from distlab.collectives.algorithms.registry import BUILTIN, PLANS, names
 from distlab.collectives.model.choice import schedule_seconds
 from distlab.collectives.plan.ops import check_op_dtype
-from distlab.collectives.plan.semantics import COLLECTIVES, busbw_factor
 from distlab.collectives.runtime.collectives import plan_for
 from distlab.collectives.runtime.compiled import EXECUTORS, resolved, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.report.table import Column, Table
 from distlab.report.words import count
+from distlab.vocabulary import COLLECTIVES, busbw_factor, error_pct
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "CollectiveBenchmark", "CollectiveConfig",
            "head_lines", "main"]
@@ -135,7 +135,7 @@ def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
                      "busbw_gbps": None if algbw is None else algbw * factor,
                      "wrong": sum(r["cases"][i]["wrong"] for r in per_rank),
                      "predicted_us": None if predicted is None else predicted * 1e6,
-                     "error_pct": None if not predicted else 100 * (sec - predicted) / predicted,
+                     "error_pct": None if not predicted else error_pct(sec, predicted),
                      "seconds_slowest": t.tolist()})
     by_size = {r["nbytes"]: r for r in rows if r["algorithm"] == BUILTIN}
     for r in rows:

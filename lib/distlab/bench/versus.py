@@ -16,16 +16,10 @@ from typing import Any
 
 from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.table import Column, Table
+from distlab.vocabulary import size_label
 
 __all__ = ["executors_of", "ratios", "versus_lines", "versus_table"]
 
-
-
-def _label(nbytes: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale}{unit}"
-    return str(nbytes)
 
 
 def executors_of(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -79,8 +73,9 @@ def versus_lines(rows: Sequence[dict[str, Any]], prefix: str = "") -> list[str]:
         lo = min(by_size, key=by_size.__getitem__)
         hi = max(by_size, key=by_size.__getitem__)
         lines.append(f"{prefix}{algo} busbw / builtin over {len(by_size)} sizes "
-                     f"({_label(min(by_size))}-{_label(max(by_size))}): lowest "
-                     f"{by_size[lo]:.2f}x at {_label(lo)}, median "
+                     f"({size_label(min(by_size), 'compact')}-"
+                     f"{size_label(max(by_size), 'compact')}): lowest "
+                     f"{by_size[lo]:.2f}x at {size_label(lo, 'compact')}, median "
                      f"{statistics.median(by_size.values()):.2f}x, highest "
-                     f"{by_size[hi]:.2f}x at {_label(hi)}")
+                     f"{by_size[hi]:.2f}x at {size_label(hi, 'compact')}")
     return lines

@@ -61,7 +61,7 @@ from distlab.collectives.model.presets import (
 from distlab.collectives.plan.ops import OPS
 from distlab.collectives.plan.ranges import block_bounds
 from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
-from distlab.collectives.plan.semantics import COLLECTIVES, layout
+from distlab.collectives.plan.semantics import layout
 from distlab.collectives.runtime.collectives import (
                                                      all_gather,
                                                      all_to_all,
@@ -75,6 +75,7 @@ from distlab.collectives.runtime.collectives import (
 from distlab.collectives.runtime.execute import all_reduce, run_schedule
 from distlab.collectives.runtime.peercheck import CollectiveMismatchError
 from distlab.collectives.runtime.rounds import calibrate, calibrate_local
+from distlab.vocabulary import COLLECTIVES
 
 chunk_bounds = block_bounds
 """The name :func:`~distlab.collectives.plan.ranges.block_bounds` is also importable by."""

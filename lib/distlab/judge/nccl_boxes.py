@@ -18,12 +18,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from distlab.collectives.model.nccl.boxes import GPU_BOXES, NCCL_TAG
 from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import NCCL_VERSIONS, resolve_nccl_version
 from distlab.report.table import Column, format_table
+from distlab.vocabulary import ErrorSummary
 
 __all__ = ["CANNOT_PRICE", "Judged", "boxes_lines", "boxes_report"]
 
@@ -59,9 +58,8 @@ class Judged:
         """From :class:`~distlab.collectives.model.nccl.fit_execution.JudgedPoint` s."""
         if not judged:
             return cls(0, 0, None, None)
-        errs = [abs(j.error_pct) for j in judged]
-        return cls(len({j.system for j in judged}), len(errs), float(np.median(errs)),
-                   float(np.percentile(errs, 90)))
+        s = ErrorSummary.of(j.error_pct for j in judged)
+        return cls(len({j.system for j in judged}), s.n, s.median, s.p90)
 
     def row(self) -> dict[str, Any]:
         """The columns :func:`boxes_lines` shows."""

@@ -39,40 +39,39 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import run_main
+from distlab.collectives.model.nccl import versions
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.estimate import nccl_version_of
 from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
+from distlab.collectives.model.nccl.family import FAMILY
 from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
     NcclVersion,
-    release_key,
     resolve_nccl_version,
 )
 from distlab.report.jsonfile import write_json
+from distlab.vocabulary import collective_name, nccl_release, size_label
 
 __all__ = ["choice_agreement", "choice_json", "choice_lines", "collective_lines", "main",
            "multinode_lines",
            "published_lines"]
 
+ERROR_LINE = ("# error: (published - model) / model time, % (+: the run was slower than the "
+              "model); med, p90: of |error|")
+"""The error convention (:func:`distlab.vocabulary.error_pct`), printed above each table."""
+
 DEFAULT_SIZES = [1 << k for k in range(16, 34, 2)]
 """64 KiB to 8 GiB, every factor 4."""
 
 
-def _size(nbytes: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
-
-
 def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
                  nccl_version: str | NcclVersion | None = None, *, nodes: int = 1,
-                 network: str | None = None, collective: str = "allreduce") -> list[str]:
+                 network: str | None = None, collective: str = "all_reduce") -> list[str]:
     """The per-size table as text lines (at most 110 columns)."""
-    version = nccl_version_of(nccl_version)
-    if collective != "allreduce":
+    version = versions.nccl_version(nccl_version)
+    collective = collective_name(collective)
+    if collective != "all_reduce":
         return _family_lines(box, world_size, sizes, harness, collective)
     head = (f"{'size':>8} {'algo':>9} {'proto':>6} {'ch':>3} {'chunk':>8} {'steps':>6} "
             f"{'estimate us':>11} {'predicted us':>12} {'busbw GB/s':>10} {'bound':>5}")
@@ -80,8 +79,8 @@ def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
     lines = [f"# {where}, {world_size} GPUs, NCCL {version.release}, {harness}: NCCL's choice, "
              "time as measured (model)", head]
     for e in _executions(box, world_size, sizes, harness, version, nodes, network):
-        lines.append(f"{_size(e.nbytes):>8} {e.algorithm:>9} {e.protocol:>6} {e.channels:>3} "
-                     f"{_size(e.chunk_bytes):>8} {e.steps:>6} {e.estimate_us:>11.1f} "
+        lines.append(f"{size_label(e.nbytes):>8} {e.algorithm:>9} {e.protocol:>6} {e.channels:>3} "
+                     f"{size_label(e.chunk_bytes):>8} {e.steps:>6} {e.estimate_us:>11.1f} "
                      f"{e.seconds * 1e6:>12.1f} {e.busbw_gbps:>10.1f} {e.bound:>5}")
     return lines
 
@@ -121,8 +120,8 @@ def _family_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
     lines = [f"# {box}, {world_size} GPUs, NCCL 2.28.9, {harness}: {collective}, size = the "
              "whole buffer, time as measured (model)", head]
     for r in nccl_collective(box, world_size, sizes, collective, harness=harness):
-        lines.append(f"{_size(r.nbytes):>8} {r.algorithm:>9} {r.protocol:>6} {r.channels:>3} "
-                     f"{_size(r.chunk_bytes):>8} {r.steps:>6} {r.estimate_us:>11.1f} "
+        lines.append(f"{size_label(r.nbytes):>8} {r.algorithm:>9} {r.protocol:>6} {r.channels:>3} "
+                     f"{size_label(r.chunk_bytes):>8} {r.steps:>6} {r.estimate_us:>11.1f} "
                      f"{r.seconds * 1e6:>12.1f} {r.busbw_gbps:>10.1f}")
     return lines
 
@@ -156,14 +155,15 @@ def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
         outside = leave_one_source_out(points)
     in_by = {s.label: s for s in summarize(inside)}
     out_by = {s.label: s for s in summarize(outside)}
+    lines.append(ERROR_LINE)
     lines.append(f"{'table':<62} {'n':>3} {'in: med':>7} {'p90':>5} {'<=20%':>5} "
                  f"{'out: med':>8} {'p90':>5} {'<=20%':>5}")
     for label, s in in_by.items():
         o = out_by[label]
         first, *rest = _label_lines(label)
-        lines.append(f"{first:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
-                     f"{s.within_20:>5} {o.median_pct:>7.1f}% {o.p90_pct:>4.0f}% "
-                     f"{o.within_20:>5}")
+        lines.append(f"{first:<62} {s.n:>3} {s.median:>6.1f}% {s.p90:>4.0f}% "
+                     f"{s.within(20):>5} {o.median:>7.1f}% {o.p90:>4.0f}% "
+                     f"{o.within(20):>5}")
         lines += [f"  {more}" for more in rest]
     return lines
 
@@ -187,11 +187,12 @@ def multinode_lines(constants: Any = None) -> list[str]:
 
     judged = judge(multinode_points(), shipped_constants() if constants is None else constants)
     lines = ["# beyond one 8-GPU box: nodes, GB200 NVLink domains (judged only, never fitted on)",
+             ERROR_LINE,
              f"{'table':<62} {'n':>3} {'med':>7} {'p90':>5} {'<=20%':>5}"]
     for s in summarize(judged):
         first, *rest = _label_lines(s.label)
-        lines.append(f"{first:<62} {s.n:>3} {s.median_pct:>6.1f}% {s.p90_pct:>4.0f}% "
-                     f"{s.within_20:>5}")
+        lines.append(f"{first:<62} {s.n:>3} {s.median:>6.1f}% {s.p90:>4.0f}% "
+                     f"{s.within(20):>5}")
         lines += [f"  {more}" for more in rest]
     return lines
 
@@ -210,13 +211,14 @@ def collective_lines(constants: Any = None) -> list[str]:
     points = collective_points()
     judged = judge_collectives(points, shipped_constants() if constants is None else constants)
     lines = ["# other collectives, and allreduce with an algorithm switched off (judged only, "
-             "never fitted on)",
+             "never fitted on)", ERROR_LINE,
              f"{'collective':<15} {'NCCL may use':<13} {'size':>7} {'ran':>5} {'model':>12} "
              f"{'busbw GB/s: published':>21} {'model':>6} {'time error':>10}"]
     for j, p in zip(judged, points, strict=True):
         allowed = "+".join(p["algorithms"]) if p.get("algorithms") else "any"
         run = f"{j.execution.algorithm}/{j.execution.protocol}"
-        lines.append(f"{p['collective']:<15} {allowed:<13} {_size(j.nbytes):>7} "
+        name = collective_name(p["collective"])
+        lines.append(f"{name:<15} {allowed:<13} {size_label(j.nbytes):>7} "
                      f"{p['published_algorithm']:>5} {run:>12} "
                      f"{float(p['busbw_gbps']):>21.1f} {j.execution.busbw_gbps:>6.1f} "
                      f"{j.error_pct:>+9.1f}%")
@@ -241,7 +243,7 @@ def choice_agreement(stated: dict[str, Any]) -> list[tuple[str, str, str]]:
         lo, hi = int(rule.get("min_nbytes", sizes[0])), int(rule.get("max_nbytes", sizes[-1]))
         inside = [n for n in sizes if lo <= n <= hi]
         out.append((f"{rule['algorithm']}/{rule['protocol']}",
-                    f"{_size(inside[0])} to {_size(inside[-1])}",
+                    f"{size_label(inside[0])} to {size_label(inside[-1])}",
                     ", ".join(sorted({made[n] for n in inside}))))
     return out
 
@@ -251,12 +253,22 @@ def _release(text: str) -> str:
     ``v2.26.2-1``, ``2.26.2+cuda12.8``), kept as written; one the model does not hold is priced
     with its neighbour (:func:`~distlab.collectives.model.nccl.versions.resolve_nccl_version`)."""
     try:
-        release_key(text)
+        nccl_release(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"invalid value {text!r}: a release like 2.26, 2.26.2 or 2.26.2+cuda12.8 (the "
             f"releases modelled are {', '.join(sorted(NCCL_VERSIONS))})") from None
     return str(text).strip()
+
+
+def _collective(text: str) -> str:
+    """``--collective``'s ``type=``: the canonical name of an accepted spelling
+    (:func:`distlab.vocabulary.collective_name`); an unknown name is left for ``choices`` to
+    refuse."""
+    try:
+        return collective_name(text)
+    except ValueError:
+        return text
 
 
 def _parser() -> options.Parser:
@@ -281,9 +293,11 @@ def _parser() -> options.Parser:
                    help="the network between nodes: " + ", ".join(sorted(NETWORKS)))
     p.add_argument("--sizes", type=options.size_list, default=None,
                    help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..4 GiB x4)")
-    p.add_argument("--collective", choices=("allreduce", "all_gather", "reduce_scatter",
-                                             "broadcast"), default="allreduce",
-                   help="the collective (default allreduce; the others on one node)")
+    p.add_argument("--collective", type=_collective, choices=("all_reduce", *FAMILY),
+                   default="all_reduce",
+                   help="the collective: all_reduce (default), or all_gather, reduce_scatter or "
+                        "broadcast on one node; nccl-tests' spellings (allreduce, allgather, "
+                        "reducescatter) are accepted")
     p.add_argument("--published", action="store_true",
                    help="the model's error on every published table instead")
     p.add_argument("--boxes", action="store_true",
@@ -322,7 +336,7 @@ def _nccl_command(argv: list[str]) -> int:
     if args.nodes > 1 and args.network is None:
         p.error(f"--nodes {args.nodes} needs --network")
     default = NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
-    if args.collective != "allreduce" and (
+    if args.collective != "all_reduce" and (
             args.nodes > 1 or resolve_nccl_version(args.nccl_version).version is not default):
         p.error(f"--collective {args.collective} is modelled on one node with NCCL 2.28.9 only")
     gpus = GPU_BOXES[args.box].gpus * args.nodes
@@ -332,7 +346,7 @@ def _nccl_command(argv: list[str]) -> int:
                      f"{args.box}")
     if n % args.nodes:
         options.fail(p, "--world-size", n, f"a multiple of --nodes {args.nodes}")
-    if args.json is not None and args.collective != "allreduce":
+    if args.json is not None and args.collective != "all_reduce":
         p.error("--json writes the allreduce table")
     resolved = resolve_nccl_version(args.nccl_version)
     if resolved.note:

@@ -46,7 +46,6 @@ Pure: no process group, no ``torch.distributed`` (reading JSON and pricing sched
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import textwrap
@@ -54,8 +53,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from distlab._checks import check_choice
 from distlab.cli import options
@@ -68,11 +65,13 @@ from distlab.profile.load import Profile, load_profile
 from distlab.report.jsonfile import write_json
 from distlab.report.provenance import provenance
 from distlab.report.table import Column, Table, format_table
+from distlab.vocabulary import ErrorSummary, error_pct
 
 __all__ = ["BEFORE_COLUMNS", "JUDGEABLE", "NOW_COLUMNS", "PRINT_WIDTH", "SUMMARY_COLUMNS",
            "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES", "TARGET_P90_PCT",
-           "ErrorStats", "RefitRun", "RehearsalProfileError", "algorithms_in", "calibrated_runs",
-           "calibration_source", "error_stats", "main", "profile_cpus", "profile_dir_arg",
+           "RefitRun", "RehearsalProfileError", "algorithms_in", "calibrated_runs",
+           "calibration_source", "error_stats", "main", "meets_target", "profile_cpus",
+           "profile_dir_arg",
            "refit_profile", "refit_rows", "refit_runs", "summary_head", "summary_rows",
            "summary_table", "summary_tables"]
 
@@ -90,20 +89,9 @@ TARGET_MEDIAN_PCT = 15.0
 TARGET_P90_PCT = 35.0
 
 
-@dataclass(frozen=True)
-class ErrorStats:
-    """``|error%|`` over ``n`` rows: median, 90th percentile (NumPy's linear one) and max
-    (NaN when ``n == 0``)."""
-
-    n: int
-    median: float
-    p90: float
-    max: float
-
-    @property
-    def meets_target(self) -> bool:
-        """Median <= 15% and p90 <= 35% (the target), over at least one row."""
-        return self.n > 0 and self.median <= TARGET_MEDIAN_PCT and self.p90 <= TARGET_P90_PCT
+def meets_target(stats: ErrorSummary) -> bool:
+    """Median <= 15% and p90 <= 35% (the target), over at least one row."""
+    return stats.meets(TARGET_MEDIAN_PCT, TARGET_P90_PCT)
 
 
 @dataclass
@@ -129,24 +117,21 @@ class RefitRun:
     statistic: str = "median"
 
     def stats(self, key: str = "error_pct", *, min_bytes: int = TARGET_MIN_BYTES,
-              algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorStats:
+              algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorSummary:
         """:func:`error_stats` of this run's rows."""
         return error_stats(self.rows, key, min_bytes=min_bytes, algorithms=algorithms)
 
 
 def error_stats(rows: Iterable[Mapping[str, Any]], key: str = "error_pct", *,
                 min_bytes: int = TARGET_MIN_BYTES,
-                algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorStats:
-    """``|row[key]|`` over rows of ``algorithms`` (None: all) with ``nbytes >= min_bytes``;
-    rows whose ``key`` is missing or None are left out."""
+                algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorSummary:
+    """:class:`~distlab.vocabulary.ErrorSummary` of ``row[key]`` over rows of ``algorithms``
+    (None: all) with ``nbytes >= min_bytes``; rows whose ``key`` is missing or None are left
+    out."""
     algos = None if algorithms is None else set(algorithms)
-    errs = [abs(float(r[key])) for r in rows
-            if r.get(key) is not None and r["nbytes"] >= min_bytes
-            and (algos is None or r["algorithm"] in algos)]
-    if not errs:
-        return ErrorStats(0, math.nan, math.nan, math.nan)
-    a = np.asarray(errs)
-    return ErrorStats(a.size, float(np.median(a)), float(np.percentile(a, 90)), float(a.max()))
+    return ErrorSummary.of(float(r[key]) for r in rows
+                           if r.get(key) is not None and r["nbytes"] >= min_bytes
+                           and (algos is None or r["algorithm"] in algos))
 
 
 def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
@@ -154,7 +139,8 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
     """Each row (profile format: ``algorithm``, ``nbytes``, ``count``, ``time_us`` ...) with
     ``judged_us`` (its measured time under ``statistic``:
     :func:`distlab.collectives.model.noise.row_seconds`),
-    ``predicted_us`` and ``error_pct = 100 (judged - predicted) / predicted`` from ``model`` (with
+    ``predicted_us`` and ``error_pct`` (:func:`distlab.vocabulary.error_pct` of ``judged_us``
+    against ``predicted_us``) from ``model`` (with
     the row's ``options``, the ones its timed calls ran with; rows of profiles made before rows kept
     them ran with none); the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A
     row that kept its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
@@ -169,7 +155,7 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
         measured = row_seconds(row, statistic) * 1e6
         noise = row_noise(row, statistic)
         out.append({**row, "judged_us": measured, "predicted_us": predicted,
-                    "error_pct": 100.0 * (measured - predicted) / predicted if predicted else None,
+                    "error_pct": error_pct(measured, predicted) if predicted else None,
                     "stored_predicted_us": row.get("predicted_us"),
                     "stored_error_pct": row.get("error_pct"),
                     "noise_pct": None if noise is None else noise.noise_pct,
@@ -341,7 +327,7 @@ def _summary_row(profile: str, calibrated_on: str, backend: str, ws: Any,
             "before_median": before.median,
             "before_p90": before.p90, "before_max": before.max, "after_n": after.n,
             "after_median": after.median, "after_p90": after.p90, "after_max": after.max,
-            "target": "met" if after.meets_target else "missed",
+            "target": "met" if meets_target(after) else "missed",
             "noise_median": noise.median, "noise_p90": noise.p90, "within_noise": inside}
 
 

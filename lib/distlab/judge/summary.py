@@ -35,6 +35,7 @@ from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 from distlab.report.words import count
+from distlab.vocabulary import busbw_factor, error_pct
 
 __all__ = ["SHOWN_COLUMNS", "SUMMARY_COLUMNS", "main", "run_error_range", "shown_rows",
            "shown_table", "summarize_files", "summarize_runs"]
@@ -84,7 +85,8 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
         rows.append({
             "nbytes": nbytes, "count": per_run[0]["count"], "dtype": per_run[0]["dtype"],
             "op": per_run[0]["op"], "algorithm": algorithm, "time_us": time_us,
-            "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world if world else 0.0,
+            "algbw_gbps": algbw,
+            "busbw_gbps": algbw * busbw_factor("all_reduce", world) if world else 0.0,
             "wrong": sum(int(r["wrong"]) for r in per_run),
             "predicted_us": _median([r.get("predicted_us") for r in per_run]),
             "error_pct": _median(errors),
@@ -137,8 +139,7 @@ def shown_rows(block: dict[str, Any], *, min_bytes: int = 0) -> list[dict[str, A
         if r["nbytes"] < min_bytes:
             continue
         pred = r.get("predicted_us")
-        out.append(dict(r, error_pct=None if not pred
-                        else 100 * (r["time_us"] - pred) / pred))
+        out.append(dict(r, error_pct=None if not pred else error_pct(r["time_us"], pred)))
     return out
 
 

@@ -30,6 +30,7 @@ from distlab.judge.refit import (
 )
 from distlab.profile.load import load_profile
 from distlab.report.table import Column, format_table
+from distlab.vocabulary import error_pct
 
 __all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "error_by_size_table", "main", "run_line",
            "spread_rows", "spread_table", "travel_rows", "travel_table"]
@@ -113,7 +114,7 @@ def spread_rows(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
             continue
         rounds = np.asarray(r["seconds_per_rank"], dtype=float).max(axis=0) * 1e6
         fast = float(np.percentile(rounds, 25))
-        rows.append({**r, "fast_error_pct": 100 * (fast - r["predicted_us"]) / r["predicted_us"],
+        rows.append({**r, "fast_error_pct": error_pct(fast, r["predicted_us"]),
                      "slow_pct": 100 * float(np.mean(rounds > 2 * rounds.min()))})
     return rows
 

@@ -33,7 +33,6 @@ from distlab.collectives.model.noise import row_seconds
 from distlab.judge.refit import (
     TARGET_ALGORITHMS,
     TARGET_MIN_BYTES,
-    ErrorStats,
     RefitRun,
     error_stats,
     profile_cpus,
@@ -41,6 +40,7 @@ from distlab.judge.refit import (
 )
 from distlab.profile.load import load_profile
 from distlab.report.table import Column, format_table
+from distlab.vocabulary import ErrorSummary, error_pct
 
 __all__ = ["JUDGED_COLUMNS", "PROFILE_COLUMNS", "judged_table", "profile_facts",
            "rerun_difference", "rounds_kept", "target_met", "value_range"]
@@ -104,12 +104,12 @@ def rounds_kept(run: RefitRun) -> int | None:
 
 def rerun_difference(first: RefitRun, second: RefitRun, statistic: str = "mean", *,
                      min_bytes: int = TARGET_MIN_BYTES,
-                     algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorStats:
+                     algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorSummary:
     """How far two measurements of the same sweep differ: for every (algorithm, size) row of
     ``first`` with a row in ``second`` (of ``algorithms``, None: all, and at least
     ``min_bytes``), ``|100 (s - f) / f|`` where ``f`` and ``s`` are the two rows' seconds
     under ``statistic`` (:func:`~.noise.row_seconds`: the median or the mean of the slowest
-    rank's rounds); their median, p90 and max as :class:`~.refit.ErrorStats`.
+    rank's rounds); their median, p90 and max as :class:`~distlab.vocabulary.ErrorSummary`.
 
     Raises:
         ValueError: the runs differ in backend or world size, ``statistic`` is unknown, a row
@@ -128,7 +128,7 @@ def rerun_difference(first: RefitRun, second: RefitRun, statistic: str = "mean",
             continue
         f, s = row_seconds(r, statistic), row_seconds(other, statistic)
         rows.append({"algorithm": r["algorithm"], "nbytes": r["nbytes"],
-                     "difference_pct": 100.0 * (s - f) / f})
+                     "difference_pct": error_pct(s, f)})
     stats = error_stats(rows, "difference_pct", min_bytes=min_bytes, algorithms=algorithms)
     if stats.n == 0:
         raise ValueError(f"no row of {first.profile} (of {algorithms!r}, >= {min_bytes} B) has "

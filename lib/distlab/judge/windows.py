@@ -42,15 +42,16 @@ from distlab.judge.refit import (
     TARGET_MEDIAN_PCT,
     TARGET_MIN_BYTES,
     TARGET_P90_PCT,
-    ErrorStats,
     RefitRun,
     calibrated_runs,
+    meets_target,
     profile_cpus,
     profile_dir_arg,
     refit_rows,
 )
 from distlab.profile.load import load_profile
 from distlab.report.table import Column, format_table
+from distlab.vocabulary import ErrorSummary
 
 __all__ = ["SUMMARY_COLUMNS", "Window", "main", "window_calibration", "window_rows",
            "window_runs", "window_summary"]
@@ -75,7 +76,7 @@ class Window:
         return self.stop - self.start
 
     def stats(self, *, min_bytes: int = TARGET_MIN_BYTES,
-              algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorStats:
+              algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> ErrorSummary:
         """``|error%|`` of the window's judged rows (:meth:`distlab.judge.refit.RefitRun.stats`)."""
         return self.run.stats(min_bytes=min_bytes, algorithms=algorithms)
 
@@ -182,7 +183,7 @@ def window_summary(path: str | os.PathLike[str], lengths: Sequence[int], *,
             p90 = np.array([s.p90 for s in stats])
             out.append({"profile": load_profile(path).name, "world_size": ws,
                         "rounds": length, "windows": len(stats),
-                        "met": sum(s.meets_target for s in stats),
+                        "met": sum(meets_target(s) for s in stats),
                         "median_of_median": float(np.median(med)),
                         "worst_median": float(med.max()),
                         "median_of_p90": float(np.median(p90)), "worst_p90": float(p90.max())})

@@ -55,6 +55,7 @@ from distlab.collectives.model.noise import row_noise
 from distlab.collectives.model.presets import PCIE_ACHIEVED_FRACTION
 from distlab.links import link_from_pcie
 from distlab.report.table import Column, format_table
+from distlab.vocabulary import size_label
 
 __all__ = ["LINK_PATHS", "MODEL_MIN_BYTES", "REHEARSAL", "THRESHOLDS", "UNSURE", "VERDICTS",
            "VERDICT_COLUMNS", "RowVerdict", "judge_ratio", "judge_interval", "low_lines",
@@ -213,7 +214,8 @@ def _collective_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
                      if r["algorithm"] != "builtin" else "NCCL's own tuning estimate"
                      if ran_on == "nccl" else
                      f"distlab's price of {ran_on}'s own call, calibrated in this run")
-            name = f"{backend} ws{ws} {op}{r['algorithm']} {_size(int(r['nbytes']))} busbw"
+            size = size_label(int(r["nbytes"]), "compact")
+            name = f"{backend} ws{ws} {op}{r['algorithm']} {size} busbw"
             verdict = _verdict("collectives", name, busbw, expected, "model", basis, rehearsal)
             out.append(_within_noise(verdict, r))
     return out
@@ -236,13 +238,6 @@ def _within_noise(verdict: RowVerdict, row: Mapping[str, Any]) -> RowVerdict:
     return replace(verdict, verdict=judged,
                    basis=f"{verdict.basis}; its rounds put the ratio anywhere in "
                          f"{low:.2f}-{high:.2f}x")
-
-
-def _size(nbytes: int) -> str:
-    for unit, factor in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= factor and nbytes % factor == 0:
-            return f"{nbytes // factor}{unit}"
-    return f"{nbytes}B"
 
 
 def _ddp_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:

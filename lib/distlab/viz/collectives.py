@@ -28,7 +28,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from distlab._checks import check_int
-from distlab.bench.allreduce_ranks import size_label
 from distlab.collectives.algorithms.registry import (
     DEFAULT_ALGORITHM,
     PLANS,
@@ -38,11 +37,12 @@ from distlab.collectives.algorithms.registry import (
 from distlab.collectives.check.holdings import contributors, holdings
 from distlab.collectives.model.compare import collective_times, crossovers, scale_times, winners
 from distlab.collectives.plan.schedule import Schedule
-from distlab.collectives.plan.semantics import COLLECTIVES, REDUCING, busbw_factor, layout_of
+from distlab.collectives.plan.semantics import REDUCING, layout_of
 from distlab.viz.allreduce import draw_transfers
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, colours
 from distlab.viz.plan_stepper import PlanStepper, shown_step
+from distlab.vocabulary import COLLECTIVES, busbw_factor, size_label
 
 __all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",
            "format_spans", "plan_summary", "scale_figure", "wrap_listing"]

@@ -28,11 +28,11 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter, NullFormatter
 
 from distlab._checks import check_choice
-from distlab.bench.allreduce_ranks import size_label
 from distlab.bench.versus import executors_of
 from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import ALGORITHM_COLOURS, colours
+from distlab.vocabulary import size_label
 
 __all__ = ["ALGO_COLORS", "KEY_COLOR", "algorithm_colors", "measured_vs_model_figure",
            "same_model_lines"]

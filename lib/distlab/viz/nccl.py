@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
-from distlab.bench.allreduce_ranks import size_label
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colours, nccl_pair
+from distlab.vocabulary import size_label
 
 __all__ = ["DEFAULT_SIZES", "Misses", "nccl_busbw_figure", "published_error_table",
            "published_misses"]

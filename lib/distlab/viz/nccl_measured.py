@@ -23,10 +23,10 @@ from distlab.collectives.model.nccl.estimate import (
     _algorithm_from_nccl,
     busbw_gbps,
     nccl_allreduce,
-    nccl_version_of,
 )
 from distlab.collectives.model.nccl.execution import nccl_execution
 from distlab.collectives.model.nccl.fit_execution import JudgedPoint
+from distlab.collectives.model.nccl.versions import nccl_version as priced_version
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, nccl_pair
 
@@ -124,7 +124,7 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
         if host:
             ax.axvspan(min(host) / 1.4, max(host) * 1.4, color="0.9", zorder=0,
                        label="host-bound (enqueue rate)")
-        version = nccl_version_of(nccl_version).release
+        version = priced_version(nccl_version).release
         ax.set_title(f"{box.name}, {n} GPUs, NCCL {version}, harness {harness}:\n"
                      "NCCL's choice and the time as measured (model)", fontsize=9)
         ax.set_xscale("log", base=2)

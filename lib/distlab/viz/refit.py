@@ -31,6 +31,7 @@ from distlab.judge.refit import (
     TARGET_P90_PCT,
     RefitRun,
     algorithms_in,
+    meets_target,
     refit_runs,
 )
 from distlab.judge.windows import window_runs
@@ -138,7 +139,7 @@ def windows_figure(profile: PathLike, lengths: Sequence[int], *,
             stats = [w.stats() for w in windows if w.run.world_size == ws]
             jitter = n * (1 + 0.3 * (np.arange(len(stats)) - (len(stats) - 1) / 2)
                           / max(1, len(stats) - 1))
-            met = sum(s.meets_target for s in stats)
+            met = sum(meets_target(s) for s in stats)
             ax.scatter(jitter, [s.p90 for s in stats], marker="^", color="tab:red", s=18,
                        label="p90 of a window" if i == 0 else None, gid="p90")
             ax.scatter(jitter, [s.median for s in stats], marker="o", color="tab:blue", s=18,

@@ -20,15 +20,9 @@ from matplotlib.figure import Figure
 
 from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.viz.figure import new_figure
+from distlab.vocabulary import size_label
 
 __all__ = ["pieces_figure"]
-
-
-def _label(nbytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
 
 
 def pieces_figure(rows: Sequence[dict[str, Any]],
@@ -68,7 +62,7 @@ def pieces_figure(rows: Sequence[dict[str, Any]],
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.set_xlabel("pieces per block (k)")
-        ax.set_title(_label(nbytes), fontsize=10)
+        ax.set_title(size_label(nbytes), fontsize=10)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=6)
     axes[0].set_ylabel("time per allreduce (ms)")

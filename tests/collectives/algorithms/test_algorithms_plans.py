@@ -22,8 +22,9 @@ from distlab.collectives.algorithms.registry import (
 )
 from distlab.collectives.check.verify import check
 from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
-from distlab.collectives.plan.semantics import COLLECTIVES, layout, layout_of
+from distlab.collectives.plan.semantics import layout, layout_of
 from distlab.collectives.runtime.rank_plan import rank_plan
+from distlab.vocabulary import COLLECTIVES
 
 EVERY = [(c, a) for c, algos in PLANS.items() for a in algos]
 WHOLE = ("all_reduce", "broadcast", "reduce", "barrier")  # count is the vector, not p blocks

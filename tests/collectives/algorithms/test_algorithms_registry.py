@@ -21,9 +21,10 @@ from distlab.collectives.algorithms.registry import (
     is_builtin,
     names,
 )
-from distlab.collectives.plan.semantics import COLLECTIVES, layout
+from distlab.collectives.plan.semantics import layout
 from distlab.judge.refit import JUDGEABLE, TARGET_ALGORITHMS
 from distlab.profile.collectives_part import QUICK_ALGORITHMS
+from distlab.vocabulary import COLLECTIVES
 
 
 def test_every_collective_has_a_builtin_entry_and_exactly_one_default_plan() -> None:

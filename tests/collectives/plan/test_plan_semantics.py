@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab.collectives.plan.semantics import (
-    BLOCKED,
-    COLLECTIVES,
-    busbw_factor,
-    count_for_bytes,
-    layout,
-)
-
-
-def test_busbw_factors_are_nccl_tests() -> None:
-    assert busbw_factor("all_reduce", 4) == 1.5
-    for op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
-        assert busbw_factor(op, 4) == 0.75
-    assert busbw_factor("broadcast", 8) == busbw_factor("reduce", 8) == 1.0
-    assert busbw_factor("barrier", 8) is None
-    with pytest.raises(ValueError, match="collective"):
-        busbw_factor("allreduce", 2)
+from distlab.collectives.plan.semantics import BLOCKED, count_for_bytes, layout
+from distlab.vocabulary import COLLECTIVES
 
 
 @given(st.sampled_from(COLLECTIVES), st.integers(0, 1 << 20), st.sampled_from((1, 2, 4, 8)),

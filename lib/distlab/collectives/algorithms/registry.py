@@ -58,7 +58,8 @@ from distlab.collectives.algorithms.reducescatter.ring import ring as reduce_sca
 from distlab.collectives.algorithms.scatter.binomial import binomial as scatter_binomial
 from distlab.collectives.algorithms.scatter.linear import linear as scatter_linear
 from distlab.collectives.plan.schedule import Schedule
-from distlab.collectives.plan.semantics import COLLECTIVES, check_collective
+from distlab.collectives.plan.semantics import check_collective
+from distlab.vocabulary import COLLECTIVES
 
 __all__ = ["ALGORITHMS", "BACKEND_ALGORITHMS", "BUILTIN", "DEFAULT_ALGORITHM", "ENTRIES", "PLANS",
            "TAGS", "Entry", "build", "build_plan", "check_algorithm", "check_plan_algorithm",
@@ -78,7 +79,7 @@ class Entry:
 
     Attributes:
         collective: the collective it computes (one of
-            :data:`distlab.collectives.plan.semantics.COLLECTIVES`).
+            :data:`distlab.vocabulary.COLLECTIVES`).
         name: its name, unique within the collective.
         builder: ``(world_size, count, **options) -> Schedule``; None for the builtin.
         tags: a subset of :data:`TAGS`.

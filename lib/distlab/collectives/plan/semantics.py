@@ -37,12 +37,11 @@ import numpy as np
 
 from distlab._checks import check_choice, check_int
 from distlab.collectives.plan.schedule import Schedule
+from distlab.vocabulary import COLLECTIVES
 
-__all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "Layout", "busbw_factor", "count_for_bytes",
-           "layout", "layout_of"]
+__all__ = ["REDUCING", "ROOTED", "Layout", "count_for_bytes", "layout", "layout_of"]
 
-COLLECTIVES: tuple[str, ...] = ("all_reduce", "broadcast", "reduce", "gather", "scatter",
-                                "all_gather", "reduce_scatter", "all_to_all", "barrier")
+# The collectives' names and nccl-tests' bus bandwidth factors: distlab.vocabulary.
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
 REDUCING = ("all_reduce", "reduce", "reduce_scatter", "barrier")  # combine (a barrier: OR)
 BLOCKED = ("gather", "scatter", "all_gather", "reduce_scatter", "all_to_all")
@@ -167,15 +166,3 @@ def count_for_bytes(collective: str, nbytes: int, itemsize: int, world_size: int
                                                                     minimum=1))
     return max(p, n - n % p) if c in BLOCKED else n
 
-
-def busbw_factor(collective: str, world_size: int) -> float | None:
-    """nccl-tests' bus bandwidth factor of ``collective`` on ``world_size`` ranks
-    (``busbw = algbw * factor``): ``2 (n - 1) / n`` for all-reduce, 1 for broadcast and reduce,
-    ``(n - 1) / n`` for the others, ``None`` for a barrier (it moves no data)."""
-    c = check_collective(collective)
-    n = check_int("world_size", world_size, minimum=1)
-    if c == "all_reduce":
-        return 2 * (n - 1) / n
-    if c in ("broadcast", "reduce"):
-        return 1.0
-    return None if c == "barrier" else (n - 1) / n

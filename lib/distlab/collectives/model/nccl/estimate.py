@@ -35,7 +35,8 @@ One node only: ``world_size`` GPUs of one box (NCCL's multi-node terms, network 
 CollNet and PAT, are not modelled).
 
 Units: bytes and seconds at the public functions; the tables are in microseconds and GB/s
-(1e9 bytes/s) as NCCL's are. ``busbw`` is nccl-tests' ``algbw * 2(n-1)/n``.
+(1e9 bytes/s) as NCCL's are. ``busbw`` is nccl-tests' ``algbw * 2(n-1)/n``
+(:func:`distlab.vocabulary.busbw_factor`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
+from distlab.collectives.model.nccl import versions
 from distlab.collectives.model.nccl.boxes import GpuBox, NcclGraph, gpu_box, nccl_graphs
 from distlab.collectives.model.nccl.versions import NcclVersion, nccl_version
+from distlab.vocabulary import bandwidth_error_pct, busbw_factor
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "Candidate", "Choice", "PublishedComparison",
            "TuningEntry", "busbw_bound_gbps", "busbw_gbps", "compare_published",
@@ -169,11 +172,12 @@ class Choice:
 
 
 def busbw_gbps(nbytes: int, seconds: float, world_size: int) -> float:
-    """nccl-tests' allreduce bus bandwidth: ``nbytes / seconds * 2(n-1)/n``, GB/s (1e9 B/s);
-    0 for ``world_size`` 1 or zero time."""
+    """nccl-tests' allreduce bus bandwidth: ``nbytes / seconds * 2(n-1)/n``
+    (:func:`distlab.vocabulary.busbw_factor`), GB/s (1e9 B/s); 0 for ``world_size`` 1 or zero
+    time."""
     if world_size < 2 or seconds <= 0:
         return 0.0
-    return nbytes / seconds / 1e9 * 2 * (world_size - 1) / world_size
+    return nbytes / seconds / 1e9 * (busbw_factor("all_reduce", world_size) or 0.0)
 
 
 def busbw_bound_gbps(preset: Any, world_size: int, algorithm: str) -> float:
@@ -189,7 +193,7 @@ def busbw_bound_gbps(preset: Any, world_size: int, algorithm: str) -> float:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, "
                          f"got {algorithm!r}")
-    factor = 2 * (n - 1) / n if algorithm == "nvls" else 1.0
+    factor = (busbw_factor("all_reduce", n) or 0.0) if algorithm == "nvls" else 1.0
     return box.link_gbps * factor
 
 
@@ -206,7 +210,7 @@ def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | No
     the release whose constants apply
     (:func:`~distlab.collectives.model.nccl.versions.nccl_version`; ``None``: 2.28.9).
     """
-    version = nccl_version_of(nccl_version)
+    version = versions.nccl_version(nccl_version)
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
     algos = _subset("algorithms", algorithms, ALGORITHMS)
@@ -290,8 +294,10 @@ def predict_nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[i
 
 @dataclass(frozen=True)
 class PublishedComparison:
-    """A published point beside the model: ``error_pct = (predicted - published) / published``
-    of bus bandwidth, in percent (positive: the model is faster than the measurement)."""
+    """A published point beside the model: ``error_pct`` of the published run's time against
+    the model's (:func:`distlab.vocabulary.bandwidth_error_pct` of the two bus bandwidths:
+    ``(predicted - published) / published`` of busbw, in percent; positive: the run was slower
+    than the model)."""
 
     point: dict[str, Any]
     choice: Choice
@@ -310,7 +316,7 @@ def compare_published(points: Iterable[dict[str, Any]]) -> list[PublishedCompari
         choice = nccl_allreduce(p["preset"], p["world_size"], [p["nbytes"]], algorithms=algos)[0]
         pred = choice.busbw_gbps
         out.append(PublishedComparison(dict(p), choice, pred,
-                                       100.0 * (pred - p["busbw_gbps"]) / p["busbw_gbps"]))
+                                       bandwidth_error_pct(p["busbw_gbps"], pred)))
     return out
 
 
@@ -318,11 +324,6 @@ def compare_published(points: Iterable[dict[str, Any]]) -> list[PublishedCompari
 
 NVLS_ALG_PER_BUS_BEFORE_2_28 = 5 / 6
 """NVLS algorithm bandwidth per bus bandwidth up to 2.27.5 (``ratio = 5.0/6.0``)."""
-
-
-def nccl_version_of(version: str | NcclVersion | None) -> NcclVersion:
-    """:func:`~distlab.collectives.model.nccl.versions.nccl_version` (``None``: the default)."""
-    return nccl_version(version)
 
 
 def _alg_per_bus(algorithm: str, n: int, version: NcclVersion) -> float:

@@ -68,12 +68,12 @@ from pathlib import Path
 from typing import Any
 
 from distlab._checks import check_choice, check_int
+from distlab.collectives.model.nccl import versions
 from distlab.collectives.model.nccl.boxes import gpu_box, nccl_graphs
 from distlab.collectives.model.nccl.estimate import (
     base_and_hop_us,
     busbw_gbps,
     nccl_allreduce,
-    nccl_version_of,
     tuning_table,
 )
 from distlab.collectives.model.nccl.versions import NcclVersion
@@ -307,7 +307,7 @@ def nccl_execution(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         network: a key of :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`, required
             when ``nodes > 1``.
     """
-    version = nccl_version_of(nccl_version)
+    version = versions.nccl_version(nccl_version)
     box = gpu_box(preset)
     nodes = check_int("nodes", nodes, minimum=1)
     if nodes > 1 or network is not None:

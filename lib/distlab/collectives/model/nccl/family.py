@@ -58,10 +58,11 @@ from distlab.collectives.model.nccl.execution import (
     run_terms,
     shipped_constants,
 )
+from distlab.vocabulary import busbw_factor
 
-__all__ = ["COLLECTIVES", "FamilyRun", "nccl_collective"]
+__all__ = ["FAMILY", "FamilyRun", "nccl_collective"]
 
-COLLECTIVES = ("all_gather", "reduce_scatter", "broadcast")
+FAMILY = ("all_gather", "reduce_scatter", "broadcast")
 """The collectives priced here (the allreduce: :mod:`~distlab.collectives.model.nccl.execution`)."""
 NVLS_LATENCY_US = 25.0
 """``hwLatencies[NVLINK][NVLS][SIMPLE]`` (2.24 on)."""
@@ -76,20 +77,10 @@ class FamilyRun(Execution):
 
     @property
     def busbw_gbps(self) -> float:
-        """nccl-tests' bus bandwidth of :attr:`seconds` (:func:`busbw_factor`), GB/s."""
-        factor = busbw_factor(self.collective, self.world_size)
+        """nccl-tests' bus bandwidth of :attr:`seconds`
+        (:func:`distlab.vocabulary.busbw_factor`), GB/s."""
+        factor = busbw_factor(self.collective, self.world_size) or 0.0
         return self.nbytes / self.seconds / 1e9 * factor if self.seconds > 0 else 0.0
-
-
-def busbw_factor(collective: str, world_size: int) -> float:
-    """nccl-tests' ``busbw / algbw`` for ``collective`` over ``world_size`` ranks: ``2(n-1)/n``
-    for allreduce, ``(n-1)/n`` for all-gather and reduce-scatter, 1 for broadcast."""
-    n = world_size
-    if collective == "allreduce":
-        return 2 * (n - 1) / n
-    if check_choice("collective", collective, COLLECTIVES) == "broadcast":
-        return 1.0
-    return (n - 1) / n
 
 
 def _candidates(box: Any, n: int, collective: str) -> list[tuple[str, str, float, float]]:
@@ -141,12 +132,12 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
         world_size: GPUs, in ``[2, preset.gpus]``.
         sizes_bytes: NCCL's ``nBytes`` per call: the whole gathered (all-gather) or scattered
             (reduce-scatter) buffer, the broadcast buffer; ints >= 1.
-        collective: one of :data:`COLLECTIVES`.
+        collective: one of :data:`FAMILY`.
         harness, constants: as :func:`~distlab.collectives.model.nccl.execution.nccl_execution`.
     """
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
-    collective = check_choice("collective", collective, COLLECTIVES)
+    collective = check_choice("collective", collective, FAMILY)
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     constants = shipped_constants() if constants is None else constants
     cands = _candidates(box, n, collective)

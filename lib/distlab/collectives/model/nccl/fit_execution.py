@@ -46,10 +46,11 @@ from distlab.collectives.model.nccl.execution import (
     nccl_execution,
     shipped_constants,
 )
-from distlab.collectives.model.nccl.family import busbw_factor, nccl_collective
+from distlab.collectives.model.nccl.family import nccl_collective
 from distlab.collectives.model.nccl.versions import NcclVersionWarning
+from distlab.vocabulary import ErrorSummary, busbw_factor, collective_name, error_pct
 
-__all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "ErrorSummary", "JudgedPoint", "box_of",
+__all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "JudgedPoint", "box_of",
            "calibration_points", "collective_points", "harness_of", "judge", "judge_collectives",
            "leave_one_source_out", "multinode_points", "published_choices", "refit",
            "shipped_constants", "summarize", "write_shipped"]
@@ -113,7 +114,7 @@ def published_seconds(point: dict[str, Any]) -> float:
     if point.get("time_us"):
         return float(point["time_us"]) * 1e-6
     n = int(point["world_size"])
-    factor = busbw_factor(str(point.get("collective", "allreduce")), n)
+    factor = busbw_factor(str(point.get("collective", "all_reduce")), n) or 0.0
     return float(point["nbytes"]) / (float(point["busbw_gbps"]) * 1e9) * factor
 
 
@@ -213,8 +214,9 @@ def _golden(fn: Any, a: float, b: float, tol: float = 1e-6) -> float:
 
 @dataclass(frozen=True)
 class JudgedPoint:
-    """One published point priced by the model: ``error_pct`` of time
-    (``100 * (predicted - published) / published``; positive: the model is slower)."""
+    """One published point priced by the model: ``error_pct`` of the published time against
+    the model's (:func:`distlab.vocabulary.error_pct`: ``100 * (published - predicted) /
+    predicted``; positive: the published run was slower than the model)."""
 
     source: str
     system: str
@@ -231,7 +233,7 @@ def judge(points: Iterable[dict[str, Any]], constants: ExecutionConstants) -> li
         e = _execution(p, constants)
         pub = published_seconds(p) * 1e6
         out.append(JudgedPoint(str(p["source"]), str(p["system"]), int(p["nbytes"]), e, pub,
-                               100.0 * (e.seconds * 1e6 - pub) / pub))
+                               error_pct(pub, e.seconds * 1e6)))
     return out
 
 
@@ -244,9 +246,9 @@ def judge_collectives(points: Iterable[dict[str, Any]],
     out = []
     for p in points:
         n, size = int(p["world_size"]), [int(p["nbytes"])]
-        collective = str(p["collective"])
+        collective = collective_name(str(p["collective"]))
         e: Execution
-        if collective == "allreduce":
+        if collective == "all_reduce":
             e = nccl_execution(box_of(p), n, size, harness=harness_of(p), constants=constants,
                                algorithms=p.get("algorithms"),
                                nccl_version=p.get("nccl_version"))[0]
@@ -254,8 +256,8 @@ def judge_collectives(points: Iterable[dict[str, Any]],
             e = nccl_collective(box_of(p), n, size, collective, harness=harness_of(p),
                                 constants=constants)[0]
         pub = published_seconds(p) * 1e6
-        out.append(JudgedPoint(str(p["source"]), f"{collective}: {p['system']}", int(p["nbytes"]),
-                               e, pub, 100.0 * (e.seconds * 1e6 - pub) / pub))
+        out.append(JudgedPoint(str(p["source"]), f"{collective}: {p['system']}",
+                               int(p["nbytes"]), e, pub, error_pct(pub, e.seconds * 1e6)))
     return out
 
 
@@ -270,26 +272,14 @@ def leave_one_source_out(points: Iterable[dict[str, Any]]) -> list[JudgedPoint]:
     return out
 
 
-@dataclass(frozen=True)
-class ErrorSummary:
-    """Absolute time errors of a set of judged points, percent."""
-
-    label: str
-    n: int
-    median_pct: float
-    p90_pct: float
-    max_pct: float
-    within_20: int
-
-
 def summarize(judged: Sequence[JudgedPoint], by: str = "system") -> list[ErrorSummary]:
-    """One :class:`ErrorSummary` per ``by`` value (``"system"`` or ``"source"``), then all."""
+    """One :class:`~distlab.vocabulary.ErrorSummary` of time errors per ``by`` value
+    (``"system"`` or ``"source"``, its ``label``), then ``"all"``."""
     groups: dict[str, list[float]] = {}
     for j in judged:
-        groups.setdefault(getattr(j, by), []).append(abs(j.error_pct))
-    groups["all"] = [abs(j.error_pct) for j in judged]
-    return [ErrorSummary(k, len(v), float(np.median(v)), float(np.percentile(v, 90)),
-                         float(np.max(v)), sum(e <= 20 for e in v)) for k, v in groups.items()]
+        groups.setdefault(getattr(j, by), []).append(j.error_pct)
+    groups["all"] = [j.error_pct for j in judged]
+    return [ErrorSummary.of(v, label=k) for k, v in groups.items()]
 
 
 def write_shipped(path: Path = SHIPPED_PATH) -> ExecutionConstants:

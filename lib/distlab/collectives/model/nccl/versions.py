@@ -57,9 +57,10 @@ the 2.28.9 ones but for the Blackwell rows above.
 
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import dataclass
+
+from distlab.vocabulary import nccl_release
 
 __all__ = ["DEFAULT_NCCL_VERSION", "NCCL_VERSIONS", "NcclVersion", "NcclVersionWarning",
            "ResolvedVersion", "nccl_version", "release_key", "resolve_nccl_version"]
@@ -183,18 +184,16 @@ class ResolvedVersion:
         return self.version.release
 
 
-_RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?(?:\+\S*)?$")
-
-
 def release_key(text: str) -> tuple[int, int]:
-    """``(major, minor)`` of a release as NCCL prints it: ``2.26``, ``2.26.2``, ``v2.26.2-1``,
-    ``2.26.2+cuda12.8``. Raises ``ValueError`` naming the forms otherwise."""
-    m = _RELEASE.match(str(text).strip())
-    if m is None:
+    """``(major, minor)`` of a release as NCCL prints it (:func:`distlab.vocabulary.nccl_release`:
+    ``2.26``, ``2.26.2``, ``v2.26.2-1``, ``2.26.2+cuda12.8``, ``NCCL 2.26``). Raises
+    ``ValueError`` naming the forms and the modelled releases otherwise."""
+    try:
+        return nccl_release(text).key
+    except ValueError:
         raise ValueError(f"nccl_version must be a release like '2.26', '2.26.2', 'v2.26.2-1' or "
                          f"'2.26.2+cuda12.8' (the modelled ones are {', '.join(NCCL_VERSIONS)}), "
-                         f"got {text!r}")
-    return int(m.group(1)), int(m.group(2))
+                         f"got {text!r}") from None
 
 
 def resolve_nccl_version(version: str | NcclVersion | None = None) -> ResolvedVersion:

@@ -1,0 +1,286 @@
+"""distlab.vocabulary: each shared name defined once, and what each one means.
+
+The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and reports:
+
+- a ``def``, ``class`` or module-level assignment of one of :data:`VOCABULARY` anywhere but
+  ``distlab/vocabulary.py`` (an import that re-exports a name is not a definition);
+- a bus bandwidth factor written out, ``2 * (n - 1) / n`` (the ``2`` and ``(n - 1)`` anywhere in
+  the product divided by ``n``, so ``bus * 2 * (n - 1) / n`` is found too). The all-gather
+  factor ``(n - 1) / n`` is not looked for: the same ratio is a ring's share of data in many
+  models that are not nccl-tests' bus bandwidth.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import distlab
+from distlab import vocabulary as V
+
+ROOT = Path(distlab.__file__).resolve().parent
+
+VOCABULARY = ("COLLECTIVES", "collective_name", "busbw_factor", "error_pct", "bandwidth_error_pct",
+              "ErrorSummary", "size_label", "nccl_release", "NcclRelease")
+"""The names only :mod:`distlab.vocabulary` may define."""
+
+
+def _product_factors(node: ast.expr) -> list[ast.expr]:
+    """The factors of a chain of ``*`` (``a * 2 * (n - 1)`` -> ``[a, 2, n - 1]``)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _product_factors(node.left) + _product_factors(node.right)
+    return [node]
+
+
+def _is_busbw_factor(node: ast.AST) -> bool:
+    """``... 2 ... * (x - 1) ... / x`` with the same ``x`` (a name or an attribute)."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+        return False
+    x = ast.dump(node.right)
+    factors = _product_factors(node.left)
+    two = any(isinstance(f, ast.Constant) and f.value in (2, 2.0) for f in factors)
+    minus_one = any(isinstance(f, ast.BinOp) and isinstance(f.op, ast.Sub)
+                    and ast.dump(f.left) == x and isinstance(f.right, ast.Constant)
+                    and f.right.value == 1 for f in factors)
+    return two and minus_one
+
+
+def _defined(tree: ast.Module) -> list[tuple[str, int]]:
+    """``(name, line)`` of every def/class anywhere and every module-level assignment."""
+    out = [(n.name, n.lineno) for n in ast.walk(tree)
+           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    for stmt in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+            targets = [stmt.target]
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    out.append((n.id, stmt.lineno))
+    return out
+
+
+def scan(root: Path, home: str = "vocabulary.py",
+         names: tuple[str, ...] = VOCABULARY) -> list[str]:
+    """Every second definition of ``names`` and every written-out bus bandwidth factor under
+    ``root`` (a package folder), as ``path:line: what`` lines; ``home`` (relative to ``root``)
+    is the one module allowed to define them."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(), str(path))
+        if rel != home:
+            found += [f"{rel}:{line}: defines {name} (import it from distlab.vocabulary)"
+                      for name, line in _defined(tree) if name in names]
+        found += [f"{rel}:{n.lineno}: writes out a bus bandwidth factor 2 (n - 1) / n "
+                  "(use distlab.vocabulary.busbw_factor)"
+                  for n in ast.walk(tree) if _is_busbw_factor(n) and rel != home]
+    return found
+
+
+# --- the scanner -----------------------------------------------------------------------------
+
+def test_lib_defines_each_vocabulary_name_once() -> None:
+    assert scan(ROOT) == []
+    assert set(VOCABULARY) <= {n for n, _ in _defined(ast.parse((ROOT / "vocabulary.py")
+                                                                .read_text()))}
+
+
+def test_the_scanner_finds_a_planted_second_definition(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "vocabulary.py").write_text("def busbw_factor(c, n):\n    return 2 * (n - 1) / n\n")
+    (pkg / "ok.py").write_text("from pkg.vocabulary import busbw_factor\n"
+                               "share = (n - 1) / n\nratio = n / (2 * (n - 1))\n")
+    assert scan(pkg) == []
+    (pkg / "sub" / "twice.py").write_text(
+        "import numpy as np\n"
+        "def busbw_factor(collective, n):\n    return 1.0\n"
+        "COLLECTIVES = ('allreduce',)\n"
+        "class ErrorSummary:\n    pass\n"
+        "def f(bus, world):\n    return bus * 2 * (world - 1) / world\n"
+        "def g(self):\n    def size_label(b):\n        return str(b)\n"
+        "    return self.x * 2.0 * (self.n - 1) / self.n\n")
+    found = scan(pkg)
+    assert sorted(f.split(": ")[0] for f in found) == [
+        "sub/twice.py:10", "sub/twice.py:12", "sub/twice.py:2", "sub/twice.py:4",
+        "sub/twice.py:5", "sub/twice.py:8"], found
+    assert sum("bus bandwidth factor" in f for f in found) == 2
+
+
+# --- collective names and bus bandwidth -------------------------------------------------------
+
+def test_collective_names_are_torch_distributed_s() -> None:
+    import torch.distributed as dist
+
+    assert len(set(V.COLLECTIVES)) == len(V.COLLECTIVES) == 9
+    assert all(hasattr(dist, c) for c in V.COLLECTIVES)
+
+
+@pytest.mark.parametrize(("spelled", "canonical"), [
+    ("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("AllReduce", "all_reduce"),
+    ("all-reduce", "all_reduce"), ("ALL_REDUCE", "all_reduce"), ("allgather", "all_gather"),
+    ("_allgather_base", "all_gather"), ("reducescatter", "reduce_scatter"),
+    ("_reduce_scatter_base", "reduce_scatter"), ("alltoall", "all_to_all"),
+    ("all_to_allv", "all_to_all"), ("bcast", "broadcast"), (" barrier ", "barrier")])
+def test_collective_name_accepts_the_usual_spellings(spelled: str, canonical: str) -> None:
+    assert V.collective_name(spelled) == canonical
+
+
+def test_collective_name_refuses_others_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown collective 'sendrecv'.*all_reduce.*barrier"):
+        V.collective_name("sendrecv")
+    with pytest.raises(TypeError, match="collective must be a string"):
+        V.collective_name(3)  # type: ignore[arg-type]
+
+
+def test_busbw_factors_are_nccl_tests() -> None:
+    assert V.busbw_factor("all_reduce", 4) == V.busbw_factor("allreduce", 4) == 1.5
+    for op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        assert V.busbw_factor(op, 4) == 0.75
+    assert V.busbw_factor("broadcast", 8) == V.busbw_factor("reduce", 8) == 1.0
+    assert V.busbw_factor("barrier", 8) is None
+    assert V.busbw_factor("all_reduce", 1) == 0.0
+    with pytest.raises(ValueError, match="world_size"):
+        V.busbw_factor("all_reduce", 0)
+
+
+@given(st.sampled_from(V.COLLECTIVES), st.integers(1, 4096))
+def test_busbw_factor_is_at_most_two_and_grows_with_the_ranks(collective: str, n: int) -> None:
+    f = V.busbw_factor(collective, n)
+    if collective == "barrier":
+        assert f is None
+        return
+    g = V.busbw_factor(collective, n + 1)
+    assert f is not None and g is not None
+    assert 0.0 <= f <= g <= 2.0
+    assert math.isclose(f, 2 * (n - 1) / n) if collective == "all_reduce" else True
+
+
+# --- the error sign ---------------------------------------------------------------------------
+
+def test_error_pct_is_measured_against_the_model() -> None:
+    assert V.error_pct(120.0, 100.0) == pytest.approx(20.0)     # slower than the model: +
+    assert V.error_pct(80.0, 100.0) == pytest.approx(-20.0)     # faster: -
+    assert V.error_pct(5, 5) == 0.0
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="model must be > 0"):
+            V.error_pct(1.0, bad)
+    with pytest.raises(ValueError, match="measured must be finite"):
+        V.error_pct(math.nan, 1.0)
+    with pytest.raises(TypeError, match="model must be a number"):
+        V.error_pct(1.0, None)  # type: ignore[arg-type]
+
+
+@given(st.floats(1e-6, 1e6), st.floats(1e-6, 1e6), st.floats(1, 1e12))
+def test_bandwidth_error_is_the_error_of_the_times(measured_gbps: float, model_gbps: float,
+                                                   nbytes: float) -> None:
+    by_time = V.error_pct(nbytes / measured_gbps, nbytes / model_gbps)
+    assert V.bandwidth_error_pct(measured_gbps, model_gbps) == pytest.approx(by_time, rel=1e-9,
+                                                                             abs=1e-9)
+    assert (by_time > 0) == (measured_gbps < model_gbps) or math.isclose(measured_gbps,
+                                                                          model_gbps)
+
+
+@given(st.floats(0, 1e9), st.floats(1e-9, 1e9))
+def test_error_pct_sign_says_slower_or_faster(measured: float, model: float) -> None:
+    e = V.error_pct(measured, model)
+    assert e >= -100.0 - 1e-9
+    assert (e > 0) == (measured > model) or abs(e) < 1e-9
+    assert measured == pytest.approx(model * (1 + e / 100), rel=1e-9, abs=1e-9 * model)
+
+
+# --- the error summary ------------------------------------------------------------------------
+
+def test_error_summary_of_signed_errors() -> None:
+    s = V.ErrorSummary.of([10.0, -20.0, 30.0, None, -40.0, math.nan], label="t")
+    assert (s.n, s.median, s.max, s.label) == (4, 25.0, 40.0, "t")
+    assert s.p90 == pytest.approx(37.0)
+    assert s.errors == (10.0, 20.0, 30.0, 40.0)
+    assert s.within(20) == 2 and s.within(100) == 4
+    assert s.meets(25.0, 40.0) and not s.meets(20.0, 40.0)
+    empty = V.ErrorSummary.of([])
+    assert empty.n == 0 and math.isnan(empty.median) and not empty.meets(100.0, 100.0)
+    assert empty.within(20) == 0
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6)), max_size=60))
+def test_error_summary_matches_numpy(errors: list[float | None]) -> None:
+    s = V.ErrorSummary.of(errors)
+    kept = np.abs([e for e in errors if e is not None])
+    assert s.n == kept.size
+    if kept.size:
+        assert s.median == pytest.approx(float(np.median(kept)))
+        assert s.p90 == pytest.approx(float(np.percentile(kept, 90)))
+        assert s.max == float(kept.max())
+        assert 0 <= s.median <= s.p90 <= s.max
+        assert s.within(s.max) == s.n
+
+
+# --- sizes ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("nbytes", "binary", "compact"), [
+    (0, "0 B", "0B"), (1, "1 B", "1B"), (1023, "1023 B", "1023B"), (1024, "1 KiB", "1K"),
+    (1536, "1536 B", "1536B"), (3 << 20, "3 MiB", "3M"), (1 << 30, "1 GiB", "1G"),
+    (3 << 29, "1536 MiB", "1536M"), (16 << 30, "16 GiB", "16G")])
+def test_size_label_in_both_styles(nbytes: int, binary: str, compact: str) -> None:
+    assert V.size_label(nbytes) == V.size_label(nbytes, "binary") == binary
+    assert V.size_label(nbytes, "compact") == compact
+
+
+def test_size_label_refuses_bad_input() -> None:
+    with pytest.raises(ValueError, match="style must be one of binary, compact"):
+        V.size_label(1, "short")
+    with pytest.raises(ValueError, match="nbytes"):
+        V.size_label(-1)
+
+
+@given(st.integers(0, 1 << 50), st.sampled_from(V.SIZE_STYLES))
+def test_size_label_reads_back_exactly(nbytes: int, style: str) -> None:
+    label = V.size_label(nbytes, style)
+    number = int("".join(ch for ch in label if ch.isdigit()))
+    unit = label.rstrip("B").strip().lstrip("0123456789").strip()[:1]
+    assert number * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit] == nbytes
+
+
+# --- NCCL releases ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "release"), [
+    ("2.29.7", (2, 29, 7)), ("v2.21.5-1", (2, 21, 5)), ("NCCL 2.18", (2, 18, None)),
+    ("nccl 2.18.5", (2, 18, 5)), ("2.26.2+cuda12.8", (2, 26, 2)), (" 2.30 ", (2, 30, None)),
+    ("3.0.1", (3, 0, 1))])
+def test_nccl_release_reads_the_usual_forms(text: str, release: tuple) -> None:
+    r = V.nccl_release(text)
+    assert tuple(r) == release and r.key == release[:2]
+    assert str(r) == ".".join(str(x) for x in release if x is not None)
+
+
+@pytest.mark.parametrize("text", ["", "2", "two.26", "2.26.x", "v2.26.2-", "NCCL", "2.26 beta"])
+def test_nccl_release_refuses_others(text: str) -> None:
+    with pytest.raises(ValueError, match="not an NCCL release"):
+        V.nccl_release(text)
+
+
+@given(st.integers(0, 99), st.integers(0, 99), st.one_of(st.none(), st.integers(0, 99)),
+       st.sampled_from(["", "v", "NCCL ", "nccl-"]), st.sampled_from(["", "-1", "+cuda12.8"]))
+def test_nccl_release_round_trips(major: int, minor: int, patch: int | None, prefix: str,
+                                  suffix: str) -> None:
+    text = f"{major}.{minor}" + ("" if patch is None else f".{patch}")
+    r = V.nccl_release(prefix + text + suffix)
+    assert r == (major, minor, patch) and str(r) == text
+
+
+def test_versions_builds_on_the_one_parser() -> None:
+    from distlab.collectives.model.nccl.versions import release_key
+
+    assert release_key("NCCL 2.26.2") == V.nccl_release("2.26.2").key == (2, 26)
+    with pytest.raises(ValueError, match=r"nccl_version must be a release like .*2\.30"):
+        release_key("latest")
