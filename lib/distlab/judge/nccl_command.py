@@ -10,7 +10,7 @@
     python -m distlab.judge nccl gb200_nvl72 --sizes 1M,1G         # one 72-GPU NVLink domain
     python -m distlab.judge nccl --boxes                     # every box, network and release
     python -m distlab.judge nccl --published                 # the model on every published table
-    python -m distlab.judge nccl --published --write         # refit the shipped constants
+    python -m distlab.judge nccl --published --write [PATH]  # refit the constants, write PATH
 
 Per size: NCCL's algorithm and protocol (its estimate's cheapest), channels launched, chunk
 bytes, pipeline steps, NCCL's own estimate, the predicted measured time, its bus bandwidth, and
@@ -26,7 +26,11 @@ its constants come from and how published tables judge it
 fitted on the others), then on each published multi-node table (2 and 4 nodes; out of sample,
 nothing is fitted on them), then on each published point of another collective (all-gather,
 reduce-scatter) or of an allreduce with an algorithm switched off, and whether the model makes
-the choice a source says NCCL made (both out of sample too). Nothing is measured.
+the choice a source says NCCL made (both out of sample too). Nothing is measured. ``--write``
+refits the constants on every published table and writes them to PATH (default
+``execution_calibration.json`` in the current folder, never into the installed package); copy
+it over ``lib/distlab/collectives/model/nccl/execution_calibration.json`` in a checkout to ship
+it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Sequence
+from os import PathLike
 from typing import Any
 
 from distlab.cli import options
@@ -126,10 +131,12 @@ def _family_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
     return lines
 
 
-def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
+def published_lines(*, write: str | PathLike[str] | None = None,
+                    inside: Sequence[Any] | None = None,
                     outside: Sequence[Any] | None = None) -> list[str]:
     """Errors of the measured-time model on every published table, in sample and
-    leave-one-source-out (and the constants; refitted and written first when ``write``).
+    leave-one-source-out (and the constants; refitted first and written to the file ``write``
+    names where one is given).
     ``inside`` / ``outside``: the points already judged in sample / leave-one-source-out
     (:func:`~distlab.collectives.model.nccl.fit_execution.judge`,
     :func:`~distlab.collectives.model.nccl.fit_execution.leave_one_source_out`), so a caller
@@ -145,11 +152,11 @@ def published_lines(*, write: bool = False, inside: Sequence[Any] | None = None,
     )
 
     points = calibration_points()
-    constants = write_shipped() if write else shipped_constants()
+    constants = write_shipped(write) if write is not None else shipped_constants()
     lines = ["# constants (us): " + ", ".join(f"{k} {getattr(constants, k):.3f}"
                                               for k in CONSTANT_NAMES)
-             + (" (refitted and written)" if write else "")]
-    if inside is None or write:
+             + (f" (refitted, written to {write})" if write is not None else "")]
+    if inside is None or write is not None:
         inside = judge(points, constants)
     if outside is None:
         outside = leave_one_source_out(points)
@@ -305,15 +312,18 @@ def _parser() -> options.Parser:
                         "constant comes from and how published tables judge it")
     p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="also write the table (a BOX's, or --boxes') as JSON to OUT")
-    p.add_argument("--write", action="store_true",
-                   help="with --published: refit the shipped constants and write them")
+    p.add_argument("--write", nargs="?", const="execution_calibration.json", default=None,
+                   metavar="PATH", type=options.output_file,
+                   help="with --published: refit the constants on every published table and "
+                        "write them to PATH (default: execution_calibration.json in the current "
+                        "folder)")
     return p
 
 
 def _nccl_command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    if args.write and not args.published:
+    if args.write is not None and not args.published:
         p.error("--write refits the constants: use it with --published")
     if args.published + args.boxes + (args.box is not None) > 1:
         p.error("give one of BOX, --boxes or --published")

@@ -20,7 +20,7 @@ import numpy as np
 from distlab._checks import check_int
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.estimate import (
-    _algorithm_from_nccl,
+    algorithm_from_nccl,
     busbw_gbps,
     nccl_allreduce,
 )
@@ -68,7 +68,7 @@ def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPo
         mine = sorted((j for j in inside if j.system == system), key=lambda j: j.nbytes)
         point = next(p for p in points if p["system"] == system)
         forced = point.get("nccl_algo")
-        algos = None if forced is None else [_algorithm_from_nccl(forced)]
+        algos = None if forced is None else [algorithm_from_nccl(forced)]
         xs = [j.nbytes for j in mine]
         est = nccl_allreduce(point["preset"], point["world_size"], sorted(set(xs)),
                              algorithms=algos, nccl_version=point.get("nccl_version"))

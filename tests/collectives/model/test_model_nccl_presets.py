@@ -91,7 +91,7 @@ def test_gb200_is_one_nvlink_domain_with_hosts_of_four() -> None:
         8 * c.host_us_per_gpu)
     # nvls.cc: 24 NVLS channels on Blackwell inside one NVLink domain, 32 across, 16 on Hopper
     assert nvls_channels(b) == 24 and nvls_channels(b, multinode=True) == 32
-    assert nvls_channels("h100_sxm8") == 16
+    assert nvls_channels(gpu_box("h100_sxm8")) == 16
     # search.cc: NVLS has one head per GPU, at most NCCL_MAX_NVLS_ARITY 32
     assert nccl_graphs(b, 72)["nvls"].n_channels == 32
     (e,) = nccl_execution(b, 72, [1 << 30])

@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from distlab._checks import check_choice, check_int
 
-__all__ = ["GPU_BOXES", "NCCL_TAG", "GpuBox", "NcclGraph", "gpu_box", "nccl_graphs"]
+if TYPE_CHECKING:
+    from distlab.collectives.model.nccl.versions import NcclVersion
+
+__all__ = ["GPU_BOXES", "NCCL_TAG", "BoxLike", "GpuBox", "NcclGraph", "box_graphs", "gpu_box",
+           "nccl_graphs"]
 
 NCCL_TAG = "v2.28.9-1"
 """The NVIDIA/nccl git tag every NCCL constant in this module and
@@ -255,8 +259,15 @@ GPU_BOXES["gb200_nvl36"] = replace(
                 "same NVLink 5 per GPU: 900 GB/s per direction); MNNVL as gb200_nvl72")
 
 
-def gpu_box(box: Any) -> GpuBox:
-    """``box`` itself if it is a :class:`GpuBox`, else the preset of :data:`GPU_BOXES` it names."""
+BoxLike: TypeAlias = GpuBox | str
+"""What the public functions of the NCCL model take for a box: a :class:`GpuBox` or the name of
+one of :data:`GPU_BOXES`. They resolve it once (:func:`gpu_box`); everything inside takes a
+:class:`GpuBox`."""
+
+
+def gpu_box(box: BoxLike) -> GpuBox:
+    """``box`` itself if it is a :class:`GpuBox`, else the preset of :data:`GPU_BOXES` it names
+    (``TypeError`` for anything else, ``ValueError`` naming every preset for an unknown name)."""
     if isinstance(box, GpuBox):
         return box
     if not isinstance(box, str):
@@ -290,7 +301,8 @@ class NcclGraph:
         return self.n_channels * self.bw_intra_gbps
 
 
-def nccl_graphs(box: Any, world_size: int, *, version: Any = None) -> dict[str, NcclGraph]:
+def nccl_graphs(box: BoxLike, world_size: int, *,
+                version: NcclVersion | None = None) -> dict[str, NcclGraph]:
     """The ring, tree and (where available) NVLS graphs for ``world_size`` GPUs of ``box``.
 
     ``version``: an :class:`~distlab.collectives.model.nccl.versions.NcclVersion` whose Blackwell
@@ -298,7 +310,13 @@ def nccl_graphs(box: Any, world_size: int, *, version: Any = None) -> dict[str, 
     Raises ``ValueError`` for ``world_size`` outside ``[2, box.gpus]`` (one GPU has no graph).
     """
     b = gpu_box(box)
-    n = check_int("world_size", world_size, minimum=2, maximum=b.gpus)
+    return box_graphs(b, check_int("world_size", world_size, minimum=2, maximum=b.gpus),
+                      version=version)
+
+
+def box_graphs(b: GpuBox, n: int, *, version: NcclVersion | None = None) -> dict[str, NcclGraph]:
+    """:func:`nccl_graphs` inside the model: ``b`` resolved and ``n`` checked (in
+    ``[2, b.gpus]``) by the caller."""
     speeds = SPEEDS_INTRA[b.generation]
     if version is not None and b.generation == "blackwell":
         speeds = tuple(version.sm100_speeds_intra)

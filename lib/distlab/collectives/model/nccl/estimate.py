@@ -48,13 +48,15 @@ from typing import Any
 
 from distlab._checks import check_int
 from distlab.collectives.model.nccl import versions
-from distlab.collectives.model.nccl.boxes import GpuBox, NcclGraph, gpu_box, nccl_graphs
+from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
 from distlab.collectives.model.nccl.versions import NcclVersion, nccl_version
 from distlab.vocabulary import bandwidth_error_pct, busbw_factor
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "Candidate", "Choice", "PublishedComparison",
-           "TuningEntry", "busbw_bound_gbps", "busbw_gbps", "compare_published",
-           "format_tuning_table", "nccl_allreduce", "predict_nccl_allreduce", "tuning_table"]
+           "TuningEntry", "algorithm_from_nccl", "box_choices", "box_table", "busbw_bound_gbps",
+           "busbw_gbps", "check_sizes", "check_subset", "compare_published",
+           "format_tuning_table", "nccl_allreduce", "predict_nccl_allreduce", "price_entry",
+           "tuning_table"]
 
 ALGORITHMS = ("tree", "ring", "nvls")
 """NCCL's single-node allreduce algorithms, in its enum order (``NCCL_ALGO_TREE`` 0, ``RING`` 1,
@@ -180,7 +182,7 @@ def busbw_gbps(nbytes: int, seconds: float, world_size: int) -> float:
     return nbytes / seconds / 1e9 * (busbw_factor("all_reduce", world_size) or 0.0)
 
 
-def busbw_bound_gbps(preset: Any, world_size: int, algorithm: str) -> float:
+def busbw_bound_gbps(preset: BoxLike, world_size: int, algorithm: str) -> float:
     """The most bus bandwidth ``algorithm`` can show on the box's spec link, GB/s.
 
     Ring and tree move ``2(n-1)/n`` bytes per byte reduced through every GPU's link, so their
@@ -197,7 +199,7 @@ def busbw_bound_gbps(preset: Any, world_size: int, algorithm: str) -> float:
     return box.link_gbps * factor
 
 
-def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | None = None,
+def tuning_table(preset: BoxLike, world_size: int, *, algorithms: Iterable[str] | None = None,
                  protocols: Iterable[str] | None = None,
                  nccl_version: str | NcclVersion | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table for ``world_size`` GPUs of ``preset`` (a :class:`GpuBox` or a
@@ -213,9 +215,15 @@ def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | No
     version = versions.nccl_version(nccl_version)
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
-    algos = _subset("algorithms", algorithms, ALGORITHMS)
-    protos = _subset("protocols", protocols, PROTOCOLS)
-    graphs = nccl_graphs(box, n, version=version)
+    return box_table(box, n, check_subset("algorithms", algorithms, ALGORITHMS),
+                     check_subset("protocols", protocols, PROTOCOLS), version)
+
+
+def box_table(box: GpuBox, n: int, algos: tuple[str, ...], protos: tuple[str, ...],
+              version: NcclVersion) -> list[TuningEntry]:
+    """:func:`tuning_table` inside the model: every argument resolved and checked by the caller
+    (``n`` in ``[2, box.gpus]``, ``algos`` / ``protos`` from :func:`check_subset`)."""
+    graphs = box_graphs(box, n, version=version)
     out = []
     for a in ALGORITHMS:
         for p in PROTOCOLS:
@@ -232,7 +240,7 @@ def tuning_table(preset: Any, world_size: int, *, algorithms: Iterable[str] | No
     return out
 
 
-def format_tuning_table(preset: Any, world_size: int) -> list[str]:
+def format_tuning_table(preset: BoxLike, world_size: int) -> list[str]:
     """:func:`tuning_table` as text lines: ``algorithm protocol latency(us) busbw algbw``."""
     lines = [f"{'algorithm':>9} {'protocol':>8} {'lat(us)':>8} {'busbw':>8} {'algbw':>8}  note"]
     for e in tuning_table(preset, world_size):
@@ -242,7 +250,7 @@ def format_tuning_table(preset: Any, world_size: int) -> list[str]:
     return lines
 
 
-def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
+def nccl_allreduce(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int], *,
                    algorithms: Iterable[str] | None = None,
                    protocols: Iterable[str] | None = None,
                    nccl_version: str | NcclVersion | None = None) -> list[Choice]:
@@ -263,25 +271,38 @@ def nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
     """
     box = gpu_box(preset)
     n = _check_world_size(box, world_size)
-    sizes = _check_sizes(sizes_bytes)
+    sizes = check_sizes(sizes_bytes)
     if n == 1:
         return [Choice(s, 1, "ring", "Simple", 0.0, (Candidate("ring", "Simple", 0.0, 0.0, 0.0),))
                 for s in sizes]
-    table = [e for e in tuning_table(box, n, algorithms=algorithms, protocols=protocols,
-                                     nccl_version=nccl_version) if e.enabled]
+    version = versions.nccl_version(nccl_version)
+    return box_choices(box, n, sizes, check_subset("algorithms", algorithms, ALGORITHMS),
+                       check_subset("protocols", protocols, PROTOCOLS), version,
+                       asked=(algorithms, protocols))
+
+
+def box_choices(box: GpuBox, n: int, sizes: Sequence[int], algos: tuple[str, ...],
+                protos: tuple[str, ...], version: NcclVersion, *,
+                asked: tuple[Any, Any] | None = None) -> list[Choice]:
+    """:func:`nccl_allreduce` inside the model, for ``n >= 2``: every argument resolved and
+    checked by the caller (``sizes`` by :func:`check_sizes`); ``asked``: the ``algorithms`` and
+    ``protocols`` as the caller was given them, for the error when no pair is left (default:
+    ``algos`` and ``protos``)."""
+    table = [e for e in box_table(box, n, algos, protos, version) if e.enabled]
     if not table:
+        algorithms, protocols = (algos, protos) if asked is None else asked
         raise ValueError(f"no algorithm/protocol available for allreduce on {box.name} with "
                          f"algorithms={algorithms!r}, protocols={protocols!r} (NCCL fails the "
                          "same way)")
     out = []
     for s in sizes:
-        cands = tuple(_price(e, s) for e in table)
+        cands = tuple(price_entry(e, s) for e in table)
         best = min(cands, key=lambda c: c.seconds)  # min() keeps the first of equal times
         out.append(Choice(s, n, best.algorithm, best.protocol, best.seconds, cands))
     return out
 
 
-def predict_nccl_allreduce(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
+def predict_nccl_allreduce(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int], *,
                            algorithms: Iterable[str] | None = None,
                            protocols: Iterable[str] | None = None,
                            nccl_version: str | NcclVersion | None = None) -> list[float]:
@@ -312,7 +333,7 @@ def compare_published(points: Iterable[dict[str, Any]]) -> list[PublishedCompari
     out = []
     for p in points:
         forced = p.get("nccl_algo")
-        algos = None if forced is None else [_algorithm_from_nccl(forced)]
+        algos = None if forced is None else [algorithm_from_nccl(forced)]
         choice = nccl_allreduce(p["preset"], p["world_size"], [p["nbytes"]], algorithms=algos)[0]
         pred = choice.busbw_gbps
         out.append(PublishedComparison(dict(p), choice, pred,
@@ -422,7 +443,7 @@ def _disabled_reason(box: GpuBox, graphs: dict[str, NcclGraph], algorithm: str, 
     return ""
 
 
-def _price(entry: TuningEntry, nbytes: int) -> Candidate:
+def price_entry(entry: TuningEntry, nbytes: int) -> Candidate:
     """``ncclTopoGetAlgoTime``: latency + nbytes / algbw, with the tree correction."""
     bw = entry.algbw_gbps
     if entry.algorithm == "tree":
@@ -439,14 +460,19 @@ def _check_world_size(box: GpuBox, world_size: Any) -> int:
     return check_int("world_size", world_size, minimum=1, maximum=box.gpus)
 
 
-def _check_sizes(sizes_bytes: Any) -> list[int]:
+def check_sizes(sizes_bytes: Any) -> list[int]:
+    """``sizes_bytes`` as a list of ints >= 1 (``TypeError`` / ``ValueError`` naming the first
+    bad one)."""
     if isinstance(sizes_bytes, (str, bytes)) or not isinstance(sizes_bytes, Iterable):
         raise TypeError(f"sizes_bytes must be a sequence of ints >= 1, got "
                         f"{type(sizes_bytes).__name__} {sizes_bytes!r}")
     return [check_int(f"sizes_bytes[{i}]", s, minimum=1) for i, s in enumerate(sizes_bytes)]
 
 
-def _subset(name: str, values: Iterable[str] | None, allowed: tuple[str, ...]) -> tuple[str, ...]:
+def check_subset(name: str, values: Iterable[str] | None,
+                 allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """``values`` as a non-empty tuple of names from ``allowed`` (``None``: all of them), as
+    ``NCCL_ALGO`` / ``NCCL_PROTO`` restrict NCCL's choice."""
     if values is None:
         return allowed
     if isinstance(values, str) or not isinstance(values, Iterable):
@@ -459,7 +485,7 @@ def _subset(name: str, values: Iterable[str] | None, allowed: tuple[str, ...]) -
     return vals
 
 
-def _algorithm_from_nccl(name: str) -> str:
+def algorithm_from_nccl(name: str) -> str:
     """``"NVLS"`` -> ``"nvls"`` etc. (``NCCL_ALGO`` spelling, case-insensitive like NCCL)."""
     for key, spelled in NCCL_ALGO_NAMES.items():
         if name.lower() == spelled.lower():

@@ -22,8 +22,10 @@ Execution as for the allreduce (the module doc of
 launches, a ring's ``n - 1`` steps per loop in ``ALLGATHER_CHUNKSTEPS / SLICESTEPS`` slices
 (broadcast: a pipeline of ``n - 1`` hops, one step per chunk), the exposed flag waits, with the
 constants calibrated on the allreduce tables (no published all-gather, reduce-scatter or
-broadcast table is held). nccl-tests' bus bandwidth: ``algbw * (n-1)/n`` for all-gather and
-reduce-scatter, ``algbw`` for broadcast.
+broadcast table is held): the same per-size pipeline
+(:func:`~distlab.collectives.model.nccl.per_size.run_size`), laid out by :class:`FamilyLayout`.
+nccl-tests' bus bandwidth: ``algbw * (n-1)/n`` for all-gather and reduce-scatter, ``algbw``
+for broadcast.
 """
 
 from __future__ import annotations
@@ -31,10 +33,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
 
 from distlab._checks import check_choice, check_int
-from distlab.collectives.model.nccl.boxes import gpu_box, nccl_graphs
+from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
 from distlab.collectives.model.nccl.estimate import (
     BASE_LATENCY_US,
     HOP_LATENCY_US,
@@ -43,24 +44,27 @@ from distlab.collectives.model.nccl.estimate import (
     NVLS_EFFICIENCY,
     RING_LL128_PER_CHANNEL_GBPS,
 )
-from distlab.collectives.model.nccl.execution import (
+from distlab.collectives.model.nccl.per_size import (
     ALLREDUCE_CHUNKSTEPS,
     ALLREDUCE_SLICESTEPS,
     BUFFER_BYTES,
     HARNESSES,
     MAX_CHANNELS,
     NCCL_STEPS,
+    Channels,
     Execution,
     ExecutionConstants,
+    Pick,
     chunk_bytes,
+    hidden_hop_latency_us,
     launched_channels,
     nvls_channels,
-    run_terms,
+    run_size,
     shipped_constants,
 )
 from distlab.vocabulary import busbw_factor
 
-__all__ = ["FAMILY", "FamilyRun", "nccl_collective"]
+__all__ = ["FAMILY", "FamilyLayout", "FamilyRun", "nccl_collective"]
 
 FAMILY = ("all_gather", "reduce_scatter", "broadcast")
 """The collectives priced here (the allreduce: :mod:`~distlab.collectives.model.nccl.execution`)."""
@@ -83,9 +87,9 @@ class FamilyRun(Execution):
         return self.nbytes / self.seconds / 1e9 * factor if self.seconds > 0 else 0.0
 
 
-def _candidates(box: Any, n: int, collective: str) -> list[tuple[str, str, float, float]]:
+def _candidates(box: GpuBox, n: int, collective: str) -> list[tuple[str, str, float, float]]:
     """``(algorithm, protocol, latency_us, algbw_gbps)`` of every pair NCCL may pick."""
-    graphs = nccl_graphs(box, n)
+    graphs = box_graphs(box, n)
     ring = graphs["ring"]
     gen = box.generation
     hop_class = ring.hop_class
@@ -122,8 +126,8 @@ def _broadcast_chunk(protocol: str) -> int:
     return step
 
 
-def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], collective: str,
-                    *, harness: str = "torch",
+def nccl_collective(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
+                    collective: str, *, harness: str = "torch",
                     constants: ExecutionConstants | None = None) -> list[FamilyRun]:
     """NCCL's choice and the time it runs for ``collective`` on ``world_size`` GPUs of one box.
 
@@ -141,32 +145,58 @@ def nccl_collective(preset: Any, world_size: int, sizes_bytes: Sequence[int], co
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     constants = shipped_constants() if constants is None else constants
     cands = _candidates(box, n, collective)
-    ring = nccl_graphs(box, n)["ring"]
-    ring_total = min(MAX_CHANNELS, 2 * ring.n_channels)
+    layout = FamilyLayout(box, n, collective, box_graphs(box, n)["ring"])
+    host = how.term(constants, n, box)
     out = []
     for i, s in enumerate(sizes_bytes):
         s = check_int(f"sizes_bytes[{i}]", s, minimum=1)
         a, p, lat, bw = min(cands, key=lambda c: c[2] + s / (1e3 * c[3]))
-        estimate = lat + s / (1e3 * bw)
-        total = nvls_channels(box) if a == "nvls" else ring_total
-        nc, nt = launched_channels(a, p, s, total, world_size=n)
-        chunk = chunk_bytes(a, p, s, nc, n)
-        if a == "nvls":
-            steps = math.ceil(s / (nc * n * chunk))
-        elif collective == "broadcast":  # a pipeline n-1 hops deep, one step per chunk
-            chunk = _broadcast_chunk(p)
-            steps = n - 1 + math.ceil(s / (nc * chunk)) - 1
-        else:
-            slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if p == "Simple" else 1
-            steps = (n - 1) * math.ceil(s / (nc * n * chunk)) * slices
-        transfer = s / (1e3 * bw) * total / nc
-        latency = lat
-        if a == "ring":
-            base = BASE_LATENCY_US[("ring", p)]
-            hop = HOP_LATENCY_US[ring.hop_class][("ring", p)]
-            latency = base + steps * max(0.0, hop - transfer / steps)
-        run = run_terms(s, n, a, p, (nc, total, nt), chunk, steps, how.host_us(constants, n, box),
-                        latency, transfer, constants, estimate, serial=how.waits_each_call)
+        run = run_size(Pick(s, a, p, lat, bw, lat + s / (1e3 * bw)), layout, n, host, constants)
         out.append(FamilyRun(**{f.name: getattr(run, f.name) for f in fields(run)},
                              collective=collective))
     return out
+
+
+@dataclass(frozen=True)
+class FamilyLayout:
+    """All-gather, reduce-scatter or broadcast of ``n`` GPUs of one box laid out on NCCL's
+    channels (:class:`~distlab.collectives.model.nccl.per_size.Layout`): a ring on twice its
+    graph's channels (at most ``MAXCHANNELS``), NVLS on its own; a ring's ``n - 1`` steps per
+    loop in ``ALLGATHER_CHUNKSTEPS / SLICESTEPS`` slices, a broadcast a pipeline ``n - 1`` hops
+    deep of one step per chunk, NVLS one step per chunk of each concurrent operation."""
+
+    box: GpuBox
+    n: int
+    collective: str
+    ring: NcclGraph
+
+    def channels(self, pick: Pick) -> Channels:
+        """NVLS's channels, else twice the ring graph's; those launched."""
+        total = nvls_channels(self.box) if pick.algorithm == "nvls" else \
+            min(MAX_CHANNELS, 2 * self.ring.n_channels)
+        nc, nt = launched_channels(pick.algorithm, pick.protocol, pick.nbytes, total,
+                                   world_size=self.n)
+        return Channels(nc, total, nt)
+
+    def chunk_bytes(self, pick: Pick, launched: int) -> int:
+        """A broadcast ring's one step of data (:func:`_broadcast_chunk`), else the
+        allreduce's chunk rules."""
+        if pick.algorithm != "nvls" and self.collective == "broadcast":
+            return _broadcast_chunk(pick.protocol)
+        return chunk_bytes(pick.algorithm, pick.protocol, pick.nbytes, launched, self.n)
+
+    def steps(self, pick: Pick, launched: int, chunk: int) -> int:
+        """Pipeline steps of one channel (see the class doc)."""
+        s, n = pick.nbytes, self.n
+        if pick.algorithm == "nvls":
+            return math.ceil(s / (launched * n * chunk))
+        if self.collective == "broadcast":  # a pipeline n-1 hops deep, one step per chunk
+            return n - 1 + math.ceil(s / (launched * chunk)) - 1
+        slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if pick.protocol == "Simple" else 1
+        return (n - 1) * math.ceil(s / (launched * n * chunk)) * slices
+
+    def ring_latency_us(self, pick: Pick, steps: int, transfer_us: float) -> float:
+        """NCCL's base and per-step hop (2.28.9), each hop hidden under the step's copy."""
+        return hidden_hop_latency_us(BASE_LATENCY_US[("ring", pick.protocol)],
+                                     HOP_LATENCY_US[self.ring.hop_class][("ring", pick.protocol)],
+                                     steps, transfer_us)

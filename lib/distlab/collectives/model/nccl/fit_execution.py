@@ -3,8 +3,9 @@
 :mod:`~distlab.collectives.model.nccl.execution` has three constants no NCCL file states: host
 enqueue per GPU, and the sync cost of a Simple/LL128 slice and of an NVLS chunk (an LL step has
 none, by design: see that module). They are fitted here on a *calibration set* of published
-8-GPU allreduce tables (``distlab/profile/published.json`` ``allreduce_8gpu``: the tables the
-project holds), by least squares on ``log(predicted / published)`` time.
+8-GPU allreduce tables (``allreduce_8gpu`` of
+:func:`~distlab.collectives.model.nccl.published.published_tables`: the tables the project
+holds), by least squares on ``log(predicted / published)`` time.
 
 The multi-node model has no constant of its own (it reuses these and NCCL's); it is judged on the
 published tables beyond one 8-GPU box the project holds (``allreduce_multinode``: 2 to 4 nodes of
@@ -21,7 +22,9 @@ publish come from different harnesses, boxes and versions; a source left out is 
 project can hold to "a run the model has never seen".
 
 The shipped constants (``execution_calibration.json`` beside this module) are :func:`refit` on
-every source, written by :func:`write_shipped`; a test checks they are what the fit returns.
+every source, written by :func:`write_shipped` to a file its caller names (never into the
+installed package: ``python -m distlab.judge nccl --published --write PATH``, then the file is
+copied over the shipped one in a checkout); a test checks they are what the fit returns.
 """
 
 from __future__ import annotations
@@ -31,26 +34,28 @@ import math
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from distlab.collectives.model.nccl.estimate import _algorithm_from_nccl
-from distlab.collectives.model.nccl.execution import (
+from distlab.collectives.model.nccl.estimate import algorithm_from_nccl
+from distlab.collectives.model.nccl.execution import nccl_execution
+from distlab.collectives.model.nccl.family import nccl_collective
+from distlab.collectives.model.nccl.per_size import (
     CONSTANT_NAMES,
-    SHIPPED_PATH,
+    SHIPPED_RESOURCE,
     Execution,
     ExecutionConstants,
     exposed_steps,
-    nccl_execution,
     shipped_constants,
 )
-from distlab.collectives.model.nccl.family import nccl_collective
+from distlab.collectives.model.nccl.published import published_tables
 from distlab.collectives.model.nccl.versions import NcclVersionWarning
 from distlab.vocabulary import ErrorSummary, busbw_factor, collective_name, error_pct
 
-__all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "JudgedPoint", "box_of",
+__all__ = ["CONSTANT_NAMES", "SHIPPED_RESOURCE", "JudgedPoint", "box_of",
            "calibration_points", "collective_points", "harness_of", "judge", "judge_collectives",
            "leave_one_source_out", "multinode_points", "published_choices", "refit",
            "shipped_constants", "summarize", "write_shipped"]
@@ -61,35 +66,29 @@ BOUNDS = {"host_us_per_gpu": (0.0, 20.0), "slice_sync_us": (0.0, 20.0),
           "ll_step_us": (0.0, 0.0), "nvls_chunk_us": (0.0, 50.0)}
 
 
-def _published() -> dict[str, Any]:
-    path = Path(__file__).resolve().parents[3] / "profile" / "published.json"
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
-
-
 def calibration_points() -> list[dict[str, Any]]:
     """The published 8-GPU allreduce points the project holds (every size >= 64 KiB)."""
-    return [dict(p) for p in _published()["allreduce_8gpu"]]
+    return [dict(p) for p in published_tables()["allreduce_8gpu"]]
 
 
 def multinode_points() -> list[dict[str, Any]]:
     """The published multi-node allreduce points the project holds (every size >= 64 KiB; each
     names its ``nodes``, ``network`` preset and ``harness``). Judged only: never fitted on."""
-    return [dict(p) for p in _published()["allreduce_multinode"]]
+    return [dict(p) for p in published_tables()["allreduce_multinode"]]
 
 
 def collective_points() -> list[dict[str, Any]]:
     """The published single-node points of all-gather, reduce-scatter and of allreduce with an
     algorithm switched off (each names its ``collective`` and the ``algorithms`` NCCL could choose
     from). Judged only: never fitted on."""
-    return [dict(p) for p in _published()["collectives_8gpu"]]
+    return [dict(p) for p in published_tables()["collectives_8gpu"]]
 
 
 def published_choices() -> list[dict[str, Any]]:
     """What published sources say NCCL chose, size by size (``nccl_choice_8gpu``): each names
     its box, ``nccl_version`` and ``choices`` (``algorithm`` / ``protocol`` up to
     ``max_nbytes`` or from ``min_nbytes``)."""
-    return [dict(p) for p in _published()["nccl_choice_8gpu"]]
+    return [dict(p) for p in published_tables()["nccl_choice_8gpu"]]
 
 
 def harness_of(point: dict[str, Any]) -> str:
@@ -141,7 +140,7 @@ def _features(point: dict[str, Any]) -> _Features:
 
 def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Execution:
     forced = point.get("nccl_algo")
-    algos = None if forced is None else [_algorithm_from_nccl(forced)]
+    algos = None if forced is None else [algorithm_from_nccl(forced)]
     nodes = int(point.get("nodes", 1))
     # across nodes, the run's release sets only the Blackwell rows (multinode's module doc)
     where = {"nodes": nodes, "network": str(point["network"])} if nodes > 1 else {}
@@ -282,16 +281,20 @@ def summarize(judged: Sequence[JudgedPoint], by: str = "system") -> list[ErrorSu
     return [ErrorSummary.of(v, label=k) for k, v in groups.items()]
 
 
-def write_shipped(path: Path = SHIPPED_PATH) -> ExecutionConstants:
-    """Refit on every point the project holds and write the result to ``path``."""
+def write_shipped(path: str | PathLike[str]) -> ExecutionConstants:
+    """Refit on every point the project holds and write the result (JSON, the layout of the
+    shipped ``execution_calibration.json``) to ``path``, a file the caller names: never into
+    the installed package. The constants this process reads stay the shipped ones
+    (:func:`~distlab.collectives.model.nccl.per_size.shipped_constants`) until the file is
+    copied over them."""
     c = refit(calibration_points())
     body = {"about": "Constants of distlab.collectives.model.nccl.execution fitted by "
                      "distlab.collectives.model.nccl.fit_execution.refit on every published "
-                     "8-GPU allreduce table the project holds (profile/published.json "
-                     "allreduce_8gpu); microseconds. Regenerate with "
-                     "python -m distlab.judge nccl --published --write.",
+                     "8-GPU allreduce table the project holds (allreduce_8gpu of "
+                     "collectives/model/nccl/data/published.json); microseconds. Regenerate "
+                     "with python -m distlab.judge nccl --published --write PATH and copy PATH "
+                     "over this file.",
             "constants": {k: v for k, v in asdict(c).items() if k in CONSTANT_NAMES},
             "calibrated_on": list(c.calibrated_on)}
-    path.write_text(json.dumps(body, indent=1) + "\n")
-    shipped_constants.cache_clear()
+    Path(path).write_text(json.dumps(body, indent=1) + "\n")
     return c

@@ -45,10 +45,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from distlab._checks import check_choice, check_int
-from distlab.collectives.model.nccl.boxes import GpuBox, gpu_box, nccl_graphs
+from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, box_graphs, gpu_box
 from distlab.collectives.model.nccl.estimate import (
     BASE_LATENCY_US,
     HOP_LATENCY_US,
@@ -60,13 +59,30 @@ from distlab.collectives.model.nccl.estimate import (
     Candidate,
     Choice,
     TuningEntry,
-    _price,
-    _subset,
+    check_subset,
+    price_entry,
 )
+from distlab.collectives.model.nccl.per_size import (
+    HARNESSES,
+    MAX_CHANNELS,
+    NVLS_CHUNK_BYTES,
+    Channels,
+    Execution,
+    ExecutionConstants,
+    Pick,
+    allreduce_steps,
+    chunk_bytes,
+    launched_channels,
+    nvls_channels,
+    pick_of,
+    run_size,
+    shipped_constants,
+)
+from distlab.collectives.model.nccl.versions import NcclVersion
 
-__all__ = ["NETWORKS", "MultinodeGraph", "Network", "multinode_choices",
-           "multinode_graphs", "multinode_table", "network", "nvls_tree_chunk",
-           "ring_exposed_latency_us"]
+__all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
+           "multinode_execution", "multinode_graphs", "multinode_table", "network",
+           "node_choices", "node_table", "nvls_tree_chunk", "ring_exposed_latency_us"]
 
 
 @dataclass(frozen=True)
@@ -167,8 +183,6 @@ NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
 across nodes, us (times 3 for Simple)."""
 RING_SIMPLE_PLATEAU = 1.4
 """``ncclTopoGetAlgoTime``: "Plateau effect of ring", compute capability >= 8.0."""
-MAX_CHANNELS = 64
-"""``MAXCHANNELS`` (``src/include/device.h``, 2.27 on)."""
 
 ALGORITHMS = ("tree", "ring", "nvls_tree")
 """NCCL's multi-node allreduce algorithms modelled, in its enum order."""
@@ -184,21 +198,22 @@ class MultinodeGraph:
     runtime_channels: int
 
 
-def network(net: Any) -> Network:
+def network(net: Network | str) -> Network:
     """``net`` itself if it is a :class:`Network`, else the preset of :data:`NETWORKS`."""
     if isinstance(net, Network):
         return net
     return NETWORKS[check_choice("network", net, NETWORKS)]
 
 
-def _blackwell_row(version: Any, field: str, default: tuple[float, ...]) -> tuple[float, ...]:
+def _blackwell_row(version: NcclVersion | None, field: str,
+                   default: tuple[float, ...]) -> tuple[float, ...]:
     """A per-release Blackwell row of :class:`~distlab.collectives.model.nccl.versions.NcclVersion`
     (``None``: ``default``, 2.28.9's)."""
     return default if version is None else tuple(getattr(version, field))
 
 
 def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
-                     version: Any = None) -> MultinodeGraph:
+                     version: NcclVersion | None = None) -> MultinodeGraph:
     """The ring (and tree) graph across ``nodes`` nodes (see the module doc); ``version``: the
     release whose Blackwell inter-node speed table applies (``None``: 2.28.9)."""
     link = box.nccl_link_gbps
@@ -219,23 +234,50 @@ def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
     return MultinodeGraph(channels, speed, runtime)
 
 
-def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
+def multinode_table(box: BoxLike, world_size: int, nodes: int, net: Network | str, *,
                     algorithms: Iterable[str] | None = None,
                     protocols: Iterable[str] | None = None,
-                    version: Any = None) -> list[TuningEntry]:
+                    version: NcclVersion | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
     all, ``world_size / nodes`` per node) over network ``net``: one
     :class:`~distlab.collectives.model.nccl.estimate.TuningEntry` per pair, NCCL's order."""
+    b, n, nodes, nw, algos, protos = _checked(box, world_size, nodes, net, algorithms, protocols)
+    return node_table(b, n, nodes, nw, algos, protos, version)
+
+
+def _checked(box: BoxLike, world_size: int, nodes: int, net: Network | str,
+             algorithms: Iterable[str] | None, protocols: Iterable[str] | None,
+             ) -> tuple[GpuBox, int, int, Network, tuple[str, ...], tuple[str, ...]]:
+    """The public functions' arguments resolved and checked, once."""
     b = gpu_box(box)
     nodes = check_int("nodes", nodes, minimum=2)
-    n = check_int("world_size", world_size, minimum=nodes, maximum=nodes * b.gpus)
+    n = _per_node(check_int("world_size", world_size, minimum=nodes, maximum=nodes * b.gpus),
+                  nodes)
+    nw = network(net)
+    algos, protos = _restrictions(algorithms, protocols)
+    return b, n, nodes, nw, algos, protos
+
+
+def _per_node(n: int, nodes: int) -> int:
+    """``n``, checked to be the same GPUs on every node."""
     if n % nodes:
         raise ValueError(f"world_size {n} is not a multiple of nodes {nodes}: NCCL's model "
                          "takes the same GPUs per node")
+    return n
+
+
+def _restrictions(algorithms: Iterable[str] | None,
+                  protocols: Iterable[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``NCCL_ALGO`` / ``NCCL_PROTO`` as checked tuples (``None``: every one)."""
+    return (check_subset("algorithms", algorithms, ALGORITHMS),
+            check_subset("protocols", protocols, ("LL", "LL128", "Simple")))
+
+
+def node_table(b: GpuBox, n: int, nodes: int, nw: Network, algos: tuple[str, ...],
+               protos: tuple[str, ...], version: NcclVersion | None) -> list[TuningEntry]:
+    """:func:`multinode_table` inside the model: every argument resolved and checked by the
+    caller (``n`` a multiple of ``nodes >= 2``)."""
     ppn = n // nodes
-    nw = network(net)
-    algos = _subset("algorithms", algorithms, ALGORITHMS)
-    protos = _subset("protocols", protocols, ("LL", "LL128", "Simple"))
     g = multinode_graphs(b, nodes, nw, version=version)
     col = 0 if nodes <= 2 else 1
     out = []
@@ -252,20 +294,32 @@ def multinode_table(box: Any, world_size: int, nodes: int, net: Any, *,
     return out
 
 
-def multinode_choices(box: Any, world_size: int, sizes_bytes: Sequence[int], nodes: int,
-                      net: Any, *, algorithms: Iterable[str] | None = None,
+def multinode_choices(box: BoxLike, world_size: int, sizes_bytes: Sequence[int], nodes: int,
+                      net: Network | str, *, algorithms: Iterable[str] | None = None,
                       protocols: Iterable[str] | None = None,
-                      version: Any = None) -> list[Choice]:
+                      version: NcclVersion | None = None) -> list[Choice]:
     """NCCL's choice and estimate per size across nodes (``ncclTopoGetAlgoTime``: the tree
     correction, from 2.29.7 on NVLS-Tree too on Blackwell with an x86 CPU, and the ring's Simple
     plateau). ``version``: an ``NcclVersion`` whose Blackwell rows apply (``None``: 2.28.9)."""
-    b = gpu_box(box)
-    table = [e for e in multinode_table(b, world_size, nodes, net, algorithms=algorithms,
-                                        protocols=protocols, version=version) if e.enabled]
+    b, n, nodes, nw, algos, protos = _checked(box, world_size, nodes, net, algorithms, protocols)
+    return node_choices(b, n, sizes_bytes, nodes, nw, algos, protos, version,
+                        asked=(algorithms, protocols))
+
+
+def node_choices(b: GpuBox, world_size: int, sizes_bytes: Sequence[int], nodes: int,
+                 nw: Network, algos: tuple[str, ...], protos: tuple[str, ...],
+                 version: NcclVersion | None, *,
+                 asked: tuple[object, object] | None = None) -> list[Choice]:
+    """:func:`multinode_choices` inside the model: every argument but the sizes resolved and
+    checked by the caller; ``asked``: the ``algorithms`` and ``protocols`` as given, for the
+    error when no pair is left (default: ``algos`` and ``protos``)."""
+    table = [e for e in node_table(b, world_size, nodes, nw, algos, protos, version)
+             if e.enabled]
     if not table:
+        algorithms, protocols = (algos, protos) if asked is None else asked
         raise ValueError(f"no algorithm/protocol available for allreduce across {nodes} nodes "
                          f"with algorithms={algorithms!r}, protocols={protocols!r}")
-    runtime = multinode_graphs(b, nodes, network(net), version=version).runtime_channels
+    runtime = multinode_graphs(b, nodes, nw, version=version).runtime_channels
     nvls_tree_corrected = (version is not None and version.nvls_tree_correction and b.sm >= 100
                            and b.cpu_vendor in ("intel", "amd"))
     out = []
@@ -277,7 +331,7 @@ def multinode_choices(box: Any, world_size: int, sizes_bytes: Sequence[int], nod
             if ((e.algorithm, e.protocol) == ("ring", "Simple") and b.sm >= 80
                     and s // (runtime * world_size) >= 64):
                 lat *= RING_SIMPLE_PLATEAU
-            c = _price(replace(e, latency_us=lat), s)
+            c = price_entry(replace(e, latency_us=lat), s)
             if e.algorithm == "nvls_tree" and nvls_tree_corrected:
                 c = _corrected(e, lat, s)
             cands.append(Candidate(c.algorithm, c.protocol, c.latency_us, c.algbw_gbps,
@@ -302,7 +356,7 @@ def _corrected(e: TuningEntry, latency_us: float, nbytes: int) -> Candidate:
 
 def _reason(box: GpuBox, ppn: int, a: str, p: str, algos: tuple[str, ...],
             protos: tuple[str, ...]) -> str:
-    if a == "nvls_tree" and not (box.nvls_available(ppn) and "nvls" in nccl_graphs(box, ppn)):
+    if a == "nvls_tree" and not (box.nvls_available(ppn) and "nvls" in box_graphs(box, ppn)):
         return "NVLS-Tree needs NVLink SHARP (NVSwitch, compute capability >= 9.0) in each node"
     if p == "LL128" and box.fabric != "nvswitch":
         return "LL128 needs NVLink paths"
@@ -314,7 +368,7 @@ def _reason(box: GpuBox, ppn: int, a: str, p: str, algos: tuple[str, ...],
 
 
 def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
-           col: int, version: Any = None) -> float:
+           col: int, version: NcclVersion | None = None) -> float:
     gen = box.generation
     ring_ll128 = RING_LL128_PER_CHANNEL[gen][col]
     nvls_tree_cap = NVLS_TREE_PER_CHANNEL.get(gen, (0.0, 0.0))[col]
@@ -325,7 +379,7 @@ def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
                                        NVLS_TREE_PER_CHANNEL[gen])[col]
     ch, bw = g.n_channels, g.speed_gbps
     if a == "nvls_tree":  # the node's NVLS graph inside, the network speed between nodes
-        nvls = nccl_graphs(box, ppn)["nvls"]
+        nvls = box_graphs(box, ppn)["nvls"]
         k = nvls.n_channels
         intra = nvls.bw_intra_gbps * NVLS_EFFICIENCY[gen] * (k - 1) / k * 2
         net_per_head = min(bw, g.n_channels * bw / k)  # the heads share the node's network
@@ -360,10 +414,6 @@ def _latency(box: GpuBox, a: str, p: str, n: int, ppn: int, nodes: int) -> float
     return BASE_LATENCY_US[(a, p)] + 2 * ((ppn - 1) * intra + int(math.log2(nodes)) * net_hop)
 
 
-NVLS_CHUNK_BYTES = 128 * 1024
-"""``NCCL_NVLS_CHUNKSIZE`` default: NVLS-Tree's starting chunk (``src/enqueue.cc``)."""
-
-
 def nvls_tree_chunk(nbytes: int, channels: int, heads: int, nodes: int) -> int:
     """NVLS-Tree's chunk (``src/enqueue.cc`` ``calcCollChunking``): ``nvlsChunkSize``, at most
     64 KiB from 4 nodes on, then 128, 64 and 32 KiB while ``nbytes`` is under 16, 4 and 1
@@ -394,3 +444,76 @@ def ring_exposed_latency_us(box: GpuBox, protocol: str, n: int, nodes: int, step
     if protocol == "Simple" and box.sm >= 80 and nbytes // (runtime_channels * n) >= 64:
         lat *= RING_SIMPLE_PLATEAU
     return lat
+
+
+# --- the execution across nodes ---------------------------------------------------------------
+
+def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int], nodes: int,
+                        net: Network | str | None, harness: str,
+                        constants: ExecutionConstants | None,
+                        algorithms: Iterable[str] | None, protocols: Iterable[str] | None,
+                        version: NcclVersion | None = None) -> list[Execution]:
+    """:func:`~distlab.collectives.model.nccl.execution.nccl_execution` across nodes (its
+    arguments, ``box`` resolved): the same pipeline
+    (:func:`~distlab.collectives.model.nccl.per_size.run_size`) on NCCL's multi-node choice,
+    laid out by :class:`MultinodeLayout`; the host term counts the GPUs of one node (one process
+    per node under nccl-tests)."""
+    if net is None:
+        raise ValueError(f"nodes={nodes} needs a network: one of {', '.join(NETWORKS)}")
+    nw = network(net)
+    nodes = check_int("nodes", nodes, minimum=2)
+    n = check_int("world_size", world_size, minimum=nodes, maximum=nodes * box.gpus)
+    how = HARNESSES[check_choice("harness", harness, HARNESSES)]
+    constants = shipped_constants() if constants is None else constants
+    n = _per_node(n, nodes)
+    algos, protos = _restrictions(algorithms, protocols)
+    choices = node_choices(box, n, sizes_bytes, nodes, nw, algos, protos, version,
+                           asked=(algorithms, protocols))
+    layout = MultinodeLayout(box, n, nodes, multinode_graphs(box, nodes, nw, version=version))
+    host = how.term(constants, n // nodes, box)
+    return [run_size(pick_of(ch), layout, n, host, constants) for ch in choices]
+
+
+@dataclass(frozen=True)
+class MultinodeLayout:
+    """An allreduce of ``n`` GPUs over ``nodes`` nodes of ``box`` laid out on NCCL's channels
+    (:class:`~distlab.collectives.model.nccl.per_size.Layout`). A ring's steps cross the network
+    ``2(nodes-1)`` times per loop (each hop hidden under the step's copy as on one node, the
+    network hop instead of NVLink's, :func:`ring_exposed_latency_us`); tree and NVLS-Tree keep
+    the estimate's latency and run a pipeline as deep as the tree (a chain in the node, log2
+    nodes across)."""
+
+    box: GpuBox
+    n: int
+    nodes: int
+    graph: MultinodeGraph
+
+    def channels(self, pick: Pick) -> Channels:
+        """NVLS's channels across nodes for NVLS-Tree, else the graph's at run time."""
+        nvls = pick.algorithm == "nvls_tree"
+        total = nvls_channels(self.box, multinode=True) if nvls else self.graph.runtime_channels
+        nc, nt = launched_channels("nvls" if nvls else pick.algorithm, pick.protocol,
+                                   pick.nbytes, total, world_size=self.n)
+        return Channels(nc, total, nt)
+
+    def chunk_bytes(self, pick: Pick, launched: int) -> int:
+        """NVLS-Tree's chunk (:func:`nvls_tree_chunk`), else NCCL's across ``nodes``."""
+        if pick.algorithm == "nvls_tree":
+            return nvls_tree_chunk(pick.nbytes, launched, self.n // self.nodes, self.nodes)
+        return chunk_bytes(pick.algorithm, pick.protocol, pick.nbytes, launched, self.n,
+                           nodes=self.nodes)
+
+    def steps(self, pick: Pick, launched: int, chunk: int) -> int:
+        """A ring's steps as on one node; else the tree's depth plus one step per chunk of
+        each concurrent operation (NVLS-Tree: one per GPU of the node and channel)."""
+        if pick.algorithm == "ring":
+            return allreduce_steps("ring", pick.protocol, pick.nbytes, launched, self.n, chunk)
+        ppn = self.n // self.nodes
+        depth = 2 * (ppn - 1 + max(1, math.ceil(math.log2(self.nodes))))
+        ops = launched * (ppn if pick.algorithm == "nvls_tree" else 1)
+        return depth + math.ceil(pick.nbytes / (ops * chunk)) - 1
+
+    def ring_latency_us(self, pick: Pick, steps: int, transfer_us: float) -> float:
+        """:func:`ring_exposed_latency_us`."""
+        return ring_exposed_latency_us(self.box, pick.protocol, self.n, self.nodes, steps,
+                                       transfer_us, pick.nbytes, self.graph.runtime_channels)
