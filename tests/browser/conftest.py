@@ -17,11 +17,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from browser.lab import Lab, save_screenshot
+from helpers.chromium import chromium_executable
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -53,18 +54,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).parent == Path(__file__).parent:
             item.add_marker(pytest.mark.browser)
-
-
-def chromium_executable() -> str | None:
-    """The Chromium binary to drive, or None when there is none."""
-    explicit = os.environ.get("DISTLAB_CHROMIUM")
-    if explicit:
-        return explicit if Path(explicit).exists() else None
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
 
 
 def _free_port() -> int:
@@ -90,11 +79,11 @@ def chromium_path() -> str:
 
 
 @pytest.fixture(scope="session")
-def lab(chromium_path: str) -> Iterator[Lab]:
+def lab(chromium_path: str, pytestconfig: pytest.Config) -> Iterator[Lab]:
     """A JupyterLab server on 127.0.0.1 serving notebooks/, stopped (with its kernels) at the
-    end."""
+    end; it carries this run's config, which nbval's output comparison reads."""
     with serve_lab(NOTEBOOKS) as running:
-        yield running
+        yield dataclasses.replace(running, config=pytestconfig)
 
 
 @contextlib.contextmanager

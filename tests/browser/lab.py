@@ -32,16 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from helpers.stored_outputs import differences_from_stored
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 
 
 @dataclass(frozen=True)
 class Lab:
-    """A running JupyterLab: ``base_url`` like http://127.0.0.1:PORT, ``token`` for auth."""
+    """A running JupyterLab: ``base_url`` like http://127.0.0.1:PORT, ``token`` for auth,
+    serving ``root_dir``."""
 
     base_url: str
     token: str
     root_dir: Path
+    config: Any = None
+    """The pytest config of the run (``pytestconfig``), for nbval's comparison of outputs."""
 
     def url(self, path: str) -> str:
         sep = "&" if "?" in path else "?"
@@ -267,6 +272,13 @@ _RENDERED_OUTPUT = """async (index) => {
 }"""
 
 
+#: Every code cell's source and outputs (nbformat dicts), as the notebook model holds them.
+_CODE_CELLS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+    .filter(cell => cell.model.type === 'code')
+    .map(cell => ({source: cell.model.sharedModel.getSource(),
+                   outputs: cell.model.outputs.toJSON()}))"""
+
+
 @dataclass(frozen=True)
 class CellCheck:
     """What one code cell showed in JupyterLab: its index among all cells, whether its outputs
@@ -284,13 +296,21 @@ def run_notebook_and_check(page: Any, lab: Lab, notebook: str, *,
 
     Fails (AssertionError) when any cell shows an error, when any output shows a figure only as
     its ``<Figure size ...>`` text (in the outputs or in the rendered page), or when a cell whose
-    outputs hold a figure (image/png) shows no loaded ``<img>`` in its output area.
+    outputs hold a figure (image/png) shows no loaded ``<img>`` in its output area; and, with
+    the run's config on ``lab``, wherever nbval would fail the notebook: outputs that differ
+    from the stored ones, a figure-audit finding (:func:`helpers.stored_outputs.
+    differences_from_stored`). A test calling this should carry ``@pytest.mark.notebook(name)``,
+    so that nbval leaves the notebook to it instead of running it a second time.
     """
     open_notebook(page, lab, notebook)
     run_all_cells(page, timeout_s=timeout_s)
     cells = page.evaluate(_CELL_OUTPUTS)
     errors = [f"cell {c['index']}: {e}" for c in cells for e in c["errors"]]
     assert errors == [], f"{notebook}: cells raised in the browser: {errors}"
+    if lab.config is not None:  # nbval's check, on these outputs (helpers.notebook_owner)
+        differences = differences_from_stored(lab.config, lab.root_dir / notebook,
+                                              page.evaluate(_CODE_CELLS))
+        assert differences == [], "\n\n".join(differences)
     bare = [f"cell {c['index']}: {b}" for c in cells for b in c["bare"]]
     assert bare == [], f"{notebook}: figures shown only as text, without an image: {bare}"
     checks = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from browser.lab import (
     figure_fingerprints,
     output_text,
@@ -35,6 +37,7 @@ def _wait_summary(page: Any, text: str) -> None:
         ".some(e => e.textContent.includes(t))", arg=text, timeout=60_000)
 
 
+@pytest.mark.notebook("04_allreduce.ipynb")
 def test_allreduce_notebook_and_plan_widgets(lab, page):
     checks = run_notebook_and_check(page, lab, "04_allreduce.ipynb", timeout_s=400)
     for call in ("plan_figure(", "cost_vs_world_size_figure(", "measured_vs_model_figure(",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from browser.lab import (
     figure_fingerprints,
     run_notebook_and_check,
@@ -33,6 +35,7 @@ def _scroll_to(page: Any, index: int) -> None:
     page.wait_for_timeout(500)
 
 
+@pytest.mark.notebook("08_collectives.ipynb")
 def test_collectives_notebook_and_explorer(lab, page):
     checks = run_notebook_and_check(page, lab, "08_collectives.ipynb", timeout_s=400)
     for call in ("collective_figure(", "cost_figure(C.get_preset(\"nvlink4_h100\")",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from browser.lab import (
     EXPLORER_IMAGES,
     explorer_pictures,
@@ -13,6 +15,7 @@ from browser.lab import (
 )
 
 
+@pytest.mark.notebook("06_ddp.ipynb")
 def test_ddp_notebook_bucket_cap_widget(lab, page):
     checks = run_notebook_and_check(page, lab, "06_ddp.ipynb", timeout_s=600)
     assert any(c.figure for c in checks), "the notebook rendered no figure"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from browser.lab import (
     EXPLORER_IMAGES,
     explorer_pictures,
@@ -34,6 +36,7 @@ def _summary(page: Any, before: str, timeout_s: float = 60.0) -> re.Match[str]:
     return m
 
 
+@pytest.mark.notebook("12_images.ipynb")
 def test_images_notebook_shows_its_figures_and_explorer(lab, page):
     checks = run_notebook_and_check(page, lab, "12_images.ipynb", timeout_s=300)
     figures = [c for c in checks if c.figure]

@@ -4,10 +4,13 @@ in a 1400-px window."""
 
 from __future__ import annotations
 
+import pytest
+
 from browser.lab import output_text, run_notebook_and_check, save_screenshot
 from browser.wrapping import wrapped_output_lines
 
 
+@pytest.mark.notebook("11_judging_the_model.ipynb")
 def test_judging_notebook_runs_and_shows_its_figures(lab, page):
     checks = run_notebook_and_check(page, lab, "11_judging_the_model.ipynb", timeout_s=300)
     for call in ("refit_figure(", "noise_figure(", "windows_figure(", "nccl_tables_figure(",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from browser.lab import (
     EXPLORER_IMAGES,
     explorer_pictures,
@@ -32,6 +34,7 @@ def _number(pattern: str, text: str) -> float:
     return float(m.group(1))
 
 
+@pytest.mark.notebook("02_pipeline_overlap.ipynb")
 def test_pipeline_overlap_explorer_follows_read_cost(lab, page):
     checks = run_notebook_and_check(page, lab, "02_pipeline_overlap.ipynb", timeout_s=300)
     assert any(c.figure for c in checks), "the notebook rendered no figure"
@@ -53,6 +56,7 @@ def test_pipeline_overlap_explorer_follows_read_cost(lab, page):
     save_screenshot(page, "02_pipeline_overlap_after_slider")
 
 
+@pytest.mark.notebook("03_async_parts.ipynb")
 def test_async_parts_explorer_follows_load_time(lab, page):
     checks = run_notebook_and_check(page, lab, "03_async_parts.ipynb", timeout_s=300)
     assert any(c.figure for c in checks), "the notebook rendered no figure"

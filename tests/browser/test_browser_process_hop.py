@@ -3,9 +3,12 @@ the hop in the path picture, the curves per path, the parts, Hogwild's curves.""
 
 from __future__ import annotations
 
+import pytest
+
 from browser.lab import output_text, run_notebook_and_check, save_screenshot
 
 
+@pytest.mark.notebook("10_process_hop.ipynb")
 def test_process_hop_notebook_shows_its_figures(lab, page):
     checks = run_notebook_and_check(page, lab, "10_process_hop.ipynb", timeout_s=400)
     figures = [c for c in checks if c.figure]

@@ -9,6 +9,8 @@ import re
 import time
 from typing import Any
 
+import pytest
+
 from browser.lab import (
     _widget_box,
     error_outputs,
@@ -51,6 +53,7 @@ def _stale(cells: list[dict[str, Any]], picker: int, name: str) -> list[str]:
             if f"profile: {name}\n" not in c["text"]]
 
 
+@pytest.mark.notebook("07_profile.ipynb")
 def test_profile_notebook_every_cell_follows_the_picker(lab, page):
     checks = run_notebook_and_check(page, lab, "07_profile.ipynb", timeout_s=300)
     assert sum(c.figure for c in checks) >= 4, "notebook 07 should draw at least four figures"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from browser.lab import (
     figure_fingerprints,
     run_notebook_and_check,
@@ -38,6 +40,7 @@ def _explorer_state(page: Any) -> dict[str, str]:
         }""")
 
 
+@pytest.mark.notebook("01_samplers.ipynb")
 def test_samplers_notebook_and_world_size_slider(lab, page):
     checks = run_notebook_and_check(page, lab, "01_samplers.ipynb", timeout_s=300)
     (picture,) = [c for c in checks if "assignment_figure(" in c.source and c.figure]

@@ -4,6 +4,8 @@ checked on a planted wide line)."""
 
 from __future__ import annotations
 
+import pytest
+
 from browser.lab import output_text, run_notebook_and_check, save_screenshot
 from browser.wrapping import wrapped_output_lines
 
@@ -15,6 +17,7 @@ _PLANT = """() => {
 }"""
 
 
+@pytest.mark.notebook("00_start_here.ipynb")
 def test_start_here_runs_in_jupyterlab(lab, page):
     run_notebook_and_check(page, lab, "00_start_here.ipynb", timeout_s=240)
     save_screenshot(page, "00_start_here")
@@ -26,11 +29,7 @@ def test_start_here_runs_in_jupyterlab(lab, page):
                             ".map(c => c.model.sharedModel.getSource()).join('\\n')")
     for name in ("05_transfers", "06_ddp", "07_profile"):
         assert f"| `{name}` |" in sources, f"the map of notebooks does not list {name}"
-
-
-def test_wrap_check_sees_a_wrapped_line(lab, page):
-    run_notebook_and_check(page, lab, "00_start_here.ipynb", timeout_s=240)
-    assert wrapped_output_lines(page) == []
+    # the wrap check itself sees a wrapped line: plant one
     page.evaluate(_PLANT)
     wrapped = wrapped_output_lines(page)
     assert len(wrapped) == 1 and "wide wide" in wrapped[0], wrapped

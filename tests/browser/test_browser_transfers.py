@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from browser.lab import (
     EXPLORER_IMAGES,
     explorer_pictures,
@@ -19,6 +21,7 @@ from browser.wrapping import html_tables, wrapped_output_lines
 from distlab.transfers.paths import ROW_KINDS
 
 
+@pytest.mark.notebook("05_transfers.ipynb")
 def test_transfers_prefetch_explorer_redraws(lab, page):
     checks = run_notebook_and_check(page, lab, "05_transfers.ipynb", timeout_s=300)
     assert any(c.figure for c in checks), "the notebook rendered no figure"

@@ -4,6 +4,8 @@ window, and its explorer redraws when another trace is picked."""
 
 from __future__ import annotations
 
+import pytest
+
 from browser.lab import (
     EXPLORER_IMAGES,
     explorer_pictures,
@@ -17,6 +19,7 @@ from browser.lab import (
 from browser.wrapping import wrapped_output_lines
 
 
+@pytest.mark.notebook("13_your_training_run.ipynb")
 def test_your_run_notebook_runs_and_its_explorer_moves(lab, page):
     checks = run_notebook_and_check(page, lab, "13_your_training_run.ipynb", timeout_s=300)
     for call in ("rank_gantt(j3)", "breakdown_figure(j3)", "straggler_figure(j3)",

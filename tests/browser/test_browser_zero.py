@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from browser.lab import (
     EXPLORER_IMAGES,
     explorer_pictures,
@@ -19,6 +21,7 @@ from browser.lab import (
 )
 
 
+@pytest.mark.notebook("09_zero.ipynb")
 def test_zero_notebook_stage_widget(lab, page):
     checks = run_notebook_and_check(page, lab, "09_zero.ipynb", timeout_s=600)
     assert any(c.figure for c in checks), "the notebook rendered no figure"

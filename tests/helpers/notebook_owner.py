@@ -1,0 +1,62 @@
+"""pytest plugin: a notebook that a real-browser test runs is not run a second time by nbval.
+
+A browser test marked ``@pytest.mark.notebook("06_ddp.ipynb")`` runs that notebook top to bottom
+in JupyterLab and checks its outputs as nbval would (:mod:`helpers.stored_outputs`, called by
+``browser.lab.run_notebook_and_check``). When such a test is selected in this run and a Chromium
+is there to run it, nbval's items for the same notebook are deselected, so the notebook executes
+once per run instead of twice. Without a browser (the browser tests skip outside CI), or when
+the browser test is deselected (``-m "not browser"``, ``-k``, a single notebook on the command
+line), nbval runs the notebook as usual: nothing is left unchecked.
+
+Loaded for every run by the root ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.chromium import chromium_executable
+
+__all__ = ["notebooks_run_by_browser_tests"]
+
+
+def notebooks_run_by_browser_tests(items: list[pytest.Item]) -> set[str]:
+    """The notebook file names that the selected items marked ``notebook(...)`` run."""
+    return {str(arg) for item in items for mark in item.iter_markers("notebook")
+            for arg in mark.args}
+
+
+def _nbval_notebook(item: pytest.Item) -> str | None:
+    """The notebook file name of an nbval cell item, None for any other item."""
+    if type(item).__name__ != "IPyNbCell":
+        return None
+    return Path(str(item.path)).name
+
+
+@pytest.hookimpl(trylast=True)  # after -m / -k have deselected what they deselect
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if chromium_executable() is None:  # the browser tests skip: nbval runs everything
+        return
+    owned = notebooks_run_by_browser_tests(items)
+    if not owned:
+        return
+    keep = [i for i in items if _nbval_notebook(i) not in owned]
+    dropped = [i for i in items if _nbval_notebook(i) in owned]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+        config.stash[_OWNED] = sorted({_nbval_notebook(i) or "" for i in dropped})
+
+
+_OWNED = pytest.StashKey[list[str]]()
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """Say which notebooks nbval left to the browser tests (shown under the header)."""
+    owned = config.stash.get(_OWNED, [])
+    if not owned:
+        return None
+    return (f"nbval: {len(owned)} notebooks left to the real-browser tests, which run each once "
+            "in JupyterLab and compare its outputs as nbval does")
