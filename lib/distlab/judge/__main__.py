@@ -21,8 +21,8 @@ import sys
 
 from distlab.cli.dispatch import dispatch
 
-COMMANDS = {"refit": "distlab.judge.refit", "windows": "distlab.judge.windows",
-            "travel": "distlab.judge.tables", "summary": "distlab.judge.summary",
+COMMANDS = {"refit": "distlab.judge.refit_command", "windows": "distlab.judge.windows_command",
+            "travel": "distlab.judge.travel_command", "summary": "distlab.judge.summary_command",
             "verdict": "distlab.judge.verdict_command", "nccl": "distlab.judge.nccl_command",
             "trace": "distlab.judge.trace_command"}
 ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
