@@ -24,7 +24,7 @@ __all__ = ["CHOICE_COLUMNS", "DEFAULT_SIZES", "FAMILY_COLUMNS", "choice_json", "
            "choice_rows"]
 
 DEFAULT_SIZES = [1 << k for k in range(16, 34, 2)]
-"""64 KiB to 8 GiB, every factor 4."""
+"""64 KiB to 4 GiB, every factor 4."""
 
 
 def _size(nbytes: int) -> str:
