@@ -35,8 +35,10 @@ Labs (floor 1):
 - :mod:`distlab.hogwild`: processes training one ``share_memory()`` model without locks.
 
 Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch reference),
+:mod:`distlab.nccl` (floor 2: NCCL's model from the command line, ``python -m distlab.nccl``),
 :mod:`distlab.profile` (floor 3: the one-command machine profile), :mod:`distlab.judge` (floor 4:
-the cost model judged on profiles) and :mod:`distlab.viz` (floor 5: figures and explorers).
+the cost model judged on profiles and published tables) and :mod:`distlab.viz` (floor 5: figures
+and explorers).
 """
 
 __version__ = "0.1.0"

@@ -15,18 +15,15 @@ import pytest
 
 from distlab.bench.allreduce_ranks import slowest_rank_median
 from distlab.judge.refit import (
-    PRINT_WIDTH,
     TARGET_ALGORITHMS,
     RehearsalProfileError,
-    calibration_source,
     error_stats,
-    main,
     meets_target,
     refit_profile,
-    summary_rows,
-    summary_table,
-    summary_tables,
 )
+from distlab.judge.refit_command import main
+from distlab.judge.refit_report import PRINT_WIDTH, summary_table, summary_tables
+from distlab.judge.refit_summary import calibration_source, summary_rows
 from distlab.profile.load import load_profile
 from distlab.vocabulary import ErrorSummary
 from helpers.cli_errors import one_error_line
@@ -279,7 +276,7 @@ def test_runs_as_a_module() -> None:
 
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
-    import distlab.judge.refit as refit
+    import distlab.judge.refit_command as refit
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -301,3 +298,17 @@ def test_a_rehearsal_among_measured_profiles_is_skipped_with_one_line(capsys) ->
     assert "vm-2026-11-23-quick" in out and "rehearsal-dgx" not in out.split("\n", 1)[1]
     with pytest.raises(RehearsalProfileError, match="rehearsal of box dgx_h100_like"):
         refit_profile(REHEARSAL)
+
+
+@pytest.mark.parametrize("error", [KeyError, TypeError, ValueError])
+def test_a_bug_while_pricing_is_a_traceback_not_bad_input(monkeypatch, error) -> None:
+    """The command checks its input before pricing; an error raised while pricing is a bug and
+    keeps its traceback (not one line and exit 2)."""
+    import distlab.judge.refit as refit
+
+    def broken(*args, **kwargs):
+        raise error("planted")
+
+    monkeypatch.setattr(refit, "refit_rows", broken)
+    with pytest.raises(error, match="planted"):
+        main([str(QUICK)])

@@ -83,3 +83,30 @@ def test_cli_writes_the_summary(tmp_path) -> None:
     assert judge_main(["summary", str(run), "--out", str(out)]) == 0
     summary = json.loads(out.read_text())
     assert summary["world_sizes"]["2"]["runs"] == ["r1.json"]
+
+
+def test_a_file_whose_rows_are_not_allreduce_rows_is_one_line(tmp_path, capsys) -> None:
+    other = tmp_path / "pipeline.json"
+    other.write_text(json.dumps({"provenance": {"world_size": 2}, "rows": [{"stage": "read"}]}))
+    assert judge_main(["summary", str(other)]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert "not an allreduce benchmark result (a row lacks one of" in line
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("error", [KeyError, TypeError, ValueError])
+def test_a_bug_while_summarizing_is_a_traceback_not_bad_input(monkeypatch, tmp_path,
+                                                             error) -> None:
+    """The command checks its files before summarizing; an error raised while summarizing is a
+    bug and keeps its traceback (not one line and exit 2)."""
+    import distlab.judge.summary as summary
+
+    def broken(*args, **kwargs):
+        raise error("planted")
+
+    run = tmp_path / "r1.json"
+    run.write_text(json.dumps(_run(2, {(1024, "builtin"): 10.0, (1024, "ring"): 20.0})))
+    monkeypatch.setattr(summary, "_median", broken)
+    with pytest.raises(error, match="planted"):
+        judge_main(["summary", str(run)])

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from distlab.judge.summary import run_error_range, shown_rows, shown_table
+from distlab.judge.summary import run_error_range, shown_rows
+from distlab.judge.summary_report import shown_table
 from helpers.figure_guard import MAX_COLUMNS
 from helpers.paths import RESULTS
 

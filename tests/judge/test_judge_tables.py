@@ -1,4 +1,4 @@
-"""judge.tables: the model's judgement as text (error by size, spread, travel) and the
+"""judge.tables: the model's judgement as text (error by size, spread, travel, windows) and the
 ``travel`` command."""
 
 from __future__ import annotations
@@ -107,3 +107,17 @@ def test_run_line_says_whose_calibration_priced_the_run() -> None:
     (other, *_) = refit_profile(VM, calibration_from=QUICK, skip_missing=True)
     assert "calibrated on vm-2026-11-23-quick" in run_line(other)
     assert len(run_line(other)) <= MAX_COLUMNS
+
+
+@pytest.mark.parametrize("error", [KeyError, TypeError, ValueError])
+def test_a_bug_in_travel_is_a_traceback_not_bad_input(monkeypatch, error) -> None:
+    """``judge travel`` checks its profiles before pricing; an error raised while pricing is a
+    bug and keeps its traceback (not one line and exit 2)."""
+    import distlab.judge.tables as tables
+
+    def broken(*args, **kwargs):
+        raise error("planted")
+
+    monkeypatch.setattr(tables, "error_stats", broken)
+    with pytest.raises(error, match="planted"):
+        judge_main(["travel", str(VM), str(QUICK)])

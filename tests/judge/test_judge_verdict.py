@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab.judge.refit import RefitRun, meets_target, refit_profile, summary_rows
+from distlab.judge.refit import RefitRun, meets_target, refit_profile
+from distlab.judge.refit_summary import summary_rows
 from distlab.judge.verdict import (
     JUDGED_COLUMNS,
     PROFILE_COLUMNS,

@@ -93,3 +93,17 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("python -m distlab.judge verdict: interrupted by Ctrl-C")
+
+
+@pytest.mark.parametrize("error", [KeyError, TypeError, ValueError])
+def test_a_bug_while_judging_is_a_traceback_not_bad_input(monkeypatch, error) -> None:
+    """The command checks that each folder's JSON reads; an error raised while judging its rows
+    is a bug and keeps its traceback (not one line and exit 2)."""
+    import distlab.judge.verdict_command as command
+
+    def broken(*args, **kwargs):
+        raise error("planted")
+
+    monkeypatch.setattr(command, "profile_verdicts", broken)
+    with pytest.raises(error, match="planted"):
+        main([str(H100)])

@@ -3,7 +3,8 @@ notebook, with the calibration and backend columns only where they say something
 
 from __future__ import annotations
 
-from distlab.judge.refit import refit_profile, summary_rows
+from distlab.judge.refit import refit_profile
+from distlab.judge.refit_summary import summary_rows
 from distlab.judge.verdict import JUDGED_COLUMNS, judged_table
 from helpers.figure_guard import MAX_COLUMNS
 from helpers.paths import MEASURED_PROFILES, PROFILES

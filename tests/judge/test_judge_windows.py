@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from distlab.collectives.model.calibration import Calibration, restate_calibration
 from distlab.collectives.model.noise import row_seconds
-from distlab.judge.refit import meets_target, refit_profile, summary_rows
-from distlab.judge.windows import main, window_calibration, window_rows, window_runs, window_summary
+from distlab.judge.refit import meets_target, refit_profile
+from distlab.judge.refit_summary import summary_rows
+from distlab.judge.windows import window_calibration, window_rows, window_runs, window_summary
+from distlab.judge.windows_command import main
 from distlab.profile.load import load_profile
 from helpers.cli_errors import one_error_line
 from helpers.close import REL, assert_close_tree
@@ -169,7 +171,7 @@ def test_runs_as_a_module() -> None:
 
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
-    import distlab.judge.windows as windows
+    import distlab.judge.windows_command as windows
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -180,3 +182,17 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
     assert captured.out == ""
     assert captured.err.startswith("python -m distlab.judge windows: interrupted by Ctrl-C")
     assert len(captured.err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("error", [KeyError, TypeError, ValueError])
+def test_a_bug_while_pricing_is_a_traceback_not_bad_input(monkeypatch, error) -> None:
+    """The command checks its input before cutting windows; an error raised while pricing them
+    is a bug and keeps its traceback (not one line and exit 2)."""
+    import distlab.judge.windows as windows
+
+    def broken(*args, **kwargs):
+        raise error("planted")
+
+    monkeypatch.setattr(windows, "refit_rows", broken)
+    with pytest.raises(error, match="planted"):
+        main([str(SHORT), "--rounds", "10"])

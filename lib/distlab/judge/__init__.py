@@ -1,17 +1,34 @@
-"""The allreduce cost model judged on measurements it was not tuned on (offline, pure).
+"""The cost models judged on measurements and published tables they were not tuned on (offline).
 
-Top floor but figures: reads profiles (:mod:`distlab.profile.load`) and benchmark results,
-prices their rows with :mod:`distlab.collectives.model`, and says how far the model is off.
+Top floor but figures: reads profiles (:mod:`distlab.profile.load`), benchmark results, published
+tables and profiler traces, prices them with :mod:`distlab.collectives.model`, and says how far
+the model is off. Three kinds of module:
 
-- :mod:`.refit`: every allreduce row of profile folders priced again from their stored
-  calibrations; median / p90 of ``|error%|`` per profile and world size, against the target,
-  with how well each row is known (:mod:`distlab.collectives.model.noise`).
+Pricing and statistics (pure):
+
+- :mod:`.refit`: every allreduce row of a profile priced again from a stored calibration;
+  ``|error%|`` statistics (:class:`~distlab.vocabulary.ErrorSummary`), the target, and why a
+  profile cannot be priced (:func:`~.refit.refit_problem`).
+- :mod:`.refit_summary`: median / p90 of ``|error%|`` per profile and world size, before and
+  after, with how well each row is known (:mod:`distlab.collectives.model.noise`).
 - :mod:`.windows`: a long profile cut into shorter ones: how many rounds a judgement needs.
 - :mod:`.summary`: medians over repeated ``python -m distlab.bench allreduce --json`` runs.
-- :mod:`.tables`: the same judgements as text tables (error by size, travel, spread).
 - :mod:`.verdict`: what a judgement says, as numbers a reader can check (runs that meet the
   target, ranges of errors, reruns against each other); notebook 11 asserts its prose with them.
+- :mod:`.trace_model`: the NCCL kernels of a profiler trace priced with NCCL's model.
 
-One command runs them: ``python -m distlab.judge {refit,windows,travel,summary} --help``.
-Their figures are in :mod:`distlab.viz.refit`.
+Reports (every table through :mod:`distlab.report.table`):
+
+- :mod:`.refit_report`: the refit column sets, its two tables and the lines above them.
+- :mod:`.tables`: error by size, travel, spread and windows tables.
+- :mod:`.summary_report`: the repeated benchmark runs' medians as tables.
+- :mod:`.nccl_published`: NCCL's measured-time model on every published table.
+
+Commands (thin: parse options, check their input, print), one per name of
+``python -m distlab.judge {refit,windows,travel,summary,verdict,nccl,trace} --help``:
+:mod:`.refit_command`, :mod:`.windows_command`, :mod:`.travel_command`, :mod:`.summary_command`,
+:mod:`.verdict_command`, :mod:`.nccl_command` (``--published``), :mod:`.trace_command`;
+:mod:`.profile_args` holds the profile folders they take. NCCL's choice per size on a box is the
+model's own command, ``python -m distlab.nccl`` (:mod:`distlab.nccl`). The figures are in
+:mod:`distlab.viz.refit`.
 """

@@ -8,11 +8,11 @@
     python -m distlab.judge verdict results/profiles/h100-2026-11-23  # ok / low / high per row
     python -m distlab.judge summary results/allreduce_ws*_run*.json \\
         --out results/allreduce_summary.json
-    python -m distlab.judge nccl h100_sxm8                 # NCCL's choice and time per size
-    python -m distlab.judge nccl --published               # that model on published tables
+    python -m distlab.judge nccl --published               # NCCL's model on published tables
     python -m distlab.judge trace results/traces/gloo_ddp_3ranks  # your run's profiler traces
 
 Nothing is measured and no process is started: profiles and runs are read, rows priced again.
+NCCL's choice per size on a GPU box is the model's own command: python -m distlab.nccl BOX.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import sys
 
 from distlab.cli.dispatch import dispatch
 
-COMMANDS = {"refit": "distlab.judge.refit", "windows": "distlab.judge.windows",
-            "travel": "distlab.judge.tables", "summary": "distlab.judge.summary",
+COMMANDS = {"refit": "distlab.judge.refit_command", "windows": "distlab.judge.windows_command",
+            "travel": "distlab.judge.travel_command", "summary": "distlab.judge.summary_command",
             "verdict": "distlab.judge.verdict_command", "nccl": "distlab.judge.nccl_command",
             "trace": "distlab.judge.trace_command"}
 ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
@@ -31,8 +31,7 @@ ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| agains
          "travel": "every profile priced with every profile's calibration of its world size",
          "summary": "medians over repeated `bench allreduce --json` runs",
          "verdict": "every profile row with an expectation: measured, expected, ok / low / high",
-         "nccl": "NCCL's choice per size on a GPU box and its measured time (model); "
-                 "--published: its error on published tables",
+         "nccl": "--published: NCCL's measured-time model judged on every published table",
          "trace": "a run's torch.profiler traces of every rank: breakdown, overlap, idle causes, "
                   "stragglers, collective kernels beside the NCCL model"}
 

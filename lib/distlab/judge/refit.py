@@ -1,79 +1,47 @@
-"""Re-predict every allreduce row of profile folders from their stored calibrations (offline).
-
-    python -m distlab.judge refit results/profiles/vm-2026-11-23 results/profiles/h100-2026-11-23
-    python -m distlab.judge refit results/profiles/* --json refit.json
-    # calibrated on one machine, measured on another:
-    python -m distlab.judge refit results/profiles/h100-2026-11-23 \\
-        --calibration-from results/profiles/vm-2026-11-23
+"""Every allreduce row of a profile priced again from a stored calibration (pure pricing).
 
 A profile's collectives part stores, for every allreduce sweep, the rows (measured times) and the
-calibration fitted on the same timed rounds, with its per-size series. This command prices every row
-again, distlab's algorithms and ``builtin`` alike, with the model of
+calibration fitted on the same timed rounds, with its per-size series. :func:`refit_profile`
+prices every row again, distlab's algorithms and ``builtin`` alike, with the model of
 :mod:`distlab.collectives.model.predict` (per-size rates of :mod:`distlab.collectives.model.rates`;
 the builtin as the backend's own schedule; the cores per rank from the calibration, else from the
-profile's ``cpus_allowed``), so every model change is judged on every committed machine at once,
-without running anything. The measured values are the profile's, untouched.
+profile's ``cpus_allowed``), with the profile's own calibration or another profile's of the same
+backend and world size. The measured values are the profile's, untouched.
 
-What is judged (``--statistic``): the model prices a call as the sum of its steps' costs, and sums
-add as means do, not as medians (the median of a sum of skewed or two-regime step times is not the
-sum of their medians); a training loop, too, pays the mean. So by default every row is judged by the
-**mean** of its slowest-rank rounds, priced with the calibration fitted again from its own recorded
-rounds by their means (:func:`~distlab.collectives.model.calibration.restate_calibration`). A
-profile whose calibration kept no rounds (made before they were stored) has only medians, and is
-judged median against median; the ``statistic`` column says which. ``--statistic median`` judges
-every profile by medians, as measured rows' ``time_us`` are.
-
-It prints, per profile and world size (and per profile), the median, 90th percentile and maximum of
-``|error%|`` over the judged rows (by default sizes >= 64 KiB of ring, tree, recursive_doubling,
-rabenseifner and builtin: :data:`TARGET_ALGORITHMS`), before (the predictions stored in the
-profile, made when it was measured; builtin had none) and after (this model), and whether the after
-numbers meet the target (median <= 15%, p90 <= 35%). Beside them, how well the rows themselves are
-known (:mod:`distlab.collectives.model.noise`): the median and p90 of the rows' ``noise_pct`` (how
-far each row's median round could land on a re-run of the same rounds, a 90% bootstrap interval)
-and ``in noise`` (rows whose prediction lies inside that interval / judged rows). Where the noise
-is as large as the target, a miss cannot be told from the measurement's own scatter; where it is
-small and the prediction is outside, the model is wrong. The printed report fits 110 columns: head
-lines say once what every row shares (where the calibrations came from, the backend), a first table
-the model now with the rows' noise (:data:`NOW_COLUMNS`), a second the stored predictions beside it
-(:data:`BEFORE_COLUMNS`). ``--json OUT`` writes every run with its rows in the profile's format
-(``predicted_us`` and ``error_pct`` filled, ``judged_us`` the measured value under the run's
-statistic, ``stored_predicted_us``/ ``stored_error_pct`` keep the old ones) and the summary. A bad
-argument exits 2 with one error line.
+Each row is judged by the ``statistic`` of its slowest-rank rounds (``"mean"``, the default, or
+``"median"``), priced with the calibration restated the same way
+(:func:`~distlab.collectives.model.calibration.restate_calibration`); a run whose calibration or
+rows kept no rounds holds medians only and is judged median against median (its
+:attr:`RefitRun.statistic` says so). :func:`error_stats` gives the median, p90 and maximum of
+``|error%|`` over the judged rows (:data:`TARGET_ALGORITHMS`, sizes >= :data:`TARGET_MIN_BYTES`)
+and :func:`meets_target` the target (median <= 15%, p90 <= 35%).
+:func:`refit_problem` says why a profile cannot be priced, so a command checks its input before
+pricing. The summary over runs is :mod:`distlab.judge.refit_summary`, its tables
+:mod:`distlab.judge.refit_report`, the command ``python -m distlab.judge refit``
+(:mod:`distlab.judge.refit_command`).
 
 Pure: no process group, no ``torch.distributed`` (reading JSON and pricing schedules only).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from distlab._checks import check_choice
-from distlab.cli import options
-from distlab.cli.run import UsageError, run_main
 from distlab.collectives.algorithms.registry import entry, names
 from distlab.collectives.model.calibration import STATISTICS, restate_calibration
 from distlab.collectives.model.noise import row_noise, row_seconds
 from distlab.collectives.model.predict import CallModel, call_model
 from distlab.profile.load import Profile, load_profile
-from distlab.report.jsonfile import write_json
-from distlab.report.provenance import provenance
-from distlab.report.table import Column, Table, format_table
 from distlab.vocabulary import ErrorSummary, error_pct
 
-__all__ = ["BEFORE_COLUMNS", "JUDGEABLE", "NOW_COLUMNS", "PRINT_WIDTH", "SUMMARY_COLUMNS",
-           "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES", "TARGET_P90_PCT",
-           "RefitRun", "RehearsalProfileError", "algorithms_in", "calibrated_runs",
-           "calibration_source", "error_stats", "main", "meets_target", "profile_cpus",
-           "profile_dir_arg",
-           "refit_profile", "refit_rows", "refit_runs", "summary_head", "summary_rows",
-           "summary_table", "summary_tables"]
+__all__ = ["JUDGEABLE", "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES",
+           "TARGET_P90_PCT", "RefitRun", "RehearsalProfileError", "algorithms_in",
+           "calibrated_runs", "error_stats", "profile_cpus", "refit_problem", "refit_profile",
+           "refit_rows", "refit_runs", "rehearsal_text"]
 
 PathLike = str | os.PathLike[str]
 
@@ -141,8 +109,8 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
     :func:`distlab.collectives.model.noise.row_seconds`),
     ``predicted_us`` and ``error_pct`` (:func:`distlab.vocabulary.error_pct` of ``judged_us``
     against ``predicted_us``) from ``model`` (with
-    the row's ``options``, the ones its timed calls ran with; rows of profiles made before rows kept
-    them ran with none); the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A
+    the row's ``options``, the ones its timed calls ran with; a row without ``options`` ran with
+    none); the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A
     row that kept its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
     (:mod:`distlab.collectives.model.noise`: how far its value could land on a re-run, and whether
     the prediction lies inside that interval); otherwise both are None."""
@@ -171,15 +139,52 @@ def calibrated_runs(profile: Profile) -> list[dict[str, Any]]:
         ValueError: none did.
     """
     if profile.rehearsal:
-        raise RehearsalProfileError(
-            f"profile {profile.path} is a rehearsal of box {profile.rehearsal} (gloo stood in "
-            "for NCCL): no model is judged on it")
-    runs = [r for r in profile.allreduce_runs() if r.get("calibration")]
+        raise RehearsalProfileError(rehearsal_text(profile))
+    runs = _calibrated(profile)
     if not runs:
-        raise ValueError(f"profile {profile.path} has no allreduce run with a calibration (its "
-                         "collectives part did not run, was skipped, or ran with "
-                         "--no-calibrate)")
+        raise ValueError(_uncalibrated_text(profile))
     return runs
+
+
+def _calibrated(profile: Profile) -> list[dict[str, Any]]:
+    return [r for r in profile.allreduce_runs() if r.get("calibration")]
+
+
+def rehearsal_text(profile: Profile) -> str:
+    """Why no model is judged on the rehearsal ``profile`` (one line)."""
+    return (f"profile {profile.path} is a rehearsal of box {profile.rehearsal} (gloo stood in "
+            "for NCCL): no model is judged on it")
+
+
+def _uncalibrated_text(profile: Profile) -> str:
+    return (f"profile {profile.path} has no allreduce run with a calibration (its collectives "
+            "part did not run, was skipped, or ran with --no-calibrate)")
+
+
+def _missing_text(source: Profile, key: tuple[str, int], cals: Mapping[Any, Any]) -> str:
+    return (f"profile {source.path} has no {key[0]} calibration for world size {key[1]} (it has "
+            f"{sorted(cals)})")
+
+
+def refit_problem(measured: Profile, source: Profile | None = None, *,
+                  skip_missing: bool = False) -> str | None:
+    """Why :func:`refit_profile` cannot price ``measured`` with ``source``'s calibrations
+    (default: its own), in the words it would raise; None when it can. Checked in its order:
+    ``source``, then ``measured``, is a rehearsal or has no calibrated allreduce run; a run of
+    ``measured`` whose backend and world size ``source`` has no calibration for (unless
+    ``skip_missing``)."""
+    src = measured if source is None else source
+    for profile in ([src] if src is measured else [src, measured]):
+        if profile.rehearsal:
+            return rehearsal_text(profile)
+        if not _calibrated(profile):
+            return _uncalibrated_text(profile)
+    cals = {(r["backend"], r["world_size"]): r["calibration"] for r in _calibrated(src)}
+    for run in _calibrated(measured):
+        key = (run["backend"], run["world_size"])
+        if key not in cals and not skip_missing:
+            return _missing_text(src, key, cals)
+    return None
 
 
 def profile_cpus(profile: Profile) -> int | None:
@@ -230,8 +235,7 @@ def refit_profile(path: str | os.PathLike[str], *,
         if key not in cals:
             if skip_missing:
                 continue
-            raise ValueError(f"profile {source.path} has no {key[0]} calibration for world size "
-                             f"{key[1]} (it has {sorted(cals)})")
+            raise ValueError(_missing_text(source, key, cals))
         cal, stat = _restated(cals[key], run["rows"], statistic)
         model = call_model(cal, per_size=per_size, cpus=profile_cpus(source))
         out.append(RefitRun(measured.name, source.name, run["backend"], run["world_size"],
@@ -279,236 +283,3 @@ def _restated(cal: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
         return dict(cal), str(cal.get("statistic") or "median")
     return restate_calibration(cal, statistic).to_dict(), statistic
 
-
-SUMMARY_COLUMNS = (
-    Column("measured on", "profile"), Column("calibrated on", "calibrated_on"),
-    Column("backend", "backend"), Column("ws", "world_size"), Column("statistic", "statistic"),
-    Column("n before", "before_n"), Column("median%", "before_median", ".1f"),
-    Column("p90%", "before_p90", ".1f"), Column("max%", "before_max", ".1f"),
-    Column("n after", "after_n"), Column("median%", "after_median", ".1f"),
-    Column("p90%", "after_p90", ".1f"), Column("max%", "after_max", ".1f"),
-    Column("target", "target"), Column("noise median%", "noise_median", ".1f"),
-    Column("noise p90%", "noise_p90", ".1f"), Column("in noise", "within_noise"))
-"""Every column of :func:`summary_rows` in one table (wider than a terminal: the command prints
-:data:`NOW_COLUMNS` and :data:`BEFORE_COLUMNS` instead)."""
-
-NOW_COLUMNS = (
-    Column("profile", "profile"), Column("ws", "world_size"), Column("statistic", "statistic"),
-    Column("n", "after_n"), Column("median%", "after_median", ".1f"),
-    Column("p90%", "after_p90", ".1f"), Column("max%", "after_max", ".1f"),
-    Column("target", "target"), Column("noise med%", "noise_median", ".1f"),
-    Column("noise p90%", "noise_p90", ".1f"), Column("in noise", "within_noise"))
-"""The printed table of the model as it is: ``|error%|`` after, the target, the rows' noise."""
-
-BEFORE_COLUMNS = (
-    Column("profile", "profile"), Column("ws", "world_size"), Column("n", "before_n"),
-    Column("median%", "before_median", ".1f"), Column("p90%", "before_p90", ".1f"),
-    Column("max%", "before_max", ".1f"), Column("median% now", "after_median", ".1f"),
-    Column("p90% now", "after_p90", ".1f"))
-"""The printed table of the predictions stored in the profiles, beside this model's."""
-
-PRINT_WIDTH = 110
-"""The widest comment line the command prints (characters); the tables of profiles whose
-names are at most 31 characters long fit it too."""
-
-
-def _summary_row(profile: str, calibrated_on: str, backend: str, ws: Any,
-                 rows: list[dict[str, Any]], min_bytes: int,
-                 algorithms: Iterable[str] | None, statistic: str) -> dict[str, Any]:
-    algos = None if algorithms is None else tuple(algorithms)
-    before = error_stats(rows, "stored_error_pct", min_bytes=min_bytes, algorithms=algos)
-    after = error_stats(rows, "error_pct", min_bytes=min_bytes, algorithms=algos)
-    noise = error_stats(rows, "noise_pct", min_bytes=min_bytes, algorithms=algos)
-    judged = [r for r in rows if r.get("within_noise") is not None
-              and r["nbytes"] >= min_bytes and (algos is None or r["algorithm"] in algos)]
-    inside = f"{sum(bool(r['within_noise']) for r in judged)}/{len(judged)}" if judged else "-"
-    return {"profile": profile, "calibrated_on": calibrated_on, "backend": backend,
-            "world_size": ws, "statistic": statistic, "before_n": before.n,
-            "before_median": before.median,
-            "before_p90": before.p90, "before_max": before.max, "after_n": after.n,
-            "after_median": after.median, "after_p90": after.p90, "after_max": after.max,
-            "target": "met" if meets_target(after) else "missed",
-            "noise_median": noise.median, "noise_p90": noise.p90, "within_noise": inside}
-
-
-def summary_rows(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
-                 algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> list[dict[str, Any]]:
-    """One row per (profile, world size), one per profile (``world_size`` "all") when it has
-    more than one run, and one over everything (``profile`` "all") when there are several
-    profiles: counts and median/p90/max of ``|error%|`` before and after, and the target."""
-    algos = None if algorithms is None else tuple(algorithms)
-    out = []
-    names = list(dict.fromkeys(r.profile for r in runs))
-    for name in names:
-        mine = [r for r in runs if r.profile == name]
-        for r in mine:
-            out.append(_summary_row(name, r.calibrated_on, r.backend, r.world_size, r.rows,
-                                    min_bytes, algos, r.statistic))
-        if len(mine) > 1:
-            cal = ",".join(dict.fromkeys(r.calibrated_on for r in mine))
-            out.append(_summary_row(name, cal, ",".join(dict.fromkeys(r.backend for r in mine)),
-                                    "all", [x for r in mine for x in r.rows], min_bytes, algos,
-                                    _statistics(mine)))
-    if len(names) > 1:
-        out.append(_summary_row("all", "own" if all(r.profile == r.calibrated_on for r in runs)
-                                else "given", ",".join(dict.fromkeys(r.backend for r in runs)),
-                                "all", [x for r in runs for x in r.rows], min_bytes, algos,
-                                _statistics(runs)))
-    return out
-
-
-def _statistics(runs: Sequence[RefitRun]) -> str:
-    return ",".join(dict.fromkeys(r.statistic for r in runs))
-
-
-def calibration_source(runs: Sequence[RefitRun]) -> str | None:
-    """Where every run's calibration came from, said once: ``"each profile's own"``, the one
-    profile that calibrated them all, or None when they differ in some other way (then each row
-    says it)."""
-    if all(r.calibrated_on == r.profile for r in runs):
-        return "each profile's own"
-    sources = set(r.calibrated_on for r in runs)
-    return next(iter(sources)) if len(sources) == 1 else None
-
-
-def _with_columns(columns: tuple[Column, ...], runs: Sequence[RefitRun]) -> tuple[Column, ...]:
-    """``columns`` with "calibrated on" and "backend" after the profile where the runs differ
-    in them (otherwise the head lines say them once)."""
-    extra = [] if calibration_source(runs) is not None else [
-        Column("calibrated on", "calibrated_on")]
-    if len({r.backend for r in runs}) > 1:
-        extra.append(Column("backend", "backend"))
-    return (columns[0], *extra, *columns[1:])
-
-
-def summary_tables(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
-                   algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> list[Table]:
-    """:func:`summary_rows` as the two tables the command prints: the model now
-    (:data:`NOW_COLUMNS`) and the stored predictions beside it (:data:`BEFORE_COLUMNS`)."""
-    rows = summary_rows(runs, min_bytes=min_bytes, algorithms=algorithms)
-    return [Table(rows, _with_columns(NOW_COLUMNS, runs),
-                  "the model now: |error%| of the judged rows; noise med% / p90%: how far a "
-                  "row's value could land on a re-run (90% bootstrap half-width); in noise: "
-                  "predictions inside it"),
-            Table(rows, _with_columns(BEFORE_COLUMNS, runs),
-                  "before: the predictions stored in each profile when it was measured "
-                  "(builtin had none), beside the model now")]
-
-
-def summary_table(runs: Sequence[RefitRun], *, min_bytes: int = TARGET_MIN_BYTES,
-                  algorithms: Iterable[str] | None = TARGET_ALGORITHMS) -> str:
-    """The text of :func:`summary_tables` (titles wrapped to :data:`PRINT_WIDTH`), one blank
-    line between the tables."""
-    parts = []
-    for table in summary_tables(runs, min_bytes=min_bytes, algorithms=algorithms):
-        parts.append("\n".join([*_comment(table.title), format_table(table.rows,
-                                                                       table.columns)]))
-    return "\n\n".join(parts)
-
-
-def _comment(text: str) -> list[str]:
-    """``text`` as ``# `` lines of at most :data:`PRINT_WIDTH` characters."""
-    return textwrap.wrap(text, PRINT_WIDTH, initial_indent="# ", subsequent_indent="#   ",
-                         break_on_hyphens=False, break_long_words=False)
-
-
-def summary_head(runs: Sequence[RefitRun], *, min_bytes: int, algorithms: Sequence[str],
-                 statistic: str, constant: bool) -> list[str]:
-    """The comment lines above the tables: which rows are judged, the target, the statistic
-    asked for, the model, and where the calibrations came from (once, when every row shares
-    it) and the backend (when every run has the same)."""
-    source = calibration_source(runs)
-    backends = list(dict.fromkeys(r.backend for r in runs))
-    where = []
-    if source is not None:
-        given = "" if source == "each profile's own" else " (--calibration-from), for every profile"
-        where.append(f"calibrated on: {source}{given}")
-    if len(backends) == 1:
-        where.append(f"backend: {backends[0]}")
-    return [*_comment(f"{'constant' if constant else 'per-size'} model; judged: |error%| of "
-                      f"rows >= {min_bytes} B of {', '.join(algorithms)}"),
-            *_comment(f"target: median <= {TARGET_MEDIAN_PCT:g}%, p90 <= {TARGET_P90_PCT:g}%; "
-                      "each run is judged by the statistic of its rounds (asked: "
-                      f"{statistic})"),
-            *(_comment("; ".join(where)) if where else [])]
-
-
-def profile_dir_arg(text: str) -> Path:
-    """argparse type: ``text`` as a profile folder (one holding ``profile.json``)."""
-    path = Path(text)
-    if not (path / "profile.json").is_file():
-        raise argparse.ArgumentTypeError(
-            f"invalid profile folder {text!r}: must be a folder holding profile.json (make one "
-            "with: python -m distlab.profile)")
-    return path
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = options.parser("python -m distlab.judge refit", __doc__)
-    p.add_argument("profiles", nargs="+", type=profile_dir_arg, metavar="DIR",
-                   help="profile folders to re-predict")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="also write every run's rows and the summary to this JSON file")
-    p.add_argument("--calibration-from", metavar="DIR", type=profile_dir_arg, default=None,
-                   help="price the rows with this profile's calibration (same backend and "
-                        "world size) instead of each profile's own")
-    p.add_argument("--min-bytes", type=options.size_bytes, default=TARGET_MIN_BYTES,
-                   help="judge rows of at least this many bytes (1K = 1024)")
-    p.add_argument("--algorithms", type=options.comma_choices(JUDGEABLE),
-                   default=",".join(TARGET_ALGORITHMS),
-                   help="comma list of the algorithms judged, or 'all'")
-    p.add_argument("--statistic", choices=STATISTICS, default="mean",
-                   help="judge each row by the mean (default) or the median of its slowest-rank "
-                        "rounds, with the calibration restated the same way (profiles whose "
-                        "calibration kept no rounds: median)")
-    p.add_argument("--constant", action="store_true",
-                   help="price every size with the calibration's one beta and gamma (the model "
-                        "without per-size rates), for comparison")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m distlab.judge refit``: exit 0, 2 with one error line, or 130 on Ctrl-C
-    (one line, no traceback; :func:`distlab.cli.run.run_main`)."""
-    return run_main("python -m distlab.judge refit", _refit_command, argv,
-                    on_interrupt="nothing printed")
-
-
-def _refit_command(argv: list[str]) -> int:
-    p = _parser()
-    args = p.parse_args(argv)
-    runs: list[RefitRun] = []
-    for path in args.profiles:
-        try:
-            runs += refit_profile(path, calibration_from=args.calibration_from,
-                                  per_size=not args.constant, statistic=args.statistic)
-        except RehearsalProfileError as exc:
-            if len(args.profiles) == 1 or args.calibration_from is not None:
-                raise UsageError(f"argument DIR: invalid value {str(path)!r}: {exc}") from None
-            print(f"# skipped {path}: a rehearsal, no model is judged on it")
-            continue
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"argument DIR: invalid value {str(path)!r}: must be a profile "
-                             f"with calibrated allreduce runs ({exc})") from None
-    if not runs:
-        raise UsageError("argument DIR: every profile named is a rehearsal: nothing to judge")
-    algos = tuple(args.algorithms)
-    print("\n".join(summary_head(runs, min_bytes=args.min_bytes, algorithms=algos,
-                                 statistic=args.statistic, constant=args.constant)))
-    print()
-    print(summary_table(runs, min_bytes=args.min_bytes, algorithms=algos))
-    if args.json:
-        doc = {"provenance": provenance(), "min_bytes": args.min_bytes, "algorithms": list(algos),
-               "model": "constant" if args.constant else "per-size",
-               "statistic": args.statistic,
-               "summary": summary_rows(runs, min_bytes=args.min_bytes, algorithms=algos),
-               "runs": [{"profile": r.profile, "calibrated_on": r.calibrated_on,
-                         "backend": r.backend, "world_size": r.world_size,
-                         "statistic": r.statistic, "calibration": r.calibration,
-                         "rows": r.rows} for r in runs]}
-        print(f"# wrote {write_json(args.json, doc)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,44 +1,34 @@
-"""Median summary of repeated allreduce benchmark runs (what notebook 04 shows).
-
-    python -m distlab.judge summary results/allreduce_ws*_run*.json \\
-        --out results/allreduce_summary.json
+"""Medians over repeated allreduce benchmark runs (pure statistics; what notebook 04 shows).
 
 One run on a shared machine can be off by tens of percent; the committed summary is the median
 over independent runs of ``python -m distlab.bench allreduce ... --json`` of each world size.
-Per world size and per (size, algorithm) row, in the first run's order:
-
-- ``time_us``: median over runs of the run's ``time_us`` (itself the median over iterations
-  of the slowest rank); ``algbw_gbps``/``busbw_gbps`` from that median time;
-- ``predicted_us``: median over runs of each run's prediction (each run is predicted from its
-  own calibration); ``error_pct``: median over runs of each run's own error, in percent;
-- ``ratio_vs_builtin_runs``: per run, busbw / the built-in allreduce's busbw at the same size
-  in the same run (so load that hit a run hits both); ``ratio_vs_builtin_paired_median``
-  their median;
-- ``wrong``: the sum over runs (must be 0);
-- ``*_runs`` lists keep every run's value, rounded for reading.
+:func:`summarize_files` reads the runs (:func:`read_run`), groups them by world size
+(:func:`group_runs`) and summarizes each group (:func:`summarize_runs`; the fields are listed in
+``python -m distlab.judge summary --help``, :mod:`distlab.judge.summary_command`);
+:func:`sweep_problem` says why runs cannot be summarized together. :func:`shown_rows` and
+:func:`run_error_range` read one world size's block; its table is
+:mod:`distlab.judge.summary_report`'s.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from distlab.cli import options
-from distlab.cli.run import UsageError, run_main
 from distlab.collectives.algorithms.registry import BUILTIN
-from distlab.report.jsonfile import write_json
-from distlab.report.table import Column, format_table
 from distlab.report.words import count
 from distlab.vocabulary import busbw_factor, error_pct
 
-__all__ = ["SHOWN_COLUMNS", "SUMMARY_COLUMNS", "main", "run_error_range", "shown_rows",
-           "shown_table", "summarize_files", "summarize_runs"]
+__all__ = ["ROW_KEYS", "group_runs", "read_run", "run_error_range", "shown_rows",
+           "summarize_files", "summarize_runs", "sweep_problem"]
+
+ROW_KEYS = frozenset({"nbytes", "count", "dtype", "op", "algorithm", "time_us", "busbw_gbps",
+                      "wrong"})
+"""The fields every row of a run must have to be summarized."""
 
 _CAL_KEYS = ("alpha", "beta", "gamma", "call_overhead", "handoff", "relay", "comm_r2",
              "comm_max_rel_residual", "reduce_r2", "duplex", "method")
@@ -59,19 +49,11 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
     Raises ``ValueError`` when the runs differ in world size or in their (size, algorithm)
     rows: a median over different sweeps would mix what it should compare.
     """
-    if not runs:
-        raise ValueError("no runs to summarize")
-    if len(names) != len(runs):
-        raise ValueError(f"{len(names)} names for {len(runs)} runs")
+    problem = sweep_problem(runs, names)
+    if problem is not None:
+        raise ValueError(problem)
     world = runs[0]["provenance"].get("world_size")
     keys = [(r["nbytes"], r["algorithm"]) for r in runs[0]["rows"]]
-    for name, run in zip(names, runs, strict=True):
-        if run["provenance"].get("world_size") != world:
-            raise ValueError(f"{name}: world size {run['provenance'].get('world_size')}, "
-                             f"the first run has {world}")
-        if [(r["nbytes"], r["algorithm"]) for r in run["rows"]] != keys:
-            raise ValueError(f"{name}: its (size, algorithm) rows differ from {names[0]}'s; "
-                             "summarize runs of the same sweep only")
     builtin = [{r["nbytes"]: r["busbw_gbps"] for r in run["rows"] if r["algorithm"] == BUILTIN}
                for run in runs]
     rows = []
@@ -102,19 +84,62 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
             "calibrations": calibrations, "rows": rows}
 
 
-def summarize_files(paths: Sequence[str | os.PathLike[str]], note: str = "") -> dict[str, Any]:
-    """Read benchmark JSON files, group them by world size, summarize each group."""
+def sweep_problem(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> str | None:
+    """Why :func:`summarize_runs` cannot summarize ``runs`` (named ``names``) together: none, a
+    name count that differs, or runs of another world size or other (size, algorithm) rows than
+    the first (a median over different sweeps would mix what it should compare); None when it
+    can."""
+    if not runs:
+        return "no runs to summarize"
+    if len(names) != len(runs):
+        return f"{len(names)} names for {len(runs)} runs"
+    world = runs[0]["provenance"].get("world_size")
+    keys = [(r["nbytes"], r["algorithm"]) for r in runs[0]["rows"]]
+    for name, run in zip(names, runs, strict=True):
+        if run["provenance"].get("world_size") != world:
+            return (f"{name}: world size {run['provenance'].get('world_size')}, the first run "
+                    f"has {world}")
+        if [(r["nbytes"], r["algorithm"]) for r in run["rows"]] != keys:
+            return (f"{name}: its (size, algorithm) rows differ from {names[0]}'s; summarize "
+                    "runs of the same sweep only")
+    return None
+
+
+def read_run(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The benchmark JSON at ``path``.
+
+    Raises:
+        ValueError: not a readable JSON file, or not an allreduce benchmark result (no
+            ``rows``/``provenance``, or a row without one of :data:`ROW_KEYS`).
+    """
+    p = Path(path)
+    try:
+        payload = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{p}: not a readable benchmark JSON file ({exc})") from None
+    if not isinstance(payload, dict) or "rows" not in payload or "provenance" not in payload:
+        raise ValueError(f"{p}: not an allreduce benchmark result (no 'rows'/'provenance')")
+    if not all(isinstance(r, dict) and ROW_KEYS <= r.keys() for r in payload["rows"]):
+        raise ValueError(f"{p}: not an allreduce benchmark result (a row lacks one of "
+                         f"{', '.join(sorted(ROW_KEYS))})")
+    return payload
+
+
+def group_runs(paths: Sequence[str | os.PathLike[str]]
+               ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """The runs at ``paths`` (:func:`read_run`) by world size (as text), each as (file name,
+    run), in the order given; raises :func:`read_run`'s ``ValueError``."""
     groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for path in paths:
-        p = Path(path)
-        try:
-            payload = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{p}: not a readable benchmark JSON file ({exc})") from None
-        if not isinstance(payload, dict) or "rows" not in payload or "provenance" not in payload:
-            raise ValueError(f"{p}: not an allreduce benchmark result (no 'rows'/'provenance')")
+        payload = read_run(path)
         ws = str(payload["provenance"].get("world_size"))
-        groups.setdefault(ws, []).append((p.name, payload))
+        groups.setdefault(ws, []).append((Path(path).name, payload))
+    return groups
+
+
+def summarize_files(paths: Sequence[str | os.PathLike[str]], note: str = "") -> dict[str, Any]:
+    """Read benchmark JSON files, group them by world size, summarize each group."""
+    groups = group_runs(paths)
     blocks = {ws: summarize_runs([r for _, r in group], [n for n, _ in group])
               for ws, group in sorted(groups.items(), key=lambda kv: int(kv[0]))}
     return {"note": note or _default_note(blocks), "world_sizes": blocks}
@@ -149,73 +174,3 @@ def run_error_range(rows: Sequence[dict[str, Any]]) -> tuple[float, float] | Non
     errs = [e for r in rows for e in r.get("error_pct_runs") or [] if e is not None]
     return (min(errs), max(errs)) if errs else None
 
-
-SUMMARY_COLUMNS = (Column("ws", "world_size"), Column("size(B)", "nbytes", width=11),
-                   Column("algorithm", "algorithm", width=19),
-                   Column("time(us)", "time_us", ".1f", width=11),
-                   Column("busbw(GB/s)", "busbw_gbps", ".3f"),
-                   Column("vs builtin(x)", "ratio_vs_builtin_paired_median", ".3f"),
-                   Column("error%", "error_pct", "+.1f", width=8), Column("#wrong", "wrong"))
-
-
-SHOWN_COLUMNS = (Column("size(B)", "nbytes", width=9), Column("algorithm", "algorithm"),
-                 Column("time(us)", "time_us", ".1f", width=9),
-                 Column("predicted(us)", "predicted_us", ".1f"),
-                 Column("error%", "error_pct", "+.1f", width=7), Column("#wrong", "wrong"),
-                 Column("busbw(GB/s)", "busbw_gbps", ".3f"),
-                 Column("vs builtin(x)", "ratio_vs_builtin_paired_median", ".2f"))
-"""The columns of :func:`shown_table`: the two medians and the error computed from them side by
-side, then busbw and its ratio to the builtin's (the median over runs of the ratio within each
-run)."""
-
-
-def shown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Rows of :func:`shown_rows` under :data:`SHOWN_COLUMNS`, after a ``# dtype op`` line (the
-    rows' element types and reductions, comma-joined when they differ): at most 90 characters
-    wide, so a notebook shows each row on one line."""
-    kinds = ", ".join(dict.fromkeys(f"{r.get('dtype', '?')} {r.get('op', '?')}" for r in rows))
-    return f"# {kinds}\n" + format_table(list(rows), SHOWN_COLUMNS)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = options.parser("python -m distlab.judge summary", __doc__)
-    p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="allreduce benchmark JSON files (any world sizes)")
-    p.add_argument("--out", "--json", dest="out", metavar="PATH", default=None,
-                   type=options.output_file, help="where to write the summary JSON")
-    p.add_argument("--note", default="", help="text stored as the summary's note (default: a "
-                                              "description of how it was made)")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m distlab.judge summary``: the table on stdout, the JSON at ``--out``; exit 1
-    when a run has wrong elements, 2 with one error line on bad input, 130 on Ctrl-C."""
-    return run_main("python -m distlab.judge summary", _summary_command, argv,
-                    on_interrupt="nothing written")
-
-
-def _summary_command(argv: list[str]) -> int:
-    p = _parser()
-    args = p.parse_args(argv)
-    try:
-        summary = summarize_files(args.runs, note=args.note)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    rows = [{"world_size": int(ws), **r} for ws, block in summary["world_sizes"].items()
-            for r in block["rows"]]
-    for ws, b in summary["world_sizes"].items():
-        print(f"# world size {ws}: {count(len(b['runs']), 'run')}, {count(len(b['rows']), 'row')}")
-    print(format_table(rows, SUMMARY_COLUMNS))
-    print(f"# {summary['note']}")
-    if args.out:
-        print(f"# wrote {write_json(args.out, summary)}")
-    wrong = sum(r["wrong"] for r in rows)
-    if wrong:
-        print(f"# FAILED: {wrong} wrong elements in the runs")
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,6 +6,10 @@
 - :func:`spread_table`: per judged row, how the per-round times spread: the error of its judged
   value, of the fast quarter (25th percentile of rounds) and the share of rounds slower than
   twice the fastest.
+- :func:`window_table`: per profile, world size and window length
+  (:func:`~distlab.judge.windows.window_summary`): how many windows meet the target.
+
+Every table is printed by :func:`distlab.report.table.format_table`.
 """
 
 from __future__ import annotations
@@ -16,24 +20,23 @@ from typing import Any
 
 import numpy as np
 
-from distlab.cli import options
-from distlab.cli.run import UsageError, run_main
 from distlab.judge.refit import (
     TARGET_ALGORITHMS,
+    TARGET_MEDIAN_PCT,
     TARGET_MIN_BYTES,
+    TARGET_P90_PCT,
     RefitRun,
     algorithms_in,
     error_stats,
     profile_cpus,
-    profile_dir_arg,
     refit_profile,
 )
 from distlab.profile.load import load_profile
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import error_pct
 
-__all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "error_by_size_table", "main", "run_line",
-           "spread_rows", "spread_table", "travel_rows", "travel_table"]
+__all__ = ["SPREAD_COLUMNS", "TRAVEL_COLUMNS", "WINDOW_COLUMNS", "error_by_size_table", "run_line",
+           "spread_rows", "spread_table", "travel_rows", "travel_table", "window_table"]
 
 PathLike = str | os.PathLike[str]
 
@@ -128,25 +131,21 @@ def spread_table(run: RefitRun, *, min_bytes: int = TARGET_MIN_BYTES,
                                                    algorithms=algorithms), SPREAD_COLUMNS)
 
 
-def _travel_command(argv: list[str]) -> int:
-    p = options.parser("python -m distlab.judge travel", __doc__)
-    p.add_argument("profiles", nargs="+", type=profile_dir_arg, metavar="DIR",
-                   help="profile folders: each is priced with every one's calibration")
-    p.add_argument("--min-bytes", type=options.size_bytes, default=TARGET_MIN_BYTES,
-                   help="judge rows of at least this many bytes (1K = 1024)")
-    args = p.parse_args(argv)
-    try:
-        table = travel_table(args.profiles, min_bytes=args.min_bytes)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"argument DIR: must be profiles with calibrated allreduce runs "
-                         f"({exc})") from None
-    print(f"# |error%| of rows >= {args.min_bytes} B of {', '.join(TARGET_ALGORITHMS)}: each "
-          "profile (measured on) priced with each profile's calibration of the same world size")
-    print(table)
-    return 0
+
+WINDOW_COLUMNS = (
+    Column("profile", "profile"), Column("ws", "world_size"), Column("rounds", "rounds"),
+    Column("windows", "windows"), Column("met", "met"),
+    Column("median% (median)", "median_of_median", ".1f"),
+    Column("median% (worst)", "worst_median", ".1f"),
+    Column("p90% (median)", "median_of_p90", ".1f"), Column("p90% (worst)", "worst_p90", ".1f"))
+"""The columns of :func:`~distlab.judge.windows.window_summary`'s rows."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m distlab.judge travel``: exit 0, 2 with one error line, 130 on Ctrl-C."""
-    return run_main("python -m distlab.judge travel", _travel_command, argv,
-                    on_interrupt="nothing printed")
+def window_table(rows: Sequence[dict[str, Any]], statistic: str) -> str:
+    """Rows of :func:`~distlab.judge.windows.window_summary` (judged by ``statistic``) under
+    :data:`WINDOW_COLUMNS`, after a ``#`` line saying what is judged and what ``met`` means."""
+    head = (f"# windows of consecutive rounds, each priced with the calibration of its own "
+            f"rounds; |error%| of rows >= {TARGET_MIN_BYTES} B of {', '.join(TARGET_ALGORITHMS)} "
+            f"by the {statistic}; met: windows with median <= {TARGET_MEDIAN_PCT:g}% and "
+            f"p90 <= {TARGET_P90_PCT:g}%")
+    return head + "\n" + format_table(list(rows), WINDOW_COLUMNS)

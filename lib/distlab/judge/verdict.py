@@ -1,6 +1,6 @@
 """What a judgement of the model says, as numbers a reader can check (pure).
 
-:mod:`.refit` prices every row of a profile again and :func:`~.refit.summary_rows` sums the
+:mod:`.refit` prices every row of a profile again and :func:`~.refit_summary.summary_rows` sums the
 errors up per profile and world size; the functions here count and bound what those rows and
 summaries hold, so that a sentence such as "met on 9 of 9 four-rank runs" or "tree is measured
 55% to 94% above its prediction" is a value a cell computes and asserts:
@@ -49,9 +49,9 @@ __all__ = ["JUDGED_COLUMNS", "PROFILE_COLUMNS", "judged_table", "profile_facts",
 def target_met(summary: Iterable[Mapping[str, Any]], *, world_size: int | None = None,
                statistic: str | None = None) -> tuple[int, int]:
     """``(met, runs)`` over the single runs of ``summary`` (rows of
-    :func:`~.refit.summary_rows`): those of one profile and one world size (the ``"all"`` rows
-    that pool several runs are left out), of ``world_size`` and judged by ``statistic`` (None:
-    any); ``met`` counts the rows whose ``target`` is ``"met"``."""
+    :func:`~.refit_summary.summary_rows`): those of one profile and one world size (the
+    ``"all"`` rows that pool several runs are left out), of ``world_size`` and judged by
+    ``statistic`` (None: any); ``met`` counts the rows whose ``target`` is ``"met"``."""
     if statistic is not None:
         check_choice("statistic", statistic, STATISTICS)
     runs = [r for r in summary
@@ -179,7 +179,7 @@ JUDGED_COLUMNS = (Column("profile", "profile"), Column("ws", "world_size"),
                   Column("max%", "after_max", ".1f"), Column("target", "target"),
                   Column("noise med%", "noise_median", ".1f"),
                   Column("noise p90%", "noise_p90", ".1f"), Column("in noise", "within_noise"))
-"""The columns of :func:`~.refit.summary_rows` that judge the model as it is (not the
+"""The columns of :func:`~.refit_summary.summary_rows` that judge the model as it is (not the
 predictions stored in the profiles): per (profile, world size), the statistic its rows are
 judged ``by``, ``n`` judged rows, their median, p90 and max ``|error%|``, the target, and the
 median and p90 of the rows' noise with how many predictions lie inside it. The calibration and
@@ -191,7 +191,7 @@ _BACKEND = Column("backend", "backend")
 
 
 def judged_table(summary: Sequence[Mapping[str, Any]]) -> str:
-    """``summary`` (rows of :func:`~.refit.summary_rows`) under :data:`JUDGED_COLUMNS`, with
+    """``summary`` (rows of :func:`~.refit_summary.summary_rows`) under :data:`JUDGED_COLUMNS`, with
     ``calibrated on`` after the profile only when a row was priced with another profile's
     calibration (``calibrated_on`` neither its own profile nor ``"own"``) and ``backend`` only
     when the rows hold more than one. With profile names of up to 32 characters a line is at

@@ -22,7 +22,7 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
-from distlab.judge.refit import profile_dir_arg
+from distlab.judge.profile_args import profile_dir_arg
 from distlab.profile.expected import (
     REHEARSAL,
     UNSURE,
@@ -62,9 +62,10 @@ def _verdict_command(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     for n, folder in enumerate(args.profiles):
         try:
-            verdicts = profile_verdicts(stored_parts(folder))
-        except ValueError as exc:
+            parts = stored_parts(folder)
+        except ValueError as exc:  # stored_parts' own: JSON it cannot read
             raise UsageError(f"argument DIR: invalid value {str(folder)!r}: {exc}") from None
+        verdicts = profile_verdicts(parts)
         shown = [v for v in verdicts if v.verdict == "low"] if args.low else verdicts
         counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
         if n:

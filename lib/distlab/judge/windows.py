@@ -1,59 +1,45 @@
-"""How many timed rounds the model needs to be judged: a long profile cut into shorter ones (pure).
+"""A long profile cut into windows of consecutive rounds, each priced on its own (pure).
 
-A profile's allreduce rows and its calibration are timed in the same rounds (the calibration's
-patterns run inside every round, :class:`~distlab.collectives.runtime.rounds.RoundCalibrator`), and
-both keep every round (``seconds_per_rank`` per row, ``round_seconds`` in the calibration). So any
-run of consecutive rounds is itself a complete, shorter profile of the same machine at the same
-time: its calibration fitted on those rounds alone
-(:func:`~distlab.collectives.model.calibration.fit_rounds`), its rows summarized over the same
-rounds. :func:`window_runs` cuts each allreduce run of a profile into ``rounds``-long windows (``[0,
-rounds)``, ``[rounds, 2 rounds)`` ...; a shorter tail is left out) and prices every window with its
-own calibration, as :mod:`distlab.judge.refit` prices a whole profile. :func:`window_summary` then
-says, per world size and window length, in how many windows the model meets the target
-(:data:`distlab.judge.refit.TARGET_MEDIAN_PCT`, :data:`distlab.judge.refit.TARGET_P90_PCT`).
-
-What it answers: whether a miss of an N-round profile is the model's or the N rounds'. Both the
-rows and the calibration are means of N slow-rank rounds, each known to about ``1/sqrt(N)`` of
-their rounds' spread, and the model is judged against one with the other; windows of one long
-profile, measured on one machine in one sitting, show how often N rounds are enough there.
-Windows of one profile are not independent machines: they share the machine's state of that
-hour, so they show the rounds' share of the error, not how far the model travels.
+A profile's allreduce rows and its calibration are timed in the same rounds, and both keep every
+round (``seconds_per_rank`` per row, ``round_seconds`` in the calibration), so a run of
+consecutive rounds is itself a shorter profile of the same machine at the same time.
+:func:`window_runs` cuts each allreduce run into ``rounds``-long windows (``[0, rounds)``,
+``[rounds, 2 rounds)`` ...; a shorter tail is left out) and prices every window with the
+calibration fitted on its rounds alone (:func:`window_calibration`), its rows summarized over
+the same rounds (:func:`window_rows`), as :mod:`distlab.judge.refit` prices a whole profile.
+:func:`window_summary` says, per world size and window length, in how many windows the model
+meets the target (:data:`distlab.judge.refit.TARGET_MEDIAN_PCT`,
+:data:`distlab.judge.refit.TARGET_P90_PCT`). :func:`window_problem` says why a profile cannot be
+cut, so a command checks its input first. Why this answers how many rounds a judgement needs:
+``python -m distlab.judge windows --help`` (:mod:`distlab.judge.windows_command`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distlab._checks import check_choice, check_int
-from distlab.cli import options
-from distlab.cli.run import UsageError, run_main
 from distlab.collectives.model.calibration import STATISTICS, Calibration, fit_rounds
 from distlab.collectives.model.predict import call_model
 from distlab.judge.refit import (
     TARGET_ALGORITHMS,
-    TARGET_MEDIAN_PCT,
     TARGET_MIN_BYTES,
-    TARGET_P90_PCT,
     RefitRun,
     calibrated_runs,
     meets_target,
     profile_cpus,
-    profile_dir_arg,
+    refit_problem,
     refit_rows,
 )
-from distlab.profile.load import load_profile
-from distlab.report.table import Column, format_table
+from distlab.profile.load import Profile, load_profile
 from distlab.vocabulary import ErrorSummary
 
-__all__ = ["SUMMARY_COLUMNS", "Window", "main", "window_calibration", "window_rows",
+__all__ = ["Window", "default_lengths", "window_calibration", "window_problem", "window_rows",
            "window_runs", "window_summary"]
 
 
@@ -143,16 +129,9 @@ def window_runs(path: str | os.PathLike[str], rounds: int, *,
     for run in calibrated_runs(profile):
         cal = Calibration.from_dict(run["calibration"])
         total = len(cal.round_seconds)
-        counts = {min(len(r) for r in row.get("seconds_per_rank") or [[]]) for row in run["rows"]}
-        if total == 0 or counts != {total}:
-            raise ValueError(f"profile {profile.path}, {run['backend']} world size "
-                             f"{run['world_size']}: windows need rows and calibration timed in "
-                             f"the same rounds; the calibration kept {total} rounds, the rows "
-                             f"{sorted(counts)}")
-        if n_rounds > total:
-            raise ValueError(f"rounds must be <= the {total} rounds the {run['backend']} world "
-                             f"size {run['world_size']} run of {profile.name} kept, got "
-                             f"{n_rounds}")
+        problem = _run_problem(profile, run, n_rounds)
+        if problem is not None:
+            raise ValueError(problem)
         for start in range(0, total - n_rounds + 1, n_rounds):
             stop = start + n_rounds
             wcal = window_calibration(cal, start, stop, statistic).to_dict()
@@ -197,32 +176,33 @@ def _check_window(start: int, stop: int, total: int) -> None:
         raise ValueError(f"window [{start}, {stop}) is past the {total} rounds kept")
 
 
-SUMMARY_COLUMNS = (
-    Column("profile", "profile"), Column("ws", "world_size"), Column("rounds", "rounds"),
-    Column("windows", "windows"), Column("met", "met"),
-    Column("median% (median)", "median_of_median", ".1f"),
-    Column("median% (worst)", "worst_median", ".1f"),
-    Column("p90% (median)", "median_of_p90", ".1f"), Column("p90% (worst)", "worst_p90", ".1f"))
+
+def _run_problem(profile: Profile, run: Mapping[str, Any], n_rounds: int) -> str | None:
+    """Why ``run`` (an allreduce run of ``profile``) cannot be cut into ``n_rounds``-long
+    windows, or None."""
+    total = len(Calibration.from_dict(run["calibration"]).round_seconds)
+    counts = {min(len(r) for r in row.get("seconds_per_rank") or [[]]) for row in run["rows"]}
+    if total == 0 or counts != {total}:
+        return (f"profile {profile.path}, {run['backend']} world size {run['world_size']}: "
+                "windows need rows and calibration timed in the same rounds; the calibration "
+                f"kept {total} rounds, the rows {sorted(counts)}")
+    if n_rounds > total:
+        return (f"rounds must be <= the {total} rounds the {run['backend']} world size "
+                f"{run['world_size']} run of {profile.name} kept, got {n_rounds}")
+    return None
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = options.parser("python -m distlab.judge windows", __doc__)
-    p.add_argument("profiles", nargs="+", type=profile_dir_arg, metavar="DIR",
-                   help="profile folders whose rows and calibration kept their rounds")
-    p.add_argument("--rounds", type=options.int_list(1), default=None, metavar="N[,N...]",
-                   help="comma list of window lengths in rounds (default: 5, 10, 20, 40 ... "
-                        "up to the profile's rounds)")
-    p.add_argument("--statistic", choices=STATISTICS, default="mean",
-                   help="summarize rows and calibration by the mean (default) or the median of "
-                        "each window's rounds")
-    return p
+def _rounds_kept(profile: Profile) -> int:
+    """The fewest rounds a calibration of ``profile``'s calibrated runs kept."""
+    return min(len(r["calibration"].get("round_seconds") or []) for r in calibrated_runs(profile))
 
 
-def _default_lengths(path: Path) -> list[int]:
-    total = min(len(r["calibration"].get("round_seconds") or [])
-                for r in calibrated_runs(load_profile(path)))
+def default_lengths(profile: Profile) -> list[int]:
+    """The window lengths judged when none are asked (rounds): 5, 10, 20, 40 ... up to the
+    fewest rounds a calibrated run of ``profile`` kept, and that count; [] when one kept none."""
+    total = _rounds_kept(profile)
     if total == 0:
-        raise ValueError("a calibration kept no rounds (round_seconds): windows need them")
+        return []
     out, n = [], 5
     while n <= total:
         out.append(n)
@@ -232,31 +212,23 @@ def _default_lengths(path: Path) -> list[int]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m distlab.judge windows``: exit 0, 2 with one error line, or 130 on Ctrl-C
-    (one line, no traceback; :func:`distlab.cli.run.run_main`)."""
-    return run_main("python -m distlab.judge windows", _windows_command, argv,
-                    on_interrupt="nothing printed")
-
-
-def _windows_command(argv: list[str]) -> int:
-    p = _parser()
-    args = p.parse_args(argv)
-    rows: list[dict[str, Any]] = []
-    for path in args.profiles:
-        try:
-            lengths = args.rounds or _default_lengths(path)
-            rows += window_summary(path, lengths, statistic=args.statistic)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"argument DIR: invalid value {str(path)!r}: must be a profile "
-                             f"whose runs kept their rounds ({exc})") from None
-    print(f"# windows of consecutive rounds, each priced with the calibration of its own "
-          f"rounds; |error%| of rows >= {TARGET_MIN_BYTES} B of {', '.join(TARGET_ALGORITHMS)} "
-          f"by the {args.statistic}; met: windows with median <= {TARGET_MEDIAN_PCT:g}% and "
-          f"p90 <= {TARGET_P90_PCT:g}%")
-    print(format_table(rows, SUMMARY_COLUMNS))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def window_problem(profile: Profile, lengths: Sequence[int] | None = None) -> str | None:
+    """Why :func:`window_summary` cannot cut ``profile`` into windows of ``lengths`` (None: the
+    :func:`default_lengths`), in the words :func:`window_runs` would raise; None when it can.
+    Checked in its order: a rehearsal or no calibrated run
+    (:func:`~distlab.judge.refit.refit_problem`), a calibration that kept no rounds (for the
+    default lengths), then per length and run: rows and calibration with different round counts,
+    a length longer than the rounds kept."""
+    problem = refit_problem(profile)
+    if problem is not None:
+        return problem
+    if lengths is None:
+        if _rounds_kept(profile) == 0:
+            return "a calibration kept no rounds (round_seconds): windows need them"
+        lengths = default_lengths(profile)
+    for n_rounds in lengths:
+        for run in calibrated_runs(profile):
+            problem = _run_problem(profile, run, n_rounds)
+            if problem is not None:
+                return problem
+    return None

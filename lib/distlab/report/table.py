@@ -16,8 +16,9 @@ __all__ = ["Column", "Table", "format_table"]
 class Column:
     """One table column: ``header``, the row key it shows, a format spec (``".2f"``; "" for
     ``str``), a factor applied to numbers first (``1e3``: seconds shown as ms) and the width
-    (0: as wide as the header or widest cell). Missing, None and non-finite values print
-    ``missing`` (default ``-``; a notes column uses "")."""
+    (0: as wide as the header or widest cell), and how header and cells align in it
+    (``">"``: right, the default; ``"<"``: left, for names and labels). Missing, None and
+    non-finite values print ``missing`` (default ``-``; a notes column uses "")."""
 
     header: str
     key: str
@@ -25,6 +26,7 @@ class Column:
     scale: float = 1.0
     width: int = 0
     missing: str = "-"
+    align: str = ">"
 
     def cell(self, row: dict[str, Any]) -> str:
         """This column's text for ``row``."""
@@ -37,13 +39,20 @@ class Column:
 
 
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str:
-    """Right-aligned columns with a header line: the one table printer of distlab."""
+    """Aligned columns (each as its :attr:`Column.align` says, right by default) with a header
+    line, one space between columns: the one table printer of distlab. A left-aligned last
+    column is not padded, so no line ends in spaces."""
     cells = [[c.cell(r) for c in columns] for r in rows]
     widths = [max([c.width, len(c.header)] + [len(row[i]) for row in cells])
               for i, c in enumerate(columns)]
-    lines = [" ".join(c.header.rjust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += [" ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(lines)
+    strip = bool(columns) and columns[-1].align == "<"
+
+    def line(texts: Sequence[str]) -> str:
+        text = " ".join(format(t, f"{c.align}{w}")
+                        for t, c, w in zip(texts, columns, widths, strict=True))
+        return text.rstrip() if strip else text
+
+    return "\n".join([line([c.header for c in columns]), *(line(row) for row in cells)])
 
 
 @dataclass

@@ -9,7 +9,7 @@ from distlab.collectives.model.nccl import fit_execution
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.execution import ExecutionConstants, nccl_execution
 from distlab.collectives.model.nccl.family import _candidates, nccl_collective
-from distlab.judge.nccl_command import choice_agreement
+from distlab.judge.nccl_published import choice_agreement
 
 ZERO = ExecutionConstants(0.0, 0.0, 0.0, 0.0)
 

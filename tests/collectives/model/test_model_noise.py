@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives.model.noise import RowNoise, bootstrap_interval, row_noise, slowest_rounds
-from distlab.judge.refit import RefitRun, refit_rows, summary_rows
+from distlab.judge.refit import RefitRun, refit_rows
+from distlab.judge.refit_summary import summary_rows
 
 
 @settings(max_examples=80, deadline=None)

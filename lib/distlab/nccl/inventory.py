@@ -1,14 +1,15 @@
-"""``python -m distlab.judge nccl --boxes``: every box, network and NCCL release the model knows,
-where its constants come from and how it was judged.
+"""Every box, network and NCCL release the model knows, where its constants come from and how it
+was judged (a report module; ``python -m distlab.nccl --boxes``).
 
 For each GPU box (:data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES`), network
 (:data:`~distlab.collectives.model.nccl.multinode.NETWORKS`) and release
 (:data:`~distlab.collectives.model.nccl.versions.NCCL_VERSIONS`): the published tables that judge
 it, their points, and the median and 90th percentile of the absolute time error. One-node tables
 are judged leave-one-source-out (each source priced with constants fitted on the others: the
-same judgement as ``--published``); multi-node tables are judged out of sample (no constant is
-fitted on them). "-" where no published table judges it: the constants are NCCL's and the vendor's,
-and nothing says how close the model comes there. Nothing is measured.
+same judgement as ``python -m distlab.judge nccl --published``); multi-node tables are judged out
+of sample (no constant is fitted on them). "-" where no published table judges it: the constants
+are NCCL's and the vendor's, and nothing says how close the model comes there. Nothing is
+measured.
 """
 
 from __future__ import annotations
