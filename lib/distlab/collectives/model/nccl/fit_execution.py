@@ -48,6 +48,7 @@ from distlab.collectives.model.nccl.execution import (
 )
 from distlab.collectives.model.nccl.family import busbw_factor, nccl_collective
 from distlab.collectives.model.nccl.versions import NcclVersionWarning
+from distlab.report.jsonfile import write_json
 
 __all__ = ["CONSTANT_NAMES", "SHIPPED_PATH", "ErrorSummary", "JudgedPoint", "box_of",
            "calibration_points", "collective_points", "harness_of", "judge", "judge_collectives",
@@ -302,6 +303,6 @@ def write_shipped(path: Path = SHIPPED_PATH) -> ExecutionConstants:
                      "python -m distlab.judge nccl --published --write.",
             "constants": {k: v for k, v in asdict(c).items() if k in CONSTANT_NAMES},
             "calibrated_on": list(c.calibrated_on)}
-    path.write_text(json.dumps(body, indent=1) + "\n")
+    write_json(path, body)
     shipped_constants.cache_clear()
     return c
