@@ -31,7 +31,6 @@ step) or ``builtin`` (``--executor compiled,python`` races both in the same roun
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +50,7 @@ from distlab.collectives.plan.ops import OPS, check_op_dtype
 from distlab.collectives.runtime.compiled import EXECUTORS, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.collectives.runtime.execute import default_options
+from distlab.report.jsonfile import SchemaError, read_json
 from distlab.report.table import Column, Table, format_table
 
 __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "SHORT_COLUMNS",
@@ -132,10 +132,14 @@ class AllreduceConfig(SizeSweepConfig, BenchConfig):
 
 
 def load_calibration(path: str | Path) -> dict[str, Any]:
-    """The calibration dict of ``path`` (a ``--json`` output or a bare Calibration dict);
-    ``ValueError`` saying what is wrong with it."""
+    """The calibration dict of ``path`` (a ``--json`` output, or a Calibration dict written by
+    :func:`~distlab.report.jsonfile.write_json`); ``ValueError`` saying what is wrong with it
+    (a file of another results schema: what :func:`~distlab.report.jsonfile.check_schema`
+    says)."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json(path)
+    except SchemaError as exc:
+        raise ValueError(f"a distlab result ({exc})") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"a readable JSON file ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0]})") from None

@@ -18,6 +18,7 @@ from typing import Any
 from distlab.bench.ddp import with_overlap
 from distlab.envinfo import cpu_model, environment_report
 from distlab.profile.parts import PART_NAMES
+from distlab.report.jsonfile import read_json
 
 __all__ = ["MachineKey", "Profile", "choose_profile", "list_profiles", "load_profile",
            "machine_key_here", "published"]
@@ -136,7 +137,8 @@ def list_profiles(root: str | os.PathLike[str]) -> list[Path]:
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
-    """Load ``path`` (a profile folder). Raises ``ValueError`` naming it when it is not one.
+    """Load ``path`` (a profile folder). Raises ``ValueError`` naming it when it is not one, and
+    :class:`~distlab.report.jsonfile.SchemaError` when a file of it is of another results schema.
 
     The ddp part's ``overlap_fraction`` of every row is derived here from the stored exposed
     times (:func:`distlab.bench.ddp.with_overlap`), whatever value the file holds (a stored
@@ -147,12 +149,12 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     if not index_file.is_file():
         raise ValueError(f"path={os.fspath(path)!r} is not a profile folder (no profile.json); "
                          "make one with: python -m distlab.profile --quick")
-    index = json.loads(index_file.read_text())
+    index = read_json(index_file)
     parts = {}
     for name, entry in index.get("parts", {}).items():
         f = folder / entry.get("file", f"{name}.json")
         if entry.get("file") and f.is_file():
-            parts[name] = json.loads(f.read_text())
+            parts[name] = read_json(f)
     ddp = parts.get("ddp")
     if ddp is not None and ddp.get("rows"):
         ddp["rows"] = with_overlap(ddp["rows"])

@@ -47,7 +47,6 @@ cores per rank (:attr:`CallModel.cpu_overlap`, :data:`MIN_CORES_TO_OVERLAP`).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +61,7 @@ from distlab.collectives.model.nccl.estimate import predict_nccl_allreduce
 from distlab.collectives.model.presets import _packaged_calibration
 from distlab.collectives.model.rates import SizeRates, size_rates
 from distlab.collectives.plan.schedule import Schedule
+from distlab.report.jsonfile import read_json
 
 __all__ = ["CallModel", "builtin_schedule", "builtin_step_seconds", "call_model",
            "predict_builtin"]
@@ -243,8 +243,7 @@ def builtin_schedule(backend: str, world_size: int, count: int, itemsize: int) -
 
 
 def _loopback_calibration() -> dict[str, Any]:
-    data = json.loads(_packaged_calibration().read_text())
-    return dict(data.get("calibration", data))
+    return dict(read_json(_packaged_calibration())["calibration"])
 
 
 def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,

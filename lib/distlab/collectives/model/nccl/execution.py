@@ -59,7 +59,6 @@ NCCL's tables are.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -77,6 +76,7 @@ from distlab.collectives.model.nccl.estimate import (
     tuning_table,
 )
 from distlab.collectives.model.nccl.versions import NcclVersion
+from distlab.report.jsonfile import read_json
 
 __all__ = ["HARNESSES", "TORCH_CALL_OVERHEAD_US", "Execution", "ExecutionConstants", "Harness",
            "chunk_bytes", "exposed_steps", "launched_channels", "nccl_execution", "nvls_channels",
@@ -429,7 +429,7 @@ def predict_nccl_measured(preset: Any, world_size: int, sizes_bytes: Sequence[in
 def shipped_constants() -> ExecutionConstants:
     """The constants distlab ships (:data:`SHIPPED_PATH`, written by
     :func:`distlab.collectives.model.nccl.fit_execution.write_shipped`)."""
-    data = json.loads(SHIPPED_PATH.read_text())
+    data = read_json(SHIPPED_PATH)
     c = data["constants"]
     return ExecutionConstants(*(float(c[k]) for k in CONSTANT_NAMES),
                               calibrated_on=tuple(data["calibrated_on"]))
