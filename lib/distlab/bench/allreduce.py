@@ -170,12 +170,9 @@ def predicted_seconds(cal: dict[str, Any], algorithm: str, world_size: int, coun
 
 def allreduce_table(rows: list[dict[str, Any]]) -> str:
     """The nccl-tests-style table of allreduce rows, every column (ratio to builtin filled in;
-    rows measured before they kept their mean, or named their executor, print without that
-    column): what the command prints. :func:`short_table` is the same rows narrow enough for a
-    notebook."""
+    without the mean column when no row kept its mean, as rows summarized over runs do): what
+    the command prints. :func:`short_table` is the same rows narrow enough for a notebook."""
     drop = set() if any("mean_us" in r for r in rows) else {"mean_us"}
-    if not any("executor" in r for r in rows):  # measured before rows named their executor
-        drop.add("executor")
     return format_table(_with_ratio(rows), tuple(c for c in COLUMNS if c.key not in drop))
 
 

@@ -47,11 +47,9 @@ class Profile:
         return doc if doc is not None and doc.get("status") == "ok" else None
 
     def allreduce_runs(self) -> list[dict[str, Any]]:
-        """The collectives part's runs that are allreduces: world size >= 2. (A profile made
-        before distlab skipped NCCL on one GPU holds an "nccl ws1" run of zeros: one rank moves
-        nothing; it is left out here and in every summary and figure.)"""
+        """The collectives part's allreduce runs (each of >= 2 ranks; [] without the part)."""
         part = self.part("collectives")
-        return [r for r in part["runs"] if r["world_size"] >= 2] if part else []
+        return list(part["runs"]) if part else []
 
     @property
     def rehearsal(self) -> str | None:
@@ -92,9 +90,8 @@ def machine_key_here() -> MachineKey:
                       tuple(d.name for d in rep.cuda_devices))
 
 
-#: the parts a whole-machine profile holds: ``gpus`` (the GPU-to-GPU matrix, every GPU fed at
-#: once) is not among them, since it came later and is skipped on every box with fewer than two
-#: GPUs, so profiles made before it stay whole
+#: the parts a whole-machine profile holds: every part but ``gpus`` (the GPU-to-GPU matrix, every
+#: GPU fed at once), which measures nothing on a box with fewer than two GPUs
 WHOLE_MACHINE_PARTS = tuple(p for p in PART_NAMES if p != "gpus")
 
 
@@ -123,9 +120,8 @@ def choose_profile(profiles: list[Profile], here: MachineKey) -> tuple[Profile, 
 
 
 def _every_part(profile: Profile) -> bool:
-    """Whether the profile ran every part (an index without a parts list says nothing: yes)."""
-    parts = profile.index.get("parts")
-    return parts is None or set(WHOLE_MACHINE_PARTS) <= set(parts)
+    """Whether the profile ran every part of :data:`WHOLE_MACHINE_PARTS`."""
+    return set(WHOLE_MACHINE_PARTS) <= set(profile.index["parts"])
 
 
 def list_profiles(root: str | os.PathLike[str]) -> list[Path]:
@@ -151,7 +147,7 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
                          "make one with: python -m distlab.profile --quick")
     index = read_json(index_file)
     parts = {}
-    for name, entry in index.get("parts", {}).items():
+    for name, entry in index["parts"].items():
         f = folder / entry.get("file", f"{name}.json")
         if entry.get("file") and f.is_file():
             parts[name] = read_json(f)

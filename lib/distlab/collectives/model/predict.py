@@ -163,11 +163,11 @@ def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
     """The :class:`CallModel` of a calibration (a
     :class:`~distlab.collectives.model.calibration.Calibration` or its dict; fields it lacks count
     as 0, ``duplex`` as ``"full"``, ``backend`` as gloo). ``per_size=False`` prices every size with
-    the one ``beta`` and ``gamma`` (the model before per-size rates); ``backend`` overrides the
-    calibration's (whose builtin ``"builtin"`` means). ``cores_per_rank`` is ``cpus_allowed /
-    local_world_size`` of the calibration, or ``cpus / world_size`` when the calibration does not
-    say (a profile made before it did: :mod:`distlab.judge.refit` passes the profile's
-    ``cpus_allowed``); neither: unknown."""
+    the one ``beta`` and ``gamma`` (no per-size rates); ``backend`` overrides the calibration's
+    (whose builtin ``"builtin"`` means). ``cores_per_rank`` is ``cpus_allowed /
+    local_world_size`` of the calibration, else ``cpus / world_size`` (``cpus``: the CPUs the
+    calibrated ranks could run on, for a calibration that records no ``cpus_allowed``, 0);
+    neither: unknown."""
     if isinstance(cal, Calibration):
         data: Mapping[str, Any] = cal.to_dict()
     elif isinstance(cal, Mapping):
