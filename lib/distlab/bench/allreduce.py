@@ -55,7 +55,7 @@ from distlab.report.table import Column, Table, format_table
 
 __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "SHORT_COLUMNS",
            "SHORT_WIDTH", "allreduce_table", "calibration_lines", "load_calibration", "main",
-           "predicted_seconds", "short_table"]
+           "short_table"]
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 CALIBRATION_KEYS = ("alpha", "beta", "gamma")
@@ -156,16 +156,6 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"a calibration whose duplex is full, half or shared (got "
                          f"{cal.get('duplex')!r})")
     return cal
-
-
-def predicted_seconds(cal: dict[str, Any], algorithm: str, world_size: int, count: int,
-                      itemsize: int, options_: dict[str, Any] | None = None) -> float:
-    """The calibrated model's time for one call (``algorithm`` may be ``"builtin"`` for a gloo
-    calibration): :meth:`distlab.collectives.model.predict.CallModel.seconds` of
-    :func:`~distlab.collectives.model.predict.call_model` (a calibration without ``handoff``,
-    ``relay`` or ``call_overhead`` predicts with them at 0, one without per-size series with
-    its one beta and gamma)."""
-    return call_model(cal).seconds(algorithm, world_size, count, itemsize, options_)
 
 
 def allreduce_table(rows: list[dict[str, Any]]) -> str:
