@@ -40,9 +40,9 @@ __all__ = ["DEFAULT_TIMEOUT_S", "UnevenInputsError", "bounded_group", "broadcast
            "check_timeout", "failure_kind", "last_joiner_rank", "run_bounded",
            "uneven_error"]
 
-#: Seconds a gradient collective may wait for its peers before the rank gives up (the issue's
-#: default; a rank slower than this by design, e.g. one saving a large checkpoint while the
-#: others go on, needs a larger ``timeout``).
+#: Seconds a gradient collective may wait for its peers before the rank gives up (a rank slower
+#: than this by design, e.g. one saving a large checkpoint while the others go on, needs a larger
+#: ``timeout``).
 DEFAULT_TIMEOUT_S = 30.0
 
 

@@ -17,18 +17,22 @@ import pytest
 
 from distlab.bench import allreduce as bench
 from distlab.bench.__main__ import main as dispatch
+from distlab.report.jsonfile import SCHEMA_VERSION
 from helpers.cli_errors import one_error_line
 
 LIB = Path(bench.__file__).resolve().parents[2]
 
 
 def _bad_files(tmp: Path) -> dict[str, Path]:
-    files = {"notjson": "not json at all", "noalpha": json.dumps({"beta": 1e-9, "gamma": 1e-10}),
-             "negative": json.dumps({"alpha": -1, "beta": 1e-9, "gamma": 1e-10}),
-             "nan": '{"alpha": NaN, "beta": 1e-9, "gamma": 1e-10}',
+    v = SCHEMA_VERSION
+    files = {"notjson": "not json at all",
+             "noalpha": json.dumps({"schema": v, "beta": 1e-9, "gamma": 1e-10}),
+             "negative": json.dumps({"schema": v, "alpha": -1, "beta": 1e-9, "gamma": 1e-10}),
+             "nan": f'{{"schema": {v}, "alpha": NaN, "beta": 1e-9, "gamma": 1e-10}}',
              "list": "[1, 2, 3]",
-             "duplex": json.dumps({"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-10,
-                                   "duplex": "sideways"})}
+             "duplex": json.dumps({"schema": v, "alpha": 1e-5, "beta": 1e-9, "gamma": 1e-10,
+                                   "duplex": "sideways"}),
+             "noschema": json.dumps({"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-10})}
     out = {}
     for name, text in files.items():
         out[name] = tmp / f"{name}.json"
@@ -79,7 +83,8 @@ def test_bad_option_is_one_line_and_exit_2(argv, option, text, capsys) -> None:
 
 @pytest.mark.parametrize("kind, text", [("notjson", "readable JSON"), ("noalpha", "alpha"),
                                         ("negative", "alpha"), ("nan", "alpha"),
-                                        ("list", "JSON object"), ("duplex", "sideways")])
+                                        ("list", "JSON object"), ("duplex", "sideways"),
+                                        ("noschema", "noschema.json has no schema field")])
 def test_bad_calibration_file_is_one_line(kind, text, tmp_path, capsys) -> None:
     path = _bad_files(tmp_path)[kind]
     with pytest.raises(SystemExit) as exc:

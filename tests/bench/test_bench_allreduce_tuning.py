@@ -8,7 +8,6 @@ import pytest
 from distlab.bench import allreduce_tuning as tuning
 from distlab.bench.versus import ratios, versus_lines, versus_table
 from distlab.collectives.model.choice import best_pieces
-from distlab.viz.tuning import pieces_figure
 
 pytestmark = pytest.mark.multiprocess
 
@@ -67,7 +66,3 @@ def test_a_small_run_is_right_and_says_what_the_model_chose() -> None:
     assert all(r["vs_builtin"] == 1.0 and r["predicted_us"] is None for r in builtin)
     assert all(r["predicted_us"] > 0 for r in rows if r["variant"] != "builtin")
     assert report.data["load_before"] and len(report.data["calibration"]["sizes"]) >= 2
-    fig = pieces_figure(rows, summary)
-    assert len(fig.axes) == 2 and fig.axes[0].get_title() == "64 KiB"
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert f"default call's k = {summary[0]['default_k']}" in labels

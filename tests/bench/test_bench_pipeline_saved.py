@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from distlab.bench.pipeline import COLUMNS, saved_result_text
+from distlab.report.jsonfile import SchemaError, write_json
 from helpers.paths import ROOT
 
 
@@ -24,9 +25,11 @@ def test_committed_result_prints_every_row_under_the_benchmarks_columns() -> Non
 
 
 def test_not_a_result_says_so(tmp_path: Path) -> None:
-    bad = tmp_path / "x.json"
-    bad.write_text(json.dumps({"rows": []}))
+    bad = write_json(tmp_path / "x.json", {"rows": []})
     with pytest.raises(ValueError, match="not a `bench pipeline --json` result"):
+        saved_result_text(bad)
+    bad.write_text(json.dumps({"rows": []}))
+    with pytest.raises(SchemaError, match="x.json has no schema field"):
         saved_result_text(bad)
     with pytest.raises(ValueError, match="not a"):
         saved_result_text(tmp_path / "missing.json")

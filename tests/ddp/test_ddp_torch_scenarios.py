@@ -5,8 +5,9 @@ maps (torch's baselines 0 and 5 shortened to 0 and 3, offsets 2 and 3, one or tw
 with and without a comm hook; ``divide_by_initial_world_size``, ``enable=False``, throw on early
 termination, ``model.join()``; unused parameters without Join, ``static_graph``, buffers not
 broadcast, no_sync; and Join composing DDP with torch's ``ZeroRedundancyOptimizer`` and with
-``test_join.py``'s ``AllReducer`` in either order. Regression tests for issue 47's failures
-follow. Seeded random inputs differ per rank, so every summation order shows."""
+``test_join.py``'s ``AllReducer`` in either order. Then what torch cannot run to an end: ranks
+that disagree, unused parameters without ``find_unused_parameters``, a peer that went away.
+Seeded random inputs differ per rank, so every summation order shows."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def extra_cases(world: int) -> list[dict]:
         {"model": "alternating", "counts": uneven, "unused": True, "view": True, "opt": "adam"},
         {"model": "alternating", "counts": uneven, "unused": True, "no_sync_every": 2},
         {"model": "batch_norm", "counts": uneven, "no_sync_every": 2},
-        # without Join: issue 47's second failure, and the other unused-parameter paths
+        # without Join: rank 0 skips a parameter, and the other unused-parameter paths
         {"model": "joined_unused", "counts": even, "unused": True, "join": "none"},
         {"model": "alternating", "counts": even, "unused": True, "join": "none", "opt": "adam"},
         {"model": "joined_unused", "counts": even, "static": True, "join": "none"},
@@ -99,7 +100,7 @@ def test_torch_scenarios_bitwise_equal_to_torch_ddp(world):
     assert throws and all(rows[0][i]["ours_error"] for i in throws)
 
 
-# ---- issue 47's failures that torch cannot run to an end: distlab alone ---------------------
+# ---- what torch cannot run to an end: distlab alone ------------------------------------------
 
 def test_disagreeing_ranks_and_unused_parameters_raise_clear_errors_on_every_rank():
     """Different models or bucket caps across ranks: every rank raises RankMismatchError at

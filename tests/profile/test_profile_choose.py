@@ -13,7 +13,8 @@ from helpers.paths import PROFILES
 
 def _fake(name: str, date: str, key: MachineKey, complete: bool = True) -> Profile:
     index = {"complete": complete, "provenance": {"host": key.host, "date": date,
-                                                  "cpu_cores": key.cpu_cores}}
+                                                  "cpu_cores": key.cpu_cores},
+             "parts": dict.fromkeys(("env", "transfers", "collectives", "ddp"), {})}
     facts = {"cpu_model": key.cpu_model, "cpu_cores": key.cpu_cores,
              "gpus": [{"name": g, "index": i, "memory_bytes": 1, "capability": "9.0"}
                       for i, g in enumerate(key.gpus)]}

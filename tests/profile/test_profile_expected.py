@@ -93,7 +93,6 @@ def test_collective_rows_compare_bus_bandwidth_against_the_stored_prediction() -
         ("nccl ws4 tree 1M busbw", "high")]
     assert verdicts[0].ratio == pytest.approx(0.5) and verdicts[0].expected == pytest.approx(20.0)
     assert "NCCL" in verdicts[0].basis and "cost model" in verdicts[1].basis
-    assert profile_verdicts(_run(rows, ws=1)) == []          # one rank moves nothing
     assert profile_verdicts({"collectives": {"status": "skipped", "runs": []}}) == []
 
 

@@ -1,5 +1,5 @@
 """The committed H100 profile as the library summarizes and draws it: pin costs are times, never
-GB/s or a best path; the one-rank NCCL run is not an allreduce."""
+GB/s or a best path; NCCL on its one GPU is skipped, with the reason."""
 
 from __future__ import annotations
 
@@ -39,14 +39,15 @@ def test_pin_costs_are_times_not_bandwidths() -> None:
     assert not any(m in lab for lab in labels for m in PIN_PATHS)
 
 
-def test_the_one_rank_nccl_run_is_not_an_allreduce() -> None:
+def test_the_one_gpu_nccl_sweep_is_skipped_with_its_reason() -> None:
     prof = load_profile(H100)
-    stored = json.loads((H100 / "collectives.json").read_text())["runs"]
-    assert [(r["backend"], r["world_size"]) for r in stored][-1] == ("nccl", 1)  # as measured
-    assert all(r["world_size"] >= 2 for r in prof.allreduce_runs())
-    assert len(prof.allreduce_runs()) == len(stored) - 1
+    part = prof.part("collectives")
+    assert [(r["backend"], r["world_size"]) for r in prof.allreduce_runs()] == \
+        [("gloo", 2), ("gloo", 4)]
+    skip = [s for s in part["skipped"] if s["what"] == "collectives/nccl"]
+    assert len(skip) == 1 and skip[0]["why"].endswith("this machine has 1 GPU")
     text = (H100 / "summary.md").read_text()
-    assert "nccl ws1: not an allreduce" in text and "nccl ws1 busbw" not in text
+    assert f"- collectives/nccl: {skip[0]['why']}" in text and "nccl ws1" not in text
 
 
 def test_every_committed_summary_is_the_one_the_library_makes() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.report.jsonfile import write_json
+from distlab.report.jsonfile import SCHEMA_VERSION, write_json
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), np.float64("nan"),
@@ -35,7 +35,7 @@ tree = st.recursive(leaf, lambda c: st.one_of(st.lists(c, max_size=4),
 def test_finite_payloads_round_trip(tmp_path_factory, value) -> None:
     path = tmp_path_factory.mktemp("j") / "out.json"
     write_json(path, {"v": value})
-    assert json.loads(path.read_text()) == {"v": value}
+    assert json.loads(path.read_text()) == {"schema": SCHEMA_VERSION, "v": value}
 
 
 @settings(max_examples=60, deadline=None)

@@ -15,7 +15,7 @@ def test_counts_agree() -> None:
 
 
 def test_a_ratio_below_one_reads_the_other_way() -> None:
-    assert times(0.49, "faster", "slower") == "2.04x slower"   # the "0.49x faster"
+    assert times(0.49, "faster", "slower") == "2.04x slower"   # never "0.49x faster"
     assert times(2.98, "faster", "slower") == "2.98x faster"
     assert times(1.0, "less", "more") == "1.00x less"
     assert times(0.999, "faster", "slower") == "1.00x faster"  # rounds to even: no "1.00x slower"

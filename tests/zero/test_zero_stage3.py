@@ -5,7 +5,7 @@ each prefetched all-gather under the compute before it.
 
 Equality: on 2 ranks stage 3 is bitwise equal to FSDP2 (a + b has one order). On 3 and 4 ranks
 the sums run in other orders (distlab's ring reduce-scatter, gloo's), so gradients differ in the
-last bits and Adam carries that into the parameters: 1e-6 absolute, as the issue asks (observed
+last bits and Adam carries that into the parameters: 1e-6 absolute (observed
 ~1e-7; parameters are O(0.1)).
 """
 

@@ -31,7 +31,6 @@ step) or ``builtin`` (``--executor compiled,python`` races both in the same roun
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,12 +50,13 @@ from distlab.collectives.plan.ops import OPS, check_op_dtype
 from distlab.collectives.runtime.compiled import EXECUTORS, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.collectives.runtime.execute import default_options
+from distlab.report.jsonfile import SchemaError, read_json
 from distlab.report.table import Column, Table, format_table
 from distlab.vocabulary import busbw_factor, error_pct
 
 __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "SHORT_COLUMNS",
            "SHORT_WIDTH", "allreduce_table", "calibration_lines", "load_calibration", "main",
-           "predicted_seconds", "short_table"]
+           "short_table"]
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
 CALIBRATION_KEYS = ("alpha", "beta", "gamma")
@@ -133,10 +133,14 @@ class AllreduceConfig(SizeSweepConfig, BenchConfig):
 
 
 def load_calibration(path: str | Path) -> dict[str, Any]:
-    """The calibration dict of ``path`` (a ``--json`` output or a bare Calibration dict);
-    ``ValueError`` saying what is wrong with it."""
+    """The calibration dict of ``path`` (a ``--json`` output, or a Calibration dict written by
+    :func:`~distlab.report.jsonfile.write_json`); ``ValueError`` saying what is wrong with it
+    (a file of another results schema: what :func:`~distlab.report.jsonfile.check_schema`
+    says)."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json(path)
+    except SchemaError as exc:
+        raise ValueError(f"a distlab result ({exc})") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"a readable JSON file ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0]})") from None
@@ -155,24 +159,11 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
     return cal
 
 
-def predicted_seconds(cal: dict[str, Any], algorithm: str, world_size: int, count: int,
-                      itemsize: int, options_: dict[str, Any] | None = None) -> float:
-    """The calibrated model's time for one call (``algorithm`` may be ``"builtin"`` for a gloo
-    calibration): :meth:`distlab.collectives.model.predict.CallModel.seconds` of
-    :func:`~distlab.collectives.model.predict.call_model` (a calibration without ``handoff``,
-    ``relay`` or ``call_overhead`` predicts with them at 0, one without per-size series with
-    its one beta and gamma)."""
-    return call_model(cal).seconds(algorithm, world_size, count, itemsize, options_)
-
-
 def allreduce_table(rows: list[dict[str, Any]]) -> str:
     """The nccl-tests-style table of allreduce rows, every column (ratio to builtin filled in;
-    rows measured before they kept their mean, or named their executor, print without that
-    column): what the command prints. :func:`short_table` is the same rows narrow enough for a
-    notebook."""
+    without the mean column when no row kept its mean, as rows summarized over runs do): what
+    the command prints. :func:`short_table` is the same rows narrow enough for a notebook."""
     drop = set() if any("mean_us" in r for r in rows) else {"mean_us"}
-    if not any("executor" in r for r in rows):  # measured before rows named their executor
-        drop.add("executor")
     return format_table(_with_ratio(rows), tuple(c for c in COLUMNS if c.key not in drop))
 
 

@@ -32,7 +32,6 @@ per stage call (stage threads run Python under one GIL, so their per-hop work se
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -57,6 +56,7 @@ from distlab.pipeline.bottleneck import (
 )
 from distlab.pipeline.build import EQUAL_KINDS
 from distlab.pipeline.hop_cost import measure_hop_cost, worker_output_nbytes
+from distlab.report.jsonfile import SchemaError, read_json
 from distlab.report.table import Column, Table, format_table
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "PipelineBenchmark", "PipelineConfig",
@@ -332,14 +332,18 @@ BENCHMARK = PipelineBenchmark()
 
 def saved_result_text(path: str | os.PathLike[str]) -> str:
     """A ``--json`` file this benchmark wrote, as its own table: one line from the file's config
-    and provenance, then its rows under :data:`COLUMNS` (columns the file predates print ``-``).
+    and provenance, then its rows under :data:`COLUMNS` (a value not measured prints ``-``).
 
     Raises:
+        SchemaError: ``path`` is a result of another schema
+            (:func:`~distlab.report.jsonfile.read_json`).
         ValueError: ``path`` is not JSON with ``config``, ``provenance`` and ``rows``.
     """
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json(path)
         c, prov, rows = data["config"], data["provenance"], data["rows"]
+    except SchemaError:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a `bench pipeline --json` result ({exc})") from None
     head = (f"# {Path(path).name}: {c['stages']} x {c['kind']} stages of {c['cost_ms']:g} ms, "

@@ -218,24 +218,6 @@ def _targets(rows: list[Row]) -> dict[str, Any]:
     return out
 
 
-def run_benchmark(a: argparse.Namespace) -> dict[str, Any]:
-    """Measure the selected rows; returns ``{rows, fits, targets, adapter, link}``."""
-    adapter = default_adapter()
-    total = len(a.sizes) * len(a.kinds)
-    with tqdm(total=total, desc="transfers", file=sys.stderr, leave=False,
-              disable=a.no_progress) as bar:
-        rows = sweep(adapter, a.sizes, a.kinds, repeats=a.repeats, warmup=a.warmup,
-                     iters=a.iters, progress=lambda: bar.update(1))
-    pins = [r for r in pin_rows(adapter, a.sizes, repeats=min(a.repeats, 3)) if r.path in a.pins]
-    fits = fit_rows(rows)
-    links = [ln for ln in pcie_links() if ln.get("gen") and ln.get("width")]
-    loops = _prefetch(adapter, a) if a.prefetch_batches else []
-    return {"rows": [r.as_dict() for r in rows + pins],
-            "fits": {f"{p}/{m}": vars(f) for (p, m), f in fits.items()},
-            "prefetch": loops, "targets": _targets(rows), "adapter": adapter.describe(),
-            "pcie_link": {"gen": links[0]["gen"], "width": links[0]["width"]} if links else None}
-
-
 def _prefetch(adapter: Any, c: TransfersConfig) -> list[dict[str, Any]]:
     """Sequential and double-buffered loops (pinned memory when there is any, else pageable);
     ``efficiency`` = the model's time / measured wall (1.0: at the bound)."""

@@ -198,8 +198,6 @@ def _collective_verdicts(doc: Mapping[str, Any]) -> list[RowVerdict]:
     runs += [(run, f"{run.get('op', '?')} ") for run in doc.get("collective_runs", [])]
     for run, op in runs:
         ws = int(run.get("world_size", 0))
-        if ws < 2:
-            continue  # one rank moves nothing: not a collective
         backend = run.get("backend", "?")
         rehearsal = bool(run.get("rehearsal"))
         ran_on = run["rehearsal"]["ran_on"].split()[0] if rehearsal else backend

@@ -19,6 +19,7 @@ from distlab.bench.ddp import with_overlap
 from distlab.collectives.model.nccl.published import published_tables
 from distlab.envinfo import cpu_model, environment_report
 from distlab.profile.parts import PART_NAMES
+from distlab.report.jsonfile import read_json
 
 __all__ = ["MachineKey", "Profile", "choose_profile", "list_profiles", "load_profile",
            "machine_key_here", "published"]
@@ -47,11 +48,9 @@ class Profile:
         return doc if doc is not None and doc.get("status") == "ok" else None
 
     def allreduce_runs(self) -> list[dict[str, Any]]:
-        """The collectives part's runs that are allreduces: world size >= 2. (A profile made
-        before distlab skipped NCCL on one GPU holds an "nccl ws1" run of zeros: one rank moves
-        nothing; it is left out here and in every summary and figure.)"""
+        """The collectives part's allreduce runs (each of >= 2 ranks; [] without the part)."""
         part = self.part("collectives")
-        return [r for r in part["runs"] if r["world_size"] >= 2] if part else []
+        return list(part["runs"]) if part else []
 
     @property
     def rehearsal(self) -> str | None:
@@ -92,9 +91,8 @@ def machine_key_here() -> MachineKey:
                       tuple(d.name for d in rep.cuda_devices))
 
 
-#: the parts a whole-machine profile holds: ``gpus`` (the GPU-to-GPU matrix, every GPU fed at
-#: once) is not among them, since it came later and is skipped on every box with fewer than two
-#: GPUs, so profiles made before it stay whole
+#: the parts a whole-machine profile holds: every part but ``gpus`` (the GPU-to-GPU matrix, every
+#: GPU fed at once), which measures nothing on a box with fewer than two GPUs
 WHOLE_MACHINE_PARTS = tuple(p for p in PART_NAMES if p != "gpus")
 
 
@@ -123,9 +121,8 @@ def choose_profile(profiles: list[Profile], here: MachineKey) -> tuple[Profile, 
 
 
 def _every_part(profile: Profile) -> bool:
-    """Whether the profile ran every part (an index without a parts list says nothing: yes)."""
-    parts = profile.index.get("parts")
-    return parts is None or set(WHOLE_MACHINE_PARTS) <= set(parts)
+    """Whether the profile ran every part of :data:`WHOLE_MACHINE_PARTS`."""
+    return set(WHOLE_MACHINE_PARTS) <= set(profile.index["parts"])
 
 
 def list_profiles(root: str | os.PathLike[str]) -> list[Path]:
@@ -137,7 +134,8 @@ def list_profiles(root: str | os.PathLike[str]) -> list[Path]:
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
-    """Load ``path`` (a profile folder). Raises ``ValueError`` naming it when it is not one.
+    """Load ``path`` (a profile folder). Raises ``ValueError`` naming it when it is not one, and
+    :class:`~distlab.report.jsonfile.SchemaError` when a file of it is of another results schema.
 
     The ddp part's ``overlap_fraction`` of every row is derived here from the stored exposed
     times (:func:`distlab.bench.ddp.with_overlap`), whatever value the file holds (a stored
@@ -148,12 +146,12 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     if not index_file.is_file():
         raise ValueError(f"path={os.fspath(path)!r} is not a profile folder (no profile.json); "
                          "make one with: python -m distlab.profile --quick")
-    index = json.loads(index_file.read_text())
+    index = read_json(index_file)
     parts = {}
-    for name, entry in index.get("parts", {}).items():
+    for name, entry in index["parts"].items():
         f = folder / entry.get("file", f"{name}.json")
         if entry.get("file") and f.is_file():
-            parts[name] = json.loads(f.read_text())
+            parts[name] = read_json(f)
     ddp = parts.get("ddp")
     if ddp is not None and ddp.get("rows"):
         ddp["rows"] = with_overlap(ddp["rows"])

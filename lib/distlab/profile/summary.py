@@ -82,10 +82,6 @@ def _gpus(p: dict[str, Any]) -> list[str]:
 def _collectives(p: dict[str, Any]) -> list[str]:
     out = []
     for run in p["runs"]:
-        if run["world_size"] < 2:
-            out.append(f"- {run['backend']} ws{run['world_size']}: not an allreduce (one rank "
-                       "moves nothing); rows left out of this summary")
-            continue
         rows = run["rows"]
         top = max(r["nbytes"] for r in rows)
         at = {r["algorithm"]: r for r in rows if r["nbytes"] == top}

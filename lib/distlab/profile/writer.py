@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime
-import json
 import socket
 from pathlib import Path
 from typing import Any
 
 from distlab.profile.parts import PartResult
 from distlab.profile.summary import summary_markdown
-from distlab.report.jsonfile import write_json
+from distlab.report.jsonfile import read_json, write_json
 from distlab.report.provenance import provenance
 from distlab.timeline import Timeline
 from distlab.trace import check_trace, write_chrome_trace
@@ -78,8 +77,8 @@ def write_profile(out: Path, results: list[PartResult], requested: list[str],
 def rewrite_summary(out: Path) -> Path:
     """Regenerate ``out/summary.md`` from the folder's JSON files (no measuring)."""
 
-    index = json.loads((out / INDEX).read_text())
-    docs = {name: json.loads((out / e["file"]).read_text())
+    index = read_json(out / INDEX)
+    docs = {name: read_json(out / e["file"])
             for name, e in index["parts"].items() if e.get("file") and (out / e["file"]).is_file()}
     path = out / SUMMARY
     path.write_text(summary_markdown(index, docs))

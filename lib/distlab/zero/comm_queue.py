@@ -23,7 +23,11 @@ from typing import Any
 
 from distlab.timeline import Timeline, now_us
 
-__all__ = ["CommQueue", "Pending"]
+__all__ = ["CLOSE_WAIT_S", "CommQueue", "Pending"]
+
+#: Seconds :meth:`CommQueue.close` waits for the calls queued so far; a call still running then
+#: goes on in the thread (its collective is bounded by its group's own timeout).
+CLOSE_WAIT_S = 5.0
 
 
 class Pending:
@@ -105,12 +109,12 @@ class CommQueue:
         self._last = p
         return p
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop the thread once the calls queued so far have run (waits ``timeout`` s at
-        most for them; later submits raise)."""
+    def close(self) -> None:
+        """Stop the thread once the calls queued so far have run (waits
+        :data:`CLOSE_WAIT_S` at most for them; later submits raise)."""
         if self._closed:
             return
         self._closed = True
         self._pool.shutdown(wait=False)
         if self._last is not None:
-            cf.wait([self._last.future], timeout)
+            cf.wait([self._last.future], CLOSE_WAIT_S)

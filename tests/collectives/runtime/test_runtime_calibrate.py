@@ -21,6 +21,7 @@ from distlab.collectives.model.calibration import (
 from distlab.collectives.model.predict import call_model
 from distlab.collectives.model.presets import loopback_preset
 from distlab.collectives.runtime.rounds import calibrate_local
+from distlab.report.jsonfile import write_json
 
 
 def test_exchange_schedule_swaps_between_pairs() -> None:
@@ -34,9 +35,8 @@ def test_exchange_schedule_swaps_between_pairs() -> None:
 def test_calibration_round_trip_and_loopback_preset(tmp_path) -> None:
     cal = Calibration(1e-4, 5e-10, 1e-10, 0.99, 0.1, 0.98, 0.2, backend="gloo", world_size=2)
     assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
-    path = tmp_path / "cal.json"
-    path.write_text(json.dumps({"calibration": cal.to_dict(),
-                                "provenance": {"host": "box", "date": "2026-01-01"}}))
+    path = write_json(tmp_path / "cal.json", {"calibration": cal.to_dict(),
+                                              "provenance": {"host": "box", "date": "2026-01-01"}})
     preset = loopback_preset(path)
     assert preset is not None and preset.alpha == 1e-4 and "box" in preset.source
     assert loopback_preset(tmp_path / "missing.json") is None
@@ -147,10 +147,10 @@ def test_benchmark_cli_writes_json_with_provenance(tmp_path, capsys) -> None:
     assert algos == {(a, s) for a in ("ring", "tree", "builtin") for s in (1024, 4096)}
     assert all(r["wrong"] == 0 and r["predicted_us"] is None for r in data["rows"])
     # predictions from a stored calibration
-    cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps({"alpha": 1e-4, "beta": 1e-9, "gamma": 1e-10, "duplex": "full",
-                               "comm_r2": 1, "comm_max_rel_residual": 0, "reduce_r2": 1,
-                               "reduce_max_rel_residual": 0}))
+    cal = write_json(tmp_path / "cal.json",
+                     {"alpha": 1e-4, "beta": 1e-9, "gamma": 1e-10, "duplex": "full",
+                      "comm_r2": 1, "comm_max_rel_residual": 0, "reduce_r2": 1,
+                      "reduce_max_rel_residual": 0})
     code = bench.main(["--world-size", "2", "-b", "1K", "-e", "1K", "--algorithms", "ring",
                        "--iters", "1", "--warmup", "0", "--calibration", str(cal), "-q"])
     assert code == 0

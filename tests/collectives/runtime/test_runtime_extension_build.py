@@ -164,7 +164,7 @@ _COLLECTIVE_SCRIPT = textwrap.dedent("""
 @pytest.mark.multiprocess
 @pytest.mark.compiler
 def test_a_real_build_interrupted_by_ctrl_c_then_a_collective_runs(tmp_path) -> None:
-    """The issue's case: Ctrl-C during the real build, then a collective. It completes (here on
+    """Ctrl-C during the real build, then a collective: it completes (here on
     the Python executor: the second phase has no compiler, so it cannot wait on a rebuild)."""
     env = {**os.environ, "DISTLAB_EXTENSIONS_DIR": str(tmp_path / "ext")}
     env.pop("DISTLAB_EXECUTOR", None)

@@ -10,7 +10,7 @@ from typing import Any
 
 from distlab._checks import check_int
 
-__all__ = ["ceil_log2", "check_root", "pof2_below", "real"]
+__all__ = ["ceil_log2", "check_root", "real"]
 
 
 def check_root(root: Any, world_size: int) -> int:
@@ -27,7 +27,3 @@ def ceil_log2(p: int) -> int:
     """``ceil(log2 p)`` (0 for ``p = 1``)."""
     return (p - 1).bit_length()
 
-
-def pof2_below(p: int) -> int:
-    """The largest power of two ``<= p``."""
-    return 1 << (p.bit_length() - 1)

@@ -75,8 +75,8 @@ class Calibration:
     seconds, in the order of :class:`~distlab.collectives.runtime.rounds.RoundCalibrator`: per
     size exchange step, oneway step, single, reduce, shift step, then the builtin floor and
     call), so the spread behind each median can be read offline. ``statistic`` names how each
-    point summarizes its rounds: ``"median"`` (every calibration made before it was recorded)
-    or ``"mean"`` (:func:`fit_rounds`, :func:`restate_calibration`).
+    point summarizes its rounds: ``"median"`` or ``"mean"`` (:func:`fit_rounds`,
+    :func:`restate_calibration`).
     """
 
     alpha: float
@@ -303,8 +303,8 @@ def restate_calibration(cal: Calibration | dict[str, Any], statistic: str) -> Ca
     summarized by ``statistic`` (:func:`fit_rounds`); ``cal`` itself when it already uses it.
 
     Raises:
-        ValueError: an unknown statistic, or a calibration that kept no rounds (made before
-            ``round_seconds`` was stored: only its medians exist).
+        ValueError: an unknown statistic, or a calibration that kept no rounds
+            (``round_seconds`` empty: only its points under its own statistic exist).
     """
     c = cal if isinstance(cal, Calibration) else Calibration.from_dict(dict(cal))
     check_choice("statistic", statistic, STATISTICS)

@@ -13,7 +13,6 @@ another may choose another ``k``, which the peer check reports as differing opti
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from distlab.collectives.algorithms.registry import build_plan, check_plan_algor
 from distlab.collectives.model.predict import call_model
 from distlab.collectives.model.presets import _packaged_calibration
 from distlab.collectives.plan.ranges import check_pieces
+from distlab.report.jsonfile import read_json
 
 __all__ = ["PIECES_CANDIDATES", "best_pieces", "default_calibration", "pieces_curve",
            "schedule_seconds", "use_calibration"]
@@ -50,8 +50,7 @@ def use_calibration(calibration: Any) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    data = json.loads(_packaged_calibration().read_text())
-    return dict(data.get("calibration", data))
+    return dict(read_json(_packaged_calibration())["calibration"])
 
 
 def default_calibration() -> dict[str, Any]:

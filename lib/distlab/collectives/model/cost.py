@@ -24,9 +24,9 @@ paid per message; and ``relay`` (seconds per step and per rank beyond two in the
 set of ranks linked by its transfers): a ring step links all ``p`` ranks in one chain of
 dependencies (rank ``r`` sends what it has just received and reduced), so a delay of any rank
 holds up the step for all, where a pairwise exchange step only waits for one partner.
-:class:`~distlab.collectives.runtime.rounds.RoundCalibrator` fits all three. With
-``handoff=0`` (an older calibration) predictions are what they were. A step takes as long as
-its slowest rank, and the schedule the sum of its steps. Any new
+:class:`~distlab.collectives.runtime.rounds.RoundCalibrator` fits all three; with ``handoff``
+and ``relay`` at 0 the model is the textbook one. A step takes as long as its slowest rank, and
+the schedule the sum of its steps. Any new
 algorithm is costed for free. For single-message steps this is exactly the textbook model, so the
 closed forms hold (ring: ``2(p-1) a + 2(p-1)/p n B + (p-1)/p n C``).
 

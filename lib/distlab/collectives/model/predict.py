@@ -47,7 +47,6 @@ cores per rank (:attr:`CallModel.cpu_overlap`, :data:`MIN_CORES_TO_OVERLAP`).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +61,7 @@ from distlab.collectives.model.nccl.estimate import predict_nccl_allreduce
 from distlab.collectives.model.presets import _packaged_calibration
 from distlab.collectives.model.rates import SizeRates, size_rates
 from distlab.collectives.plan.schedule import Schedule
+from distlab.report.jsonfile import read_json
 
 __all__ = ["CallModel", "builtin_schedule", "builtin_step_seconds", "call_model",
            "predict_builtin"]
@@ -163,11 +163,11 @@ def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
     """The :class:`CallModel` of a calibration (a
     :class:`~distlab.collectives.model.calibration.Calibration` or its dict; fields it lacks count
     as 0, ``duplex`` as ``"full"``, ``backend`` as gloo). ``per_size=False`` prices every size with
-    the one ``beta`` and ``gamma`` (the model before per-size rates); ``backend`` overrides the
-    calibration's (whose builtin ``"builtin"`` means). ``cores_per_rank`` is ``cpus_allowed /
-    local_world_size`` of the calibration, or ``cpus / world_size`` when the calibration does not
-    say (a profile made before it did: :mod:`distlab.judge.refit` passes the profile's
-    ``cpus_allowed``); neither: unknown."""
+    the one ``beta`` and ``gamma`` (no per-size rates); ``backend`` overrides the calibration's
+    (whose builtin ``"builtin"`` means). ``cores_per_rank`` is ``cpus_allowed /
+    local_world_size`` of the calibration, else ``cpus / world_size`` (``cpus``: the CPUs the
+    calibrated ranks could run on, for a calibration that records no ``cpus_allowed``, 0);
+    neither: unknown."""
     if isinstance(cal, Calibration):
         data: Mapping[str, Any] = cal.to_dict()
     elif isinstance(cal, Mapping):
@@ -243,8 +243,7 @@ def builtin_schedule(backend: str, world_size: int, count: int, itemsize: int) -
 
 
 def _loopback_calibration() -> dict[str, Any]:
-    data = json.loads(_packaged_calibration().read_text())
-    return dict(data.get("calibration", data))
+    return dict(read_json(_packaged_calibration())["calibration"])
 
 
 def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,

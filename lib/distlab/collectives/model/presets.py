@@ -11,7 +11,6 @@ from a wheel or any install, not only from a source checkout).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from distlab._checks import check_choice
 from distlab.links import get_link
+from distlab.report.jsonfile import read_json
 
 __all__ = ["LinkPreset", "PRESETS", "get_preset", "loopback_preset", "preset_names"]
 
@@ -90,12 +90,14 @@ def loopback_preset(path: str | Path | None = None) -> LinkPreset | None:
     ``None`` if ``path`` does not exist.
 
     The JSON is what ``python -m distlab.bench allreduce --json`` writes (key ``calibration``)
-    or a bare :class:`~distlab.collectives.model.calibration.Calibration` dict.
+    or a :class:`~distlab.collectives.model.calibration.Calibration` dict written by
+    :func:`~distlab.report.jsonfile.write_json`; a file of another results schema raises
+    :class:`~distlab.report.jsonfile.SchemaError`.
     """
     p = Path(path) if path is not None else _packaged_calibration()
     if not p.is_file():
         return None
-    data: dict[str, Any] = json.loads(p.read_text())
+    data = read_json(p)
     cal = data.get("calibration", data)
     prov = data.get("provenance", {})
     where = f"{prov.get('host', '?')} {prov.get('device', '')} {prov.get('date', '')}".strip()

@@ -29,13 +29,11 @@ copied over the shipped one in a checkout); a test checks they are what the fit 
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +51,7 @@ from distlab.collectives.model.nccl.per_size import (
 )
 from distlab.collectives.model.nccl.published import published_tables
 from distlab.collectives.model.nccl.versions import NcclVersionWarning
+from distlab.report.jsonfile import write_json
 from distlab.vocabulary import ErrorSummary, busbw_factor, collective_name, error_pct
 
 __all__ = ["CONSTANT_NAMES", "SHIPPED_RESOURCE", "JudgedPoint", "box_of",
@@ -296,5 +295,5 @@ def write_shipped(path: str | PathLike[str]) -> ExecutionConstants:
                      "over this file.",
             "constants": {k: v for k, v in asdict(c).items() if k in CONSTANT_NAMES},
             "calibrated_on": list(c.calibrated_on)}
-    Path(path).write_text(json.dumps(body, indent=1) + "\n")
+    write_json(path, body)
     return c

@@ -28,7 +28,6 @@ in seconds.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +36,7 @@ from typing import Protocol
 
 from distlab.collectives.model.nccl.boxes import GpuBox, gpu_box
 from distlab.collectives.model.nccl.estimate import Choice, busbw_gbps
+from distlab.report.jsonfile import read_json
 
 __all__ = ["ALLREDUCE_CHUNKSTEPS", "ALLREDUCE_SLICESTEPS", "BUFFER_BYTES", "CONSTANT_NAMES",
            "HARNESSES", "LL128_LINE_ELEMS", "MAX_CHANNELS", "MAX_THREADS", "NCCL_STEPS",
@@ -137,7 +137,7 @@ def shipped_constants() -> ExecutionConstants:
     :func:`distlab.collectives.model.nccl.fit_execution.write_shipped` and copied into the
     package by whoever regenerates them)."""
     package, name = SHIPPED_RESOURCE
-    data = json.loads(resources.files(package).joinpath(name).read_text())
+    data = read_json(resources.files(package).joinpath(name))
     c = data["constants"]
     return ExecutionConstants(*(float(c[k]) for k in CONSTANT_NAMES),
                               calibrated_on=tuple(data["calibrated_on"]))
