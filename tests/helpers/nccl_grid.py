@@ -26,7 +26,8 @@ from typing import Any
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
 from distlab.collectives.model.nccl.estimate import nccl_allreduce, tuning_table
 from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
-from distlab.collectives.model.nccl.family import FAMILY as COLLECTIVES, nccl_collective
+from distlab.collectives.model.nccl.family import FAMILY as COLLECTIVES
+from distlab.collectives.model.nccl.family import nccl_collective
 from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import NCCL_VERSIONS, NcclVersionWarning
 from distlab.collectives.model.predict import predict_builtin
