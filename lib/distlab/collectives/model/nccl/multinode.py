@@ -22,7 +22,8 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
 - **latency**: ring ``base + (2(n-1) - 2(nodes-1)) * max(intra hop, net overhead) +
   2(nodes-1) * net hop`` (net overhead ``getNetOverhead``: 1 us on Intel, 2 on AMD, times 3
   for Simple); tree ``base + 2((ppn-1) * intra hop + log2(nodes) * net hop)``; NVLS-Tree
-  ``25 + 2 log2(nodes) * 20.9``. ``ncclTopoGetAlgoTime`` multiplies a Simple ring's latency by
+  ``25 + 2 log2(nodes) * 20.9`` (the net hop is 14 us from 2.20.5 to 2.27.5 and 19 in 2.18.5:
+  :func:`nvls_tree_latency_us`). ``ncclTopoGetAlgoTime`` multiplies a Simple ring's latency by
   1.4 (compute capability >= 8.0; 1.9 before) once ``nbytes / (nChannels * nRanks) >= 64``.
 - **algorithms**: ring, tree and, with NVLink SHARP and a network, NVLS-Tree; NVLS alone across
   nodes needs SHARP in the network (CollNet), which these presets do not have; PAT needs one GPU
@@ -32,7 +33,12 @@ Network latency from the plugin (``props->latency``) is 0 for NCCL's own IB and 
 transports; other plugins (AWS's for EFA, Google's TCPXO) are taken the same. Nothing here is
 fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in 2.29.7 and 2.30.7
 (the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its tree correction:
-:mod:`~distlab.collectives.model.nccl.versions`), which follow the release asked.
+:mod:`~distlab.collectives.model.nccl.versions`) and NVLS-Tree's latency, which follow the
+release asked.
+
+As it runs (:func:`multinode_execution`): a ring's hops hide under its copies
+(:func:`ring_exposed_latency_us`); a tree pays its pipeline fill once, as NCCL's hop latency or
+as the first steps' waits, whichever is longer (:func:`tree_fill_sync_us`).
 
 GB200 NVL72 racks: NCCL takes one multi-node NVLink domain as one node (MNNVL), so a rack is one
 "node" of the ``gb200_nvl72`` box and racks are joined by a network (``ib_ndr400_nvl72``: one
