@@ -22,7 +22,8 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
 - **latency**: ring ``base + (2(n-1) - 2(nodes-1)) * max(intra hop, net overhead) +
   2(nodes-1) * net hop`` (net overhead ``getNetOverhead``: 1 us on Intel, 2 on AMD, times 3
   for Simple); tree ``base + 2((ppn-1) * intra hop + log2(nodes) * net hop)``; NVLS-Tree
-  ``25 + 2 log2(nodes) * 20.9``. ``ncclTopoGetAlgoTime`` multiplies a Simple ring's latency by
+  ``25 + 2 log2(nodes) * 20.9`` (the net hop is 14 us from 2.20.5 to 2.27.5 and 19 in 2.18.5:
+  :func:`nvls_tree_latency_us`). ``ncclTopoGetAlgoTime`` multiplies a Simple ring's latency by
   1.4 (compute capability >= 8.0; 1.9 before) once ``nbytes / (nChannels * nRanks) >= 64``.
 - **algorithms**: ring, tree and, with NVLink SHARP and a network, NVLS-Tree; NVLS alone across
   nodes needs SHARP in the network (CollNet), which these presets do not have; PAT needs one GPU
@@ -32,7 +33,12 @@ Network latency from the plugin (``props->latency``) is 0 for NCCL's own IB and 
 transports; other plugins (AWS's for EFA, Google's TCPXO) are taken the same. Nothing here is
 fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in 2.29.7 and 2.30.7
 (the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its tree correction:
-:mod:`~distlab.collectives.model.nccl.versions`), which follow the release asked.
+:mod:`~distlab.collectives.model.nccl.versions`) and NVLS-Tree's latency, which follow the
+release asked.
+
+As it runs (:func:`multinode_execution`): a ring's hops hide under its copies
+(:func:`ring_exposed_latency_us`); a tree pays its pipeline fill once, as NCCL's hop latency or
+as the first steps' waits, whichever is longer (:func:`tree_fill_sync_us`).
 
 GB200 NVL72 racks: NCCL takes one multi-node NVLink domain as one node (MNNVL), so a rack is one
 "node" of the ``gb200_nvl72`` box and racks are joined by a network (``ib_ndr400_nvl72``: one
@@ -82,7 +88,8 @@ from distlab.collectives.model.nccl.versions import NcclVersion
 
 __all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
            "multinode_execution", "multinode_graphs", "multinode_table", "network",
-           "node_choices", "node_table", "nvls_tree_chunk", "ring_exposed_latency_us"]
+           "node_choices", "node_table", "nvls_tree_chunk", "nvls_tree_latency_us",
+           "ring_exposed_latency_us", "tree_fill_sync_us"]
 
 
 @dataclass(frozen=True)
@@ -290,7 +297,8 @@ def node_table(b: GpuBox, n: int, nodes: int, nw: Network, algos: tuple[str, ...
                                                                 version)
             ratio = 0.5 if a == "tree" else n / (2 * (n - 1))
             out.append(TuningEntry(a, p, not reason, reason,
-                                      _latency(b, a, p, n, ppn, nodes), bus, bus * ratio))
+                                      _latency(b, a, p, n, ppn, nodes, version), bus,
+                                      bus * ratio))
     return out
 
 
@@ -400,10 +408,37 @@ def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
     return bus
 
 
-def _latency(box: GpuBox, a: str, p: str, n: int, ppn: int, nodes: int) -> float:
+def nvls_tree_latency_us(nodes: int, version: NcclVersion | None = None) -> float:
+    """NVLS-Tree's latency across ``nodes`` nodes, us (``src/graph/tuning.cc``
+    ``ncclTopoTuneModel``: ``intraLat + 2 * log2i(nNodes) * interLat``, both per release:
+    ``hwLat[NVLINK][NVLS_TREE]`` (``baseLat`` in 2.18.5) and ``hwLat[NET][NVLS_TREE]``, 19 us in
+    2.18.5, 14 in 2.20.5-2.27.5, 20.9 from 2.28.9; see
+    :mod:`~distlab.collectives.model.nccl.versions`). ``version`` ``None``: 2.28.9."""
+    intra = NVLS_TREE_INTRA_US if version is None else version.nvls_latency_us
+    hop = NET_HOP_US[("nvls_tree", "Simple")] if version is None else version.nvls_tree_net_hop_us
+    return intra + 2 * int(math.log2(nodes)) * hop
+
+
+def tree_fill_sync_us(sync_us: float, latency_us: float, base_us: float) -> float:
+    """A tree's step waits across nodes once its hop latency is counted, us.
+
+    NCCL's tree latency (``src/graph/tuning.cc`` ``ncclTopoTuneModel``: ``baseLat + 2 *
+    ((ppn - 1) * intraLat + log2i(nNodes) * interLat)``) is the first chunk's way up and down
+    the tree: one hop latency per pipeline step of the tree's depth (``2 * (ppn - 1 +
+    log2(nodes))`` steps, :meth:`MultinodeLayout.steps`). The sync term
+    (:func:`~distlab.collectives.model.nccl.per_size.exposed_steps`) is the flag waits of the
+    first ``NCCL_STEPS`` steps, the same fill: on a tree at least 16 deep (8 GPUs per node) all
+    of them are depth steps. The fill is paid once: the step waits beyond the hop latency
+    ``latency_us - base_us``, never below 0. (NVLS-Tree keeps both: its step waits are the
+    NVLink SHARP reductions inside the node, its hops the network's.)"""
+    return max(0.0, sync_us - (latency_us - base_us))
+
+
+def _latency(box: GpuBox, a: str, p: str, n: int, ppn: int, nodes: int,
+             version: NcclVersion | None = None) -> float:
     hop_class = "nvlink" if box.fabric == "nvswitch" else "pci"
     if a == "nvls_tree":
-        return NVLS_TREE_INTRA_US + 2 * int(math.log2(nodes)) * NET_HOP_US[(a, p)]
+        return nvls_tree_latency_us(nodes, version)
     net_hop = NET_HOP_US[("tree" if ppn == 1 else a, p)]
     intra = HOP_LATENCY_US[hop_class][(a, p)]
     if a == "ring":
@@ -471,7 +506,14 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
                            asked=(algorithms, protocols))
     layout = MultinodeLayout(box, n, nodes, multinode_graphs(box, nodes, nw, version=version))
     host = how.term(constants, n // nodes, box)
-    return [run_size(pick_of(ch), layout, n, host, constants) for ch in choices]
+    out = []
+    for ch in choices:
+        e = run_size(pick_of(ch), layout, n, host, constants)
+        if e.algorithm == "tree":
+            e = replace(e, sync_us=tree_fill_sync_us(e.sync_us, e.latency_us,
+                                                     BASE_LATENCY_US[("tree", e.protocol)]))
+        out.append(e)
+    return out
 
 
 @dataclass(frozen=True)

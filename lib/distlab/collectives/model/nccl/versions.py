@@ -24,6 +24,7 @@ sm100 intra speed 45 [3]   no       no       no       no       no       no      
 sm100 inter speeds [3]     96, 48   96, 48   96, 48   96, 48   96, 48   96, 48   96,80,48 96,86,80
 Blackwell NVLS-Tree N4 [2] -        -        -        43.8     43.8     43.8     43.8     80
 NVLS-Tree tree corr. [4]   no       no       no       no       no       no       yes      yes
+NVLS-Tree net hop (us) [5] 19       14       14       14       14       20.9     20.9     20.9
 ========================== ======== ======== ======== ======== ======== ======== ======== ========
 
 70-90 / 70-100: compute capability 70, 80, 90 (and 100 in 2.26.2; ``tuning.cc``'s switch).
@@ -36,6 +37,12 @@ NVLS-Tree tree corr. [4]   no       no       no       no       no       no      
     Before 2.26 Blackwell GPUs read the 2.28.9 tables here (not checked per release).
 [4] ``ncclTopoGetAlgoTime``: from 2.29.7 NVLS-Tree's bandwidth takes ``treeCorrectionFactor``
     (now 24 entries) on compute capability >= 100 with an x86 CPU.
+[5] ``hwLat[NCCL_HW_NET][NCCL_ALGO_NVLS_TREE][NCCL_PROTO_SIMPLE]`` (``tuning.cc``): the network
+    hop of NVLS-Tree's latency ``intra + 2 * log2(nNodes) * interLat`` across nodes: 19 in
+    2.18.5, 14 from 2.20.5 to 2.27.5, 20.9 from 2.28.9 (e.g. ``git show v2.26.2-1:
+    src/graph/tuning.cc`` line 141, ``v2.28.9-1`` line 165). Its intra term is NVLS's own
+    latency (``nvls_latency_us``: ``baseLat`` 23 in 2.18.5, ``hwLat[NVLINK][NVLS_TREE]`` 23 in
+    2.20.5 and 25 from 2.24.3).
 
 Everything else ``ncclTopoTuneModel`` reads (base and hop latencies, ``llMaxBws``, the Hopper
 and Ampere rows, ``nvlsEfficiency``, ``MAXCHANNELS``, ``NCCL_MAX_NVLS_ARITY``, the NVLS channel
@@ -52,7 +59,7 @@ between releases, and an answer with its caveat is more use than none.
 
 Not modelled per version (stated, not NCCL's): the topology search (``src/graph/search.cc``) is
 the 2.28.9 one for every version but for the sm100 speed tables above; the multi-node terms are
-the 2.28.9 ones but for the Blackwell rows above.
+the 2.28.9 ones but for the Blackwell rows and NVLS-Tree's latency above.
 """
 
 from __future__ import annotations
@@ -104,6 +111,9 @@ class NcclVersion:
         sm100_speeds_intra, sm100_speeds_inter: NCCL's Blackwell speed tables (``search.cc``).
         blackwell_nvls_tree_gbps: ``perChMaxNVLSTreeBws`` Blackwell row (N2, N4).
         nvls_tree_correction: NVLS-Tree takes the tree correction on Blackwell x86 (2.29.7 on).
+        nvls_tree_net_hop_us: ``hwLat[NET][NVLS_TREE][SIMPLE]``, us per network hop of
+            NVLS-Tree's latency across nodes (19 in 2.18.5, 14 in 2.20.5-2.27.5, 20.9 from
+            2.28.9).
     """
 
     tag: str
@@ -122,6 +132,7 @@ class NcclVersion:
     sm100_speeds_inter: tuple[float, ...] = SM100_INTER_2_28
     blackwell_nvls_tree_gbps: tuple[float, float] = (96.0, 43.8)
     nvls_tree_correction: bool = False
+    nvls_tree_net_hop_us: float = 20.9
 
     @property
     def release(self) -> str:
@@ -135,15 +146,15 @@ class NcclVersion:
 
 NCCL_VERSIONS: dict[str, NcclVersion] = {
     "2.18": NcclVersion("v2.18.5-1", 23.0, 0.0, (("nvlink", 4.0), ("pci", 6.0)), 0.25, 87.7,
-                        False, "generic", False, 32, 3),
+                        False, "generic", False, 32, 3, nvls_tree_net_hop_us=19.0),
     "2.20": NcclVersion("v2.20.5-1", 23.0, 0.0, (("nvlink", 28.0), ("pci", 28.0)), 0.25, 87.7,
-                        False, "min", False, 32, 3),
+                        False, "min", False, 32, 3, nvls_tree_net_hop_us=14.0),
     "2.24": NcclVersion("v2.24.3-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
-                        False, "min", False, 32, 3),
+                        False, "min", False, 32, 3, nvls_tree_net_hop_us=14.0),
     "2.26": NcclVersion("v2.26.2-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
-                        True, "min", False, 64, 3),
+                        True, "min", False, 64, 3, nvls_tree_net_hop_us=14.0),
     "2.27": NcclVersion("v2.27.5-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
-                        True, "min", True, 64, 3),
+                        True, "min", True, 64, 3, nvls_tree_net_hop_us=14.0),
     "2.28": NcclVersion("v2.28.9-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "efficiency", True, 64, 2),
     "2.29": NcclVersion("v2.29.7-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
