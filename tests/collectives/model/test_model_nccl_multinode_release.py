@@ -1,4 +1,4 @@
-"""Issue 50's mechanisms across nodes: NVLS-Tree's latency per NCCL release, a tree's pipeline
+"""The NCCL model across nodes: NVLS-Tree's latency per NCCL release, a tree's pipeline
 fill counted once, and the judged errors per published table they give."""
 
 from __future__ import annotations
