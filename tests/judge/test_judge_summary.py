@@ -10,6 +10,7 @@ import pytest
 
 from distlab.judge.__main__ import main as judge_main
 from distlab.judge.summary import summarize_files, summarize_runs
+from distlab.report.jsonfile import write_json
 from helpers.paths import RESULTS
 
 
@@ -67,18 +68,23 @@ def test_committed_summary_is_reproduced_from_the_committed_runs() -> None:
 
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text("{}")
+    bad.write_text('{"schema": 1}')
     assert judge_main(["summary", str(bad), "--out", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "not an allreduce benchmark result" in err[-1]
     assert judge_main(["summary", str(tmp_path / "missing.json"), "--out",
                        str(tmp_path / "o.json")]) == 2
     assert not (tmp_path / "o.json").exists()
+    capsys.readouterr()
+    bad.write_text("{}")  # a result without a schema: one line saying how to migrate it
+    assert judge_main(["summary", str(bad)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "has no schema field" in line and "migrate_results.py" in line
 
 
 def test_cli_writes_the_summary(tmp_path) -> None:
     run = tmp_path / "r1.json"
-    run.write_text(json.dumps(_run(2, {(1024, "builtin"): 10.0, (1024, "ring"): 20.0})))
+    write_json(run, _run(2, {(1024, "builtin"): 10.0, (1024, "ring"): 20.0}))
     out = tmp_path / "s.json"
     assert judge_main(["summary", str(run), "--out", str(out)]) == 0
     summary = json.loads(out.read_text())
@@ -87,7 +93,7 @@ def test_cli_writes_the_summary(tmp_path) -> None:
 
 def test_a_file_whose_rows_are_not_allreduce_rows_is_one_line(tmp_path, capsys) -> None:
     other = tmp_path / "pipeline.json"
-    other.write_text(json.dumps({"provenance": {"world_size": 2}, "rows": [{"stage": "read"}]}))
+    write_json(other, {"provenance": {"world_size": 2}, "rows": [{"stage": "read"}]})
     assert judge_main(["summary", str(other)]) == 2
     captured = capsys.readouterr()
     (line,) = captured.err.strip().splitlines()
@@ -106,7 +112,7 @@ def test_a_bug_while_summarizing_is_a_traceback_not_bad_input(monkeypatch, tmp_p
         raise error("planted")
 
     run = tmp_path / "r1.json"
-    run.write_text(json.dumps(_run(2, {(1024, "builtin"): 10.0, (1024, "ring"): 20.0})))
+    write_json(run, _run(2, {(1024, "builtin"): 10.0, (1024, "ring"): 20.0}))
     monkeypatch.setattr(summary, "_median", broken)
     with pytest.raises(error, match="planted"):
         judge_main(["summary", str(run)])

@@ -108,9 +108,8 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
     ``judged_us`` (its measured time under ``statistic``:
     :func:`distlab.collectives.model.noise.row_seconds`),
     ``predicted_us`` and ``error_pct`` (:func:`distlab.vocabulary.error_pct` of ``judged_us``
-    against ``predicted_us``) from ``model`` (with
-    the row's ``options``, the ones its timed calls ran with; a row without ``options`` ran with
-    none); the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A
+    against ``predicted_us``) from ``model`` (with the row's ``options``, the ones its timed
+    calls ran with); the stored values move to ``stored_predicted_us`` / ``stored_error_pct``. A
     row that kept its rounds (``seconds_per_rank``) also gets ``noise_pct`` and ``within_noise``
     (:mod:`distlab.collectives.model.noise`: how far its value could land on a re-run, and whether
     the prediction lies inside that interval); otherwise both are None."""
@@ -119,7 +118,7 @@ def refit_rows(rows: Sequence[Mapping[str, Any]], world_size: int,
         count = int(row["count"])
         itemsize = int(row["nbytes"]) // count if count else 4
         predicted = model.seconds(row["algorithm"], world_size, count, itemsize,
-                                  row.get("options")) * 1e6
+                                  row["options"]) * 1e6
         measured = row_seconds(row, statistic) * 1e6
         noise = row_noise(row, statistic)
         out.append({**row, "judged_us": measured, "predicted_us": predicted,

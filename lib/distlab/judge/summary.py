@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from distlab.collectives.algorithms.registry import BUILTIN
+from distlab.report.jsonfile import read_json
 from distlab.report.words import count
 from distlab.vocabulary import busbw_factor, error_pct
 
@@ -114,7 +115,7 @@ def read_run(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     p = Path(path)
     try:
-        payload = json.loads(p.read_text())
+        payload = read_json(p)
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{p}: not a readable benchmark JSON file ({exc})") from None
     if not isinstance(payload, dict) or "rows" not in payload or "provenance" not in payload:

@@ -23,17 +23,16 @@ ranks of two runs: one error line, exit 2.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
 from distlab.judge.trace_model import KernelPrice, box_for_gpu, price_collectives
+from distlab.report.jsonfile import write_json
 from distlab.timeline import Timeline
 from distlab.trace.breakdown import Breakdown, RankAnalysis, analyze_run, step_windows
 from distlab.trace.chrome import write_chrome_trace
@@ -236,7 +235,7 @@ def _work(argv: list[str]) -> int:
     for line in report_lines(j, rank=args.rank, step=args.step):
         print(line)
     if args.json:
-        Path(args.json).write_text(json.dumps(judgement_json(j), indent=1, default=str))
+        write_json(args.json, judgement_json(j))
         print(f"# wrote {args.json}")
     if args.timeline:
         write_chrome_trace(judgement_timeline(j), args.timeline)

@@ -31,6 +31,7 @@ from distlab.profile.expected import (
     thresholds_text,
     verdict_table,
 )
+from distlab.report.jsonfile import read_json
 
 __all__ = ["main", "stored_parts"]
 
@@ -42,8 +43,8 @@ def stored_parts(folder: Path) -> dict[str, dict[str, Any]]:
         ValueError: ``profile.json`` or a part file it names is not valid JSON.
     """
     try:
-        index = json.loads((folder / "profile.json").read_text())
-        return {name: json.loads((folder / e["file"]).read_text())
+        index = read_json(folder / "profile.json")
+        return {name: read_json(folder / e["file"])
                 for name, e in index.get("parts", {}).items()
                 if e.get("file") and (folder / e["file"]).is_file()}
     except (json.JSONDecodeError, AttributeError, TypeError) as exc:
