@@ -28,6 +28,7 @@ import hashlib
 import re
 import secrets
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -296,13 +297,20 @@ def run_notebook_and_check(page: Any, lab: Lab, notebook: str, *,
 
     Fails (AssertionError) when any cell shows an error, when any output shows a figure only as
     its ``<Figure size ...>`` text (in the outputs or in the rendered page), or when a cell whose
-    outputs hold a figure (image/png) shows no loaded ``<img>`` in its output area; and, with
+    outputs hold a figure (image/png) shows no loaded ``<img>`` in its output area; when the
+    notebook does not open unmodified (:func:`browser.clean_open.check_opens_unmodified`, checked
+    before Run All); and, with
     the run's config on ``lab``, wherever nbval would fail the notebook: outputs that differ
     from the stored ones, a figure-audit finding (:func:`helpers.stored_outputs.
     differences_from_stored`). A test calling this should carry ``@pytest.mark.notebook(name)``,
     so that nbval leaves the notebook to it instead of running it a second time.
     """
+    from browser.clean_open import check_opens_unmodified  # it imports this module
+
     open_notebook(page, lab, notebook)
+    why_not_dirty_flag = check_opens_unmodified(page, lab.root_dir, notebook)
+    if why_not_dirty_flag:
+        warnings.warn(why_not_dirty_flag, stacklevel=2)
     run_all_cells(page, timeout_s=timeout_s)
     cells = page.evaluate(_CELL_OUTPUTS)
     errors = [f"cell {c['index']}: {e}" for c in cells for e in c["errors"]]

@@ -2,11 +2,13 @@
 
 A browser test marked ``@pytest.mark.notebook("06_ddp.ipynb")`` runs that notebook top to bottom
 in JupyterLab and checks its outputs as nbval would (:mod:`helpers.stored_outputs`, called by
-``browser.lab.run_notebook_and_check``). When such a test is selected in this run and a Chromium
-is there to run it, nbval's items for the same notebook are deselected, so the notebook executes
-once per run instead of twice. Without a browser (the browser tests skip outside CI), or when
-the browser test is deselected (``-m "not browser"``, ``-k``, a single notebook on the command
-line), nbval runs the notebook as usual: nothing is left unchecked.
+``browser.lab.run_notebook_and_check``), after checking that it opened unmodified. When such a
+test is selected in this run and a Chromium is there to run it, nbval's items for the same
+notebook, and the clean-open case marked ``opens_notebook(name)`` for it, are deselected, so the
+notebook is opened and executed once per run instead of three times. Without a browser (the
+browser tests skip outside CI), or when the browser test is deselected (``-m "not browser"``,
+``-k``, a single notebook on the command line), nbval and the clean-open case run the notebook
+as usual: nothing is left unchecked.
 
 Loaded for every run by the root ``conftest.py``.
 """
@@ -35,6 +37,13 @@ def _nbval_notebook(item: pytest.Item) -> str | None:
     return Path(str(item.path)).name
 
 
+def _opened(item: pytest.Item) -> str | None:
+    """The notebook of a case marked ``opens_notebook(name)`` (the clean-open check of one
+    notebook, which the browser test running it makes on opening it), None for any other."""
+    mark = item.get_closest_marker("opens_notebook")
+    return str(mark.args[0]) if mark is not None else None
+
+
 @pytest.hookimpl(trylast=True)  # after -m / -k have deselected what they deselect
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if chromium_executable() is None:  # the browser tests skip: nbval runs everything
@@ -42,12 +51,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     owned = notebooks_run_by_browser_tests(items)
     if not owned:
         return
-    keep = [i for i in items if _nbval_notebook(i) not in owned]
-    dropped = [i for i in items if _nbval_notebook(i) in owned]
+    keep = [i for i in items if _nbval_notebook(i) not in owned and _opened(i) not in owned]
+    dropped = [i for i in items if _nbval_notebook(i) in owned or _opened(i) in owned]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
-        config.stash[_OWNED] = sorted({_nbval_notebook(i) or "" for i in dropped})
+        config.stash[_OWNED] = sorted({_nbval_notebook(i) or _opened(i) or "" for i in dropped})
 
 
 _OWNED = pytest.StashKey[list[str]]()
@@ -58,5 +67,5 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     owned = config.stash.get(_OWNED, [])
     if not owned:
         return None
-    return (f"nbval: {len(owned)} notebooks left to the real-browser tests, which run each once "
-            "in JupyterLab and compare its outputs as nbval does")
+    return (f"nbval and the clean-open check: {len(owned)} notebook(s) left to the real-browser "
+            "tests, which open and run each once in JupyterLab and check it as they do")
