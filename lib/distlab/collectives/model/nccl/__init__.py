@@ -1,1 +1,24 @@
-"""nccl."""
+"""NCCL's collectives on GPU boxes we cannot reach: what NCCL chooses, and how long it runs.
+
+Two models side by side: NCCL's own tuning model (what it estimates, to choose an algorithm and
+protocol per size) and the measured-time model (what a run then takes), both pure functions of
+a box, a world size, the sizes and an NCCL release. Nothing here measures.
+
+- :mod:`.boxes`: the GPU boxes (:class:`~.boxes.GpuBox`, resolved once at each public function
+  from a name) and the graphs NCCL's topology search finds on them.
+- :mod:`.versions`: the constants that changed between NCCL 2.18 and 2.30, per release; a
+  release the model does not hold is priced with its neighbour, and says so.
+- :mod:`.estimate`: NCCL's tuning model, term by term, and its choice per size.
+- :mod:`.per_size`: the one per-size pipeline (channels, chunk, steps, latency, host term) that
+  every execution model below runs, and the shipped constants.
+- :mod:`.execution` (allreduce on one node, and the public :func:`~.execution.nccl_execution`),
+  :mod:`.multinode` (allreduce across nodes: networks, graphs, tuning), :mod:`.family`
+  (all-gather, reduce-scatter, broadcast on one node): each lays a size out and calls the
+  pipeline.
+- :mod:`.published` (the public tables in ``data/published.json``) and :mod:`.fit_execution`
+  (the three constants no NCCL file states, fitted on those tables, judged leave-one-source-out).
+
+Errors are :func:`distlab.vocabulary.error_pct`: (measured - model) / model of times. The
+command-line faces are ``python -m distlab.nccl`` (the model) and ``python -m distlab.judge
+nccl --published`` (its judgement).
+"""
