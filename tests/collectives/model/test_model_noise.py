@@ -82,8 +82,9 @@ class _Fixed:
 def test_refit_marks_rows_inside_their_noise_and_counts_them() -> None:
     rounds = [[1e-3, 1.1e-3, 0.9e-3, 1.05e-3, 0.95e-3] * 4, [0.5e-3] * 20]
     rows = [{"algorithm": "ring", "nbytes": 1 << 20, "count": 1 << 18, "time_us": 1000.0,
-             "seconds_per_rank": rounds},
-            {"algorithm": "ring", "nbytes": 1 << 22, "count": 1 << 20, "time_us": 1000.0}]
+             "options": {}, "seconds_per_rank": rounds},
+            {"algorithm": "ring", "nbytes": 1 << 22, "count": 1 << 20, "time_us": 1000.0,
+             "options": {}}]
     inside = refit_rows(rows, 2, _Fixed(1.0e-3))
     assert inside[0]["within_noise"] is True and 0 < inside[0]["noise_pct"] < 10
     assert inside[1]["within_noise"] is None and inside[1]["noise_pct"] is None
