@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from distlab._checks import check_int
 from distlab.collectives.model.nccl.boxes import gpu_box
@@ -40,6 +41,10 @@ __all__ = ["nccl_choice_figure", "nccl_nodes_figure", "nccl_tables_figure"]
 #: The (algorithm, protocol) pairs the choice figure marks, in the palette's colours.
 _PAIRS = (("ring", "LL"), ("ring", "LL128"), ("ring", "Simple"), ("tree", "LL"),
           ("tree", "LL128"), ("tree", "Simple"), ("nvls", "Simple"), ("nvls_tree", "Simple"))
+
+
+#: A log axis's tick labels as plain numbers.
+_PLAIN = FuncFormatter(lambda value, _pos: f"{value:g}")
 
 
 def _busbw(j: JudgedPoint) -> float:
@@ -173,6 +178,8 @@ def nccl_nodes_figure(judged: Sequence[JudgedPoint], *, min_points: int = 5) -> 
         ax.set_yscale("log")
         ax.set_xlabel("message bytes")
         ax.set_ylabel("busbw GB/s")
+        ax.yaxis.set_major_formatter(_PLAIN)    # 460, not 4.6 x 10^2, on a narrow log range
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))   # some, < a decade
         ax.legend(fontsize=7, loc="best")
     for ax in axes[len(systems):]:
         ax.set_visible(False)
