@@ -1,5 +1,6 @@
 """The NCCL measured-model figures: one panel per published table with its four series in the
-right units, and one panel per box with NCCL's picks coloured and host-bound sizes shaded."""
+right units, one panel per box with NCCL's picks coloured and host-bound sizes shaded, and one
+panel per table across nodes with the published points beside the model's picks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from distlab.collectives.model.nccl import fit_execution as fit
 from distlab.collectives.model.nccl.estimate import busbw_gbps
 from distlab.collectives.model.nccl.execution import nccl_execution
 from distlab.viz.figure import DisplayFigure, figure_png
-from distlab.viz.nccl_measured import nccl_choice_figure, nccl_tables_figure
+from distlab.viz.nccl_measured import nccl_choice_figure, nccl_nodes_figure, nccl_tables_figure
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +68,27 @@ def test_nothing_collides(judged) -> None:
     pts, inside, outside = judged
     assert layout_problems(nccl_tables_figure(inside, outside, points=pts)) == []
     assert layout_problems(nccl_choice_figure(harness="nccl-tests")) == []
+
+
+def test_nodes_figure_one_panel_per_table_with_the_picks_coloured() -> None:
+    from distlab.viz.layout_check import layout_problems
+
+    judged = fit.judge(fit.multinode_points(), fit.shipped_constants())
+    fig = nccl_nodes_figure(judged)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    big = [s for s in dict.fromkeys(j.system for j in judged)
+           if sum(j.system == s for j in judged) >= 5]
+    assert len(shown) == len(big) and big
+    for ax, system in zip(shown, big, strict=True):
+        mine = sorted((j for j in judged if j.system == system), key=lambda j: j.nbytes)
+        assert system.partition(" (")[0] in ax.get_title()
+        lines = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")}
+        picks = {f"{j.execution.algorithm}/{j.execution.protocol}" for j in mine}
+        assert set(lines) == picks | {"published"}
+        # the published busbw is the model's scaled by model time / published time
+        want = [j.execution.busbw_gbps * j.execution.seconds * 1e6 / j.published_us
+                for j in mine]
+        assert list(lines["published"].get_ydata()) == pytest.approx(want, rel=1e-9)
+    assert layout_problems(fig) == []
+    with pytest.raises(ValueError, match="no published table has 99"):
+        nccl_nodes_figure(judged, min_points=99)

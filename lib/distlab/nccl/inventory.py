@@ -37,7 +37,8 @@ CANNOT_PRICE = (
     "as if P2P ran on the same paths",
     "GB200 racks joined by a network: priced with one NVLink domain as one node, as NCCL does, "
     "but NVLS-Tree's loss with the number of racks is not modelled (CoreWeave's 2 and 20 racks "
-    "run 21% and 55% slower than the model)",
+    "take more time than the model, the more the more racks: `python -m distlab.judge nccl "
+    "--published`)",
     "per-release terms across nodes other than the Blackwell rows; the topology search of "
     "releases before 2.28 (2.28.9's is used)",
 )

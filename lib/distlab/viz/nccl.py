@@ -35,7 +35,7 @@ _PUBLISHED_MARKERS = ("D", "s", "^", "v", "P", "X", "o", "h")
 
 def _pair_colour(algorithm: str, protocol: str) -> str:
     """The palette's colour of NCCL's (algorithm, protocol): its picked markers and its
-    estimate line share it, in this figure and in notebook 11's."""
+    estimate line share it, in this figure and in notebook 14's."""
     return colours([nccl_pair(algorithm, protocol)])[nccl_pair(algorithm, protocol)]
 
 

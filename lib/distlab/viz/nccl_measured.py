@@ -8,14 +8,20 @@
 - :func:`nccl_choice_figure`: one panel per GPU box: the model's bus bandwidth against size, one
   colour per (algorithm, protocol) NCCL picks, the sizes where the host's enqueue rate bounds the
   time shaded, NCCL's estimate dashed.
+- :func:`nccl_nodes_figure`: one panel per published table beyond one 8-GPU box (nodes, GB200
+  NVLink domains): the published points (hollow black) beside the model's bus bandwidth, each
+  size's dot in the colour of the (algorithm, protocol) NCCL picks there; nothing is fitted on
+  these tables, so one model line per panel.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from distlab._checks import check_int
 from distlab.collectives.model.nccl.boxes import gpu_box
@@ -30,11 +36,15 @@ from distlab.collectives.model.nccl.versions import nccl_version as priced_versi
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, nccl_pair
 
-__all__ = ["nccl_choice_figure", "nccl_tables_figure"]
+__all__ = ["nccl_choice_figure", "nccl_nodes_figure", "nccl_tables_figure"]
 
 #: The (algorithm, protocol) pairs the choice figure marks, in the palette's colours.
 _PAIRS = (("ring", "LL"), ("ring", "LL128"), ("ring", "Simple"), ("tree", "LL"),
           ("tree", "LL128"), ("tree", "Simple"), ("nvls", "Simple"), ("nvls_tree", "Simple"))
+
+
+#: A log axis's tick labels as plain numbers.
+_PLAIN = FuncFormatter(lambda value, _pos: f"{value:g}")
 
 
 def _busbw(j: JudgedPoint) -> float:
@@ -132,4 +142,45 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
         ax.set_xlabel("message bytes")
         ax.set_ylabel("busbw GB/s")
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
+def nccl_nodes_figure(judged: Sequence[JudgedPoint], *, min_points: int = 5) -> Any:
+    """Published tables across nodes against the model, one panel per table of at least
+    ``min_points`` sizes (see the module doc). ``judged``: every point priced with the shipped
+    constants (:func:`~distlab.collectives.model.nccl.fit_execution.judge` of
+    :func:`~distlab.collectives.model.nccl.fit_execution.multinode_points`)."""
+    check_int("min_points", min_points, minimum=1)
+    systems = [s for s in dict.fromkeys(j.system for j in judged)
+               if sum(j.system == s for j in judged) >= min_points]
+    if not systems:
+        raise ValueError(f"no published table has {min_points} or more points")
+    cols = 2
+    rows = (len(systems) + cols - 1) // cols
+    fig = new_figure(figsize=(9.4, 3.4 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, system in zip(axes, systems, strict=False):
+        mine = sorted((j for j in judged if j.system == system), key=lambda j: j.nbytes)
+        xs = [j.nbytes for j in mine]
+        ax.plot(xs, [j.execution.busbw_gbps for j in mine], "-", color="k", lw=0.8)
+        for pair in _PAIRS:
+            at = [j for j in mine if (j.execution.algorithm, j.execution.protocol) == pair]
+            if at:
+                ax.plot([j.nbytes for j in at], [j.execution.busbw_gbps for j in at], "o",
+                        ms=4, color=colour(nccl_pair(*pair)), label=nccl_pair(*pair))
+        ax.plot(xs, [_busbw(j) for j in mine], "o", ms=7, mfc="none", mec="k",
+                label="published")
+        med = float(np.median([abs(j.error_pct) for j in mine]))
+        name, _, where = system.partition(" (")
+        source = textwrap.shorten(f"({where}", width=60, placeholder="...)")
+        ax.set_title(f"{name}: |error| median {med:.0f}%\n{source}", fontsize=8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message bytes")
+        ax.set_ylabel("busbw GB/s")
+        ax.yaxis.set_major_formatter(_PLAIN)    # 460, not 4.6 x 10^2, on a narrow log range
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))   # some, < a decade
+        ax.legend(fontsize=7, loc="best")
+    for ax in axes[len(systems):]:
+        ax.set_visible(False)
     return fig
