@@ -55,9 +55,12 @@ def test_published_labels_are_never_cut(capsys) -> None:
 @pytest.mark.parametrize(("argv", "words"), [
     (["nccl"], "give --published"),
     (["nccl", "--write"], "give --published"),
-    (["nccl", "h100_sxm8"], "unrecognized arguments: h100_sxm8"),
-    (["nccl", "--published", "--boxes"], "unrecognized arguments: --boxes"),
-    (["nccl", "--published", "--json", "x.json"], "unrecognized arguments: --json")])
+    (["nccl", "--published", "--bogus"], "unrecognized arguments: --bogus"),
+    (["nccl", "h100_sxm8"], "own command now: python -m distlab.nccl h100_sxm8"),
+    (["nccl", "h100_sxm8", "--nodes", "2"],
+     "own command now: python -m distlab.nccl h100_sxm8 --nodes 2"),
+    (["nccl", "--published", "--boxes"], "own command now: python -m distlab.nccl --boxes"),
+    (["nccl", "--published", "--json", "x.json"], "own command now: python -m distlab.nccl")])
 def test_bad_input_is_one_line_and_exit_2(argv, words, capsys) -> None:
     assert judge_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

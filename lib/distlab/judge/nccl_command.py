@@ -20,6 +20,7 @@ NCCL's choice per size on one box, and every box, network and release the model 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
@@ -37,6 +38,7 @@ def _parser() -> options.Parser:
     p.add_argument("--published", action="store_true",
                    help="the model's error on every published table (the judgement this "
                         "command prints; NCCL's choice on one box: python -m distlab.nccl BOX)")
+    p.add_argument("box", nargs="?", default=None, help=argparse.SUPPRESS)  # the old form
     p.add_argument("--write", nargs="?", const="execution_calibration.json", default=None,
                    metavar="PATH", type=options.output_file,
                    help="with --published: refit the constants on every published table and "
@@ -47,7 +49,14 @@ def _parser() -> options.Parser:
 
 def _nccl_command(argv: list[str]) -> int:
     p = _parser()
-    args = p.parse_args(argv)
+    args, rest = p.parse_known_args(argv)
+    moved = {"--boxes", "--harness", "--nccl-version", "--nodes", "--network", "--sizes",
+             "--collective", "--json", "-n", "--world-size"}
+    if args.box is not None or moved & {a.split("=")[0] for a in rest}:
+        p.error("NCCL's choice per size on a box, and --boxes, are their own command now: "
+                f"python -m distlab.nccl {' '.join([args.box or '', *rest]).strip()}")
+    if rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     if not args.published:
         p.error("give --published (NCCL's choice per size on a box: python -m distlab.nccl BOX)")
     print("\n".join(published_lines(write=args.write) + multinode_lines()
