@@ -6,15 +6,10 @@ every figure a kernel renders, reported by ``tests/helpers/figure_guard.py``).""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import nbformat
 import pytest
 
-from helpers.paths import ROOT
+from helpers.notebook_runs import NotebookRun, run_notebooks
 
 HEAD = ("from distlab.viz.figure import new_figure\n"
         "from distlab.viz.palette import colour\n"
@@ -33,28 +28,26 @@ CELLS = {
 }
 
 
-def _run_cell(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
-    """pytest (nbval, the root conftest's figure guard) on a notebook of one cell."""
+def _notebook(source: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell(source)
     cell.metadata["tags"] = ["nbval-ignore-output"]
     nb.cells = [cell]
-    path = tmp_path / "artists.ipynb"
-    nbformat.write(nb, path)
-    env = dict(os.environ, SMOKE="1", DISTLAB_FIGURE_AUDIT="1")
-    env.pop("MPLBACKEND", None)
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:randomly",
-         "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), "-p", "helpers.figure_guard"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
-    )
+    return nb
 
 
-@pytest.mark.timeout(300)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, NotebookRun]:
+    """Each case's one-cell notebook run by pytest (nbval, the root conftest's figure guard; a
+    fresh kernel each), all in one pytest process."""
+    return run_notebooks(tmp_path_factory.mktemp("artists"),
+                         {f"case{i}": _notebook(src) for i, (src, _) in enumerate(CELLS.values())})
+
+
 @pytest.mark.parametrize("case", list(CELLS))
-def test_a_figure_a_reader_cannot_read_fails_its_cell(tmp_path: Path, case: str) -> None:
-    source, expected = CELLS[case]
-    run = _run_cell(tmp_path, source)
-    out = run.stdout + run.stderr
-    assert run.returncode == 1 and "1 failed" in out, out
-    assert expected in out, out
+def test_a_figure_a_reader_cannot_read_fails_its_cell(runs: dict[str, NotebookRun],
+                                                      case: str) -> None:
+    expected = CELLS[case][1]
+    run = runs[f"case{list(CELLS).index(case)}"]
+    assert run.count("failed") == 1, run
+    assert expected in run.text, run.text

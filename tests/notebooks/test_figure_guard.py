@@ -3,16 +3,11 @@ repr."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import nbformat
 import pytest
 
 from helpers.figure_guard import MAX_COLUMNS, bare_figure_texts, unshown_figure_lines, wide_lines
-from helpers.paths import ROOT
+from helpers.notebook_runs import NotebookRun, run_notebooks
 
 BARE_CELL = ("from matplotlib.figure import Figure\nfig = Figure(figsize=(4, 3))\n"
              "fig.add_subplot()\nfig")
@@ -28,62 +23,64 @@ DISPLAYED_CELL = ("from distlab.viz.figure import new_figure\nfig = new_figure(f
                   "fig.add_subplot()\nfig")
 
 
-def _run_notebook(tmp_path: Path, source: str,
-                  tags: list[str] | None = None) -> subprocess.CompletedProcess:
-    """Run pytest (this repo's root conftest and pyproject options) on a one-cell notebook."""
+DISPLAY_CELL = ("import matplotlib.pyplot as plt\n" + UNSHOWN_CELL
+                + "\nfrom IPython.display import display\ndisplay(fig)")
+
+#: Every notebook these tests run: ``key -> (second cell's source, its tags)``; the first cell
+#: of each is ``1 + 1``, which passes.
+CASES: dict[str, tuple[str, list[str] | None]] = {
+    "bare": (BARE_CELL, None),
+    "bare_ignored": (BARE_CELL, ["nbval-ignore-output"]),
+    "displayed": (DISPLAYED_CELL, None),
+    "unshown": (UNSHOWN_CELL, ["nbval-ignore-output"]),
+    "unshown_pyplot": (UNSHOWN_PYPLOT_CELL, ["nbval-ignore-output"]),
+    "display_call": (DISPLAY_CELL, None),
+    "crowded": (CROWDED_CELL, ["nbval-ignore-output"]),
+    "wide": (WIDE_CELL, ["nbval-ignore-output"]),
+}
+
+
+def _notebook(source: str, tags: list[str] | None) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell(source)
     if tags:
         cell.metadata["tags"] = tags
     nb.cells = [nbformat.v4.new_code_cell("1 + 1"), cell]
-    path = tmp_path / "guarded.ipynb"
-    nbformat.write(nb, path)
-    # a fresh kernel, no backend forced
-    env = dict(os.environ, SMOKE="1", MPLBACKEND="", DISTLAB_FIGURE_AUDIT="1")
-    env.pop("MPLBACKEND")
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:randomly",
-         "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), "-p", "helpers.figure_guard"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
-    )
+    return nb
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("tags", [None, ["nbval-ignore-output"]])
-def test_bare_figure_cell_fails(tmp_path: Path, tags: list[str] | None) -> None:
-    run = _run_notebook(tmp_path, BARE_CELL, tags)
-    out = run.stdout + run.stderr
-    assert run.returncode == 1, out
-    assert "as text and no image/png" in out, out
-    assert "1 failed, 1 passed" in out, out
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, NotebookRun]:
+    """Every case's notebook run by pytest (this repo's root conftest and pyproject options, a
+    fresh kernel each), all in one pytest process."""
+    return run_notebooks(tmp_path_factory.mktemp("guarded"),
+                         {k: _notebook(src, tags) for k, (src, tags) in CASES.items()})
 
 
-@pytest.mark.timeout(300)
-def test_new_figure_cell_passes(tmp_path: Path) -> None:
-    run = _run_notebook(tmp_path, DISPLAYED_CELL)
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out
-    assert "2 passed" in out, out
+def _fails_its_second_cell(run: NotebookRun, says: str) -> None:
+    assert (run.count("failed"), run.count("passed")) == (1, 1), run
+    assert run.cells[1].outcome == "failed" and says in run.text, run.text
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("source", [UNSHOWN_CELL, UNSHOWN_PYPLOT_CELL])
-def test_a_figure_made_and_never_shown_fails(tmp_path: Path, source: str) -> None:
+@pytest.mark.parametrize("case", ["bare", "bare_ignored"])
+def test_bare_figure_cell_fails(runs: dict[str, NotebookRun], case: str) -> None:
+    _fails_its_second_cell(runs[case], "as text and no image/png")
+
+
+def test_new_figure_cell_passes(runs: dict[str, NotebookRun]) -> None:
+    assert runs["displayed"].count("passed") == 2, runs["displayed"].text
+
+
+@pytest.mark.parametrize("case", ["unshown", "unshown_pyplot"])
+def test_a_figure_made_and_never_shown_fails(runs: dict[str, NotebookRun], case: str) -> None:
     """`fig = some_figure(...)` as a cell's last line shows nothing: the audit line fails it,
     whether or not pyplot's inline backend is active."""
-    run = _run_notebook(tmp_path, source, ["nbval-ignore-output"])
-    out = run.stdout + run.stderr
-    assert run.returncode == 1, out
-    assert "was never shown" in out and "'lost'" in out, out
-    assert "1 failed, 1 passed" in out, out
+    _fails_its_second_cell(runs[case], "was never shown")
+    assert "'lost'" in runs[case].text, runs[case].text
 
 
-@pytest.mark.timeout(300)
-def test_a_figure_passed_to_display_passes(tmp_path: Path) -> None:
-    run = _run_notebook(tmp_path, "import matplotlib.pyplot as plt\n" + UNSHOWN_CELL
-                        + "\nfrom IPython.display import display\ndisplay(fig)")
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out
+def test_a_figure_passed_to_display_passes(runs: dict[str, NotebookRun]) -> None:
+    assert runs["display_call"].count("passed") == 2, runs["display_call"].text
 
 
 def test_unshown_figure_lines() -> None:
@@ -111,16 +108,13 @@ def test_root_conftest_loads_the_guard(pytestconfig: pytest.Config) -> None:
     assert pytestconfig.pluginmanager.has_plugin("helpers.figure_guard")
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("source", "says"), [(CROWDED_CELL, "overlaps xtick"),
-                                               (WIDE_CELL, f"wider than {MAX_COLUMNS} characters")])
-def test_colliding_labels_and_wide_lines_fail(tmp_path: Path, source: str, says: str) -> None:
+@pytest.mark.parametrize(("case", "says"), [("crowded", "overlaps xtick"),
+                                             ("wide", f"wider than {MAX_COLUMNS} characters")])
+def test_colliding_labels_and_wide_lines_fail(runs: dict[str, NotebookRun], case: str,
+                                              says: str) -> None:
     """A figure whose tick labels run into each other, and a printed line JupyterLab wraps, fail
     the cell that shows them, in an output-checked cell and an ignored one alike."""
-    run = _run_notebook(tmp_path, source, ["nbval-ignore-output"])
-    out = run.stdout + run.stderr
-    assert run.returncode == 1, out
-    assert says in out and "1 failed, 1 passed" in out, out
+    _fails_its_second_cell(runs[case], says)
 
 
 def test_wide_lines_read_only_what_is_shown_as_text() -> None:
