@@ -20,7 +20,6 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from distlab._checks import check_int
@@ -35,6 +34,7 @@ from distlab.collectives.model.nccl.fit_execution import JudgedPoint
 from distlab.collectives.model.nccl.versions import nccl_version as priced_version
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, nccl_pair
+from distlab.vocabulary import ErrorSummary
 
 __all__ = ["nccl_choice_figure", "nccl_nodes_figure", "nccl_tables_figure"]
 
@@ -51,6 +51,34 @@ def _busbw(j: JudgedPoint) -> float:
     return busbw_gbps(j.nbytes, j.published_us * 1e-6, j.execution.world_size)
 
 
+def _table_panels(judged: Sequence[JudgedPoint], min_points: int, *,
+                  panel_height_in: float) -> tuple[Any, list[tuple[Any, str, list[JudgedPoint]]]]:
+    """A figure of two columns with one panel per published table (``system``) of at least
+    ``min_points`` judged points, the panels left over hidden; ``(figure, [(axes, system,
+    its points by size)])``."""
+    check_int("min_points", min_points, minimum=1)
+    systems = [s for s in dict.fromkeys(j.system for j in judged)
+               if sum(j.system == s for j in judged) >= min_points]
+    if not systems:
+        raise ValueError(f"no published table has {min_points} or more points")
+    rows = (len(systems) + 1) // 2
+    fig = new_figure(figsize=(9.4, panel_height_in * rows))
+    axes = fig.subplots(rows, 2, squeeze=False).ravel()
+    for ax in axes[len(systems):]:
+        ax.set_visible(False)
+    return fig, [(ax, system, sorted((j for j in judged if j.system == system),
+                                     key=lambda j: j.nbytes))
+                 for ax, system in zip(axes, systems, strict=False)]
+
+
+def _busbw_axes(ax: Any) -> None:
+    """Message bytes (log 2) against bus bandwidth in GB/s (log), labelled."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message bytes")
+    ax.set_ylabel("busbw GB/s")
+
+
 def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPoint], *,
                        points: Sequence[dict[str, Any]], min_points: int = 5) -> Any:
     """Published tables against the model in and out of sample (see the module doc).
@@ -64,18 +92,9 @@ def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPo
             algorithm), in any order.
         min_points: tables with fewer sizes are left out of the figure (not of the tables).
     """
-    check_int("min_points", min_points, minimum=1)
     out_by = {(j.system, j.nbytes, j.published_us): j for j in outside}
-    systems = [s for s in dict.fromkeys(j.system for j in inside)
-               if sum(j.system == s for j in inside) >= min_points]
-    if not systems:
-        raise ValueError(f"no published table has {min_points} or more points")
-    cols = 2
-    rows = (len(systems) + cols - 1) // cols
-    fig = new_figure(figsize=(9.4, 3.9 * rows))
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax, system in zip(axes, systems, strict=False):
-        mine = sorted((j for j in inside if j.system == system), key=lambda j: j.nbytes)
+    fig, panels = _table_panels(inside, min_points, panel_height_in=3.9)
+    for ax, system, mine in panels:
         point = next(p for p in points if p["system"] == system)
         forced = point.get("nccl_algo")
         algos = None if forced is None else [algorithm_from_nccl(forced)]
@@ -91,19 +110,14 @@ def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPo
                 label="model, this source left out")
         ax.plot(xs, [_busbw(j) for j in mine], "o", ms=6, mfc="none", mec="k",
                 label="published")
-        med_in = float(np.median([abs(j.error_pct) for j in mine]))
-        med_out = float(np.median([abs(j.error_pct) for j in lo]))
+        med_in = ErrorSummary.of(j.error_pct for j in mine).median
+        med_out = ErrorSummary.of(j.error_pct for j in lo).median
         version = point.get("nccl_version") or "2.28 (not stated)"
         how = f", NCCL_ALGO={forced}" if forced else ""
         ax.set_title(f"{system}\nNCCL {version}{how}; |error| median {med_in:.0f}% in, "
                      f"{med_out:.0f}% out", fontsize=8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("message bytes")
-        ax.set_ylabel("busbw GB/s")
+        _busbw_axes(ax)
         ax.legend(fontsize=7, loc="lower right")
-    for ax in axes[len(systems):]:
-        ax.set_visible(False)
     return fig
 
 
@@ -137,10 +151,7 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
         version = priced_version(nccl_version).release
         ax.set_title(f"{box.name}, {n} GPUs, NCCL {version}, harness {harness}:\n"
                      "NCCL's choice and the time as measured (model)", fontsize=9)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("message bytes")
-        ax.set_ylabel("busbw GB/s")
+        _busbw_axes(ax)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
 
@@ -150,17 +161,8 @@ def nccl_nodes_figure(judged: Sequence[JudgedPoint], *, min_points: int = 5) -> 
     ``min_points`` sizes (see the module doc). ``judged``: every point priced with the shipped
     constants (:func:`~distlab.collectives.model.nccl.fit_execution.judge` of
     :func:`~distlab.collectives.model.nccl.fit_execution.multinode_points`)."""
-    check_int("min_points", min_points, minimum=1)
-    systems = [s for s in dict.fromkeys(j.system for j in judged)
-               if sum(j.system == s for j in judged) >= min_points]
-    if not systems:
-        raise ValueError(f"no published table has {min_points} or more points")
-    cols = 2
-    rows = (len(systems) + cols - 1) // cols
-    fig = new_figure(figsize=(9.4, 3.4 * rows))
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax, system in zip(axes, systems, strict=False):
-        mine = sorted((j for j in judged if j.system == system), key=lambda j: j.nbytes)
+    fig, panels = _table_panels(judged, min_points, panel_height_in=3.4)
+    for ax, system, mine in panels:
         xs = [j.nbytes for j in mine]
         ax.plot(xs, [j.execution.busbw_gbps for j in mine], "-", color="k", lw=0.8)
         for pair in _PAIRS:
@@ -170,17 +172,12 @@ def nccl_nodes_figure(judged: Sequence[JudgedPoint], *, min_points: int = 5) -> 
                         ms=4, color=colour(nccl_pair(*pair)), label=nccl_pair(*pair))
         ax.plot(xs, [_busbw(j) for j in mine], "o", ms=7, mfc="none", mec="k",
                 label="published")
-        med = float(np.median([abs(j.error_pct) for j in mine]))
+        med = ErrorSummary.of(j.error_pct for j in mine).median
         name, _, where = system.partition(" (")
         source = textwrap.shorten(f"({where}", width=60, placeholder="...)")
         ax.set_title(f"{name}: |error| median {med:.0f}%\n{source}", fontsize=8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("message bytes")
-        ax.set_ylabel("busbw GB/s")
+        _busbw_axes(ax)
         ax.yaxis.set_major_formatter(_PLAIN)    # 460, not 4.6 x 10^2, on a narrow log range
         ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))   # some, < a decade
         ax.legend(fontsize=7, loc="best")
-    for ax in axes[len(systems):]:
-        ax.set_visible(False)
     return fig
