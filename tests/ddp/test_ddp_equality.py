@@ -9,6 +9,7 @@ from distlab import launch
 from helpers.ddp_targets import (
     comm_hook_errors,
     reducer_ops_worker,
+    slow_record_worker,
     timeline_worker,
     train_compare_many,
 )
@@ -107,6 +108,15 @@ def test_timeline_lanes_when_traced(hook):
         assert sorted(s[0] for s in ar) == [f"allreduce bucket {b}" for b in range(nb)]
         assert {s[2] for s in ar} == {f"rank{rank}/allreduce"} and all(s[3] >= 0 for s in ar)
         assert nb > 1
+
+
+def test_traced_spans_recorded_before_backward_returns():
+    """A hook future completed on another thread runs its callbacks there, after waiters wake:
+    the reducer must wait on the future that records the span, or the step ends without it."""
+    with no_leaks():
+        r = launch.run(slow_record_worker, 2, timeout=120)[0]
+    assert r["buckets"] > 1
+    assert r["names"] == [f"allreduce bucket {b}" for b in range(r["buckets"])]
 
 
 @pytest.mark.parametrize("layers,width,cap,view", [

@@ -247,3 +247,44 @@ def reducer_ops_worker(rank: int, world_size: int, layers: int, width: int,
     return {"ops": ops, "buckets": len(ddp.buckets),
             "big": sum(p.numel() >= FUSE_MIN_NUMEL for p in ddp.parameters()),
             "runs": sum(len(lay.small_runs) for lay in ddp._layouts)}
+
+
+def slow_record_worker(rank: int, world_size: int) -> dict[str, Any]:
+    """A traced step whose comm hook's future is completed on another thread and whose timeline
+    records slowly (0.2 s a span): the spans of the step must all be there when backward returns
+    (the reducer waits on the future that records, not on the hook's own)."""
+    import threading
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from distlab.ddp import DDP
+    from distlab.timeline import Timeline
+
+    class SlowTimeline(Timeline):
+        def record(self, name, category, lane, start_us, duration_us, args=None):  # type: ignore[no-untyped-def]
+            if category == "allreduce":
+                time.sleep(0.2)
+            return super().record(name, category, lane, start_us, duration_us, args)
+
+    def threaded_hook(state: Any, bucket: Any) -> torch.futures.Future:
+        buf = bucket.buffer()
+        dist.all_reduce(buf)
+        fut: torch.futures.Future = torch.futures.Future()
+
+        def complete() -> None:
+            time.sleep(0.05)  # after the reducer attached its callback
+            fut.set_result(buf)
+
+        threading.Thread(target=complete).start()
+        return fut
+
+    ddp = DDP(mlp(3, 64, 1), bucket_cap_mb=0.01)
+    ddp.register_comm_hook(None, threaded_hook)
+    tl = SlowTimeline()
+    for step in range(2):  # the second step: the rebuilt buckets
+        ddp.timeline = tl if step == 1 else None
+        ddp(torch.ones(4, 64)).sum().backward()
+    names = sorted(s.name for s in tl.spans if s.category == "allreduce")
+    return {"names": names, "buckets": len(ddp.buckets)}

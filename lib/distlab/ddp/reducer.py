@@ -653,14 +653,15 @@ class DDP(nn.Module, Joinable):
                                 f"{type(fut).__name__}")
             self._works[b] = fut
             if self._traced:
-                self._trace_future(fut, f"allreduce bucket {b}", t0, buf)
+                self._works[b] = self._trace_future(fut, f"allreduce bucket {b}", t0, buf)
         elif self._builtin:
             if self._traced:
                 t0 = now_us()
             work = dist.all_reduce(buf, group=self._comm, async_op=True)
             self._works[b] = work
             if self._traced:
-                self._trace_future(work.get_future(), f"allreduce bucket {b}", t0, buf)
+                self._works[b] = self._trace_future(work.get_future(), f"allreduce bucket {b}",
+                                                    t0, buf)
         else:
             t0 = now_us()
             self._reduce_sync(buf, self._describe_bucket(b))
@@ -669,10 +670,17 @@ class DDP(nn.Module, Joinable):
                                      t0, now_us() - t0, {"bytes": lay.nbytes})
 
     def _trace_future(self, fut: torch.futures.Future, label: str, t0: float,
-                      buf: torch.Tensor) -> None:
+                      buf: torch.Tensor) -> torch.futures.Future:
+        """The future to wait on in place of ``fut``: it completes with ``fut``'s value once the
+        span (``t0`` to completion, microseconds) is on the timeline. Waiting on ``fut`` itself
+        could return before its callback ran, and the step would end without the span."""
         tl, lane, nbytes = self.timeline, self._lane("allreduce"), buf.numel() * buf.element_size()
-        fut.then(lambda _f: tl.record(label, "allreduce", lane, t0, now_us() - t0,
-                                      {"bytes": nbytes}))
+
+        def record(done: torch.futures.Future) -> Any:
+            tl.record(label, "allreduce", lane, t0, now_us() - t0, {"bytes": nbytes})
+            return done.value()
+
+        return fut.then(record)
 
     def _finish(self) -> None:
         try:
