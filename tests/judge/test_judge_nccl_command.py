@@ -53,18 +53,40 @@ def test_published_labels_are_never_cut(capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (["nccl"], "give --published"),
+    (["nccl"], "give --published or --boxes"),
     (["nccl", "--write"], "give --published"),
+    (["nccl", "--boxes", "--write"], "--write refits on the published tables"),
+    (["nccl", "--published", "--boxes"], "give one of --published or --boxes"),
+    (["nccl", "--published", "--json", "x.json"], "--json writes the --boxes report"),
     (["nccl", "--published", "--bogus"], "unrecognized arguments: --bogus"),
     (["nccl", "h100_sxm8"], "own command now: python -m distlab.nccl h100_sxm8"),
     (["nccl", "h100_sxm8", "--nodes", "2"],
      "own command now: python -m distlab.nccl h100_sxm8 --nodes 2"),
-    (["nccl", "--published", "--boxes"], "own command now: python -m distlab.nccl --boxes"),
-    (["nccl", "--published", "--json", "x.json"], "own command now: python -m distlab.nccl")])
+    (["nccl", "h100_sxm8", "--json", "x.json"],
+     "own command now: python -m distlab.nccl h100_sxm8 --json x.json"),
+    (["nccl", "--nccl-version", "2.30"],
+     "own command now: python -m distlab.nccl --nccl-version 2.30")])
 def test_bad_input_is_one_line_and_exit_2(argv, words, capsys) -> None:
     assert judge_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0] and err[0].endswith("(see --help)"), err
+
+
+def test_boxes_is_the_inventory_judged(tmp_path, capsys) -> None:
+    """``judge nccl --boxes`` prints every box, network and release with its judgement, the same
+    report as ``python -m distlab.nccl --boxes``, and writes it with ``--json``."""
+    from distlab.nccl.__main__ import main as nccl_main
+    from distlab.report.jsonfile import read_json
+
+    out = tmp_path / "boxes.json"
+    assert judge_main(["nccl", "--boxes", "--json", str(out)]) == 0
+    judged = capsys.readouterr().out
+    assert nccl_main(["--boxes"]) == 0
+    assert capsys.readouterr().out == judged
+    assert "b200_sxm8" in judged and "efa400" in judged and "2.30" in judged
+    assert "med %" in judged and "p90 %" in judged
+    report = read_json(out)
+    assert {b["key"] for b in report["boxes"]} >= {"b200_sxm8", "gb200_nvl72", "h200_sxm8"}
 
 
 def test_the_help_points_to_the_explorer(capsys) -> None:

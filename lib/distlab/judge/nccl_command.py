@@ -1,8 +1,9 @@
-"""``python -m distlab.judge nccl --published``: NCCL's measured-time model judged on published
-tables.
+"""``python -m distlab.judge nccl --published | --boxes``: NCCL's measured-time model judged on
+published tables, table by table or box by box.
 
     python -m distlab.judge nccl --published                 # the model on every published table
     python -m distlab.judge nccl --published --write [PATH]  # refit the constants, write PATH
+    python -m distlab.judge nccl --boxes [--json OUT]        # every box, network, release judged
 
 Prints the error on each published table the project holds, in sample (constants fitted on every
 table) and leave-one-source-out (each source priced with constants fitted on the others), then
@@ -14,8 +15,10 @@ NCCL made (both out of sample too); the tables are :mod:`distlab.judge.nccl_publ
 ``execution_calibration.json`` in the current folder, never into the installed package); copy
 it over ``lib/distlab/collectives/model/nccl/execution_calibration.json`` in a checkout to ship
 it.
-NCCL's choice per size on one box, and every box, network and release the model knows, are
-``python -m distlab.nccl BOX`` and ``python -m distlab.nccl --boxes``. Nothing is measured.
+``--boxes`` lists every box, network and NCCL release the model knows, where each constant
+comes from and how published tables judge it (n tables, points, median and p90 |error|; the
+same report as ``python -m distlab.nccl --boxes``, :mod:`distlab.nccl.inventory`). NCCL's
+choice per size on one box is ``python -m distlab.nccl BOX``. Nothing is measured.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 from distlab.cli import options
 from distlab.cli.run import run_main
 from distlab.judge.nccl_published import collective_lines, multinode_lines, published_lines
+from distlab.report.jsonfile import write_json
 
 __all__ = ["PROG", "main"]
 
@@ -38,6 +42,12 @@ def _parser() -> options.Parser:
     p.add_argument("--published", action="store_true",
                    help="the model's error on every published table (the judgement this "
                         "command prints; NCCL's choice on one box: python -m distlab.nccl BOX)")
+    p.add_argument("--boxes", action="store_true",
+                   help="every box, network and NCCL release the model knows, where each "
+                        "constant comes from and how published tables judge it (n tables, "
+                        "median, p90)")
+    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
+                   help="with --boxes: also write that report as JSON to OUT")
     p.add_argument("box", nargs="?", default=None, help=argparse.SUPPRESS)  # the old form
     p.add_argument("--write", nargs="?", const="execution_calibration.json", default=None,
                    metavar="PATH", type=options.output_file,
@@ -50,15 +60,31 @@ def _parser() -> options.Parser:
 def _nccl_command(argv: list[str]) -> int:
     p = _parser()
     args, rest = p.parse_known_args(argv)
-    moved = {"--boxes", "--harness", "--nccl-version", "--nodes", "--network", "--sizes",
-             "--collective", "--json", "-n", "--world-size"}
+    moved = {"--harness", "--nccl-version", "--nodes", "--network", "--sizes",
+             "--collective", "-n", "--world-size"}
     if args.box is not None or moved & {a.split("=")[0] for a in rest}:
-        p.error("NCCL's choice per size on a box, and --boxes, are their own command now: "
-                f"python -m distlab.nccl {' '.join([args.box or '', *rest]).strip()}")
+        same = " ".join(a for a in argv if a != "--published")
+        p.error(f"NCCL's choice per size on a box is its own command now: "
+                f"python -m distlab.nccl {same}")
     if rest:
         p.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.published and args.boxes:
+        p.error("give one of --published or --boxes")
+    if args.json is not None and not args.boxes:
+        p.error("--json writes the --boxes report: give --boxes")
+    if args.write is not None and not args.published:
+        p.error("--write refits on the published tables: give --published")
+    if args.boxes:
+        from distlab.nccl.inventory import boxes_lines, boxes_report
+
+        report = boxes_report()
+        print("\n".join(boxes_lines(report)))
+        if args.json is not None:
+            write_json(args.json, report)
+        return 0
     if not args.published:
-        p.error("give --published (NCCL's choice per size on a box: python -m distlab.nccl BOX)")
+        p.error("give --published or --boxes (NCCL's choice per size on a box: "
+                "python -m distlab.nccl BOX)")
     print("\n".join(published_lines(write=args.write) + multinode_lines()
                     + collective_lines()))
     return 0
