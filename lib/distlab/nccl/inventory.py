@@ -94,6 +94,8 @@ def boxes_report() -> dict[str, Any]:
               "source": b.link_source, "one_node": Judged.of(one.get(k, [])).row(),
               "multi_node": Judged.of(across.get(k, [])).row()} for k, b in GPU_BOXES.items()]
     nets = [{"key": k, "name": n.name, "nic_gbps": n.nic_gbps, "rails": n.rails,
+             "nccl_devices": "{} x {:g}".format(*n.nccl_devices()),
+             "plugin_latency_us": n.plugin_latency_us, "hop_floor_us": n.hop_floor_us,
              "source": n.source, **Judged.of(by_net.get(k, [])).row()}
             for k, n in NETWORKS.items()]
     releases = [{"key": k, "tag": v.tag, "source": f"NVIDIA/nccl {v.tag} (versions.py's table)",
@@ -130,10 +132,16 @@ def boxes_lines(report: dict[str, Any] | None = None) -> list[str]:
              "# 1 box: its 8-GPU tables, judged leave-one-source-out; beyond: nodes, GB200 racks",
              "# and hosts (allreduce_multinode), judged out of sample",
              *format_table(box_rows, box_cols).splitlines(),
-             "# networks (multi-node tables, out of sample)",
+             "# networks (multi-node tables, out of sample); as NCCL: its devices x GB/s (merged",
+             "# ports, a plugin's rails; 2.28.9), plugin us: the latency a plugin reports (NCCL's",
+             "# choice), hop us: the transport's own hop where longer than NCCL's (the run)",
              *format_table(r["networks"], (Column("network", "key"),
                                            Column("NIC GB/s", "nic_gbps", ".1f"),
-                                           Column("NICs", "rails", ""), *_JUDGED)).splitlines(),
+                                           Column("NICs", "rails", ""),
+                                           Column("as NCCL", "nccl_devices"),
+                                           Column("plugin us", "plugin_latency_us", ".0f"),
+                                           Column("hop us", "hop_floor_us", ".0f"),
+                                           *_JUDGED)).splitlines(),
              "# NCCL releases (the tables that state one, 1 node and across nodes; a release",
              "# the model does not hold is priced with its neighbour)",
              *format_table(r["releases"], (Column("release", "key"), Column("tag", "tag"),

@@ -29,16 +29,24 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
   nodes needs SHARP in the network (CollNet), which these presets do not have; PAT needs one GPU
   per node.
 
-Network latency from the plugin (``props->latency``) is 0 for NCCL's own IB and socket
-transports; other plugins (AWS's for EFA, Google's TCPXO) are taken the same. Nothing here is
-fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in 2.29.7 and 2.30.7
-(the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its tree correction:
-:mod:`~distlab.collectives.model.nccl.versions`) and NVLS-Tree's latency, which follow the
-release asked.
+- **the network as NCCL holds it** (:meth:`Network.nccl_devices`): the ports of one multi-port
+  NIC are one device of their summed speed from 2.20 on (``NCCL_IB_MERGE_NICS``, then NIC
+  fusion at ``NCCL_NET_MERGE_LEVEL=PORT``); AWS's plugin groups a GPU's EFA devices into one
+  on p5 and later. A plugin's ``props->latency`` (aws-ofi-nccl: 75 us on p4d and p5, 35 on
+  p5en and p6) is added to each network hop of NCCL's estimate, twice for Simple; it is 0 for
+  NCCL's own IB and socket transports and taken as 0 for Google's TCPXO plugin. It steers the
+  choice; a run's network hop is NCCL's table's or, on EFA, the plugin's own tuner's measured
+  hop (20 us on p5, 18 on p5en, +3 for Simple) where that is longer.
+
+Nothing here is fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in
+2.29.7 and 2.30.7 (the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its
+tree correction: :mod:`~distlab.collectives.model.nccl.versions`) and NVLS-Tree's latency,
+which follow the release asked.
 
 As it runs (:func:`multinode_execution`): a ring's hops hide under its copies
 (:func:`ring_exposed_latency_us`); a tree pays its pipeline fill once, as NCCL's hop latency or
-as the first steps' waits, whichever is longer (:func:`tree_fill_sync_us`).
+as the first steps' waits, whichever is longer (:func:`tree_fill_sync_us`); NVLS-Tree pays its
+pipeline fill (:func:`nvls_tree_fill_us`) instead of the NVLS step waits.
 
 GB200 NVL72 racks: NCCL takes one multi-node NVLink domain as one node (MNNVL), so a rack is one
 "node" of the ``gb200_nvl72`` box and racks are joined by a network (``ib_ndr400_nvl72``: one
@@ -87,9 +95,9 @@ from distlab.collectives.model.nccl.per_size import (
 from distlab.collectives.model.nccl.versions import NcclVersion
 
 __all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
-           "multinode_execution", "multinode_graphs", "multinode_table", "network",
+           "multinode_execution", "multinode_graphs", "multinode_table", "net_hop_us", "network",
            "node_choices", "node_table", "nvls_tree_chunk", "nvls_tree_latency_us",
-           "ring_exposed_latency_us", "tree_fill_sync_us"]
+           "nvls_tree_fill_us", "ring_exposed_latency_us", "tree_fill_sync_us"]
 
 
 @dataclass(frozen=True)
@@ -99,9 +107,23 @@ class Network:
     Attributes:
         key: short name (the key of :data:`NETWORKS`).
         name: what it is.
-        nic_gbps: GB/s per NIC per direction as NCCL reads it (``mbps / 8000``).
-        rails: NICs per node.
+        nic_gbps: GB/s per physical port per direction as NCCL reads it (``mbps / 8000``).
+        rails: physical ports per node.
         source: where the figures come from.
+        ports_per_device: ports NCCL reads as one device of their summed speed (1: none).
+        merged_by: who merges them: ``"nccl"`` (the ports of one multi-port NIC: NCCL's IB
+            transport from 2.20, ``NCCL_IB_MERGE_NICS`` default 1 in
+            ``src/transport/net_ib.cc``, and from 2.24 its NIC fusion,
+            ``NCCL_NET_MERGE_LEVEL`` default ``PORT`` in ``src/graph/topo.cc``) or
+            ``"plugin"`` (AWS's aws-ofi-nccl RDMA protocol groups a GPU's EFA devices into one
+            device and scales its speed by the group, ``src/nccl_ofi_rdma.cpp``, whatever the
+            NCCL release).
+        plugin_latency_us: ``props->latency`` the net plugin reports, us (0 for NCCL's own IB
+            and socket transports); NCCL adds it to each network hop of its estimate, twice for
+            Simple (``src/graph/tuning.cc``: ``interLat += graphs[a]->latencyInter``).
+        hop_floor_us: the transport's measured one-hop latency, us, where it is longer than the
+            InfiniBand hop NCCL's table holds (0: NCCL's table): a run's network hop is at least
+            this, plus :data:`SIMPLE_COMPLETION_US` for Simple.
     """
 
     key: str
@@ -109,6 +131,36 @@ class Network:
     nic_gbps: float
     rails: int
     source: str
+    ports_per_device: int = 1
+    merged_by: str = ""
+    plugin_latency_us: float = 0.0
+    hop_floor_us: float = 0.0
+
+    def nccl_devices(self, version: NcclVersion | None = None) -> tuple[int, float]:
+        """``(devices, GB/s each)`` per node as NCCL's topology holds them under ``version``
+        (``None``: 2.28.9): merged ports count as one device of their summed speed; NCCL merges
+        ports itself from 2.20 on, a plugin always."""
+        merged = self.ports_per_device > 1 and (
+            self.merged_by == "plugin" or version is None
+            or _release_minor(version) >= MERGE_FROM_MINOR)
+        if not merged:
+            return self.rails, self.nic_gbps
+        return self.rails // self.ports_per_device, self.nic_gbps * self.ports_per_device
+
+
+SIMPLE_COMPLETION_US = 3.0
+"""What a Simple hop adds over a transport's 8-byte latency: the completion's way through the
+plugin and NCCL's proxy (aws-ofi-nccl's tuner, ``OFI_NCCL_TUNER_NET_COMP_OVERHEAD`` default 3 us,
+``include/nccl_ofi_param.h``)."""
+
+MERGE_FROM_MINOR = 20
+"""NCCL 2.20 is the first release that merges a multi-port NIC's ports into one device
+(``NCCL_IB_MERGE_NICS``, ``src/transport/net_ib.cc``; not in 2.19.3)."""
+
+
+def _release_minor(version: NcclVersion) -> int:
+    """The minor release of ``version`` (``20`` for ``v2.20.5-1``)."""
+    return int(version.release.split(".")[1])
 
 
 NETWORKS: dict[str, Network] = {
@@ -119,19 +171,40 @@ NETWORKS: dict[str, Network] = {
                            "HDR x4 = 200000 Mb/s; NCCL: 25 GB/s"),
     "roce400x8": Network("roce400x8", "RoCE v2 400 Gb/s, 8 rails", 50.0, 8,
                          "400 GbE through ibverbs: NCCL reads it as IB, 50 GB/s"),
-    "roce200x16": Network("roce200x16", "RoCE v2 200 Gb/s, 16 NICs (OCI BM.GPU.H100.8)", 25.0, 16,
-                          "OCI's H100 shape: 16 x 200 Gb/s RDMA; NCCL: 200000 / 8000 = 25 GB/s"),
-    "roce100x16": Network("roce100x16", "RoCE v2 100 Gb/s, 16 NICs (OCI BM.GPU4.8, A100)", 12.5,
-                          16, "OCI's A100 shape: 16 x 100 Gb/s RDMA; NCCL: 12.5 GB/s"),
-    "efa3200": Network("efa3200", "AWS EFA v2, 32 x 100 Gb/s per node (p5)", 12.5, 32,
-                       "p5.48xlarge: 3200 Gb/s in 32 EFA devices of 100 Gb/s"),
+    "roce200x16": Network("roce200x16", "RoCE v2 200 Gb/s, 16 ports (OCI BM.GPU.H100.8)", 25.0, 16,
+                          "OCI's H100 shape: 16 x 200 Gb/s RDMA, two ports of a ConnectX-7 per "
+                          "GPU; NCCL: 200000 / 8000 = 25 GB/s a port, from 2.20 one device of "
+                          "50 GB/s per NIC (its 2-node busbw, 464 GB/s with NCCL 2.21.5, is "
+                          "the 8 x 400 Gb/s InfiniBand box's, which 25 GB/s heads cannot reach)",
+                          ports_per_device=2, merged_by="nccl"),
+    "roce100x16": Network("roce100x16", "RoCE v2 100 Gb/s, 16 ports (OCI BM.GPU4.8, A100)", 12.5,
+                          16, "OCI's A100 shape: 16 x 100 Gb/s RDMA, two ports of a ConnectX-6 "
+                          "per GPU; NCCL: 12.5 GB/s a port, from 2.20 25 GB/s per NIC",
+                          ports_per_device=2, merged_by="nccl"),
+    "efa3200": Network("efa3200", "AWS EFA v2, 32 x 100 Gb/s per node (p5, p5e)", 12.5, 32,
+                       "p5.48xlarge: 3200 Gb/s in 32 EFA devices of 100 Gb/s; aws-ofi-nccl's "
+                       "RDMA protocol (p5's default, src/platform-aws.cpp) groups a GPU's 4 into "
+                       "one NCCL device of 400 Gb/s (src/nccl_ofi_rdma.cpp) and reports a "
+                       "75 us latency; one hop takes 20 us (its tuner's p5 model: '2 nodes, 8B "
+                       "RDMA w/imm lat', src/tuner/nccl_ofi_model.cpp)",
+                       ports_per_device=4, merged_by="plugin", plugin_latency_us=75.0,
+                       hop_floor_us=20.0),
     "efa400": Network("efa400", "AWS EFA v1, 4 x 100 Gb/s per node (p4d / p4de)", 12.5, 4,
                       "AWS p4d.24xlarge / p4de.24xlarge: 400 Gb/s in 4 EFA devices of 100 Gb/s "
-                      "(Amazon EC2 P4 instances page); NCCL: 100000 / 8000 = 12.5 GB/s"),
+                      "(Amazon EC2 P4 instances page); NCCL: 100000 / 8000 = 12.5 GB/s; "
+                      "aws-ofi-nccl's SENDRECV protocol there (no grouping) reports a 75 us "
+                      "latency (src/platform-aws.cpp); one hop taken as p5's 20 us (the "
+                      "plugin's tuner models no p4d)",
+                      plugin_latency_us=75.0, hop_floor_us=20.0),
     "efa3200_p5en": Network("efa3200_p5en", "AWS EFA v3, 16 x 200 Gb/s per node (p5en, p6)",
                             25.0, 16,
                             "AWS p5en.48xlarge: 3200 Gb/s in 16 EFA v3 devices of 200 Gb/s "
-                            "(Amazon EC2 P5 instances page; p6-b200 the same); NCCL: 25 GB/s"),
+                            "(Amazon EC2 P5 instances page; p6-b200 the same); NCCL: 25 GB/s; "
+                            "aws-ofi-nccl's RDMA protocol groups a GPU's 2 into one device of "
+                            "400 Gb/s and reports a 35 us latency (src/platform-aws.cpp); one hop "
+                            "takes 18 us (its tuner's p5en model)",
+                            ports_per_device=2, merged_by="plugin", plugin_latency_us=35.0,
+                            hop_floor_us=18.0),
     "gcp_tcpxo": Network("gcp_tcpxo", "GCP A3 Mega GPUDirect-TCPXO, 8 x 200 Gb/s per node",
                          25.0, 8,
                          "Google Cloud A3 Mega (a3-megagpu-8g): 8 NICs of 200 Gb/s for GPU "
@@ -221,16 +294,18 @@ def _blackwell_row(version: NcclVersion | None, field: str,
 
 def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
                      version: NcclVersion | None = None) -> MultinodeGraph:
-    """The ring (and tree) graph across ``nodes`` nodes (see the module doc); ``version``: the
-    release whose Blackwell inter-node speed table applies (``None``: 2.28.9)."""
+    """The ring (and tree) graph across ``nodes`` nodes (see the module doc) over the network's
+    devices as NCCL holds them (:meth:`Network.nccl_devices`); ``version``: the release whose
+    Blackwell inter-node speed table and port merging apply (``None``: 2.28.9)."""
     link = box.nccl_link_gbps
+    devices, device_gbps = net.nccl_devices(version)
     best = (1, 0.1)  # slower than every speed NCCL tries: its 0.1 GB/s fallback graph
     speeds = SPEEDS_INTER[box.generation]
     if box.generation == "blackwell":
         speeds = _blackwell_row(version, "sm100_speeds_inter", speeds)
     for speed in speeds:  # keep the most channels x speed (first wins)
-        per_nic = math.floor(net.nic_gbps / speed + 1e-9)
-        channels = min(net.rails * per_nic, math.floor(link / (speed * box.p2p_overhead) + 1e-9),
+        per_nic = math.floor(device_gbps / speed + 1e-9)
+        channels = min(devices * per_nic, math.floor(link / (speed * box.p2p_overhead) + 1e-9),
                        MAX_CHANNELS // 2)
         if channels >= 1 and channels * speed > best[0] * best[1]:
             best = (channels, speed)
@@ -297,7 +372,8 @@ def node_table(b: GpuBox, n: int, nodes: int, nw: Network, algos: tuple[str, ...
                                                                 version)
             ratio = 0.5 if a == "tree" else n / (2 * (n - 1))
             out.append(TuningEntry(a, p, not reason, reason,
-                                      _latency(b, a, p, n, ppn, nodes, version), bus,
+                                      _latency(b, a, p, n, ppn, nodes, version,
+                                               nw.plugin_latency_us), bus,
                                       bus * ratio))
     return out
 
@@ -434,12 +510,42 @@ def tree_fill_sync_us(sync_us: float, latency_us: float, base_us: float) -> floa
     return max(0.0, sync_us - (latency_us - base_us))
 
 
+def net_hop_us(table_us: float, protocol: str, floor_us: float) -> float:
+    """One network hop of a run, us: NCCL's table's (``table_us``), or the transport's own
+    latency ``floor_us`` (plus :data:`SIMPLE_COMPLETION_US` for Simple) where that is longer;
+    ``floor_us`` 0: the table's."""
+    if not floor_us:
+        return table_us
+    return max(table_us, floor_us + (SIMPLE_COMPLETION_US if protocol == "Simple" else 0.0))
+
+
+def nvls_tree_fill_us(transfer_us: float, chunk_bytes: int, channels: int, algbw_gbps: float,
+                      depth: int) -> float:
+    """NVLS-Tree's pipeline fill across nodes, us: the ``depth - 1`` chunk steps before the
+    last GPU of the tree receives its first chunk, each moving one chunk on every channel at
+    the algorithm bandwidth (``(depth - 1) * chunk * channels / algbw``), and never more than
+    the transfer itself (a message of fewer chunks than the tree is deep moves at half speed:
+    each chunk waits for the one before it on the way up and back). It stands in place of the
+    NVLS step waits on one node (the NVLink SHARP reductions overlap the network's steps), and
+    adds no constant: 2 x 8 H100 over 8 x 400 Gb/s with NCCL 2.26.2 (nccl-tests#309) runs 1
+    MiB to 1 GiB within 8% with it."""
+    fill = (depth - 1) * chunk_bytes * channels / (1e3 * algbw_gbps)
+    return min(transfer_us, fill)
+
+
 def _latency(box: GpuBox, a: str, p: str, n: int, ppn: int, nodes: int,
-             version: NcclVersion | None = None) -> float:
+             version: NcclVersion | None = None, plugin_us: float = 0.0,
+             hop_floor_us: float = 0.0) -> float:
+    """NCCL's estimate's fixed term of pair ``(a, p)``, us; ``plugin_us``: the net plugin's
+    latency, added to each network hop, twice for Simple (the flush); ``hop_floor_us``: a
+    network hop is at least this (:func:`net_hop_us`; NCCL's estimate has none)."""
     hop_class = "nvlink" if box.fabric == "nvswitch" else "pci"
+    plugin = plugin_us * (2 if p == "Simple" else 1)
     if a == "nvls_tree":
-        return nvls_tree_latency_us(nodes, version)
-    net_hop = NET_HOP_US[("tree" if ppn == 1 else a, p)]
+        hop = NET_HOP_US[(a, p)] if version is None else version.nvls_tree_net_hop_us
+        intra = nvls_tree_latency_us(nodes, version) - 2 * int(math.log2(nodes)) * hop
+        return intra + 2 * int(math.log2(nodes)) * (net_hop_us(hop, p, hop_floor_us) + plugin)
+    net_hop = net_hop_us(NET_HOP_US[("tree" if ppn == 1 else a, p)], p, hop_floor_us) + plugin
     intra = HOP_LATENCY_US[hop_class][(a, p)]
     if a == "ring":
         overhead = NET_OVERHEAD_US[box.cpu_vendor] * (3 if p == "Simple" else 1)
@@ -462,15 +568,18 @@ def nvls_tree_chunk(nbytes: int, channels: int, heads: int, nodes: int) -> int:
 
 
 def ring_exposed_latency_us(box: GpuBox, protocol: str, n: int, nodes: int, steps: int,
-                            transfer_us: float, nbytes: int, runtime_channels: int) -> float:
+                            transfer_us: float, nbytes: int, runtime_channels: int, *,
+                            hop_floor_us: float = 0.0) -> float:
     """A ring's latency across nodes as it runs: the base once, and per step the part of its
     hop the step's copy does not hide; ``2(nodes-1)`` of every ``2(n-1)`` steps hop over the
     network (``NET`` row), the others over NVLink or PCIe, floored by ``getNetOverhead``
-    (times 3 for Simple). NCCL's plateau factor for a Simple ring applies as in its estimate."""
+    (times 3 for Simple). NCCL's plateau factor for a Simple ring applies as in its estimate.
+    ``hop_floor_us``: the transport's own hop latency (:func:`net_hop_us`)."""
     hop_class = "nvlink" if box.fabric == "nvswitch" else "pci"
     intra = max(HOP_LATENCY_US[hop_class][("ring", protocol)],
                 NET_OVERHEAD_US[box.cpu_vendor] * (3 if protocol == "Simple" else 1))
-    net_hop = NET_HOP_US[("tree" if n == nodes else "ring", protocol)]
+    net_hop = net_hop_us(NET_HOP_US[("tree" if n == nodes else "ring", protocol)], protocol,
+                         hop_floor_us)
     per_step = transfer_us / steps
     inter_share = (nodes - 1) / (n - 1)
     exposed = steps * (inter_share * max(0.0, net_hop - per_step)
@@ -492,7 +601,9 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
     arguments, ``box`` resolved): the same pipeline
     (:func:`~distlab.collectives.model.nccl.per_size.run_size`) on NCCL's multi-node choice,
     laid out by :class:`MultinodeLayout`; the host term counts the GPUs of one node (one process
-    per node under nccl-tests)."""
+    per node under nccl-tests). A net plugin's reported latency steers NCCL's choice only: the
+    run's hops are priced on NCCL's hardware table, or the transport's measured hop where that
+    is longer (:func:`net_hop_us`), since the plugin's figure is a tuning input."""
     if net is None:
         raise ValueError(f"nodes={nodes} needs a network: one of {', '.join(NETWORKS)}")
     nw = network(net)
@@ -504,11 +615,20 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
     algos, protos = _restrictions(algorithms, protocols)
     choices = node_choices(box, n, sizes_bytes, nodes, nw, algos, protos, version,
                            asked=(algorithms, protocols))
-    layout = MultinodeLayout(box, n, nodes, multinode_graphs(box, nodes, nw, version=version))
+    layout = MultinodeLayout(box, n, nodes, multinode_graphs(box, nodes, nw, version=version),
+                             nw.hop_floor_us)
     host = how.term(constants, n // nodes, box)
     out = []
     for ch in choices:
-        e = run_size(pick_of(ch), layout, n, host, constants)
+        pick = pick_of(ch)
+        if (nw.plugin_latency_us or nw.hop_floor_us) and pick.algorithm != "ring":
+            pick = replace(pick, latency_us=_latency(box, pick.algorithm, pick.protocol, n,
+                                                     n // nodes, nodes, version,
+                                                     hop_floor_us=nw.hop_floor_us))
+        e = run_size(pick, layout, n, host, constants)
+        if e.algorithm == "nvls_tree":
+            e = replace(e, sync_us=nvls_tree_fill_us(e.transfer_us, e.chunk_bytes, e.channels,
+                                                     pick.algbw_gbps, layout.depth()))
         if e.algorithm == "tree":
             e = replace(e, sync_us=tree_fill_sync_us(e.sync_us, e.latency_us,
                                                      BASE_LATENCY_US[("tree", e.protocol)]))
@@ -529,6 +649,7 @@ class MultinodeLayout:
     n: int
     nodes: int
     graph: MultinodeGraph
+    hop_floor_us: float = 0.0
 
     def channels(self, pick: Pick) -> Channels:
         """NVLS's channels across nodes for NVLS-Tree, else the graph's at run time."""
@@ -545,17 +666,24 @@ class MultinodeLayout:
         return chunk_bytes(pick.algorithm, pick.protocol, pick.nbytes, launched, self.n,
                            nodes=self.nodes)
 
+    def depth(self) -> int:
+        """The tree's depth in steps, up and back: a chain through the node's GPUs and
+        ``log2(nodes)`` network hops, each way."""
+        ppn = self.n // self.nodes
+        return 2 * (ppn - 1 + max(1, math.ceil(math.log2(self.nodes))))
+
     def steps(self, pick: Pick, launched: int, chunk: int) -> int:
         """A ring's steps as on one node; else the tree's depth plus one step per chunk of
         each concurrent operation (NVLS-Tree: one per GPU of the node and channel)."""
         if pick.algorithm == "ring":
             return allreduce_steps("ring", pick.protocol, pick.nbytes, launched, self.n, chunk)
         ppn = self.n // self.nodes
-        depth = 2 * (ppn - 1 + max(1, math.ceil(math.log2(self.nodes))))
+        depth = self.depth()
         ops = launched * (ppn if pick.algorithm == "nvls_tree" else 1)
         return depth + math.ceil(pick.nbytes / (ops * chunk)) - 1
 
     def ring_latency_us(self, pick: Pick, steps: int, transfer_us: float) -> float:
         """:func:`ring_exposed_latency_us`."""
         return ring_exposed_latency_us(self.box, pick.protocol, self.n, self.nodes, steps,
-                                       transfer_us, pick.nbytes, self.graph.runtime_channels)
+                                       transfer_us, pick.nbytes, self.graph.runtime_channels,
+                                       hop_floor_us=self.hop_floor_us)
