@@ -82,7 +82,7 @@ JUDGED = {
     "4 x 8 H100, IB NDR x8 (VMs?; nccl-tests#309, qoofyk)": (7.6, 21.2),
     "2 x 8 H100, IB 400G (nccl-tests#309, gj-aion)": (1.7, 11.3),
     "4 x 8 H100, IB 400G (nccl-tests#309, gj-aion)": (12.1, 115.8),
-    "2 x 8 H100, IB 400G, NCCL_ALGO=Ring (nccl-tests#309, gj-aion)": (8.4, 29.3),
+    "2 x 8 H100, IB 400G, NCCL_ALGO=Ring (nccl-tests#309, gj-aion)": (5.7, 29.3),
     "2 x 8 H100, RoCE 16 x 200G (OCI BM.GPU.H100.8)": (0.89, 1.04),
     "2 x 8 A100 40GB, RoCE 16 x 100G (OCI BM.GPU4.8)": (0.06, 0.06),
     "GB200 NVL72, 1 rack, 72 GPUs (CoreWeave nccl-tests README)": (18.9, 39.4),

@@ -135,3 +135,34 @@ def test_efa_runs_pay_the_transports_hop_not_the_plugins_tuning_latency() -> Non
                for net in ("ib_ndr400x8", "efa3200"))
     assert efa.latency_us - ib.latency_us == pytest.approx(2 * (20.0 - 5.0))
     assert efa.estimate_us - ib.estimate_us == pytest.approx(2 * 75.0, rel=0.05)
+
+
+def test_the_wire_graph_takes_the_specified_nvlink_on_nvswitch_boxes_only() -> None:
+    """NCCL plans 2 x 8 H100 over 8 x 400 Gb/s with 8 channels of 45 GB/s (its 20.6 GB/s a
+    link); at NVLink 4's 25 GB/s a link the NICs' 48 GB/s fits: 8 x 48. A two-socket PCIe box
+    keeps NCCL's graph (its bound is the link between the sockets)."""
+    ib = NETWORKS["ib_ndr400x8"]
+    h100 = gpu_box("h100_sxm8")
+    assert multinode_graphs(h100, 2, ib).n_channels * multinode_graphs(h100, 2, ib).speed_gbps \
+        == pytest.approx(360.0)
+    wire = multinode_graphs(h100, 2, ib, physical=True)
+    assert (wire.n_channels, wire.speed_gbps) == (8, 48.0)
+    l40s = gpu_box("l40s_pcie8")
+    assert multinode_graphs(l40s, 2, ib, physical=True) == multinode_graphs(l40s, 2, ib)
+
+
+def test_a_ring_across_nodes_runs_at_the_wire_graph_nvls_tree_at_ncclS() -> None:
+    """The same choice, a ring's transfer at the wire graph's 384 GB/s busbw, not NCCL's 360;
+    NVLS-Tree on 4 nodes (where the wire graph would lift its network term from 45 to 45.5 GB/s
+    a head) at NCCL's own bandwidth."""
+    ring = nccl_execution("h100_sxm8", 16, [1 << 30], nodes=2, network="ib_ndr400x8",
+                          harness="torch", algorithms=["ring"], protocols=["Simple"])[0]
+    algbw = (1 << 30) / (ring.transfer_us * 1e3) * ring.channels / ring.channels_total
+    assert algbw * 2 * 15 / 16 == pytest.approx(384.0)
+    nvls = nccl_execution("h100_sxm8", 32, [1 << 30], nodes=4, network="ib_ndr400x8",
+                          harness="torch", algorithms=["nvls_tree"])[0]
+    table = {(e.algorithm, e.protocol): e for e in multinode_table("h100_sxm8", 32, 4,
+                                                                  "ib_ndr400x8")}
+    assert (1 << 30) / (nvls.transfer_us * 1e3) == pytest.approx(
+        table[("nvls_tree", "Simple")].algbw_gbps)
+    assert table[("nvls_tree", "Simple")].busbw_gbps == pytest.approx(8 * 45.0)

@@ -46,7 +46,9 @@ which follow the release asked.
 As it runs (:func:`multinode_execution`): a ring's hops hide under its copies
 (:func:`ring_exposed_latency_us`); a tree pays its pipeline fill once, as NCCL's hop latency or
 as the first steps' waits, whichever is longer (:func:`tree_fill_sync_us`); NVLS-Tree pays its
-pipeline fill (:func:`nvls_tree_fill_us`) instead of the NVLS step waits.
+pipeline fill (:func:`nvls_tree_fill_us`) instead of the NVLS step waits; a ring moves at the
+graph its NVLinks allow at their specified bandwidth (``multinode_graphs(..., physical=True)``),
+which the NICs bound.
 
 GB200 NVL72 racks: NCCL takes one multi-node NVLink domain as one node (MNNVL), so a rack is one
 "node" of the ``gb200_nvl72`` box and racks are joined by a network (``ib_ndr400_nvl72``: one
@@ -293,11 +295,17 @@ def _blackwell_row(version: NcclVersion | None, field: str,
 
 
 def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
-                     version: NcclVersion | None = None) -> MultinodeGraph:
+                     version: NcclVersion | None = None,
+                     physical: bool = False) -> MultinodeGraph:
     """The ring (and tree) graph across ``nodes`` nodes (see the module doc) over the network's
     devices as NCCL holds them (:meth:`Network.nccl_devices`); ``version``: the release whose
-    Blackwell inter-node speed table and port merging apply (``None``: 2.28.9)."""
+    Blackwell inter-node speed table and port merging apply (``None``: 2.28.9).
+    ``physical``: each GPU's NVLink at its specified bandwidth (``link_gbps``) instead of
+    NCCL's per-link figure, the graph the run is bound by (NCCL's search plans with
+    ``SM90_NVLINK_BW`` 20.6 GB/s a link where NVLink 4 moves 25; PCIe boxes keep NCCL's)."""
     link = box.nccl_link_gbps
+    if physical and box.fabric == "nvswitch":
+        link = box.link_gbps
     devices, device_gbps = net.nccl_devices(version)
     best = (1, 0.1)  # slower than every speed NCCL tries: its 0.1 GB/s fallback graph
     speeds = SPEEDS_INTER[box.generation]
@@ -484,6 +492,18 @@ def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
     return bus
 
 
+def _wire_ratio(box: GpuBox, graph: MultinodeGraph, wire: MultinodeGraph, a: str, p: str,
+                nodes: int, ppn: int, version: NcclVersion | None) -> float:
+    """How much faster pair ``(a, p)`` runs on the ``wire`` graph than on NCCL's ``graph``:
+    the ratio of their bus bandwidths (every size-dependent factor cancels). Taken for a ring
+    only: a ring across nodes is bound by the NICs, which the wire graph fills (2 x 8 H100 over
+    8 x 400 Gb/s, ``NCCL_ALGO=Ring``: 393 GB/s busbw, NCCL's graph 360, the wire graph 384);
+    trees and NVLS-Tree keep NCCL's per-channel caps."""
+    col = 0 if nodes <= 2 else 1
+    planned = _busbw(box, graph, a, p, nodes, ppn, col, version)
+    return _busbw(box, wire, a, p, nodes, ppn, col, version) / planned if planned else 1.0
+
+
 def nvls_tree_latency_us(nodes: int, version: NcclVersion | None = None) -> float:
     """NVLS-Tree's latency across ``nodes`` nodes, us (``src/graph/tuning.cc``
     ``ncclTopoTuneModel``: ``intraLat + 2 * log2i(nNodes) * interLat``, both per release:
@@ -615,12 +635,16 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
     algos, protos = _restrictions(algorithms, protocols)
     choices = node_choices(box, n, sizes_bytes, nodes, nw, algos, protos, version,
                            asked=(algorithms, protocols))
-    layout = MultinodeLayout(box, n, nodes, multinode_graphs(box, nodes, nw, version=version),
-                             nw.hop_floor_us)
+    graph = multinode_graphs(box, nodes, nw, version=version)
+    layout = MultinodeLayout(box, n, nodes, graph, nw.hop_floor_us)
+    wire = multinode_graphs(box, nodes, nw, version=version, physical=True)
     host = how.term(constants, n // nodes, box)
     out = []
     for ch in choices:
         pick = pick_of(ch)
+        if pick.algorithm == "ring" and wire != graph:  # at the graph its links allow
+            pick = replace(pick, algbw_gbps=pick.algbw_gbps * _wire_ratio(
+                box, graph, wire, pick.algorithm, pick.protocol, nodes, n // nodes, version))
         if (nw.plugin_latency_us or nw.hop_floor_us) and pick.algorithm != "ring":
             pick = replace(pick, latency_us=_latency(box, pick.algorithm, pick.protocol, n,
                                                      n // nodes, nodes, version,
