@@ -88,7 +88,7 @@ JUDGED = {
     "GB200 NVL72, 1 rack, 72 GPUs (CoreWeave nccl-tests README)": (18.9, 39.4),
     "GB200 NVL72, 2 racks, 144 GPUs, IB (CoreWeave nccl-tests README)": (8.5, 16.9),
     "GB200 NVL72, 20 racks, 1440 GPUs, IB (CoreWeave nccl-tests README)": (103.6, 165.0),
-    "2 x 8 A100 40GB, EFA 4 x 100G (AWS p4dn.24xlarge; nccl#527)": (16.2, 16.2),
+    "2 x 8 A100 40GB, EFA 4 x 100G (AWS p4dn.24xlarge; nccl#527)": (44.2, 44.2),
     "3 x 8 A100 40GB, EFA 4 x 100G (AWS p4dn.24xlarge; nccl#527)": (50.9, 50.9),
     "4 x 8 A100 40GB, EFA 4 x 100G (AWS p4dn.24xlarge; nccl#527)": (61.8, 61.8),
     "4x GB200 (one ND GB200 v6 host of an NVL72 rack; Azure, NCCL_ALGO=Ring)": (10.5, 36.1),

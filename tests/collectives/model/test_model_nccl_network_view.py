@@ -166,3 +166,25 @@ def test_a_ring_across_nodes_runs_at_the_wire_graph_nvls_tree_at_ncclS() -> None
     assert (1 << 30) / (nvls.transfer_us * 1e3) == pytest.approx(
         table[("nvls_tree", "Simple")].algbw_gbps)
     assert table[("nvls_tree", "Simple")].busbw_gbps == pytest.approx(8 * 45.0)
+
+
+@pytest.mark.parametrize(("box", "net", "intra"), [
+    ("a100_sxm8", "efa400", 24.0),      # 4 x 12: 15, 18, 20, 24 fit; 24 is twice 12
+    ("a100_sxm8", "ib_hdr200x8", 30.0),  # 8 x 30 = 240, NCCL's A100 link; 8 x 48 does not fit
+    ("h100_sxm8", "ib_ndr400x8", 45.0),  # 8 x 48 > 370.8: the network's speed stays
+    ("h100_sxm8", "gcp_tcpxo", 45.0)])
+def test_the_tree_graph_raises_its_intra_speed_while_the_links_carry_it(box, net, intra) -> None:
+    assert multinode_graphs(gpu_box(box), 2, NETWORKS[net]).tree_intra_gbps == intra
+
+
+def test_on_two_p4d_nccl_prices_the_tree_at_its_intra_speed_and_picks_it() -> None:
+    """``bw = nNodes <= 2 ? bwIntra : bwInter``: on 2 x p4d the tree's 24 GB/s channels beat the
+    ring's 12 at 1 GiB; on 3 nodes the tree is back to the network's speed and the ring wins."""
+    two = multinode_table("a100_sxm8", 16, 2, "efa400")
+    busbw = {(e.algorithm, e.protocol): e.busbw_gbps for e in two}
+    assert busbw[("tree", "Simple")] == pytest.approx(min(4 * 24 * 0.92, 4 * 23.6))
+    assert busbw[("ring", "Simple")] == pytest.approx(4 * 12.0)
+    assert nccl_execution("a100_sxm8", 16, [1 << 30], nodes=2, network="efa400",
+                          harness="torch")[0].algorithm == "tree"
+    assert nccl_execution("a100_sxm8", 24, [1 << 30], nodes=3, network="efa400",
+                          harness="torch")[0].algorithm == "ring"

@@ -13,6 +13,8 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
   ``mbps / 8000`` GB/s (``src/graph/topo.cc`` ``ncclTopoAddNet``). At run time the ring
   channels are doubled (``src/graph/connect.cc`` ``ncclTopoPostset``), and doubled again on
   compute capability >= 9.0 when the ring speed is above 45 GB/s and fewer than 16 channels.
+  The tree graph raises its intra-node speed above the network's, up to twice it, while the
+  GPUs' links carry it (:func:`tree_intra_speed`); on two nodes NCCL prices the tree at it.
 - **bandwidth** (``src/graph/tuning.cc`` ``ncclTopoTuneModel``): ``nChannels * bw`` with ``bw``
   the intra speed on up to two nodes and the inter speed beyond; ring LL half of it at most
   ``llMaxBws`` of the CPU vendor's row; ring LL128 0.92, capped per channel; tree 0.92 capped
@@ -99,7 +101,7 @@ from distlab.collectives.model.nccl.versions import NcclVersion
 __all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
            "multinode_execution", "multinode_graphs", "multinode_table", "net_hop_us", "network",
            "node_choices", "node_table", "nvls_tree_chunk", "nvls_tree_latency_us",
-           "nvls_tree_fill_us", "ring_exposed_latency_us", "tree_fill_sync_us"]
+           "nvls_tree_fill_us", "ring_exposed_latency_us", "tree_fill_sync_us", "tree_intra_speed"]
 
 
 @dataclass(frozen=True)
@@ -273,11 +275,17 @@ ALGORITHMS = ("tree", "ring", "nvls_tree")
 @dataclass(frozen=True)
 class MultinodeGraph:
     """What NCCL's search settles on across nodes: ``n_channels`` channels of ``speed_gbps``
-    (intra and inter alike), ``runtime_channels`` after the run-time duplication."""
+    (intra and inter alike), ``runtime_channels`` after the run-time duplication;
+    ``tree_intra_gbps``: the tree graph's speed inside a node, which NCCL's search raises
+    above the network's (up to twice it) while the GPUs' links carry it, and which its tuning
+    reads on two nodes (``src/graph/search.cc`` "increase bwIntra for trees (2 nodes or
+    collnet)"; ``src/graph/tuning.cc``: ``bw = nNodes <= 2 ? bwIntra : bwInter``); 0: the
+    same as ``speed_gbps``."""
 
     n_channels: int
     speed_gbps: float
     runtime_channels: int
+    tree_intra_gbps: float = 0.0
 
 
 def network(net: Network | str) -> Network:
@@ -321,7 +329,25 @@ def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
     runtime = min(MAX_CHANNELS, 2 * channels)
     if box.sm >= 90 and nodes > 1 and speed > 45.0 and runtime < 16:
         runtime = min(MAX_CHANNELS, 2 * runtime)
-    return MultinodeGraph(channels, speed, runtime)
+    return MultinodeGraph(channels, speed, runtime,
+                          tree_intra_speed(speeds, channels, speed, link / box.p2p_overhead))
+
+
+def tree_intra_speed(speeds: Sequence[float], channels: int, speed: float,
+                     link_gbps: float) -> float:
+    """The tree graph's intra-node speed (``src/graph/search.cc`` ``ncclTopoCompute``, pass 2):
+    from the network's ``speed``, the next faster entry of ``speeds`` is tried while the
+    current one is under twice the network's, and kept while ``channels`` of it fit the GPU's
+    link (``link_gbps``); the first that does not fit ends the search."""
+    if speed not in speeds:
+        return speed
+    i, intra = speeds.index(speed), speed
+    while i > 0 and intra < 2 * speed:
+        if channels * speeds[i - 1] > link_gbps + 1e-9:
+            break
+        i -= 1
+        intra = speeds[i]
+    return intra
 
 
 def multinode_table(box: BoxLike, world_size: int, nodes: int, net: Network | str, *,
@@ -484,6 +510,8 @@ def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
         if p == "LL128":
             return min(bus * LL128_DATA_FRACTION, ch * ring_ll128)
         return bus
+    if nodes <= 2 and g.tree_intra_gbps:  # NCCL reads the tree graph's intra speed there
+        bus = ch * g.tree_intra_gbps
     bus = min(bus * TREE_EFFICIENCY, ch * TREE_PER_CHANNEL[gen][col])
     if p == "LL":
         return min(bus * TREE_LL_FRACTION, LL_MAX_BY_VENDOR[box.cpu_vendor][col])
