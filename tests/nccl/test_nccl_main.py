@@ -38,6 +38,24 @@ def test_choice_across_nodes(capsys) -> None:
     assert max(len(ln) for ln in lines) <= 110
 
 
+@pytest.mark.parametrize(("network", "release", "said"), [
+    ("efa3200", "2.28", ["8 devices of 50 GB/s (32 ports)", "plugin's 75 us", "20 us hop"]),
+    ("roce200x16", "2.26", ["8 devices of 50 GB/s (16 ports)"]),
+    ("roce200x16", "2.18", []),           # NCCL merges a NIC's ports from 2.20 only
+    ("ib_ndr400x8", "2.28", [])])
+def test_across_nodes_says_how_nccl_holds_the_network(network, release, said, capsys) -> None:
+    """A line under the header where NCCL's devices, its estimate or the run's hop differ from
+    the network's ports; none where they do not."""
+    assert nccl_main(["h100_sxm8", "--nodes", "2", "--network", network, "--nccl-version",
+                      release, "--sizes", "64K"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    notes = " ".join(ln[2:] for ln in out[1:] if ln.startswith("#"))
+    assert all(words in notes for words in said) and (notes == "") == (not said), notes
+    assert out[1 + len([ln for ln in out[1:] if ln.startswith("#")])].split()[:2] == \
+        ["size", "algo"]
+    assert max(len(ln) for ln in out) <= 110
+
+
 def test_other_collectives(capsys) -> None:
     assert nccl_main(["h100_sxm8", "--collective", "all_gather", "--sizes", "1G"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -11,12 +11,14 @@ reduce-scatter, broadcast on one node, NCCL 2.28.9). Tables are printed by
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from distlab.collectives.model.nccl import versions
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
 from distlab.collectives.model.nccl.execution import nccl_execution
+from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import NcclVersion, resolve_nccl_version
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import collective_name, size_label
@@ -79,8 +81,29 @@ def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
         return _family_lines(box, world_size, sizes, harness, collective)
     where = f"{nodes} x {box} over {network}" if nodes > 1 else GPU_BOXES[box].name
     rows = choice_rows(box, world_size, sizes, harness, version, nodes=nodes, network=network)
-    return [f"# {where}, {world_size} GPUs, NCCL {version.release}, {harness}: NCCL's choice, "
-            "time as measured (model)", *format_table(_shown(rows), CHOICE_COLUMNS).splitlines()]
+    head = [f"# {where}, {world_size} GPUs, NCCL {version.release}, {harness}: NCCL's choice, "
+            "time as measured (model)"]
+    if nodes > 1 and network is not None:
+        head += _network_note(network, version)
+    return [*head, *format_table(_shown(rows), CHOICE_COLUMNS).splitlines()]
+
+
+def _network_note(network: str, version: NcclVersion) -> list[str]:
+    """One ``#`` line on how NCCL holds ``network`` where that differs from its ports: merged
+    devices, a plugin's latency (NCCL's estimate) and the transport's hop (the prediction)."""
+    net = NETWORKS[network]
+    devices, gbps = net.nccl_devices(version)
+    parts = []
+    if devices != net.rails:
+        parts.append(f"NCCL sees {devices} devices of {gbps:g} GB/s ({net.rails} ports)")
+    if net.plugin_latency_us:
+        parts.append(f"its estimate adds the plugin's {net.plugin_latency_us:g} us a network "
+                     "hop (twice for Simple)")
+    if net.hop_floor_us:
+        parts.append(f"the prediction takes the transport's {net.hop_floor_us:g} us hop")
+    if not parts:
+        return []
+    return textwrap.wrap("; ".join(parts), 98, initial_indent="# ", subsequent_indent="# ")
 
 
 def choice_json(box: str, world_size: int, sizes: Sequence[int], harness: str,
