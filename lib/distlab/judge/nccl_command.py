@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from distlab.cli import options
 from distlab.cli.run import run_main
 from distlab.judge.nccl_published import collective_lines, multinode_lines, published_lines
-from distlab.report.jsonfile import write_json
 
 __all__ = ["PROG", "main"]
 
@@ -75,12 +74,9 @@ def _nccl_command(argv: list[str]) -> int:
     if args.write is not None and not args.published:
         p.error("--write refits on the published tables: give --published")
     if args.boxes:
-        from distlab.nccl.inventory import boxes_lines, boxes_report
+        from distlab.nccl.inventory import print_boxes
 
-        report = boxes_report()
-        print("\n".join(boxes_lines(report)))
-        if args.json is not None:
-            write_json(args.json, report)
+        print_boxes(args.json)
         return 0
     if not args.published:
         p.error("give --published or --boxes (NCCL's choice per size on a box: "

@@ -112,12 +112,9 @@ def _nccl_command(argv: list[str]) -> int:
     if args.boxes and args.box is not None:
         p.error("give one of BOX or --boxes")
     if args.boxes:
-        from distlab.nccl.inventory import boxes_lines, boxes_report
+        from distlab.nccl.inventory import print_boxes
 
-        report = boxes_report()
-        print("\n".join(boxes_lines(report)))
-        if args.json is not None:
-            write_json(args.json, report)
+        print_boxes(args.json)
         return 0
     if args.box is None:
         p.error("give a BOX or --boxes (the model on published tables: python -m distlab.judge "

@@ -17,11 +17,13 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from distlab.collectives.model.nccl.boxes import GPU_BOXES, NCCL_TAG
 from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.nccl.versions import NCCL_VERSIONS, resolve_nccl_version
+from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary
 
@@ -154,3 +156,12 @@ def boxes_lines(report: dict[str, Any] | None = None) -> list[str]:
     for c in r["cannot_price"]:
         lines += textwrap.wrap(c, 100, initial_indent="  - ", subsequent_indent="    ")
     return lines
+
+
+def print_boxes(json_out: Path | None = None) -> None:
+    """``--boxes`` of ``python -m distlab.nccl`` and ``python -m distlab.judge nccl``: print
+    :func:`boxes_lines` and, given ``json_out``, write :func:`boxes_report` there."""
+    report = boxes_report()
+    print("\n".join(boxes_lines(report)))
+    if json_out is not None:
+        write_json(json_out, report)
