@@ -6,12 +6,22 @@
 #   VENV           where to create a project venv when no environment is active (default .venv)
 #   TORCH_VERSION  torch pin installed first when the environment has no torch (default 2.13.0);
 #                  "keep" never installs torch (the environment must already have one).
+#   STACK          "tested" (default): the notebook and test stack at the exact versions of
+#                  constraints.txt (tools/constraints.py); "latest": the newest releases instead.
 # An installed torch is never replaced: if one imports, it stays, whatever the pin says, unless
 # TORCH_FORCE=1 asks to install the pin over it.
 set -euo pipefail
 : "${PY:?PY must name the target interpreter}"
 VENV="${VENV:-.venv}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+STACK="${STACK:-tested}"
+CONSTRAINTS="constraints.txt"
+if [[ "$STACK" != "tested" && "$STACK" != "latest" ]]; then
+  echo "install: STACK must be tested or latest, got '$STACK'" >&2; exit 2
+fi
+if [[ "$STACK" == "tested" && ! -f "$CONSTRAINTS" ]]; then
+  echo "install: $CONSTRAINTS is missing (STACK=latest installs without it)" >&2; exit 2
+fi
 
 if [[ ! -x "$PY" ]]; then
   if [[ "$PY" != "$VENV/bin/python" ]]; then
@@ -24,8 +34,10 @@ fi
 
 stamp_dir="$("$PY" -c 'import sys; print(sys.prefix)')"
 stamp="$stamp_dir/.distlab-install-stamp"
-want="$( (cat pyproject.toml; echo "torch=$TORCH_VERSION"; pwd) | sha256sum | cut -d' ' -f1)"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && "$PY" -c 'import distlab, torch' 2>/dev/null; then
+want="$( (cat pyproject.toml "$CONSTRAINTS" 2>/dev/null; echo "torch=$TORCH_VERSION stack=$STACK"; pwd) | sha256sum | cut -d' ' -f1)"
+# STACK=latest asks the registry every time: today's newest may be newer than yesterday's.
+if [[ "$STACK" == "tested" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
+    && "$PY" -c 'import distlab, torch' 2>/dev/null; then
   exit 0
 fi
 
@@ -43,8 +55,18 @@ fi
 
 # Any torch that is installed now satisfies the project's unpinned "torch>=2.1", so this does
 # not touch it (no --upgrade, no --force-reinstall).
-echo "install: installing distlab (editable) with its test tools"
-pip_ install -e ".[test]"
+if [[ "$STACK" == "tested" ]]; then
+  echo "install: installing distlab (editable) with its test tools at the tested versions ($CONSTRAINTS)"
+  pip_ install -e ".[test]" -c "$CONSTRAINTS"
+else
+  echo "install: installing distlab (editable) with the newest releases of its test tools (STACK=latest)"
+  pip_ install -e ".[test]"
+  # --upgrade of the stack's names only: torch and what only torch needs are never named.
+  if [[ -f "$CONSTRAINTS" ]]; then
+    mapfile -t names < <("$PY" tools/constraints.py names)
+    pip_ install --upgrade --upgrade-strategy only-if-needed "${names[@]}"
+  fi
+fi
 "$PY" - <<'PY'
 import torch, distlab
 print(f"install: ok: distlab {distlab.__version__}, torch {torch.__version__}")

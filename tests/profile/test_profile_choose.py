@@ -62,3 +62,29 @@ def test_a_profile_of_some_parts_only_is_not_chosen() -> None:
     committed = [load_profile(p) for p in list_profiles(PROFILES)]
     here_vm = MachineKey.of(next(p for p in committed if p.name == "vm-2026-11-23"))
     assert choose_profile(committed, here_vm)[0].name == "vm-2026-11-23"
+
+
+def test_a_machine_key_named_in_the_environment_stands_in_for_this_machine(monkeypatch) -> None:
+    from distlab.profile.load import MACHINE_KEY_ENV, machine_key_here
+
+    monkeypatch.delenv(MACHINE_KEY_ENV, raising=False)
+    real = machine_key_here()
+    monkeypatch.setenv(MACHINE_KEY_ENV, GPU.to_json())
+    assert machine_key_here() == GPU != real
+    monkeypatch.setenv(MACHINE_KEY_ENV, "  ")
+    assert machine_key_here() == real   # empty: this machine
+
+
+_KEY = '{"host": "vm", "cpu_model": "x", '
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"host": "vm"}',
+                                  _KEY + '"cpu_cores": "2", "gpus": []}',
+                                  _KEY + '"cpu_cores": 2, "gpus": "H100"}',
+                                  _KEY + '"cpu_cores": true, "gpus": []}'])
+def test_a_bad_machine_key_in_the_environment_is_named(monkeypatch, text: str) -> None:
+    from distlab.profile.load import MACHINE_KEY_ENV, machine_key_here
+
+    monkeypatch.setenv(MACHINE_KEY_ENV, text)
+    with pytest.raises(ValueError, match=MACHINE_KEY_ENV):
+        machine_key_here()

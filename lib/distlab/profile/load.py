@@ -21,8 +21,8 @@ from distlab.envinfo import cpu_model, environment_report
 from distlab.profile.parts import PART_NAMES
 from distlab.report.jsonfile import read_json
 
-__all__ = ["MachineKey", "Profile", "choose_profile", "list_profiles", "load_profile",
-           "machine_key_here", "published"]
+__all__ = ["MACHINE_KEY_ENV", "MachineKey", "Profile", "choose_profile", "list_profiles",
+           "load_profile", "machine_key_here", "published"]
 
 
 @dataclass
@@ -83,12 +83,47 @@ class MachineKey:
                    int(env.get("cpu_cores") or prov.get("cpu_cores") or 0),
                    tuple(g["name"] for g in env.get("gpus", [])))
 
+    def to_json(self) -> str:
+        """The key as :data:`MACHINE_KEY_ENV` takes it."""
+        return json.dumps({"host": self.host, "cpu_model": self.cpu_model,
+                           "cpu_cores": self.cpu_cores, "gpus": list(self.gpus)})
+
+
+MACHINE_KEY_ENV = "DISTLAB_MACHINE_KEY"
+"""Environment variable that stands in for this machine's key: a JSON object with ``host``,
+``cpu_model``, ``cpu_cores`` and ``gpus`` (a list of names). Read a notebook as the machine of
+another profile would (the tests run notebook 07 as a machine that measured a committed profile
+and as one that measured none)."""
+
 
 def machine_key_here() -> MachineKey:
-    """This machine's :class:`MachineKey` (host name, CPU model, cores, GPU names)."""
+    """This machine's :class:`MachineKey` (host name, CPU model, cores, GPU names), or the key
+    :data:`MACHINE_KEY_ENV` names (``ValueError`` when it is not such a JSON object)."""
+    named = os.environ.get(MACHINE_KEY_ENV, "").strip()
+    if named:
+        return _machine_key_from_json(named)
     rep = environment_report()
     return MachineKey(socket.gethostname(), cpu_model(), rep.cpu_cores,
                       tuple(d.name for d in rep.cuda_devices))
+
+
+def _machine_key_from_json(text: str) -> MachineKey:
+    """:data:`MACHINE_KEY_ENV`'s value as a :class:`MachineKey`."""
+    fields = ("host", "cpu_model", "cpu_cores", "gpus")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{MACHINE_KEY_ENV} must be a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(obj, dict) or set(obj) != set(fields):
+        raise ValueError(f"{MACHINE_KEY_ENV} must be a JSON object with exactly the keys "
+                         f"{list(fields)}, got {text!r}")
+    host, cpu, cores, gpus = (obj[f] for f in fields)
+    if not (isinstance(host, str) and isinstance(cpu, str) and isinstance(cores, int)
+            and not isinstance(cores, bool) and cores >= 0 and isinstance(gpus, list)
+            and all(isinstance(g, str) for g in gpus)):
+        raise ValueError(f"{MACHINE_KEY_ENV}: host and cpu_model are strings, cpu_cores an "
+                         f"integer >= 0, gpus a list of names; got {text!r}")
+    return MachineKey(host, cpu, cores, tuple(gpus))
 
 
 #: the parts a whole-machine profile holds: every part but ``gpus`` (the GPU-to-GPU matrix, every

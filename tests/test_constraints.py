@@ -1,0 +1,92 @@
+"""tools/constraints.py: the tested stack is pinned exactly, torch and what only torch needs are
+left to torch's own pin, and make install uses the file unless STACK=latest."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("constraints_tool",
+                                                  ROOT / "tools" / "constraints.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["constraints_tool"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = _load()
+
+
+def test_the_stack_leaves_torch_and_what_only_torch_needs_to_torch() -> None:
+    here = tool.stack()
+    assert "torch" not in here and "distlab" not in here
+    assert "sympy" not in here and "mpmath" not in here      # torch's alone
+    assert {"jupyterlab", "ipywidgets", "nbval", "playwright", "pytest"} <= set(here)
+    assert "jinja2" in here                                   # torch's and JupyterLab's: pinned
+    assert not any(name.startswith("nvidia-") for name in here)
+
+
+def test_written_file_reads_back_and_bad_lines_are_named(tmp_path: Path) -> None:
+    pins = {"jupyterlab": "4.6.6", "nbval": "0.11.0"}
+    path = tmp_path / "c.txt"
+    path.write_text(tool.render(pins))
+    assert tool.read(path) == pins
+    path.write_text("jupyterlab>=4\n")
+    with pytest.raises(ValueError, match=r"c.txt:1: expected name==version"):
+        tool.read(path)
+
+
+def test_differences_name_each_side() -> None:
+    found = tool.differences({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"})
+    assert found == ["b: constraints 2, installed 3", "c: constraints absent, installed 4"]
+
+
+def test_the_committed_file_is_what_tools_constraints_writes() -> None:
+    text = (ROOT / "constraints.txt").read_text()
+    pins = tool.read(ROOT / "constraints.txt")
+    assert text.endswith(tool.render(pins).split("\n", 5)[-1])   # same lines, same order
+    assert "torch" not in pins and pins == dict(sorted(pins.items()))
+
+
+@pytest.mark.skipif(os.environ.get("STACK", "tested") == "latest",
+                    reason="STACK=latest: this run tests today's newest releases, not "
+                           "constraints.txt")
+def test_this_environment_holds_the_tested_stack() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "constraints.py"), "check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_make_passes_the_stack_choice_to_install_and_tests() -> None:
+    make = (ROOT / "Makefile").read_text()
+    assert "STACK ?= tested" in make and 'STACK="$(STACK)"' in make
+    install = (ROOT / "tools" / "install.sh").read_text()
+    assert '-c "$CONSTRAINTS"' in install
+    done = subprocess.run(["bash", str(ROOT / "tools" / "install.sh")], cwd=ROOT,
+                          env={**os.environ, "PY": sys.executable, "STACK": "newest"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "STACK must be tested or latest" in done.stderr
+
+
+@pytest.mark.timeout(300)
+def test_the_constraints_never_make_pip_replace_the_installed_torch(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-build-isolation", "--quiet",
+         "--report", str(report), "-e", f"{ROOT}[test]", "-c", str(ROOT / "constraints.txt")],
+        capture_output=True, text=True, timeout=280, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    planned = [i["metadata"]["name"].lower() for i in json.loads(report.read_text())["install"]]
+    assert "torch" not in planned and "distlab" in planned, planned
