@@ -68,6 +68,7 @@ BAD = [  # (argv, option named in the error, text that must appear)
     (["--json", "/"], "--json", "folder"),
     (["--executor", "fast"], "--executor", "fast"),
     (["--executor", "compiled,jit"], "--executor", "jit"),
+    (["--check", "maybe"], "--check", "maybe"),
 ]
 
 

@@ -195,3 +195,20 @@ def test_every_round_runs_every_case_once_and_records_only_timed_rounds(
     assert len(timings.spans) == rounds * (n + hook)
     assert [s["args"]["round"] for s in timings.spans] == \
         [k for k in range(rounds) for _ in range(n + hook)]
+
+
+@given(n=st.integers(0, 12), group=st.integers(1, 5), index=st.integers(0, 30))
+def test_rotating_within_groups_keeps_the_groups_in_order(n: int, group: int, index: int) -> None:
+    order = round_order(n, index, rotate=True, group=group)
+    assert sorted(order) == list(range(n))
+    for start in range(0, n, group):
+        members = list(range(start, min(start + group, n)))
+        part = order[start:start + len(members)]
+        assert sorted(part) == members                     # a group stays in its place
+        assert part[0] == members[index % len(members)]    # each member first in turn
+    assert round_order(n, index, rotate=False, group=group) == list(range(n))
+
+
+def test_each_algorithm_of_a_size_comes_first_in_turn_in_the_allreduce_rounds() -> None:
+    orders = [round_order(6, i, rotate=True, group=3) for i in range(3)]
+    assert orders == [[0, 1, 2, 3, 4, 5], [1, 2, 0, 4, 5, 3], [2, 0, 1, 5, 3, 4]]

@@ -50,6 +50,7 @@ from distlab.collectives.plan.ops import OPS, check_op_dtype
 from distlab.collectives.runtime.compiled import EXECUTORS, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.collectives.runtime.execute import default_options
+from distlab.collectives.runtime.peercheck import CHECK_MODES
 from distlab.report.jsonfile import SchemaError, read_json
 from distlab.report.table import Column, Table, format_table
 from distlab.vocabulary import busbw_factor, error_pct
@@ -97,6 +98,10 @@ class AllreduceConfig(SizeSweepConfig, BenchConfig):
                                      help="which executor runs distlab's algorithms: auto "
                                           "(compiled where it builds), compiled, python, or a "
                                           "comma list to race them in the same rounds")
+    check: str = opt("inline", "--check", choices=CHECK_MODES,
+                     help="the peer check of distlab's timed calls: inline (what a call does "
+                          "by default), gather, or off (no cross-rank check of the arguments, "
+                          "as torch's built-in runs: the plans themselves)")
     dtype: str = opt("float32", "--dtype", "-d", choices=DTYPES, help="element type")
     op: str = opt("sum", "--op", "-o", choices=OPS, help="reduction (avg needs a floating dtype)")
     iters: int = opt(20, "--iters", type=options.positive_int,
@@ -316,7 +321,7 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
         per_rank = launch.run(bench_rank, world, backend=c.backend, timeout=c.timeout,
                               args=(c.sizes, list(c.algorithms)),
                               kwargs={"dtype": c.dtype, "op": c.op, "iters": c.iters,
-                                      "executors": list(c.executors),
+                                      "executors": list(c.executors), "check": c.check,
                                       "warmup": c.warmup,
                                       "options": {"segment_size": c.segment_size,
                                                   "group_size": c.group_size},
@@ -326,9 +331,9 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
         rows = _rows(c, per_rank, cal)
         wrong = sum(r["wrong"] for r in rows)
         head = (calibration_lines(cal) if cal else []) + [
-            f"world size {world}, backend {c.backend}, iters {c.iters}, warmup {c.warmup}; "
-            "time = median over iterations of the slowest rank, mean = their mean; error% = "
-            f"({c.statistic} - predicted) / predicted"]
+            f"world size {world}, backend {c.backend}, iters {c.iters}, warmup {c.warmup}, "
+            f"peer check {c.check}; time = median over iterations of the slowest rank, mean = "
+            f"their mean; error% = ({c.statistic} - predicted) / predicted"]
         versus = versus_table(rows)
         return Report([Table(rows, COLUMNS)] + ([versus] if versus else []), head,
                       versus_lines(rows) +

@@ -25,7 +25,10 @@ Case order: ``rotate``, a keyword without a default, so each benchmark states it
     ``rotate=False``: every round runs ``cases`` in the given order. ``rotate=True``: round ``i``
     (warm-ups counted, from 0) runs ``cases[i % n:] + cases[:i % n]`` (``n = len(cases)``), so
     each case goes first in turn and a burst of load from other work falls on every case alike
-    over the rounds instead of on the same neighbours each time.
+    over the rounds instead of on the same neighbours each time. ``group=k`` (with ``rotate``)
+    keeps consecutive groups of ``k`` cases in their order and rotates within each group
+    instead: round ``i`` runs each group from its member ``i mod (group length)`` on, so the cases
+    of one group (the algorithms of one size) each come first in turn after the group before.
 
 Results: a :class:`Timings`, always in the order of ``cases`` whatever the rotation
     ``seconds[c]``: case ``c``'s seconds per timed round. ``cpu_seconds[c]``: with ``cpu_time``,
@@ -144,11 +147,21 @@ class Timings:
     spans: list[dict[str, Any]] = field(default_factory=list)
 
 
-def round_order(n: int, index: int, *, rotate: bool) -> list[int]:
+def round_order(n: int, index: int, *, rotate: bool, group: int = 0) -> list[int]:
     """Positions of ``n`` cases in the order round ``index`` runs them (see the module
-    docstring): ``0 .. n-1``, or with ``rotate`` starting at ``index % n``."""
-    k = index % n if rotate and n else 0
-    return list(range(k, n)) + list(range(k))
+    docstring): ``0 .. n-1``, or with ``rotate`` starting at ``index % n``, or with ``rotate``
+    and ``group`` > 0 each group of ``group`` consecutive cases rotated on its own."""
+    if not rotate or not n:
+        return list(range(n))
+    if group <= 0:
+        k = index % n
+        return list(range(k, n)) + list(range(k))
+    out = []
+    for start in range(0, n, group):
+        members = list(range(start, min(start + group, n)))
+        k = index % len(members)
+        out += members[k:] + members[:k]
+    return out
 
 
 def calibration_round(calibrator: RoundCalibrator | None) -> Callable[[Round], None] | None:
@@ -180,7 +193,7 @@ def _span(name: str, category: str, lane: str, t0: float, t1: float,
 
 
 def timed_rounds(cases: Sequence[C], call: Callable[[C, Phases], None], *, warmup: int,
-                 rounds: int, rotate: bool, fences: Fences,
+                 rounds: int, rotate: bool, fences: Fences, group: int = 0,
                  prepare: Callable[[C], None] | None = None,
                  before_round: Callable[[Round], None] | None = None,
                  progress: Callable[[Round], None] | None = None,
@@ -193,6 +206,8 @@ def timed_rounds(cases: Sequence[C], call: Callable[[C, Phases], None], *, warmu
         warmup: rounds that run first and record nothing, >= 0.
         rounds: timed rounds, >= 0.
         rotate: rotate the case order from round to round (no default: say why at the call).
+        group: with ``rotate``, rotate within consecutive groups of this many cases (0: the
+            whole list).
         fences: sync, barrier and clocks (:func:`rank_fences` on a rank).
         prepare: untimed work before each call (refill the case's buffer).
         before_round: run at the start of every round, after ``progress``.
@@ -203,6 +218,7 @@ def timed_rounds(cases: Sequence[C], call: Callable[[C, Phases], None], *, warmu
     check_int("warmup", warmup, minimum=0)
     check_int("rounds", rounds, minimum=0)
     check_bool("rotate", rotate)
+    check_int("group", group, minimum=0)
     check_bool("cpu_time", cpu_time)
     n = len(cases)
     out = Timings([[] for _ in range(n)], [[] for _ in range(n)], [{} for _ in range(n)])
@@ -219,7 +235,7 @@ def timed_rounds(cases: Sequence[C], call: Callable[[C, Phases], None], *, warmu
             if hook_span is not None:
                 out.spans.append(_span(*hook_span, lane, h0, fences.clock(),
                                        {"round": rnd.number}))
-        for c in round_order(n, i, rotate=rotate):
+        for c in round_order(n, i, rotate=rotate, group=group):
             case = cases[c]
             phases = Phases(rnd, fences.clock, out.phases[c])
             if prepare is not None:

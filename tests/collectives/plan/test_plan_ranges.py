@@ -93,25 +93,38 @@ def test_best_pieces_is_the_argmin_of_the_curve_and_follows_the_calibration() ->
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 6, 8])
 def test_posted_ahead_receives_never_touch_live_elements(name: str, p: int) -> None:
-    """A receive posted one step early lands in the tensor only where this rank neither sends
-    nor receives in that step or its previous one; workspace halves alternate between steps."""
+    """A receive lands in the tensor only where this rank neither sends in that step nor
+    received in its previous one; one posted ahead (not deferred) also touches nothing the
+    previous step sent, and a deferred one (posted once those sends finished) exactly where it
+    does. Workspace halves alternate between steps, and every copy lands in place."""
     opts = {"pieces": 2} if name in PIECED else {}
     s = build(name, p, 12 * p + 5, **opts)
+
+    def apart(a: int, b: int, spans: list[tuple[int, int]]) -> bool:
+        return all(b <= x or y <= a for x, y in spans)
+
     for rank in range(p):
         plan = rank_plan(s, rank)
-        prev_ranges: list[tuple[int, int]] = []
+        prev_sent: list[tuple[int, int]] = []
+        prev_received: list[tuple[int, int]] = []
         prev_scratch: list[tuple[int, int]] = []
         for rs in plan.steps:
             sends = [(a, b) for m in rs.sends for a, b, *_ in m.ranges]
-            mine = sends + [(a, b) for m in rs.recvs for a, b, *_ in m.ranges]
             scratch = []
             for m in rs.recvs:
                 if m.offset is None:
                     (a, b, kind, _), = m.ranges
                     assert kind == "copy"
-                    assert all(b <= x or y <= a for x, y in sends + prev_ranges), (name, rank)
+                    assert apart(a, b, sends + prev_received), (name, rank)
+                    assert m.deferred == (not apart(a, b, prev_sent)), (name, rank)
                 else:
+                    assert not m.deferred
                     assert 0 <= m.offset and m.offset + m.count <= 2 * plan.half
                     scratch.append((m.offset, m.offset + m.count))
+                    assert not (len(m.ranges) == 1 and m.ranges[0][2] == "copy"
+                                and apart(*m.ranges[0][:2], sends + prev_received)), \
+                        f"{name} rank {rank}: a copy landed in the workspace and was copied over"
             assert all(b <= x or y <= a for a, b in scratch for x, y in prev_scratch)
-            prev_ranges, prev_scratch = mine, scratch
+            prev_sent = sends
+            prev_received = [(a, b) for m in rs.recvs for a, b, *_ in m.ranges]
+            prev_scratch = scratch

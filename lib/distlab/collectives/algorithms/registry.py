@@ -21,6 +21,7 @@ Tags:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,7 +101,13 @@ class Entry:
         """The option names (keyword arguments beyond world_size and count) it takes."""
         if self.builder is None:
             return ()
-        return tuple(inspect.signature(self.builder).parameters)[2:]
+        return _option_names(self.builder)
+
+
+@functools.cache
+def _option_names(builder: Builder) -> tuple[str, ...]:
+    """A builder's keyword options (read once: every collective call asks)."""
+    return tuple(inspect.signature(builder).parameters)[2:]
 
 
 def _plan(collective: str, name: str, builder: Builder, *tags: str) -> Entry:

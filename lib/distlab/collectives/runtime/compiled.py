@@ -25,7 +25,8 @@ The plan travels as one int64 CPU tensor, encoded once per plan (:func:`encode`)
     per step:  index, sends_first_needed, nfill, nsends, nrecvs,
                nfill x (start, stop),
                (nsends + nrecvs) x message
-    message:   peer, tag, offset (-1: read or received in place), nranges,
+    message:   peer, tag, offset (-1: read or received in place; -2: received in place, posted
+               once the previous step's sends have finished), nranges,
                nranges x (start, stop, reduce (1) / copy (0), from_source (0/1))
 """
 
@@ -144,7 +145,8 @@ def status() -> str:
 
 
 def _message(m: Message) -> list[int]:
-    out = [m.peer, m.tag, -1 if m.offset is None else m.offset, len(m.ranges)]
+    place = (-2 if m.deferred else -1) if m.offset is None else m.offset
+    out = [m.peer, m.tag, place, len(m.ranges)]
     for a, b, kind, from_source in m.ranges:
         out += [a, b, 1 if kind == "reduce" else 0, 1 if from_source else 0]
     return out

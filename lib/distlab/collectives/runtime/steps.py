@@ -129,11 +129,20 @@ class StepRunner:
         return [self.flat[m.ranges[0][0]:m.ranges[0][1]] if m.offset is None
                 else self.scratch[m.offset:m.offset + m.count] for m in rs.recvs]
 
-    def post_recvs(self, rs: RankStep) -> tuple[list[torch.Tensor], list[Any]]:
-        """Post one step's receives; ``(buffers, works)``."""
-        bufs = self.recv_buffers(rs)
-        works = [dist.irecv(buf, self.peer(m.peer), group=self.group, tag=self.base | m.tag)
-                 for buf, m in zip(bufs, rs.recvs, strict=True)]
+    def post_recvs(self, rs: RankStep, deferred: bool | None = None,
+                   posted: tuple[list[torch.Tensor], list[Any]] | None = None,
+                   ) -> tuple[list[torch.Tensor], list[Any]]:
+        """Post one step's receives; ``(buffers, works)``, one entry per receive.
+
+        ``deferred``: ``None`` posts every receive; ``False`` only those posted ahead (their
+        works for the deferred ones are ``None``); ``True`` the deferred ones, into ``posted``
+        (the result of the ``False`` call), which is returned completed."""
+        bufs, works = posted if posted is not None else (self.recv_buffers(rs),
+                                                          [None] * len(rs.recvs))
+        for i, (buf, m) in enumerate(zip(bufs, rs.recvs, strict=True)):
+            if deferred is None or m.deferred == deferred:
+                works[i] = dist.irecv(buf, self.peer(m.peer), group=self.group,
+                                      tag=self.base | m.tag)
         return bufs, works
 
     def post_sends(self, rs: RankStep) -> list[Any]:
@@ -189,8 +198,9 @@ class StepRunner:
                                  "messages": max(len(rs.sends), len(rs.recvs))})
 
     def run_posted_ahead(self, inline: InlineCheck | None) -> None:
-        """Step by step, every receive of the next step posted before waiting on this one's;
-        the inline peer check (if any) verified before the first wait for data."""
+        """Step by step, the receives of the next step posted before waiting on this one's
+        (a ``deferred`` one once this step's sends have finished); the inline peer check (if
+        any) verified before the first wait for data."""
         steps = self.plan.steps
         recv: tuple[list[torch.Tensor], list[Any]] = ([], [])
         try:
@@ -200,9 +210,10 @@ class StepRunner:
             raise self.failed(f"step {steps[0].index} ({steps[0].label})", exc) from exc
         for i, rs in enumerate(steps):
             t0 = now_us() if self.timeline is not None else 0.0
+            nxt_step = steps[i + 1] if i + 1 < len(steps) else None
             try:  # posting can fail too: a peer that already left closed the connection
                 sends = self.post_sends(rs)
-                nxt = self.post_recvs(steps[i + 1]) if i + 1 < len(steps) else ([], [])
+                nxt = self.post_recvs(nxt_step, False) if nxt_step else ([], [])
             except Exception as exc:
                 raise self.failed(f"step {rs.index} ({rs.label})", exc) from exc
             if inline is not None:
@@ -211,6 +222,11 @@ class StepRunner:
                 self.complete(rs, recv[0], recv[1], sends)
             except Exception as exc:
                 raise self.failed(f"step {rs.index} ({rs.label})", exc) from exc
+            if nxt_step is not None and any(m.deferred for m in nxt_step.recvs):
+                try:  # this step's sends have finished: nothing reads those elements now
+                    nxt = self.post_recvs(nxt_step, True, nxt)
+                except Exception as exc:
+                    raise self.failed(f"step {nxt_step.index} ({nxt_step.label})", exc) from exc
             self.record(rs, t0)
             recv = nxt
 

@@ -5,9 +5,10 @@
 // with the same order of operations, so both give bitwise-equal results:
 //
 //   gloo ("posted ahead"): the receives of the next step are posted while the current step is
-//   in flight, every receive of a step before any of its sends; each received message is
-//   applied as it lands (reduced into the tensor or copied), after this rank's own sends that
-//   read the same elements have completed.
+//   in flight (a "deferred" one, landing in place in elements the current step sends, once the
+//   current step's sends have finished), every receive of a step before any of its sends; each
+//   received message is applied as it lands (reduced into the tensor or copied), after this
+//   rank's own sends that read the same elements have completed.
 //   NCCL ("batched"): each step's receives and sends are posted as one coalesced group
 //   (startCoalescing/endCoalescing on CUDA, what batch_isend_irecv does), then applied.
 //
@@ -36,6 +37,7 @@ struct Range {
 
 struct Message {
   int64_t peer, tag, offset;  // offset < 0: a one-range message read/received in place
+  bool deferred;              // a receive in place posted after the previous step's sends
   int64_t count;
   std::vector<Range> ranges;
 };
@@ -69,6 +71,8 @@ Message read_message(Cursor& c) {
   m.peer = c.next();
   m.tag = c.next();
   m.offset = c.next();
+  m.deferred = m.offset == -2;
+  if (m.deferred) m.offset = -1;
   int64_t nranges = c.next();
   m.count = 0;
   for (int64_t i = 0; i < nranges; ++i) {
@@ -255,15 +259,31 @@ class CompiledPlan {
       std::vector<WorkPtr> works;
     };
 
-    Posted post_recvs(const Step& st) const {
-      Posted p;
-      p.bufs = recv_buffers(st);
-      p.works.reserve(st.recvs.size());
+    // Posts the step's receives that are (deferred) or are not (!deferred) deferred into p,
+    // whose buffers and works are laid out on the first call.
+    void post_recvs(const Step& st, bool deferred, Posted& p) const {
+      if (p.bufs.empty()) {
+        p.bufs = recv_buffers(st);
+        p.works.assign(st.recvs.size(), WorkPtr());
+      }
       for (size_t i = 0; i < st.recvs.size(); ++i) {
         const auto& m = st.recvs[i];
-        p.works.push_back(post_recv(p.bufs[i], m.peer, tag_base | m.tag));
+        if (m.deferred == deferred) p.works[i] = post_recv(p.bufs[i], m.peer, tag_base | m.tag);
       }
+    }
+
+    Posted post_recvs(const Step& st) const {
+      Posted p;
+      post_recvs(st, false, p);
+      post_recvs(st, true, p);
       return p;
+    }
+
+    static bool any_deferred(const Step& st) {
+      for (const auto& m : st.recvs) {
+        if (m.deferred) return true;
+      }
+      return false;
     }
 
     std::vector<WorkPtr> post_sends(const Step& st) const {
@@ -321,9 +341,10 @@ class CompiledPlan {
         const Step& st = steps[i];
         std::vector<WorkPtr> sends;
         Posted next;
+        const Step* next_step = i + 1 < steps.size() ? &steps[i + 1] : nullptr;
         try {  // posting can fail too: a peer that already left closed the connection
           sends = post_sends(st);
-          if (i + 1 < steps.size()) next = post_recvs(steps[i + 1]);
+          if (next_step) post_recvs(*next_step, false, next);
         } catch (const std::exception& e) {
           fail(st.index, e);
         }
@@ -332,6 +353,13 @@ class CompiledPlan {
           complete(st, recv.bufs, recv.works, sends);
         } catch (const std::exception& e) {
           fail(st.index, e);
+        }
+        if (next_step && any_deferred(*next_step)) {
+          try {  // this step's sends have finished: nothing reads those elements now
+            post_recvs(*next_step, true, next);
+          } catch (const std::exception& e) {
+            fail(next_step->index, e);
+          }
         }
         recv = std::move(next);
       }
