@@ -59,3 +59,37 @@ def test_registered_with_judge() -> None:
                        timeout=120, env={"PYTHONPATH": str(LIB), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert "stragglers: rank 1" in r.stdout
+
+
+@pytest.mark.parametrize("option, path", [("--json", "/proc/nope/x.json"), ("--json", "/"),
+                                          ("--json", "/sys/x.json"),
+                                          ("--timeline", "/proc/t.json")])
+def test_an_output_path_that_cannot_be_written_is_one_line_before_any_trace_is_read(
+        capsys, option: str, path: str) -> None:
+    try:
+        code = main([str(TRACES / "gloo_ddp_2ranks"), option, path])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    out, err = capsys.readouterr()
+    assert out == ""                                     # no report, nothing read
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0] and repr(path) in lines[0], err
+
+
+def test_rank_keeps_json_and_timeline_to_that_rank_and_step_labels_the_rest(tmp_path,
+                                                                            capsys) -> None:
+    j, t = tmp_path / "j.json", tmp_path / "t.json"
+    assert main([str(TRACES / "gloo_ddp_3ranks"), "--rank", "1", "--json", str(j),
+                 "--timeline", str(t)]) == 0
+    doc = json.loads(j.read_text())
+    assert doc["rank"] == 1 and set(doc["ranks"]) == {"1"} and set(doc["files"]) == {"1"}
+    assert doc["collectives"] and all(set(c["ranks"]) == {"1"} for c in doc["collectives"])
+    assert doc["stragglers"] == [2]                     # a fact of the run, kept
+    assert {s.lane.split("/")[0] for s in read_chrome_trace(t).spans} == {"rank1"}
+    capsys.readouterr()
+    judged = judge_trace(TRACES / "gloo_ddp_3ranks")
+    step = next(n for a in judged.analyses.values() for n in a.per_step)
+    assert main([str(TRACES / "gloo_ddp_3ranks"), "--step", str(step)]) == 0
+    out = capsys.readouterr().out
+    assert "## collectives (every step: --step selects the breakdown above)" in out

@@ -3,6 +3,8 @@ trace per rank that read_run reads with its steps, its rank and its ops."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
@@ -31,3 +33,17 @@ def test_record_writes_a_trace_read_run_reads(tmp_path) -> None:
 def test_record_checks_its_arguments(tmp_path, bad) -> None:
     with pytest.raises(ValueError):
         record(tmp_path, **bad)
+
+
+@pytest.mark.parametrize("calls, written", [(0, False), (1, False), (2, True), (3, True),
+                                            (5, True)])
+def test_a_loop_that_ends_early_writes_what_the_docstring_says(tmp_path, calls: int,
+                                                               written: bool) -> None:
+    """wait=1, warmup=1, steps=3: no trace before 2 calls of prof.step(); from there on, one."""
+    doc = importlib.import_module("distlab.trace.record").__doc__ or ""
+    assert "no trace if\nthe loop ends before ``wait + warmup`` calls" in doc
+    with record(tmp_path, steps=3, wait=1, warmup=1) as prof:
+        for _ in range(calls):
+            torch.ones(8).sum()
+            prof.step()
+    assert bool(list(tmp_path.iterdir())) == written

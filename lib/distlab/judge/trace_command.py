@@ -129,7 +129,9 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
                          "the other libraries' comm kernels as communication")
     col = j.collectives
     multi = col.multi_rank()
-    lines.append(f"## collectives: {len(col.calls)} calls, {len(multi)} seen on 2+ ranks")
+    whole = " (every step: --step selects the breakdown above)" if step is not None else ""
+    lines.append(f"## collectives{whole}: {len(col.calls)} calls, {len(multi)} seen on 2+ "
+                 "ranks")
     if multi:
         total = col.total_wait_us
         last = col.last_counts()
@@ -142,7 +144,8 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
                                        if stragglers else "none (waiting spread over ranks)"))
     priced = [p for p in j.prices if p.model_us is not None and (rank is None or p.rank == rank)]
     unpriced = [p for p in j.prices if p.model_us is None and (rank is None or p.rank == rank)]
-    lines.append(f"## model beside the kernels: {len(priced)} priced, {len(unpriced)} not")
+    lines.append(f"## model beside the kernels{whole}: {len(priced)} priced, "
+                 f"{len(unpriced)} not")
     for p in sorted(priced, key=lambda p: -abs(p.error or 0))[:worst]:
         lines.append(f"rank {p.rank} {p.collective} #{p.seq} {p.nbytes} B x{p.group_size}: "
                      f"kernel {p.kernel_us:.0f} us = wait {p.wait_us:.0f} + transfer "
@@ -159,30 +162,46 @@ def _num(v: Any) -> Any:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def judgement_json(j: TraceJudgement) -> dict[str, Any]:
-    """Every number of the judgement as JSON-ready data (NaN as null)."""
+def judgement_json(j: TraceJudgement, rank: int | None = None) -> dict[str, Any]:
+    """Every number of the judgement as JSON-ready data (NaN as null). ``rank``: only that
+    rank's files, breakdowns, calls and prices (``"rank"`` says which); the stragglers and the
+    waits they caused stay the run's, which every rank's trace decides."""
     def bd(b: Breakdown | None) -> Any:
         return None if b is None else {k: _num(v) for k, v in b.as_dict().items()}
+
+    def mine(r: int) -> bool:
+        return rank is None or r == rank
     col = j.collectives
     return {
-        "files": {r: rt.path for r, rt in j.run.ranks.items()},
+        "rank": rank,
+        "files": {r: rt.path for r, rt in j.run.ranks.items() if mine(r)},
         "gpu": j.run.gpu, "world_size": j.run.world_size, "missing": j.missing,
         "ranks": {r: {"steps": a.steps, "whole": bd(a.whole),
                       "per_step": {n: bd(b) for n, b in a.per_step.items()}}
-                  for r, a in j.analyses.items()},
+                  for r, a in j.analyses.items() if mine(r)},
         "collectives": [{"group": c.group, "seq": c.seq, "last_rank": c.last_rank,
                          "caused_us": c.caused_us,
                          "ranks": {r: {"start_us": x.start_us, "end_us": x.end_us,
                                        "wait_us": c.wait_us(r), "collective": x.collective,
                                        "nbytes": x.nbytes, "step": x.step}
-                                   for r, x in c.calls.items()}} for c in col.calls],
+                                   for r, x in c.calls.items() if mine(r)}}
+                        for c in col.calls if any(mine(r) for r in c.calls)],
         "stragglers": col.stragglers(), "caused_us": col.caused_us(),
         "total_wait_us": col.total_wait_us,
-        "model": [p.as_dict() for p in j.prices]}
+        "model": [p.as_dict() for p in j.prices if mine(p.rank)]}
 
 
-def judgement_timeline(j: TraceJudgement) -> Timeline:
-    """distlab's timeline of the analysis: steps, each call's wait and transfer, per rank."""
+def judgement_timeline(j: TraceJudgement, rank: int | None = None) -> Timeline:
+    """distlab's timeline of the analysis: steps, each call's wait and transfer, per rank (only
+    ``rank``'s lanes when given)."""
+    full = _timeline(j)
+    if rank is None:
+        return full
+    return full.filter(lanes=[lane for lane in full.lanes
+                              if lane.split("/")[0] == f"rank{rank}"])
+
+
+def _timeline(j: TraceJudgement) -> Timeline:
     tl = Timeline(notes=["distlab.judge trace: collective calls split into the wait for the "
                          "last rank and the transfer after it"])
     shift = clock_shift_us(j.run)
@@ -213,9 +232,11 @@ def _parser() -> Any:
     p.add_argument("paths", nargs="+", metavar="PATH", help="trace files or folders of them")
     p.add_argument("--rank", type=int, default=None, help="report this rank only")
     p.add_argument("--step", type=int, default=None, help="ProfilerStep#N instead of all")
-    p.add_argument("--json", default=None, metavar="PATH", help="write every number as JSON")
-    p.add_argument("--timeline", default=None, metavar="PATH",
-                   help="write distlab's Chrome trace of the analysis")
+    p.add_argument("--json", default=None, metavar="PATH", type=options.output_file,
+                   help="write every number as JSON (checked before any trace is read)")
+    p.add_argument("--timeline", default=None, metavar="PATH", type=options.output_file,
+                   help="write distlab's Chrome trace of the analysis (checked before any "
+                        "trace is read)")
     return p
 
 
@@ -235,10 +256,10 @@ def _work(argv: list[str]) -> int:
     for line in report_lines(j, rank=args.rank, step=args.step):
         print(line)
     if args.json:
-        write_json(args.json, judgement_json(j))
+        write_json(args.json, judgement_json(j, args.rank))
         print(f"# wrote {args.json}")
     if args.timeline:
-        write_chrome_trace(judgement_timeline(j), args.timeline)
+        write_chrome_trace(judgement_timeline(j, args.rank), args.timeline)
         print(f"# wrote {args.timeline}")
     return 0
 

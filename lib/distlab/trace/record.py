@@ -11,8 +11,10 @@ CPU (and CUDA where present) activities, a schedule of ``wait`` + ``warmup`` ski
 ``steps`` recorded ones, ``record_shapes=True`` (torch then writes each collective's ``Collective
 name``, ``In msg nelems``, ``dtype``, ``Group size`` and ``Process Group Name`` into the trace), and
 ``tensorboard_trace_handler(out_dir, worker_name="rank{r}", use_gzip=True)``, which writes
-``rank{r}.<pid>.<ms>.pt.trace.json.gz`` when the recorded steps end. A rank records nothing
-if the loop stops before ``wait + warmup + steps`` calls of ``prof.step()``.
+``rank{r}.<pid>.<ms>.pt.trace.json.gz`` when the recorded steps end. A rank writes no trace if
+the loop ends before ``wait + warmup`` calls of ``prof.step()`` (it never started recording);
+one that ends after those but before ``wait + warmup + steps`` calls writes what it recorded so
+far when the ``with`` block closes (its last step cut short).
 """
 
 from __future__ import annotations
