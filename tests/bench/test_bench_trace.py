@@ -4,11 +4,12 @@ one small run measures distlab and HTA side by side with the same idle time (#wr
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from distlab.bench.trace import _load, main, replicate_trace
+from distlab.bench.trace import TraceBenchConfig, _load, main, replicate_trace, source_path
 from distlab.trace.breakdown import analyze_run
 from distlab.trace.torch_trace import read_run
 from helpers.paths import RESULTS
@@ -53,3 +54,49 @@ def test_missing_source_is_one_line(tmp_path, capsys) -> None:
         main(["--source", str(tmp_path / "nope")])
     assert e.value.code == 2
     assert "--source" in capsys.readouterr().err
+
+
+def _bad_sources(tmp: Path) -> dict[str, Path]:
+    gz = (SOURCE / "nccl_data.json.gz").read_bytes()
+    files = {"notrace.json": b'{"hello": 1}', "truncated.json.gz": gz[: len(gz) // 2],
+             "list.json": b"[1, 2]", "text.json": b"not json"}
+    out = {}
+    for name, data in files.items():
+        out[name] = tmp / name
+        out[name].write_bytes(data)
+    (tmp / "empty").mkdir()
+    out["empty"] = tmp / "empty"
+    out["gloo"] = RESULTS / "traces" / "gloo_ddp_2ranks"     # CPU-only: HTA cannot break it down
+    return out
+
+
+@pytest.mark.parametrize("name, says", [("notrace.json", "not a trace"),
+                                        ("truncated.json.gz", "not a readable trace"),
+                                        ("list.json", "not a trace"),
+                                        ("text.json", "not a readable trace"),
+                                        ("empty", "holds no .json"),
+                                        ("gloo", "no GPU kernels")])
+def test_a_source_that_is_no_gpu_trace_is_one_line(tmp_path, capsys, name: str,
+                                                   says: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--source", str(_bad_sources(tmp_path)[name])])
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1 and "--source" in lines[0] and says in lines[0], err
+
+
+@pytest.mark.parametrize("option", ["--mb", "--rank-mb"])
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf"])
+def test_a_size_that_is_not_positive_names_its_own_option(capsys, option: str,
+                                                          value: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([option, value])
+    assert e.value.code == 2
+    assert f"argument {option}: invalid value" in capsys.readouterr().err
+
+
+def test_the_default_source_is_found_from_any_folder(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    found = source_path(TraceBenchConfig().source)
+    assert found.is_absolute() and found.resolve() == SOURCE.resolve()

@@ -142,6 +142,7 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
     (["h100_sxm8", "--harness", "mpi"], "--harness"),
     (["h100_sxm8", "--sizes", "lots"], "--sizes"),
     (["h100_sxm8", "--nodes", "2"], "--nodes 2 needs --network"),
+    (["h100_sxm8", "--network", "ib_ndr400x8"], "--network ib_ndr400x8 joins nodes"),
     (["h100_sxm8", "--nodes", "2", "--network", "wifi"], "--network"),
     (["h100_sxm8", "--nodes", "3", "--network", "tcp100", "-n", "20"], "multiple"),
     (["h100_sxm8", "--collective", "broadcast", "--nodes", "2", "--network", "tcp100"],

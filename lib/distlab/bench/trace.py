@@ -44,7 +44,8 @@ from distlab.report.table import Column, Table
 __all__ = ["BENCHMARK", "TraceBenchConfig", "main", "replicate_trace"]
 
 IMPLS = ("hta", "distlab")
-_SOURCE = "results/traces/hta_a100_2ranks_rank0"  # relative to the repository root
+_SOURCE = "results/traces/hta_a100_2ranks_rank0"
+"""The default ``--source``: HTA's published A100 trace, committed under the repository root."""
 COLUMNS = (Column("case", "case", width=16), Column("impl", "impl", width=8),
            Column("MB", "mb", ".1f"), Column("events", "events", width=9),
            Column("time(s)", "seconds", ".3f"), Column("cpu(s)", "cpu_seconds", ".3f"),
@@ -55,20 +56,50 @@ COLUMNS = (Column("case", "case", width=16), Column("impl", "impl", width=8),
 class TraceBenchConfig(BenchConfig):
     """Options of ``python -m distlab.bench trace``."""
 
-    source: str = opt(_SOURCE, "--source", help="a real trace file or folder (its first "
-                                                "file) to replicate")
+    source: str = opt(_SOURCE, "--source", help="a real GPU trace file or folder (its first "
+                                                "file) to replicate; the default is found from "
+                                                "the current folder or the checkout distlab "
+                                                "runs from")
     mb: float = opt(35.0, "--mb", type=float, help="size of the single trace, MB of JSON")
     ranks: int = opt(8, "--ranks", type=options.positive_int, help="ranks in the folder case")
     rank_mb: float = opt(10.0, "--rank-mb", type=float, help="size of each rank's trace, MB")
     repeats: int = opt(1, "--repeats", type=options.positive_int, help="child rounds (median)")
 
 
+def source_path(text: str) -> Path:
+    """``--source`` as a path: as given, or for the default (a path in the repository) the copy
+    in the current folder, else in the checkout this distlab was imported from."""
+    path = Path(text).expanduser()
+    if text != _SOURCE or path.exists():
+        return path
+    checkout = Path(__file__).resolve().parents[3] / _SOURCE
+    return checkout if checkout.exists() else path
+
+
 def _load(source: Path) -> dict[str, Any]:
+    """The trace document at ``source`` (a file, or a folder's first trace file); ValueError
+    in one line when it is not a readable trace HTA can break down (GPU kernels needed)."""
     import gzip
+    import zlib
     if source.is_dir():
-        source = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))[0]
+        files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))
+        if not files:
+            raise ValueError(f"the folder {str(source)!r} holds no .json or .json.gz trace")
+        source = files[0]
     raw = source.read_bytes()
-    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    try:
+        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{str(source)!r} is not a readable trace ({type(exc).__name__}: "
+                         f"{exc})") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list) or not any(isinstance(e, dict) and "ts" in e
+                                               for e in events):
+        raise ValueError(f"{str(source)!r} is JSON but not a trace (no timed traceEvents)")
+    if not any(isinstance(e, dict) and e.get("cat") == "kernel" for e in events):
+        raise ValueError(f"{str(source)!r} has no GPU kernels (a CPU-only or gloo trace), and "
+                         "HTA's breakdown, the reference here, needs them")
+    return doc
 
 
 def replicate_trace(doc: dict[str, Any], target_bytes: int, out: Path, *, rank: int = 0,
@@ -207,15 +238,23 @@ class TraceBenchmark(Benchmark[TraceBenchConfig]):
     config_type = TraceBenchConfig
 
     def check(self, parser: argparse.ArgumentParser, config: TraceBenchConfig) -> TraceBenchConfig:
-        if not Path(config.source).exists():
-            options.fail(parser, "--source", config.source, "an existing trace file or folder")
-        if config.mb <= 0 or config.rank_mb <= 0:
-            options.fail(parser, "--mb", config.mb, "> 0 (and --rank-mb > 0)")
+        source = source_path(config.source)
+        if not source.exists():
+            options.fail(parser, "--source", config.source,
+                         "an existing trace file or folder (from the repository root, the "
+                         "default is results/traces/hta_a100_2ranks_rank0)")
+        try:
+            _load(source)
+        except ValueError as exc:
+            options.fail(parser, "--source", config.source, f"a GPU trace: {exc}")
+        for name, value in (("--mb", config.mb), ("--rank-mb", config.rank_mb)):
+            if not value > 0 or value == float("inf"):
+                options.fail(parser, name, value, "a number of MB > 0")
         return config
 
     def run(self, config: TraceBenchConfig) -> Report:
         c = config
-        doc = _load(Path(c.source))
+        doc = _load(source_path(c.source))
         rows: list[dict[str, Any]] = []
         tail: list[str] = []
         with tempfile.TemporaryDirectory(prefix="distlab_bench_trace_") as tmp:

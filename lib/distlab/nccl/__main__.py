@@ -121,6 +121,9 @@ def _nccl_command(argv: list[str]) -> int:
                 "nccl --published)")
     if args.nodes > 1 and args.network is None:
         p.error(f"--nodes {args.nodes} needs --network")
+    if args.nodes == 1 and args.network is not None:
+        p.error(f"--network {args.network} joins nodes: give --nodes 2 or more (one node's "
+                "GPUs talk over its own links)")
     default = NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
     if args.collective != "all_reduce" and (
             args.nodes > 1 or resolve_nccl_version(args.nccl_version).version is not default):
