@@ -12,7 +12,7 @@ widget to pick trace, rank and step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
@@ -48,23 +48,30 @@ def _origin(j: TraceJudgement) -> tuple[float, dict[int, float]]:
     return (min(starts) if starts else 0.0), shift
 
 
-def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None) -> Any:
-    """Every rank on one time axis (see the module docstring); ``step`` zooms to that
-    ProfilerStep (its span on the ranks that have it)."""
+def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None,
+               ranks: Sequence[int] | None = None) -> Any:
+    """Every rank (or those of ``ranks``) on one time axis (see the module docstring); ``step``
+    zooms to that ProfilerStep (its span on the ranks that have it). A data-loader row is drawn
+    only where some drawn rank's trace has data-loader activity."""
+    ranks = list(j.run.ranks) if ranks is None else list(ranks)
+    unknown = [r for r in ranks if r not in j.run.ranks]
+    if unknown:
+        raise ValueError(f"ranks must be among {sorted(j.run.ranks)}, got {unknown}")
     fig = None
     if ax is None:
-        fig = new_figure(figsize=(9.4, 1.0 + 0.9 * len(j.run.ranks)))
+        fig = new_figure(figsize=(9.4, 1.0 + 0.9 * len(ranks)))
         ax = fig.add_subplot()
     t0, shift = _origin(j)
-    rows = ["step", "data_loader", "compute", "communication"]
+    activity = {r: activity_intervals(j.run.ranks[r]) for r in ranks}
+    loader = any(len(activity[r].get("data_loader", ((),))[0]) for r in ranks)
+    rows = ["step"] + (["data_loader"] if loader else []) + ["compute", "communication"]
     colors = {"step": "#e5e5e5", "data_loader": CAUSE_COLORS["data_loader"],
               "compute": BREAKDOWN_COLORS["compute"],
               "communication": BREAKDOWN_COLORS["communication"]}
-    ranks = list(j.run.ranks)
     window: list[float] = []
     yticks, ylabels = [], []
     for i, r in enumerate(ranks):
-        acts = activity_intervals(j.run.ranks[r])
+        acts = activity[r]
         base = i * (len(rows) + 1)
         for k, kind in enumerate(rows):
             y = base + len(rows) - 1 - k
@@ -87,6 +94,8 @@ def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None) ->
     yc = {r: i * (len(rows) + 1) for i, r in enumerate(ranks)}
     for call in j.collectives.calls:
         for r, c in call.calls.items():
+            if r not in yc:
+                continue
             s = (c.start_us - t0) / 1000
             wait = min(max(0.0, call.last_start_us - c.start_us), c.end_us - c.start_us) / 1000
             dur = (c.end_us - c.start_us) / 1000
@@ -100,11 +109,12 @@ def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None) ->
         pad = 0.02 * (max(window) - min(window))
         ax.set_xlim(min(window) - pad, max(window) + pad)
     from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color=colors["data_loader"], label="data loader"),
-                       Patch(color=colors["compute"], label="compute"),
-                       Patch(color=_WAIT, label="waiting for the last rank"),
-                       Patch(color=BREAKDOWN_COLORS["communication"], label="transfer")],
-              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=7, frameon=False)
+    handles = ([Patch(color=colors["data_loader"], label="data loader")] if loader else []) + [
+        Patch(color=colors["compute"], label="compute"),
+        Patch(color=_WAIT, label="waiting for the last rank"),
+        Patch(color=BREAKDOWN_COLORS["communication"], label="transfer")]
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles),
+              fontsize=7, frameon=False)
     return fig if fig is not None else ax.figure
 
 
@@ -229,9 +239,9 @@ class TraceExplorer(Explorer):
         j = self.judged()
         step = None if self.step.value == -1 else self.step.value
         ranks = list(j.run.ranks) if self.rank.value == -1 else [self.rank.value]
-        fig = new_figure(figsize=(9.4, 2.0 + 0.9 * len(j.run.ranks)))
+        fig = new_figure(figsize=(9.4, 2.0 + 0.9 * len(ranks)))
         ax = fig.add_subplot()
-        rank_gantt(j, step=step, ax=ax)
+        rank_gantt(j, step=step, ax=ax, ranks=ranks)
         parts = []
         for r in ranks:
             b = j.breakdown(r, step)
