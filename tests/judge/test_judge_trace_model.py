@@ -67,3 +67,27 @@ def test_published_a100_trace() -> None:
     assert all("peers' traces absent" in p.note for p in priced)
     assert all("allreduce only" in p.why for p in prices if p.model_us is None)
     assert box_for_gpu("NVIDIA A100-PG509-200") == "a100_sxm8"
+
+
+def test_an_absent_peer_makes_the_wait_unknown_not_zero() -> None:
+    """Rank 1's trace is not given: no wait is 0, the whole kernel stands beside the model, and
+    the report, the JSON and the figure say so."""
+    from distlab.judge.trace_command import judge_trace, judgement_json, report_lines
+    from distlab.viz.trace import model_figure
+
+    j = judge_trace(RESULTS / "traces" / "hta_a100_2ranks_rank0")
+    priced = [p for p in j.prices if p.model_us is not None]
+    assert priced and all(p.wait_us is None and p.transfer_us is None for p in priced)
+    assert all(p.measured_us == p.kernel_us and p.measured == "kernel (wait unknown)"
+               for p in priced)
+    lines = report_lines(j)
+    assert not any("wait 0 +" in line for line in lines)
+    assert sum("(wait unknown)" in line for line in lines) == 5
+    assert any(line.startswith("  ... and 10 more") for line in lines)
+    assert sum(line.startswith("  note: peers' traces absent") for line in lines) == 1
+    doc = judgement_json(j)
+    assert all(m["wait_us"] is None and m["measured"] == "kernel (wait unknown)"
+               for m in doc["model"] if m["model_us"] is not None)
+    ax = model_figure(j).axes[0]
+    assert "whole kernel" in ax.get_ylabel()
+    assert not any("after the last peer" in t.get_text() for t in ax.get_legend().get_texts())

@@ -39,6 +39,7 @@ from distlab.trace.chrome import write_chrome_trace
 from distlab.trace.collectives import Collectives, clock_shift_us, match_collectives
 from distlab.trace.patterns import CommPattern
 from distlab.trace.torch_trace import Run, TraceReadError, read_run
+from distlab.vocabulary import size_label
 
 __all__ = ["TraceJudgement", "judge_trace", "judgement_json", "judgement_timeline", "main",
            "report_lines"]
@@ -145,12 +146,19 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
     priced = [p for p in j.prices if p.model_us is not None and (rank is None or p.rank == rank)]
     unpriced = [p for p in j.prices if p.model_us is None and (rank is None or p.rank == rank)]
     lines.append(f"## model beside the kernels{whole}: {len(priced)} priced, "
-                 f"{len(unpriced)} not")
+                 f"{len(unpriced)} not" + (f"; the {min(worst, len(priced))} furthest from "
+                                           "the model:" if priced else ""))
     for p in sorted(priced, key=lambda p: -abs(p.error or 0))[:worst]:
-        lines.append(f"rank {p.rank} {p.collective} #{p.seq} {p.nbytes} B x{p.group_size}: "
-                     f"kernel {p.kernel_us:.0f} us = wait {p.wait_us:.0f} + transfer "
-                     f"{p.transfer_us:.0f}; model {p.model_us:.1f} us; error "
-                     f"{100 * (p.error or 0):+.0f}%" + (f" ({p.note})" if p.note else ""))
+        known = p.wait_us is not None and p.transfer_us is not None
+        split = (f"= wait {p.wait_us:.0f} + transfer {p.transfer_us:.0f}" if known
+                 else "(wait unknown)")
+        lines.append(f"rank {p.rank} {p.collective} #{p.seq}, {size_label(p.nbytes or 0)} "
+                     f"across {p.group_size} ranks: kernel {p.kernel_us:.0f} us {split}; model "
+                     f"{p.model_us:.1f} us; error {100 * (p.error or 0):+.0f}% of the "
+                     + ("transfer" if known else "whole kernel"))
+    if len(priced) > worst:
+        lines.append(f"  ... and {len(priced) - worst} more (--json holds every kernel)")
+    lines += [f"  note: {n}" for n in dict.fromkeys(p.note for p in priced if p.note)]
     reasons: dict[str, int] = {}
     for p in unpriced:
         reasons[p.why or "?"] = reasons.get(p.why or "?", 0) + 1

@@ -11,8 +11,10 @@ boxes, the moving-data time stands beside
 GPU names map to boxes by :data:`BOX_PATTERNS` (a list a user extends): ``A100`` -> the A100 SXM
 box, ``H100`` -> the H100 SXM box, ``RTX PRO 6000`` -> the PCIe box. A group larger than the box's
 GPUs spans nodes whose network the trace does not name: not priced. Only ranks whose traces are
-given can be waited for: with one rank's trace the whole kernel counts as moving data, and the
-line says so. ``predict_builtin`` prices allreduce; other collectives are named, not priced.
+given can be waited for: where a peer of the group has no trace here, the wait is unknown
+(``wait_us`` and ``transfer_us`` are None, not 0), the whole kernel stands beside the model
+(``measured_us``, ``measured`` says which) and the note says so. ``predict_builtin`` prices
+allreduce; other collectives are named, not priced.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from distlab.collectives.model.nccl.versions import NcclVersionWarning
 from distlab.collectives.model.predict import predict_builtin
 from distlab.trace.collectives import Collectives, dtype_bytes
 
-__all__ = ["BOX_PATTERNS", "KernelPrice", "box_for_gpu", "price_collectives"]
+__all__ = ["BOX_PATTERNS", "PEERS_ABSENT", "KernelPrice", "box_for_gpu", "price_collectives"]
 
 BOX_PATTERNS: list[tuple[str, str]] = [(r".*A100", "a100_sxm8"), (r".*H100", "h100_sxm8"),
                                        (r".*RTX PRO 6000", "pcie5_8")]
@@ -44,9 +46,16 @@ def box_for_gpu(gpu: str | None) -> str | None:
     return None
 
 
+PEERS_ABSENT = ("peers' traces absent: the wait for them is unknown, so the whole kernel stands "
+                "beside the model")
+"""The note of a kernel whose group has ranks without a trace here."""
+
+
 @dataclass
 class KernelPrice:
-    """One rank's collective kernel beside the model (microseconds); ``why`` when not priced."""
+    """One rank's collective kernel beside the model (microseconds); ``why`` when not priced.
+    ``wait_us`` and ``transfer_us`` are None where the wait is unknown (a peer's trace is
+    absent)."""
 
     rank: int
     group: str
@@ -57,23 +66,34 @@ class KernelPrice:
     nbytes: int | None
     group_size: int | None
     kernel_us: float
-    wait_us: float
-    transfer_us: float
+    wait_us: float | None
+    transfer_us: float | None
     peers_seen: int
     model_us: float | None
     why: str | None
     note: str | None = None
 
     @property
+    def measured(self) -> str:
+        """What :attr:`measured_us` is: ``"transfer"`` (after the last peer arrived) or
+        ``"kernel (wait unknown)"``."""
+        return "transfer" if self.transfer_us is not None else "kernel (wait unknown)"
+
+    @property
+    def measured_us(self) -> float:
+        """The time beside the model: the transfer where the wait is known, else the kernel."""
+        return self.transfer_us if self.transfer_us is not None else self.kernel_us
+
+    @property
     def error(self) -> float | None:
-        """(measured transfer - model) / model, or None."""
+        """(measured - model) / model of :attr:`measured_us`, or None."""
         if self.model_us is None or self.model_us <= 0:
             return None
-        return (self.transfer_us - self.model_us) / self.model_us
+        return (self.measured_us - self.model_us) / self.model_us
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        d["error"] = self.error
+        d["measured"], d["measured_us"], d["error"] = self.measured, self.measured_us, self.error
         return d
 
 
@@ -104,12 +124,13 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
         last = call.last_start_us
         for r, c in call.calls.items():
             kernel = c.end_us - c.start_us
-            wait = min(max(0.0, last - c.start_us), kernel)
-            transfer = kernel - wait
+            seen = len(call.calls)
+            known = seen > 1 and (not c.group_size or seen >= c.group_size)
+            wait = min(max(0.0, last - c.start_us), kernel) if known else None
+            transfer = kernel - wait if wait is not None else None
             why: str | None = None
             model: float | None = None
-            note = None if len(call.calls) > 1 else \
-                "peers' traces absent: any wait for them counts as transfer"
+            note = None if known else PEERS_ABSENT
             box = box_for_gpu(gpus.get(r))
             nbytes = c.nbytes
             if c.library == "gloo":

@@ -189,12 +189,20 @@ def model_figure(j: TraceJudgement) -> Any:
         ax.set_axis_off()
         return fig
     m = np.array([p.model_us for p in priced])
-    t = np.array([p.transfer_us for p in priced])
-    ax.loglog(m, t, "o", ms=4, label="kernel after the last peer arrived")
+    t = np.array([p.measured_us for p in priced])
+    known = np.array([p.transfer_us is not None for p in priced])
+    if known.any():
+        ax.loglog(m[known], t[known], "o", ms=4, label="transfer: kernel after the last peer "
+                                                       "arrived")
+    if not known.all():
+        ax.loglog(m[~known], t[~known], "s", ms=4, mfc="none",
+                  label="whole kernel: peers' traces absent,\nso the wait in it is unknown")
     lo, hi = min(m.min(), t.min()) * 0.7, max(m.max(), t.max()) * 1.4
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="model = measured")
     ax.set_xlabel("NCCL model (us)")
-    ax.set_ylabel("measured transfer (us)")
+    ax.set_ylabel("measured (us): " + ("transfer" if known.all() else
+                                        "whole kernel" if not known.any() else
+                                        "transfer or whole kernel"))
     ax.legend(fontsize=7)
     return fig
 
