@@ -93,3 +93,16 @@ def test_rank_keeps_json_and_timeline_to_that_rank_and_step_labels_the_rest(tmp_
     assert main([str(TRACES / "gloo_ddp_3ranks"), "--step", str(step)]) == 0
     out = capsys.readouterr().out
     assert "## collectives (every step: --step selects the breakdown above)" in out
+
+
+@pytest.mark.parametrize("name", ["gloo_ddp_2ranks", "hta_sampled_2of128", "hta_rocm_mi250",
+                                  "hta_cpu_only", "hta_a100_2ranks_rank0"])
+def test_a_run_line_says_what_is_unknown_instead_of_none(name: str) -> None:
+    from distlab.judge.trace_command import run_line
+
+    line = run_line(name, judge_trace(TRACES / name))
+    assert "None" not in line and len(line) <= 110, line
+    if name == "hta_rocm_mi250":
+        assert "1 of ? ranks" in line and "NCCL not stated" in line
+    if name == "hta_cpu_only":
+        assert "GPU none (CPU-only trace)" in line

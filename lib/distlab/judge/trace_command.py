@@ -42,7 +42,7 @@ from distlab.trace.torch_trace import Run, TraceReadError, read_run
 from distlab.vocabulary import size_label
 
 __all__ = ["TraceJudgement", "judge_trace", "judgement_json", "judgement_timeline", "main",
-           "report_lines"]
+           "report_lines", "run_line"]
 
 
 @dataclass
@@ -90,17 +90,34 @@ def _ms(us: float) -> str:
     return f"{us / 1000:.2f}"
 
 
+def _gpu_words(run: Run) -> str:
+    """The run's GPU, or why there is none to name."""
+    if run.gpu:
+        return run.gpu
+    return ("not stated (kernels present)" if any(rt.has_gpu_events for rt in run.ranks.values())
+            else "none (CPU-only trace)")
+
+
+def run_line(name: str, j: TraceJudgement) -> str:
+    """One line per trace folder: how many of the run's ranks it holds, the GPU, the NCCL
+    release and the event count, each unknown said as such (never ``None``)."""
+    run = j.run
+    rt = next(iter(run.ranks.values()))
+    events = sum(len(r) for r in run.ranks.values())
+    ranks = f"{len(run.ranks)} of {run.world_size or '?'} ranks"
+    return (f"{name:21} {ranks:15} GPU {_gpu_words(run):28} NCCL "
+            f"{rt.nccl_version or 'not stated':10} {events:6d} events")
+
+
 def report_lines(j: TraceJudgement, *, rank: int | None = None,
                  step: int | None = None, worst: int = 5) -> list[str]:
     """The readable report (see the module docstring)."""
     run = j.run
     ranks = [rank] if rank is not None else list(run.ranks)
     rt0 = run.ranks[ranks[0]]
-    gpu_absent = "not stated (kernels present)" if any(
-        rt.has_gpu_events for rt in run.ranks.values()) else "none (CPU-only trace)"
     lines = [f"# {len(run.ranks)} rank trace(s)"
              + (f" of {run.world_size}" if run.world_size else "")
-             + f"; GPU {run.gpu or gpu_absent}"
+             + f"; GPU {_gpu_words(run)}"
              + (f" (NCCL model box {box_for_gpu(run.gpu)})" if box_for_gpu(run.gpu) else "")
              + f"; NCCL {rt0.nccl_version or 'not stated'}; backend {rt0.backend or 'not stated'}"]
     lines += [f"# missing: {m}" for m in j.missing]
