@@ -46,7 +46,17 @@ def test_small_run_against_hta(tmp_path, capsys) -> None:
     assert [(r["case"], r["impl"]) for r in doc["rows"]] == [
         ("single", "hta"), ("single", "distlab"), ("2 ranks", "hta"), ("2 ranks", "distlab")]
     assert all(r["wrong"] == 0 and r["seconds"] > 0 and r["peak_mb"] >= 0 for r in doc["rows"])
-    assert "distlab" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "distlab" in out
+    assert "the single trace holds" in out and "where 1 MB was asked: one copy" in out
+    assert all(("met)" in ln) != ("MISSED)" in ln) for ln in out.splitlines()
+               if "(targets:" in ln)
+
+
+def test_help_says_what_wrong_counts(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "#wrong" in capsys.readouterr().out
 
 
 def test_missing_source_is_one_line(tmp_path, capsys) -> None:

@@ -106,3 +106,13 @@ def test_a_run_line_says_what_is_unknown_instead_of_none(name: str) -> None:
         assert "1 of ? ranks" in line and "NCCL not stated" in line
     if name == "hta_cpu_only":
         assert "GPU none (CPU-only trace)" in line
+
+
+def test_help_uses_the_folder_the_readme_records(capsys) -> None:
+    readme = (LIB.parent / "README.md").read_text()
+    assert 'record("traces/run1"' in readme
+    try:
+        code = main(["--help"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 0 and "traces/run1 --rank 0" in capsys.readouterr().out

@@ -195,3 +195,10 @@ def test_runs_as_a_module() -> None:
                           capture_output=True, text=True, timeout=120, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1].split()[:3] == ["size", "algo", "proto"]
+
+
+def test_the_header_names_the_column_it_explains(capsys) -> None:
+    assert nccl_main(["h100_sxm8", "--sizes", "64K"]) == 0
+    head, columns = capsys.readouterr().out.splitlines()[:2]
+    assert head.endswith("NCCL's choice, predicted time as measured")
+    assert "predicted us" in columns and "estimate us" in columns

@@ -2,8 +2,10 @@
 and judged.
 
     python -m distlab.judge trace results/traces/gloo_ddp_3ranks
-    python -m distlab.judge trace traces/ --rank 0 --step 12 --json judged.json
-    python -m distlab.judge trace traces/ --timeline analysis.json   # open in ui.perfetto.dev
+    python -m distlab.judge trace traces/run1 --rank 0 --step 3 --json judged.json
+    python -m distlab.judge trace traces/run1 --timeline analysis.json   # open in ui.perfetto.dev
+
+(``traces/run1``: the folder ``distlab.trace.record("traces/run1")`` writes, as in the README.)
 
 PATH: trace files (``.json``/``.json.gz``, as ``tensorboard_trace_handler`` writes them) or
 folders of them, one file per rank of one run. Prints: the run (ranks, GPU, NCCL, backend) and

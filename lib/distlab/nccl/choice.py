@@ -82,7 +82,7 @@ def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
     where = f"{nodes} x {box} over {network}" if nodes > 1 else GPU_BOXES[box].name
     rows = choice_rows(box, world_size, sizes, harness, version, nodes=nodes, network=network)
     head = [f"# {where}, {world_size} GPUs, NCCL {version.release}, {harness}: NCCL's choice, "
-            "time as measured (model)"]
+            "predicted time as measured"]
     if nodes > 1 and network is not None:
         head += _network_note(network, version)
     return [*head, *format_table(_shown(rows), CHOICE_COLUMNS).splitlines()]
@@ -132,5 +132,5 @@ def _family_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
              "busbw_gbps": r.busbw_gbps}
             for r in nccl_collective(box, world_size, sizes, collective, harness=harness)]
     return [f"# {box}, {world_size} GPUs, NCCL 2.28.9, {harness}: {collective}, size = the "
-            "whole buffer, time as measured (model)",
+            "whole buffer, predicted time as measured",
             *format_table(_shown(rows), FAMILY_COLUMNS).splitlines()]

@@ -150,7 +150,7 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
                        label="host-bound (enqueue rate)")
         version = priced_version(nccl_version).release
         ax.set_title(f"{box.name}, {n} GPUs, NCCL {version}, harness {harness}:\n"
-                     "NCCL's choice and the time as measured (model)", fontsize=9)
+                     "NCCL's choice and the predicted time as measured", fontsize=9)
         _busbw_axes(ax)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
