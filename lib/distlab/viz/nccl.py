@@ -17,6 +17,7 @@ from typing import Any
 from distlab._checks import check_int
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
+from distlab.viz.axes import bytes_axis, plain_log_axis
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colours, nccl_pair
 from distlab.vocabulary import size_label
@@ -91,9 +92,8 @@ def nccl_busbw_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie5
             ax.plot([p["nbytes"] for p in sp], [p["busbw_gbps"] for p in sp],
                     _PUBLISHED_MARKERS[j % len(_PUBLISHED_MARKERS)], ms=8, mfc="none", mec="k",
                     label=f"published: {system}{how}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("message bytes")
+        bytes_axis(ax, "x")
+        plain_log_axis(ax, "y")
         ax.set_ylabel("busbw GB/s (nccl-tests)")
         ax.set_title(f"{box.name}, {n} GPUs", fontsize=10)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2,

@@ -20,8 +20,6 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from matplotlib.ticker import FuncFormatter, LogFormatter
-
 from distlab._checks import check_int
 from distlab.collectives.model.nccl.boxes import gpu_box
 from distlab.collectives.model.nccl.estimate import (
@@ -32,6 +30,7 @@ from distlab.collectives.model.nccl.estimate import (
 from distlab.collectives.model.nccl.execution import nccl_execution
 from distlab.collectives.model.nccl.fit_execution import JudgedPoint
 from distlab.collectives.model.nccl.versions import nccl_version as priced_version
+from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, nccl_pair
 from distlab.vocabulary import ErrorSummary
@@ -41,10 +40,6 @@ __all__ = ["nccl_choice_figure", "nccl_nodes_figure", "nccl_tables_figure"]
 #: The (algorithm, protocol) pairs the choice figure marks, in the palette's colours.
 _PAIRS = (("ring", "LL"), ("ring", "LL128"), ("ring", "Simple"), ("tree", "LL"),
           ("tree", "LL128"), ("tree", "Simple"), ("nvls", "Simple"), ("nvls_tree", "Simple"))
-
-
-#: A log axis's tick labels as plain numbers.
-_PLAIN = FuncFormatter(lambda value, _pos: f"{value:g}")
 
 
 def _busbw(j: JudgedPoint) -> float:
@@ -71,12 +66,18 @@ def _table_panels(judged: Sequence[JudgedPoint], min_points: int, *,
                  for ax, system in zip(axes, systems, strict=False)]
 
 
-def _busbw_axes(ax: Any) -> None:
-    """Message bytes (log 2) against bus bandwidth in GB/s (log), labelled."""
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("message bytes")
+def _busbw_axes(ax: Any, size_ticks: int = 8) -> None:
+    """Message size (log 2, in KiB / MiB / GiB, about ``size_ticks`` ticks) against bus
+    bandwidth in GB/s (log, plain numbers, at least a factor 4 from bottom to top), labelled."""
+    bytes_axis(ax, "x", ticks=size_ticks)
+    plain_log_axis(ax, "y")
+    widen_log_range(ax, 4.0, "y")
     ax.set_ylabel("busbw GB/s")
+
+
+PROTOCOL_MARKERS = {"LL": "o", "LL128": "s", "Simple": "^"}
+"""A marker per NCCL protocol: the algorithm's colour goes light to dark with the protocol, and
+the shape tells LL from LL128 where two light shades would not."""
 
 
 def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPoint], *,
@@ -142,7 +143,8 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
         for pair in _PAIRS:
             at = [e for e in ex if (e.algorithm, e.protocol) == pair]
             if at:
-                ax.plot([e.nbytes for e in at], [e.busbw_gbps for e in at], "o", ms=5,
+                ax.plot([e.nbytes for e in at], [e.busbw_gbps for e in at],
+                        PROTOCOL_MARKERS.get(pair[1], "o"), ms=5,
                         color=colour(nccl_pair(*pair)), label=nccl_pair(*pair))
         host = [e.nbytes for e in ex if e.bound == "host"]
         if host:
@@ -168,16 +170,15 @@ def nccl_nodes_figure(judged: Sequence[JudgedPoint], *, min_points: int = 5) -> 
         for pair in _PAIRS:
             at = [j for j in mine if (j.execution.algorithm, j.execution.protocol) == pair]
             if at:
-                ax.plot([j.nbytes for j in at], [j.execution.busbw_gbps for j in at], "o",
-                        ms=4, color=colour(nccl_pair(*pair)), label=nccl_pair(*pair))
+                ax.plot([j.nbytes for j in at], [j.execution.busbw_gbps for j in at],
+                        PROTOCOL_MARKERS.get(pair[1], "o"), ms=4,
+                        color=colour(nccl_pair(*pair)), label=nccl_pair(*pair))
         ax.plot(xs, [_busbw(j) for j in mine], "o", ms=7, mfc="none", mec="k",
                 label="published")
         med = ErrorSummary.of(j.error_pct for j in mine).median
         name, _, where = system.partition(" (")
         source = textwrap.shorten(f"({where}", width=60, placeholder="...)")
         ax.set_title(f"{name}: |error| median {med:.0f}%\n{source}", fontsize=8)
-        _busbw_axes(ax)
-        ax.yaxis.set_major_formatter(_PLAIN)    # 460, not 4.6 x 10^2, on a narrow log range
-        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))   # some, < a decade
+        _busbw_axes(ax, size_ticks=5)
         ax.legend(fontsize=7, loc="best")
     return fig

@@ -1,0 +1,57 @@
+"""Byte axes read in binary units, bandwidth axes in plain numbers, a narrow log range is widened,
+and notebook 14's figures use them (sizes as the tables write them; LL and LL128 told apart by
+shape, not only by two shades of one colour)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from distlab.collectives.model.nccl import fit_execution as nccl_fit
+from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
+from distlab.viz.figure import new_figure
+from distlab.viz.nccl_measured import nccl_choice_figure, nccl_nodes_figure
+
+
+def _labels(axis) -> list[str]:
+    axis.axes.figure.canvas.draw()
+    return [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+
+
+def test_a_byte_axis_reads_kib_mib_gib() -> None:
+    ax = new_figure().add_subplot()
+    ax.plot([512, 8 << 30], [1, 2])
+    bytes_axis(ax)
+    labels = _labels(ax.xaxis)
+    assert labels and all(re.fullmatch(r"\d+ (B|KiB|MiB|GiB)", t) for t in labels), labels
+    assert len(labels) <= 9 and ax.get_xlabel() == "message size"
+    with pytest.raises(ValueError, match="which must be"):
+        bytes_axis(ax, "z")
+
+
+def test_plain_numbers_and_a_range_wide_enough_for_a_small_error() -> None:
+    ax = new_figure().add_subplot()
+    ax.plot([1, 2], [445, 465])
+    plain_log_axis(ax)
+    widen_log_range(ax, 4.0)
+    lo, hi = ax.get_ylim()
+    assert hi / lo == pytest.approx(4.0)
+    assert all("10^" not in t and "times" not in t for t in _labels(ax.yaxis))
+    with pytest.raises(ValueError, match="factor must be > 1"):
+        widen_log_range(ax, 1.0)
+
+
+def test_notebook_14s_figures_read_sizes_and_tell_protocols_apart() -> None:
+    fig = nccl_choice_figure(("h100_sxm8", "pcie5_8"), 8)
+    for ax in fig.axes:
+        assert all("^" not in t and "$" not in t for t in _labels(ax.xaxis))
+        marks = {ln.get_label(): ln.get_marker() for ln in ax.lines}
+        if "ring/LL" in marks and "ring/LL128" in marks:
+            assert marks["ring/LL"] != marks["ring/LL128"]
+    nodes = nccl_nodes_figure(nccl_fit.judge(nccl_fit.multinode_points(),
+                                             nccl_fit.shipped_constants()))
+    for ax in [a for a in nodes.axes if a.get_visible()]:
+        assert ax.get_yscale() == "log"
+        lo, hi = ax.get_ylim()
+        assert hi / lo >= 4.0 - 1e-9
