@@ -117,8 +117,14 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
     for key in (*GPU_BOXES, *NETWORKS, *NCCL_VERSIONS):
         assert key in firsts, key
     sources = lines[lines.index("# where each constant comes from"):]
-    for key in (*GPU_BOXES, *NETWORKS):
-        assert any(ln.startswith(f"  {key}: ") for ln in sources), key
+    for key in GPU_BOXES:   # each box with its GPU
+        assert any(ln.startswith(f"  {key} ({GPU_BOXES[key].name}): ") for ln in sources), key
+    for key in NETWORKS:
+        assert any(ln.startswith(f"  {key} (") for ln in sources), key
+    head = " ".join(lines[:lines.index(next(ln for ln in lines if ln.split()[:1] == ["box"]))])
+    assert all(f"{word}:" in head for word in ("sm", "NCCL GB/s", "path"))
+    tcp = next(ln for ln in lines if ln.split()[:1] == ["tcp100"])
+    assert tcp.split()[6:8] == ["-", "-"]     # no plugin, no longer hop: not "0"
     assert lines[-1].startswith("  ") and "# what the model cannot price" in lines
     assert max(len(ln) for ln in lines) <= 110
     data = json.loads(out.read_text())

@@ -39,7 +39,7 @@ CANNOT_PRICE = (
     "as if P2P ran on the same paths",
     "GB200 racks joined by a network: priced with one NVLink domain as one node, as NCCL does, "
     "but NVLS-Tree's loss with the number of racks is not modelled (CoreWeave's 2 and 20 racks "
-    "take more time than the model, the more the more racks: `python -m distlab.judge nccl "
+    "take more time than the model, the more so the more racks: `python -m distlab.judge nccl "
     "--published`)",
     "per-release terms across nodes other than the Blackwell rows; the topology search of "
     "releases before 2.28 (2.28.9's is used)",
@@ -132,26 +132,32 @@ def boxes_lines(report: dict[str, Any] | None = None) -> list[str]:
                          missing=c.missing) for i, c in enumerate(_JUDGED)))
     lines = [f"# GPU boxes (NCCL's constants: NVIDIA/nccl {r['nccl_tag']} and the releases below)",
              "# 1 box: its 8-GPU tables, judged leave-one-source-out; beyond: nodes, GB200 racks",
-             "# and hosts (allreduce_multinode), judged out of sample",
+             "# and hosts (allreduce_multinode), judged out of sample. sm: the GPUs' compute",
+             "# capability x 10 (NCCL's tuning reads it); NCCL GB/s: one GPU's bandwidth in NCCL's",
+             "# graph; path: NCCL's path between two GPUs (NVL NVLink, PCI a PCIe switch, SYS",
+             "# across the CPUs' interconnect); each box's GPU under 'where each constant comes",
+             "# from'",
              *format_table(box_rows, box_cols).splitlines(),
              "# networks (multi-node tables, out of sample); as NCCL: its devices x GB/s (merged",
              "# ports, a plugin's rails; 2.28.9), plugin us: the latency a plugin reports (NCCL's",
-             "# choice), hop us: the transport's own hop where longer than NCCL's (the run)",
-             *format_table(r["networks"], (Column("network", "key"),
-                                           Column("NIC GB/s", "nic_gbps", ".1f"),
-                                           Column("NICs", "rails", ""),
-                                           Column("as NCCL", "nccl_devices"),
-                                           Column("plugin us", "plugin_latency_us", ".0f"),
-                                           Column("hop us", "hop_floor_us", ".0f"),
-                                           *_JUDGED)).splitlines(),
+             "# choice), hop us: the transport's own hop where longer than NCCL's (the run);",
+             "# '-': no plugin, no longer hop",
+             *format_table([{**n, "plugin_latency_us": n["plugin_latency_us"] or None,
+                             "hop_floor_us": n["hop_floor_us"] or None} for n in r["networks"]],
+                           (Column("network", "key"), Column("NIC GB/s", "nic_gbps", ".1f"),
+                            Column("NICs", "rails", ""), Column("as NCCL", "nccl_devices"),
+                            Column("plugin us", "plugin_latency_us", ".0f", missing="-"),
+                            Column("hop us", "hop_floor_us", ".0f", missing="-"),
+                            *_JUDGED)).splitlines(),
              "# NCCL releases (the tables that state one, 1 node and across nodes; a release",
              "# the model does not hold is priced with its neighbour)",
              *format_table(r["releases"], (Column("release", "key"), Column("tag", "tag"),
                                            *_JUDGED)).splitlines(),
              "# where each constant comes from"]
     for item in (*r["boxes"], *r["networks"]):
-        lines += textwrap.wrap(f"{item['key']}: {item['source']}", 100, initial_indent="  ",
-                               subsequent_indent="      ")
+        name = f" ({item['name']})" if "name" in item else ""
+        lines += textwrap.wrap(f"{item['key']}{name}: {item['source']}", 100,
+                               initial_indent="  ", subsequent_indent="      ")
     lines.append("# what the model cannot price")
     for c in r["cannot_price"]:
         lines += textwrap.wrap(c, 100, initial_indent="  - ", subsequent_indent="    ")
