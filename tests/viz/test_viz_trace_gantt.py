@@ -46,3 +46,17 @@ def test_a_data_loader_row_only_where_a_trace_has_one() -> None:
 def test_ranks_not_in_the_trace_are_named() -> None:
     with pytest.raises(ValueError, match=r"ranks must be among \[0, 1\], got \[7\]"):
         rank_gantt(judge_trace(TRACES / "gloo_ddp_2ranks"), ranks=[7])
+
+
+def test_communication_past_the_last_step_is_said_on_the_gantt() -> None:
+    from distlab.viz.trace import past_last_step_ms
+
+    cpu = judge_trace(TRACES / "hta_cpu_only")
+    late = past_last_step_ms(cpu)
+    assert set(late) == {34} and 1000 < late[34] < 1100      # 210 ms step, calls to ~1270 ms
+    texts = [t.get_text() for t in rank_gantt(cpu).axes[0].texts]
+    assert any("rank 34: communication runs" in t and "past its last ProfilerStep" in t
+               for t in texts)
+    gloo = judge_trace(TRACES / "gloo_ddp_2ranks")
+    assert past_last_step_ms(gloo) == {}
+    assert not rank_gantt(gloo).axes[0].texts
