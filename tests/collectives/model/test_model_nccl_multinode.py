@@ -163,3 +163,21 @@ def test_multi_node_model_on_the_published_tables_meets_the_median_target() -> N
     overall = summarize(judged)[-1]
     assert overall.label == "all" and overall.n == 124
     assert overall.median <= 20.0
+
+
+@pytest.mark.parametrize("box, network", [("b200_sxm8", "ib_ndr400x8"), ("h100_sxm8", "efa400"),
+                                          ("h100_sxm8", "ib_ndr400x8")])
+def test_two_nodes_never_move_more_than_their_nics_carry(box: str, network: str) -> None:
+    """A tree across two nodes sends each node's partial sum out whole and takes the result back
+    whole: busbw <= 2 (n - 1) / n x the node's NIC GB/s, whatever NCCL's estimate assumed."""
+    from distlab.collectives.model.nccl.boxes import GPU_BOXES
+    from distlab.collectives.model.nccl.execution import nccl_execution
+    from distlab.collectives.model.nccl.multinode import NETWORKS
+    from distlab.vocabulary import busbw_factor
+
+    n = 2 * GPU_BOXES[box].gpus
+    net = NETWORKS[network]
+    cap = busbw_factor("all_reduce", n) * net.rails * net.nic_gbps
+    for e in nccl_execution(box, n, [1 << 30, 16 << 30, 64 << 30], nodes=2, network=network):
+        if e.algorithm in ("tree", "nvls_tree"):
+            assert e.busbw_gbps <= cap * (1 + 1e-9), (e.nbytes, e.busbw_gbps, cap)

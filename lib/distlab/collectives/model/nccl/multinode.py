@@ -532,6 +532,15 @@ def _wire_ratio(box: GpuBox, graph: MultinodeGraph, wire: MultinodeGraph, a: str
     return _busbw(box, wire, a, p, nodes, ppn, col, version) / planned if planned else 1.0
 
 
+def tree_network_floor_us(nbytes: int, net: Network) -> float:
+    """The least time a tree across two nodes moves ``nbytes`` through a node's NICs, us: each
+    node's partial sum goes out whole and the result comes back whole, each direction at the
+    node's ports' rate (``rails x nic_gbps``). NCCL prices a two-node tree at its graph's
+    intra-node speed (up to twice the network's), so without this floor the model let two nodes
+    of 8 x 400 Gb/s reach a bus bandwidth their NICs cannot carry."""
+    return nbytes / (net.rails * net.nic_gbps * 1e3)
+
+
 def nvls_tree_latency_us(nodes: int, version: NcclVersion | None = None) -> float:
     """NVLS-Tree's latency across ``nodes`` nodes, us (``src/graph/tuning.cc``
     ``ncclTopoTuneModel``: ``intraLat + 2 * log2i(nNodes) * interLat``, both per release:
@@ -678,6 +687,8 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
                                                      n // nodes, nodes, version,
                                                      hop_floor_us=nw.hop_floor_us))
         e = run_size(pick, layout, n, host, constants)
+        if nodes == 2 and e.algorithm in ("tree", "nvls_tree"):
+            e = replace(e, transfer_us=max(e.transfer_us, tree_network_floor_us(e.nbytes, nw)))
         if e.algorithm == "nvls_tree":
             e = replace(e, sync_us=nvls_tree_fill_us(e.transfer_us, e.chunk_bytes, e.channels,
                                                      pick.algbw_gbps, layout.depth()))
