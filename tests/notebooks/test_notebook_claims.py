@@ -75,3 +75,15 @@ def test_notebook_13_names_the_gantt_colours_it_draws() -> None:
     for label, match in said.items():
         assert match is not None, f"the text names no colour for {label}"
         assert drawn[label] == match.group(1), (label, drawn[label], match.group(1))
+
+
+def test_every_breakdown_row_notebook_13_prints_stands_under_its_header() -> None:
+    nb = nbformat.read(ROOT / "notebooks" / "13_your_training_run.ipynb", as_version=4)
+    row = re.compile(r"^\s+\d+ (gpu|host)\s+\d")
+    for index, cell in enumerate(nb.cells):
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []))
+        lines = text.splitlines()
+        for k, line in enumerate(lines):
+            if row.match(line):
+                assert any(h.startswith("rank basis span(ms)") for h in lines[:k]), \
+                    f"cell {index}: {line!r} has no header above it"

@@ -260,10 +260,11 @@ def _parser() -> Any:
     p.add_argument("--rank", type=int, default=None, help="report this rank only")
     p.add_argument("--step", type=int, default=None, help="ProfilerStep#N instead of all")
     p.add_argument("--json", default=None, metavar="PATH", type=options.output_file,
-                   help="write every number as JSON (checked before any trace is read)")
+                   help="write every number as JSON (checked before any trace is read; missing "
+                        "folders are created)")
     p.add_argument("--timeline", default=None, metavar="PATH", type=options.output_file,
                    help="write distlab's Chrome trace of the analysis (checked before any "
-                        "trace is read)")
+                        "trace is read; missing folders are created)")
     return p
 
 
