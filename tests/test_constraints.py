@@ -3,30 +3,20 @@ left to torch's own pin, and make install uses the file unless STACK=latest."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from helpers.tools import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("constraints_tool",
-                                                  ROOT / "tools" / "constraints.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["constraints_tool"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _load()
+tool = load_tool("constraints")
 
 
 def test_the_stack_leaves_torch_and_what_only_torch_needs_to_torch() -> None:

@@ -3,34 +3,22 @@ one is brought to it with the fields readers need, and a second run changes noth
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from distlab.profile.load import load_profile
 from distlab.report.jsonfile import SCHEMA_VERSION, SchemaError, write_json
-from helpers.paths import PROFILES, RESULTS, ROOT
+from helpers.paths import PROFILES, RESULTS
+from helpers.tools import load_tool
 
 H100 = PROFILES / "h100-2026-11-23"
 
 
-def _load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("migrate_results",
-                                                  ROOT / "tools" / "migrate_results.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["migrate_results"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _load_tool()
+tool = load_tool("migrate_results")
 
 
 def _read(path: Path) -> Any:

@@ -3,29 +3,19 @@ the kernel reports them), ``check`` flags anything else, and ``clean`` executes 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import platform
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 import pytest
 
+from helpers.tools import load_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_nbtool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nbtool", ROOT / "tools" / "nbtool.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["nbtool"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-nbtool = _load_nbtool()
+nbtool = load_tool("nbtool")
 
 #: What JupyterLab writes for ipykernel's python3 kernel under some Python (as kernel_info says).
 KERNEL = {
