@@ -54,6 +54,10 @@ def test_ddp_placement(gpus: int, ranks: int) -> None:
     else:  # one H100 and two ranks: gloo ranks share it with CUDA parameters, and say so
         assert cuda.backend == "gloo" and cuda.gpu_of_rank == tuple(r % gpus for r in range(ranks))
         assert "sharing" in cuda.label and "CUDA parameters" in cuda.label
+    # short enough for the lines notebook 06 prints around it (a 1-GPU H100 box wrapped them)
+    for label in (cpu.label, auto.label):
+        assert len(label) <= 48, label
+        assert len(f"ddp: 3 x Linear(256), batch 32, world {ranks} ({label}, one host)") <= 110
 
 
 def test_bad_counts_and_devices_raise() -> None:

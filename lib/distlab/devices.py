@@ -67,7 +67,8 @@ def nccl_problem(gpus: int, world_size: int, local_world_size: int, *,
 @dataclass(frozen=True)
 class DdpPlacement:
     """Where a DDP run puts its ranks: backend, parameter device type, the GPU of each local
-    rank (None for CPU), and the label every table shows."""
+    rank (None for CPU), and the label every table shows (short: it stands inside a head
+    line of at most 110 characters)."""
 
     backend: str
     device: str
@@ -95,5 +96,5 @@ def ddp_placement(device: str, gpus: int, world_size: int) -> DdpPlacement:
         return DdpPlacement("nccl", "cuda", tuple(range(world_size)),
                             f"NCCL, one GPU per rank ({world_size} GPUs)")
     return DdpPlacement("gloo", "cuda", tuple(r % gpus for r in range(world_size)),
-                        f"gloo ranks sharing {gpus} GPU{'s' if gpus != 1 else ''} (CUDA "
-                        f"parameters; {world_size} ranks; NCCL needs a GPU per rank)")
+                        f"gloo, {world_size} ranks sharing {gpus} GPU{'s' if gpus != 1 else ''} "
+                        "(CUDA parameters)")
