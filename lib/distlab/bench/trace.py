@@ -29,7 +29,9 @@ distlab's idle time differs from HTA's by more than 0.5 us in any of HTA's idle 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -79,9 +81,11 @@ def source_path(text: str) -> Path:
     return checkout if checkout.exists() else path
 
 
+@functools.lru_cache(maxsize=1)
 def _load(source: Path) -> dict[str, Any]:
     """The trace document at ``source`` (a file, or a folder's first trace file); ValueError
-    in one line when it is not a readable trace HTA can break down (GPU kernels needed)."""
+    in one line when it is not a readable trace HTA can break down (GPU kernels needed). Read
+    once for the option check and the run (the document is not modified)."""
     import gzip
     import zlib
     if source.is_dir():
@@ -251,7 +255,7 @@ class TraceBenchmark(Benchmark[TraceBenchConfig]):
         except ValueError as exc:
             options.fail(parser, "--source", config.source, f"a GPU trace: {exc}")
         for name, value in (("--mb", config.mb), ("--rank-mb", config.rank_mb)):
-            if not value > 0 or value == float("inf"):
+            if not (value > 0 and math.isfinite(value)):
                 options.fail(parser, name, value, "a number of MB > 0")
         return config
 

@@ -48,15 +48,19 @@ def _origin(j: TraceJudgement) -> tuple[float, dict[int, float]]:
     return (min(starts) if starts else 0.0), shift
 
 
-def past_last_step_ms(j: TraceJudgement, ranks: Sequence[int] | None = None) -> dict[int, float]:
+def past_last_step_ms(j: TraceJudgement, ranks: Sequence[int] | None = None,
+                      activity: Mapping[int, Mapping[str, Any]] | None = None
+                      ) -> dict[int, float]:
     """Per rank whose communication ends more than 1 ms after its last ``ProfilerStep`` ends,
     by how much (ms): collectives left running when the recorded steps ended, which a Gantt
-    otherwise shows as a step bar that stops long before the communication does."""
+    otherwise shows as a step bar that stops long before the communication does.
+    ``activity``: the ranks' :func:`activity_intervals` where the caller has them already."""
     out = {}
     for r in j.run.ranks if ranks is None else ranks:
         rt = j.run.ranks[r]
         windows = step_windows(rt)
-        comm = activity_intervals(rt).get("communication")
+        acts = activity[r] if activity is not None and r in activity else activity_intervals(rt)
+        comm = acts.get("communication")
         if not windows or comm is None or not len(comm[1]):
             continue
         late = (float(comm[1].max()) - max(e for _, e in windows.values())) / 1000
@@ -122,7 +126,7 @@ def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None,
                            color=BREAKDOWN_COLORS["communication"], lw=0)
     ax.set_yticks(yticks, ylabels, fontsize=7)
     ax.set_xlabel("time (ms) from the run's first event")
-    past = past_last_step_ms(j, ranks)
+    past = past_last_step_ms(j, ranks, activity)
     if past:
         ax.text(0.99, 0.97, "\n".join(f"rank {r}: communication runs {ms:.0f} ms past its last "
                                        "ProfilerStep (calls left running)"
