@@ -33,6 +33,8 @@ Labs (floor 1):
 - :mod:`distlab.ddp`: DDP's gradient buckets, distlab's bucketed allreduce, the step model.
 - :mod:`distlab.zero`: ZeRO's memory and communication models and ZeRO stages on live ranks.
 - :mod:`distlab.hogwild`: processes training one ``share_memory()`` model without locks.
+- :mod:`distlab.pipeline_parallel`: pipeline parallelism: torch's seven schedules as plans,
+  simulated, costed and run on real ranks with torch.distributed.pipelining's API.
 
 Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch reference),
 :mod:`distlab.nccl` (floor 2: NCCL's model from the command line, ``python -m distlab.nccl``),

@@ -6,6 +6,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from distlab.collectives.algorithms import registry
+from distlab.pipeline_parallel import SCHEDULES
 from distlab.viz import palette as P
 
 
@@ -15,8 +16,12 @@ def test_every_algorithm_and_collective_of_the_registry_has_a_colour() -> None:
         assert e.collective in P.COLLECTIVE_COLOURS, e
 
 
+def test_every_pipeline_schedule_has_a_colour() -> None:
+    assert list(P.SCHEDULE_COLOURS) == list(SCHEDULES)
+
+
 def test_names_of_a_family_never_share_a_colour() -> None:
-    for family in (P.ALGORITHM_COLOURS, P.NCCL_PAIR_COLOURS):
+    for family in (P.ALGORITHM_COLOURS, P.NCCL_PAIR_COLOURS, P.SCHEDULE_COLOURS):
         assert len(set(family.values())) == len(family)
     spans = {k: v for k, v in P.SPAN_COLOURS.items() if k not in ("worker", "cores")}
     collectives = {k: v for k, v in P.COLLECTIVE_COLOURS.items() if k != "allreduce"}
@@ -26,7 +31,7 @@ def test_names_of_a_family_never_share_a_colour() -> None:
 
 def test_one_name_one_colour_in_every_family() -> None:
     for family in (P.ALGORITHM_COLOURS, P.NCCL_PAIR_COLOURS, P.COLLECTIVE_COLOURS,
-                   P.SPAN_COLOURS):
+                   P.SPAN_COLOURS, P.SCHEDULE_COLOURS):
         for name, c in family.items():
             assert P.COLOURS[name] == c == to_hex(c)
 

@@ -9,6 +9,7 @@
     python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
     python -m distlab.bench zero --world-size 2 --layers 8 --width 512
+    python -m distlab.bench pipeline-parallel --world-size 2 --schedules 1F1B,GPipe
     python -m distlab.bench trace --mb 35 --ranks 8     # reading profiler traces: distlab vs HTA
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
@@ -29,7 +30,9 @@ MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allre
            "pipeline": "distlab.bench.pipeline", "images": "distlab.bench.images",
            "transfers": "distlab.bench.transfers",
            "ddp": "distlab.bench.ddp", "ddp-overhead": "distlab.bench.ddp_overhead",
-           "zero": "distlab.bench.zero", "trace": "distlab.bench.trace"}
+           "zero": "distlab.bench.zero",
+           "pipeline-parallel": "distlab.bench.pipeline_parallel",
+           "trace": "distlab.bench.trace"}
 BENCHMARKS = tuple(MODULES)
 
 USAGE = usage("python -m distlab.bench", MODULES)

@@ -1,5 +1,5 @@
 """One colour per name in every distlab figure: algorithms, NCCL's (algorithm, protocol) pairs,
-collectives and the span kinds of a timeline.
+collectives, the span kinds of a timeline and pipeline-parallel schedules.
 
 A reader who learns in one figure that ``ring`` is blue reads blue as ring in the next, so every
 figure takes a named thing's colour from :data:`COLOURS` (through :func:`colour` or
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 __all__ = ["ALGORITHM_COLOURS", "COLLECTIVE_COLOURS", "COLOURS", "NCCL_PAIR_COLOURS",
-           "SPAN_COLOURS", "colour", "colours", "name_of_label", "nccl_pair"]
+           "SCHEDULE_COLOURS", "SPAN_COLOURS", "colour", "colours", "name_of_label", "nccl_pair"]
 
 #: Every algorithm of the registry (all collectives share one name space: ``ring`` is ring
 #: whichever collective it runs), the ones drawn most first in the most distinct colours.
@@ -52,13 +52,25 @@ COLLECTIVE_COLOURS: dict[str, str] = {
     "gather": "#637939", "scatter": "#b5cf6b", "all_to_all": "#7b4173", "barrier": "#393b79",
 }
 
-#: The categories of timeline spans (Gantt charts), and the bottlenecks notebook 12 names.
+#: The categories of timeline spans (Gantt charts), the bottlenecks notebook 12 names, and the
+#: compute kinds and bubbles of pipeline-parallel schedules.
 SPAN_COLOURS: dict[str, str] = {
     "forward": "#1f77b4", "backward": "#17becf", "compute": "#2ca02c", "step": "#bcbd22",
     "wait": "#7f7f7f", "shadow": "#e377c2", "ready": "#000000", "comm": "#ff9896",
     "nccl": "#f7b6d2", "kernel": "#c7c7c7", "io": "#aec7e8", "cpu": "#ffbb78",
     "copy": "#9467bd", "blocked": "#d3d3d3", "startup": "#c49c94", "calibration": "#525252",
     "worker": "#ff7f0e", "cores": "#d62728",
+    # pipeline parallelism: F is "forward", B "backward"; a split backward's I and W, and the
+    # idle steps of a schedule
+    "backward_input": "#74c476", "backward_weight": "#fdae61", "bubble": "#ececec",
+}
+
+
+#: Pipeline-parallel schedules, torch's names without ``Schedule``
+#: (:data:`distlab.pipeline_parallel.SCHEDULES`), as figures comparing them draw their lines.
+SCHEDULE_COLOURS: dict[str, str] = {
+    "GPipe": "#8c564b", "1F1B": "#d62728", "Interleaved1F1B": "#9467bd", "LoopedBFS": "#bcbd22",
+    "InterleavedZeroBubble": "#2ca02c", "ZBVZeroBubble": "#ff7f0e", "DualPipeV": "#e377c2",
 }
 
 
@@ -74,7 +86,7 @@ def _merge(*families: Mapping[str, str]) -> dict[str, str]:
 
 #: Every name the palette knows and its colour.
 COLOURS: dict[str, str] = _merge(ALGORITHM_COLOURS, NCCL_PAIR_COLOURS, COLLECTIVE_COLOURS,
-                                 SPAN_COLOURS)
+                                 SPAN_COLOURS, SCHEDULE_COLOURS)
 
 #: Colours for names the palette does not know, in order; none is a palette colour.
 _SPARE = ("#98df8a", "#c5b0d5", "#dbdb8d", "#9edae5", "#fd8d3c", "#6b6ecf", "#cedb9c",

@@ -1,0 +1,361 @@
+"""distlab.pipeline_parallel.runtime on live gloo ranks: every schedule's losses and gradients
+equal a one-process run of the same model on the whole batch and torch.distributed.pipelining's
+own schedule on the same stages; pipeline x data parallel with distlab's DDP; timelines, peak
+activation bytes; bad input and failing ranks end within a bound with the cause named.
+
+Tolerance: float32, ``rtol=1e-5, atol=1e-6`` against the one-process run (a microbatch's sums
+run over fewer rows than the whole batch's, so the last bits may differ; observed <= 2e-8).
+Against torch's schedule the gradients are bitwise equal (the same kernels on the same
+microbatches; torch divides ``.grad`` by 4 after the backward, distlab seeds the loss with 1/4,
+both exact for a power of two), checked with ``torch.equal``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from distlab import launch
+from distlab.pipeline_parallel.runtime import (
+    PipelineStage,
+    PlanSchedule,
+    ScheduleGPipe,
+    get_schedule_class,
+    merge_outputs,
+    split_batch,
+    split_target,
+)
+from distlab.pipeline_parallel.runtime.backward import (
+    backward_full,
+    backward_input,
+    backward_weight,
+)
+from distlab.pipeline_parallel.schedules.registry import SCHEDULES, build_plan
+from distlab.timeline import Timeline
+from helpers.leaks import no_leaks
+from helpers.pipeline_parallel_targets import (
+    MICROBATCHES,
+    SINGLE,
+    bad_input_shape,
+    batches,
+    dp_times_pp,
+    every_schedule,
+    full_model,
+    loss_fn,
+    misuse,
+    odd_shapes,
+    reference,
+    stage_fails,
+    stage_fails_caught,
+    stage_module,
+    tuple_model,
+)
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.allclose(a, b, rtol=RTOL, atol=ATOL)
+
+
+def _merged(ranks: list[dict], key: str, step: int) -> dict:
+    grads: dict = {}
+    for r in ranks:
+        grads.update(r["steps"][step][key])
+    return grads
+
+
+def _check_against_reference(per_rank: list[dict], ref: list[dict], what: str) -> None:
+    for step, want in enumerate(ref):
+        grads = _merged(per_rank, "grads", step)
+        assert set(grads) == set(want["grads"]), (what, step)
+        for name, g in want["grads"].items():
+            assert _close(grads[name], g), (what, step, name, (grads[name] - g).abs().max())
+        last = [r for r in per_rank if r["steps"][step]["losses"] is not None]
+        assert len(last) == 1, what
+        got = last[0]["steps"][step]["losses"]
+        assert got == pytest.approx(want["losses"], rel=RTOL, abs=ATOL), (what, step)
+
+
+@pytest.fixture(scope="module")
+def two_ranks() -> list[dict]:
+    """Every schedule on 2 ranks (GPipe and 1F1B one stage per rank, the others two), two
+    steps each, distlab's and torch's, in one launch."""
+    with no_leaks():
+        return launch.run(every_schedule, 2, args=(list(SCHEDULES), list(SCHEDULES)),
+                          timeout=300)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_losses_and_gradients_equal_one_process_and_torch(two_ranks, schedule):
+    ref = reference(2 if schedule in SINGLE else 4)
+    runs = [r[schedule] for r in two_ranks]
+    _check_against_reference([r["ours"] for r in runs], ref, schedule)
+    _check_against_reference([r["torch"] for r in runs], ref, "torch " + schedule)
+    for step in range(len(ref)):
+        ours, theirs = (_merged([r[w] for r in runs], "grads", step) for w in ("ours", "torch"))
+        for name in ours:
+            assert torch.equal(ours[name], theirs[name]), (schedule, step, name)
+    last = next(r["ours"] for r in runs if r["ours"]["steps"][0]["output"] is not None)
+    for step, want in enumerate(ref):
+        assert _close(last["steps"][step]["output"], want["output"])
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_timeline_holds_every_action_and_the_stats_add_up(two_ranks, schedule):
+    plan = build_plan(schedule, 2, MICROBATCHES, 1 if schedule in SINGLE else 2)
+    for rank, r in enumerate(two_ranks):
+        ours = r[schedule]["ours"]
+        assert ours["stages"] == list(plan.stages_of(rank))
+        spans = ours["spans"]  # the timeline holds both steps
+        compute = [s for s in spans if s["lane"] == f"rank{rank}/compute"]
+        assert sorted(s["name"] for s in compute) == sorted(
+            2 * [str(a) for a in plan.compute(rank)])
+        for s in compute:
+            assert set(s["args"]) == {"stage", "microbatch", "kind"}
+            assert s["name"] == f"{s['args']['stage']}{s['args']['kind']}" \
+                                f"{s['args']['microbatch']}"
+        p2p = [s for s in spans if s["lane"] == f"rank{rank}/p2p"]
+        assert all(s["category"] in ("p2p_wait", "p2p_send") and s["args"]["nbytes"] > 0
+                   for s in p2p)
+        moves = [str(a) for a in plan.rank_actions(rank) if not a.kind.is_compute]
+        assert sorted(s["name"] for s in p2p if not s["name"].startswith("wait ")) == sorted(
+            2 * moves)
+        assert len([s for s in spans if s["lane"] == f"rank{rank}/step"]) == 2
+        stats = ours["steps"][1]["stats"]
+        assert stats["compute_actions"] == len(plan.compute(rank))
+        assert 0 < stats["compute_seconds"] <= stats["step_seconds"]
+        assert 0 <= stats["bubble_fraction"] < 1
+        assert stats["peak_activation_nbytes"] > 0
+
+
+def test_peak_activations_follow_the_microbatches_in_flight(two_ranks):
+    """GPipe keeps all 4 microbatches in flight on both ranks; 1F1B at most 2 on rank 0 (its
+    warm-up) and 1 on the last rank. Each microbatch in flight holds, on rank 0, its slice of
+    the user's batch (the Linear's input: the slice counts, not the whole batch) and the ReLU's
+    output; on rank 1 the received input, the ReLU's output and its slice of the target (the
+    MSE loss keeps it): 16 float32 per row each, 2 rows per microbatch. The peak is exactly
+    the microbatches in flight times that."""
+    gpipe = [r["GPipe"]["ours"]["steps"][1]["stats"] for r in two_ranks]
+    ofob = [r["1F1B"]["ours"]["steps"][1]["stats"] for r in two_ranks]
+    assert [s["peak_in_flight"] for s in gpipe] == [4, 4]
+    assert [s["peak_in_flight"] for s in ofob] == [2, 1]
+    tensor = 2 * 16 * 4  # one microbatch's 2 x 16 float32, bytes
+    for rank, per_microbatch in ((0, 2 * tensor), (1, 3 * tensor)):
+        for stats in (gpipe[rank], ofob[rank]):
+            assert stats["peak_activation_nbytes"] == stats["peak_in_flight"] * per_microbatch
+
+
+
+DP_RUNS = [("1F1B", "distlab"), ("ZBVZeroBubble", "distlab"), ("1F1B", "torch")]
+
+
+def test_pipeline_times_data_parallel_with_ddp():
+    """4 ranks = 2 pipeline stages x 2 replicas, each stage in a DDP on its replica group:
+    the gradients equal one process on the concatenated batch. distlab's DDP under 1F1B and
+    ZB-V (whose ``W`` must reach DDP's gradient hooks, two stages per rank), torch's under
+    1F1B. Each stage's gradients are reduced once per step (after its last backward)."""
+    with no_leaks():
+        out = launch.run(dp_times_pp, 4, args=(DP_RUNS,), timeout=300)
+    for schedule, ddp in DP_RUNS:
+        ref = reference(2 if schedule in SINGLE else 4, replicas=2)
+        for replica in (0, 1):
+            runs = [out[2 * replica + p][f"{schedule} {ddp}"] for p in (0, 1)]
+            if ddp == "distlab":  # one bucket per stage, reduced once per step, not per microbatch
+                assert all(set(r["allreduces"].values()) == {len(ref)} for r in runs)
+            for step, want in enumerate(ref):
+                grads = _merged(runs, "grads", step)
+                assert set(grads) == set(want["grads"])
+                for name, g in want["grads"].items():
+                    assert _close(grads[name], g), (schedule, ddp, replica, step, name)
+                got = next(r["steps"][step]["losses"] for r in runs
+                           if r["steps"][step]["losses"] is not None)
+                half = len(want["losses"]) // 2
+                assert got == pytest.approx(want["losses"][replica * half:(replica + 1) * half],
+                                            rel=RTOL, abs=ATOL)
+
+
+def test_tuple_boundaries_and_uneven_microbatches():
+    """A boundary carrying (float, int64) sends a gradient for the float only; a batch of 10
+    runs as microbatches of 3, 3, 2, 2 (torch.tensor_split) whose shapes cross once each, and
+    the gradient is the mean over microbatches of each one's mean loss, as torch scales it;
+    ``eval()`` gives the one-process outputs and losses."""
+    with no_leaks():
+        out = launch.run(odd_shapes, 2, timeout=120)
+    _check_against_reference([{"steps": r["tuple"]} for r in out],
+                             reference(2, model=tuple_model()), "tuple")
+    model = full_model(2)
+    for step, (x, y) in enumerate(batches(batch=10)):
+        model.zero_grad(set_to_none=True)
+        losses = []
+        for xm, ym in zip(x.tensor_split(4), y.tensor_split(4), strict=True):
+            loss = loss_fn(model(xm), ym)
+            (loss / 4).backward()
+            losses.append(float(loss.detach()))
+        grads = {**out[0]["uneven"][step]["grads"], **out[1]["uneven"][step]["grads"]}
+        for name, p in model.named_parameters():
+            assert _close(grads[name], p.grad), (step, name)
+        assert out[1]["uneven"][step]["losses"] == pytest.approx(losses, rel=RTOL, abs=ATOL)
+    x, y = batches(1, batch=10)[0]  # eval: the forwards only, outputs and losses as one process
+    with torch.no_grad():
+        pred = model(x)
+    assert out[0]["eval"]["output"] is None and _close(out[1]["eval"]["output"], pred)
+    assert out[1]["eval"]["losses"] == pytest.approx(
+        [float(loss_fn(p, t)) for p, t in zip(pred.tensor_split(4), y.tensor_split(4),
+                                              strict=True)], rel=RTOL, abs=ATOL)
+
+
+# ---- one process --------------------------------------------------------------------------
+
+def test_one_rank_pipeline_needs_no_process_group():
+    model = full_model(1)
+    ref = full_model(1)
+    x, y = batches(1)[0]
+    loss_fn(ref(x), y).backward()
+    tl = Timeline()
+    sched = ScheduleGPipe(PipelineStage(model, 0, 1, "cpu"), 4, loss_fn=loss_fn, timeline=tl)
+    losses: list = []
+    out = sched.step(x, target=y, losses=losses)
+    assert out.shape == (8, 16) and len(losses) == 4
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        assert _close(p.grad, q.grad)
+    assert sched.last_step_stats.p2p_wait_seconds == 0
+    assert sched.eval(x).shape == (8, 16)
+
+
+def test_plan_schedule_runs_a_hand_made_plan():
+    plan = build_plan("1F1B", 1, 2)
+    model, ref = full_model(1), full_model(1)
+    x, y = batches(1)[0]
+    loss_fn(ref(x), y).backward()
+    PlanSchedule(PipelineStage(model, 0, 1, "cpu"), plan, loss_fn=loss_fn).step(x, target=y)
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        assert _close(p.grad, q.grad)
+
+
+def test_split_and_merge_follow_torch_tensor_split():
+    x = torch.arange(10.0).reshape(10, 1)
+    args, kwargs = split_batch((x, 3), {"mask": x > 4}, 4)
+    assert [a[0].shape[0] for a in args] == [3, 3, 2, 2]
+    assert [a[1] for a in args] == [3, 3, 3, 3]
+    assert torch.equal(kwargs[3]["mask"], (x > 4)[8:])
+    assert torch.equal(merge_outputs([a[0] for a in args]), x)
+    assert split_target(None, 4) is None
+    with pytest.raises(ValueError, match=r"args\[0\] has batch size 3 .* n_microbatches=4"):
+        split_batch((torch.zeros(3, 2),), None, 4)
+    with pytest.raises(ValueError, match="0-dim"):
+        split_batch((torch.tensor(1.0),), None, 2)
+
+
+def test_a_batch_that_cannot_be_split_is_refused_before_any_action():
+    sched = ScheduleGPipe(PipelineStage(full_model(1), 0, 1, "cpu"), 4, loss_fn=loss_fn)
+    with pytest.raises(ValueError, match="batch size 3 .*n_microbatches=4"):
+        sched.step(torch.zeros(3, 16), target=torch.zeros(3, 16))
+    with pytest.raises(ValueError, match="target=None on the rank of the last stage"):
+        sched.step(torch.zeros(8, 16))
+
+
+def test_unknown_schedule_names_the_allowed_ones():
+    with pytest.raises(ValueError, match="allowed.*GPipe.*1F1B.*DualPipeV"):
+        get_schedule_class("GPipeline")
+    assert get_schedule_class("schedulezbvzerobubble").__name__ == "ScheduleZBVZeroBubble"
+    assert get_schedule_class("1f1b").__name__ == "Schedule1F1B"
+
+
+def test_split_backward_is_bitwise_the_full_backward():
+    """I then W give the gradients B gives, bit for bit, also where a weight is shared
+    between layers (W then runs the backward from the roots again)."""
+
+    class Tied(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.lin(torch.relu(self.lin(x))), 2 * x
+
+    torch.manual_seed(0)
+    for model, width, recomputes in ((stage_module(full_model(3), 0, 3), 16, False),
+                                     (Tied(), 8, True)):
+        x0 = torch.randn(4, width)
+        got = []
+        for split in (False, True):
+            model.zero_grad(set_to_none=True)
+            gen = torch.Generator().manual_seed(3)
+            x = x0.clone().requires_grad_(True)
+            outs = model(x)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            seeds = [torch.randn(o.shape, generator=gen) for o in outs]
+            if split:
+                gx, job = backward_input(outs, seeds, (x,))
+                assert all(p.grad is None for p in model.parameters())
+                assert job.recomputes is recomputes
+                backward_weight(job, list(model.parameters()))
+            else:
+                gx = backward_full(outs, seeds, (x,))
+            got.append((gx[0].clone(), [p.grad.clone() for p in model.parameters()]))
+        (a, ga), (b, gb) = got
+        assert torch.equal(a, b)
+        assert all(torch.equal(p, q) for p, q in zip(ga, gb, strict=True))
+
+
+# ---- bad input and failing ranks -----------------------------------------------------------
+
+def test_misuse_is_refused_with_the_argument_named():
+    with no_leaks():
+        out = launch.run(misuse, 2, timeout=120)
+    e = out[0]
+    assert e["too few microbatches"].startswith(
+        "ValueError: microbatches=3 is not allowed for DualPipeV")
+    assert e["wrong stages for the plan"] == (
+        "ValueError: pipeline rank 0 holds stages [0, 2], but ZBVZeroBubble (v style, 2 ranks) "
+        "puts stages [0, 3] on it")
+    assert e["num_stages disagrees"].startswith("ValueError: stage 0 says num_stages=3")
+    assert e["a list to a single-stage schedule"].startswith(
+        "TypeError: ScheduleGPipe takes one PipelineStage")
+
+
+def test_stage_output_and_next_input_shapes_disagree_is_named():
+    t0 = time.monotonic()
+    with no_leaks(), pytest.raises(launch.RankError) as info:
+        launch.run(bad_input_shape, 2, timeout=60)
+    assert info.value.rank == 1
+    assert ("ValueError: stage 0 outputs (2, 16) float32 for microbatch 0, but stage 1's "
+            "input_args expect (2, 8) float32") in str(info.value)
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.parametrize("schedule", ["1F1B", "ZBVZeroBubble"])
+def test_a_stage_that_raises_stops_every_rank_and_its_traceback_surfaces(schedule):
+    t0 = time.monotonic()
+    with no_leaks(), pytest.raises(launch.RankError) as info:
+        launch.run(stage_fails, 2, args=(schedule, "raise", 30.0), timeout=60)
+    assert info.value.rank == 1
+    assert "stage 1 failed on purpose" in info.value.traceback_text
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_rank_whose_peer_failed_stops_by_itself():
+    """No launcher kills rank 0 here: rank 1 returns after its stage raised, its connections
+    close, and rank 0's pending receive raises at once (not after the 30 s timeout)."""
+    with no_leaks():
+        out = launch.run(stage_fails_caught, 2, args=(30.0,), timeout=60)
+    assert out[1]["error"].startswith("RuntimeError: stage 1 failed on purpose")
+    assert out[0]["kind"] == "peer"
+    assert out[0]["error"].startswith("PipelineCommError: rank 0: pipeline 0RECV_B2 from "
+                                      "pipeline rank 1 failed after ")
+    assert "the peer rank failed or exited" in out[0]["error"]
+    assert out[0]["seconds"] < 10
+
+
+def test_a_stage_that_hangs_is_reported_within_the_timeout():
+    t0 = time.monotonic()
+    with no_leaks(), pytest.raises(launch.RankError) as info:
+        launch.run(stage_fails, 2, args=("1F1B", "hang", 2.0), timeout=60)
+    assert info.value.rank == 0
+    text = str(info.value)
+    assert "PipelineCommError: rank 0: pipeline 0RECV_B2 from pipeline rank 1 did not " \
+           "complete within 2 s" in text
+    assert time.monotonic() - t0 < 30
