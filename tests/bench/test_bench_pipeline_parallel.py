@@ -8,13 +8,9 @@ import json
 import pytest
 
 from distlab.bench.__main__ import main
-from distlab.bench.pipeline_parallel import (
-    schedule_list,
-    stage_activation_nbytes,
-    stage_times,
-)
-from distlab.bench.pipeline_parallel_ranks import stage_layers
+from distlab.bench.pipeline_parallel import schedule_list
 from distlab.pipeline_parallel import SCHEDULES, build_plan
+from distlab.pipeline_parallel.mlp_run import stage_activation_nbytes, stage_layers, stage_times
 from helpers.leaks import no_leaks
 
 ARGS = ["pipeline-parallel", "--world-size", "2", "--layers", "4", "--width", "16",
@@ -39,6 +35,7 @@ def test_schedule_list_resolves_names_any_case_and_all():
 def test_stage_activation_bytes_count_input_relus_and_the_target_last():
     assert stage_activation_nbytes(range(2), 4, 8, last=False) == 3 * 4 * 8 * 4
     assert stage_activation_nbytes(range(2), 4, 8, last=True) == 4 * 4 * 8 * 4
+    assert stage_activation_nbytes(range(2), 4, 8, last=False, handed_over=True) == 2 * 4 * 8 * 4
 
 
 def test_stage_times_take_medians_and_charge_a_full_backward_whole():

@@ -23,8 +23,7 @@ crossing each stage boundary and the loopback link's alpha and beta
 against it ((measured - model) / model), ``bubble`` the measured share of the step the ranks did
 not compute (mean over ranks) beside the simulation's, and ``act`` the most activation bytes a
 rank held, counted from live tensors, beside the plan's microbatches in flight x each stage's
-bytes per microbatch ((1 + layers) x rows x width x 4: the stage input and each ReLU's output;
-the last stage's loss also keeps the target).
+bytes per microbatch (:func:`distlab.pipeline_parallel.mlp_run.stage_activation_nbytes`).
 """
 
 from __future__ import annotations
@@ -32,16 +31,20 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from distlab import launch
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
-from distlab.bench.pipeline_parallel_ranks import pp_bench_rank, stage_layers
+from distlab.bench.pipeline_parallel_ranks import pp_bench_rank
 from distlab.cli import options
-from distlab.pipeline_parallel.actions import Kind
 from distlab.pipeline_parallel.cost import activation_bytes
+from distlab.pipeline_parallel.mlp_run import (
+    P2P_PRESET,
+    stage_activation_nbytes,
+    stage_layers,
+    stage_times,
+)
 from distlab.pipeline_parallel.plan import PipelinePlan
 from distlab.pipeline_parallel.schedules.registry import (
     SCHEDULES,
@@ -50,12 +53,11 @@ from distlab.pipeline_parallel.schedules.registry import (
     schedule_info,
     schedule_name,
 )
-from distlab.pipeline_parallel.simulate import P2PCost, StageTimes, simulate
+from distlab.pipeline_parallel.simulate import P2PCost, simulate
 from distlab.report.table import Column, Table
 from distlab.vocabulary import error_pct
 
-__all__ = ["BENCHMARK", "PipelineParallelConfig", "main", "model_row", "schedule_list",
-           "stage_activation_nbytes", "stage_times"]
+__all__ = ["BENCHMARK", "PipelineParallelConfig", "main", "model_row", "schedule_list"]
 
 TARGET_RATE = 0.9
 """distlab's step rate must be at least this fraction of torch's."""
@@ -63,9 +65,6 @@ TARGET_RATE = 0.9
 LOSS_RTOL = 1e-5
 """distlab's and torch's summed microbatch losses of one step must agree this closely (float32;
 the weights are the same and no optimizer steps, so every step's loss is the same)."""
-
-P2P_PRESET = "loopback"
-"""The link the model prices sends and receives with (gloo on this host)."""
 
 
 def schedule_list(text: str) -> list[str]:
@@ -85,38 +84,6 @@ def schedule_list(text: str) -> list[str]:
 schedule_list.__name__ = "schedule list"
 
 
-def stage_activation_nbytes(layers: range, rows: int, width: int, *, last: bool,
-                            itemsize: int = 4) -> int:
-    """Bytes one microbatch's forward keeps for the backward on a stage of ``layers`` Linear +
-    ReLU layers: the stage input and every ReLU's output, and on the ``last`` stage the target
-    the MSE loss keeps, ``(1 + len(layers) + last) * rows * width * itemsize`` (a Linear saves
-    its input, which is the previous ReLU's output or the stage input; a ReLU saves its
-    output; the loss saves its input, the last ReLU's output, and the target)."""
-    return (1 + len(layers) + int(last)) * rows * width * itemsize
-
-
-def stage_times(plan: PipelinePlan, spans: list[list[tuple[int, str, float]]]) -> StageTimes:
-    """Each stage's median forward, input- and weight-gradient seconds from the ranks' traced
-    actions ``(stage, kind, seconds)``; a full backward ``B`` is counted as input gradient
-    (weight 0), so the simulation charges it whole."""
-    seen: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for rank_spans in spans:
-        for stage, kind, seconds in rank_spans:
-            seen[(stage, kind)].append(seconds)
-
-    def med(stage: int, kind: Kind) -> float:
-        values = seen.get((stage, kind.value))
-        return statistics.median(values) if values else 0.0
-
-    n = plan.num_stages
-    forward = [med(s, Kind.FORWARD) for s in range(n)]
-    b = [med(s, Kind.FULL_BACKWARD) for s in range(n)]
-    i = [med(s, Kind.BACKWARD_INPUT) for s in range(n)]
-    w = [med(s, Kind.BACKWARD_WEIGHT) for s in range(n)]
-    return StageTimes(tuple(forward), tuple(bs or is_ for bs, is_ in zip(b, i, strict=True)),
-                      tuple(0.0 if bs else ws for bs, ws in zip(b, w, strict=True)))
-
-
 def model_row(plan: PipelinePlan, results: list[dict[str, Any]], layers: int, width: int,
               batch: int) -> dict[str, Any]:
     """The model's figures for ``plan`` from the ranks' traced step: ``model_ms``,
@@ -128,8 +95,10 @@ def model_row(plan: PipelinePlan, results: list[dict[str, Any]], layers: int, wi
                    p2p=P2PCost.from_preset(P2P_PRESET))
     cuts = stage_layers(layers, plan.num_stages)
     last = plan.num_stages - 1
-    model_act = activation_bytes(plan, [stage_activation_nbytes(c, rows, width, last=i == last)
-                                        for i, c in enumerate(cuts)])
+    model_act = activation_bytes(plan, [
+        stage_activation_nbytes(c, rows, width, last=i == last,
+                                handed_over=i > 0 and plan.rank_of(i - 1) == plan.rank_of(i))
+        for i, c in enumerate(cuts)])
     return {"model_ms": sim.step_time_s * 1e3, "model_bubble": sim.bubble_fraction,
             "bubble": statistics.fmean(r["stats"][s]["bubble_fraction"] for r in results),
             "act_bytes": max(r["stats"][s]["peak_activation_nbytes"] for r in results),

@@ -2,12 +2,13 @@
 with distlab's schedule and torch's on the same stages, timed in rotating rounds.
 
 Every rank builds the same seeded MLP (:func:`distlab.nets.mlp`), cuts it into
-``ranks * stages_per_rank`` stages of consecutive layers (:func:`stage_layers`) and keeps the
-stages the plan puts on it, once for distlab's schedule and once (a deep copy, the same weights)
-for torch's. A case is one schedule of one implementation; a round runs ``steps`` steps of every
-case, the case order rotating from round to round. After the timed rounds one more step of each
-distlab case records a :class:`~distlab.timeline.Timeline` (the per-action times the model
-reads) and its :class:`~distlab.pipeline_parallel.runtime.StepStats`.
+``ranks * stages_per_rank`` stages of consecutive layers
+(:func:`distlab.pipeline_parallel.mlp_run.stage_layers`) and keeps the stages the plan puts on
+it, once for distlab's schedule and once (a deep copy, the same weights) for torch's. A case is
+one schedule of one implementation; a round runs ``steps`` steps of every case, the case order
+rotating from round to round. After the timed rounds one more step of each distlab case records
+a :class:`~distlab.timeline.Timeline` (the per-action times the model reads) and its
+:class:`~distlab.pipeline_parallel.runtime.StepStats`.
 """
 
 from __future__ import annotations
@@ -20,55 +21,13 @@ from torch import nn
 
 from distlab.bench.rounds import Phases, rank_fences, timed_rounds
 from distlab.nets import mlp
-from distlab.pipeline_parallel.schedules.registry import build_plan, schedule_info
+from distlab.pipeline_parallel.mlp_run import build_schedule, stage_layers, stage_module
+from distlab.pipeline_parallel.schedules.registry import build_plan
 from distlab.timeline import Timeline
 
-__all__ = ["IMPLEMENTATIONS", "pp_bench_rank", "stage_layers"]
+__all__ = ["IMPLEMENTATIONS", "pp_bench_rank"]
 
 IMPLEMENTATIONS = ("distlab", "torch")
-
-
-def stage_layers(layers: int, num_stages: int) -> list[range]:
-    """The layer indices of each stage: ``layers`` cut into ``num_stages`` runs of consecutive
-    layers, the first ``layers % num_stages`` stages one layer longer.
-
-    Raises:
-        ValueError: fewer layers than stages.
-    """
-    if layers < num_stages:
-        raise ValueError(f"layers={layers} cannot fill {num_stages} stages: every stage needs "
-                         "at least one layer (raise --layers or lower --world-size or the stages "
-                         "per rank)")
-    base, extra = divmod(layers, num_stages)
-    out, start = [], 0
-    for s in range(num_stages):
-        n = base + (1 if s < extra else 0)
-        out.append(range(start, start + n))
-        start += n
-    return out
-
-
-def _stage_module(model: nn.Sequential, layers: range) -> nn.Sequential:
-    """The ``Linear, ReLU`` pairs of ``layers`` (each layer is two modules of ``mlp``)."""
-    return nn.Sequential(*[model[2 * i + j] for i in layers for j in (0, 1)])
-
-
-def _build(impl: str, schedule: str, modules: dict[int, nn.Module], num_stages: int,
-           microbatches: int, loss_fn: Any, timeout: float) -> Any:
-    """A schedule object of ``impl`` over this rank's ``modules`` (stage index -> module)."""
-    cpu = torch.device("cpu")
-    info = schedule_info(schedule)
-    if impl == "distlab":
-        from distlab.pipeline_parallel import runtime as lib
-        kwargs: dict[str, Any] = {"timeout": timeout}
-    else:
-        import torch.distributed.pipelining as lib  # type: ignore[no-redef]
-        kwargs = {}
-    stages = [lib.PipelineStage(m, s, num_stages, cpu) for s, m in sorted(modules.items())]
-    cls = getattr(lib, info.torch_class)
-    if info.single_stage:
-        return cls(stages[0], microbatches, loss_fn=loss_fn, **kwargs)
-    return cls(stages, microbatches, loss_fn=loss_fn, **kwargs)
 
 
 def pp_bench_rank(rank: int, world_size: int, schedules: tuple[str, ...],
@@ -89,12 +48,12 @@ def pp_bench_rank(rank: int, world_size: int, schedules: tuple[str, ...],
         plan = build_plan(schedule, world_size, microbatches, stages_per_rank[schedule])
         model = mlp(layers, width, 0)
         cuts = stage_layers(layers, plan.num_stages)
-        mine = {s: _stage_module(model, cuts[s]) for s in plan.stages_of(rank)}
+        mine = {s: stage_module(model, cuts[s]) for s in plan.stages_of(rank)}
         first, last = 0 in mine, plan.num_stages - 1 in mine
         for impl in IMPLEMENTATIONS:
             modules = mine if impl == "distlab" else copy.deepcopy(mine)
-            sched = _build(impl, schedule, modules, plan.num_stages, microbatches, loss_fn,
-                           timeout)
+            sched = build_schedule(impl, schedule, modules, plan.num_stages, microbatches,
+                                   loss_fn, timeout=timeout)
             runs[(schedule, impl)] = (sched, list(modules.values()), first, last)
 
     last_losses: dict[str, float | None] = {}
