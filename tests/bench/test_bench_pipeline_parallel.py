@@ -38,9 +38,9 @@ def test_stage_activation_bytes_count_input_relus_and_the_target_last():
     assert stage_activation_nbytes(range(2), 4, 8, last=False, handed_over=True) == 2 * 4 * 8 * 4
 
 
-def test_stage_times_take_medians_and_charge_a_full_backward_whole():
+def test_stage_times_take_means_and_charge_a_full_backward_whole():
     plan = build_plan("1F1B", 2, 2)
-    spans = [[(0, "F", 1.0), (0, "F", 3.0), (0, "F", 2.0), (0, "B", 4.0)],
+    spans = [[(0, "F", 1.0), (0, "F", 3.5), (0, "F", 1.5), (0, "B", 4.0)],
              [(1, "F", 5.0), (1, "B", 6.0)]]
     t = stage_times(plan, spans)
     assert t.forward_s == (2.0, 5.0)

@@ -86,16 +86,17 @@ def test_imbalance_slows_the_step_by_the_slow_stage() -> None:
     assert slow.busy_s[2] == pytest.approx(48.0) and slow.busiest_s == pytest.approx(48.0)
 
 
-def test_default_link_is_the_named_preset_and_transfers_add_time() -> None:
+def test_default_link_is_free_and_a_preset_s_transfers_add_time() -> None:
     plan = build_plan("GPipe", 2, 2)
-    sim = simulate(plan, StageTimes.equal(2, 1e-3, 1e-3, 1e-3), boundary_nbytes=2**20)
-    assert sim.p2p == P2PCost.from_preset(DEFAULT_P2P_PRESET)
+    default = simulate(plan, StageTimes.equal(2, 1e-3, 1e-3, 1e-3), boundary_nbytes=2**20)
+    assert default.p2p == FREE
+    sim = simulate(plan, StageTimes.equal(2, 1e-3, 1e-3, 1e-3), boundary_nbytes=2**20,
+                   p2p=P2PCost.from_preset(DEFAULT_P2P_PRESET))
     assert "NVLink" in sim.p2p.name and sim.p2p.source
     hop = sim.p2p.seconds(2**20)
     assert hop == pytest.approx(3e-6 + 2**20 / 450e9)
-    free = simulate(plan, StageTimes.equal(2, 1e-3, 1e-3, 1e-3), p2p=FREE)
     # the critical path crosses the boundary once forward and once back
-    assert sim.step_time_s == pytest.approx(free.step_time_s + 2 * hop, rel=1e-9)
+    assert sim.step_time_s == pytest.approx(default.step_time_s + 2 * hop, rel=1e-9)
 
 
 def test_p2p_from_a_fitted_line() -> None:

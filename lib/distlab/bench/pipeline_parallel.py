@@ -15,7 +15,7 @@ for a case is its slowest rank's seconds per step; reported: the median over rou
 ``rate vs torch``: the median over rounds of torch's step time / distlab's in the same round
 (above 1: distlab steps faster; the target is at least 0.9).
 
-Beside each distlab row, the model: one more step records every action's time; the median
+Beside each distlab row, the model: one more step records every action's time; the mean
 forward, backward (or input- and weight-gradient) seconds of each stage, the activation bytes
 crossing each stage boundary and the loopback link's alpha and beta
 (``distlab.collectives.model.presets``, gloo calibrated on this kind of machine) go into

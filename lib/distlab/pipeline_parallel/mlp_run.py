@@ -9,10 +9,10 @@ the times the run measured: the measurement and the model side by side.
 Every rank builds the same seeded MLP (:func:`distlab.nets.mlp`: ``layers`` x Linear(``width``)
 + ReLU, float32, MSE loss), cut into ``ranks * stages_per_rank`` stages of consecutive layers
 (:func:`stage_layers`), keeps the stages the plan puts on it and runs ``steps`` steps of the
-schedule (:mod:`.runtime`); the last one records every action on a
-:class:`~distlab.timeline.Timeline`. The parent checks the losses and every gradient against one
-process running the whole MLP on the whole batch, and simulates the plan
-(:func:`~distlab.pipeline_parallel.simulate.simulate`) with each stage's median measured forward
+schedule (:mod:`.runtime`); the last one starts after a barrier (every rank at once) and records
+every action on a :class:`~distlab.timeline.Timeline`. The parent checks the losses and every
+gradient against one process running the whole MLP on the whole batch, and simulates the plan
+(:func:`~distlab.pipeline_parallel.simulate.simulate`) with each stage's mean measured forward
 and backward seconds (:func:`stage_times`) and the loopback link of
 :mod:`distlab.collectives.model.presets` (gloo on this host).
 """
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from distlab import launch
@@ -90,23 +91,24 @@ def stage_activation_nbytes(layers: range, rows: int, width: int, *, last: bool,
 
 def stage_times(plan: PipelinePlan, spans: Sequence[Sequence[tuple[int, str, float]]]
                 ) -> StageTimes:
-    """Each stage's median forward, input- and weight-gradient seconds from the ranks' traced
-    actions ``(stage, kind, seconds)``; a full backward ``B`` counts as input gradient (weight
-    0), so the simulation charges it whole."""
+    """Each stage's mean forward, input- and weight-gradient seconds from the ranks' traced
+    actions ``(stage, kind, seconds)`` (the mean, not the median: a step pays every action's
+    time, its slow ones included); a full backward ``B`` counts as input gradient (weight 0),
+    so the simulation charges it whole."""
     seen: dict[tuple[int, str], list[float]] = defaultdict(list)
     for rank_spans in spans:
         for stage, kind, seconds in rank_spans:
             seen[(stage, kind)].append(seconds)
 
-    def med(stage: int, kind: Kind) -> float:
+    def mean(stage: int, kind: Kind) -> float:
         values = seen.get((stage, kind.value))
-        return statistics.median(values) if values else 0.0
+        return statistics.fmean(values) if values else 0.0
 
     n = plan.num_stages
-    forward = tuple(med(s, Kind.FORWARD) for s in range(n))
-    b = [med(s, Kind.FULL_BACKWARD) for s in range(n)]
-    i = [med(s, Kind.BACKWARD_INPUT) for s in range(n)]
-    w = [med(s, Kind.BACKWARD_WEIGHT) for s in range(n)]
+    forward = tuple(mean(s, Kind.FORWARD) for s in range(n))
+    b = [mean(s, Kind.FULL_BACKWARD) for s in range(n)]
+    i = [mean(s, Kind.BACKWARD_INPUT) for s in range(n)]
+    w = [mean(s, Kind.BACKWARD_WEIGHT) for s in range(n)]
     return StageTimes(forward, tuple(bs or is_ for bs, is_ in zip(b, i, strict=True)),
                       tuple(0.0 if bs else ws for bs, ws in zip(b, w, strict=True)))
 
@@ -156,6 +158,8 @@ def mlp_pipeline_rank(rank: int, world_size: int, schedule: str, microbatches: i
     losses: list[torch.Tensor] = []
     for k in range(steps):
         model.zero_grad(set_to_none=True)
+        if k == steps - 1 and world_size > 1:
+            dist.barrier()   # the traced step starts on every rank at once
         sched.timeline = Timeline() if k == steps - 1 else None
         sched.step(*((x,) if first else ()), target=y if last else None,
                    losses=losses if last else None)

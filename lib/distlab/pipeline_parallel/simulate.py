@@ -378,8 +378,9 @@ def simulate(plan: PipelinePlan, times: StageTimes | None = None, *,
         boundary_nbytes: bytes of one microbatch's activation from stage ``s`` to ``s + 1``
             (the gradient sent back is as large): one int for every boundary or one per
             boundary; default 0 (transfers pay only ``p2p.alpha_s``).
-        p2p: the link between ranks; default :meth:`P2PCost.from_preset` of
-            :data:`DEFAULT_P2P_PRESET` (NVLink 4, H100 SXM). :meth:`P2PCost.free` for none.
+        p2p: the link between ranks; default :meth:`P2PCost.free` (transfers cost nothing:
+            the model of the closed forms); a link of the collectives' models with
+            :meth:`P2PCost.from_preset` (``"nvlink4_h100"``, ``"loopback"``, ...).
         overlap: ``"serial"`` (an overlapped step's two actions back to back) or ``"max"``
             (together, for the longer of the two).
 
@@ -396,7 +397,7 @@ def simulate(plan: PipelinePlan, times: StageTimes | None = None, *,
         raise ValueError(f"times cover {times.num_stages} stages, the plan has "
                          f"{plan.num_stages} ({plan.ranks} ranks x {plan.stages_per_rank})")
     nbytes = boundary_bytes(boundary_nbytes, plan.num_stages)
-    p2p = P2PCost.from_preset() if p2p is None else p2p
+    p2p = P2PCost.free() if p2p is None else p2p
     if not isinstance(p2p, P2PCost):
         raise TypeError(f"p2p must be a P2PCost, got {type(p2p).__name__}")
     overlap = check_choice("overlap", overlap, ["serial", "max"])
