@@ -84,7 +84,7 @@ def forward_only(actions: tuple[Action, ...]) -> tuple[Action, ...]:
 class _StepRunner:
     def __init__(self, plan: PipelinePlan, rank: int, stages: dict[int, PipelineStage],
                  channel: Channel, step: StepInputs, timeline: Timeline | None,
-                 meter: ActivationMeter) -> None:
+                 meter: ActivationMeter | None) -> None:
         self.plan, self.rank, self.stages, self.channel = plan, rank, stages, channel
         self.step, self.timeline, self.meter = step, timeline, meter
         self.grank = channel.rank
@@ -259,7 +259,8 @@ class _StepRunner:
             for s in sends:
                 self._send(s)
             self._reap_sends()
-            self.meter.sample()
+            if self.meter is not None:
+                self.meter.sample()
         self._wait_sends()
 
 
@@ -275,9 +276,12 @@ def _last_gradient_actions(actions: tuple[Action, ...]) -> set[Action]:
 def run_step(plan: PipelinePlan, rank: int, stages: dict[int, PipelineStage],
              channel: Channel, step: StepInputs, timeline: Timeline | None) -> StepStats:
     """Run pipeline rank ``rank``'s actions of ``plan`` on ``stages`` (stage index -> stage,
-    the stages it holds) for one step; this rank's :class:`StepStats`."""
+    the stages it holds) for one step; this rank's :class:`StepStats`. With a ``timeline`` the
+    step is traced whole: every action a span, and the activation bytes counted from live
+    tensors (:class:`ActivationMeter`, which costs a few percent of a small step); without one
+    it runs as torch's does and its stats hold no activation figures."""
     params = [p for s in stages.values() for p in s.submod.parameters()]
-    meter = ActivationMeter(exclude=params)
+    meter = ActivationMeter(exclude=params) if timeline is not None else None
     runner = _StepRunner(plan, rank, stages, channel, step, timeline, meter)
     actions = plan.rank_actions(rank)
     if not step.has_backward:
@@ -293,5 +297,7 @@ def run_step(plan: PipelinePlan, rank: int, stages: dict[int, PipelineStage],
                             now_us() - t0, {"schedule": plan.schedule,
                                             "microbatches": plan.microbatches})
     return StepStats(plan.schedule, rank, tuple(sorted(stages)), plan.microbatches, seconds,
-                     runner.compute_s, runner.wait_s, meter.peak_nbytes, meter.peak_in_flight,
-                     meter.saved_nbytes, runner.computes)
+                     runner.compute_s, runner.wait_s,
+                     meter.peak_nbytes if meter is not None else None,
+                     meter.peak_in_flight if meter is not None else None,
+                     meter.saved_nbytes if meter is not None else {}, runner.computes)

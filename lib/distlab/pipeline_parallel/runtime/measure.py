@@ -39,8 +39,9 @@ class StepStats:
         compute_seconds: time in compute actions (``F``, ``B``, ``I``, ``W``) in all.
         p2p_wait_seconds: time waiting for receives and, at the end, for sends.
         peak_activation_nbytes: the most activation bytes held at once (see the module
-            docstring).
-        peak_in_flight: the most ``(stage, microbatch)`` pairs in flight at once.
+            docstring); ``None`` for a step run without a timeline (not measured).
+        peak_in_flight: the most ``(stage, microbatch)`` pairs in flight at once (``None``:
+            not measured).
         saved_nbytes: per stage here, the largest bytes one microbatch's forward saved.
         compute_actions: compute actions run.
     """
@@ -52,8 +53,8 @@ class StepStats:
     step_seconds: float
     compute_seconds: float
     p2p_wait_seconds: float
-    peak_activation_nbytes: int
-    peak_in_flight: int
+    peak_activation_nbytes: int | None
+    peak_in_flight: int | None
     saved_nbytes: dict[int, int] = field(default_factory=dict)
     compute_actions: int = 0
 

@@ -29,12 +29,13 @@ after the last backward: equal up to rounding, bitwise for a power of two). With
 a step runs the forwards only, as in torch; ``eval()`` runs the forwards only always.
 
 distlab's additions, keyword-only: ``timeline`` (a :class:`~distlab.timeline.Timeline` that
-records every action, :mod:`.executor`; also settable as the attribute) and ``timeout`` (seconds
-any send or receive may wait before it raises; 30 by default; the schedule makes a process
-group of its own with that backend timeout, :func:`distlab.uneven.bounded_group`, at
+records every action and turns on the count of activation bytes from live tensors,
+:mod:`.executor`; also settable as the attribute, so one step of many can be traced) and
+``timeout`` (seconds any send or receive may wait before it raises; 30 by default; the schedule
+makes a process group of its own with that backend timeout, :func:`distlab.uneven.bounded_group`, at
 construction, a collective of the pipeline group's ranks). After each step,
 ``last_step_stats`` holds this rank's :class:`~.measure.StepStats` (step seconds, compute and
-wait seconds, bubble, peak activation bytes).
+wait seconds, bubble, and on a traced step the peak activation bytes).
 """
 
 from __future__ import annotations
