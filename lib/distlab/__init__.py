@@ -35,6 +35,8 @@ Labs (floor 1):
 - :mod:`distlab.hogwild`: processes training one ``share_memory()`` model without locks.
 - :mod:`distlab.pipeline_parallel`: pipeline parallelism: torch's seven schedules as plans,
   simulated, costed and run on real ranks with torch.distributed.pipelining's API.
+- :mod:`distlab.tensor_parallel`: tensor and sequence parallelism (Megatron's column and row
+  split, loss parallel) on real ranks with torch's ``parallelize_module`` API.
 
 Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch reference),
 :mod:`distlab.nccl` (floor 2: NCCL's model from the command line, ``python -m distlab.nccl``),

@@ -1,0 +1,152 @@
+"""A small device mesh: the default group's ranks laid out on named dimensions.
+
+    mesh = init_mesh((2, 2), ("dp", "tp"))      # 4 ranks: rank = dp_index * 2 + tp_index
+    tp_group = mesh.get_group("tp")            # this rank's tensor-parallel process group
+    mesh.get_local_rank("tp"), mesh.size("tp")
+
+Ranks are laid out in row-major order, as torch's ``init_device_mesh`` lays them out: the last
+dimension varies fastest, so the ranks of one ``tp`` group are neighbours. Every group of every
+dimension is made with ``dist.new_group`` on every rank in the same order (torch requires it),
+and the mesh keeps the one that holds this rank. It is one mesh for tensor, data and pipeline
+parallel compositions; it has no devices of its own (the ranks' tensors sit where they sit).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import torch.distributed as dist
+
+from distlab._checks import check_int
+
+__all__ = ["DeviceMesh", "init_mesh"]
+
+
+class DeviceMesh:
+    """This rank's view of a mesh of ranks; build it with :func:`init_mesh`.
+
+    ``shape`` is the number of ranks along each dimension, ``dim_names`` their names,
+    ``coordinate`` this rank's index along each dimension. ``mesh`` is the nested list of global
+    ranks (``mesh[i][j]`` for a 2-D mesh).
+    """
+
+    def __init__(self, shape: tuple[int, ...], dim_names: tuple[str, ...], rank: int,
+                 groups: tuple[dist.ProcessGroup, ...],
+                 group_ranks: tuple[tuple[int, ...], ...]) -> None:
+        self.shape = shape
+        self.dim_names = dim_names
+        self.rank = rank
+        self._groups = groups
+        self._group_ranks = group_ranks
+        self.coordinate = tuple(_coordinate(rank, shape))
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def mesh(self) -> list:
+        """The global ranks as nested lists of the mesh's shape."""
+        ranks = list(range(math.prod(self.shape)))
+        for size in reversed(self.shape[1:]):
+            ranks = [ranks[i:i + size] for i in range(0, len(ranks), size)]
+        return ranks
+
+    def _dim(self, dim: int | str) -> int:
+        if isinstance(dim, str):
+            if dim not in self.dim_names:
+                raise ValueError(f"dim must be one of the mesh's dimension names "
+                                 f"{list(self.dim_names)} or an index, got {dim!r}")
+            return self.dim_names.index(dim)
+        return check_int("dim", dim, minimum=0, maximum=self.ndim - 1)
+
+    def get_group(self, dim: int | str = 0) -> dist.ProcessGroup:
+        """This rank's process group along ``dim`` (a name or an index)."""
+        return self._groups[self._dim(dim)]
+
+    def group_ranks(self, dim: int | str = 0) -> tuple[int, ...]:
+        """The global ranks of this rank's group along ``dim``, in group-rank order."""
+        return self._group_ranks[self._dim(dim)]
+
+    def get_local_rank(self, dim: int | str = 0) -> int:
+        """This rank's index along ``dim`` (its rank inside :meth:`get_group`)."""
+        return self.coordinate[self._dim(dim)]
+
+    def size(self, dim: int | str | None = None) -> int:
+        """Ranks along ``dim``; all ranks of the mesh when ``dim`` is None."""
+        if dim is None:
+            return math.prod(self.shape)
+        return self.shape[self._dim(dim)]
+
+    def __repr__(self) -> str:
+        dims = ", ".join(f"{n}={s}" for n, s in zip(self.dim_names, self.shape, strict=True))
+        return f"DeviceMesh({dims}; rank {self.rank} at {self.coordinate})"
+
+
+def _coordinate(rank: int, shape: Sequence[int]) -> list[int]:
+    out = []
+    for size in reversed(shape):
+        out.append(rank % size)
+        rank //= size
+    return out[::-1]
+
+
+def _flat(coordinate: Sequence[int], shape: Sequence[int]) -> int:
+    rank = 0
+    for index, size in zip(coordinate, shape, strict=True):
+        rank = rank * size + index
+    return rank
+
+
+def init_mesh(shape: int | Sequence[int], dim_names: Sequence[str] | None = None) -> DeviceMesh:
+    """Lay the default group's ranks out on a mesh of ``shape`` with ``dim_names``.
+
+    ``shape``: ranks per dimension (an int for one dimension); their product must be the world
+    size. ``dim_names``: one distinct name per dimension (default ``"dim0"``, ``"dim1"``, ...).
+    Call it on every rank (it makes ``dist.new_group`` calls, a collective act). Raises
+    ``ValueError`` naming the argument for a shape that does not cover the world or bad names,
+    ``RuntimeError`` when no process group is initialized.
+    """
+    if isinstance(shape, int) or not isinstance(shape, Sequence):
+        shape = (shape,)
+    dims = tuple(check_int(f"shape[{i}]", s, minimum=1) for i, s in enumerate(shape))
+    if not dims:
+        raise ValueError("shape must name at least one dimension, got ()")
+    if dim_names is None:
+        names = tuple(f"dim{i}" for i in range(len(dims)))
+    else:
+        if isinstance(dim_names, str) or not all(isinstance(n, str) for n in dim_names):
+            raise TypeError(f"dim_names must be a sequence of str, got {dim_names!r}")
+        names = tuple(dim_names)
+        if len(names) != len(dims) or len(set(names)) != len(names):
+            raise ValueError(f"dim_names must be {len(dims)} distinct names (one per dimension "
+                             f"of shape {dims}), got {list(names)}")
+    if not dist.is_initialized():
+        raise RuntimeError("init_mesh needs an initialized default process group "
+                           "(dist.init_process_group, or distlab.launch.run)")
+    world = dist.get_world_size()
+    if math.prod(dims) != world:
+        raise ValueError(f"shape {dims} holds {math.prod(dims)} ranks; it must hold the world "
+                         f"size {world}")
+    rank = dist.get_rank()
+    groups: list[dist.ProcessGroup] = []
+    members: list[tuple[int, ...]] = []
+    for d, size in enumerate(dims):
+        others = [range(s) for i, s in enumerate(dims) if i != d]
+        mine = None
+        for fixed in itertools.product(*others):
+            ranks = []
+            for k in range(size):
+                coord = list(fixed)
+                coord.insert(d, k)
+                ranks.append(_flat(coord, dims))
+            group = dist.new_group(ranks)  # every rank, every group, same order
+            if rank in ranks:
+                mine = (group, tuple(ranks))
+        assert mine is not None
+        groups.append(mine[0])
+        members.append(mine[1])
+    return DeviceMesh(dims, names, rank, tuple(groups), tuple(members))

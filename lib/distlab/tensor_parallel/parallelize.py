@@ -1,0 +1,114 @@
+"""``parallelize_module``: split a module's submodules over a tensor-parallel group by a plan.
+
+    from distlab.tensor_parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    model = parallelize_module(model, mesh.get_group("tp"),
+                               {"net1": ColwiseParallel(), "net2": RowwiseParallel()})
+
+The plan maps submodule paths to styles, as torch's does: each dot-separated token is matched
+against child names with ``fnmatch`` (``"layers.*.attention.wq"``). Unlike torch, a key that
+matches nothing is an error, not a warning. Every key is resolved and every style checked
+against its module (type, divisibility by the group size) before anything is split or any
+collective runs, so bad input fails the same way on every rank and nothing hangs.
+
+Every rank must hold the same full module (seeded alike): each keeps its own slice, as torch's
+``parallelize_module(..., src_data_rank=None)`` does (torch's default broadcasts rank 0's
+weights first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fnmatch import fnmatch
+
+import torch.distributed as dist
+from torch import nn
+
+from distlab.tensor_parallel.comm import TPComm
+from distlab.tensor_parallel.mesh import DeviceMesh
+from distlab.tensor_parallel.style import ParallelStyle
+from distlab.timeline import Timeline
+
+__all__ = ["parallelize_module", "resolve_plan"]
+
+
+def resolve_plan(module: nn.Module, plan: ParallelStyle | Mapping[str, ParallelStyle],
+                 ) -> list[tuple[str, nn.Module, ParallelStyle]]:
+    """``(path, submodule, style)`` for every submodule the plan names, in plan order.
+
+    Raises ``ValueError`` naming the key when a key matches no submodule, or when two keys
+    name the same submodule; ``TypeError`` for a plan that is neither a style nor a mapping.
+    """
+    if isinstance(plan, ParallelStyle):
+        return [("", module, plan)]
+    if not isinstance(plan, Mapping):
+        raise TypeError(f"parallelize_plan must be a ParallelStyle or a dict of submodule path "
+                        f"-> ParallelStyle, got {type(plan).__name__}")
+    out: list[tuple[str, nn.Module, ParallelStyle]] = []
+    seen: dict[int, str] = {}
+    for key, style in plan.items():
+        if not isinstance(key, str):
+            raise TypeError(f"parallelize_plan keys must be str paths, got {key!r}")
+        if not isinstance(style, ParallelStyle):
+            raise TypeError(f"parallelize_plan[{key!r}] must be a ParallelStyle "
+                            f"(ColwiseParallel, RowwiseParallel, SequenceParallel), got "
+                            f"{type(style).__name__}")
+        found = _match(module, key.split(".") if key else [], "")
+        if not found:
+            children = [n for n, _ in module.named_modules() if n]
+            raise ValueError(f"parallelize_plan[{key!r}] names no submodule; the module has "
+                             f"{children}")
+        for path, sub in found:
+            if id(sub) in seen:
+                raise ValueError(f"parallelize_plan[{key!r}] names submodule {path!r}, already "
+                                 f"named by parallelize_plan[{seen[id(sub)]!r}]")
+            seen[id(sub)] = key
+            out.append((path, sub, style))
+    return out
+
+
+def _match(module: nn.Module, tokens: list[str], prefix: str) -> list[tuple[str, nn.Module]]:
+    if not tokens:
+        return [(prefix, module)]
+    out = []
+    for name, child in module.named_children():
+        if fnmatch(name, tokens[0]):
+            out += _match(child, tokens[1:], f"{prefix}.{name}" if prefix else name)
+    return out
+
+
+def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.ProcessGroup | None,
+                       parallelize_plan: ParallelStyle | Mapping[str, ParallelStyle], *,
+                       timeline: Timeline | None = None, comm: TPComm | None = None,
+                       ) -> nn.Module:
+    """Split ``module`` in place over a tensor-parallel group by ``parallelize_plan``.
+
+    ``device_mesh``: a one-dimensional :class:`DeviceMesh`, a process group, or None (the
+    default group). ``timeline``: record every collective on lane ``"rank{r}/tp"``. ``comm``:
+    a :class:`TPComm` to use (and count on) instead of a new one. The module gets a ``tp_comm``
+    attribute, the :class:`TPComm` whose ``counts`` tally its collectives. Raises ``ValueError``
+    (bad plan key, a style on a module it does not fit, sizes not divisible by the group size)
+    before any communication.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be an nn.Module, got {type(module).__name__}")
+    if comm is None:
+        if isinstance(device_mesh, DeviceMesh):
+            if device_mesh.ndim != 1:
+                raise ValueError(f"device_mesh must be one-dimensional for tensor parallelism "
+                                 f"(pass mesh.get_group('tp')), got shape {device_mesh.shape}")
+            group = device_mesh.get_group(0)
+        elif device_mesh is None or isinstance(device_mesh, dist.ProcessGroup):
+            group = device_mesh
+        else:
+            raise TypeError(f"device_mesh must be a DeviceMesh, a ProcessGroup or None, got "
+                            f"{type(device_mesh).__name__}")
+        comm = TPComm(group, timeline=timeline)
+    entries = resolve_plan(module, parallelize_plan)
+    for path, sub, style in entries:
+        style.check(path, sub, comm.size)
+    for _, sub, style in entries:
+        style.apply(sub, comm)
+    module.tp_comm = comm
+    return module
+
+

@@ -1,0 +1,283 @@
+"""Tensor-parallel styles in torch's shape, on plain local tensors (no DTensor).
+
+``ColwiseParallel``, ``RowwiseParallel`` and ``SequenceParallel`` take the arguments of torch's
+``torch.distributed.tensor.parallel`` styles of the same names. A layout is :class:`Replicate`
+or :class:`Shard` (``Shard(1)``: the sequence dimension of a ``(batch, seq, hidden)``
+activation); torch's own ``Replicate()`` and ``Shard(d)`` are accepted too. Activations between
+styles are the local pieces torch's ``use_local_output=True`` hands on: a ``Shard(d)`` layout
+is this rank's contiguous chunk along ``d`` (chunks in rank order, equal sizes).
+
+What each style does to a module (``p`` ranks, this rank ``r``):
+
+- ``ColwiseParallel`` on ``nn.Linear``: keeps rows ``r`` of ``p`` of the weight and bias (output
+  features); input ``Replicate`` goes through Megatron's f (gradient all-reduced), input
+  ``Shard(d)`` is all-gathered along ``d`` (gradient reduce-scattered); output ``Shard(-1)``
+  stays local, ``Replicate`` is all-gathered. On ``nn.Embedding``: columns of the table.
+- ``RowwiseParallel`` on ``nn.Linear``: keeps columns ``r`` of ``p`` of the weight (input
+  features) and the whole bias; output ``Replicate`` is Megatron's g (all-reduce, then the
+  bias), ``Shard(d)`` a reduce-scatter along ``d`` (the bias added on rank 0 before it). On
+  ``nn.Embedding``: rows ``r`` of ``p`` of the table (a slice of the vocabulary), ids outside
+  it give zeros before the reduction.
+- ``SequenceParallel`` on ``nn.LayerNorm``, ``nn.RMSNorm`` and ``nn.Dropout``: parameters stay
+  whole on every rank; the input is this rank's sequence chunk; the parameters' gradients,
+  partial sums over the chunks, are all-reduced (Megatron's f on each parameter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from distlab.tensor_parallel import comm as C
+from distlab.tensor_parallel.comm import TPComm
+
+__all__ = ["ColwiseParallel", "ParallelStyle", "Replicate", "RowwiseParallel",
+           "SequenceParallel", "Shard", "as_layout"]
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """Every rank holds the whole tensor."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Every rank holds its chunk along ``dim`` (negative counts from the end)."""
+
+    dim: int
+
+
+Layout = Replicate | Shard
+
+
+def as_layout(name: str, value: Any, allowed: tuple[str, ...]) -> Layout:
+    """``value`` (distlab's or torch's Replicate/Shard) as distlab's layout; ``ValueError``
+    naming ``name`` when it is none of ``allowed`` (``"Replicate"``, ``"Shard(-1)"``, ``"Shard"``
+    for any dim)."""
+    if isinstance(value, (Replicate, Shard)):
+        out: Layout = value
+    elif hasattr(value, "is_replicate") and value.is_replicate():
+        out = Replicate()
+    elif hasattr(value, "is_shard") and value.is_shard():
+        out = Shard(int(value.dim))
+    else:
+        raise TypeError(f"{name} must be Replicate() or Shard(dim), got "
+                        f"{type(value).__name__} {value!r}")
+    text = "Replicate" if isinstance(out, Replicate) else f"Shard({out.dim})"
+    if text not in allowed and not (isinstance(out, Shard) and "Shard" in allowed):
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {text}")
+    return out
+
+
+class ParallelStyle:
+    """Base of the styles: :meth:`check` (no communication) then :meth:`apply`."""
+
+    modules: tuple[type, ...] = ()
+
+    def check(self, name: str, module: nn.Module, tp_size: int) -> None:
+        """Raise ``ValueError`` naming the plan entry ``name`` if this style cannot split
+        ``module`` over ``tp_size`` ranks."""
+        if not isinstance(module, self.modules):
+            kinds = ", ".join(f"nn.{m.__name__}" for m in self.modules)
+            raise ValueError(f"parallelize_plan[{name!r}]: {type(self).__name__} applies to "
+                             f"{kinds}; submodule {name!r} is {type(module).__name__}")
+
+    def apply(self, module: nn.Module, comm: TPComm) -> nn.Module:
+        """Split ``module`` in place for this rank of ``comm``'s group; returns it."""
+        raise NotImplementedError
+
+
+def _replace(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
+    old = getattr(module, name)
+    setattr(module, name, nn.Parameter(tensor.detach().clone().contiguous(),
+                                       requires_grad=old.requires_grad))
+
+
+def _in(x: torch.Tensor, layout: Layout, comm: TPComm, desired: Layout) -> torch.Tensor:
+    """Bring an input from ``layout`` to ``desired`` (Replicate, or Shard(-1))."""
+    if isinstance(desired, Replicate):
+        if isinstance(layout, Replicate):
+            return C.copy_to_tp_region(x, comm) if x.is_floating_point() else x
+        return C.gather_from_sp_region(x, comm, layout.dim)
+    if isinstance(layout, Replicate):
+        return C.split_to_tp_region(x, comm, desired.dim)
+    return x
+
+
+class ColwiseParallel(ParallelStyle):
+    """Split output features (``nn.Linear``) or embedding columns (``nn.Embedding``).
+
+    ``input_layouts``: the input's layout, ``Replicate()`` (default) or ``Shard(d)`` (the
+    sequence-parallel chunk, all-gathered). ``output_layouts``: ``Shard(-1)`` (default) or
+    ``Replicate()`` (all-gathered). ``use_local_output`` must be True (no DTensor here).
+    """
+
+    modules = (nn.Linear, nn.Embedding)
+
+    def __init__(self, *, input_layouts: Any = None, output_layouts: Any = None,
+                 use_local_output: bool = True) -> None:
+        self.input_layout = as_layout("input_layouts", input_layouts or Replicate(),
+                                      ("Replicate", "Shard"))
+        self.output_layout = as_layout("output_layouts", output_layouts or Shard(-1),
+                                       ("Replicate", "Shard(-1)"))
+        _local_only(use_local_output)
+        self.use_local_output = use_local_output
+
+    def check(self, name: str, module: nn.Module, tp_size: int) -> None:  # noqa: D102
+        super().check(name, module, tp_size)
+        attr = "out_features" if isinstance(module, nn.Linear) else "embedding_dim"
+        _divisible(name, module, attr, tp_size)
+
+    def apply(self, module: nn.Module, comm: TPComm) -> nn.Module:  # noqa: D102
+        if isinstance(module, nn.Linear):
+            _replace(module, "weight", comm.chunk(module.weight, 0))
+            if module.bias is not None:
+                _replace(module, "bias", comm.chunk(module.bias, 0))
+            module.out_features //= comm.size
+        else:
+            _replace(module, "weight", comm.chunk(module.weight, 1))
+            module.embedding_dim //= comm.size
+        original = module.forward
+        in_layout, out_layout = self.input_layout, self.output_layout
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            y = original(_in(x, in_layout, comm, Replicate()))
+            if isinstance(out_layout, Replicate):
+                y = C.gather_from_tp_region(y, comm, -1)
+            return y
+
+        module.forward = forward
+        return module
+
+    def __repr__(self) -> str:
+        return (f"ColwiseParallel(input_layouts={self.input_layout}, "
+                f"output_layouts={self.output_layout})")
+
+
+class RowwiseParallel(ParallelStyle):
+    """Split input features (``nn.Linear``) or the vocabulary (``nn.Embedding``).
+
+    ``input_layouts``: ``Shard(-1)`` (default for Linear: a colwise output) or ``Replicate()``
+    (split here); an Embedding's ids are always whole. ``output_layouts``: ``Replicate()``
+    (default, all-reduce) or ``Shard(d)`` (reduce-scatter along ``d``, sequence parallel).
+    """
+
+    modules = (nn.Linear, nn.Embedding)
+
+    def __init__(self, *, input_layouts: Any = None, output_layouts: Any = None,
+                 use_local_output: bool = True) -> None:
+        self.input_layout = (None if input_layouts is None else
+                             as_layout("input_layouts", input_layouts,
+                                       ("Replicate", "Shard(-1)")))
+        self.output_layout = as_layout("output_layouts", output_layouts or Replicate(),
+                                       ("Replicate", "Shard"))
+        _local_only(use_local_output)
+        self.use_local_output = use_local_output
+
+    def check(self, name: str, module: nn.Module, tp_size: int) -> None:  # noqa: D102
+        super().check(name, module, tp_size)
+        attr = "in_features" if isinstance(module, nn.Linear) else "num_embeddings"
+        _divisible(name, module, attr, tp_size)
+
+    def apply(self, module: nn.Module, comm: TPComm) -> nn.Module:  # noqa: D102
+        out_layout = self.output_layout
+        if isinstance(module, nn.Linear):
+            _replace(module, "weight", comm.chunk(module.weight, 1))
+            module.in_features //= comm.size
+            in_layout = self.input_layout or Shard(-1)
+
+            def forward(x: torch.Tensor) -> torch.Tensor:
+                x = _in(x, in_layout, comm, Shard(-1))
+                return _reduce_and_bias(F.linear(x, module.weight), module.bias, out_layout,
+                                        comm)
+        else:
+            _replace(module, "weight", comm.chunk(module.weight, 0))
+            rows = module.num_embeddings // comm.size
+            module.num_embeddings = rows
+            first = comm.rank * rows
+
+            def forward(ids: torch.Tensor) -> torch.Tensor:
+                outside = (ids < first) | (ids >= first + rows)
+                local = (ids - first).masked_fill(outside, 0)
+                y = F.embedding(local, module.weight, module.padding_idx, module.max_norm,
+                                module.norm_type, module.scale_grad_by_freq, module.sparse)
+                y = y.masked_fill(outside.unsqueeze(-1), 0.0)
+                return _reduce_and_bias(y, None, out_layout, comm)
+
+        module.forward = forward
+        return module
+
+    def __repr__(self) -> str:
+        return (f"RowwiseParallel(input_layouts={self.input_layout}, "
+                f"output_layouts={self.output_layout})")
+
+
+def _reduce_and_bias(y: torch.Tensor, bias: torch.Tensor | None, layout: Layout,
+                     comm: TPComm) -> torch.Tensor:
+    if isinstance(layout, Replicate):
+        y = C.reduce_from_tp_region(y, comm)
+        return y if bias is None else y + bias
+    # the bias joins the partial sums once (on group rank 0) before the reduce-scatter, so its
+    # gradient comes from the all-gathered (whole) output gradient: no all-reduce for it
+    if bias is not None:
+        y = y + C.replicate_to_partial(bias, comm)
+    return C.reduce_scatter_to_sp(y, comm, layout.dim)
+
+
+class SequenceParallel(ParallelStyle):
+    """Run a norm or dropout on this rank's chunk of the sequence, parameters whole.
+
+    ``sequence_dim``: the sequence dimension of the input (default 1). The input is taken to be
+    this rank's chunk already (as torch takes a plain tensor); the output is the chunk too.
+    """
+
+    modules = (nn.LayerNorm, nn.RMSNorm, nn.Dropout)
+
+    def __init__(self, *, sequence_dim: int = 1, use_local_output: bool = False) -> None:
+        if isinstance(sequence_dim, bool) or not isinstance(sequence_dim, int):
+            raise TypeError(f"sequence_dim must be an int, got {sequence_dim!r}")
+        self.sequence_dim = sequence_dim
+        self.use_local_output = use_local_output
+
+    def apply(self, module: nn.Module, comm: TPComm) -> nn.Module:  # noqa: D102
+        names = [n for n, _ in module.named_parameters(recurse=False)]
+        if not names:
+            return module
+        params = {n: getattr(module, n) for n in names}
+        original_forward = type(module).forward
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            copies = {n: C.copy_to_tp_region(p, comm) for n, p in params.items()}
+            saved = dict(module._parameters)
+            try:
+                for n in names:  # the copies stand in for the parameters for one call
+                    del module._parameters[n]
+                    object.__setattr__(module, n, copies[n])
+                return original_forward(module, x)
+            finally:
+                for n in names:
+                    object.__delattr__(module, n)
+                module._parameters.update(saved)
+
+        module.forward = forward
+        return module
+
+    def __repr__(self) -> str:
+        return f"SequenceParallel(sequence_dim={self.sequence_dim})"
+
+
+def _local_only(use_local_output: Any) -> None:
+    if use_local_output is not True:
+        raise ValueError(f"use_local_output must be True (distlab's tensor parallelism hands "
+                         f"on local tensors, no DTensor), got {use_local_output!r}")
+
+
+def _divisible(name: str, module: nn.Module, attr: str, tp_size: int) -> None:
+    value = getattr(module, attr)
+    if value % tp_size:
+        raise ValueError(f"parallelize_plan[{name!r}]: {type(module).__name__}.{attr} = "
+                         f"{value} is not divisible by the tensor-parallel size {tp_size}")
