@@ -10,6 +10,7 @@
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
     python -m distlab.bench zero --world-size 2 --layers 8 --width 512
     python -m distlab.bench pipeline-parallel --world-size 2 --schedules 1F1B,GPipe
+    python -m distlab.bench tensor-parallel --world-size 2 --layers 4 --width 512
     python -m distlab.bench trace --mb 35 --ranks 8     # reading profiler traces: distlab vs HTA
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
@@ -32,6 +33,7 @@ MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allre
            "ddp": "distlab.bench.ddp", "ddp-overhead": "distlab.bench.ddp_overhead",
            "zero": "distlab.bench.zero",
            "pipeline-parallel": "distlab.bench.pipeline_parallel",
+           "tensor-parallel": "distlab.bench.tensor_parallel",
            "trace": "distlab.bench.trace"}
 BENCHMARKS = tuple(MODULES)
 
