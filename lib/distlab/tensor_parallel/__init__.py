@@ -6,8 +6,9 @@
   reduce-scatter as autograd Functions over a :class:`TPComm` (collectives counted per kind,
   optionally traced on a :class:`~distlab.timeline.Timeline`).
 - :mod:`~distlab.tensor_parallel.style` and :mod:`~distlab.tensor_parallel.parallelize`: torch's
-  ``ColwiseParallel``, ``RowwiseParallel``, ``SequenceParallel`` and ``parallelize_module``,
-  on plain local tensors.
+  ``ColwiseParallel``, ``RowwiseParallel``, ``SequenceParallel``, ``PrepareModuleInput`` and
+  ``parallelize_module`` (``head_counts=``: an attention split by heads), on plain local
+  tensors.
 - :mod:`~distlab.tensor_parallel.loss`: :func:`loss_parallel_cross_entropy`, cross entropy of
   logits sharded on the vocabulary (last) dimension.
 - :mod:`~distlab.tensor_parallel.cost` (pure): a transformer layer's f/g collectives with and
@@ -27,18 +28,23 @@ from distlab.tensor_parallel.comm import (
 )
 from distlab.tensor_parallel.loss import loss_parallel_cross_entropy
 from distlab.tensor_parallel.mesh import DeviceMesh, init_mesh
-from distlab.tensor_parallel.parallelize import parallelize_module, resolve_plan
+from distlab.tensor_parallel.parallelize import (
+    parallelize_module,
+    resolve_head_counts,
+    resolve_plan,
+)
 from distlab.tensor_parallel.style import (
     ColwiseParallel,
     ParallelStyle,
+    PrepareModuleInput,
     Replicate,
     RowwiseParallel,
     SequenceParallel,
     Shard,
 )
 
-__all__ = ["ColwiseParallel", "DeviceMesh", "ParallelStyle", "Replicate", "RowwiseParallel",
-           "SequenceParallel", "Shard", "TPComm", "copy_to_tp_region", "gather_from_sp_region",
-           "gather_from_tp_region", "init_mesh", "loss_parallel_cross_entropy",
-           "parallelize_module", "reduce_from_tp_region", "reduce_scatter_to_sp",
-           "resolve_plan", "split_to_tp_region"]
+__all__ = ["ColwiseParallel", "DeviceMesh", "ParallelStyle", "PrepareModuleInput", "Replicate",
+           "RowwiseParallel", "SequenceParallel", "Shard", "TPComm", "copy_to_tp_region",
+           "gather_from_sp_region", "gather_from_tp_region", "init_mesh",
+           "loss_parallel_cross_entropy", "parallelize_module", "reduce_from_tp_region",
+           "reduce_scatter_to_sp", "resolve_head_counts", "resolve_plan", "split_to_tp_region"]

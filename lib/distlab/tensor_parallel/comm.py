@@ -31,8 +31,8 @@ import torch.distributed as dist
 from distlab.timeline import Timeline, now_us
 
 __all__ = ["TPComm", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
-           "reduce_from_tp_region", "reduce_scatter_to_sp", "replicate_to_partial",
-           "split_to_tp_region"]
+           "grad_reduced_by", "mark_grad_reduced", "reduce_from_tp_region",
+           "reduce_scatter_to_sp", "replicate_to_partial", "split_to_tp_region"]
 
 # torch 2.13 renames the tensor forms (the old names warn); older torch has only the old ones
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -193,6 +193,23 @@ def replicate_to_partial(x: torch.Tensor, comm: TPComm) -> torch.Tensor:
     partial sums before a reduction; the gradient, replicated, passes unchanged to every rank.
     No communication."""
     return _ReplicateToPartial.apply(x, comm)
+
+
+_MARK = "_distlab_tp_grad_reduced_by"
+
+
+def mark_grad_reduced(x: torch.Tensor, comm: TPComm) -> torch.Tensor:
+    """Mark ``x`` (a replicated activation) as one whose gradient ``comm`` already reduces
+    upstream (``PrepareModuleInput(use_local_output=False)``: torch hands on a DTensor there).
+    A ``ColwiseParallel`` fed this very tensor object skips its own Megatron f, so the partial
+    gradients of several consumers are summed locally and reduced once. Returns ``x``."""
+    setattr(x, _MARK, comm)
+    return x
+
+
+def grad_reduced_by(x: torch.Tensor) -> TPComm | None:
+    """The :class:`TPComm` that :func:`mark_grad_reduced` named for ``x``, or None."""
+    return getattr(x, _MARK, None)
 
 
 def copy_to_tp_region(x: torch.Tensor, comm: TPComm) -> torch.Tensor:

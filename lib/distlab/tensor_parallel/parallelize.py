@@ -10,6 +10,11 @@ matches nothing is an error, not a warning. Every key is resolved and every styl
 against its module (type, divisibility by the group size) before anything is split or any
 collective runs, so bad input fails the same way on every rank and nothing hangs.
 
+An attention split by heads names its head-count attribute in ``head_counts=`` (checked with
+the plan, divided by the group size after the split). Parameters tied before the split (an
+embedding and an output head) are split separately; tie them again afterwards, as torch's
+tests do (``model.output.weight = model.tok_embeddings.weight``).
+
 Every rank must hold the same full module (seeded alike): each keeps its own slice, as torch's
 ``parallelize_module(..., src_data_rank=None)`` does (torch's default broadcasts rank 0's
 weights first).
@@ -17,7 +22,7 @@ weights first).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatch
 
 import torch.distributed as dist
@@ -28,7 +33,7 @@ from distlab.tensor_parallel.mesh import DeviceMesh
 from distlab.tensor_parallel.style import ParallelStyle
 from distlab.timeline import Timeline
 
-__all__ = ["parallelize_module", "resolve_plan"]
+__all__ = ["parallelize_module", "resolve_head_counts", "resolve_plan"]
 
 
 def resolve_plan(module: nn.Module, plan: ParallelStyle | Mapping[str, ParallelStyle],
@@ -76,18 +81,61 @@ def _match(module: nn.Module, tokens: list[str], prefix: str) -> list[tuple[str,
     return out
 
 
+def resolve_head_counts(module: nn.Module, head_counts: Mapping[str, str | Sequence[str]],
+                        tp_size: int) -> list[tuple[nn.Module, str, int]]:
+    """``(submodule, attribute, heads per rank)`` for every head count ``head_counts`` names.
+
+    ``head_counts`` maps a submodule path (matched as plan keys are) to the name of its integer
+    head-count attribute, or several names (``("n_heads", "n_kv_heads")``). Raises
+    ``ValueError`` naming the key when a path matches nothing, an attribute is missing or not a
+    positive int, or a count is not divisible by ``tp_size``. Nothing is changed.
+    """
+    if not isinstance(head_counts, Mapping):
+        raise TypeError(f"head_counts must be a dict of submodule path -> attribute name(s), "
+                        f"got {type(head_counts).__name__}")
+    out: list[tuple[nn.Module, str, int]] = []
+    for key, attrs in head_counts.items():
+        if not isinstance(key, str):
+            raise TypeError(f"head_counts keys must be str paths, got {key!r}")
+        names = (attrs,) if isinstance(attrs, str) else tuple(attrs)
+        if not names or not all(isinstance(a, str) for a in names):
+            raise TypeError(f"head_counts[{key!r}] must be an attribute name or a sequence of "
+                            f"them, got {attrs!r}")
+        found = _match(module, key.split(".") if key else [], "")
+        if not found:
+            raise ValueError(f"head_counts[{key!r}] names no submodule")
+        for path, sub in found:
+            for attr in names:
+                value = getattr(sub, attr, None)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"head_counts[{key!r}]: {path or 'module'}.{attr} must be "
+                                     f"a positive int head count, got {value!r}")
+                if value % tp_size:
+                    raise ValueError(f"head_counts[{key!r}]: {path or 'module'}.{attr} = "
+                                     f"{value} heads is not divisible by the tensor-parallel "
+                                     f"size {tp_size}")
+                out.append((sub, attr, value // tp_size))
+    return out
+
+
 def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.ProcessGroup | None,
                        parallelize_plan: ParallelStyle | Mapping[str, ParallelStyle], *,
+                       head_counts: Mapping[str, str | Sequence[str]] | None = None,
                        timeline: Timeline | None = None, comm: TPComm | None = None,
                        ) -> nn.Module:
     """Split ``module`` in place over a tensor-parallel group by ``parallelize_plan``.
 
     ``device_mesh``: a one-dimensional :class:`DeviceMesh`, a process group, or None (the
-    default group). ``timeline``: record every collective on lane ``"rank{r}/tp"``. ``comm``:
-    a :class:`TPComm` to use (and count on) instead of a new one. The module gets a ``tp_comm``
-    attribute, the :class:`TPComm` whose ``counts`` tally its collectives. Raises ``ValueError``
-    (bad plan key, a style on a module it does not fit, sizes not divisible by the group size)
-    before any communication.
+    default group). ``head_counts``: submodule path -> name(s) of its head-count attribute(s)
+    (``{"layers.*.attention": "n_heads"}``): an attention whose ``wq``/``wk``/``wv`` the plan
+    splits by columns holds ``n_heads / p`` heads per rank, so its reshape by ``n_heads`` needs
+    the per-rank count; each count is checked divisible by the group size with the plan, then
+    divided after the split (torch's tests set ``attention.n_heads`` by hand after
+    ``parallelize_module``). ``timeline``: record every collective on lane ``"rank{r}/tp"``.
+    ``comm``: a :class:`TPComm` to use (and count on) instead of a new one. The module gets a
+    ``tp_comm`` attribute, the :class:`TPComm` whose ``counts`` tally its collectives. Raises
+    ``ValueError`` (bad plan key, a style on a module it does not fit, sizes or head counts not
+    divisible by the group size) before anything is split and before any communication.
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be an nn.Module, got {type(module).__name__}")
@@ -106,8 +154,11 @@ def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.Process
     entries = resolve_plan(module, parallelize_plan)
     for path, sub, style in entries:
         style.check(path, sub, comm.size)
+    heads = resolve_head_counts(module, head_counts or {}, comm.size)
     for _, sub, style in entries:
         style.apply(sub, comm)
+    for sub, attr, per_rank in heads:
+        setattr(sub, attr, per_rank)
     module.tp_comm = comm
     return module
 

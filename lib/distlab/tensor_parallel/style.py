@@ -21,6 +21,18 @@ What each style does to a module (``p`` ranks, this rank ``r``):
 - ``SequenceParallel`` on ``nn.LayerNorm``, ``nn.RMSNorm`` and ``nn.Dropout``: parameters stay
   whole on every rank; the input is this rank's sequence chunk; the parameters' gradients,
   partial sums over the chunks, are all-reduced (Megatron's f on each parameter).
+- ``PrepareModuleInput`` on any module: each positional input goes from its layout to the
+  desired one before the module runs (``Shard(d)`` -> ``Replicate``: all-gather along ``d``).
+  With ``use_local_output=False`` (torch's default, where torch hands on a DTensor) the output
+  is a replicated tensor whose gradient is reduced once here (reduce-scatter, or all-reduce for
+  ``Replicate`` -> ``Replicate``), marked so the ``ColwiseParallel`` layers it feeds skip their
+  own f: an attention's ``wq``, ``wk``, ``wv`` share one all-gather and one reduce-scatter.
+  The mark is on the tensor object the module receives; the module must pass it unchanged to
+  ``ColwiseParallel`` layers with a ``Replicate()`` input, as torch's attention does (a
+  ``RowwiseParallel`` or a sharded-input ``ColwiseParallel`` refuses it with a
+  ``RuntimeError``; anything else computing on it gets a wrong gradient).
+  ``use_local_output=True``: a plain replicated tensor, each consumer reducing its own gradient
+  (an all-gather's backward then keeps this rank's chunk).
 """
 
 from __future__ import annotations
@@ -35,8 +47,8 @@ from torch import nn
 from distlab.tensor_parallel import comm as C
 from distlab.tensor_parallel.comm import TPComm
 
-__all__ = ["ColwiseParallel", "ParallelStyle", "Replicate", "RowwiseParallel",
-           "SequenceParallel", "Shard", "as_layout"]
+__all__ = ["ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "Replicate",
+           "RowwiseParallel", "SequenceParallel", "Shard", "as_layout"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,11 @@ class ParallelStyle:
         raise NotImplementedError
 
 
+_MARKED_SHARD = ("a PrepareModuleInput(use_local_output=False) output must feed ColwiseParallel "
+                 "layers with a Replicate() input (its gradient is reduced once, upstream); "
+                 "use use_local_output=True to feed other layers")
+
+
 def _replace(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
     old = getattr(module, name)
     setattr(module, name, nn.Parameter(tensor.detach().clone().contiguous(),
@@ -99,10 +116,17 @@ def _replace(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
 
 def _in(x: torch.Tensor, layout: Layout, comm: TPComm, desired: Layout) -> torch.Tensor:
     """Bring an input from ``layout`` to ``desired`` (Replicate, or Shard(-1))."""
+    marked = C.grad_reduced_by(x) is comm
     if isinstance(desired, Replicate):
         if isinstance(layout, Replicate):
-            return C.copy_to_tp_region(x, comm) if x.is_floating_point() else x
+            if marked or not x.is_floating_point():
+                return x  # the producer (PrepareModuleInput) reduces the gradient once
+            return C.copy_to_tp_region(x, comm)
+        if marked:
+            raise RuntimeError(_MARKED_SHARD)
         return C.gather_from_sp_region(x, comm, layout.dim)
+    if marked:
+        raise RuntimeError(_MARKED_SHARD)
     if isinstance(layout, Replicate):
         return C.split_to_tp_region(x, comm, desired.dim)
     return x
@@ -268,6 +292,89 @@ class SequenceParallel(ParallelStyle):
 
     def __repr__(self) -> str:
         return f"SequenceParallel(sequence_dim={self.sequence_dim})"
+
+
+class PrepareModuleInput(ParallelStyle):
+    """Bring a module's positional inputs to the layouts its submodules' styles expect.
+
+    ``input_layouts``: the layout of each positional input (one layout, or a tuple with None
+    for an input left alone, e.g. a mask or an int). ``desired_input_layouts``: what the module
+    gets, same length. Supported per input: ``Shard(d)`` -> ``Replicate()`` (all-gather),
+    ``Replicate()`` -> ``Shard(d)`` (own chunk), a layout to itself. ``use_local_output``: see
+    the module docstring (default False, as torch's). Keyword inputs are not supported
+    (``input_kwarg_layouts`` must be None).
+    """
+
+    modules = (nn.Module,)
+
+    def __init__(self, *, input_layouts: Any = None, desired_input_layouts: Any = None,
+                 input_kwarg_layouts: Any = None, desired_input_kwarg_layouts: Any = None,
+                 use_local_output: bool = False) -> None:
+        if input_kwarg_layouts or desired_input_kwarg_layouts:
+            raise ValueError("input_kwarg_layouts / desired_input_kwarg_layouts are not "
+                             "supported: pass the inputs positionally")
+        ins = _as_tuple(input_layouts)
+        wants = _as_tuple(desired_input_layouts)
+        if len(ins) != len(wants):
+            raise ValueError(f"input_layouts and desired_input_layouts must have the same "
+                             f"length, got {len(ins)} and {len(wants)}")
+        pairs: list[tuple[Layout, Layout] | None] = []
+        for i, (a, b) in enumerate(zip(ins, wants, strict=True)):
+            if a is None or b is None:
+                if (a is None) != (b is None):
+                    raise ValueError(f"input {i}: input_layouts and desired_input_layouts must "
+                                     f"both be None or both a layout, got {a!r} and {b!r}")
+                pairs.append(None)
+                continue
+            src = as_layout(f"input_layouts[{i}]", a, ("Replicate", "Shard"))
+            dst = as_layout(f"desired_input_layouts[{i}]", b, ("Replicate", "Shard"))
+            if isinstance(src, Shard) and isinstance(dst, Shard) and src != dst:
+                raise ValueError(f"input {i}: Shard({src.dim}) -> Shard({dst.dim}) (an "
+                                 f"all-to-all) is not supported")
+            pairs.append((src, dst))
+        self.layouts = tuple(pairs)
+        if not isinstance(use_local_output, bool):
+            raise TypeError(f"use_local_output must be a bool, got {use_local_output!r}")
+        self.use_local_output = use_local_output
+
+    def apply(self, module: nn.Module, comm: TPComm) -> nn.Module:  # noqa: D102
+        layouts, local = self.layouts, self.use_local_output
+
+        def prepare(_module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+            if len(args) < len(layouts):
+                raise ValueError(f"PrepareModuleInput expects {len(layouts)} positional "
+                                 f"inputs, got {len(args)}")
+            out = list(args)
+            for i, pair in enumerate(layouts):
+                if pair is not None and isinstance(args[i], torch.Tensor):
+                    out[i] = _prepare(args[i], *pair, comm, local)
+            return tuple(out)
+
+        module.register_forward_pre_hook(prepare)
+        return module
+
+    def __repr__(self) -> str:
+        return (f"PrepareModuleInput(layouts={self.layouts}, "
+                f"use_local_output={self.use_local_output})")
+
+
+def _prepare(x: torch.Tensor, src: Layout, dst: Layout, comm: TPComm,
+             local: bool) -> torch.Tensor:
+    if isinstance(dst, Shard):
+        return x if isinstance(src, Shard) else C.split_to_tp_region(x, comm, dst.dim)
+    if isinstance(src, Shard):
+        if local:
+            return C.gather_from_tp_region(x, comm, src.dim)
+        return C.mark_grad_reduced(C.gather_from_sp_region(x, comm, src.dim), comm)
+    if local or not x.is_floating_point():
+        return x
+    return C.mark_grad_reduced(C.copy_to_tp_region(x, comm), comm)
+
+
+def _as_tuple(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 def _local_only(use_local_output: Any) -> None:
