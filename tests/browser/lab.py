@@ -369,6 +369,14 @@ def widget_text(page: Any) -> str:
         ".map(e => e.textContent).join(' | ')"))
 
 
+def wait_for_widget_text(page: Any, needle: str, timeout_s: float = 60.0) -> str:
+    """Wait until some ipywidgets HTML/Label shows ``needle``; then :func:`widget_text`."""
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
+        ".map(e => e.textContent).join(' | ').includes(t)", arg=needle, timeout=timeout_s * 1000)
+    return widget_text(page)
+
+
 def output_widget_text(page: Any) -> str:
     """The text of every ipywidgets Output in the notebook (e.g. a picker's printed lines)."""
     return str(page.evaluate(_OUTPUT_WIDGET_TEXT))

@@ -5,8 +5,6 @@ the explorer's imbalance (one stage twice as slow)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from browser.lab import (
@@ -17,16 +15,10 @@ from browser.lab import (
     save_screenshot,
     set_slider,
     wait_for_figures_to_change,
+    wait_for_widget_text,
     widget_text,
 )
 from browser.wrapping import wrapped_output_lines
-
-
-def _wait_widget_text(page: Any, needle: str, timeout_s: float = 60.0) -> str:
-    page.wait_for_function(
-        "t => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
-        ".map(e => e.textContent).join(' | ').includes(t)", arg=needle, timeout=timeout_s * 1000)
-    return widget_text(page)
 
 
 @pytest.mark.notebook("15_pipeline_parallel.ipynb")
@@ -52,11 +44,11 @@ def test_pipeline_parallel_notebook_figures_and_widgets(lab, page):
     set_slider(page, "time step", 12)
     after_step = wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
     assert after_step[1] == before[1], "moving the stepper redrew the explorer"
-    assert "time step 12 of 0..21: r0 0F6 (4)" in _wait_widget_text(page, "time step 12 of")
+    assert "time step 12 of 0..21: r0 0F6 (4)" in wait_for_widget_text(page, "time step 12 of")
     save_screenshot(page, "15_pipeline_parallel_stepper")
     # stage 0 twice as slow: its 8 x 6 ms of work and one wait of 3 ms make the 51 ms step
     set_slider(page, "imbalance", 2)
     after = wait_for_figures_to_change(page, after_step, selector=EXPLORER_IMAGES)
     assert after[0] == after_step[0], "moving the explorer redrew the stepper"
-    assert "step 51 ms, bubble 41.2%" in _wait_widget_text(page, "bubble 41.2%")
+    assert "step 51 ms, bubble 41.2%" in wait_for_widget_text(page, "bubble 41.2%")
     save_screenshot(page, "15_pipeline_parallel_explorer")

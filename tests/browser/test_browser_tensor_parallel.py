@@ -4,8 +4,6 @@ and when the ranks move to two nodes over TCP."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from browser.lab import (
@@ -16,16 +14,10 @@ from browser.lab import (
     save_screenshot,
     select_option,
     wait_for_figures_to_change,
+    wait_for_widget_text,
     widget_text,
 )
 from browser.wrapping import wrapped_output_lines
-
-
-def _wait_widget_text(page: Any, needle: str, timeout_s: float = 60.0) -> str:
-    page.wait_for_function(
-        "t => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
-        ".map(e => e.textContent).join(' | ').includes(t)", arg=needle, timeout=timeout_s * 1000)
-    return widget_text(page)
 
 
 @pytest.mark.notebook("16_tensor_parallel.ipynb")
@@ -46,8 +38,8 @@ def test_tensor_parallel_notebook_figures_and_widget(lab, page):
     assert "collectives 1.08 ms per layer" in widget_text(page)
     page.get_by_role("checkbox", name="sequence parallel").first.check()
     after = wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
-    assert "(without SP 552 MiB)" in _wait_widget_text(page, "without SP 552 MiB")
+    assert "(without SP 552 MiB)" in wait_for_widget_text(page, "without SP 552 MiB")
     select_option(page, "ranks", "tcp100")
     wait_for_figures_to_change(page, after, selector=EXPLORER_IMAGES)
-    assert "collectives 20.7 ms per layer" in _wait_widget_text(page, "20.7 ms")
+    assert "collectives 20.7 ms per layer" in wait_for_widget_text(page, "20.7 ms")
     save_screenshot(page, "16_tensor_parallel_explorer")

@@ -38,12 +38,11 @@ from distlab import launch
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.bench.pipeline_parallel_ranks import pp_bench_rank
 from distlab.cli import options
-from distlab.pipeline_parallel.cost import activation_bytes
 from distlab.pipeline_parallel.mlp_run import (
     P2P_PRESET,
-    stage_activation_nbytes,
+    model_activation_nbytes,
+    simulate_measured,
     stage_layers,
-    stage_times,
 )
 from distlab.pipeline_parallel.plan import PipelinePlan
 from distlab.pipeline_parallel.schedules.registry import (
@@ -53,7 +52,6 @@ from distlab.pipeline_parallel.schedules.registry import (
     schedule_info,
     schedule_name,
 )
-from distlab.pipeline_parallel.simulate import P2PCost, simulate
 from distlab.report.table import Column, Table
 from distlab.vocabulary import error_pct
 
@@ -90,19 +88,11 @@ def model_row(plan: PipelinePlan, results: list[dict[str, Any]], layers: int, wi
     ``bubble``/``model_bubble``, ``act_bytes``/``model_act_bytes``."""
     s = plan.schedule
     rows = batch // plan.microbatches
-    times = stage_times(plan, [r["spans"][s] for r in results])
-    sim = simulate(plan, times, boundary_nbytes=rows * width * 4,
-                   p2p=P2PCost.from_preset(P2P_PRESET))
-    cuts = stage_layers(layers, plan.num_stages)
-    last = plan.num_stages - 1
-    model_act = activation_bytes(plan, [
-        stage_activation_nbytes(c, rows, width, last=i == last,
-                                handed_over=i > 0 and plan.rank_of(i - 1) == plan.rank_of(i))
-        for i, c in enumerate(cuts)])
+    sim = simulate_measured(plan, [r["spans"][s] for r in results], rows, width)
     return {"model_ms": sim.step_time_s * 1e3, "model_bubble": sim.bubble_fraction,
             "bubble": statistics.fmean(r["stats"][s]["bubble_fraction"] for r in results),
             "act_bytes": max(r["stats"][s]["peak_activation_nbytes"] for r in results),
-            "model_act_bytes": max(model_act)}
+            "model_act_bytes": max(model_activation_nbytes(plan, layers, rows, width))}
 
 
 def summarize(plans: dict[str, PipelinePlan], results: list[dict[str, Any]], layers: int,

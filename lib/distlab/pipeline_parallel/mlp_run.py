@@ -41,8 +41,8 @@ from distlab.timeline import Span, Timeline
 from distlab.vocabulary import error_pct
 
 __all__ = ["P2P_PRESET", "PipelineRun", "build_schedule", "mlp_pipeline_rank",
-           "run_mlp_pipeline", "stage_activation_nbytes", "stage_layers", "stage_module",
-           "stage_times"]
+           "model_activation_nbytes", "run_mlp_pipeline", "simulate_measured",
+           "stage_activation_nbytes", "stage_layers", "stage_module", "stage_times"]
 
 P2P_PRESET = "loopback"
 """The link preset the model prices sends and receives with (gloo on this host)."""
@@ -111,6 +111,27 @@ def stage_times(plan: PipelinePlan, spans: Sequence[Sequence[tuple[int, str, flo
     w = [mean(s, Kind.BACKWARD_WEIGHT) for s in range(n)]
     return StageTimes(forward, tuple(bs or is_ for bs, is_ in zip(b, i, strict=True)),
                       tuple(0.0 if bs else ws for bs, ws in zip(b, w, strict=True)))
+
+
+def simulate_measured(plan: PipelinePlan, spans: Sequence[Sequence[tuple[int, str, float]]],
+                      rows: int, width: int) -> Simulation:
+    """``plan`` simulated with the ranks' measured actions ``(stage, kind, seconds)``
+    (:func:`stage_times`), ``rows x width`` float32 crossing each boundary, on the
+    :data:`P2P_PRESET` link."""
+    return simulate(plan, stage_times(plan, spans), boundary_nbytes=rows * width * 4,
+                    p2p=P2PCost.from_preset(P2P_PRESET))
+
+
+def model_activation_nbytes(plan: PipelinePlan, layers: int, rows: int,
+                            width: int) -> tuple[int, ...]:
+    """Per rank, the plan's peak activation bytes for the MLP of ``layers`` cut into its stages:
+    microbatches in flight x :func:`stage_activation_nbytes` of each stage (the last one keeps
+    the target; a stage handed its input in memory does not count it twice)."""
+    last = plan.num_stages - 1
+    return tuple(activation_bytes(plan, [
+        stage_activation_nbytes(c, rows, width, last=i == last,
+                                handed_over=i > 0 and plan.rank_of(i - 1) == plan.rank_of(i))
+        for i, c in enumerate(stage_layers(layers, plan.num_stages))]))
 
 
 def build_schedule(impl: str, schedule: str, modules: dict[int, nn.Module], num_stages: int,
@@ -271,7 +292,7 @@ def run_mlp_pipeline(schedule: str, ranks: int = 2, microbatches: int = 4, *,
     spr = schedule_info(schedule).default_stages_per_rank if stages_per_rank is None \
         else stages_per_rank
     plan = build_plan(schedule, ranks, microbatches, spr)
-    cuts = stage_layers(layers, plan.num_stages)
+    stage_layers(layers, plan.num_stages)   # too few layers: refused before any rank starts
     width = check_int("width", width, minimum=1)
     batch = check_int("batch", batch, minimum=plan.microbatches)
     steps = check_int("steps", steps, minimum=1)
@@ -288,11 +309,7 @@ def run_mlp_pipeline(schedule: str, ranks: int = 2, microbatches: int = 4, *,
     spans = [[(int(sp.args["stage"]), str(sp.args["kind"]), sp.duration_us * 1e-6)
               for sp in r["spans"] if sp.lane.endswith("/compute")] for r in res]
     rows = -(-batch // plan.microbatches)
-    sim = simulate(plan, stage_times(plan, spans), boundary_nbytes=rows * width * 4,
-                   p2p=P2PCost.from_preset(P2P_PRESET))
-    model_act = activation_bytes(plan, [
-        stage_activation_nbytes(c, rows, width, last=i == plan.num_stages - 1,
-                                handed_over=i > 0 and plan.rank_of(i - 1) == plan.rank_of(i))
-        for i, c in enumerate(cuts)])
-    return PipelineRun(plan, timeline, sim, tuple(r["stats"] for r in res), tuple(model_act),
-                       loss_err, grad_err, layers, width, batch)
+    sim = simulate_measured(plan, spans, rows, width)
+    return PipelineRun(plan, timeline, sim, tuple(r["stats"] for r in res),
+                       model_activation_nbytes(plan, layers, rows, width), loss_err, grad_err,
+                       layers, width, batch)
