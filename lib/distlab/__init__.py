@@ -40,6 +40,8 @@ Labs (floor 1):
 
 Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch reference),
 :mod:`distlab.nccl` (floor 2: NCCL's model from the command line, ``python -m distlab.nccl``),
+:mod:`distlab.plan` (floor 2: which parallel layout fits a model on some GPUs and how fast it
+runs, ``python -m distlab.plan``),
 :mod:`distlab.profile` (floor 3: the one-command machine profile), :mod:`distlab.judge` (floor 4:
 the cost model judged on profiles and published tables) and :mod:`distlab.viz` (floor 5: figures
 and explorers).

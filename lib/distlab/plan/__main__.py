@@ -1,0 +1,203 @@
+"""``python -m distlab.plan``: which layout fits a model on your GPUs, and how fast it runs.
+
+    python -m distlab.plan llama3-8b --gpu h100 --gpus 8 --global-batch 64
+    python -m distlab.plan llama3-70b --gpus 64 --network ib_ndr400x8 --seq-len 8192 \\
+        --global-batch 512 --top 15
+    python -m distlab.plan gpt3-175b --gpu a100 --gpus 1536 --global-batch 1536 \\
+        --layout "dp=12,tp=8,pp=16,schedule=Interleaved1F1B,v=2,recompute=full"
+    python -m distlab.plan my_model.json --gpus 16 --global-batch 128 --explain 1
+    python -m distlab.plan llama3-405b --gpus 64 --global-batch 64 --json plan.json
+
+MODEL is a preset (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-70b, gpt3-1.3b,
+gpt3-6.7b, gpt3-13b, gpt3-175b) or a JSON file of a dict with layers, hidden, heads, kv_heads,
+ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm, ...).
+
+Every layout of dp x tp x cp x pp over the GPUs is priced (ZeRO 0/1/3, 1F1B or interleaved
+1F1B, micro-batches 1/2/4, recompute none/selective/full; sequence parallel with tp > 1):
+memory per GPU with its parts (parameters, gradients, optimizer state, activations, the rest),
+and the step with its parts (compute, exposed tensor/context-parallel communication, exposed
+FSDP and data-parallel communication, the pipeline bubble), tokens/s per GPU and MFU. The
+table ranks the layouts that fit, fastest first; where none fits it says what would.
+``--layout`` prices one given layout (as a published run states it); ``--explain N`` draws the
+N-th ranked layout's step for one rank of each pipeline stage. Nothing is measured: the
+models are :mod:`distlab.plan.memory` and :mod:`distlab.plan.step`, calibrated on published
+runs (``python -m distlab.judge plan``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distlab.cli import options
+from distlab.cli.run import UsageError, run_main
+from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.plan.layout import GPU_KINDS, PRECISIONS, hardware, parse_layout
+from distlab.plan.model import PRESETS, ModelSpec, model_spec
+from distlab.plan.planner import LayoutPrice, Plan, plan, price
+from distlab.report.jsonfile import write_json
+from distlab.report.table import Column, format_table
+
+__all__ = ["PROG", "main", "plan_rows", "price_json"]
+
+PROG = "python -m distlab.plan"
+GiB = 2**30
+
+COLUMNS = (
+    Column("#", "rank"),
+    Column("layout", "layout", align="<"),
+    Column("mem GiB", "memory", ".1f"),
+    Column("states", "states", ".1f"),
+    Column("act", "activations", ".1f"),
+    Column("other", "other", ".1f"),
+    Column("fits", "fits"),
+    Column("step s", "step", ".3f"),
+    Column("compute", "compute", ".3f"),
+    Column("tp+cp", "tp_cp", ".3f"),
+    Column("dp+fsdp", "dp_fsdp", ".3f"),
+    Column("bubble", "bubble", ".3f"),
+    Column("tok/s/GPU", "tokens", ".0f"),
+    Column("MFU %", "mfu", ".1f", scale=100),
+)
+
+
+def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str, Any]]:
+    """One table row per priced layout (GiB, seconds, tokens/s per GPU, MFU)."""
+    rows = []
+    for i, p in enumerate(prices, start):
+        m, s = p.memory, p.step
+        states = (m.params + m.grads + m.optimizer) / GiB
+        rows.append({
+            "rank": i, "layout": p.layout.label, "memory": m.total / GiB, "states": states,
+            "activations": m.activations / GiB,
+            "other": m.total / GiB - states - m.activations / GiB,
+            "fits": "yes" if p.fits else f"-{-p.headroom_bytes / GiB:.1f}",
+            "step": s.step_s, "compute": s.compute_s, "tp_cp": s.tp_s + s.cp_s,
+            "dp_fsdp": s.dp_s + s.fsdp_s, "bubble": s.bubble_s,
+            "tokens": s.tokens_per_s_per_gpu, "mfu": s.mfu})
+    return rows
+
+
+def price_json(p: LayoutPrice) -> dict[str, Any]:
+    """One priced layout as JSON: the layout's fields, memory parts (bytes), step parts
+    (seconds), tokens/s per GPU and MFU."""
+    return {"layout": p.layout.label, "fields": vars(p.layout) | {},
+            "memory_bytes": p.memory.parts() | {"total": p.memory.total},
+            "fits": p.fits, "headroom_bytes": p.headroom_bytes,
+            "step_seconds": p.step.parts() | {"step": p.step.step_s},
+            "tokens_per_s_per_gpu": p.step.tokens_per_s_per_gpu, "mfu": p.step.mfu}
+
+
+def _model(text: str, seq_len: int | None) -> ModelSpec:
+    if text in PRESETS:
+        return model_spec(text, seq_len=seq_len)
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(f"MODEL {text!r} is neither a preset ({', '.join(PRESETS)}) nor a "
+                         "JSON file")
+    try:
+        fields = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"MODEL {text}: not readable JSON ({exc})") from None
+    if not isinstance(fields, dict):
+        raise UsageError(f"MODEL {text}: the JSON must be an object of the model's fields")
+    fields.setdefault("name", path.stem)
+    try:
+        return model_spec(fields, seq_len=seq_len)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"MODEL {text}: {exc}") from None
+
+
+def _parser() -> options.Parser:
+    p = options.parser(PROG, __doc__)
+    p.add_argument("model", metavar="MODEL", help="a preset name or a JSON file of its shape")
+    p.add_argument("--gpu", default="h100",
+                   help=f"the GPU: {', '.join(GPU_KINDS)} or h100, h200, a100, a100-40gb, b200")
+    p.add_argument("--gpus", type=options.int_at_least(1), default=8, help="GPUs in all")
+    p.add_argument("--gpus-per-node", type=options.int_at_least(1), default=8,
+                   help="GPUs per node")
+    p.add_argument("--network", choices=sorted(NETWORKS), default=None,
+                   help="between nodes (default: InfiniBand NDR, HDR for A100)")
+    p.add_argument("--seq-len", type=options.int_at_least(1), default=None,
+                   help="tokens per sequence (default: the model's)")
+    p.add_argument("--global-batch", type=options.int_at_least(1), default=None,
+                   help="sequences per optimizer step (default: the GPUs' count)")
+    p.add_argument("--precision", choices=sorted(PRECISIONS), default="mixed",
+                   help="bytes of the model states (see distlab.plan.layout.PRECISIONS)")
+    p.add_argument("--layout", default=None,
+                   help="price this one layout: KEY=VALUE,... with dp tp pp cp zero sp "
+                        "schedule v mb recompute (or 'fsdp')")
+    p.add_argument("--top", type=options.int_at_least(1), default=10,
+                   help="layouts to show (default 10)")
+    p.add_argument("--explain", type=options.int_at_least(1), default=None, metavar="N",
+                   help="draw the N-th layout's step for one rank of each pipeline stage")
+    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
+                   help="also write every layout shown as JSON to OUT")
+    return p
+
+
+def _plan_command(argv: list[str]) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    model = _model(args.model, args.seq_len)
+    try:
+        hw = hardware(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
+                      network=args.network)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    batch = args.global_batch or args.gpus
+    print(f"# {model.name}: {model.params / 1e9:.2f}B parameters, sequence {model.seq_len}, "
+          f"global batch {batch} sequences, on {hw.label}, "
+          f"{hw.gpu.memory_bytes / GiB:.1f} GiB each")
+    if args.layout is not None:
+        try:
+            layout = parse_layout(args.layout, global_batch=batch, precision=args.precision)
+            shown = [price(model, layout, hw)]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        print(format_table(plan_rows(shown), COLUMNS))
+        result: Plan | None = None
+    else:
+        result = plan(model, hw, batch, precision=args.precision, top=args.top)
+        shown = list(result.ranked[:args.top]) or list(result.rejected[:args.top])
+        if not result.ranked:
+            print("\n".join(result.advice))
+        print(f"# {len(result.ranked)} of {len(result.ranked) + len(result.rejected)} layouts "
+              "fit" + (f"; the {len(shown)} fastest:" if result.ranked else
+                       "; the least short:"))
+        print(format_table(plan_rows(shown), COLUMNS))
+    if args.explain is not None:
+        if args.explain > len(shown):
+            raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
+        _explain(shown[args.explain - 1])
+    if args.json is not None:
+        write_json(args.json, {"model": model.to_dict(), "hardware": hw.label,
+                               "layouts": [price_json(x) for x in shown]})
+    return 0
+
+
+def _explain(p: LayoutPrice) -> None:
+    m, s = p.memory, p.step
+    print(f"\n## {p.layout.label}")
+    print("memory per GPU (GiB): " + ", ".join(f"{k} {v / GiB:.2f}"
+                                               for k, v in m.parts().items())
+          + f"; total {m.total / GiB:.2f}")
+    print("step (s): " + ", ".join(f"{k} {v:.4f}" for k, v in s.parts().items())
+          + f"; step {s.step_s:.4f}")
+    if s.simulation is not None:
+        sim = s.simulation
+        for r in range(sim.plan.ranks):
+            print(f"pipeline rank {r}: busy {sim.busy_s[r]:.4f} s, idle "
+                  f"{sim.idle_s[r]:.4f} s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0, 2 with one error line, or 130 on Ctrl-C."""
+    return run_main(PROG, _plan_command, argv, on_interrupt="nothing written")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

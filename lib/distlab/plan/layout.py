@@ -1,0 +1,362 @@
+"""A parallel layout and the hardware it runs on, as the planner reads them.
+
+:class:`Layout` is one way to train: data-parallel replicas (plain, or ZeRO 1/2/3 = FSDP's
+full shard), tensor parallelism with or without sequence parallelism, pipeline stages with a
+schedule and microbatches, context parallelism, the micro and global batch, activation
+recompute and the precision of the model states. :class:`Hardware` is the GPUs: a
+:class:`GpuKind` (memory, peak dense 16-bit FLOP/s, the NCCL box it sits in), how many, how
+many per node, and the network between nodes.
+
+Ranks are laid out as Megatron-LM lays them out by default (``tp`` innermost, then ``cp``,
+``dp``, and ``pp`` outermost): :func:`group_span` says how many nodes a group of each kind
+spans, which is what its collectives are priced for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from distlab._checks import check_bool, check_choice, check_int
+from distlab.collectives.model.nccl.boxes import GPU_BOXES
+from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.pipeline_parallel.schedules.registry import schedule_name
+
+__all__ = ["COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE", "GpuKind",
+           "GroupSpan", "Hardware", "Layout", "check_layout_fits", "gpu_kind", "group_span",
+           "hardware", "parse_layout"]
+
+GiB = 2**30
+
+RECOMPUTE = ("none", "selective", "full")
+"""Activation recompute: none; selective (the attention's ``a s^2 b`` part, Korthikanti et al.
+2022); full (each layer again from its input in backward)."""
+
+PRECISIONS: dict[str, tuple[int, int, int]] = {
+    "mixed": (2, 2, 12),
+    "mixed-fp32-grads": (2, 4, 12),
+    "fsdp-mixed": (4, 4, 8),
+    "fp32": (4, 4, 8),
+}
+"""Bytes per parameter of ``(parameter, gradient, optimizer state)`` for Adam:
+
+- ``"mixed"``: 16-bit parameters and gradients, fp32 master copy and two moments (ZeRO's
+  ``2 + 2 + 12``; DeepSpeed);
+- ``"mixed-fp32-grads"``: 16-bit parameters, fp32 gradients (accumulated in fp32, Megatron-LM's
+  default ``main_grads``), fp32 master copy and moments (``2 + 4 + 12``);
+- ``"fsdp-mixed"``: torch FSDP2 with ``MixedPrecisionPolicy(param_dtype=bf16,
+  reduce_dtype=fp32)``: fp32 sharded parameters and gradients and two fp32 moments
+  (``4 + 4 + 8``), plus the 16-bit copy of each unit while it is gathered;
+- ``"fp32"``: everything fp32 (``4 + 4 + 8``).
+"""
+
+COMPUTE_DTYPES = ("bf16", "fp8")
+"""What the matrix products run in (the GPU's peak is its dense 16-bit one either way; the
+calibration holds a rate per GPU and dtype)."""
+
+DIMS = ("tp", "cp", "dp", "pp")
+"""The layout's dimensions from innermost (neighbouring ranks) to outermost."""
+
+
+@dataclass(frozen=True)
+class GpuKind:
+    """One GPU model.
+
+    Attributes:
+        name: e.g. ``"H100-80GB-SXM"``.
+        memory_bytes: memory a process can use, bytes (what ``nvidia-smi`` reports as total).
+        peak_flops: dense 16-bit (bf16/fp16) tensor-core peak, FLOP/s, from the data sheet.
+        box: the key of the 8-GPU box in
+            :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES` whose NCCL model prices
+            its collectives.
+        source: where the two figures come from.
+    """
+
+    name: str
+    memory_bytes: int
+    peak_flops: float
+    box: str
+    source: str
+
+    def __post_init__(self) -> None:
+        check_int("memory_bytes", self.memory_bytes, minimum=1)
+        check_choice("box", self.box, GPU_BOXES)
+
+
+GPU_KINDS: dict[str, GpuKind] = {
+    "A100-40GB-SXM": GpuKind("A100-40GB-SXM", 40 * GiB, 312e12, "a100_sxm8",
+                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 40 GiB HBM2"),
+    "A100-80GB-SXM": GpuKind("A100-80GB-SXM", 80 * GiB, 312e12, "a100_sxm8",
+                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 80 GiB HBM2e"),
+    "H100-80GB-SXM": GpuKind("H100-80GB-SXM", 81559 * 2**20, 989.4e12, "h100_sxm8",
+                             "NVIDIA H100 data sheet: 989 TFLOPS BF16 dense (1979 with "
+                             "sparsity); nvidia-smi: 81559 MiB (our H100, 2026-11-23)"),
+    "H200-141GB-SXM": GpuKind("H200-141GB-SXM", 143771 * 2**20, 989.4e12, "h200_sxm8",
+                              "NVIDIA H200 data sheet: 989 TFLOPS BF16 dense; 141 GB HBM3e "
+                              "(143771 MiB)"),
+    "H100-96GB-HBM2e": GpuKind("H100-96GB-HBM2e", 96 * GiB, 989.4e12, "h100_sxm8",
+                               "Meta's Grand Teton H100 with 96 GB HBM2e at 500 W (torchtitan's "
+                               "runs; torchtitan divides by the SXM part's 989 TFLOPS too); "
+                               "memory nominal"),
+    "B200": GpuKind("B200", 183359 * 2**20, 2250e12, "b200_sxm8",
+                    "NVIDIA HGX B200 data sheet: 2.25 PFLOPS BF16 dense per GPU; 180 GB "
+                    "HBM3e usable (183359 MiB)"),
+}
+"""GPU models the planner knows; short names (``"h100"``, ``"a100"``) resolve through
+:func:`gpu_kind`."""
+
+_ALIASES = {"a100": "A100-80GB-SXM", "a100-80gb": "A100-80GB-SXM", "a100-40gb": "A100-40GB-SXM",
+            "h100": "H100-80GB-SXM", "h200": "H200-141GB-SXM", "b200": "B200"}
+
+
+def gpu_kind(kind: GpuKind | str) -> GpuKind:
+    """``kind`` itself, a key of :data:`GPU_KINDS`, or a short name (``"h100"``, any case)."""
+    if isinstance(kind, GpuKind):
+        return kind
+    if isinstance(kind, str):
+        key = _ALIASES.get(kind.lower(), kind)
+        if key in GPU_KINDS:
+            return GPU_KINDS[key]
+    raise ValueError(f"gpu must be one of {', '.join(GPU_KINDS)} (or {', '.join(_ALIASES)}); "
+                     f"got {kind!r}")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The GPUs a layout runs on.
+
+    Attributes:
+        gpu: the GPU model.
+        gpus: GPUs in all.
+        gpus_per_node: GPUs in each node (at most the NCCL box's).
+        network: between nodes, a key of
+            :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`; ``None`` on one node.
+    """
+
+    gpu: GpuKind
+    gpus: int
+    gpus_per_node: int = 8
+    network: str | None = None
+
+    def __post_init__(self) -> None:
+        check_int("gpus", self.gpus, minimum=1)
+        box = GPU_BOXES[self.gpu.box]
+        check_int("gpus_per_node", self.gpus_per_node, minimum=1, maximum=box.gpus)
+        if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise ValueError(f"gpus={self.gpus} must fill whole nodes of "
+                             f"gpus_per_node={self.gpus_per_node}")
+        if self.nodes > 1:
+            if self.network is None:
+                raise ValueError(f"{self.nodes} nodes need a network, one of "
+                                 f"{', '.join(NETWORKS)}")
+            check_choice("network", self.network, NETWORKS)
+        elif self.network is not None:
+            check_choice("network", self.network, NETWORKS)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes: ``ceil(gpus / gpus_per_node)``."""
+        return -(-self.gpus // self.gpus_per_node)
+
+    @property
+    def label(self) -> str:
+        """E.g. ``"64x H100-80GB-SXM (8 nodes over ib_ndr400x8)"``."""
+        where = (f"{self.nodes} nodes over {self.network}" if self.nodes > 1
+                 else "one node")
+        return f"{self.gpus}x {self.gpu.name} ({where})"
+
+
+def hardware(gpu: GpuKind | str = "h100", gpus: int = 8, *, gpus_per_node: int = 8,
+             network: str | None = None) -> Hardware:
+    """A :class:`Hardware` from a GPU name (:func:`gpu_kind`) and counts; with several
+    nodes and no ``network``, the box's usual one (InfiniBand NDR for H100/H200/B200, HDR for
+    A100)."""
+    kind = gpu_kind(gpu)
+    gpus = check_int("gpus", gpus, minimum=1)
+    per_node = check_int("gpus_per_node", gpus_per_node, minimum=1)
+    if network is None and gpus > per_node:
+        network = "ib_hdr200x8" if kind.box == "a100_sxm8" else "ib_ndr400x8"
+    return Hardware(kind, gpus, min(per_node, gpus), network)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way to train a model on ``dp * tp * pp * cp`` GPUs.
+
+    Attributes:
+        dp: data-parallel replicas (the ZeRO/FSDP shard group is the ``dp`` ranks).
+        tp: tensor-parallel ranks (Megatron's column/row split of every layer).
+        pp: pipeline stages' ranks.
+        cp: context-parallel ranks (the sequence split across ranks, ring attention).
+        zero: 0 (DDP: replicated states), 1 (optimizer state sharded over ``dp``; Megatron's
+            distributed optimizer), 2 (+ gradients), 3 (+ parameters: FSDP's full shard).
+        sequence_parallel: with ``tp > 1``, the norms and dropouts split along the sequence.
+        schedule: the pipeline schedule (a name of
+            :data:`~distlab.pipeline_parallel.schedules.registry.SCHEDULES`), used when
+            ``pp > 1``.
+        stages_per_rank: pipeline stages each rank holds (2 or more: interleaved/V schedules).
+        micro_batch: sequences per microbatch.
+        global_batch: sequences per optimizer step, over every replica.
+        recompute: one of :data:`RECOMPUTE`.
+        precision: one of :data:`PRECISIONS` (the bytes of the model states).
+        compute_dtype: what the matrix products run in, ``"bf16"`` or ``"fp8"`` (float8
+            training: the states stay as ``precision`` says).
+        tp_overlap: tensor-parallel collectives overlapped with the layer's matrix products
+            (Megatron-LM's ``--tp-comm-overlap``, torch's async TP); ``False``: run between
+            them, fully exposed.
+    """
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    zero: int = 0
+    sequence_parallel: bool = False
+    schedule: str = "1F1B"
+    stages_per_rank: int = 1
+    micro_batch: int = 1
+    global_batch: int = 1
+    recompute: str = "none"
+    precision: str = "mixed"
+    compute_dtype: str = "bf16"
+    tp_overlap: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("dp", "tp", "pp", "cp", "stages_per_rank", "micro_batch", "global_batch"):
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("zero", self.zero, minimum=0, maximum=3)
+        check_bool("sequence_parallel", self.sequence_parallel)
+        if self.sequence_parallel and self.tp == 1:
+            object.__setattr__(self, "sequence_parallel", False)  # nothing to split
+        object.__setattr__(self, "schedule", schedule_name(self.schedule))
+        check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("compute_dtype", self.compute_dtype, COMPUTE_DTYPES)
+        check_bool("tp_overlap", self.tp_overlap)
+        if self.tp == 1:
+            object.__setattr__(self, "tp_overlap", False)
+        per_step = self.dp * self.micro_batch
+        if self.global_batch % per_step:
+            raise ValueError(f"global_batch={self.global_batch} must be a multiple of dp * "
+                             f"micro_batch = {self.dp} * {self.micro_batch} = {per_step}")
+
+    @property
+    def gpus(self) -> int:
+        """``dp * tp * pp * cp``."""
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def microbatches(self) -> int:
+        """Microbatches each replica runs per step: ``global_batch / (dp * micro_batch)``."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def stages(self) -> int:
+        """Pipeline stages in all, ``pp * stages_per_rank``."""
+        return self.pp * self.stages_per_rank
+
+    @property
+    def label(self) -> str:
+        """A short name, e.g. ``"dp8 tp8 pp4 zero1 sp Interleaved1F1Bx2 mb1 sel"``."""
+        parts = [f"dp{self.dp}"]
+        parts += [f"{d}{getattr(self, d)}" for d in ("tp", "pp", "cp") if getattr(self, d) > 1]
+        if self.zero:
+            parts.append("fsdp" if self.zero == 3 else f"zero{self.zero}")
+        if self.sequence_parallel:
+            parts.append("sp")
+        if self.tp_overlap:
+            parts.append("async-tp")
+        if self.pp > 1:
+            parts.append(self.schedule + (f"x{self.stages_per_rank}"
+                                          if self.stages_per_rank > 1 else ""))
+        parts.append(f"mb{self.micro_batch}")
+        if self.recompute != "none":
+            parts.append({"selective": "sel", "full": "full-ac"}[self.recompute])
+        if self.compute_dtype != "bf16":
+            parts.append(self.compute_dtype)
+        return " ".join(parts)
+
+    def with_(self, **changes: Any) -> Layout:
+        """A copy with ``changes`` (checked again)."""
+        return replace(self, **changes)
+
+    def stride(self, dim: str) -> int:
+        """Ranks between neighbours of a ``dim`` group (the product of the inner dims)."""
+        check_choice("dim", dim, DIMS)
+        out = 1
+        for d in DIMS[:DIMS.index(dim)]:
+            out *= getattr(self, d)
+        return out
+
+
+@dataclass(frozen=True)
+class GroupSpan:
+    """Where a group of ``size`` ranks lies: ``per_node`` of them in each of ``nodes`` nodes."""
+
+    size: int
+    per_node: int
+    nodes: int
+
+
+def group_span(size: int, stride: int, gpus_per_node: int) -> GroupSpan:
+    """The nodes a group of ``size`` ranks ``stride`` apart spans, ranks placed node by node
+    (``gpus_per_node`` consecutive ranks per node)."""
+    size = check_int("size", size, minimum=1)
+    stride = check_int("stride", stride, minimum=1)
+    gpus_per_node = check_int("gpus_per_node", gpus_per_node, minimum=1)
+    if stride >= gpus_per_node:
+        return GroupSpan(size, 1, size)
+    per_node = min(size, gpus_per_node // stride)
+    return GroupSpan(size, per_node, math.ceil(size / per_node))
+
+
+def check_layout_fits(layout: Layout, hw: Hardware) -> None:
+    """``ValueError`` unless ``layout`` uses exactly ``hw``'s GPUs."""
+    if layout.gpus != hw.gpus:
+        raise ValueError(f"layout {layout.label} uses dp*tp*pp*cp = {layout.gpus} GPUs; the "
+                         f"hardware has {hw.gpus}")
+
+
+
+_LAYOUT_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "zero": "zero",
+                "sp": "sequence_parallel", "schedule": "schedule", "v": "stages_per_rank",
+                "stages_per_rank": "stages_per_rank", "mb": "micro_batch",
+                "micro_batch": "micro_batch", "gbs": "global_batch",
+                "global_batch": "global_batch", "recompute": "recompute",
+                "precision": "precision", "dtype": "compute_dtype",
+                "async_tp": "tp_overlap"}
+
+
+def parse_layout(text: str, **defaults: Any) -> Layout:
+    """A :class:`Layout` from ``"dp=8,tp=8,pp=4,zero=1,schedule=Interleaved1F1B,v=2,mb=1,
+    recompute=selective"`` (commas or spaces; ``sp`` 0/1, on by default with ``tp > 1``;
+    ``async_tp`` 0/1, ``dtype`` bf16/fp8;
+    ``fsdp`` alone means ``zero=3``). ``defaults`` fill what the text leaves out (e.g.
+    ``global_batch``). ``ValueError`` names a bad key or value."""
+    values: dict[str, Any] = dict(defaults)
+    given_sp = False
+    for item in text.replace(",", " ").split():
+        if item == "fsdp":
+            values["zero"] = 3
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or key not in _LAYOUT_KEYS:
+            raise ValueError(f"layout: {item!r} is not KEY=VALUE with KEY one of "
+                             f"{', '.join(_LAYOUT_KEYS)} (or 'fsdp')")
+        field_name = _LAYOUT_KEYS[key]
+        if field_name in ("schedule", "recompute", "precision", "compute_dtype"):
+            values[field_name] = value
+        elif field_name in ("sequence_parallel", "tp_overlap"):
+            if value not in ("0", "1", "true", "false"):
+                raise ValueError(f"layout: {key}={value!r} must be 0 or 1")
+            values[field_name] = value in ("1", "true")
+            given_sp = given_sp or field_name == "sequence_parallel"
+        else:
+            try:
+                values[field_name] = int(value)
+            except ValueError:
+                raise ValueError(f"layout: {key}={value!r} must be an integer") from None
+    if not given_sp:
+        values["sequence_parallel"] = values.get("tp", 1) > 1
+    return Layout(**values)

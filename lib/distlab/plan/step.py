@@ -1,0 +1,322 @@
+"""Step time of a layout: compute, exposed communication and the pipeline bubble.
+
+The model, in full (every term is per optimizer step, on the slowest rank):
+
+- **Compute.** Each stage's FLOPs per microbatch (:func:`stage_flops`: its layers' matrix
+  products, the output layer on the last stage; backward twice the forward; full recompute one
+  more forward of the layers, selective the attention's ``s^2`` products again), divided over
+  ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an efficiency
+  that grows with the width each GPU multiplies (``hidden / tp``), calibrated on published runs
+  (:mod:`distlab.plan.calibration`).
+- **Tensor parallelism.** Each layer's collectives (:func:`~distlab.tensor_parallel.cost.
+  layer_collectives`: two all-reduces forward and two backward, or all-gathers and
+  reduce-scatters with sequence parallelism) priced by NCCL's model on the ``tp`` group, fully
+  exposed (Megatron-LM and torch's ``parallelize_module`` run them between the layer's
+  matrix products); again in backward under full recompute.
+- **Context parallelism.** Ring attention passes each rank's key/value block ``cp - 1`` times
+  per layer forward, and keys, values and their gradients backward; each transfer hides behind
+  the attention's own compute, what is longer is exposed.
+- **Pipeline.** The stages' forward and backward seconds (compute plus the exposed collectives
+  above) feed the schedule's plan (:func:`~distlab.pipeline_parallel.schedules.registry.
+  build_plan`) into distlab's event simulation (:func:`~distlab.pipeline_parallel.simulate.
+  simulate`) with the activations sent between stages priced as point-to-point transfers; the
+  bubble is the simulated step less the busiest rank's compute.
+- **Data parallelism.** DDP (``zero=0``) all-reduces every gradient, ZeRO 1/2 reduce-scatter
+  them and all-gather the updated parameters, over the ``dp * cp`` ranks that hold the same
+  parameters; the reduction hides behind the last microbatch's backward (bucketed, as DDP and
+  Megatron-LM overlap it) and the gather behind the next step's first forward, what is longer
+  is exposed. ZeRO 3 / FSDP gathers each layer's parameters before its forward and again
+  before its backward and reduce-scatters its gradients after, every microbatch, each hidden
+  behind the neighbouring layer's compute (prefetch): exposed is the part longer than that
+  layer's compute, plus the first gather. Under a pipeline schedule FSDP keeps the stage
+  gathered through the step and reduces once after the last microbatch (torchtitan's choice;
+  torch's ``PipelineStage`` defers gradient sync to the last microbatch), priced as ZeRO 1/2.
+
+Left out, and said so: the optimizer step itself (memory bound, well under 1% of a step at
+these sizes), the embedding's and loss's small collectives, kernel launch gaps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from distlab.pipeline_parallel.schedules.registry import build_plan
+from distlab.pipeline_parallel.simulate import P2PCost, Simulation, StageTimes, simulate
+from distlab.plan.calibration import ComputeRate, shipped_rate
+from distlab.plan.collectives import collective_seconds, p2p_seconds
+from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits, group_span
+from distlab.plan.model import ModelSpec, layer_matmul_flops
+from distlab.plan.partition import layers_per_stage, rank_params, stage_params
+from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
+
+__all__ = ["StepEstimate", "model_flops_per_step", "stage_flops", "step_time"]
+
+CAUSAL_WORK = 0.5
+"""The share of the attention's counted ``s^2`` products a causal kernel computes (flash
+attention skips the masked blocks): FLOPs and MFU count them whole, as every source does; time
+is spent on half."""
+
+ACTIVATION_BYTES = 2
+"""Bytes per activation element sent between stages and in tensor-parallel collectives
+(16-bit, as every published run trains)."""
+
+
+def _shape(model: ModelSpec, layout: Layout) -> TransformerShape:
+    return TransformerShape(model.hidden, model.heads, model.seq_len // layout.cp,
+                            layout.micro_batch, model.ffn, model.vocab, ACTIVATION_BYTES)
+
+
+@dataclass(frozen=True)
+class StageFlops:
+    """FLOPs of one stage for one microbatch on one GPU: ``forward``, ``backward`` (input and
+    weight gradients) and ``recompute`` (forward work done again in backward)."""
+
+    forward: float
+    backward: float
+    recompute: float
+    attention_forward: float
+
+
+def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) -> StageFlops:
+    """FLOPs of a stage of ``layers`` layers (and the output layer if ``last``) for one
+    microbatch, on one of its ``tp * cp`` GPUs."""
+    b, s, split = layout.micro_batch, model.seq_len, layout.tp * layout.cp
+    layer = layer_matmul_flops(model, s) * b / split
+    attention = 4 * s * s * model.hidden * b / split
+    forward = layers * layer + (2 * s * b * model.hidden * model.vocab / split if last else 0)
+    recompute = {"none": 0.0, "selective": layers * attention,
+                 "full": layers * layer}[layout.recompute]
+    return StageFlops(forward, 2 * forward, recompute, layers * attention)
+
+
+def model_flops_per_step(model: ModelSpec, layout: Layout) -> float:
+    """The model's FLOPs per step as MFU counts them: three times the forward's (forward and
+    backward, no recompute) over ``global_batch`` sequences, attention counted whole
+    (``6 N + 12 l h s`` per token, N without the embedding)."""
+    return 3.0 * model.forward_flops() * layout.global_batch
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One layout's step, seconds, with its parts (the module docstring defines each).
+
+    ``compute_s``: the busiest pipeline rank's compute; ``tp_s``, ``cp_s``: exposed tensor-
+    and context-parallel communication on that rank; ``fsdp_s``: exposed ZeRO-3 gathers and
+    reductions; ``bubble_s``: the pipeline's idle time and transfers on that rank;
+    ``dp_s``: exposed gradient reduction and parameter gather; ``step_s`` their sum.
+    """
+
+    model: ModelSpec
+    layout: Layout
+    hardware: Hardware
+    compute_s: float
+    tp_s: float
+    cp_s: float
+    fsdp_s: float
+    bubble_s: float
+    dp_s: float
+    simulation: Simulation | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def step_s(self) -> float:
+        """Seconds of one optimizer step."""
+        return self.compute_s + self.tp_s + self.cp_s + self.fsdp_s + self.bubble_s + self.dp_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        """Tokens trained per second per GPU."""
+        tokens = self.layout.global_batch * self.model.seq_len
+        return tokens / self.step_s / self.layout.gpus
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation: :func:`model_flops_per_step` over the step, per GPU, over
+        the GPU's peak."""
+        return (model_flops_per_step(self.model, self.layout) / self.step_s
+                / self.layout.gpus / self.hardware.gpu.peak_flops)
+
+    def parts(self) -> dict[str, float]:
+        """The seconds of each part, by name (their sum is :attr:`step_s`)."""
+        return {"compute": self.compute_s, "tp": self.tp_s, "cp": self.cp_s,
+                "fsdp": self.fsdp_s, "bubble": self.bubble_s, "dp": self.dp_s}
+
+
+@dataclass(frozen=True)
+class _StageSeconds:
+    forward_s: float
+    backward_s: float
+    compute_s: float
+    tp_s: float
+    cp_s: float
+    fsdp_s: float
+    params: int
+
+
+def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
+              rate: ComputeRate | None = None, simulate_pipeline: bool = True) -> StepEstimate:
+    """The :class:`StepEstimate` of ``layout`` for ``model`` on ``hw``.
+
+    Args:
+        model, layout, hw: what runs where (``layout.gpus`` must equal ``hw.gpus``).
+        rate: the compute rate; default the shipped calibration
+            (:func:`distlab.plan.calibration.shipped_rate`).
+        simulate_pipeline: ``True``: the bubble from the schedule's event simulation;
+            ``False``: from per-stage times on the closed form ``(p - 1)`` stage-steps of
+            fill and drain (fast, for ranking many layouts; equal stages make them agree).
+    """
+    check_layout_fits(layout, hw)
+    rate = shipped_rate() if rate is None else rate
+    stages = _stage_seconds(model, layout, hw, rate)
+    m = layout.microbatches
+    per_rank = []
+    for share in rank_params(model, layout):
+        per_rank.append((share, [stages[s] for s in share.stages]))
+    busiest = max(per_rank, key=lambda x: sum(st.forward_s + st.backward_s for st in x[1]))
+    rank_stages = busiest[1]
+
+    def total(attr: str) -> float:
+        return m * sum(getattr(st, attr) for st in rank_stages)
+
+    compute, tp, cp, fsdp = (total(a) for a in ("compute_s", "tp_s", "cp_s", "fsdp_s"))
+    busy = compute + tp + cp + fsdp
+    sim = None
+    if layout.pp == 1:
+        pipeline_s = busy
+    elif simulate_pipeline:
+        sim = _simulate(model, layout, hw, stages)
+        pipeline_s = sim.step_time_s
+    else:
+        worst = max(st.forward_s + st.backward_s for st in stages)
+        pipeline_s = busy + (layout.pp - 1) * worst
+    bubble = max(0.0, pipeline_s - busy)
+    dp = _dp_exposed(model, layout, hw, max(share.total for share, _ in per_rank), rank_stages)
+    return StepEstimate(model, layout, hw, compute, tp, cp, fsdp, bubble, dp, sim)
+
+
+def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
+                   rate: ComputeRate) -> list[_StageSeconds]:
+    width = model.hidden // layout.tp
+    flops_per_s = rate.flops_per_s_dtype(hw, width, layout.compute_dtype)
+    attention_per_s = rate.attention_flops_per_s(hw, width)
+    split = layers_per_stage(model.layers, layout.stages)
+    tp_f, tp_b = _tp_layer_seconds(model, layout, hw)
+    cp_f, cp_b = _cp_layer_exposed(model, layout, hw, attention_per_s)
+    out = []
+    for s, layers in enumerate(split):
+        last = s == layout.stages - 1
+        fl = stage_flops(model, layout, layers, last=last)
+        attention = fl.attention_forward
+        recompute_attention = attention if layout.recompute != "none" else 0.0
+
+        def seconds(total: float, attn: float) -> float:
+            # a causal kernel computes half of the s^2 products FLOPs count whole
+            return (total - attn) / flops_per_s + attn * CAUSAL_WORK / attention_per_s
+
+        fwd_c = seconds(fl.forward, attention)
+        bwd_c = seconds(fl.backward + fl.recompute, 2 * attention + recompute_attention)
+        tp_fwd = layers * _exposed_tp(tp_f, fwd_c / max(layers, 1), layout)
+        tp_bwd = layers * (_exposed_tp(tp_b, bwd_c / max(layers, 1), layout)
+                           + (tp_f if layout.recompute == "full" and not layout.tp_overlap
+                              else 0.0))
+        cp_s = layers * (cp_f + cp_b)
+        params = stage_params(model, layout, (s,)).total
+        fsdp = _fsdp_exposed(model, layout, hw, layers, params, fwd_c, bwd_c)
+        out.append(_StageSeconds(fwd_c + tp_fwd + layers * cp_f + fsdp[0],
+                                 bwd_c + tp_bwd + layers * cp_b + fsdp[1],
+                                 fwd_c + bwd_c, tp_fwd + tp_bwd, cp_s, fsdp[0] + fsdp[1],
+                                 params))
+    return out
+
+
+def _exposed_tp(comm_s: float, layer_compute_s: float, layout: Layout) -> float:
+    """Exposed seconds of a layer's tensor-parallel collectives: all of them, or with
+    ``tp_overlap`` what outlasts the layer's compute."""
+    return max(0.0, comm_s - layer_compute_s) if layout.tp_overlap else comm_s
+
+
+def _tp_layer_seconds(model: ModelSpec, layout: Layout, hw: Hardware) -> tuple[float, float]:
+    if layout.tp == 1:
+        return 0.0, 0.0
+    span = group_span(layout.tp, layout.stride("tp"), hw.gpus_per_node)
+    calls = layer_collectives(_shape(model, layout), layout.tp, layout.sequence_parallel,
+                              regather_inputs=layout.sequence_parallel)
+    fwd = bwd = 0.0
+    for c in calls:
+        seconds = collective_seconds(c.collective, c.nbytes, span, hw)
+        if c.phase == "forward":
+            fwd += seconds
+        else:
+            bwd += seconds
+    return fwd, bwd
+
+
+def _cp_layer_exposed(model: ModelSpec, layout: Layout, hw: Hardware,
+                      attention_per_s: float) -> tuple[float, float]:
+    if layout.cp == 1:
+        return 0.0, 0.0
+    span = group_span(layout.cp, layout.stride("cp"), hw.gpus_per_node)
+    block = 2 * (model.seq_len // layout.cp) * layout.micro_batch * model.kv_width \
+        * ACTIVATION_BYTES // layout.tp
+    hop = p2p_seconds(block, cross_node=span.nodes > 1, hw=hw)
+    attention = 4 * model.seq_len ** 2 * model.hidden * layout.micro_batch * CAUSAL_WORK \
+        / (layout.tp * layout.cp) / attention_per_s
+    fwd = max(0.0, (layout.cp - 1) * hop - attention)
+    bwd = max(0.0, 2 * (layout.cp - 1) * hop - 2 * attention)
+    return fwd, bwd
+
+
+def _fsdp_exposed(model: ModelSpec, layout: Layout, hw: Hardware, layers: int, params: int,
+                  fwd_s: float, bwd_s: float) -> tuple[float, float]:
+    """Exposed seconds of ZeRO 3's per-layer gathers and reductions for one microbatch of a
+    stage: ``(forward, backward)``."""
+    if layout.zero != 3 or layout.pp > 1 or layout.dp * layout.cp == 1 or layers == 0:
+        return 0.0, 0.0  # under a pipeline, FSDP gathers once a step (see _dp_exposed)
+    span = group_span(layout.dp * layout.cp, layout.tp, hw.gpus_per_node)
+    unit = params // layers
+    gather = collective_seconds("all_gather", unit * ACTIVATION_BYTES, span, hw)
+    grad_bytes = PRECISIONS[layout.precision][1]
+    reduce = collective_seconds("reduce_scatter", unit * grad_bytes, span, hw)
+    per_f, per_b = fwd_s / layers, bwd_s / layers
+    fwd = gather + (layers - 1) * max(0.0, gather - per_f)
+    bwd = (layers - 1) * max(0.0, gather + reduce - per_b) + reduce
+    return fwd, bwd
+
+
+def _dp_exposed(model: ModelSpec, layout: Layout, hw: Hardware, params: int,
+                rank_stages: list[_StageSeconds]) -> float:
+    group = layout.dp * layout.cp
+    if group == 1 or (layout.zero == 3 and layout.pp == 1):
+        return 0.0
+    span = group_span(group, layout.tp, hw.gpus_per_node)
+    param_b, grad_b, _ = PRECISIONS[layout.precision]
+    window_b = sum(st.backward_s for st in rank_stages)
+    window_f = sum(st.forward_s for st in rank_stages)
+    if layout.zero == 0:
+        reduce = collective_seconds("all_reduce", params * grad_b, span, hw)
+        return max(0.0, reduce - window_b)
+    reduce = collective_seconds("reduce_scatter", params * grad_b, span, hw)
+    gather = collective_seconds("all_gather", params * min(param_b, 2), span, hw)
+    return max(0.0, reduce - window_b) + max(0.0, gather - window_f)
+
+
+def _simulate(model: ModelSpec, layout: Layout, hw: Hardware,
+              stages: list[_StageSeconds]) -> Simulation:
+    plan = _plan(layout.schedule, layout.pp, layout.microbatches, layout.stages_per_rank)
+    times = StageTimes(tuple(st.forward_s for st in stages),
+                       tuple(st.backward_s / 2 for st in stages),
+                       tuple(st.backward_s / 2 for st in stages))
+    sp = layout.tp if layout.sequence_parallel else 1
+    boundary = (model.seq_len // layout.cp) * layout.micro_batch * model.hidden \
+        * ACTIVATION_BYTES // sp
+    span = group_span(layout.pp, layout.stride("pp"), hw.gpus_per_node)
+    seconds = p2p_seconds(boundary, cross_node=span.nodes > 1, hw=hw)
+    p2p = P2PCost("planner link", seconds, 0.0, "distlab.plan.collectives.p2p_seconds")
+    return simulate(plan, times, boundary_nbytes=boundary, p2p=p2p)
+
+
+@lru_cache(maxsize=256)
+def _plan(schedule: str, pp: int, microbatches: int, stages_per_rank: int) -> Any:
+    return build_plan(schedule, pp, microbatches, stages_per_rank)
+

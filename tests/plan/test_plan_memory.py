@@ -1,0 +1,368 @@
+"""Memory per GPU: Korthikanti et al.'s Table 2 in the paper's case, ZeRO's parts as
+zero_memory gives them, every parameter counted once per replica, the pipeline's microbatches in
+flight from the plan, monotone in the obvious directions, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from distlab.pipeline_parallel.cost import activation_bytes, peak_in_flight
+from distlab.pipeline_parallel.schedules.registry import build_plan
+from distlab.plan.layout import PRECISIONS, GpuKind, Layout, hardware
+from distlab.plan.memory import (
+    ALLOCATOR_OVERHEAD,
+    MemoryEstimate,
+    layer_activation_nbytes,
+    layer_activation_terms,
+    memory_per_gpu,
+    memory_per_rank,
+    rank_params,
+)
+from distlab.plan.model import PRESETS, ModelSpec
+from distlab.tensor_parallel.cost import TransformerShape
+from distlab.tensor_parallel.memory import layer_activation_bytes, table2_bytes
+from distlab.zero.memory_model import zero_memory
+
+GPT3 = ModelSpec("gpt3-175b-shape", 96, 12288, 96, 51200, 2048)
+PAPER = {"attention": "eager", "dropout": True, "mask_bytes": 1, "dtype_bytes": 2}
+"""The paper's assumptions: eager attention with dropout, 1-byte masks, 16-bit activations."""
+TABLE2 = [(1, False, "none"), (8, False, "none"), (8, True, "none"), (8, False, "selective"),
+          (8, True, "selective"), (8, False, "full"), (8, True, "full")]
+"""Every row of Korthikanti et al. 2022's Table 2 (and full recompute with sequence
+parallelism)."""
+
+
+@pytest.mark.parametrize(("tp", "sp", "recompute"), TABLE2)
+def test_paper_case_is_table2(tp: int, sp: bool, recompute: str) -> None:
+    lay = Layout(tp=tp, sequence_parallel=sp, recompute=recompute)
+    got = layer_activation_nbytes(GPT3, lay, **PAPER)
+    shape = TransformerShape(GPT3.hidden, GPT3.heads, GPT3.seq_len, 1)
+    assert got == layer_activation_bytes(shape, tp, sequence_parallel=sp, recompute=recompute)
+    assert got == pytest.approx(table2_bytes(shape, tp, sequence_parallel=sp,
+                                             recompute=recompute), rel=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(heads=st.sampled_from([1, 2, 4, 8, 16]), head_dim=st.sampled_from([4, 8, 64]),
+       seq=st.integers(1, 16), b=st.integers(1, 4), row=st.sampled_from(TABLE2),
+       tp=st.sampled_from([1, 2, 4, 8]))
+def test_paper_case_is_table2_for_any_shape(heads: int, head_dim: int, seq: int, b: int,
+                                            row: tuple[int, bool, str], tp: int) -> None:
+    _, sp, recompute = row
+    assume(heads % tp == 0)
+    h, s = heads * head_dim, 8 * seq
+    model = ModelSpec("m", 2, h, heads, 100, s)
+    lay = Layout(tp=tp, sequence_parallel=sp, recompute=recompute, micro_batch=b,
+                 global_batch=b)
+    shape = TransformerShape(h, heads, s, b)
+    got = layer_activation_nbytes(model, lay, **PAPER)
+    sp = lay.sequence_parallel
+    assert got == layer_activation_bytes(shape, tp, sequence_parallel=sp, recompute=recompute)
+    assert got == pytest.approx(table2_bytes(shape, tp, sequence_parallel=sp,
+                                             recompute=recompute), rel=1e-12)
+
+
+def _nbytes(terms, name: str) -> int:
+    return sum(t.nbytes for t in terms if t.name == name)
+
+
+def test_flash_gqa_and_swiglu_terms_by_hand() -> None:
+    m = PRESETS["llama3-8b"]                     # h 4096, 32 heads, 8 kv heads, f 14336, gated
+    s, b, h, f, k = m.seq_len, 1, m.hidden, m.ffn, m.kv_width
+    flash = layer_activation_terms(m, b)
+    assert k == 1024
+    assert _nbytes(flash, "K") == _nbytes(flash, "V") == 2 * s * b * k
+    assert _nbytes(flash, "softmax statistics (fp32 log-sum-exp)") == 4 * m.heads * s * b
+    assert not any(t.quadratic for t in flash)
+    mlp = sum(t.nbytes for t in flash if t.block == "mlp" and t.elements == s * b * f)
+    assert mlp == 4 * 2 * s * b * f              # gate out, up out, SiLU out, product
+    # six s b h tensors (two norm inputs, QKV and first linear inputs, Q, the attention
+    # output), K and V kv wide, the statistics and four s b f tensors
+    sbh = s * b * h
+    assert sum(t.nbytes for t in flash) == 2 * sbh * 6 + 2 * 2 * s * b * k \
+        + 4 * m.heads * s * b + 8 * s * b * f
+    fused = layer_activation_terms(m, b, fused_swiglu=True)
+    assert sum(t.nbytes for t in flash) - sum(t.nbytes for t in fused) == 2 * s * b * f
+    eager = layer_activation_terms(m, b, attention="eager")
+    assert _nbytes(eager, "K") == _nbytes(eager, "V") == 2 * sbh   # repeated per query head
+    assert _nbytes(eager, "softmax output") == 2 * m.heads * s * s * b
+
+
+def test_dropout_masks_only_with_dropout() -> None:
+    m = PRESETS["gpt3-1.3b"]
+    s, h, a = m.seq_len, m.hidden, m.heads
+    for attention, masks in (("eager", 2 * s * h + a * s * s), ("flash", 2 * s * h)):
+        off = layer_activation_terms(m, attention=attention)
+        on = layer_activation_terms(m, attention=attention, dropout=True)
+        got = sum(t.nbytes for t in on if "mask" in t.name)
+        assert got == masks
+        assert not any("mask" in t.name for t in off)
+        extra = 2 * a * s * s if attention == "eager" else 0   # the softmax dropout's output
+        assert sum(t.nbytes for t in on) - sum(t.nbytes for t in off) == masks + extra
+    # CPU dropout keeps its mask in the activation dtype
+    wide = layer_activation_terms(m, dropout=True, mask_bytes=4)
+    assert sum(t.nbytes for t in wide if "mask" in t.name) == 4 * 2 * s * h
+
+
+def test_context_parallel_divides_the_sequence() -> None:
+    m = PRESETS["llama3-70b"]
+    one = layer_activation_nbytes(m, Layout(tp=8, sequence_parallel=True))
+    two = layer_activation_nbytes(m, Layout(tp=8, cp=2, sequence_parallel=True))
+    assert two * 2 == one
+    with pytest.raises(ValueError, match="attention='eager' with cp=2"):
+        layer_activation_nbytes(m, Layout(cp=2), attention="eager")
+
+
+def test_sequence_parallel_keeping_gathered_inputs_adds_them_whole() -> None:
+    m = PRESETS["llama3-8b"]
+    lay = Layout(tp=4, sequence_parallel=True)
+    sbh2 = m.seq_len * m.hidden * 2
+    regather = layer_activation_nbytes(m, lay)
+    kept = layer_activation_nbytes(m, lay, sp_saves_gathered=True)
+    assert kept - regather == 2 * (sbh2 - sbh2 // 4)    # QKV input and first linear input
+    a = memory_per_gpu(m, lay.with_(global_batch=1))
+    b = memory_per_gpu(m, lay.with_(global_batch=1), sp_saves_gathered=True)
+    # torch's way: the output layer's input whole too, and no gather buffer of Megatron's
+    assert b.activations - a.activations == m.layers * (kept - regather) + sbh2 - sbh2 // 4
+    assert a.comm_buffers - b.comm_buffers == sbh2
+
+
+model_strategy = st.builds(
+    lambda layers, heads, kv_div, head_dim, vocab, seq, ffn, gated, tied, bias, norm, pos:
+    ModelSpec("m", layers, heads * head_dim, heads, vocab, seq, kv_heads=heads // kv_div,
+              ffn_hidden=8 * ffn, gated_ffn=gated, tied_embeddings=tied, attention_bias=bias,
+              mlp_bias=bias, norm=norm, positions=seq if pos else None),
+    layers=st.integers(1, 9), heads=st.sampled_from([4, 8, 16]), kv_div=st.sampled_from([1, 2, 4]),
+    head_dim=st.sampled_from([8, 16]), vocab=st.integers(1, 40).map(lambda v: 8 * v),
+    seq=st.integers(1, 8).map(lambda s: 16 * s), ffn=st.integers(1, 32), gated=st.booleans(),
+    tied=st.booleans(), bias=st.booleans(), norm=st.sampled_from(["layernorm", "rmsnorm"]),
+    pos=st.booleans())
+
+
+def _layout(model: ModelSpec, data) -> Layout:
+    """A layout of ``model`` drawn from ``data`` (tp dividing the heads, kv heads and vocab)."""
+    tp = data.draw(st.sampled_from([t for t in (1, 2, 4, 8)
+                                    if model.kv % t == 0 and model.vocab % t == 0
+                                    and model.ffn % t == 0]))
+    pp = data.draw(st.sampled_from([p for p in (1, 2, 3, 4) if p <= model.layers]))
+    schedule, v = data.draw(st.sampled_from([("1F1B", 1), ("GPipe", 1),
+                                             ("Interleaved1F1B", 2), ("ZBVZeroBubble", 2)]))
+    if pp == 1 or pp * v > model.layers:
+        schedule, v = "1F1B", 1
+    dp = data.draw(st.sampled_from([1, 2, 4]))
+    cp = data.draw(st.sampled_from([c for c in (1, 2) if model.seq_len % c == 0]))
+    m = pp * data.draw(st.integers(1, 3))
+    mb = data.draw(st.sampled_from([1, 2]))
+    return Layout(dp=dp, tp=tp, pp=pp, cp=cp, zero=data.draw(st.sampled_from([0, 1, 2, 3])),
+                  sequence_parallel=data.draw(st.booleans()), schedule=schedule,
+                  stages_per_rank=v, micro_batch=mb, global_batch=dp * mb * m,
+                  recompute=data.draw(st.sampled_from(["none", "selective", "full"])),
+                  precision=data.draw(st.sampled_from(sorted(PRECISIONS))))
+
+
+@settings(max_examples=120, deadline=None)
+@given(model=model_strategy, data=st.data())
+def test_every_parameter_is_counted_once_per_replica(model: ModelSpec, data) -> None:
+    lay = _layout(model, data).with_(zero=0)
+    ranks = rank_params(model, lay)
+    tied_copies = sum(r.tied_copy for r in ranks)
+    assert sum(r.split * lay.tp + r.replicated for r in ranks) == model.params
+    assert sum(r.layers for r in ranks) == model.layers
+    assert sorted(s for r in ranks for s in r.stages) == list(range(lay.stages))
+    # a tied output layer keeps a copy only where the last stage is not on stage 0's rank
+    assert (tied_copies > 0) == (model.tied_embeddings
+                                 and not any({0, lay.stages - 1} <= set(r.stages)
+                                             for r in ranks))
+    p_b, g_b, o_b = PRECISIONS[lay.precision]
+    ests = memory_per_rank(model, lay)
+    for r, est in zip(ranks, ests, strict=True):
+        assert (est.params, est.grads, est.optimizer) == (p_b * r.total, g_b * r.total,
+                                                          o_b * r.total)
+    # every GPU of the layout: each parameter once per data-parallel (and context) replica,
+    # the tensor-parallel group's replicated ones once per GPU
+    every_gpu = sum(e.params for e in ests) * lay.tp * lay.dp * lay.cp
+    replicated = sum(r.replicated for r in ranks) * (lay.tp - 1)
+    assert every_gpu == p_b * lay.dp * lay.cp * (model.params + replicated
+                                                 + tied_copies * lay.tp)
+    if lay.tp == lay.cp == 1 and tied_copies == 0:
+        assert sum(e.params for e in ests) * lay.dp == model.params * p_b * lay.dp
+
+
+@settings(max_examples=120, deadline=None)
+@given(model=model_strategy, data=st.data(),
+       precision=st.sampled_from(["fp32", "mixed"]))
+def test_zero_parts_are_zero_memorys(model: ModelSpec, data, precision: str) -> None:
+    lay = _layout(model, data).with_(precision=precision)
+    for r, est in zip(rank_params(model, lay), memory_per_rank(model, lay), strict=True):
+        z = zero_memory(r.total, lay.dp * lay.cp, lay.zero, precision)
+        assert (est.params, est.grads, est.optimizer) == (z.params, z.grads, z.optimizer)
+        assert est.params_held == r.total
+
+
+@settings(max_examples=100, deadline=None)
+@given(model=model_strategy, data=st.data())
+def test_more_sharding_and_recompute_never_add_bytes(model: ModelSpec, data) -> None:
+    lay = _layout(model, data)
+    total = memory_per_gpu(model, lay).total
+    # recompute: full <= selective <= none, for activations and the total
+    by = {rc: memory_per_gpu(model, lay.with_(recompute=rc)) for rc in ("none", "selective",
+                                                                         "full")}
+    # what is stored between forward and backward (full recompute's working layer, the one
+    # recomputed in backward, comes on top: with one layer per rank it can outweigh the saving)
+    stored = {rc: e.activations - e.activation_parts.working for rc, e in by.items()}
+    assert stored["full"] <= stored["selective"] <= stored["none"]
+    assert by["selective"].total <= by["none"].total
+    # tensor parallelism: each doubling that still divides the model
+    tps = [t for t in (1, 2, 4, 8) if model.heads % t == 0 and model.ffn % t == 0
+           and (model.kv % t == 0 or t % model.kv == 0)
+           and (model.seq_len // lay.cp) % t == 0]
+    totals = [memory_per_gpu(model, lay.with_(tp=t)).total for t in tps]
+    assert totals == sorted(totals, reverse=True)
+    # ZeRO: stages 0, 1, 2 shard more and more (with someone to shard with)
+    if lay.dp * lay.cp > 1:
+        zs = [memory_per_gpu(model, lay.with_(zero=z)).total for z in (0, 1, 2)]
+        assert zs == sorted(zs, reverse=True)
+    # data parallelism from 2 replicas up (fewer microbatches each, states sharded more)
+    if lay.schedule in ("1F1B", "GPipe") and lay.dp >= 2:
+        more = lay.with_(dp=2 * lay.dp, global_batch=lay.global_batch * 2)
+        assert memory_per_gpu(model, more).states <= memory_per_gpu(model, lay).states
+        assert memory_per_gpu(model, more).total <= memory_per_gpu(model, lay).total
+    assert total == max(e.total for e in memory_per_rank(model, lay))
+
+
+@pytest.mark.parametrize(("schedule", "v", "pp", "m"), [
+    ("1F1B", 1, 4, 8), ("GPipe", 1, 4, 6), ("Interleaved1F1B", 2, 4, 8),
+    ("LoopedBFS", 2, 2, 4), ("InterleavedZeroBubble", 2, 4, 8), ("ZBVZeroBubble", 2, 4, 8),
+    ("DualPipeV", 2, 4, 8)])
+def test_microbatches_in_flight_come_from_the_plan(schedule: str, v: int, pp: int,
+                                                   m: int) -> None:
+    model = ModelSpec("m", 3 * pp * v, 64, 4, 256, 64)
+    lay = Layout(pp=pp, schedule=schedule, stages_per_rank=v, global_batch=m)
+    one = memory_per_rank(model, Layout(global_batch=1))[0].activation_parts
+    plan = build_plan(schedule, pp, m, v)
+    per_stage = [3 * one.per_layer + (one.embedding if s == 0 else 0)
+                 + (one.output + one.logits if s == lay.stages - 1 else 0)
+                 for s in range(lay.stages)]
+    expected = activation_bytes(plan, per_stage)
+    ests = memory_per_rank(model, lay)
+    assert tuple(e.activations - e.activation_parts.working for e in ests) == expected
+    # backward's working set on the last stage: one microbatch's fp32 logits gradient
+    (last,) = [e for e in ests if lay.stages - 1 in e.stages]
+    assert last.activation_parts.working == 4 * model.seq_len * model.vocab
+    if v == 1:
+        assert tuple(sum(e.activation_parts.in_flight) for e in ests) == peak_in_flight(plan)
+    if schedule == "1F1B":   # rank r holds p - r; the last stage one microbatch: logits once
+        assert [e.activation_parts.in_flight for e in ests] == [(4,), (3,), (2,), (1,)]
+        assert ests[-1].activation_parts.logits == one.logits
+    if schedule == "GPipe":  # every forward before any backward: the loss graphs of all m
+        assert ests[-1].activation_parts.logits == m * one.logits
+
+
+def test_no_pipeline_holds_one_microbatch() -> None:
+    m = PRESETS["llama3-8b"]
+    est = memory_per_gpu(m, Layout(global_batch=16, micro_batch=2))
+    parts = est.activation_parts
+    assert parts.in_flight == (1,) and parts.stage_layers == (32,)
+    assert parts.layers == 32 * parts.per_layer
+    assert parts.per_layer == layer_activation_nbytes(m, Layout(global_batch=16, micro_batch=2))
+    tokens = 2 * m.seq_len
+    assert parts.embedding == 8 * tokens
+    assert parts.output == 2 * 2 * tokens * m.hidden
+    assert parts.logits == (4 + 2) * tokens * m.vocab
+    assert est.activations == parts.total
+
+
+def test_zero3_gathers_two_units_and_fsdp_mixed_keeps_16_bit_copies() -> None:
+    m = PRESETS["llama3-8b"]
+    lay = Layout(dp=8, zero=3, global_batch=8, precision="fsdp-mixed")
+    est = memory_per_gpu(m, lay)
+    out = m.vocab * m.hidden + m.norm_params      # the output unit: output layer, final norm
+    # the largest window: the last layer and the output unit, 16-bit
+    assert est.gathered == 2 * (out + m.layer_params)
+    assert memory_per_gpu(m, lay, prefetch=0).gathered == 2 * out
+    assert est.comm_buffers == 4 * (out + m.layer_params)  # two units' fp32 gradients
+    assert memory_per_gpu(m, lay.with_(precision="fp32")).gathered == 4 * (out + m.layer_params)
+    below = memory_per_gpu(m, lay.with_(zero=2))
+    assert below.gathered == 2 * m.params
+    assert memory_per_gpu(m, lay.with_(zero=2, precision="mixed")).gathered == 0
+    # DDP's bucket, at most the gradients; none without anyone to reduce with
+    assert memory_per_gpu(m, Layout(dp=2, global_batch=2)).comm_buffers == 25 * 2**20
+    assert memory_per_gpu(m, Layout(dp=2, global_batch=2), bucket_mb=0).comm_buffers == 0
+    assert memory_per_gpu(m, Layout(global_batch=2)).comm_buffers == 0
+    tiny = ModelSpec("tiny", 1, 16, 2, 32, 16)
+    assert memory_per_gpu(tiny, Layout(dp=2, global_batch=2)).comm_buffers == 2 * tiny.params
+
+
+def test_overhead_is_a_fraction_of_the_rest_and_fits_reads_the_gpu() -> None:
+    m = PRESETS["llama3-70b"]
+    lay = Layout(dp=4, tp=8, pp=2, zero=1, sequence_parallel=True, global_batch=32,
+                 recompute="selective")
+    hw = hardware("h100", 64)
+    est = memory_per_gpu(m, lay, hw)
+    rest = est.total - est.overhead
+    assert est.overhead == round(ALLOCATOR_OVERHEAD * rest)
+    bare = memory_per_gpu(m, lay, overhead_fraction=0.0)
+    assert bare.overhead == 0 and bare.total == rest
+    assert isinstance(est, MemoryEstimate) and list(est.parts()) == [
+        "params", "grads", "optimizer", "activations", "gathered", "comm_buffers", "overhead"]
+    assert est.headroom_bytes() == hw.gpu.memory_bytes - est.total
+    assert est.fits() == (est.total <= hw.gpu.memory_bytes)
+    assert est.headroom_bytes("h200") > est.headroom_bytes()
+    small = GpuKind("small", est.total - 1, 1e12, "h100_sxm8", "test")
+    assert not est.fits(small) and est.headroom_bytes(small) == -1
+    assert bare.fits(hardware("h100", 64)) and bare.gpu_memory_bytes is None
+    with pytest.raises(ValueError, match="hw"):
+        bare.fits()
+    # the most loaded pipeline rank
+    assert est.total == max(e.total for e in memory_per_rank(m, lay, hw))
+
+
+def test_presets_by_hand() -> None:
+    # Llama 3 8B, seq 8192, flash, no dropout: per layer 2 bytes x (6.5 s h + 14 s h) where
+    # 6.5 = norm inputs, QKV and first linear inputs, Q, output (6) and K, V at h / 4 each;
+    # 14 = four s f tensors at f = 3.5 h; plus the log-sum-exp
+    m = PRESETS["llama3-8b"]
+    s, h = m.seq_len, m.hidden
+    lay = Layout(global_batch=1)
+    assert layer_activation_nbytes(m, lay) == 2 * (6 * s * h + 2 * s * m.kv_width
+                                                   + 4 * s * m.ffn) + 4 * m.heads * s
+    est = memory_per_gpu(m, lay)
+    assert est.params == 2 * m.params and est.optimizer == 12 * m.params
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: memory_per_gpu(GPT3, Layout(), attention="fused"), "attention"),
+    (lambda: memory_per_gpu(GPT3, Layout(), mask_bytes=0), "mask_bytes"),
+    (lambda: memory_per_gpu(GPT3, Layout(), dtype_bytes=0), "dtype_bytes"),
+    (lambda: memory_per_gpu(GPT3, Layout(), bucket_mb=-1), "bucket_mb"),
+    (lambda: memory_per_gpu(GPT3, Layout(), prefetch=-1), "prefetch"),
+    (lambda: memory_per_gpu(GPT3, Layout(), overhead_fraction=-0.1), "overhead_fraction"),
+    (lambda: memory_per_gpu(GPT3, Layout(tp=5)), "layout.tp=5"),
+    (lambda: memory_per_gpu(ModelSpec("m", 2, 96, 12, 64, 24, kv_heads=3), Layout(tp=2)),
+     "layout.tp=2 must divide kv_heads=3"),
+    (lambda: memory_per_gpu(GPT3, Layout(cp=3)), "layout.cp=3"),
+    (lambda: memory_per_gpu(ModelSpec("m", 2, 64, 8, 64, 24), Layout(tp=8, cp=2,
+                                                                     sequence_parallel=True)),
+     "layout.tp=8 must divide seq_len / cp"),
+    (lambda: memory_per_gpu(ModelSpec("m", 2, 64, 4, 64, 24), Layout(pp=3, global_batch=3)),
+     "stages"),
+    (lambda: memory_per_gpu(GPT3, Layout(pp=4, global_batch=2)), "microbatches"),
+    (lambda: memory_per_gpu(GPT3, Layout(dp=2, global_batch=2), hardware("h100", 8)),
+     "GPUs"),
+    (lambda: memory_per_gpu("gpt5", Layout()), "model"),
+    (lambda: layer_activation_terms(GPT3, 0), "micro_batch"),
+])
+def test_bad_input_names_the_argument(call, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_wrong_types_are_type_errors() -> None:
+    with pytest.raises(TypeError, match="layout"):
+        memory_per_gpu(GPT3, {"dp": 1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="dropout"):
+        memory_per_gpu(GPT3, Layout(), dropout=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="hw"):
+        memory_per_gpu(GPT3, Layout(), "h100")  # type: ignore[arg-type]

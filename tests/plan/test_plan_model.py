@@ -1,0 +1,104 @@
+"""The planner's model description: parameter counts against real modules, presets against
+their published sizes, FLOPs against the closed forms, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.testing._internal.distributed._tensor.common_dtensor import ModelArgs, Transformer
+
+from distlab.plan.model import PRESETS, ModelSpec, layer_matmul_flops, model_spec, spec_from_module
+
+
+@pytest.mark.parametrize(("name", "billions"), [
+    ("llama3-8b", 8.03), ("llama3-70b", 70.55), ("llama3-405b", 405.85),
+    ("llama2-7b", 6.74), ("llama2-70b", 68.98), ("gpt3-175b", 174.6), ("gpt3-13b", 12.85)])
+def test_presets_have_their_published_parameter_counts(name: str, billions: float) -> None:
+    # Llama: Meta's model cards (8.03B, 70.6B, 405.9B; Llama 2 6.74B, 69.0B); GPT-3 175B and
+    # 13B (Brown et al. 2020, table 2.1, with Megatron's padded vocabulary).
+    assert PRESETS[name].params / 1e9 == pytest.approx(billions, rel=2e-3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(layers=st.integers(1, 3), heads=st.sampled_from([2, 4]), head_dim=st.sampled_from([4, 8]),
+       vocab=st.integers(5, 40), tied=st.booleans())
+def test_spec_from_torchs_test_transformer_counts_every_parameter(
+        layers: int, heads: int, head_dim: int, vocab: int, tied: bool) -> None:
+    module = Transformer(ModelArgs(n_layers=layers, vocab_size=vocab, max_seq_len=16,
+                                   dim=heads * head_dim, n_heads=heads, weight_tying=tied))
+    spec = spec_from_module(module, seq_len=8)
+    assert spec.params == sum(p.numel() for p in module.parameters())
+    assert (spec.layers, spec.hidden, spec.heads, spec.vocab) == (layers, heads * head_dim,
+                                                                 heads, vocab)
+    assert spec.tied_embeddings is tied and spec.norm == "layernorm" and spec.positions == 16
+
+
+class _Config:
+    num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads = 2, 16, 4, 2
+    intermediate_size, vocab_size, tie_word_embeddings, hidden_act = 24, 50, False, "silu"
+    rms_norm_eps, model_type = 1e-5, "llama"
+
+
+class _LlamaLike(torch.nn.Module):
+    """A module shaped like Hugging Face's Llama (only its parameter shapes matter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        c = self.config = _Config()
+        h, f, kv = c.hidden_size, c.intermediate_size, 2 * (c.hidden_size // 4)
+        self.embed = torch.nn.Embedding(c.vocab_size, h)
+        self.layers = torch.nn.ModuleList(torch.nn.ModuleDict({
+            "q": torch.nn.Linear(h, h, bias=False), "k": torch.nn.Linear(h, kv, bias=False),
+            "v": torch.nn.Linear(h, kv, bias=False), "o": torch.nn.Linear(h, h, bias=False),
+            "gate": torch.nn.Linear(h, f, bias=False), "up": torch.nn.Linear(h, f, bias=False),
+            "down": torch.nn.Linear(f, h, bias=False), "n1": torch.nn.RMSNorm(h),
+            "n2": torch.nn.RMSNorm(h)}) for _ in range(c.num_hidden_layers))
+        self.norm = torch.nn.RMSNorm(h)
+        self.lm_head = torch.nn.Linear(h, c.vocab_size, bias=False)
+
+
+def test_spec_from_a_hugging_face_shaped_module_reads_gqa_and_the_gated_mlp() -> None:
+    spec = spec_from_module(_LlamaLike(), seq_len=32)
+    assert (spec.kv, spec.ffn, spec.gated_ffn, spec.norm) == (2, 24, True, "rmsnorm")
+    assert spec.params == sum(p.numel() for p in _LlamaLike().parameters())
+
+
+def test_a_module_read_wrongly_is_refused_not_planned() -> None:
+    module = _LlamaLike()
+    module.extra = torch.nn.Linear(3, 3)  # parameters no transformer field explains
+    with pytest.raises(ValueError, match="parameters but the shape"):
+        spec_from_module(module, seq_len=32)
+    with pytest.raises(ValueError, match="cannot read a transformer"):
+        spec_from_module(torch.nn.Linear(2, 2), seq_len=4)
+
+
+def test_flops_follow_the_megatron_closed_form() -> None:
+    # Narayanan et al. 2021 (eq. 3) count a GPT layer's forward as 24 b s h^2 (1 + s / (6 h))
+    # for ffn = 4 h with full attention: the same sum of matrix products.
+    spec = PRESETS["gpt3-175b"]
+    s, h = spec.seq_len, spec.hidden
+    assert layer_matmul_flops(spec, s) == pytest.approx(24 * s * h * h * (1 + s / (6 * h)),
+                                                        rel=1e-12)
+    assert layer_matmul_flops(spec, s, causal=True) < layer_matmul_flops(spec, s)
+    assert spec.forward_flops() == pytest.approx(
+        spec.layers * 24 * s * h * h * (1 + s / (6 * h)) + 2 * s * h * spec.vocab, rel=1e-12)
+
+
+def test_model_spec_resolves_presets_dicts_and_refuses_bad_fields() -> None:
+    assert model_spec("llama3-8b", seq_len=4096).seq_len == 4096
+    spec = model_spec({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 128})
+    assert spec.name == "custom" and spec.ffn == 256 and spec.kv == 4
+    with pytest.raises(ValueError, match="llama3-8b"):
+        model_spec("llama9")
+    with pytest.raises(ValueError, match="unknown field"):
+        model_spec({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 8, "x": 1})
+    with pytest.raises(ValueError, match="missing field"):
+        model_spec({"layers": 2})
+    with pytest.raises(ValueError, match="multiple of heads"):
+        ModelSpec("m", 2, 10, 3, 100, 8)
+    with pytest.raises(ValueError, match="kv_heads"):
+        ModelSpec("m", 2, 12, 6, 100, 8, kv_heads=4)
+    with pytest.raises(TypeError):
+        model_spec(3)  # type: ignore[arg-type]

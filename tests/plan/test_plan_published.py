@@ -1,0 +1,221 @@
+"""The published runs the planner is calibrated and judged on: every run loads, names a real
+source, has a consistent layout and at least one measurement; both splits cover A100 and H100,
+FSDP and tensor/pipeline layouts; malformed files fail with the run and field named."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from importlib import resources
+
+import pytest
+
+from distlab.plan.published import (
+    GPUS,
+    PublishedRun,
+    PublishedSet,
+    load_published,
+    parse_published,
+    runs,
+)
+from helpers.paths import ROOT
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+PEAK_16BIT_TFLOPS = {"A100-40GB-SXM": 312.0, "A100-80GB-SXM": 312.0, "H100-80GB-SXM": 989.4,
+                     "H100-96GB-HBM2e": 989.4, "H200-141GB-SXM": 989.4}
+"""Dense 16-bit data-sheet peaks the sources divide by (torchtitan uses the SXM H100 peak for
+its HBM2e H100), TFLOP/s."""
+
+
+@pytest.fixture(scope="module")
+def published() -> PublishedSet:
+    return load_published()
+
+
+@pytest.fixture()
+def raw() -> dict:
+    text = resources.files("distlab.plan").joinpath("data/published_runs.json").read_text()
+    return json.loads(text)
+
+
+def _is_a100(run: PublishedRun) -> bool:
+    return run.hardware.gpu.startswith("A100")
+
+
+def _is_h100(run: PublishedRun) -> bool:
+    return run.hardware.gpu.startswith("H100")
+
+
+def _is_fsdp(run: PublishedRun) -> bool:
+    """Pure sharded data parallelism: ZeRO-3 / FSDP full shard and no model parallelism."""
+    return run.layout.zero_stage == 3 and run.layout.tp == run.layout.pp == 1
+
+
+def _is_model_parallel(run: PublishedRun) -> bool:
+    return run.layout.tp > 1 or run.layout.pp > 1
+
+
+def test_every_run_loads_with_a_unique_id_and_a_real_source(published):
+    assert len(published.all_runs) >= 40
+    ids = [r.id for r in published.all_runs]
+    assert len(ids) == len(set(ids))
+    for run in published.all_runs:
+        assert run.source in published.sources, run.id
+        assert run.id.startswith(run.source + "/"), run.id
+        assert run.notes.strip(), f"{run.id}: notes are empty"
+    assert set(published.sources) == {r.source for r in published.all_runs}, \
+        "every source must contribute at least one run"
+
+
+def test_sources_are_cited(published):
+    assert len(published.sources) >= 6
+    for key, src in published.sources.items():
+        assert src.url.startswith("https://"), key
+        assert src.title and src.table and src.how, key
+        assert 2017 <= src.year <= 2030, key
+
+
+def test_layout_multiplies_to_the_gpu_count_or_the_notes_say_why(published):
+    for run in published.all_runs:
+        if run.layout.world != run.hardware.gpus:
+            assert "dp*tp*pp*cp" in run.notes, \
+                f"{run.id}: {run.layout.world} != {run.hardware.gpus} GPUs and notes say nothing"
+
+
+def test_global_batch_is_whole_micro_batches_per_data_parallel_rank(published):
+    for run in published.all_runs:
+        lay = run.layout
+        if lay.micro_batch is not None and lay.global_batch is not None:
+            assert lay.global_batch % (lay.micro_batch * lay.dp) == 0, run.id
+
+
+def test_every_run_has_a_throughput_mfu_or_step_time(published):
+    for run in published.all_runs:
+        m = run.measured
+        assert any(v is not None for v in (m.tflops_per_gpu, m.mfu, m.tokens_per_s_per_gpu,
+                                           m.step_s)), run.id
+        if m.memory_gib_per_gpu is not None:
+            assert m.memory_kind, run.id
+            assert m.memory_bytes == m.memory_gib_per_gpu * 2**30
+
+
+def test_tflops_and_mfu_agree_with_the_gpu_peak(published):
+    """Where a source gives both, TFLOP/s over utilization is the GPU's 16-bit peak (within
+    rounding): a check on the transcription."""
+    checked = 0
+    for run in published.all_runs:
+        m = run.measured
+        util = m.mfu if m.flops_basis == "model" else m.hfu
+        if m.tflops_per_gpu is None or util is None or run.layout.precision == "fp8":
+            continue
+        peak = PEAK_16BIT_TFLOPS[run.hardware.gpu]
+        assert m.tflops_per_gpu / util == pytest.approx(peak, rel=0.05), run.id
+        checked += 1
+    assert checked >= 30
+
+
+def test_splits_each_cover_a100_h100_fsdp_and_tensor_pipeline_runs(published):
+    for split in ("calibration", "held_out"):
+        chosen = published.runs(split=split)
+        assert chosen, split
+        assert any(_is_a100(r) for r in chosen), f"{split}: no A100 run"
+        assert any(_is_h100(r) for r in chosen), f"{split}: no H100 run"
+        assert any(_is_fsdp(r) for r in chosen), f"{split}: no FSDP/ZeRO-3 run"
+        assert any(_is_model_parallel(r) for r in chosen), f"{split}: no TP/PP run"
+        assert any(r.measured.memory_gib_per_gpu is not None for r in chosen), \
+            f"{split}: no run with memory per GPU"
+    held = {r.source for r in published.runs(split="held_out")}
+    assert 0.2 <= len(held) / len(published.sources) <= 0.5
+    assert len(published.runs("calibration")) + len(published.runs("held_out")) == \
+        len(published.all_runs)
+
+
+def test_runs_filters_by_split_and_source(published):
+    assert runs() == published.all_runs
+    for key, src in published.sources.items():
+        of_source = runs(source=key)
+        assert of_source and all(r.source == key for r in of_source)
+        assert runs(split=src.split, source=key) == of_source
+        other = "held_out" if src.split == "calibration" else "calibration"
+        assert runs(split=other, source=key) == ()
+    with pytest.raises(ValueError, match="split"):
+        runs(split="test")
+    with pytest.raises(ValueError, match="unknown source"):
+        runs(source="nowhere")
+
+
+def test_known_gpus_only(published):
+    assert {r.hardware.gpu for r in published.all_runs} <= set(GPUS)
+
+
+def test_the_json_ships_as_package_data():
+    assert resources.files("distlab.plan").joinpath("data/published_runs.json").is_file()
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "plan/data/*.json" in pyproject["tool"]["setuptools"]["package-data"]["distlab"]
+
+
+def _first_id(raw: dict) -> str:
+    return re.escape(raw["runs"][0]["id"])
+
+
+def test_a_missing_field_names_the_run_and_the_field(raw):
+    run_id = _first_id(raw)
+    del raw["runs"][0]["layout"]["tp"]
+    with pytest.raises(ValueError, match=rf"{run_id}.*layout\.tp.*missing"):
+        parse_published(raw)
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [
+    ("layout", "tp", "8"), ("layout", "tp", True), ("model", "hidden", 4096.5),
+    ("hardware", "gpus", None), ("measured", "mfu", "44%"), ("model", "tied_embeddings", 1)])
+def test_a_wrong_type_names_the_run_and_the_field(raw, section, key, value):
+    run_id = _first_id(raw)
+    raw["runs"][0][section][key] = value
+    with pytest.raises(ValueError, match=rf"{run_id}.*{section}\.{key}"):
+        parse_published(raw)
+
+
+@pytest.mark.parametrize(("section", "key", "value", "why"), [
+    ("layout", "precision", "tf32", "one of"), ("hardware", "gpu", "V100", "one of"),
+    ("measured", "mfu", 43.0, "fraction"), ("layout", "dp", 0, "positive"),
+    ("layout", "zero_stage", 4, "one of"), ("model", "kv_heads", 7, "divide")])
+def test_a_bad_value_names_the_run_and_the_field(raw, section, key, value, why):
+    run_id = _first_id(raw)
+    raw["runs"][0][section][key] = value
+    with pytest.raises(ValueError, match=rf"{run_id}.*{section}\.{key}.*{why}"):
+        parse_published(raw)
+
+
+def test_structural_errors_name_the_run(raw):
+    run_id = _first_id(raw)
+    bad = copy.deepcopy(raw)
+    bad["runs"][0]["source"] = "nowhere"
+    with pytest.raises(ValueError, match=rf"{run_id}.*source"):
+        parse_published(bad)
+    bad = copy.deepcopy(raw)
+    bad["runs"].append(copy.deepcopy(bad["runs"][0]))
+    with pytest.raises(ValueError, match=rf"{run_id}.*duplicate"):
+        parse_published(bad)
+    bad = copy.deepcopy(raw)
+    bad["runs"][0]["measured"] = {"memory_gib_per_gpu": 40.0, "memory_kind": "peak"}
+    with pytest.raises(ValueError, match=rf"{run_id}.*must be given"):
+        parse_published(bad)
+    bad = copy.deepcopy(raw)
+    bad["runs"][0]["layout"]["tensor_parallel"] = 8
+    with pytest.raises(ValueError, match=rf"{run_id}.*tensor_parallel.*not a known field"):
+        parse_published(bad)
+    bad = copy.deepcopy(raw)
+    bad["sources"][bad["runs"][0]["source"]]["split"] = "test"
+    with pytest.raises(ValueError, match="split"):
+        parse_published(bad)
+
+
+def test_load_published_reads_a_given_file(tmp_path, raw, published):
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(raw))
+    assert load_published(path) == published
