@@ -13,7 +13,7 @@ gpt3-6.7b, gpt3-13b, gpt3-175b) or a JSON file of a dict with layers, hidden, he
 ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm, ...).
 
 Every layout of dp x tp x cp x pp over the GPUs is priced (ZeRO 0/1/3, 1F1B or interleaved
-1F1B, micro-batches 1/2/4, recompute none/selective/full; sequence parallel with tp > 1):
+1F1B, micro-batches 1/2/4, recompute none or full; sequence parallel with tp > 1):
 memory per GPU with its parts (parameters, gradients, optimizer state, activations, the rest),
 and the step with its parts (compute, exposed tensor/context-parallel communication, exposed
 FSDP and data-parallel communication, the pipeline bubble), tokens/s per GPU and MFU. The
@@ -149,18 +149,20 @@ def _plan_command(argv: list[str]) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     batch = args.global_batch or args.gpus
-    print(f"# {model.name}: {model.params / 1e9:.2f}B parameters, sequence {model.seq_len}, "
-          f"global batch {batch} sequences, on {hw.label}, "
-          f"{hw.gpu.memory_bytes / GiB:.1f} GiB each")
+    header = (f"# {model.name}: {model.params / 1e9:.2f}B parameters, sequence "
+              f"{model.seq_len}, global batch {batch} sequences, on {hw.label}, "
+              f"{hw.gpu.memory_bytes / GiB:.1f} GiB each")
     if args.layout is not None:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision)
             shown = [price(model, layout, hw)]
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        print(header)
         print(format_table(plan_rows(shown), COLUMNS))
         result: Plan | None = None
     else:
+        print(header)
         result = plan(model, hw, batch, precision=args.precision, top=args.top)
         shown = list(result.ranked[:args.top]) or list(result.rejected[:args.top])
         if not result.ranked:

@@ -10,7 +10,9 @@ Layouts tried (:func:`enumerate_layouts`): every split ``dp * tp * cp * pp`` of 
 ``tp`` within a node dividing the heads (and the key/value heads, or divided by them),
 ``cp`` where the sequence is at least ``MIN_CP_TOKENS`` per rank, ``pp`` at most the layers;
 ZeRO 0, 1 and 3 (FSDP); 1F1B and interleaved 1F1B (2 stages per rank) for ``pp > 1``;
-micro-batches 1, 2 and 4 where the global batch divides; recompute none, selective, full.
+micro-batches 1, 2 and 4 where the global batch divides; recompute none or full (selective
+recompute keeps the attention's ``s^2`` tensors out of memory, which flash attention never
+keeps: under it selective only costs time, so it is tried only when asked for).
 Sequence parallelism is always on with ``tp > 1`` (the same traffic for less memory).
 """
 
@@ -21,19 +23,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distlab._checks import check_int
-from distlab.plan.layout import PRECISIONS, RECOMPUTE, Hardware, Layout
+from distlab.plan.layout import PRECISIONS, Hardware, Layout
 from distlab.plan.memory import MemoryEstimate, memory_per_gpu
 from distlab.plan.model import ModelSpec
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
 
 __all__ = ["MIN_CP_TOKENS", "LayoutPrice", "Plan", "enumerate_layouts", "plan", "price"]
 
-MIN_CP_TOKENS = 2048
+MIN_CP_TOKENS = 4096
 """Context parallelism is tried only where each rank keeps at least this many tokens of the
 sequence (a shorter block leaves its transfer nothing to hide behind)."""
 
 MICRO_BATCHES = (1, 2, 4)
 ZERO_STAGES = (0, 1, 3)
+RECOMPUTE_TRIED = ("none", "full")
 PIPELINE_SCHEDULES = (("1F1B", 1), ("Interleaved1F1B", 2))
 
 
@@ -71,7 +74,7 @@ class Plan:
 
 
 def price(model: ModelSpec, layout: Layout, hw: Hardware, *, rate: ComputeRate | None = None,
-          simulate_pipeline: bool = True) -> LayoutPrice:
+          simulate_pipeline: bool | str = "auto") -> LayoutPrice:
     """Memory per GPU and step time of ``layout`` (its GPUs must be ``hw``'s)."""
     memory = memory_per_gpu(model, layout, hw)
     step = step_time(model, layout, hw, rate=rate, simulate_pipeline=simulate_pipeline)
@@ -89,7 +92,7 @@ def _tp_ok(model: ModelSpec, tp: int, gpus_per_node: int) -> bool:
 
 def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
                       precision: str = "mixed", zero_stages: Iterable[int] = ZERO_STAGES,
-                      recompute: Iterable[str] = RECOMPUTE,
+                      recompute: Iterable[str] = RECOMPUTE_TRIED,
                       micro_batches: Iterable[int] = MICRO_BATCHES) -> Iterator[Layout]:
     """Every layout of the module docstring for ``global_batch`` sequences on ``hw``."""
     global_batch = check_int("global_batch", global_batch, minimum=1)

@@ -53,6 +53,9 @@ from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 
 __all__ = ["StepEstimate", "model_flops_per_step", "stage_flops", "step_time"]
 
+SIMULATE_UP_TO = 2048
+"""``pp * stages_per_rank * microbatches`` up to which ``simulate_pipeline="auto"`` simulates."""
+
 CAUSAL_WORK = 0.5
 """The share of the attention's counted ``s^2`` products a causal kernel computes (flash
 attention skips the masked blocks): FLOPs and MFU count them whole, as every source does; time
@@ -155,7 +158,8 @@ class _StageSeconds:
 
 
 def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
-              rate: ComputeRate | None = None, simulate_pipeline: bool = True) -> StepEstimate:
+              rate: ComputeRate | None = None,
+              simulate_pipeline: bool | str = "auto") -> StepEstimate:
     """The :class:`StepEstimate` of ``layout`` for ``model`` on ``hw``.
 
     Args:
@@ -164,7 +168,9 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
             (:func:`distlab.plan.calibration.shipped_rate`).
         simulate_pipeline: ``True``: the bubble from the schedule's event simulation;
             ``False``: from per-stage times on the closed form ``(p - 1)`` stage-steps of
-            fill and drain (fast, for ranking many layouts; equal stages make them agree).
+            fill and drain (fast, for ranking many layouts; equal stages make them agree);
+            ``"auto"``: simulated up to :data:`SIMULATE_UP_TO` stage-microbatches, the closed
+            form beyond (hundreds of microbatches: the two agree within a percent there).
     """
     check_layout_fits(layout, hw)
     rate = shipped_rate() if rate is None else rate
@@ -184,7 +190,9 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
     sim = None
     if layout.pp == 1:
         pipeline_s = busy
-    elif simulate_pipeline:
+    elif simulate_pipeline is True or (
+            simulate_pipeline == "auto"
+            and layout.pp * layout.stages_per_rank * layout.microbatches <= SIMULATE_UP_TO):
         sim = _simulate(model, layout, hw, stages)
         pipeline_s = sim.step_time_s
     else:

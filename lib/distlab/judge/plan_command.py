@@ -1,0 +1,148 @@
+"""``python -m distlab.judge plan``: the planner judged on published training runs.
+
+    python -m distlab.judge plan                 # error per source, per split, ranking checks
+    python -m distlab.judge plan --runs          # and every run: measured, model, error
+    python -m distlab.judge plan --refit         # fit the compute rate on the calibration split
+    python -m distlab.judge plan --json OUT      # the judgement as JSON
+
+Each published run (``lib/distlab/plan/data/published_runs.json``: 13 sources, their tables
+named) is priced as it states its layout; step time and memory per GPU against what it
+published, ``error% = (measured - model) / model``. Sources marked ``held_out`` never enter a
+fit: their rows are the out-of-sample judgement. ``--refit`` fits the compute rate again on
+the calibration split (:mod:`distlab.plan.fit_rate`) and judges with it; the shipped rate is
+:data:`distlab.plan.calibration.SHIPPED`. Nothing is measured.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from distlab.cli import options
+from distlab.cli.run import run_main
+from distlab.judge.plan_published import (
+    MEMORY_TARGET_MEDIAN,
+    STEP_TARGET,
+    PlanJudgement,
+    judge_published,
+)
+from distlab.report.jsonfile import write_json
+from distlab.report.table import Column, format_table
+
+__all__ = ["PROG", "judgement_json", "main", "report_lines"]
+
+PROG = "python -m distlab.judge plan"
+
+SUMMARY_COLUMNS = (
+    Column("source", "source", align="<"), Column("split", "split", align="<"),
+    Column("runs", "n"), Column("step median %", "median", ".1f"),
+    Column("p90 %", "p90", ".1f"), Column("memory runs", "mn"),
+    Column("memory median %", "mmedian", ".1f"),
+)
+RUN_COLUMNS = (
+    Column("run", "id", align="<"), Column("split", "split", align="<"),
+    Column("measured s", "measured", ".3f"), Column("model s", "model", ".3f"),
+    Column("error %", "error", "+.1f"), Column("memory error %", "merror", "+.1f"),
+    Column("measured from", "how", align="<"),
+)
+
+
+def _summary_row(j: PlanJudgement, label: str, split: str | None,
+                 source: str | None) -> dict[str, Any]:
+    s, m = j.step_summary(split, source), j.memory_summary(split, source)
+    return {"source": label, "split": split or "", "n": s.n, "median": s.median, "p90": s.p90,
+            "mn": m.n, "mmedian": m.median if m.n else None}
+
+
+def report_lines(j: PlanJudgement, *, runs: bool = False) -> list[str]:
+    """The report: per source, per split with the targets, the ranking checks, and every run
+    with ``runs``."""
+    split_of = {r.inputs.run.source: r.split for r in j.runs}
+    rows = [_summary_row(j, src, split_of[src], src) for src in j.sources]
+    lines = [f"# the compute rate: {j.rate.source}",
+             format_table(rows, SUMMARY_COLUMNS), ""]
+    for split in ("calibration", "held_out"):
+        s, m = j.step_summary(split), j.memory_summary(split)
+        meets = "meets" if s.meets(*STEP_TARGET) else "misses"
+        lines.append(f"{split}: step time |error| median {s.median:.1f}%, p90 {s.p90:.1f}% over "
+                     f"{s.n} runs ({meets} the target {STEP_TARGET[0]:g}% / "
+                     f"{STEP_TARGET[1]:g}%); memory median {m.median:.1f}% over {m.n} runs "
+                     f"(target {MEMORY_TARGET_MEDIAN:g}%)")
+    ok = sum(c.ok for c in j.rankings)
+    big = [c for c in j.rankings if len(c.runs) > 3]
+    lines.append(f"ranking: the published fastest layout is among the model's three fastest in "
+                 f"{ok} of {len(j.rankings)} groups of layouts a source compared ("
+                 f"{sum(c.ok for c in big)} of the {len(big)} groups of more than three, where "
+                 "the check can fail); the model's fastest is the published fastest in "
+                 f"{sum(c.model_order[0] == c.published_best for c in j.rankings)}")
+    for c in j.rankings:
+        if not c.ok:
+            lines.append(f"  missed: {c.published_best} (model's order: "
+                         f"{', '.join(c.model_order[:4])}, ...)")
+    if runs:
+        lines += ["", format_table([{
+            "id": r.inputs.run.id, "split": r.split, "measured": r.measured_step_s,
+            "model": r.model_step_s, "error": r.step_error_pct, "merror": r.memory_error_pct,
+            "how": r.step_from} for r in j.runs], RUN_COLUMNS)]
+    return lines
+
+
+def judgement_json(j: PlanJudgement) -> dict[str, Any]:
+    """The judgement as JSON: the rate, every run's errors, the summaries and rankings."""
+    def summary(s: Any) -> dict[str, Any]:
+        return {"n": s.n, "median_pct": s.median, "p90_pct": s.p90}
+
+    return {
+        "rate": {"efficiency": j.rate.efficiency, "width_scale": j.rate.width_scale,
+                 "attention": j.rate.attention, "source": j.rate.source},
+        "splits": {sp: {"step": summary(j.step_summary(sp)),
+                        "memory": summary(j.memory_summary(sp))}
+                   for sp in ("calibration", "held_out")},
+        "runs": [{"id": r.inputs.run.id, "split": r.split, "measured_step_s": r.measured_step_s,
+                  "model_step_s": r.model_step_s, "step_error_pct": r.step_error_pct,
+                  "memory_error_pct": r.memory_error_pct, "measured_from": r.step_from,
+                  "assumed": list(r.inputs.assumed)} for r in j.runs],
+        "rankings": [{"source": c.source, "published_best": c.published_best,
+                      "model_order": list(c.model_order), "ok": c.ok} for c in j.rankings],
+    }
+
+
+def _parser() -> options.Parser:
+    p = options.parser(PROG, __doc__)
+    p.add_argument("--runs", action="store_true", help="also list every run")
+    p.add_argument("--refit", action="store_true",
+                   help="fit the compute rate on the calibration split and judge with it")
+    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
+                   help="also write the judgement as JSON to OUT")
+    return p
+
+
+def _plan_command(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    rate = None
+    if args.refit:
+        from distlab.plan.fit_rate import fit_rate
+        from distlab.plan.published import load_published
+        from distlab.plan.runs import run_inputs
+
+        published = load_published()
+        rate = fit_rate([run_inputs(r) for r in published.runs(split="calibration")],
+                        source="refit on the calibration split by python -m distlab.judge "
+                               "plan --refit")
+        print(f"# refit: efficiency {rate.efficiency}, width scale {rate.width_scale:g}, "
+              f"attention {rate.attention:g}")
+    j = judge_published(rate=rate)
+    print("\n".join(report_lines(j, runs=args.runs)))
+    if args.json is not None:
+        write_json(args.json, judgement_json(j))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0, 2 with one error line, or 130 on Ctrl-C."""
+    return run_main(PROG, _plan_command, argv, on_interrupt="nothing written")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""``python -m distlab.plan``: the ranked table, one given layout, JSON, and bad input (one
+line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from distlab.plan.__main__ import main
+
+
+def test_ranks_the_layouts_that_fit_fastest_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["llama3-8b", "--gpus", "8", "--global-batch", "16", "--top", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# llama3-8b: 8.03B parameters, sequence 8192")
+    assert "layouts fit; the 4 fastest:" in out[1]
+    rows = [line.split() for line in out[3:7]]
+    steps = [float(r[r.index("yes") + 1]) for r in rows]
+    assert steps == sorted(steps) and len(rows) == 4
+
+
+def test_one_layout_explained_and_written_as_json(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "plan.json"
+    assert main(["gpt3-1.3b", "--gpu", "a100", "--gpus", "16", "--global-batch", "32",
+                 "--layout", "dp=4,tp=2,pp=2,zero=1,mb=2", "--explain", "1",
+                 "--json", str(out_file)]) == 0
+    text = capsys.readouterr().out
+    assert "dp4 tp2 pp2 zero1 sp 1F1B mb2" in text and "pipeline rank 1: busy" in text
+    doc = json.loads(out_file.read_text())
+    (only,) = doc["layouts"]
+    assert only["fields"]["tp"] == 2 and only["memory_bytes"]["total"] > 0
+    assert only["step_seconds"]["step"] == pytest.approx(sum(
+        v for k, v in only["step_seconds"].items() if k != "step"))
+
+
+def test_a_model_from_a_json_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps({"layers": 4, "hidden": 512, "heads": 8, "vocab": 1000,
+                             "seq_len": 1024}))
+    assert main([str(f), "--gpus", "2", "--global-batch", "4", "--top", "2"]) == 0
+    assert capsys.readouterr().out.startswith("# mine: 0.01B parameters")
+
+
+def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["llama3-405b", "--gpus", "8", "--global-batch", "8", "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing fits in 79.6 GiB" in out and "the GPUs" in out
+    assert "0 of" in out and "the least short" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["nope"], "neither a preset"),
+    (["llama3-8b", "--layout", "dp=4"], "uses dp*tp*pp*cp = 4 GPUs"),
+    (["llama3-8b", "--layout", "dp=8,tq=1"], "KEY=VALUE"),
+    (["llama3-8b", "--gpu", "v100"], "gpu must be one of"),
+    (["llama3-8b", "--gpus", "12"], "whole nodes"),
+    (["llama3-8b", "--gpus", "0"], "--gpus"),
+    (["llama3-8b", "--explain", "9", "--top", "2", "--global-batch", "16"], "--explain 9"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_bad_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "bad.json"
+    f.write_text("{not json")
+    assert main([str(f)]) == 2
+    f.write_text(json.dumps({"layers": 2}))
+    assert main([str(f)]) == 2
+    assert "missing field" in capsys.readouterr().err

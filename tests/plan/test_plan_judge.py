@@ -1,0 +1,80 @@
+"""The planner judged on the published runs: the shipped rate is the calibration split's own
+fit (the held-out sources never touch it), every run is priced, and the report says where the
+model meets its targets and where it misses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from distlab.judge.plan_command import judgement_json, main, report_lines
+from distlab.judge.plan_published import PlanJudgement, judge_published, ranking_checks
+from distlab.plan.calibration import SHIPPED
+from distlab.plan.fit_rate import fit_rate, rate_loss
+from distlab.plan.published import load_published
+from distlab.plan.runs import run_inputs
+
+
+@pytest.fixture(scope="module")
+def judgement() -> PlanJudgement:
+    return judge_published()
+
+
+def test_the_shipped_rate_is_the_fit_of_the_calibration_split_alone() -> None:
+    published = load_published()
+    calibration = [run_inputs(r) for r in published.runs(split="calibration")]
+    fitted = fit_rate(calibration)
+    assert fitted.width_scale == SHIPPED.width_scale
+    assert fitted.attention == pytest.approx(SHIPPED.attention, abs=1e-9)
+    assert fitted.efficiency.keys() == SHIPPED.efficiency.keys()
+    for key, value in SHIPPED.efficiency.items():
+        assert fitted.efficiency[key] == pytest.approx(value, abs=2e-3), key
+    # a held-out source appears in no calibration run
+    held = {k for k, s in published.sources.items() if s.split == "held_out"}
+    assert held and not {r.run.source for r in calibration} & held
+    # and moving an efficiency away from the fit only makes the loss worse
+    base = rate_loss(calibration, SHIPPED)
+    for key in SHIPPED.efficiency:
+        for step in (-0.05, 0.05):
+            moved = SHIPPED.__class__({**SHIPPED.efficiency, key: SHIPPED.efficiency[key] + step},
+                                      SHIPPED.width_scale, SHIPPED.attention, "moved")
+            assert rate_loss(calibration, moved) >= base
+
+
+def test_every_run_is_priced_with_a_finite_error(judgement: PlanJudgement) -> None:
+    assert len(judgement.runs) == len(load_published().all_runs)
+    for j in judgement.runs:
+        assert math.isfinite(j.step_error_pct) and j.model_step_s > 0, j.inputs.run.id
+    with_memory = [j for j in judgement.runs if j.memory_error_pct is not None]
+    assert len(with_memory) >= 30
+    held = judgement.step_summary("held_out")
+    assert held.n >= 40 and held.median < held.p90 < held.max
+
+
+def test_the_report_states_both_splits_and_the_targets(judgement: PlanJudgement) -> None:
+    text = "\n".join(report_lines(judgement))
+    for needle in ("calibration: step time |error| median", "held_out: step time",
+                   "the target 15% / 30%", "memory median", "ranking: the published fastest",
+                   "bigscience_bloom_tr11", "held_out"):
+        assert needle in text
+    doc = judgement_json(judgement)
+    assert doc["splits"]["held_out"]["step"]["n"] == judgement.step_summary("held_out").n
+    assert {r["id"] for r in doc["runs"]} == {j.inputs.run.id for j in judgement.runs}
+
+
+def test_ranking_groups_compare_layouts_of_one_model_on_the_same_gpus(
+        judgement: PlanJudgement) -> None:
+    checks = ranking_checks(judgement.runs)
+    assert checks and any(len(c.runs) > 3 for c in checks)
+    by_id = {j.inputs.run.id: j for j in judgement.runs}
+    for c in checks:
+        members = [by_id[i] for i in c.runs]
+        assert len({(j.inputs.hardware.gpus, j.inputs.model.hidden) for j in members}) == 1
+        assert c.published_best == min(members, key=lambda j: j.measured_step_s).inputs.run.id
+
+
+def test_the_command_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "python -m distlab.judge plan" in capsys.readouterr().out
+    assert main(["--bogus"]) == 2
