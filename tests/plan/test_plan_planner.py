@@ -6,7 +6,7 @@ import pytest
 
 from distlab.plan.layout import hardware
 from distlab.plan.model import PRESETS, ModelSpec
-from distlab.plan.planner import MIN_CP_TOKENS, enumerate_layouts, plan, price
+from distlab.plan.planner import MIN_CP_TOKENS, TIE, enumerate_layouts, plan, price
 
 
 def test_every_layout_uses_every_gpu_and_splits_the_model() -> None:
@@ -27,7 +27,8 @@ def test_the_ranking_is_fastest_first_and_only_what_fits() -> None:
     result = plan(model, hw, 32, top=5)
     assert result.best is not None and result.ranked[0] is result.best
     steps = [p.step.step_s for p in result.ranked[:5]]
-    assert steps == sorted(steps)
+    # within TIE of each other, the one with less memory first
+    assert all(a <= b * (1 + 2 * TIE) for a, b in zip(steps, steps[1:], strict=False))
     assert all(p.fits and p.memory.total <= hw.gpu.memory_bytes for p in result.ranked)
     assert all(not p.fits for p in result.rejected)
     again = price(model, result.best.layout, hw)

@@ -5,7 +5,8 @@
         --global-batch 512 --top 15
     python -m distlab.plan gpt3-175b --gpu a100 --gpus 1536 --global-batch 1536 \\
         --layout "dp=12,tp=8,pp=16,schedule=Interleaved1F1B,v=2,recompute=full"
-    python -m distlab.plan my_model.json --gpus 16 --global-batch 128 --explain 1
+    python -m distlab.plan my_model.json --gpus 16 --global-batch 128 --explain 1 \\
+        --trace step.json
     python -m distlab.plan llama3-405b --gpus 64 --global-batch 64 --json plan.json
 
 MODEL is a preset (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-70b, gpt3-1.3b,
@@ -19,7 +20,9 @@ and the step with its parts (compute, exposed tensor/context-parallel communicat
 FSDP and data-parallel communication, the pipeline bubble), tokens/s per GPU and MFU. The
 table ranks the layouts that fit, fastest first; where none fits it says what would.
 ``--layout`` prices one given layout (as a published run states it); ``--explain N`` draws the
-N-th ranked layout's step for one rank of each pipeline stage. Nothing is measured: the
+N-th ranked layout's step for one rank of each pipeline stage (``--trace OUT`` writes it as a
+Chrome trace: the schedule's simulated actions, one lane per pipeline rank). Nothing is
+measured: the
 models are :mod:`distlab.plan.memory` and :mod:`distlab.plan.step`, calibrated on published
 runs (``python -m distlab.judge plan``).
 """
@@ -38,8 +41,10 @@ from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.plan.layout import GPU_KINDS, PRECISIONS, hardware, parse_layout
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import LayoutPrice, Plan, plan, price
+from distlab.plan.step import step_timeline
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
+from distlab.trace.chrome import write_chrome_trace
 
 __all__ = ["PROG", "main", "plan_rows", "price_json"]
 
@@ -136,12 +141,17 @@ def _parser() -> options.Parser:
                    help="draw the N-th layout's step for one rank of each pipeline stage")
     p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="also write every layout shown as JSON to OUT")
+    p.add_argument("--trace", metavar="OUT", default=None, type=options.output_file,
+                   help="with --explain: write that layout's step as a Chrome trace (open it "
+                        "in Perfetto or chrome://tracing)")
     return p
 
 
 def _plan_command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
+    if args.trace is not None and args.explain is None:
+        raise UsageError("--trace writes the --explain N layout's step: give --explain too")
     model = _model(args.model, args.seq_len)
     try:
         hw = hardware(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
@@ -175,6 +185,9 @@ def _plan_command(argv: list[str]) -> int:
         if args.explain > len(shown):
             raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
         _explain(shown[args.explain - 1])
+        if args.trace is not None:
+            write_chrome_trace(step_timeline(shown[args.explain - 1].step), args.trace)
+            print(f"wrote {args.trace}")
     if args.json is not None:
         write_json(args.json, {"model": model.to_dict(), "hardware": hw.label,
                                "layouts": [price_json(x) for x in shown]})

@@ -50,8 +50,9 @@ from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits,
 from distlab.plan.model import ModelSpec, layer_matmul_flops
 from distlab.plan.partition import layers_per_stage, rank_params, stage_params
 from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
+from distlab.timeline import Timeline
 
-__all__ = ["StepEstimate", "model_flops_per_step", "stage_flops", "step_time"]
+__all__ = ["StepEstimate", "step_timeline", "model_flops_per_step", "stage_flops", "step_time"]
 
 SIMULATE_UP_TO = 2048
 """``pp * stages_per_rank * microbatches`` up to which ``simulate_pipeline="auto"`` simulates."""
@@ -328,3 +329,27 @@ def _simulate(model: ModelSpec, layout: Layout, hw: Hardware,
 def _plan(schedule: str, pp: int, microbatches: int, stages_per_rank: int) -> Any:
     return build_plan(schedule, pp, microbatches, stages_per_rank)
 
+
+
+def step_timeline(est: StepEstimate) -> Timeline:
+    """The step of ``est`` on a :class:`~distlab.timeline.Timeline` (microseconds), for a
+    trace viewer: with a pipeline, the schedule's simulated actions on one lane per pipeline
+    rank (:meth:`~distlab.pipeline_parallel.simulate.Simulation.to_timeline`; each action's
+    time holds its exposed tensor/context-parallel and FSDP communication), then the exposed
+    data-parallel communication; without one, the step's parts one after another on lane
+    ``rank0/compute``."""
+    if est.simulation is not None:
+        tl = est.simulation.to_timeline()
+        if est.dp_s > 0:
+            start = est.simulation.step_time_s * 1e6
+            for r in range(est.layout.pp):
+                tl.record("exposed data-parallel communication", "dp", f"rank{r}/compute",
+                          start, est.dp_s * 1e6, {})
+        return tl
+    tl = Timeline(notes=[f"{est.layout.label}: the step's parts in sequence (not simulated)"])
+    t = 0.0
+    for part, seconds in est.parts().items():
+        if seconds > 0:
+            tl.record(part, part, "rank0/compute", t * 1e6, seconds * 1e6, {})
+            t += seconds
+    return tl
