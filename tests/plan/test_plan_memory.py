@@ -366,3 +366,26 @@ def test_wrong_types_are_type_errors() -> None:
         memory_per_gpu(GPT3, Layout(), dropout=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="hw"):
         memory_per_gpu(GPT3, Layout(), "h100")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("schedule", "v"), [("1F1B", 1), ("Interleaved1F1B", 2),
+                                             ("InterleavedZeroBubble", 2), ("ZBVZeroBubble", 2),
+                                             ("DualPipeV", 2)])
+def test_a_shorter_plan_holds_the_same_peak(schedule: str, v: int) -> None:
+    """The holdings of the whole plan equal those of the steady prefix the model builds."""
+    from distlab.pipeline_parallel.schedules.registry import check_combination
+    from distlab.plan.memory import _plan_holdings, steady_microbatches
+
+    checked = 0
+    for pp in (2, 3, 4, 8):
+        for m in range(pp, 7 * pp + 1):
+            try:
+                check_combination(schedule, pp, m, v)
+            except ValueError:
+                continue
+            short = steady_microbatches(schedule, pp, m)
+            if short < m:
+                checked += 1
+                assert _plan_holdings(schedule, pp, m, v) == \
+                    _plan_holdings(schedule, pp, short, v), (pp, m)
+    assert checked > 0

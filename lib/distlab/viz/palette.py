@@ -1,5 +1,5 @@
 """One colour per name in every distlab figure: algorithms, NCCL's (algorithm, protocol) pairs,
-collectives, the span kinds of a timeline and pipeline-parallel schedules.
+collectives, the span kinds of a timeline, pipeline-parallel schedules and the planner's parts.
 
 A reader who learns in one figure that ``ring`` is blue reads blue as ring in the next, so every
 figure takes a named thing's colour from :data:`COLOURS` (through :func:`colour` or
@@ -22,7 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 __all__ = ["ALGORITHM_COLOURS", "COLLECTIVE_COLOURS", "COLOURS", "NCCL_PAIR_COLOURS",
-           "SCHEDULE_COLOURS", "SPAN_COLOURS", "colour", "colours", "name_of_label", "nccl_pair"]
+           "PLAN_COLOURS", "SCHEDULE_COLOURS", "SPAN_COLOURS", "colour", "colours",
+           "name_of_label", "nccl_pair"]
 
 #: Every algorithm of the registry (all collectives share one name space: ``ring`` is ring
 #: whichever collective it runs), the ones drawn most first in the most distinct colours.
@@ -74,6 +75,16 @@ SCHEDULE_COLOURS: dict[str, str] = {
 }
 
 
+#: The planner's parts of memory per GPU and of a step, as its figures name them
+#: (:mod:`distlab.viz.plan`; ``compute`` and ``bubble`` are the span kinds' colours), and the
+#: split of the published runs it is judged on (``calibration`` is the span kind's grey).
+PLAN_COLOURS: dict[str, str] = {
+    "parameters": "#08519c", "gradients": "#6baed6", "optimizer state": "#54278f",
+    "activations": "#e6550d", "gathered, buffers, overhead": "#bdbdbd",
+    "tp/cp exposed": "#dd1c77", "dp/fsdp exposed": "#fec44f", "held out": "#2b8cbe",
+}
+
+
 def _merge(*families: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for fam in families:
@@ -86,7 +97,7 @@ def _merge(*families: Mapping[str, str]) -> dict[str, str]:
 
 #: Every name the palette knows and its colour.
 COLOURS: dict[str, str] = _merge(ALGORITHM_COLOURS, NCCL_PAIR_COLOURS, COLLECTIVE_COLOURS,
-                                 SPAN_COLOURS, SCHEDULE_COLOURS)
+                                 SPAN_COLOURS, SCHEDULE_COLOURS, PLAN_COLOURS)
 
 #: Colours for names the palette does not know, in order; none is a palette colour.
 _SPARE = ("#98df8a", "#c5b0d5", "#dbdb8d", "#9edae5", "#fd8d3c", "#6b6ecf", "#cedb9c",

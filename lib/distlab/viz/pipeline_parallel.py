@@ -274,7 +274,8 @@ def _tracks(spans: list[Any]) -> list[int]:
     track = [0] * len(spans)
     for i in order:
         s = spans[i]
-        k = next((j for j, e in enumerate(ends) if e <= s.start_us + 1e-9), len(ends))
+        tol = 1e-9 * max(abs(s.start_us), 1.0)   # relative: seconds-long steps in microseconds
+        k = next((j for j, e in enumerate(ends) if e <= s.start_us + tol), len(ends))
         if k == len(ends):
             ends.append(s.end_us)
         else:

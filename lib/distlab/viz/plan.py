@@ -1,0 +1,585 @@
+"""The planner drawn: memory per GPU and the step of priced layouts, the best layout against the
+GPU count, the planner judged on published runs, a pipeline layout's simulated step.
+
+- :func:`memory_figure`: memory per GPU of several priced layouts
+  (:class:`~distlab.plan.planner.LayoutPrice`) as stacked bars by part (:data:`MEMORY_PARTS`),
+  the GPU's memory as a dashed line; a layout that does not fit has its total and its name in
+  red, and a bar taller than the axes is cut at the top with its total written in it.
+- :func:`step_figure`: the same layouts' steps as stacked bars by part (:data:`STEP_PARTS`),
+  tokens per second per GPU above each bar; a layout that does not fit is drawn faded.
+- :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the fastest layout
+  that fits (as :func:`~distlab.plan.planner.plan` ranks them) and its tokens/s per GPU for
+  each GPU count, one panel per series (another sequence length, another network), each point
+  labelled with the layout's :func:`short_label`.
+- :func:`judged_figure`: the planner judged
+  (:func:`~distlab.judge.plan_published.judge_published`): every published run's step, measured
+  against the model, log-log, with the diagonal and a band of +-30%, calibration and held-out
+  runs apart; beside it each source's median and p90 ``|error|``.
+- :func:`pipeline_figure`: the simulated step of a pipeline layout
+  (:func:`distlab.viz.pipeline_parallel.simulation_gantt` of its
+  :attr:`~distlab.plan.step.StepEstimate.simulation`).
+- :func:`plan_table`: priced layouts as the planner's command prints them
+  (:func:`distlab.plan.__main__.plan_rows`), in a few of its columns (:data:`PLAN_COLUMNS`,
+  :data:`MEMORY_COLUMNS`, :data:`STEP_COLUMNS`: narrow enough for a notebook).
+- :class:`PlannerExplorer`: model preset, GPUs, GPU kind, network, sequence length and global
+  batch -> :func:`~distlab.plan.planner.plan`'s fastest layouts: their memory and step, and a
+  table under the figure.
+
+Colours are :mod:`distlab.viz.palette`'s (:data:`~distlab.viz.palette.PLAN_COLOURS`, and the
+span kinds' ``compute`` and ``bubble``). Every figure is made with
+:func:`~distlab.viz.figure.new_figure` (it displays once) and fits JupyterLab's 968 px.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as w
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullLocator
+
+from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
+from distlab.plan.__main__ import COLUMNS, plan_rows
+from distlab.plan.layout import GPU_KINDS, Layout, hardware
+from distlab.plan.model import PRESETS, ModelSpec, model_spec
+from distlab.plan.planner import LayoutPrice, Plan, plan
+from distlab.report.html import HtmlTable
+from distlab.report.table import Column, format_table
+from distlab.viz.explorer import Drawing, Explorer
+from distlab.viz.figure import DisplayFigure, new_figure
+from distlab.viz.palette import colour
+from distlab.viz.pipeline_parallel import simulation_gantt
+
+__all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
+           "STEP_PARTS", "PlannerExplorer",
+           "ScalingSeries", "best_by_gpus", "judged_figure", "memory_figure", "pipeline_figure",
+           "plan_table", "scaling_figure", "scaling_table", "short_label", "step_figure"]
+
+#: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
+FIG_WIDTH_IN = 9.2
+GIB = 2**30
+
+#: The stacks of :func:`memory_figure`: palette name -> the parts of a
+#: :class:`~distlab.plan.memory.MemoryEstimate` it sums (bottom to top).
+MEMORY_PARTS: dict[str, tuple[str, ...]] = {
+    "parameters": ("params",), "gradients": ("grads",), "optimizer state": ("optimizer",),
+    "activations": ("activations",),
+    "gathered, buffers, overhead": ("gathered", "comm_buffers", "overhead"),
+}
+#: The stacks of :func:`step_figure`: palette name -> the parts of a
+#: :class:`~distlab.plan.step.StepEstimate` it sums (bottom to top).
+STEP_PARTS: dict[str, tuple[str, ...]] = {
+    "compute": ("compute",), "tp/cp exposed": ("tp", "cp"), "dp/fsdp exposed": ("dp", "fsdp"),
+    "bubble": ("bubble",),
+}
+
+
+
+def _columns(*headers: str) -> tuple[Column, ...]:
+    by_header = {c.header: c for c in COLUMNS}
+    return tuple(by_header[h] for h in headers)
+
+
+#: The planner command's columns (:data:`distlab.plan.__main__.COLUMNS`) a notebook prints of
+#: a ranking: memory and whether it fits, the step and its communication, tokens/s, MFU.
+PLAN_COLUMNS = _columns("#", "layout", "mem GiB", "fits", "step s", "tp+cp", "dp+fsdp",
+                        "bubble", "tok/s/GPU", "MFU %")
+#: The command's memory columns: GiB per GPU, model states, activations, the rest, fits.
+MEMORY_COLUMNS = _columns("#", "layout", "mem GiB", "states", "act", "other", "fits")
+#: The command's step columns: seconds by part, tokens/s per GPU, MFU.
+STEP_COLUMNS = _columns("#", "layout", "step s", "compute", "tp+cp", "dp+fsdp", "bubble",
+                        "tok/s/GPU", "MFU %")
+
+_SHORT_SCHEDULES = {"Interleaved1F1B": "i1F1B", "InterleavedZeroBubble": "iZB",
+                    "ZBVZeroBubble": "ZBV"}
+_NOT_FIT = "#c0392b"                       # the text of a layout that does not fit
+_EDGE = "#8a8a8a"
+_SERIES = ("#222222", "#1b9e77", "#d95f02", "#7570b3")   # no palette names drawn
+_LINE = "0.55"
+_BEHIND = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+           "alpha": 0.8}
+
+
+def short_label(layout: Layout) -> str:
+    """``layout`` in two lines for an axis: the split (``"dp2 tp4 pp4 cp2"``: ``dp`` always,
+    the others where above 1), then how (``fsdp`` or ``zero1``, ``ddp`` for replicated states
+    over several replicas; the pipeline schedule, ``i1F1Bx2`` for interleaved 1F1B with two
+    stages per rank; ``mb2`` for a micro-batch above 1; ``full-ac`` / ``sel`` recompute;
+    ``no-sp`` where ``tp > 1`` runs without sequence parallelism, which the planner always
+    turns on; ``async-tp``; ``fp8``)."""
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout must be a distlab.plan.Layout, got {type(layout).__name__}")
+    dims = [f"dp{layout.dp}"] + [f"{d}{getattr(layout, d)}" for d in ("tp", "pp", "cp")
+                                 if getattr(layout, d) > 1]
+    how = []
+    if layout.zero:
+        how.append("fsdp" if layout.zero == 3 else f"zero{layout.zero}")
+    elif layout.dp * layout.cp > 1:
+        how.append("ddp")
+    if layout.pp > 1:
+        name = _SHORT_SCHEDULES.get(layout.schedule, layout.schedule)
+        how.append(name + (f"x{layout.stages_per_rank}" if layout.stages_per_rank > 1 else ""))
+    if layout.micro_batch > 1:
+        how.append(f"mb{layout.micro_batch}")
+    if layout.recompute != "none":
+        how.append({"selective": "sel", "full": "full-ac"}[layout.recompute])
+    if layout.tp > 1 and not layout.sequence_parallel:
+        how.append("no-sp")
+    if layout.tp_overlap:
+        how.append("async-tp")
+    if layout.compute_dtype != "bf16":
+        how.append(layout.compute_dtype)
+    return " ".join(dims) + ("\n" + " ".join(how) if how else "")
+
+
+def _check_prices(prices: Sequence[LayoutPrice]) -> list[LayoutPrice]:
+    prices = list(prices)
+    if not prices:
+        raise ValueError("prices must hold at least one LayoutPrice, got none")
+    for p in prices:
+        if not isinstance(p, LayoutPrice):
+            raise TypeError(f"prices must hold LayoutPrice (distlab.plan.planner.price), got "
+                            f"{type(p).__name__}")
+    kinds = {p.step.hardware.gpu.name for p in prices}
+    if len(kinds) > 1:
+        raise ValueError(f"prices must be on one GPU kind (one memory line), got {sorted(kinds)}")
+    return prices
+
+
+def _axes(ax: Any, height_in: float) -> tuple[Any, Any]:
+    if ax is not None:
+        return ax.figure, ax
+    fig = new_figure(figsize=(FIG_WIDTH_IN, height_in))
+    return fig, fig.add_subplot()
+
+
+def _layout_ticks(ax: Any, prices: Sequence[LayoutPrice], fontsize: float) -> None:
+    ax.set_xticks(range(len(prices)), [short_label(p.layout) for p in prices],
+                  fontsize=fontsize)
+    for tick, p in zip(ax.get_xticklabels(), prices, strict=False):   # none when hidden
+        if not p.fits:
+            tick.set_color(_NOT_FIT)
+    ax.set_xlim(-0.6, len(prices) - 0.4)
+
+
+def _part_sums(values: Mapping[str, float], parts: Mapping[str, tuple[str, ...]]
+               ) -> dict[str, float]:
+    return {name: sum(values[k] for k in keys) for name, keys in parts.items()}
+
+
+def _gib(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: Any = None,
+                  cap: float = 2.2, fontsize: float = 8.0) -> Any:
+    """Memory per GPU of each of ``prices`` (one GPU kind), stacked by :data:`MEMORY_PARTS` in
+    GiB, the GPU's memory a dashed line. Each bar's total stands above it, in red with ``does
+    not fit`` where it exceeds the GPU (the layout's name in red too). The axis reaches
+    ``cap`` times the GPU's memory (or the largest total that fits, if higher); a taller bar is
+    cut there with its total written inside its top. ``ax``: draw into these axes (its
+    figure is returned). Returns the Figure."""
+    prices = _check_prices(prices)
+    fig, ax = _axes(ax, 4.2)
+    gpu = prices[0].step.hardware.gpu
+    limit = gpu.memory_bytes / GIB
+    totals = [p.memory.total / GIB for p in prices]
+    top = max([limit * cap] + [t * 1.18 for t, p in zip(totals, prices, strict=True) if p.fits])
+    if max(totals) * 1.18 <= top:
+        top = max(limit, max(totals)) * 1.22
+    bottom = [0.0] * len(prices)
+    for name in MEMORY_PARTS:
+        heights = [_part_sums(p.memory.parts(), MEMORY_PARTS)[name] / GIB for p in prices]
+        ax.bar(range(len(prices)), heights, 0.62, bottom=bottom, color=colour(name),
+               edgecolor=_EDGE, linewidth=0.3, label=name)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.axhline(limit, color="black", ls="--", lw=1.0, label=f"GPU memory ({_gib(limit)} GiB)")
+    for i, (total, p) in enumerate(zip(totals, prices, strict=True)):
+        text = f"{_gib(total)} GiB" + ("" if p.fits else "\ndoes not fit")
+        c = "black" if p.fits else _NOT_FIT
+        if total > top:
+            ax.text(i, top * 0.97, text.replace(" GiB", " GiB ↑", 1), ha="center", va="top",
+                    fontsize=fontsize, color=c, linespacing=1.1,
+                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": c,
+                          "linewidth": 0.6})
+        else:
+            ax.text(i, total + top * 0.015, text, ha="center", va="bottom", fontsize=fontsize,
+                    color=c, linespacing=1.1, bbox=_BEHIND)
+    ax.set_ylim(0, top)
+    _layout_ticks(ax, prices, fontsize)
+    ax.set_ylabel("GiB per GPU")
+    ax.grid(axis="y", alpha=0.3)
+    hw = prices[0].step.hardware
+    ax.set_title(title if title is not None else
+                 f"memory per GPU, most loaded GPU of each layout ({hw.gpus}x {gpu.name})",
+                 fontsize="medium")
+    handles, labels = ax.get_legend_handles_labels()   # the stack's top part first
+    order = [len(labels) - 1, *range(len(labels) - 2, -1, -1)]
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize="small",
+              loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: Any = None,
+                fontsize: float = 8.0) -> Any:
+    """The step of each of ``prices`` stacked by :data:`STEP_PARTS` in seconds (the slowest
+    rank's compute, exposed tensor/context-parallel and data-parallel/FSDP communication, the
+    pipeline bubble), tokens per second per GPU above each bar. A layout that does not fit is
+    drawn faded, its name in red. ``ax``: draw into these axes. Returns the Figure."""
+    prices = _check_prices(prices)
+    fig, ax = _axes(ax, 4.2)
+    bottom = [0.0] * len(prices)
+    for name in STEP_PARTS:
+        heights = [_part_sums(p.step.parts(), STEP_PARTS)[name] for p in prices]
+        bars = ax.bar(range(len(prices)), heights, 0.62, bottom=bottom, color=colour(name),
+                      edgecolor=_EDGE, linewidth=0.3, label=name)
+        for bar, p in zip(bars, prices, strict=True):
+            bar.set_alpha(1.0 if p.fits else 0.35)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    top = max(bottom) * 1.2
+    for i, p in enumerate(prices):
+        ax.text(i, bottom[i] + top * 0.015, f"{p.step.tokens_per_s_per_gpu:,.0f}",
+                ha="center", va="bottom", fontsize=fontsize,
+                color="black" if p.fits else _NOT_FIT)
+    ax.set_ylim(0, top)
+    _layout_ticks(ax, prices, fontsize)
+    ax.set_ylabel("seconds per step")
+    ax.grid(axis="y", alpha=0.3)
+    batch = prices[0].layout.global_batch
+    same = all(p.layout.global_batch == batch for p in prices)
+    ax.set_title(title if title is not None else
+                 "one step" + (f" of {batch} sequences" if same else "")
+                 + " by part; tokens/s per GPU above each bar", fontsize="medium")
+    handles = [Patch(facecolor=colour(name), edgecolor=_EDGE, linewidth=0.3, label=name)
+               for name in reversed(STEP_PARTS)]           # the stack's top part first
+    if not all(p.fits for p in prices):
+        handles.append(Patch(facecolor=colour("compute"), alpha=0.35, edgecolor=_EDGE,
+                             linewidth=0.3, label="faded: does not fit"))
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+@dataclass(frozen=True)
+class ScalingSeries:
+    """The fastest layout that fits (``None``: nothing fits) of ``model`` for each GPU count
+    of ``gpus``, on one GPU kind and network, ``global_batch`` sequences per step."""
+
+    label: str
+    model: ModelSpec
+    global_batch: int
+    gpus: tuple[int, ...]
+    best: tuple[LayoutPrice | None, ...]
+
+    def tokens_per_s_per_gpu(self) -> list[float | None]:
+        """Tokens/s per GPU of each count's best layout (``None`` where nothing fits)."""
+        return [None if b is None else b.step.tokens_per_s_per_gpu for b in self.best]
+
+    def labels(self) -> list[str | None]:
+        """Each count's best layout's :attr:`~distlab.plan.layout.Layout.label`."""
+        return [None if b is None else b.layout.label for b in self.best]
+
+
+def best_by_gpus(model: ModelSpec | str, gpus: Sequence[int], global_batch: int, *,
+                 gpu: str = "h100", network: str | None = None, label: str | None = None,
+                 **choices: Any) -> ScalingSeries:
+    """:func:`~distlab.plan.planner.plan` of ``model`` on each count of ``gpus`` (``gpu``
+    GPUs, 8 per node, ``network`` between nodes: :func:`~distlab.plan.layout.hardware`'s
+    default when None) for ``global_batch`` sequences; its fastest layout each time.
+    ``choices`` narrow the layouts tried (``micro_batches=(1,)``: a third of the time);
+    ``label`` names the series (default the model, sequence and network)."""
+    spec = model_spec(model) if not isinstance(model, ModelSpec) else model
+    counts = tuple(int(g) for g in gpus)
+    if not counts:
+        raise ValueError("gpus must hold at least one GPU count, got none")
+    best = tuple(plan(spec, hardware(gpu, g, network=network), global_batch, top=1,
+                      **choices).best for g in counts)
+    net = network or hardware(gpu, 16).network       # the default between nodes
+    where = f"over {net}" if max(counts) > 8 else "on one node"
+    name = label or f"{spec.name}, sequence {spec.seq_len}, {where}"
+    return ScalingSeries(name, spec, global_batch, counts, best)
+
+
+def scaling_table(series: ScalingSeries) -> str:
+    """One series as a text table: each GPU count, its best layout (``-``: nothing fits),
+    tokens/s per GPU and MFU."""
+    if not isinstance(series, ScalingSeries):
+        raise TypeError(f"series must be a ScalingSeries, got {type(series).__name__}")
+    rows = [{"gpus": g, "layout": "nothing fits" if b is None else b.layout.label,
+             "tokens": None if b is None else b.step.tokens_per_s_per_gpu,
+             "mfu": None if b is None else b.step.mfu} for g, b in zip(series.gpus, series.best,
+                                                                       strict=True)]
+    return format_table(rows, [Column("GPUs", "gpus"), Column("best layout", "layout", align="<"),
+                               Column("tok/s/GPU", "tokens", ".0f"),
+                               Column("MFU %", "mfu", ".1f", scale=100)])
+
+
+def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
+                   fontsize: float = 7.0) -> Any:
+    """Tokens/s per GPU of the best layout against the GPU count (log 2), one panel per
+    series (its points and line in black, the other series faint behind for comparison),
+    each point labelled with its layout's :func:`short_label`; a count where nothing fits is
+    an ``x`` on the axis marked ``nothing fits``. Returns the Figure."""
+    series = list(series)
+    if not series:
+        raise ValueError("series must hold at least one ScalingSeries, got none")
+    for s in series:
+        if not isinstance(s, ScalingSeries):
+            raise TypeError(f"series must hold ScalingSeries (best_by_gpus), got "
+                            f"{type(s).__name__}")
+    values = [t for s in series for t in s.tokens_per_s_per_gpu() if t is not None]
+    top = max(values, default=1.0) * 1.42
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 0.55 + 2.05 * len(series)))
+    axes = fig.subplots(len(series), 1, squeeze=False, sharex=True, sharey=True)[:, 0]
+    counts = sorted({g for s in series for g in s.gpus})
+    for k, (ax, s) in enumerate(zip(axes, series, strict=True)):
+        for other in series:
+            if other is not s:
+                pts = [(g, t) for g, t in zip(other.gpus, other.tokens_per_s_per_gpu(),
+                                              strict=True) if t is not None]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), "-", color=_LINE, lw=0.9, alpha=0.6)
+        pts = [(g, t) for g, t in zip(s.gpus, s.tokens_per_s_per_gpu(), strict=True)
+               if t is not None]
+        c = _SERIES[k % len(_SERIES)]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), "o-", color=c, lw=1.6, ms=5)
+        for g, b in zip(s.gpus, s.best, strict=True):
+            if b is None:
+                ax.plot([g], [0], "x", color=_NOT_FIT, ms=7, mew=1.5, clip_on=False)
+                ax.annotate("nothing fits", (g, 0), xytext=(0, 6), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=fontsize, color=_NOT_FIT)
+            else:
+                ax.annotate(short_label(b.layout), (g, b.step.tokens_per_s_per_gpu),
+                            xytext=(0, 5), textcoords="offset points", ha="center",
+                            va="bottom", fontsize=fontsize, linespacing=1.0, color=c,
+                            bbox=_BEHIND)
+        ax.set_title(f"{s.label}, global batch {s.global_batch}", fontsize="medium",
+                     loc="left", color=c)
+        ax.set_ylabel("tokens/s per GPU", fontsize="small")
+        ax.grid(alpha=0.3)
+    ax = axes[-1]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(g) for g in counts])
+    ax.xaxis.set_minor_locator(NullLocator())
+    lo, hi = min(counts), max(counts)
+    ax.set_xlim(lo / 1.45, hi * 1.45)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("GPUs")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def judged_figure(judgement: PlanJudgement, *, band_pct: float = 30.0) -> Any:
+    """The planner judged on published runs (:func:`~distlab.judge.plan_published.
+    judge_published`). Left: every run's published step against the model's, log-log, the
+    diagonal and a band of ``+-band_pct`` % around it, calibration runs (the compute rate was
+    fitted on them) and held-out runs (never fitted on) apart. Right: each source's median
+    ``|error|`` as a bar, its p90 as a tick, sources grouped by split, the target median
+    (:data:`~distlab.judge.plan_published.STEP_TARGET`) dashed. Returns the Figure."""
+    if not isinstance(judgement, PlanJudgement):
+        raise TypeError(f"judgement must be a PlanJudgement (judge_published), got "
+                        f"{type(judgement).__name__}")
+    runs = judgement.runs
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 5.2))
+    left, right = fig.subplots(1, 2, width_ratios=(1.0, 0.95))
+    xs = [r.model_step_s for r in runs]
+    ys = [r.measured_step_s for r in runs]
+    lo, hi = min(xs + ys) / 1.6, max(xs + ys) * 1.6
+    band = band_pct / 100.0
+    left.fill_between([lo, hi], [lo * (1 - band), hi * (1 - band)],
+                      [lo * (1 + band), hi * (1 + band)], color="#e8e8e8", lw=0,
+                      label=f"within ±{band_pct:g}% of the model")
+    left.plot([lo, hi], [lo, hi], "-", color="0.4", lw=0.8, label="measured = model")
+    styles = {"calibration": ("o", 18), "held_out": ("^", 26)}
+    for split, (marker, size) in styles.items():
+        mine = [r for r in runs if r.split == split]
+        if not mine:
+            continue
+        name = "held out" if split == "held_out" else split
+        left.scatter([r.model_step_s for r in mine], [r.measured_step_s for r in mine],
+                     s=size, marker=marker, color=colour(name), alpha=0.85, lw=0,
+                     label=f"{name} ({len(mine)} runs)")
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlim(lo, hi)
+    left.set_ylim(lo, hi)
+    left.set_xlabel("model step (s)")
+    left.set_ylabel("published step (s)")
+    left.set_title("every published run, priced as it states its layout", fontsize="medium")
+    left.grid(alpha=0.3, which="major")
+
+    split_of = {r.inputs.run.source: r.split for r in runs}
+    order = ([s for s in judgement.sources if split_of[s] == "calibration"]
+             + [s for s in judgement.sources if split_of[s] != "calibration"])
+    summaries = [judgement.step_summary(source=s) for s in order]
+    ypos = list(range(len(order)))[::-1]
+    for y, src, summ in zip(ypos, order, summaries, strict=True):
+        name = "held out" if split_of[src] == "held_out" else "calibration"
+        right.barh(y, summ.median, 0.62, color=colour(name), alpha=0.85)
+        right.plot([summ.p90], [y], "|", color="black", ms=9, mew=1.4)
+        right.text(max(summ.p90, summ.median) + 2.0, y, f"{summ.n}", va="center",
+                   fontsize=7, color="0.3")
+    right.axvline(STEP_TARGET[0], color="black", ls="--", lw=0.8)
+    right.set_yticks(ypos, order, fontsize=7)
+    right.set_ylim(-0.7, len(order) - 0.3)
+    xmax = max(s.p90 for s in summaries) * 1.12 + 6
+    right.set_xlim(0, xmax)
+    right.set_xlabel("|error| of the step (%)")
+    right.set_title("per source: median (bar), p90 (|), runs", fontsize="medium")
+    right.grid(axis="x", alpha=0.3)
+    right.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    handles, _ = left.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="black", ls="--", lw=0.8,
+                          label=f"target median |error| {STEP_TARGET[0]:g}%"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize="small", frameon=False)
+    fig.get_layout_engine().set(rect=(0, 0.1, 1, 0.9))
+    return fig
+
+
+def pipeline_figure(priced: LayoutPrice, *, title: str | None = None) -> Any:
+    """The simulated step of a pipeline layout: one row per pipeline rank (one GPU of each),
+    every forward and backward of every microbatch on the stage times the planner priced
+    (:func:`distlab.viz.pipeline_parallel.simulation_gantt`), titled with the step and its
+    bubble as :func:`step_figure` counts it (the idle time of the busiest rank). ``ValueError``
+    when the layout has no simulated step (``pp == 1``, or priced with
+    ``simulate_pipeline=False``)."""
+    if not isinstance(priced, LayoutPrice):
+        raise TypeError(f"priced must be a LayoutPrice, got {type(priced).__name__}")
+    sim = priced.step.simulation
+    if sim is None:
+        why = ("pp=1: no pipeline" if priced.layout.pp == 1 else
+               "it was priced without the simulation (simulate_pipeline=False)")
+        raise ValueError(f"{priced.layout.label} has no simulated step: {why}")
+    step = priced.step
+    title = title if title is not None else (
+        f"{priced.layout.label}: {sim.plan.microbatches} microbatches, step {step.step_s:.3g} s, "
+        f"bubble {step.bubble_s:.3g} s ({step.bubble_s / step.step_s:.0%})")
+    return simulation_gantt(sim, title=title)
+
+
+def plan_table(prices: Sequence[LayoutPrice], *, columns: Sequence[Column] = PLAN_COLUMNS,
+               start: int = 1) -> str:
+    """``prices`` as a text table (:func:`distlab.plan.__main__.plan_rows`, the command's
+    rows) in ``columns`` (:data:`PLAN_COLUMNS`, :data:`MEMORY_COLUMNS`, :data:`STEP_COLUMNS`),
+    numbered from ``start``."""
+    return format_table(plan_rows(list(prices), start=start), list(columns))
+
+
+def _message_figure(text: str) -> DisplayFigure:
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 1.2))
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize="medium")
+    return fig
+
+
+def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, options))}, got {value!r}")
+
+
+class PlannerExplorer(Explorer):
+    """The planner for chosen settings: the fastest layouts that fit, their memory and step.
+
+    Controls: ``model`` (a preset of :data:`~distlab.plan.model.PRESETS`), ``gpus``, ``gpu``
+    (a kind of :data:`~distlab.plan.layout.GPU_KINDS`), ``network`` (between nodes, a key of
+    :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`; off on one node),
+    ``seq_len`` and ``global_batch`` (sequences per step). Each change runs
+    :func:`~distlab.plan.planner.plan` (under a second for an 8B model on a few nodes; several
+    seconds for a 70B-class model on 64 GPUs or more on a 2-core machine, the first time: the
+    pipeline schedules' plans are cached after) and draws the ``top`` fastest layouts that fit
+    (where none fits, the least short) with :func:`memory_figure` above :func:`step_figure`;
+    the table under the figure (``table``, an HTML widget) gives their numbers in
+    :data:`PLAN_COLUMNS`. ``plan`` is the last :class:`~distlab.plan.planner.Plan` (None with
+    ``error`` saying why), ``seconds`` how long it took.
+    """
+
+    def __init__(self, model: str = "llama3-8b", gpus: int = 16, *,
+                 gpu: str = "H100-80GB-SXM", network: str = "ib_ndr400x8", seq_len: int = 8192,
+                 global_batch: int = 64, top: int = 5,
+                 gpu_counts: Sequence[int] = (8, 16, 32, 64, 128, 256, 512),
+                 seq_lens: Sequence[int] = (2048, 4096, 8192, 16384, 32768),
+                 global_batches: Sequence[int] = (16, 32, 64, 128, 256, 512, 1024)) -> None:
+        for name, value, options in (("model", model, list(PRESETS)), ("gpus", gpus, gpu_counts),
+                                     ("gpu", gpu, list(GPU_KINDS)),
+                                     ("network", network, list(NETWORKS)),
+                                     ("seq_len", seq_len, seq_lens),
+                                     ("global_batch", global_batch, global_batches)):
+            _check_option(name, value, list(options))
+        if not isinstance(top, int) or top < 1:
+            raise ValueError(f"top must be an int >= 1, got {top!r}")
+        st = {"description_width": "90px"}
+        lay = w.Layout(width="250px")
+        self.top = top
+        self.model = w.Dropdown(options=list(PRESETS), value=model, description="model",
+                                style=st, layout=lay)
+        self.gpus = w.Dropdown(options=list(gpu_counts), value=gpus, description="GPUs",
+                               style=st, layout=lay)
+        self.gpu = w.Dropdown(options=list(GPU_KINDS), value=gpu, description="GPU kind",
+                              style=st, layout=lay)
+        self.network = w.Dropdown(options=list(NETWORKS), value=network, description="network",
+                                  style=st, layout=lay)
+        self.seq_len = w.Dropdown(options=list(seq_lens), value=seq_len, description="sequence",
+                                  style=st, layout=lay)
+        self.global_batch = w.Dropdown(options=list(global_batches), value=global_batch,
+                                       description="global batch", style=st, layout=lay)
+        self.table = w.HTML()
+        self.plan: Plan | None = None
+        self.error = ""
+        self.seconds = 0.0
+        controls = [self.model, self.gpus, self.gpu, self.network, self.seq_len,
+                    self.global_batch]
+        super().__init__(controls, rows=[w.HBox([self.model, self.gpus, self.gpu]),
+                                         w.HBox([self.network, self.seq_len,
+                                                 self.global_batch])], dpi=80)
+        self.widget.children = (*self.widget.children, self.table)
+
+    def settle(self) -> None:
+        self.network.disabled = self.gpus.value <= 8   # one node: no network
+
+    def draw(self) -> Drawing:
+        self.summary_html.value = ("<code>planning: pricing every layout (several seconds "
+                                   "for a large model on many GPUs)...</code>")
+        start = time.perf_counter()
+        try:
+            spec = model_spec(self.model.value, seq_len=self.seq_len.value)
+            hw = hardware(self.gpu.value, self.gpus.value, network=self.network.value)
+            result = plan(spec, hw, self.global_batch.value, top=self.top)
+        except ValueError as exc:
+            self.plan, self.error, self.table.value = None, str(exc), ""
+            return Drawing(_message_figure(self.error), self.error)
+        self.plan, self.error = result, ""
+        self.seconds = time.perf_counter() - start
+        shown = list(result.ranked[:self.top]) or list(result.rejected[:self.top])
+        tried = len(result.ranked) + len(result.rejected)
+        took = f"planned in {self.seconds:.1f} s"
+        if not shown:
+            self.table.value = ""
+            text = "; ".join(result.advice)
+            return Drawing(_message_figure(text), f"{text} ({took})")
+        fig = new_figure(figsize=(FIG_WIDTH_IN, 7.4))
+        top_ax, bottom_ax = fig.subplots(2, 1, sharex=True)
+        head = "fastest" if result.ranked else "least short (nothing fits)"
+        memory_figure(shown, ax=top_ax, title=f"{spec.name} on {hw.label}: the {len(shown)} "
+                      f"{head}, memory per GPU")
+        step_figure(shown, ax=bottom_ax, title="their step by part; tokens/s per GPU above")
+        top_ax.tick_params(labelbottom=False)
+        rows = HtmlTable(plan_rows(shown), PLAN_COLUMNS, max_height_px=220)
+        self.table.value = rows._repr_html_()
+        best = result.best
+        if best is None:
+            summary = (f"nothing fits: {len(result.rejected)} layouts tried, the least short "
+                       f"{shown[0].layout.label} needs {shown[0].memory.total / GIB:.1f} GiB "
+                       f"per GPU ({took})")
+        else:
+            summary = (f"{len(result.ranked)} of {tried} layouts fit; fastest "
+                       f"{best.layout.label}: {best.step.step_s:.3g} s per step, "
+                       f"{best.step.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU "
+                       f"{best.step.mfu:.0%} ({took})")
+        return Drawing(fig, summary)

@@ -1,0 +1,176 @@
+"""The planner's figures and explorer, driven without a browser, on small plans."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import dataclasses  # noqa: E402
+
+import pytest  # noqa: E402
+
+from distlab.judge.plan_published import judge_published  # noqa: E402
+from distlab.plan import hardware, model_spec, parse_layout  # noqa: E402
+from distlab.plan.planner import price  # noqa: E402
+from distlab.plan.published import load_published  # noqa: E402
+from distlab.viz.figure import DisplayFigure  # noqa: E402
+from distlab.viz.layout_check import JUPYTERLAB_WIDTH_PX, layout_problems  # noqa: E402
+from distlab.viz.palette import colour  # noqa: E402
+from distlab.viz.plan import (  # noqa: E402
+    MEMORY_COLUMNS,
+    MEMORY_PARTS,
+    STEP_PARTS,
+    PlannerExplorer,
+    best_by_gpus,
+    judged_figure,
+    memory_figure,
+    pipeline_figure,
+    plan_table,
+    scaling_figure,
+    scaling_table,
+    short_label,
+    step_figure,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+GIB = 2**30
+MODEL = model_spec("llama3-8b")
+HW = hardware("h100", 8)
+
+
+def _clean(fig) -> None:
+    assert isinstance(fig, DisplayFigure)
+    assert layout_problems(fig) == []
+    assert fig.get_tightbbox().width * fig.dpi <= JUPYTERLAB_WIDTH_PX
+
+
+@pytest.fixture(scope="module")
+def prices():
+    texts = ["dp=8", "dp=8,fsdp", "dp=8,fsdp,recompute=full", "dp=2,tp=4", "dp=1,tp=2,pp=4"]
+    return [price(MODEL, parse_layout(t, global_batch=16), HW) for t in texts]
+
+
+def test_short_label_names_the_split_then_how() -> None:
+    lay = parse_layout("dp=2,tp=4,pp=4,cp=2,zero=1,schedule=Interleaved1F1B,v=2,mb=2,"
+                       "recompute=full", global_batch=64)
+    assert short_label(lay) == "dp2 tp4 pp4 cp2\nzero1 i1F1Bx2 mb2 full-ac"
+    assert short_label(parse_layout("dp=8", global_batch=8)) == "dp8\nddp"
+    assert short_label(parse_layout("dp=1,tp=8,sp=0", global_batch=8)) == "dp1 tp8\nno-sp"
+    with pytest.raises(TypeError, match="Layout"):
+        short_label("dp=8")
+
+
+def test_memory_figure_stacks_the_parts_against_the_gpu(prices) -> None:
+    fig = memory_figure(prices)
+    _clean(fig)
+    (ax,) = fig.axes
+    assert [c.get_label() for c in ax.containers] == list(MEMORY_PARTS)
+    tops = [sum(c[i].get_height() for c in ax.containers) for i in range(len(prices))]
+    for top, p in zip(tops, prices, strict=True):
+        assert abs(top - p.memory.total / GIB) < 1e-6
+    assert abs(ax.lines[0].get_ydata()[0] - HW.gpu.memory_bytes / GIB) < 1e-9
+    assert not prices[0].fits and "does not fit" in " ".join(t.get_text() for t in ax.texts)
+    red = [t.get_text() for t in ax.get_xticklabels() if t.get_color() != "black"]
+    assert red == [short_label(p.layout) for p in prices if not p.fits]
+    for c, name in zip(ax.containers, MEMORY_PARTS, strict=True):
+        assert matplotlib.colors.to_hex(c[0].get_facecolor()) == colour(name)
+
+
+def test_memory_figure_cuts_a_bar_taller_than_the_axes(prices) -> None:
+    ddp = price(model_spec("llama3-70b"), parse_layout("dp=64", global_batch=64),
+                hardware("h100", 64))
+    fig = memory_figure([ddp])
+    (ax,) = fig.axes
+    assert ax.get_ylim()[1] < ddp.memory.total / GIB
+    assert any("↑" in t.get_text() for t in ax.texts)
+    with pytest.raises(ValueError, match="at least one"):
+        memory_figure([])
+    with pytest.raises(ValueError, match="one GPU kind"):
+        memory_figure([prices[1], price(MODEL, parse_layout("dp=8", global_batch=16),
+                                        hardware("a100", 8))])
+
+
+def test_step_figure_stacks_the_step_and_writes_tokens(prices) -> None:
+    fig = step_figure(prices)
+    _clean(fig)
+    (ax,) = fig.axes
+    assert [c.get_label() for c in ax.containers] == list(STEP_PARTS)
+    for i, p in enumerate(prices):
+        assert abs(sum(c[i].get_height() for c in ax.containers) - p.step.step_s) < 1e-9
+    assert f"{prices[2].step.tokens_per_s_per_gpu:,.0f}" in [t.get_text() for t in ax.texts]
+    assert ax.containers[0][0].get_alpha() < 1.0 and ax.containers[0][2].get_alpha() == 1.0
+
+
+def test_pipeline_figure_draws_the_simulated_step(prices) -> None:
+    fig = pipeline_figure(prices[4])
+    _clean(fig)
+    assert fig.axes[0].get_title().startswith("dp1 tp2 pp4")
+    with pytest.raises(ValueError, match="pp=1"):
+        pipeline_figure(prices[0])
+
+
+def test_plan_table_is_the_commands_rows(prices) -> None:
+    text = plan_table(prices[:2], columns=MEMORY_COLUMNS)
+    head, first, second = text.splitlines()
+    assert head.split() == ["#", "layout", "mem", "GiB", "states", "act", "other", "fits"]
+    assert first.startswith("1 dp8 mb1") and second.startswith("2 dp8 fsdp mb1")
+
+
+def test_scaling_series_figure_and_table() -> None:
+    small = model_spec("gpt3-1.3b", seq_len=2048)
+    a = best_by_gpus(small, (8, 16), 32, micro_batches=(1,))
+    b = best_by_gpus(small, (8, 16), 32, network="tcp100", micro_batches=(1,), label="tcp")
+    assert a.gpus == (8, 16) and all(x is not None for x in a.best)
+    assert a.labels()[0] == a.best[0].layout.label and b.label == "tcp"
+    fig = scaling_figure([a, b])
+    _clean(fig)
+    assert len(fig.axes) == 2
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert short_label(a.best[1].layout) in texts
+    assert scaling_table(a).splitlines()[1].split()[1] == a.best[0].layout.label.split()[0]
+    none = best_by_gpus(model_spec("llama3-70b"), (8,), 8, micro_batches=(1,))
+    assert none.best == (None,) and none.tokens_per_s_per_gpu() == [None]
+    fig = scaling_figure([none])
+    assert "nothing fits" in [t.get_text() for t in fig.axes[0].texts]
+    assert "nothing fits" in scaling_table(none)
+
+
+def test_judged_figure_on_a_few_runs() -> None:
+    pub = load_published()
+    keep = ("megatron_lm_h100_2024", "korthikanti2022", "torchtitan_perf_2024", "nemo_24_07")
+    runs = tuple(r for r in pub.all_runs if r.source in keep)
+    judged = judge_published(dataclasses.replace(pub, all_runs=runs))
+    fig = judged_figure(judged)
+    _clean(fig)
+    left, right = fig.axes
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert f"held out ({sum(r.split == 'held_out' for r in judged.runs)} runs)" in labels
+    assert [t.get_text() for t in right.get_yticklabels()] == [
+        "megatron_lm_h100_2024", "nemo_24_07", "korthikanti2022", "torchtitan_perf_2024"]
+    with pytest.raises(TypeError, match="PlanJudgement"):
+        judged_figure(runs)
+
+
+def test_explorer_replans_on_a_control_change() -> None:
+    ex = PlannerExplorer("llama3-8b", 8, seq_len=2048, global_batch=16, top=3)
+    assert ex.plan is not None and ex.plan.best is not None
+    assert "layouts fit; fastest" in ex.summary and "planned in" in ex.summary
+    assert ex.network.disabled and "<table" in ex.table.value
+    assert ex.table in ex.widget.children
+    _clean(ex.figure)
+    png, summary = ex.png, ex.summary
+    ex.gpus.value = 16
+    assert not ex.network.disabled and ex.plan.hardware.gpus == 16
+    assert ex.png != png and ex.summary != summary
+    ex.model.value = "llama3-70b"                       # nothing fits on 16 H100s
+    assert ex.plan.best is None and ex.summary.startswith("nothing fits")
+    _clean(ex.figure)
+    ex.model.value = "llama3-8b"
+    ex.gpus.value = 512                                  # 16 sequences cannot split over 512
+    assert ex.plan.ranked == () and ex.plan.rejected == ()
+    assert "no layout of llama3-8b splits" in ex.summary and ex.table.value == ""
+    _clean(ex.figure)
+    with pytest.raises(ValueError, match="model must be one of"):
+        PlannerExplorer("llama9")
