@@ -161,6 +161,87 @@ def dp_times_pp(rank: int, world_size: int, runs: list[tuple[str, str]]) -> dict
             for name, ddp in runs}
 
 
+ZERO_LR = 1e-2
+"""Adam's learning rate in the ZeRO runs and their one-process reference."""
+
+
+def zero_reference(num_stages: int, steps: int = STEPS) -> list[dict[str, Any]]:
+    """One process, the whole model on the concatenated batch of both replicas, trained with
+    ``torch.optim.Adam(lr=ZERO_LR)``: per step the loss of each microbatch of each replica's
+    half (replica then microbatch order, before the step) and every parameter after the step."""
+    model = full_model(num_stages)
+    opt = torch.optim.Adam(model.parameters(), lr=ZERO_LR)
+    out = []
+    for x, y in batches(steps, replicas=2):
+        opt.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            losses = [float(loss_fn(model(xm), ym))
+                      for xs, ys in zip(x.chunk(2), y.chunk(2), strict=True)
+                      for xm, ym in zip(xs.tensor_split(MICROBATCHES),
+                                        ys.tensor_split(MICROBATCHES), strict=True)]
+        loss_fn(model(x), y).backward()
+        opt.step()
+        out.append({"losses": losses,
+                    "params": {n: p.detach().clone() for n, p in model.named_parameters()}})
+    return out
+
+
+def zero_times_pp(rank: int, world_size: int, runs: list[tuple[str, int]]) -> dict[str, Any]:
+    """4 ranks as :func:`dp_times_pp` (pipeline groups {0, 1}, {2, 3}; replica groups {0, 2},
+    {1, 3}), every stage module in a :class:`~distlab.zero.ZeroDataParallel` of ZeRO stage
+    ``zero`` on its replica group (Adam, ``lr=ZERO_LR``), passed to ``PipelineStage`` as it is;
+    per ``(schedule, zero)`` of ``runs``, :data:`STEPS` steps of ``schedule.step()`` then
+    ``ZeroDataParallel.step()``. Returns per run and step the parameters of this rank's stages
+    after the step, gathered (``full_state_dict``) and named as in the full model, and the
+    losses (last stage's rank only); ``reductions``: per stage, the gradient collectives
+    (reduce-scatters, all-reduces at stage 0) its ZeroDataParallel ran in all the steps."""
+    from distlab.zero import ZeroDataParallel
+
+    torch.set_num_threads(1)
+    pipes = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    reps = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    replica, prank = divmod(rank, 2)
+    pipe, rep = pipes[replica], reps[prank]
+    data = [(x.chunk(2)[replica], y.chunk(2)[replica]) for x, y in batches(replicas=2)]
+    out: dict[str, Any] = {}
+    for schedule, zero in runs:
+        ids = _stage_ids(schedule, 2, prank)
+        num_stages = 2 * len(ids)
+        model = full_model(num_stages)
+        full_name = {id(p): n for n, p in model.named_parameters()}
+        mods = {s: stage_module(model, s) for s in ids}
+        names = {s: {n: full_name[id(p)] for n, p in m.named_parameters()}
+                 for s, m in mods.items()}
+        zdps = {s: ZeroDataParallel(m, zero, lr=ZERO_LR, group=rep, timeline=Timeline(),
+                                    timeout=60.0) for s, m in mods.items()}
+        try:
+            stages = [ours.PipelineStage(zdps[s], s, num_stages, "cpu", group=pipe)
+                      for s in ids]
+            cls = getattr(ours, "Schedule" + schedule)
+            sched = cls(stages[0] if schedule in SINGLE else stages, MICROBATCHES,
+                        loss_fn=loss_fn, timeout=60.0)
+            first, last = 0 in ids, num_stages - 1 in ids
+            steps = []
+            for x, y in data:
+                losses: list[Any] = []
+                sched.step(*((x,) if first else ()),
+                           **({"target": y, "losses": losses} if last else {}))
+                for z in zdps.values():
+                    z.step()
+                params = {names[s][n]: t for s, z in zdps.items()
+                          for n, t in z.full_state_dict().items()}
+                steps.append({"params": params,
+                              "losses": [float(v) for v in losses] if last else None})
+        finally:
+            for z in zdps.values():
+                z.close()
+        reductions = {s: sum(1 for sp in z.timeline.spans
+                             if sp.category in ("reduce_scatter", "allreduce"))
+                      for s, z in zdps.items()}
+        out[f"{schedule} ZeRO-{zero}"] = {"steps": steps, "reductions": reductions}
+    return out
+
+
 def bad_input_shape(rank: int, world_size: int) -> None:
     """Stage 1's ``input_args`` expect width 8; stage 0 sends width 16."""
     model = full_model(2)

@@ -329,10 +329,15 @@ def misuse_rank(rank: int, world_size: int) -> dict[str, str]:
     attempt("param_dtype not a dtype", lambda: ZeroDataParallel(mlp(1, 4, 0), 3,
                                                                 param_dtype="bf16"))
     z1 = ZeroDataParallel(mlp(1, 4, 0), 1)
-    attempt("no_sync at stage 1", lambda: z1.set_requires_gradient_sync(False))
+    attempt("sync flag not a bool", lambda: z1.set_requires_gradient_sync("no"))
     x = torch.ones(2, 4)
     z1(x).sum().backward()
     attempt("second backward at stage 1", lambda: z1(x).sum().backward())
+
+    def accumulate_after_the_reduce() -> None:
+        with z1.no_sync():
+            z1(x).sum().backward()
+    attempt("no_sync backward after the reduce at stage 1", accumulate_after_the_reduce)
     z3 = ZeroDataParallel(mlp(2, 4, 0), 3)
     attempt("step before backward", z3.step)
     with z3.no_sync():

@@ -1,7 +1,8 @@
 """distlab.pipeline_parallel.runtime on live gloo ranks: every schedule's losses and gradients
 equal a one-process run of the same model on the whole batch and torch.distributed.pipelining's
-own schedule on the same stages; pipeline x data parallel with distlab's DDP; timelines, peak
-activation bytes; bad input and failing ranks end within a bound with the cause named.
+own schedule on the same stages; pipeline x data parallel with distlab's DDP and with
+ZeroDataParallel (ZeRO 1-3); timelines, peak activation bytes; bad input and failing ranks end
+within a bound with the cause named.
 
 Tolerance: float32, ``rtol=1e-5, atol=1e-6`` against the one-process run (a microbatch's sums
 run over fewer rows than the whole batch's, so the last bits may differ; observed <= 2e-8).
@@ -9,6 +10,9 @@ Against torch's schedule, and ``I`` + ``W`` against ``B``, the gradients run the
 the same microbatches (torch divides ``.grad`` by 4 after the backward, distlab seeds the loss
 with 1/4, both exact for a power of two): bitwise equal on this machine, checked with
 ``rtol=1e-6, atol=1e-7`` (:data:`SAME_KERNELS`), so another BLAS's last bits cannot fail it.
+Pipeline x ZeRO: parameters after each Adam step against one process's, ``rtol=1e-6,
+atol=1e-7`` (:data:`ZERO_TOL`; the gradients differ in their last bits as above, and Adam's step
+moves a parameter by about ``lr`` whatever the gradient's scale; observed <= 3e-8).
 """
 
 from __future__ import annotations
@@ -52,10 +56,13 @@ from helpers.pipeline_parallel_targets import (
     stage_fails_caught,
     stage_module,
     tuple_model,
+    zero_reference,
+    zero_times_pp,
 )
 
 RTOL, ATOL = 1e-5, 1e-6
 SAME_KERNELS = {"rtol": 1e-6, "atol": 1e-7}   # the same kernels on the same operands
+ZERO_TOL = {"rtol": 1e-6, "atol": 1e-7}       # parameters after Adam steps, ZeRO x pipeline
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -180,6 +187,41 @@ def test_pipeline_times_data_parallel_with_ddp():
                                             rel=RTOL, abs=ATOL)
 
 
+ZERO_RUNS = [(schedule, zero) for schedule in ("1F1B", "ZBVZeroBubble") for zero in (1, 2, 3)]
+
+
+def test_pipeline_times_data_parallel_with_zero():
+    """4 ranks = 2 pipeline stages x 2 replicas, each stage module in a ZeroDataParallel of ZeRO
+    stage 1, 2 or 3 on its replica group (the wrapper given to PipelineStage as it is), under
+    1F1B and ZB-V (split backward, two stages per rank: two ZeroDataParallel per rank), 2 Adam
+    steps (lr 1e-2): after each step every parameter, gathered with ``full_state_dict``, equals
+    one process trained with Adam on the concatenated batch (:data:`ZERO_TOL`), and each
+    replica's microbatch losses equal the reference's. Each stage's gradients are summed over
+    its 4 microbatches and reduced once per step: one collective per step per stage (a stage is
+    one bucket at stages 1-2, one unit at stage 3), not one per microbatch."""
+    with no_leaks():
+        out = launch.run(zero_times_pp, 4, args=(ZERO_RUNS,), timeout=180)
+    for schedule, zero in ZERO_RUNS:
+        key = f"{schedule} ZeRO-{zero}"
+        ref = zero_reference(2 if schedule in SINGLE else 4)
+        for replica in (0, 1):
+            runs = [out[2 * replica + p][key] for p in (0, 1)]
+            assert [set(r["reductions"].values()) for r in runs] == [{len(ref)}] * 2, (
+                key, [r["reductions"] for r in runs])
+            for step, want in enumerate(ref):
+                params = _merged(runs, "params", step)
+                assert set(params) == set(want["params"]), (key, step)
+                for name, p in want["params"].items():
+                    torch.testing.assert_close(params[name], p, **ZERO_TOL,
+                                               msg=f"{key} replica {replica} step {step} {name}")
+                got = [r["steps"][step]["losses"] for r in runs
+                       if r["steps"][step]["losses"] is not None]
+                half = len(want["losses"]) // 2
+                assert len(got) == 1 and got[0] == pytest.approx(
+                    want["losses"][replica * half:(replica + 1) * half], rel=ZERO_TOL["rtol"],
+                    abs=ZERO_TOL["atol"]), (key, replica, step)
+
+
 def test_tuple_boundaries_and_uneven_microbatches():
     """A boundary carrying (float, int64) sends a gradient for the float only; a batch of 10
     runs as microbatches of 3, 3, 2, 2 (torch.tensor_split) whose shapes cross once each, and
@@ -226,6 +268,12 @@ def test_one_rank_pipeline_needs_no_process_group():
         assert _close(p.grad, q.grad)
     assert sched.last_step_stats.p2p_wait_seconds == 0
     assert sched.eval(x).shape == (8, 16)
+
+
+def test_a_stage_module_that_is_neither_a_module_nor_a_wrapper_is_refused():
+    with pytest.raises(TypeError, match="submodule must be a torch.nn.Module .*ZeroDataParallel"
+                                        "\\), got function"):
+        PipelineStage(loss_fn, 0, 1, "cpu")
 
 
 def test_plan_schedule_runs_a_hand_made_plan():

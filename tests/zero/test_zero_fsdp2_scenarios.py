@@ -104,8 +104,12 @@ def test_misuse_is_one_clear_error():
     assert e["kwargs without optimizer"].startswith("ValueError: optimizer_kwargs= needs")
     assert e["reduce_dtype at stage 1"].startswith("ValueError: reduce_dtype= is for stage 3")
     assert e["param_dtype not a dtype"].startswith("TypeError: param_dtype must be")
-    assert e["no_sync at stage 1"].startswith("ValueError: set_requires_gradient_sync is for")
+    assert e["sync flag not a bool"].startswith(
+        "TypeError: requires_gradient_sync must be a bool")
     assert e["second backward at stage 1"].startswith("RuntimeError: a second backward before")
+    # stages 0-2 accumulate under no_sync, but not into a bucket already reduced this step
+    assert e["no_sync backward after the reduce at stage 1"].startswith(
+        "RuntimeError: a second backward before")
     # FSDP2 steps nothing when no gradient came; neither does stage 3
     assert e["step before backward"] == "no error"
     assert e["step after sync-off backward only"].startswith(

@@ -3,8 +3,13 @@
 The engine behind ``ZeroDataParallel(stage=0, 1 or 2)`` (:mod:`distlab.zero.optimizer` says what
 each stage holds and moves, and how a joined rank shadows the others); stage 3 is
 :class:`distlab.zero.stage3.Stage3`. Both offer the same calls to ``ZeroDataParallel``:
-``optimizer``, ``step()``, ``full_parameters()``, ``sharded_ids()``, ``load_parameters()``,
-``state_tensors()``, ``close()``.
+``optimizer``, ``sync``, ``step()``, ``finish_gradient_sync()``, ``full_parameters()``,
+``sharded_ids()``, ``load_parameters()``, ``state_tensors()``, ``close()``.
+
+Gradient accumulation: with ``sync`` off (``ZeroDataParallel.no_sync()``) a backward reduces
+nothing: autograd sums into ``.grad`` (the full gradient buffers at stages 0-1, plain ``.grad``
+tensors at stage 2); the next backward with ``sync`` on reduces each bucket as it completes, or
+:meth:`Bucketed.finish_gradient_sync` reduces every bucket now.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ class Bucketed:
         self._grad_flats: list[torch.Tensor] = []
         self._grad_shards: list[torch.Tensor] = []
         self._pending: list[int] = []
+        self.sync = True
+        self._accumulated: set[int] = set()  # parameters given a gradient with sync off
         self._bucket_of = {i: k for k, b in enumerate(self.buckets) for i in b.indices}
         self._init_grads()
         for i, p in enumerate(self.params):
@@ -82,8 +89,9 @@ class Bucketed:
         for i, off in zip(b.indices, b.offsets, strict=True):
             p = self.params[i]
             own[off:off + p.numel()].copy_(p.detach().reshape(-1))
-        if self.world > 1:
-            dist.broadcast(own, 0, group=self.group)
+        if self.world > 1:  # broadcast's src is a global rank: the group's rank 0
+            src = dist.get_global_rank(self.group, 0) if self.group is not None else 0
+            dist.broadcast(own, src, group=self.group)
         flat = own if own.dtype == self.dtype else own.to(self.dtype)
         for i, off in zip(b.indices, b.offsets, strict=True):
             p = self.params[i]
@@ -133,9 +141,12 @@ class Bucketed:
             k = self._bucket_of[i]
             if self._pending[k] == 0:
                 raise RuntimeError(f"a second backward before step() (bucket {k} was already "
-                                   f"reduced): stage {self.stage} reduces every backward; "
-                                   "gradient accumulation runs at stage 3 "
-                                   "(set_requires_gradient_sync(False) or no_sync())")
+                                   f"reduced): stage {self.stage} reduces a bucket once per "
+                                   "step; to accumulate, run every backward but the last "
+                                   "under no_sync() (or set_requires_gradient_sync(False))")
+            if not self.sync:
+                self._accumulated.add(i)
+                return
             self._pending[k] -= 1
             if self._pending[k] == 0:
                 self._reduce_bucket(k)
@@ -187,6 +198,17 @@ class Bucketed:
             self.timeline.record(label, "shadow" if shadow else what, self._lane(what), t0,
                                  now_us() - t0, {"bytes": nbytes})
 
+    def finish_gradient_sync(self) -> None:
+        """Reduce now every bucket whose gradients were all accumulated with ``sync`` off and
+        not reduced yet (in reverse bucket order, the same on every rank); buckets a backward
+        with ``sync`` on reduced, or missing a gradient, are left (:meth:`step` names the
+        latter)."""
+        for k in reversed(range(len(self.buckets))):
+            if self._pending[k] and all(i in self._accumulated
+                                        for i in self.buckets[k].indices):
+                self._pending[k] = 0
+                self._reduce_bucket(k)
+
     # ---- step ------------------------------------------------------------------------------
 
     def step(self) -> None:
@@ -199,8 +221,9 @@ class Bucketed:
         if any(self._pending):
             raise RuntimeError(f"step() before every gradient was ready: buckets "
                                f"{[k for k, n in enumerate(self._pending) if n]} incomplete "
-                               "(a parameter unused in forward, or no backward since the last "
-                               "step)")
+                               "(a parameter unused in forward, no backward since the last "
+                               "step, or gradients accumulated with sync off that no backward "
+                               "with sync on or finish_gradient_sync() reduced)")
         t0 = now_us()
         if self._backward_t0 is not None and self.timeline is not None:
             self.timeline.record("backward", "backward", self._lane("backward"),
@@ -220,6 +243,7 @@ class Bucketed:
         for g in self._grad_flats:
             g.zero_()
         self._pending = [len(b.indices) for b in self.buckets]
+        self._accumulated = set()
         if len(self._reduce_order) == len(self.buckets):
             self._last_order = self._reduce_order
         self._reduce_order = []

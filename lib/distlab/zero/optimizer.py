@@ -37,9 +37,13 @@ Collectives: distlab's own plans by default (:func:`distlab.collectives.reduce_s
 algorithms), or torch's built-ins with ``algorithm="builtin"``. With a ``timeline`` set, a step
 records ``backward`` and ``bucket b ready`` on lane ``rank{r}/backward``, each collective on
 ``rank{r}/reduce_scatter`` (``rank{r}/allreduce`` for stage 0) and ``rank{r}/all_gather``, and
-the optimizer on ``rank{r}/step``. Not supported at stages 0-2: gradient accumulation over
-several backwards before a step (a second backward is a ``RuntimeError``), parameters that get
-no gradient.
+the optimizer on ``rank{r}/step``. Gradient accumulation at stages 0-2: every backward but the
+last under :meth:`~ZeroDataParallel.no_sync` (autograd sums into the gradients, nothing is
+reduced; at stage 2 the full ``.grad`` s are kept until then, as FSDP2 keeps unsharded gradients
+with sync off), then one backward with sync on reduces each bucket once, or
+:meth:`~ZeroDataParallel.finish_gradient_sync` does at once; a second backward after a bucket
+was reduced is a ``RuntimeError``. Not supported at stages 0-2: parameters that get no gradient,
+and gradient accumulation inside Join (a joined rank shadows one backward per forward).
 
 Stage 3 (parameters sharded too) runs per *unit* rather than per bucket, each unit gathered just
 ahead of its forward and backward and freed after, with ``prefetch`` units gathered ahead, as
@@ -336,23 +340,23 @@ class ZeroDataParallel(Joinable):
     # ---- gradient accumulation -------------------------------------------------------------
 
     def set_requires_gradient_sync(self, requires_gradient_sync: bool) -> None:
-        """Stage 3, FSDP2's switch: ``False`` keeps each backward's gradients in full buffers
-        (summed in ``reduce_dtype``) without reduce-scattering them; the next backward with
-        ``True`` reduces the sum. Several backwards with ``True`` each reduce-scatter, and the
-        gradient shards add up. Run the last backward before :meth:`step` with ``True``.
+        """FSDP2's switch: ``False`` keeps each backward's gradients unreduced and sums the
+        next ones into them (stage 3: in full buffers, summed in ``reduce_dtype``; stages 0-2:
+        in ``.grad``); the next backward with ``True``, or :meth:`finish_gradient_sync`,
+        reduces the sum. At stage 3 several backwards with ``True`` each reduce-scatter, and
+        the gradient shards add up; at stages 0-2 a bucket is reduced once per step. Run the
+        last backward before :meth:`step` with ``True``, or call :meth:`finish_gradient_sync`.
 
         Raises:
             TypeError: not a bool.
-            ValueError: at stages 0-2 (each backward reduces; accumulation is stage 3's).
         """
-        flag = check_bool("requires_gradient_sync", requires_gradient_sync)
-        self._stage3_engine("set_requires_gradient_sync").sync = flag
+        self.engine.sync = check_bool("requires_gradient_sync", requires_gradient_sync)
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
         """``with zdp.no_sync(): ...backward()``: :meth:`set_requires_gradient_sync` ``False``
-        inside, the previous setting after (stage 3)."""
-        engine = self._stage3_engine("no_sync")
+        inside, the previous setting after."""
+        engine = self.engine
         before = engine.sync
         engine.sync = False
         try:
@@ -360,11 +364,21 @@ class ZeroDataParallel(Joinable):
         finally:
             engine.sync = before
 
-    def _stage3_engine(self, what: str) -> Stage3:
-        if not isinstance(self.engine, Stage3):
-            raise ValueError(f"{what} is for stage 3 (gradient accumulation); stage "
-                             f"{self.stage} reduces every backward")
-        return self.engine
+    def finish_gradient_sync(self) -> None:
+        """Reduce now what backwards with sync off accumulated and no backward with sync on
+        reduced (stages 0-2: each bucket whose gradients are all there; stage 3: each unit's,
+        reduce-scattered), so :meth:`step` can follow a step's backwards that all ran under
+        :meth:`no_sync` (a pipeline stage's microbatches). A collective: every rank of the group
+        calls it. Nothing held: nothing is reduced."""
+        self.engine.finish_gradient_sync()
+
+    @property
+    def shards_parameters(self) -> bool:
+        """True at stage 3: each unit's parameters are gathered for its forward and for its
+        backward (by hooks on its forward's outputs) and freed after, so a pass over the weight
+        gradients alone must run through a unit's output again (see
+        :mod:`distlab.pipeline_parallel.runtime.stage`)."""
+        return self.stage == 3
 
     def close(self) -> None:
         """Stage 3: stop the communication thread and remove the hooks (the module's

@@ -29,7 +29,8 @@ training step, per unit:
 default) each backward reduce-scatters and the gradient shards add up; with ``sync`` off
 (``ZeroDataParallel.set_requires_gradient_sync(False)`` or ``no_sync()``, FSDP2's names) the
 full gradient buffers are kept and summed into, and the next backward with sync on (or the end
-of it, for units it did not reach) reduces the sum.
+of it, for units it did not reach) reduces the sum, or :meth:`Stage3.finish_gradient_sync`
+reduces it at once (what a pipeline stage calls after its last backward of a step).
 
 **Mixed precision**, FSDP2's ``MixedPrecisionPolicy(param_dtype, reduce_dtype)``: the shards
 (and the optimizer) stay in the parameters' own dtype, starting from their own values; the
@@ -499,6 +500,14 @@ class Stage3:
                 self._fold_into_reduce_dtype(u, keep=False)
                 self._reduce_unit(u)
         self._forward_ends = []
+
+    def finish_gradient_sync(self) -> None:
+        """Reduce-scatter now the gradients every unit accumulated with sync off (units in
+        reverse module order, as the end of a backward with sync on does)."""
+        for u in reversed(self.units):
+            if u.unreduced and u.state is not UnitState.BACKWARD:
+                self._fold_into_reduce_dtype(u, keep=False)
+                self._reduce_unit(u)
 
     def _drain_reduce(self) -> None:
         """Wait for the reduce-scatter in flight and drop its gradient buffer."""

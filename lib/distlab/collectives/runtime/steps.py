@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,24 +29,33 @@ from distlab.timeline import Timeline, now_us
 
 __all__ = ["StepRunner", "reducer_out", "step_p2p_ops", "workspace", "workspaces"]
 
-_WORKSPACE: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}
+_WORKSPACE: dict[tuple[int, str, torch.dtype, torch.device], torch.Tensor] = {}
+_WORKSPACE_LOCK = threading.Lock()
 
 
 def workspace(numel: int, dtype: torch.dtype, device: torch.device,
               purpose: str = "scratch") -> torch.Tensor:
     """A reusable flat buffer of at least ``numel`` elements (grown, never shrunk), one per
-    ``purpose`` (``"scratch"``: the executor's; ``"buffer"``: a collective's working buffer)."""
-    key = (purpose, dtype, device)
+    ``purpose`` (``"scratch"``: the executor's; ``"buffer"``: a collective's working buffer) and
+    per thread, so collectives running at once on two threads (two ZeRO-3 models' communication
+    threads) never share one; the buffers of threads that have ended are dropped."""
+    key = (threading.get_ident(), purpose, dtype, device)
     buf = _WORKSPACE.get(key)
     if buf is None or buf.numel() < numel:
         buf = torch.empty(max(numel, 1), dtype=dtype, device=device)
-        _WORKSPACE[key] = buf
+        with _WORKSPACE_LOCK:
+            alive = {t.ident for t in threading.enumerate()}
+            for k in [k for k in _WORKSPACE if k[0] not in alive]:
+                del _WORKSPACE[k]
+            _WORKSPACE[key] = buf
     return buf
 
 
 def workspaces() -> list[torch.Tensor]:
-    """The workspaces this process holds now (communication buffers, not model state)."""
-    return list(_WORKSPACE.values())
+    """The workspaces this process holds now, every thread's (communication buffers, not model
+    state)."""
+    with _WORKSPACE_LOCK:
+        return list(_WORKSPACE.values())
 
 
 def step_p2p_ops(rs: RankStep, sends: list[torch.Tensor], recvs: list[torch.Tensor],

@@ -21,8 +21,10 @@ Every kernel is the one ``B`` runs on the same operands, so the gradients are bi
 ``B``. The construction needs the weight sides of different cut edges to share no node (no
 parameter reached from two of them, as a weight tied across layers is); where they do, ``W``
 runs the backward from the roots again to the parameters (correct, at the cost of the input
-chain once more) and says so in :attr:`WeightJob.recomputes`. On the first stage (no input needs
-a gradient) ``I`` has nothing to do and ``W`` is the whole backward, as in torch.
+chain once more) and says so in :attr:`WeightJob.recomputes`, as it does when ``I`` is asked not
+to split (``split=False``: a ZeRO-3 stage, whose units are gathered by hooks on their outputs'
+backward). On the first stage (no input needs a gradient) ``I`` has nothing to do and ``W`` is
+the whole backward, as in torch.
 """
 
 from __future__ import annotations
@@ -123,28 +125,30 @@ def _sides_disjoint(cuts: dict[Any, list[tuple[Any, int]]]) -> bool:
 
 
 def backward_input(roots: Sequence[torch.Tensor], grads: Sequence[torch.Tensor],
-                   inputs: Sequence[Any]) -> tuple[tuple[torch.Tensor | None, ...], WeightJob]:
+                   inputs: Sequence[Any], *, split: bool = True
+                   ) -> tuple[tuple[torch.Tensor | None, ...], WeightJob]:
     """``I``: the gradient of each of ``inputs`` (``None`` for those that need none) and the
     :class:`WeightJob` that :func:`backward_weight` finishes. Parameter gradients are not
-    touched."""
+    touched. ``split=False``: the job's ``W`` runs the backward from the roots again."""
     live, seeds = _live(roots, grads)
     leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
     job = WeightJob(live, seeds)
     if not live or not leaves:
         job.recomputes, job.to_params = True, False  # first stage: W is the whole backward
         return tuple(None for _ in inputs), job
-    targets = {_node(x) for x in leaves}
-    reach = _reaching([_node(r) for r in live], targets)
-    for node, leads in reach.items():
-        if not leads:
-            continue
-        edges = list(dict.fromkeys((c, k) for c, k in node.next_functions
-                                   if c is not None and not reach[c]))
-        if edges:
-            job.cuts[node] = edges
-    job.direct = [(get_gradient_edge(r), g) for r, g in zip(live, seeds, strict=True)
-                  if not reach[_node(r)]]
-    if not _sides_disjoint(job.cuts):
+    if split:
+        targets = {_node(x) for x in leaves}
+        reach = _reaching([_node(r) for r in live], targets)
+        for node, leads in reach.items():
+            if not leads:
+                continue
+            edges = list(dict.fromkeys((c, k) for c, k in node.next_functions
+                                       if c is not None and not reach[c]))
+            if edges:
+                job.cuts[node] = edges
+        job.direct = [(get_gradient_edge(r), g) for r, g in zip(live, seeds, strict=True)
+                      if not reach[_node(r)]]
+    if not split or not _sides_disjoint(job.cuts):
         job.cuts, job.direct, job.recomputes = {}, [], True
     received = job.received
     handles = [node.register_prehook(lambda got, node=node: received.__setitem__(node, got))

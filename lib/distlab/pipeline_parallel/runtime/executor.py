@@ -280,7 +280,7 @@ def run_step(plan: PipelinePlan, rank: int, stages: dict[int, PipelineStage],
     step is traced whole: every action a span, and the activation bytes counted from live
     tensors (:class:`ActivationMeter`, which costs a few percent of a small step); without one
     it runs as torch's does and its stats hold no activation figures."""
-    params = [p for s in stages.values() for p in s.submod.parameters()]
+    params = [p for s in stages.values() for p in s.parameters()]
     meter = ActivationMeter(exclude=params) if timeline is not None else None
     runner = _StepRunner(plan, rank, stages, channel, step, timeline, meter)
     actions = plan.rank_actions(rank)

@@ -19,6 +19,16 @@ A schedule (:mod:`.schedules`) drives the stage: per microbatch, :meth:`Pipeline
 data-parallel module with ``no_sync()`` (torch's DDP, distlab's :class:`~distlab.ddp.DDP`) runs
 every forward and every backward but the stage's last one of the step under ``no_sync()``, so
 its gradients are reduced once per step, as torch's stage does.
+
+A submodule may also be a :class:`distlab.zero.ZeroDataParallel` (any ZeRO stage; it is not an
+``nn.Module``: the stage runs the wrapper and reads the parameters of its ``module``). Every
+forward and backward of the step runs under its ``no_sync()``, gradients summing over the
+microbatches, and after the stage's last ``B`` or ``W`` of the step its
+``finish_gradient_sync()`` reduces them once; ``ZeroDataParallel.step()`` follows the schedule's
+``step()``. Where it ``shards_parameters`` (stage 3: a unit is gathered for its backward by a hook
+on its forward's outputs and freed when that backward ends), ``W`` runs the backward from the
+stage's roots again to the parameters instead of the weight sides alone, so each unit is
+gathered again before its weight gradients are computed (the input chain is computed twice).
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from distlab._checks import check_instance, check_int
+from distlab._checks import check_int
 from distlab.pipeline_parallel.runtime.backward import (
     WeightJob,
     backward_full,
@@ -76,7 +86,8 @@ class PipelineStage:
     """One stage of a pipeline on this rank (see the module docstring).
 
     Args:
-        submodule: the stage's part of the model.
+        submodule: the stage's part of the model: an ``nn.Module`` (torch's or distlab's DDP
+            included), or a :class:`distlab.zero.ZeroDataParallel` around it.
         stage_index: its stage, from 0.
         num_stages: stages in the whole pipeline.
         device: where the stage computes (its inputs and received tensors go there).
@@ -89,17 +100,20 @@ class PipelineStage:
         dw_builder, get_mesh: torch's; must be ``None``.
 
     Raises:
-        TypeError: ``submodule`` is not an ``nn.Module``, an index is not an int, ``device``
-            is not a device, str or int, an example is not a tensor or tuple of tensors.
+        TypeError: ``submodule`` is neither an ``nn.Module`` nor a ``ZeroDataParallel``, an
+            index is not an int, ``device`` is not a device, str or int, an example is not a
+            tensor or tuple of tensors.
         ValueError: ``num_stages < 1``, ``stage_index`` outside ``[0, num_stages - 1]``, a
             device string torch does not know, or ``dw_builder``/``get_mesh`` given.
     """
 
-    def __init__(self, submodule: nn.Module, stage_index: int, num_stages: int,
+    def __init__(self, submodule: Any, stage_index: int, num_stages: int,
                  device: torch.device | str | int, input_args: Any = None,
                  output_args: Any = None, output_grads: Any = None, input_grads: Any = None,
                  group: Any = None, dw_builder: Any = None, get_mesh: Any = None) -> None:
-        check_instance("submodule", submodule, nn.Module, "a torch.nn.Module")
+        self.module = _module_of(submodule)
+        """The ``nn.Module`` whose parameters the stage trains (``submodule`` itself, or a
+        ``ZeroDataParallel``'s ``module``)."""
         self.num_stages = check_int("num_stages", num_stages, minimum=1)
         self.stage_index = check_int("stage_index", stage_index, minimum=0,
                                      maximum=self.num_stages - 1)
@@ -229,9 +243,15 @@ class PipelineStage:
         self._sent_metas[self.key(microbatch)] = metas
 
     # ---- compute ---------------------------------------------------------------------------
+    def parameters(self) -> list[torch.Tensor]:
+        """The stage module's parameters (a wrapper's: its ``module``'s)."""
+        return list(self.module.parameters())
+
     def _ddp_kind(self) -> str | None:
         if isinstance(self.submod, torch.nn.parallel.DistributedDataParallel):
             return "torch"
+        if self.submod is not self.module:
+            return "zero"
         return "no_sync" if callable(getattr(self.submod, "no_sync", None)) else None
 
     @contextmanager
@@ -239,6 +259,12 @@ class PipelineStage:
         kind = self._ddp_kind()
         if kind is None:
             yield
+            return
+        if kind == "zero":  # accumulate every microbatch, reduce once after the last
+            with self.submod.no_sync():  # type: ignore[operator]
+                yield
+            if last:
+                self.submod.finish_gradient_sync()  # type: ignore[operator]
             return
         if not last:
             with self.submod.no_sync():  # type: ignore[operator]
@@ -348,7 +374,11 @@ class PipelineStage:
         """``I``: the input gradients of ``microbatch`` only; :meth:`backward_weight` finishes
         it."""
         inputs, roots, seeds = self._roots(microbatch, scale)
-        grads, job = backward_input(roots, seeds, inputs if not self.is_first else ())
+        zero = self._ddp_kind() == "zero"
+        regather = zero and bool(getattr(self.submod, "shards_parameters", False))
+        with self.submod.no_sync() if zero else nullcontext():  # type: ignore[operator]
+            grads, job = backward_input(roots, seeds, inputs if not self.is_first else (),
+                                        split=not regather)
         if self.is_first:
             grads = ()
         self._keep_input_grads(microbatch, inputs, grads)
@@ -362,9 +392,22 @@ class PipelineStage:
             raise RuntimeError(f"stage {self.stage_index}: W of microbatch {microbatch} "
                                "without its I (or twice)")
         with self._sync(last, job.roots):
-            backward_weight(job, list(self.submod.parameters()))
+            backward_weight(job, self.parameters())
         if meter is not None:
             meter.release(self.stage_index, microbatch)
+
+
+def _module_of(submodule: Any) -> nn.Module:
+    """``submodule`` if it is an ``nn.Module``; a ``ZeroDataParallel``'s ``module``."""
+    if isinstance(submodule, nn.Module):
+        return submodule
+    inner = getattr(submodule, "module", None)
+    if isinstance(inner, nn.Module) and all(callable(getattr(submodule, name, None)) for name in (
+            "__call__", "no_sync", "finish_gradient_sync")):
+        return inner
+    raise TypeError(f"submodule must be a torch.nn.Module (or one wrapped in torch's DDP, "
+                    f"distlab's DDP or distlab's ZeroDataParallel), got "
+                    f"{type(submodule).__name__}")
 
 
 def _detached(value: Any) -> Any:
