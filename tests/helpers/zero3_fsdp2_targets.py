@@ -15,7 +15,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from distlab.nets import mlp
-from distlab.zero.fsdp2_check import state_diff
+from distlab.zero.fsdp2_check import cpu_mesh, state_diff
 from distlab.zero.optimizer import ZeroDataParallel
 from helpers.zero_targets import recorder
 
@@ -187,9 +187,10 @@ def _fsdp2(s: Scenario, batches: list[list[torch.Tensor]]) -> tuple[dict[str, to
                                                                      dict[str, int]]:
     m = s.model()
     mp = MixedPrecisionPolicy(param_dtype=s.param_dtype, reduce_dtype=s.reduce_dtype)
+    mesh = cpu_mesh()   # on a GPU machine too: the scenarios compare on gloo CPU ranks
     for u in (s.units or _default_units)(m):
-        fully_shard(u, mp_policy=mp)
-    fully_shard(m, mp_policy=mp)
+        fully_shard(u, mesh=mesh, mp_policy=mp)
+    fully_shard(m, mesh=mesh, mp_policy=mp)
     cls, kwargs = s.optimizer
     opt = cls(m.parameters(), **kwargs)
     for step, xs in zip(s.steps, batches, strict=True):

@@ -7,7 +7,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.testing._internal.distributed._tensor.common_dtensor import ModelArgs, Transformer
 
 from distlab.plan.model import PRESETS, ModelSpec, layer_matmul_flops, model_spec, spec_from_module
 
@@ -26,6 +25,10 @@ def test_presets_have_their_published_parameter_counts(name: str, billions: floa
        vocab=st.integers(5, 40), tied=st.booleans())
 def test_spec_from_torchs_test_transformer_counts_every_parameter(
         layers: int, heads: int, head_dim: int, vocab: int, tied: bool) -> None:
+    pytest.importorskip("expecttest", reason="torch's test Transformer imports expecttest "
+                        "(distlab[test] installs it)")
+    from torch.testing._internal.distributed._tensor.common_dtensor import ModelArgs, Transformer
+
     module = Transformer(ModelArgs(n_layers=layers, vocab_size=vocab, max_seq_len=16,
                                    dim=heads * head_dim, n_heads=heads, weight_tying=tied))
     spec = spec_from_module(module, seq_len=8)

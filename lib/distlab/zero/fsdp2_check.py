@@ -1,7 +1,9 @@
 """ZeRO stage 3 beside torch FSDP2 on the same units: the parameters after the same Adam steps.
 
 torch's FSDP2 (``torch.distributed.fsdp.fully_shard``) runs on CPU ranks with gloo, so the
-reference is exact: call ``fully_shard`` on every unit, then on the root, train with
+reference is exact: call ``fully_shard`` on every unit, then on the root (on a CPU device mesh
+named explicitly: left to itself, ``fully_shard`` builds its mesh on the machine's accelerator,
+which moves the module to a GPU the gloo comparison does not use), train with
 ``torch.optim.Adam``; train :class:`~distlab.zero.optimizer.ZeroDataParallel` with the same
 units from the same weights on the same batches; compare ``full_tensor()`` with
 :meth:`~distlab.zero.optimizer.ZeroDataParallel.full_state_dict`. Adam is elementwise, so FSDP2's
@@ -19,13 +21,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from distlab.nets import mlp
 from distlab.zero.optimizer import ZeroDataParallel
 
-__all__ = ["VARIANTS", "fsdp2_comparison_rank", "shard_like_fsdp2", "state_diff", "train_fsdp2",
-           "train_zero"]
+__all__ = ["VARIANTS", "cpu_mesh", "fsdp2_comparison_rank", "shard_like_fsdp2", "state_diff",
+           "train_fsdp2", "train_zero"]
 
 #: What :func:`fsdp2_comparison_rank` trains beside FSDP2: name -> (stage, options).
 VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
@@ -34,17 +38,24 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     "stage0": (0, {}), "stage1": (1, {}), "stage2": (2, {})}
 
 
+def cpu_mesh() -> DeviceMesh:
+    """A one-dimensional CPU mesh over the default group's ranks: what ``fully_shard`` builds by
+    itself on a machine without an accelerator, and what the comparison needs on one with."""
+    return init_device_mesh("cpu", (dist.get_world_size(),))
+
+
 def shard_like_fsdp2(model: torch.nn.Module,
                      units: Sequence[torch.nn.Module] | None = None) -> torch.nn.Module:
     """``fully_shard`` on each unit (``None``: every submodule with trainable parameters of its
-    own, the units :func:`distlab.zero.stage3.find_units` picks by default), then on ``model``;
-    returns ``model``."""
+    own, the units :func:`distlab.zero.stage3.find_units` picks by default), then on ``model``,
+    all on :func:`cpu_mesh`; returns ``model``."""
+    mesh = cpu_mesh()
     chosen = list(units) if units is not None else [
         m for m in model.modules()
         if m is not model and any(p.requires_grad for p in m.parameters(recurse=False))]
     for m in chosen:
-        fully_shard(m)
-    fully_shard(model)
+        fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return model
 
 
