@@ -2,7 +2,8 @@
 
 - JupyterLab listens on 127.0.0.1 on a free port with a random token, serves ``notebooks/``, and
   runs with autosave off and its own empty settings/workspace folders, so a test never writes to
-  the committed notebooks (checked at teardown).
+  the committed notebooks (checked at teardown). A kernel shut down gets ``KERNEL_SHUTDOWN_WAIT_S``
+  to exit before the server stops it.
 - Chromium is ``$DISTLAB_CHROMIUM`` or ``chromium`` on PATH (Debian: ``apt-get install -y
   chromium``). In CI (``CI`` set) a missing browser fails the run; elsewhere the tests skip and
   say how to install it. Playwright's own browser download is never used.
@@ -43,6 +44,13 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
 ]
+#: Seconds the server gives a kernel to exit after its shutdown request: after half of it the
+#: server terminates the kernel's process group, after all of it kills it (jupyter_client's
+#: default is 5). A kernel that ran ranks through ``distlab.launch`` has two children ipykernel's
+#: own shutdown waits for in vain: multiprocessing's resource tracker (it ignores SIGTERM) and the
+#: fork server (SIGTERM ends it, but nobody reaps it); the server then terminates the kernel
+#: anyway, after 2.5 s at the default, for every such notebook.
+KERNEL_SHUTDOWN_WAIT_S = 1.0
 LAB_SETTINGS = {
     "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
     "@jupyterlab/apputils-extension:notification": {"checkForUpdates": False,
@@ -108,7 +116,8 @@ def serve_lab(root: Path) -> Iterator[Lab]:
                "--ServerApp.port_retries=0", "--allow-root", f"--IdentityProvider.token={token}",
                f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
                f"--LabApp.user_settings_dir={settings}",
-               f"--LabApp.workspaces_dir={Path(tmp) / 'workspaces'}"]
+               f"--LabApp.workspaces_dir={Path(tmp) / 'workspaces'}",
+               f"--KernelManager.shutdown_wait_time={KERNEL_SHUTDOWN_WAIT_S}"]
         before = _digest(root)
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         base = f"http://127.0.0.1:{port}"

@@ -122,7 +122,7 @@ def run_all_cells(page: Any, *, timeout_s: float = 300.0) -> None:
             retried = True
         if time.monotonic() > deadline:
             raise TimeoutError(f"cells still running after {timeout_s:g} s: {state}")
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
 def error_outputs(page: Any) -> list[str]:

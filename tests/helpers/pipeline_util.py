@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 from distlab.pipeline import Stage
+
+_RELEASE = threading.Event()
+"""Set by :func:`release_hangs`: every :class:`HangAt` of this process stops waiting."""
 
 
 class FailAt(Stage):
@@ -38,7 +42,9 @@ class Slow(Stage):
 
 class HangAt(Stage):
     """Sleeps ``hang_s`` on item ``bad`` (a stage that does not return in time); other items pass
-    through at once. Picklable, so it also hangs inside worker processes."""
+    through at once. Picklable, so it also hangs inside worker processes. In the process that
+    called :func:`release_hangs` since its last :func:`arm_hangs`, it returns at once instead of
+    sleeping on (a worker process has its own, never released)."""
 
     category = "cpu"
 
@@ -48,8 +54,19 @@ class HangAt(Stage):
 
     def process(self, item: Any) -> Any:
         if item == self.bad:
-            time.sleep(self.hang_s)
+            _RELEASE.wait(self.hang_s)
         return item
+
+
+def arm_hangs() -> None:
+    """:class:`HangAt` stages of this process sleep their whole ``hang_s`` again."""
+    _RELEASE.clear()
+
+
+def release_hangs() -> None:
+    """Every :class:`HangAt` of this process still sleeping returns now (an abandoned stage
+    thread then ends as it would at the end of its ``hang_s``)."""
+    _RELEASE.set()
 
 
 def fail_on_part_two(shards: Any, part_id: int) -> Any:

@@ -1,19 +1,28 @@
 """Notebook 07 on a profile the profiler wrote after Ctrl-C: every cell runs, and the cells
-that need a part the profile lacks say which and why instead of stopping the notebook."""
+that need a part the profile lacks say which and why instead of stopping the notebook. (The run
+is executed beside the session's other runs of 07: :mod:`helpers.notebook07`.)"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from helpers.incomplete_profile import STOPPED, incomplete_profile
-from helpers.paths import ROOT
+from helpers.notebook07 import Run, result
 
-NOTEBOOK = ROOT / "notebooks" / "07_profile.ipynb"
+
+def _on_a_cut_profile(folder: Path) -> Run:
+    """07 with the picker pointed at an incomplete copy of a committed profile, right after the
+    picker's cell."""
+    cut = incomplete_profile(folder / "vm-cut")
+    return Run(after_picker=(f"choice.pick({str(cut)!r})",))
+
+
+#: The runs of 07 this module reads (the session's ``notebook07`` fixture executes them).
+NOTEBOOK07_RUNS = {"on an incomplete profile": _on_a_cut_profile}
 
 
 def _texts(cell: nbformat.NotebookNode) -> str:
@@ -22,21 +31,8 @@ def _texts(cell: nbformat.NotebookNode) -> str:
 
 
 @pytest.mark.timeout(600)
-def test_notebook_07_goes_on_through_an_incomplete_profile(tmp_path: Path) -> None:
-    cut = incomplete_profile(tmp_path / "vm-cut")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    picker = next(i for i, c in enumerate(nb.cells) if c.source.strip() == "choice.widget")
-    nb.cells.insert(picker + 1, nbformat.v4.new_code_cell(f"choice.pick({str(cut)!r})"))
-    env = {**os.environ, "SMOKE": "1"}
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        client.execute()   # raises CellExecutionError on the first cell that fails
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+def test_notebook_07_goes_on_through_an_incomplete_profile(notebook07: dict[str, Any]) -> None:
+    nb = result(notebook07, "on an incomplete profile")   # raises what the first failing cell did
     cells = [c for c in nb.cells if c.cell_type == "code"]
     said = "\n".join(_texts(c) for c in cells)
     assert f"vm-cut is INCOMPLETE ({STOPPED})" in said

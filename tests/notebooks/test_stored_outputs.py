@@ -92,16 +92,25 @@ def test_runs_tiny():
 '''
 
 
-def _pytest(folder: Path, *args: str, chromium: str) -> str:
-    """Run pytest with nbval and the owner plugin in ``folder``; its combined output."""
+def _pytest(folder: Path, *args: str, chromium: str) -> subprocess.Popen[str]:
+    """Start pytest with nbval and the owner plugin in ``folder`` (:func:`_output` waits for it
+    and reads its combined output)."""
     env = dict(os.environ, DISTLAB_CHROMIUM=chromium,
                PYTHONPATH=os.pathsep.join([str(ROOT / "tests"),
                                            os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "helpers.notebook_owner",
          "--nbval", "-o", "markers=notebook(name): runs it", "-q", *args, str(folder)],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=180)
-    return done.stdout + done.stderr
+        cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _output(proc: subprocess.Popen[str]) -> str:
+    try:
+        return proc.communicate(timeout=180)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
 
 
 @pytest.mark.timeout(240)
@@ -111,11 +120,20 @@ def test_nbval_leaves_a_notebook_to_its_browser_test_only_when_a_browser_runs_it
     nbformat.write(nb, tmp_path / "tiny.ipynb")
     (tmp_path / "test_owner.py").write_text(_OWNED_TEST)
     (tmp_path / "conftest.py").write_text("")
-    with_browser = _pytest(tmp_path, chromium=sys.executable)
+    # the three runs share the folder only to read it (no cache provider; Python replaces
+    # bytecode files atomically), so they run at once
+    runs = [_pytest(tmp_path, chromium=sys.executable),
+            _pytest(tmp_path, chromium=str(tmp_path / "no-such-chromium")),
+            _pytest(tmp_path, "-k", "not test_runs_tiny", chromium=sys.executable)]
+    try:
+        with_browser, without, test_deselected = (_output(p) for p in runs)
+    finally:
+        for p in runs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
     assert "1 passed, 1 deselected" in with_browser, with_browser
     assert "1 notebook(s) left to the real-browser tests" in with_browser
-    without = _pytest(tmp_path, chromium=str(tmp_path / "no-such-chromium"))
     assert "2 passed" in without and "deselected" not in without, without
-    test_deselected = _pytest(tmp_path, "-k", "not test_runs_tiny", chromium=sys.executable)
     assert "1 passed, 1 deselected" in test_deselected, test_deselected
     assert "left to the real-browser" not in test_deselected, "nbval must run the notebook"

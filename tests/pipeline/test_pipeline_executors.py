@@ -33,7 +33,14 @@ from distlab.pipeline.torchref import absorbed_by_dataloader
 from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks
 from helpers.paths import LIB
-from helpers.pipeline_util import FailAt, HangAt, Slow, children_outlive_parent
+from helpers.pipeline_util import (
+    FailAt,
+    HangAt,
+    Slow,
+    arm_hangs,
+    children_outlive_parent,
+    release_hangs,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -257,9 +264,11 @@ def test_workers_die_with_a_killed_parent() -> None:
 def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
     """A stage call that does not return within timeout_s raises PipelineTimeoutError naming the
     stage and item, long before the stage would have returned. Threads cannot be killed: the
-    stuck one is abandoned (it ends on its own seconds later); stuck workers are terminated."""
-    # a stuck thread ends on its own after hang_s (no_leaks waits for it); long enough to
-    # outlast the executor's clean-up (0.5 s timeout; torch's worker shutdown takes seconds)
+    stuck one is abandoned (it ends once released, after the executor's clean-up, as it would on
+    its own at the end of hang_s); stuck workers are terminated."""
+    # a stuck stage in this process sleeps hang_s unless released first (no_leaks waits for its
+    # thread to end); hang_s is long enough to outlast the executor's clean-up (0.5 s timeout;
+    # torch's worker shutdown takes seconds), so the stage is still stuck when the run raises
     if name in ("sync", "threads"):
         hang_s = 3.0
     else:
@@ -269,12 +278,16 @@ def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
     else:
         stages = [Slow(0.0, "src"), HangAt(3, "stuck", hang_s, placement="host")]
     tl = Timeline()
+    arm_hangs()
     with no_leaks(grace_s=hang_s + 5):
-        with make_executor(name, workers=2, queue_depth=2, timeout_s=0.5) as ex:
-            with pytest.raises(PipelineTimeoutError) as info:
-                ex.run(stages, 8, timeline=tl)
-            # raised while the stage was still stuck: its call on item 3 never recorded a span
-            assert not [s for s in tl.spans if s.name == "stuck" and s.args["item"] == 3]
+        try:
+            with make_executor(name, workers=2, queue_depth=2, timeout_s=0.5) as ex:
+                with pytest.raises(PipelineTimeoutError) as info:
+                    ex.run(stages, 8, timeline=tl)
+                # raised while the stage was still stuck: its call on item 3 never recorded a span
+                assert not [s for s in tl.spans if s.name == "stuck" and s.args["item"] == 3]
+        finally:
+            release_hangs()   # the abandoned call returns now, after the executor's clean-up
     err = info.value
     assert isinstance(err, PipelineError) and isinstance(err, TimeoutError)
     assert (err.stage, err.item, err.timeout_s) == ("stuck", 3, 0.5), str(err)

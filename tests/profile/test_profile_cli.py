@@ -26,11 +26,20 @@ def _cmd(*args: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def quick_run(tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One ``--quick`` run of every part, its progress bar on (stderr): the profile folder and
+    the finished process, shared by the tests below (the bar's test reads its stderr)."""
     out = tmp_path_factory.mktemp("profile") / "quick"
-    proc = subprocess.run(_cmd("--quick", "--out", str(out)), env=ENV, capture_output=True,
-                          text=True, timeout=480)
+    proc = subprocess.run([sys.executable, "-m", "distlab.profile", "--quick", "--out", str(out)],
+                          env=ENV, capture_output=True, text=True, timeout=480)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def quick(quick_run: tuple[Path, subprocess.CompletedProcess[str]]) -> tuple[Path, str]:
+    out, proc = quick_run
     return out, proc.stdout
 
 
@@ -132,13 +141,11 @@ BAR = re.compile(r"^profile:\s+\d+%\|[^|]*\|\s*\d+/\d+ \[[^\[\]]*\]\s*$")
 
 
 @pytest.mark.timeout(600)
-def test_round_lines_never_break_the_progress_bar(tmp_path: Path) -> None:
+def test_round_lines_never_break_the_progress_bar(
+        quick_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """With the bar on, stderr holds bar frames (each a whole bar) and no round line glued to a
     bar or standing between its frames: the ranks' round lines go into the bar's postfix."""
-    proc = subprocess.run([sys.executable, "-m", "distlab.profile", "--quick", "--only",
-                           "collectives", "--out", str(tmp_path / "p")], env=ENV,
-                          capture_output=True, text=True, timeout=560)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _, proc = quick_run
     frames = [f.strip() for line in proc.stderr.split("\n") for f in line.split("\r")]
     frames = [f for f in frames if f]
     bars = [f for f in frames if f.startswith("profile:")]
@@ -151,23 +158,51 @@ def test_round_lines_never_break_the_progress_bar(tmp_path: Path) -> None:
     assert "measured collectives" in proc.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
+BAD_OPTIONS = [
     (["--only", "env,bogus"], "--only"),
     (["--timeout", "-1"], "--timeout"),
     (["--rounds", "0"], "--rounds"),
     (["--rehearse", "dgx_b200"], "--rehearse"),
     (["--rehearse"], "--rehearse"),
     (["--frobnicate"], "unrecognized"),
-])
+]
+
+
+@pytest.fixture(scope="module")
+def bad_option_runs(tmp_path_factory: pytest.TempPathFactory
+                    ) -> dict[tuple[str, ...], tuple[int, str, Path]]:
+    """Every :data:`BAD_OPTIONS` command, all started at once (each only imports and parses):
+    ``tuple(args) -> (exit status, stderr, its --out folder)``."""
+    started = []
+    for args, _ in BAD_OPTIONS:
+        out = tmp_path_factory.mktemp("bad") / "x"
+        started.append((args, out, subprocess.Popen(
+            _cmd("--out", str(out), *args), env=ENV, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)))
+    runs = {}
+    try:
+        for args, out, proc in started:
+            _, stderr = proc.communicate(timeout=110)
+            runs[tuple(args)] = (proc.returncode, stderr, out)
+    finally:
+        for _, _, proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return runs
+
+
+@pytest.mark.parametrize("args, needle", BAD_OPTIONS)
 @pytest.mark.timeout(120)
-def test_bad_option_exits_2_with_one_line(args: list[str], needle: str, tmp_path: Path) -> None:
-    proc = subprocess.run(_cmd("--out", str(tmp_path / "x"), *args), env=ENV,
-                          capture_output=True, text=True, timeout=110)
-    assert proc.returncode == 2
-    errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+def test_bad_option_exits_2_with_one_line(
+        args: list[str], needle: str,
+        bad_option_runs: dict[tuple[str, ...], tuple[int, str, Path]]) -> None:
+    returncode, stderr, out = bad_option_runs[tuple(args)]
+    assert returncode == 2
+    errors = [ln for ln in stderr.splitlines() if "error:" in ln]
     assert len(errors) == 1 and needle in errors[0]
-    assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "x").exists()
+    assert "Traceback" not in stderr
+    assert not out.exists()
 
 
 @pytest.mark.timeout(120)

@@ -136,7 +136,8 @@ def test_torch_shm_manager_exits_with_the_trainer() -> None:
 
 def test_leak_checker_sees_an_open_fd_and_a_mapping(tmp_path) -> None:
     """The checker can fail: a descriptor left open, a shared mapping left mapped."""
-    with pytest.raises(AssertionError, match="file descriptors left open"), no_leaks(fds=True):
+    with pytest.raises(AssertionError, match="file descriptors left open"), \
+            no_leaks(fds=True, grace_s=0.1):   # left open on purpose: no reaping to wait for
         fd = os.open(tmp_path / "f", os.O_CREAT | os.O_RDWR)
     os.close(fd)
     import torch

@@ -105,7 +105,10 @@ def _tick_items(ax: Axes, index: int, renderer: Any) -> Iterable[Item]:
 
 def drawn_items(fig: Figure) -> list[Item]:
     """Every text and legend a reader of ``fig`` reads, with its window extent (pixels)."""
-    renderer = _renderer(fig)
+    return _drawn_items(fig, _renderer(fig))
+
+
+def _drawn_items(fig: Figure, renderer: Any) -> list[Item]:
     items: list[Item] = []
     suptitle = getattr(fig, "_suptitle", None)
     if _visible_text(suptitle):
@@ -159,17 +162,23 @@ def overlapping_items(items: Sequence[Item], *, tolerance_px: float = TOLERANCE_
 def collision_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
     """One line per collision of texts in ``fig`` (empty when every text and legend has its
     own room)."""
+    return _collision_problems(fig, _renderer(fig), tolerance_px)
+
+
+def _collision_problems(fig: Figure, renderer: Any, tolerance_px: float) -> list[str]:
     return [f"{a.describe()} overlaps {b.describe()}"
-            for a, b in overlapping_items(drawn_items(fig), tolerance_px=tolerance_px)]
+            for a, b in overlapping_items(_drawn_items(fig, renderer), tolerance_px=tolerance_px)]
 
 
 def layout_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
     """One line per problem a reader of ``fig`` meets (see the module doc): colliding texts,
     legends over data, axes with too few labelled ticks, an image wider than JupyterLab's
-    output area, colours that disagree with the palette or with each other."""
-    return [*collision_problems(fig, tolerance_px=tolerance_px),
-            *legend_problems(fig, tolerance_px=tolerance_px), *tick_problems(fig),
-            *width_problems(fig), *colour_problems(fig)]
+    output area, colours that disagree with the palette or with each other. The figure is drawn
+    once, and every check reads that drawing (each public check alone draws it itself)."""
+    renderer = _renderer(fig)
+    return [*_collision_problems(fig, renderer, tolerance_px),
+            *_legend_problems(fig, renderer, tolerance_px), *_tick_problems(fig, MIN_TICK_LABELS),
+            *_width_problems(fig, renderer, JUPYTERLAB_WIDTH_PX), *colour_problems(fig)]
 
 
 def _is_data(artist: Any, ax: Axes) -> bool:
@@ -214,7 +223,10 @@ def _bar_boxes(ax: Axes, renderer: Any) -> list[Bbox]:
 def legend_problems(fig: Figure, *, tolerance_px: float = TOLERANCE_PX) -> list[str]:
     """One line per legend of ``fig`` whose frame covers data of any of its axes: how many
     points (and bars) of which axes lie under it."""
-    renderer = _renderer(fig)
+    return _legend_problems(fig, _renderer(fig), tolerance_px)
+
+
+def _legend_problems(fig: Figure, renderer: Any, tolerance_px: float) -> list[str]:
     legends = [(f"figure legend {_legend_item(leg, -1, renderer).text!r}", leg)
                for leg in fig.legends if leg.get_visible()]
     legends += [(f"legend {_legend_item(ax.get_legend(), i, renderer).text!r} (axes {i})",
@@ -245,9 +257,13 @@ def tick_problems(fig: Figure, *, minimum: int = MIN_TICK_LABELS) -> list[str]:
     """One line per numeric axis of ``fig`` that shows labels on fewer than ``minimum`` ticks
     (an axis whose ticks were fixed by the figure, or that shows no tick label at all, is the
     figure's choice and is not judged)."""
+    _renderer(fig)
+    return _tick_problems(fig, minimum)
+
+
+def _tick_problems(fig: Figure, minimum: int) -> list[str]:
     from matplotlib.ticker import FixedLocator
 
-    _renderer(fig)
     out = []
     for i, ax in enumerate(fig.axes):
         if not ax.get_visible() or not ax.axison or hasattr(ax, "_colorbar"):
@@ -271,9 +287,12 @@ def width_problems(fig: Figure, *, max_px: float = JUPYTERLAB_WIDTH_PX) -> list[
     """One line when ``fig``'s image (tight bounding box and the padding around it, at the
     figure's dpi, as :func:`distlab.viz.figure.figure_png` renders it) is wider than
     ``max_px``."""
+    return _width_problems(fig, _renderer(fig), max_px)
+
+
+def _width_problems(fig: Figure, renderer: Any, max_px: float) -> list[str]:
     import matplotlib
 
-    renderer = _renderer(fig)
     pad = matplotlib.rcParams["savefig.pad_inches"]
     width = (fig.get_tightbbox(renderer).width + 2 * pad) * fig.dpi
     if width > max_px + 0.5:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -76,9 +77,22 @@ def bootstrap_interval(samples: Sequence[float], *, statistic: str = "median",
     if not 0 < conf < 1:
         raise ValueError(f"confidence must be strictly between 0 and 1, got {conf}")
     n = check_int("resamples", resamples, minimum=1)
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        return _interval(tuple(x.tolist()), statistic, conf, n, seed)
+    return _interval.__wrapped__(tuple(x.tolist()), statistic, conf, n, seed)
+
+
+@lru_cache(maxsize=8192)
+def _interval(samples: tuple[float, ...], statistic: str, confidence: float, resamples: int,
+              seed: Any) -> tuple[float, float]:
+    """:func:`bootstrap_interval` of checked arguments. A pure function of them (the seed fixes
+    the resamples), so the same rounds are resampled once per process: a profile's rows are
+    judged again under every calibration that prices them."""
+    x = np.asarray(samples, dtype=float)
     rng = np.random.default_rng(seed)
-    values = round_statistic(x[rng.integers(0, x.size, size=(n, x.size))], statistic, axis=1)
-    tail = 100.0 * (1 - conf) / 2
+    values = round_statistic(x[rng.integers(0, x.size, size=(resamples, x.size))], statistic,
+                             axis=1)
+    tail = 100.0 * (1 - confidence) / 2
     low, high = np.percentile(values, [tail, 100.0 - tail])
     return float(low), float(high)
 
