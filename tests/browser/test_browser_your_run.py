@@ -29,7 +29,7 @@ def test_your_run_notebook_runs_and_its_explorer_moves(lab, page):
     text = output_text(page)
     assert "waiting for the last rank: 193.10 ms in all" in text
     assert "rank 1 last in 8/10 calls, caused 381.33 ms" in text
-    assert "15 priced; not priced:" in text
+    assert "21 priced: {'all_reduce': 15, 'broadcast': 6}; not priced: 0" in text
     assert wrapped_output_lines(page) == [], "printed reports must not wrap"
     before, text_before = explorer_pictures(page), widget_text(page)
     assert len(before) == 1, f"the explorer shows one picture, not {len(before)}"

@@ -1,6 +1,6 @@
-"""The NCCL model beside every collective kernel: wait + transfer = kernel, the model is
-predict_builtin(..., nccl_model="measured"), error = (measured - model) / model, and a reason
-wherever a kernel is not priced."""
+"""The NCCL model beside every collective kernel: wait + transfer = kernel, the all-reduce model
+is predict_builtin(..., nccl_model="measured"), error = (measured - model) / model, and a reason
+wherever a kernel is not priced (other collectives: tests/judge/test_judge_trace_kinds.py)."""
 
 from __future__ import annotations
 
@@ -60,12 +60,22 @@ def test_one_line_why_not_priced(tmp_path, kw, why) -> None:
 
 
 def test_published_a100_trace() -> None:
+    """Its 15 all-reduce and 6 broadcast kernels are all priced, each by its own model."""
+    from distlab.collectives.model.nccl.family import nccl_collective
+
     run = read_run(RESULTS / "traces" / "hta_a100_2ranks_rank0")
     prices = _judge(run)
-    priced = [p for p in prices if p.model_us is not None]
-    assert priced and all(p.collective == "allreduce" for p in priced)
-    assert all("peers' traces absent" in p.note for p in priced)
-    assert all("allreduce only" in p.why for p in prices if p.model_us is None)
+    assert all(p.model_us is not None for p in prices)
+    kinds = [p.collective for p in prices]
+    assert (kinds.count("all_reduce"), kinds.count("broadcast"), len(kinds)) == (15, 6, 21)
+    assert all("peers' traces absent" in p.note for p in prices)
+    for p in prices:
+        assert p.size_source == "own args" and p.algorithm and p.protocol
+        if p.collective == "broadcast":
+            run_ = nccl_collective("a100_sxm8", 2, [p.nbytes], "broadcast")[0]
+            assert p.model_us == pytest.approx(run_.seconds * 1e6)
+            assert (p.algorithm, p.protocol) == (run_.algorithm, run_.protocol)
+            assert "NCCL 2.17.1 priced as 2.28" in p.note
     assert box_for_gpu("NVIDIA A100-PG509-200") == "a100_sxm8"
 
 
@@ -83,8 +93,8 @@ def test_an_absent_peer_makes_the_wait_unknown_not_zero() -> None:
     lines = report_lines(j)
     assert not any("wait 0 +" in line for line in lines)
     assert sum("(wait unknown)" in line for line in lines) == 5
-    assert any(line.startswith("  ... and 10 more") for line in lines)
-    assert sum(line.startswith("  note: peers' traces absent") for line in lines) == 1
+    assert any(line.startswith("  ... and 16 more") for line in lines)
+    assert sum(line.startswith("  note: peers' traces absent") for line in lines) == 2
     doc = judgement_json(j)
     assert all(m["wait_us"] is None and m["measured"] == "kernel (wait unknown)"
                for m in doc["model"] if m["model_us"] is not None)

@@ -25,7 +25,7 @@ def test_planted_gloo_straggler_is_named(n: int) -> None:
     for c in multi:
         for r in range(n - 1):
             assert 10_000 < c.wait_us(r) < 60_000
-    assert all(c.calls[0].collective == "allreduce" and c.calls[0].nelems == 256 * 256 + 256
+    assert all(c.calls[0].collective == "all_reduce" and c.calls[0].nelems == 256 * 256 + 256
                + 256 + 1 for c in multi)
 
 

@@ -20,9 +20,17 @@ from helpers.trace_synth import synth_rank
     ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
      "NCCL/RCCL"),
     ("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", "NCCL/RCCL"),
-    ("mscclKernel_Sum_float_LL", "RCCL"),
+    ("mscclKernel_Sum_float_LL", "MSCCL"),
+    ("rcclGenericKernel", "RCCL"),
     ("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)", "DeepEP"),
     ("void deep_ep::internode_ll::combine<false, 7168>(void*)", "DeepEP"),
+    ("void deep_ep::internode::cached_notify(int, int*)", "DeepEP"),
+    ("void dpsk::ep::internode::dispatch<true, 8>(void*, int4*)", "expert-parallel (::ep::)"),
+    ("void dpsk::ep::intranode::combine<bf16>(void*)", "expert-parallel (::ep::)"),
+    ("dpsk::ep::internode::cached_notify(int*, int)", "expert-parallel (::ep::)"),
+    ("void pplx::dispatchKernel<false>(int)", "pplx-kernels"),
+    ("moeA2ADispatchKernel<128>", "MoE all-to-all"),
+    ("void nvshmemi_proxy_progress_kernel(int)", "NVSHMEM"),
 ])
 def test_default_patterns_recognise_comm_kernels(name: str, library: str) -> None:
     assert comm_regex().match(name)

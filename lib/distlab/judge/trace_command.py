@@ -4,6 +4,7 @@ and judged.
     python -m distlab.judge trace results/traces/gloo_ddp_3ranks
     python -m distlab.judge trace traces/run1 --rank 0 --step 3 --json judged.json
     python -m distlab.judge trace traces/run1 --timeline analysis.json   # open in ui.perfetto.dev
+    python -m distlab.judge trace traces/run1 --comm-pattern 'my_lib::moe_(dispatch|combine)'
 
 (``traces/run1``: the folder ``distlab.trace.record("traces/run1")`` writes, as in the README.)
 
@@ -11,24 +12,32 @@ PATH: trace files (``.json``/``.json.gz``, as ``tensorboard_trace_handler`` writ
 folders of them, one file per rank of one run. Prints: the run (ranks, GPU, NCCL, backend) and
 what the traces lack; per rank the breakdown (GPU idle / compute / exposed communication /
 memory / other, % of the span; HTA's ``non_compute`` = the last three), the share of
-communication overlapped by compute, the causes of idle time; the stragglers (the ranks the
-others waited for, and the time lost); the collective kernels beside the NCCL model, worst errors
-first, and why the others are not priced. Definitions: :mod:`distlab.trace.breakdown`,
-:mod:`distlab.trace.collectives`, :mod:`distlab.judge.trace_model`.
+communication overlapped by compute, the causes of idle time; GPU kernels whose names suggest
+communication but that no pattern claims (``possible communication, not counted: NAME (N
+kernels, T ms)``); the stragglers (the ranks the others waited for, and the time lost); the
+collective kernels (all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all,
+send/recv) beside the NCCL model with NCCL's algorithm and protocol for the size and where the
+size came from (``own args``, ``matched rank N``, ...), worst errors first, ``|error|`` per
+collective, and why the others are not priced (one line per reason, with counts). Definitions:
+:mod:`distlab.trace.breakdown`, :mod:`distlab.trace.collectives`,
+:mod:`distlab.trace.patterns`, :mod:`distlab.judge.trace_model`.
 
 ``--rank R`` reports rank R only; ``--step N`` uses ProfilerStep#N instead of the whole trace;
 ``--json PATH`` writes every number; ``--timeline PATH`` writes distlab's Chrome trace of the
 analysis: per rank the steps, the collective calls split into ``wait for rank L`` and
-``transfer`` slices, and GPU idle gaps. A path that is not a readable trace, an empty folder or
-ranks of two runs: one error line, exit 2.
+``transfer`` slices, and GPU idle gaps. ``--comm-pattern REGEX`` (repeatable): GPU kernels whose
+names match (``re.match``) count as communication too, beside
+:data:`~distlab.trace.patterns.COMM_PATTERNS`. A path that is not a readable trace, an empty
+folder, ranks of two runs or a regex that does not compile: one error line, exit 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from distlab.cli import options
@@ -38,13 +47,19 @@ from distlab.report.jsonfile import write_json
 from distlab.timeline import Timeline
 from distlab.trace.breakdown import Breakdown, RankAnalysis, analyze_run, step_windows
 from distlab.trace.chrome import write_chrome_trace
-from distlab.trace.collectives import Collectives, clock_shift_us, match_collectives
-from distlab.trace.patterns import CommPattern
+from distlab.trace.collectives import (
+    Collectives,
+    UnclaimedKernels,
+    clock_shift_us,
+    match_collectives,
+    unclaimed_comm_kernels,
+)
+from distlab.trace.patterns import CommPattern, user_patterns
 from distlab.trace.torch_trace import Run, TraceReadError, read_run
-from distlab.vocabulary import size_label
+from distlab.vocabulary import ErrorSummary, size_label
 
 __all__ = ["TraceJudgement", "judge_trace", "judgement_json", "judgement_timeline", "main",
-           "report_lines", "run_line"]
+           "model_lines", "possible_comm_lines", "report_lines", "run_line"]
 
 
 @dataclass
@@ -55,6 +70,22 @@ class TraceJudgement:
     analyses: dict[int, RankAnalysis]
     collectives: Collectives
     prices: list[KernelPrice]
+    unclaimed: dict[int, list[UnclaimedKernels]] = field(default_factory=dict)
+    """Per rank: GPU kernels whose names suggest communication that no pattern claims."""
+
+    def possible_comm(self, rank: int | None = None) -> list[UnclaimedKernels]:
+        """:attr:`unclaimed` of ``rank`` (None: every rank's, summed per kernel name), longest
+        total first."""
+        by: dict[str, UnclaimedKernels] = {}
+        for r, kernels in self.unclaimed.items():
+            if rank is not None and r != rank:
+                continue
+            for u in kernels:
+                got = by.setdefault(u.name, UnclaimedKernels(u.name, 0, 0.0, []))
+                got.count += u.count
+                got.total_us += u.total_us
+                got.ranks.append(r)
+        return sorted(by.values(), key=lambda u: (-u.total_us, u.name))
 
     def breakdown(self, rank: int, step: int | None = None) -> Breakdown | None:
         a = self.analyses[rank]
@@ -70,18 +101,25 @@ class TraceJudgement:
                     out.append(line)
         out += [n for n in self.collectives.notes if n not in out]
         if not self.collectives.calls:
-            out.append("no collective calls (no NCCL/RCCL/DeepEP kernel, no gloo span): nothing "
-                       "to match or price")
+            out.append("no collective calls (no communication kernel, no gloo span): "
+                       "nothing to match or price"
+                       + ("; see the possible communication below (--comm-pattern REGEX claims "
+                          "it)" if self.possible_comm() else ""))
         return out
 
 
 def judge_trace(paths: Any, *, comm: list[CommPattern] | None = None) -> TraceJudgement:
-    """Read the traces at ``paths`` and judge them (raises TraceReadError for bad input)."""
+    """Read the traces at ``paths`` and judge them (raises TraceReadError for bad input).
+    ``comm``: the communication patterns (default
+    :data:`~distlab.trace.patterns.COMM_PATTERNS`; :func:`~distlab.trace.patterns.user_patterns`
+    adds a user's)."""
     run = read_run(paths)
     col = match_collectives(run, comm)
     prices = price_collectives(col, {r: rt.gpu for r, rt in run.ranks.items()},
                                {r: rt.nccl_version for r, rt in run.ranks.items()})
-    return TraceJudgement(run, analyze_run(run, comm=comm), col, prices)
+    unclaimed = {r: unclaimed_comm_kernels(rt, comm) for r, rt in run.ranks.items()}
+    return TraceJudgement(run, analyze_run(run, comm=comm), col, prices,
+                          {r: u for r, u in unclaimed.items() if u})
 
 
 def _pct(v: float) -> str:
@@ -147,6 +185,7 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
             lines.append(f"  rank {r}: HTA's rule (only nccl*Kernel is communication) gives "
                          f"compute {100 * b.hta_compute_us / b.span_us:.1f}%: distlab counts "
                          "the other libraries' comm kernels as communication")
+    lines += possible_comm_lines(j, rank)
     col = j.collectives
     multi = col.multi_rank()
     whole = " (every step: --step selects the breakdown above)" if step is not None else ""
@@ -162,21 +201,66 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
                   for r, v in sorted(caused.items(), key=lambda kv: -kv[1])]
         lines.append("stragglers: " + (", ".join(f"rank {r}" for r in stragglers)
                                        if stragglers else "none (waiting spread over ranks)"))
-    priced = [p for p in j.prices if p.model_us is not None and (rank is None or p.rank == rank)]
-    unpriced = [p for p in j.prices if p.model_us is None and (rank is None or p.rank == rank)]
-    lines.append(f"## model beside the kernels{whole}: {len(priced)} priced, "
-                 f"{len(unpriced)} not" + (f"; the {min(worst, len(priced))} furthest from "
-                                           "the model:" if priced else ""))
-    for p in sorted(priced, key=lambda p: -abs(p.error or 0))[:worst]:
+    lines += model_lines(j, rank=rank, worst=worst, whole=whole)
+    return lines
+
+
+POSSIBLE_COMM_NAME_CHARS = 100
+"""A kernel name in the possible-communication lines is cut to this many characters."""
+
+
+def possible_comm_lines(j: TraceJudgement, rank: int | None = None) -> list[str]:
+    """GPU kernels whose names suggest communication that no pattern claims (of ``rank``, None:
+    every rank's): a heading and one line per kernel name, ``NAME (N kernels, T ms)``; none
+    when there are none."""
+    found = j.possible_comm(rank)
+    if not found:
+        return []
+
+    def cut(name: str) -> str:
+        return name if len(name) <= POSSIBLE_COMM_NAME_CHARS else \
+            name[:POSSIBLE_COMM_NAME_CHARS - 3] + "..."
+    return ([f"## {len(found)} kernel name(s) suggest communication, but no pattern claims "
+             "them: not in comm% or the collectives (--comm-pattern REGEX counts them)"]
+            + [f"possible communication, not counted: {cut(u.name)} ({u.count} kernels, "
+               f"{_ms(u.total_us)} ms)" for u in found])
+
+
+def model_lines(j: TraceJudgement, *, rank: int | None = None, worst: int = 5,
+                whole: str = "") -> list[str]:
+    """The model beside the kernels: the ``worst`` priced kernels furthest from it (measured
+    and model microseconds, NCCL's algorithm/protocol, where the size came from), ``|error|``
+    per collective (:class:`~distlab.vocabulary.ErrorSummary`), where the sizes came from when
+    any is not the rank's own, the notes, and one line per reason a kernel is not priced."""
+    mine = [p for p in j.prices if rank is None or p.rank == rank]
+    priced = [p for p in mine if p.model_us is not None]
+    unpriced = [p for p in mine if p.model_us is None]
+    lines = [f"## model beside the kernels{whole}: {len(priced)} priced, "
+             f"{len(unpriced)} not" + (f"; the {min(worst, len(priced))} furthest from "
+                                       "the model:" if priced else "")]
+    for p in sorted(priced, key=lambda p: -abs(p.error_percent or 0))[:worst]:
         known = p.wait_us is not None and p.transfer_us is not None
         split = (f"= wait {p.wait_us:.0f} + transfer {p.transfer_us:.0f}" if known
                  else "(wait unknown)")
         lines.append(f"rank {p.rank} {p.collective} #{p.seq}, {size_label(p.nbytes or 0)} "
-                     f"across {p.group_size} ranks: kernel {p.kernel_us:.0f} us {split}; model "
-                     f"{p.model_us:.1f} us; error {100 * (p.error or 0):+.0f}% of the "
+                     f"across {p.group_size} ranks (size: {p.size_source}): kernel "
+                     f"{p.kernel_us:.0f} us {split}; model {p.model_us:.1f} us "
+                     f"{p.algorithm}/{p.protocol}; error {p.error_percent or 0:+.0f}% of the "
                      + ("transfer" if known else "whole kernel"))
     if len(priced) > worst:
         lines.append(f"  ... and {len(priced) - worst} more (--json holds every kernel)")
+    kinds = list(dict.fromkeys(p.collective or "?" for p in priced))
+    for kind in kinds:
+        es = ErrorSummary.of([p.error_percent for p in priced if (p.collective or "?") == kind],
+                             label=kind)
+        lines.append(f"  {kind}: {es.n} kernel(s), |error| median {es.median:.0f}%, "
+                     f"p90 {es.p90:.0f}%, max {es.max:.0f}%")
+    gpu_calls = [p for p in mine if p.library != "gloo"]
+    sources: dict[str, int] = {}
+    for p in gpu_calls:
+        sources[p.size_source] = sources.get(p.size_source, 0) + 1
+    if any(not s.startswith("own") for s in sources):
+        lines.append("message sizes from: " + ", ".join(f"{s} {n}" for s, n in sources.items()))
     lines += [f"  note: {n}" for n in dict.fromkeys(p.note for p in priced if p.note)]
     reasons: dict[str, int] = {}
     for p in unpriced:
@@ -206,11 +290,14 @@ def judgement_json(j: TraceJudgement, rank: int | None = None) -> dict[str, Any]
         "ranks": {r: {"steps": a.steps, "whole": bd(a.whole),
                       "per_step": {n: bd(b) for n, b in a.per_step.items()}}
                   for r, a in j.analyses.items() if mine(r)},
+        "possible_communication": [{"name": u.name, "count": u.count, "total_us": u.total_us,
+                                    "ranks": u.ranks} for u in j.possible_comm(rank)],
         "collectives": [{"group": c.group, "seq": c.seq, "last_rank": c.last_rank,
                          "caused_us": c.caused_us,
                          "ranks": {r: {"start_us": x.start_us, "end_us": x.end_us,
                                        "wait_us": c.wait_us(r), "collective": x.collective,
-                                       "nbytes": x.nbytes, "step": x.step}
+                                       "nbytes": x.nbytes, "size_source": x.size_source,
+                                       "step": x.step}
                                    for r, x in c.calls.items() if mine(r)}}
                         for c in col.calls if any(mine(r) for r in c.calls)],
         "stragglers": col.stragglers(), "caused_us": col.caused_us(),
@@ -265,13 +352,27 @@ def _parser() -> Any:
     p.add_argument("--timeline", default=None, metavar="PATH", type=options.output_file,
                    help="write distlab's Chrome trace of the analysis (checked before any "
                         "trace is read; missing folders are created)")
+    p.add_argument("--comm-pattern", action="append", default=[], metavar="REGEX",
+                   type=_regex, help="GPU kernels whose names match REGEX (re.match: add .* "
+                   "to match inside a name) are communication too; repeatable (default: "
+                   "none beyond distlab.trace.patterns.COMM_PATTERNS)")
     return p
+
+
+def _regex(text: str) -> str:
+    """``--comm-pattern``'s type: a regex that compiles (else argparse's one-line error)."""
+    try:
+        user_patterns([text])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _work(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    comm = user_patterns(args.comm_pattern) if args.comm_pattern else None
     try:
-        j = judge_trace(args.paths)
+        j = judge_trace(args.paths, comm=comm)
     except TraceReadError as exc:
         raise UsageError(str(exc)) from None
     if args.rank is not None and args.rank not in j.run.ranks:

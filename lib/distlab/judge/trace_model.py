@@ -1,20 +1,42 @@
 """The NCCL model beside every collective kernel of a user's trace.
 
 For each rank's call of each matched collective (:mod:`distlab.trace.collectives`) the kernel's
-time is split into *waiting for the last peer* (the last rank's kernel start minus this rank's,
-capped at the kernel) and *moving data* (the rest). Where the trace states the message
-(collective, ``In msg nelems``, ``dtype``, ``Group size``) and the GPU is one of the NCCL model's
-boxes, the moving-data time stands beside
-``predict_builtin(box, group_size, [nbytes], nccl_model="measured")`` with the error
-``(measured - model) / model`` (distlab's one sign). Otherwise one line says why.
+time (microseconds) is split into *waiting for the last peer* (the last rank's kernel start minus
+this rank's, capped at the kernel) and *moving data* (the rest). Where the trace states the
+message (collective, ``In msg nelems`` / ``Out msg nelems``, ``dtype``, ``Group size``: this
+rank's own or a matched rank's, :attr:`KernelPrice.size_source` says which) and the GPU is one of
+the NCCL model's boxes, the moving-data time stands beside the model's time for that collective
+and size, with NCCL's algorithm and protocol, and the error ``(measured - model) / model``
+(:func:`distlab.vocabulary.error_pct`'s sign: positive, the run was slower than the model).
+
+What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of the box):
+
+- ``all_reduce``: :func:`~distlab.collectives.model.nccl.execution.nccl_execution` (the time of
+  the execution NCCL chooses, ``harness="torch"``; the same number as
+  ``predict_builtin(box, n, [nbytes], nccl_model="measured")``), at the trace's NCCL release;
+- ``all_gather``, ``reduce_scatter``, ``broadcast``:
+  :func:`~distlab.collectives.model.nccl.family.nccl_collective` (NCCL 2.28's tuning; a trace of
+  another release says so in its note);
+- ``reduce``: as a broadcast of the same bytes (NCCL's tuner gives reduce and broadcast the same
+  ring steps and latency; the reduction's arithmetic is not modelled; the note says so);
+- ``send``, ``recv``, ``sendrecv`` (NCCL's ``SendRecv`` kernel): the planner's point-to-point
+  price, :func:`distlab.plan.collectives.p2p_seconds` (``P2P_ALPHA_S + bytes / the box's link
+  bandwidth per direction``), algorithm ``"p2p"``, protocol LL up to
+  :data:`P2P_LL_THRESHOLD_BYTES` else Simple;
+- ``all_to_all`` (NCCL runs it as grouped sends and receives to every peer, a ``SendRecv``
+  kernel): ``p2p_seconds`` of the bytes that leave the GPU, ``nbytes * (n - 1) / n``, all peers
+  sharing its link.
+
+Otherwise one line says why: gloo, no GPU name, a GPU of no box, a collective the model has no
+price for (gather, scatter, an expert-parallel library's own dispatch/combine), no message size
+on any rank, no group size, a group of one, a group larger than the box (the network is not in
+the trace).
 
 GPU names map to boxes by :data:`BOX_PATTERNS` (a list a user extends): ``A100`` -> the A100 SXM
-box, ``H100`` -> the H100 SXM box, ``RTX PRO 6000`` -> the PCIe box. A group larger than the box's
-GPUs spans nodes whose network the trace does not name: not priced. Only ranks whose traces are
-given can be waited for: where a peer of the group has no trace here, the wait is unknown
-(``wait_us`` and ``transfer_us`` are None, not 0), the whole kernel stands beside the model
-(``measured_us``, ``measured`` says which) and the note says so. ``predict_builtin`` prices
-allreduce; other collectives are named, not priced.
+box, ``H100`` -> the H100 SXM box, ``H200``, ``B200``, ``RTX PRO 6000`` -> the PCIe box. Only
+ranks whose traces are given can be waited for: where a peer of the group has no trace here, the
+wait is unknown (``wait_us`` and ``transfer_us`` are None, not 0), the whole kernel stands beside
+the model (``measured_us``, ``measured`` says which) and the note says so.
 """
 
 from __future__ import annotations
@@ -25,15 +47,47 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.versions import NcclVersionWarning
-from distlab.collectives.model.predict import predict_builtin
-from distlab.trace.collectives import Collectives, dtype_bytes
+from distlab.collectives.model.nccl.execution import nccl_execution
+from distlab.collectives.model.nccl.family import nccl_collective
+from distlab.collectives.model.nccl.versions import (
+    DEFAULT_NCCL_VERSION,
+    NcclVersionWarning,
+    release_key,
+)
+from distlab.plan.collectives import P2P_ALPHA_S, p2p_seconds
+from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
+from distlab.trace.collectives import P2P, Collectives, RankCall
+from distlab.vocabulary import collective_name, error_pct
 
-__all__ = ["BOX_PATTERNS", "PEERS_ABSENT", "KernelPrice", "box_for_gpu", "price_collectives"]
+__all__ = ["BOX_PATTERNS", "P2P_LL_THRESHOLD_BYTES", "PEERS_ABSENT", "PRICED", "KernelPrice",
+           "box_for_gpu", "price_collectives"]
 
 BOX_PATTERNS: list[tuple[str, str]] = [(r".*A100", "a100_sxm8"), (r".*H100", "h100_sxm8"),
+                                       (r".*H200", "h200_sxm8"), (r".*B200", "b200_sxm8"),
                                        (r".*RTX PRO 6000", "pcie5_8")]
 """(regex on ``deviceProperties[0].name``, key of GPU_BOXES), first match wins."""
+
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL = (
+    collective_name(c) for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                 "reduce", "all_to_all"))
+FAMILY = (ALL_GATHER, REDUCE_SCATTER, BROADCAST)
+PRICED: tuple[str, ...] = (ALL_REDUCE, *FAMILY, REDUCE, ALL_TO_ALL, *P2P)
+"""The collectives priced (module docstring); the others are named, not priced."""
+
+P2P_LL_THRESHOLD_BYTES = 16384
+"""NCCL's ``NCCL_P2P_LL_THRESHOLD`` default (``src/enqueue.cc``), bytes: a point-to-point
+transfer up to this size (per channel) runs the LL protocol, a larger one Simple."""
+
+PEERS_ABSENT = ("peers' traces absent: the wait for them is unknown, so the whole kernel stands "
+                "beside the model")
+"""The note of a kernel whose group has ranks without a trace here."""
+REDUCE_AS_BROADCAST = ("reduce priced as a broadcast of the same bytes (NCCL's tuner gives the "
+                       "two the same ring steps and latency); the reduction is not modelled")
+P2P_NOTE = ("point-to-point priced as the planner does (distlab.plan.collectives.p2p_seconds: "
+            f"a fixed {P2P_ALPHA_S * 1e6:.0f} us + bytes / the box's link bandwidth per "
+            "direction), not fitted to measurements")
+ALL_TO_ALL_NOTE = ("all_to_all priced as NCCL runs it, grouped sends to the n-1 peers: "
+                   "p2p_seconds of the nbytes (n-1)/n that leave the GPU, sharing its link")
 
 
 def box_for_gpu(gpu: str | None) -> str | None:
@@ -46,16 +100,14 @@ def box_for_gpu(gpu: str | None) -> str | None:
     return None
 
 
-PEERS_ABSENT = ("peers' traces absent: the wait for them is unknown, so the whole kernel stands "
-                "beside the model")
-"""The note of a kernel whose group has ranks without a trace here."""
-
-
 @dataclass
 class KernelPrice:
     """One rank's collective kernel beside the model (microseconds); ``why`` when not priced.
     ``wait_us`` and ``transfer_us`` are None where the wait is unknown (a peer's trace is
-    absent)."""
+    absent). ``nbytes``: NCCL's ``nBytes``, bytes; ``size_source``: where the size came from
+    (:attr:`distlab.trace.collectives.RankCall.size_source`); ``algorithm`` / ``protocol``:
+    NCCL's choice for that size in the model (``"p2p"`` for point-to-point), None when not
+    priced."""
 
     rank: int
     group: str
@@ -72,6 +124,10 @@ class KernelPrice:
     model_us: float | None
     why: str | None
     note: str | None = None
+    algorithm: str | None = None
+    protocol: str | None = None
+    size_source: str = "none"
+    library: str = "?"
 
     @property
     def measured(self) -> str:
@@ -85,28 +141,110 @@ class KernelPrice:
         return self.transfer_us if self.transfer_us is not None else self.kernel_us
 
     @property
-    def error(self) -> float | None:
-        """(measured - model) / model of :attr:`measured_us`, or None."""
+    def error_percent(self) -> float | None:
+        """:func:`distlab.vocabulary.error_pct` of :attr:`measured_us` against the model,
+        percent, or None (not priced)."""
         if self.model_us is None or self.model_us <= 0:
             return None
-        return (self.measured_us - self.model_us) / self.model_us
+        return error_pct(self.measured_us, self.model_us)
+
+    @property
+    def error(self) -> float | None:
+        """:attr:`error_percent` as a fraction, ``(measured - model) / model``, or None."""
+        e = self.error_percent
+        return None if e is None else e / 100.0
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        d["measured"], d["measured_us"], d["error"] = self.measured, self.measured_us, self.error
+        d["measured"], d["measured_us"] = self.measured, self.measured_us
+        d["error"], d["error_pct"] = self.error, self.error_percent
         return d
 
 
-def _model_us(box: str, n: int, nbytes: int, itemsize: int,
-              nccl_version: str | None) -> tuple[float, str | None]:
-    """The model's microseconds, and the model's one line when it priced another release
-    than the trace's (its warning, kept as the kernel's note instead of printed)."""
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always", NcclVersionWarning)
-        seconds = predict_builtin(box, n, [nbytes], itemsize=itemsize, nccl_model="measured",
-                                  nccl_version=nccl_version)[0]
-    notes = [str(w.message) for w in said if issubclass(w.category, NcclVersionWarning)]
-    return seconds * 1e6, (notes[0] if notes else None)
+@dataclass(frozen=True)
+class _Model:
+    """One price: microseconds, NCCL's algorithm and protocol, and a note (or None)."""
+
+    us: float
+    algorithm: str
+    protocol: str
+    note: str | None
+
+
+def _hardware(box: str, gpu: str, n: int) -> Hardware:
+    """One node of ``box`` holding the ``n`` GPUs of a group (the planner's :class:`Hardware`,
+    for :func:`p2p_seconds`)."""
+    kind = next((k for k in GPU_KINDS.values() if k.box == box), None) or \
+        GpuKind(gpu, 1, 0.0, box, "the trace's deviceProperties")
+    return Hardware(kind, n, gpus_per_node=GPU_BOXES[box].gpus)
+
+
+def _family_note(nccl_version: str | None) -> str | None:
+    """The note of a collective priced with NCCL 2.28's tuning when the trace names another."""
+    try:
+        other = nccl_version is not None and release_key(nccl_version) != \
+            release_key(DEFAULT_NCCL_VERSION)
+    except ValueError:
+        other = True
+    return (f"all_gather/reduce_scatter/broadcast: the model holds NCCL {DEFAULT_NCCL_VERSION}'s "
+            f"tuning only; NCCL {nccl_version} priced as {DEFAULT_NCCL_VERSION}") if other else None
+
+
+def _model(box: str, gpu: str, collective: str, n: int, nbytes: int,
+           nccl_version: str | None) -> _Model:
+    """The model's price of one ``collective`` of ``nbytes`` bytes on ``n`` GPUs of ``box``
+    (one of :data:`PRICED`; module docstring)."""
+    if collective == ALL_REDUCE:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", NcclVersionWarning)
+            e = nccl_execution(box, n, [nbytes], harness="torch", nccl_version=nccl_version)[0]
+        notes = [str(w.message) for w in said if issubclass(w.category, NcclVersionWarning)]
+        return _Model(e.seconds * 1e6, e.algorithm, e.protocol, notes[0] if notes else None)
+    if collective in FAMILY or collective == REDUCE:
+        run = nccl_collective(box, n, [nbytes], BROADCAST if collective == REDUCE
+                              else collective)[0]
+        notes = [x for x in (REDUCE_AS_BROADCAST if collective == REDUCE else None,
+                             _family_note(nccl_version)) if x]
+        return _Model(run.seconds * 1e6, run.algorithm, run.protocol, "; ".join(notes) or None)
+    hw = _hardware(box, gpu, n)
+    if collective == ALL_TO_ALL:
+        leaving = nbytes * (n - 1) // n
+        per_peer = nbytes // n
+        return _Model(p2p_seconds(leaving, cross_node=False, hw=hw) * 1e6, "p2p",
+                      "LL" if per_peer <= P2P_LL_THRESHOLD_BYTES else "Simple", ALL_TO_ALL_NOTE)
+    return _Model(p2p_seconds(nbytes, cross_node=False, hw=hw) * 1e6, "p2p",
+                  "LL" if nbytes <= P2P_LL_THRESHOLD_BYTES else "Simple", P2P_NOTE)
+
+
+def _why_not(c: RankCall, gpu: str | None, box: str | None) -> str | None:
+    """The one line why ``c`` is not priced, or None (it can be)."""
+    if c.library == "gloo":
+        return "gloo on CPU: the NCCL model prices NCCL on GPU boxes only"
+    if gpu is None:
+        return "GPU not stated in the trace (no deviceProperties): no box to price on"
+    if box is None:
+        return f"GPU {gpu!r} is none of the NCCL model's boxes ({', '.join(GPU_BOXES)})"
+    if c.collective is None:
+        if c.library.startswith("NCCL"):
+            return ("NCCL kernel of no named collective (no 'Collective name' arg, a generic "
+                    "kernel name): nothing to price")
+        return (f"{c.library} kernels: the library's own transfers, not an NCCL collective: the "
+                "NCCL model does not price them")
+    if c.collective not in PRICED:
+        return f"collective {c.collective}: the NCCL model has no price for it"
+    if c.nbytes is None:
+        return ("message size unknown on every rank (no In/Out msg nelems and dtype in this "
+                "rank's trace or a matched rank's; record with record_shapes=True)")
+    if not c.group_size:
+        return "group size unknown"
+    if c.group_size < 2:
+        return "group of 1 rank: nothing moves between GPUs"
+    if c.group_size > GPU_BOXES[box].gpus:
+        return (f"group of {c.group_size} ranks spans nodes of {box}: the network is not "
+                "in the trace")
+    if c.nbytes == 0:
+        return "0 bytes: nothing moves"
+    return None
 
 
 def price_collectives(col: Collectives, gpus: dict[int, str | None],
@@ -114,12 +252,12 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
     """Every rank's call of every collective beside the model (see the module docstring).
 
     Args:
-        col: the run's matched calls.
+        col: the run's matched calls (times in microseconds).
         gpus: rank -> GPU name (``RankTrace.gpu``); None for a CPU trace.
         nccl_versions: rank -> NCCL release from the trace, or None.
     """
     out: list[KernelPrice] = []
-    cache: dict[tuple[Any, ...], tuple[float, str | None]] = {}
+    cache: dict[tuple[Any, ...], _Model] = {}
     for call in col.calls:
         last = call.last_start_us
         for r, c in call.calls.items():
@@ -128,37 +266,23 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
             known = seen > 1 and (not c.group_size or seen >= c.group_size)
             wait = min(max(0.0, last - c.start_us), kernel) if known else None
             transfer = kernel - wait if wait is not None else None
-            why: str | None = None
-            model: float | None = None
             note = None if known else PEERS_ABSENT
-            box = box_for_gpu(gpus.get(r))
-            nbytes = c.nbytes
-            if c.library == "gloo":
-                why = "gloo on CPU: the NCCL model prices NCCL on GPU boxes only"
-            elif gpus.get(r) is None:
-                why = "GPU not stated in the trace (no deviceProperties): no box to price on"
-            elif box is None:
-                why = (f"GPU {gpus.get(r)!r} is none of the NCCL model's boxes "
-                       f"({', '.join(GPU_BOXES)})")
-            elif c.collective != "allreduce":
-                why = (f"collective {c.collective or 'unknown'}: predict_builtin prices "
-                       "allreduce only")
-            elif nbytes is None:
-                why = ("message size unknown (no In msg nelems/dtype in the trace; record with "
-                       "record_shapes=True)")
-            elif not c.group_size:
-                why = "group size unknown"
-            elif c.group_size > GPU_BOXES[box].gpus:
-                why = (f"group of {c.group_size} ranks spans nodes of {box}: the network is not "
-                       "in the trace")
-            else:
-                key = (box, c.group_size, nbytes, nccl_versions.get(r))
+            gpu = gpus.get(r)
+            box = box_for_gpu(gpu)
+            why = _why_not(c, gpu, box)
+            model = None
+            if why is None:
+                assert box is not None and gpu is not None and c.collective is not None
+                assert c.group_size is not None and c.nbytes is not None
+                key = (box, c.collective, c.group_size, c.nbytes, nccl_versions.get(r))
                 if key not in cache:
-                    cache[key] = _model_us(box, c.group_size, nbytes,
-                                           dtype_bytes(c.dtype) or 4, nccl_versions.get(r))
-                model, vnote = cache[key]
-                note = "; ".join(x for x in (note, vnote) if x) or None
-            out.append(KernelPrice(r, call.group, call.seq, c.step, c.collective, c.name, nbytes,
-                                   c.group_size, kernel, wait, transfer, len(call.calls), model,
-                                   why, note))
+                    cache[key] = _model(box, gpu, c.collective, c.group_size, c.nbytes,
+                                        nccl_versions.get(r))
+                model = cache[key]
+                note = "; ".join(x for x in (note, model.note) if x) or None
+            out.append(KernelPrice(
+                r, call.group, call.seq, c.step, c.collective, c.name, c.nbytes, c.group_size,
+                kernel, wait, transfer, len(call.calls), None if model is None else model.us,
+                why, note, None if model is None else model.algorithm,
+                None if model is None else model.protocol, c.size_source, c.library))
     return out

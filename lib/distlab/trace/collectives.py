@@ -2,23 +2,40 @@
 how long the others waited, and which ranks make the others wait.
 
 A *call* on one rank is a communication kernel (:data:`~distlab.trace.patterns.COMM_PATTERNS`,
-``scope="gpu"``: NCCL, RCCL, DeepEP) or, on a CPU-only trace, a host-side transfer span
-(``scope="host"``: gloo's ``gloo:all_reduce`` on its ``pt_gloo_runloop`` thread). Its message
-comes from the args torch writes on the kernel (``Collective name``, ``In msg nelems``, ``dtype``,
-``Group size``, ``Process Group Name``, ``Process Group Ranks``), else from the
-``record_param_comms`` op that launched it, else (gloo) from the ``c10d::`` op's ``Input Dims``.
+``scope="gpu"``: NCCL, RCCL, MSCCL, expert-parallel dispatch/combine, NVSHMEM) or, on a CPU-only
+trace, a host-side transfer span (``scope="host"``: gloo's ``gloo:all_reduce`` on its
+``pt_gloo_runloop`` thread). Its collective is named as :data:`distlab.vocabulary.COLLECTIVES`
+names it (``"all_reduce"``, ``"all_gather"``, ``"all_to_all"``, ...; torch's ``_allgather_base``,
+``allgather_into_tensor_coalesced`` and NCCL's ``AllGather`` read as ``"all_gather"``), or, for
+point-to-point transfers, one of :data:`P2P` (``"send"``, ``"recv"``, ``"sendrecv"``: NCCL's
+``SendRecv`` kernel); another name is kept lower-cased, and a kernel nothing names has None.
+
+Its message (elements ``In msg nelems`` / ``Out msg nelems``, ``dtype``, ``Group size``,
+``Process Group Name``) comes from, in this order, and :attr:`RankCall.size_source` says which:
+
+- ``"own args"``: the args torch writes on the kernel itself;
+- ``"own record_param_comms"``: the ``record_param_comms`` op that launched the kernel;
+- ``"own c10d op"`` (gloo): the ``c10d::`` op's ``Input Dims``;
+- ``"matched rank N"``: the same call (same process group and sequence number) on rank ``N``,
+  where this rank's trace states no size and rank ``N``'s states it itself (the lowest such
+  rank; its collective, dtype and group size are taken too where this rank has none);
+- ``"none"``: no rank states it.
 
 Matching: calls are grouped by process group (``Process Group Name``; "0" when the trace does
 not say) and numbered on each rank in start order (or by torch's sequence number where the args
 carry one); call ``k`` of group ``g`` on every rank is one collective. Ranks' clocks: ``ts +
 baseTimeNanoseconds / 1000`` where every rank has ``baseTimeNanoseconds``, else ``ts`` (one host's
-ranks share a clock; across hosts the skew enters every wait).
+ranks share a clock; across hosts the skew enters every wait). Times are microseconds.
 
 Per call: each rank's start and end; the last rank to start; each early rank's *wait* (last start
 - its start); each rank's *transfer* time after the last peer arrived (end - last start, >= 0),
 the part a bandwidth model can price. Per run: for each rank, the calls it was last in and the
 wait it caused the others (sum over its calls of the other ranks' waits): the *stragglers* are
 the ranks that caused at least half of all waiting, biggest first.
+
+:func:`unclaimed_comm_kernels`: GPU kernels whose names suggest communication
+(:func:`~distlab.trace.patterns.suggests_comm`) that no pattern claims, per name: how many and
+how long, so a report lists them instead of a silent 0 % communication.
 """
 
 from __future__ import annotations
@@ -29,11 +46,20 @@ from typing import Any
 
 import numpy as np
 
-from distlab.trace.patterns import COMM_PATTERNS, STEP, CommPattern, comm_regex
+from distlab.trace.patterns import (
+                                    HTA_MEMORY_KERNEL,
+                                    STEP,
+                                    CommPattern,
+                                    comm_regex,
+                                    library_of,
+                                    suggests_comm,
+)
 from distlab.trace.torch_trace import RankTrace, Run
+from distlab.vocabulary import COLLECTIVES, collective_name
 
-__all__ = ["CollectiveCall", "Collectives", "RankCall", "clock_shift_us", "dtype_bytes",
-           "match_collectives", "rank_calls"]
+__all__ = ["P2P", "CollectiveCall", "Collectives", "RankCall", "UnclaimedKernels",
+           "canonical_collective", "clock_shift_us", "dtype_bytes", "match_collectives",
+           "rank_calls", "unclaimed_comm_kernels"]
 
 _DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
                 "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "char": 1,
@@ -41,14 +67,10 @@ _DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, 
                 "float8_e4m3fn": 1, "float8_e5m2": 1}
 _KERNEL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _GLOO = re.compile(r"gloo:(\w+)")
-_NAMES = {"allreduce": "allreduce", "all_reduce": "allreduce", "AllReduce": "allreduce",
-          "allgather": "allgather", "all_gather": "allgather", "AllGather": "allgather",
-          "_allgather_base": "allgather", "reduce_scatter": "reduce_scatter",
-          "ReduceScatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-          "broadcast": "broadcast", "Broadcast": "broadcast", "reduce": "reduce",
-          "Reduce": "reduce", "all_to_all": "alltoall", "alltoall": "alltoall",
-          "all_to_allv": "alltoall", "SendRecv": "sendrecv", "send": "send", "recv": "recv",
-          "barrier": "barrier"}
+P2P: tuple[str, ...] = ("send", "recv", "sendrecv")
+"""Point-to-point transfers: torch's ``send`` / ``recv`` and NCCL's ``SendRecv`` kernel (which
+also runs torch's all-to-all, grouped sends and receives)."""
+_TORCH_SUFFIX = re.compile(r"(?:_into)?(?:_tensor)?(?:_coalesced)?(?:_base)?$", re.IGNORECASE)
 
 
 def dtype_bytes(dtype: str | None) -> int | None:
@@ -58,7 +80,12 @@ def dtype_bytes(dtype: str | None) -> int | None:
 
 @dataclass
 class RankCall:
-    """One rank's side of a collective call, times in microseconds on the run's clock."""
+    """One rank's side of a collective call, times in microseconds on the run's clock.
+
+    ``nelems`` / ``out_nelems``: the elements torch states going in and out (``In msg nelems``,
+    ``Out msg nelems``); ``size_source``: where they (and ``dtype``) came from (module
+    docstring: ``"own args"``, ``"own record_param_comms"``, ``"own c10d op"``,
+    ``"matched rank N"`` or ``"none"``)."""
 
     rank: int
     group: str
@@ -72,11 +99,17 @@ class RankCall:
     name: str
     library: str
     step: int | None
+    out_nelems: int | None = None
+    size_source: str = "none"
 
     @property
     def nbytes(self) -> int | None:
+        """NCCL's ``nBytes`` of the call, bytes: the larger of the elements in and out times the
+        dtype's bytes (an all-gather's gathered output, a reduce-scatter's whole input, the
+        buffer of the others); None where the size or the dtype is unknown."""
         b = dtype_bytes(self.dtype)
-        return None if b is None or self.nelems is None else self.nelems * b
+        counts = [n for n in (self.nelems, self.out_nelems) if n is not None]
+        return None if b is None or not counts else max(counts) * b
 
 
 @dataclass
@@ -169,11 +202,24 @@ def clock_shift_us(run: Run) -> dict[int, float]:
     return {r: 0.0 for r in run.ranks}
 
 
-def _norm(name: Any) -> str | None:
-    if name is None:
+def canonical_collective(name: Any) -> str | None:
+    """``name`` as :func:`distlab.vocabulary.collective_name` spells it (torch's suffixes
+    ``_base``, ``_coalesced``, ``_into_tensor`` dropped first where needed), one of :data:`P2P`
+    (``Send``, ``recvAnysource``, ``SendRecv``), else lower-cased; None for None or ``""``."""
+    if name is None or str(name).strip() == "":
         return None
-    s = str(name)
-    return _NAMES.get(s, s.lower())
+    text = str(name).strip()
+    for candidate in (text, _TORCH_SUFFIX.sub("", text)):
+        try:
+            return collective_name(candidate)
+        except ValueError:
+            pass
+    squashed = re.sub(r"[\s_-]", "", text).lower()
+    if squashed in P2P:
+        return squashed
+    if squashed.startswith("recv"):
+        return "recv"
+    return text.lower()
 
 
 def _int(v: Any) -> int | None:
@@ -225,33 +271,66 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
     for k, i in enumerate(idx):
         name = rt.names[rt.name[i]]
         a: dict[str, Any] = rt.args.get(int(i), {})
+        source = "own args"
         if not a and launch_ts and len(rpc):
             t = launch_ts.get(int(i), np.nan)
             inside = np.flatnonzero((rpc_ts <= t) & (t <= rpc_end))
             if len(inside):
                 a = rt.args[rpc[int(inside[np.argmax(rpc_ts[inside])])]]
-        coll = _norm(a.get("Collective name"))
+                source = "own record_param_comms"
+        coll = canonical_collective(a.get("Collective name"))
         nelems = _int(a.get("In msg nelems"))
+        out_nelems = _int(a.get("Out msg nelems"))
         if coll is None:
             m = (_GLOO.match(name) if use_host else _KERNEL_COLLECTIVE.match(name))
-            coll = _norm(m.group(1)) if m else None
+            coll = canonical_collective(m.group(1)) if m else None
+            if coll not in (*COLLECTIVES, *P2P):
+                coll = None  # NCCL's ncclDevKernel_Generic: a name, not a collective
         if use_host and nelems is None and k < len(c10d):
             dims = rt.args[c10d[k]].get("Input Dims") or []
             first = dims[0] if dims else []
             if first and isinstance(first[0], list):
                 nelems = int(sum(int(np.prod(d)) for d in first))
+                source = "own c10d op"
+        if (nelems is None and out_nelems is None) or \
+                (not use_host and dtype_bytes(a.get("dtype")) is None):
+            source = "none"  # no bytes here: a matched rank's may stand in
         group = str(a.get("Process Group Name", "0"))
         seq = _int(a.get("Seq", a.get("seq")))
         if seq is None:
             seq = seqs.get(group, 0)
             seqs[group] = seq + 1
-        lib = "gloo" if use_host else next(
-            (p.library for p in (COMM_PATTERNS if comm is None else comm)
-             if p.scope == "gpu" and re.match(p.pattern, name)), "?")
+        lib = "gloo" if use_host else (library_of(name, comm) or "?")
         out.append(RankCall(rt.rank, group, seq, coll, nelems, a.get("dtype"),
                             _int(a.get("Group size")) or rt.world_size, float(rt.ts[i]) + shift_us,
-                            float(rt.ts[i] + rt.dur[i]) + shift_us, name, lib, steps[k]))
+                            float(rt.ts[i] + rt.dur[i]) + shift_us, name, lib, steps[k],
+                            out_nelems, source))
     return out
+
+
+def _same_kind(a: str | None, b: str | None) -> bool:
+    """Can one rank's call of ``a`` take its size from a peer's call of ``b``: either unnamed,
+    the same, or both point-to-point / all-to-all (a ``SendRecv`` kernel runs all three)."""
+    kin = (*P2P, collective_name("all_to_all"))
+    return a is None or b is None or a == b or (a in kin and b in kin)
+
+
+def _borrow_sizes(calls: dict[int, RankCall]) -> None:
+    """Where a rank states no size, take it from the lowest rank of the same call that states
+    its own (see the module docstring); in place."""
+    own = [c for _, c in sorted(calls.items()) if c.size_source.startswith("own")
+           and c.nbytes is not None]
+    for c in calls.values():
+        if c.size_source != "none":
+            continue
+        peer = next((o for o in own if _same_kind(c.collective, o.collective)), None)
+        if peer is None:
+            continue
+        c.nelems, c.out_nelems, c.dtype = peer.nelems, peer.out_nelems, peer.dtype
+        if c.collective is None or (c.collective == "sendrecv" and peer.collective not in P2P):
+            c.collective = peer.collective  # the kernel's name said less than the peer's args
+        c.group_size = peer.group_size or c.group_size
+        c.size_source = f"matched rank {peer.rank}"
 
 
 def match_collectives(run: Run, comm: list[CommPattern] | None = None) -> Collectives:
@@ -269,5 +348,38 @@ def match_collectives(run: Run, comm: list[CommPattern] | None = None) -> Collec
     if len(set(counts.values())) > 1:
         notes.append(f"ranks hold different numbers of collective calls {counts}: calls beyond "
                      "the shortest are matched only among the ranks that have them")
+    for c in table.values():
+        _borrow_sizes(c)
     calls = [CollectiveCall(g, s, dict(sorted(c.items()))) for (g, s), c in sorted(table.items())]
     return Collectives(calls, notes)
+
+
+@dataclass
+class UnclaimedKernels:
+    """GPU kernels of one name that suggest communication but no pattern claims: ``count``
+    kernels, ``total_us`` microseconds of kernel time, on ``ranks``."""
+
+    name: str
+    count: int
+    total_us: float
+    ranks: list[int]
+
+
+def unclaimed_comm_kernels(rt: RankTrace, comm: list[CommPattern] | None = None
+                           ) -> list[UnclaimedKernels]:
+    """One rank's GPU kernels whose names suggest communication
+    (:func:`~distlab.trace.patterns.suggests_comm`) but match no GPU pattern of ``comm`` (default
+    :data:`~distlab.trace.patterns.COMM_PATTERNS`) nor HTA's rule, memory copies left out;
+    per name, longest total first."""
+    claimed = comm_regex(comm, "gpu")
+    suspect = np.array([suggests_comm(n) and claimed.match(n) is None
+                        and HTA_MEMORY_KERNEL.match(n) is None for n in rt.names], dtype=bool)
+    if not len(rt.names) or not suspect.any():
+        return []
+    sel = suspect[rt.name] & (rt.stream >= 0) & ~np.isnan(rt.dur) & ~np.isnan(rt.ts)
+    out: list[UnclaimedKernels] = []
+    for code in np.unique(rt.name[sel]):
+        m = sel & (rt.name == code)
+        out.append(UnclaimedKernels(rt.names[int(code)], int(m.sum()), float(rt.dur[m].sum()),
+                                    [rt.rank]))
+    return sorted(out, key=lambda u: (-u.total_us, u.name))
