@@ -10,6 +10,11 @@ seven schedules (:func:`build_plan`, :data:`SCHEDULES`); the same plan is drawn
 the bubble's closed form, microbatches in flight, bytes sent) and run on real ranks
 (:mod:`.runtime`: ``PipelineStage`` and the ``Schedule*`` classes with torch's arguments, so a
 torch.distributed.pipelining script runs with ``from distlab.pipeline_parallel import ...``).
+Composed with data parallelism (a stage in distlab's or torch's DDP, or a
+:class:`~distlab.zero.ZeroDataParallel`, on its replica group) and with tensor parallelism (each
+stage split by :func:`distlab.tensor_parallel.parallelize_module` over the ``"tp"`` group of a
+``("pp", "tp")`` mesh, ``PipelineStage(..., group=mesh.get_group("pp"))``: see
+:mod:`.runtime.stage`).
 
     from distlab.pipeline_parallel import build_plan, simulate, StageTimes
     plan = build_plan("1F1B", ranks=4, microbatches=8)

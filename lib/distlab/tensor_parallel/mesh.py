@@ -9,6 +9,16 @@ dimension varies fastest, so the ranks of one ``tp`` group are neighbours. Every
 dimension is made with ``dist.new_group`` on every rank in the same order (torch requires it),
 and the mesh keeps the one that holds this rank. It is one mesh for tensor, data and pipeline
 parallel compositions; it has no devices of its own (the ranks' tensors sit where they sit).
+
+Any order of names works; the dimension named last is the innermost (neighbouring ranks). For
+tensor x pipeline parallelism put ``"tp"`` last, ``("pp", "tp")`` or ``("pp", "dp", "tp")``::
+
+    mesh = init_mesh((2, 2), ("pp", "tp"))     # stage s, TP rank t: rank s * 2 + t
+    # mesh.get_group("tp"): this stage's TP ranks; mesh.get_group("pp"): the ranks of this TP
+    # coordinate on every stage, the group to give PipelineStage(..., group=...)
+
+:func:`check_mesh_shape` and :func:`mesh_groups` are pure (no process group): check a shape
+against a world size before any rank starts, and list every group of a dimension.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import torch.distributed as dist
 
 from distlab._checks import check_int
 
-__all__ = ["DeviceMesh", "init_mesh"]
+__all__ = ["DeviceMesh", "check_mesh_shape", "init_mesh", "mesh_groups"]
 
 
 class DeviceMesh:
@@ -101,14 +111,18 @@ def _flat(coordinate: Sequence[int], shape: Sequence[int]) -> int:
     return rank
 
 
-def init_mesh(shape: int | Sequence[int], dim_names: Sequence[str] | None = None) -> DeviceMesh:
-    """Lay the default group's ranks out on a mesh of ``shape`` with ``dim_names``.
+def check_mesh_shape(shape: int | Sequence[int], dim_names: Sequence[str] | None = None,
+                     world_size: int | None = None) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """``(shape, dim_names)`` checked and normalised, with no process group: call it before
+    starting ranks. ``shape``: ranks per dimension (an int for one dimension). ``dim_names``: one
+    distinct name per dimension (default ``"dim0"``, ``"dim1"``, ...). ``world_size``: when
+    given, the product of ``shape`` must equal it.
 
-    ``shape``: ranks per dimension (an int for one dimension); their product must be the world
-    size. ``dim_names``: one distinct name per dimension (default ``"dim0"``, ``"dim1"``, ...).
-    Call it on every rank (it makes ``dist.new_group`` calls, a collective act). Raises
-    ``ValueError`` naming the argument for a shape that does not cover the world or bad names,
-    ``RuntimeError`` when no process group is initialized.
+    Raises:
+        TypeError: a size that is not an int, names that are not str.
+        ValueError: an empty shape, a size below 1, names not one per dimension or not
+            distinct, or a shape that does not hold ``world_size`` ranks (the message names the
+            product and the world size, e.g. ``pp * tp = 2 * 3 = 6 ranks``).
     """
     if isinstance(shape, int) or not isinstance(shape, Sequence):
         shape = (shape,)
@@ -124,28 +138,72 @@ def init_mesh(shape: int | Sequence[int], dim_names: Sequence[str] | None = None
         if len(names) != len(dims) or len(set(names)) != len(names):
             raise ValueError(f"dim_names must be {len(dims)} distinct names (one per dimension "
                              f"of shape {dims}), got {list(names)}")
+    if world_size is not None:
+        world = check_int("world_size", world_size, minimum=1)
+        if math.prod(dims) != world:
+            product = " * ".join(names)
+            sizes = " * ".join(str(d) for d in dims)
+            raise ValueError(f"shape {dims} holds {product} = {sizes} = {math.prod(dims)} "
+                             f"ranks; it must hold the world size {world}")
+    return dims, names
+
+
+def mesh_groups(shape: int | Sequence[int], dim: int,
+                dim_names: Sequence[str] | None = None) -> list[tuple[int, ...]]:
+    """Every group of ranks along dimension ``dim`` (an index, or a name of ``dim_names``) of a
+    row-major mesh of ``shape``, in the order :func:`init_mesh` creates them; each group's
+    ranks in group-rank order. Pure: ``mesh_groups((2, 2), 0)`` is ``[(0, 2), (1, 3)]`` (the
+    ``"pp"`` groups of a ``("pp", "tp")`` mesh), ``mesh_groups((2, 2), 1)`` is
+    ``[(0, 1), (2, 3)]``.
+
+    Raises:
+        ValueError: a bad shape (see :func:`check_mesh_shape`) or ``dim`` outside it.
+    """
+    dims, names = check_mesh_shape(shape, dim_names)
+    if isinstance(dim, str):
+        if dim not in names:
+            raise ValueError(f"dim must be one of the mesh's dimension names {list(names)} or "
+                             f"an index, got {dim!r}")
+        d = names.index(dim)
+    else:
+        d = check_int("dim", dim, minimum=0, maximum=len(dims) - 1)
+    others = [range(s) for i, s in enumerate(dims) if i != d]
+    out = []
+    for fixed in itertools.product(*others):
+        ranks = []
+        for k in range(dims[d]):
+            coord = list(fixed)
+            coord.insert(d, k)
+            ranks.append(_flat(coord, dims))
+        out.append(tuple(ranks))
+    return out
+
+
+def init_mesh(shape: int | Sequence[int], dim_names: Sequence[str] | None = None) -> DeviceMesh:
+    """Lay the default group's ranks out on a mesh of ``shape`` with ``dim_names``.
+
+    ``shape``: ranks per dimension (an int for one dimension); their product must be the world
+    size. ``dim_names``: one distinct name per dimension (default ``"dim0"``, ``"dim1"``, ...).
+    Call it on every rank (it makes ``dist.new_group`` calls, a collective act). Raises
+    ``ValueError`` naming the argument for a shape that does not cover the world or bad names
+    (:func:`check_mesh_shape`, which checks the same before any rank starts),
+    ``RuntimeError`` when no process group is initialized.
+    """
+    dims, names = check_mesh_shape(shape, dim_names)
     if not dist.is_initialized():
         raise RuntimeError("init_mesh needs an initialized default process group "
                            "(dist.init_process_group, or distlab.launch.run)")
     world = dist.get_world_size()
-    if math.prod(dims) != world:
-        raise ValueError(f"shape {dims} holds {math.prod(dims)} ranks; it must hold the world "
-                         f"size {world}")
+    check_mesh_shape(dims, names, world)
     rank = dist.get_rank()
     groups: list[dist.ProcessGroup] = []
     members: list[tuple[int, ...]] = []
-    for d, size in enumerate(dims):
-        others = [range(s) for i, s in enumerate(dims) if i != d]
+    for d in range(len(dims)):
         mine = None
-        for fixed in itertools.product(*others):
-            ranks = []
-            for k in range(size):
-                coord = list(fixed)
-                coord.insert(d, k)
-                ranks.append(_flat(coord, dims))
-            group = dist.new_group(ranks)  # every rank, every group, same order
+        for ranks in mesh_groups(dims, d):
+            group = dist.new_group(list(ranks))  # every rank, every group, same order
             if rank in ranks:
-                mine = (group, tuple(ranks))
+                mine = (group, ranks)
         assert mine is not None
         groups.append(mine[0])
         members.append(mine[1])

@@ -9,6 +9,8 @@ against child names with ``fnmatch`` (``"layers.*.attention.wq"``). Unlike torch
 matches nothing is an error, not a warning. Every key is resolved and every style checked
 against its module (type, divisibility by the group size) before anything is split or any
 collective runs, so bad input fails the same way on every rank and nothing hangs.
+:func:`check_plan` runs the same checks with no process group, so a launcher can refuse a plan
+(a hidden size the TP degree does not divide) before it starts any rank.
 
 An attention split by heads names its head-count attribute in ``head_counts=`` (checked with
 the plan, divided by the group size after the split). Parameters tied before the split (an
@@ -28,12 +30,13 @@ from fnmatch import fnmatch
 import torch.distributed as dist
 from torch import nn
 
+from distlab._checks import check_int
 from distlab.tensor_parallel.comm import TPComm
 from distlab.tensor_parallel.mesh import DeviceMesh
 from distlab.tensor_parallel.style import ParallelStyle
 from distlab.timeline import Timeline
 
-__all__ = ["parallelize_module", "resolve_head_counts", "resolve_plan"]
+__all__ = ["check_plan", "parallelize_module", "resolve_head_counts", "resolve_plan"]
 
 
 def resolve_plan(module: nn.Module, plan: ParallelStyle | Mapping[str, ParallelStyle],
@@ -118,6 +121,29 @@ def resolve_head_counts(module: nn.Module, head_counts: Mapping[str, str | Seque
     return out
 
 
+def check_plan(module: nn.Module, parallelize_plan: ParallelStyle | Mapping[str, ParallelStyle],
+               tp_size: int, *, head_counts: Mapping[str, str | Sequence[str]] | None = None,
+               ) -> list[tuple[str, nn.Module, ParallelStyle]]:
+    """Every check :func:`parallelize_module` makes before it splits, for a group of ``tp_size``
+    ranks, with no process group and nothing changed: call it in the launcher, before any rank
+    starts. Returns :func:`resolve_plan`'s entries.
+
+    Raises:
+        TypeError: ``module`` is not an ``nn.Module``, a bad plan or head-count mapping.
+        ValueError: a key that names no submodule (or one named twice), a style on a module it
+            does not fit, a size (``Linear`` features, embedding rows or columns) or head count
+            ``tp_size`` does not divide, naming the plan entry.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be an nn.Module, got {type(module).__name__}")
+    size = check_int("tp_size", tp_size, minimum=1)
+    entries = resolve_plan(module, parallelize_plan)
+    for path, sub, style in entries:
+        style.check(path, sub, size)
+    resolve_head_counts(module, head_counts or {}, size)
+    return entries
+
+
 def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.ProcessGroup | None,
                        parallelize_plan: ParallelStyle | Mapping[str, ParallelStyle], *,
                        head_counts: Mapping[str, str | Sequence[str]] | None = None,
@@ -151,9 +177,7 @@ def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.Process
             raise TypeError(f"device_mesh must be a DeviceMesh, a ProcessGroup or None, got "
                             f"{type(device_mesh).__name__}")
         comm = TPComm(group, timeline=timeline)
-    entries = resolve_plan(module, parallelize_plan)
-    for path, sub, style in entries:
-        style.check(path, sub, comm.size)
+    entries = check_plan(module, parallelize_plan, comm.size)
     heads = resolve_head_counts(module, head_counts or {}, comm.size)
     for _, sub, style in entries:
         style.apply(sub, comm)

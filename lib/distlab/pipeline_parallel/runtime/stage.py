@@ -29,6 +29,25 @@ microbatches, and after the stage's last ``B`` or ``W`` of the step its
 on its forward's outputs and freed when that backward ends), ``W`` runs the backward from the
 stage's roots again to the parameters instead of the weight sides alone, so each unit is
 gathered again before its weight gradients are computed (the input chain is computed twice).
+
+Tensor parallelism inside a stage (TP x PP, as torch composes ``parallelize_module`` with
+``PipelineStage``): lay the ranks out on a mesh with the TP dimension last, ``init_mesh((pp, tp),
+("pp", "tp"))`` (or ``(pp, dp, tp)``, ``("pp", "dp", "tp")``), split each stage's module over
+``mesh.get_group("tp")`` with :func:`~distlab.tensor_parallel.parallelize_module`, and give
+``group=mesh.get_group("pp")``: the ranks of this rank's TP coordinate, one per pipeline rank. Then
+pipeline rank ``i``'s TP rank ``t`` sends to and receives from pipeline rank ``i + 1``'s TP rank
+``t`` only, and every TP rank of a stage runs the same actions in the same order, so the stage's TP
+collectives match up across its ranks. What crosses a boundary is each TP rank's own local tensor:
+with a stage that ends in a ``RowwiseParallel`` (output ``Replicate``) and a next stage that starts
+with a ``ColwiseParallel`` (input ``Replicate``), every TP rank sends and receives the same whole
+activation, and the gradient sent back, all-reduced by the next stage's Megatron f, is the same on
+every TP rank too. The first stage's TP ranks each take the whole batch in ``step()``, the last
+stage's each the whole target, and each computes the same loss. A split backward runs the TP
+collectives in ``I`` (they lie on the input chain) and ``W`` the weight sides only, so none runs
+twice (on the first stage, whose ``W`` is the whole backward, they run in ``W``). A stage whose TP
+group (found as the ``tp_comm`` that ``parallelize_module`` sets) shares a rank other than this one
+with its pipeline group is refused with a ``ValueError``: that group would send one stage's
+activations to a rank of the same stage.
 """
 
 from __future__ import annotations
@@ -96,7 +115,9 @@ class PipelineStage:
         output_args: optional example output of one microbatch, checked against the output.
         output_grads, input_grads: optional gradient examples (type-checked only).
         group: the pipeline's process group (``None``: the default group, or none at all for a
-            one-process pipeline).
+            one-process pipeline): one rank per pipeline rank, in pipeline-rank order. With
+            tensor parallelism inside the stages, the mesh's ``"pp"`` group (the ranks of this
+            rank's TP coordinate).
         dw_builder, get_mesh: torch's; must be ``None``.
 
     Raises:
@@ -104,7 +125,9 @@ class PipelineStage:
             index is not an int, ``device`` is not a device, str or int, an example is not a
             tensor or tuple of tensors.
         ValueError: ``num_stages < 1``, ``stage_index`` outside ``[0, num_stages - 1]``, a
-            device string torch does not know, or ``dw_builder``/``get_mesh`` given.
+            device string torch does not know, ``dw_builder``/``get_mesh`` given, or a
+            tensor-parallel submodule whose TP group shares a rank other than this one with
+            ``group`` (pass the mesh's ``"pp"`` group; see the module docstring).
     """
 
     def __init__(self, submodule: Any, stage_index: int, num_stages: int,
@@ -129,6 +152,7 @@ class PipelineStage:
         self.group = group
         self.group_rank = dist.get_rank(group) if dist.is_initialized() else 0
         self.group_size = dist.get_world_size(group) if dist.is_initialized() else 1
+        _check_tp_groups(self.module, group, self.stage_index)
         self.input_meta = _example_metas("input_args", input_args)
         self.output_meta = _example_metas("output_args", output_args)
         _example_grads("output_grads", output_grads)
@@ -395,6 +419,31 @@ class PipelineStage:
             backward_weight(job, self.parameters())
         if meter is not None:
             meter.release(self.stage_index, microbatch)
+
+
+def _check_tp_groups(module: nn.Module, group: Any, stage_index: int) -> None:
+    """Refuse a pipeline ``group`` that holds another rank of the stage's own TP group (each
+    ``tp_comm`` that :func:`distlab.tensor_parallel.parallelize_module` left on a submodule)."""
+    if not dist.is_initialized():
+        return
+    comms = {id(c): c for m in module.modules()
+             if (c := getattr(m, "tp_comm", None)) is not None and hasattr(c, "group")}
+    if not comms:
+        return
+    world = dist.group.WORLD
+    me = dist.get_rank()
+    pipe = dist.get_process_group_ranks(group if group is not None else world)
+    for comm in comms.values():
+        tp = dist.get_process_group_ranks(comm.group if comm.group is not None else world)
+        shared = sorted(set(tp) & set(pipe) - {me})
+        if shared:
+            raise ValueError(
+                f"stage {stage_index}'s module is split over the tensor-parallel group of ranks "
+                f"{sorted(tp)}, and its pipeline group (group=) holds ranks {sorted(pipe)}: "
+                f"they share ranks {shared} besides this rank {me}, so a stage would send to a "
+                "rank of its own TP group. A pipeline group holds one rank per stage, the ranks "
+                "of this rank's TP coordinate: with init_mesh((pp, tp), ('pp', 'tp')) pass "
+                "group=mesh.get_group('pp') and split the stage over mesh.get_group('tp')")
 
 
 def _module_of(submodule: Any) -> nn.Module:
