@@ -19,7 +19,7 @@ from distlab import launch as _launch
 from distlab._checks import check_instance, check_str, check_window
 from distlab.collectives import build, cost, format_schedule, get_preset, holdings, simulate
 from distlab.collectives.plan.ops import check_op
-from distlab.ddp.reducer import DDP
+from distlab.ddp import DDP
 from distlab.samplers.assignment import assign
 from distlab.samplers.libstdcxx import shuffle_targets
 from distlab.samplers.mt19937 import MT19937, seed_state

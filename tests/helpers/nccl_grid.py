@@ -222,7 +222,7 @@ def golden() -> dict[str, Any]:
     flat = {f"{part}|{key}": value for part, cases in data.items()
             for key, value in cases.items()}
     return {"about": "Outputs of the NCCL model over tests/helpers/nccl_grid.py's small grid, "
-                     "from the code before the per-size pipeline was shared (issue 48): a "
+                     "from the code before the per-size pipeline was shared: a "
                      "sha256 prefix per case and a few cases whole. Regenerate only for a "
                      "change meant to move the numbers: python tests/helpers/nccl_grid.py "
                      "--golden tests/collectives/model/data/nccl_golden.json",

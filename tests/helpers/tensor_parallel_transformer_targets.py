@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import distlab.tensor_parallel as tp
-from distlab.ddp.reducer import DDP
+from distlab.ddp import DDP
 
 LR = 0.1
 BATCH, SEQ = 2, 8

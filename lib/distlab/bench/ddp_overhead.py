@@ -58,7 +58,7 @@ from distlab.bench.ddp import check_device_option
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.bench.rounds import Phases, rank_fences, timed_rounds
 from distlab.cli import options
-from distlab.ddp.reducer import DDP
+from distlab.ddp.wrapper import DDP
 from distlab.devices import DDP_DEVICES, ddp_placement
 from distlab.envinfo import gpu_count
 from distlab.nets import mlp

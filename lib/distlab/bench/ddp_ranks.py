@@ -32,7 +32,6 @@ from distlab.clock import synced_seconds
 from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.runtime.group import rank_device
 from distlab.collectives.runtime.rounds import calibrate
-from distlab.ddp.reducer import DDP
 from distlab.ddp.step_model import (
     StepPrediction,
     allreduce_seconds,
@@ -40,6 +39,7 @@ from distlab.ddp.step_model import (
     predict,
     simulate_step,
 )
+from distlab.ddp.wrapper import DDP
 from distlab.nets import mlp
 from distlab.timeline import Timeline
 

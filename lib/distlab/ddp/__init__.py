@@ -1,5 +1,6 @@
 """distlab.ddp: torch-identical gradient buckets, a bucketed overlapping DDP (Joinable: uneven
-inputs under torch's Join, :mod:`distlab.ddp.join`), and its model."""
+inputs under torch's Join, :mod:`distlab.ddp.join`), and its model. DDP is torch's pair: the
+module wrapper (:mod:`distlab.ddp.wrapper`) over its reducer (:mod:`distlab.ddp.reducer`)."""
 
 from distlab.ddp.buckets import (
                                  DEFAULT_BUCKET_CAP_MB,
@@ -12,7 +13,7 @@ from distlab.ddp.buckets import (
                                  unused_initial_buckets,
 )
 from distlab.ddp.grad_bucket import GradBucket
-from distlab.ddp.reducer import DDP
+from distlab.ddp.wrapper import DDP
 
 __all__ = [
     "DDP", "GradBucket",

@@ -24,7 +24,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from distlab._checks import check_instance
-from distlab.ddp.reducer import DDP
+from distlab.ddp.wrapper import DDP
 from distlab.nets import mlp
 from distlab.timeline import Span, Timeline, split_lane
 from distlab.trace import from_torch_profiler

@@ -44,31 +44,42 @@ from torch.distributed.algorithms.join import JoinHook
 from distlab.timeline import Timeline, now_us
 from distlab.uneven import broadcast_from, last_joiner_rank
 
-__all__ = ["DDPJoinHook", "JoinedReducer"]
+__all__ = ["DDPJoinHook", "JoinedDDP", "JoinedReducer"]
 
 
 class JoinedReducer(Protocol):
-    """What :class:`DDPJoinHook` uses of :class:`~distlab.ddp.DDP` (named here so that this
-    module does not import the reducer, which imports it)."""
+    """What :class:`DDPJoinHook` uses of the DDP's
+    :class:`~distlab.ddp.reducer.Reducer`."""
+
+    timeline: Timeline | None
+
+    def rebuild_buckets(self) -> None: ...
+
+    def push_all_rebuilt_params(self) -> None: ...
+
+    def shadow_backward(self) -> None: ...
+
+    def shadow_used_map(self) -> None: ...
+
+    def lane(self, what: str) -> str: ...
+
+
+class JoinedDDP(Protocol):
+    """What :class:`DDPJoinHook` uses of :class:`~distlab.ddp.wrapper.DDP` (named here so that
+    this module does not import the wrapper, which imports it)."""
 
     module: nn.Module
+    reducer: JoinedReducer
     rank: int
-    timeline: Timeline | None
     last_joiner: int | None
     _divide_by_initial_world_size: bool
-    _ready_order: list[int]
     _require_fwd_sync: bool
     find_unused_parameters: bool
     broadcast_buffers: bool
-    _params: list[nn.Parameter]
     _comm: Any  # a process group, or None for the default one
 
     @property
     def join_device(self) -> torch.device: ...
-
-    def _maybe_rebuild(self) -> None: ...
-
-    def _should_rebuild(self) -> bool: ...
 
     def _will_sync_buffers(self) -> bool: ...
 
@@ -76,20 +87,14 @@ class JoinedReducer(Protocol):
 
     def _sync_buffers(self, src: int) -> None: ...
 
-    def _shadow_used_map(self) -> None: ...
-
     def _peer_sync_flag(self) -> bool: ...
-
-    def _shadow_backward(self) -> None: ...
-
-    def _lane(self, what: str) -> str: ...
 
 
 class DDPJoinHook(JoinHook):
     """The join hook of one :class:`~distlab.ddp.DDP` (see the module docstring).
     ``iterations``: main-hook calls so far (iterations this rank shadowed)."""
 
-    def __init__(self, ddp: JoinedReducer, divide_by_initial_world_size: bool = True) -> None:
+    def __init__(self, ddp: JoinedDDP, divide_by_initial_world_size: bool = True) -> None:
         super().__init__()
         self.ddp = ddp
         ddp._divide_by_initial_world_size = bool(divide_by_initial_world_size)
@@ -97,8 +102,9 @@ class DDPJoinHook(JoinHook):
 
     def main_hook(self) -> None:
         ddp = self.ddp
+        reducer = ddp.reducer
         self.iterations += 1
-        ddp._maybe_rebuild()
+        reducer.rebuild_buckets()
         if ddp._will_sync_buffers():
             ddp._sync_buffers(ddp._common_rank(False))
         sync = ddp._peer_sync_flag()
@@ -106,15 +112,14 @@ class DDPJoinHook(JoinHook):
         if not sync:
             return
         t0 = now_us()
-        ddp._shadow_backward()
+        reducer.shadow_backward()
         if ddp.find_unused_parameters:
-            ddp._shadow_used_map()
-        if ddp.timeline is not None:
-            ddp.timeline.record(f"joined: shadow iteration {self.iterations}", "shadow",
-                                ddp._lane("backward"), t0, now_us() - t0)
-        if ddp._should_rebuild() and not ddp._ready_order:
-            # torch's _push_all_rebuilt_params: every parameter, in parameter order
-            ddp._ready_order = list(range(len(ddp._params)))
+            reducer.shadow_used_map()
+        if reducer.timeline is not None:
+            reducer.timeline.record(f"joined: shadow iteration {self.iterations}", "shadow",
+                                    reducer.lane("backward"), t0, now_us() - t0)
+        # torch's _push_all_rebuilt_params: every parameter, in parameter order
+        reducer.push_all_rebuilt_params()
 
     def post_hook(self, is_last_joiner: bool) -> None:
         ddp = self.ddp

@@ -21,7 +21,7 @@ import torch
 
 from distlab import launch
 from distlab._checks import check_int
-from distlab.ddp.reducer import DDP
+from distlab.ddp.wrapper import DDP
 from distlab.nets import mlp
 
 __all__ = ["GradientMemory", "gradient_memory", "gradient_memory_worker",
@@ -55,11 +55,11 @@ def gradient_memory(ddp: Any) -> GradientMemory:
     """
     if not isinstance(ddp, DDP):
         raise TypeError(f"ddp must be a distlab.ddp.DDP, got {type(ddp).__name__}")
-    flats = [lay.flat for lay in ddp._layouts]
+    flats = [lay.flat for lay in ddp.reducer.layouts]
     bucket_ptrs = {f.untyped_storage().data_ptr() for f in flats}
     separate: dict[int, int] = {}
     in_buckets = 0
-    for p in ddp._params:
+    for p in ddp.reducer.params:
         g = p.grad
         if g is None:
             continue
@@ -69,10 +69,10 @@ def gradient_memory(ddp: Any) -> GradientMemory:
         else:
             separate[st.data_ptr()] = st.nbytes()
     return GradientMemory(
-        param_bytes=sum(p.numel() * p.element_size() for p in ddp._params),
+        param_bytes=sum(p.numel() * p.element_size() for p in ddp.reducer.params),
         bucket_bytes=sum(f.untyped_storage().nbytes() for f in flats),
         separate_grad_bytes=sum(separate.values()), grads_in_buckets=in_buckets,
-        params=len(ddp._params))
+        params=len(ddp.reducer.params))
 
 
 def gradient_memory_worker(rank: int, world_size: int, layers: int, width: int, batch: int,

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from distlab.ddp.buckets import torch_ddp_buckets
-from distlab.ddp.reducer import DDP
+from distlab.ddp.wrapper import DDP
 from distlab.nets import mlp
 
 __all__ = ["no_sync_rank", "torch_buckets_rank"]

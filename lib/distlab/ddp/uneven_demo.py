@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms import Join
 
 from distlab._checks import check_bool, check_int
-from distlab.ddp.reducer import DDP
+from distlab.ddp.wrapper import DDP
 from distlab.nets import mlp
 from distlab.samplers import DistributedEvalSampler
 from distlab.timeline import Timeline
@@ -71,7 +71,7 @@ def uneven_rank(rank: int, world_size: int, num_samples: int, batch_size: int, *
         out["error"], out["message"] = type(exc).__name__, str(exc)
     out["seconds"] = time.monotonic() - t0
     out["checksum"] = float(sum(p.detach().double().sum() for p in model.module.parameters()))
-    out["bucket_bytes"] = [lay.nbytes for lay in model._layouts]
+    out["bucket_bytes"] = [lay.nbytes for lay in model.reducer.layouts]
     out["spans"] = timeline.to_dicts()
     dist.destroy_process_group()
     return out

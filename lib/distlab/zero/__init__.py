@@ -5,10 +5,10 @@ DeepSpeed's estimators beside it), :mod:`.comm_volume` (bytes and seconds per st
 collective plans, stage 3 per unit), :mod:`.prefetch_model` (one stage-3 step simulated: when
 prefetch hides the all-gathers), :mod:`.partition` (buckets, units and shards). Runtime:
 :mod:`.optimizer` (:class:`ZeroDataParallel`, stages 0-3 on live ranks, over two engines:
-:mod:`.bucketed` for stages 0-2 and :mod:`.stage3`, the units gathered ahead), :mod:`.optim`
-(the optimizer it steps the shards with), :mod:`.comm_queue` (the thread the stage-3
-collectives run on), :mod:`.calls` (distlab's or torch's collectives), :mod:`.measure` (bytes
-each rank really holds).
+:mod:`.bucketed` for stages 0-2 and :mod:`.stage3`, the units gathered ahead, called through
+the protocols of :mod:`.engine`), :mod:`.optim` (the optimizer it steps the shards with),
+:mod:`.comm_queue` (the thread the stage-3 collectives run on), :mod:`.calls` (distlab's or
+torch's collectives), :mod:`.measure` (bytes each rank really holds).
 """
 
 from distlab.zero.comm_volume import (

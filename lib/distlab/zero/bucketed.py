@@ -2,9 +2,9 @@
 
 The engine behind ``ZeroDataParallel(stage=0, 1 or 2)`` (:mod:`distlab.zero.optimizer` says what
 each stage holds and moves, and how a joined rank shadows the others); stage 3 is
-:class:`distlab.zero.stage3.Stage3`. Both offer the same calls to ``ZeroDataParallel``:
-``optimizer``, ``sync``, ``step()``, ``finish_gradient_sync()``, ``full_parameters()``,
-``sharded_ids()``, ``load_parameters()``, ``state_tensors()``, ``close()``.
+:class:`distlab.zero.stage3.Stage3`. ``ZeroDataParallel`` calls both through
+:class:`distlab.zero.engine.ZeroEngine`; this one is also a
+:class:`~distlab.zero.engine.BucketEngine` (its buckets, and Join).
 
 Gradient accumulation: with ``sync`` off (``ZeroDataParallel.no_sync()``) a backward reduces
 nothing: autograd sums into ``.grad`` (the full gradient buffers at stages 0-1, plain ``.grad``
@@ -75,7 +75,6 @@ class Bucketed:
             p.register_post_accumulate_grad_hook(self._hook(i))
         self._backward_t0: float | None = None
         self._scale = 1.0 / self.world
-        self._divide_by_initial_world_size = True
         self._reduce_order: list[int] = []  # buckets in the order this backward reduced them
         self._last_order: list[int] = list(range(len(self.buckets)))
 
@@ -129,6 +128,13 @@ class Bucketed:
         self._pending = [len(b.indices) for b in self.buckets]
 
     # ---- backward --------------------------------------------------------------------------
+
+    def after_forward(self, output: Any) -> None:
+        """With a timeline: hook ``output`` (a tensor that requires grad) to mark where its
+        backward starts."""
+        if self.timeline is not None and isinstance(output, torch.Tensor) \
+                and output.requires_grad:
+            output.register_hook(self._mark_backward)
 
     def _mark_backward(self, grad: torch.Tensor) -> None:
         self._backward_t0 = now_us()
@@ -248,7 +254,18 @@ class Bucketed:
             self._last_order = self._reduce_order
         self._reduce_order = []
 
-    def _shadow_iteration(self) -> None:
+    def set_divide_factor(self, work: Any, divide_by_initial_world_size: bool) -> None:
+        """Inside ``Join``, before a forward: scale this iteration's gradients by ``1/world``,
+        or (``divide_by_initial_world_size=False``) by one over the ranks not yet joined, the
+        sum of the "not joined" allreduce ``work`` (``None`` for all joinables but the
+        first)."""
+        active = self.world
+        if work is not None and not divide_by_initial_world_size:
+            work.wait()
+            active = int(round(float(work.result()[0].item())))
+        self._scale = 1.0 / active
+
+    def shadow_iteration(self) -> None:
         """Joined rank: zeros into each bucket's collective (in the others' order), then the
         usual step on what comes back (the others' reduced gradient)."""
         for k in self._last_order:

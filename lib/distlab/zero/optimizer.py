@@ -20,7 +20,9 @@ What each stage holds and moves per step (``P`` parameters, ``N`` ranks; see
   freed. Then as stage 1.
 
 Stages 0-2 run on :class:`distlab.zero.bucketed.Bucketed`, stage 3 on
-:class:`distlab.zero.stage3.Stage3`; ``ZeroDataParallel`` is the one interface over both.
+:class:`distlab.zero.stage3.Stage3`; ``ZeroDataParallel`` is the one interface over both, and
+calls them only through their protocols, :class:`~distlab.zero.engine.ZeroEngine` and (stages
+0-2: buckets, Join) :class:`~distlab.zero.engine.BucketEngine`.
 
 Layout (:mod:`distlab.zero.partition`): each bucket is a flat parameter buffer that the
 parameters are views of, padded to a multiple of ``N`` and cut into ``N`` equal shards. The
@@ -87,6 +89,7 @@ from distlab.uneven import (
     last_joiner_rank,
 )
 from distlab.zero.bucketed import Bucketed
+from distlab.zero.engine import BucketEngine, ZeroEngine
 from distlab.zero.memory_model import check_stage
 from distlab.zero.optim import OptimizerSpec, build_optimizer
 from distlab.zero.partition import Bucket
@@ -102,13 +105,13 @@ class ZeroJoinHook(JoinHook):
     def __init__(self, zdp: ZeroDataParallel, divide_by_initial_world_size: bool = True) -> None:
         super().__init__()
         self.zdp = zdp
-        self.engine = zdp._bucketed("Join")
-        self.engine._divide_by_initial_world_size = bool(divide_by_initial_world_size)
+        self.engine = zdp._join_engine()
+        zdp._divide_by_initial_world_size = bool(divide_by_initial_world_size)
         self.iterations = 0
 
     def main_hook(self) -> None:
         self.iterations += 1
-        self.engine._shadow_iteration()
+        self.engine.shadow_iteration()
 
     def post_hook(self, is_last_joiner: bool) -> None:
         zdp = self.zdp
@@ -193,68 +196,59 @@ class ZeroDataParallel(Joinable):
 
         def make(ps: list[torch.Tensor]) -> torch.optim.Optimizer:
             return build_optimizer(ps, optimizer, optimizer_kwargs, adam)
-        self.engine: Bucketed | Stage3
+        self.engine: ZeroEngine
+        self._buckets: BucketEngine | None = None  # the engine again at stages 0-2
+        self._stage3: Stage3 | None = None  # the engine again at stage 3 (its units)
         if self.stage == 3:
-            self.engine = Stage3(module, rank=self.rank, world=self.world, group=group,
-                                 comm=self._comm, param_dtype=param_dtype,
-                                 reduce_dtype=reduce_dtype, algorithm=algorithm,
-                                 make_optimizer=make, timeline_of=lambda: self.timeline,
-                                 timeout=self.timeout, prefetch=self.prefetch, units=units)
+            self.engine = self._stage3 = Stage3(
+                module, rank=self.rank, world=self.world, group=group, comm=self._comm,
+                param_dtype=param_dtype, reduce_dtype=reduce_dtype, algorithm=algorithm,
+                make_optimizer=make, timeline_of=lambda: self.timeline, timeout=self.timeout,
+                prefetch=self.prefetch, units=units)
         else:
-            self.engine = Bucketed(self.params, stage=self.stage, rank=self.rank,
-                                   world=self.world, group=group, comm=self._comm,
-                                   dtype=self.dtype, cap_mb=cap, algorithm=algorithm,
-                                   make_optimizer=make, timeline_of=lambda: self.timeline,
-                                   timeout=self.timeout)
+            self.engine = self._buckets = Bucketed(
+                self.params, stage=self.stage, rank=self.rank, world=self.world, group=group,
+                comm=self._comm, dtype=self.dtype, cap_mb=cap, algorithm=algorithm,
+                make_optimizer=make, timeline_of=lambda: self.timeline, timeout=self.timeout)
         self.optimizer = self.engine.optimizer
         self.last_joiner: int | None = None
+        self._divide_by_initial_world_size = True  # set by the join hook
 
-    # ---- layout ----------------------------------------------------------------------------
+    def _join_engine(self) -> BucketEngine:
+        """The engine, which at stages 0-2 offers the Join protocol.
 
-    # ---- backward --------------------------------------------------------------------------
-
-    @property
-    def _stage3(self) -> Stage3 | None:
-        """The stage-3 engine, or None at stages 0-2."""
-        return self.engine if isinstance(self.engine, Stage3) else None
-
-    def _bucketed(self, what: str) -> Bucketed:
-        if not isinstance(self.engine, Bucketed):
-            raise ValueError(f"{what} is not supported at stage 3 (use stage 0, 1 or 2 with "
-                             f"{what})")
-        return self.engine
+        Raises:
+            ValueError: stage 3.
+        """
+        if self._buckets is None:
+            raise ValueError("Join is not supported at stage 3 (use stage 0, 1 or 2 with Join)")
+        return self._buckets
 
     @property
     def flats(self) -> list[torch.Tensor]:
         """Stages 0-2: the flat parameter buffer of each bucket (stage 3: none)."""
-        return self.engine.flats if isinstance(self.engine, Bucketed) else []
+        return self._buckets.flats if self._buckets is not None else []
 
     @property
     def masters(self) -> list[torch.nn.Parameter]:
         """Stages 0-2: what the optimizer steps per bucket (stage 3: none)."""
-        return self.engine.masters if isinstance(self.engine, Bucketed) else []
+        return self._buckets.masters if self._buckets is not None else []
 
     @property
     def buckets(self) -> list[Bucket]:
         """Stages 0-2: the bucket layouts (stage 3: none)."""
-        return self.engine.buckets if isinstance(self.engine, Bucketed) else []
+        return self._buckets.buckets if self._buckets is not None else []
+
+    # ---- forward ---------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """``module(*args, **kwargs)``; stages 0-2 with a timeline: marks where its backward
         starts (and inside Join, the scale of this iteration's gradients)."""
-        engine = self.engine
-        if not isinstance(engine, Bucketed):
-            return self.module(*args, **kwargs)
-        if self._join_config.enable:
+        if self._join_config.enable:  # only at stages 0-2: join_hook refuses stage 3
             work = Join.notify_join_context(self)  # "not joined yet" (first joinable only)
-            active = self.world
-            if work is not None and not engine._divide_by_initial_world_size:
-                work.wait()
-                active = int(round(float(work.result()[0].item())))
-            engine._scale = 1.0 / active
+            self._join_engine().set_divide_factor(work, self._divide_by_initial_world_size)
         out = self.module(*args, **kwargs)
-        if self.timeline is not None and isinstance(out, torch.Tensor) and out.requires_grad:
-            out.register_hook(engine._mark_backward)
+        self.engine.after_forward(out)
         return out
 
     # ---- step ------------------------------------------------------------------------------
@@ -272,8 +266,12 @@ class ZeroDataParallel(Joinable):
     # ---- Join ------------------------------------------------------------------------------
 
     def join_hook(self, **kwargs: Any) -> ZeroJoinHook:
-        """torch's Join protocol (``divide_by_initial_world_size``, default ``True``)."""
-        self._bucketed("Join")
+        """torch's Join protocol (``divide_by_initial_world_size``, default ``True``).
+
+        Raises:
+            ValueError: stage 3.
+        """
+        self._join_engine()
         return ZeroJoinHook(self, kwargs.get("divide_by_initial_world_size", True))
 
     @property

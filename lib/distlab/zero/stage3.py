@@ -211,7 +211,8 @@ def _slice(layout: Bucket, rank: int, i: int, t: torch.Tensor) -> torch.Tensor:
 
 
 class Stage3:
-    """The stage-3 engine behind ``ZeroDataParallel(stage=3)`` (see the module docstring).
+    """The stage-3 engine behind ``ZeroDataParallel(stage=3)`` (see the module docstring), a
+    :class:`distlab.zero.engine.ZeroEngine`.
 
     Args:
         module: the model; its unit parameters become views of freed flat buffers.
@@ -514,6 +515,9 @@ class Stage3:
         if self._reduce is not None:
             self._reduce[0].wait(self._bound)
             self._reduce = None
+
+    def after_forward(self, output: Any) -> None:
+        """Nothing: the units' own hooks follow forward and backward."""
 
     # ---- step ------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The NCCL model gives, bit for bit, the numbers it gave before its per-size pipeline was shared
-by the one-node, multi-node and other-collective models (issue 48): every case of
+by the one-node, multi-node and other-collective models: every case of
 ``tests/helpers/nccl_grid.py``'s small grid (every box, world sizes, 1 KiB..8 GiB, every harness
 and release, networks, collectives, forced algorithms and protocols, refusals) against the
 digests stored from the code before, and a few cases whole."""

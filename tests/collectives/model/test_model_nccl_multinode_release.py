@@ -75,8 +75,9 @@ def test_a_tree_across_nodes_pays_its_fill_once() -> None:
     assert ring.sync_us == pytest.approx(min(ring.steps, NCCL_STEPS) * c.slice_sync_us)
 
 
-#: (median, p90) of |error| %, judged out of sample, per published multi-node table (the
-#: report of issue 50); a change of the model that moves one by more than 0.5 points is meant.
+#: (median, p90) of |error| %, judged out of sample, per published multi-node table, as the
+#: shipped constants give them; a change of the model that moves one by more than 0.5 points is
+#: meant.
 JUDGED = {
     "2 x 8 H100, IB NDR x8 (Dell XE9680; nccl-tests#309, qoofyk)": (2.1, 11.3),
     "4 x 8 H100, IB NDR x8 (VMs?; nccl-tests#309, qoofyk)": (7.6, 21.2),
