@@ -42,7 +42,7 @@ def test_planner_notebook_figures_and_widget(lab, page):
     assert sum(c.figure for c in checks) == len(FIGURES), "notebook 17 draws five figures"
     text = output_text(page)
     assert "331 of 1194 layouts fit; the 8 fastest:" in text
-    assert "held_out: step |error| median 13.7%" in text
+    assert "held_out: step |error| median 13.4%" in text
     assert wrapped_output_lines(page) == [], "printed tables must not wrap"
 
     before = explorer_pictures(page)

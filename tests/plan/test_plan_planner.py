@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distlab.plan.layout import hardware
 from distlab.plan.model import PRESETS, ModelSpec
@@ -51,3 +53,25 @@ def test_bad_batch_and_choices() -> None:
     tiny = ModelSpec("tiny", 1, 64, 1, 100, 64)  # one layer, one head: only dp can split it
     result = plan(tiny, hardware("h100", 16, network="ib_ndr400x8"), 3)
     assert not result.ranked and "give a batch" in result.advice[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(1.0, 1.2), st.integers(1, 10**6)), min_size=1,
+                max_size=30))
+def test_tie_ranked_never_puts_a_layout_behind_a_slower_group(rows) -> None:
+    from types import SimpleNamespace
+
+    from distlab.plan.planner import TIE, tie_ranked
+
+    prices = [SimpleNamespace(step=SimpleNamespace(step_s=s), memory=SimpleNamespace(total=m))
+              for s, m in rows]
+    ranked = tie_ranked(prices)
+    assert sorted(map(id, ranked)) == sorted(map(id, prices))
+    fastest = min(s for s, _ in rows)
+    assert ranked[0].step.step_s <= fastest * (1 + TIE)
+    for i, a in enumerate(ranked):
+        for b in ranked[i + 1:]:
+            # a layout ahead is never more than TIE slower than one behind it
+            assert a.step.step_s <= b.step.step_s * (1 + TIE) + 1e-12
+            if abs(a.step.step_s / b.step.step_s - 1) < 1e-9 and a.memory.total > b.memory.total:
+                raise AssertionError("equal steps rank by memory")

@@ -122,14 +122,14 @@ def test_sequence_parallel_across_two_nodes_costs_more(network):
     assert all("half NCCL's multi-node allreduce" in c.model for c in across.calls)
 
 
-def test_sequence_parallel_over_eight_rails_is_no_dearer_in_the_model():
+def test_sequence_parallel_over_eight_rails_costs_half_again_in_the_model():
     # what the models say, pinned: NCCL's all-reduce inside an H100 box runs NVLS (the switch
-    # reduces), its all-gather and reduce-scatter a ring; across 2 nodes over 8 NDR rails the
-    # all-reduce runs a ring as fast per byte as the box's ring, so the all-gather +
-    # reduce-scatter layer (priced as half that all-reduce each) costs about what it does inside
+    # reduces), its all-gather and reduce-scatter a ring; across 2 nodes of 4 GPUs over 8 NDR
+    # rails each node's 4 GPUs reach 4 of its NICs (one each), so the all-reduce that prices
+    # the all-gather + reduce-scatter layer (half of it each) runs slower than the box's ring
     inside = price_layer(GPT3, 8, True, box="h100_sxm8")
     across = price_layer(GPT3, 8, True, box="h100_sxm8", nodes=2, network="ib_ndr400x8")
-    assert across.seconds == pytest.approx(inside.seconds, rel=0.1)
+    assert across.seconds / inside.seconds == pytest.approx(1.5, rel=0.1)
     assert price_layer(GPT3, 8, box="h100_sxm8").seconds < inside.seconds  # NVLS all-reduce
 
 

@@ -6,7 +6,8 @@ loss is the sum over runs of ``|log(measured step / model step)|`` (an L1 loss: 
 efficiency lands on the median of its runs, and a run the model cannot explain, a framework's
 own slowness, moves it no more than any other run). Coordinate descent: each efficiency by a
 golden-section search on its own runs, then the width scale and the attention's rate on a
-grid over all runs, three rounds. Each run is priced with the pipeline's closed-form fill and
+grid over all runs, until a round changes nothing (at most six rounds), and the efficiencies
+once more after the grids' last choice. Each run is priced with the pipeline's closed-form fill and
 drain (:func:`~distlab.plan.step.step_time` ``simulate_pipeline=False``) to keep the fit fast.
 """
 
@@ -23,7 +24,7 @@ from distlab.plan.step import step_time
 __all__ = ["ATTENTION_GRID", "WIDTH_GRID", "fit_rate", "rate_loss"]
 
 WIDTH_GRID = (0.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1536.0)
-ATTENTION_GRID = tuple(round(0.3 + 0.05 * i, 2) for i in range(19))
+ATTENTION_GRID = tuple(round(0.15 + 0.05 * i, 2) for i in range(22))
 
 
 def _log_error(inputs: RunInputs, rate: ComputeRate) -> float:
@@ -54,7 +55,7 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 2e-3
     return round((a + b) / 2, 3)
 
 
-def fit_rate(runs: Sequence[RunInputs], *, rounds: int = 3,
+def fit_rate(runs: Sequence[RunInputs], *, rounds: int = 6,
              source: str = "fitted") -> ComputeRate:
     """The :class:`ComputeRate` that minimises :func:`rate_loss` on ``runs``."""
     if not runs:
@@ -62,8 +63,7 @@ def fit_rate(runs: Sequence[RunInputs], *, rounds: int = 3,
     groups: dict[str, list[RunInputs]] = {}
     for r in runs:
         groups.setdefault(rate_key(r.hardware, r.layout.compute_dtype), []).append(r)
-    rate = ComputeRate({key: 0.6 for key in groups}, 512.0, 1.0, source)
-    for _ in range(rounds):
+    def efficiencies(rate: ComputeRate) -> ComputeRate:
         for key, members in groups.items():
             def loss(e: float, key: str = key, members: list[RunInputs] = members,
                      base: ComputeRate = rate) -> float:
@@ -71,8 +71,16 @@ def fit_rate(runs: Sequence[RunInputs], *, rounds: int = 3,
                                                                     key: e}))
             rate = replace(rate, efficiency={**rate.efficiency,
                                              key: _golden(loss, 0.1, 1.6)})
+        return rate
+
+    rate = ComputeRate({key: 0.6 for key in groups}, 512.0, 1.0, source)
+    for _ in range(rounds):
+        before = rate
+        rate = efficiencies(rate)
         rate = min((replace(rate, width_scale=w) for w in WIDTH_GRID),
                    key=lambda r: rate_loss(runs, r))
         rate = min((replace(rate, attention=a) for a in ATTENTION_GRID),
                    key=lambda r: rate_loss(runs, r))
-    return rate
+        if rate == before:
+            return rate
+    return efficiencies(rate)   # each efficiency the best for the grids' last choice

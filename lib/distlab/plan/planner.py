@@ -18,7 +18,6 @@ Sequence parallelism is always on with ``tp > 1`` (the same traffic for less mem
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,8 @@ from distlab.plan.memory import MemoryEstimate, memory_per_gpu
 from distlab.plan.model import ModelSpec
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
 
-__all__ = ["MIN_CP_TOKENS", "LayoutPrice", "Plan", "enumerate_layouts", "plan", "price"]
+__all__ = ["MIN_CP_TOKENS", "TIE", "LayoutPrice", "Plan", "enumerate_layouts", "plan", "price",
+           "tie_ranked"]
 
 MIN_CP_TOKENS = 4096
 """Context parallelism is tried only where each rank keeps at least this many tokens of the
@@ -143,9 +143,8 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     for layout in enumerate_layouts(model, hw, global_batch, precision=precision, **choices):
         p = price(model, layout, hw, rate=rate, simulate_pipeline=False)
         (fits if p.fits else short).append(p)
-    fits.sort(key=_rank_key)
-    head = [price(model, p.layout, hw, rate=rate) for p in fits[:top]]
-    head.sort(key=_rank_key)
+    fits = tie_ranked(fits)
+    head = tie_ranked([price(model, p.layout, hw, rate=rate) for p in fits[:top]])
     short.sort(key=lambda p: p.memory.total)
     advice = () if head else _advice(model, hw, global_batch, short)
     return Plan(model, hw, tuple(head) + tuple(fits[top:]), tuple(short), advice)
@@ -156,8 +155,20 @@ TIE = 0.005
 first (ZeRO 1 beside DDP at the same speed: the headroom is worth having)."""
 
 
-def _rank_key(p: LayoutPrice) -> tuple[int, int]:
-    return round(math.log(p.step.step_s) / math.log1p(TIE)), p.memory.total
+def tie_ranked(prices: list[LayoutPrice]) -> list[LayoutPrice]:
+    """``prices`` fastest first, where a layout within :data:`TIE` of the fastest of its group
+    joins that group, and each group is ordered by memory per GPU, the least first (then by
+    step time). Groups are taken in order of speed, so a layout never ranks behind one more
+    than ``TIE`` slower than it."""
+    by_step = sorted(prices, key=lambda p: (p.step.step_s, p.memory.total))
+    out: list[LayoutPrice] = []
+    group: list[LayoutPrice] = []
+    for p in by_step:
+        if group and p.step.step_s > group[0].step.step_s * (1 + TIE):
+            out += sorted(group, key=lambda q: (q.memory.total, q.step.step_s))
+            group = []
+        group.append(p)
+    return out + sorted(group, key=lambda q: (q.memory.total, q.step.step_s))
 
 
 def _advice(model: ModelSpec, hw: Hardware, global_batch: int,

@@ -188,3 +188,23 @@ def test_on_two_p4d_nccl_prices_the_tree_at_its_intra_speed_and_picks_it() -> No
                           harness="torch")[0].algorithm == "tree"
     assert nccl_execution("a100_sxm8", 24, [1 << 30], nodes=3, network="efa400",
                           harness="torch")[0].algorithm == "ring"
+
+
+@pytest.mark.parametrize("net", ["ib_ndr400x8", "roce400x8", "ib_hdr200x8"])
+def test_a_node_with_few_gpus_moves_through_their_nics_only(net: str) -> None:
+    """g of a box's 8 GPUs per node reach g of its 8 rails (one NIC per GPU; PXN would need the
+    other GPUs' ranks): two nodes of one GPU each move 1 GiB no faster than one NIC allows, and
+    more GPUs per node never make the network slower."""
+    from distlab.collectives.model.nccl.multinode import NETWORKS, usable_devices
+
+    nw = NETWORKS[net]
+    box = gpu_box("h100_sxm8" if net != "ib_hdr200x8" else "a100_sxm8")
+    assert [usable_devices(8, box, g) for g in (1, 2, 4, 8, None)] == [1, 2, 4, 8, 8]
+    size = 2**30
+    rates = []
+    for g in (1, 2, 4, 8):
+        e = nccl_execution(box.key, 2 * g, [size], nodes=2, network=net)[0]
+        rates.append(size / e.seconds / 1e9)
+        # two nodes of g GPUs: each node's sum leaves through its g NICs at most
+        assert size / e.seconds <= g * nw.nic_gbps * 1e9 * 1.001, (g, e.algorithm)
+    assert rates == sorted(rates)

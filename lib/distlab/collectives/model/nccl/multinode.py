@@ -101,7 +101,8 @@ from distlab.collectives.model.nccl.versions import NcclVersion
 __all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
            "multinode_execution", "multinode_graphs", "multinode_table", "net_hop_us", "network",
            "node_choices", "node_table", "nvls_tree_chunk", "nvls_tree_latency_us",
-           "nvls_tree_fill_us", "ring_exposed_latency_us", "tree_fill_sync_us", "tree_intra_speed"]
+           "nvls_tree_fill_us", "ring_exposed_latency_us", "tree_fill_sync_us", "tree_intra_speed",
+           "usable_devices"]
 
 
 @dataclass(frozen=True)
@@ -302,12 +303,25 @@ def _blackwell_row(version: NcclVersion | None, field: str,
     return default if version is None else tuple(getattr(version, field))
 
 
+def usable_devices(devices: int, box: GpuBox, gpus_per_node: int | None) -> int:
+    """The network devices of a node that a communicator with ``gpus_per_node`` of the box's
+    GPUs on it reaches (``None``: every GPU): the rail-optimized boxes give each GPU its own
+    NICs on its PCIe switch, NCCL's search keeps a GPU's traffic on the NICs closest to it, and
+    PXN (sending from another GPU's NIC over NVLink) needs that GPU's rank in the communicator,
+    so a node with ``g`` of ``G`` GPUs uses ``ceil(devices * g / G)`` of its ``devices``."""
+    if gpus_per_node is None or gpus_per_node >= box.gpus:
+        return devices
+    return max(1, math.ceil(devices * gpus_per_node / box.gpus))
+
+
 def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
                      version: NcclVersion | None = None,
-                     physical: bool = False) -> MultinodeGraph:
+                     physical: bool = False, gpus_per_node: int | None = None) -> MultinodeGraph:
     """The ring (and tree) graph across ``nodes`` nodes (see the module doc) over the network's
-    devices as NCCL holds them (:meth:`Network.nccl_devices`); ``version``: the release whose
-    Blackwell inter-node speed table and port merging apply (``None``: 2.28.9).
+    devices as NCCL holds them (:meth:`Network.nccl_devices`), those the communicator's
+    ``gpus_per_node`` GPUs of each node reach (:func:`usable_devices`; ``None``: the whole
+    box); ``version``: the release whose Blackwell inter-node speed table and port merging
+    apply (``None``: 2.28.9).
     ``physical``: each GPU's NVLink at its specified bandwidth (``link_gbps``) instead of
     NCCL's per-link figure, the graph the run is bound by (NCCL's search plans with
     ``SM90_NVLINK_BW`` 20.6 GB/s a link where NVLink 4 moves 25; PCIe boxes keep NCCL's)."""
@@ -315,6 +329,7 @@ def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
     if physical and box.fabric == "nvswitch":
         link = box.link_gbps
     devices, device_gbps = net.nccl_devices(version)
+    devices = usable_devices(devices, box, gpus_per_node)
     best = (1, 0.1)  # slower than every speed NCCL tries: its 0.1 GB/s fallback graph
     speeds = SPEEDS_INTER[box.generation]
     if box.generation == "blackwell":
@@ -394,7 +409,7 @@ def node_table(b: GpuBox, n: int, nodes: int, nw: Network, algos: tuple[str, ...
     """:func:`multinode_table` inside the model: every argument resolved and checked by the
     caller (``n`` a multiple of ``nodes >= 2``)."""
     ppn = n // nodes
-    g = multinode_graphs(b, nodes, nw, version=version)
+    g = multinode_graphs(b, nodes, nw, version=version, gpus_per_node=ppn)
     col = 0 if nodes <= 2 else 1
     out = []
     for a in ALGORITHMS:
@@ -437,7 +452,8 @@ def node_choices(b: GpuBox, world_size: int, sizes_bytes: Sequence[int], nodes: 
         algorithms, protocols = (algos, protos) if asked is None else asked
         raise ValueError(f"no algorithm/protocol available for allreduce across {nodes} nodes "
                          f"with algorithms={algorithms!r}, protocols={protocols!r}")
-    runtime = multinode_graphs(b, nodes, nw, version=version).runtime_channels
+    runtime = multinode_graphs(b, nodes, nw, version=version,
+                               gpus_per_node=world_size // nodes).runtime_channels
     nvls_tree_corrected = (version is not None and version.nvls_tree_correction and b.sm >= 100
                            and b.cpu_vendor in ("intel", "amd"))
     out = []
@@ -532,13 +548,16 @@ def _wire_ratio(box: GpuBox, graph: MultinodeGraph, wire: MultinodeGraph, a: str
     return _busbw(box, wire, a, p, nodes, ppn, col, version) / planned if planned else 1.0
 
 
-def tree_network_floor_us(nbytes: int, net: Network) -> float:
+def tree_network_floor_us(nbytes: int, net: Network, box: GpuBox | None = None,
+                          gpus_per_node: int | None = None) -> float:
     """The least time a tree across two nodes moves ``nbytes`` through a node's NICs, us: each
     node's partial sum goes out whole and the result comes back whole, each direction at the
-    node's ports' rate (``rails x nic_gbps``). NCCL prices a two-node tree at its graph's
-    intra-node speed (up to twice the network's), so without this floor the model let two nodes
-    of 8 x 400 Gb/s reach a bus bandwidth their NICs cannot carry."""
-    return nbytes / (net.rails * net.nic_gbps * 1e3)
+    rate of the node's ports its ``gpus_per_node`` GPUs reach (``rails x nic_gbps`` for the
+    whole box: :func:`usable_devices`). NCCL prices a two-node tree at its graph's intra-node
+    speed (up to twice the network's), so without this floor the model let two nodes of
+    8 x 400 Gb/s reach a bus bandwidth their NICs cannot carry."""
+    rails = net.rails if box is None else usable_devices(net.rails, box, gpus_per_node)
+    return nbytes / (rails * net.nic_gbps * 1e3)
 
 
 def nvls_tree_latency_us(nodes: int, version: NcclVersion | None = None) -> float:
@@ -672,9 +691,10 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
     algos, protos = _restrictions(algorithms, protocols)
     choices = node_choices(box, n, sizes_bytes, nodes, nw, algos, protos, version,
                            asked=(algorithms, protocols))
-    graph = multinode_graphs(box, nodes, nw, version=version)
+    graph = multinode_graphs(box, nodes, nw, version=version, gpus_per_node=n // nodes)
     layout = MultinodeLayout(box, n, nodes, graph, nw.hop_floor_us)
-    wire = multinode_graphs(box, nodes, nw, version=version, physical=True)
+    wire = multinode_graphs(box, nodes, nw, version=version, physical=True,
+                            gpus_per_node=n // nodes)
     host = how.term(constants, n // nodes, box)
     out = []
     for ch in choices:
@@ -688,7 +708,8 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
                                                      hop_floor_us=nw.hop_floor_us))
         e = run_size(pick, layout, n, host, constants)
         if nodes == 2 and e.algorithm in ("tree", "nvls_tree"):
-            e = replace(e, transfer_us=max(e.transfer_us, tree_network_floor_us(e.nbytes, nw)))
+            e = replace(e, transfer_us=max(e.transfer_us, tree_network_floor_us(
+                e.nbytes, nw, box, n // nodes)))
         if e.algorithm == "nvls_tree":
             e = replace(e, sync_us=nvls_tree_fill_us(e.transfer_us, e.chunk_bytes, e.channels,
                                                      pick.algbw_gbps, layout.depth()))
