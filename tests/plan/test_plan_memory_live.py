@@ -4,7 +4,9 @@ A small decoder (:class:`helpers.plan_memory_ranks.Net`, its shape a ModelSpec t
 ``spec_from_module`` reads back) trains one fp32 step: in this process without parallelism
 (eager attention with and without dropout, the CPU flash kernel, grouped-query and gated), and
 on 2 gloo ranks with distlab's ZeroDataParallel (ZeRO 0-3) and distlab's tensor parallelism
-(``parallelize_module``, with and without sequence parallelism). Model states must equal the
+(``parallelize_module``, with and without sequence parallelism), and cut into two pipeline
+stages under distlab's 1F1B and GPipe (the peak of the live saved tensors of the microbatches in
+flight on each stage, beside ``memory_per_rank``). Model states must equal the
 model exactly; activations (autograd's saved tensors, each byte once) within 5% of it, and
 above it by no more than the small per-token tensors the model leaves out (the layer norms'
 fp32 mean and rstd, the loss's and the embedding's per-token values).
@@ -21,10 +23,10 @@ import torch
 
 from distlab import launch
 from distlab.plan.layout import Layout
-from distlab.plan.memory import MemoryEstimate, memory_per_gpu
+from distlab.plan.memory import MemoryEstimate, memory_per_gpu, memory_per_rank
 from distlab.plan.model import ModelSpec, spec_from_module
 from helpers.leaks import no_leaks
-from helpers.plan_memory_ranks import BATCH, build, parallel_rank, saved_and_step
+from helpers.plan_memory_ranks import BATCH, build, parallel_rank, pipeline_rank, saved_and_step
 
 SPECS = {
     # GPT-like: MHA, two-matrix MLP (4 h), layer norms, biases
@@ -96,3 +98,32 @@ def test_zero_and_tensor_parallel_on_two_ranks() -> None:
                                  attention=attention, dropout=dropout > 0, **CPU)
             _check_activations(measured["activations"], _stored(est), SPECS[name])
             _check_states(measured, est)
+
+
+PIPE_SPEC = ModelSpec("gpt4", 4, 64, 4, 128, 32, norm="layernorm", attention_bias=True,
+                      mlp_bias=True)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("schedule", "attention", "in_flight"),
+                         [("1F1B", "eager", (2, 1)), ("1F1B", "flash", (2, 1)),
+                          ("GPipe", "flash", (4, 4))])
+def test_pipeline_stages_hold_what_the_model_says(schedule: str, attention: str,
+                                                  in_flight: tuple[int, int]) -> None:
+    """Two stages of 2 blocks each (the embedding on the first, the output layer and the loss
+    on the last), 4 microbatches: each rank's peak of live activation bytes is the model's
+    per-rank activations (microbatches in flight from the schedule's plan: 1F1B keeps 2 on the
+    first stage and 1 on the last, GPipe all 4 on both), above it by no more than the small
+    per-token tensors the model leaves out, per microbatch in flight."""
+    microbatches = 4
+    with no_leaks():
+        ranks = launch.run(pipeline_rank, 2, args=(PIPE_SPEC, schedule, microbatches, attention),
+                           timeout=240)
+    layout = Layout(pp=2, schedule=schedule, micro_batch=BATCH,
+                    global_batch=BATCH * microbatches, precision="fp32")
+    est = memory_per_rank(PIPE_SPEC, layout, attention=attention, **CPU)
+    assert tuple(r["in_flight"] for r in ranks) == in_flight
+    for out, e, held in zip(ranks, est, in_flight, strict=True):
+        model = _stored(e)
+        assert abs(out["peak"] / model - 1) <= 0.05, (out, model)
+        assert 0 <= out["peak"] - model <= held * _left_out(PIPE_SPEC), (out, model)
