@@ -276,3 +276,33 @@ def bad_plans(rank: int, world: int) -> dict[str, str]:
     dist.all_reduce(t)
     out["in_step"] = str(t.item())
     return out
+
+
+def plans_vs_builtin(rank: int, world: int, cases: list[str]) -> dict[str, Any]:
+    """Each case split twice more, its collectives run by distlab's plans (``"ring"`` for all
+    three, and each collective's default plan, ``algorithm=None``), beside the same split on
+    torch's builtins: the largest difference of the outputs and gradients, and whether the
+    collectives counted are the same."""
+    out: dict[str, Any] = {}
+    for case in cases:
+        full, x, target = _model_and_input(case)
+        x = x.chunk(world, 1)[rank] if case == "sp" else x
+        runs = {}
+        for algorithm in ("builtin", "ring", None):
+            model = copy.deepcopy(full)
+            tp.parallelize_module(model, None, _plans(case, tp), algorithm=algorithm)
+            y = model(x)
+            if case == "embed_loss_parallel":
+                loss = tp.loss_parallel_cross_entropy(y, target, model.tp_comm)
+            else:
+                loss = _loss(case, y, target)
+            loss.backward()
+            runs[algorithm] = (y.detach(), {n: p.grad.clone() for n, p in model.named_parameters()},
+                               dict(model.tp_comm.counts))
+        base = runs["builtin"]
+        out[case] = {
+            str(a): {"max_abs": max([float((r[0] - base[0]).abs().max())] +
+                                    [float((r[1][n] - base[1][n]).abs().max()) for n in base[1]]),
+                     "counts_equal": r[2] == base[2]}
+            for a, r in runs.items() if a != "builtin"}
+    return out

@@ -14,7 +14,8 @@ Function                        forward                         backward
 :func:`split_to_tp_region`      own chunk along ``dim``         all_gather along ``dim``
 ==============================  ==============================  ==============================
 
-A :class:`TPComm` runs the collectives, counts them per kind (``counts``, keyed by
+A :class:`TPComm` runs the collectives (torch's builtins, or distlab's plans of each collective:
+``algorithm``), counts them per kind (``counts``, keyed by
 :data:`distlab.vocabulary.COLLECTIVES` names, to compare with torch's ``CommDebugMode``) and,
 given a :class:`~distlab.timeline.Timeline`, records each one as a span on lane
 ``"rank{r}/tp"`` named after the collective, with ``nbytes`` (bytes of this rank's input).
@@ -23,12 +24,15 @@ given a :class:`~distlab.timeline.Timeline`, records each one as a span on lane
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from distlab.collectives.algorithms.registry import BUILTIN, entry
 from distlab.timeline import Timeline, now_us
+from distlab.zero.calls import all_gather_into, all_reduce_sum, reduce_scatter_sum
 
 __all__ = ["TPComm", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
            "grad_reduced_by", "mark_grad_reduced", "reduce_from_tp_region",
@@ -43,11 +47,18 @@ class TPComm:
     """The collectives of one tensor-parallel group, counted and optionally traced.
 
     ``group``: the process group (default: the default group). ``timeline``: where to record
-    every collective (None: not recorded). ``counts``: collectives run so far, per kind.
+    every collective (None: not recorded). ``algorithm``: what runs each collective:
+    ``"builtin"`` (torch.distributed's own call, the default), ``None`` (distlab's default plan
+    of each collective), a plan name every one of the three collectives has (``"ring"``), or a
+    mapping ``{"all_reduce": ..., "all_gather": ..., "reduce_scatter": ...}`` (a collective it
+    leaves out runs the builtin); a name a collective does not have is a ``ValueError`` listing
+    its names. ``counts``: collectives run so far, per kind.
     """
 
     def __init__(self, group: dist.ProcessGroup | None = None, *,
-                 timeline: Timeline | None = None) -> None:
+                 timeline: Timeline | None = None,
+                 algorithm: str | None | Mapping[str, str | None] = BUILTIN) -> None:
+        self.algorithms = _algorithms(algorithm)
         self.group = group
         self.size = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
@@ -70,7 +81,10 @@ class TPComm:
         start = now_us()
         out = x.contiguous().clone()
         if self.size > 1:
-            dist.all_reduce(out, op=op, group=self.group)
+            if self.algorithms["all_reduce"] == BUILTIN or op != dist.ReduceOp.SUM:
+                dist.all_reduce(out, op=op, group=self.group)
+            else:
+                all_reduce_sum(out, self.algorithms["all_reduce"], self.group)
         self._record("all_reduce", start, x.numel() * x.element_size())
         return out
 
@@ -83,7 +97,11 @@ class TPComm:
             dim = dim % x.dim()
             moved = x.movedim(dim, 0).contiguous()
             out = moved.new_empty((moved.shape[0] * self.size, *moved.shape[1:]))
-            _ALL_GATHER(out, moved, group=self.group)
+            if self.algorithms["all_gather"] == BUILTIN:
+                _ALL_GATHER(out, moved, group=self.group)
+            else:
+                all_gather_into(out.view(-1), moved.view(-1), self.algorithms["all_gather"],
+                                self.group)
             out = out.movedim(0, dim).contiguous()
         self._record("all_gather", start, x.numel() * x.element_size())
         return out
@@ -100,7 +118,11 @@ class TPComm:
         else:
             moved = x.movedim(dim, 0).contiguous()
             out = moved.new_empty((moved.shape[0] // self.size, *moved.shape[1:]))
-            _REDUCE_SCATTER(out, moved, group=self.group)
+            if self.algorithms["reduce_scatter"] == BUILTIN:
+                _REDUCE_SCATTER(out, moved, group=self.group)
+            else:
+                reduce_scatter_sum(out.view(-1), moved.view(-1),
+                                   self.algorithms["reduce_scatter"], self.group)
             out = out.movedim(0, dim).contiguous()
         self._record("reduce_scatter", start, x.numel() * x.element_size())
         return out
@@ -111,6 +133,26 @@ class TPComm:
             raise ValueError(f"dim {dim} of shape {tuple(x.shape)} is not divisible by the "
                              f"tensor-parallel size {self.size}")
         return x.chunk(self.size, dim)[self.rank].contiguous()
+
+
+_TP_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def _algorithms(algorithm: str | None | Mapping[str, str | None]) -> dict[str, str | None]:
+    """``collective -> algorithm`` for :class:`TPComm` (each name checked against the
+    collective's registry entries)."""
+    if isinstance(algorithm, Mapping):
+        unknown = set(algorithm) - set(_TP_COLLECTIVES)
+        if unknown:
+            raise ValueError(f"algorithm keys must be among {list(_TP_COLLECTIVES)}, got "
+                             f"{sorted(unknown)}")
+        chosen = {c: algorithm.get(c, BUILTIN) for c in _TP_COLLECTIVES}
+    else:
+        chosen = dict.fromkeys(_TP_COLLECTIVES, algorithm)
+    for c, name in chosen.items():
+        if name is not None:
+            entry(c, name)   # ValueError naming the collective's entries
+    return chosen
 
 
 class _CopyToTP(torch.autograd.Function):

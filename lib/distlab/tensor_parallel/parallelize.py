@@ -148,6 +148,7 @@ def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.Process
                        parallelize_plan: ParallelStyle | Mapping[str, ParallelStyle], *,
                        head_counts: Mapping[str, str | Sequence[str]] | None = None,
                        timeline: Timeline | None = None, comm: TPComm | None = None,
+                       algorithm: str | None | Mapping[str, str | None] = "builtin",
                        ) -> nn.Module:
     """Split ``module`` in place over a tensor-parallel group by ``parallelize_plan``.
 
@@ -158,7 +159,9 @@ def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.Process
     the per-rank count; each count is checked divisible by the group size with the plan, then
     divided after the split (torch's tests set ``attention.n_heads`` by hand after
     ``parallelize_module``). ``timeline``: record every collective on lane ``"rank{r}/tp"``.
-    ``comm``: a :class:`TPComm` to use (and count on) instead of a new one. The module gets a
+    ``algorithm``: what runs the collectives (:class:`TPComm`'s: ``"builtin"``, torch's own
+    calls; ``None`` or a plan name, distlab's plans). ``comm``: a :class:`TPComm` to use (and
+    count on) instead of a new one (its own ``algorithm`` holds then). The module gets a
     ``tp_comm`` attribute, the :class:`TPComm` whose ``counts`` tally its collectives. Raises
     ``ValueError`` (bad plan key, a style on a module it does not fit, sizes or head counts not
     divisible by the group size) before anything is split and before any communication.
@@ -176,7 +179,7 @@ def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.Process
         else:
             raise TypeError(f"device_mesh must be a DeviceMesh, a ProcessGroup or None, got "
                             f"{type(device_mesh).__name__}")
-        comm = TPComm(group, timeline=timeline)
+        comm = TPComm(group, timeline=timeline, algorithm=algorithm)
     entries = check_plan(module, parallelize_plan, comm.size)
     heads = resolve_head_counts(module, head_counts or {}, comm.size)
     for _, sub, style in entries:
