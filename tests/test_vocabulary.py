@@ -7,7 +7,12 @@ The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and re
 - a bus bandwidth factor written out, ``2 * (n - 1) / n`` (the ``2`` and ``(n - 1)`` anywhere in
   the product divided by ``n``, so ``bus * 2 * (n - 1) / n`` is found too). The all-gather
   factor ``(n - 1) / n`` is not looked for: the same ratio is a ring's share of data in many
-  models that are not nccl-tests' bus bandwidth.
+  models that are not nccl-tests' bus bandwidth;
+- a trace reader written outside :mod:`distlab.trace.kineto_file` (:func:`trace_readers`): a
+  module that parses JSON (``json.load``/``json.loads``/``raw_decode``/``make_scanner``) and
+  either decompresses gzip (``gzip.open``/``gzip.decompress``/``GzipFile``/``zlib.decompress``)
+  or parses a file's text while naming ``"traceEvents"``. :data:`OWN_TRACE_READERS` are the
+  readers of distlab's own Chrome traces (also the bare-array form Kineto never writes).
 """
 
 from __future__ import annotations
@@ -86,6 +91,64 @@ def scan(root: Path, home: str = "vocabulary.py",
     return found
 
 
+TRACE_READER = "trace/kineto_file.py"
+"""The one reader of Kineto trace files (``.json``/``.json.gz``)."""
+OWN_TRACE_READERS = {"trace/chrome.py": "read_chrome_trace: distlab's own Chrome traces",
+                     "trace/check.py": "overlapping_slices: checks distlab's own Chrome traces"}
+_JSON_PARSE = {"load", "loads", "raw_decode", "make_scanner"}
+_GZIP_READ = {("gzip", "open"), ("gzip", "decompress"), ("gzip", "GzipFile"),
+              ("zlib", "decompress"), ("zlib", "decompressobj")}
+_FILE_READ = {"read_text", "read_bytes", "read", "open"}
+
+
+def _calls(tree: ast.Module) -> list[tuple[str, str, ast.Call]]:
+    """``(owner, attribute, call)`` of every ``owner.attribute(...)`` call (owner '' when it is
+    not a plain name) and ``("", name, call)`` of every ``name(...)`` call."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Attribute):
+                out.append((f.value.id if isinstance(f.value, ast.Name) else "", f.attr, n))
+            elif isinstance(f, ast.Name):
+                out.append(("", f.id, n))
+    return out
+
+
+def _reads_file(call: ast.Call) -> bool:
+    """``json.load(f)``, or a parse of text read in the call (``Path(p).read_text()``...)."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "load":
+        return True
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in _FILE_READ for n in ast.walk(call.args[0]))
+
+
+def trace_readers(root: Path, home: str = TRACE_READER,
+                  allowed: tuple[str, ...] = tuple(OWN_TRACE_READERS)) -> list[str]:
+    """Modules under ``root`` that read a trace file on their own (see the module docstring),
+    as ``path:line: what`` lines (the line of the JSON parse)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == home or rel in allowed:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        calls = _calls(tree)
+        parses = [c for owner, attr, c in calls if attr in _JSON_PARSE
+                  and owner in ("json", "", "decoder", "scanner")]
+        if not parses:
+            continue
+        gz = any((owner, attr) in _GZIP_READ for owner, attr, _ in calls)
+        names_events = any(isinstance(n, ast.Constant) and n.value == "traceEvents"
+                           for n in ast.walk(tree))
+        reads_file = [c for c in parses if c.args and _reads_file(c)]
+        if gz or (names_events and reads_file):
+            line = (parses if gz else reads_file)[0].lineno
+            found.append(f"{rel}:{line}: reads a trace file on its own (use "
+                         "distlab.trace.kineto_file.read_kineto_events)")
+    return found
+
+
 # --- the scanner -----------------------------------------------------------------------------
 
 def test_lib_defines_each_vocabulary_name_once() -> None:
@@ -114,6 +177,29 @@ def test_the_scanner_finds_a_planted_second_definition(tmp_path: Path) -> None:
         "sub/twice.py:10", "sub/twice.py:12", "sub/twice.py:2", "sub/twice.py:4",
         "sub/twice.py:5", "sub/twice.py:8"], found
     assert sum("bus bandwidth factor" in f for f in found) == 2
+
+
+def test_lib_reads_kineto_traces_in_one_place() -> None:
+    assert trace_readers(ROOT) == []
+    assert (ROOT / TRACE_READER).exists() and all((ROOT / p).exists() for p in OWN_TRACE_READERS)
+
+
+def test_the_scanner_finds_a_planted_trace_reader(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "trace").mkdir(parents=True)
+    (pkg / "trace" / "kineto_file.py").write_text(
+        "import gzip, json\ndef read(p):\n    return json.loads(gzip.decompress(p))\n")
+    (pkg / "ok.py").write_text("import json\nevents = 'traceEvents'\n"
+                               "def parse(line):\n    return json.loads(line.strip())\n")
+    assert trace_readers(pkg) == []
+    (pkg / "gz.py").write_text("import gzip\nimport json\n\ndef read(p):\n"
+                               "    with gzip.open(p) as f:\n        return json.load(f)\n")
+    (pkg / "plain.py").write_text("import json\nfrom pathlib import Path\n\ndef read(p):\n"
+                                  "    return json.loads(Path(p).read_text())['traceEvents']\n")
+    (pkg / "fileobj.py").write_text("import json\n\ndef read(p):\n    with open(p) as f:\n"
+                                    "        return json.load(f).get('traceEvents')\n")
+    found = trace_readers(pkg)
+    assert sorted(f.split(": ")[0] for f in found) == ["fileobj.py:5", "gz.py:6", "plain.py:5"]
 
 
 # --- collective names and bus bandwidth -------------------------------------------------------

@@ -11,7 +11,7 @@
     python -m distlab.bench zero --world-size 2 --layers 8 --width 512
     python -m distlab.bench pipeline-parallel --world-size 2 --schedules 1F1B,GPipe
     python -m distlab.bench tensor-parallel --world-size 2 --layers 4 --width 512
-    python -m distlab.bench trace --mb 35 --ranks 8     # reading profiler traces: distlab vs HTA
+    python -m distlab.bench trace --sizes 100 --ranks 8  # reading profiler traces: distlab vs HTA
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Every benchmark runs the reference (torch) in the same run, prints a table, and can write JSON

@@ -1,29 +1,32 @@
 """Benchmark: reading and breaking down torch.profiler traces, distlab against HTA 0.5.0.
 
-    python -m distlab.bench trace                         # a 35 MB trace and a folder of 8 ranks
-    python -m distlab.bench trace --mb 35 --ranks 8 --rank-mb 10 --repeats 3 --json out.json
+    python -m distlab.bench trace                       # folders of 8 ranks: 100 MB and 1 GB
+    python -m distlab.bench trace --sizes 100 --ranks 8 --workers 2 --repeats 3 --json out.json
 
 The traces are made from a real one (``--source``, default HTA's published A100 trace
 ``results/traces/hta_a100_2ranks_rank0``): its events are replicated, each copy shifted by the
 trace's span, with ``correlation``/``External id`` and ``ProfilerStep#N`` renumbered so copies never
-collide, until the file holds ``--mb`` MB of JSON (uncompressed, as both tools read it; the last
-copy is cut where the size is reached); the folder holds ``--ranks`` such files of ``--rank-mb``
-MB, ranks 0..N-1. They are written to a temporary folder and removed afterwards.
+collide, until the file holds its share of the size (uncompressed JSON, as both tools read it; the
+last copy is cut where the size is reached). Each ``--sizes`` entry (MB in all) is a folder of
+``--ranks`` such files, ranks 0..N-1. They are written to a temporary folder (removed afterwards;
+``TMPDIR`` picks where: 1 GB of traces needs 1 GB of disk).
 
 Each implementation runs in a fresh child process (``python -m distlab.bench.trace --child``):
-``distlab`` = :func:`distlab.trace.torch_trace.read_run` +
-:func:`~distlab.trace.breakdown.analyze_run` (temporal breakdown, overlap, idle time by stream
-and idle causes, per rank and per step) + :func:`~distlab.trace.collectives.match_collectives`;
-``hta`` = ``TraceAnalysis(trace_dir)`` + ``get_temporal_breakdown`` + ``get_comm_comp_overlap`` +
+``distlab`` = :func:`distlab.trace.torch_trace.read_run` (a process pool of ``--workers``, default
+every core this process may use) + :func:`~distlab.trace.breakdown.analyze_run` (temporal
+breakdown, overlap, idle time by stream and idle causes, per rank and per step) +
+:func:`~distlab.trace.collectives.match_collectives`; ``hta`` = ``TraceAnalysis(trace_dir)`` (its
+own process pool over the ranks) + ``get_temporal_breakdown`` + ``get_comm_comp_overlap`` +
 ``get_idle_time_breakdown`` (all ranks).
-Time is the child's wall time for that work (imports excluded); peak memory is the largest sum
-of resident memory over the child and its own children (HTA parses ranks in a process pool),
-sampled every 50 ms and never below the child's own ``ru_maxrss``, minus the child's resident
-memory before the work. Medians over ``--repeats``. Targets: distlab >= 3x faster and <= 1/2 of
-HTA's peak memory; the lines under the table say whether each was met. ``#wrong``: 1 where
-distlab's idle time differs from HTA's by more than 0.5 us in any of HTA's idle categories, else
-0 (the run then exits 1). A trace is never smaller than one copy of the source: where ``--mb`` or
-``--rank-mb`` asks for less, the table's MB column says what was written and a line says why.
+Time is the child's wall time for that work (imports excluded); peak memory is the largest sum of
+resident memory (PSS: shared pages counted once) over the child and its own children (both tools
+parse ranks in process pools), sampled every 50 ms from this process (so the child runs no extra
+thread) and never below the child's own ``ru_maxrss``, minus the child's resident memory before the
+work. Medians over ``--repeats``. Targets: distlab >= 3x faster and <= 1/2 of HTA's peak memory at
+each size; the lines under the table say whether each was met. ``#wrong``: 1 where distlab's idle
+time differs from HTA's by more than 0.5 us in any of HTA's idle categories, else 0 (the run then
+exits 1). A trace is never smaller than one copy of the source: where a size asks for less, the
+table's MB column says what was written and a line says why.
 """
 
 from __future__ import annotations
@@ -51,10 +54,22 @@ __all__ = ["BENCHMARK", "TraceBenchConfig", "main", "replicate_trace"]
 IMPLS = ("hta", "distlab")
 _SOURCE = "results/traces/hta_a100_2ranks_rank0"
 """The default ``--source``: HTA's published A100 trace, committed under the repository root."""
-COLUMNS = (Column("case", "case", width=16), Column("impl", "impl", width=8),
+COLUMNS = (Column("case", "case", width=20), Column("impl", "impl", width=8),
            Column("MB", "mb", ".1f"), Column("events", "events", width=9),
            Column("time(s)", "seconds", ".3f"), Column("cpu(s)", "cpu_seconds", ".3f"),
            Column("peak(MB)", "peak_mb", ".1f"), Column("#wrong", "wrong"))
+
+
+def _sizes(text: str) -> tuple[float, ...]:
+    """``--sizes``: MB > 0, comma-separated."""
+    try:
+        out = tuple(float(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of MB, e.g. 100,1000") \
+            from None
+    if not out or not all(v > 0 and math.isfinite(v) for v in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: every size must be a number of MB > 0")
+    return out
 
 
 @dataclass(frozen=True)
@@ -65,9 +80,12 @@ class TraceBenchConfig(BenchConfig):
                                                 "file) to replicate; the default is found from "
                                                 "the current folder or the checkout distlab "
                                                 "runs from")
-    mb: float = opt(35.0, "--mb", type=float, help="size of the single trace, MB of JSON")
-    ranks: int = opt(8, "--ranks", type=options.positive_int, help="ranks in the folder case")
-    rank_mb: float = opt(10.0, "--rank-mb", type=float, help="size of each rank's trace, MB")
+    sizes: tuple[float, ...] = opt((100.0, 1000.0), "--sizes", type=_sizes,
+                                   help="MB of JSON in each folder of traces, comma-separated "
+                                        "(default 100,1000)")
+    ranks: int = opt(8, "--ranks", type=options.positive_int, help="ranks (files) per folder")
+    workers: int = opt(0, "--workers", type=int, help="distlab's processes reading the ranks "
+                                                     "(0: every core this process may use)")
     repeats: int = opt(1, "--repeats", type=options.positive_int, help="child rounds (median)")
 
 
@@ -83,27 +101,27 @@ def source_path(text: str) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _load(source: Path) -> dict[str, Any]:
-    """The trace document at ``source`` (a file, or a folder's first trace file); ValueError
-    in one line when it is not a readable trace HTA can break down (GPU kernels needed). Read
-    once for the option check and the run (the document is not modified)."""
-    import gzip
-    import zlib
+    """The trace document at ``source`` (a file, or a folder's first trace file), read by
+    :func:`distlab.trace.kineto_file.load_kineto`; ValueError in one line when it is not a
+    readable trace HTA can break down (GPU kernels needed). Read once for the option check and
+    the run (the document is not modified)."""
+    from distlab.trace.kineto_file import TraceReadError, load_kineto
     if source.is_dir():
         files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))
         if not files:
             raise ValueError(f"the folder {str(source)!r} holds no .json or .json.gz trace")
         source = files[0]
-    raw = source.read_bytes()
     try:
-        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{str(source)!r} is not a readable trace ({type(exc).__name__}: "
-                         f"{exc})") from None
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
-    if not isinstance(events, list) or not any(isinstance(e, dict) and "ts" in e
-                                               for e in events):
+        doc = load_kineto(source)
+    except TraceReadError as exc:
+        why = str(exc).removeprefix(f"{source}: ")
+        if exc.kind == "format":
+            raise ValueError(f"{str(source)!r} is JSON but not a trace ({why})") from None
+        raise ValueError(f"{str(source)!r} is not a readable trace ({why})") from None
+    events = doc["traceEvents"]
+    if not any(isinstance(e.get("ts"), (int, float)) for e in events):
         raise ValueError(f"{str(source)!r} is JSON but not a trace (no timed traceEvents)")
-    if not any(isinstance(e, dict) and e.get("cat") == "kernel" for e in events):
+    if not any(e.get("cat") == "kernel" for e in events):
         raise ValueError(f"{str(source)!r} has no GPU kernels (a CPU-only or gloo trace), and "
                          "HTA's breakdown, the reference here, needs them")
     return doc
@@ -166,24 +184,32 @@ def replicate_trace(doc: dict[str, Any], target_bytes: int, out: Path, *, rank: 
 
 
 def _tree_rss_mb(proc: Any) -> float:
+    """Resident memory of ``proc`` and its children, MB: the sum of each one's proportional set
+    size (PSS: a page shared by k processes counts 1/k in each, so pages a forked pool worker
+    shares with its parent count once, for HTA's pool as for distlab's), the resident set size
+    where the OS reports no PSS."""
     import psutil
     total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+    try:
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.Error:  # the child has just ended
+        return 0.0
+    for p in tree:
         try:
-            total += p.memory_info().rss
+            mem = p.memory_full_info()
+            total += getattr(mem, "pss", mem.rss)
         except psutil.Error:
             pass
     return total / 2**20
 
 
-def child(impl: str, folder: str) -> dict[str, Any]:
-    """Run ``impl`` on ``folder`` in this process; wall, CPU, peak tree RSS above the start."""
+def child(impl: str, folder: str, workers: int = 0) -> dict[str, Any]:
+    """Run ``impl`` on ``folder`` in this process, after a ``go`` line on stdin (``ready`` on
+    stdout says the imports are done); wall and CPU seconds, own ``ru_maxrss``."""
     import logging
     import os
     import resource
     import warnings
-
-    import psutil
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
     if impl == "hta":
@@ -192,18 +218,8 @@ def child(impl: str, folder: str) -> dict[str, Any]:
         from distlab.trace.breakdown import analyze_run
         from distlab.trace.collectives import match_collectives
         from distlab.trace.torch_trace import read_run
-    me = psutil.Process(os.getpid())
-    base = _tree_rss_mb(me)
-    peak = [base]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _tree_rss_mb(me))
-            time.sleep(0.05)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
+    print("ready", flush=True)
+    sys.stdin.readline()
     c0 = time.process_time()
     ch0 = os.times()
     t0 = time.perf_counter()
@@ -214,27 +230,56 @@ def child(impl: str, folder: str) -> dict[str, Any]:
         a.get_idle_time_breakdown(visualize=False)
         idle = {int(r["rank"]): float(r["idle_time(us)"]) for _, r in tb.iterrows()}
     else:
-        run = read_run(folder)
+        run = read_run(folder, workers=workers or None, progress=False)
         an = analyze_run(run)
         match_collectives(run)
         idle = {r: (a.whole.idle_us if a.whole else None) for r, a in an.items()}
     seconds = time.perf_counter() - t0
     ch1 = os.times()
-    stop.set()
-    th.join()
-    peak[0] = max(peak[0], _tree_rss_mb(me),
-                  resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     cpu = time.process_time() - c0 + (ch1.children_user - ch0.children_user) + \
         (ch1.children_system - ch0.children_system)
-    return {"seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak[0] - base, "idle_us": idle}
+    return {"seconds": seconds, "cpu_seconds": cpu, "idle_us": idle,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _run_child(impl: str, folder: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "distlab.bench.trace", "--child", impl,
-                           str(folder)], capture_output=True, text=True, check=False)
+def _run_child(impl: str, folder: Path, workers: int = 0) -> dict[str, Any]:
+    """:func:`child` in a fresh process, its tree's resident memory sampled from here."""
+    import psutil
+    proc = subprocess.Popen([sys.executable, "-m", "distlab.bench.trace", "--child", impl,
+                             str(folder), str(workers)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        ready = proc.stdout.readline()
+        if ready.strip() != "ready":
+            raise RuntimeError(f"{impl} child failed: "
+                               f"{(ready + proc.communicate()[1]).strip().splitlines()[-1:]}")
+        me = psutil.Process(proc.pid)
+        base = _tree_rss_mb(me)
+        peak = [base]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], _tree_rss_mb(me))
+                time.sleep(0.05)
+
+        th = threading.Thread(target=sample, name="distlab-bench-rss", daemon=True)
+        th.start()
+        try:
+            out, err = proc.communicate("go\n")
+        finally:
+            stop.set()
+            th.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     if proc.returncode != 0:
-        raise RuntimeError(f"{impl} child failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{impl} child failed: {err.strip().splitlines()[-1:]}")
+    res = json.loads(out.strip().splitlines()[-1])
+    res["peak_mb"] = max(peak[0], res.pop("maxrss_mb")) - base
+    return res
 
 
 class TraceBenchmark(Benchmark[TraceBenchConfig]):
@@ -254,60 +299,56 @@ class TraceBenchmark(Benchmark[TraceBenchConfig]):
             _load(source)
         except ValueError as exc:
             options.fail(parser, "--source", config.source, f"a GPU trace: {exc}")
-        for name, value in (("--mb", config.mb), ("--rank-mb", config.rank_mb)):
-            if not (value > 0 and math.isfinite(value)):
-                options.fail(parser, name, value, "a number of MB > 0")
+        if config.workers < 0:
+            options.fail(parser, "--workers", config.workers, "0 (every core) or more")
         return config
 
     def run(self, config: TraceBenchConfig) -> Report:
+        from distlab.trace.torch_trace import cores
         c = config
         doc = _load(source_path(c.source))
         rows: list[dict[str, Any]] = []
         tail: list[str] = []
-        with tempfile.TemporaryDirectory(prefix="distlab_bench_trace_") as tmp:
-            single = Path(tmp) / "single"
-            single.mkdir()
-            size, n = replicate_trace(doc, int(c.mb * 1e6), single / "rank0.pt.trace.json")
-            multi = Path(tmp) / "ranks"
-            multi.mkdir()
-            msize, mn = 0, 0
-            for r in range(c.ranks):
-                s, k = replicate_trace(doc, int(c.rank_mb * 1e6),
-                                       multi / f"rank{r}.pt.trace.json", rank=r,
-                                       world_size=c.ranks)
-                msize, mn = msize + s, mn + k
-            for what, asked, wrote in (("the single trace", c.mb, size / 1e6),
-                                       ("each rank's trace", c.rank_mb, msize / 1e6 / c.ranks)):
-                if wrote > 1.5 * asked:
-                    tail.append(f"{what} holds {wrote:.1f} MB where {asked:g} MB was asked: one "
-                                "copy of the source is the least a trace holds")
-            for case, folder, mb, events in (("single", single, size / 1e6, n),
-                                             (f"{c.ranks} ranks", multi, msize / 1e6, mn)):
+        workers = c.workers or cores()
+        for total in c.sizes:
+            with tempfile.TemporaryDirectory(prefix="distlab_bench_trace_") as tmp:
+                folder = Path(tmp)
+                size, events = 0, 0
+                for r in range(c.ranks):
+                    sz, k = replicate_trace(doc, int(total * 1e6 / c.ranks),
+                                            folder / f"rank{r}.pt.trace.json", rank=r,
+                                            world_size=c.ranks)
+                    size, events = size + sz, events + k
+                case = f"{size / 1e6:.0f} MB {c.ranks} ranks"
+                if size / 1e6 > 1.5 * total:
+                    tail.append(f"{case}: holds {size / 1e6:.1f} MB where {total:g} MB was asked: "
+                                "one copy of the source is the least a trace holds")
                 runs: dict[str, list[dict[str, Any]]] = {i: [] for i in IMPLS}
                 for _ in range(c.repeats):
                     for impl in IMPLS:
-                        runs[impl].append(_run_child(impl, folder))
-                med = {i: {k: statistics.median(r[k] for r in runs[i])
-                           for k in ("seconds", "cpu_seconds")} | {
-                    "peak_mb": max(r["peak_mb"] for r in runs[i])} for i in IMPLS}
-                ref_idle = runs["hta"][0]["idle_us"]
-                got_idle = runs["distlab"][0]["idle_us"]
-                wrong = int(any(abs((got_idle.get(k) or 0) - v) > 0.5
-                                for k, v in ref_idle.items()))
-                for impl in IMPLS:
-                    rows.append({"case": case, "impl": impl, "mb": mb, "events": events,
-                                 **med[impl], "wrong": wrong if impl == "distlab" else 0})
-                speed = med["hta"]["seconds"] / med["distlab"]["seconds"]
-                cpu = med["hta"]["cpu_seconds"] / med["distlab"]["cpu_seconds"]
-                mem = med["distlab"]["peak_mb"] / med["hta"]["peak_mb"]
-                verdict = "met" if speed >= 3 and mem <= 0.5 else "MISSED"
-                tail.append(f"{case}: distlab {speed:.1f}x faster (wall; CPU {cpu:.1f}x), "
-                            f"peak memory {mem:.2f} of HTA's (targets: >= 3x, <= 0.5: "
-                            f"{verdict})")
+                        runs[impl].append(_run_child(impl, folder, c.workers))
+            med = {i: {k: statistics.median(r[k] for r in runs[i])
+                       for k in ("seconds", "cpu_seconds")} | {
+                "peak_mb": max(r["peak_mb"] for r in runs[i])} for i in IMPLS}
+            ref_idle = runs["hta"][0]["idle_us"]
+            got_idle = runs["distlab"][0]["idle_us"]
+            wrong = int(any(abs((got_idle.get(k) or 0) - v) > 0.5 for k, v in ref_idle.items()))
+            for impl in IMPLS:
+                rows.append({"case": case, "impl": impl, "mb": size / 1e6, "events": events,
+                             **med[impl], "wrong": wrong if impl == "distlab" else 0})
+            speed = med["hta"]["seconds"] / med["distlab"]["seconds"]
+            cpu = med["hta"]["cpu_seconds"] / med["distlab"]["cpu_seconds"]
+            mem = med["distlab"]["peak_mb"] / med["hta"]["peak_mb"]
+            verdict = "met" if speed >= 3 and mem <= 0.5 else "MISSED"
+            tail.append(f"{case}: distlab {speed:.1f}x faster (wall; CPU {cpu:.1f}x), peak "
+                        f"memory {mem:.2f} of HTA's (targets: >= 3x, <= 0.5: {verdict})")
         failed = "distlab's idle time differs from HTA's" if any(r["wrong"] for r in rows) else ""
         return Report([Table(rows, COLUMNS)],
-                      head=[f"trace: source {c.source}; single {c.mb} MB; {c.ranks} ranks x "
-                            f"{c.rank_mb} MB; repeats {c.repeats}"], tail=tail, failed=failed)
+                      head=[f"trace: source {c.source}; sizes "
+                            f"{', '.join(f'{v:g}' for v in c.sizes)} MB; {c.ranks} ranks "
+                            f"each; distlab workers {workers} of "
+                            f"{cores()} cores; repeats {c.repeats}"],
+                      tail=tail, failed=failed)
 
 
 BENCHMARK = TraceBenchmark()
@@ -321,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if "--child" in sys.argv:
         i = sys.argv.index("--child")
-        print(json.dumps(child(sys.argv[i + 1], sys.argv[i + 2])))
+        print(json.dumps(child(sys.argv[i + 1], sys.argv[i + 2],
+                               int(sys.argv[i + 3]) if len(sys.argv) > i + 3 else 0)))
     else:
         raise SystemExit(main())

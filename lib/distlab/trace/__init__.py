@@ -2,6 +2,8 @@
 
 - :mod:`.chrome`: Chrome Trace Event JSON (``{"traceEvents": [...]}``, microseconds), which opens
   in ui.perfetto.dev; one pid per process of a lane, tids never holding overlapping slices.
+- :mod:`.kineto_file`: the one reader of torch.profiler (Kineto) trace files (``.json`` or
+  ``.json.gz``, streamed; one error type, :class:`TraceReadError`; the clock convention).
 - :mod:`.kineto`: a torch.profiler (Kineto) trace, shifted onto distlab's clock.
 - :mod:`.check`: a written trace's slices checked for overlap on one (pid, tid).
 - A user's own run: :mod:`.record` (``record(out_dir)``: torch.profiler set up to record each

@@ -3,6 +3,10 @@
 So a user's own training step (``aten::`` ops, ``c10d::`` collectives, the gloo thread's
 ``gloo:all_reduce``) lands on the same timeline as distlab's spans.
 
+The file is read by :func:`distlab.trace.kineto_file.read_kineto_events` (streamed: only the
+complete events and the thread names are kept); a bad file raises its
+:class:`~distlab.trace.kineto_file.TraceReadError` (a ``ValueError``).
+
 Clock alignment (measured on torch 2.13 CPU, Linux)
 --------------------------------------------------- A Kineto trace's event ``ts`` is in microseconds
 relative to the top-level ``baseTimeNanoseconds``: ``baseTimeNanoseconds / 1000 + ts`` is wall-clock
@@ -36,8 +40,6 @@ args are Kineto's args plus ``depth``.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import tempfile
 import time
@@ -46,6 +48,7 @@ from typing import Any
 
 from distlab._checks import check_float, check_int
 from distlab.timeline import Timeline
+from distlab.trace.kineto_file import TraceReadError, epoch_shift_us, read_kineto_events
 
 __all__ = ["clock_offset_us", "read_kineto_trace", "from_torch_profiler"]
 
@@ -96,37 +99,41 @@ def read_kineto_trace(path: str | os.PathLike[str], *, rank: int | None = None,
         max_depth = check_int("max_depth", max_depth, minimum=0)
     given_offset = clock_offset_us is not None
     offset_ns = _offset_ns(clock_offset_us)
-    raw = Path(path).read_bytes()
-    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise ValueError(f"{path}: not a Kineto trace (no top-level traceEvents list)")
-    base_ns = data.get("baseTimeNanoseconds")
-    if base_ns is None:
-        kineto = ("distributedInfo" in data or "deviceProperties" in data
-                  or any(isinstance(e, dict) and e.get("cat") in _KINETO_CATS
-                         for e in data["traceEvents"]))
-        if not (given_offset and kineto):
-            raise ValueError(f"{path}: no baseTimeNanoseconds: "
-                             + ("an older torch's Kineto trace; pass clock_offset_us to read its "
-                                "ts as wall-clock microseconds" if kineto else
-                                "not a Kineto trace, cannot align its clock (use "
-                                "distlab.trace.read_chrome_trace for distlab's own traces)"))
-        base_ns = 0  # before torch 2.1 Kineto wrote ts as wall-clock (Unix epoch) microseconds
-    shift_us = (int(base_ns) - offset_ns) / 1000.0  # ts + shift_us = monotonic microseconds
-    info = data.get("distributedInfo") or {}
-    r = rank if rank is not None else int(info.get("rank", 0))
-    events = data["traceEvents"]
     pnames: dict[int, str] = {}
     tnames: dict[tuple[int, int], str] = {}
-    for e in events:
-        if e.get("ph") == "M" and isinstance(e.get("pid"), int):
-            name = str((e.get("args") or {}).get("name", ""))
-            if e.get("name") == "process_name":
-                pnames[e["pid"]] = name
-            elif e.get("name") == "thread_name":
-                tnames.setdefault((e["pid"], e.get("tid")), name)  # first name: the specific one
-    xs = [e for e in events if e.get("ph") == "X" and "dur" in e
-          and isinstance(e.get("pid"), int) and e.get("cat") != "Trace"]
+    xs: list[dict[str, Any]] = []
+    kineto_cat = False
+
+    def consume(events: list[dict[str, Any]]) -> None:
+        # keeps the complete events and the process/thread names; every other event is dropped
+        nonlocal kineto_cat
+        for e in events:
+            ph, pid = e.get("ph"), e.get("pid")
+            if not kineto_cat and e.get("cat") in _KINETO_CATS:
+                kineto_cat = True
+            if ph == "M" and isinstance(pid, int):
+                name = str((e.get("args") or {}).get("name", ""))
+                if e.get("name") == "process_name":
+                    pnames[pid] = name
+                elif e.get("name") == "thread_name":
+                    tnames.setdefault((pid, e.get("tid")), name)  # first name: the specific one
+            elif ph == "X" and "dur" in e and isinstance(pid, int) and e.get("cat") != "Trace":
+                xs.append(e)
+
+    data = read_kineto_events(path, consume)
+    base_ns = data.get("baseTimeNanoseconds")
+    if base_ns is None:
+        kineto = "distributedInfo" in data or "deviceProperties" in data or kineto_cat
+        if not (given_offset and kineto):
+            raise TraceReadError(f"{path}: no baseTimeNanoseconds: "
+                                 + ("an older torch's Kineto trace; pass clock_offset_us to read "
+                                    "its ts as wall-clock microseconds" if kineto else
+                                    "not a Kineto trace, cannot align its clock (use "
+                                    "distlab.trace.read_chrome_trace for distlab's own traces)"))
+        # before torch 2.1 Kineto wrote ts as wall-clock (Unix epoch) microseconds: base 0
+    shift_us = epoch_shift_us(base_ns, offset_ns)  # ts + shift_us = monotonic microseconds
+    info = data.get("distributedInfo") or {}
+    r = rank if rank is not None else int(info.get("rank", 0))
     cpu_pids = [e["pid"] for e in xs if e.get("cat") == "cpu_op"]
     host_pid = max(set(cpu_pids), key=cpu_pids.count) if cpu_pids else None
     by_thread: dict[tuple[int, Any], list[dict[str, Any]]] = {}
