@@ -18,7 +18,11 @@ kernels, T ms)``); the stragglers (the ranks the others waited for, and the time
 collective kernels (all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all,
 send/recv) beside the NCCL model with NCCL's algorithm and protocol for the size and where the
 size came from (``own args``, ``matched rank N``, ...), worst errors first, ``|error|`` per
-collective, and why the others are not priced (one line per reason, with counts). Definitions:
+collective, and why the others are not priced (one line per reason, with counts); where the traces
+hold ``PP:<action>`` spans, the pipeline bubble per rank beside the schedule's plan
+(:mod:`distlab.judge.pipeline_bubble`), and where they hold FSDP2's ``FSDP::all_gather`` spans,
+each unit's exposed all-gather beside the prefetch model (:mod:`distlab.judge.fsdp_exposure`).
+Definitions:
 :mod:`distlab.trace.breakdown`, :mod:`distlab.trace.collectives`,
 :mod:`distlab.trace.patterns`, :mod:`distlab.judge.trace_model`.
 
@@ -42,6 +46,8 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
+from distlab.judge.fsdp_exposure import FsdpExposure, exposure_lines, run_fsdp_exposure
+from distlab.judge.pipeline_bubble import PipelineBubble, bubble_lines, run_pipeline_bubble
 from distlab.judge.trace_model import KernelPrice, box_for_gpu, price_collectives
 from distlab.report.jsonfile import write_json
 from distlab.timeline import Timeline
@@ -72,6 +78,10 @@ class TraceJudgement:
     prices: list[KernelPrice]
     unclaimed: dict[int, list[UnclaimedKernels]] = field(default_factory=dict)
     """Per rank: GPU kernels whose names suggest communication that no pattern claims."""
+    pipeline: PipelineBubble | None = None
+    """The pipeline bubble per rank beside the plan (traces with ``PP:<action>`` spans)."""
+    fsdp: dict[int, FsdpExposure] = field(default_factory=dict)
+    """Per rank: FSDP's exposed all-gathers beside the prefetch model (``FSDP::`` spans)."""
 
     def possible_comm(self, rank: int | None = None) -> list[UnclaimedKernels]:
         """:attr:`unclaimed` of ``rank`` (None: every rank's, summed per kernel name), longest
@@ -119,7 +129,8 @@ def judge_trace(paths: Any, *, comm: list[CommPattern] | None = None) -> TraceJu
                                {r: rt.nccl_version for r, rt in run.ranks.items()})
     unclaimed = {r: unclaimed_comm_kernels(rt, comm) for r, rt in run.ranks.items()}
     return TraceJudgement(run, analyze_run(run, comm=comm), col, prices,
-                          {r: u for r, u in unclaimed.items() if u})
+                          {r: u for r, u in unclaimed.items() if u},
+                          run_pipeline_bubble(run), run_fsdp_exposure(run))
 
 
 def _pct(v: float) -> str:
@@ -202,6 +213,7 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
         lines.append("stragglers: " + (", ".join(f"rank {r}" for r in stragglers)
                                        if stragglers else "none (waiting spread over ranks)"))
     lines += model_lines(j, rank=rank, worst=worst, whole=whole)
+    lines += bubble_lines(j.pipeline, rank) + exposure_lines(j.fsdp, rank)
     return lines
 
 
@@ -302,7 +314,9 @@ def judgement_json(j: TraceJudgement, rank: int | None = None) -> dict[str, Any]
                         for c in col.calls if any(mine(r) for r in c.calls)],
         "stragglers": col.stragglers(), "caused_us": col.caused_us(),
         "total_wait_us": col.total_wait_us,
-        "model": [p.as_dict() for p in j.prices if mine(p.rank)]}
+        "model": [p.as_dict() for p in j.prices if mine(p.rank)],
+        "pipeline": j.pipeline.as_dict() if j.pipeline is not None else None,
+        "fsdp": {r: f.as_dict() for r, f in j.fsdp.items() if mine(r)}}
 
 
 def judgement_timeline(j: TraceJudgement, rank: int | None = None) -> Timeline:

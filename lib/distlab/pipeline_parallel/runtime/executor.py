@@ -21,6 +21,10 @@ simulated step); on ``"rank{r}/p2p"`` every receive is the span of its wait (nam
 category ``p2p_send``) and, where it had not finished by the end of the step, of its wait
 (``"wait 0SEND_F0"``, ``p2p_wait``), all with args ``action``, ``peer``, ``nbytes``; the whole
 step is one span on ``"rank{r}/step"``. ``r`` is the global rank.
+
+Under torch.profiler each compute action is also a ``record_function`` span named as torch's
+pipelining runtime names it, ``"PP:2F0"`` (the compute only: receive waits and sends are outside
+it), which :mod:`distlab.judge.pipeline_bubble` reads back from the trace.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.profiler import record_function
 
 from distlab.pipeline_parallel.actions import Action, Kind
 from distlab.pipeline_parallel.plan import PipelinePlan
@@ -248,7 +253,8 @@ class _StepRunner:
             for r in needs:
                 self._finish_recv(r)
             t0 = now_us()
-            self._compute(a, last_grad)
+            with record_function(f"PP:{a}"):  # torch's profiler name of an action
+                self._compute(a, last_grad)
             t1 = now_us()
             self.compute_s += (t1 - t0) / 1e6
             self.computes += 1
