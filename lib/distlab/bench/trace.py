@@ -81,8 +81,7 @@ class TraceBenchConfig(BenchConfig):
                                                 "the current folder or the checkout distlab "
                                                 "runs from")
     sizes: tuple[float, ...] = opt((100.0, 1000.0), "--sizes", type=_sizes,
-                                   help="MB of JSON in each folder of traces, comma-separated "
-                                        "(default 100,1000)")
+                                   help="MB of JSON in each folder of traces, comma-separated")
     ranks: int = opt(8, "--ranks", type=options.positive_int, help="ranks (files) per folder")
     workers: int = opt(0, "--workers", type=int, help="distlab's processes reading the ranks "
                                                      "(0: every core this process may use)")

@@ -22,12 +22,14 @@ by :func:`distlab.launch.run`.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
+
+from distlab.cli import options
+from distlab.cli.run import run_main
 
 __all__ = ["PIPELINE", "FSDP", "fsdp_demo_rank", "main", "pipeline_demo_rank", "record_all"]
 
@@ -145,15 +147,22 @@ def record_all(out: str | Path = "results/traces", *, world_size: int = 2,
     return folders
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser("python -m distlab.judge.demo_parallel", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _work(argv: list[str]) -> int:
+    p = options.parser("python -m distlab.judge.demo_parallel", __doc__)
     p.add_argument("--out", default="results/traces", help="folder for the two trace folders")
-    p.add_argument("--ranks", type=int, default=2, help="gloo ranks (default 2)")
+    p.add_argument("--ranks", type=options.positive_int, default=2, help="gloo ranks")
     args = p.parse_args(argv)
+    if args.ranks < 2:
+        options.fail(p, "--ranks", args.ranks, "at least 2 (a pipeline of 2 stages)")
     for name, folder in record_all(args.out, world_size=args.ranks).items():
         print(f"{name}: {folder}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command: one line and exit 2 on bad input, one line and 130 on Ctrl-C."""
+    return run_main("python -m distlab.judge.demo_parallel", _work, argv,
+                    on_interrupt="the trace folders being written may be incomplete")
 
 
 if __name__ == "__main__":
