@@ -165,3 +165,36 @@ def test_ctrl_c_while_a_child_starts_is_one_line_and_130() -> None:
     while processes_with(value) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with(value) == []
+
+
+def _line(worker_s: float, step_s: float) -> list:
+    from distlab.pipeline.synthetic_stages import SleepStage
+    return [SleepStage(worker_s, name="work"), SleepStage(step_s, name="step")]
+
+
+def test_calibrated_step_fits_the_speed_the_sync_run_measures() -> None:
+    quick = {"repeats": 1, "warmup": 0}
+    steady = bench.calibrate_step(lambda step: _line(0.02, step), 3, 0.02, **quick)
+    assert steady.met and len(steady.ratios) == 1
+    assert steady.ratios[0] == pytest.approx(2 ** 0.5, rel=0.1)
+    assert steady.step_s == pytest.approx(0.02 / 2 ** 0.5)
+    slow_probe = bench.calibrate_step(lambda step: _line(0.02, step), 3, 0.04, **quick)
+    assert slow_probe.met and len(slow_probe.ratios) == 2
+    assert slow_probe.ratios[0] < 1 < 1.15 <= slow_probe.ratios[1]
+    assert slow_probe.step_s == pytest.approx(0.02 / 2 ** 0.5, rel=0.1)   # priced by sync run 1
+    assert "sync run 2 of 2" in slow_probe.describe()
+    assert [s.name for s in slow_probe.stages] == ["work", "step"]
+    speeds = iter([0.01, 0.04])                   # the machine's speed changes between every run
+    restless = bench.calibrate_step(lambda step: _line(next(speeds), step), 3, 0.02, tries=2,
+                                    **quick)
+    assert not restless.met and len(restless.ratios) == 2
+    assert "outside the band" in restless.describe()
+
+
+@pytest.mark.parametrize(("kwargs", "text"), [({"first_worker_s": 0.0}, "first_worker_s"),
+                                              ({"band": (1.5, 2.0)}, "band must hold"),
+                                              ({"tries": 0}, "tries")])
+def test_calibrate_step_refuses_bad_input(kwargs, text) -> None:
+    args = {"first_worker_s": 0.02, **kwargs}
+    with pytest.raises(ValueError, match=text):
+        bench.calibrate_step(lambda step: _line(0.02, step), 1, **args)

@@ -20,11 +20,12 @@ from distlab.pipeline.image_model import (
     fit_decode_model,
     measure_core_sharing,
     measure_decode_model,
+    measure_worker_cpu_s,
     model_row,
     pcie_nbytes,
     time_decodes,
 )
-from distlab.pipeline.synthetic_stages import SleepStage
+from distlab.pipeline.synthetic_stages import BurnStage, SleepStage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -211,3 +212,15 @@ def test_measured_core_sharing_times_every_count(tmp_path) -> None:
     assert s.speedup(2) > 0 and s.threads_factor > 0
     with pytest.raises(ValueError, match="no leading worker stage"):
         measure_core_sharing(stages[4:], [1])
+
+
+def test_worker_cpu_seconds_count_work_and_not_waiting() -> None:
+    step = SleepStage(0.0, name="step")                 # the line's consumer: not measured
+    waiting = measure_worker_cpu_s([SleepStage(0.02, name="wait"), step], 5)
+    working = measure_worker_cpu_s([BurnStage(0.02, name="work"), step], 5)
+    assert 0 <= waiting < 0.005                # 20 ms asleep per batch costs almost no CPU
+    assert working > 0.01                      # 20 ms of matmuls per batch cost at least half
+    with pytest.raises(ValueError, match="no leading worker stage"):
+        measure_worker_cpu_s([step], 1)
+    with pytest.raises(ValueError, match="items"):
+        measure_worker_cpu_s([SleepStage(0.0), step], 0)

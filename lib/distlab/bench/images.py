@@ -45,6 +45,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from distlab._checks import check_float, check_int
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.bench.pipeline import stage_costs_lines, wrap_lines
 from distlab.cli import options
@@ -78,12 +79,14 @@ from distlab.pipeline.image_stages import (
     gpu_path_missing,
     torchvision_missing,
 )
+from distlab.pipeline.procs import split_stages
 from distlab.pipeline.stage import Stage
 from distlab.report.table import Column, Table
 
 __all__ = ["BENCHMARK", "COLUMNS", "DECODE_COLUMNS", "PCIE_COLUMNS", "ImageRun",
            "ImagesBenchmark", "ImagesConfig", "dali_missing", "decode_paths", "image_rows",
-           "main", "pcie_rows", "run_configs", "skipped_lines", "worker_configs"]
+           "StepCalibration", "calibrate_step", "main", "pcie_rows", "run_configs", "skipped_lines",
+           "worker_configs"]
 
 COLUMNS = (Column("executor", "executor", width=9), Column("decoder", "decoder"),
            Column("workers", "workers"), Column("start(s)", "startup_s", ".2f"),
@@ -200,6 +203,73 @@ def run_configs(stages: Sequence[Stage], items: int, configs: Sequence[tuple[str
         out.append(ImageRun(name, workers, decoder, ordered[(len(ordered) - 1) // 2], first,
                             [r.wall_s for r in runs]))
     return out
+
+
+@dataclass(frozen=True)
+class StepCalibration:
+    """A step set so that the worker stages take ``ratio`` times as long as it, checked on the
+    sync run that prices the stages (:func:`calibrate_step`).
+
+    ``step_s``: the step's seconds per batch; ``stages``: the line with that step; ``run``: the
+    sync run (its median) whose stage costs met the ratio, or the last one tried; ``ratios``: the
+    worker stages' seconds over the step's, as measured in each sync run tried (the last met
+    the band unless ``met`` is False)."""
+
+    step_s: float
+    stages: list[Stage]
+    run: ImageRun
+    ratios: list[float]
+    met: bool
+
+    def describe(self) -> str:
+        """One line: the step, the measured ratio and how many sync runs it took."""
+        tried = len(self.ratios)
+        runs = "the first sync run" if tried == 1 else f"sync run {tried} of {tried}"
+        state = "" if self.met else " (outside the band: the machine's speed kept changing)"
+        return (f"step {self.step_s * 1e3:.1f} ms per batch; the worker stages "
+                f"{self.ratios[-1]:.2f}x the step in {runs}{state}")
+
+
+def calibrate_step(make_stages: Callable[[float], list[Stage]], items: int, first_worker_s: float,
+                   *, ratio: float = 2 ** 0.5, band: tuple[float, float] = (1.15, 1.75),
+                   tries: int = 4, repeats: int = 3, warmup: int = 1) -> StepCalibration:
+    """Set the step to ``worker / ratio`` and check it on the sync run that prices the stages.
+
+    ``make_stages(step_s)`` builds the line with a step of ``step_s`` seconds per batch;
+    ``first_worker_s`` is a first price of the leading worker stages (seconds per batch, e.g.
+    :func:`~distlab.pipeline.image_model.measure_worker_cpu_s`). Each try sets ``step_s =
+    worker / ratio``, runs the line on the sync executor (``warmup`` untimed runs, the median of
+    ``repeats`` timed ones, ``items`` batches each) and measures both on its Timeline; when the
+    worker stages' seconds over the step's fall inside ``band`` the run is kept, otherwise the
+    next try prices the worker stages with this run's cost. A machine whose speed moves by a
+    third between one run and the next (a virtual machine's neighbours, another program) thus
+    gets a step that fits the speed it runs at; after ``tries`` the last run is returned with
+    ``met`` False.
+    """
+    worker_s = check_float("first_worker_s", first_worker_s, minimum=0.0)
+    if worker_s <= 0:
+        raise ValueError("first_worker_s must be > 0 seconds per batch")
+    ratio = check_float("ratio", ratio, minimum=0.0)
+    low, high = (float(b) for b in band)
+    if not 0 < low < ratio < high:
+        raise ValueError(f"band must hold the ratio: 0 < {low} < {ratio} < {high} is false")
+    tries = check_int("tries", tries, minimum=1)
+    ratios: list[float] = []
+    for _ in range(tries):
+        step_s = worker_s / ratio
+        stages = make_stages(step_s)
+        names = [s.name for s in stages]
+        wstages, _, consumer = split_stages(list(stages), 1)
+        if not wstages:
+            raise ValueError("make_stages built no leading worker stage to price")
+        (run,) = run_configs(stages, items, [("sync", 0)], repeats=repeats, warmup=warmup)
+        costs = dict(zip(names, measured_costs(run.median.timeline, names), strict=True))
+        worker_s = sum(costs[s.name] for s in wstages)
+        ratios.append(worker_s / costs[consumer.name] if costs[consumer.name] > 0
+                      else float("inf"))
+        if low <= ratios[-1] <= high:
+            return StepCalibration(step_s, stages, run, ratios, True)
+    return StepCalibration(step_s, stages, run, ratios, False)
 
 
 def image_rows(runs: Sequence[ImageRun], stages: Sequence[Stage], *, batch_size: int,

@@ -55,7 +55,7 @@ from distlab.pipeline.synthetic_stages import SleepStage
 
 __all__ = ["CPU_CATEGORIES", "PCIE_PATHS", "CoreSharing", "DecodeModel", "concurrency",
            "decode_costs", "fit_decode_model", "measure_core_sharing", "measure_decode_model",
-           "model_row", "pcie_nbytes", "time_decodes"]
+           "measure_worker_cpu_s", "model_row", "pcie_nbytes", "time_decodes"]
 
 CPU_CATEGORIES = ("cpu", "io")
 """Stage categories whose time is CPU work that the cores must do (read, decode, crop, collate);
@@ -229,6 +229,31 @@ def measure_core_sharing(stages: Sequence[Stage], counts: Iterable[int], *,
         per_run[name] = float(sum(measured_costs(res.timeline, cpu)))
     factor = per_run["threads"] / per_run["sync"] if per_run["sync"] > 0 else 1.0
     return CoreSharing(seconds, factor)
+
+
+def measure_worker_cpu_s(stages: Sequence[Stage], items: int, *, warmup: int = 1) -> float:
+    """CPU seconds per batch of the leading ``worker`` stages of ``stages`` (a line ending with
+    its consumer, split as the process executors split it), run by the ``sync`` executor in this
+    process: this process's CPU time over ``items`` batches (after ``warmup`` untimed ones),
+    divided by ``items``.
+
+    CPU time, not wall time: another program busy on the cores (a browser drawing a notebook's
+    figures, a test suite) lengthens the stages' wall time while it lasts, not their CPU time, so
+    a cost priced from it does not depend on what else ran at that moment. Stages that wait
+    (sleep, I/O not in the page cache) cost their wall time and only part of it here.
+    """
+    wstages, _, _ = split_stages(list(stages), 1)
+    if not wstages:
+        raise ValueError("stages has no leading worker stage to measure")
+    items = check_int("items", items, minimum=1)
+    warmup = check_int("warmup", warmup, minimum=0)
+    line = [*wstages, SleepStage(0.0, name="consume")]
+    with make_executor("sync") as ex:
+        if warmup:
+            ex.run(line, warmup)
+        start = time.process_time()
+        ex.run(line, items)
+        return (time.process_time() - start) / items
 
 
 def concurrency(executor: str, stages: Sequence[Any], *, workers: int,
