@@ -128,3 +128,50 @@ def test_a_newer_schema_is_an_error_naming_the_file(tmp_path, capsys) -> None:
     assert tool.main([str(path)]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and f"schemas 0 to {SCHEMA_VERSION}" in err
+
+
+def test_schema_1_errors_become_error_pct_of_the_rows_own_numbers(tmp_path) -> None:
+    """Schema 1 kept errors as fractions, some (model - measured) / measured of times, transfers
+    (measured - model) / model of GB/s; schema 2 holds every one as error_pct (measured time
+    against the model's, percent), recomputed from each row's numbers."""
+    pipeline, ddp = _read(RESULTS / "pipeline_cpu.json"), _read(PROFILES / "h100-2026-11-23"
+                                                                / "ddp.json")
+    transfers, images = _read(RESULTS / "transfers_h100.json"), _read(
+        RESULTS / "images" / "imagenet_cpu_2core.json")
+    old = {name: json.loads(json.dumps(doc)) for name, doc in
+           [("pipeline", pipeline), ("ddp", ddp), ("transfers", transfers), ("images", images)]}
+    for row in old["pipeline"]["rows"]:
+        del row["sim_error_pct"]
+        row["sim_err"] = (row["sim_s"] - row["wall_s"]) / row["wall_s"]
+    ddp_rows = [d for d in tool._dicts(old["ddp"]) if "error_pct" in d]
+    assert ddp_rows
+    for row in ddp_rows:
+        e = row.pop("error_pct")
+        row["error"] = None if e is None else \
+            (row["predicted_step_s"] - row["step_s"]) / row["step_s"]
+    worst = old["transfers"]["targets"]["model_max_error_ge_64KiB"]
+    for v in worst.values():
+        v["max_error"] = v.pop("max_error_pct") / 7   # any number: the rows give it again
+    for row in old["images"]["rows"]:
+        e = row.pop("model_error_pct")
+        row["model_err"] = None if e is None else e / 100
+        if "model_error_pct_without" in row:
+            row["model_err_without"] = {k: v / 100 for k, v in
+                                        row.pop("model_error_pct_without").items()}
+    for name, doc in old.items():
+        doc["schema"] = 1
+        again = tool.migrated(doc, tmp_path)
+        want = {"pipeline": pipeline, "ddp": ddp, "transfers": transfers, "images": images}[name]
+        assert _close(again, want), name
+    slower = [r for r in pipeline["rows"] if r["wall_s"] > r["sim_s"]]
+    assert slower and all(r["sim_error_pct"] > 0 for r in slower)   # slower than the model: +
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return a == b

@@ -12,7 +12,11 @@ The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and re
   module that parses JSON (``json.load``/``json.loads``/``raw_decode``/``make_scanner``) and
   either decompresses gzip (``gzip.open``/``gzip.decompress``/``GzipFile``/``zlib.decompress``)
   or parses a file's text while naming ``"traceEvents"``. :data:`OWN_TRACE_READERS` are the
-  readers of distlab's own Chrome traces (also the bare-array form Kineto never writes).
+  readers of distlab's own Chrome traces (also the bare-array form Kineto never writes);
+- a relative error written out (:func:`relative_errors`): ``(a - b) / b`` or ``(a - b) / a``
+  (inside a product or ``abs``, so ``100 * (a - b) / b`` is found too) and ``a / b - 1``, where
+  :func:`distlab.vocabulary.error_pct` or :func:`~distlab.vocabulary.bandwidth_error_pct` gives
+  the one sign and scale. :data:`NOT_ERRORS` are the same shapes that mean something else.
 """
 
 from __future__ import annotations
@@ -149,6 +153,55 @@ def trace_readers(root: Path, home: str = TRACE_READER,
     return found
 
 
+NOT_ERRORS = {"samplers/torch_compat.py": "ceil((m - w) / w): torch's sampler arithmetic",
+              "hogwild/findings.py": "lock_change: the lock's change of the step rate, no model"}
+"""Modules whose ``(a - b) / b`` shapes are not a measurement against a model."""
+
+
+def _factors_or_abs(node: ast.expr) -> list[ast.expr]:
+    """:func:`_product_factors`, looking inside ``abs(...)`` too."""
+    if _is_abs(node):
+        return _factors_or_abs(node.args[0])
+    return [g for f in _product_factors(node) for g in
+            (_factors_or_abs(f) if _is_abs(f) else [f])]
+
+
+def _is_abs(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id == "abs" and len(node.args) == 1
+
+
+def _is_relative_error(node: ast.AST) -> bool:
+    """``(a - b) / b``, ``(a - b) / a`` (a, b not constants; in a product or ``abs``) or
+    ``a / b - 1``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        below = ast.dump(node.right)
+        return any(isinstance(f, ast.BinOp) and isinstance(f.op, ast.Sub)
+                   and not isinstance(f.left, ast.Constant)
+                   and not isinstance(f.right, ast.Constant)
+                   and below in (ast.dump(f.left), ast.dump(f.right))
+                   for f in _factors_or_abs(node.left))
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)
+            and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Div)
+            and isinstance(node.right, ast.Constant) and node.right.value in (1, 1.0))
+
+
+def relative_errors(root: Path, home: str = "vocabulary.py",
+                    allowed: tuple[str, ...] = tuple(NOT_ERRORS)) -> list[str]:
+    """Every relative error written out under ``root`` but in ``home`` and ``allowed``, as
+    ``path:line: what`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == home or rel in allowed:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        found += [f"{rel}:{n.lineno}: writes out an error {ast.unparse(n)!r} (use "
+                  "distlab.vocabulary.error_pct or bandwidth_error_pct)"
+                  for n in ast.walk(tree) if _is_relative_error(n)]
+    return found
+
+
 # --- the scanner -----------------------------------------------------------------------------
 
 def test_lib_defines_each_vocabulary_name_once() -> None:
@@ -177,6 +230,25 @@ def test_the_scanner_finds_a_planted_second_definition(tmp_path: Path) -> None:
         "sub/twice.py:10", "sub/twice.py:12", "sub/twice.py:2", "sub/twice.py:4",
         "sub/twice.py:5", "sub/twice.py:8"], found
     assert sum("bus bandwidth factor" in f for f in found) == 2
+
+
+def test_lib_computes_every_error_through_the_vocabulary() -> None:
+    assert relative_errors(ROOT) == []
+
+
+def test_the_scanner_finds_a_planted_error(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text("share = (n - 1) / n\nspeed = b / a\nd = (a - b) / c\n")
+    assert relative_errors(pkg) == []
+    (pkg / "errors.py").write_text(
+        "e1 = (sim - wall) / wall\n"
+        "e2 = 100 * (r.gbps - r.model_gbps) / r.model_gbps\n"
+        "e3 = abs(model - measured) / measured\n"
+        "e4 = measured / model - 1\n"
+        "e5 = (a - b) / a\n")
+    found = relative_errors(pkg)
+    assert [f.split(": ")[0] for f in found] == [f"errors.py:{i}" for i in range(1, 6)], found
 
 
 def test_lib_reads_kineto_traces_in_one_place() -> None:

@@ -26,12 +26,28 @@ Schema 0 -> 1 fills in, where a file lacks it:
   ``options`` ``{}`` (the algorithm's defaults) and, where they kept their rounds
   (``seconds_per_rank``), ``mean_us``, the mean over rounds of the slowest rank;
 - ``bench pipeline`` rows: ``startup_s`` None (not measured).
+
+Schema 1 -> 2: every error is :func:`distlab.vocabulary.error_pct`, the measured time against the
+model's, in percent (positive: slower than the model), named ``..._pct``. Recomputed from the
+row's own measured and modelled numbers:
+
+- ``bench pipeline`` rows: ``sim_err`` ((sim - wall) / wall, a fraction) -> ``sim_error_pct``
+  ((wall - sim) / sim), ``sim_err_no_hop`` -> ``sim_error_pct_no_hop``;
+- ``bench ddp`` rows: ``error`` ((predicted - step) / step) -> ``error_pct``;
+- transfer lab rows: ``error`` ((GB/s - model) / model) -> ``error_pct``
+  (:func:`~distlab.vocabulary.bandwidth_error_pct`), and the targets' worst model error per path
+  ``max_error`` -> ``max_error_pct``, recomputed from the rows beside it (``met`` again against
+  10%);
+- ``bench images`` rows: ``model_err`` and ``model_err_without`` (already (model - measured) /
+  measured images/s, a rate's error) times 100 -> ``model_error_pct``,
+  ``model_error_pct_without``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -39,10 +55,13 @@ from pathlib import Path
 from typing import Any
 
 from distlab.bench.allreduce_ranks import slowest_rank_mean
+from distlab.bench.transfers import targets as transfer_targets
 from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.devices import nccl_problem
 from distlab.profile.writer import INDEX, rewrite_summary
 from distlab.report.jsonfile import SCHEMA_VERSION, write_json
+from distlab.transfers.sweep import Row as TransferRow
+from distlab.vocabulary import bandwidth_error_pct, error_pct
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE_DATA = (REPO / "lib/distlab/data/allreduce_calibration.json",
@@ -136,7 +155,56 @@ def _to_1(doc: Document, folder: Path) -> Document:
     return doc
 
 
-MIGRATIONS: dict[int, Callable[[Document, Path], Document]] = {0: _to_1}
+def _dicts(doc: Any) -> Iterator[dict[str, Any]]:
+    """Every dict in ``doc`` (itself included), parents before children."""
+    if isinstance(doc, dict):
+        yield doc
+        for value in list(doc.values()):
+            yield from _dicts(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _dicts(value)
+
+
+def _time_error(measured: Any, model: Any) -> float | None:
+    return error_pct(measured, model) if measured and model and model > 0 else None
+
+
+def _to_2(doc: Document, folder: Path) -> Document:
+    """Schema 1 -> 2: every error is :func:`distlab.vocabulary.error_pct` in percent (see the
+    module docstring)."""
+    del folder
+    for d in _dicts(doc):
+        if "sim_err" in d:                         # `bench pipeline` rows: (sim - wall) / wall
+            del d["sim_err"]
+            d["sim_error_pct"] = _time_error(d.get("wall_s"), d.get("sim_s"))
+        if "sim_err_no_hop" in d:
+            del d["sim_err_no_hop"]
+            d["sim_error_pct_no_hop"] = _time_error(d.get("wall_s"), d.get("sim_s_no_hop"))
+        if "model_err" in d:                       # `bench images` rows: already a rate's error
+            e = d.pop("model_err")
+            d["model_error_pct"] = None if e is None else 100.0 * e
+        if "model_err_without" in d:
+            d["model_error_pct_without"] = {k: None if e is None else 100.0 * e
+                                            for k, e in d.pop("model_err_without").items()}
+        if "error" in d and "predicted_step_s" in d:   # `bench ddp` rows: (model - step) / step
+            del d["error"]
+            d["error_pct"] = _time_error(d.get("step_s"), d.get("predicted_step_s"))
+        if "error" in d and "model_gbps" in d:     # transfer rows: (GB/s - model) / model
+            del d["error"]
+            d["error_pct"] = (bandwidth_error_pct(d["gbps"], d["model_gbps"])
+                              if d.get("gbps") and d.get("model_gbps") else None)
+        targets = d.get("targets")
+        if isinstance(targets, dict) and "model_max_error_ge_64KiB" in targets \
+                and isinstance(d.get("rows"), list):   # the transfer lab's targets, again
+            fields = {f.name for f in dataclasses.fields(TransferRow)}
+            again = transfer_targets([TransferRow(**{k: v for k, v in r.items() if k in fields})
+                                      for r in d["rows"]])
+            targets["model_max_error_ge_64KiB"] = again["model_max_error_ge_64KiB"]
+    return doc
+
+
+MIGRATIONS: dict[int, Callable[[Document, Path], Document]] = {0: _to_1, 1: _to_2}
 """``version -> step`` bringing a document of that schema to the next one."""
 
 

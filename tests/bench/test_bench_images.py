@@ -66,14 +66,17 @@ def test_tiny_run_prints_rows_model_and_skips(tmp_path, capsys) -> None:
     for r in rows:
         assert r["images_per_s"] > 0 and r["bound_images_per_s"] > 0
     pillow = [r for r in rows if r["decoder"] == "pillow"]
-    assert all(r["model_images_per_s"] > 0 and r["model_err"] is not None for r in pillow)
+    assert all(r["model_images_per_s"] > 0 and r["model_error_pct"] is not None for r in pillow)
+    for r in pillow:   # percent; positive where the run made fewer images/s than the model
+        assert r["model_error_pct"] == pytest.approx(
+            100 * (r["model_images_per_s"] - r["images_per_s"]) / r["images_per_s"])
     assert [r["path"] for r in doc["pcie"]] == ["cpu_decode", "cpu_decode_gpu_crop", "gpu_decode"]
     assert doc["pcie"][0]["nbytes"] == 16 * 16 * 3
     assert doc["decode_model"]["points"] == 15 and doc["dataset"]["width"] == 96
     assert doc["hop"] is None                      # no worker process in this run
     assert sorted(doc["core_sharing_s"]) == ["1"]  # one process alone (JSON keys are strings)
     assert "threads: the CPU stages each" in text
-    assert all(set(r["model_err_without"]) == {"cores", "hop", "both"} for r in pillow)
+    assert all(set(r["model_error_pct_without"]) == {"cores", "hop", "both"} for r in pillow)
     skipped = [line for line in text.splitlines() if line.startswith("# skipped:")]
     assert any("NVIDIA DALI" in line for line in skipped)           # never run here
     assert any("GPU decode" in line for line in skipped) == (gpu_path_missing() is not None)
@@ -128,7 +131,7 @@ def test_no_terms_leaves_the_hop_and_cores_out(tmp_path, capsys) -> None:
                        "--step-ms", "0", "--no-terms", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["hop"] is None and doc["core_sharing_s"] is None
-    assert all("model_err_without" not in r for r in doc["rows"])
+    assert all("model_error_pct_without" not in r for r in doc["rows"])
     assert "without the cores term" not in capsys.readouterr().out
 
 

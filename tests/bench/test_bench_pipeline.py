@@ -155,7 +155,7 @@ def test_compare_executors_rows_come_from_the_runs_and_the_model(monkeypatch) ->
             (min(scripts[name].walls[1:]), max(scripts[name].walls[1:])))
         assert r["bound_s"] == pytest.approx(bound) and r["sim_s"] == pytest.approx(sim)
         assert r["efficiency"] == pytest.approx(bound / wall)
-        assert r["sim_err"] == pytest.approx((sim - wall) / wall)
+        assert r["sim_error_pct"] == pytest.approx(100 * (wall - sim) / sim)   # slower: positive
         assert r["items_per_s"] == pytest.approx(items / wall)
         assert r["speedup_vs_sync"] == pytest.approx(0.20 / wall)
         assert cmp["runs"][name] is made[name].results[1 + scripts[name].walls[1:].index(wall)]
@@ -167,7 +167,7 @@ def test_compare_executors_rows_come_from_the_runs_and_the_model(monkeypatch) ->
 
 def test_a_slower_executor_has_lower_efficiency(monkeypatch) -> None:
     """The same stage costs with threads runs twice as long: the bound stays, efficiency and
-    items/s halve, sim err grows."""
+    items/s halve, the error (measured against the model) grows."""
     fast, _ = _fake_compare(monkeypatch, {"sync": SYNC, "threads": THREADS}, 6, warmup=1)
     slow_threads = _Script([2 * w for w in THREADS.walls], THREADS.costs)
     slow, _ = _fake_compare(monkeypatch, {"sync": SYNC, "threads": slow_threads}, 6, warmup=1)
@@ -175,7 +175,7 @@ def test_a_slower_executor_has_lower_efficiency(monkeypatch) -> None:
     assert s["bound_s"] == pytest.approx(f["bound_s"]) and s["sim_s"] == pytest.approx(f["sim_s"])
     assert s["efficiency"] == pytest.approx(f["efficiency"] / 2)
     assert s["items_per_s"] == pytest.approx(f["items_per_s"] / 2)
-    assert s["sim_err"] < f["sim_err"]
+    assert s["sim_error_pct"] > f["sim_error_pct"]
 
 
 def test_startup_is_reported_apart() -> None:

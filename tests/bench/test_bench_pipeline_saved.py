@@ -21,7 +21,7 @@ def test_committed_result_prints_every_row_under_the_benchmarks_columns() -> Non
     body = lines[2:]
     assert [ln.split()[0] for ln in body] == [r["executor"] for r in data["rows"]]
     for ln, r in zip(body, data["rows"], strict=True):
-        assert f"{r['wall_s']:.4f}" in ln.split() and f"{100 * r['sim_err']:.1f}" in ln.split()
+        assert f"{r['wall_s']:.4f}" in ln.split() and f"{r['sim_error_pct']:+.1f}" in ln.split()
 
 
 def test_not_a_result_says_so(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from distlab.judge.__main__ import main as judge_main
 from distlab.judge.summary import summarize_files, summarize_runs
-from distlab.report.jsonfile import write_json
+from distlab.report.jsonfile import SCHEMA_VERSION, write_json
 from helpers.paths import RESULTS
 
 
@@ -68,7 +68,7 @@ def test_committed_summary_is_reproduced_from_the_committed_runs() -> None:
 
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text('{"schema": 1}')
+    bad.write_text(json.dumps({"schema": SCHEMA_VERSION}))
     assert judge_main(["summary", str(bad), "--out", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "not an allreduce benchmark result" in err[-1]

@@ -39,7 +39,7 @@ def test_priced_with_predict_builtin(tmp_path) -> None:
         want = predict_builtin("h100_sxm8", 2, [p.nbytes], itemsize=4, nccl_model="measured",
                                nccl_version="2.24.3")[0] * 1e6
         assert p.model_us == pytest.approx(want)
-        assert p.error == pytest.approx((p.transfer_us - want) / want)
+        assert p.error_percent == pytest.approx(100 * (p.transfer_us - want) / want)
     first = {p.rank: p for p in prices if p.seq == 0}
     assert first[0].wait_us == pytest.approx(min(400.0, first[0].kernel_us))
     assert first[1].wait_us == 0.0

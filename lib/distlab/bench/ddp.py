@@ -11,10 +11,12 @@ are medians over ranks 0's steps. Columns: step and backward time, exposed commu
 minus the no-communication backward), overlap (:func:`overlap_fraction`: the share of the
 no-overlap variant's exposed communication at the same cap that this variant hides; 0 for naive
 and no-overlap, which launch nothing before backward ends), the model's predicted step time
-(alpha-beta-gamma calibrated in the same run) and its error, and #wrong (parameter tensors that
-differ from torch DDP's after the same steps); ``us/param`` = (step - the same step without DDP) /
-parameter tensors, in microseconds: what DDP adds per parameter per step, communication included
-(``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the step-rate target).
+(alpha-beta-gamma calibrated in the same run) and its error (``err%``:
+:func:`distlab.vocabulary.error_pct` of the step against it, positive when slower), and #wrong
+(parameter tensors that differ from torch DDP's after the same steps); ``us/param`` = (step - the
+same step without DDP) / parameter tensors, in microseconds: what DDP adds per parameter per step,
+communication included (``python -m distlab.bench ddp-overhead`` measures it in paired rounds, the
+step-rate target).
 ``--join`` adds the variant ``overlap+join`` (overlap trained inside ``torch.distributed.algorithms.
 Join`` on the same even inputs) and a line per cap with its step time over overlap's: what Join
 costs when no rank runs out (target <= 1.05); and, for ``find_unused_parameters=True`` and
@@ -56,7 +58,7 @@ COLUMNS = (Column("variant", "variant", width=11), Column("cap(MB)", "bucket_cap
            Column("exposed(ms)", "exposed_s", ".2f", 1e3),
            Column("overlap", "overlap_fraction", ".2f"),
            Column("pred(ms)", "predicted_step_s", ".2f", 1e3),
-           Column("err%", "error", "+.1f", 100.0), Column("us/param", "us_per_param", ".2f"),
+           Column("err%", "error_pct", "+.1f"), Column("us/param", "us_per_param", ".2f"),
            Column("#wrong", "wrong"))
 
 

@@ -42,6 +42,7 @@ from distlab.ddp.step_model import (
 from distlab.ddp.wrapper import DDP
 from distlab.nets import mlp
 from distlab.timeline import Timeline
+from distlab.vocabulary import error_pct
 
 __all__ = ["JOIN_VARIANT", "NOT_OVERLAPPING", "OPTION_VARIANTS", "TORCH_JOIN_VARIANT",
            "VARIANTS", "LocalTimes", "local_times", "measure_rank"]
@@ -212,7 +213,8 @@ def _row(variant: str, cap: float, model: Any, reference: Any, times: dict[str, 
     return {"variant": variant, "bucket_cap_mb": cap if variant != "naive" else None,
             "step_s": st, "backward_s": bw, "exposed_s": exposed,
             "predicted_step_s": pred.step_s if pred else None,
-            "error": (pred.step_s - st) / st if pred else None, "wrong": int(wrong),
+            "error_pct": error_pct(st, pred.step_s) if pred and pred.step_s > 0 else None,
+            "wrong": int(wrong),
             "buckets": [len(b) for b in model.buckets] if not variant.startswith("torch")
             else None,
             "spans": timeline.to_dicts()[-400:] if timeline is not None else [],

@@ -12,18 +12,19 @@ device). Every executor runs the same batches in this one process run: warm-up r
 also start worker processes), then ``--repeats`` timed runs; the table shows medians. The
 ``processes`` and ``torch`` executors run once per ``--workers`` count.
 
-Columns: ``start(s)`` worker start-up of the first run, apart; ``img/s`` images per second of
-the steady pipeline; ``bound img/s`` the pipeline model's bound with the stage costs measured
-in the sync runs; ``model img/s`` the same with the decode stage priced by the decode model
-(``a + b * pixels + c * bytes`` per image, fitted on calibration JPEGs of other sizes, never on
-this dataset); ``err%`` = (model - img/s) / img/s; ``bottleneck`` the model's slowest station
-(``worker``: the fused worker stages; ``cores``: the cores term). Both model columns cap a
+Columns: ``start(s)`` worker start-up of the first run, apart; ``img/s`` images per second of the
+steady pipeline; ``bound img/s`` the pipeline model's bound with the stage costs measured in the
+sync runs; ``model img/s`` the same with the decode stage priced by the decode model (``a + b *
+pixels + c * bytes`` per image, fitted on calibration JPEGs of other sizes, never on this dataset);
+``err%`` = :func:`distlab.vocabulary.bandwidth_error_pct` of img/s against the model's, (model -
+img/s) / img/s in percent (positive: slower than the model); ``bottleneck`` the model's slowest
+station (``worker``: the fused worker stages; ``cores``: the cores term). Both model columns cap a
 process executor's workers at the cores and include two terms measured before the runs
 (:mod:`distlab.pipeline.image_model`): the hop of each worker's batch into the trainer
-(:mod:`distlab.pipeline.hop_cost`), and how the cores share the CPU stages' work: the worker
-stages run in ``k`` worker processes at once, and each in a thread of its own, with nothing else
-to do (the ``threads`` row's stages are priced with the second, which includes the GIL). The
-tail gives the model's error without each term; ``--no-terms`` leaves both out.
+(:mod:`distlab.pipeline.hop_cost`), and how the cores share the CPU stages' work: the worker stages
+run in ``k`` worker processes at once, and each in a thread of its own, with nothing else to do (the
+``threads`` row's stages are priced with the second, which includes the GIL). The tail gives the
+model's error without each term; ``--no-terms`` leaves both out.
 
 Bytes over PCIe per image on each path (:func:`distlab.pipeline.image_model.pcie_nbytes`) are a
 second table. The GPU paths (``torchvision.io.decode_jpeg(device="cuda")``, NVIDIA DALI) run only
@@ -82,6 +83,7 @@ from distlab.pipeline.image_stages import (
 from distlab.pipeline.procs import split_stages
 from distlab.pipeline.stage import Stage
 from distlab.report.table import Column, Table
+from distlab.vocabulary import ErrorSummary, bandwidth_error_pct, error_pct
 
 __all__ = ["BENCHMARK", "COLUMNS", "DECODE_COLUMNS", "PCIE_COLUMNS", "ImageRun",
            "ImagesBenchmark", "ImagesConfig", "dali_missing", "decode_paths", "image_rows",
@@ -93,7 +95,7 @@ COLUMNS = (Column("executor", "executor", width=9), Column("decoder", "decoder")
            Column("img/s", "images_per_s", ".1f"),
            Column("bound img/s", "bound_images_per_s", ".1f"),
            Column("model img/s", "model_images_per_s", ".1f"),
-           Column("err%", "model_err", "+.1f", 100.0), Column("bottleneck", "bottleneck"))
+           Column("err%", "model_error_pct", "+.1f"), Column("bottleneck", "bottleneck"))
 PCIE_COLUMNS = (Column("path", "path"), Column("B/image", "nbytes", ".0f"),
                 Column("x JPEG", "ratio", ".2f"), Column("GB/s", "gbps", ".3f"),
                 Column("what crosses PCIe", "what"))
@@ -281,13 +283,15 @@ def image_rows(runs: Sequence[ImageRun], stages: Sequence[Stage], *, batch_size:
     the stage costs (stage -> mean seconds per batch over the sync run's batches).
 
     Each row: ``images_per_s`` measured; ``bound_images_per_s`` and ``bottleneck`` from the
-    executor's plan with the measured costs; with a ``decode_model`` also
-    ``model_images_per_s`` (the decode stage priced by the model for images of ``pixels``
-    pixels and ``nbytes`` bytes), ``model_bottleneck`` and ``model_err`` = (model - measured) /
-    measured; ``stations``: :func:`~distlab.pipeline.image_model.model_row`'s stations with the
-    measured costs (the largest is the bottleneck). ``sharing`` and ``hop`` are the measured
-    terms (None: left out); with either, ``model_err_without`` maps ``"cores"``, ``"hop"`` and
-    ``"both"`` to the model's error with that term (those terms) left out."""
+    executor's plan with the measured costs; with a ``decode_model`` also ``model_images_per_s``
+    (the decode stage priced by the model for images of ``pixels`` pixels and ``nbytes`` bytes),
+    ``model_bottleneck`` and ``model_error_pct``
+    (:func:`~distlab.vocabulary.bandwidth_error_pct` of the measured images/s against the
+    model's: percent, positive when the run was slower); ``stations``:
+    :func:`~distlab.pipeline.image_model.model_row`'s stations with the measured costs (the
+    largest is the bottleneck). ``sharing`` and ``hop`` are the measured terms (None: left out);
+    with either, ``model_error_pct_without`` maps ``"cores"``, ``"hop"`` and ``"both"`` to the
+    model's error with that term (those terms) left out."""
     if not runs or runs[0].executor != "sync":
         raise ValueError("runs must start with a sync run (it measures the stage costs)")
     names = [s.name for s in stages]
@@ -314,7 +318,7 @@ def image_rows(runs: Sequence[ImageRun], stages: Sequence[Stage], *, batch_size:
             "wall_s": r.median.wall_s, "images_per_s": measured,
             "bound_images_per_s": bound["images_per_s"], "bottleneck": bound["bottleneck"],
             "stations": bound["stations"],
-            "model_images_per_s": None, "model_err": None,
+            "model_images_per_s": None, "model_error_pct": None,
             "stage_costs_s": measured_costs(r.median.timeline, names)}
         if decode_model is not None and r.decoder == "pillow" and measured:
             mc = decode_costs(costs, decode_model, pixels=pixels, nbytes=nbytes,
@@ -322,11 +326,11 @@ def image_rows(runs: Sequence[ImageRun], stages: Sequence[Stage], *, batch_size:
             model = plan(mc)
             row["model_images_per_s"] = model["images_per_s"]
             row["model_bottleneck"] = model["bottleneck"]
-            row["model_err"] = (model["images_per_s"] - measured) / measured
+            row["model_error_pct"] = bandwidth_error_pct(measured, model["images_per_s"])
             if sharing is not None or hop is not None:
-                row["model_err_without"] = {
-                    name: (plan(mc, use_sharing=sh, use_hop=hp)["images_per_s"] - measured)
-                    / measured
+                row["model_error_pct_without"] = {
+                    name: bandwidth_error_pct(
+                        measured, plan(mc, use_sharing=sh, use_hop=hp)["images_per_s"])
                     for name, sh, hp in (("cores", False, True), ("hop", True, False),
                                          ("both", False, False))}
         rows.append(row)
@@ -480,7 +484,7 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
         pcie = pcie_rows(jpeg_nbytes=nb, width=ds.size.width, height=ds.size.height,
                          crop=c.crop, images_per_s=best)
         predicted = model.seconds(px, nb)
-        errs = [abs(r["model_err"]) for r in rows if r["model_err"] is not None]
+        errs = ErrorSummary.of(r["model_error_pct"] for r in rows)
         head = [f"images: {len(ds)} synthetic JPEGs {ds.size.width}x{ds.size.height} quality "
                 f"{ds.size.quality} (mean {nb / 1e3:.1f} KB) from the {c.layout}; batch "
                 f"{c.batch_size}, crop {c.crop}, {c.items} batches a run, step {c.step_ms:g} ms; "
@@ -488,7 +492,8 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
                 f"decode model (Pillow, fitted on {model.points} calibration JPEGs of other "
                 f"sizes): {model.describe()}",
                 f"decode alone on this dataset: {alone * 1e3:.3f} ms/image measured, "
-                f"{predicted * 1e3:.3f} ms predicted ({(predicted - alone) / alone:+.1%})",
+                f"{predicted * 1e3:.3f} ms predicted (measured {error_pct(alone, predicted):+.1f}% "
+                f"against it)",
                 *stage_costs_lines(costs, "sync runs, per batch")]
         if hop is not None:
             head.append(f"hop per batch into the trainer (in the processes/torch models): "
@@ -496,14 +501,15 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
                         f"{hop.send_s * 1e3:.2f} ms of it in the worker")
         if sharing is not None:
             head.append(f"cores ({cores}), the worker stages at once: {sharing.describe()}")
-        tail = [f"model error over {len(errs)} rows: median {statistics.median(errs):.1%}, "
-                f"max {max(errs):.1%}" if errs else "model error: no Pillow row"]
-        without = [r["model_err_without"] for r in rows if "model_err_without" in r]
+        tail = [f"model error over {errs.n} rows: median {errs.median:.1f}%, "
+                f"max {errs.max:.1f}%" if errs.n else "model error: no Pillow row"]
+        without = [r["model_error_pct_without"] for r in rows if "model_error_pct_without" in r]
         if without:
-            tail.append("median model error without the cores term "
-                        f"{statistics.median(abs(w['cores']) for w in without):.1%}, without "
-                        f"the hop {statistics.median(abs(w['hop']) for w in without):.1%}, "
-                        f"without both {statistics.median(abs(w['both']) for w in without):.1%}")
+            left_out = {k: ErrorSummary.of(w[k] for w in without).median
+                        for k in ("cores", "hop", "both")}
+            tail.append(f"median model error without the cores term {left_out['cores']:.1f}%, "
+                        f"without the hop {left_out['hop']:.1f}%, without both "
+                        f"{left_out['both']:.1f}%")
         tail += skipped_lines()
         tail += [f"note: {n}" for n in sorted(notes)]
         tables = [Table(rows, COLUMNS),

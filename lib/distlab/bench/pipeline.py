@@ -15,13 +15,14 @@ and threads, which start no process), kept out of every other column (the warm-u
 executor's plan (:func:`distlab.pipeline.bottleneck.plan_for_stages`,
 :func:`~distlab.pipeline.bottleneck.bound_s`) with stage costs *measured* in the sync runs (mean
 span duration per stage, so a sleep's oversleep counts as stage cost, not as executor overhead);
-``eff`` = bound / wall; ``sim err`` = (simulated makespan - wall) / wall; ``stall(s)`` consumer idle
+``eff`` = bound / wall; ``sim err%`` = :func:`distlab.vocabulary.error_pct` of the wall against the
+simulated makespan, (wall - sim) / sim (positive: slower than the model); ``stall(s)`` consumer idle
 time; ``vs sync`` = sync wall / wall.
 
 The hop between processes: the ``processes`` and ``torch`` plans include the hop of each worker
 output into the trainer (:mod:`distlab.pipeline.hop_cost`: measured once per run for the worker
 stages' output size, with a busy worker, by its own spawned worker whose start-up is reported
-apart); the head line gives the sim err without it. ``--no-hop`` leaves it out.
+apart); the head line gives the sim err% without it. ``--no-hop`` leaves it out.
 
 Executor overhead: the same executors on ``--stages`` zero-cost stages over
 ``--overhead-items`` items. ``us/item`` = wall / items (for pipelined executors: the cost of
@@ -58,6 +59,7 @@ from distlab.pipeline.build import EQUAL_KINDS
 from distlab.pipeline.hop_cost import measure_hop_cost, worker_output_nbytes
 from distlab.report.jsonfile import SchemaError, read_json
 from distlab.report.table import Column, Table, format_table
+from distlab.vocabulary import error_pct
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "PipelineBenchmark", "PipelineConfig",
            "compare_executors", "main", "saved_result_text", "stage_costs_lines", "wrap_lines"]
@@ -73,13 +75,18 @@ COMMENT_WIDTH = 108
 COLUMNS = (Column("executor", "executor", width=10), Column("start(s)", "startup_s", ".4f"),
            Column("wall(s)", "wall_s", ".4f"), Column("min(s)", "wall_min_s", ".4f"),
            Column("bound(s)", "bound_s", ".4f"), Column("eff", "efficiency", ".3f"),
-           Column("sim(s)", "sim_s", ".4f"), Column("sim err%", "sim_err", ".1f", 100.0),
+           Column("sim(s)", "sim_s", ".4f"), Column("sim err%", "sim_error_pct", "+.1f"),
            Column("stall(s)", "stall_s", ".4f"), Column("items/s", "items_per_s", ".1f"),
            Column("vs sync", "speedup_vs_sync", ".2f"))
 OVERHEAD_COLUMNS = (Column("executor", "executor", width=10), Column("wall(s)", "wall_s", ".4f"),
                     Column("us/item", "us_per_item", ".1f"),
                     Column("us/item/stage", "us_per_item_per_stage", ".1f"))
 
+
+
+def _sim_error_pct(wall_s: float, sim_s: float) -> float | None:
+    """The measured wall against the simulated makespan, percent (None: nothing simulated)."""
+    return error_pct(wall_s, sim_s) if sim_s > 0 else None
 
 def _nonnegative_float(text: str) -> float:
     """A finite number >= 0 (milliseconds)."""
@@ -152,15 +159,16 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
     each row holds ``startup_s`` (worker start-up of the first run, seconds, reported apart;
     None when the executor does not time it apart),
     and for the steady pipeline ``wall_s`` (median, min, max), ``bound_s``, ``efficiency`` =
-    bound / wall, ``sim_s``, ``sim_err`` = (sim - wall) / wall, ``stall_s``, ``items_per_s``,
+    bound / wall, ``sim_s``, ``sim_error_pct`` (:func:`~distlab.vocabulary.error_pct` of the wall
+    against sim, percent; None without a simulated time), ``stall_s``, ``items_per_s``,
     ``speedup_vs_sync``. ``on_run`` is called after every run (progress bars).
 
     ``hop_s``, ``hop_send_s``: seconds per item of the hop of a worker's output into the
     trainer, paid by the receiving thread and by the worker
     (:class:`distlab.pipeline.hop_cost.HopCost`'s ``receive_s`` and ``send_s``); when ``hop_s``
     is given, the ``processes`` and ``torch`` plans include the hop (bound, efficiency, sim and
-    sim_err), and every row also carries the model without it as ``sim_s_no_hop`` and
-    ``sim_err_no_hop``.
+    sim_error_pct), and every row also carries the model without it as ``sim_s_no_hop`` and
+    ``sim_error_pct_no_hop``.
     """
     stages = list(stages)
     execs = list(dict.fromkeys(["sync", *executors]))
@@ -198,11 +206,11 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
             crosses = name in ("processes", "torch")
             extra = {"hop_s": hop_s if crosses else 0.0,
                      "hop_send_s": hop_send_s if crosses else 0.0,
-                     "sim_s_no_hop": sim0, "sim_err_no_hop": (sim0 - wall) / wall if wall else 0.0}
+                     "sim_s_no_hop": sim0, "sim_error_pct_no_hop": _sim_error_pct(wall, sim0)}
         rows.append({"executor": name, "startup_s": first_startup[name],
                      "wall_s": wall, "wall_min_s": min(walls), "wall_max_s": max(walls),
                      "bound_s": bound, "efficiency": bound / wall if wall else 0.0,
-                     "sim_s": sim, "sim_err": (sim - wall) / wall if wall else 0.0,
+                     "sim_s": sim, "sim_error_pct": _sim_error_pct(wall, sim),
                      "stall_s": statistics.median(r.stall_s for r in runs[name]),
                      "items_per_s": items / wall if wall else 0.0,
                      "speedup_vs_sync": sync_wall / wall if wall else 0.0,
@@ -303,13 +311,13 @@ class PipelineBenchmark(Benchmark[PipelineConfig]):
             head.append("hop into the trainer: the worker stages' output carries no tensor or "
                         "bytes (0 B cross), so the processes/torch models add nothing for it")
         elif hop is not None:
-            no_hop = ", ".join(f"{r['executor']} {100 * r['sim_err_no_hop']:+.1f}%"
+            no_hop = ", ".join(f"{r['executor']} {r['sim_error_pct_no_hop']:+.1f}%"
                                for r in cmp["rows"] if r["executor"] in ("processes", "torch"))
             head += [f"hop per item into the trainer, in the processes/torch models: "
                      f"{hop.seconds * 1e6:.0f} us for {hop.nbytes} B ({hop.path})",
                      f"busy worker: {hop.send_s * 1e6:.0f} us in the worker, "
                      f"{hop.receive_s * 1e6:.0f} us receiving; its worker's start-up "
-                     f"{hop.startup_s:.2f} s apart; sim err without it: {no_hop}"]
+                     f"{hop.startup_s:.2f} s apart; sim err% without it: {no_hop}"]
         tail = [f"target {name}: {t['value']:.3f} (target {t['target']:.3f}) "
                 f"{'PASS' if t['ok'] else 'MISS'}" for name, t in targets.items()]
         tail += [f"note: {n}" for n in sorted({n for r in cmp["rows"] for n in r["notes"]})]

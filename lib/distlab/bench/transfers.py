@@ -9,15 +9,16 @@
     python -m distlab.bench transfers --paths gpus --rehearse dgx_h100_like -e 4M  # its rehearsal
 
 Method: warm-up copies, then ``--repeats`` timings of ``--iters`` copies; pageable copies are timed
-per copy on the host, pinned/device copies as an event-timed burst behind a spin kernel. The
-median is reported; every copy's bytes are checked afterwards (#wrong). GB/s = 1e9 B/s.
-``model GB/s`` is the per-path fit ``t = latency + n / bandwidth``; ``error%`` = (measured -
-model) / model. ``numpy_copyto`` is a plain ``numpy.copyto`` timed the same way in the same run
-(the harness-overhead reference for ``h2h``). Rows that cannot be measured here (no GPU, no
-pinned memory, page cache that cannot be dropped) are printed and written with null times and the
-reason in ``skipped``: no number is ever invented. Pin costs (``pin_memory``, the pinned caching
-allocator, ``cudaHostRegister``) are one-off times, printed in their own table in us and us per
-MiB, never as GB/s.
+per copy on the host, pinned/device copies as an event-timed burst behind a spin kernel. The median
+is reported; every copy's bytes are checked afterwards (#wrong). GB/s = 1e9 B/s. ``model GB/s`` is
+the per-path fit ``t = latency + n / bandwidth``; ``error%`` =
+:func:`distlab.vocabulary.bandwidth_error_pct`, (model - measured) / measured GB/s: the error of the
+copy's time, positive when it was slower than the model. ``numpy_copyto`` is a plain
+``numpy.copyto`` timed the same way in the same run (the harness-overhead reference for ``h2h``).
+Rows that cannot be measured here (no GPU, no pinned memory, page cache that cannot be dropped) are
+printed and written with null times and the reason in ``skipped``: no number is ever invented. Pin
+costs (``pin_memory``, the pinned caching allocator, ``cudaHostRegister``) are one-off times,
+printed in their own table in us and us per MiB, never as GB/s.
 
 The hop between processes (``--paths hops``, or any of ``hop_shm_fd``, ``hop_shm_fs``,
 ``hop_pickle``, ``hop_ring``, ``hop_cuda_ipc``; not in the default selection: it spawns a
@@ -65,16 +66,17 @@ from distlab.transfers.hop_paths import HOP_KINDS, HOP_PATHS
 from distlab.transfers.hop_sweep import HopSweep, hop_sweep
 from distlab.transfers.paths import PIN_PATHS, ROW_KINDS
 from distlab.transfers.sweep import FIT_MIN_BYTES, Row, fit_rows, pin_rows, sweep
+from distlab.vocabulary import ErrorSummary, bandwidth_error_pct
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "PATH_NAMES", "PIN_COLUMNS",
            "TransfersBenchmark", "TransfersConfig", "main", "pin_table", "shmoo_sizes",
-           "skip_notes", "transfer_html", "transfer_table", "wrap_lines"]
+           "skip_notes", "targets", "transfer_html", "transfer_table", "wrap_lines"]
 
 COPY_PATH_NAMES = list(dict.fromkeys([p for p, _ in ROW_KINDS] + list(PIN_PATHS)))
 PATH_NAMES = COPY_PATH_NAMES + list(HOP_PATHS) + list(GPU_PATHS)
 MEMORIES = ["pageable", "pinned", "device"]
 H2H_TARGET = 0.20        # h2h within 20% of numpy.copyto at 16 MiB
-MODEL_TARGET = 0.10      # fitted line within 10% at sizes >= 64 KiB
+MODEL_TARGET_PCT = 10.0  # fitted line within 10% at sizes >= 64 KiB
 #: The widest comment line (without its ``# ``): a notebook shows at most 110 characters a line
 #: before JupyterLab wraps it.
 COMMENT_WIDTH = 108
@@ -82,7 +84,7 @@ COMMENT_WIDTH = 108
 COLUMNS = (Column("size(B)", "nbytes", width=12), Column("path", "path", width=20),
            Column("memory", "memory", width=9), Column("time(us)", "time_us", ".2f", width=11),
            Column("GB/s", "gbps", ".2f", width=8), Column("model GB/s", "model_gbps", ".2f"),
-           Column("error%", "error", ".1f", 100.0, width=7), Column("#wrong", "wrong"),
+           Column("error%", "error_pct", "+.1f", width=7), Column("#wrong", "wrong"),
            Column("", "note", missing=""))
 PIN_COLUMNS = (Column("size(B)", "nbytes", width=12), Column("method", "path", width=20),
                Column("time(us)", "time_us", ".2f", width=11),
@@ -192,13 +194,17 @@ class TransfersConfig(BenchConfig):
         return [pth for pth in PIN_PATHS if pth in self.paths and "pinned" in self.memory]
 
 
-def _error(r: Row) -> float | None:
-    if r.gbps is None or r.model_gbps is None:
+def _error_pct(r: Row) -> float | None:
+    """The row's measured GB/s against the model's, percent (positive: slower than the model);
+    None without both."""
+    if not r.gbps or not r.model_gbps:
         return None
-    return (r.gbps - r.model_gbps) / r.model_gbps
+    return bandwidth_error_pct(r.gbps, r.model_gbps)
 
 
-def _targets(rows: list[Row]) -> dict[str, Any]:
+def targets(rows: list[Row]) -> dict[str, Any]:
+    """The lab's targets met or not: h2h beside numpy.copyto at 16 MiB, and each path's worst
+    model error (percent) at sizes >= 64 KiB."""
     out: dict[str, Any] = {}
     at = {(r.path, r.nbytes): r for r in rows if r.gbps is not None}
     size = 16 * 2**20
@@ -209,11 +215,11 @@ def _targets(rows: list[Row]) -> dict[str, Any]:
                                       "ratio": ratio, "met": abs(ratio - 1) <= H2H_TARGET}
     errs: dict[str, float] = {}
     for r in rows:
-        e = _error(r)
+        e = _error_pct(r)
         if e is not None and r.nbytes >= FIT_MIN_BYTES:
             key = f"{r.path}/{r.memory}"
             errs[key] = max(errs.get(key, 0.0), abs(e))
-    out["model_max_error_ge_64KiB"] = {k: {"max_error": v, "met": v <= MODEL_TARGET}
+    out["model_max_error_ge_64KiB"] = {k: {"max_error_pct": v, "met": v <= MODEL_TARGET_PCT}
                                        for k, v in errs.items()}
     return out
 
@@ -238,7 +244,7 @@ def _with_notes(rows: list[dict[str, Any]], reasons: dict[str, int]) -> list[dic
     for r in rows:
         note = f"skipped [{reasons.setdefault(r['skipped'], len(reasons) + 1)}]" \
             if r["skipped"] else None
-        out.append({**r, "error": _error(Row(**r)), "note": note})
+        out.append({**r, "error_pct": _error_pct(Row(**r)), "note": note})
     return out
 
 
@@ -301,7 +307,7 @@ def _tail(payload: dict[str, Any], notes: list[str]) -> list[str]:
                      f"{h['copyto_gbps']:.2f} GB/s = {h['ratio']:.3f} (within 20%: {h['met']})")
     for k, v in t["model_max_error_ge_64KiB"].items():
         lines.append(f"target model error <= 10% at >= 64 KiB, {k}: max "
-                     f"{100 * v['max_error']:.1f}% ({'met' if v['met'] else 'NOT met'})")
+                     f"{v['max_error_pct']:.1f}% ({'met' if v['met'] else 'NOT met'})")
     return lines
 
 
@@ -338,11 +344,11 @@ def _hop_tail(hops: list[HopSweep]) -> list[str]:
             lines.append("first hop per path (one-off: starts the path's helpers), us: " +
                          ", ".join(f"{p} {us:.0f}" for p, us in sw.first_hop_us.items()))
         for path, f in sw.fits.items():
-            errs = [abs(e) for r in sw.rows if r.path == path and (e := _error(r)) is not None]
+            errs = ErrorSummary.of(_error_pct(r) for r in sw.rows if r.path == path)
             lines.append(f"hop model {path}: {f.latency_s * 1e6:.1f} us fixed + n / "
                          f"{f.bandwidth_Bps / 1e9:.2f} GB/s: a fixed cost below "
                          f"{sw.crossovers()[path]:.3g} B, a copy above (fit over every size, "
-                         f"worst error {100 * max(errs, default=0.0):.0f}%)")
+                         f"worst error {errs.max if errs.n else 0.0:.0f}%)")
     return lines
 
 
@@ -383,7 +389,7 @@ class TransfersBenchmark(Benchmark[TransfersConfig]):
         only_gpus = not (c.kinds or c.pins or c.hops)   # no host copy row asked for
         payload = {"prefetch": _prefetch(adapter, c) if c.prefetch_batches and not only_gpus
                    else [],
-                   "targets": _targets(rows), "adapter": adapter.describe(),
+                   "targets": targets(rows), "adapter": adapter.describe(),
                    "fits": {f"{p}/{m}": vars(f) for (p, m), f in fits.items()},
                    "pcie_link": {"gen": links[0]["gen"], "width": links[0]["width"]}
                    if links else None}

@@ -148,16 +148,10 @@ class KernelPrice:
             return None
         return error_pct(self.measured_us, self.model_us)
 
-    @property
-    def error(self) -> float | None:
-        """:attr:`error_percent` as a fraction, ``(measured - model) / model``, or None."""
-        e = self.error_percent
-        return None if e is None else e / 100.0
-
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["measured"], d["measured_us"] = self.measured, self.measured_us
-        d["error"], d["error_pct"] = self.error, self.error_percent
+        d["error_pct"] = self.error_percent
         return d
 
 

@@ -26,7 +26,7 @@ __all__ = ["MIGRATE_COMMAND", "SCHEMA_VERSION", "SchemaError", "check_schema", "
 #: The version of the layout of every JSON result distlab writes (the ``schema`` field). Raise
 #: it when a field a reader needs is added or changes meaning, and teach
 #: ``tools/migrate_results.py`` to fill it in on the committed results.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The command (run from a distlab checkout) that brings result files to :data:`SCHEMA_VERSION`.
 MIGRATE_COMMAND = "python tools/migrate_results.py"

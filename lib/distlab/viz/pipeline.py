@@ -33,6 +33,7 @@ from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
 from distlab.viz.palette import colour
+from distlab.vocabulary import error_pct
 
 __all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
            "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_s",
@@ -177,10 +178,11 @@ class PipelineExplorer(Explorer):
                 f"{self.sim.wall_us() / 1e3:.1f} ms, no-overlap {sync * 1e3:.1f} ms")
         if self.result is not None:
             r = self.result
-            err = (self.sim.wall_us() * 1e-6 - r.wall_s) / r.wall_s if r.wall_s else 0.0
+            sim_s = self.sim.wall_us() * 1e-6
+            err = f"{error_pct(r.wall_s, sim_s):+.0f}%" if sim_s > 0 else "n/a"
             steady = hasattr(r, "startup_s")   # executors that time start-up apart
             text += (f"; measured {r.wall_s * 1e3:.1f} ms{' steady' if steady else ''} "
-                     f"(efficiency {b / r.wall_s:.2f}, model error {err * 100:+.0f}%, stall "
+                     f"(efficiency {b / r.wall_s:.2f}, model error {err}, stall "
                      f"{r.stall_s * 1e3:.1f} ms)")
             text += (f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart" if steady else
                      "; wall includes any worker start-up (this executor does not time it apart)")
