@@ -16,7 +16,10 @@ The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and re
 - a relative error written out (:func:`relative_errors`): ``(a - b) / b`` or ``(a - b) / a``
   (inside a product or ``abs``, so ``100 * (a - b) / b`` is found too) and ``a / b - 1``, where
   :func:`distlab.vocabulary.error_pct` or :func:`~distlab.vocabulary.bandwidth_error_pct` gives
-  the one sign and scale. :data:`NOT_ERRORS` are the same shapes that mean something else.
+  the one sign and scale. :data:`NOT_ERRORS` are the same shapes that mean something else;
+- a bytes-per-second conversion written out (:func:`inline_bandwidths`): a quotient divided by
+  ``1e9`` (``n / s / 1e9``, ``n / (us * 1e-6) / 1e9``), where
+  :func:`distlab.vocabulary.gb_per_s` is the one.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from distlab import vocabulary as V
 ROOT = Path(distlab.__file__).resolve().parent
 
 VOCABULARY = ("COLLECTIVES", "collective_name", "busbw_factor", "error_pct", "bandwidth_error_pct",
-              "ErrorSummary", "size_label", "nccl_release", "NcclRelease")
+              "ErrorSummary", "size_label", "nccl_release", "NcclRelease", "gb_per_s")
 """The names only :mod:`distlab.vocabulary` may define."""
 
 
@@ -202,6 +205,26 @@ def relative_errors(root: Path, home: str = "vocabulary.py",
     return found
 
 
+def _is_inline_bandwidth(node: ast.AST) -> bool:
+    """``(x / y) / 1e9``: bytes over seconds in GB/s."""
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant) and node.right.value == 1e9
+            and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Div))
+
+
+def inline_bandwidths(root: Path, home: str = "vocabulary.py") -> list[str]:
+    """Every GB/s written out under ``root`` but in ``home``, as ``path:line: what`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == home:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        found += [f"{rel}:{n.lineno}: writes out GB/s {ast.unparse(n)!r} (use "
+                  "distlab.vocabulary.gb_per_s)" for n in ast.walk(tree) if _is_inline_bandwidth(n)]
+    return found
+
+
 # --- the scanner -----------------------------------------------------------------------------
 
 def test_lib_defines_each_vocabulary_name_once() -> None:
@@ -249,6 +272,27 @@ def test_the_scanner_finds_a_planted_error(tmp_path: Path) -> None:
         "e5 = (a - b) / a\n")
     found = relative_errors(pkg)
     assert [f.split(": ")[0] for f in found] == [f"errors.py:{i}" for i in range(1, 6)], found
+
+
+def test_lib_converts_bytes_per_second_in_one_place() -> None:
+    assert inline_bandwidths(ROOT) == []
+
+
+def test_the_scanner_finds_a_planted_bandwidth(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text("params = n / 1e9\nbw = gb_per_s(n, s)\n")
+    assert inline_bandwidths(pkg) == []
+    (pkg / "bw.py").write_text("a = n / s / 1e9\nb = n / (us * 1e-6) / 1e9 * f\n")
+    assert [f.split(": ")[0] for f in inline_bandwidths(pkg)] == ["bw.py:1", "bw.py:2"]
+
+
+def test_gb_per_s_is_decimal_and_refuses_no_time() -> None:
+    assert V.gb_per_s(2e9, 1.0) == 2.0 and V.gb_per_s(1, 1e-9) == pytest.approx(1.0)
+    assert np.allclose(V.gb_per_s(np.array([1e9, 4e9]), np.array([1.0, 2.0])), [1.0, 2.0])
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="seconds must be > 0"):
+            V.gb_per_s(1e9, bad)
 
 
 def test_lib_reads_kineto_traces_in_one_place() -> None:

@@ -29,14 +29,15 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from distlab._checks import check_int
 
 __all__ = ["COLLECTIVES", "ErrorSummary", "NcclRelease", "SIZE_STYLES", "bandwidth_error_pct",
-           "busbw_factor", "collective_name", "error_pct", "nccl_release", "size_label"]
+           "busbw_factor", "collective_name", "error_pct", "gb_per_s", "nccl_release",
+           "size_label"]
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "broadcast", "reduce", "gather", "scatter",
                                 "all_gather", "reduce_scatter", "all_to_all", "barrier")
@@ -107,6 +108,18 @@ def error_pct(measured: float, model: float) -> float:
     if m <= 0:
         raise ValueError(f"model must be > 0 (a time to compare with), got {model!r}")
     return 100.0 * (_finite("measured", measured) - m) / m
+
+
+def gb_per_s(nbytes: Any, seconds: Any) -> Any:
+    """GB/s, decimal as nccl-tests and every distlab table print it: ``nbytes / seconds / 1e9``.
+
+    ``nbytes`` bytes moved in ``seconds`` seconds (> 0). NumPy arrays divide elementwise (the
+    caller keeps their seconds positive, as for a plot); a scalar ``seconds <= 0`` is an error,
+    since no bandwidth is measured in no time.
+    """
+    if np.ndim(seconds) == 0 and not float(seconds) > 0:
+        raise ValueError(f"seconds must be > 0 to give a bandwidth, got {seconds!r}")
+    return nbytes / seconds / 1e9
 
 
 def bandwidth_error_pct(measured_gbps: float, model_gbps: float) -> float:

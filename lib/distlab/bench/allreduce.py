@@ -53,7 +53,7 @@ from distlab.collectives.runtime.execute import default_options
 from distlab.collectives.runtime.peercheck import CHECK_MODES
 from distlab.report.jsonfile import SchemaError, read_json
 from distlab.report.table import Column, Table, format_table
-from distlab.vocabulary import busbw_factor, error_pct
+from distlab.vocabulary import busbw_factor, error_pct, gb_per_s
 
 __all__ = ["AllreduceBenchmark", "AllreduceConfig", "BENCHMARK", "COLUMNS", "SHORT_COLUMNS",
            "SHORT_WIDTH", "allreduce_table", "calibration_lines", "load_calibration", "main",
@@ -223,7 +223,7 @@ def calibration_lines(cal: dict[str, Any]) -> list[str]:
         v = cal.get(key)
         return "?" if not isinstance(v, (int, float)) else format(v * scale, fmt)
 
-    bw = f"{1 / cal['beta'] / 1e9:.2f} GB/s" if cal.get("beta") else "inf GB/s"
+    bw = f"{gb_per_s(1, cal['beta']):.2f} GB/s" if cal.get("beta") else "inf GB/s"
     return [f"calibration: {cal.get('duplex', 'full')} link model, measured "
             f"{cal.get('method', 'upfront')}, fitted on the {cal.get('statistic', 'median')} of "
             "rounds",
@@ -252,7 +252,7 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
         seconds = slowest_rank_median(per_round)
         mean = slowest_rank_mean(per_round)
         judged = mean if config.statistic == "mean" else seconds
-        algbw = row["nbytes"] / seconds / 1e9 if seconds > 0 else 0.0
+        algbw = gb_per_s(row["nbytes"], seconds) if seconds > 0 else 0.0
         predicted = None
         used = {} if row["algorithm"] == BUILTIN else default_options(
             row["algorithm"], world, row["count"], itemsize,

@@ -48,7 +48,7 @@ from distlab.collectives.runtime.execute import all_reduce
 from distlab.collectives.runtime.group import builtin_all_reduce, rank_device
 from distlab.collectives.runtime.rounds import RoundCalibrator
 from distlab.report.table import Column, Table
-from distlab.vocabulary import busbw_factor, error_pct, size_label
+from distlab.vocabulary import busbw_factor, error_pct, gb_per_s, size_label
 
 __all__ = ["BENCHMARK", "COLUMNS", "SUMMARY_COLUMNS", "TuningBenchmark", "TuningConfig", "main",
            "tuning_rank"]
@@ -202,7 +202,7 @@ def _rows(config: TuningConfig, per_rank: list[dict[str, Any]],
                      "check": case["check"], "time_us": med * 1e6,
                      "spread": f"{q1 * 1e6:.0f}-{q3 * 1e6:.0f}",
                      "spread_us": [float(q1 * 1e6), float(q3 * 1e6)],
-                     "busbw_gbps": case["nbytes"] / med / 1e9 * factor,
+                     "busbw_gbps": gb_per_s(case["nbytes"], med) * factor,
                      "vs_builtin": float(np.median(ratio)),
                      "vs_spread": f"{r1:.2f}-{r3:.2f}", "vs_builtin_spread": [float(r1), float(r3)],
                      "predicted_us": None if predicted is None else predicted * 1e6,

@@ -45,7 +45,7 @@ from distlab.collectives.runtime.compiled import EXECUTORS, resolved, status
 from distlab.collectives.runtime.compiled import available as compiled_available
 from distlab.report.table import Column, Table
 from distlab.report.words import count
-from distlab.vocabulary import COLLECTIVES, busbw_factor, error_pct
+from distlab.vocabulary import COLLECTIVES, busbw_factor, error_pct, gb_per_s
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "CollectiveBenchmark", "CollectiveConfig",
            "head_lines", "main"]
@@ -120,7 +120,7 @@ def _rows(c: CollectiveConfig, per_rank: list[dict[str, Any]],
     for i, case in enumerate(per_rank[0]["cases"]):
         t = np.asarray([r["cases"][i]["seconds"] for r in per_rank], dtype=float).max(axis=0)
         sec = float(np.median(t))
-        algbw = case["nbytes"] / sec / 1e9 if sec > 0 and factor is not None else None
+        algbw = gb_per_s(case["nbytes"], sec) if sec > 0 and factor is not None else None
         predicted = None
         if cal is not None and case["algorithm"] != BUILTIN:
             opts = {"root": c.root} if drv.rooted else {}

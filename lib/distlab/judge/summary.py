@@ -22,7 +22,7 @@ from typing import Any
 from distlab.collectives.algorithms.registry import BUILTIN
 from distlab.report.jsonfile import read_json
 from distlab.report.words import count
-from distlab.vocabulary import busbw_factor, error_pct
+from distlab.vocabulary import busbw_factor, error_pct, gb_per_s
 
 __all__ = ["ROW_KEYS", "group_runs", "read_run", "run_error_range", "shown_rows",
            "summarize_files", "summarize_runs", "sweep_problem"]
@@ -61,7 +61,7 @@ def summarize_runs(runs: Sequence[dict[str, Any]], names: Sequence[str]) -> dict
     for i, (nbytes, algorithm) in enumerate(keys):
         per_run = [run["rows"][i] for run in runs]
         time_us = statistics.median(float(r["time_us"]) for r in per_run)
-        algbw = nbytes / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
+        algbw = gb_per_s(nbytes, time_us * 1e-6) if time_us > 0 else 0.0
         ratios = [r["busbw_gbps"] / b[nbytes] if nbytes in b and b[nbytes] > 0 else None
                   for r, b in zip(per_run, builtin, strict=True)]
         errors = [r.get("error_pct") for r in per_run]

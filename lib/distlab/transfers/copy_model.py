@@ -13,6 +13,7 @@ import numpy as np
 
 from distlab import fit as _fit
 from distlab._checks import check_float, check_int
+from distlab.vocabulary import gb_per_s
 
 __all__ = ["Fit", "chain_bound", "fit_copy_times", "overlap_bounds"]
 
@@ -31,7 +32,7 @@ class Fit:
 
     def gbps(self, nbytes: float) -> float:
         """Predicted effective GB/s (1e9 B/s) at ``nbytes``."""
-        return nbytes / self.seconds(nbytes) / 1e9
+        return gb_per_s(nbytes, self.seconds(nbytes))
 
 
 def fit_copy_times(nbytes: Sequence[float], seconds: Sequence[float]) -> Fit:

@@ -43,6 +43,7 @@ from distlab.transfers.hop_paths import (
     hop_unavailable,
 )
 from distlab.transfers.sweep import Row, fit_rows
+from distlab.vocabulary import gb_per_s
 
 __all__ = ["BUSY_SUFFIX", "HopSweep", "hop_rows_kinds", "hop_sweep", "local_facts"]
 
@@ -148,5 +149,5 @@ def _measure(link: HopLink, path: str, memory: str, nbytes: int, repeats: int, w
         vals = [v for x in timed if (v := x.parts()[key]) is not None]
         part[f"{key}_us"] = statistics.median(vals) * 1e6 if vals else None
     s = statistics.median(x.seconds for x in timed)
-    row = Row(name, memory, nbytes, s * 1e6, nbytes / s / 1e9, None, sum(x.wrong for x in done))
+    row = Row(name, memory, nbytes, s * 1e6, gb_per_s(nbytes, s), None, sum(x.wrong for x in done))
     return row, part

@@ -27,6 +27,7 @@ from distlab._checks import check_int
 from distlab.transfers.adapter import pattern
 from distlab.transfers.gpu_box import Copy, GpuBox
 from distlab.transfers.host_to_all_plan import Binding, numa_bindings
+from distlab.vocabulary import gb_per_s
 
 __all__ = ["HOST_DIRECTIONS", "HostToAllRow", "host_to_all_rows"]
 
@@ -93,12 +94,12 @@ def host_to_all_rows(box: GpuBox, nbytes: int, *, repeats: int = 5, iters: int =
                     dst = devs[g] if direction == "h2d" else h.data
                     wrong = int((dst.cpu() != expected).sum())
                     rows.append(HostToAllRow(run, direction, g, h.node, nbytes, s * 1e6,
-                                             nbytes / s / 1e9, h.bound, wrong, box.rehearsal,
+                                             gb_per_s(nbytes, s), h.bound, wrong, box.rehearsal,
                                              h.why))
                 slowest = max(per_gpu)
                 rows.append(HostToAllRow(
                     run, direction, "all", None, nbytes * box.n_gpus, slowest * 1e6,
-                    nbytes * box.n_gpus / slowest / 1e9,
+                    gb_per_s(nbytes * box.n_gpus, slowest),
                     "/".join(sorted({h.bound.split()[0] for h in hosts})),
                     sum(r.wrong for r in rows[-box.n_gpus:]), box.rehearsal))
                 if progress is not None:

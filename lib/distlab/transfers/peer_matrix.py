@@ -29,6 +29,7 @@ from distlab._checks import check_int
 from distlab.transfers.adapter import pattern
 from distlab.transfers.gpu_box import Copy, GpuBox
 from distlab.transfers.gpu_topology import copy_route, peer_pairs
+from distlab.vocabulary import gb_per_s
 
 __all__ = ["DIRECTIONS", "PeerRow", "matrix_lines", "peer_rows"]
 
@@ -96,7 +97,7 @@ def peer_rows(box: GpuBox, sizes: Sequence[int], *, repeats: int = 5, iters: int
                 wrong = _wrong(recv[dst], expected[src]) + \
                     (_wrong(recv[src], expected[dst]) if direction == "both" else 0)
                 rows.append(PeerRow(src, dst, direction, nbytes, seconds * 1e6,
-                                    moved / seconds / 1e9, route, path, wrong, box.rehearsal))
+                                    gb_per_s(moved, seconds), route, path, wrong, box.rehearsal))
             done.add((src, dst))
             if progress is not None:
                 progress()

@@ -26,6 +26,7 @@ from distlab.transfers.paths import (
     drop_reason,
     pin_cost_seconds,
 )
+from distlab.vocabulary import gb_per_s
 
 __all__ = ["Row", "sweep", "fit_rows", "pin_rows", "FIT_MIN_BYTES"]
 
@@ -52,7 +53,7 @@ class Row:
 
 def _row(path: str, memory: str, nbytes: int, seconds: list[float], wrong: int) -> Row:
     s = statistics.median(seconds)
-    return Row(path, memory, nbytes, s * 1e6, nbytes / s / 1e9, None, wrong)
+    return Row(path, memory, nbytes, s * 1e6, gb_per_s(nbytes, s), None, wrong)
 
 
 def _measure(adapter: DeviceAdapter, path: str, memory: str, nbytes: int, repeats: int,

@@ -36,7 +36,7 @@ from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import figure_png, new_figure
 from distlab.viz.measured import ALGO_COLORS, measured_vs_model_figure
 from distlab.viz.plan_stepper import PlanStepper, shown_step
-from distlab.vocabulary import busbw_factor
+from distlab.vocabulary import busbw_factor, gb_per_s
 
 __all__ = ["ALGO_COLORS", "CostExplorer", "PlanExplorer", "cost_curves_figure",
            "cost_vs_world_size_figure", "draw_transfers", "figure_png",
@@ -136,7 +136,7 @@ def cost_curves_figure(preset: Any, world_size: int = 8, *,
     for a in algorithms:
         t = np.asarray(times[a])
         ax_t.loglog(sizes, t * 1e6, label=a, color=ALGO_COLORS.get(a))
-        bus = np.where(t > 0, np.asarray(sizes) / np.maximum(t, 1e-30) / 1e9, 0.0)
+        bus = np.where(t > 0, gb_per_s(np.asarray(sizes), np.maximum(t, 1e-30)), 0.0)
         ax_b.semilogx(sizes, bus * busbw_factor("all_reduce", world_size), label=a,
                       color=ALGO_COLORS.get(a))
     _mark_crossovers(ax_t, sizes, times)

@@ -42,7 +42,7 @@ from distlab.viz.allreduce import draw_transfers
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, colours
 from distlab.viz.plan_stepper import PlanStepper, shown_step
-from distlab.vocabulary import COLLECTIVES, busbw_factor, size_label
+from distlab.vocabulary import COLLECTIVES, busbw_factor, gb_per_s, size_label
 
 __all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",
            "format_spans", "plan_summary", "scale_figure", "wrap_listing"]
@@ -159,7 +159,7 @@ def cost_figure(preset: Any, collective: str, world_size: int = 8, *,
         t = np.asarray(times[a])
         style = STYLES[i % len(STYLES)]
         ax_t.loglog(sizes, t * 1e6, style, label=a, color=colour(a))
-        ax_b.semilogx(sizes, np.asarray(sizes) / np.maximum(t, 1e-30) / 1e9 * factor, style,
+        ax_b.semilogx(sizes, gb_per_s(np.asarray(sizes), np.maximum(t, 1e-30)) * factor, style,
                       label=a, color=colour(a))
     for c in crossovers(sizes, times):
         x = (c.x_before * c.x_after) ** 0.5

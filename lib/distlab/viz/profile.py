@@ -23,7 +23,7 @@ from distlab.report.table import Column, format_table
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour
-from distlab.vocabulary import busbw_factor
+from distlab.vocabulary import busbw_factor, gb_per_s
 
 __all__ = ["DDP_COLOURS", "RERUN_HINT", "ProfileChoice", "collectives_figure", "compare_figure",
            "ddp_figure", "ddp_lines", "env_lines", "error_summary", "error_table", "has",
@@ -194,7 +194,7 @@ def collectives_figure(profile: Profile, run: int = 0, *, show_published: bool =
             sizes = [x["nbytes"] for x in rows]
             line, = ax.plot(sizes, [x["busbw_gbps"] for x in rows], marker=".",
                             color=colour(algo), label=f"ours: {algo}")
-            pred = [(x["nbytes"], x["nbytes"] / (x["predicted_us"] * 1e-6) / 1e9
+            pred = [(x["nbytes"], gb_per_s(x["nbytes"], x["predicted_us"] * 1e-6)
                      * busbw_factor("all_reduce", n)) for x in rows if x["predicted_us"]]
             if pred:
                 ax.plot(*zip(*pred, strict=True), ls="--", color=line.get_color(), lw=1)

@@ -38,6 +38,7 @@ import numpy as np
 from distlab._checks import check_choice
 from distlab.collectives.plan.schedule import Schedule, Step, Transfer
 from distlab.fit import fit_line, fit_terms
+from distlab.vocabulary import gb_per_s
 
 __all__ = ["STATISTICS", "Calibration", "calibration_sizes", "exchange_schedule",
            "fit_calibration", "fit_rounds", "fit_step_model", "oneway_schedule", "pattern_terms",
@@ -114,7 +115,7 @@ class Calibration:
     @property
     def bandwidth_gbps(self) -> float:
         """1 / beta in GB/s (1e9 bytes per second)."""
-        return 1.0 / self.beta / 1e9 if self.beta > 0 else float("inf")
+        return gb_per_s(1.0, self.beta) if self.beta > 0 else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (see :meth:`from_dict`)."""

@@ -19,6 +19,7 @@ from typing import Any
 from distlab._checks import check_choice
 from distlab.links import get_link
 from distlab.report.jsonfile import read_json
+from distlab.vocabulary import gb_per_s
 
 __all__ = ["LinkPreset", "PRESETS", "get_preset", "loopback_preset", "preset_names"]
 
@@ -50,7 +51,7 @@ class LinkPreset:
     @property
     def bandwidth_gbps(self) -> float:
         """1 / beta in GB/s."""
-        return 1.0 / self.beta / 1e9
+        return gb_per_s(1.0, self.beta)
 
 
 # What a copy engine reaches of a PCIe link's peak, measured by distlab's transfer lab: pinned

@@ -50,7 +50,7 @@ from distlab._checks import check_int
 from distlab.collectives.model.nccl import versions
 from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
 from distlab.collectives.model.nccl.versions import NcclVersion, nccl_version
-from distlab.vocabulary import bandwidth_error_pct, busbw_factor
+from distlab.vocabulary import bandwidth_error_pct, busbw_factor, gb_per_s
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "Candidate", "Choice", "PublishedComparison",
            "TuningEntry", "algorithm_from_nccl", "box_choices", "box_table", "busbw_bound_gbps",
@@ -179,7 +179,7 @@ def busbw_gbps(nbytes: int, seconds: float, world_size: int) -> float:
     time."""
     if world_size < 2 or seconds <= 0:
         return 0.0
-    return nbytes / seconds / 1e9 * (busbw_factor("all_reduce", world_size) or 0.0)
+    return gb_per_s(nbytes, seconds) * (busbw_factor("all_reduce", world_size) or 0.0)
 
 
 def busbw_bound_gbps(preset: BoxLike, world_size: int, algorithm: str) -> float:

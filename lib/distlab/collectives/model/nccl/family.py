@@ -62,7 +62,7 @@ from distlab.collectives.model.nccl.per_size import (
     run_size,
     shipped_constants,
 )
-from distlab.vocabulary import busbw_factor
+from distlab.vocabulary import busbw_factor, gb_per_s
 
 __all__ = ["FAMILY", "FamilyLayout", "FamilyRun", "nccl_collective"]
 
@@ -84,7 +84,7 @@ class FamilyRun(Execution):
         """nccl-tests' bus bandwidth of :attr:`seconds`
         (:func:`distlab.vocabulary.busbw_factor`), GB/s."""
         factor = busbw_factor(self.collective, self.world_size) or 0.0
-        return self.nbytes / self.seconds / 1e9 * factor if self.seconds > 0 else 0.0
+        return gb_per_s(self.nbytes, self.seconds) * factor if self.seconds > 0 else 0.0
 
 
 def _candidates(box: GpuBox, n: int, collective: str) -> list[tuple[str, str, float, float]]:
