@@ -35,6 +35,7 @@ from distlab.collectives.algorithms.registry import entry, names
 from distlab.collectives.model.calibration import STATISTICS, restate_calibration
 from distlab.collectives.model.noise import row_noise, row_seconds
 from distlab.collectives.model.predict import CallModel, call_model
+from distlab.profile.expected import MODEL_MIN_BYTES
 from distlab.profile.load import Profile, load_profile
 from distlab.vocabulary import ErrorSummary, error_pct
 
@@ -52,7 +53,7 @@ TARGET_ALGORITHMS = tuple(entry("all_reduce", a).name for a in
                           ("ring", "tree", "recursive_doubling", "rabenseifner", "builtin"))
 """The rows the targets judge (with sizes >= :data:`TARGET_MIN_BYTES`): the four plans whose
 steps the calibration prices directly, and the builtin."""
-TARGET_MIN_BYTES = 64 * 1024
+TARGET_MIN_BYTES = MODEL_MIN_BYTES   # the size the profile's verdicts start judging the model at
 TARGET_MEDIAN_PCT = 15.0
 TARGET_P90_PCT = 35.0
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from distlab.bench.allreduce import allreduce_table
 from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
 from distlab.bench.ddp import OVERLAP_DEFINITION, with_overlap
 from distlab.bench.versus import versus_lines
-from distlab.profile.expected import low_lines, profile_verdicts
+from distlab.profile.expected import MODEL_MIN_BYTES, low_lines, profile_verdicts
 from distlab.report.table import format_table
 from distlab.report.words import count
 from distlab.transfers.paths import PIN_PATHS
+from distlab.vocabulary import ErrorSummary, size_label
 
 __all__ = ["headlines", "summary_markdown"]
 
@@ -90,12 +90,11 @@ def _collectives(p: dict[str, Any]) -> list[str]:
             out.append(f"- {run['backend']} ws{run['world_size']}: REHEARSAL, ran on "
                        f"{run['rehearsal']['ran_on']}")
         out.append(f"- {run['backend']} ws{run['world_size']} busbw (GB/s) at {top} B: {cells}")
-        errs = [abs(r["error_pct"]) for r in rows
-                if r["error_pct"] is not None and r["nbytes"] >= 65536]
-        if errs:
-            out.append(f"- {run['backend']} ws{run['world_size']} model |error| at >= 64 KiB: "
-                       f"median {statistics.median(errs):.1f}%, max {max(errs):.1f}% "
-                       f"({count(len(errs), 'row')})")
+        errs = ErrorSummary.of(r["error_pct"] for r in rows if r["nbytes"] >= MODEL_MIN_BYTES)
+        if errs.n:
+            out.append(f"- {run['backend']} ws{run['world_size']} model |error| at >= "
+                       f"{size_label(MODEL_MIN_BYTES)}: median {errs.median:.1f}%, max "
+                       f"{errs.max:.1f}% ({count(errs.n, 'row')})")
         wrong = sum(r["wrong"] for r in rows)
         out.append(f"- {run['backend']} ws{run['world_size']} #wrong: {wrong}")
         out += versus_lines(rows, prefix=f"- {run['backend']} ws{run['world_size']} ")

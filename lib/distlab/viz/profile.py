@@ -7,7 +7,6 @@ Our measurements are drawn as lines with small markers; published reference poin
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,13 @@ from distlab.bench.ddp import COLUMNS as DDP_COLUMNS
 from distlab.bench.ddp import OVERLAP_DEFINITION
 from distlab.collectives.algorithms.registry import BUILTIN, DEFAULT_ALGORITHM
 from distlab.links import link_from_pcie
+from distlab.profile.expected import MODEL_MIN_BYTES
 from distlab.profile.load import Profile, list_profiles, load_profile, published
 from distlab.report.table import Column, format_table
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour
-from distlab.vocabulary import busbw_factor, gb_per_s
+from distlab.vocabulary import ErrorSummary, busbw_factor, gb_per_s
 
 __all__ = ["DDP_COLOURS", "RERUN_HINT", "ProfileChoice", "collectives_figure", "compare_figure",
            "ddp_figure", "ddp_lines", "env_lines", "error_summary", "error_table", "has",
@@ -244,7 +244,7 @@ def _error_rows(r: dict[str, Any], min_bytes: int) -> list[dict[str, Any]]:
 
 
 def error_summary(profile: Profile, run: int = 0, *,
-                  min_bytes: int = 65536) -> tuple[float, int, list[str]] | None:
+                  min_bytes: int = MODEL_MIN_BYTES) -> tuple[float, int, list[str]] | None:
     """The median ``|error%|`` :func:`error_table` prints, over how many rows, of which
     algorithms: the errors stored with the rows (each row's median time against the
     prediction of the same run), every algorithm with a prediction. None without rows."""
@@ -252,21 +252,20 @@ def error_summary(profile: Profile, run: int = 0, *,
     rows = _error_rows(r, min_bytes) if r is not None else []
     if not rows:
         return None
-    return (statistics.median(abs(x["error_pct"]) for x in rows), len(rows),
+    return (ErrorSummary.of(x["error_pct"] for x in rows).median, len(rows),
             list(dict.fromkeys(x["algorithm"] for x in rows)))
 
 
-def error_table(profile: Profile, run: int = 0, *, min_bytes: int = 65536) -> list[str]:
+def error_table(profile: Profile, run: int = 0, *, min_bytes: int = MODEL_MIN_BYTES) -> list[str]:
     """Text rows: per algorithm and size >= ``min_bytes``, measured, predicted (us) and error%."""
     r = _run(profile, run)
     if r is None:
         return ["collectives: not in this profile"]
     rows = _error_rows(r, min_bytes)
     lines = format_table(rows, ERROR_COLUMNS).splitlines()
-    errs = [abs(x["error_pct"]) for x in rows]
-    if errs:
-        lines.append(f"median |error| {statistics.median(errs):.1f}%, max {max(errs):.1f}% "
-                     f"over {len(errs)} rows")
+    errs = ErrorSummary.of(x["error_pct"] for x in rows)
+    if errs.n:
+        lines.append(f"median |error| {errs.median:.1f}%, max {errs.max:.1f}% over {errs.n} rows")
     return lines
 
 
