@@ -16,6 +16,7 @@ import numpy as np
 from distlab._checks import check_instance
 from distlab.profile.load import Profile
 from distlab.viz.figure import new_figure
+from distlab.vocabulary import size_label
 
 __all__ = ["gpus_figure", "gpus_title"]
 
@@ -64,7 +65,7 @@ def gpus_figure(profile: Profile) -> Any:
         left.set_yticks(range(n))
         left.set_xlabel("destination GPU")
         left.set_ylabel("source GPU")
-        left.set_title(f"GPU to GPU, {top / 2**20:g} MiB copies", fontsize=10)
+        left.set_title(f"GPU to GPU, {size_label(int(top))} copies", fontsize=10)
     else:
         left.text(0.5, 0.5, "no GPU pair measured", ha="center", va="center",
                   transform=left.transAxes)

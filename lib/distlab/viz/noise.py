@@ -35,6 +35,7 @@ from distlab.judge.refit import (
 )
 from distlab.profile.load import load_profile
 from distlab.viz.figure import new_figure
+from distlab.vocabulary import size_label
 
 __all__ = ["GROUP_COLOURS", "FLOOR_PCT", "machine_label", "noise_figure"]
 
@@ -159,5 +160,5 @@ def noise_figure(profiles: Iterable[PathLike | RefitRun], *,
                fontsize=8, frameon=False)
     note = f"; {left_out} rows without rounds left out" if left_out else ""
     fig.suptitle(f"model error against the measurement's own scatter, rows >= "
-                 f"{min_bytes // 1024} KiB{note}", fontsize=10)
+                 f"{size_label(min_bytes)}{note}", fontsize=10)
     return fig
