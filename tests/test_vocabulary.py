@@ -39,7 +39,8 @@ from distlab import vocabulary as V
 ROOT = Path(distlab.__file__).resolve().parent
 
 VOCABULARY = ("COLLECTIVES", "collective_name", "busbw_factor", "error_pct", "bandwidth_error_pct",
-              "ErrorSummary", "size_label", "nccl_release", "NcclRelease", "gb_per_s")
+              "ErrorSummary", "size_label", "nccl_release", "NcclRelease", "gb_per_s",
+              "dtype_bytes", "_DTYPE_BYTES")
 """The names only :mod:`distlab.vocabulary` may define."""
 
 
@@ -486,3 +487,16 @@ def test_versions_builds_on_the_one_parser() -> None:
     assert release_key("NCCL 2.26.2") == V.nccl_release("2.26.2").key == (2, 26)
     with pytest.raises(ValueError, match=r"nccl_version must be a release like .*2\.30"):
         release_key("latest")
+
+
+@pytest.mark.parametrize(("spelled", "nbytes"), [
+    ("Float", 4), ("float32", 4), ("torch.bfloat16", 2), ("BFloat16", 2), ("c10::Half", 2),
+    ("Long", 8), ("float8_e4m3fn", 1), ("complex64", None), (None, None)])
+def test_dtype_bytes_reads_torch_and_kineto_spellings(spelled, nbytes) -> None:
+    assert V.dtype_bytes(spelled) == nbytes
+    if spelled is not None and nbytes is not None:
+        import torch
+        torch_name = spelled.lower().removeprefix("torch.").removeprefix("c10::")
+        dtype = getattr(torch, {"half": "float16", "long": "int64", "float": "float32"}.get(
+            torch_name, torch_name))
+        assert torch.empty(0, dtype=dtype).element_size() == nbytes   # torch agrees

@@ -36,8 +36,8 @@ import numpy as np
 from distlab._checks import check_int
 
 __all__ = ["COLLECTIVES", "ErrorSummary", "NcclRelease", "SIZE_STYLES", "bandwidth_error_pct",
-           "busbw_factor", "collective_name", "error_pct", "gb_per_s", "nccl_release",
-           "size_label"]
+           "busbw_factor", "collective_name", "dtype_bytes", "error_pct", "gb_per_s",
+           "nccl_release", "size_label"]
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "broadcast", "reduce", "gather", "scatter",
                                 "all_gather", "reduce_scatter", "all_to_all", "barrier")
@@ -108,6 +108,22 @@ def error_pct(measured: float, model: float) -> float:
     if m <= 0:
         raise ValueError(f"model must be > 0 (a time to compare with), got {model!r}")
     return 100.0 * (_finite("measured", measured) - m) / m
+
+
+_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
+                "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "char": 1,
+                "int8": 1, "byte": 1, "uint8": 1, "bool": 1, "short": 2, "int16": 2,
+                "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def dtype_bytes(dtype: str | None) -> int | None:
+    """Bytes per element of a dtype as torch names it (``float32``, ``torch.bfloat16``) or a
+    Kineto trace writes it (``Float``, ``BFloat16``, ``c10::Half``); None when unknown or
+    ``dtype`` is None."""
+    if dtype is None:
+        return None
+    name = str(dtype).lower().removeprefix("torch.").removeprefix("c10::")
+    return _DTYPE_BYTES.get(name)
 
 
 def gb_per_s(nbytes: Any, seconds: Any) -> Any:

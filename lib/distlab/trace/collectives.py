@@ -55,27 +55,18 @@ from distlab.trace.patterns import (
                                     suggests_comm,
 )
 from distlab.trace.torch_trace import RankTrace, Run
-from distlab.vocabulary import COLLECTIVES, collective_name
+from distlab.vocabulary import COLLECTIVES, collective_name, dtype_bytes
 
 __all__ = ["P2P", "CollectiveCall", "Collectives", "RankCall", "UnclaimedKernels",
            "canonical_collective", "clock_shift_us", "dtype_bytes", "match_collectives",
            "rank_calls", "unclaimed_comm_kernels"]
 
-_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-                "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "char": 1,
-                "int8": 1, "byte": 1, "uint8": 1, "bool": 1, "short": 2, "int16": 2,
-                "float8_e4m3fn": 1, "float8_e5m2": 1}
 _KERNEL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _GLOO = re.compile(r"gloo:(\w+)")
 P2P: tuple[str, ...] = ("send", "recv", "sendrecv")
 """Point-to-point transfers: torch's ``send`` / ``recv`` and NCCL's ``SendRecv`` kernel (which
 also runs torch's all-to-all, grouped sends and receives)."""
 _TORCH_SUFFIX = re.compile(r"(?:_into)?(?:_tensor)?(?:_coalesced)?(?:_base)?$", re.IGNORECASE)
-
-
-def dtype_bytes(dtype: str | None) -> int | None:
-    """Bytes per element of a dtype as torch writes it (``Float``, ``BFloat16``, ...)."""
-    return None if dtype is None else _DTYPE_BYTES.get(str(dtype).lower())
 
 
 @dataclass

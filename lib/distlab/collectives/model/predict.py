@@ -62,6 +62,7 @@ from distlab.collectives.model.presets import _packaged_calibration
 from distlab.collectives.model.rates import SizeRates, size_rates
 from distlab.collectives.plan.schedule import Schedule
 from distlab.report.jsonfile import read_json
+from distlab.vocabulary import dtype_bytes
 
 __all__ = ["CallModel", "builtin_schedule", "builtin_step_seconds", "call_model",
            "predict_builtin"]
@@ -71,9 +72,6 @@ MIN_CORES_TO_OVERLAP = 2
 rank's own thread reduces while gloo's I/O thread copies bytes through loopback TCP, and with fewer
 cores than those two threads they take turns (:func:`distlab.collectives.model.cost.cost`,
 ``cpu_overlap``)."""
-
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
-"""Bytes per element of the calibration dtypes (a calibration names its dtype as a string)."""
 
 BUILTIN_SCHEDULES = {"gloo": "gloo_ring"}
 """The backend whose own allreduce distlab has as a schedule, and that schedule's name."""
@@ -194,7 +192,7 @@ def call_model(cal: Calibration | Mapping[str, Any], *, per_size: bool = True,
         model = dataclasses.replace(model, cores_per_rank=check_int("cpus", cpus, minimum=1)
                                     / world)
     if floor > 0 and floor_bytes > 0 and world >= 2 and model.backend in BUILTIN_SCHEDULES:
-        itemsize = DTYPE_BYTES.get(str(data.get("dtype") or "float32"), 4)
+        itemsize = dtype_bytes(str(data.get("dtype") or "float32")) or 4
         step = builtin_step_seconds(model, world, floor - call, floor_bytes, itemsize) \
             if floor > call else 0.0
         model = dataclasses.replace(model, builtin_step=step, builtin_call=call)
