@@ -482,7 +482,7 @@ def test_nccl_release_round_trips(major: int, minor: int, patch: int | None, pre
 
 
 def test_versions_builds_on_the_one_parser() -> None:
-    from distlab.collectives.model.nccl.versions import release_key
+    from distlab.nccl.versions import release_key
 
     assert release_key("NCCL 2.26.2") == V.nccl_release("2.26.2").key == (2, 26)
     with pytest.raises(ValueError, match=r"nccl_version must be a release like .*2\.30"):

@@ -65,7 +65,7 @@ from distlab.vocabulary import bandwidth_error_pct, error_pct
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE_DATA = (REPO / "lib/distlab/data/allreduce_calibration.json",
-                REPO / "lib/distlab/collectives/model/nccl/execution_calibration.json")
+                REPO / "lib/distlab/nccl/execution_calibration.json")
 """The package's data files distlab writes (``published.json`` is written by hand: not here)."""
 
 Document = dict[str, Any]

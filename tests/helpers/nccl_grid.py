@@ -23,14 +23,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.estimate import nccl_allreduce, tuning_table
-from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
-from distlab.collectives.model.nccl.family import FAMILY as COLLECTIVES
-from distlab.collectives.model.nccl.family import nccl_collective
-from distlab.collectives.model.nccl.multinode import NETWORKS
-from distlab.collectives.model.nccl.versions import NCCL_VERSIONS, NcclVersionWarning
 from distlab.collectives.model.predict import predict_builtin
+from distlab.nccl.boxes import GPU_BOXES
+from distlab.nccl.estimate import nccl_allreduce, tuning_table
+from distlab.nccl.execution import HARNESSES, nccl_execution
+from distlab.nccl.family import FAMILY as COLLECTIVES
+from distlab.nccl.family import nccl_collective
+from distlab.nccl.multinode import NETWORKS
+from distlab.nccl.versions import NCCL_VERSIONS, NcclVersionWarning
 
 TERMS = ("algorithm", "protocol", "channels", "channels_total", "threads", "chunk_bytes",
          "steps", "host_us", "latency_us", "transfer_us", "sync_us", "estimate_us", "serial")
@@ -164,7 +164,7 @@ def estimates(full: bool) -> dict[str, Any]:
 
 def fitted() -> dict[str, Any]:
     """The refit on every published table, and each published point judged with it."""
-    from distlab.collectives.model.nccl import fit_execution as fx
+    from distlab.nccl import fit_execution as fx
 
     c = fx.refit(fx.calibration_points())
     judged = (fx.judge(fx.calibration_points(), c) + fx.judge(fx.multinode_points(), c)

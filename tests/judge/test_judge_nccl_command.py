@@ -36,8 +36,8 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
 
 
 def test_published_labels_are_never_cut(capsys) -> None:
-    from distlab.collectives.model.nccl.fit_execution import judge as judge_points
-    from distlab.collectives.model.nccl.fit_execution import (
+    from distlab.nccl.fit_execution import judge as judge_points
+    from distlab.nccl.fit_execution import (
         multinode_points,
         shipped_constants,
         summarize,

@@ -17,8 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.family import nccl_collective
 from distlab.judge.trace_command import judge_trace, judgement_json, main, report_lines
 from distlab.judge.trace_model import (
     P2P_LL_THRESHOLD_BYTES,
@@ -26,6 +24,8 @@ from distlab.judge.trace_model import (
     KernelPrice,
     price_collectives,
 )
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.family import nccl_collective
 from distlab.plan.collectives import p2p_seconds
 from distlab.plan.layout import hardware
 from distlab.trace.collectives import (

@@ -61,7 +61,7 @@ def test_one_line_why_not_priced(tmp_path, kw, why) -> None:
 
 def test_published_a100_trace() -> None:
     """Its 15 all-reduce and 6 broadcast kernels are all priced, each by its own model."""
-    from distlab.collectives.model.nccl.family import nccl_collective
+    from distlab.nccl.family import nccl_collective
 
     run = read_run(RESULTS / "traces" / "hta_a100_2ranks_rank0")
     prices = _judge(run)

@@ -106,9 +106,9 @@ def test_new_boxes_and_networks_are_priced(capsys) -> None:
 
 def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement(
         capsys, tmp_path) -> None:
-    from distlab.collectives.model.nccl.boxes import GPU_BOXES
-    from distlab.collectives.model.nccl.multinode import NETWORKS
-    from distlab.collectives.model.nccl.versions import NCCL_VERSIONS
+    from distlab.nccl.boxes import GPU_BOXES
+    from distlab.nccl.multinode import NETWORKS
+    from distlab.nccl.versions import NCCL_VERSIONS
 
     out = tmp_path / "boxes.json"
     assert nccl_main(["--boxes", "--json", str(out)]) == 0

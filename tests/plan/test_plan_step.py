@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.collectives.model.nccl.execution import nccl_execution
+from distlab.nccl.execution import nccl_execution
 from distlab.pipeline_parallel.cost import bubble_fraction
 from distlab.plan.calibration import ComputeRate
 from distlab.plan.layout import Layout, hardware

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.family import nccl_collective
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.family import nccl_collective
 from distlab.tensor_parallel.cost import (
     BACKWARD,
     FORWARD,

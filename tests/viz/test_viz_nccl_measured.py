@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.collectives.model.nccl import fit_execution as fit
-from distlab.collectives.model.nccl.estimate import busbw_gbps
-from distlab.collectives.model.nccl.execution import nccl_execution
+from distlab.nccl import fit_execution as fit
+from distlab.nccl.estimate import busbw_gbps
+from distlab.nccl.execution import nccl_execution
 from distlab.viz.figure import DisplayFigure, figure_png
 from distlab.viz.nccl_measured import nccl_choice_figure, nccl_nodes_figure, nccl_tables_figure
 

@@ -18,7 +18,7 @@ calibration's per-size series) plus the calibrated per-call overhead
 (:mod:`distlab.collectives.model.predict`); for builtin under gloo the schedule is gloo's own ring
 (:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`); builtin under NCCL is left empty (NCCL
 picks its algorithm inside; :func:`distlab.collectives.predict_builtin` models it for the GPU boxes
-of :mod:`distlab.collectives.model.nccl.boxes`, not for the GPUs at hand); error% = (measured -
+of :mod:`distlab.nccl.boxes`, not for the GPUs at hand); error% = (measured -
 predicted) / predicted, where measured is the row's ``--statistic`` (default the mean: the model
 adds step costs, and costs add as means do, not as medians; the calibration measured in the rounds
 is fitted on the same statistic of its own rounds,

@@ -23,7 +23,8 @@ Sub-packages, each importing only the ones before it (a test enforces the order)
   :mod:`~.model.calibration` (fitted from timed rounds), :mod:`~.model.rates` (per-size prices),
   :mod:`~.model.predict` (one call, builtin included), :mod:`~.model.compare` (winners and
   crossovers), :mod:`~.model.choice` (the options a call leaves unset), :mod:`~.model.presets`
-  (link presets), :mod:`~.model.nccl` (NCCL's own estimate and GPU boxes).
+  (link presets). NCCL's own estimate and GPU boxes are a package of their own,
+  :mod:`distlab.nccl`.
 - :mod:`.runtime`: plans executed on real ``torch.distributed`` ranks. Everything else here is
   pure: no process group, no ``torch.distributed``.
 """

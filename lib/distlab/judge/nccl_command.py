@@ -13,7 +13,7 @@ allreduce with an algorithm switched off, and whether the model makes the choice
 NCCL made (both out of sample too); the tables are :mod:`distlab.judge.nccl_published`'s.
 ``--write`` refits the constants on every published table and writes them to PATH (default
 ``execution_calibration.json`` in the current folder, never into the installed package); copy
-it over ``lib/distlab/collectives/model/nccl/execution_calibration.json`` in a checkout to ship
+it over ``lib/distlab/nccl/execution_calibration.json`` in a checkout to ship
 it.
 ``--boxes`` lists every box, network and NCCL release the model knows, where each constant
 comes from and how published tables judge it (n tables, points, median and p90 |error|; the

@@ -86,10 +86,10 @@ def published_lines(*, write: str | PathLike[str] | None = None,
     leave-one-source-out (and the constants; refitted first and written to the file ``write``
     names where one is given, never into the installed package).
     ``inside`` / ``outside``: the points already judged in sample / leave-one-source-out
-    (:func:`~distlab.collectives.model.nccl.fit_execution.judge`,
-    :func:`~distlab.collectives.model.nccl.fit_execution.leave_one_source_out`), so a caller
+    (:func:`~distlab.nccl.fit_execution.judge`,
+    :func:`~distlab.nccl.fit_execution.leave_one_source_out`), so a caller
     that holds them does not judge them again; ``None`` judges them here."""
-    from distlab.collectives.model.nccl.fit_execution import (
+    from distlab.nccl.fit_execution import (
         CONSTANT_NAMES,
         calibration_points,
         judge,
@@ -128,7 +128,7 @@ def multinode_lines(constants: Any = None) -> list[str]:
     """Errors of the model on every published table beyond one 8-GPU box the project holds
     (``allreduce_multinode``: nodes of 8 GPUs, GB200 racks and hosts; out of sample: no constant
     is fitted on them), one line per table, then all."""
-    from distlab.collectives.model.nccl.fit_execution import (
+    from distlab.nccl.fit_execution import (
         judge,
         multinode_points,
         shipped_constants,
@@ -147,7 +147,7 @@ def collective_lines(constants: Any = None) -> list[str]:
     """The model on every published point of another collective or of an allreduce with an
     algorithm switched off, one line each (out of sample: no constant is fitted on them), then
     each published statement of NCCL's choice beside the model's choice at the same sizes."""
-    from distlab.collectives.model.nccl.fit_execution import (
+    from distlab.nccl.fit_execution import (
         collective_points,
         judge_collectives,
         published_choices,
@@ -177,7 +177,7 @@ def choice_agreement(stated: dict[str, Any]) -> list[tuple[str, str, str]]:
     """For one published statement of NCCL's choice (``nccl_choice_8gpu``): per stated range,
     ``(stated algorithm/protocol, its sizes, the model's choices there)``, over every power of
     two from 32 KiB to 16 GiB."""
-    from distlab.collectives.model.nccl.estimate import nccl_allreduce
+    from distlab.nccl.estimate import nccl_allreduce
 
     sizes = [1 << k for k in range(15, 35)]
     made = {c.nbytes: f"{c.algorithm}/{c.protocol}" for c in nccl_allreduce(

@@ -11,11 +11,11 @@ and size, with NCCL's algorithm and protocol, and the error ``(measured - model)
 
 What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of the box):
 
-- ``all_reduce``: :func:`~distlab.collectives.model.nccl.execution.nccl_execution` (the time of
+- ``all_reduce``: :func:`~distlab.nccl.execution.nccl_execution` (the time of
   the execution NCCL chooses, ``harness="torch"``; the same number as
   ``predict_builtin(box, n, [nbytes], nccl_model="measured")``), at the trace's NCCL release;
 - ``all_gather``, ``reduce_scatter``, ``broadcast``:
-  :func:`~distlab.collectives.model.nccl.family.nccl_collective` (NCCL 2.28's tuning; a trace of
+  :func:`~distlab.nccl.family.nccl_collective` (NCCL 2.28's tuning; a trace of
   another release says so in its note);
 - ``reduce``: as a broadcast of the same bytes (NCCL's tuner gives reduce and broadcast the same
   ring steps and latency; the reduction's arithmetic is not modelled; the note says so);
@@ -46,10 +46,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.family import nccl_collective
-from distlab.collectives.model.nccl.versions import (
+from distlab.nccl.boxes import GPU_BOXES
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.family import nccl_collective
+from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NcclVersionWarning,
     release_key,

@@ -14,7 +14,7 @@ Per size: NCCL's algorithm and protocol (its estimate's cheapest), channels laun
 bytes, pipeline steps, NCCL's own estimate, the predicted measured time, its bus bandwidth, and
 what bounds it (``host``: the harness cannot enqueue faster; ``gpu``; under ``torch-isolated``,
 which times one call at a time, the larger of the two terms that add). The model is
-:mod:`distlab.collectives.model.nccl.execution` (NCCL 2.18 to 2.30; a release the model does
+:mod:`distlab.nccl.execution` (NCCL 2.18 to 2.30; a release the model does
 not hold is priced with its neighbour, which one line on stderr and ``--json``'s
 ``nccl_version`` say). ``--boxes`` lists every box, network and release the model knows, where
 its constants come from and how published tables judge it (:mod:`distlab.nccl.inventory`).
@@ -30,16 +30,16 @@ from collections.abc import Sequence
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.execution import HARNESSES
-from distlab.collectives.model.nccl.family import FAMILY
-from distlab.collectives.model.nccl.multinode import NETWORKS
-from distlab.collectives.model.nccl.versions import (
+from distlab.nccl.boxes import GPU_BOXES
+from distlab.nccl.choice import DEFAULT_SIZES, choice_json, choice_lines
+from distlab.nccl.execution import HARNESSES
+from distlab.nccl.family import FAMILY
+from distlab.nccl.multinode import NETWORKS
+from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
     resolve_nccl_version,
 )
-from distlab.nccl.choice import DEFAULT_SIZES, choice_json, choice_lines
 from distlab.report.jsonfile import write_json
 from distlab.vocabulary import collective_name, nccl_release
 
@@ -51,7 +51,7 @@ PROG = "python -m distlab.nccl"
 def _release(text: str) -> str:
     """``--nccl-version``'s ``type=``: a release as NCCL prints it (``2.26``, ``2.26.2``,
     ``v2.26.2-1``, ``2.26.2+cuda12.8``), kept as written; one the model does not hold is priced
-    with its neighbour (:func:`~distlab.collectives.model.nccl.versions.resolve_nccl_version`)."""
+    with its neighbour (:func:`~distlab.nccl.versions.resolve_nccl_version`)."""
     try:
         nccl_release(text)
     except ValueError:

@@ -3,8 +3,8 @@
 One row per buffer size: NCCL's algorithm and protocol (its estimate's cheapest), channels
 launched, chunk bytes, pipeline steps, NCCL's own estimate (us), the predicted measured time
 (us), its bus bandwidth (GB/s, nccl-tests' definition) and, for an allreduce, what bounds it
-(``host`` or ``gpu``). The model is :mod:`distlab.collectives.model.nccl.execution` (allreduce,
-one or several nodes) and :mod:`distlab.collectives.model.nccl.family` (all-gather,
+(``host`` or ``gpu``). The model is :mod:`distlab.nccl.execution` (allreduce,
+one or several nodes) and :mod:`distlab.nccl.family` (all-gather,
 reduce-scatter, broadcast on one node, NCCL 2.28.9). Tables are printed by
 :func:`distlab.report.table.format_table`, at most 110 columns wide.
 """
@@ -15,11 +15,11 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from distlab.collectives.model.nccl import versions
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.multinode import NETWORKS
-from distlab.collectives.model.nccl.versions import NcclVersion, resolve_nccl_version
+from distlab.nccl import versions
+from distlab.nccl.boxes import GPU_BOXES
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.multinode import NETWORKS
+from distlab.nccl.versions import NcclVersion, resolve_nccl_version
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import collective_name, size_label
 
@@ -54,7 +54,7 @@ def choice_rows(box: str, world_size: int, sizes: Sequence[int], harness: str,
                 network: str | None = None) -> list[dict[str, Any]]:
     """One dict per size of the allreduce on ``nodes`` x ``box`` (``world_size`` GPUs in all,
     ``network`` between nodes): the terms of
-    :class:`~distlab.collectives.model.nccl.execution.Execution` (``nbytes``, ``algorithm``,
+    :class:`~distlab.nccl.execution.Execution` (``nbytes``, ``algorithm``,
     ``protocol``, ``channels``, ``chunk_bytes``, ``steps``, ``estimate_us``, ``predicted_us``,
     ``busbw_gbps`` in GB/s, ``bound``)."""
     return [{"nbytes": e.nbytes, "algorithm": e.algorithm, "protocol": e.protocol,
@@ -124,7 +124,7 @@ def choice_json(box: str, world_size: int, sizes: Sequence[int], harness: str,
 
 def _family_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
                   collective: str) -> list[str]:
-    from distlab.collectives.model.nccl.family import nccl_collective
+    from distlab.nccl.family import nccl_collective
 
     rows = [{"nbytes": r.nbytes, "algorithm": r.algorithm, "protocol": r.protocol,
              "channels": r.channels, "chunk_bytes": r.chunk_bytes, "steps": r.steps,

@@ -1,9 +1,9 @@
 """Every box, network and NCCL release the model knows, where its constants come from and how it
 was judged (a report module; ``python -m distlab.nccl --boxes``).
 
-For each GPU box (:data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES`), network
-(:data:`~distlab.collectives.model.nccl.multinode.NETWORKS`) and release
-(:data:`~distlab.collectives.model.nccl.versions.NCCL_VERSIONS`): the published tables that judge
+For each GPU box (:data:`~distlab.nccl.boxes.GPU_BOXES`), network
+(:data:`~distlab.nccl.multinode.NETWORKS`) and release
+(:data:`~distlab.nccl.versions.NCCL_VERSIONS`): the published tables that judge
 it, their points, and the median and 90th percentile of the absolute time error. One-node tables
 are judged leave-one-source-out (each source priced with constants fitted on the others: the
 same judgement as ``python -m distlab.judge nccl --published``); multi-node tables are judged out
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distlab.collectives.model.nccl.boxes import GPU_BOXES, NCCL_TAG
-from distlab.collectives.model.nccl.multinode import NETWORKS
-from distlab.collectives.model.nccl.versions import NCCL_VERSIONS, resolve_nccl_version
+from distlab.nccl.boxes import GPU_BOXES, NCCL_TAG
+from distlab.nccl.multinode import NETWORKS
+from distlab.nccl.versions import NCCL_VERSIONS, resolve_nccl_version
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary
@@ -59,7 +59,7 @@ class Judged:
 
     @classmethod
     def of(cls, judged: Sequence[Any]) -> Judged:
-        """From :class:`~distlab.collectives.model.nccl.fit_execution.JudgedPoint` s."""
+        """From :class:`~distlab.nccl.fit_execution.JudgedPoint` s."""
         if not judged:
             return cls(0, 0, None, None)
         s = ErrorSummary.of(j.error_pct for j in judged)
@@ -80,7 +80,7 @@ def _group(judged: Iterable[Any], key_of: dict[str, str]) -> dict[str, list[Any]
 
 def boxes_report() -> dict[str, Any]:
     """Every box, network and release with its source and judgement (JSON-ready)."""
-    from distlab.collectives.model.nccl import fit_execution as fx
+    from distlab.nccl import fit_execution as fx
 
     single = fx.calibration_points()
     multi = fx.multinode_points()

@@ -37,7 +37,7 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
-from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.nccl.multinode import NETWORKS
 from distlab.plan.layout import GPU_KINDS, PRECISIONS, hardware, parse_layout
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import LayoutPrice, Plan, plan, price

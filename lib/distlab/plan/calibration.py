@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
+from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware
 
 __all__ = ["SHIPPED", "ComputeRate", "rate_key", "shipped_rate"]

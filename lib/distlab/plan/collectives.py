@@ -1,7 +1,7 @@
 """The collectives and point-to-point transfers of a layout, priced on the hardware.
 
 Every collective of a parallel group is priced by distlab's NCCL model for the GPU's box
-(:mod:`distlab.collectives.model.nccl`): on one node its execution model (allreduce) or its
+(:mod:`distlab.nccl`): on one node its execution model (allreduce) or its
 all-gather / reduce-scatter / broadcast model; across nodes its multi-node allreduce model
 over the hardware's network, an all-gather or reduce-scatter there as half the allreduce of the
 same bytes (the model holds no multi-node all-gather; a reduce-scatter plus an all-gather is an
@@ -19,10 +19,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from distlab._checks import check_choice, check_int
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.family import nccl_collective
-from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.nccl.boxes import GPU_BOXES
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.family import nccl_collective
+from distlab.nccl.multinode import NETWORKS
 from distlab.plan.layout import GroupSpan, Hardware
 from distlab.vocabulary import collective_name
 

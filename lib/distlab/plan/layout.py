@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from distlab._checks import check_bool, check_choice, check_int
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.nccl.boxes import GPU_BOXES
+from distlab.nccl.multinode import NETWORKS
 from distlab.pipeline_parallel.schedules.registry import schedule_name
 
 __all__ = ["COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE", "GpuKind",
@@ -68,7 +68,7 @@ class GpuKind:
         memory_bytes: memory a process can use, bytes (what ``nvidia-smi`` reports as total).
         peak_flops: dense 16-bit (bf16/fp16) tensor-core peak, FLOP/s, from the data sheet.
         box: the key of the 8-GPU box in
-            :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES` whose NCCL model prices
+            :data:`~distlab.nccl.boxes.GPU_BOXES` whose NCCL model prices
             its collectives.
         source: where the two figures come from.
     """
@@ -131,7 +131,7 @@ class Hardware:
         gpus: GPUs in all.
         gpus_per_node: GPUs in each node (at most the NCCL box's).
         network: between nodes, a key of
-            :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`; ``None`` on one node.
+            :data:`~distlab.nccl.multinode.NETWORKS`; ``None`` on one node.
     """
 
     gpu: GpuKind

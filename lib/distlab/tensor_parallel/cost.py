@@ -34,7 +34,7 @@ Sizes: every :class:`TPCollective` carries ``nbytes``, the *whole* tensor of the
 contributes ``nbytes / t``); for reduce-scatter the input each rank reduces (each rank keeps
 ``nbytes / t``). This is nccl-tests' size, and how distlab's collective models take sizes
 (:mod:`distlab.collectives.plan.semantics`: the whole gathered buffer of ``p`` blocks;
-:func:`distlab.collectives.model.nccl.family.nccl_collective`: NCCL's ``nBytes``).
+:func:`distlab.nccl.family.nccl_collective`: NCCL's ``nBytes``).
 :attr:`TPCollective.bytes_per_rank` is what a rank sends in a bandwidth-optimal (ring)
 algorithm: ``nbytes`` times nccl-tests' bus bandwidth factor
 (:func:`distlab.vocabulary.busbw_factor`).
@@ -50,13 +50,13 @@ Prices (:func:`price_layer`), seconds per call, nothing overlapped with compute:
   prices ZeRO's. gloo's own all-reduce has a schedule of its own
   (:func:`distlab.collectives.model.predict.predict_builtin`), but its all-gather and
   reduce-scatter have none, so one model prices all three and the two layouts compare on it.
-- a GPU box (a name of :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES` or a
-  :class:`~distlab.collectives.model.nccl.boxes.GpuBox`), one node: NCCL's measured-time model
+- a GPU box (a name of :data:`~distlab.nccl.boxes.GPU_BOXES` or a
+  :class:`~distlab.nccl.boxes.GpuBox`), one node: NCCL's measured-time model
   (the time of the execution NCCL chooses, NCCL 2.28.9): the all-reduce by
-  :func:`~distlab.collectives.model.nccl.execution.nccl_execution`, all-gather and
-  reduce-scatter by :func:`~distlab.collectives.model.nccl.family.nccl_collective`.
+  :func:`~distlab.nccl.execution.nccl_execution`, all-gather and
+  reduce-scatter by :func:`~distlab.nccl.family.nccl_collective`.
 - a GPU box across ``nodes`` nodes (``tp / nodes`` GPUs on each, joined by ``network``, a key of
-  :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`): the all-reduce by NCCL's
+  :data:`~distlab.nccl.multinode.NETWORKS`): the all-reduce by NCCL's
   multi-node model (``nccl_execution(..., nodes=, network=)``). distlab has no multi-node
   all-gather or reduce-scatter model, so each is priced as half that all-reduce of the same
   ``nbytes`` (a ring all-reduce is one of each, moving half its bytes each); the row's
@@ -82,11 +82,11 @@ from typing import Any
 from distlab._checks import check_bool, check_choice, check_int
 from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, build_plan
 from distlab.collectives.model.cost import cost
-from distlab.collectives.model.nccl.boxes import GPU_BOXES, GpuBox, gpu_box
-from distlab.collectives.model.nccl.execution import HARNESSES, nccl_execution
-from distlab.collectives.model.nccl.family import nccl_collective
-from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.collectives.model.presets import PRESETS, LinkPreset, get_preset, loopback_preset
+from distlab.nccl.boxes import GPU_BOXES, GpuBox, gpu_box
+from distlab.nccl.execution import HARNESSES, nccl_execution
+from distlab.nccl.family import nccl_collective
+from distlab.nccl.multinode import NETWORKS
 from distlab.vocabulary import busbw_factor, collective_name
 
 __all__ = ["BACKWARD", "FORWARD", "PASSES", "LayerPrice", "PricedCollective", "TPCollective",
@@ -347,14 +347,14 @@ def price_layer(shape: TransformerShape, tp: int, sequence_parallel: bool = Fals
         box: ``None``: gloo on the machine of the shipped ``loopback`` calibration; a
             :class:`~distlab.collectives.model.presets.LinkPreset` or a name of
             :data:`~distlab.collectives.model.presets.PRESETS`: distlab's plans on that link;
-            a GPU box (a name of :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES` or a
+            a GPU box (a name of :data:`~distlab.nccl.boxes.GPU_BOXES` or a
             ``GpuBox``): NCCL's model (see the module docstring for which prices what).
         nodes: nodes the ``tp`` ranks span (a GPU box only): ``tp / nodes`` GPUs on each,
             at most the box's GPUs.
         network: with ``nodes > 1``, a key of
-            :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`; ``None`` otherwise.
+            :data:`~distlab.nccl.multinode.NETWORKS`; ``None`` otherwise.
         harness: on a GPU box, how calls are issued (a key of
-            :data:`~distlab.collectives.model.nccl.execution.HARNESSES`; ``"torch"``: one
+            :data:`~distlab.nccl.execution.HARNESSES`; ``"torch"``: one
             process per GPU, back to back).
     """
     calls = layer_collectives(shape, tp, sequence_parallel, regather_inputs=regather_inputs)

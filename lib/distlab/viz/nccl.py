@@ -1,6 +1,6 @@
 """NCCL's own allreduce on GPU boxes we cannot reach, drawn beside published measurements.
 
-One panel (row) per :class:`~distlab.collectives.model.nccl.boxes.GpuBox` preset: the bus bandwidth
+One panel (row) per :class:`~distlab.nccl.boxes.GpuBox` preset: the bus bandwidth
 of NCCL's estimate for the (algorithm, protocol) it picks (solid line, one marker shape per pick),
 the estimate of every other candidate it compared (thin dashed; a pair's picked markers and its
 estimate share one colour), legends at 8 pt, and the published 8-GPU points
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
-from distlab.collectives.model.nccl.boxes import gpu_box
-from distlab.collectives.model.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
+from distlab.nccl.boxes import gpu_box
+from distlab.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
 from distlab.viz.axes import bytes_axis, plain_log_axis
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colours, nccl_pair

@@ -42,8 +42,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from distlab.collectives.model.nccl.multinode import NETWORKS
 from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
+from distlab.nccl.multinode import NETWORKS
 from distlab.plan.__main__ import COLUMNS, plan_rows
 from distlab.plan.layout import GPU_KINDS, Layout, hardware
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
@@ -489,7 +489,7 @@ class PlannerExplorer(Explorer):
 
     Controls: ``model`` (a preset of :data:`~distlab.plan.model.PRESETS`), ``gpus``, ``gpu``
     (a kind of :data:`~distlab.plan.layout.GPU_KINDS`), ``network`` (between nodes, a key of
-    :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`; off on one node),
+    :data:`~distlab.nccl.multinode.NETWORKS`; off on one node),
     ``seq_len`` and ``global_batch`` (sequences per step). Each change runs
     :func:`~distlab.plan.planner.plan` (under a second for an 8B model on a few nodes; several
     seconds for a 70B-class model on 64 GPUs or more on a 2-core machine, the first time: the

@@ -27,8 +27,8 @@ import ipywidgets as w
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import NullLocator
 
-from distlab.collectives.model.nccl.boxes import GPU_BOXES
-from distlab.collectives.model.nccl.multinode import NETWORKS
+from distlab.nccl.boxes import GPU_BOXES
+from distlab.nccl.multinode import NETWORKS
 from distlab.tensor_parallel.cost import PASSES, TransformerShape, check_tp, price_layer
 from distlab.tensor_parallel.demo import TPRun
 from distlab.tensor_parallel.memory import layer_activation_bytes

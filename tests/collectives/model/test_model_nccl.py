@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.collectives.model.nccl import estimate as M
-from distlab.collectives.model.nccl.boxes import GPU_BOXES, GpuBox, nccl_graphs
+from distlab.nccl import estimate as M
+from distlab.nccl.boxes import GPU_BOXES, GpuBox, nccl_graphs
 from distlab.profile.load import published
 
 PRESETS = sorted(GPU_BOXES)

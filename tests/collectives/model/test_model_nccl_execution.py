@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives import predict_builtin
-from distlab.collectives.model.nccl import fit_execution as fit
-from distlab.collectives.model.nccl.estimate import nccl_allreduce
-from distlab.collectives.model.nccl.execution import (
+from distlab.nccl import fit_execution as fit
+from distlab.nccl.estimate import nccl_allreduce
+from distlab.nccl.execution import (
     BUFFER_BYTES,
     HARNESSES,
     MAX_THREADS,
@@ -178,7 +178,7 @@ def test_the_model_beats_ncclss_estimate_on_the_published_tables() -> None:
 
 
 def _estimate_comparison(points):
-    from distlab.collectives.model.nccl.estimate import compare_published
+    from distlab.nccl.estimate import compare_published
     return compare_published(points)
 
 

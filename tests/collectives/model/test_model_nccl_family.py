@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.collectives.model.nccl import fit_execution
-from distlab.collectives.model.nccl.boxes import gpu_box
-from distlab.collectives.model.nccl.execution import ExecutionConstants, nccl_execution
-from distlab.collectives.model.nccl.family import _candidates, nccl_collective
 from distlab.judge.nccl_published import choice_agreement
+from distlab.nccl import fit_execution
+from distlab.nccl.boxes import gpu_box
+from distlab.nccl.execution import ExecutionConstants, nccl_execution
+from distlab.nccl.family import _candidates, nccl_collective
 
 ZERO = ExecutionConstants(0.0, 0.0, 0.0, 0.0)
 

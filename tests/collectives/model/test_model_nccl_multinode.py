@@ -8,9 +8,9 @@ import math
 import pytest
 
 from distlab.collectives import predict_builtin
-from distlab.collectives.model.nccl.boxes import GPU_BOXES, gpu_box
-from distlab.collectives.model.nccl.execution import nccl_execution, shipped_constants
-from distlab.collectives.model.nccl.multinode import (
+from distlab.nccl.boxes import GPU_BOXES, gpu_box
+from distlab.nccl.execution import nccl_execution, shipped_constants
+from distlab.nccl.multinode import (
     NETWORKS,
     multinode_choices,
     multinode_graphs,
@@ -120,7 +120,7 @@ def test_every_network_preset_prices_every_box() -> None:
 
 
 def test_published_multi_node_points_are_whole_and_consistent() -> None:
-    from distlab.collectives.model.nccl.fit_execution import calibration_points, multinode_points
+    from distlab.nccl.fit_execution import calibration_points, multinode_points
     from distlab.profile.load import published
 
     sources = published()["allreduce_multinode_sources"]
@@ -148,7 +148,7 @@ def test_published_multi_node_points_are_whole_and_consistent() -> None:
 def test_multi_node_model_on_the_published_tables_meets_the_median_target() -> None:
     """Judged out of sample (median |error| <= 20% over all); every table is priced, and the
     forced-Ring tables run NCCL's ring."""
-    from distlab.collectives.model.nccl.fit_execution import (
+    from distlab.nccl.fit_execution import (
         judge,
         multinode_points,
         shipped_constants,
@@ -170,9 +170,9 @@ def test_multi_node_model_on_the_published_tables_meets_the_median_target() -> N
 def test_two_nodes_never_move_more_than_their_nics_carry(box: str, network: str) -> None:
     """A tree across two nodes sends each node's partial sum out whole and takes the result back
     whole: busbw <= 2 (n - 1) / n x the node's NIC GB/s, whatever NCCL's estimate assumed."""
-    from distlab.collectives.model.nccl.boxes import GPU_BOXES
-    from distlab.collectives.model.nccl.execution import nccl_execution
-    from distlab.collectives.model.nccl.multinode import NETWORKS
+    from distlab.nccl.boxes import GPU_BOXES
+    from distlab.nccl.execution import nccl_execution
+    from distlab.nccl.multinode import NETWORKS
     from distlab.vocabulary import busbw_factor
 
     n = 2 * GPU_BOXES[box].gpus

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.collectives.model.nccl.estimate import BASE_LATENCY_US
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.multinode import (
+from distlab.nccl.estimate import BASE_LATENCY_US
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.multinode import (
     multinode_choices,
     multinode_table,
     nvls_tree_latency_us,
     tree_fill_sync_us,
 )
-from distlab.collectives.model.nccl.per_size import NCCL_STEPS, shipped_constants
-from distlab.collectives.model.nccl.versions import NCCL_VERSIONS, nccl_version
+from distlab.nccl.per_size import NCCL_STEPS, shipped_constants
+from distlab.nccl.versions import NCCL_VERSIONS, nccl_version
 
 
 def test_nvls_tree_net_hop_per_release() -> None:
@@ -97,7 +97,7 @@ JUDGED = {
 
 
 def test_judged_errors_per_published_table_are_the_reported_ones() -> None:
-    from distlab.collectives.model.nccl.fit_execution import (
+    from distlab.nccl.fit_execution import (
         judge,
         multinode_points,
         summarize,

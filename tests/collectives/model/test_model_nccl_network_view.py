@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab.collectives.model.nccl.boxes import gpu_box
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.multinode import (
+from distlab.nccl.boxes import gpu_box
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.multinode import (
     NETWORKS,
     multinode_graphs,
     multinode_table,
     net_hop_us,
     nvls_tree_fill_us,
 )
-from distlab.collectives.model.nccl.versions import NCCL_VERSIONS
+from distlab.nccl.versions import NCCL_VERSIONS
 
 
 @pytest.mark.parametrize(("net", "release", "devices"), [
@@ -195,7 +195,7 @@ def test_a_node_with_few_gpus_moves_through_their_nics_only(net: str) -> None:
     """g of a box's 8 GPUs per node reach g of its 8 rails (one NIC per GPU; PXN would need the
     other GPUs' ranks): two nodes of one GPU each move 1 GiB no faster than one NIC allows, and
     more GPUs per node never make the network slower."""
-    from distlab.collectives.model.nccl.multinode import NETWORKS, usable_devices
+    from distlab.nccl.multinode import NETWORKS, usable_devices
 
     nw = NETWORKS[net]
     box = gpu_box("h100_sxm8" if net != "ib_hdr200x8" else "a100_sxm8")

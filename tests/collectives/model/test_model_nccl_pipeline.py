@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from distlab.collectives.model.nccl import (
+from distlab.nccl import (
     boxes,
     estimate,
     execution,
@@ -22,8 +22,8 @@ from distlab.collectives.model.nccl import (
     per_size,
     versions,
 )
-from distlab.collectives.model.nccl.boxes import GPU_BOXES, GpuBox, gpu_box
-from distlab.collectives.model.nccl.per_size import (
+from distlab.nccl.boxes import GPU_BOXES, GpuBox, gpu_box
+from distlab.nccl.per_size import (
     HARNESSES,
     NCCL_STEPS,
     Channels,
@@ -35,7 +35,7 @@ from distlab.collectives.model.nccl.per_size import (
     pick_of,
     run_size,
 )
-from distlab.collectives.model.nccl.published import published_tables
+from distlab.nccl.published import published_tables
 from distlab.profile.load import published
 from helpers.paths import ROOT
 

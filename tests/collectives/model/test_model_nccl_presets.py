@@ -8,14 +8,14 @@ import math
 import pytest
 
 from distlab.collectives import predict_builtin
-from distlab.collectives.model.nccl.boxes import GPU_BOXES, gpu_box, nccl_graphs
-from distlab.collectives.model.nccl.execution import (
+from distlab.nccl.boxes import GPU_BOXES, gpu_box, nccl_graphs
+from distlab.nccl.execution import (
     HARNESSES,
     nccl_execution,
     nvls_channels,
     shipped_constants,
 )
-from distlab.collectives.model.nccl.multinode import NETWORKS, multinode_graphs
+from distlab.nccl.multinode import NETWORKS, multinode_graphs
 
 SIZES = [1 << k for k in range(12, 35, 2)]
 

@@ -9,9 +9,9 @@ import warnings
 import pytest
 
 from distlab.collectives import predict_builtin
-from distlab.collectives.model.nccl.estimate import nccl_allreduce, tuning_table
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.versions import (
+from distlab.nccl.estimate import nccl_allreduce, tuning_table
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
     NcclVersionWarning,

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from distlab.collectives import Schedule, Step, Transfer, build, cost, predict_builtin, step_costs
 from distlab.collectives.algorithms.allreduce.gloo_ring import gloo_ring
 from distlab.collectives.model.calibration import fit_calibration, pattern_terms
-from distlab.collectives.model.nccl.estimate import predict_nccl_allreduce
 from distlab.collectives.model.predict import (
     CallModel,
     builtin_schedule,
@@ -18,6 +17,7 @@ from distlab.collectives.model.predict import (
     call_model,
 )
 from distlab.collectives.model.rates import SizeRates
+from distlab.nccl.estimate import predict_nccl_allreduce
 
 A, B, G, H = 10e-6, 1e-9, 2e-10, 30e-6
 

@@ -11,8 +11,8 @@ stores its per-size series, the per-size prices of :mod:`distlab.collectives.mod
 ``"builtin"`` means the backend's own allreduce: for gloo (CPU tensors) the schedule of
 :mod:`distlab.collectives.algorithms.allreduce.gloo_ring` with its pipeline of two iterations in
 flight, priced as below (distlab's per-call overhead left out, see :meth:`CallModel.seconds`); for
-NCCL on a GPU box of :mod:`distlab.collectives.model.nccl.boxes`, NCCL's own tuning model
-(:mod:`distlab.collectives.model.nccl.estimate`).
+NCCL on a GPU box of :mod:`distlab.nccl.boxes`, NCCL's own tuning model
+(:mod:`distlab.nccl.estimate`).
 
 How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
 thread: per iteration it posts a send and a receive, waits, and reduces in C++, where distlab's
@@ -56,11 +56,11 @@ from distlab.collectives.algorithms.allreduce.gloo_ring import gloo_ring
 from distlab.collectives.algorithms.registry import BUILTIN, build, is_builtin, options_of
 from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.model.cost import DUPLEX, cost
-from distlab.collectives.model.nccl.boxes import GPU_BOXES, GpuBox
-from distlab.collectives.model.nccl.estimate import predict_nccl_allreduce
 from distlab.collectives.model.presets import _packaged_calibration
 from distlab.collectives.model.rates import SizeRates, size_rates
 from distlab.collectives.plan.schedule import Schedule
+from distlab.nccl.boxes import GPU_BOXES, GpuBox
+from distlab.nccl.estimate import predict_nccl_allreduce
 from distlab.report.jsonfile import read_json
 from distlab.vocabulary import dtype_bytes
 
@@ -254,38 +254,38 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         preset: a gloo calibration (a :class:`~distlab.collectives.model.calibration.Calibration`,
             its dict, or ``"loopback"``: the one shipped with distlab): gloo's ring
             (:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`) costed with it; or a GPU box
-            (a :class:`~distlab.collectives.model.nccl.boxes.GpuBox` or a name of
-            :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES`): NCCL's own choice and estimate
-            (:func:`~distlab.collectives.model.nccl.estimate.predict_nccl_allreduce`).
+            (a :class:`~distlab.nccl.boxes.GpuBox` or a name of
+            :data:`~distlab.nccl.boxes.GPU_BOXES`): NCCL's own choice and estimate
+            (:func:`~distlab.nccl.estimate.predict_nccl_allreduce`).
         world_size: ranks (>= 1).
         sizes_bytes: buffer sizes in bytes (multiples of ``itemsize`` for a calibration).
         itemsize: bytes per element (gloo segments by bytes; NCCL's model is per byte).
         nccl_model: on a GPU box, ``"estimate"`` (NCCL's own tuning estimate, what it minimizes
             to choose) or ``"measured"`` (the time of the execution it chooses:
-            :mod:`~distlab.collectives.model.nccl.execution`, calibrated on published tables).
+            :mod:`~distlab.nccl.execution`, calibrated on published tables).
         harness: with ``nccl_model="measured"``, how the calls are issued (a key of
-            :data:`~distlab.collectives.model.nccl.execution.HARNESSES`).
+            :data:`~distlab.nccl.execution.HARNESSES`).
         nccl_version: on a GPU box, the NCCL release (``"2.18"`` ... ``"2.30"``, or as NCCL
             prints it, ``"2.29.7+cuda12.9"``); ``None``: 2.28.9, torch 2.11's. A release the
             model does not hold is priced with its neighbour, with a one-line
-            :class:`~distlab.collectives.model.nccl.versions.NcclVersionWarning`.
+            :class:`~distlab.nccl.versions.NcclVersionWarning`.
         nodes, network: on a GPU box, ``nodes`` boxes joined by the network preset ``network``
-            (:data:`~distlab.collectives.model.nccl.multinode.NETWORKS`); ``world_size`` is then
+            (:data:`~distlab.nccl.multinode.NETWORKS`); ``world_size`` is then
             the GPUs of all nodes (NCCL 2.28.9's multi-node model, the release's Blackwell rows).
     """
     world_size = check_int("world_size", world_size, minimum=1)
     check_choice("nccl_model", nccl_model, ("estimate", "measured"))
     if isinstance(preset, GpuBox) or (isinstance(preset, str) and preset in GPU_BOXES):
         if nccl_model == "measured":
-            from distlab.collectives.model.nccl.execution import predict_nccl_measured
+            from distlab.nccl.execution import predict_nccl_measured
             return predict_nccl_measured(preset, world_size, sizes_bytes, harness=harness,
                                          nccl_version=nccl_version, nodes=nodes,
                                          network=network)
         if nodes != 1 or network is not None:
-            from distlab.collectives.model.nccl.multinode import multinode_choices
+            from distlab.nccl.multinode import multinode_choices
             if network is None:
                 raise ValueError(f"nodes={nodes} needs a network (see "
-                                 "distlab.collectives.model.nccl.multinode.NETWORKS)")
+                                 "distlab.nccl.multinode.NETWORKS)")
             return [c.seconds for c in multinode_choices(preset, world_size, sizes_bytes,
                                                          nodes, network)]
         return predict_nccl_allreduce(preset, world_size, sizes_bytes,

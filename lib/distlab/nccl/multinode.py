@@ -1,6 +1,6 @@
 """NCCL's allreduce across nodes: the network presets, the graphs, and NCCL's tuning model.
 
-``nodes`` boxes of :class:`~distlab.collectives.model.nccl.boxes.GpuBox` joined by a
+``nodes`` boxes of :class:`~distlab.nccl.boxes.GpuBox` joined by a
 :class:`Network` (``rails`` NICs per node, one per GPU on the rail-optimized boxes users run).
 What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
 
@@ -42,7 +42,7 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
 
 Nothing here is fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in
 2.29.7 and 2.30.7 (the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its
-tree correction: :mod:`~distlab.collectives.model.nccl.versions`) and NVLS-Tree's latency,
+tree correction: :mod:`~distlab.nccl.versions`) and NVLS-Tree's latency,
 which follow the release asked.
 
 As it runs (:func:`multinode_execution`): a ring's hops hide under its copies
@@ -65,8 +65,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from distlab._checks import check_choice, check_int
-from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, box_graphs, gpu_box
-from distlab.collectives.model.nccl.estimate import (
+from distlab.nccl.boxes import BoxLike, GpuBox, box_graphs, gpu_box
+from distlab.nccl.estimate import (
     BASE_LATENCY_US,
     HOP_LATENCY_US,
     LL128_DATA_FRACTION,
@@ -80,7 +80,7 @@ from distlab.collectives.model.nccl.estimate import (
     check_subset,
     price_entry,
 )
-from distlab.collectives.model.nccl.per_size import (
+from distlab.nccl.per_size import (
     HARNESSES,
     MAX_CHANNELS,
     NVLS_CHUNK_BYTES,
@@ -96,7 +96,7 @@ from distlab.collectives.model.nccl.per_size import (
     run_size,
     shipped_constants,
 )
-from distlab.collectives.model.nccl.versions import NcclVersion
+from distlab.nccl.versions import NcclVersion
 
 __all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
            "multinode_execution", "multinode_graphs", "multinode_table", "net_hop_us", "network",
@@ -298,7 +298,7 @@ def network(net: Network | str) -> Network:
 
 def _blackwell_row(version: NcclVersion | None, field: str,
                    default: tuple[float, ...]) -> tuple[float, ...]:
-    """A per-release Blackwell row of :class:`~distlab.collectives.model.nccl.versions.NcclVersion`
+    """A per-release Blackwell row of :class:`~distlab.nccl.versions.NcclVersion`
     (``None``: ``default``, 2.28.9's)."""
     return default if version is None else tuple(getattr(version, field))
 
@@ -371,7 +371,7 @@ def multinode_table(box: BoxLike, world_size: int, nodes: int, net: Network | st
                     version: NcclVersion | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
     all, ``world_size / nodes`` per node) over network ``net``: one
-    :class:`~distlab.collectives.model.nccl.estimate.TuningEntry` per pair, NCCL's order."""
+    :class:`~distlab.nccl.estimate.TuningEntry` per pair, NCCL's order."""
     b, n, nodes, nw, algos, protos = _checked(box, world_size, nodes, net, algorithms, protocols)
     return node_table(b, n, nodes, nw, algos, protos, version)
 
@@ -565,7 +565,7 @@ def nvls_tree_latency_us(nodes: int, version: NcclVersion | None = None) -> floa
     ``ncclTopoTuneModel``: ``intraLat + 2 * log2i(nNodes) * interLat``, both per release:
     ``hwLat[NVLINK][NVLS_TREE]`` (``baseLat`` in 2.18.5) and ``hwLat[NET][NVLS_TREE]``, 19 us in
     2.18.5, 14 in 2.20.5-2.27.5, 20.9 from 2.28.9; see
-    :mod:`~distlab.collectives.model.nccl.versions`). ``version`` ``None``: 2.28.9."""
+    :mod:`~distlab.nccl.versions`). ``version`` ``None``: 2.28.9."""
     intra = NVLS_TREE_INTRA_US if version is None else version.nvls_latency_us
     hop = NET_HOP_US[("nvls_tree", "Simple")] if version is None else version.nvls_tree_net_hop_us
     return intra + 2 * int(math.log2(nodes)) * hop
@@ -578,7 +578,7 @@ def tree_fill_sync_us(sync_us: float, latency_us: float, base_us: float) -> floa
     ((ppn - 1) * intraLat + log2i(nNodes) * interLat)``) is the first chunk's way up and down
     the tree: one hop latency per pipeline step of the tree's depth (``2 * (ppn - 1 +
     log2(nodes))`` steps, :meth:`MultinodeLayout.steps`). The sync term
-    (:func:`~distlab.collectives.model.nccl.per_size.exposed_steps`) is the flag waits of the
+    (:func:`~distlab.nccl.per_size.exposed_steps`) is the flag waits of the
     first ``NCCL_STEPS`` steps, the same fill: on a tree at least 16 deep (8 GPUs per node) all
     of them are depth steps. The fill is paid once: the step waits beyond the hop latency
     ``latency_us - base_us``, never below 0. (NVLS-Tree keeps both: its step waits are the
@@ -673,9 +673,9 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
                         constants: ExecutionConstants | None,
                         algorithms: Iterable[str] | None, protocols: Iterable[str] | None,
                         version: NcclVersion | None = None) -> list[Execution]:
-    """:func:`~distlab.collectives.model.nccl.execution.nccl_execution` across nodes (its
+    """:func:`~distlab.nccl.execution.nccl_execution` across nodes (its
     arguments, ``box`` resolved): the same pipeline
-    (:func:`~distlab.collectives.model.nccl.per_size.run_size`) on NCCL's multi-node choice,
+    (:func:`~distlab.nccl.per_size.run_size`) on NCCL's multi-node choice,
     laid out by :class:`MultinodeLayout`; the host term counts the GPUs of one node (one process
     per node under nccl-tests). A net plugin's reported latency steers NCCL's choice only: the
     run's hops are priced on NCCL's hardware table, or the transport's measured hop where that
@@ -723,7 +723,7 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
 @dataclass(frozen=True)
 class MultinodeLayout:
     """An allreduce of ``n`` GPUs over ``nodes`` nodes of ``box`` laid out on NCCL's channels
-    (:class:`~distlab.collectives.model.nccl.per_size.Layout`). A ring's steps cross the network
+    (:class:`~distlab.nccl.per_size.Layout`). A ring's steps cross the network
     ``2(nodes-1)`` times per loop (each hop hidden under the step's copy as on one node, the
     network hop instead of NVLink's, :func:`ring_exposed_latency_us`); tree and NVLS-Tree keep
     the estimate's latency and run a pipeline as deep as the tree (a chain in the node, log2

@@ -1,8 +1,8 @@
 """How long NCCL's allreduce takes when it runs, not what NCCL estimates to choose it.
 
-:mod:`~distlab.collectives.model.nccl.estimate` is NCCL's own tuning model: the quantity NCCL
+:mod:`~distlab.nccl.estimate` is NCCL's own tuning model: the quantity NCCL
 minimizes to pick an (algorithm, protocol). This module keeps that pick (for the NCCL release
-asked, :mod:`~distlab.collectives.model.nccl.versions`) and times *the execution* NCCL launches
+asked, :mod:`~distlab.nccl.versions`) and times *the execution* NCCL launches
 for it, term by term:
 
 ``seconds = max(host, gpu)`` with ``gpu = latency + transfer + exposed_steps * step_sync``
@@ -49,13 +49,13 @@ switch's multimem operations per chunk (two fitted constants); LL carries its fl
 8-byte line, so its receiver polls the data itself and has no step wait: ``ll_step_us`` is 0 by
 design, not fitted (its cost is NCCL's 50% LL efficiency). With the host's, three constants.
 
-Every size goes through one pipeline, :func:`~distlab.collectives.model.nccl.per_size.run_size`,
+Every size goes through one pipeline, :func:`~distlab.nccl.per_size.run_size`,
 shared with the multi-node model and the other collectives; this module gives it the one-node
 allreduce's layout (:class:`OneNodeLayout`) and is the public boundary: the box is resolved and
 every argument checked once, here.
 
 The constants (:class:`ExecutionConstants`) are fitted by
-:mod:`distlab.collectives.model.nccl.fit_execution` on a named calibration set (the published
+:mod:`distlab.nccl.fit_execution` on a named calibration set (the published
 tables the project holds) and judged leave-one-source-out there.
 
 Units: bytes and seconds at the public functions, microseconds and GB/s (1e9 B/s) inside, as
@@ -69,9 +69,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_choice, check_int
-from distlab.collectives.model.nccl import versions
-from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
-from distlab.collectives.model.nccl.estimate import (
+from distlab.nccl import versions
+from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
+from distlab.nccl.estimate import (
     ALGORITHMS,
     PROTOCOLS,
     base_and_hop_us,
@@ -80,8 +80,8 @@ from distlab.collectives.model.nccl.estimate import (
     check_sizes,
     check_subset,
 )
-from distlab.collectives.model.nccl.multinode import multinode_execution
-from distlab.collectives.model.nccl.per_size import (
+from distlab.nccl.multinode import multinode_execution
+from distlab.nccl.per_size import (
     BUFFER_BYTES,
     CONSTANT_NAMES,
     HARNESSES,
@@ -103,10 +103,10 @@ from distlab.collectives.model.nccl.per_size import (
     run_size,
     shipped_constants,
 )
-from distlab.collectives.model.nccl.versions import NcclVersion
+from distlab.nccl.versions import NcclVersion
 
 # The pipeline's types, NCCL's rules and the shipped constants are
-# :mod:`~distlab.collectives.model.nccl.per_size`'s, named here too for the callers of this model.
+# :mod:`~distlab.nccl.per_size`'s, named here too for the callers of this model.
 __all__ = ["BUFFER_BYTES", "CONSTANT_NAMES", "HARNESSES", "MAX_THREADS", "NVLS_RATE_VERSION",
            "THREAD_THRESHOLD", "TORCH_CALL_OVERHEAD_US", "Execution", "ExecutionConstants",
            "Harness", "OneNodeLayout", "chunk_bytes", "exposed_steps", "launched_channels",
@@ -133,7 +133,7 @@ def nccl_execution(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
 
     Args:
         preset: a :class:`GpuBox` or a name of
-            :data:`~distlab.collectives.model.nccl.boxes.GPU_BOXES` (one node).
+            :data:`~distlab.nccl.boxes.GPU_BOXES` (one node).
         world_size: GPUs in all: in ``[2, preset.gpus]`` on one node, ``nodes`` times the GPUs
             per node across nodes.
         sizes_bytes: message sizes, bytes (ints >= 1).
@@ -143,11 +143,11 @@ def nccl_execution(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
         algorithms, protocols: restrict NCCL's choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
         nccl_version: the NCCL release (``"2.18"`` ... ``"2.30"``, or a patch release;
             one the model does not hold is priced with its neighbour:
-            :mod:`~distlab.collectives.model.nccl.versions`); ``None``: 2.28.9.
+            :mod:`~distlab.nccl.versions`); ``None``: 2.28.9.
         nodes: boxes joined by ``network``
-            (:mod:`~distlab.collectives.model.nccl.multinode`; NCCL 2.28.9's constants but for
+            (:mod:`~distlab.nccl.multinode`; NCCL 2.28.9's constants but for
             the release's Blackwell rows).
-        network: a key of :data:`~distlab.collectives.model.nccl.multinode.NETWORKS`, required
+        network: a key of :data:`~distlab.nccl.multinode.NETWORKS`, required
             when ``nodes > 1``.
     """
     version = versions.nccl_version(nccl_version)
@@ -173,7 +173,7 @@ def one_node_execution(box: GpuBox, n: int, sizes: Sequence[int], how: Harness,
                        asked: tuple[Any, Any] | None = None) -> list[Execution]:
     """:func:`nccl_execution` on one node inside the model: every argument resolved and checked
     by the caller (``n`` in ``[2, box.gpus]``; ``asked``: as
-    :func:`~distlab.collectives.model.nccl.estimate.box_choices`)."""
+    :func:`~distlab.nccl.estimate.box_choices`)."""
     choices = box_choices(box, n, sizes, algos, protos, version, asked=asked)
     layout = OneNodeLayout(box, n, box_graphs(box, n, version=version), version)
     nvls_algbw = [e.algbw_gbps for e in box_table(box, n, ALGORITHMS, PROTOCOLS,
@@ -187,10 +187,10 @@ def one_node_execution(box: GpuBox, n: int, sizes: Sequence[int], how: Harness,
 @dataclass(frozen=True)
 class OneNodeLayout:
     """An allreduce of ``n`` GPUs of one box laid out on NCCL's channels
-    (:class:`~distlab.collectives.model.nccl.per_size.Layout`): a ring or tree on twice its
+    (:class:`~distlab.nccl.per_size.Layout`): a ring or tree on twice its
     graph's channels (at most the release's ``MAXCHANNELS``), NVLS on its own; NCCL's chunking
     and steps (:func:`chunk_bytes`,
-    :func:`~distlab.collectives.model.nccl.per_size.allreduce_steps`); a ring's hops hidden
+    :func:`~distlab.nccl.per_size.allreduce_steps`); a ring's hops hidden
     under its copies at the release's latencies."""
 
     box: GpuBox
@@ -211,7 +211,7 @@ class OneNodeLayout:
         return chunk_bytes(pick.algorithm, pick.protocol, pick.nbytes, launched, self.n)
 
     def steps(self, pick: Pick, launched: int, chunk: int) -> int:
-        """:func:`~distlab.collectives.model.nccl.per_size.allreduce_steps`."""
+        """:func:`~distlab.nccl.per_size.allreduce_steps`."""
         return allreduce_steps(pick.algorithm, pick.protocol, pick.nbytes, launched, self.n,
                                chunk)
 

@@ -6,12 +6,12 @@ through the same steps whichever collective and however many nodes:
     pick -> channels launched -> chunk -> pipeline steps -> transfer -> latency -> Execution
 
 :func:`run_size` is that pipeline, written once. What differs between the one-node allreduce
-(:mod:`~distlab.collectives.model.nccl.execution`), the allreduce across nodes
-(:mod:`~distlab.collectives.model.nccl.multinode`) and the other collectives
-(:mod:`~distlab.collectives.model.nccl.family`) is how a size is laid out on the channels: each
+(:mod:`~distlab.nccl.execution`), the allreduce across nodes
+(:mod:`~distlab.nccl.multinode`) and the other collectives
+(:mod:`~distlab.nccl.family`) is how a size is laid out on the channels: each
 gives a :class:`Layout` (its channel count, chunk, steps and a ring's exposed hop latency), and
 :func:`run_size` applies the shared terms (see the module doc of
-:mod:`~distlab.collectives.model.nccl.execution`):
+:mod:`~distlab.nccl.execution`):
 
 - ``transfer = nbytes / algbw * channels_total / channels_launched``;
 - latency: the estimate's fixed term, but for a ring the layout's exposed hops;
@@ -34,8 +34,8 @@ from functools import cache
 from importlib import resources
 from typing import Protocol
 
-from distlab.collectives.model.nccl.boxes import GpuBox, gpu_box
-from distlab.collectives.model.nccl.estimate import Choice, busbw_gbps
+from distlab.nccl.boxes import GpuBox, gpu_box
+from distlab.nccl.estimate import Choice, busbw_gbps
 from distlab.report.jsonfile import read_json
 
 __all__ = ["ALLREDUCE_CHUNKSTEPS", "ALLREDUCE_SLICESTEPS", "BUFFER_BYTES", "CONSTANT_NAMES",
@@ -47,7 +47,7 @@ __all__ = ["ALLREDUCE_CHUNKSTEPS", "ALLREDUCE_SLICESTEPS", "BUFFER_BYTES", "CONS
            "hidden_hop_latency_us", "launched_channels", "nvls_channels", "pick_of", "run_size",
            "shipped_constants"]
 
-SHIPPED_RESOURCE = ("distlab.collectives.model.nccl", "execution_calibration.json")
+SHIPPED_RESOURCE = ("distlab.nccl", "execution_calibration.json")
 """The shipped constants, ``(package, file)`` for :mod:`importlib.resources` (JSON: the
 constants, the sources fitted on, how to regenerate them)."""
 CONSTANT_NAMES = ("host_us_per_gpu", "slice_sync_us", "ll_step_us", "nvls_chunk_us")
@@ -64,7 +64,7 @@ MAX_CHANNELS = 64
 """``MAXCHANNELS`` (``src/include/device.h``, 2.26 on); ``src/graph/connect.cc``
 ``ncclTopoPostset`` doubles the search's ring channels (``nChannels = min(MAXCHANNELS,
 nChannels*2)``). Older releases:
-:attr:`~distlab.collectives.model.nccl.versions.NcclVersion.max_channels`."""
+:attr:`~distlab.nccl.versions.NcclVersion.max_channels`."""
 NVLS_CHANNELS_SM90 = 16
 """``src/transport/nvls.cc`` ``NVLS_NCHANNELS_SM90``: NVLS channels on Hopper."""
 NVLS_CHANNELS_SM100 = 32
@@ -108,7 +108,7 @@ def nvls_channels(box: GpuBox, *, multinode: bool = False) -> int:
 @dataclass(frozen=True)
 class ExecutionConstants:
     """What no NCCL file states, calibrated (see the module doc of
-    :mod:`~distlab.collectives.model.nccl.execution`), microseconds.
+    :mod:`~distlab.nccl.execution`), microseconds.
 
     Attributes:
         host_us_per_gpu: host enqueue time per GPU one thread launches on.
@@ -134,7 +134,7 @@ class ExecutionConstants:
 @cache
 def shipped_constants() -> ExecutionConstants:
     """The constants distlab ships (:data:`SHIPPED_RESOURCE`, written by
-    :func:`distlab.collectives.model.nccl.fit_execution.write_shipped` and copied into the
+    :func:`distlab.nccl.fit_execution.write_shipped` and copied into the
     package by whoever regenerates them)."""
     package, name = SHIPPED_RESOURCE
     data = read_json(resources.files(package).joinpath(name))
@@ -228,7 +228,7 @@ HARNESSES: dict[str, Harness] = {
 @dataclass(frozen=True)
 class Execution:
     """NCCL's collective of ``nbytes`` as it runs (see the module doc of
-    :mod:`~distlab.collectives.model.nccl.execution` for every term).
+    :mod:`~distlab.nccl.execution` for every term).
 
     Attributes:
         nbytes, world_size: the call.
@@ -466,7 +466,7 @@ def chunk_bytes(algorithm: str, protocol: str, nbytes: int, channels: int, n: in
 def allreduce_steps(algorithm: str, protocol: str, nbytes: int, nc: int, n: int,
                     chunk: int) -> int:
     """Pipeline steps of an allreduce on one channel's critical path (the module doc of
-    :mod:`~distlab.collectives.model.nccl.execution`): a ring's ``2(n-1)`` steps per loop, in
+    :mod:`~distlab.nccl.execution`): a ring's ``2(n-1)`` steps per loop, in
     slices for Simple; a chain ``2(n-1)`` deep, one step per chunk; NVLS one step per chunk of
     each concurrent operation."""
     if algorithm == "nvls":

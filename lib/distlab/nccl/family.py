@@ -1,7 +1,7 @@
 """NCCL's all-gather, reduce-scatter and broadcast on one node: its choice and the time it runs.
 
 The traffic of FSDP and ZeRO. The same two steps as the allreduce
-(:mod:`~distlab.collectives.model.nccl.estimate`, :mod:`~distlab.collectives.model.nccl.execution`),
+(:mod:`~distlab.nccl.estimate`, :mod:`~distlab.nccl.execution`),
 from NVIDIA/nccl ``v2.28.9-1``:
 
 - **what NCCL prices** (``src/enqueue.cc`` ``getAlgoInfo``): all-gather and reduce-scatter are
@@ -18,12 +18,12 @@ from NVIDIA/nccl ``v2.28.9-1``:
   channels are all the same ring (one node) ``base + hop``; NVLS its flat 25 us.
 
 Execution as for the allreduce (the module doc of
-:mod:`~distlab.collectives.model.nccl.execution`): the harness's host bound, the channels NCCL
+:mod:`~distlab.nccl.execution`): the harness's host bound, the channels NCCL
 launches, a ring's ``n - 1`` steps per loop in ``ALLGATHER_CHUNKSTEPS / SLICESTEPS`` slices
 (broadcast: a pipeline of ``n - 1`` hops, one step per chunk), the exposed flag waits, with the
 constants calibrated on the allreduce tables (no published all-gather, reduce-scatter or
 broadcast table is held): the same per-size pipeline
-(:func:`~distlab.collectives.model.nccl.per_size.run_size`), laid out by :class:`FamilyLayout`.
+(:func:`~distlab.nccl.per_size.run_size`), laid out by :class:`FamilyLayout`.
 nccl-tests' bus bandwidth: ``algbw * (n-1)/n`` for all-gather and reduce-scatter, ``algbw``
 for broadcast.
 """
@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from distlab._checks import check_choice, check_int
-from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
-from distlab.collectives.model.nccl.estimate import (
+from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
+from distlab.nccl.estimate import (
     BASE_LATENCY_US,
     HOP_LATENCY_US,
     LL128_DATA_FRACTION,
@@ -44,7 +44,7 @@ from distlab.collectives.model.nccl.estimate import (
     NVLS_EFFICIENCY,
     RING_LL128_PER_CHANNEL_GBPS,
 )
-from distlab.collectives.model.nccl.per_size import (
+from distlab.nccl.per_size import (
     ALLREDUCE_CHUNKSTEPS,
     ALLREDUCE_SLICESTEPS,
     BUFFER_BYTES,
@@ -67,7 +67,7 @@ from distlab.vocabulary import busbw_factor, gb_per_s
 __all__ = ["FAMILY", "FamilyLayout", "FamilyRun", "nccl_collective"]
 
 FAMILY = ("all_gather", "reduce_scatter", "broadcast")
-"""The collectives priced here (the allreduce: :mod:`~distlab.collectives.model.nccl.execution`)."""
+"""The collectives priced here (the allreduce: :mod:`~distlab.nccl.execution`)."""
 NVLS_LATENCY_US = 25.0
 """``hwLatencies[NVLINK][NVLS][SIMPLE]`` (2.24 on)."""
 
@@ -75,7 +75,7 @@ NVLS_LATENCY_US = 25.0
 @dataclass(frozen=True)
 class FamilyRun(Execution):
     """One collective of ``nbytes`` (NCCL's ``nBytes``) as it runs: an
-    :class:`~distlab.collectives.model.nccl.execution.Execution` of ``collective``."""
+    :class:`~distlab.nccl.execution.Execution` of ``collective``."""
 
     collective: str = "all_gather"
 
@@ -137,7 +137,7 @@ def nccl_collective(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int]
         sizes_bytes: NCCL's ``nBytes`` per call: the whole gathered (all-gather) or scattered
             (reduce-scatter) buffer, the broadcast buffer; ints >= 1.
         collective: one of :data:`FAMILY`.
-        harness, constants: as :func:`~distlab.collectives.model.nccl.execution.nccl_execution`.
+        harness, constants: as :func:`~distlab.nccl.execution.nccl_execution`.
     """
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
@@ -160,7 +160,7 @@ def nccl_collective(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int]
 @dataclass(frozen=True)
 class FamilyLayout:
     """All-gather, reduce-scatter or broadcast of ``n`` GPUs of one box laid out on NCCL's
-    channels (:class:`~distlab.collectives.model.nccl.per_size.Layout`): a ring on twice its
+    channels (:class:`~distlab.nccl.per_size.Layout`): a ring on twice its
     graph's channels (at most ``MAXCHANNELS``), NVLS on its own; a ring's ``n - 1`` steps per
     loop in ``ALLGATHER_CHUNKSTEPS / SLICESTEPS`` slices, a broadcast a pipeline ``n - 1`` hops
     deep of one step per chunk, NVLS one step per chunk of each concurrent operation."""

@@ -19,7 +19,7 @@ from typing import Any
 
 __all__ = ["PUBLISHED_RESOURCE", "published_tables"]
 
-PUBLISHED_RESOURCE = ("distlab.collectives.model.nccl", "data", "published.json")
+PUBLISHED_RESOURCE = ("distlab.nccl", "data", "published.json")
 """``(package, folder, file)`` of the published tables for :mod:`importlib.resources`."""
 
 

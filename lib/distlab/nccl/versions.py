@@ -1,7 +1,7 @@
 """The NCCL constants that changed between 2.18 and 2.30, per version.
 
-NCCL's tuning model (:mod:`~distlab.collectives.model.nccl.estimate`) and its execution
-(:mod:`~distlab.collectives.model.nccl.execution`) are written from NVIDIA/nccl ``v2.28.9-1``. The
+NCCL's tuning model (:mod:`~distlab.nccl.estimate`) and its execution
+(:mod:`~distlab.nccl.execution`) are written from NVIDIA/nccl ``v2.28.9-1``. The
 published tables were measured with older NCCLs, and what NCCL chooses and how fast it runs moved
 between them. :class:`NcclVersion` holds, per release, what differs for one node (every value
 read from ``git show <tag>:<file>``; file and function beside each field):

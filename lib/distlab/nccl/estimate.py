@@ -7,7 +7,7 @@ For every (algorithm, protocol) it may use, NCCL estimates
 and runs the cheapest (``src/enqueue.cc`` ``topoGetAlgoInfo``; ties go to the first in NCCL's order,
 Tree before Ring before NVLS and LL before LL128 before Simple). ``latency_us`` and ``algbw_GBps``
 come from ``ncclTopoTuneModel`` (``src/graph/tuning.cc``), which starts from the graphs of
-:func:`distlab.collectives.model.nccl.boxes.nccl_graphs` (channels x GB/s per channel) and applies:
+:func:`distlab.nccl.boxes.nccl_graphs` (channels x GB/s per channel) and applies:
 
 - **protocol efficiency**: LL moves 8 data bytes in each 16-byte line (the other 8 are flags),
   so a ring's LL bus bandwidth is half the link's and at most a per-GPU-class cap; LL128 moves
@@ -24,7 +24,7 @@ come from ``ncclTopoTuneModel`` (``src/graph/tuning.cc``), which starts from the
 - **tree correction**: a per-size factor on tree bandwidth (``treeCorrectionFactor``) that NCCL
   applies because "trees are not perfectly sticking to the model for medium sizes".
 
-All constants are NVIDIA/nccl ``v2.28.9-1`` (:data:`distlab.collectives.model.nccl.boxes.NCCL_TAG`,
+All constants are NVIDIA/nccl ``v2.28.9-1`` (:data:`distlab.nccl.boxes.NCCL_TAG`,
 the NCCL of torch 2.11), file named beside each (``tuning.cc`` keeps them in
 ``ncclTunerConstantsDefaults``). This is NCCL's *estimate*, the thing it minimizes to choose; a
 measured time also holds what the estimate leaves out (kernel launch and the host loop of the
@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
-from distlab.collectives.model.nccl import versions
-from distlab.collectives.model.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
-from distlab.collectives.model.nccl.versions import NcclVersion, nccl_version
+from distlab.nccl import versions
+from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
+from distlab.nccl.versions import NcclVersion, nccl_version
 from distlab.vocabulary import bandwidth_error_pct, busbw_factor, gb_per_s
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "Candidate", "Choice", "PublishedComparison",
@@ -203,14 +203,14 @@ def tuning_table(preset: BoxLike, world_size: int, *, algorithms: Iterable[str] 
                  protocols: Iterable[str] | None = None,
                  nccl_version: str | NcclVersion | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table for ``world_size`` GPUs of ``preset`` (a :class:`GpuBox` or a
-    name in :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`), every (algorithm, protocol) in
+    name in :data:`distlab.nccl.boxes.GPU_BOXES`), every (algorithm, protocol) in
     NCCL's order.
 
     ``algorithms`` / ``protocols`` restrict the choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do
     (names from :data:`ALGORITHMS` / :data:`PROTOCOLS`; ``None`` = NCCL's defaults).
     ``world_size`` must be in ``[2, preset.gpus]`` (one GPU has no table). ``nccl_version``:
     the release whose constants apply
-    (:func:`~distlab.collectives.model.nccl.versions.nccl_version`; ``None``: 2.28.9).
+    (:func:`~distlab.nccl.versions.nccl_version`; ``None``: 2.28.9).
     """
     version = versions.nccl_version(nccl_version)
     box = gpu_box(preset)
@@ -258,7 +258,7 @@ def nccl_allreduce(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
 
     Args:
         preset: a :class:`GpuBox` or a name in
-        :data:`distlab.collectives.model.nccl.boxes.GPU_BOXES`. world_size: ranks, one per GPU of
+        :data:`distlab.nccl.boxes.GPU_BOXES`. world_size: ranks, one per GPU of
         the box, in ``[1, preset.gpus]``. For one rank NCCL
             prices Ring/Simple at zero (``src/enqueue.cc`` ``updateCollCostTable``): the result
             is 0 seconds, no communication.

@@ -1,10 +1,10 @@
 """The constants of NCCL's measured-time model, calibrated on published tables, judged apart.
 
-:mod:`~distlab.collectives.model.nccl.execution` has three constants no NCCL file states: host
+:mod:`~distlab.nccl.execution` has three constants no NCCL file states: host
 enqueue per GPU, and the sync cost of a Simple/LL128 slice and of an NVLS chunk (an LL step has
 none, by design: see that module). They are fitted here on a *calibration set* of published
 8-GPU allreduce tables (``allreduce_8gpu`` of
-:func:`~distlab.collectives.model.nccl.published.published_tables`: the tables the project
+:func:`~distlab.nccl.published.published_tables`: the tables the project
 holds), by least squares on ``log(predicted / published)`` time.
 
 The multi-node model has no constant of its own (it reuses these and NCCL's); it is judged on the
@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from distlab.collectives.model.nccl.estimate import algorithm_from_nccl
-from distlab.collectives.model.nccl.execution import nccl_execution
-from distlab.collectives.model.nccl.family import nccl_collective
-from distlab.collectives.model.nccl.per_size import (
+from distlab.nccl.estimate import algorithm_from_nccl
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.family import nccl_collective
+from distlab.nccl.per_size import (
     CONSTANT_NAMES,
     SHIPPED_RESOURCE,
     Execution,
@@ -49,8 +49,8 @@ from distlab.collectives.model.nccl.per_size import (
     exposed_steps,
     shipped_constants,
 )
-from distlab.collectives.model.nccl.published import published_tables
-from distlab.collectives.model.nccl.versions import NcclVersionWarning
+from distlab.nccl.published import published_tables
+from distlab.nccl.versions import NcclVersionWarning
 from distlab.report.jsonfile import write_json
 from distlab.vocabulary import ErrorSummary, busbw_factor, collective_name, error_pct
 
@@ -238,8 +238,8 @@ def judge(points: Iterable[dict[str, Any]], constants: ExecutionConstants) -> li
 def judge_collectives(points: Iterable[dict[str, Any]],
                       constants: ExecutionConstants) -> list[JudgedPoint]:
     """Every point of :func:`collective_points` priced with ``constants``: an allreduce by
-    :func:`~distlab.collectives.model.nccl.execution.nccl_execution` with the point's
-    ``algorithms``, the others by :func:`~distlab.collectives.model.nccl.family.nccl_collective`
+    :func:`~distlab.nccl.execution.nccl_execution` with the point's
+    ``algorithms``, the others by :func:`~distlab.nccl.family.nccl_collective`
     (NCCL 2.28.9's constants for both where the point states no release)."""
     out = []
     for p in points:
@@ -284,13 +284,13 @@ def write_shipped(path: str | PathLike[str]) -> ExecutionConstants:
     """Refit on every point the project holds and write the result (JSON, the layout of the
     shipped ``execution_calibration.json``) to ``path``, a file the caller names: never into
     the installed package. The constants this process reads stay the shipped ones
-    (:func:`~distlab.collectives.model.nccl.per_size.shipped_constants`) until the file is
+    (:func:`~distlab.nccl.per_size.shipped_constants`) until the file is
     copied over them."""
     c = refit(calibration_points())
-    body = {"about": "Constants of distlab.collectives.model.nccl.execution fitted by "
-                     "distlab.collectives.model.nccl.fit_execution.refit on every published "
+    body = {"about": "Constants of distlab.nccl.execution fitted by "
+                     "distlab.nccl.fit_execution.refit on every published "
                      "8-GPU allreduce table the project holds (allreduce_8gpu of "
-                     "collectives/model/nccl/data/published.json); microseconds. Regenerate "
+                     "nccl/data/published.json); microseconds. Regenerate "
                      "with python -m distlab.judge nccl --published --write PATH and copy PATH "
                      "over this file.",
             "constants": {k: v for k, v in asdict(c).items() if k in CONSTANT_NAMES},

@@ -4,7 +4,7 @@ A :class:`GpuBox` is one node of ``gpus`` GPUs joined by one kind of switch: NVS
 NVLinks go to the switches) or PCIe switches under one CPU. :func:`nccl_graphs` returns, per
 NCCL algorithm, the *graph* NCCL's ``ncclTopoCompute`` settles on for ``world_size`` GPUs of the
 box: how many channels and how many GB/s each channel may use. NCCL's tuning model
-(:mod:`distlab.collectives.model.nccl.estimate`) turns those graphs into latencies and bandwidths.
+(:mod:`distlab.nccl.estimate`) turns those graphs into latencies and bandwidths.
 
 Every constant is NCCL's own, from NVIDIA/nccl tag ``v2.28.9-1`` (the NCCL of torch 2.11, which the
 project's own H100 profile records), file named beside it; spec figures (``link_gbps``) name their
@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, TypeAlias
 from distlab._checks import check_choice, check_int
 
 if TYPE_CHECKING:
-    from distlab.collectives.model.nccl.versions import NcclVersion
+    from distlab.nccl.versions import NcclVersion
 
 __all__ = ["GPU_BOXES", "NCCL_TAG", "BoxLike", "GpuBox", "NcclGraph", "box_graphs", "gpu_box",
            "nccl_graphs"]
 
 NCCL_TAG = "v2.28.9-1"
 """The NVIDIA/nccl git tag every NCCL constant in this module and
-:mod:`distlab.collectives.model.nccl.estimate` is from."""
+:mod:`distlab.nccl.estimate` is from."""
 
 #: GB/s NCCL credits one NVLink link with, by compute capability (``src/graph/topo.h``:
 #: ``SM80_NVLINK_BW``, ``SM90_NVLINK_BW``, ``SM100_NVLINK_BW``).
@@ -305,7 +305,7 @@ def nccl_graphs(box: BoxLike, world_size: int, *,
                 version: NcclVersion | None = None) -> dict[str, NcclGraph]:
     """The ring, tree and (where available) NVLS graphs for ``world_size`` GPUs of ``box``.
 
-    ``version``: an :class:`~distlab.collectives.model.nccl.versions.NcclVersion` whose Blackwell
+    ``version``: an :class:`~distlab.nccl.versions.NcclVersion` whose Blackwell
     speed table applies (``None``: 2.28.9's, :data:`SPEEDS_INTRA`).
     Raises ``ValueError`` for ``world_size`` outside ``[2, box.gpus]`` (one GPU has no graph).
     """
