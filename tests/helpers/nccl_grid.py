@@ -30,7 +30,7 @@ from distlab.nccl.execution import HARNESSES, nccl_execution
 from distlab.nccl.family import FAMILY as COLLECTIVES
 from distlab.nccl.family import nccl_collective
 from distlab.nccl.multinode import NETWORKS
-from distlab.nccl.versions import NCCL_VERSIONS, NcclVersionWarning
+from distlab.nccl.versions import NCCL_CONSTANTS, NcclReleaseWarning
 
 TERMS = ("algorithm", "protocol", "channels", "channels_total", "threads", "chunk_bytes",
          "steps", "host_us", "latency_us", "transfer_us", "sync_us", "estimate_us", "serial")
@@ -59,7 +59,7 @@ def _quiet(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(...)``, or the error's type and message where it refuses (refusals are part of the
     contract too)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NcclVersionWarning)
+        warnings.simplefilter("ignore", NcclReleaseWarning)
         try:
             return fn(*args, **kwargs)
         except (ValueError, TypeError) as err:
@@ -75,7 +75,7 @@ def one_node(full: bool) -> dict[str, Any]:
     """``nccl_execution`` on one node: box x world size x harness x release, and a few forced
     algorithms and protocols."""
     sizes = _sizes(full)
-    releases = [*NCCL_VERSIONS, "2.25.1", "2.17.1"] if full else list(NCCL_VERSIONS)
+    releases = [*NCCL_CONSTANTS, "2.25.1", "2.17.1"] if full else list(NCCL_CONSTANTS)
     out: dict[str, Any] = {}
     for box in GPU_BOXES:
         for n in _world_sizes(box, full):
@@ -106,7 +106,7 @@ def multi_node(full: bool) -> dict[str, Any]:
         for nodes in nodes_list:
             for net in networks:
                 for harness in HARNESSES:
-                    versions = list(NCCL_VERSIONS) if (full or harness == "torch") else [None]
+                    versions = list(NCCL_CONSTANTS) if (full or harness == "torch") else [None]
                     if not full and box not in ("h100_sxm8", "b200_sxm8", "gb200_nvl72"):
                         versions = [None]
                     for v in versions:
@@ -141,7 +141,7 @@ def estimates(full: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for box in GPU_BOXES:
         for n in _world_sizes(box, full):
-            for v in NCCL_VERSIONS:
+            for v in NCCL_CONSTANTS:
                 ch = _quiet(nccl_allreduce, box, n, sizes, nccl_version=v)
                 out[f"choice|{box}|{n}|{v}"] = ch if isinstance(ch, dict) else [
                     [c.algorithm, c.protocol, c.seconds, [list(asdict(k).values())

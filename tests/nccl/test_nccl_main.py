@@ -108,13 +108,13 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
         capsys, tmp_path) -> None:
     from distlab.nccl.boxes import GPU_BOXES
     from distlab.nccl.multinode import NETWORKS
-    from distlab.nccl.versions import NCCL_VERSIONS
+    from distlab.nccl.versions import NCCL_CONSTANTS
 
     out = tmp_path / "boxes.json"
     assert nccl_main(["--boxes", "--json", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     firsts = [ln.split()[0] for ln in lines if ln.strip() and not ln.startswith("#")]
-    for key in (*GPU_BOXES, *NETWORKS, *NCCL_VERSIONS):
+    for key in (*GPU_BOXES, *NETWORKS, *NCCL_CONSTANTS):
         assert key in firsts, key
     sources = lines[lines.index("# where each constant comes from"):]
     for key in GPU_BOXES:   # each box with its GPU
@@ -135,7 +135,7 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
     assert h100["tables"] == 1 and h100["points"] == 18 and h100["median"] < 7
     assert boxes["l40s_pcie8"]["one_node"] == {"tables": 0, "points": 0, "median": None,
                                                "p90": None}
-    assert {r["key"] for r in data["releases"]} == set(NCCL_VERSIONS)
+    assert {r["key"] for r in data["releases"]} == set(NCCL_CONSTANTS)
 
 
 @pytest.mark.parametrize(("argv", "words"), [

@@ -51,7 +51,7 @@ from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
-    NcclVersionWarning,
+    NcclReleaseWarning,
     release_key,
 )
 from distlab.plan.collectives import P2P_ALPHA_S, p2p_seconds
@@ -190,9 +190,9 @@ def _model(box: str, gpu: str, collective: str, n: int, nbytes: int,
     (one of :data:`PRICED`; module docstring)."""
     if collective == ALL_REDUCE:
         with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always", NcclVersionWarning)
+            warnings.simplefilter("always", NcclReleaseWarning)
             e = nccl_execution(box, n, [nbytes], harness="torch", nccl_version=nccl_version)[0]
-        notes = [str(w.message) for w in said if issubclass(w.category, NcclVersionWarning)]
+        notes = [str(w.message) for w in said if issubclass(w.category, NcclReleaseWarning)]
         return _Model(e.seconds * 1e6, e.algorithm, e.protocol, notes[0] if notes else None)
     if collective in FAMILY or collective == REDUCE:
         run = nccl_collective(box, n, [nbytes], BROADCAST if collective == REDUCE

@@ -37,7 +37,7 @@ from distlab.nccl.family import FAMILY
 from distlab.nccl.multinode import NETWORKS
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
-    NCCL_VERSIONS,
+    NCCL_CONSTANTS,
     resolve_nccl_version,
 )
 from distlab.report.jsonfile import write_json
@@ -57,7 +57,7 @@ def _release(text: str) -> str:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"invalid value {text!r}: a release like 2.26, 2.26.2 or 2.26.2+cuda12.8 (the "
-            f"releases modelled are {', '.join(sorted(NCCL_VERSIONS))})") from None
+            f"releases modelled are {', '.join(sorted(NCCL_CONSTANTS))})") from None
     return str(text).strip()
 
 
@@ -84,7 +84,7 @@ def _parser() -> options.Parser:
                         "drives every GPU)")
     p.add_argument("--nccl-version", type=_release, default=DEFAULT_NCCL_VERSION,
                    metavar="RELEASE",
-                   help=f"the NCCL release: {', '.join(sorted(NCCL_VERSIONS))}, or as NCCL "
+                   help=f"the NCCL release: {', '.join(sorted(NCCL_CONSTANTS))}, or as NCCL "
                         "prints it (2.26.2, 2.26.2+cuda12.8), which prices its minor release "
                         f"(default {DEFAULT_NCCL_VERSION}: 2.28.9, torch 2.11's)")
     p.add_argument("--nodes", type=options.int_at_least(1), default=1,
@@ -124,7 +124,7 @@ def _nccl_command(argv: list[str]) -> int:
     if args.nodes == 1 and args.network is not None:
         p.error(f"--network {args.network} joins nodes: give --nodes 2 or more (one node's "
                 "GPUs talk over its own links)")
-    default = NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
+    default = NCCL_CONSTANTS[DEFAULT_NCCL_VERSION]
     if args.collective != "all_reduce" and (
             args.nodes > 1 or resolve_nccl_version(args.nccl_version).version is not default):
         p.error(f"--collective {args.collective} is modelled on one node with NCCL 2.28.9 only")

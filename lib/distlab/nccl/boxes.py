@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from distlab._checks import check_choice, check_int
 
 if TYPE_CHECKING:
-    from distlab.nccl.versions import NcclVersion
+    from distlab.nccl.versions import NcclConstants
 
 __all__ = ["GPU_BOXES", "NCCL_TAG", "BoxLike", "GpuBox", "NcclGraph", "box_graphs", "gpu_box",
            "nccl_graphs"]
@@ -302,10 +302,10 @@ class NcclGraph:
 
 
 def nccl_graphs(box: BoxLike, world_size: int, *,
-                version: NcclVersion | None = None) -> dict[str, NcclGraph]:
+                version: NcclConstants | None = None) -> dict[str, NcclGraph]:
     """The ring, tree and (where available) NVLS graphs for ``world_size`` GPUs of ``box``.
 
-    ``version``: an :class:`~distlab.nccl.versions.NcclVersion` whose Blackwell
+    ``version``: an :class:`~distlab.nccl.versions.NcclConstants` whose Blackwell
     speed table applies (``None``: 2.28.9's, :data:`SPEEDS_INTRA`).
     Raises ``ValueError`` for ``world_size`` outside ``[2, box.gpus]`` (one GPU has no graph).
     """
@@ -314,7 +314,7 @@ def nccl_graphs(box: BoxLike, world_size: int, *,
                       version=version)
 
 
-def box_graphs(b: GpuBox, n: int, *, version: NcclVersion | None = None) -> dict[str, NcclGraph]:
+def box_graphs(b: GpuBox, n: int, *, version: NcclConstants | None = None) -> dict[str, NcclGraph]:
     """:func:`nccl_graphs` inside the model: ``b`` resolved and ``n`` checked (in
     ``[2, b.gpus]``) by the caller."""
     speeds = SPEEDS_INTRA[b.generation]

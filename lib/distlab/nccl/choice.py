@@ -19,7 +19,7 @@ from distlab.nccl import versions
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.multinode import NETWORKS
-from distlab.nccl.versions import NcclVersion, resolve_nccl_version
+from distlab.nccl.versions import NcclConstants, resolve_nccl_version
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import collective_name, size_label
 
@@ -50,7 +50,7 @@ def _executions(box: str, world_size: int, sizes: Sequence[int], harness: str, v
 
 
 def choice_rows(box: str, world_size: int, sizes: Sequence[int], harness: str,
-                nccl_version: str | NcclVersion | None = None, *, nodes: int = 1,
+                nccl_version: str | NcclConstants | None = None, *, nodes: int = 1,
                 network: str | None = None) -> list[dict[str, Any]]:
     """One dict per size of the allreduce on ``nodes`` x ``box`` (``world_size`` GPUs in all,
     ``network`` between nodes): the terms of
@@ -71,11 +71,11 @@ def _shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
-                 nccl_version: str | NcclVersion | None = None, *, nodes: int = 1,
+                 nccl_version: str | NcclConstants | None = None, *, nodes: int = 1,
                  network: str | None = None, collective: str = "all_reduce") -> list[str]:
     """The per-size table as text lines (at most 110 columns): a ``#`` line naming the call,
     then :data:`CHOICE_COLUMNS` (:data:`FAMILY_COLUMNS` for another collective)."""
-    version = versions.nccl_version(nccl_version)
+    version = versions.nccl_constants(nccl_version)
     collective = collective_name(collective)
     if collective != "all_reduce":
         return _family_lines(box, world_size, sizes, harness, collective)
@@ -88,7 +88,7 @@ def choice_lines(box: str, world_size: int, sizes: Sequence[int], harness: str,
     return [*head, *format_table(_shown(rows), CHOICE_COLUMNS).splitlines()]
 
 
-def _network_note(network: str, version: NcclVersion) -> list[str]:
+def _network_note(network: str, version: NcclConstants) -> list[str]:
     """One ``#`` line on how NCCL holds ``network`` where that differs from its ports: merged
     devices, a plugin's latency (NCCL's estimate) and the transport's hop (the prediction)."""
     net = NETWORKS[network]

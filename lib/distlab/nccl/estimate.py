@@ -49,7 +49,7 @@ from typing import Any
 from distlab._checks import check_int
 from distlab.nccl import versions
 from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
-from distlab.nccl.versions import NcclVersion, nccl_version
+from distlab.nccl.versions import NcclConstants, nccl_constants
 from distlab.vocabulary import bandwidth_error_pct, busbw_factor, gb_per_s
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "Candidate", "Choice", "PublishedComparison",
@@ -85,7 +85,7 @@ LL_MAX_BUSBW_GBPS = {"ampere": 87.7, "hopper": 141.0, "blackwell": 2 * 141.0}
 #: ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``, ``perChMaxTreeBws`` (single node),
 #: GB/s per channel.
 RING_LL128_PER_CHANNEL_GBPS = {"ampere": 20.0, "hopper": 36.7, "blackwell": 2 * 36.7}
-"""(Blackwell's ring LL128 cap is per release: ``NcclVersion.blackwell_ring_ll128_gbps``.)"""
+"""(Blackwell's ring LL128 cap is per release: ``NcclConstants.blackwell_ring_ll128_gbps``.)"""
 TREE_LL128_PER_CHANNEL_GBPS = {"ampere": 20.0, "hopper": 36.7, "blackwell": 55.6}
 TREE_PER_CHANNEL_GBPS = {"ampere": 24.0, "hopper": 38.7, "blackwell": 70.0}
 #: ``nvlsEfficiency`` (``src/graph/tuning.cc``): the fraction of a channel's NVLink speed NVLS
@@ -201,7 +201,7 @@ def busbw_bound_gbps(preset: BoxLike, world_size: int, algorithm: str) -> float:
 
 def tuning_table(preset: BoxLike, world_size: int, *, algorithms: Iterable[str] | None = None,
                  protocols: Iterable[str] | None = None,
-                 nccl_version: str | NcclVersion | None = None) -> list[TuningEntry]:
+                 nccl_version: str | NcclConstants | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table for ``world_size`` GPUs of ``preset`` (a :class:`GpuBox` or a
     name in :data:`distlab.nccl.boxes.GPU_BOXES`), every (algorithm, protocol) in
     NCCL's order.
@@ -212,7 +212,7 @@ def tuning_table(preset: BoxLike, world_size: int, *, algorithms: Iterable[str] 
     the release whose constants apply
     (:func:`~distlab.nccl.versions.nccl_version`; ``None``: 2.28.9).
     """
-    version = versions.nccl_version(nccl_version)
+    version = versions.nccl_constants(nccl_version)
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
     return box_table(box, n, check_subset("algorithms", algorithms, ALGORITHMS),
@@ -220,7 +220,7 @@ def tuning_table(preset: BoxLike, world_size: int, *, algorithms: Iterable[str] 
 
 
 def box_table(box: GpuBox, n: int, algos: tuple[str, ...], protos: tuple[str, ...],
-              version: NcclVersion) -> list[TuningEntry]:
+              version: NcclConstants) -> list[TuningEntry]:
     """:func:`tuning_table` inside the model: every argument resolved and checked by the caller
     (``n`` in ``[2, box.gpus]``, ``algos`` / ``protos`` from :func:`check_subset`)."""
     graphs = box_graphs(box, n, version=version)
@@ -253,7 +253,7 @@ def format_tuning_table(preset: BoxLike, world_size: int) -> list[str]:
 def nccl_allreduce(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int], *,
                    algorithms: Iterable[str] | None = None,
                    protocols: Iterable[str] | None = None,
-                   nccl_version: str | NcclVersion | None = None) -> list[Choice]:
+                   nccl_version: str | NcclConstants | None = None) -> list[Choice]:
     """NCCL's choice and estimated time for each allreduce size, with every candidate's time.
 
     Args:
@@ -275,14 +275,14 @@ def nccl_allreduce(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
     if n == 1:
         return [Choice(s, 1, "ring", "Simple", 0.0, (Candidate("ring", "Simple", 0.0, 0.0, 0.0),))
                 for s in sizes]
-    version = versions.nccl_version(nccl_version)
+    version = versions.nccl_constants(nccl_version)
     return box_choices(box, n, sizes, check_subset("algorithms", algorithms, ALGORITHMS),
                        check_subset("protocols", protocols, PROTOCOLS), version,
                        asked=(algorithms, protocols))
 
 
 def box_choices(box: GpuBox, n: int, sizes: Sequence[int], algos: tuple[str, ...],
-                protos: tuple[str, ...], version: NcclVersion, *,
+                protos: tuple[str, ...], version: NcclConstants, *,
                 asked: tuple[Any, Any] | None = None) -> list[Choice]:
     """:func:`nccl_allreduce` inside the model, for ``n >= 2``: every argument resolved and
     checked by the caller (``sizes`` by :func:`check_sizes`); ``asked``: the ``algorithms`` and
@@ -305,7 +305,7 @@ def box_choices(box: GpuBox, n: int, sizes: Sequence[int], algos: tuple[str, ...
 def predict_nccl_allreduce(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int], *,
                            algorithms: Iterable[str] | None = None,
                            protocols: Iterable[str] | None = None,
-                           nccl_version: str | NcclVersion | None = None) -> list[float]:
+                           nccl_version: str | NcclConstants | None = None) -> list[float]:
     """Seconds of NCCL's own allreduce at each size (its choice of algorithm and protocol);
     arguments as :func:`nccl_allreduce`."""
     return [c.seconds for c in nccl_allreduce(preset, world_size, sizes_bytes,
@@ -347,7 +347,7 @@ NVLS_ALG_PER_BUS_BEFORE_2_28 = 5 / 6
 """NVLS algorithm bandwidth per bus bandwidth up to 2.27.5 (``ratio = 5.0/6.0``)."""
 
 
-def _alg_per_bus(algorithm: str, n: int, version: NcclVersion) -> float:
+def _alg_per_bus(algorithm: str, n: int, version: NcclConstants) -> float:
     """Algorithm bandwidth per bus bandwidth (``ratio`` in ``ncclTopoTuneModel``)."""
     if algorithm == "tree":
         return TREE_ALG_PER_BUS
@@ -356,19 +356,19 @@ def _alg_per_bus(algorithm: str, n: int, version: NcclVersion) -> float:
     return n / (2 * (n - 1))
 
 
-def _table_generation(box: GpuBox, version: NcclVersion) -> str:
+def _table_generation(box: GpuBox, version: NcclConstants) -> str:
     """The row of NCCL's per-architecture tables: Blackwell reads Hopper's before 2.27."""
     gen = box.generation
     return "hopper" if gen == "blackwell" and not version.blackwell_row else gen
 
 
-def _ll_max(box: GpuBox, version: NcclVersion) -> float:
+def _ll_max(box: GpuBox, version: NcclConstants) -> float:
     gen = _table_generation(box, version)
     return version.ll_max_hopper_gbps if gen == "hopper" else LL_MAX_BUSBW_GBPS[gen]
 
 
 def _bus_bandwidth(box: GpuBox, graph: NcclGraph, algorithm: str, protocol: str,
-                   version: NcclVersion) -> float:
+                   version: NcclConstants) -> float:
     """NCCL's bus bandwidth for one pair, GB/s: the graph's ``channels * bw`` with the protocol
     and algorithm refinements of ``ncclTopoTuneModel``. (Its extra 0.85 for trees applies to
     ``NCCL_TOPO_PATTERN_TREE`` graphs; a single node keeps the balanced tree it finds first.)"""
@@ -400,10 +400,10 @@ def _bus_bandwidth(box: GpuBox, graph: NcclGraph, algorithm: str, protocol: str,
 
 
 def base_and_hop_us(graph: NcclGraph, protocol: str,
-                    version: NcclVersion | None = None) -> tuple[float, float]:
+                    version: NcclConstants | None = None) -> tuple[float, float]:
     """NCCL's base latency and per-step (ring) or per-hop (tree) latency of ``graph``'s
     algorithm with ``protocol`` for the release, us (NVLS: its flat latency and 0)."""
-    v = nccl_version(version)
+    v = nccl_constants(version)
     a = graph.algorithm
     if a == "nvls":
         return v.nvls_latency_us, 0.0
@@ -412,7 +412,7 @@ def base_and_hop_us(graph: NcclGraph, protocol: str,
     return BASE_LATENCY_US[(a, protocol)], HOP_LATENCY_US[graph.hop_class][(a, protocol)]
 
 
-def _latency_us(graph: NcclGraph, n: int, protocol: str, version: NcclVersion) -> float:
+def _latency_us(graph: NcclGraph, n: int, protocol: str, version: NcclConstants) -> float:
     """NCCL's fixed term, us: base + ``2(n-1)`` ring steps or ``2(n-1)`` tree hops of the
     per-hop latency of the graph's path class; NVLS one flat value."""
     base, hop = base_and_hop_us(graph, protocol, version)
@@ -420,7 +420,7 @@ def _latency_us(graph: NcclGraph, n: int, protocol: str, version: NcclVersion) -
 
 
 def _disabled_reason(box: GpuBox, graphs: dict[str, NcclGraph], algorithm: str, protocol: str,
-                     algos: tuple[str, ...], protos: tuple[str, ...], version: NcclVersion,
+                     algos: tuple[str, ...], protos: tuple[str, ...], version: NcclConstants,
                      n: int) -> str:
     """Why NCCL would not use the pair ("" if it may), after ``ncclTopoTuneModel``'s rules."""
     if algorithm == "nvls" and algorithm not in graphs:

@@ -103,7 +103,7 @@ from distlab.nccl.per_size import (
     run_size,
     shipped_constants,
 )
-from distlab.nccl.versions import NcclVersion
+from distlab.nccl.versions import NcclConstants
 
 # The pipeline's types, NCCL's rules and the shipped constants are
 # :mod:`~distlab.nccl.per_size`'s, named here too for the callers of this model.
@@ -127,7 +127,7 @@ def nccl_execution(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
                    harness: str = "torch", constants: ExecutionConstants | None = None,
                    algorithms: Iterable[str] | None = None,
                    protocols: Iterable[str] | None = None,
-                   nccl_version: str | NcclVersion | None = None, nodes: int = 1,
+                   nccl_version: str | NcclConstants | None = None, nodes: int = 1,
                    network: str | None = None) -> list[Execution]:
     """NCCL's choice for each allreduce size and the time of its execution.
 
@@ -150,7 +150,7 @@ def nccl_execution(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
         network: a key of :data:`~distlab.nccl.multinode.NETWORKS`, required
             when ``nodes > 1``.
     """
-    version = versions.nccl_version(nccl_version)
+    version = versions.nccl_constants(nccl_version)
     box = gpu_box(preset)
     nodes = check_int("nodes", nodes, minimum=1)
     if nodes > 1 or network is not None:
@@ -169,7 +169,7 @@ def nccl_execution(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
 
 def one_node_execution(box: GpuBox, n: int, sizes: Sequence[int], how: Harness,
                        constants: ExecutionConstants, algos: tuple[str, ...],
-                       protos: tuple[str, ...], version: NcclVersion, *,
+                       protos: tuple[str, ...], version: NcclConstants, *,
                        asked: tuple[Any, Any] | None = None) -> list[Execution]:
     """:func:`nccl_execution` on one node inside the model: every argument resolved and checked
     by the caller (``n`` in ``[2, box.gpus]``; ``asked``: as
@@ -177,7 +177,7 @@ def one_node_execution(box: GpuBox, n: int, sizes: Sequence[int], how: Harness,
     choices = box_choices(box, n, sizes, algos, protos, version, asked=asked)
     layout = OneNodeLayout(box, n, box_graphs(box, n, version=version), version)
     nvls_algbw = [e.algbw_gbps for e in box_table(box, n, ALGORITHMS, PROTOCOLS,
-                                                  versions.nccl_version(NVLS_RATE_VERSION))
+                                                  versions.nccl_constants(NVLS_RATE_VERSION))
                   if e.algorithm == "nvls"]
     host = how.term(constants, n, box)
     return [run_size(pick_of(ch, nvls_algbw[0] if ch.algorithm == "nvls" else None), layout, n,
@@ -196,7 +196,7 @@ class OneNodeLayout:
     box: GpuBox
     n: int
     graphs: dict[str, NcclGraph]
-    version: NcclVersion
+    version: NcclConstants
 
     def channels(self, pick: Pick) -> Channels:
         """NVLS's channels, else twice the graph's (``ncclTopoPostset``); those launched."""

@@ -50,7 +50,7 @@ from distlab.nccl.per_size import (
     shipped_constants,
 )
 from distlab.nccl.published import published_tables
-from distlab.nccl.versions import NcclVersionWarning
+from distlab.nccl.versions import NcclReleaseWarning
 from distlab.report.jsonfile import write_json
 from distlab.vocabulary import ErrorSummary, busbw_factor, collective_name, error_pct
 
@@ -144,7 +144,7 @@ def _execution(point: dict[str, Any], constants: ExecutionConstants) -> Executio
     # across nodes, the run's release sets only the Blackwell rows (multinode's module doc)
     where = {"nodes": nodes, "network": str(point["network"])} if nodes > 1 else {}
     with warnings.catch_warnings():  # a release the model does not hold: judged as priced
-        warnings.simplefilter("ignore", NcclVersionWarning)
+        warnings.simplefilter("ignore", NcclReleaseWarning)
         return nccl_execution(box_of(point), int(point["world_size"]), [int(point["nbytes"])],
                               harness=harness_of(point), constants=constants, algorithms=algos,
                               nccl_version=point.get("nccl_version"), **where)[0]

@@ -3,7 +3,7 @@ was judged (a report module; ``python -m distlab.nccl --boxes``).
 
 For each GPU box (:data:`~distlab.nccl.boxes.GPU_BOXES`), network
 (:data:`~distlab.nccl.multinode.NETWORKS`) and release
-(:data:`~distlab.nccl.versions.NCCL_VERSIONS`): the published tables that judge
+(:data:`~distlab.nccl.versions.NCCL_CONSTANTS`): the published tables that judge
 it, their points, and the median and 90th percentile of the absolute time error. One-node tables
 are judged leave-one-source-out (each source priced with constants fitted on the others: the
 same judgement as ``python -m distlab.judge nccl --published``); multi-node tables are judged out
@@ -22,7 +22,7 @@ from typing import Any
 
 from distlab.nccl.boxes import GPU_BOXES, NCCL_TAG
 from distlab.nccl.multinode import NETWORKS
-from distlab.nccl.versions import NCCL_VERSIONS, resolve_nccl_version
+from distlab.nccl.versions import NCCL_CONSTANTS, resolve_nccl_version
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary
@@ -102,7 +102,7 @@ def boxes_report() -> dict[str, Any]:
             for k, n in NETWORKS.items()]
     releases = [{"key": k, "tag": v.tag, "source": f"NVIDIA/nccl {v.tag} (versions.py's table)",
                  **Judged.of(by_release.get(v.release, [])).row()}
-                for k, v in NCCL_VERSIONS.items()]
+                for k, v in NCCL_CONSTANTS.items()]
     return {"nccl_tag": NCCL_TAG, "boxes": boxes, "networks": nets, "releases": releases,
             "cannot_price": list(CANNOT_PRICE)}
 

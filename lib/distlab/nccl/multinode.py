@@ -96,7 +96,7 @@ from distlab.nccl.per_size import (
     run_size,
     shipped_constants,
 )
-from distlab.nccl.versions import NcclVersion
+from distlab.nccl.versions import NcclConstants
 
 __all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
            "multinode_execution", "multinode_graphs", "multinode_table", "net_hop_us", "network",
@@ -141,13 +141,13 @@ class Network:
     plugin_latency_us: float = 0.0
     hop_floor_us: float = 0.0
 
-    def nccl_devices(self, version: NcclVersion | None = None) -> tuple[int, float]:
+    def nccl_devices(self, version: NcclConstants | None = None) -> tuple[int, float]:
         """``(devices, GB/s each)`` per node as NCCL's topology holds them under ``version``
         (``None``: 2.28.9): merged ports count as one device of their summed speed; NCCL merges
         ports itself from 2.20 on, a plugin always."""
         merged = self.ports_per_device > 1 and (
             self.merged_by == "plugin" or version is None
-            or _release_minor(version) >= MERGE_FROM_MINOR)
+            or version.parsed_release.minor >= MERGE_FROM_MINOR)
         if not merged:
             return self.rails, self.nic_gbps
         return self.rails // self.ports_per_device, self.nic_gbps * self.ports_per_device
@@ -161,11 +161,6 @@ plugin and NCCL's proxy (aws-ofi-nccl's tuner, ``OFI_NCCL_TUNER_NET_COMP_OVERHEA
 MERGE_FROM_MINOR = 20
 """NCCL 2.20 is the first release that merges a multi-port NIC's ports into one device
 (``NCCL_IB_MERGE_NICS``, ``src/transport/net_ib.cc``; not in 2.19.3)."""
-
-
-def _release_minor(version: NcclVersion) -> int:
-    """The minor release of ``version`` (``20`` for ``v2.20.5-1``)."""
-    return int(version.release.split(".")[1])
 
 
 NETWORKS: dict[str, Network] = {
@@ -296,9 +291,9 @@ def network(net: Network | str) -> Network:
     return NETWORKS[check_choice("network", net, NETWORKS)]
 
 
-def _blackwell_row(version: NcclVersion | None, field: str,
+def _blackwell_row(version: NcclConstants | None, field: str,
                    default: tuple[float, ...]) -> tuple[float, ...]:
-    """A per-release Blackwell row of :class:`~distlab.nccl.versions.NcclVersion`
+    """A per-release Blackwell row of :class:`~distlab.nccl.versions.NcclConstants`
     (``None``: ``default``, 2.28.9's)."""
     return default if version is None else tuple(getattr(version, field))
 
@@ -315,7 +310,7 @@ def usable_devices(devices: int, box: GpuBox, gpus_per_node: int | None) -> int:
 
 
 def multinode_graphs(box: GpuBox, nodes: int, net: Network, *,
-                     version: NcclVersion | None = None,
+                     version: NcclConstants | None = None,
                      physical: bool = False, gpus_per_node: int | None = None) -> MultinodeGraph:
     """The ring (and tree) graph across ``nodes`` nodes (see the module doc) over the network's
     devices as NCCL holds them (:meth:`Network.nccl_devices`), those the communicator's
@@ -368,7 +363,7 @@ def tree_intra_speed(speeds: Sequence[float], channels: int, speed: float,
 def multinode_table(box: BoxLike, world_size: int, nodes: int, net: Network | str, *,
                     algorithms: Iterable[str] | None = None,
                     protocols: Iterable[str] | None = None,
-                    version: NcclVersion | None = None) -> list[TuningEntry]:
+                    version: NcclConstants | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
     all, ``world_size / nodes`` per node) over network ``net``: one
     :class:`~distlab.nccl.estimate.TuningEntry` per pair, NCCL's order."""
@@ -405,7 +400,7 @@ def _restrictions(algorithms: Iterable[str] | None,
 
 
 def node_table(b: GpuBox, n: int, nodes: int, nw: Network, algos: tuple[str, ...],
-               protos: tuple[str, ...], version: NcclVersion | None) -> list[TuningEntry]:
+               protos: tuple[str, ...], version: NcclConstants | None) -> list[TuningEntry]:
     """:func:`multinode_table` inside the model: every argument resolved and checked by the
     caller (``n`` a multiple of ``nodes >= 2``)."""
     ppn = n // nodes
@@ -430,10 +425,10 @@ def node_table(b: GpuBox, n: int, nodes: int, nw: Network, algos: tuple[str, ...
 def multinode_choices(box: BoxLike, world_size: int, sizes_bytes: Sequence[int], nodes: int,
                       net: Network | str, *, algorithms: Iterable[str] | None = None,
                       protocols: Iterable[str] | None = None,
-                      version: NcclVersion | None = None) -> list[Choice]:
+                      version: NcclConstants | None = None) -> list[Choice]:
     """NCCL's choice and estimate per size across nodes (``ncclTopoGetAlgoTime``: the tree
     correction, from 2.29.7 on NVLS-Tree too on Blackwell with an x86 CPU, and the ring's Simple
-    plateau). ``version``: an ``NcclVersion`` whose Blackwell rows apply (``None``: 2.28.9)."""
+    plateau). ``version``: an ``NcclConstants`` whose Blackwell rows apply (``None``: 2.28.9)."""
     b, n, nodes, nw, algos, protos = _checked(box, world_size, nodes, net, algorithms, protocols)
     return node_choices(b, n, sizes_bytes, nodes, nw, algos, protos, version,
                         asked=(algorithms, protocols))
@@ -441,7 +436,7 @@ def multinode_choices(box: BoxLike, world_size: int, sizes_bytes: Sequence[int],
 
 def node_choices(b: GpuBox, world_size: int, sizes_bytes: Sequence[int], nodes: int,
                  nw: Network, algos: tuple[str, ...], protos: tuple[str, ...],
-                 version: NcclVersion | None, *,
+                 version: NcclConstants | None, *,
                  asked: tuple[object, object] | None = None) -> list[Choice]:
     """:func:`multinode_choices` inside the model: every argument but the sizes resolved and
     checked by the caller; ``asked``: the ``algorithms`` and ``protocols`` as given, for the
@@ -502,7 +497,7 @@ def _reason(box: GpuBox, ppn: int, a: str, p: str, algos: tuple[str, ...],
 
 
 def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
-           col: int, version: NcclVersion | None = None) -> float:
+           col: int, version: NcclConstants | None = None) -> float:
     gen = box.generation
     ring_ll128 = RING_LL128_PER_CHANNEL[gen][col]
     nvls_tree_cap = NVLS_TREE_PER_CHANNEL.get(gen, (0.0, 0.0))[col]
@@ -537,7 +532,7 @@ def _busbw(box: GpuBox, g: MultinodeGraph, a: str, p: str, nodes: int, ppn: int,
 
 
 def _wire_ratio(box: GpuBox, graph: MultinodeGraph, wire: MultinodeGraph, a: str, p: str,
-                nodes: int, ppn: int, version: NcclVersion | None) -> float:
+                nodes: int, ppn: int, version: NcclConstants | None) -> float:
     """How much faster pair ``(a, p)`` runs on the ``wire`` graph than on NCCL's ``graph``:
     the ratio of their bus bandwidths (every size-dependent factor cancels). Taken for a ring
     only: a ring across nodes is bound by the NICs, which the wire graph fills (2 x 8 H100 over
@@ -560,7 +555,7 @@ def tree_network_floor_us(nbytes: int, net: Network, box: GpuBox | None = None,
     return nbytes / (rails * net.nic_gbps * 1e3)
 
 
-def nvls_tree_latency_us(nodes: int, version: NcclVersion | None = None) -> float:
+def nvls_tree_latency_us(nodes: int, version: NcclConstants | None = None) -> float:
     """NVLS-Tree's latency across ``nodes`` nodes, us (``src/graph/tuning.cc``
     ``ncclTopoTuneModel``: ``intraLat + 2 * log2i(nNodes) * interLat``, both per release:
     ``hwLat[NVLINK][NVLS_TREE]`` (``baseLat`` in 2.18.5) and ``hwLat[NET][NVLS_TREE]``, 19 us in
@@ -610,7 +605,7 @@ def nvls_tree_fill_us(transfer_us: float, chunk_bytes: int, channels: int, algbw
 
 
 def _latency(box: GpuBox, a: str, p: str, n: int, ppn: int, nodes: int,
-             version: NcclVersion | None = None, plugin_us: float = 0.0,
+             version: NcclConstants | None = None, plugin_us: float = 0.0,
              hop_floor_us: float = 0.0) -> float:
     """NCCL's estimate's fixed term of pair ``(a, p)``, us; ``plugin_us``: the net plugin's
     latency, added to each network hop, twice for Simple (the flush); ``hop_floor_us``: a
@@ -672,7 +667,7 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
                         net: Network | str | None, harness: str,
                         constants: ExecutionConstants | None,
                         algorithms: Iterable[str] | None, protocols: Iterable[str] | None,
-                        version: NcclVersion | None = None) -> list[Execution]:
+                        version: NcclConstants | None = None) -> list[Execution]:
     """:func:`~distlab.nccl.execution.nccl_execution` across nodes (its
     arguments, ``box`` resolved): the same pipeline
     (:func:`~distlab.nccl.per_size.run_size`) on NCCL's multi-node choice,

@@ -64,7 +64,7 @@ MAX_CHANNELS = 64
 """``MAXCHANNELS`` (``src/include/device.h``, 2.26 on); ``src/graph/connect.cc``
 ``ncclTopoPostset`` doubles the search's ring channels (``nChannels = min(MAXCHANNELS,
 nChannels*2)``). Older releases:
-:attr:`~distlab.nccl.versions.NcclVersion.max_channels`."""
+:attr:`~distlab.nccl.versions.NcclConstants.max_channels`."""
 NVLS_CHANNELS_SM90 = 16
 """``src/transport/nvls.cc`` ``NVLS_NCHANNELS_SM90``: NVLS channels on Hopper."""
 NVLS_CHANNELS_SM100 = 32

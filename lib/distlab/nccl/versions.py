@@ -3,7 +3,7 @@
 NCCL's tuning model (:mod:`~distlab.nccl.estimate`) and its execution
 (:mod:`~distlab.nccl.execution`) are written from NVIDIA/nccl ``v2.28.9-1``. The
 published tables were measured with older NCCLs, and what NCCL chooses and how fast it runs moved
-between them. :class:`NcclVersion` holds, per release, what differs for one node (every value
+between them. :class:`NcclConstants` holds, per release, what differs for one node (every value
 read from ``git show <tag>:<file>``; file and function beside each field):
 
 ========================== ======== ======== ======== ======== ======== ======== ======== ========
@@ -53,8 +53,8 @@ counts of ``src/transport/nvls.cc``, ``SM*_NVLINK_BW``) is the same in 2.28.9, 2
 **Releases the model does not hold.** :func:`resolve_nccl_version` prices a release with the
 newest modelled release not newer than it (2.25.1 with 2.24.3, 2.31.0 with 2.30.7), and one older
 than every modelled release (2.17.1) with the oldest, 2.18.5; each time it says so in one line
-(:attr:`ResolvedVersion.note`; :func:`nccl_version` also issues it as a
-:class:`NcclVersionWarning`). It never refuses a well-formed release: the constants move little
+(:attr:`ResolvedVersion.note`; :func:`nccl_constants` also issues it as a
+:class:`NcclReleaseWarning`). It never refuses a well-formed release: the constants move little
 between releases, and an answer with its caveat is more use than none.
 
 Not modelled per version (stated, not NCCL's): the topology search (``src/graph/search.cc``) is
@@ -67,10 +67,10 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from distlab.vocabulary import nccl_release
+from distlab.vocabulary import NcclRelease, nccl_release
 
-__all__ = ["DEFAULT_NCCL_VERSION", "NCCL_VERSIONS", "NcclVersion", "NcclVersionWarning",
-           "ResolvedVersion", "nccl_version", "release_key", "resolve_nccl_version"]
+__all__ = ["DEFAULT_NCCL_VERSION", "NCCL_CONSTANTS", "NcclConstants", "NcclReleaseWarning",
+           "ResolvedVersion", "nccl_constants", "release_key", "resolve_nccl_version"]
 
 #: ``sm100SpeedArrayIntra`` / ``sm100SpeedArrayInter`` (``src/graph/search.cc``), GB/s per channel.
 SM100_INTRA_2_28 = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
@@ -83,7 +83,7 @@ SM100_INTER_2_30 = (96.0, 86.0, 80.0, *_INTER_TAIL)
 
 
 @dataclass(frozen=True)
-class NcclVersion:
+class NcclConstants:
     """What one NCCL release's single-node allreduce model differs in (see the module table).
 
     Attributes:
@@ -137,30 +137,35 @@ class NcclVersion:
     @property
     def release(self) -> str:
         """``"2.18.5"`` for tag ``v2.18.5-1``."""
-        return self.tag[1:].split("-")[0]
+        return str(self.parsed_release)
+
+    @property
+    def parsed_release(self) -> NcclRelease:
+        """The tag as :func:`distlab.vocabulary.nccl_release` reads it (``2, 18, 5``)."""
+        return nccl_release(self.tag)
 
     def tree_hop_us(self, hop_class: str) -> float:
         """``hwLat[hop_class][TREE][SIMPLE]``, us."""
         return dict(self.tree_simple_hop_us)[hop_class]
 
 
-NCCL_VERSIONS: dict[str, NcclVersion] = {
-    "2.18": NcclVersion("v2.18.5-1", 23.0, 0.0, (("nvlink", 4.0), ("pci", 6.0)), 0.25, 87.7,
+NCCL_CONSTANTS: dict[str, NcclConstants] = {
+    "2.18": NcclConstants("v2.18.5-1", 23.0, 0.0, (("nvlink", 4.0), ("pci", 6.0)), 0.25, 87.7,
                         False, "generic", False, 32, 3, nvls_tree_net_hop_us=19.0),
-    "2.20": NcclVersion("v2.20.5-1", 23.0, 0.0, (("nvlink", 28.0), ("pci", 28.0)), 0.25, 87.7,
+    "2.20": NcclConstants("v2.20.5-1", 23.0, 0.0, (("nvlink", 28.0), ("pci", 28.0)), 0.25, 87.7,
                         False, "min", False, 32, 3, nvls_tree_net_hop_us=14.0),
-    "2.24": NcclVersion("v2.24.3-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+    "2.24": NcclConstants("v2.24.3-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         False, "min", False, 32, 3, nvls_tree_net_hop_us=14.0),
-    "2.26": NcclVersion("v2.26.2-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+    "2.26": NcclConstants("v2.26.2-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "min", False, 64, 3, nvls_tree_net_hop_us=14.0),
-    "2.27": NcclVersion("v2.27.5-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+    "2.27": NcclConstants("v2.27.5-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "min", True, 64, 3, nvls_tree_net_hop_us=14.0),
-    "2.28": NcclVersion("v2.28.9-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+    "2.28": NcclConstants("v2.28.9-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "efficiency", True, 64, 2),
-    "2.29": NcclVersion("v2.29.7-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+    "2.29": NcclConstants("v2.29.7-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "efficiency", True, 64, 2, (40.0, 40.0, 40.0), SM100_INTRA_2_29,
                         SM100_INTER_2_29, (96.0, 43.8), True),
-    "2.30": NcclVersion("v2.30.7-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
+    "2.30": NcclConstants("v2.30.7-1", 25.0, 8.4, (("nvlink", 4.0), ("pci", 4.0)), 0.5, 141.0,
                         True, "efficiency", True, 64, 2, (40.0, 40.0, 40.0), SM100_INTRA_2_29,
                         SM100_INTER_2_30, (96.0, 80.0), True),
 }
@@ -171,7 +176,7 @@ DEFAULT_NCCL_VERSION = "2.28"
 (torch 2.13's CPU wheel, the one on these machines, carries no NCCL)."""
 
 
-class NcclVersionWarning(UserWarning):
+class NcclReleaseWarning(UserWarning):
     """A release the model does not hold, priced with a neighbouring one (see the module doc)."""
 
 
@@ -186,7 +191,7 @@ class ResolvedVersion:
     """
 
     asked: str
-    version: NcclVersion
+    version: NcclConstants
     note: str
 
     @property
@@ -203,32 +208,32 @@ def release_key(text: str) -> tuple[int, int]:
         return nccl_release(text).key
     except ValueError:
         raise ValueError(f"nccl_version must be a release like '2.26', '2.26.2', 'v2.26.2-1' or "
-                         f"'2.26.2+cuda12.8' (the modelled ones are {', '.join(NCCL_VERSIONS)}), "
+                         f"'2.26.2+cuda12.8' (the modelled ones are {', '.join(NCCL_CONSTANTS)}), "
                          f"got {text!r}") from None
 
 
-def resolve_nccl_version(version: str | NcclVersion | None = None) -> ResolvedVersion:
+def resolve_nccl_version(version: str | NcclConstants | None = None) -> ResolvedVersion:
     """The modelled release that prices ``version`` (see the module doc), and what to say.
 
-    ``None``: :data:`DEFAULT_NCCL_VERSION`; an :class:`NcclVersion`: itself. A modelled minor
+    ``None``: :data:`DEFAULT_NCCL_VERSION`; an :class:`NcclConstants`: itself. A modelled minor
     release (any patch of it) prices as itself; a release between two modelled ones as the older;
     one newer than all as the newest; one older than all as the oldest (2.18.5).
     """
-    if isinstance(version, NcclVersion):
+    if isinstance(version, NcclConstants):
         return ResolvedVersion(version.release, version, "")
     if version is None:
-        v = NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
+        v = NCCL_CONSTANTS[DEFAULT_NCCL_VERSION]
         return ResolvedVersion(v.release, v, "")
     if not isinstance(version, str):
         raise TypeError(f"nccl_version must be a string like '2.24' or None, got "
                         f"{type(version).__name__} {version!r}")
     key = release_key(version)
-    known = sorted((release_key(k), k) for k in NCCL_VERSIONS)
+    known = sorted((release_key(k), k) for k in NCCL_CONSTANTS)
     exact = [k for kk, k in known if kk == key]
     if exact:
-        return ResolvedVersion(version, NCCL_VERSIONS[exact[0]], "")
+        return ResolvedVersion(version, NCCL_CONSTANTS[exact[0]], "")
     below = [k for kk, k in known if kk < key]
-    v = NCCL_VERSIONS[below[-1] if below else known[0][1]]
+    v = NCCL_CONSTANTS[below[-1] if below else known[0][1]]
     why = ("newer than every release the model holds" if key > known[-1][0] else
            "older than every release the model holds" if not below else
            "not a release the model holds")
@@ -237,10 +242,10 @@ def resolve_nccl_version(version: str | NcclVersion | None = None) -> ResolvedVe
                                        f"{v.release}")
 
 
-def nccl_version(version: str | NcclVersion | None = None) -> NcclVersion:
-    """The :class:`NcclVersion` that prices ``version`` (:func:`resolve_nccl_version`); a release
-    the model does not hold issues its one-line note as a :class:`NcclVersionWarning`."""
+def nccl_constants(version: str | NcclConstants | None = None) -> NcclConstants:
+    """The :class:`NcclConstants` that prices ``version`` (:func:`resolve_nccl_version`); a release
+    the model does not hold issues its one-line note as a :class:`NcclReleaseWarning`."""
     resolved = resolve_nccl_version(version)
     if resolved.note:
-        warnings.warn(resolved.note, NcclVersionWarning, stacklevel=2)
+        warnings.warn(resolved.note, NcclReleaseWarning, stacklevel=2)
     return resolved.version

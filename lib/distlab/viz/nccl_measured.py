@@ -29,7 +29,7 @@ from distlab.nccl.estimate import (
 )
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.fit_execution import JudgedPoint
-from distlab.nccl.versions import nccl_version as priced_version
+from distlab.nccl.versions import nccl_constants as priced_version
 from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, nccl_pair

@@ -14,12 +14,12 @@ from distlab.nccl.multinode import (
     tree_fill_sync_us,
 )
 from distlab.nccl.per_size import NCCL_STEPS, shipped_constants
-from distlab.nccl.versions import NCCL_VERSIONS, nccl_version
+from distlab.nccl.versions import NCCL_CONSTANTS, nccl_constants
 
 
 def test_nvls_tree_net_hop_per_release() -> None:
     """``hwLat[NET][NVLS_TREE][SIMPLE]``: 19 us in 2.18.5, 14 in 2.20.5-2.27.5, 20.9 after."""
-    hops = {k: v.nvls_tree_net_hop_us for k, v in NCCL_VERSIONS.items()}
+    hops = {k: v.nvls_tree_net_hop_us for k, v in NCCL_CONSTANTS.items()}
     assert hops == {"2.18": 19.0, "2.20": 14.0, "2.24": 14.0, "2.26": 14.0, "2.27": 14.0,
                     "2.28": 20.9, "2.29": 20.9, "2.30": 20.9}
 
@@ -29,14 +29,14 @@ def test_nvls_tree_net_hop_per_release() -> None:
     ("2.26", 4, 25.0 + 4 * 14.0), ("2.20", 8, 23.0 + 6 * 14.0), ("2.18", 2, 23.0 + 2 * 19.0)])
 def test_nvls_tree_latency_is_intra_plus_two_log2_nodes_net_hops(release, nodes,
                                                                   expected) -> None:
-    v = None if release is None else nccl_version(release)
+    v = None if release is None else nccl_constants(release)
     assert nvls_tree_latency_us(nodes, v) == pytest.approx(expected)
 
 
 def test_the_table_prices_nvls_tree_with_the_release_asked() -> None:
     def nvt(release):
         return next(e for e in multinode_table("h100_sxm8", 32, 4, "ib_ndr400x8",
-                                               version=nccl_version(release))
+                                               version=nccl_constants(release))
                     if e.algorithm == "nvls_tree")
     assert nvt("2.26").latency_us == pytest.approx(25.0 + 4 * 14.0)
     assert nvt("2.28").latency_us == pytest.approx(25.0 + 4 * 20.9)
@@ -47,7 +47,7 @@ def test_release_moves_the_4_node_crossover_to_nvls_tree() -> None:
     published 2.26.2 table runs at NVLS-Tree's times from 2 MiB), 2.28.9's keeps the tree."""
     def pick(release):
         c = multinode_choices("h100_sxm8", 32, [2 << 20], 4, "ib_ndr400x8",
-                              version=nccl_version(release))[0]
+                              version=nccl_constants(release))[0]
         return c.algorithm
     assert pick("2.26") == "nvls_tree"
     assert pick("2.28") == "tree"

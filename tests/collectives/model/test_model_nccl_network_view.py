@@ -19,7 +19,7 @@ from distlab.nccl.multinode import (
     net_hop_us,
     nvls_tree_fill_us,
 )
-from distlab.nccl.versions import NCCL_VERSIONS
+from distlab.nccl.versions import NCCL_CONSTANTS
 
 
 @pytest.mark.parametrize(("net", "release", "devices"), [
@@ -31,14 +31,14 @@ from distlab.nccl.versions import NCCL_VERSIONS
     ("efa3200_p5en", None, (8, 50.0)),
     ("efa400", None, (4, 12.5))])                # p4d: SENDRECV, no grouping
 def test_devices_as_nccl_holds_them(net, release, devices) -> None:
-    version = None if release is None else NCCL_VERSIONS[release]
+    version = None if release is None else NCCL_CONSTANTS[release]
     assert NETWORKS[net].nccl_devices(version) == devices
 
 
 def test_every_preset_keeps_its_line_rate_when_merged() -> None:
     """Merging changes how many devices NCCL sees, never the node's bandwidth."""
     for net in NETWORKS.values():
-        for version in (None, *NCCL_VERSIONS.values()):
+        for version in (None, *NCCL_CONSTANTS.values()):
             n, gbps = net.nccl_devices(version)
             assert n * gbps == pytest.approx(net.rails * net.nic_gbps), net.key
             assert net.rails % net.ports_per_device == 0, net.key
@@ -50,7 +50,7 @@ def test_merged_roce_is_the_infiniband_box_to_nccl() -> None:
     """OCI's 16 x 200 Gb/s H100 shape under NCCL 2.21: the graph and NVLS-Tree's bandwidth of 8 x
     400 Gb/s InfiniBand (its published 2-node busbw is that box's); under 2.18 it is not."""
     box = gpu_box("h100_sxm8")
-    v21, v18 = NCCL_VERSIONS["2.20"], NCCL_VERSIONS["2.18"]
+    v21, v18 = NCCL_CONSTANTS["2.20"], NCCL_CONSTANTS["2.18"]
     assert multinode_graphs(box, 2, NETWORKS["roce200x16"], version=v21) == \
         multinode_graphs(box, 2, NETWORKS["ib_ndr400x8"], version=v21)
     merged = {(e.algorithm, e.protocol): e.busbw_gbps

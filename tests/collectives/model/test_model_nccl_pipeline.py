@@ -149,7 +149,7 @@ def test_the_box_is_resolved_once_per_call(monkeypatch, where) -> None:
 
 def test_internals_take_a_gpu_box() -> None:
     box = GPU_BOXES["h100_sxm8"]
-    version = versions.nccl_version(None)
+    version = versions.nccl_constants(None)
     inside = execution.one_node_execution(box, 8, [1 << 20], HARNESSES["torch"],
                                           per_size.shipped_constants(), estimate.ALGORITHMS,
                                           estimate.PROTOCOLS, version)

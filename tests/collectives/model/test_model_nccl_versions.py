@@ -13,29 +13,29 @@ from distlab.nccl.estimate import nccl_allreduce, tuning_table
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
-    NCCL_VERSIONS,
-    NcclVersionWarning,
-    nccl_version,
+    NCCL_CONSTANTS,
+    NcclReleaseWarning,
+    nccl_constants,
     resolve_nccl_version,
 )
 
 
 @pytest.mark.parametrize("text", ["2.24", "2.24.3", "v2.24.3-1", " 2.24.9 "])
 def test_a_release_is_named_as_users_write_it(text: str) -> None:
-    assert nccl_version(text).tag == "v2.24.3-1"
+    assert nccl_constants(text).tag == "v2.24.3-1"
 
 
 def test_default_is_torch_2_11s_nccl() -> None:
-    assert nccl_version(None) is NCCL_VERSIONS[DEFAULT_NCCL_VERSION]
-    assert nccl_version(None).tag == "v2.28.9-1"
+    assert nccl_constants(None) is NCCL_CONSTANTS[DEFAULT_NCCL_VERSION]
+    assert nccl_constants(None).tag == "v2.28.9-1"
 
 
 @pytest.mark.parametrize("bad", ["latest", "", "2", "2.x.1", "two.29"])
 def test_a_malformed_release_is_refused_naming_the_forms(bad: str) -> None:
     with pytest.raises(ValueError, match=r"nccl_version must be a release like '2\.26'.*2\.30"):
-        nccl_version(bad)
+        nccl_constants(bad)
     with pytest.raises(TypeError):
-        nccl_version(2.24)  # type: ignore[arg-type]
+        nccl_constants(2.24)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("asked", "priced", "why"), [
@@ -51,10 +51,10 @@ def test_a_release_the_model_does_not_hold_is_priced_with_a_neighbour_and_says_s
     r = resolve_nccl_version(asked)
     assert r.priced_as == priced and r.asked == asked
     assert len(r.note.splitlines()) == 1 and why in r.note and f"priced as NCCL {priced}" in r.note
-    with pytest.warns(NcclVersionWarning, match=f"priced as NCCL {re.escape(priced)}"):
-        assert nccl_version(asked).release == priced
+    with pytest.warns(NcclReleaseWarning, match=f"priced as NCCL {re.escape(priced)}"):
+        assert nccl_constants(asked).release == priced
     # and it prices: the same times as the release it is priced with
-    with pytest.warns(NcclVersionWarning):
+    with pytest.warns(NcclReleaseWarning):
         got = predict_builtin("h100_sxm8", 8, [1 << 20, 1 << 30], nccl_version=asked)
     assert got == predict_builtin("h100_sxm8", 8, [1 << 20, 1 << 30], nccl_version=priced)
 
@@ -64,12 +64,12 @@ def test_a_release_the_model_holds_says_nothing(held: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r = resolve_nccl_version(held)
-        assert r.note == "" and nccl_version(held) is r.version
-    assert r.version is NCCL_VERSIONS[re.findall(r"2\.\d+", held)[0]]
+        assert r.note == "" and nccl_constants(held) is r.version
+    assert r.version is NCCL_CONSTANTS[re.findall(r"2\.\d+", held)[0]]
 
 
 def test_2_29_and_2_30_differ_from_2_28_only_in_their_blackwell_rows() -> None:
-    v28, v29, v30 = (NCCL_VERSIONS[k] for k in ("2.28", "2.29", "2.30"))
+    v28, v29, v30 = (NCCL_CONSTANTS[k] for k in ("2.28", "2.29", "2.30"))
     # tuning.cc perChMaxRingLL128Bws Blackwell: {2*36.7, 34.6, 2*36.7} -> {40, 40, 40}
     assert v28.blackwell_ring_ll128_gbps == pytest.approx((73.4, 34.6, 73.4))
     assert v29.blackwell_ring_ll128_gbps == v30.blackwell_ring_ll128_gbps == (40.0, 40.0, 40.0)
@@ -109,7 +109,7 @@ def test_default_release_is_the_estimate_as_before() -> None:
 
 
 def test_nvls_latency_and_bandwidth_per_release() -> None:
-    lat = {v: _entry("h100_sxm8", 8, "nvls", "Simple", v).latency_us for v in NCCL_VERSIONS}
+    lat = {v: _entry("h100_sxm8", 8, "nvls", "Simple", v).latency_us for v in NCCL_CONSTANTS}
     assert lat == {"2.18": 23.0, "2.20": 23.0, "2.24": 25.0, "2.26": 25.0, "2.27": 25.0,
                    "2.28": 25.0, "2.29": 25.0, "2.30": 25.0}
     e18 = _entry("h100_sxm8", 8, "nvls", "Simple", "2.18")

@@ -268,7 +268,7 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         nccl_version: on a GPU box, the NCCL release (``"2.18"`` ... ``"2.30"``, or as NCCL
             prints it, ``"2.29.7+cuda12.9"``); ``None``: 2.28.9, torch 2.11's. A release the
             model does not hold is priced with its neighbour, with a one-line
-            :class:`~distlab.nccl.versions.NcclVersionWarning`.
+            :class:`~distlab.nccl.versions.NcclReleaseWarning`.
         nodes, network: on a GPU box, ``nodes`` boxes joined by the network preset ``network``
             (:data:`~distlab.nccl.multinode.NETWORKS`); ``world_size`` is then
             the GPUs of all nodes (NCCL 2.28.9's multi-node model, the release's Blackwell rows).
