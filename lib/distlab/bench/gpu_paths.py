@@ -22,7 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from distlab.report.table import Column, Table
-from distlab.transfers.gpu_box import GpuBox, box_here
+from distlab.transfers.gpu_box import GpuHost, box_here
 from distlab.transfers.host_to_all import HOST_DIRECTIONS, host_to_all_rows
 from distlab.transfers.host_to_all_plan import numa_bindings
 from distlab.transfers.peer_matrix import matrix_lines, peer_rows
@@ -55,7 +55,7 @@ class GpuPathsResult:
     wrong: int = 0
 
 
-def _progress_total(box: GpuBox, paths: tuple[str, ...]) -> int:
+def _progress_total(box: GpuHost, paths: tuple[str, ...]) -> int:
     pairs = box.n_gpus * (box.n_gpus - 1) if box.n_gpus >= 2 else 0
     runs = len(numa_bindings(box.topology, box.n_gpus)[0]) or (1 if box.n_gpus >= 2 else 0)
     return (2 * pairs if "peer" in paths else 0) + \
@@ -64,7 +64,7 @@ def _progress_total(box: GpuBox, paths: tuple[str, ...]) -> int:
 
 def measure_gpu_paths(paths: tuple[str, ...], *, minbytes: int, maxbytes: int, repeats: int,
                       iters: int, warmup: int, rehearse: str | None = None,
-                      progress: bool = True, box: GpuBox | None = None) -> GpuPathsResult:
+                      progress: bool = True, box: GpuHost | None = None) -> GpuPathsResult:
     """Measure the selected :data:`GPU_PATHS` on this box (``box``, else the rehearsal
     ``rehearse`` names, else the CUDA GPUs); see the module docstring."""
     out = GpuPathsResult()

@@ -1,6 +1,6 @@
 """The GPUs of one host, as the multi-GPU copy measurements see them: CUDA, or a rehearsal.
 
-A :class:`GpuBox` allocates a buffer on each GPU and pinned host buffers bound to a NUMA node,
+A :class:`GpuHost` allocates a buffer on each GPU and pinned host buffers bound to a NUMA node,
 and times a set of copies issued together (one GPU-to-GPU copy, both directions of a pair, or every
 GPU copying host memory at once). :mod:`distlab.transfers.peer_matrix` and
 :mod:`distlab.transfers.host_to_all` only talk to this interface, so the same code runs on:
@@ -40,7 +40,7 @@ from distlab._checks import check_choice, check_int
 from distlab.envinfo import gpu_topology
 from distlab.transfers.gpu_topology import FAKE_TOPOLOGIES, Topology, parse_topology
 
-__all__ = ["REHEARSAL_BOXES", "Copy", "CudaBox", "GpuBox", "HostBuffer", "RehearsalBox",
+__all__ = ["REHEARSAL_BOXES", "Copy", "CudaBox", "GpuHost", "HostBuffer", "RehearsalBox",
            "box_here", "node_cpus", "parse_cpu_list", "rehearsal_box", "rehearsal_pcie_link"]
 
 #: fake boxes a run can rehearse on: name -> (topology maker, peer access between GPUs, the
@@ -127,7 +127,7 @@ class Copy:
     engine: int
 
 
-class GpuBox(ABC):
+class GpuHost(ABC):
     """The GPUs of a host (see the module docstring)."""
 
     name: str = "abstract"
@@ -180,7 +180,7 @@ class GpuBox(ABC):
         return {"box": self.name, "gpus": self.n_gpus, "rehearsal": self.rehearsal}
 
 
-class CudaBox(GpuBox):
+class CudaBox(GpuHost):
     """The GPUs torch sees (``topology``: ``nvidia-smi topo -m`` read, or None)."""
 
     name = "cuda"
@@ -225,7 +225,7 @@ class CudaBox(GpuBox):
         return [start.elapsed_time(end) / 1e3 / iters for start, end in timed]
 
 
-class RehearsalBox(GpuBox):
+class RehearsalBox(GpuHost):
     """A fake box (``box``: a key of :data:`REHEARSAL_BOXES`): host memory for each GPU, one
     thread per copy, the fake topology's NUMA nodes. Real host timings, labelled rehearsal."""
 
@@ -289,7 +289,7 @@ def rehearsal_box(name: str) -> RehearsalBox:
     return RehearsalBox(name)
 
 
-def box_here(rehearse: str | None = None) -> tuple[GpuBox | None, str]:
+def box_here(rehearse: str | None = None) -> tuple[GpuHost | None, str]:
     """The box to measure: the rehearsal ``rehearse`` names, else the CUDA GPUs (topology read
     from ``nvidia-smi topo -m`` where it prints one), else None and why (no CUDA device)."""
     if rehearse:

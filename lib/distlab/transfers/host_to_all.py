@@ -4,7 +4,7 @@ Runs come from :func:`~distlab.transfers.host_to_all_plan.numa_bindings`: ``loca
 host buffer on its own NUMA node) and ``remote`` (on another node: the copy crosses the CPUs'
 interconnect); where the GPUs' nodes are unknown, one ``unbound`` run. For each run and direction
 (``h2d``: host to every GPU; ``d2h``: every GPU to the host) all GPUs copy together
-(:meth:`~distlab.transfers.gpu_box.GpuBox.time_together`), and the rows are:
+(:meth:`~distlab.transfers.gpu_box.GpuHost.time_together`), and the rows are:
 
 - one per GPU: its own seconds per copy (median over ``repeats``) and GB/s;
 - ``gpu = "all"``: the aggregate, every GPU's bytes over the slowest GPU's time: the rate at which
@@ -25,7 +25,7 @@ import torch
 
 from distlab._checks import check_int
 from distlab.transfers.adapter import pattern
-from distlab.transfers.gpu_box import Copy, GpuBox
+from distlab.transfers.gpu_box import Copy, GpuHost
 from distlab.transfers.host_to_all_plan import Binding, numa_bindings
 from distlab.vocabulary import gb_per_s
 
@@ -54,7 +54,7 @@ class HostToAllRow:
         return asdict(self)
 
 
-def _runs(box: GpuBox) -> tuple[dict[str, list[Binding | None]], list[str]]:
+def _runs(box: GpuHost) -> tuple[dict[str, list[Binding | None]], list[str]]:
     runs, skipped = numa_bindings(box.topology, box.n_gpus)
     out: dict[str, list[Binding | None]] = {k: list(v) for k, v in runs.items()}
     if not out and box.n_gpus >= 2:   # nodes unknown: every GPU at once all the same, unbound
@@ -62,7 +62,7 @@ def _runs(box: GpuBox) -> tuple[dict[str, list[Binding | None]], list[str]]:
     return out, skipped
 
 
-def host_to_all_rows(box: GpuBox, nbytes: int, *, repeats: int = 5, iters: int = 10,
+def host_to_all_rows(box: GpuHost, nbytes: int, *, repeats: int = 5, iters: int = 10,
                      warmup: int = 2, progress: Callable[[], None] | None = None
                      ) -> tuple[list[HostToAllRow], list[str]]:
     """Measure every run the box allows at ``nbytes`` per GPU; returns the rows and one

@@ -27,7 +27,7 @@ import torch
 
 from distlab._checks import check_int
 from distlab.transfers.adapter import pattern
-from distlab.transfers.gpu_box import Copy, GpuBox
+from distlab.transfers.gpu_box import Copy, GpuHost
 from distlab.transfers.gpu_topology import copy_route, peer_pairs
 from distlab.vocabulary import gb_per_s
 
@@ -61,7 +61,7 @@ def _wrong(dst: torch.Tensor, expected: torch.Tensor) -> int:
     return int((got != expected).sum()) if not torch.equal(got, expected) else 0
 
 
-def peer_rows(box: GpuBox, sizes: Sequence[int], *, repeats: int = 5, iters: int = 10,
+def peer_rows(box: GpuHost, sizes: Sequence[int], *, repeats: int = 5, iters: int = 10,
               warmup: int = 2, progress: Callable[[], None] | None = None
               ) -> tuple[list[PeerRow], str | None]:
     """Measure every ordered pair at every size; returns the rows and None, or no rows and the
