@@ -70,6 +70,25 @@ def test_travel_rows_are_the_travel_table_with_each_profiles_cpus() -> None:
                                                    pytest.approx(s.p90, rel=1e-12))
 
 
+def test_travel_loads_each_profile_once(monkeypatch) -> None:
+    import distlab.judge.refit as refit
+    import distlab.judge.tables as tables
+    loads: list[str] = []
+
+    def counting(path, *args, **kwargs):
+        loads.append(str(path))
+        return load(path, *args, **kwargs)
+
+    load = tables.load_profile
+    monkeypatch.setattr(tables, "load_profile", counting)
+    monkeypatch.setattr(refit, "load_profile", counting)
+    profiles = [VM, QUICK, PROFILES / "vm-1core-2026-11-23"]
+    rows = travel_rows(profiles)
+    assert sorted(loads) == sorted(str(p) for p in profiles)   # not once per pair
+    assert {(r["measured"], r["calibrated"]) for r in rows} >= {("vm-2026-11-23",
+                                                                 "vm-1core-2026-11-23")}
+
+
 def test_spread_rows_count_the_rounds_slower_than_twice_the_fastest() -> None:
     run = refit_profile(VM)[0]
     rows = spread_rows(run)

@@ -39,7 +39,7 @@ from distlab.profile.expected import MODEL_MIN_BYTES
 from distlab.profile.load import Profile, load_profile
 from distlab.vocabulary import ErrorSummary, error_pct
 
-__all__ = ["JUDGEABLE", "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES",
+__all__ = ["as_profile", "JUDGEABLE", "TARGET_ALGORITHMS", "TARGET_MEDIAN_PCT", "TARGET_MIN_BYTES",
            "TARGET_P90_PCT", "RefitRun", "RehearsalProfileError", "algorithms_in",
            "calibrated_runs", "error_stats", "profile_cpus", "refit_problem", "refit_profile",
            "refit_rows", "refit_runs", "rehearsal_text"]
@@ -204,16 +204,24 @@ class RehearsalProfileError(ValueError):
     for NCCL and host memory for GPUs, so no model is judged on its runs."""
 
 
-def refit_profile(path: str | os.PathLike[str], *,
-                  calibration_from: str | os.PathLike[str] | None = None,
+def as_profile(profile: PathLike | Profile) -> Profile:
+    """``profile`` itself, or the profile folder it names loaded."""
+    return profile if isinstance(profile, Profile) else load_profile(profile)
+
+
+def refit_profile(path: PathLike | Profile, *,
+                  calibration_from: PathLike | Profile | None = None,
                   per_size: bool = True, skip_missing: bool = False,
                   statistic: str = "mean") -> list[RefitRun]:
     """Every allreduce run of the profile folder ``path`` priced again (see the module doc).
 
     Args:
-        path: a profile folder (``profile.json`` + ``collectives.json``).
-        calibration_from: another profile folder whose calibration (same backend and world
-            size) prices the rows instead of ``path``'s own: how far the model travels.
+        path: a profile folder (``profile.json`` + ``collectives.json``), or the
+            :class:`~distlab.profile.load.Profile` loaded from one (a caller judging many
+            pairs loads each profile once).
+        calibration_from: another profile folder (or its Profile) whose calibration (same
+            backend and world size) prices the rows instead of ``path``'s own: how far the
+            model travels.
         per_size: per-size rates (default) or the one beta and gamma of the calibration.
         skip_missing: leave out runs that ``calibration_from`` has no calibration for
             (default: raise).
@@ -226,8 +234,8 @@ def refit_profile(path: str | os.PathLike[str], *,
         ValueError: not a profile folder, no calibrated allreduce run, or no calibration of the
             same backend and world size in ``calibration_from``.
     """
-    measured = load_profile(path)
-    source = measured if calibration_from is None else load_profile(calibration_from)
+    measured = as_profile(path)
+    source = measured if calibration_from is None else as_profile(calibration_from)
     cals = {(r["backend"], r["world_size"]): r["calibration"] for r in calibrated_runs(source)}
     out = []
     for run in calibrated_runs(measured):

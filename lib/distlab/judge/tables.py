@@ -76,16 +76,17 @@ def travel_rows(profiles: Sequence[PathLike], *, min_bytes: int = TARGET_MIN_BYT
     on (``measured_cpus``, ``calibrated_cpus``: :func:`~.refit.profile_cpus`, None when the
     profile records none)."""
     algos = None if algorithms is None else tuple(algorithms)
-    cpus = {str(p): profile_cpus(load_profile(p)) for p in profiles}
+    loaded = [load_profile(p) for p in profiles]     # once each: every pair reads them
+    cpus = [profile_cpus(p) for p in loaded]
     rows = []
-    for measured in profiles:
-        for source in profiles:
+    for measured, measured_cpus in zip(loaded, cpus, strict=True):
+        for source, source_cpus in zip(loaded, cpus, strict=True):
             for run in refit_profile(measured, calibration_from=source, skip_missing=True):
                 s = error_stats(run.rows, min_bytes=min_bytes, algorithms=algos)
                 rows.append({"measured": run.profile, "calibrated": run.calibrated_on,
                              "world_size": run.world_size, "n": s.n, "median": s.median,
-                             "p90": s.p90, "max": s.max, "measured_cpus": cpus[str(measured)],
-                             "calibrated_cpus": cpus[str(source)]})
+                             "p90": s.p90, "max": s.max, "measured_cpus": measured_cpus,
+                             "calibrated_cpus": source_cpus})
     return rows
 
 

@@ -30,13 +30,14 @@ from distlab.judge.refit import (
     TARGET_ALGORITHMS,
     TARGET_MIN_BYTES,
     RefitRun,
+    as_profile,
     calibrated_runs,
     meets_target,
     profile_cpus,
     refit_problem,
     refit_rows,
 )
-from distlab.profile.load import Profile, load_profile
+from distlab.profile.load import Profile
 from distlab.vocabulary import ErrorSummary
 
 __all__ = ["Window", "default_lengths", "window_calibration", "window_problem", "window_rows",
@@ -110,9 +111,10 @@ def window_rows(rows: Sequence[Mapping[str, Any]], start: int, stop: int
     return out
 
 
-def window_runs(path: str | os.PathLike[str], rounds: int, *,
+def window_runs(path: str | os.PathLike[str] | Profile, rounds: int, *,
                 statistic: str = "mean") -> list[Window]:
-    """Every ``rounds``-long window of every allreduce run of the profile folder ``path``,
+    """Every ``rounds``-long window of every allreduce run of the profile folder ``path`` (or
+    its loaded :class:`~distlab.profile.load.Profile`),
     each priced with the calibration of its own rounds (see the module docstring); in run order,
     then window order.
 
@@ -123,7 +125,7 @@ def window_runs(path: str | os.PathLike[str], rounds: int, *,
     """
     n_rounds = check_int("rounds", rounds, minimum=1)
     check_choice("statistic", statistic, STATISTICS)
-    profile = load_profile(path)
+    profile = as_profile(path)
     cpus = profile_cpus(profile)
     out = []
     for run in calibrated_runs(profile):
@@ -144,7 +146,7 @@ def window_runs(path: str | os.PathLike[str], rounds: int, *,
     return out
 
 
-def window_summary(path: str | os.PathLike[str], lengths: Sequence[int], *,
+def window_summary(path: str | os.PathLike[str] | Profile, lengths: Sequence[int], *,
                    statistic: str = "mean", min_bytes: int = TARGET_MIN_BYTES,
                    algorithms: Iterable[str] | None = TARGET_ALGORITHMS
                    ) -> list[dict[str, Any]]:
@@ -152,15 +154,16 @@ def window_summary(path: str | os.PathLike[str], lengths: Sequence[int], *,
     the windows, how many meet the target, and the median and worst over windows of their
     median and p90 ``|error%|`` (:func:`window_runs`)."""
     algos = None if algorithms is None else tuple(algorithms)
+    profile = as_profile(path)                    # loaded once for every length
     out = []
     for length in lengths:
-        windows = window_runs(path, length, statistic=statistic)
+        windows = window_runs(profile, length, statistic=statistic)
         for ws in dict.fromkeys(w.run.world_size for w in windows):
             stats = [w.stats(min_bytes=min_bytes, algorithms=algos) for w in windows
                      if w.run.world_size == ws]
             med = np.array([s.median for s in stats])
             p90 = np.array([s.p90 for s in stats])
-            out.append({"profile": load_profile(path).name, "world_size": ws,
+            out.append({"profile": profile.name, "world_size": ws,
                         "rounds": length, "windows": len(stats),
                         "met": sum(meets_target(s) for s in stats),
                         "median_of_median": float(np.median(med)),
