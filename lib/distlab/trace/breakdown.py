@@ -117,8 +117,10 @@ class RankAnalysis:
     missing: list[str]
 
 
-def _name_mask(rt: RankTrace, rx: Any) -> np.ndarray:
-    return rt.mask_names(rx)
+def is_step_name(name: str) -> bool:
+    """Whether ``name`` is a ``prof.step()`` span's, as HTA tells them (``ProfilerStep`` in it;
+    :data:`~distlab.trace.patterns.STEP` reads the step's number)."""
+    return "ProfilerStep" in name
 
 
 class _Prepared:
@@ -136,7 +138,7 @@ class _Prepared:
         self.is_gpu = self.valid & (((rt.stream >= 0) & (rt.correlation >= 0)) | syncs)
         self.is_cpu = self.valid & ~self.is_gpu
         self.step_names = {rt.names[c] for c in np.unique(rt.name[self.valid])
-                           if "ProfilerStep" in rt.names[c]}
+                           if is_step_name(rt.names[c])}
         # launcher: the last CPU event (file order) with the GPU event's correlation
         cpu_c = self.is_cpu & (rt.correlation != -1)
         idx = np.flatnonzero(cpu_c)
@@ -183,7 +185,7 @@ def _hta_selection(p: _Prepared, filter_steps: bool) -> tuple[np.ndarray, np.nda
     rt = p.rt
     if not filter_steps:
         return p.valid.copy(), np.ones(len(rt), dtype=np.int64)
-    has_step = np.array([("ProfilerStep" in n) for n in rt.names], dtype=bool)
+    has_step = np.array([n in p.step_names for n in rt.names], dtype=bool)
     step = p.is_cpu & has_step[rt.name] if len(rt.names) else p.is_cpu & False
     kept_cpu = np.zeros(len(rt), dtype=bool)
     if step.any():
@@ -201,8 +203,9 @@ def _hta_selection(p: _Prepared, filter_steps: bool) -> tuple[np.ndarray, np.nda
 
 
 def _gpu_breakdown(p: _Prepared, events: np.ndarray, comm_rx: Any,
-                   consecutive_kernel_delay: float) -> Breakdown | None:
-    """``events``: indices of the GPU events to analyse (``stream != -1``)."""
+                   consecutive_kernel_delay: float, cpu_kept: np.ndarray) -> Breakdown | None:
+    """``events``: indices of the GPU events to analyse (``stream != -1``); ``cpu_kept``: the
+    CPU events a launcher may be (HTA's selection)."""
     rt = p.rt
     if len(events) == 0:
         return None
@@ -235,7 +238,7 @@ def _gpu_breakdown(p: _Prepared, events: np.ndarray, comm_rx: Any,
         hta_compute = float(np.sum(he - hs))
     return Breakdown("gpu", span, idle, compute, comm_exposed, memory_us, max(other, 0.0),
                      comm_total, overlap, causes,
-                     _idle_by_stream(p, events, consecutive_kernel_delay), hta_compute)
+                     _idle_by_stream(p, events, consecutive_kernel_delay, cpu_kept), hta_compute)
 
 
 def _host_spans(rt: RankTrace, p: _Prepared, rx: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -270,15 +273,15 @@ def _idle_causes(p: _Prepared, events: np.ndarray, ms: np.ndarray,
     return out
 
 
-def _idle_by_stream(p: _Prepared, events: np.ndarray,
-                    delay: float) -> list[dict[str, Any]]:
+def _idle_by_stream(p: _Prepared, events: np.ndarray, delay: float,
+                    cpu_kept: np.ndarray) -> list[dict[str, Any]]:
     """HTA's per-stream idle categories over ``events`` (multiplicity expanded by the caller)."""
     rt = p.rt
     cats = [rt.cat_code(c) for c in IDLE_KERNEL_CATS]
     ev = events[np.isin(rt.cat[events], [c for c in cats if c >= 0])]
     kept = np.zeros(len(rt), dtype=bool)
     kept[events] = True
-    kept |= p.is_cpu_kept if hasattr(p, "is_cpu_kept") else p.is_cpu
+    kept |= cpu_kept
     launch = p.launcher(ev)
     # HTA: no launcher -> index 0 (the file's first event) when that event is kept
     fallback = np.where(kept[0], float(p.ts[0]), np.nan) if len(rt) else np.nan
@@ -309,7 +312,12 @@ def host_breakdown(rt: RankTrace, window: tuple[float, float] | None = None,
                    comm: list[CommPattern] | None = None) -> Breakdown | None:
     """The host's breakdown of a CPU-only trace (see the module docstring), over ``window``
     (start, end microseconds; None: the whole trace)."""
-    p = _Prepared(rt)
+    return _host_breakdown(_Prepared(rt), window, comm)
+
+
+def _host_breakdown(p: _Prepared, window: tuple[float, float] | None,
+                    comm: list[CommPattern] | None) -> Breakdown | None:
+    rt = p.rt
     steps = _steps(p)
     step_m = p.is_cpu & rt.mask_names(STEP)
     main_tid = int(np.bincount(rt.tid[step_m] - rt.tid[step_m].min()).argmax()
@@ -358,7 +366,12 @@ def host_breakdown(rt: RankTrace, window: tuple[float, float] | None = None,
 def analyze_rank(rt: RankTrace, *, filter_last_step: bool, comm: list[CommPattern] | None = None,
                  consecutive_kernel_delay: float = 30.0) -> RankAnalysis:
     """One rank's :class:`RankAnalysis` (``filter_last_step``: the run has >= 2 step names)."""
-    p = _Prepared(rt)
+    return _analyze(_Prepared(rt), filter_last_step, comm, consecutive_kernel_delay)
+
+
+def _analyze(p: _Prepared, filter_last_step: bool, comm: list[CommPattern] | None,
+             consecutive_kernel_delay: float) -> RankAnalysis:
+    rt = p.rt
     comm_rx = comm_regex(comm, "gpu")
     steps = _steps(p)
     missing: list[str] = []
@@ -369,23 +382,21 @@ def analyze_rank(rt: RankTrace, *, filter_last_step: bool, comm: list[CommPatter
     if not gpu_any:
         missing.append("no GPU kernels (a CPU-only trace): the host's breakdown only; no GPU "
                        "idle, kernel overlap or model")
-        whole = host_breakdown(rt, comm=comm)
-        per = {n: host_breakdown(rt, (s, e), comm=comm) for n, (s, e) in steps.items()}
+        whole = _host_breakdown(p, None, comm)
+        per = {n: _host_breakdown(p, (s, e), comm) for n, (s, e) in steps.items()}
         return RankAnalysis(rt.rank, list(steps), whole, per, missing)
     kept, mult = _hta_selection(p, filter_last_step)
-    p.is_cpu_kept = kept & p.is_cpu  # type: ignore[attr-defined]
     g = np.flatnonzero(kept & (rt.stream != -1))
     g = np.repeat(g, mult[g])
-    whole = _gpu_breakdown(p, g, comm_rx, consecutive_kernel_delay)
+    whole = _gpu_breakdown(p, g, comm_rx, consecutive_kernel_delay, kept & p.is_cpu)
     per: dict[int, Breakdown | None] = {}
     if steps:
         all_g = np.flatnonzero(p.valid & (rt.stream != -1))
         launch = p.launcher(all_g)
         lts = np.where(launch >= 0, p.ts[np.maximum(launch, 0)], np.iinfo(np.int64).min)
-        p.is_cpu_kept = p.is_cpu  # type: ignore[attr-defined]
         for n, (s, e) in steps.items():
             ev = all_g[(lts >= s) & (lts < e)]
-            per[n] = _gpu_breakdown(p, ev, comm_rx, consecutive_kernel_delay)
+            per[n] = _gpu_breakdown(p, ev, comm_rx, consecutive_kernel_delay, p.is_cpu)
     return RankAnalysis(rt.rank, list(steps), whole, per, missing)
 
 
@@ -393,14 +404,10 @@ def analyze_run(run: Run, *, comm: list[CommPattern] | None = None,
                 consecutive_kernel_delay: float = 30.0) -> dict[int, RankAnalysis]:
     """Every rank's :class:`RankAnalysis`; the last step is left out of the whole-trace numbers
     when the run's traces hold two or more ``ProfilerStep`` names (HTA's rule)."""
-    names: set[str] = set()
-    for rt in run.ranks.values():
-        valid = ~np.isnan(rt.dur) & (rt.cat >= 0) & (rt.cat != rt.cat_code("Trace"))
-        names |= {rt.names[c] for c in np.unique(rt.name[valid]) if "ProfilerStep" in rt.names[c]}
+    prepared = {r: _Prepared(rt) for r, rt in run.ranks.items()}   # once per rank
+    names = set().union(*(p.step_names for p in prepared.values()))
     filt = len(names) >= 2
-    return {r: analyze_rank(rt, filter_last_step=filt, comm=comm,
-                            consecutive_kernel_delay=consecutive_kernel_delay)
-            for r, rt in run.ranks.items()}
+    return {r: _analyze(p, filt, comm, consecutive_kernel_delay) for r, p in prepared.items()}
 
 
 def activity_intervals(rt: RankTrace, comm: list[CommPattern] | None = None
