@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.judge.fsdp_exposure import ROOT, exposure_lines, fsdp_exposure
-from distlab.judge.trace_command import judge_trace, judgement_json, report_lines
+from distlab.judge.trace_judgement import judge_trace, judgement_json
+from distlab.judge.trace_report import report_lines
 from helpers.paths import RESULTS
 
 TRACES = RESULTS / "traces"

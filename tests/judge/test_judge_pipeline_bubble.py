@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.judge.pipeline_bubble import action_spans, bubble_lines, pipeline_bubble
-from distlab.judge.trace_command import judge_trace, judgement_json, report_lines
+from distlab.judge.trace_judgement import judge_trace, judgement_json
+from distlab.judge.trace_report import report_lines
 from distlab.pipeline_parallel import StageTimes, build_plan, simulate
 from helpers.paths import RESULTS
 

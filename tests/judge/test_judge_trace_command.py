@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from distlab.judge.trace_command import judge_trace, judgement_timeline, main
+from distlab.judge.trace_command import main
+from distlab.judge.trace_judgement import judge_trace, judgement_timeline
 from distlab.trace import check_trace, read_chrome_trace
 from helpers.paths import LIB, RESULTS
 
@@ -98,7 +99,7 @@ def test_rank_keeps_json_and_timeline_to_that_rank_and_step_labels_the_rest(tmp_
 @pytest.mark.parametrize("name", ["gloo_ddp_2ranks", "hta_sampled_2of128", "hta_rocm_mi250",
                                   "hta_cpu_only", "hta_a100_2ranks_rank0"])
 def test_a_run_line_says_what_is_unknown_instead_of_none(name: str) -> None:
-    from distlab.judge.trace_command import run_line
+    from distlab.judge.trace_report import run_line
 
     line = run_line(name, judge_trace(TRACES / name))
     assert "None" not in line and len(line) <= 110, line

@@ -17,13 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.judge.trace_command import judge_trace, judgement_json, main, report_lines
+from distlab.judge.trace_command import main
+from distlab.judge.trace_judgement import judge_trace, judgement_json
 from distlab.judge.trace_model import (
     P2P_LL_THRESHOLD_BYTES,
     PRICED,
     KernelPrice,
     price_collectives,
 )
+from distlab.judge.trace_report import report_lines
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
 from distlab.plan.collectives import p2p_seconds

@@ -82,7 +82,8 @@ def test_published_a100_trace() -> None:
 def test_an_absent_peer_makes_the_wait_unknown_not_zero() -> None:
     """Rank 1's trace is not given: no wait is 0, the whole kernel stands beside the model, and
     the report, the JSON and the figure say so."""
-    from distlab.judge.trace_command import judge_trace, judgement_json, report_lines
+    from distlab.judge.trace_judgement import judge_trace, judgement_json
+    from distlab.judge.trace_report import report_lines
     from distlab.viz.trace import model_figure
 
     j = judge_trace(RESULTS / "traces" / "hta_a100_2ranks_rank0")

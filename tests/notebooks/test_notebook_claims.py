@@ -60,7 +60,7 @@ def _hue_word(color: str) -> str:
 
 
 def test_notebook_13_names_the_gantt_colours_it_draws() -> None:
-    from distlab.judge.trace_command import judge_trace
+    from distlab.judge.trace_judgement import judge_trace
     from distlab.viz.trace import rank_gantt
 
     nb = nbformat.read(ROOT / "notebooks" / "13_your_training_run.ipynb", as_version=4)

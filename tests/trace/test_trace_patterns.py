@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from distlab.judge.trace_command import judge_trace, report_lines
+from distlab.judge.trace_judgement import judge_trace
+from distlab.judge.trace_report import report_lines
 from distlab.trace.breakdown import analyze_run
 from distlab.trace.patterns import COMM_PATTERNS, CommPattern, comm_regex
 from distlab.trace.torch_trace import read_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.judge.trace_command import judge_trace
+from distlab.judge.trace_judgement import judge_trace
 from distlab.trace.breakdown import activity_intervals
 from distlab.viz.trace import TraceExplorer, rank_gantt
 from helpers.paths import RESULTS

@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as w
 import numpy as np
 
-from distlab.judge.trace_command import TraceJudgement, judge_trace
+from distlab.judge.trace_judgement import TraceJudgement, judge_trace
 from distlab.trace.breakdown import activity_intervals, step_windows
 from distlab.trace.collectives import clock_shift_us
 from distlab.viz.explorer import Drawing, Explorer
