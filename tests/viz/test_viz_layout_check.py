@@ -170,7 +170,9 @@ def test_gantt_legend_patches_are_read_too() -> None:
     tl.record("b", "backward", "rank0/backward", 0.0, 10.0)
     tl.record("s", "shadow", "rank1/backward", 0.0, 10.0)
     tl.record("a", "allreduce", "rank0/allreduce", 10.0, 5.0)
-    assert named_colours(gantt(tl)) == {n: {colour(n)} for n in ("backward", "shadow", "allreduce")}
+    # DDP's "allreduce" spans are the collective all_reduce: the palette reads the spelling
+    assert named_colours(gantt(tl)) == {n: {colour(n)} for n in ("backward", "shadow",
+                                                                 "all_reduce")}
     assert colour_problems(gantt(tl, colors={"shadow": colour("allreduce")})) == [
         f"'shadow' is drawn in {colour('allreduce')}, not its palette colour {colour('shadow')}",
-        f"'allreduce' and 'shadow' share the colour {colour('allreduce')}"]
+        f"'all_reduce' and 'shadow' share the colour {colour('allreduce')}"]

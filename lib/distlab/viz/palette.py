@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from distlab.vocabulary import collective_name
+
 __all__ = ["ALGORITHM_COLOURS", "COLLECTIVE_COLOURS", "COLOURS", "NCCL_PAIR_COLOURS",
            "PLAN_COLOURS", "SCHEDULE_COLOURS", "SPAN_COLOURS", "colour", "colours",
            "name_of_label", "nccl_pair"]
@@ -45,10 +47,11 @@ NCCL_PAIR_COLOURS: dict[str, str] = {
     "collnet_direct/Simple": "#bcbddc", "collnet_chain/Simple": "#6a51a3",
 }
 
-#: Collectives, under the names the registry and the timelines use (``allreduce`` is the
-#: category DDP's spans carry).
+#: Collectives, under :data:`distlab.vocabulary.COLLECTIVES`' names; any spelling
+#: :func:`~distlab.vocabulary.collective_name` reads (``allreduce``, the category DDP's spans
+#: carry) finds its collective's colour.
 COLLECTIVE_COLOURS: dict[str, str] = {
-    "all_reduce": "#d62728", "allreduce": "#d62728", "all_gather": "#ff7f0e",
+    "all_reduce": "#d62728", "all_gather": "#ff7f0e",
     "reduce_scatter": "#8c564b", "broadcast": "#8c6d31", "reduce": "#843c39",
     "gather": "#637939", "scatter": "#b5cf6b", "all_to_all": "#7b4173", "barrier": "#393b79",
 }
@@ -111,23 +114,36 @@ def nccl_pair(algorithm: str, protocol: str) -> str:
     return f"{algorithm}/{protocol}"
 
 
+def _known(name: str) -> str | None:
+    """The palette's name for ``name``: itself, or the collective it spells; None if neither."""
+    if name in COLOURS:
+        return name
+    try:
+        canonical = collective_name(name)
+    except (ValueError, TypeError):
+        return None
+    return canonical if canonical in COLOURS else None
+
+
 def colour(name: str) -> str:
     """The colour of ``name`` (hex). ``KeyError`` naming it when the palette has none."""
-    try:
-        return COLOURS[name]
-    except KeyError:
-        raise KeyError(f"name={name!r} has no colour in distlab.viz.palette") from None
+    known = _known(name)
+    if known is None:
+        raise KeyError(f"name={name!r} has no colour in distlab.viz.palette")
+    return COLOURS[known]
 
 
 def colours(names: Iterable[str]) -> dict[str, str]:
     """A colour for each of ``names`` (one figure's, duplicates allowed): the palette's for a
     name it knows, else the next spare colour no palette name of this figure uses."""
     names = list(dict.fromkeys(names))
-    taken = {COLOURS[n] for n in names if n in COLOURS}
+    known = {n: _known(n) for n in names}
+    taken = {COLOURS[k] for k in known.values() if k is not None}
     spare = iter([c for c in _SPARE if c not in taken] or list(_SPARE))
     out: dict[str, str] = {}
     for n in names:
-        out[n] = COLOURS.get(n) or next(spare, "#7f7f7f")
+        k = known[n]
+        out[n] = COLOURS[k] if k is not None else next(spare, "#7f7f7f")
     return out
 
 
@@ -143,4 +159,4 @@ def name_of_label(label: str) -> str | None:
         if shorter == text:
             break
         text = shorter
-    return text if text in COLOURS else None
+    return _known(text)
