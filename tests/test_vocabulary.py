@@ -19,7 +19,11 @@ The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and re
   the one sign and scale. :data:`NOT_ERRORS` are the same shapes that mean something else;
 - a bytes-per-second conversion written out (:func:`inline_bandwidths`): a quotient divided by
   ``1e9`` (``n / s / 1e9``, ``n / (us * 1e-6) / 1e9``), where
-  :func:`distlab.vocabulary.gb_per_s` is the one.
+  :func:`distlab.vocabulary.gb_per_s` is the one;
+- a collective-name map (:func:`collective_maps`): a dict literal with two or more keys that
+  name collectives, one spelled otherwise than :data:`distlab.vocabulary.COLLECTIVES`
+  (``"allreduce"``, ``"AllGather"``), where :func:`~distlab.vocabulary.collective_name` reads
+  every spelling (one such key alone is a command's name, like ``bench allreduce``).
 """
 
 from __future__ import annotations
@@ -226,6 +230,39 @@ def inline_bandwidths(root: Path, home: str = "vocabulary.py") -> list[str]:
     return found
 
 
+def _spelling(node: ast.expr | None) -> str | None:
+    """``"canonical"`` or ``"other"`` for a string constant that
+    :func:`~distlab.vocabulary.collective_name` reads as a collective; None otherwise."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    try:
+        return "canonical" if V.collective_name(node.value) == node.value else "other"
+    except (ValueError, TypeError):
+        return None
+
+
+def _is_collective_map(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Dict):
+        return False
+    kinds = [k for k in map(_spelling, node.keys) if k is not None]
+    return len(kinds) >= 2 and "other" in kinds
+
+
+def collective_maps(root: Path, home: str = "vocabulary.py") -> list[str]:
+    """Every dict literal under ``root`` (but ``home``) keyed by another spelling of a
+    collective, as ``path:line: what`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == home:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        found += [f"{rel}:{n.lineno}: keys a dict by collective spellings (use "
+                  "distlab.vocabulary.collective_name)" for n in ast.walk(tree)
+                  if _is_collective_map(n)]
+    return found
+
+
 # --- the scanner -----------------------------------------------------------------------------
 
 def test_lib_defines_each_vocabulary_name_once() -> None:
@@ -294,6 +331,21 @@ def test_gb_per_s_is_decimal_and_refuses_no_time() -> None:
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="seconds must be > 0"):
             V.gb_per_s(1e9, bad)
+
+
+def test_lib_maps_collective_names_in_one_place() -> None:
+    assert collective_maps(ROOT) == []
+
+
+def test_the_scanner_finds_a_planted_collective_map(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text("C = {'all_reduce': 1, 'all_gather': 2, 'ring': 3}\n"
+                               "COMMANDS = {'allreduce': 'bench.allreduce', 'trace': 'x'}\n")
+    assert collective_maps(pkg) == []
+    (pkg / "names.py").write_text("N = {'allreduce': 'all_reduce', 'allgather': 'all_gather'}\n"
+                                  "M = {'AllGather': 1, 'reduce_scatter': 2}\n")
+    assert [f.split(": ")[0] for f in collective_maps(pkg)] == ["names.py:1", "names.py:2"]
 
 
 def test_lib_reads_kineto_traces_in_one_place() -> None:
