@@ -23,7 +23,10 @@ The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and re
 - a collective-name map (:func:`collective_maps`): a dict literal with two or more keys that
   name collectives, one spelled otherwise than :data:`distlab.vocabulary.COLLECTIVES`
   (``"allreduce"``, ``"AllGather"``), where :func:`~distlab.vocabulary.collective_name` reads
-  every spelling (one such key alone is a command's name, like ``bench allreduce``).
+  every spelling (one such key alone is a command's name, like ``bench allreduce``);
+- a median or percentile of errors (:func:`error_statistics`): ``statistics.median``,
+  ``np.median``, ``np.percentile`` (and their kin) of an expression naming an error (``errs``,
+  ``r["error_pct"]``), where :class:`distlab.vocabulary.ErrorSummary` is the one.
 """
 
 from __future__ import annotations
@@ -263,6 +266,36 @@ def collective_maps(root: Path, home: str = "vocabulary.py") -> list[str]:
     return found
 
 
+_STATISTICS = {("statistics", "median"), ("statistics", "quantiles"), ("np", "median"),
+               ("np", "nanmedian"), ("np", "percentile"), ("np", "nanpercentile"),
+               ("np", "quantile"), ("numpy", "median"), ("numpy", "percentile")}
+
+
+def _names_an_error(node: ast.AST) -> bool:
+    return any((isinstance(n, ast.Name) and "err" in n.id.lower())
+               or (isinstance(n, ast.Attribute) and "err" in n.attr.lower())
+               or (isinstance(n, ast.Constant) and isinstance(n.value, str)
+                   and "error" in n.value.lower()) for n in ast.walk(node))
+
+
+def error_statistics(root: Path, home: str = "vocabulary.py") -> list[str]:
+    """Every median or percentile of errors computed under ``root`` (but ``home``), as
+    ``path:line: what`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == home:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        found += [f"{rel}:{n.lineno}: {ast.unparse(n.func)} of errors (use "
+                  "distlab.vocabulary.ErrorSummary)" for n in ast.walk(tree)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                  and isinstance(n.func.value, ast.Name)
+                  and (n.func.value.id, n.func.attr) in _STATISTICS
+                  and any(_names_an_error(a) for a in n.args)]
+    return found
+
+
 # --- the scanner -----------------------------------------------------------------------------
 
 def test_lib_defines_each_vocabulary_name_once() -> None:
@@ -346,6 +379,25 @@ def test_the_scanner_finds_a_planted_collective_map(tmp_path: Path) -> None:
     (pkg / "names.py").write_text("N = {'allreduce': 'all_reduce', 'allgather': 'all_gather'}\n"
                                   "M = {'AllGather': 1, 'reduce_scatter': 2}\n")
     assert [f.split(": ")[0] for f in collective_maps(pkg)] == ["names.py:1", "names.py:2"]
+
+
+def test_lib_summarizes_errors_in_one_place() -> None:
+    assert error_statistics(ROOT) == []
+
+
+def test_the_scanner_finds_a_planted_error_median(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text("import statistics\nt = statistics.median(times)\n"
+                               "s = ErrorSummary.of(errs).median\n")
+    assert error_statistics(pkg) == []
+    (pkg / "stats.py").write_text(
+        "import statistics\nimport numpy as np\n"
+        "a = statistics.median(abs(e) for e in errs)\n"
+        "b = np.percentile([r['error_pct'] for r in rows], 90)\n"
+        "c = np.median(run.model_err)\n")
+    assert [f.split(": ")[0] for f in error_statistics(pkg)] == ["stats.py:3", "stats.py:4",
+                                                                  "stats.py:5"]
 
 
 def test_lib_reads_kineto_traces_in_one_place() -> None:
