@@ -31,8 +31,8 @@ import torch
 import torch.distributed as dist
 
 from distlab.collectives.algorithms.registry import BUILTIN, entry
+from distlab.collectives.runtime.by_name import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from distlab.timeline import Timeline, now_us
-from distlab.zero.calls import all_gather_into, all_reduce_sum, reduce_scatter_sum
 
 __all__ = ["TPComm", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
            "grad_reduced_by", "mark_grad_reduced", "reduce_from_tp_region",

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distlab.collectives.runtime.by_name import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from distlab.timeline import Timeline, now_us
 from distlab.uneven import run_bounded
-from distlab.zero.calls import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from distlab.zero.partition import Bucket, plan_buckets
 
 __all__ = ["Bucketed"]

@@ -81,9 +81,9 @@ from torch.autograd import Variable
 from torch.utils._pytree import tree_flatten, tree_map
 
 from distlab._checks import check_int
+from distlab.collectives.runtime.by_name import all_gather_into, reduce_scatter_sum
 from distlab.timeline import Timeline, now_us
 from distlab.uneven import run_bounded
-from distlab.zero.calls import all_gather_into, reduce_scatter_sum
 from distlab.zero.comm_queue import CommQueue, Pending
 from distlab.zero.partition import Bucket, plan_unit
 

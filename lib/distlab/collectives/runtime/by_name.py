@@ -1,4 +1,5 @@
-"""The three collectives ZeRO runs, on distlab's plans or torch's built-ins, chosen by name.
+"""Reduce-scatter, all-gather and all-reduce (sum, blocking) on distlab's plans or torch's
+built-ins, chosen by name: what ZeRO's engines and tensor parallelism's communicator run.
 
 ``algorithm`` is ``None`` (distlab's default plan of each collective), a distlab algorithm name
 (:data:`distlab.collectives.algorithms.registry.PLANS`), or ``"builtin"`` (torch.distributed's own
