@@ -176,16 +176,17 @@ def _line(worker_s: float, step_s: float) -> list:
 
 
 def test_calibrated_step_fits_the_speed_the_sync_run_measures() -> None:
+    # sleeps stand for the stages: a loaded machine oversleeps by a few ms, so the checks leave
+    # room for it (a try may be repeated) and never ask for one exact number of tries
     quick = {"repeats": 1, "warmup": 0}
     steady = bench.calibrate_step(lambda step: _line(0.02, step), 3, 0.02, **quick)
-    assert steady.met and len(steady.ratios) == 1
-    assert steady.ratios[0] == pytest.approx(2 ** 0.5, rel=0.1)
-    assert steady.step_s == pytest.approx(0.02 / 2 ** 0.5)
+    assert steady.met and 1.15 <= steady.ratios[-1] <= 1.75
+    assert steady.step_s == pytest.approx(0.02 / 2 ** 0.5, rel=0.3)
     slow_probe = bench.calibrate_step(lambda step: _line(0.02, step), 3, 0.04, **quick)
-    assert slow_probe.met and len(slow_probe.ratios) == 2
-    assert slow_probe.ratios[0] < 1 < 1.15 <= slow_probe.ratios[1]
-    assert slow_probe.step_s == pytest.approx(0.02 / 2 ** 0.5, rel=0.1)   # priced by sync run 1
-    assert "sync run 2 of 2" in slow_probe.describe()
+    assert slow_probe.met and len(slow_probe.ratios) >= 2
+    assert slow_probe.ratios[0] < 1.15 <= slow_probe.ratios[-1]      # 20 ms against a 28 ms step
+    assert slow_probe.step_s < 0.04 / 2 ** 0.5                         # priced again by a sync run
+    assert f"sync run {len(slow_probe.ratios)} of" in slow_probe.describe()
     assert [s.name for s in slow_probe.stages] == ["work", "step"]
     speeds = iter([0.01, 0.04])                   # the machine's speed changes between every run
     restless = bench.calibrate_step(lambda step: _line(next(speeds), step), 3, 0.02, tries=2,
