@@ -26,7 +26,10 @@ The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and re
   every spelling (one such key alone is a command's name, like ``bench allreduce``);
 - a median or percentile of errors (:func:`error_statistics`): ``statistics.median``,
   ``np.median``, ``np.percentile`` (and their kin) of an expression naming an error (``errs``,
-  ``r["error_pct"]``), where :class:`distlab.vocabulary.ErrorSummary` is the one.
+  ``r["error_pct"]``), where :class:`distlab.vocabulary.ErrorSummary` is the one;
+- a size formatted by hand (:func:`size_formats`): an f-string dividing by a unit's bytes and
+  writing the unit after it (``{n / 2**20:.0f} MiB``), where :func:`distlab.vocabulary.size_in`
+  and :func:`~distlab.vocabulary.size_label` are the ones.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ ROOT = Path(distlab.__file__).resolve().parent
 
 VOCABULARY = ("COLLECTIVES", "collective_name", "busbw_factor", "error_pct", "bandwidth_error_pct",
               "ErrorSummary", "size_label", "nccl_release", "NcclRelease", "gb_per_s",
-              "dtype_bytes", "_DTYPE_BYTES")
+              "dtype_bytes", "_DTYPE_BYTES", "SIZE_UNITS", "size_in")
 """The names only :mod:`distlab.vocabulary` may define."""
 
 
@@ -296,6 +299,35 @@ def error_statistics(root: Path, home: str = "vocabulary.py") -> list[str]:
     return found
 
 
+_UNIT_WORDS = ("KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB")
+
+
+def _is_size_format(node: ast.AST) -> bool:
+    """An f-string part ``{x / d...}`` followed by text starting with a size unit."""
+    if not isinstance(node, ast.JoinedStr):
+        return False
+    parts = node.values
+    return any(isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.BinOp)
+               and isinstance(v.value.op, (ast.Div, ast.FloorDiv))
+               and isinstance(nxt, ast.Constant) and isinstance(nxt.value, str)
+               and nxt.value.lstrip().startswith(_UNIT_WORDS)
+               and not nxt.value.lstrip().startswith(("GB/s", "MB/s", "KB/s"))
+               for v, nxt in zip(parts, parts[1:], strict=False))
+
+
+def size_formats(root: Path, home: str = "vocabulary.py") -> list[str]:
+    """Every size formatted by hand under ``root`` (but ``home``), as ``path:line: what``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == home:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        found += [f"{rel}:{n.lineno}: formats a size by hand (use distlab.vocabulary.size_in "
+                  "or size_label)" for n in ast.walk(tree) if _is_size_format(n)]
+    return found
+
+
 # --- the scanner -----------------------------------------------------------------------------
 
 def test_lib_defines_each_vocabulary_name_once() -> None:
@@ -398,6 +430,29 @@ def test_the_scanner_finds_a_planted_error_median(tmp_path: Path) -> None:
         "c = np.median(run.model_err)\n")
     assert [f.split(": ")[0] for f in error_statistics(pkg)] == ["stats.py:3", "stats.py:4",
                                                                   "stats.py:5"]
+
+
+def test_lib_formats_sizes_in_one_place() -> None:
+    assert size_formats(ROOT) == []
+
+
+def test_the_scanner_finds_a_planted_size_format(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text("a = f'{size_in(n, \"MiB\")} each'\nb = f'{n / s / 1e9:.1f} GB/s'\n"
+                               "c = f'{n / 2:.0f} ranks'\n")
+    assert size_formats(pkg) == []
+    (pkg / "sizes.py").write_text("a = f'{n / 2**20:.0f} MiB'\nb = f'({n // 1024} KiB)'\n"
+                                  "c = f'{n / 1e3:.1f} KB mean'\n")
+    assert [f.split(": ")[0] for f in size_formats(pkg)] == ["sizes.py:1", "sizes.py:2",
+                                                             "sizes.py:3"]
+
+
+def test_size_in_writes_a_fixed_unit() -> None:
+    assert V.size_in(3 << 29, "GiB") == "1.5 GiB" and V.size_in(52_300, "KB", ".0f") == "52 KB"
+    assert V.size_in(1 << 20, "MiB", ".0f") == "1 MiB" == V.size_label(1 << 20)
+    with pytest.raises(ValueError, match="unit must be one of"):
+        V.size_in(1, "mb")
 
 
 def test_lib_reads_kineto_traces_in_one_place() -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from distlab.vocabulary import size_in
+
 __all__ = ["CudaDevice", "EnvironmentReport", "cpus_allowed", "environment_report",
            "machine_facts", "cpu_model", "memory_bytes", "gpu_topology", "pcie_links",
            "nccl_version"]
@@ -57,7 +59,8 @@ class EnvironmentReport:
                f"cpu cores     {self.cpu_cores}"]
         if self.cuda_devices:
             for d in self.cuda_devices:
-                out.append(f"cuda:{d.index:<8} {d.name}, {d.total_memory_bytes / 2**30:.1f} GiB, "
+                memory = size_in(d.total_memory_bytes, "GiB", ".1f")
+                out.append(f"cuda:{d.index:<8} {d.name}, {memory}, "
                            f"sm_{d.capability[0]}{d.capability[1]}")
         else:
             out.append("cuda          no CUDA device visible to torch")

@@ -37,7 +37,7 @@ from distlab._checks import check_int
 
 __all__ = ["COLLECTIVES", "ErrorSummary", "NcclRelease", "SIZE_STYLES", "bandwidth_error_pct",
            "busbw_factor", "collective_name", "dtype_bytes", "error_pct", "gb_per_s",
-           "nccl_release", "size_label"]
+           "nccl_release", "size_in", "size_label"]
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "broadcast", "reduce", "gather", "scatter",
                                 "all_gather", "reduce_scatter", "all_to_all", "barrier")
@@ -204,6 +204,21 @@ def size_label(nbytes: int, style: str = "binary") -> str:
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {long}" if binary else f"{n >> shift}{short}"
     return f"{n} B" if binary else f"{n}B"
+
+
+SIZE_UNITS: dict[str, float] = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30,
+                                "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+"""The units :func:`size_in` writes: binary (KiB...) and decimal (KB...), bytes per unit."""
+
+
+def size_in(nbytes: float, unit: str, spec: str = ".1f") -> str:
+    """``nbytes`` in ``unit`` of :data:`SIZE_UNITS`, formatted with ``spec``:
+    ``size_in(3 << 29, "GiB") == "1.5 GiB"``, ``size_in(52_300, "KB", ".0f") == "52 KB"``.
+    A fixed unit for sizes that are not exact multiples of one (:func:`size_label` names exact
+    ones); an unknown unit is a ``ValueError`` naming the known ones."""
+    if unit not in SIZE_UNITS:
+        raise ValueError(f"unit must be one of {', '.join(SIZE_UNITS)}, got {unit!r}")
+    return f"{nbytes / SIZE_UNITS[unit]:{spec}} {unit}"
 
 
 class NcclRelease(NamedTuple):

@@ -83,7 +83,7 @@ from distlab.pipeline.image_stages import (
 from distlab.pipeline.procs import split_stages
 from distlab.pipeline.stage import Stage
 from distlab.report.table import Column, Table
-from distlab.vocabulary import ErrorSummary, bandwidth_error_pct, error_pct
+from distlab.vocabulary import ErrorSummary, bandwidth_error_pct, error_pct, size_in
 
 __all__ = ["BENCHMARK", "COLUMNS", "DECODE_COLUMNS", "PCIE_COLUMNS", "ImageRun",
            "ImagesBenchmark", "ImagesConfig", "dali_missing", "decode_paths", "image_rows",
@@ -421,7 +421,7 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
         if nbytes > MAX_BATCH_NBYTES:
             options.fail(parser, "--batch-size", config.batch_size,
                          f"such that batch x crop x crop x 3 <= {MAX_BATCH_NBYTES >> 20} MiB "
-                         f"(--crop {config.crop} makes {nbytes / 2**20:.0f} MiB)")
+                         f"(--crop {config.crop} makes {size_in(nbytes, 'MiB', '.0f')})")
         return config
 
     def run(self, config: ImagesConfig) -> Report:
@@ -486,7 +486,7 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
         predicted = model.seconds(px, nb)
         errs = ErrorSummary.of(r["model_error_pct"] for r in rows)
         head = [f"images: {len(ds)} synthetic JPEGs {ds.size.width}x{ds.size.height} quality "
-                f"{ds.size.quality} (mean {nb / 1e3:.1f} KB) from the {c.layout}; batch "
+                f"{ds.size.quality} (mean {size_in(nb, 'KB', '.1f')}) from the {c.layout}; batch "
                 f"{c.batch_size}, crop {c.crop}, {c.items} batches a run, step {c.step_ms:g} ms; "
                 f"{os.cpu_count()} cores",
                 f"decode model (Pillow, fitted on {model.points} calibration JPEGs of other "
@@ -497,7 +497,8 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
                 *stage_costs_lines(costs, "sync runs, per batch")]
         if hop is not None:
             head.append(f"hop per batch into the trainer (in the processes/torch models): "
-                        f"{hop.seconds * 1e3:.2f} ms for {hop.nbytes / 1e6:.2f} MB ({hop.path}), "
+                        f"{hop.seconds * 1e3:.2f} ms for {size_in(hop.nbytes, 'MB', '.2f')} "
+                        f"({hop.path}), "
                         f"{hop.send_s * 1e3:.2f} ms of it in the worker")
         if sharing is not None:
             head.append(f"cores ({cores}), the worker stages at once: {sharing.describe()}")

@@ -48,6 +48,7 @@ from typing import Any
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.cli import options
 from distlab.report.table import Column, Table
+from distlab.vocabulary import size_in
 
 __all__ = ["BENCHMARK", "TraceBenchConfig", "main", "replicate_trace"]
 
@@ -318,9 +319,10 @@ class TraceBenchmark(Benchmark[TraceBenchConfig]):
                                             folder / f"rank{r}.pt.trace.json", rank=r,
                                             world_size=c.ranks)
                     size, events = size + sz, events + k
-                case = f"{size / 1e6:.0f} MB {c.ranks} ranks"
+                case = f"{size_in(size, 'MB', '.0f')} {c.ranks} ranks"
                 if size / 1e6 > 1.5 * total:
-                    tail.append(f"{case}: holds {size / 1e6:.1f} MB where {total:g} MB was asked: "
+                    tail.append(f"{case}: holds {size_in(size, 'MB', '.1f')} where {total:g} MB "
+                                "was asked: "
                                 "one copy of the source is the least a trace holds")
                 runs: dict[str, list[dict[str, Any]]] = {i: [] for i in IMPLS}
                 for _ in range(c.repeats):

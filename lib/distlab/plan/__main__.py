@@ -45,6 +45,7 @@ from distlab.plan.step import step_timeline
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 from distlab.trace.chrome import write_chrome_trace
+from distlab.vocabulary import size_in
 
 __all__ = ["PROG", "main", "plan_rows", "price_json"]
 
@@ -161,7 +162,7 @@ def _plan_command(argv: list[str]) -> int:
     batch = args.global_batch or args.gpus
     header = (f"# {model.name}: {model.params / 1e9:.2f}B parameters, sequence "
               f"{model.seq_len}, global batch {batch} sequences, on {hw.label}, "
-              f"{hw.gpu.memory_bytes / GiB:.1f} GiB each")
+              f"{size_in(hw.gpu.memory_bytes, 'GiB', '.1f')} each")
     if args.layout is not None:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision)

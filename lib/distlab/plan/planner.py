@@ -27,6 +27,7 @@ from distlab.plan.layout import PRECISIONS, Hardware, Layout
 from distlab.plan.memory import MemoryEstimate, memory_per_gpu
 from distlab.plan.model import ModelSpec
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
+from distlab.vocabulary import size_in
 
 __all__ = ["MIN_CP_TOKENS", "TIE", "LayoutPrice", "Plan", "enumerate_layouts", "plan", "price",
            "tie_ranked"]
@@ -173,14 +174,13 @@ def tie_ranked(prices: list[LayoutPrice]) -> list[LayoutPrice]:
 
 def _advice(model: ModelSpec, hw: Hardware, global_batch: int,
             short: list[LayoutPrice]) -> tuple[str, ...]:
-    gib = 2**30
     if not short:
         return (f"no layout of {model.name} splits over {hw.gpus} GPUs with global batch "
                 f"{global_batch}: give a batch that {hw.gpus} divides",)
     least = short[0]
-    lines = [f"nothing fits in {hw.gpu.memory_bytes / gib:.1f} GiB: the least memory is "
-             f"{least.layout.label} at {least.memory.total / gib:.1f} GiB per GPU "
-             f"({-least.headroom_bytes / gib:.1f} GiB short)"]
+    lines = [f"nothing fits in {size_in(hw.gpu.memory_bytes, 'GiB', '.1f')}: the least memory is "
+             f"{least.layout.label} at {size_in(least.memory.total, 'GiB', '.1f')} per GPU "
+             f"({size_in(-least.headroom_bytes, 'GiB', '.1f')} short)"]
     need = least.memory.total / hw.gpu.memory_bytes
     lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
                  "hold it; full recompute and ZeRO-3 are already among the layouts tried")

@@ -12,18 +12,19 @@ from distlab.profile.expected import MODEL_MIN_BYTES, low_lines, profile_verdict
 from distlab.report.table import format_table
 from distlab.report.words import count
 from distlab.transfers.paths import PIN_PATHS
-from distlab.vocabulary import ErrorSummary, size_label
+from distlab.vocabulary import ErrorSummary, size_in, size_label
 
 __all__ = ["headlines", "summary_markdown"]
 
 
 def _env(p: dict[str, Any]) -> list[str]:
     f = p["facts"]
-    mem = f"{f['memory_bytes'] / 2**30:.1f} GiB RAM" if f.get("memory_bytes") else "RAM unknown"
+    mem = f"{size_in(f['memory_bytes'], 'GiB', '.1f')} RAM" if f.get("memory_bytes") \
+        else "RAM unknown"
     out = [f"- CPU: {f['cpu_model']}, {f['cpu_cores']} cores, {mem}",
            f"- torch {f['torch']}, CUDA {f['cuda_runtime'] or 'none'}, NCCL {f['nccl'] or 'none'}"]
     if f["gpus"]:
-        out += [f"- GPU {g['index']}: {g['name']}, {g['memory_bytes'] / 2**30:.1f} GiB"
+        out += [f"- GPU {g['index']}: {g['name']}, {size_in(g['memory_bytes'], 'GiB', '.1f')}"
                 for g in f["gpus"]]
         out += [f"- PCIe link GPU {ln.get('gpu')}: Gen{ln.get('gen')} x{ln.get('width')}"
                 for ln in f["pcie_links"]]

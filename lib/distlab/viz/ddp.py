@@ -13,6 +13,7 @@ from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
 from distlab.viz.palette import colour, colours
+from distlab.vocabulary import size_in
 
 _MB = 1024 * 1024
 
@@ -103,8 +104,8 @@ def traffic_figure(rows: Sequence[tuple[str, Any, Any]]) -> Any:
                 ax.barh(2 * y + k, s * 1e3, left=left, color=phase_colour[phase], edgecolor="black",
                         linewidth=0.3, label=phase if y == 0 else None)
                 left += s * 1e3
-            ax.text(left, 2 * y + k, f" {t.name} {t.total_bytes / _MB:.0f} MiB", va="center",
-                    fontsize=8)
+            ax.text(left, 2 * y + k, f" {t.name} {size_in(t.total_bytes, 'MiB', '.0f')}",
+                    va="center", fontsize=8)
     ax.set_yticks(range(2 * len(rows)), [f"{r[0]} {n}" for r in rows for n in ("DP", "DDP")])
     ax.invert_yaxis()
     ax.set_xlim(0, ax.get_xlim()[1] * 1.3)  # room for the labels at the bars' ends

@@ -25,6 +25,7 @@ from distlab.pipeline.stage import Stage
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour
+from distlab.vocabulary import size_in
 
 __all__ = ["BOTTLENECK_COLORS", "IMAGE_SIZES", "ImagesExplorer", "crops_figure",
            "pcie_figure", "workers_figure"]
@@ -209,6 +210,6 @@ class ImagesExplorer(Explorer):
         text = (f"{self.size.value}, {self.workers.value} workers ({r['servers']} busy on "
                 f"{self.cores} cores): {r['images_per_s']:.0f} images/s, bottleneck "
                 f"{r['bottleneck']}; decode {self.model.seconds(pixels, nbytes) * 1e3:.2f} "
-                f"ms/image; PCIe per image: JPEG {sizes[-1] / 1e3:.0f} KB, crop "
-                f"{sizes[0] / 1e3:.0f} KB, decoded {sizes[1] / 1e3:.0f} KB")
+                f"ms/image; PCIe per image: JPEG {size_in(sizes[-1], 'KB', '.0f')}, crop "
+                f"{size_in(sizes[0], 'KB', '.0f')}, decoded {size_in(sizes[1], 'KB', '.0f')}")
         return Drawing(fig, text)

@@ -54,6 +54,7 @@ from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
 from distlab.viz.palette import colour
 from distlab.viz.pipeline_parallel import simulation_gantt
+from distlab.vocabulary import size_in
 
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
            "STEP_PARTS", "PlannerExplorer",
@@ -575,7 +576,8 @@ class PlannerExplorer(Explorer):
         best = result.best
         if best is None:
             summary = (f"nothing fits: {len(result.rejected)} layouts tried, the least short "
-                       f"{shown[0].layout.label} needs {shown[0].memory.total / GIB:.1f} GiB "
+                       f"{shown[0].layout.label} needs "
+                       f"{size_in(shown[0].memory.total, 'GiB', '.1f')} "
                        f"per GPU ({took})")
         else:
             summary = (f"{len(result.ranked)} of {tried} layouts fit; fastest "

@@ -23,7 +23,7 @@ from distlab.report.table import Column, format_table
 from distlab.transfers.paths import PIN_PATHS
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour
-from distlab.vocabulary import ErrorSummary, busbw_factor, gb_per_s
+from distlab.vocabulary import ErrorSummary, busbw_factor, gb_per_s, size_in
 
 __all__ = ["DDP_COLOURS", "RERUN_HINT", "ProfileChoice", "collectives_figure", "compare_figure",
            "ddp_figure", "ddp_lines", "env_lines", "error_summary", "error_table", "has",
@@ -93,7 +93,7 @@ def env_lines(profile: Profile) -> list[str]:
     if env is None:
         return [lacks(profile, "env") or "env: not in this profile"]
     f = env["facts"]
-    mem = f"{f['memory_bytes'] / 2**30:.1f} GiB" if f.get("memory_bytes") else "unknown"
+    mem = f"{size_in(f['memory_bytes'], 'GiB', '.1f')}" if f.get("memory_bytes") else "unknown"
     out = [f"profile       {profile.name} ({'complete' if profile.complete else 'INCOMPLETE'})",
            f"cpu           {f['cpu_model']}, {f['cpu_cores']} cores, {mem} RAM",
            f"torch         {f['torch']}",
@@ -101,7 +101,7 @@ def env_lines(profile: Profile) -> list[str]:
            f"nccl          {f['nccl'] or 'none'}",
            f"driver        {f['driver'] or 'none'}"]
     if f["gpus"]:
-        out += [f"gpu {g['index']:<9} {g['name']}, {g['memory_bytes'] / 2**30:.1f} GiB, "
+        out += [f"gpu {g['index']:<9} {g['name']}, {size_in(g['memory_bytes'], 'GiB', '.1f')}, "
                 f"sm {g['capability']}" for g in f["gpus"]]
     else:
         out.append("gpu           none")

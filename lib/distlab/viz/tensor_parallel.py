@@ -36,6 +36,7 @@ from distlab.timeline import Timeline
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
 from distlab.viz.palette import colour
+from distlab.vocabulary import size_in
 
 __all__ = ["FIG_WIDTH_IN", "IN_NODE", "TensorParallelExplorer", "block_figure", "gpt_shape",
            "price_figure", "trace_figure"]
@@ -290,6 +291,6 @@ class TensorParallelExplorer(Explorer):
         summary = (f"collectives {price.seconds * 1e3:.3g} ms per layer (forward "
                    f"{price.pass_seconds('forward') * 1e3:.3g}, backward "
                    f"{price.pass_seconds('backward') * 1e3:.3g}); activations "
-                   f"{mine / 2**20:.0f} MiB per layer per rank"
-                   + (f" (without SP {plain / 2**20:.0f} MiB)" if sp else ""))
+                   f"{size_in(mine, 'MiB', '.0f')} per layer per rank"
+                   + (f" (without SP {size_in(plain, 'MiB', '.0f')})" if sp else ""))
         return Drawing(fig, summary)

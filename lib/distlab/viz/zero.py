@@ -11,6 +11,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
+from distlab.vocabulary import size_in
 from distlab.zero.comm_volume import comm_volume
 from distlab.zero.memory_model import byte_unit, largest_model_that_fits, zero_memory
 
@@ -154,7 +155,7 @@ class ZeroExplorer(Explorer):
         fits = largest_model_that_fits(self.gpu_gib * GIB, n, s, prec)
         summary = (f"{_NAMES[s]}, N={n}: params {m.params / GIB:.2f} + grads "
                    f"{m.grads / GIB:.2f} + optimizer {m.optimizer / GIB:.2f} = "
-                   f"{m.total / GIB:.2f} GiB per rank; largest model in "
+                   f"{size_in(m.total, 'GiB', '.2f')} per rank; largest model in "
                    f"{self.gpu_gib:g} GiB: {fits / 1e9:.2f} B parameters")
         sizes = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, n})
         fig = memory_figure(p, sizes, prec, chosen=(s, n), limit_bytes=self.gpu_gib * GIB,
