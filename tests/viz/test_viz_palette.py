@@ -21,17 +21,17 @@ def test_every_pipeline_schedule_has_a_colour() -> None:
 
 
 def test_names_of_a_family_never_share_a_colour() -> None:
-    for family in (P.ALGORITHM_COLOURS, P.NCCL_PAIR_COLOURS, P.SCHEDULE_COLOURS):
+    for family in (P.ALGORITHM_COLOURS, P.NCCL_PAIR_COLOURS, P.SCHEDULE_COLOURS,
+                   P.TRACE_COLOURS):
         assert len(set(family.values())) == len(family)
     spans = {k: v for k, v in P.SPAN_COLOURS.items() if k not in ("worker", "cores")}
-    collectives = {k: v for k, v in P.COLLECTIVE_COLOURS.items() if k != "allreduce"}
-    together = {**spans, **collectives}   # drawn together in Gantt charts
+    together = {**spans, **P.COLLECTIVE_COLOURS}   # drawn together in Gantt charts
     assert len(set(together.values())) == len(together)
 
 
 def test_one_name_one_colour_in_every_family() -> None:
     for family in (P.ALGORITHM_COLOURS, P.NCCL_PAIR_COLOURS, P.COLLECTIVE_COLOURS,
-                   P.SPAN_COLOURS, P.SCHEDULE_COLOURS):
+                   P.SPAN_COLOURS, P.SCHEDULE_COLOURS, P.TRACE_COLOURS):
         for name, c in family.items():
             assert P.COLOURS[name] == c == to_hex(c)
 

@@ -88,6 +88,15 @@ PLAN_COLOURS: dict[str, str] = {
 }
 
 
+#: The trace judge's figures (:mod:`distlab.viz.trace`): a GPU's idle time and the rest of its
+#: breakdown, the causes of idle time no span kind names, and the step windows behind a rank's
+#: Gantt chart (the legends keep the breakdown's own words: idle, other, host, synchronize).
+TRACE_COLOURS: dict[str, str] = {
+    "gpu idle": "#bbbbbb", "other time": "#8172b3", "host launch": "#c44e52",
+    "synchronize": "#da8bc3", "other idle": "#8c8c8c", "step window": "#e5e5e5",
+}
+
+
 def _merge(*families: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for fam in families:
@@ -100,7 +109,7 @@ def _merge(*families: Mapping[str, str]) -> dict[str, str]:
 
 #: Every name the palette knows and its colour.
 COLOURS: dict[str, str] = _merge(ALGORITHM_COLOURS, NCCL_PAIR_COLOURS, COLLECTIVE_COLOURS,
-                                 SPAN_COLOURS, SCHEDULE_COLOURS, PLAN_COLOURS)
+                                 SPAN_COLOURS, SCHEDULE_COLOURS, PLAN_COLOURS, TRACE_COLOURS)
 
 #: Colours for names the palette does not know, in order; none is a palette colour.
 _SPARE = ("#98df8a", "#c5b0d5", "#dbdb8d", "#9edae5", "#fd8d3c", "#6b6ecf", "#cedb9c",

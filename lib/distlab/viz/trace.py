@@ -28,12 +28,12 @@ from distlab.viz.palette import colour
 __all__ = ["BREAKDOWN_COLORS", "TraceExplorer", "breakdown_figure", "model_figure",
            "rank_gantt", "straggler_figure"]
 
-BREAKDOWN_COLORS = {"idle": "#bbbbbb", "compute": colour("compute"),
+BREAKDOWN_COLORS = {"idle": colour("gpu idle"), "compute": colour("compute"),
                     "communication": colour("comm"), "memory": colour("copy"),
-                    "other": "#8172b3"}
+                    "other": colour("other time")}
 """The breakdown's parts: compute and communication as every distlab Gantt draws them."""
-CAUSE_COLORS = {"host": "#c44e52", "data_loader": colour("io"), "synchronize": "#da8bc3",
-                "other": "#8c8c8c"}
+CAUSE_COLORS = {"host": colour("host launch"), "data_loader": colour("io"),
+                "synchronize": colour("synchronize"), "other": colour("other idle")}
 _WAIT = colour("wait")
 
 
@@ -86,7 +86,7 @@ def rank_gantt(j: TraceJudgement, *, step: int | None = None, ax: Any = None,
     activity = {r: activity_intervals(j.run.ranks[r]) for r in ranks}
     loader = any(len(activity[r].get("data_loader", ((),))[0]) for r in ranks)
     rows = ["step"] + (["data_loader"] if loader else []) + ["compute", "communication"]
-    colors = {"step": "#e5e5e5", "data_loader": CAUSE_COLORS["data_loader"],
+    colors = {"step": colour("step window"), "data_loader": CAUSE_COLORS["data_loader"],
               "compute": BREAKDOWN_COLORS["compute"],
               "communication": BREAKDOWN_COLORS["communication"]}
     window: list[float] = []
