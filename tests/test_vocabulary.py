@@ -35,8 +35,10 @@ The scanner reads every module of ``lib/distlab`` (AST, nothing imported) and re
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -200,20 +202,33 @@ def _is_relative_error(node: ast.AST) -> bool:
             and isinstance(node.right, ast.Constant) and node.right.value in (1, 1.0))
 
 
+@functools.cache
+def _parsed(path: Path, mtime_ns: int) -> ast.Module:
+    """A module's tree, parsed once per version of the file for all the rules."""
+    return ast.parse(path.read_text(), str(path))
+
+
+def _modules(root: Path, skip: tuple[str, ...]) -> list[tuple[str, ast.Module]]:
+    """``(path relative to root, parsed module)`` of every module under ``root`` but ``skip``."""
+    return [(rel, _parsed(path, path.stat().st_mtime_ns))
+            for path in sorted(root.rglob("*.py"))
+            if (rel := path.relative_to(root).as_posix()) not in skip]
+
+
+def _findings(root: Path, rule: Any, what: Any, skip: tuple[str, ...]) -> list[str]:
+    """``path:line: what(node)`` for every node under ``root`` (but ``skip``) ``rule`` flags."""
+    return [f"{rel}:{n.lineno}: {what(n)}" for rel, tree in _modules(root, skip)
+            for n in ast.walk(tree) if rule(n)]
+
+
 def relative_errors(root: Path, home: str = "vocabulary.py",
                     allowed: tuple[str, ...] = tuple(NOT_ERRORS)) -> list[str]:
     """Every relative error written out under ``root`` but in ``home`` and ``allowed``, as
     ``path:line: what`` lines."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == home or rel in allowed:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        found += [f"{rel}:{n.lineno}: writes out an error {ast.unparse(n)!r} (use "
-                  "distlab.vocabulary.error_pct or bandwidth_error_pct)"
-                  for n in ast.walk(tree) if _is_relative_error(n)]
-    return found
+    return _findings(root, _is_relative_error,
+                     lambda n: f"writes out an error {ast.unparse(n)!r} (use "
+                               "distlab.vocabulary.error_pct or bandwidth_error_pct)",
+                     (home, *allowed))
 
 
 def _is_inline_bandwidth(node: ast.AST) -> bool:
@@ -225,15 +240,9 @@ def _is_inline_bandwidth(node: ast.AST) -> bool:
 
 def inline_bandwidths(root: Path, home: str = "vocabulary.py") -> list[str]:
     """Every GB/s written out under ``root`` but in ``home``, as ``path:line: what`` lines."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == home:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        found += [f"{rel}:{n.lineno}: writes out GB/s {ast.unparse(n)!r} (use "
-                  "distlab.vocabulary.gb_per_s)" for n in ast.walk(tree) if _is_inline_bandwidth(n)]
-    return found
+    return _findings(root, _is_inline_bandwidth,
+                     lambda n: f"writes out GB/s {ast.unparse(n)!r} (use "
+                               "distlab.vocabulary.gb_per_s)", (home,))
 
 
 def _spelling(node: ast.expr | None) -> str | None:
@@ -257,16 +266,9 @@ def _is_collective_map(node: ast.AST) -> bool:
 def collective_maps(root: Path, home: str = "vocabulary.py") -> list[str]:
     """Every dict literal under ``root`` (but ``home``) keyed by another spelling of a
     collective, as ``path:line: what`` lines."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == home:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        found += [f"{rel}:{n.lineno}: keys a dict by collective spellings (use "
-                  "distlab.vocabulary.collective_name)" for n in ast.walk(tree)
-                  if _is_collective_map(n)]
-    return found
+    return _findings(root, _is_collective_map,
+                     lambda n: "keys a dict by collective spellings (use "
+                               "distlab.vocabulary.collective_name)", (home,))
 
 
 _STATISTICS = {("statistics", "median"), ("statistics", "quantiles"), ("np", "median"),
@@ -281,22 +283,20 @@ def _names_an_error(node: ast.AST) -> bool:
                    and "error" in n.value.lower()) for n in ast.walk(node))
 
 
+def _is_error_statistic(node: ast.AST) -> bool:
+    """A call of :data:`_STATISTICS` on an expression naming an error."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and (node.func.value.id, node.func.attr) in _STATISTICS
+            and any(_names_an_error(a) for a in node.args))
+
+
 def error_statistics(root: Path, home: str = "vocabulary.py") -> list[str]:
     """Every median or percentile of errors computed under ``root`` (but ``home``), as
     ``path:line: what`` lines."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == home:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        found += [f"{rel}:{n.lineno}: {ast.unparse(n.func)} of errors (use "
-                  "distlab.vocabulary.ErrorSummary)" for n in ast.walk(tree)
-                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                  and isinstance(n.func.value, ast.Name)
-                  and (n.func.value.id, n.func.attr) in _STATISTICS
-                  and any(_names_an_error(a) for a in n.args)]
-    return found
+    return _findings(root, _is_error_statistic,
+                     lambda n: f"{ast.unparse(n.func)} of errors (use "
+                               "distlab.vocabulary.ErrorSummary)", (home,))
 
 
 _UNIT_WORDS = ("KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB")
@@ -317,15 +317,9 @@ def _is_size_format(node: ast.AST) -> bool:
 
 def size_formats(root: Path, home: str = "vocabulary.py") -> list[str]:
     """Every size formatted by hand under ``root`` (but ``home``), as ``path:line: what``."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == home:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        found += [f"{rel}:{n.lineno}: formats a size by hand (use distlab.vocabulary.size_in "
-                  "or size_label)" for n in ast.walk(tree) if _is_size_format(n)]
-    return found
+    return _findings(root, _is_size_format,
+                     lambda n: "formats a size by hand (use distlab.vocabulary.size_in or "
+                               "size_label)", (home,))
 
 
 # --- the scanner -----------------------------------------------------------------------------
