@@ -1,19 +1,21 @@
 """The memory model beside what a real step holds, counted from live tensors on CPU.
 
-A small decoder (:class:`helpers.plan_memory_ranks.Net`, its shape a ModelSpec that
+A small decoder (:class:`distlab.plan.live_memory.Net`, its shape a ModelSpec that
 ``spec_from_module`` reads back) trains one fp32 step: in this process without parallelism
 (eager attention with and without dropout, the CPU flash kernel, grouped-query and gated), and
 on 2 gloo ranks with distlab's ZeroDataParallel (ZeRO 0-3) and distlab's tensor parallelism
-(``parallelize_module``, with and without sequence parallelism), and cut into two pipeline
+(``parallelize_module``, with and without sequence parallelism: the library's
+``live_activation_memory``, as notebook 16 runs it), and cut into two pipeline
 stages under distlab's 1F1B and GPipe (the peak of the live saved tensors of the microbatches in
 flight on each stage, beside ``memory_per_rank``). Model states must equal the
 model exactly; activations (autograd's saved tensors, each byte once) within 5% of it, and
 above it by no more than the small per-token tensors the model leaves out (the layer norms'
 fp32 mean and rstd, the loss's and the embedding's per-token values).
 
-The model's settings for this run: 4-byte activations and 4-byte dropout masks (torch's CPU
-dropout keeps its mask in the activation dtype), and ``sp_saves_gathered=True``: distlab's (and
-torch's) ``ColwiseParallel`` keeps its all-gathered input.
+The model's settings for this run (``CPU_SETTINGS``): 4-byte activations and 4-byte dropout
+masks (torch's CPU dropout keeps its mask in the activation dtype), and
+``sp_saves_gathered=True``: distlab's (and torch's) ``ColwiseParallel`` keeps its all-gathered
+input.
 """
 
 from __future__ import annotations
@@ -23,10 +25,21 @@ import torch
 
 from distlab import launch
 from distlab.plan.layout import Layout
-from distlab.plan.memory import MemoryEstimate, memory_per_gpu, memory_per_rank
+from distlab.plan.live_memory import (
+    BATCH,
+    CASES,
+    CPU_SETTINGS,
+    build,
+    cpu_layout,
+    left_out_bytes,
+    live_activation_memory,
+    saved_and_step,
+    stored_activations,
+)
+from distlab.plan.memory import memory_per_gpu, memory_per_rank
 from distlab.plan.model import ModelSpec, spec_from_module
 from helpers.leaks import no_leaks
-from helpers.plan_memory_ranks import BATCH, build, parallel_rank, pipeline_rank, saved_and_step
+from helpers.plan_memory_ranks import pipeline_rank, zero_rank
 
 SPECS = {
     # GPT-like: MHA, two-matrix MLP (4 h), layer norms, biases
@@ -37,33 +50,12 @@ SPECS = {
                        norm="layernorm"),
 }
 DROPOUT = 0.1
-CPU = {"dtype_bytes": 4, "mask_bytes": 4, "sp_saves_gathered": True, "overhead_fraction": 0.0}
-TP_CASES = [("gpt", "eager", DROPOUT, False), ("gpt", "eager", DROPOUT, True),
-            ("llama", "flash", 0.0, False), ("llama", "flash", 0.0, True)]
-
-
-def _layout(**fields) -> Layout:
-    fields.setdefault("global_batch", BATCH * fields.get("dp", 1))
-    return Layout(micro_batch=BATCH, precision="fp32", **fields)
-
-
-def _left_out(spec: ModelSpec) -> int:
-    """Bytes the model leaves out at most: per token, 8 per layer norm (fp32 mean and rstd)
-    and 32 for the loss's and the embedding lookup's per-token tensors (target, row sums,
-    masks)."""
-    norms = 2 * spec.layers + 1
-    return BATCH * spec.seq_len * (8 * norms + 32)
-
-
-def _stored(est: MemoryEstimate) -> int:
-    """What the model says is kept from forward for backward (the live count is taken at the
-    end of forward; backward's working set comes later)."""
-    return est.activations - est.activation_parts.working
+TP_RUNS = [("gpt", "eager", DROPOUT), ("llama", "flash", 0.0)]
 
 
 def _check_activations(measured: int, model: int, spec: ModelSpec) -> None:
     assert abs(measured / model - 1) <= 0.05, (measured, model)
-    assert 0 <= measured - model <= _left_out(spec), (measured, model)
+    assert 0 <= measured - model <= left_out_bytes(spec), (measured, model)
 
 
 def _check_states(measured: dict[str, int], est) -> None:
@@ -80,24 +72,39 @@ def test_one_process(name: str, attention: str, dropout: float) -> None:
     net = build(spec, dropout)
     assert spec_from_module(net, seq_len=spec.seq_len, name=name) == spec
     measured = saved_and_step(net, spec, attention)
-    est = memory_per_gpu(spec, _layout(), attention=attention, dropout=dropout > 0, **CPU)
-    _check_activations(measured["activations"], _stored(est), spec)
+    est = memory_per_gpu(spec, cpu_layout(), attention=attention, dropout=dropout > 0,
+                         **CPU_SETTINGS)
+    _check_activations(measured["activations"], stored_activations(est), spec)
     _check_states(measured, est)
 
 
-def test_zero_and_tensor_parallel_on_two_ranks() -> None:
+def test_zero_on_two_ranks() -> None:
     with no_leaks():
-        ranks = launch.run(parallel_rank, 2, args=(SPECS, TP_CASES, "llama"), timeout=90)
+        ranks = launch.run(zero_rank, 2, args=(SPECS["llama"],), timeout=90)
     for out in ranks:
         for stage in range(4):
-            est = memory_per_gpu(SPECS["llama"], _layout(dp=2, zero=stage), **CPU)
+            est = memory_per_gpu(SPECS["llama"], cpu_layout(dp=2, zero=stage), **CPU_SETTINGS)
             _check_states(out[f"zero{stage}"], est)
-        for name, attention, dropout, sp in TP_CASES:
-            measured = out[f"tp {name} {attention} dropout={dropout} sp={sp}"]
-            est = memory_per_gpu(SPECS[name], _layout(tp=2, sequence_parallel=sp),
-                                 attention=attention, dropout=dropout > 0, **CPU)
-            _check_activations(measured["activations"], _stored(est), SPECS[name])
-            _check_states(measured, est)
+
+
+@pytest.mark.parametrize(("name", "attention", "dropout"), TP_RUNS)
+def test_tensor_parallel_on_two_ranks(name: str, attention: str, dropout: float) -> None:
+    """Tensor parallelism over 2 ranks with and without sequence parallelism (and the whole
+    step in each rank's process): each rank's count against the model of its own layout."""
+    spec = SPECS[name]
+    with no_leaks():
+        rows = live_activation_memory(spec, attention=attention, dropout=dropout, timeout=90)
+    assert [(r.case, r.rank) for r in rows] == [(c, k) for c in CASES for k in range(2)]
+    for row in rows:
+        layout = cpu_layout(tp=row.case.tp, sequence_parallel=row.case.sequence_parallel)
+        est = memory_per_gpu(spec, layout, attention=attention, dropout=dropout > 0,
+                             **CPU_SETTINGS)
+        assert row.estimate == est and row.model == stored_activations(est)
+        assert row.left_out == left_out_bytes(spec)
+        _check_activations(row.measured, stored_activations(est), spec)
+        assert abs(row.memory_error_pct) <= 5
+        _check_states(row.states, est)
+        assert row.states_match
 
 
 PIPE_SPEC = ModelSpec("gpt4", 4, 64, 4, 128, 32, norm="layernorm", attention_bias=True,
@@ -121,9 +128,9 @@ def test_pipeline_stages_hold_what_the_model_says(schedule: str, attention: str,
                            timeout=240)
     layout = Layout(pp=2, schedule=schedule, micro_batch=BATCH,
                     global_batch=BATCH * microbatches, precision="fp32")
-    est = memory_per_rank(PIPE_SPEC, layout, attention=attention, **CPU)
+    est = memory_per_rank(PIPE_SPEC, layout, attention=attention, **CPU_SETTINGS)
     assert tuple(r["in_flight"] for r in ranks) == in_flight
     for out, e, held in zip(ranks, est, in_flight, strict=True):
-        model = _stored(e)
+        model = stored_activations(e)
         assert abs(out["peak"] / model - 1) <= 0.05, (out, model)
-        assert 0 <= out["peak"] - model <= held * _left_out(PIPE_SPEC), (out, model)
+        assert 0 <= out["peak"] - model <= left_out_bytes(PIPE_SPEC, held), (out, model)
