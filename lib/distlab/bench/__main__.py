@@ -12,6 +12,7 @@
     python -m distlab.bench pipeline-parallel --world-size 2 --schedules 1F1B,GPipe
     python -m distlab.bench tensor-parallel --world-size 2 --layers 4 --width 512
     python -m distlab.bench trace --sizes 100 --ranks 8  # reading profiler traces: distlab vs HTA
+    python -m distlab.bench kernels   # a layer's matmuls and attention beside the planner's rate
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Every benchmark runs the reference (torch) in the same run, prints a table, and can write JSON
@@ -34,7 +35,7 @@ MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allre
            "zero": "distlab.bench.zero",
            "pipeline-parallel": "distlab.bench.pipeline_parallel",
            "tensor-parallel": "distlab.bench.tensor_parallel",
-           "trace": "distlab.bench.trace"}
+           "trace": "distlab.bench.trace", "kernels": "distlab.bench.kernels"}
 BENCHMARKS = tuple(MODULES)
 
 USAGE = usage("python -m distlab.bench", MODULES)
