@@ -86,3 +86,26 @@ def test_trace_writes_the_explained_step(tmp_path: Path) -> None:
     lanes = {s.lane for s in read_chrome_trace(out).spans}
     assert lanes == {f"rank{r}/compute" for r in range(4)}
     assert main(["gpt3-1.3b", "--trace", str(out)]) == 2  # --trace needs --explain
+
+
+def test_the_attention_kernel_is_chosen_and_said(capsys: pytest.CaptureFixture[str]) -> None:
+    """--attention-kernel cudnn prices every layout with cuDNN's attention (labelled), faster
+    than FlashAttention-2 on an H100 at long sequences; on an A100, where no speed was
+    measured, a note says it is priced as flash."""
+    args = ["llama3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "32768",
+            "--layout", "dp=1,cp=8,fsdp"]
+    assert main(args) == 0
+    flash = capsys.readouterr().out
+    assert main([*args, "--attention-kernel", "cudnn"]) == 0
+    cudnn = capsys.readouterr().out
+    assert "cudnn-attn" in cudnn and "cudnn-attn" not in flash and "note:" not in cudnn
+
+    def step(text: str) -> float:
+        row = text.splitlines()[-1].split()
+        return float(row[row.index("yes") + 1])
+
+    assert step(cudnn) < step(flash)
+    assert main(["llama3-8b", "--gpu", "a100", "--gpus", "8", "--global-batch", "8",
+                 "--layout", "dp=8,fsdp,recompute=full", "--attention-kernel", "cudnn"]) == 0
+    assert "note: cudnn attention has no measured speed on A100-80GB-SXM: priced as flash" \
+        in capsys.readouterr().out

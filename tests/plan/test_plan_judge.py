@@ -5,6 +5,7 @@ model meets its targets and where it misses."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -37,8 +38,8 @@ def test_the_shipped_rate_is_the_fit_of_the_calibration_split_alone() -> None:
     base = rate_loss(calibration, SHIPPED)
     for key in SHIPPED.efficiency:
         for step in (-0.05, 0.05):
-            moved = SHIPPED.__class__({**SHIPPED.efficiency, key: SHIPPED.efficiency[key] + step},
-                                      SHIPPED.width_scale, SHIPPED.attention, "moved")
+            moved = replace(SHIPPED, efficiency={**SHIPPED.efficiency,
+                                                 key: SHIPPED.efficiency[key] + step})
             assert rate_loss(calibration, moved) >= base
 
 

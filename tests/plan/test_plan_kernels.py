@@ -3,22 +3,27 @@ FLOPs against the planner's own count, and the planner's seconds for each."""
 
 from __future__ import annotations
 
+import json
+import statistics
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab.plan.calibration import SHIPPED
+from distlab.plan.calibration import KERNEL_SPEED, SHIPPED
 from distlab.plan.kernels import (
     PASSES,
     attention_shape,
+    attention_speedup,
     gpu_kind_for_device,
     layer_matmuls,
     model_attention_s,
     model_matmul_s,
 )
-from distlab.plan.layout import GPU_KINDS, Hardware
+from distlab.plan.layout import GPU_KINDS, Hardware, Layout, parse_layout
 from distlab.plan.model import PRESETS, layer_matmul_flops
-from distlab.plan.step import CAUSAL_WORK
+from distlab.plan.step import CAUSAL_WORK, step_time
 
 
 def _divisors(n: int) -> list[int]:
@@ -59,8 +64,9 @@ def test_the_planners_seconds_are_its_rates() -> None:
     gpu = GPU_KINDS["H200-141GB-SXM"]
     hw = Hardware(gpu, 1, gpus_per_node=1)
     assert model_matmul_s(SHIPPED, gpu, 4096, 1e15) == 1e15 / SHIPPED.flops_per_s(hw, 4096)
-    # 0.63 of 989.4 TFLOP/s x 4096 / (4096 + 512)
-    assert SHIPPED.flops_per_s(hw, 4096) == pytest.approx(989.4e12 * 0.63 * 4096 / 4608)
+    # the Hopper efficiency of 989.4 TFLOP/s x 4096 / (4096 + 512)
+    assert SHIPPED.flops_per_s(hw, 4096) == pytest.approx(
+        989.4e12 * SHIPPED.efficiency["hopper/bf16"] * 4096 / 4608)
     shape = attention_shape(PRESETS["llama3-8b"], 1, 8192, 1)
     assert model_attention_s(SHIPPED, gpu, 4096, shape) == pytest.approx(
         shape.step_causal_flops / (SHIPPED.flops_per_s(hw, 4096) * SHIPPED.attention))
@@ -85,3 +91,72 @@ def test_device_names_map_to_the_planners_gpu_kinds(name: str, kind: str | None)
 def test_bad_sizes_are_refused(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+RESULT = Path(__file__).resolve().parents[2] / "results" / "gpu-h200-2026-11-27" / "kernels.json"
+
+
+def test_the_shipped_cudnn_speed_is_the_h200_measurement() -> None:
+    """KERNEL_SPEED is measured, not fitted: the median of the committed H200 run."""
+    doc = json.loads(RESULT.read_text())
+    assert doc["provenance"]["cuda"]["available"] and doc["device"] == "NVIDIA H200"
+    speed = attention_speedup(doc, "cudnn")
+    assert round(speed, 2) == KERNEL_SPEED["hopper/cudnn"]
+    with pytest.raises(ValueError, match="no row measured both 'math'"):
+        attention_speedup(doc, "math")
+
+
+def test_the_results_readme_quotes_the_run() -> None:
+    """The numbers results/gpu-h200-2026-11-27/README.md states, from the JSON."""
+    doc = json.loads(RESULT.read_text())
+    layers = [r for r in doc["rows"] if r["product"] == "layer"]
+    wide = [r["efficiency"] for r in layers if r["width"] >= 1536]
+    assert (round(min(wide), 2), round(max(wide), 2)) == (0.70, 0.76)
+    ratio = {r["width"]: r["efficiency"] / (r["model_tflops"] * 1e12 / 989.4e12)
+             for r in layers}
+    assert min(ratio.values()) > 1.0      # every layer's kernels faster than the whole-step rate
+    attention = [r for r in doc["attention"] if r["measured_s"]]
+
+    def med(backend: str, s: int) -> float:
+        return round(statistics.median(r["vs_matmul"] for r in attention
+                                       if r["backend"] == backend and r["seq_len"] == s), 2)
+
+    assert [med("flash", s) for s in (4096, 8192, 32768)] == [0.27, 0.30, 0.38]
+    assert [med("cudnn", s) for s in (4096, 8192, 32768)] == [0.49, 0.57, 0.65]
+
+
+def test_the_attention_kernel_prices_only_the_attention() -> None:
+    gpu = GPU_KINDS["H100-80GB-SXM"]
+    hw = Hardware(gpu, 8)
+    assert SHIPPED.kernel_factor(hw, "flash") == 1.0
+    assert SHIPPED.kernel_factor(hw, "cudnn") == KERNEL_SPEED["hopper/cudnn"]
+    assert SHIPPED.kernel_factor(Hardware(GPU_KINDS["A100-80GB-SXM"], 8), "cudnn") is None
+    assert SHIPPED.attention_flops_per_s(hw, 4096, "cudnn") == pytest.approx(
+        KERNEL_SPEED["hopper/cudnn"] * SHIPPED.attention_flops_per_s(hw, 4096))
+    model = PRESETS["llama3-8b"]
+    flash = step_time(model, Layout(dp=8, global_batch=8), hw)
+    cudnn = step_time(model, Layout(dp=8, global_batch=8, attention_kernel="cudnn"), hw)
+    attention_s = 3 * 4 * 8192**2 * 4096 * CAUSAL_WORK * model.layers / \
+        SHIPPED.attention_flops_per_s(hw, 4096)
+    saved = attention_s * (1 - 1 / KERNEL_SPEED["hopper/cudnn"])
+    assert flash.compute_s - cudnn.compute_s == pytest.approx(saved, rel=1e-9)
+    assert parse_layout("dp=8,attention=cudnn", global_batch=8).attention_kernel == "cudnn"
+    assert "cudnn-attn" in Layout(attention_kernel="cudnn").label
+    with pytest.raises(ValueError, match="attention_kernel"):
+        Layout(attention_kernel="triton")
+
+
+def test_transformer_engine_runs_on_hopper_run_cudnn_attention() -> None:
+    from distlab.nccl.boxes import GPU_BOXES
+    from distlab.plan.published import load_published
+    from distlab.plan.runs import CUDNN_FROM_SM, TRANSFORMER_ENGINE_SOURCES, run_inputs
+    kernels: dict[tuple[str, bool], set[str]] = {}
+    for run in load_published().all_runs:
+        inputs = run_inputs(run)
+        hopper = GPU_BOXES[inputs.hardware.gpu.box].sm >= CUDNN_FROM_SM
+        te = run.source in TRANSFORMER_ENGINE_SOURCES
+        kernels.setdefault((run.source, hopper), set()).add(inputs.layout.attention_kernel)
+        assert inputs.layout.attention_kernel == ("cudnn" if te and hopper else "flash")
+        assert any("cudnn attention" in a for a in inputs.assumed) == (te and hopper)
+    assert kernels[("nemo_long_sequence_2024", True)] == {"cudnn"}
+    assert kernels[("torchtitan_bench_2024_12", True)] == {"flash"}

@@ -60,7 +60,9 @@ def report_lines(j: PlanJudgement, *, runs: bool = False) -> list[str]:
     with ``runs``."""
     split_of = {r.inputs.run.source: r.split for r in j.runs}
     rows = [_summary_row(j, src, split_of[src], src) for src in j.sources]
-    lines = [f"# the compute rate: {j.rate.source}",
+    speeds = ", ".join(f"{k} {v:g}x" for k, v in j.rate.kernel_speed.items()) or "none"
+    lines = [f"# the compute rate: {j.rate.source}; attention kernels over FlashAttention-2, "
+             f"measured: {speeds}",
              format_table(rows, SUMMARY_COLUMNS), ""]
     for split in ("calibration", "held_out"):
         s, m = j.step_summary(split), j.memory_summary(split)

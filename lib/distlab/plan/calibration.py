@@ -8,18 +8,31 @@ from dataclasses import dataclass, field
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware
 
-__all__ = ["SHIPPED", "ComputeRate", "rate_key", "shipped_rate"]
+__all__ = ["KERNEL_SPEED", "SHIPPED", "ComputeRate", "rate_key", "shipped_rate"]
 
 ARCHITECTURES = {80: "ampere", 90: "hopper", 100: "blackwell"}
 """GPU architectures by compute capability x 10: one efficiency per architecture and dtype
 (A100 40 and 80 GB share their silicon, as H100 and H200 share theirs)."""
 
 
+def _architecture(hw: Hardware) -> str:
+    sm = GPU_BOXES[hw.gpu.box].sm
+    return ARCHITECTURES.get(sm, f"sm{sm}")
+
+
 def rate_key(hw: Hardware, dtype: str) -> str:
     """The key of :attr:`ComputeRate.efficiency` for ``hw``'s GPU and ``dtype``:
     ``"<architecture>/<dtype>"``, e.g. ``"hopper/fp8"``."""
-    sm = GPU_BOXES[hw.gpu.box].sm
-    return f"{ARCHITECTURES.get(sm, f'sm{sm}')}/{dtype}"
+    return f"{_architecture(hw)}/{dtype}"
+
+
+KERNEL_SPEED = {"hopper/cudnn": 1.75}
+"""Attention kernels' speed over FlashAttention-2, measured, per GPU architecture: cuDNN's fused
+attention against FlashAttention-2 on an H200 (torch 2.11, cuDNN 9.19), causal, forward and
+backward, the median over 24 layer shapes at 4k-32k tokens per sequence (1.59-1.95x):
+``results/gpu-h200-2026-11-27`` (``python -m distlab.bench kernels``;
+:func:`distlab.plan.kernels.attention_speedup` of that file). Nothing measured on Ampere or
+Blackwell."""
 
 
 @dataclass(frozen=True)
@@ -27,19 +40,26 @@ class ComputeRate:
     """FLOP/s one GPU sustains on a transformer's matrix products.
 
     ``peak * efficiency[key] * w / (w + width_scale)`` with ``w = hidden / tp``, the width of
-    the matrices one GPU multiplies: narrow matrices (a small model, or a wide split) keep the
-    tensor cores less busy. ``efficiency`` holds one value per GPU architecture and compute
-    dtype (:func:`rate_key`, e.g. ``"hopper/fp8"``; ``"default"`` for any other). The
-    attention's ``s^2`` products (:meth:`attention_flops_per_s`) run in 16-bit whatever the
-    layout's ``compute_dtype`` (no float8 attention kernels in the runs), at ``attention``
-    times the 16-bit rate. ``source`` names the runs the values were fitted on
-    (:mod:`distlab.plan.fit_rate`).
+    the matrices one GPU multiplies: a step at a narrow width (a small model, or a wide split)
+    runs slower per FLOP. That is the whole step's, fitted on published runs, not the
+    kernels': on an H200 one layer's matrix products alone run at 0.70-0.76 of the peak at
+    every width from 1536 to 12288 (``python -m distlab.bench kernels``), so the narrow
+    widths' loss is what a step spends outside its matrix products. ``efficiency`` holds one
+    value per GPU architecture and compute dtype (:func:`rate_key`, e.g. ``"hopper/fp8"``;
+    ``"default"`` for any other). The attention's ``s^2`` products
+    (:meth:`attention_flops_per_s`) run in 16-bit whatever the layout's ``compute_dtype`` (no
+    float8 attention kernels in the runs), at ``attention`` times the 16-bit rate for
+    FlashAttention-2, and ``kernel_speed["<architecture>/<kernel>"]``
+    times that for another kernel (measured, not fitted: :data:`KERNEL_SPEED`; a kernel with no
+    measurement on an architecture is priced as FlashAttention-2, see :meth:`kernel_factor`).
+    ``source`` names the runs the values were fitted on (:mod:`distlab.plan.fit_rate`).
     """
 
     efficiency: dict[str, float] = field(default_factory=lambda: {"default": 0.6})
     width_scale: float = 512.0
     attention: float = 1.0
     source: str = "unfitted defaults"
+    kernel_speed: dict[str, float] = field(default_factory=dict)
 
     def flops_per_s(self, hw: Hardware, width: int) -> float:
         """Sustained FLOP/s of one GPU of ``hw`` multiplying matrices ``width`` wide."""
@@ -53,26 +73,39 @@ class ComputeRate:
 
 
 
-    def attention_flops_per_s(self, hw: Hardware, width: int) -> float:
+    def kernel_factor(self, hw: Hardware, kernel: str) -> float | None:
+        """How many times FlashAttention-2's speed ``kernel`` runs on ``hw``'s GPU architecture
+        (1 for ``"flash"``), or ``None`` where it was not measured there."""
+        if kernel == "flash":
+            return 1.0
+        return self.kernel_speed.get(f"{_architecture(hw)}/{kernel}")
+
+    def attention_flops_per_s(self, hw: Hardware, width: int, kernel: str = "flash") -> float:
         """Sustained FLOP/s of the attention's ``Q K^T`` and ``softmax V`` products (counted
-        whole, as :func:`~distlab.plan.model.layer_matmul_flops` counts them)."""
-        return self.flops_per_s_dtype(hw, width, "bf16") * self.attention
+        whole, as :func:`~distlab.plan.model.layer_matmul_flops` counts them) with ``kernel``
+        (one of :data:`~distlab.plan.layout.ATTENTION_KERNELS`; unmeasured on this
+        architecture: FlashAttention-2's rate)."""
+        factor = self.kernel_factor(hw, kernel)
+        return self.flops_per_s_dtype(hw, width, "bf16") * self.attention * (factor or 1.0)
 
 
 SHIPPED = ComputeRate(
-    efficiency={"ampere/bf16": 0.774, "hopper/bf16": 0.63, "hopper/fp8": 1.198,
-                "blackwell/fp8": 1.471},
-    width_scale=512.0, attention=0.30,
+    efficiency={"ampere/bf16": 0.769, "hopper/bf16": 0.613, "hopper/fp8": 1.004,
+                "blackwell/fp8": 1.402},
+    width_scale=512.0, attention=0.35, kernel_speed=KERNEL_SPEED,
     source="fitted by distlab.plan.fit_rate on the calibration split of the published runs "
            "(plan/data/published_runs.json: narayanan2021, megatron_lm_h100_2024, "
            "torchtitan_bench_2024_12, torchtitan_asynctp_2025_06, "
            "torchtitan_h200_trainy_2025_06, mosaicml_llm_foundry, nemo_24_07, "
            "megatron_bridge_25_11); python -m distlab.judge plan --refit fits it again")
 """The shipped rate. fp8 efficiencies above 1 are relative to the 16-bit peak (float8 matrix
-products run up to twice as fast). The attention's 0.30 is the rate of the ``s^2`` products
-(counted causal, half of the whole) against the 16-bit matrix rate: the calibration runs' long
-sequences (torchtitan's context-parallel rows, MPT at 32k) pay for their attention far more
-than for their matrix products."""
+products run up to twice as fast). The attention's 0.35 is FlashAttention-2's rate of the
+``s^2`` products (counted causal, half of the whole) against the planner's 16-bit matrix rate;
+the Transformer Engine runs (:data:`~distlab.plan.runs.TRANSFORMER_ENGINE_SOURCES`) on Hopper
+run cuDNN's kernel at :data:`KERNEL_SPEED` times that, measured, not fitted. The kernels alone
+on an H200 (``python -m distlab.bench kernels``) put FlashAttention-2 at 0.40-0.54 of this
+matrix rate at 4k-32k tokens: a step's attention costs more than its kernel, as its matrix
+products do."""
 
 
 def shipped_rate() -> ComputeRate:

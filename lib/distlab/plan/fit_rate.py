@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from distlab.plan.calibration import ComputeRate, rate_key
+from distlab.plan.calibration import KERNEL_SPEED, ComputeRate, rate_key
 from distlab.plan.runs import RunInputs, measured_step_s
 from distlab.plan.step import step_time
 
@@ -55,9 +55,11 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 2e-3
     return round((a + b) / 2, 3)
 
 
-def fit_rate(runs: Sequence[RunInputs], *, rounds: int = 6,
-             source: str = "fitted") -> ComputeRate:
-    """The :class:`ComputeRate` that minimises :func:`rate_loss` on ``runs``."""
+def fit_rate(runs: Sequence[RunInputs], *, rounds: int = 6, source: str = "fitted",
+             kernel_speed: dict[str, float] | None = None) -> ComputeRate:
+    """The :class:`ComputeRate` that minimises :func:`rate_loss` on ``runs``, with the
+    attention kernels' measured ``kernel_speed`` (default
+    :data:`~distlab.plan.calibration.KERNEL_SPEED`) held fixed."""
     if not runs:
         raise ValueError("fit_rate needs at least one published run")
     groups: dict[str, list[RunInputs]] = {}
@@ -73,7 +75,8 @@ def fit_rate(runs: Sequence[RunInputs], *, rounds: int = 6,
                                              key: _golden(loss, 0.1, 1.6)})
         return rate
 
-    rate = ComputeRate({key: 0.6 for key in groups}, 512.0, 1.0, source)
+    speed = dict(KERNEL_SPEED if kernel_speed is None else kernel_speed)
+    rate = ComputeRate({key: 0.6 for key in groups}, 512.0, 1.0, source, speed)
     for _ in range(rounds):
         before = rate
         rate = efficiencies(rate)

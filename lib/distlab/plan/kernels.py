@@ -17,7 +17,10 @@ Pure: no torch. FLOPs are floating-point operations (a multiply-add is 2), secon
 from __future__ import annotations
 
 import re
+import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from distlab._checks import check_int
 from distlab.plan.calibration import ComputeRate
@@ -25,7 +28,8 @@ from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
 from distlab.plan.model import ModelSpec
 from distlab.plan.step import CAUSAL_WORK
 
-__all__ = ["PASSES", "AttentionShape", "Matmul", "attention_shape", "gpu_kind_for_device",
+__all__ = ["PASSES", "AttentionShape", "Matmul", "attention_shape", "attention_speedup",
+           "gpu_kind_for_device",
            "layer_matmuls", "model_attention_s", "model_matmul_s"]
 
 PASSES = 3
@@ -175,3 +179,22 @@ def gpu_kind_for_device(device_name: str) -> GpuKind | None:
         if re.search(pattern, device_name):
             return GPU_KINDS[key]
     return None
+
+
+def attention_speedup(doc: Mapping[str, Any], kernel: str, over: str = "flash", *,
+                      min_seq_len: int = 4096) -> float:
+    """How many times faster ``kernel`` ran than ``over`` in a ``python -m distlab.bench
+    kernels`` JSON document: the median, over every (model, tp, sequence length) both measured
+    at ``min_seq_len`` tokens or more, of ``over``'s seconds over ``kernel``'s.
+
+    Raises:
+        ValueError: no such pair in ``doc``.
+    """
+    seconds = {(r["model"], r["tp"], r["seq_len"], r["backend"]): r["measured_s"]
+               for r in doc.get("attention", []) if r.get("measured_s")}
+    ratios = [seconds[(m, t, s, over)] / sec for (m, t, s, b), sec in seconds.items()
+              if b == kernel and s >= min_seq_len and (m, t, s, over) in seconds]
+    if not ratios:
+        raise ValueError(f"no row measured both {kernel!r} and {over!r} at {min_seq_len} "
+                         "tokens or more")
+    return statistics.median(ratios)

@@ -23,7 +23,8 @@ from distlab.nccl.boxes import GPU_BOXES
 from distlab.nccl.multinode import NETWORKS
 from distlab.pipeline_parallel.schedules.registry import schedule_name
 
-__all__ = ["COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE", "GpuKind",
+__all__ = ["ATTENTION_KERNELS", "COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE",
+           "GpuKind",
            "GroupSpan", "Hardware", "Layout", "check_layout_fits", "gpu_kind", "group_span",
            "hardware", "parse_layout"]
 
@@ -50,6 +51,12 @@ PRECISIONS: dict[str, tuple[int, int, int]] = {
   (``4 + 4 + 8``), plus the 16-bit copy of each unit while it is gathered;
 - ``"fp32"``: everything fp32 (``4 + 4 + 8``).
 """
+
+ATTENTION_KERNELS = ("flash", "cudnn")
+"""The causal attention kernel a layout runs: ``"flash"`` (FlashAttention-2, torch SDPA's
+default on NVIDIA GPUs; the rate the planner's attention is fitted at) or ``"cudnn"`` (cuDNN's
+fused attention, which Transformer Engine, and so Megatron-Core and NeMo, prefers on Hopper and
+later): priced by :attr:`~distlab.plan.calibration.ComputeRate.kernel_speed`."""
 
 COMPUTE_DTYPES = ("bf16", "fp8")
 """What the matrix products run in (the GPU's peak is its dense 16-bit one either way; the
@@ -205,6 +212,7 @@ class Layout:
         tp_overlap: tensor-parallel collectives overlapped with the layer's matrix products
             (Megatron-LM's ``--tp-comm-overlap``, torch's async TP); ``False``: run between
             them, fully exposed.
+        attention_kernel: one of :data:`ATTENTION_KERNELS`.
     """
 
     dp: int = 1
@@ -221,6 +229,7 @@ class Layout:
     precision: str = "mixed"
     compute_dtype: str = "bf16"
     tp_overlap: bool = False
+    attention_kernel: str = "flash"
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "cp", "stages_per_rank", "micro_batch", "global_batch"):
@@ -233,6 +242,7 @@ class Layout:
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("compute_dtype", self.compute_dtype, COMPUTE_DTYPES)
+        check_choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
         check_bool("tp_overlap", self.tp_overlap)
         if self.tp == 1:
             object.__setattr__(self, "tp_overlap", False)
@@ -275,6 +285,8 @@ class Layout:
             parts.append({"selective": "sel", "full": "full-ac"}[self.recompute])
         if self.compute_dtype != "bf16":
             parts.append(self.compute_dtype)
+        if self.attention_kernel != "flash":
+            parts.append(f"{self.attention_kernel}-attn")
         return " ".join(parts)
 
     def with_(self, **changes: Any) -> Layout:
@@ -325,13 +337,13 @@ _LAYOUT_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "zero": "zero",
                 "micro_batch": "micro_batch", "gbs": "global_batch",
                 "global_batch": "global_batch", "recompute": "recompute",
                 "precision": "precision", "dtype": "compute_dtype",
-                "async_tp": "tp_overlap"}
+                "async_tp": "tp_overlap", "attention": "attention_kernel"}
 
 
 def parse_layout(text: str, **defaults: Any) -> Layout:
     """A :class:`Layout` from ``"dp=8,tp=8,pp=4,zero=1,schedule=Interleaved1F1B,v=2,mb=1,
     recompute=selective"`` (commas or spaces; ``sp`` 0/1, on by default with ``tp > 1``;
-    ``async_tp`` 0/1, ``dtype`` bf16/fp8;
+    ``async_tp`` 0/1, ``dtype`` bf16/fp8, ``attention`` flash/cudnn;
     ``fsdp`` alone means ``zero=3``). ``defaults`` fill what the text leaves out (e.g.
     ``global_batch``). ``ValueError`` names a bad key or value."""
     values: dict[str, Any] = dict(defaults)
@@ -345,7 +357,8 @@ def parse_layout(text: str, **defaults: Any) -> Layout:
             raise ValueError(f"layout: {item!r} is not KEY=VALUE with KEY one of "
                              f"{', '.join(_LAYOUT_KEYS)} (or 'fsdp')")
         field_name = _LAYOUT_KEYS[key]
-        if field_name in ("schedule", "recompute", "precision", "compute_dtype"):
+        if field_name in ("schedule", "recompute", "precision", "compute_dtype",
+                          "attention_kernel"):
             values[field_name] = value
         elif field_name in ("sequence_parallel", "tp_overlap"):
             if value not in ("0", "1", "true", "false"):

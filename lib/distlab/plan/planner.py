@@ -96,8 +96,10 @@ def _tp_ok(model: ModelSpec, tp: int, gpus_per_node: int) -> bool:
 def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
                       precision: str = "mixed", zero_stages: Iterable[int] = ZERO_STAGES,
                       recompute: Iterable[str] = RECOMPUTE_TRIED,
-                      micro_batches: Iterable[int] = MICRO_BATCHES) -> Iterator[Layout]:
-    """Every layout of the module docstring for ``global_batch`` sequences on ``hw``."""
+                      micro_batches: Iterable[int] = MICRO_BATCHES,
+                      attention_kernel: str = "flash") -> Iterator[Layout]:
+    """Every layout of the module docstring for ``global_batch`` sequences on ``hw``, each
+    running ``attention_kernel`` (one of :data:`~distlab.plan.layout.ATTENTION_KERNELS`)."""
     global_batch = check_int("global_batch", global_batch, minimum=1)
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -128,7 +130,8 @@ def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
                                              sequence_parallel=tp > 1, schedule=schedule,
                                              stages_per_rank=v, micro_batch=mb,
                                              global_batch=global_batch, recompute=rc,
-                                             precision=precision)
+                                             precision=precision,
+                                             attention_kernel=attention_kernel)
 
 
 def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = "mixed",
@@ -138,7 +141,7 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     Each layout is priced with the pipeline's closed-form fill and drain; the ``top`` fastest
     that fit are priced again with the schedule's event simulation and ranked on that.
     ``choices`` narrows :func:`enumerate_layouts` (``zero_stages``, ``recompute``,
-    ``micro_batches``)."""
+    ``micro_batches``) or sets its ``attention_kernel``."""
     top = check_int("top", top, minimum=1)
     fits, short = [], []
     for layout in enumerate_layouts(model, hw, global_batch, precision=precision, **choices):

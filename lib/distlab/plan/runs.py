@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware, Layout, gpu_kind
 from distlab.plan.model import ModelSpec
 from distlab.plan.published import PublishedRun, PublishedSource, load_published
 from distlab.plan.step import StageFlops, stage_flops
 
-__all__ = ["FSDP_SOURCES", "RunInputs", "measured_memory_bytes", "measured_step_s",
+__all__ = ["CUDNN_FROM_SM", "FSDP_SOURCES", "TRANSFORMER_ENGINE_SOURCES", "RunInputs",
+           "measured_memory_bytes", "measured_step_s",
            "run_inputs"]
 
 SEQUENCE_PARALLEL_FROM = 2023
@@ -31,6 +33,19 @@ FSDP_SOURCES = ("torchtitan", "mosaicml")
 """Sources whose ZeRO-3 is torch FSDP with a bf16 ``param_dtype`` (fp32 sharded states):
 their states are priced as ``"fsdp-mixed"``; every other source's as Megatron-LM's
 ``"mixed-fp32-grads"`` (DeepSpeed's BF16 optimizer keeps fp32 gradients too)."""
+
+
+TRANSFORMER_ENGINE_SOURCES = ("megatron_lm_h100_2024", "nemo_24_07", "nemo_long_sequence_2024",
+                              "megatron_bridge_25_11")
+"""Sources that train with Megatron-Core on NVIDIA's Transformer Engine (FP8, or
+``--tp-comm-overlap``, both need it): their attention is cuDNN's fused kernel where the GPU is
+Hopper or later, which Transformer Engine prefers to FlashAttention-2 whenever both apply (NeMo's
+documentation, ``memory_optimizations.rst``, 2024: "Transformer Engine prefers cuDNN flash
+attention on Hopper+ architectures"). Every other source runs FlashAttention or an older kernel,
+priced as FlashAttention-2."""
+
+CUDNN_FROM_SM = 90
+"""Compute capability (x 10) from which Transformer Engine picks cuDNN's attention."""
 
 
 @dataclass(frozen=True)
@@ -96,13 +111,25 @@ def run_inputs(run: PublishedRun) -> RunInputs:
         lay.tp > 1 and year >= SEQUENCE_PARALLEL_FROM)
     if lay.sequence_parallel is None and lay.tp > 1:
         assumed.append(f"sequence parallel {'on' if sp else 'off'} (unstated; a {year} run)")
+    kernel = _attention_kernel(run, hw)
+    if kernel != "flash":
+        assumed.append(f"{kernel} attention (Transformer Engine on "
+                       f"{hw.gpu.name})")
     layout = Layout(dp=lay.dp, tp=lay.tp, pp=lay.pp, cp=lay.cp, zero=zero,
                     tp_overlap=_async_tp(run), sequence_parallel=sp, schedule=schedule,
                     stages_per_rank=v,
                     micro_batch=mb, global_batch=lay.global_batch or lay.dp * mb,
                     recompute=recompute, precision=precision,
-                    compute_dtype="fp8" if lay.precision == "fp8" else "bf16")
+                    compute_dtype="fp8" if lay.precision == "fp8" else "bf16",
+                    attention_kernel=kernel)
     return RunInputs(run, model, layout, hw, tuple(assumed))
+
+
+def _attention_kernel(run: PublishedRun, hw: Hardware) -> str:
+    """``"cudnn"`` for a :data:`TRANSFORMER_ENGINE_SOURCES` run on Hopper or later, else
+    ``"flash"``."""
+    te = run.source in TRANSFORMER_ENGINE_SOURCES
+    return "cudnn" if te and GPU_BOXES[hw.gpu.box].sm >= CUDNN_FROM_SM else "flash"
 
 
 def _source(run: PublishedRun) -> PublishedSource:
