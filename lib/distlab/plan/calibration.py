@@ -31,7 +31,8 @@ KERNEL_SPEED = {"hopper/cudnn": 1.75}
 attention against FlashAttention-2 on an H200 (torch 2.11, cuDNN 9.19), causal, forward and
 backward, the median over 24 layer shapes at 4k-32k tokens per sequence (1.59-1.95x):
 ``results/gpu-h200-2026-11-27`` (``python -m distlab.bench kernels``;
-:func:`distlab.plan.kernels.attention_speedup` of that file). Nothing measured on Ampere or
+:func:`distlab.plan.kernels.attention_speedup` of that file); an H100 gave the same median
+(1.75x, 1.66-1.93x: ``results/gpu-h100-2026-11-27``). Nothing measured on Ampere or
 Blackwell."""
 
 
