@@ -24,7 +24,7 @@ def test_report_names_the_planted_straggler(capsys, n: int) -> None:
     out = capsys.readouterr().out
     assert f"stragglers: rank {n - 1}\n" in out
     assert f"rank {n - 1} last in 3/3 calls" in out
-    assert "not priced (" in out and "gloo on CPU" in out
+    assert "priced, 0 not" in out and "gloo ring/tcp" in out and "shipped loopback" in out
 
 
 def test_json_and_timeline(tmp_path, capsys) -> None:

@@ -102,3 +102,33 @@ def test_an_absent_peer_makes_the_wait_unknown_not_zero() -> None:
     ax = model_figure(j).axes[0]
     assert "whole kernel" in ax.get_ylabel()
     assert not any("after the last peer" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_gloo_calls_priced_by_the_gloo_model() -> None:
+    """gloo spans state their own tensor (Input Dims, Input type): all-reduces stand beside
+    gloo's ring on the shipped loopback calibration, all-gathers beside distlab's ring plan of the
+    gathered buffer; sends and receives, and a group whose peers' traces are absent, are not
+    priced, each with its reason."""
+    from distlab.collectives.algorithms.registry import build_plan
+    from distlab.collectives.model.choice import schedule_seconds, shipped_calibration
+    from distlab.judge.trace_judgement import judge_trace
+    from distlab.judge.trace_model import GLOO_NOTE, GLOO_P2P_WHY
+
+    ddp = judge_trace(RESULTS / "traces" / "gloo_ddp_2ranks").prices
+    assert len(ddp) == 6 and all(p.library == "gloo" and p.size_source == "own args"
+                                 for p in ddp)
+    expected = predict_builtin("loopback", 2, [66049 * 4], itemsize=4)[0] * 1e6
+    assert all(p.nbytes == 66049 * 4 and p.model_us == pytest.approx(expected, rel=1e-12)
+               and p.algorithm == "gloo ring" and GLOO_NOTE in (p.note or "") for p in ddp)
+    fsdp = judge_trace(RESULTS / "traces" / "gloo_fsdp2_2ranks").prices
+    gathers = [p for p in fsdp if p.collective == "all_gather"]
+    ring = schedule_seconds(shipped_calibration(), build_plan("all_gather", "ring", 2, 262656),
+                            4) * 1e6
+    assert len(gathers) == 48 and {p.nbytes for p in gathers} == {262656 * 4}
+    assert all(p.model_us == pytest.approx(ring) and p.algorithm == "ring plan"
+               for p in gathers)
+    pp = judge_trace(RESULTS / "traces" / "gloo_pp_1f1b_2ranks").prices
+    assert pp and all(p.model_us is None and p.why == GLOO_P2P_WHY for p in pp)
+    lone = judge_trace(RESULTS / "traces" / "hta_cpu_only").prices
+    assert lone and all(p.model_us is None and "peers' traces absent" in (p.why or "")
+                        for p in lone)

@@ -27,7 +27,17 @@ What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of t
   kernel): ``p2p_seconds`` of the bytes that leave the GPU, ``nbytes * (n - 1) / n``, all peers
   sharing its link.
 
-Otherwise one line says why: gloo, no GPU name, a GPU of no box, a collective the model has no
+gloo's calls on a CPU trace (``library`` ``"gloo"``), where every rank of the group has its
+trace here (ranks of one job on one host), are priced on the loopback calibration shipped with
+distlab (:func:`~distlab.collectives.model.choice.shipped_calibration`, gloo over loopback on a
+2-core VM; :data:`GLOO_NOTE` says so on every such row): ``all_reduce`` as gloo's own ring
+(:func:`~distlab.collectives.model.predict.predict_builtin` ``"loopback"``), ``all_gather`` and
+``reduce_scatter`` as distlab's ring plan of the call, ``broadcast`` as its binomial tree. gloo's
+``send`` / ``recv`` are not priced: torch ends their spans when the program waits on them
+(:data:`GLOO_P2P_WHY`), so a span's length is the program's order, not a transfer.
+
+Otherwise one line says why: gloo with peers' traces absent or a collective the gloo model
+does not price, no GPU name, a GPU of no box, a collective the model has no
 price for (gather, scatter, an expert-parallel library's own dispatch/combine), no message size
 on any rank, no group size, a group of one, a group larger than the box (the network is not in
 the trace).
@@ -46,6 +56,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from distlab.collectives.algorithms.registry import build_plan
+from distlab.collectives.model.choice import schedule_seconds, shipped_calibration
+from distlab.collectives.model.predict import predict_builtin
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
@@ -57,9 +70,10 @@ from distlab.nccl.versions import (
 from distlab.plan.collectives import P2P_ALPHA_S, p2p_seconds
 from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
 from distlab.trace.collectives import P2P, Collectives, RankCall
-from distlab.vocabulary import collective_name, error_pct
+from distlab.vocabulary import collective_name, dtype_bytes, error_pct
 
-__all__ = ["BOX_PATTERNS", "P2P_LL_THRESHOLD_BYTES", "PEERS_ABSENT", "PRICED", "KernelPrice",
+__all__ = ["BOX_PATTERNS", "GLOO_NOTE", "GLOO_P2P_WHY", "GLOO_PRICED", "P2P_LL_THRESHOLD_BYTES",
+           "PEERS_ABSENT", "PRICED", "KernelPrice",
            "box_for_gpu", "price_collectives"]
 
 BOX_PATTERNS: list[tuple[str, str]] = [(r".*A100", "a100_sxm8"), (r".*H100", "h100_sxm8"),
@@ -210,10 +224,47 @@ def _model(box: str, gpu: str, collective: str, n: int, nbytes: int,
                   "LL" if nbytes <= P2P_LL_THRESHOLD_BYTES else "Simple", P2P_NOTE)
 
 
+GLOO_PLANS = {ALL_GATHER: "ring", REDUCE_SCATTER: "ring", BROADCAST: "binomial"}
+"""gloo collectives priced as the cost of one of distlab's plans of the same call."""
+GLOO_PRICED: tuple[str, ...] = (ALL_REDUCE, *GLOO_PLANS)
+GLOO_P2P_WHY = "gloo send/recv: a span ends when the program waits on it, not when its bytes arrive"
+GLOO_NOTE = ("gloo priced on distlab's shipped loopback calibration (a 2-core VM): another "
+             "host's gloo will differ")
+
+
+def _gloo_model(collective: str, n: int, nbytes: int, itemsize: int) -> _Model:
+    """The gloo model's price of one call (see the module docstring)."""
+    if collective == ALL_REDUCE:
+        seconds = predict_builtin("loopback", n, [nbytes], itemsize=itemsize)[0]
+        return _Model(seconds * 1e6, "gloo ring", "tcp", GLOO_NOTE)
+    algorithm = GLOO_PLANS[collective]
+    plan = build_plan(collective, algorithm, n, nbytes // itemsize)
+    return _Model(schedule_seconds(shipped_calibration(), plan, itemsize) * 1e6,
+                  f"{algorithm} plan", "tcp", GLOO_NOTE)
+
+
+def _why_not_gloo(c: RankCall, known: bool) -> str | None:
+    """Why a gloo call is not priced, or None."""
+    if c.collective in P2P:
+        return GLOO_P2P_WHY
+    if c.collective not in GLOO_PRICED:
+        return (f"gloo {c.collective or 'call of no named collective'}: the gloo model prices "
+                f"{', '.join(GLOO_PRICED)}")
+    if c.nbytes is None or not c.group_size:
+        return "gloo call with no size or group size (record with record_shapes=True)"
+    if not known:
+        return ("gloo with peers' traces absent: the loopback model prices a group whose ranks' "
+                "traces are all here")
+    if c.group_size < 2 or c.nbytes == 0:
+        return "nothing moves (a group of 1 rank, or 0 bytes)"
+    if c.collective in GLOO_PLANS and (c.nbytes // (dtype_bytes(c.dtype) or 1)) % c.group_size:
+        return "gloo call whose elements do not split over the group: not priced"
+    return None
+
+
 def _why_not(c: RankCall, gpu: str | None, box: str | None) -> str | None:
-    """The one line why ``c`` is not priced, or None (it can be)."""
-    if c.library == "gloo":
-        return "gloo on CPU: the NCCL model prices NCCL on GPU boxes only"
+    """The one line why ``c`` (an NCCL-family call: gloo's ask :func:`_why_not_gloo`) is not
+    priced, or None (it can be)."""
     if gpu is None:
         return "GPU not stated in the trace (no deviceProperties): no box to price on"
     if box is None:
@@ -263,9 +314,21 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
             note = None if known else PEERS_ABSENT
             gpu = gpus.get(r)
             box = box_for_gpu(gpu)
-            why = _why_not(c, gpu, box)
             model = None
-            if why is None:
+            if c.library == "gloo":
+                why = _why_not_gloo(c, known)
+                if why is None:
+                    assert c.collective is not None and c.nbytes is not None
+                    itemsize = dtype_bytes(c.dtype) or 1
+                    key = ("gloo", c.collective, c.group_size, c.nbytes, itemsize)
+                    if key not in cache:
+                        cache[key] = _gloo_model(c.collective, int(c.group_size or 0),
+                                                 c.nbytes, itemsize)
+                    model = cache[key]
+                    note = "; ".join(x for x in (note, model.note) if x) or None
+            else:
+                why = _why_not(c, gpu, box)
+            if why is None and model is None:
                 assert box is not None and gpu is not None and c.collective is not None
                 assert c.group_size is not None and c.nbytes is not None
                 key = (box, c.collective, c.group_size, c.nbytes, nccl_versions.get(r))

@@ -138,9 +138,10 @@ def model_lines(j: TraceJudgement, *, rank: int | None = None, worst: int = 5,
         split = (f"= wait {p.wait_us:.0f} + transfer {p.transfer_us:.0f}" if known
                  else "(wait unknown)")
         lines.append(f"rank {p.rank} {p.collective} #{p.seq}, {size_label(p.nbytes or 0)} "
-                     f"across {p.group_size} ranks (size: {p.size_source}): kernel "
-                     f"{p.kernel_us:.0f} us {split}; model {p.model_us:.1f} us "
-                     f"{p.algorithm}/{p.protocol}; error {p.error_percent or 0:+.0f}% of the "
+                     f"across {p.group_size} ranks (size: {p.size_source}), "
+                     f"{p.algorithm}/{p.protocol}:")
+        lines.append(f"    kernel {p.kernel_us:.0f} us {split}; model {p.model_us:.1f} us; "
+                     f"error {p.error_percent or 0:+.0f}% of the "
                      + ("transfer" if known else "whole kernel"))
     if len(priced) > worst:
         lines.append(f"  ... and {len(priced) - worst} more (--json holds every kernel)")

@@ -380,8 +380,8 @@ def _analyze(p: _Prepared, filter_last_step: bool, comm: list[CommPattern] | Non
                        "each iteration)")
     gpu_any = (p.valid & (rt.stream != -1)).any()
     if not gpu_any:
-        missing.append("no GPU kernels (a CPU-only trace): the host's breakdown only; no GPU "
-                       "idle, kernel overlap or model")
+        missing.append("no GPU kernels (a CPU-only trace): the host's breakdown only, no GPU "
+                       "idle or kernel overlap")
         whole = _host_breakdown(p, None, comm)
         per = {n: _host_breakdown(p, (s, e), comm) for n, (s, e) in steps.items()}
         return RankAnalysis(rt.rank, list(steps), whole, per, missing)

@@ -15,7 +15,9 @@ Its message (elements ``In msg nelems`` / ``Out msg nelems``, ``dtype``, ``Group
 
 - ``"own args"``: the args torch writes on the kernel itself;
 - ``"own record_param_comms"``: the ``record_param_comms`` op that launched the kernel;
-- ``"own c10d op"`` (gloo): the ``c10d::`` op's ``Input Dims``;
+- ``"own args"`` also for gloo: the ``gloo:<collective>`` span's ``Input Dims`` and ``Input
+  type`` (``record_shapes=True``; an all-gather's output is its input times the group);
+- ``"own c10d op"`` (gloo, a span without dims): the ``c10d::`` op's ``Input Dims``;
 - ``"matched rank N"``: the same call (same process group and sequence number) on rank ``N``,
   where this rank's trace states no size and rank ``N``'s states it itself (the lowest such
   rank; its collective, dtype and group size are taken too where this rank has none);
@@ -277,6 +279,11 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
             coll = canonical_collective(m.group(1)) if m else None
             if coll not in (*COLLECTIVES, *P2P):
                 coll = None  # NCCL's ncclDevKernel_Generic: a name, not a collective
+        dtype = a.get("dtype")
+        if use_host and nelems is None:
+            nelems, dtype = _gloo_span_size(a)
+            if nelems is not None and coll == collective_name("all_gather"):
+                out_nelems = nelems * (_int(a.get("Group size")) or rt.world_size)
         if use_host and nelems is None and k < len(c10d):
             dims = rt.args[c10d[k]].get("Input Dims") or []
             first = dims[0] if dims else []
@@ -284,7 +291,7 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
                 nelems = int(sum(int(np.prod(d)) for d in first))
                 source = "own c10d op"
         if (nelems is None and out_nelems is None) or \
-                (not use_host and dtype_bytes(a.get("dtype")) is None):
+                (not use_host and dtype_bytes(dtype) is None):
             source = "none"  # no bytes here: a matched rank's may stand in
         group = str(a.get("Process Group Name", "0"))
         seq = _int(a.get("Seq", a.get("seq")))
@@ -292,11 +299,24 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
             seq = seqs.get(group, 0)
             seqs[group] = seq + 1
         lib = "gloo" if use_host else (library_of(name, comm) or "?")
-        out.append(RankCall(rt.rank, group, seq, coll, nelems, a.get("dtype"),
+        out.append(RankCall(rt.rank, group, seq, coll, nelems, dtype,
                             _int(a.get("Group size")) or rt.world_size, float(rt.ts[i]) + shift_us,
                             float(rt.ts[i] + rt.dur[i]) + shift_us, name, lib, steps[k],
                             out_nelems, source))
     return out
+
+
+def _gloo_span_size(args: dict[str, Any]) -> tuple[int | None, str | None]:
+    """A ``gloo:<collective>`` span's own elements and dtype (``record_shapes=True``: its
+    ``Input Dims`` of the one tensor it moves, ``Input type`` such as ``"float"``); (None, None)
+    where it states no dims."""
+    dims = args.get("Input Dims") or []
+    types = args.get("Input type") or []
+    first = dims[0] if dims else None
+    if not first or not all(isinstance(d, int) for d in first):
+        return None, None
+    dtype = types[0] if types and dtype_bytes(types[0]) is not None else None
+    return int(np.prod(first)), dtype
 
 
 def _same_kind(a: str | None, b: str | None) -> bool:

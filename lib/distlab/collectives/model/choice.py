@@ -24,7 +24,7 @@ from distlab.collectives.plan.ranges import check_pieces
 from distlab.report.jsonfile import read_json
 
 __all__ = ["PIECES_CANDIDATES", "best_pieces", "default_calibration", "pieces_curve",
-           "schedule_seconds", "use_calibration"]
+           "schedule_seconds", "shipped_calibration", "use_calibration"]
 
 PIECES_CANDIDATES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 
@@ -51,6 +51,12 @@ def use_calibration(calibration: Any) -> None:
 @functools.lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
     return dict(read_json(_packaged_calibration())["calibration"])
+
+
+def shipped_calibration() -> dict[str, Any]:
+    """The gloo loopback calibration shipped with distlab (whatever :func:`use_calibration`
+    set)."""
+    return _shipped()
 
 
 def default_calibration() -> dict[str, Any]:
