@@ -23,7 +23,7 @@ from distlab.plan import hardware, model_spec
 from distlab.plan.planner import plan
 
 FIGURES = ("memory_figure(prices)", "step_figure(prices)", "scaling_figure(SERIES)",
-           "judged_figure(judged)", "pipeline_figure(small)")
+           "judged_figure(judged)", "kernels_figure(KERNELS)", "pipeline_figure(small)")
 
 
 def _fit_line(gpus: int) -> str:
@@ -40,7 +40,7 @@ def test_planner_notebook_figures_and_widget(lab, page):
     for call in FIGURES:
         (cell,) = [c for c in checks if call in c.source and "import" not in c.source]
         assert cell.figure and cell.images == 1, f"{call}: shown {cell.images} times, not once"
-    assert sum(c.figure for c in checks) == len(FIGURES), "notebook 17 draws five figures"
+    assert sum(c.figure for c in checks) == len(FIGURES), "notebook 17 draws six figures"
     text = output_text(page)
     assert "331 of 1194 layouts fit; the 8 fastest:" in text
     held = judge_published().step_summary("held_out")

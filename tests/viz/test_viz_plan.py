@@ -24,6 +24,7 @@ from distlab.viz.plan import (  # noqa: E402
     PlannerExplorer,
     best_by_gpus,
     judged_figure,
+    kernels_figure,
     memory_figure,
     pipeline_figure,
     plan_table,
@@ -174,3 +175,33 @@ def test_explorer_replans_on_a_control_change() -> None:
     _clean(ex.figure)
     with pytest.raises(ValueError, match="model must be one of"):
         PlannerExplorer("llama9")
+
+
+def test_kernels_figure_draws_the_measured_kernels_beside_the_planner() -> None:
+    """The committed H200 run: one point per layer (width, efficiency), the planner's curve for
+    Hopper, one line per attention kernel at the median factor of each length, and the
+    planner's flash and cuDNN attention as horizontal lines; a CPU run (no GPU kind) refused."""
+    import json
+    import statistics
+
+    from distlab.plan.calibration import KERNEL_SPEED, SHIPPED
+    from helpers.paths import RESULTS
+
+    doc = json.loads((RESULTS / "gpu-h200-2026-11-27" / "kernels.json").read_text())
+    fig = kernels_figure({"H200": doc})
+    _clean(fig)
+    left, right = fig.axes
+    layers = [r for r in doc["rows"] if r["product"] == "layer"]
+    (points,) = left.collections
+    assert sorted(map(tuple, points.get_offsets().tolist())) == sorted(
+        (r["width"], r["efficiency"]) for r in layers)
+    flat = {round(float(line.get_ydata()[0]), 6) for line in right.get_lines()
+            if len(set(line.get_ydata())) == 1}
+    assert flat == {round(SHIPPED.attention, 6),
+                    round(SHIPPED.attention * KERNEL_SPEED["hopper/cudnn"], 6)}
+    cudnn = next(line for line in right.get_lines() if line.get_label() == "H200: cudnn")
+    at_32k = [r["factor"] for r in doc["attention"]
+              if r["backend"] == "cudnn" and r["seq_len"] == 32768]
+    assert cudnn.get_ydata()[-1] == pytest.approx(statistics.median(at_32k))
+    with pytest.raises(ValueError, match="priced no GPU kind"):
+        kernels_figure({"cpu": {**doc, "gpu_kind": None}})

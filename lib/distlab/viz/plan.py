@@ -45,20 +45,22 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
 from distlab.nccl.multinode import NETWORKS
 from distlab.plan.__main__ import COLUMNS, plan_rows
-from distlab.plan.layout import GPU_KINDS, Layout, hardware
+from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
+from distlab.plan.layout import GPU_KINDS, Hardware, Layout, gpu_kind, hardware
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import LayoutPrice, Plan, plan
 from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
-from distlab.viz.palette import colour
+from distlab.viz.palette import colour, colours
 from distlab.viz.pipeline_parallel import simulation_gantt
 from distlab.vocabulary import size_in
 
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
            "STEP_PARTS", "PlannerExplorer",
-           "ScalingSeries", "best_by_gpus", "judged_figure", "memory_figure", "pipeline_figure",
+           "ScalingSeries", "best_by_gpus", "judged_figure", "kernels_figure", "memory_figure",
+           "pipeline_figure",
            "plan_table", "scaling_figure", "scaling_table", "short_label", "step_figure"]
 
 #: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
@@ -440,6 +442,89 @@ def judged_figure(judgement: PlanJudgement, *, band_pct: float = 30.0) -> Any:
                           label=f"target median |error| {STEP_TARGET[0]:g}%"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize="small", frameon=False)
     fig.get_layout_engine().set(rect=(0, 0.1, 1, 0.9))
+    return fig
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
+                   rate: ComputeRate = SHIPPED) -> Any:
+    """A layer's kernels alone beside the planner's rate, from ``python -m distlab.bench
+    kernels`` JSON documents (a label, e.g. the GPU, -> its document; each priced as one of the
+    planner's GPU kinds). Left: each layer's matrix products' efficiency of the GPU's 16-bit peak
+    against the width ``w = hidden / tp`` (one marker per document), and the planner's
+    whole-step rate ``efficiency x w / (w + width_scale)`` of each document's GPU. Right: each
+    attention kernel's rate over the planner's matrix rate at its width (the bench's
+    ``factor``), the median over the document's rows at each sequence length, and the planner's
+    attention for each kernel (``rate.attention`` times its measured speed) dashed. Returns the
+    Figure. ``ValueError`` for a document the planner did not price (no ``gpu_kind``)."""
+    if not documents:
+        raise ValueError("kernels_figure needs at least one bench kernels document")
+    for label, doc in documents.items():
+        if not doc.get("gpu_kind"):
+            raise ValueError(f"{label}: the bench priced no GPU kind (a CPU run?); nothing to "
+                             "set beside the planner")
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 4.2))
+    left, right = fig.subplots(1, 2)
+    shade = colours(list(documents))
+    widths = [r["width"] for d in documents.values() for r in d["rows"]]
+    ticks = [2 ** k for k in range(8, 16) if min(widths) / 2 < 2 ** k < max(widths) * 2]
+    curve = [2 ** (k / 4) for k in range(4 * 8, 4 * 15)]   # 256 .. 16384
+    drawn: set[str] = set()
+    for label, doc in documents.items():
+        layers = [r for r in doc["rows"] if r["product"] == "layer"]
+        left.scatter([r["width"] for r in layers], [r["efficiency"] for r in layers], s=30,
+                     color=shade[label], label=f"{label}: one layer's matmuls", zorder=3)
+        hw = Hardware(gpu_kind(doc["gpu_kind"]), 1, gpus_per_node=1)
+        key = rate_key(hw, "bf16")
+        if key not in drawn:   # one curve per architecture: H100 and H200 share theirs
+            drawn.add(key)
+            left.plot(curve, [rate.flops_per_s(hw, int(w)) / hw.gpu.peak_flops for w in curve],
+                      "--", color="0.35", lw=1.2, label=f"planner's whole step ({key})")
+    left.set_xscale("log", base=2)
+    left.set_xticks(ticks)
+    left.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    left.xaxis.set_minor_locator(NullLocator())
+    left.set_ylim(0, 1)
+    left.set_xlabel("layer width per GPU, hidden / tp")
+    left.set_ylabel("of the 16-bit peak")
+    left.set_title("matrix products: kernels vs the planner's rate", fontsize="medium")
+    left.grid(alpha=0.3)
+    left.legend(fontsize="x-small", loc="lower right")
+    markers = {"flash": "o", "cudnn": "s", "efficient": "^", "math": "v"}
+    lengths: set[int] = set()
+    for label, doc in documents.items():
+        hw = Hardware(gpu_kind(doc["gpu_kind"]), 1, gpus_per_node=1)
+        rows = [r for r in doc.get("attention", []) if r.get("factor") is not None]
+        for backend in dict.fromkeys(r["backend"] for r in rows):
+            mine = [r for r in rows if r["backend"] == backend]
+            seqs = sorted({r["seq_len"] for r in mine})
+            lengths.update(seqs)
+            right.plot(seqs, [_median([r["factor"] for r in mine if r["seq_len"] == s])
+                              for s in seqs], "-", marker=markers.get(backend, "o"),
+                       color=shade[label], lw=1, ms=5, label=f"{label}: {backend}")
+    arch_hw = Hardware(gpu_kind(next(iter(documents.values()))["gpu_kind"]), 1,
+                       gpus_per_node=1)
+    for backend, style in (("flash", ":"), ("cudnn", "--")):
+        speed = rate.kernel_factor(arch_hw, backend)
+        if speed is not None:
+            right.axhline(rate.attention * speed, ls=style, color="0.3", lw=1,
+                          label=f"planner: {backend} ({rate.attention * speed:.2f})")
+    right.set_xscale("log", base=2)
+    right.set_xticks(sorted(lengths))
+    right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1024:g}k"))
+    right.xaxis.set_minor_locator(NullLocator())
+    top = max([max(line.get_ydata()) for line in right.get_lines()] + [0.1])
+    right.set_ylim(0, 1.6 * top)   # room above the curves for the legend
+    right.set_xlabel("tokens per sequence")
+    right.set_ylabel("attention rate / planner's matrix rate")
+    right.set_title("causal attention kernels (median of the models)", fontsize="medium")
+    right.grid(alpha=0.3)
+    right.legend(fontsize="x-small", loc="upper left", ncol=2)
     return fig
 
 
