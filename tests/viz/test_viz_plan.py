@@ -193,8 +193,10 @@ def test_kernels_figure_draws_the_measured_kernels_beside_the_planner() -> None:
     left, right = fig.axes
     layers = [r for r in doc["rows"] if r["product"] == "layer"]
     (points,) = left.collections
-    assert sorted(map(tuple, points.get_offsets().tolist())) == sorted(
-        (r["width"], r["efficiency"]) for r in layers)
+    drawn = sorted(map(tuple, points.get_offsets().tolist()))
+    expected = sorted((r["width"], r["efficiency"]) for r in layers)
+    assert len(drawn) == len(expected)
+    assert all(a == pytest.approx(b, rel=1e-12) for a, b in zip(drawn, expected, strict=True))
     flat = {round(float(line.get_ydata()[0]), 6) for line in right.get_lines()
             if len(set(line.get_ydata())) == 1}
     assert flat == {round(SHIPPED.attention, 6),

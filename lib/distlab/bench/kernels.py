@@ -232,12 +232,14 @@ def _matmul_rows(spec: ModelSpec, tp: int, c: KernelsConfig, device: Any, dtype:
     seconds = measure_matmuls(products, device, dtype, warmup=c.warmup, reps=c.reps)
     width = spec.hidden // tp
     rows = []
-    for p, s in [*zip(products, seconds, strict=True),
-                 (Matmul("layer", c.tokens, 0, 0), sum(seconds))]:
-        flops = p.step_flops if p.name != "layer" else sum(q.step_flops for q in products)
-        row: dict[str, Any] = {"model": spec.name, "tp": tp, "width": width, "product": p.name,
-                               "shape": f"{p.m}x{p.k}x{p.n}" if p.k else "all",
-                               "flops": flops, "measured_s": s, "tflops": flops / s / 1e12}
+    # each product, then the whole layer (every product's FLOPs over their summed seconds)
+    measured = [(p.name, f"{p.m}x{p.k}x{p.n}", p.step_flops, sec)
+                for p, sec in zip(products, seconds, strict=True)]
+    measured.append(("layer", "all", sum(p.step_flops for p in products), sum(seconds)))
+    for name, shape, flops, s in measured:
+        row: dict[str, Any] = {"model": spec.name, "tp": tp, "width": width, "product": name,
+                               "shape": shape, "flops": flops, "measured_s": s,
+                               "tflops": flops / s / 1e12}
         if gpu is not None:
             model_s = model_matmul_s(rate, gpu, width, flops)
             row.update(efficiency=flops / s / gpu.peak_flops, model_s=model_s,

@@ -38,7 +38,7 @@ from typing import Any
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
 from distlab.nccl.multinode import NETWORKS
-from distlab.plan.calibration import SHIPPED
+from distlab.plan.calibration import KERNEL_SPEED, SHIPPED
 from distlab.plan.layout import ATTENTION_KERNELS, GPU_KINDS, PRECISIONS, hardware, parse_layout
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import LayoutPrice, Plan, plan, price
@@ -137,7 +137,8 @@ def _parser() -> options.Parser:
     p.add_argument("--attention-kernel", choices=ATTENTION_KERNELS, default="flash",
                    help="the attention kernel the run uses: flash (FlashAttention-2, torch "
                         "SDPA's) or cudnn (cuDNN's fused attention, Transformer Engine's on "
-                        "Hopper: measured 1.75x flash on an H200)")
+                        "Hopper: measured " + ", ".join(f"{k} {v:g}x flash" for k, v in
+                                                        KERNEL_SPEED.items()) + ")")
     p.add_argument("--layout", default=None,
                    help="price this one layout: KEY=VALUE,... with dp tp pp cp zero sp "
                         "schedule v mb recompute (or 'fsdp')")

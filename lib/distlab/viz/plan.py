@@ -32,6 +32,7 @@ span kinds' ``compute`` and ``bubble``). Every figure is made with
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -445,12 +446,6 @@ def judged_figure(judgement: PlanJudgement, *, band_pct: float = 30.0) -> Any:
     return fig
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
                    rate: ComputeRate = SHIPPED) -> Any:
     """A layer's kernels alone beside the planner's rate, from ``python -m distlab.bench
@@ -504,7 +499,7 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
             mine = [r for r in rows if r["backend"] == backend]
             seqs = sorted({r["seq_len"] for r in mine})
             lengths.update(seqs)
-            right.plot(seqs, [_median([r["factor"] for r in mine if r["seq_len"] == s])
+            right.plot(seqs, [statistics.median(r["factor"] for r in mine if r["seq_len"] == s)
                               for s in seqs], "-", marker=markers.get(backend, "o"),
                        color=shade[label], lw=1, ms=5, label=f"{label}: {backend}")
     arch_hw = Hardware(gpu_kind(next(iter(documents.values()))["gpu_kind"]), 1,
