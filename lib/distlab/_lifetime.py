@@ -30,8 +30,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["ctrl_c_ignored", "die_with_parent", "spawned_from_main_thread", "start_ignoring_ctrl_c",
-           "stop_processes"]
+__all__ = ["ctrl_c_ignored", "die_with_parent", "leave_ctrl_c_to_the_parent",
+           "spawned_from_main_thread", "start_ignoring_ctrl_c", "stop_processes"]
 
 _PR_SET_PDEATHSIG = 1
 #: Exit status of a child whose parent died (128 + SIGKILL, like a shell reports a kill).
@@ -83,7 +83,8 @@ def start_ignoring_ctrl_c(proc: Any) -> None:
     """``proc.start()`` (a ``multiprocessing.Process``) with ``SIGINT`` ignored in the child from
     its start: an ignored signal stays ignored across ``exec`` and Python then installs no
     ``KeyboardInterrupt`` handler, so the parent alone handles Ctrl-C and stops the child. The
-    parent ignores ``SIGINT`` for the milliseconds of the start (a Ctrl-C inside them is lost);
+    parent ignores ``SIGINT`` for the milliseconds of the start (a Ctrl-C inside them is
+    delivered after, see :func:`ctrl_c_ignored`);
     from a thread other than the main one, where handlers cannot be set, it is a plain start."""
     with ctrl_c_ignored():
         proc.start()
@@ -93,15 +94,30 @@ def start_ignoring_ctrl_c(proc: Any) -> None:
 def ctrl_c_ignored() -> Iterator[None]:
     """``SIGINT`` ignored in this process for the body (what a child started in it inherits
     across ``exec``), restored after; off the main thread, where handlers cannot be set, the
-    body runs as it is."""
+    body runs as it is.
+
+    The signal is also blocked for the body, so a Ctrl-C that lands inside it is deferred, not
+    lost: the kernel keeps a blocked signal pending even while it is ignored, and it is delivered
+    (``KeyboardInterrupt``) once the old handler is back and the mask restored. A child started
+    in the body inherits the block as well as the ignore; that changes nothing for a signal it
+    ignores (ranks unblock it after ignoring it, :func:`leave_ctrl_c_to_the_parent`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def leave_ctrl_c_to_the_parent() -> None:
+    """In a child: ``SIGINT`` ignored and unblocked (it may arrive blocked from
+    :func:`ctrl_c_ignored`; a fork starts with no signal pending, so nothing is delivered)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
 def stop_processes(procs: Iterable[Any], *, grace_s: float = 2.0) -> None:

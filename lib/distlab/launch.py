@@ -59,6 +59,7 @@ from distlab._lifetime import (
     ORPHAN_EXIT_CODE,
     ctrl_c_ignored,
     die_with_parent,
+    leave_ctrl_c_to_the_parent,
     spawned_from_main_thread,
     start_ignoring_ctrl_c,
     stop_processes,
@@ -253,7 +254,7 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
     the launcher leaves no orphan: a forked rank's parent is the fork server, which exits when
     the launcher does). ``environ``: the launcher's environment at the call (a forked rank
     otherwise has the fork server's, from when it started)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leave_ctrl_c_to_the_parent()
     if parent_pid < 0:  # forked by the server: it is the parent to die with
         _let_the_server_die_with_the_launcher()
         parent_pid = os.getppid()

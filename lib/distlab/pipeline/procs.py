@@ -22,7 +22,6 @@ import multiprocessing as mp
 import os
 import pickle
 import queue
-import signal
 import threading
 import time
 import traceback
@@ -33,6 +32,7 @@ import torch
 
 from distlab._lifetime import (
     die_with_parent,
+    leave_ctrl_c_to_the_parent,
     spawned_from_main_thread,
     start_ignoring_ctrl_c,
     stop_processes,
@@ -79,7 +79,7 @@ def _worker_main(wid: int, prefix: str, inq: Any, outq: Any, shared: Any, parent
     First it arranges to die with the parent: a stage stuck in a call cannot poll, so however
     the parent dies (SIGKILL included) the worker is killed within about a second."""
     die_with_parent(parent_pid, main_thread_spawn=main_thread_spawn)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    leave_ctrl_c_to_the_parent()  # the parent handles Ctrl-C and stops us
 
     torch.set_num_threads(1)
     stages: list[Stage] = []

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as tmp
 
-from distlab._lifetime import die_with_parent
+from distlab._lifetime import die_with_parent, leave_ctrl_c_to_the_parent
 
 __all__ = ["DIE_AT", "PERIOD", "fill_pattern", "worker_main"]
 
@@ -161,7 +161,7 @@ def worker_main(ctl: Any, data: Any, received: Any, device: int | None, parent_p
     """Entry point of the spawned worker: die with the parent, one intra-op thread (as a
     DataLoader worker), answer ``("ready", pid)``, then serve commands until ``None``."""
     die_with_parent(parent_pid, main_thread_spawn=main_thread_spawn)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C and stops us
+    leave_ctrl_c_to_the_parent()   # the parent handles Ctrl-C and stops us
     torch.set_num_threads(1)
     data.put(("ready", os.getpid()))
     _Worker(ctl, data, received, device).serve()
