@@ -11,7 +11,8 @@ import torch
 
 from distlab.bench import kernels
 from distlab.plan.calibration import SHIPPED
-from distlab.plan.kernels import layer_matmuls
+from distlab.plan.kernels import layer_matmuls, model_matmul_s
+from distlab.plan.layout import gpu_kind
 from distlab.plan.model import PRESETS
 
 SMALL = ["--device", "cpu", "--models", "gpt3-1.3b", "--tp", "8", "--attention-tp", "8",
@@ -75,3 +76,60 @@ def test_cuda_asked_for_without_one_is_refused(capsys) -> None:
     with pytest.raises(SystemExit) as e:
         kernels.main(["--device", "cuda"])
     assert e.value.code == 2 and "torch sees no CUDA device" in capsys.readouterr().err
+
+
+def test_fp8_times_three_float8_products_and_prices_the_planners_fp8_rate(
+        tmp_path: Path, capsys) -> None:
+    out = tmp_path / "k.json"
+    argv = [a for a in SMALL if a not in ("--dtype", "fp32")]
+    assert kernels.main([*argv, "--dtype", "fp8", "--backends", "math", "--gpu", "h100",
+                         "--json", str(out)]) == 0
+    assert "float8 e4m3 via torch._scaled_mm, attention bf16" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["dtype"] == "fp8"
+    gpu = gpu_kind("h100")
+    for r in doc["rows"]:
+        assert r["model_s"] == pytest.approx(
+            model_matmul_s(SHIPPED, gpu, r["width"], r["flops"], "fp8"))
+        assert r["model_s"] < model_matmul_s(SHIPPED, gpu, r["width"], r["flops"], "bf16")
+    assert doc["attention"][0]["measured_s"] > 0
+
+
+def test_fp8_products_equal_the_16_bit_products_of_the_cast_operands() -> None:
+    """What is timed is the real computation: each float8 product, widened, equals the
+    float32 product of the same float8 values."""
+    f8 = torch.float8_e4m3fn
+    x = torch.randn(32, 48).to(f8)
+    w = torch.randn(64, 48).to(f8)
+    one = torch.ones(())
+    got = torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+    assert torch.allclose(got, x.float() @ w.float().t(), rtol=1e-5, atol=1e-4)
+    products = layer_matmuls(PRESETS["gpt3-1.3b"], 8, 16)
+    seconds = kernels.measure_matmuls_fp8(products, torch.device("cpu"), warmup=0, reps=1)
+    assert len(seconds) == len(products) and all(s > 0 for s in seconds)
+
+
+FP8_RUN = Path(__file__).resolve().parents[2] / "results" / "gpu-h100-fp8-2026-11-27"
+
+
+def test_the_fp8_results_readme_quotes_the_run() -> None:
+    """The numbers results/gpu-h100-fp8-2026-11-27/README.md states, from its two JSON files."""
+    import statistics
+
+    fp8, bf16 = (json.loads((FP8_RUN / f"kernels-{d}.json").read_text())
+                 for d in ("fp8", "bf16"))
+    for doc, dtype in ((fp8, "fp8"), (bf16, "bf16")):
+        assert doc["dtype"] == dtype and doc["device"] == "NVIDIA H100 80GB HBM3"
+        assert doc["provenance"]["cuda"]["available"]
+
+    def layers(doc: dict) -> dict:
+        return {(r["model"], r["tp"]): r for r in doc["rows"] if r["product"] == "layer"}
+
+    f, b = layers(fp8), layers(bf16)
+    gains = [b[k]["measured_s"] / f[k]["measured_s"] for k in f]
+    assert (round(min(gains), 2), round(max(gains), 2)) == (1.87, 2.08)
+    assert round(statistics.median(gains), 2) == 1.91
+    wide = [r["efficiency"] for r in f.values() if r["width"] >= 1024]
+    assert (round(min(wide), 2), round(max(wide), 2)) == (1.33, 1.45)
+    planner = SHIPPED.efficiency["hopper/fp8"] / SHIPPED.efficiency["hopper/bf16"]
+    assert round(planner, 2) == 1.64 and planner < min(gains)

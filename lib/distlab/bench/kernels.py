@@ -28,6 +28,13 @@ measures the kernels alone, in one run, and sets each beside the planner's price
   the planner's matrix rate: comparable with the planner's ``attention`` (printed below). A
   kernel this device or torch lacks is a row with its reason and no time.
 
+``--dtype fp8``: the three products of each linear run as float8 (``torch._scaled_mm``, every
+operand e4m3, per-tensor scales, bf16 out; TransformerEngine's recipe puts the gradients in e5m2,
+which times the same), with each operand already cast and laid out as the kernel wants (a
+training step also pays those casts and transposes: the kernels alone are what is measured);
+``eff`` stays over the 16-bit peak and the planner's price is its fp8 rate. Attention has no
+float8 kernel in SDPA and runs in bf16, as it does in a float8 training step.
+
 Timing: ``--warmup`` calls, then ``--reps`` calls timed one by one (CUDA events on a GPU, the
 host clock on CPU); the median is reported. Data: seeded normal values in ``--dtype``. Without
 CUDA (``--device cpu``) it runs the same on the host at whatever size is asked (use small
@@ -63,7 +70,7 @@ from distlab.report.table import Column, Table
 from distlab.vocabulary import error_pct
 
 __all__ = ["BACKENDS", "BENCHMARK", "KernelsConfig", "main", "measure_attention",
-           "measure_matmuls"]
+           "measure_matmuls", "measure_matmuls_fp8"]
 
 BACKENDS = ("flash", "cudnn", "efficient", "math")
 """``--backends`` names, each one member of ``torch.nn.attention.SDPBackend``."""
@@ -125,6 +132,42 @@ def measure_matmuls(products: Sequence[Matmul], device: Any, dtype: Any, *, warm
     return out
 
 
+def measure_matmuls_fp8(products: Sequence[Matmul], device: Any, *, warmup: int,
+                        reps: int) -> list[float]:
+    """As :func:`measure_matmuls` with the three products of each linear in float8
+    (``torch._scaled_mm``, e4m3 operands, per-tensor scales of 1, bf16 out): forward
+    ``x @ w.T``, input gradient ``grad @ w``, weight gradient ``grad.T @ x``. Each operand is
+    cast and laid out (first row-major, second column-major) before the timing.
+
+    Raises:
+        RuntimeError: torch has no float8 matrix product for this device.
+    """
+    import torch
+    f8 = torch.float8_e4m3fn
+    clock, out = _Clock(device), []
+    g = torch.Generator(device="cpu").manual_seed(0)
+    one = torch.ones((), device=device)
+
+    def col(t: Any) -> Any:   # the same matrix, stored column-major
+        return t.t().contiguous().t()
+
+    for p in products:
+        x = torch.randn(p.m, p.k, generator=g).to(device).to(f8)
+        w = torch.randn(p.n, p.k, generator=g).mul_(p.k ** -0.5).to(device).to(f8)
+        grad = torch.randn(p.m, p.n, generator=g).to(device).to(f8)
+        pairs = ((x, w.t()), (grad, col(w)), (grad.t().contiguous(), col(x)))
+
+        def call(pairs: Any = pairs) -> None:
+            for a, b in pairs:
+                torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+        out.append(clock.time(call, warmup, reps))
+        del x, w, grad, pairs, call
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
 def measure_attention(shape: AttentionShape, backend: str, device: Any, dtype: Any, *,
                       warmup: int, reps: int) -> tuple[float | None, str]:
     """Median seconds of one causal SDPA forward and backward of ``shape`` with ``backend``
@@ -176,8 +219,9 @@ class KernelsConfig(BenchConfig):
     backends: tuple[str, ...] = opt(("flash", "cudnn", "efficient"), "--backends",
                                     type=options.comma_choices(BACKENDS),
                                     help="SDPA kernels to force, one row each")
-    dtype: str = opt("bf16", "--dtype", choices=("bf16", "fp16", "fp32"),
-                     help="element type of every tensor")
+    dtype: str = opt("bf16", "--dtype", choices=("bf16", "fp16", "fp32", "fp8"),
+                     help="element type of the tensors (fp8: the matrix products in float8, "
+                          "the attention in bf16)")
     gpu: str | None = opt(None, "--gpu", metavar="KIND",
                           help="the planner's GPU kind to price with (default: from the "
                                f"device's name; one of {', '.join(GPU_KINDS)} or h100, h200...)")
@@ -190,6 +234,16 @@ def _resolve_device(name: str) -> Any:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)
+
+
+def _no_fp8_here(torch: Any, device: Any) -> str:
+    """Why float8 matrix products cannot run on ``device``, or ``""``."""
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        return f"torch {torch.__version__} has no float8 matrix product"
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 9):
+        return (f"{torch.cuda.get_device_name(device)} has no float8 tensor cores (compute "
+                "capability 8.9 or later)")
+    return ""
 
 
 def _device_name(device: Any) -> str:
@@ -226,10 +280,18 @@ ATTENTION_COLUMNS = (
     Column("skipped", "skipped", align="<", missing=""))
 
 
+def _priced_dtype(dtype: str) -> str:
+    """The planner's compute dtype for ``--dtype``: ``"fp8"`` or its 16-bit rate."""
+    return "fp8" if dtype == "fp8" else "bf16"
+
+
 def _matmul_rows(spec: ModelSpec, tp: int, c: KernelsConfig, device: Any, dtype: Any,
                  gpu: GpuKind | None, rate: ComputeRate) -> list[dict[str, Any]]:
     products = layer_matmuls(spec, tp, c.tokens)
-    seconds = measure_matmuls(products, device, dtype, warmup=c.warmup, reps=c.reps)
+    if c.dtype == "fp8":
+        seconds = measure_matmuls_fp8(products, device, warmup=c.warmup, reps=c.reps)
+    else:
+        seconds = measure_matmuls(products, device, dtype, warmup=c.warmup, reps=c.reps)
     width = spec.hidden // tp
     rows = []
     # each product, then the whole layer (every product's FLOPs over their summed seconds)
@@ -241,7 +303,7 @@ def _matmul_rows(spec: ModelSpec, tp: int, c: KernelsConfig, device: Any, dtype:
                                "shape": shape, "flops": flops, "measured_s": s,
                                "tflops": flops / s / 1e12}
         if gpu is not None:
-            model_s = model_matmul_s(rate, gpu, width, flops)
+            model_s = model_matmul_s(rate, gpu, width, flops, _priced_dtype(c.dtype))
             row.update(efficiency=flops / s / gpu.peak_flops, model_s=model_s,
                        model_tflops=flops / model_s / 1e12, error_pct=error_pct(s, model_s))
         rows.append(row)
@@ -289,6 +351,10 @@ class KernelsBenchmark(Benchmark[KernelsConfig]):
         import torch
         if config.device == "cuda" and not torch.cuda.is_available():
             options.fail(parser, "--device", "cuda", "auto or cpu: torch sees no CUDA device here")
+        if config.dtype == "fp8":
+            why = _no_fp8_here(torch, _resolve_device(config.device))
+            if why:
+                options.fail(parser, "--dtype", "fp8", f"bf16, fp16 or fp32: {why}")
         if config.gpu is not None:
             try:
                 gpu_kind(config.gpu)
@@ -312,7 +378,8 @@ class KernelsBenchmark(Benchmark[KernelsConfig]):
         import torch
         c = config
         device = _resolve_device(c.device)
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[c.dtype]
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                 "fp8": torch.bfloat16}[c.dtype]   # fp8: the attention's (and no matmul's)
         name = _device_name(device)
         gpu = _model(c, name)
         rate = SHIPPED
@@ -335,7 +402,9 @@ class KernelsBenchmark(Benchmark[KernelsConfig]):
                   "TFLOP/s 16-bit)" if gpu is not None else
                   "no planner price: the device is no GPU kind the planner knows (--gpu names "
                   "one)")
-        head = [f"kernels: {name} ({device.type}), torch {torch.__version__}, {c.dtype}; "
+        kind = ("fp8 (matrix products float8 e4m3 via torch._scaled_mm, attention bf16)"
+                if c.dtype == "fp8" else c.dtype)
+        head = [f"kernels: {name} ({device.type}), torch {torch.__version__}, {kind}; "
                 f"{priced}",
                 f"matmul: each linear of one layer on one of tp GPUs, {c.tokens} tokens, "
                 "forward + backward (3 products); median of "
@@ -349,7 +418,7 @@ class KernelsBenchmark(Benchmark[KernelsConfig]):
                 f"{rate.attention:.2f})"]
         return Report([Table(matmul, MATMUL_COLUMNS, key="matmul"),
                        Table(attention, ATTENTION_COLUMNS, key="attention")], head, tail,
-                      {"device": name, "gpu_kind": gpu.name if gpu else None,
+                      {"device": name, "dtype": c.dtype, "gpu_kind": gpu.name if gpu else None,
                        "rate": {"efficiency": rate.efficiency, "width_scale": rate.width_scale,
                                 "attention": rate.attention, "source": rate.source}})
 
