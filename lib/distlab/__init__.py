@@ -39,7 +39,8 @@ Labs (floor 1):
   split, loss parallel) on real ranks with torch's ``parallelize_module`` API.
 
 Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch reference),
-:mod:`distlab.nccl` (floor 2: NCCL's model from the command line, ``python -m distlab.nccl``),
+:mod:`distlab.nccl` (floor 1, beside the labs: NCCL's model, ``python -m distlab.nccl``),
+:mod:`distlab.rccl` (floor 1: what RCCL, ROCm's NCCL, runs for an allreduce on MI300X nodes),
 :mod:`distlab.plan` (floor 2: which parallel layout fits a model on some GPUs and how fast it
 runs, ``python -m distlab.plan``),
 :mod:`distlab.profile` (floor 3: the one-command machine profile), :mod:`distlab.judge` (floor 4:

@@ -1,0 +1,228 @@
+"""RCCL's tuning tables for gfx942 (MI300X, MI325X), per release, as its source states them.
+
+RCCL keeps NCCL's ``ncclTopoTuneModel`` skeleton but, on AMD, replaces NVIDIA's per-architecture
+caps with one table per topology (``struct tuningModel`` in ``src/graph/tuning.cc``): hardware
+latencies per link class, a bandwidth ratio per algorithm and protocol (one row up to two nodes,
+one beyond), and a correction factor per message size for trees (always) and rings (across
+nodes). An 8 x MI300X node matches RCCL's hard-coded topology ``rome_model_79`` (one node, 28
+rings, MSCCL on) or, with one NIC per GPU, ``rome_model_81`` (16 rings); both select table 5.
+
+Releases held (every value read with ``git show`` of ROCm/rccl; docs/rccl-research.md cites
+each line):
+
+================ =========== ============================================================
+release          ROCm        where read
+================ =========== ============================================================
+2.20.5           6.2.x       tag ``rocm-6.2.0`` (``src/graph/tuning.cc`` ``tuning_model_5``)
+2.21.5           6.3.x       branch ``release-staging/rocm-rel-6.3`` (the 6.3 release branch)
+2.26.6           7.0.x       develop ``277747c1`` (2025-08-26, the last commit of 2.26.6; ROCm
+                             7.0 ships 2.26.6, its release tag is in no mirror read)
+================ =========== ============================================================
+
+ROCm 6.4.0/6.4.1's 2.22.3 carries 2.21.5's gfx942 table (develop changed it next on 2025-03-16)
+and is priced with it, saying so; 2.27.7 (ROCm 7.1, 7.2) changed nothing an allreduce on gfx942
+reads and is priced with 2.26.6, saying so. Release branches take cherry-picks develop does not
+show in order (ROCm 6.4.2's changelog lists the gfx942 LL128 work of 2.26.6), so a 6.4.2 run
+may choose as 2.26.6 does: the note says that too.
+
+Units: microseconds for latencies, GB/s (1e9 bytes/s) for bandwidths, as RCCL's tables are.
+Protocol order everywhere: LL, LL128, Simple.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RCCL_TABLES", "RcclTables", "ResolvedRelease", "release_key", "resolve_release"]
+
+Row = tuple[float, float, float]
+"""One value per protocol: LL, LL128, Simple."""
+
+
+@dataclass(frozen=True)
+class RcclTables:
+    """What an allreduce on gfx942 reads from one RCCL release.
+
+    Attributes:
+        release: RCCL's version (``makefiles/version.mk``), e.g. ``"2.21.5"``.
+        rocm: the ROCm release that ships it.
+        source: where each value was read.
+        base_lat_us: ``baseLat`` per protocol, the same for Tree and Ring.
+        xgmi_lat_us, net_lat_us: ``hwLat[NVLINK]`` (xGMI) and ``hwLat[NET]`` per algorithm
+            (``"tree"``, ``"ring"``) and protocol.
+        bw_ratio: ``bwRatio`` per row (``0``: up to two nodes, ``1``: more), algorithm and
+            protocol: the multiplier on the bus bandwidth.
+        tree_correction, ring_correction: per protocol, 27 factors indexed by
+            ``log2(nbytes >> 6)`` (index 26 for every larger size).
+        ll128_multinode: whether LL128 may run across nodes (the arch list holds gfx942 and
+            the rail-optimized topology sets ``ll128Enabled``); one node never runs LL128.
+        ll_max_bytes, ll128_max_bytes: the multi-node allreduce protocol override
+            (``llProtoRanges``, applied after the cost model keeps its algorithm): LL up to
+            ``ll_max_bytes``, LL128 above it up to ``ll128_max_bytes`` (times 3.8 beyond two
+            nodes), Simple above; ``None``: no override in this release.
+        msccl_max_bytes: one node: the largest allreduce MSCCL's installed ``allpairs``
+            algorithms take (out of place), ahead of the cost model.
+        msccl_skips_bf16_over: a bf16 allreduce above this many bytes skips MSCCL; ``None``:
+            no such rule.
+    """
+
+    release: str
+    rocm: str
+    source: str
+    base_lat_us: Row
+    xgmi_lat_us: dict[str, Row]
+    net_lat_us: dict[str, Row]
+    bw_ratio: tuple[dict[str, Row], dict[str, Row]]
+    tree_correction: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+    ring_correction: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+    ll128_multinode: bool
+    ll_max_bytes: int | None
+    ll128_max_bytes: int | None
+    msccl_max_bytes: int
+    msccl_skips_bf16_over: int | None = None
+    aliases: tuple[str, ...] = field(default=())
+
+
+def _cf(*values: float) -> tuple[float, ...]:
+    if len(values) != 27:
+        raise ValueError(f"a correction row has 27 entries, got {len(values)}")
+    return tuple(values)
+
+
+_TENTH = (0.1,)
+_ZERO27 = _cf(*(0.0,) * 27)
+
+_R2_20 = RcclTables(
+    release="2.20.5", rocm="6.2",
+    source="ROCm/rccl tag rocm-6.2.0, src/graph/tuning.cc tuning_model_5 and ncclTopoTuneModel",
+    base_lat_us=(12.0, 12.0, 17.0),
+    xgmi_lat_us={"tree": (0.8, 0.0, 2.5), "ring": (0.8, 0.0, 3.6)},
+    net_lat_us={"tree": (12.5, 0.0, 22.4), "ring": (9.5, 0.0, 19.8)},
+    bw_ratio=({"tree": (0.41, 0.0, 1.00), "ring": (0.41, 0.0, 1.00)},
+              {"tree": (0.41, 0.0, 0.86), "ring": (0.41, 0.0, 1.00)}),
+    tree_correction=(
+        _cf(.1, .1, .1, .1, .1, 1, 1, .8, .1, .4, .5, 1, .6, .4, .6, .1, .3, .4, .4, .3, .2,
+            .2, .2, .2, .2, .2, .2),
+        _ZERO27,
+        _cf(.1, .1, .1, .1, .1, .1, .1, .1, 1, 1, 1, .4, 1, 1, 1, .2, .7, 1, 1, 1, .8, .7, .7,
+            .8, .8, .8, .9)),
+    ring_correction=(
+        _cf(.1, .1, .1, .1, .1, .1, .1, 1, .1, .2, .2, .1, .5, .8, 1, .2, .4, .5, .4, .4, .3,
+            .2, .2, .2, .2, .2, .2),
+        _ZERO27,
+        _cf(.1, .1, .1, .1, .1, .1, .1, .1, .1, .7, .1, .1, .1, .1, .1, 1, 1, 1, .9, 1, 1, 1,
+            1, 1, 1, 1, 1)),
+    ll128_multinode=False, ll_max_bytes=None, ll128_max_bytes=None,
+    msccl_max_bytes=16777216)
+
+_R2_21 = RcclTables(
+    release="2.21.5", rocm="6.3",
+    source="ROCm/rccl branch release-staging/rocm-rel-6.3, src/graph/tuning.cc tuning_model_5",
+    base_lat_us=(12.0, 12.0, 17.0),
+    xgmi_lat_us={"tree": (0.9, 0.0, 2.3), "ring": (0.8, 0.0, 2.1)},
+    net_lat_us={"tree": (10.5, 0.0, 25.0), "ring": (9.5, 0.0, 320.0)},
+    bw_ratio=({"tree": (0.06, 0.0, 0.11), "ring": (0.08, 0.0, 1.00)},
+              {"tree": (0.06, 0.0, 0.59), "ring": (0.08, 0.0, 1.00)}),
+    tree_correction=(
+        _cf(*_TENTH * 6, 1, 1, 1, 1, 1, .6, 1, .9, 1, 1, *_TENTH * 11),
+        _ZERO27,
+        _cf(*_TENTH * 15, .7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, .8)),
+    ring_correction=(
+        _cf(*_TENTH * 11, 1, .2, 1, .4, .4, .1, .2, .2, *_TENTH * 8),
+        _ZERO27,
+        _cf(*_TENTH * 23, .8, 1, 1, 1)),
+    ll128_multinode=False, ll_max_bytes=None, ll128_max_bytes=None,
+    msccl_max_bytes=16777216, aliases=("2.22.3",))
+
+_R2_26 = RcclTables(
+    release="2.26.6", rocm="7.0",
+    source="ROCm/rccl develop 277747c1 (2025-08-26), src/graph/tuning.cc tuning_model_5 with "
+           "llProtoRanges; src/rccl_wrap.cc rcclUpdateCollectiveProtocol; "
+           "src/collectives.cc (MSCCL bf16 rule); tools/msccl-algorithms",
+    base_lat_us=(12.0, 12.0, 17.0),
+    xgmi_lat_us={"tree": (0.9, 0.9, 2.3), "ring": (0.8, 0.8, 2.1)},
+    net_lat_us={"tree": (10.5, 10.5, 25.0), "ring": (9.5, 9.5, 320.0)},
+    bw_ratio=({"tree": (0.06, 0.06, 0.11), "ring": (0.08, 0.08, 1.00)},
+              {"tree": (0.06, 0.06, 0.59), "ring": (0.08, 0.08, 1.00)}),
+    tree_correction=(
+        _cf(*_TENTH * 6, 1, 1, 1, 1, 1, .6, 1, .9, 1, 1, *_TENTH * 11),
+        _cf(*_TENTH * 6, 1, 1, 1, 1, 1, .6, 1, .9, 1, 1, *_TENTH * 11),
+        _cf(*_TENTH * 15, .7, 1, 1, 1, 1, 1, .7, .7, .5, .6, .6, .6)),
+    ring_correction=(
+        _cf(*_TENTH * 11, 1, .2, 1, .4, .4, .1, .2, .2, *_TENTH * 8),
+        _cf(*_TENTH * 11, 1, .2, 1, .4, .4, .1, .2, .2, *_TENTH * 8),
+        _cf(*_TENTH * 22, 1, .8, 1, 1, 1)),
+    ll128_multinode=True, ll_max_bytes=1048576, ll128_max_bytes=9437184,
+    msccl_max_bytes=20971520, msccl_skips_bf16_over=8388608, aliases=("2.27.7",))
+
+RCCL_TABLES: dict[str, RcclTables] = {t.release: t for t in (_R2_20, _R2_21, _R2_26)}
+"""The releases read, by RCCL version."""
+
+DEFAULT_RELEASE = "2.26.6"
+"""ROCm 7.0's RCCL, what a ROCm build of torch 2.9-2.11 is paired with."""
+
+_ROCM = {"6.2": "2.20.5", "6.3": "2.21.5", "6.4": "2.22.3", "7.0": "2.26.6", "7.1": "2.27.7",
+         "7.2": "2.27.7"}
+"""ROCm releases to the RCCL they ship (RCCL's CHANGELOG)."""
+
+
+def release_key(text: str) -> tuple[int, ...]:
+    """``"2.21.5"`` -> ``(2, 21, 5)``; a ``ValueError`` naming the form otherwise."""
+    parts = text.strip().split(".")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+        raise ValueError(f"an RCCL release is written like 2.21.5 (or rocm-6.3), got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class ResolvedRelease:
+    """The release asked for, the tables that price it and the one line saying how ("" when
+    they are its own)."""
+
+    asked: str
+    tables: RcclTables
+    note: str
+
+
+def resolve_release(release: str | None = None) -> ResolvedRelease:
+    """The tables for an RCCL release (``"2.21.5"``, ``"2.21"``) or a ROCm one (``"rocm-6.3"``).
+
+    A held release prices as itself; an alias (2.22.3, 2.27.7) as the release whose tables it
+    carries; any other as the newest held release not newer than it (the oldest for one older
+    than all); each time but the first with a note.
+
+    Raises:
+        ValueError: not a release, or a ROCm release RCCL's changelog does not name.
+    """
+    if release is None:
+        return ResolvedRelease(DEFAULT_RELEASE, RCCL_TABLES[DEFAULT_RELEASE], "")
+    if not isinstance(release, str):
+        raise TypeError(f"release must be a string like '2.21.5' or 'rocm-6.3', got "
+                        f"{type(release).__name__}")
+    text = release.strip().lower()
+    if text.startswith("rocm"):
+        rocm = text.removeprefix("rocm").lstrip("-_ ")
+        rocm = ".".join(rocm.split(".")[:2])
+        if rocm not in _ROCM:
+            raise ValueError(f"ROCm {rocm or '?'} is not one whose RCCL is known; one of "
+                             f"{', '.join(_ROCM)}")
+        text = _ROCM[rocm]
+    key = release_key(text)
+    for t in RCCL_TABLES.values():
+        if release_key(t.release)[:len(key)] == key:
+            return ResolvedRelease(release, t, "")
+        for alias in t.aliases:
+            if release_key(alias)[:len(key)] == key:
+                why = (f"RCCL {alias} reads the same allreduce tables on gfx942 as "
+                       f"{t.release}: priced as {t.release}")
+                if alias == "2.22.3":
+                    why += (" (ROCm 6.4.2's branch took later LL128 work: it may choose as "
+                            "2.26.6)")
+                return ResolvedRelease(release, t, why)
+    held = sorted(RCCL_TABLES, key=release_key)
+    below = [r for r in held if release_key(r) < key]
+    t = RCCL_TABLES[below[-1] if below else held[0]]
+    why = ("newer than" if below and below[-1] == held[-1] else
+           "older than" if not below else "between")
+    return ResolvedRelease(release, t, f"RCCL {text} is {why} the releases read "
+                                       f"({', '.join(held)}): priced as {t.release}")
