@@ -3,8 +3,8 @@ one line that names ``--help`` (exit 2), and an output path that cannot be writt
 one line before anything is measured.
 
 The command list is derived from the dispatchers (``python -m distlab.bench``, ``python -m
-distlab.judge``), the profile and ``python -m distlab.nccl``, so a new command of a dispatcher is
-checked without being named here.
+distlab.judge``), the profile, ``python -m distlab.nccl`` and ``python -m distlab.rccl``, so a
+new command of a dispatcher is checked without being named here.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     **{f"python -m distlab.judge {n}": m for n, m in JUDGE_MODULES.items()},
     "python -m distlab.profile": "distlab.profile.cli",
     "python -m distlab.nccl": "distlab.nccl.__main__",
+    "python -m distlab.rccl": "distlab.rccl.__main__",
 }
 DISPATCHERS = {"python -m distlab.bench": "distlab.bench.__main__",
                "python -m distlab.judge": "distlab.judge.__main__"}
@@ -42,6 +43,7 @@ WRITERS: dict[str, tuple[list[str], str]] = {
     "python -m distlab.judge refit": ([str(PROFILE)], "--json"),
     "python -m distlab.judge summary": ([str(RUN)], "--out"),
     "python -m distlab.nccl": (["h100_sxm8"], "--json"),
+    "python -m distlab.rccl": ([], "--json"),
     "python -m distlab.profile": (["--quick"], "--out"),
 }
 SAYS_DEFAULT = re.compile(r"\(default\b|(?<!\()\bdefault:", re.IGNORECASE)

@@ -6,14 +6,19 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
 - :mod:`.tables`: RCCL's gfx942 tuning tables per release (2.20.5, 2.21.5, 2.26.6, and the
   releases that carry them), and how any release or ROCm version resolves to one.
 - :mod:`.choice`: the choice size by size (MSCCL, the cost model, the protocol override), with
-  RCCL's own estimate beside it.
+  RCCL's own estimate beside it (what RCCL minimizes; far from a run's time,
+  docs/rccl-research.md).
+- :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
+  and across nodes), fitted on published rccl-tests tables (``data/published.json``) and
+  judged on others; what it cannot price yet (RCCL's tree and LL rings across nodes) says so.
+- ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, and ``--judge``.
 
-What is not here yet (issue 59): the time a run takes (RCCL's estimate steers the choice and is
-far from it; docs/rccl-research.md), gfx950 (MI355X), other collectives, the boxes' networks.
+Not here yet (issue 59): the tree across nodes' time, gfx950 (MI355X), other collectives.
 """
 
 from distlab.rccl.choice import RcclCandidate, RcclChoice, rccl_allreduce_choices
+from distlab.rccl.execution import RcclTime, rccl_allreduce_times
 from distlab.rccl.tables import RCCL_TABLES, RcclTables, resolve_release
 
-__all__ = ["RCCL_TABLES", "RcclCandidate", "RcclChoice", "RcclTables",
-           "rccl_allreduce_choices", "resolve_release"]
+__all__ = ["RCCL_TABLES", "RcclCandidate", "RcclChoice", "RcclTables", "RcclTime",
+           "rccl_allreduce_choices", "rccl_allreduce_times", "resolve_release"]

@@ -1,0 +1,131 @@
+"""``python -m distlab.rccl``: what RCCL runs for an allreduce on 8 x MI300X / MI325X nodes, and
+how long it takes (model).
+
+    python -m distlab.rccl                          # one node, RCCL 2.26.6, 64 KiB..4 GiB
+    python -m distlab.rccl --nodes 2 --release rocm-6.4 --sizes 1M,64M,1G
+    python -m distlab.rccl --no-msccl --dtype bfloat16
+    python -m distlab.rccl --judge                  # the model on the published tables
+    python -m distlab.rccl --nodes 4 --json out.json
+
+Per size: the path RCCL takes (MSCCL's allpairs on one node, its cost model, the multi-node
+protocol override), the algorithm and protocol, RCCL's own estimate (what it minimizes; not a
+run's time), the modelled time and its bus bandwidth, or why it is not priced
+(:mod:`distlab.rccl.execution`). A release the model does not hold is priced with the
+tables it carries or its neighbour, which one line on stderr says. Nothing is measured.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from distlab.cli import options
+from distlab.cli.run import run_main
+from distlab.rccl.execution import RcclTime, judge, rccl_allreduce_times
+from distlab.rccl.tables import DEFAULT_RELEASE, RCCL_TABLES
+from distlab.report.jsonfile import write_json
+from distlab.report.table import Column, format_table
+from distlab.vocabulary import size_label
+
+__all__ = ["PROG", "main"]
+
+PROG = "python -m distlab.rccl"
+DEFAULT_SIZES = [65536 << (2 * k) for k in range(8)]
+"""64 KiB to 1 GiB, x4, then 4 GiB."""
+DEFAULT_SIZES.append(4 << 30)
+
+COLUMNS = (
+    Column("size", "size", align="<"), Column("path", "path", align="<"),
+    Column("algo", "algorithm", align="<"), Column("proto", "protocol", align="<"),
+    Column("RCCL est. us", "estimate_us", ".1f"), Column("model us", "model_us", ".1f"),
+    Column("busbw GB/s", "busbw_gbps", ".1f"), Column("note", "why", align="<", missing=""))
+JUDGE_COLUMNS = (
+    Column("table", "id", align="<"), Column("split", "split", align="<"),
+    Column("priced", "priced"), Column("unpriced", "unpriced"),
+    Column("median |err|%", "median_pct", ".1f"), Column("p90 |err|%", "p90_pct", ".1f"))
+
+
+def _row(r: RcclTime) -> dict[str, Any]:
+    c = r.choice
+    return {"size": size_label(c.nbytes), "bytes": c.nbytes, "path": c.path,
+            "algorithm": c.algorithm, "protocol": c.protocol, "estimate_us": c.estimate_us,
+            "model_us": None if r.seconds is None else r.seconds * 1e6,
+            "seconds": r.seconds, "busbw_gbps": r.busbw_gbps,
+            "why": "not priced (below)" if r.why else ""}
+
+
+def _parser() -> options.Parser:
+    p = options.parser(PROG, __doc__)
+    p.add_argument("--nodes", type=options.int_at_least(1), default=1,
+                   help="8-GPU nodes, one 400G NIC per GPU (default 1)")
+    p.add_argument("--release", default=DEFAULT_RELEASE, metavar="RELEASE",
+                   help=f"the RCCL release ({', '.join(sorted(RCCL_TABLES))}, any other "
+                        "priced by its neighbour) or ROCm's (rocm-6.4)")
+    p.add_argument("--sizes", type=options.size_list, default=None,
+                   help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..4 GiB x4)")
+    p.add_argument("--no-msccl", action="store_true",
+                   help="MSCCL off (RCCL_MSCCL_ENABLE=0): one node runs the cost model's ring")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                   help="element type (bf16 above 8 MiB skips MSCCL from 2.26.6)")
+    p.add_argument("--intel-host", action="store_true",
+                   help="an Intel CPU host (RCCL's network overhead 1 us instead of 2)")
+    p.add_argument("--nic-gbps", type=options.positive_float, default=50.0,
+                   help="one NIC's rate in GB/s (default 50: 400 Gb/s)")
+    p.add_argument("--judge", action="store_true",
+                   help="the execution model on every published table instead")
+    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
+                   help="also write the table as JSON to OUT")
+    return p
+
+
+def _judge(out: Any) -> int:
+    judged = judge()
+    rows = [{"id": j.id, "split": j.split, "priced": len(j.rows), "unpriced": len(j.unpriced),
+             "median_pct": j.median_pct, "p90_pct": j.p90_pct} for j in judged]
+    print("# the execution model on published rccl-tests allreduce tables (out of place, sizes "
+          ">= 64 KiB; error: (measured - model) / model)")
+    print(format_table(rows, JUDGE_COLUMNS))
+    if out is not None:
+        write_json(out, {"tables": rows,
+                         "points": {j.id: [list(r) for r in j.rows] for j in judged}})
+    return 0
+
+
+def _command(argv: list[str]) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    if args.judge:
+        return _judge(args.json)
+    try:
+        rows, note = rccl_allreduce_times(args.nodes, args.sizes or DEFAULT_SIZES,
+                                          release=args.release, msccl=not args.no_msccl,
+                                          dtype=args.dtype, amd_host=not args.intel_host,
+                                          nic_gbps=args.nic_gbps)
+    except ValueError as e:
+        text = str(e)
+        options.fail(p, "--release", args.release,
+                     "a release like 2.21.5 or rocm-6.3" if "written like" in text else
+                     f"a ROCm release whose RCCL is known: {text.split('; ')[-1]}")
+    if note:
+        print(f"{PROG}: warning: {note}", file=sys.stderr)
+    print(f"# RCCL allreduce on {args.nodes} x 8 gfx942 (MI300X/MI325X), "
+          f"{args.nodes * 8} GPUs, release {args.release}; "
+          "model us: distlab.rccl.execution")
+    table = [_row(r) for r in rows]
+    print(format_table(table, COLUMNS))
+    for w in sorted({r.why for r in rows if r.why}):
+        print(f"# {w}")
+    if args.json is not None:
+        write_json(args.json, {"nodes": args.nodes, "release": args.release,
+                               "release_note": note, "rows": table})
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0, 2 with one error line, or 130 on Ctrl-C (one line, no traceback)."""
+    return run_main(PROG, _command, argv, on_interrupt="nothing written")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""How long RCCL's choice takes: an execution model per path, fitted on published rccl-tests
+tables and judged on others.
+
+RCCL's estimate (:mod:`.choice`) steers its choice and is far from a run's time, so the time of
+what RCCL runs is modelled here from the hardware, as a fixed cost plus the bytes each GPU moves
+over what bounds it:
+
+- **MSCCL allpairs** (one node, up to 16-20 MiB): a reduce-scatter and an all-gather in which
+  every GPU exchanges ``S / 8`` with each of its seven peers over its own xGMI link, so the
+  link moves ``2 S / 8`` bytes: ``fixed[protocol] + 2 S / 8 / (link x (0.5 for LL))`` (LL moves
+  8 data bytes in each 16-byte line).
+- **Ring on one node** (Simple): ``fixed + S x 2(n-1)/n / (efficiency x 336 GB/s)``, the seven
+  links at RCCL's 48 GB/s each.
+- **Ring across nodes** (Simple): the same with the bus bandwidth of the node's NICs: a ring
+  leaves each node once per channel, so the node's egress equals the bus bandwidth:
+  ``fixed + S x 2(n-1)/n / (efficiency x NICs x NIC rate)``.
+
+Not priced, each with its reason in the row: RCCL's tree and its LL/LL128 rings across nodes
+(what it runs from 1 KiB to 128-512 MiB on two or more nodes: the one held table that covers
+them, 2 x 8 MI300X, has a 220 us floor no other run shows, so no time model of them can be
+judged yet), and a one-node ring in LL (MSCCL off).
+
+The constants (:data:`SHIPPED`) are fitted by :func:`fit_constants` on the ``calibration``
+tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring sizes), each a
+weighted least squares on relative error; :func:`judge` prices every table. Units: bytes,
+seconds at the public functions; microseconds and GB/s (1e9 bytes/s) in the constants.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distlab.rccl.choice import (
+    GPUS_PER_NODE,
+    XGMI_BUS_GBPS,
+    RcclChoice,
+    rccl_allreduce_choices,
+)
+from distlab.vocabulary import error_pct
+
+__all__ = ["SHIPPED", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
+           "judge", "published_tables", "rccl_allreduce_times"]
+
+PUBLISHED = Path(__file__).with_name("data") / "published.json"
+NIC_GBPS = 50.0
+"""One 400 Gb/s NIC per GPU (ConnectX-7, Broadcom Thor2, AMD Pollara 400), GB/s."""
+JUDGED_FROM_BYTES = 65536
+"""Sizes judged: 64 KiB and above, as the NVIDIA model is."""
+
+
+@dataclass(frozen=True)
+class ExecutionConstants:
+    """The fitted constants of the execution model (module doc).
+
+    Attributes:
+        msccl_fixed_us: MSCCL allpairs' fixed cost per protocol (``"LL"``, ``"Simple"``), us.
+        msccl_link_gbps: what one xGMI link moves under MSCCL Simple, GB/s.
+        ring_fixed_us, xgmi_efficiency: a one-node ring's fixed cost (us) and its bus bandwidth
+            over the seven links' 336 GB/s.
+        net_ring_fixed_us, net_efficiency: a ring across nodes: fixed cost (us) and bus
+            bandwidth over the node's NICs.
+        source: what they were fitted on.
+    """
+
+    msccl_fixed_us: dict[str, float]
+    msccl_link_gbps: float
+    ring_fixed_us: float
+    xgmi_efficiency: float
+    net_ring_fixed_us: float
+    net_efficiency: float
+    source: str
+
+
+SHIPPED = ExecutionConstants(
+    msccl_fixed_us={"LL": 13.98, "Simple": 22.04}, msccl_link_gbps=34.0,
+    ring_fixed_us=60.79, xgmi_efficiency=0.9424,
+    net_ring_fixed_us=286.6, net_efficiency=0.895,
+    source="fit_constants on the calibration tables of distlab/rccl/data/published.json "
+           "(aac8_mi300x_1node, aac10_mi300x_2node)")
+"""What :func:`fit_constants` gives on the calibration tables (a test refits and compares)."""
+
+
+@dataclass(frozen=True)
+class RcclTime:
+    """One size: RCCL's choice, the modelled seconds (``None`` where not priced, ``why``
+    saying so) and nccl-tests' bus bandwidth of them (GB/s)."""
+
+    choice: RcclChoice
+    seconds: float | None
+    why: str
+
+    @property
+    def busbw_gbps(self) -> float | None:
+        if self.seconds is None:
+            return None
+        n = self.choice.nodes * GPUS_PER_NODE
+        return self.choice.nbytes * 2 * (n - 1) / n / self.seconds / 1e9
+
+
+def _bus_bytes(nbytes: int, n: int) -> float:
+    return nbytes * 2 * (n - 1) / n
+
+
+def _msccl_link_bytes(nbytes: int, protocol: str) -> float:
+    """Bytes one xGMI link carries in MSCCL's allpairs, LL counted at its line size."""
+    return 2 * nbytes / GPUS_PER_NODE * (2.0 if protocol == "LL" else 1.0)
+
+
+def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float) -> tuple[float | None, str]:
+    n = c.nodes * GPUS_PER_NODE
+    if c.path == "msccl":
+        us = (k.msccl_fixed_us[c.protocol]
+              + _msccl_link_bytes(c.nbytes, c.protocol) / (1e3 * k.msccl_link_gbps))
+        return us * 1e-6, ""
+    if c.algorithm == "ring" and c.protocol == "Simple":
+        if c.nodes == 1:
+            bus = k.xgmi_efficiency * XGMI_BUS_GBPS
+            return (k.ring_fixed_us + _bus_bytes(c.nbytes, n) / (1e3 * bus)) * 1e-6, ""
+        bus = k.net_efficiency * GPUS_PER_NODE * nic_gbps
+        return (k.net_ring_fixed_us + _bus_bytes(c.nbytes, n) / (1e3 * bus)) * 1e-6, ""
+    if c.nodes == 1:
+        return None, f"a one-node ring in {c.protocol} (MSCCL off) is not priced"
+    return None, (f"{c.algorithm}/{c.protocol} across nodes is not priced: no held table "
+                  "judges a time model of it (docs/rccl-research.md)")
+
+
+def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str | None = None,
+                         msccl: bool = True, dtype: str = "float32", amd_host: bool = True,
+                         nic_gbps: float = NIC_GBPS,
+                         constants: ExecutionConstants = SHIPPED) -> tuple[list[RcclTime], str]:
+    """RCCL's choice at each size and the time the execution model gives it.
+
+    Arguments as :func:`~.choice.rccl_allreduce_choices`; ``nic_gbps``: one NIC's rate, GB/s
+    (one NIC per GPU). Returns the rows and the release note.
+    """
+    if not isinstance(nic_gbps, (int, float)) or not nic_gbps > 0:
+        raise ValueError(f"nic_gbps must be a positive number of GB/s, got {nic_gbps!r}")
+    choices, note = rccl_allreduce_choices(nodes, sizes_bytes, release=release, msccl=msccl,
+                                           dtype=dtype, amd_host=amd_host)
+    rows = []
+    for c in choices:
+        seconds, why = _price(c, constants, float(nic_gbps))
+        rows.append(RcclTime(c, seconds, why))
+    return rows, note
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(PUBLISHED.read_text())["tables"])
+
+
+def published_tables(split: str | None = None) -> list[dict[str, Any]]:
+    """The published tables (``data/published.json``), those of one ``split`` if given
+    (``"calibration"``, ``"held_out"``, ``"not_modelled"``)."""
+    return [t for t in _load() if split is None or t["split"] == split]
+
+
+def _table_choices(t: dict[str, Any]) -> list[RcclChoice]:
+    sizes = [p["bytes"] for p in t["points"]]
+    choices, _ = rccl_allreduce_choices(t["nodes"], sizes, release=t["rccl"])
+    if t.get("algorithm_forced") == "ring":   # NCCL_ALGO=Ring: the ring at RCCL's protocol
+        choices = [c if c.algorithm == "ring" else _forced_ring(c) for c in choices]
+    return choices
+
+
+def _forced_ring(c: RcclChoice) -> RcclChoice:
+    rings = [k for k in c.candidates if k.algorithm == "ring"]
+    best = min(rings, key=lambda k: k.time_us)
+    return RcclChoice(c.nbytes, c.nodes, "cost model", "ring", best.protocol, best.time_us,
+                      c.candidates)
+
+
+def _weighted_line(x: Sequence[float], t_us: Sequence[float],
+                   groups: Sequence[str] | None = None) -> tuple[dict[str, float], float]:
+    """Least squares of ``t = fixed[group] + x * slope`` on relative error: intercepts per
+    group, one slope."""
+    names = sorted(set(groups)) if groups else ["all"]
+    g = list(groups) if groups else ["all"] * len(x)
+    a = np.zeros((len(x), len(names) + 1))
+    for i, (xi, gi) in enumerate(zip(x, g, strict=True)):
+        a[i, names.index(gi)] = 1.0
+        a[i, -1] = xi
+    w = 1.0 / np.asarray(t_us, dtype=float)
+    sol, *_ = np.linalg.lstsq(a * w[:, None], np.asarray(t_us) * w, rcond=None)
+    return {n: float(sol[i]) for i, n in enumerate(names)}, float(sol[-1])
+
+
+def fit_constants(tables: Iterable[dict[str, Any]] | None = None) -> ExecutionConstants:
+    """Fit :class:`ExecutionConstants` on ``tables`` (default: the calibration split), each
+    term on the sizes where RCCL runs that path (by :func:`~.choice.rccl_allreduce_choices` for
+    the table's release; a one-node table of unstated release: MSCCL up to 16 MiB)."""
+    tables = list(published_tables("calibration") if tables is None else tables)
+    msccl: list[tuple[float, float, str]] = []
+    ring1: list[tuple[float, float]] = []
+    ringn: list[tuple[float, float]] = []
+    for t in tables:
+        n = t["nodes"] * GPUS_PER_NODE
+        for p, c in zip(t["points"], _table_choices(t), strict=True):
+            if c.path == "msccl":
+                msccl.append((_msccl_link_bytes(p["bytes"], c.protocol) / 1e3, p["time_us"],
+                              c.protocol))
+            elif c.algorithm == "ring" and c.protocol == "Simple":
+                (ring1 if t["nodes"] == 1 else ringn).append(
+                    (_bus_bytes(p["bytes"], n) / 1e3, p["time_us"]))
+    if not (msccl and ring1 and ringn):
+        raise ValueError("the tables hold no MSCCL, one-node ring or multi-node ring sizes to "
+                         "fit")
+    fixed, slope = _weighted_line([m[0] for m in msccl], [m[1] for m in msccl],
+                                  [m[2] for m in msccl])
+    f1, s1 = _weighted_line([r[0] for r in ring1], [r[1] for r in ring1])
+    fn, sn = _weighted_line([r[0] for r in ringn], [r[1] for r in ringn])
+    r1, rn = f1["all"], fn["all"]
+    return ExecutionConstants(
+        msccl_fixed_us={k: round(v, 2) for k, v in fixed.items()},
+        msccl_link_gbps=round(1 / slope, 2),
+        ring_fixed_us=round(r1, 2), xgmi_efficiency=round(1 / s1 / XGMI_BUS_GBPS, 4),
+        net_ring_fixed_us=round(rn, 1),
+        net_efficiency=round(1 / sn / (GPUS_PER_NODE * NIC_GBPS), 4),
+        source="fit_constants on " + ", ".join(t["id"] for t in tables))
+
+
+@dataclass(frozen=True)
+class JudgedTable:
+    """One published table against the model: per priced size ``(bytes, measured us, model us,
+    error %)``; ``unpriced`` the sizes (>= 64 KiB) the model does not price; the median and
+    p90 of ``|error|`` over the priced sizes >= 64 KiB (``None`` when none)."""
+
+    id: str
+    split: str
+    rows: tuple[tuple[int, float, float, float], ...]
+    unpriced: tuple[int, ...]
+    median_pct: float | None
+    p90_pct: float | None
+
+
+def _p90(values: Sequence[float]) -> float:
+    return float(np.percentile(values, 90))
+
+
+def judge(constants: ExecutionConstants = SHIPPED,
+          tables: Iterable[dict[str, Any]] | None = None) -> list[JudgedTable]:
+    """Every table (default: all but ``not_modelled``) priced by the model at its own nodes,
+    release and algorithm; errors are :func:`distlab.vocabulary.error_pct` of times."""
+    tables = [t for t in _load() if t["split"] != "not_modelled"] if tables is None \
+        else list(tables)
+    out = []
+    for t in tables:
+        rows, unpriced = [], []
+        for p, c in zip(t["points"], _table_choices(t), strict=True):
+            seconds, _ = _price(c, constants, NIC_GBPS)
+            if p["bytes"] < JUDGED_FROM_BYTES:
+                continue
+            if seconds is None:
+                unpriced.append(p["bytes"])
+                continue
+            model_us = seconds * 1e6
+            rows.append((p["bytes"], p["time_us"], model_us, error_pct(p["time_us"], model_us)))
+        errs = [abs(r[3]) for r in rows]
+        out.append(JudgedTable(t["id"], t["split"], tuple(rows), tuple(unpriced),
+                               statistics.median(errs) if errs else None,
+                               _p90(errs) if errs else None))
+    return out
+
