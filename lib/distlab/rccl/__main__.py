@@ -22,11 +22,10 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.rccl.execution import RcclTime, judge, rccl_allreduce_times
+from distlab.rccl.execution import judge, rccl_allreduce_times
+from distlab.rccl.lines import judge_lines, judge_rows, time_lines, time_row
 from distlab.rccl.tables import DEFAULT_RELEASE, RCCL_TABLES
 from distlab.report.jsonfile import write_json
-from distlab.report.table import Column, format_table
-from distlab.vocabulary import size_label
 
 __all__ = ["PROG", "main"]
 
@@ -34,25 +33,6 @@ PROG = "python -m distlab.rccl"
 DEFAULT_SIZES = [65536 << (2 * k) for k in range(8)]
 """64 KiB to 1 GiB, x4, then 4 GiB."""
 DEFAULT_SIZES.append(4 << 30)
-
-COLUMNS = (
-    Column("size", "size", align="<"), Column("path", "path", align="<"),
-    Column("algo", "algorithm", align="<"), Column("proto", "protocol", align="<"),
-    Column("RCCL est. us", "estimate_us", ".1f"), Column("model us", "model_us", ".1f"),
-    Column("busbw GB/s", "busbw_gbps", ".1f"), Column("note", "why", align="<", missing=""))
-JUDGE_COLUMNS = (
-    Column("table", "id", align="<"), Column("split", "split", align="<"),
-    Column("priced", "priced"), Column("unpriced", "unpriced"),
-    Column("median |err|%", "median_pct", ".1f"), Column("p90 |err|%", "p90_pct", ".1f"))
-
-
-def _row(r: RcclTime) -> dict[str, Any]:
-    c = r.choice
-    return {"size": size_label(c.nbytes), "bytes": c.nbytes, "path": c.path,
-            "algorithm": c.algorithm, "protocol": c.protocol, "estimate_us": c.estimate_us,
-            "model_us": None if r.seconds is None else r.seconds * 1e6,
-            "seconds": r.seconds, "busbw_gbps": r.busbw_gbps,
-            "why": "not priced (below)" if r.why else ""}
 
 
 def _parser() -> options.Parser:
@@ -80,15 +60,11 @@ def _parser() -> options.Parser:
 
 
 def _judge(out: Any) -> int:
-    judged = judge()
-    rows = [{"id": j.id, "split": j.split, "priced": len(j.rows), "unpriced": len(j.unpriced),
-             "median_pct": j.median_pct, "p90_pct": j.p90_pct} for j in judged]
-    print("# the execution model on published rccl-tests allreduce tables (out of place, sizes "
-          ">= 64 KiB; error: (measured - model) / model)")
-    print(format_table(rows, JUDGE_COLUMNS))
+    rows = judge_rows()
+    print("\n".join(judge_lines(rows)))
     if out is not None:
-        write_json(out, {"tables": rows,
-                         "points": {j.id: [list(r) for r in j.rows] for j in judged}})
+        write_json(out, {"tables": rows, "points": {j.id: [list(r) for r in j.rows]
+                                                    for j in judge()}})
     return 0
 
 
@@ -109,13 +85,8 @@ def _command(argv: list[str]) -> int:
                      f"a ROCm release whose RCCL is known: {text.split('; ')[-1]}")
     if note:
         print(f"{PROG}: warning: {note}", file=sys.stderr)
-    print(f"# RCCL allreduce on {args.nodes} x 8 gfx942 (MI300X/MI325X), "
-          f"{args.nodes * 8} GPUs, release {args.release}; "
-          "model us: distlab.rccl.execution")
-    table = [_row(r) for r in rows]
-    print(format_table(table, COLUMNS))
-    for w in sorted({r.why for r in rows if r.why}):
-        print(f"# {w}")
+    print("\n".join(time_lines(rows, args.nodes, args.release)))
+    table = [time_row(r) for r in rows]
     if args.json is not None:
         write_json(args.json, {"nodes": args.nodes, "release": args.release,
                                "release_note": note, "rows": table})

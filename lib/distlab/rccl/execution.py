@@ -47,7 +47,7 @@ from distlab.rccl.choice import (
 from distlab.vocabulary import error_pct
 
 __all__ = ["SHIPPED", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
-           "judge", "published_tables", "rccl_allreduce_times"]
+           "judge", "published_tables", "rccl_allreduce_times", "table_choices"]
 
 PUBLISHED = Path(__file__).with_name("data") / "published.json"
 NIC_GBPS = 50.0
@@ -127,9 +127,9 @@ def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float) -> tuple[float
         bus = k.net_efficiency * GPUS_PER_NODE * nic_gbps
         return (k.net_ring_fixed_us + _bus_bytes(c.nbytes, n) / (1e3 * bus)) * 1e-6, ""
     if c.nodes == 1:
-        return None, f"a one-node ring in {c.protocol} (MSCCL off) is not priced"
-    return None, (f"{c.algorithm}/{c.protocol} across nodes is not priced: no held table "
-                  "judges a time model of it (docs/rccl-research.md)")
+        return None, f"ring/{c.protocol} on one node (MSCCL off): not priced"
+    return None, (f"{c.algorithm}/{c.protocol} across nodes: not priced, no held table judges "
+                  "its time (docs/rccl-research.md)")
 
 
 def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str | None = None,
@@ -163,7 +163,9 @@ def published_tables(split: str | None = None) -> list[dict[str, Any]]:
     return [t for t in _load() if split is None or t["split"] == split]
 
 
-def _table_choices(t: dict[str, Any]) -> list[RcclChoice]:
+def table_choices(t: dict[str, Any]) -> list[RcclChoice]:
+    """What RCCL runs at each size of a published table: its nodes and release, and the ring
+    where the table forced it (``NCCL_ALGO=Ring``)."""
     sizes = [p["bytes"] for p in t["points"]]
     choices, _ = rccl_allreduce_choices(t["nodes"], sizes, release=t["rccl"])
     if t.get("algorithm_forced") == "ring":   # NCCL_ALGO=Ring: the ring at RCCL's protocol
@@ -203,7 +205,7 @@ def fit_constants(tables: Iterable[dict[str, Any]] | None = None) -> ExecutionCo
     ringn: list[tuple[float, float]] = []
     for t in tables:
         n = t["nodes"] * GPUS_PER_NODE
-        for p, c in zip(t["points"], _table_choices(t), strict=True):
+        for p, c in zip(t["points"], table_choices(t), strict=True):
             if c.path == "msccl":
                 msccl.append((_msccl_link_bytes(p["bytes"], c.protocol) / 1e3, p["time_us"],
                               c.protocol))
@@ -254,7 +256,7 @@ def judge(constants: ExecutionConstants = SHIPPED,
     out = []
     for t in tables:
         rows, unpriced = [], []
-        for p, c in zip(t["points"], _table_choices(t), strict=True):
+        for p, c in zip(t["points"], table_choices(t), strict=True):
             seconds, _ = _price(c, constants, NIC_GBPS)
             if p["bytes"] < JUDGED_FROM_BYTES:
                 continue

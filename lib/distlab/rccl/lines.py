@@ -1,0 +1,56 @@
+"""RCCL's choice and time, and the execution model's judgement, as printed lines: what
+``python -m distlab.rccl`` prints and notebook 14 shows (one place for both)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from distlab.rccl.execution import RcclTime, judge
+from distlab.report.table import Column, format_table
+from distlab.vocabulary import size_label
+
+__all__ = ["JUDGE_COLUMNS", "TIME_COLUMNS", "judge_lines", "judge_rows", "time_lines",
+           "time_row"]
+
+TIME_COLUMNS = (
+    Column("size", "size", align="<"), Column("path", "path", align="<"),
+    Column("algo", "algorithm", align="<"), Column("proto", "protocol", align="<"),
+    Column("RCCL est. us", "estimate_us", ".1f"), Column("model us", "model_us", ".1f"),
+    Column("busbw GB/s", "busbw_gbps", ".1f"), Column("note", "why", align="<", missing=""))
+JUDGE_COLUMNS = (
+    Column("table", "id", align="<"), Column("split", "split", align="<"),
+    Column("priced", "priced"), Column("unpriced", "unpriced"),
+    Column("median |err|%", "median_pct", ".1f"), Column("p90 |err|%", "p90_pct", ".1f"))
+
+
+def time_row(r: RcclTime) -> dict[str, Any]:
+    """One size as a table row (and a JSON record): times in us, bandwidth in GB/s."""
+    c = r.choice
+    return {"size": size_label(c.nbytes), "bytes": c.nbytes, "path": c.path,
+            "algorithm": c.algorithm, "protocol": c.protocol, "estimate_us": c.estimate_us,
+            "model_us": None if r.seconds is None else r.seconds * 1e6,
+            "seconds": r.seconds, "busbw_gbps": r.busbw_gbps,
+            "why": "not priced (below)" if r.why else ""}
+
+
+def time_lines(rows: Sequence[RcclTime], nodes: int, release: str) -> list[str]:
+    """A title, the table of ``rows`` and one line per reason a size is not priced."""
+    head = (f"# RCCL {release} allreduce on {nodes} x 8 MI300X/MI325X (gfx942), "
+            f"{nodes * 8} GPUs")
+    reasons = ["# " + w for w in sorted({r.why for r in rows if r.why})]
+    return [head, format_table([time_row(r) for r in rows], TIME_COLUMNS), *reasons]
+
+
+def judge_rows() -> list[dict[str, Any]]:
+    """One row per published table the model prices: its split, the sizes priced and not,
+    the median and p90 of |error| (sizes >= 64 KiB)."""
+    return [{"id": j.id, "split": j.split, "priced": len(j.rows), "unpriced": len(j.unpriced),
+             "median_pct": j.median_pct, "p90_pct": j.p90_pct} for j in judge()]
+
+
+def judge_lines(rows: Sequence[dict[str, Any]] | None = None) -> list[str]:
+    """The judgement as a title and a table."""
+    return ["# the execution model on published rccl-tests allreduce tables, sizes >= 64 KiB",
+            "# error: (measured - model) / model of the out-of-place times",
+            format_table(list(judge_rows() if rows is None else rows), JUDGE_COLUMNS)]

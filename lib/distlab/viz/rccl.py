@@ -1,0 +1,84 @@
+"""RCCL as it measures: the execution model of :mod:`distlab.rccl.execution` beside the
+published rccl-tests tables.
+
+:func:`rccl_tables_figure`: one panel per 8 x MI300X table (one node, two nodes) and one for the
+MI325X tables of 1-8 nodes: the published bus bandwidth (hollow black) against the model's, each
+size's dot in the colour of what RCCL runs there (MSCCL's allpairs, or the cost model's
+algorithm and protocol); sizes the model does not price (RCCL's tree across nodes) are grey
+crosses at the published value. Each title gives the split and the median |error|.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from distlab.rccl.execution import JudgedTable, judge, published_tables, table_choices
+from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
+from distlab.viz.figure import new_figure
+from distlab.viz.palette import colours
+
+__all__ = ["rccl_tables_figure"]
+
+_PANELS = (("aac8_mi300x_1node", "8 x MI300X"),
+           ("aac10_mi300x_2node", "2 x 8 MI300X, RCCL 2.22.3"),
+           ("aac11_mi325x", "MI325X ring: 1 node (low), 2-8 (high)"))
+"""(table id or id prefix, panel title)."""
+
+
+def _busbw(nbytes: int, us: float, gpus: int) -> float:
+    return nbytes * 2 * (gpus - 1) / gpus / (us * 1e-6) / 1e9
+
+
+def _label(path: str, algorithm: str, protocol: str) -> str:
+    return f"MSCCL allpairs/{protocol}" if path == "msccl" else f"{algorithm}/{protocol}"
+
+
+def rccl_tables_figure() -> Any:
+    """The published gfx942 tables against the execution model (module doc)."""
+    tables = {t["id"]: t for t in published_tables() if t["split"] != "not_modelled"}
+    judged: dict[str, JudgedTable] = {j.id: j for j in judge()}
+    fig = new_figure(figsize=(9.3, 3.6))
+    axes = fig.subplots(1, len(_PANELS), squeeze=False).ravel()
+    labels = sorted({_label(c.path, c.algorithm, c.protocol) for t in tables.values()
+                     for c in table_choices(t)})
+    palette = colours(labels)
+    for ax, (key, title) in zip(axes, _PANELS, strict=True):
+        mine = [t for tid, t in tables.items() if tid == key or tid.startswith(key + "_")]
+        errors, seen, split = [], set(), mine[0]["split"]
+        for t in mine:
+            gpus = t["nodes"] * 8
+            rows = {r[0]: r for r in judged[t["id"]].rows}
+            errors += [abs(r[3]) for r in rows.values()]
+            pts = [p for p in t["points"] if p["bytes"] >= 65536]
+            xs = [p["bytes"] for p in pts]
+            ax.plot(xs, [_busbw(p["bytes"], p["time_us"], gpus) for p in pts], "o", ms=6,
+                    mfc="none", mec="k", label="published" if "published" not in seen else None)
+            seen.add("published")
+            choices = {c.nbytes: c for c in table_choices(t)}
+            priced = [p for p in pts if p["bytes"] in rows]
+            if priced:
+                ax.plot([p["bytes"] for p in priced],
+                        [_busbw(p["bytes"], rows[p["bytes"]][2], gpus) for p in priced],
+                        "-", color="k", lw=0.7)
+            for p in priced:
+                c = choices[p["bytes"]]
+                name = _label(c.path, c.algorithm, c.protocol)
+                ax.plot([p["bytes"]], [_busbw(p["bytes"], rows[p["bytes"]][2], gpus)], "o",
+                        ms=4.5, color=palette[name], label=name if name not in seen else None)
+                seen.add(name)
+            unpriced = [p for p in pts if p["bytes"] in judged[t["id"]].unpriced]
+            if unpriced:
+                ax.plot([p["bytes"] for p in unpriced],
+                        [_busbw(p["bytes"], p["time_us"], gpus) for p in unpriced], "x", ms=5,
+                        color="0.55", label="not priced" if "not priced" not in seen else None)
+                seen.add("not priced")
+        med = statistics.median(errors) if errors else float("nan")
+        ax.set_title(f"{title}\n{split.replace('_', '-')}: |error| median {med:.1f}%",
+                     fontsize=8)
+        bytes_axis(ax, "x", ticks=4)
+        plain_log_axis(ax, "y")
+        widen_log_range(ax, 4.0, "y")
+        ax.set_ylabel("busbw GB/s")
+        ax.legend(fontsize=6.5, loc="lower right")
+    return fig
