@@ -69,8 +69,10 @@ def test_the_planners_seconds_are_its_rates() -> None:
     assert SHIPPED.flops_per_s(hw, 4096) == pytest.approx(
         989.4e12 * SHIPPED.efficiency["hopper/bf16"] * 4096 / 4608)
     shape = attention_shape(PRESETS["llama3-8b"], 1, 8192, 1)
-    assert model_attention_s(SHIPPED, gpu, 4096, shape) == pytest.approx(
-        shape.step_causal_flops / (SHIPPED.flops_per_s(hw, 4096) * SHIPPED.attention))
+    # the attention's rate has no width term: the peak, the 16-bit efficiency, the attention
+    assert model_attention_s(SHIPPED, gpu, shape) == pytest.approx(
+        shape.step_causal_flops / (989.4e12 * SHIPPED.efficiency["hopper/bf16"]
+                                   * SHIPPED.attention))
 
 
 @pytest.mark.parametrize(("name", "kind"), [
@@ -135,13 +137,13 @@ def test_the_attention_kernel_prices_only_the_attention() -> None:
     assert SHIPPED.kernel_factor(hw, "flash") == 1.0
     assert SHIPPED.kernel_factor(hw, "cudnn") == KERNEL_SPEED["hopper/cudnn"]
     assert SHIPPED.kernel_factor(Hardware(GPU_KINDS["A100-80GB-SXM"], 8), "cudnn") is None
-    assert SHIPPED.attention_flops_per_s(hw, 4096, "cudnn") == pytest.approx(
-        KERNEL_SPEED["hopper/cudnn"] * SHIPPED.attention_flops_per_s(hw, 4096))
+    assert SHIPPED.attention_flops_per_s(hw, "cudnn") == pytest.approx(
+        KERNEL_SPEED["hopper/cudnn"] * SHIPPED.attention_flops_per_s(hw))
     model = PRESETS["llama3-8b"]
     flash = step_time(model, Layout(dp=8, global_batch=8), hw)
     cudnn = step_time(model, Layout(dp=8, global_batch=8, attention_kernel="cudnn"), hw)
     attention_s = 3 * 4 * 8192**2 * 4096 * CAUSAL_WORK * model.layers / \
-        SHIPPED.attention_flops_per_s(hw, 4096)
+        SHIPPED.attention_flops_per_s(hw)
     saved = attention_s * (1 - 1 / KERNEL_SPEED["hopper/cudnn"])
     assert flash.compute_s - cudnn.compute_s == pytest.approx(saved, rel=1e-9)
     assert parse_layout("dp=8,attention=cudnn", global_batch=8).attention_kernel == "cudnn"

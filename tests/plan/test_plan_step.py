@@ -23,7 +23,7 @@ def test_one_gpu_is_compute_only_at_the_rate() -> None:
     flops = 3 * model.forward_flops() * 4 - attention
     assert est.compute_s == pytest.approx(flops / RATE.flops_per_s(hw, model.hidden)
                                           + attention * CAUSAL_WORK
-                                          / RATE.attention_flops_per_s(hw, model.hidden),
+                                          / RATE.attention_flops_per_s(hw),
                                           rel=1e-12)
     assert est.step_s == est.compute_s and est.bubble_s == est.tp_s == est.dp_s == 0
     assert est.tokens_per_s_per_gpu * est.step_s == pytest.approx(4 * model.seq_len)
@@ -38,12 +38,12 @@ def test_recompute_adds_the_forward_work_it_repeats(recompute: str, extra: str) 
     more = step_time(model, Layout(global_batch=2, recompute=recompute), hw, rate=RATE).compute_s
     s, h = model.seq_len, model.hidden
     if extra == "attention":  # the s^2 products again, at the attention's rate
-        added = model.layers * 4 * s * s * h * CAUSAL_WORK / RATE.attention_flops_per_s(hw, h)
+        added = model.layers * 4 * s * s * h * CAUSAL_WORK / RATE.attention_flops_per_s(hw)
     else:  # every layer's forward again: its attention at the attention's rate
         attention = model.layers * 4 * s * s * h
         layers = model.forward_flops() - 2 * s * h * model.vocab
         added = (layers - attention) / RATE.flops_per_s(hw, h) \
-            + attention * CAUSAL_WORK / RATE.attention_flops_per_s(hw, h)
+            + attention * CAUSAL_WORK / RATE.attention_flops_per_s(hw)
     assert more - base == pytest.approx(2 * added, rel=1e-9)
 
 

@@ -25,7 +25,8 @@ measures the kernels alone, in one run, and sets each beside the planner's price
   attention; ``efficient``: memory-efficient; ``math``: unfused), forward and backward, batch
   ``max(1, --tokens // s)``. ``TFLOP/s`` counts the half of ``3 x 4 s^2 d`` a causal kernel
   computes; ``vs matmul`` is that over the same width's measured matrix rate, and ``factor`` over
-  the planner's matrix rate: comparable with the planner's ``attention`` (printed below). A
+  the planner's 16-bit rate without its width term (peak x efficiency, as the planner prices
+  attention): comparable with the planner's ``attention`` (printed below). A
   kernel this device or torch lacks is a row with its reason and no time.
 
 ``--dtype fp8``: the three products of each linear run as float8 (``torch._scaled_mm``, every
@@ -58,6 +59,7 @@ from distlab.plan.calibration import SHIPPED, ComputeRate
 from distlab.plan.kernels import (
     AttentionShape,
     Matmul,
+    attention_factor,
     attention_shape,
     gpu_kind_for_device,
     layer_matmuls,
@@ -314,7 +316,6 @@ def _attention_rows(spec: ModelSpec, tp: int, c: KernelsConfig, device: Any, dty
                     gpu: GpuKind | None, rate: ComputeRate,
                     layer_rate: float | None) -> list[dict[str, Any]]:
     rows = []
-    width = spec.hidden // tp
     for s in c.seq_lens:
         shape = attention_shape(spec, tp, s, max(1, c.tokens // s))
         for backend in c.backends:
@@ -331,9 +332,8 @@ def _attention_rows(spec: ModelSpec, tp: int, c: KernelsConfig, device: Any, dty
                 row.update(tflops=per_s / 1e12,
                            vs_matmul=per_s / layer_rate if layer_rate else None)
                 if gpu is not None:
-                    model_s = model_attention_s(rate, gpu, width, shape)
-                    matrix = model_matmul_s(rate, gpu, width, 1.0)   # seconds per FLOP
-                    row.update(model_s=model_s, factor=per_s * matrix,
+                    model_s = model_attention_s(rate, gpu, shape)
+                    row.update(model_s=model_s, factor=attention_factor(rate, gpu, per_s),
                                error_pct=error_pct(secs, model_s))
             rows.append(row)
     return rows
@@ -414,7 +414,7 @@ class KernelsBenchmark(Benchmark[KernelsConfig]):
                 f"{rate.width_scale:.0f}, attention {rate.attention:.2f} ({rate.source[:60]}...)",
                 "attention: causal SDPA, TFLOP/s of the half of 3 x 4 s^2 d it computes; vs "
                 "matmul: over the same layer's measured matrix rate; factor: over the "
-                "planner's matrix rate (the planner's attention is "
+                "planner's peak x efficiency (the planner's attention is "
                 f"{rate.attention:.2f})"]
         return Report([Table(matmul, MATMUL_COLUMNS, key="matmul"),
                        Table(attention, ATTENTION_COLUMNS, key="attention")], head, tail,

@@ -30,7 +30,7 @@ from distlab.plan.step import CAUSAL_WORK
 
 __all__ = ["PASSES", "AttentionShape", "Matmul", "attention_shape", "attention_speedup",
            "gpu_kind_for_device",
-           "layer_matmuls", "model_attention_s", "model_matmul_s"]
+           "attention_factor", "layer_matmuls", "model_attention_s", "model_matmul_s"]
 
 PASSES = 3
 """A training step runs each product three times: forward, and in backward the gradient of the
@@ -142,13 +142,19 @@ def model_matmul_s(rate: ComputeRate, gpu: GpuKind, width: int, flops: float,
     return flops / rate.flops_per_s_dtype(Hardware(gpu, 1, gpus_per_node=1), width, dtype)
 
 
-def model_attention_s(rate: ComputeRate, gpu: GpuKind, width: int,
-                      shape: AttentionShape) -> float:
-    """The planner's seconds for ``shape``'s forward and backward on one ``gpu`` whose layer is
-    ``width`` wide (``hidden / tp``): the causal share of the counted FLOPs at the attention's
-    rate."""
-    per_s = rate.attention_flops_per_s(Hardware(gpu, 1, gpus_per_node=1), width)
+def model_attention_s(rate: ComputeRate, gpu: GpuKind, shape: AttentionShape) -> float:
+    """The planner's seconds for ``shape``'s forward and backward on one ``gpu``: the causal
+    share of the counted FLOPs at the attention's rate (FlashAttention-2's)."""
+    per_s = rate.attention_flops_per_s(Hardware(gpu, 1, gpus_per_node=1))
     return shape.step_causal_flops / per_s
+
+
+def attention_factor(rate: ComputeRate, gpu: GpuKind, flops_per_s: float) -> float:
+    """An attention kernel's measured rate (``flops_per_s`` of the causal half it computes) in
+    the planner's units: over ``gpu``'s 16-bit peak times the planner's 16-bit efficiency, the
+    quantity ``rate.attention`` is (FlashAttention-2's, fitted on whole steps)."""
+    hw = Hardware(gpu, 1, gpus_per_node=1)
+    return flops_per_s * rate.attention / rate.attention_flops_per_s(hw)
 
 
 _DEVICE_NAMES = (

@@ -208,7 +208,7 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
                    rate: ComputeRate) -> list[_StageSeconds]:
     width = model.hidden // layout.tp
     flops_per_s = rate.flops_per_s_dtype(hw, width, layout.compute_dtype)
-    attention_per_s = rate.attention_flops_per_s(hw, width, layout.attention_kernel)
+    attention_per_s = rate.attention_flops_per_s(hw, layout.attention_kernel)
     split = layers_per_stage(model.layers, layout.stages)
     tp_f, tp_b = _tp_layer_seconds(model, layout, hw)
     cp_f, cp_b = _cp_layer_exposed(model, layout, hw, attention_per_s)

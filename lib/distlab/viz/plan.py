@@ -47,6 +47,7 @@ from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
 from distlab.nccl.multinode import NETWORKS
 from distlab.plan.__main__ import COLUMNS, plan_rows
 from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
+from distlab.plan.kernels import attention_factor
 from distlab.plan.layout import GPU_KINDS, Hardware, Layout, gpu_kind, hardware
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import LayoutPrice, Plan, plan
@@ -453,9 +454,11 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
     planner's GPU kinds). Left: each layer's matrix products' efficiency of the GPU's 16-bit peak
     against the width ``w = hidden / tp`` (one marker per document), and the planner's
     whole-step rate ``efficiency x w / (w + width_scale)`` of each document's GPU. Right: each
-    attention kernel's rate over the planner's matrix rate at its width (the bench's
-    ``factor``), the median over the document's rows at each sequence length, and the planner's
-    attention for each kernel (``rate.attention`` times its measured speed) dashed. Returns the
+    attention kernel's measured rate in the planner's units (over the peak times the 16-bit
+    efficiency, no width term: :func:`~distlab.plan.kernels.attention_factor`, recomputed from
+    the rows' TFLOP/s with ``rate``), the median over the document's rows at each sequence
+    length, and the planner's attention for each kernel (``rate.attention`` times its measured
+    speed) dashed. Returns the
     Figure. ``ValueError`` for a document the planner did not price (no ``gpu_kind``)."""
     if not documents:
         raise ValueError("kernels_figure needs at least one bench kernels document")
@@ -494,12 +497,13 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
     lengths: set[int] = set()
     for label, doc in documents.items():
         hw = Hardware(gpu_kind(doc["gpu_kind"]), 1, gpus_per_node=1)
-        rows = [r for r in doc.get("attention", []) if r.get("factor") is not None]
+        rows = [r for r in doc.get("attention", []) if r.get("tflops") is not None]
         for backend in dict.fromkeys(r["backend"] for r in rows):
             mine = [r for r in rows if r["backend"] == backend]
             seqs = sorted({r["seq_len"] for r in mine})
             lengths.update(seqs)
-            right.plot(seqs, [statistics.median(r["factor"] for r in mine if r["seq_len"] == s)
+            right.plot(seqs, [statistics.median(attention_factor(rate, hw.gpu, r["tflops"] * 1e12)
+                                                for r in mine if r["seq_len"] == s)
                               for s in seqs], "-", marker=markers.get(backend, "o"),
                        color=shade[label], lw=1, ms=5, label=f"{label}: {backend}")
     arch_hw = Hardware(gpu_kind(next(iter(documents.values()))["gpu_kind"]), 1,
@@ -516,7 +520,7 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
     top = max([max(line.get_ydata()) for line in right.get_lines()] + [0.1])
     right.set_ylim(0, 1.6 * top)   # room above the curves for the legend
     right.set_xlabel("tokens per sequence")
-    right.set_ylabel("attention rate / planner's matrix rate")
+    right.set_ylabel("attention rate / (peak x efficiency)")
     right.set_title("causal attention kernels (median of the models)", fontsize="medium")
     right.grid(alpha=0.3)
     right.legend(fontsize="x-small", loc="upper left", ncol=2)
