@@ -29,7 +29,6 @@ seconds at the public functions; microseconds and GB/s (1e9 bytes/s) in the cons
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,7 +43,7 @@ from distlab.rccl.choice import (
     RcclChoice,
     rccl_allreduce_choices,
 )
-from distlab.vocabulary import error_pct
+from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
 
 __all__ = ["SHIPPED", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
            "judge", "published_tables", "rccl_allreduce_times", "table_choices"]
@@ -102,11 +101,14 @@ class RcclTime:
         if self.seconds is None:
             return None
         n = self.choice.nodes * GPUS_PER_NODE
-        return self.choice.nbytes * 2 * (n - 1) / n / self.seconds / 1e9
+        return float(gb_per_s(_bus_bytes(self.choice.nbytes, n), self.seconds))
 
 
 def _bus_bytes(nbytes: int, n: int) -> float:
-    return nbytes * 2 * (n - 1) / n
+    """The bytes nccl-tests' bus bandwidth counts for an allreduce of ``nbytes`` on ``n``."""
+    factor = busbw_factor("all_reduce", n)
+    assert factor is not None   # an allreduce moves data
+    return nbytes * factor
 
 
 def _msccl_link_bytes(nbytes: int, protocol: str) -> float:
@@ -243,10 +245,6 @@ class JudgedTable:
     p90_pct: float | None
 
 
-def _p90(values: Sequence[float]) -> float:
-    return float(np.percentile(values, 90))
-
-
 def judge(constants: ExecutionConstants = SHIPPED,
           tables: Iterable[dict[str, Any]] | None = None) -> list[JudgedTable]:
     """Every table (default: all but ``not_modelled``) priced by the model at its own nodes,
@@ -265,9 +263,9 @@ def judge(constants: ExecutionConstants = SHIPPED,
                 continue
             model_us = seconds * 1e6
             rows.append((p["bytes"], p["time_us"], model_us, error_pct(p["time_us"], model_us)))
-        errs = [abs(r[3]) for r in rows]
+        summary = ErrorSummary.of(r[3] for r in rows)
         out.append(JudgedTable(t["id"], t["split"], tuple(rows), tuple(unpriced),
-                               statistics.median(errs) if errs else None,
-                               _p90(errs) if errs else None))
+                               summary.median if rows else None,
+                               summary.p90 if rows else None))
     return out
 

@@ -10,13 +10,13 @@ crosses at the published value. Each title gives the split and the median |error
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from distlab.rccl.execution import JudgedTable, judge, published_tables, table_choices
 from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colours
+from distlab.vocabulary import ErrorSummary, busbw_factor, gb_per_s
 
 __all__ = ["rccl_tables_figure"]
 
@@ -27,7 +27,9 @@ _PANELS = (("aac8_mi300x_1node", "8 x MI300X"),
 
 
 def _busbw(nbytes: int, us: float, gpus: int) -> float:
-    return nbytes * 2 * (gpus - 1) / gpus / (us * 1e-6) / 1e9
+    factor = busbw_factor("all_reduce", gpus)
+    assert factor is not None   # an allreduce moves data
+    return float(gb_per_s(nbytes * factor, us * 1e-6))
 
 
 def _label(path: str, algorithm: str, protocol: str) -> str:
@@ -49,7 +51,7 @@ def rccl_tables_figure() -> Any:
         for t in mine:
             gpus = t["nodes"] * 8
             rows = {r[0]: r for r in judged[t["id"]].rows}
-            errors += [abs(r[3]) for r in rows.values()]
+            errors += [r[3] for r in rows.values()]
             pts = [p for p in t["points"] if p["bytes"] >= 65536]
             xs = [p["bytes"] for p in pts]
             ax.plot(xs, [_busbw(p["bytes"], p["time_us"], gpus) for p in pts], "o", ms=6,
@@ -73,7 +75,7 @@ def rccl_tables_figure() -> Any:
                         [_busbw(p["bytes"], p["time_us"], gpus) for p in unpriced], "x", ms=5,
                         color="0.55", label="not priced" if "not priced" not in seen else None)
                 seen.add("not priced")
-        med = statistics.median(errors) if errors else float("nan")
+        med = ErrorSummary.of(errors).median
         ax.set_title(f"{title}\n{split.replace('_', '-')}: |error| median {med:.1f}%",
                      fontsize=8)
         bytes_axis(ax, "x", ticks=4)
