@@ -96,11 +96,14 @@ def ctrl_c_ignored() -> Iterator[None]:
     across ``exec``), restored after; off the main thread, where handlers cannot be set, the
     body runs as it is.
 
-    The signal is also blocked for the body, so a Ctrl-C that lands inside it is deferred, not
-    lost: the kernel keeps a blocked signal pending even while it is ignored, and it is delivered
-    (``KeyboardInterrupt``) once the old handler is back and the mask restored. A child started
-    in the body inherits the block as well as the ignore; that changes nothing for a signal it
-    ignores (ranks unblock it after ignoring it, :func:`leave_ctrl_c_to_the_parent`)."""
+    The signal is also blocked for the body in this thread, so in a process with no other thread
+    a Ctrl-C that lands inside it is deferred, not lost: the kernel keeps a blocked signal
+    pending even while it is ignored, and delivers it (``KeyboardInterrupt``) once the old
+    handler is back and the mask restored. Where another thread leaves SIGINT unblocked the
+    kernel may hand the signal to it, and the ignore drops it: those milliseconds still lose a
+    Ctrl-C, as they did before the block. A child started in the body inherits the block as well
+    as the ignore; that changes nothing for a signal it ignores (ranks unblock it after ignoring
+    it, :func:`leave_ctrl_c_to_the_parent`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -133,8 +133,9 @@ def sweep_figure(rows: Iterable[dict[str, Any]], links: Sequence[Link] = (),
         ax.set_ylabel("GB/s (1e9 B/s)")
         ax.set_title(name, loc="left", fontsize="medium")
         ax.grid(True, which="major", alpha=0.3)
-        if part:
-            ax.legend(fontsize="x-small", loc="lower right")
+        if part:   # below the axes: measured points can land anywhere inside them
+            ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.17),
+                      ncols=2, frameon=False)
     fig.suptitle(title or "measured (points) and fitted latency + n/bandwidth (lines)",
                  x=0.01, ha="left", fontsize="medium")
     return fig
