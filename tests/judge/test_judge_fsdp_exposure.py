@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from distlab.judge.fsdp_exposure import ROOT, exposure_lines, fsdp_exposure
@@ -62,6 +62,7 @@ def test_hand_made_host_exposure() -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.floats(2, 90), st.floats(1, 60), st.lists(st.tuples(st.floats(0, 99), st.floats(0, 40)),
                                                       max_size=5))
+@example(32.0, 1.0, [(0.0, 31.458043383566444), (32.0, 1.0)])  # covered to within 4e-15 us
 def test_exposed_is_the_transfer_not_under_compute(g0, glen, comp) -> None:
     spans = [(a, a + d) for a, d in comp]
     fx = fsdp_exposure(_host_step((g0, g0 + glen), spans))

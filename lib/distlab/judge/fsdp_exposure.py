@@ -252,7 +252,7 @@ def fsdp_exposure(events: Iterable[Mapping[str, Any]], rank: int = 0) -> FsdpExp
         phase = "backward" if e.ts >= first_backward.get(s, float("inf")) else "forward"
         tr = _union(transfers(e))
         acc[(u, f"{phase}_gather_us")] += _length(tr)
-        acc[(u, f"{phase}_exposed_us")] += _length(tr) - intersection_length(tr, comp)
+        acc[(u, f"{phase}_exposed_us")] += max(0.0, _length(tr) - intersection_length(tr, comp))
     # compute windows per unit
     pre_f = [(e, u) for e, w, u in fsdp if w == "pre_forward"]
     post_f = [(e, u) for e, w, u in fsdp if w == "post_forward"]
