@@ -104,7 +104,7 @@ def test_a_run_line_says_what_is_unknown_instead_of_none(name: str) -> None:
     line = run_line(name, judge_trace(TRACES / name))
     assert "None" not in line and len(line) <= 110, line
     if name == "hta_rocm_mi250":
-        assert "1 of ? ranks" in line and "NCCL not stated" in line
+        assert "1 of ? ranks" in line and "RCCL not stated" in line   # an AMD GPU: RCCL
     if name == "hta_cpu_only":
         assert "GPU none (CPU-only trace)" in line
 

@@ -1,4 +1,4 @@
-"""The NCCL model beside every collective kernel of a user's trace.
+"""The NCCL model (on AMD GPUs the RCCL model) beside every collective kernel of a user's trace.
 
 For each rank's call of each matched collective (:mod:`distlab.trace.collectives`) the kernel's
 time (microseconds) is split into *waiting for the last peer* (the last rank's kernel start minus
@@ -27,6 +27,22 @@ What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of t
   kernel): ``p2p_seconds`` of the bytes that leave the GPU, ``nbytes * (n - 1) / n``, all peers
   sharing its link.
 
+On AMD GPUs (torch's ``nccl`` backend is RCCL there, which keeps NCCL's kernel names, adds
+MSCCL's ``mscclKernel_...`` and writes its own version in ``nccl_version``), GPU names map to
+the RCCL model by :data:`RCCL_PATTERNS` (``MI300X``, ``MI325X`` -> gfx942, ``MI350X``,
+``MI355X`` -> gfx950, which it names but does not price; another AMD GPU says it is none of the
+RCCL model's):
+
+- ``all_reduce`` over one whole 8-GPU gfx942 node (a group of 8):
+  :func:`distlab.rccl.rccl_allreduce_times` ``(1, [nbytes], release=...)``, at the trace's RCCL
+  release as :func:`~distlab.rccl.resolve_release` reads it (none stated: its default; the note
+  says which release's tables priced it), the algorithm and protocol RCCL chooses (MSCCL's
+  ``allpairs`` up to 16-20 MiB); an RCCL kernel (``nccl...``) where the model would run MSCCL
+  says MSCCL did not run, so it is priced with MSCCL off (:data:`RCCL_NOT_MSCCL`);
+- every other collective is not priced (:data:`RCCL_ALL_REDUCE_ONLY`), nor a group of 2-7
+  ranks (the model is of whole nodes), a group beyond 8 (the network is not in the trace), the
+  sizes the RCCL model does not price (its own reason), or gfx950 (no tables yet).
+
 gloo's calls on a CPU trace (``library`` ``"gloo"``), where every rank of the group has its
 trace here (ranks of one job on one host), are priced on the loopback calibration shipped with
 distlab (:func:`~distlab.collectives.model.choice.shipped_calibration`, gloo over loopback on a
@@ -42,11 +58,11 @@ price for (gather, scatter, an expert-parallel library's own dispatch/combine), 
 on any rank, no group size, a group of one, a group larger than the box (the network is not in
 the trace).
 
-GPU names map to boxes by :data:`BOX_PATTERNS` (a list a user extends): ``A100`` -> the A100 SXM
-box, ``H100`` -> the H100 SXM box, ``H200``, ``B200``, ``RTX PRO 6000`` -> the PCIe box. Only
-ranks whose traces are given can be waited for: where a peer of the group has no trace here, the
-wait is unknown (``wait_us`` and ``transfer_us`` are None, not 0), the whole kernel stands beside
-the model (``measured_us``, ``measured`` says which) and the note says so.
+NVIDIA GPU names map to boxes by :data:`BOX_PATTERNS` (a list a user extends): ``A100`` -> the
+A100 SXM box, ``H100`` -> the H100 SXM box, ``H200``, ``B200``, ``RTX PRO 6000`` -> the PCIe box.
+Only ranks whose traces are given can be waited for: where a peer of the group has no trace
+here, the wait is unknown (``wait_us`` and ``transfer_us`` are None, not 0), the whole kernel
+stands beside the model (``measured_us``, ``measured`` says which) and the note says so.
 """
 
 from __future__ import annotations
@@ -69,17 +85,33 @@ from distlab.nccl.versions import (
 )
 from distlab.plan.collectives import P2P_ALPHA_S, p2p_seconds
 from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
+from distlab.rccl import rccl_allreduce_times, resolve_release
+from distlab.rccl.choice import GPUS_PER_NODE as RCCL_NODE_GPUS
 from distlab.trace.collectives import P2P, Collectives, RankCall
 from distlab.vocabulary import collective_name, dtype_bytes, error_pct
 
 __all__ = ["BOX_PATTERNS", "GLOO_NOTE", "GLOO_P2P_WHY", "GLOO_PRICED", "P2P_LL_THRESHOLD_BYTES",
-           "PEERS_ABSENT", "PRICED", "KernelPrice",
-           "box_for_gpu", "price_collectives"]
+           "PEERS_ABSENT", "PRICED", "RCCL_ALL_REDUCE_ONLY", "RCCL_ARCHS_PRICED",
+           "RCCL_NOT_MSCCL", "RCCL_PATTERNS", "KernelPrice",
+           "box_for_gpu", "collective_library", "price_collectives", "rccl_arch_for_gpu"]
 
 BOX_PATTERNS: list[tuple[str, str]] = [(r".*A100", "a100_sxm8"), (r".*H100", "h100_sxm8"),
                                        (r".*H200", "h200_sxm8"), (r".*B200", "b200_sxm8"),
                                        (r".*RTX PRO 6000", "pcie5_8")]
 """(regex on ``deviceProperties[0].name``, key of GPU_BOXES), first match wins."""
+
+RCCL_PATTERNS: list[tuple[str, str]] = [(r".*\bMI3(00|25)X\b", "gfx942"),
+                                        (r".*\(gfx94x\)", "gfx942"),
+                                        (r".*\bMI3(50|55)X\b", "gfx950"),
+                                        (r".*\(gfx95x\)", "gfx950")]
+"""(regex on the trace's GPU name, AMD GPU architecture), first match wins: the GPUs whose
+collectives the RCCL model is asked about (``AMD Instinct MI300X``, ``... MI300X VF``,
+``AMD Instinct MI325X``, and HIP's generic name with compute 9.4, ``AMD Radeon Graphics
+(gfx94x)``: :func:`distlab.trace.torch_trace.gpu_name`; MI350X / MI355X and 9.5 are named, not
+priced: :data:`RCCL_ARCHS_PRICED`)."""
+RCCL_ARCHS_PRICED: tuple[str, ...] = ("gfx942",)
+"""The architectures :mod:`distlab.rccl` holds RCCL's tables for."""
+_AMD_GPU = re.compile(r".*\b(AMD|Instinct|Radeon)\b")
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL = (
     collective_name(c) for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
@@ -100,6 +132,12 @@ REDUCE_AS_BROADCAST = ("reduce priced as a broadcast of the same bytes (NCCL's t
 P2P_NOTE = ("point-to-point priced as the planner does (distlab.plan.collectives.p2p_seconds: "
             f"a fixed {P2P_ALPHA_S * 1e6:.0f} us + bytes / the box's link bandwidth per "
             "direction), not fitted to measurements")
+RCCL_ALL_REDUCE_ONLY = "the RCCL model prices all_reduce only (issue 59)"
+"""The end of the why-line of any other collective on an AMD GPU."""
+RCCL_NOT_MSCCL = ("an RCCL kernel, not MSCCL's, where the RCCL model would run MSCCL: "
+                  "priced with MSCCL off")
+"""The note of an ``nccl...`` kernel at a size the model gives to MSCCL (MSCCL disabled, or a
+call it does not take)."""
 ALL_TO_ALL_NOTE = ("all_to_all priced as NCCL runs it, grouped sends to the n-1 peers: "
                    "p2p_seconds of the nbytes (n-1)/n that leave the GPU, sharing its link")
 
@@ -114,14 +152,27 @@ def box_for_gpu(gpu: str | None) -> str | None:
     return None
 
 
+def rccl_arch_for_gpu(gpu: str | None) -> str | None:
+    """The AMD architecture (``"gfx942"``, ``"gfx950"``) of a GPU name by
+    :data:`RCCL_PATTERNS`, or None."""
+    if not gpu:
+        return None
+    return next((arch for rx, arch in RCCL_PATTERNS if re.match(rx, gpu)), None)
+
+
+def collective_library(gpu: str | None) -> str:
+    """``"RCCL"`` for an AMD GPU (torch's ``nccl`` backend is RCCL there), else ``"NCCL"``."""
+    return "RCCL" if gpu and (rccl_arch_for_gpu(gpu) or _AMD_GPU.match(gpu)) else "NCCL"
+
+
 @dataclass
 class KernelPrice:
     """One rank's collective kernel beside the model (microseconds); ``why`` when not priced.
     ``wait_us`` and ``transfer_us`` are None where the wait is unknown (a peer's trace is
     absent). ``nbytes``: NCCL's ``nBytes``, bytes; ``size_source``: where the size came from
     (:attr:`distlab.trace.collectives.RankCall.size_source`); ``algorithm`` / ``protocol``:
-    NCCL's choice for that size in the model (``"p2p"`` for point-to-point), None when not
-    priced."""
+    NCCL's (on an AMD GPU RCCL's) choice for that size in the model (``"p2p"`` for
+    point-to-point), None when not priced."""
 
     rank: int
     group: str
@@ -277,6 +328,14 @@ def _why_not(c: RankCall, gpu: str | None, box: str | None) -> str | None:
                 "NCCL model does not price them")
     if c.collective not in PRICED:
         return f"collective {c.collective}: the NCCL model has no price for it"
+    return _why_not_size(c, GPU_BOXES[box].gpus, box)
+
+
+def _why_not_size(c: RankCall, node_gpus: int, node: str, whole_node: bool = False
+                  ) -> str | None:
+    """Why a collective the model prices is not priced for its size or group (one node of
+    ``node_gpus`` GPUs named ``node``; ``whole_node``: only a group of the whole node), or
+    None."""
     if c.nbytes is None:
         return ("message size unknown on every rank (no In/Out msg nelems and dtype in this "
                 "rank's trace or a matched rank's; record with record_shapes=True)")
@@ -284,12 +343,66 @@ def _why_not(c: RankCall, gpu: str | None, box: str | None) -> str | None:
         return "group size unknown"
     if c.group_size < 2:
         return "group of 1 rank: nothing moves between GPUs"
-    if c.group_size > GPU_BOXES[box].gpus:
-        return (f"group of {c.group_size} ranks spans nodes of {box}: the network is not "
+    if c.group_size > node_gpus:
+        return (f"group of {c.group_size} ranks spans nodes of {node}: the network is not "
                 "in the trace")
+    if whole_node and c.group_size < node_gpus:
+        return (f"group of {c.group_size} ranks: the RCCL model prices an all_reduce over a "
+                f"whole {node_gpus}-GPU node only")
     if c.nbytes == 0:
         return "0 bytes: nothing moves"
     return None
+
+
+def _why_not_rccl(c: RankCall, gpu: str, arch: str | None) -> str | None:
+    """The one line why ``c`` on an AMD GPU is not priced by the RCCL model, or None (it can be;
+    the model may still decline the size: :func:`_rccl_model`)."""
+    if arch is None:
+        return f"GPU {gpu!r} is none of the RCCL model's GPUs (MI300X, MI325X: gfx942)"
+    if arch not in RCCL_ARCHS_PRICED:
+        return (f"GPU {gpu!r} is {arch}: the RCCL model holds no {arch} tables "
+                f"(only {', '.join(RCCL_ARCHS_PRICED)}; issue 59)")
+    if c.collective is None:
+        if c.library.startswith("NCCL"):
+            return ("RCCL kernel of no named collective (no 'Collective name' arg, a generic "
+                    "kernel name): nothing to price")
+        return (f"{c.library} kernels of no named collective: the RCCL model does not price "
+                "them")
+    if c.collective != ALL_REDUCE:
+        return f"collective {c.collective}: {RCCL_ALL_REDUCE_ONLY}"
+    return _why_not_size(c, RCCL_NODE_GPUS, f"{RCCL_NODE_GPUS} x {arch}", whole_node=True)
+
+
+def _rccl_dtype(dtype: str | None) -> str:
+    """A trace's dtype (``BFloat16``, ``c10::BFloat16``) as :mod:`distlab.rccl` reads it."""
+    return str(dtype or "float32").lower().removeprefix("torch.").removeprefix("c10::")
+
+
+def _rccl_model(nbytes: int, dtype: str, version: str | None, msccl_kernel: bool | None
+                ) -> _Model | str:
+    """The RCCL model's price of an all_reduce of ``nbytes`` over one 8-GPU gfx942 node at the
+    trace's RCCL ``version``, or the one line why it has none. ``msccl_kernel``: the kernel is
+    MSCCL's (True), RCCL's own (False: MSCCL did not run) or unknown (None)."""
+    try:
+        resolved = resolve_release(version)
+        said = (resolved.note or None) if version is not None else \
+            f"RCCL release not stated in the trace: priced as {resolved.tables.release}"
+    except ValueError:
+        resolved = resolve_release(None)
+        said = f"RCCL release {version!r} not read as one: priced as {resolved.tables.release}"
+    release = resolved.tables.release
+    (t,), _ = rccl_allreduce_times(1, [nbytes], release=release, dtype=dtype)
+    notes = [f"RCCL model (distlab.rccl): RCCL {release}'s gfx942 tables", said]
+    if t.choice.path == "msccl" and msccl_kernel is False:
+        (t,), _ = rccl_allreduce_times(1, [nbytes], release=release, dtype=dtype, msccl=False)
+        notes.append(RCCL_NOT_MSCCL)
+    elif t.choice.path != "msccl" and msccl_kernel:
+        notes.append("an MSCCL kernel where the RCCL model runs no MSCCL: priced as the model "
+                     "chooses")
+    if t.seconds is None:
+        return f"the RCCL model: {t.why}"
+    return _Model(t.seconds * 1e6, t.choice.algorithm, t.choice.protocol,
+                  "; ".join(n for n in notes if n))
 
 
 def price_collectives(col: Collectives, gpus: dict[int, str | None],
@@ -303,6 +416,7 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
     """
     out: list[KernelPrice] = []
     cache: dict[tuple[Any, ...], _Model] = {}
+    rccl_cache: dict[tuple[Any, ...], _Model | str] = {}
     for call in col.calls:
         last = call.last_start_us
         for r, c in call.calls.items():
@@ -326,6 +440,21 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
                                                  c.nbytes, itemsize)
                     model = cache[key]
                     note = "; ".join(x for x in (note, model.note) if x) or None
+            elif gpu is not None and collective_library(gpu) == "RCCL":
+                why = _why_not_rccl(c, gpu, rccl_arch_for_gpu(gpu))
+                if why is None:
+                    assert c.nbytes is not None
+                    msccl = True if c.library == "MSCCL" else \
+                        False if c.library.startswith("NCCL") else None
+                    key = (c.nbytes, _rccl_dtype(c.dtype), nccl_versions.get(r), msccl)
+                    if key not in rccl_cache:
+                        rccl_cache[key] = _rccl_model(*key)
+                    priced = rccl_cache[key]
+                    if isinstance(priced, str):
+                        why = priced
+                    else:
+                        model = priced
+                        note = "; ".join(x for x in (note, model.note) if x) or None
             else:
                 why = _why_not(c, gpu, box)
             if why is None and model is None:

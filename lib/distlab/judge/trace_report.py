@@ -5,15 +5,16 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 from distlab.judge.fsdp_exposure import exposure_lines
 from distlab.judge.pipeline_bubble import bubble_lines
 from distlab.judge.trace_judgement import TraceJudgement
-from distlab.judge.trace_model import box_for_gpu
+from distlab.judge.trace_model import box_for_gpu, collective_library, rccl_arch_for_gpu
 from distlab.trace.torch_trace import Run
 from distlab.vocabulary import ErrorSummary, size_label
 
-__all__ = ["model_lines", "possible_comm_lines", "report_lines", "run_line"]
+__all__ = ["REPORT_WIDTH", "model_lines", "possible_comm_lines", "report_lines", "run_line"]
 
 
 def _pct(v: float) -> str:
@@ -32,14 +33,28 @@ def _gpu_words(run: Run) -> str:
             else "none (CPU-only trace)")
 
 
+REPORT_WIDTH = 110
+"""An AMD run's notes are wrapped to lines of at most this many characters."""
+
+
+def _model_words(gpu: str | None) -> str:
+    """`` (NCCL model box KEY)`` / `` (RCCL model, ARCH)`` after the GPU, or ``""``."""
+    if collective_library(gpu) == "RCCL":
+        arch = rccl_arch_for_gpu(gpu)
+        return f" (RCCL model, {arch})" if arch else ""
+    box = box_for_gpu(gpu)
+    return f" (NCCL model box {box})" if box else ""
+
+
 def run_line(name: str, j: TraceJudgement) -> str:
     """One line per trace folder: how many of the run's ranks it holds, the GPU, the NCCL
-    release and the event count, each unknown said as such (never ``None``)."""
+    release (RCCL's on an AMD GPU) and the event count, each unknown said as such (never
+    ``None``)."""
     run = j.run
     rt = next(iter(run.ranks.values()))
     events = sum(len(r) for r in run.ranks.values())
     ranks = f"{len(run.ranks)} of {run.world_size or '?'} ranks"
-    return (f"{name:21} {ranks:15} GPU {_gpu_words(run):28} NCCL "
+    return (f"{name:21} {ranks:15} GPU {_gpu_words(run):28} {collective_library(run.gpu)} "
             f"{rt.nccl_version or 'not stated':10} {events:6d} events")
 
 
@@ -52,8 +67,9 @@ def report_lines(j: TraceJudgement, *, rank: int | None = None,
     lines = [f"# {len(run.ranks)} rank trace(s)"
              + (f" of {run.world_size}" if run.world_size else "")
              + f"; GPU {_gpu_words(run)}"
-             + (f" (NCCL model box {box_for_gpu(run.gpu)})" if box_for_gpu(run.gpu) else "")
-             + f"; NCCL {rt0.nccl_version or 'not stated'}; backend {rt0.backend or 'not stated'}"]
+             + _model_words(run.gpu)
+             + f"; {collective_library(run.gpu)} {rt0.nccl_version or 'not stated'}; "
+             f"backend {rt0.backend or 'not stated'}"]
     lines += [f"# missing: {m}" for m in j.missing]
     scope = f"ProfilerStep#{step}" if step is not None else \
         "whole trace (last of 2+ steps left out, as HTA)"
@@ -124,9 +140,10 @@ def possible_comm_lines(j: TraceJudgement, rank: int | None = None) -> list[str]
 def model_lines(j: TraceJudgement, *, rank: int | None = None, worst: int = 5,
                 whole: str = "") -> list[str]:
     """The model beside the kernels: the ``worst`` priced kernels furthest from it (measured
-    and model microseconds, NCCL's algorithm/protocol, where the size came from), ``|error|``
-    per collective (:class:`~distlab.vocabulary.ErrorSummary`), where the sizes came from when
-    any is not the rank's own, the notes, and one line per reason a kernel is not priced."""
+    and model microseconds, NCCL's or RCCL's algorithm/protocol, where the size came from),
+    ``|error|`` per collective (:class:`~distlab.vocabulary.ErrorSummary`), where the sizes came
+    from when any is not the rank's own, the notes (an AMD run's wrapped at
+    :data:`REPORT_WIDTH`), and one line per reason a kernel is not priced."""
     mine = [p for p in j.prices if rank is None or p.rank == rank]
     priced = [p for p in mine if p.model_us is not None]
     unpriced = [p for p in mine if p.model_us is None]
@@ -157,7 +174,11 @@ def model_lines(j: TraceJudgement, *, rank: int | None = None, worst: int = 5,
         sources[p.size_source] = sources.get(p.size_source, 0) + 1
     if any(not s.startswith("own") for s in sources):
         lines.append("message sizes from: " + ", ".join(f"{s} {n}" for s, n in sources.items()))
-    lines += [f"  note: {n}" for n in dict.fromkeys(p.note for p in priced if p.note)]
+    notes = [f"  note: {n}" for n in dict.fromkeys(p.note for p in priced if p.note)]
+    if collective_library(j.run.gpu) == "RCCL":
+        notes = [w for n in notes for w in textwrap.wrap(n, REPORT_WIDTH - 1,
+                                                          subsequent_indent=" " * 8)]
+    lines += notes
     reasons: dict[str, int] = {}
     for p in unpriced:
         reasons[p.why or "?"] = reasons.get(p.why or "?", 0) + 1

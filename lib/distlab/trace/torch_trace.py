@@ -18,7 +18,10 @@ keyed by event index.
 
 Facts read from the file: rank, world size, backend and process groups from ``distributedInfo``
 (``rank`` falls back to the file name ``rank<N>``), the GPU from ``deviceProperties[0].name``
-(``None`` on a CPU-only trace), the NCCL release from ``distributedInfo.nccl_version``.
+(``None`` on a CPU-only trace; where HIP gives its generic ``AMD Radeon Graphics`` instead of the
+product's name, the architecture family its ``computeMajor``/``computeMinor`` state is added:
+``AMD Radeon Graphics (gfx94x)`` for 9.4, the MI300 series; :func:`gpu_name`), the NCCL release
+(RCCL's on ROCm) from ``distributedInfo.nccl_version``.
 
 Time: ``ts``/``dur`` are microseconds as Kineto writes them (integers in older traces, fractions
 of a microsecond in nanosecond-resolution ones; see :mod:`distlab.trace.kineto_file`'s clock
@@ -136,6 +139,25 @@ class Run:
     def gpu(self) -> str | None:
         gpus = {r.gpu for r in self.ranks.values() if r.gpu}
         return gpus.pop() if len(gpus) == 1 else None
+
+
+HIP_GENERIC_NAME = "AMD Radeon Graphics"
+"""The device name HIP reports where it lacks the product's marketing name (a real ROCm 6.2
+Kineto trace of MI250s, ``results/traces/hta_rocm_mi250``, names every GPU so)."""
+
+
+def gpu_name(props: dict[str, Any]) -> str | None:
+    """The GPU of one ``deviceProperties`` entry: its ``name``; HIP's generic
+    :data:`HIP_GENERIC_NAME` gains the architecture family of its ``computeMajor`` /
+    ``computeMinor`` (``gfx<major><minor>x``: 9.4 is ``gfx94x``, the MI300 series' gfx942;
+    the stepping letter is not in the trace). ``None`` without a name."""
+    name = props.get("name")
+    if not name:
+        return None
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    if str(name) == HIP_GENERIC_NAME and isinstance(major, int) and isinstance(minor, int):
+        return f"{name} (gfx{major}{minor}x)"
+    return str(name)
 
 
 def trace_files(paths: Any) -> list[Path]:
@@ -265,8 +287,7 @@ def read_rank(path: str | os.PathLike[str]) -> RankTrace:
         m = _RANK_IN_NAME.search(path.name)
         rank = int(m.group(1)) if m else 0
     props = meta.get("deviceProperties") or []
-    gpu = str(props[0].get("name")) if props and isinstance(props[0], dict) \
-        and props[0].get("name") else None
+    gpu = gpu_name(props[0]) if props and isinstance(props[0], dict) else None
     ws_ = info.get("world_size")
     base = meta.get("baseTimeNanoseconds")
     return RankTrace(
