@@ -43,6 +43,8 @@ CANNOT_PRICE = (
     "--published`)",
     "per-release terms across nodes other than the Blackwell rows; the topology search of "
     "releases before 2.28 (2.28.9's is used)",
+    "AMD GPUs (MI300X, MI325X, MI355X): torch's nccl backend is RCCL there, priced by its own "
+    "model: `python -m distlab.rccl --boxes` lists those boxes, their NICs and what it prices",
 )
 """What the model cannot price, in one line each (the report's last lines)."""
 

@@ -11,7 +11,10 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
 - :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
   and across nodes), fitted on published rccl-tests tables (``data/published.json``) and
   judged on others; what it cannot price yet (RCCL's tree and LL rings across nodes) says so.
-- ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, and ``--judge``.
+- :mod:`.boxes`: the MI300X / MI325X / MI355X boxes and the NICs beside them, each constant
+  with its source, and each box's published tables judged.
+- ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, ``--judge`` and
+  ``--boxes``.
 
 Not here yet (issue 59): the tree across nodes' time, gfx950 (MI355X), other collectives.
 """

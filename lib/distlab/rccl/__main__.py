@@ -5,6 +5,7 @@ how long it takes (model).
     python -m distlab.rccl --nodes 2 --release rocm-6.4 --sizes 1M,64M,1G
     python -m distlab.rccl --no-msccl --dtype bfloat16
     python -m distlab.rccl --judge                  # the model on the published tables
+    python -m distlab.rccl --boxes                  # the AMD boxes and NICs, with sources
     python -m distlab.rccl --nodes 4 --json out.json
 
 Per size: the path RCCL takes (MSCCL's allpairs on one node, its cost model, the multi-node
@@ -22,6 +23,7 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import run_main
+from distlab.rccl.boxes import NOT_PRICED, box_lines, box_rows, nic_rows
 from distlab.rccl.execution import judge, rccl_allreduce_times
 from distlab.rccl.lines import judge_lines, judge_rows, time_lines, time_row
 from distlab.rccl.tables import DEFAULT_RELEASE, RCCL_TABLES
@@ -54,6 +56,9 @@ def _parser() -> options.Parser:
                    help="one NIC's rate in GB/s (default 50: 400 Gb/s)")
     p.add_argument("--judge", action="store_true",
                    help="the execution model on every published table instead")
+    p.add_argument("--boxes", action="store_true",
+                   help="the AMD boxes and NICs the model knows, each constant's source, and "
+                        "what it cannot price, instead")
     p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="also write the table as JSON to OUT")
     return p
@@ -71,8 +76,16 @@ def _judge(out: Any) -> int:
 def _command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
+    if args.judge and args.boxes:
+        p.error("give one of --judge and --boxes")
     if args.judge:
         return _judge(args.json)
+    if args.boxes:
+        print("\n".join(box_lines()))
+        if args.json is not None:
+            write_json(args.json, {"boxes": box_rows(), "nics": nic_rows(),
+                                   "not_priced": list(NOT_PRICED)})
+        return 0
     try:
         rows, note = rccl_allreduce_times(args.nodes, args.sizes or DEFAULT_SIZES,
                                           release=args.release, msccl=not args.no_msccl,

@@ -1,0 +1,200 @@
+"""The AMD boxes and NICs the RCCL model knows, each constant with its source, and how the model
+fares on each (``python -m distlab.rccl --boxes``).
+
+A box is 8 GPUs fully connected by xGMI (AMD Infinity Fabric): each GPU has one link to each of
+its 7 peers. Two speeds matter and differ: the link's speed in AMD's specification, and the one
+RCCL's topology credits it with (``GFX94X_XGMI_WIDTH`` / ``GFX95X_XGMI_WIDTH``, 48 GB/s per link,
+``src/graph/topo.h``), which is what its tuning reads; the execution model
+(:mod:`distlab.rccl.execution`) fits what a link moves on published runs instead. Across nodes
+each GPU has one 400 Gb/s NIC (50 GB/s): the model prices ConnectX-7, Broadcom Thor2 and AMD
+Pollara 400 alike, at :data:`~distlab.rccl.execution.NIC_GBPS`, and says which of them a published
+table ran on. Sources are those of ``docs/rccl-research.md`` section 3 (with its caveats).
+Units: GB/s (1e9 bytes per second) per direction unless a name says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from distlab.rccl.execution import NIC_GBPS, judge, published_tables
+from distlab.report.table import Column, format_table
+from distlab.vocabulary import ErrorSummary
+
+__all__ = ["AMD_BOXES", "AMD_NICS", "NOT_PRICED", "AmdBox", "AmdNic", "box_lines", "box_rows",
+           "nic_rows"]
+
+
+@dataclass(frozen=True)
+class AmdBox:
+    """One 8-GPU AMD box.
+
+    Attributes:
+        key: the box's name here; gpu: the GPU as published tables name it.
+        arch: the GPU architecture RCCL keys its tuning tables on (``gfx942``, ``gfx950``).
+        links: xGMI links per GPU (one to each peer).
+        link_gbps: one link's speed per direction in AMD's specification (half the
+            bidirectional figure), GB/s.
+        rccl_link_gbps: what RCCL's topology credits one link with, GB/s.
+        priced: whether :mod:`distlab.rccl` holds RCCL's tables for ``arch``.
+        source: where each constant comes from.
+    """
+
+    key: str
+    gpu: str
+    arch: str
+    links: int
+    link_gbps: float
+    rccl_link_gbps: float
+    priced: bool
+    source: str
+
+
+AMD_BOXES: tuple[AmdBox, ...] = (
+    AmdBox("mi300x_8", "MI300X", "gfx942", 7, 64.0, 48.0, True,
+           "AMD ROCm blog 'MI300X RCCL and xGMI' (rocm.blogs.amd.com, 2025-03-02): seven x16 "
+           "Infinity Fabric links, 128 GB/s bidirectional (64 GB/s each way) per link, "
+           "fully connected; RCCL src/graph/topo.h GFX94X_XGMI_WIDTH 48.0 per link"),
+    AmdBox("mi325x_8", "MI325X", "gfx942", 7, 64.0, 48.0, True,
+           "AMD Instinct MI325X: seven Infinity Fabric links, the same CDNA 3 links as MI300X "
+           "(a per-link figure of its own is not published in the sources found); RCCL: gfx942, "
+           "GFX94X_XGMI_WIDTH 48.0"),
+    AmdBox("mi355x_8", "MI355X", "gfx950", 7, 76.8, 48.0, False,
+           "Hot Chips 2025 write-ups (third-party, not AMD's datasheet): seven Infinity Fabric "
+           "links of about 153.6 GB/s bidirectional; RCCL src/graph/topo.h GFX95X_XGMI_WIDTH "
+           "48.0 (the same credit as gfx942)"),
+)
+"""The boxes, in the order ``--boxes`` lists them."""
+
+
+@dataclass(frozen=True)
+class AmdNic:
+    """One NIC users put beside these GPUs (one per GPU): its line rate (Gb/s), what RCCL sees
+    (GB/s), the boxes it was published with, and the source."""
+
+    key: str
+    name: str
+    gbit: float
+    seen_with: str
+    source: str
+
+    @property
+    def gbps(self) -> float:
+        """GB/s: the line rate / 8."""
+        return self.gbit / 8
+
+
+AMD_NICS: tuple[AmdNic, ...] = (
+    AmdNic("cx7", "NVIDIA ConnectX-7 400G", 400.0, "MI300X",
+           "AMD AAC10 MI300X cluster (hisohara/ai-scripts rccl smoketest: 8 mlx5 RoCE ports per "
+           "node); AMD's MLPerf Training v4.1 8 x MI300X system description (MT2910, ConnectX-7)"),
+    AmdNic("thor2", "Broadcom Thor2 400G", 400.0, "MI325X",
+           "AMD AAC11 MI325X cluster (bnxt_re RoCE ports, hisohara/ai-scripts); RCCL CHANGELOG "
+           "2.20.5 known issue naming Broadcom Thor-2 NICs"),
+    AmdNic("pollara", "AMD Pensando Pollara 400", 400.0, "MI355X",
+           "amd.com Pollara 400 AI NIC page ('up to 400 Gbps', PCIe Gen5 x16); AMD AAC14 MI355X "
+           "cluster through the ANP net plugin (hisohara/ai-scripts); RCCL tuning_model_8 when "
+           "the primary NIC is an AI NIC (rocm-systems)"),
+)
+"""The NICs, each priced at :data:`~distlab.rccl.execution.NIC_GBPS` GB/s."""
+
+NOT_PRICED: tuple[str, ...] = (
+    "gfx950 (MI350X, MI355X): RCCL's gfx950 tables are not read yet; the 2 x 8 MI355X table "
+    "(Pollara 400) is kept as not modelled",
+    "RCCL's tree and its LL / LL128 rings across nodes (1 KiB to 128-512 MiB on 2+ nodes): "
+    "the one table covering them has a 220 us floor no other run shows",
+    "a one-node ring in LL (MSCCL off, small sizes); collectives other than allreduce",
+    "the NIC model: every NIC at 50 GB/s with one fitted efficiency (fitted over ConnectX-7 "
+    "class, judged over Broadcom); a NIC's own latency is not separated",
+)
+"""What the RCCL model cannot price, one line each."""
+
+BOX_COLUMNS = (
+    Column("box", "key", align="<"), Column("GPU", "gpu", align="<"),
+    Column("arch", "arch", align="<"), Column("links", "links"),
+    Column("link GB/s", "link_gbps", ".1f"), Column("RCCL GB/s", "rccl_link_gbps", ".1f"),
+    Column("priced", "priced", align="<"), Column("tables", "tables"),
+    Column("pts", "points"), Column("med %", "median_pct", ".1f", missing="-"),
+    Column("p90 %", "p90_pct", ".1f", missing="-"))
+NIC_COLUMNS = (
+    Column("NIC", "name", align="<"), Column("Gb/s", "gbit", ".0f"),
+    Column("GB/s", "gbps", ".1f"), Column("priced at", "priced_gbps", ".1f"),
+    Column("published with", "seen_with", align="<"), Column("tables", "tables"))
+
+
+def _judged_by_gpu() -> dict[str, list[tuple[float, ...]]]:
+    """Per GPU, the priced points of every judged published table (all splits)."""
+    gpu_of = {t["id"]: t["gpu"] for t in published_tables()}
+    out: dict[str, list[tuple[float, ...]]] = {}
+    for j in judge():
+        out.setdefault(gpu_of[j.id], []).extend(j.rows)
+    return out
+
+
+def box_rows() -> list[dict[str, Any]]:
+    """One row per box: its constants, and the published tables of its GPU the model priced
+    (points >= 64 KiB, median and p90 of ``|error|``, all splits together; ``python -m
+    distlab.rccl --judge`` splits them)."""
+    judged = _judged_by_gpu()
+    tables = published_tables()
+    rows = []
+    for b in AMD_BOXES:
+        pts = judged.get(b.gpu, [])
+        summary = ErrorSummary.of(p[3] for p in pts) if pts else None
+        rows.append({"key": b.key, "gpu": b.gpu, "arch": b.arch, "links": b.links,
+                     "link_gbps": b.link_gbps, "rccl_link_gbps": b.rccl_link_gbps,
+                     "priced": "yes" if b.priced else "no",
+                     "tables": sum(1 for t in tables if t["gpu"] == b.gpu),
+                     "points": len(pts),
+                     "median_pct": summary.median if summary else None,
+                     "p90_pct": summary.p90 if summary else None, "source": b.source})
+    return rows
+
+
+def _nic_of_table(t: dict[str, Any]) -> str | None:
+    text = str(t.get("nic") or "").lower()
+    if "pollara" in text:
+        return "pollara"
+    if "broadcom" in text or "bnxt" in text:
+        return "thor2"
+    if "mlx5" in text or "connectx" in text:
+        return "cx7"
+    return None
+
+
+def nic_rows() -> list[dict[str, Any]]:
+    """One row per NIC: its rate, the rate it is priced at and the published tables (of
+    several nodes) that ran on it."""
+    tables = published_tables()
+    return [{"key": n.key, "name": n.name, "gbit": n.gbit, "gbps": n.gbps,
+             "priced_gbps": NIC_GBPS, "seen_with": n.seen_with,
+             "tables": sum(1 for t in tables if t["nodes"] > 1 and _nic_of_table(t) == n.key),
+             "source": n.source} for n in AMD_NICS]
+
+
+def box_lines(width: int = 100) -> list[str]:
+    """What ``--boxes`` prints: the boxes, the NICs, every constant's source, what is not
+    priced."""
+    import textwrap
+
+    def wrapped(head: str, text: str) -> list[str]:
+        return textwrap.wrap(f"{head}: {text}", width, initial_indent="  ",
+                             subsequent_indent="      ")
+
+    lines = ["# AMD boxes: 8 GPUs, xGMI fully connected (one link to each peer); link GB/s: one",
+             "# link's speed each way in AMD's figures; RCCL GB/s: what RCCL's topology credits",
+             "# it; tables: published rccl-tests allreduce tables of the GPU; med/p90: |error|",
+             "# of the model over their priced sizes >= 64 KiB (--judge splits them)",
+             *format_table(box_rows(), BOX_COLUMNS).splitlines(),
+             "# NICs (one per GPU across nodes); tables: published multi-node tables on it",
+             *format_table(nic_rows(), NIC_COLUMNS).splitlines(),
+             "# where each constant comes from"]
+    for b in AMD_BOXES:
+        lines += wrapped(f"{b.key} ({b.gpu}, {b.arch})", b.source)
+    for n in AMD_NICS:
+        lines += wrapped(n.name, n.source)
+    lines.append("# what the RCCL model cannot price")
+    lines += [w for item in NOT_PRICED for w in textwrap.wrap(
+        item, width, initial_indent="  - ", subsequent_indent="    ")]
+    return lines
+
