@@ -101,6 +101,14 @@ def _network_note(network: str, version: NcclConstants) -> list[str]:
                      "hop (twice for Simple)")
     if net.hop_floor_us:
         parts.append(f"the prediction takes the transport's {net.hop_floor_us:g} us hop")
+    if net.nccl_protocols:
+        parts.append(f"the plugin sets NCCL_PROTO={','.join(net.nccl_protocols).lower()}")
+    if net.min_stripe_bytes and net.merged_by == "plugin":
+        parts.append(f"a message under {net.min_stripe_bytes >> 10} KiB crosses on one of a "
+                     f"device's {net.ports_per_device} ports")
+    if net.nvls_chunk_bytes:
+        parts.append(f"NVLS-Tree chunks start at {net.nvls_chunk_bytes >> 10} KiB (the plugin's "
+                     "NCCL_NVLSTREE_MAX_CHUNKSIZE)")
     if not parts:
         return []
     return textwrap.wrap("; ".join(parts), 98, initial_indent="# ", subsequent_indent="# ")

@@ -40,7 +40,19 @@ CANNOT_PRICE = (
     "GB200 racks joined by a network: priced with one NVLink domain as one node, as NCCL does, "
     "but NVLS-Tree's loss with the number of racks is not modelled (CoreWeave's 2 and 20 racks "
     "take more time than the model, the more so the more racks: `python -m distlab.judge nccl "
-    "--published`)",
+    "--published`); both move about 400 GB/s per rack each way (a tree sends D per node on 2 "
+    "nodes, 2D from 4 on: NCCL's src/graph/trees.cc); what sets that rate (the NICs NCCL's "
+    "MNNVL NVLS heads drive, or the fabric) was not found, nor what one rack adds (0.6-0.9 ms "
+    "at 512 MiB-4 GiB)",
+    "AWS EFA from 64 KiB to 16 MiB beyond what aws-ofi-nccl states (NCCL_PROTO=simple on p4d / "
+    "p4de, the 128 KiB stripe threshold and 512 KiB NVLS chunk on p5 are priced): p5's 1.4-1.6x "
+    "and p4de's rest need the plugin's per-message cost (the receiver's control message before "
+    "an RDMA write over 8 KiB; libfabric's long-message protocols on EFA v1), not a figure in "
+    "any source; EFA v1's rate at 1 GiB (2 x p4dn: 61% of 4 x 100 Gb/s) likewise",
+    "NVLS-Tree across nodes below 16 MiB where it runs many small messages: Blackwell's 32 NVLS "
+    "channels x 8 heads (B200 over InfiniBand, 512 KiB-16 MiB, 1.4-2.3x) and Hopper from 4 "
+    "nodes (2-8 MiB, 1.2-2.2x): the proxy thread's cost per network message is not in NCCL's "
+    "source",
     "per-release terms across nodes other than the Blackwell rows; the topology search of "
     "releases before 2.28 (2.28.9's is used)",
     "AMD GPUs (MI300X, MI325X, MI355X): torch's nccl backend is RCCL there, priced by its own "

@@ -39,6 +39,13 @@ What NCCL does there, from NVIDIA/nccl ``v2.28.9-1``:
   NCCL's own IB and socket transports and taken as 0 for Google's TCPXO plugin. It steers the
   choice; a run's network hop is NCCL's table's or, on EFA, the plugin's own tuner's measured
   hop (20 us on p5, 18 on p5en, +3 for Simple) where that is longer.
+- **what AWS's plugin changes in the run** (:mod:`~distlab.nccl.netplugin`): on p4d / p4de it
+  sets ``NCCL_PROTO=simple`` (EFA v1 gives no 128-byte in-order delivery), so NCCL chooses
+  among Simple pairs only (:attr:`Network.nccl_protocols`; an explicit ``protocols`` wins); on
+  p5 and later a message under 128 KiB crosses on one port of its grouped device (each
+  network hop of a tree's fill, each network step of a ring, pays the extra wire time:
+  :meth:`Network.stripe_delay_us`), and NVLS-Tree's chunk starts at the plugin's 512 KiB
+  (:func:`nvls_tree_chunk`).
 
 Nothing here is fitted. Every term is NCCL 2.28.9's but for the Blackwell rows that moved in
 2.29.7 and 2.30.7 (the ring LL128 cap, the inter-node speed table, the NVLS-Tree cap and its
@@ -79,6 +86,13 @@ from distlab.nccl.estimate import (
     TuningEntry,
     check_subset,
     price_entry,
+)
+from distlab.nccl.netplugin import (
+    PLUGIN_MIN_STRIPE_BYTES,
+    PLUGIN_NVLS_CHUNK_BYTES,
+    SENDRECV_PROTOCOLS,
+    stripe_delay_us,
+    wire_bytes,
 )
 from distlab.nccl.per_size import (
     HARNESSES,
@@ -129,6 +143,15 @@ class Network:
         hop_floor_us: the transport's measured one-hop latency, us, where it is longer than the
             InfiniBand hop NCCL's table holds (0: NCCL's table): a run's network hop is at least
             this, plus :data:`SIMPLE_COMPLETION_US` for Simple.
+        nccl_protocols: the ``NCCL_PROTO`` the plugin sets when the user sets none (empty:
+            NCCL's own): ``("Simple",)`` on EFA v1 under aws-ofi-nccl's SENDRECV protocol
+            (:data:`~distlab.nccl.netplugin.SENDRECV_PROTOCOLS`); an explicit ``protocols``
+            wins, as a user's ``NCCL_PROTO`` does.
+        min_stripe_bytes: the plugin's stripe threshold on a grouped device (0: none): a
+            message under it crosses on one of the device's ``ports_per_device`` ports
+            (:func:`~distlab.nccl.netplugin.stripe_delay_us`).
+        nvls_chunk_bytes: ``NCCL_NVLS_CHUNKSIZE`` / ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` as the plugin
+            sets them (0: NCCL's defaults, 128 KiB and 64 KiB from 4 nodes on).
     """
 
     key: str
@@ -140,6 +163,9 @@ class Network:
     merged_by: str = ""
     plugin_latency_us: float = 0.0
     hop_floor_us: float = 0.0
+    nccl_protocols: tuple[str, ...] = ()
+    min_stripe_bytes: int = 0
+    nvls_chunk_bytes: int = 0
 
     def nccl_devices(self, version: NcclConstants | None = None) -> tuple[int, float]:
         """``(devices, GB/s each)`` per node as NCCL's topology holds them under ``version``
@@ -151,6 +177,22 @@ class Network:
         if not merged:
             return self.rails, self.nic_gbps
         return self.rails // self.ports_per_device, self.nic_gbps * self.ports_per_device
+
+    def stripe_delay_us(self, message_bytes: float) -> float:
+        """What one message of ``message_bytes`` on the wire loses to the plugin's stripe
+        threshold, us (:func:`~distlab.nccl.netplugin.stripe_delay_us` over the ports of one
+        plugin-grouped device; 0 without a threshold)."""
+        if self.merged_by != "plugin" or not self.min_stripe_bytes:
+            return 0.0
+        return stripe_delay_us(message_bytes, self.nic_gbps, self.ports_per_device,
+                               self.min_stripe_bytes)
+
+    def protocols(self, asked: Iterable[str] | None) -> Iterable[str] | None:
+        """The protocols NCCL may use: ``asked`` where given (a user's ``NCCL_PROTO``), else
+        the plugin's :attr:`nccl_protocols` where it sets them, else ``None`` (every one)."""
+        if asked is None and self.nccl_protocols:
+            return self.nccl_protocols
+        return asked
 
 
 SIMPLE_COMPLETION_US = 3.0
@@ -188,14 +230,17 @@ NETWORKS: dict[str, Network] = {
                        "75 us latency; one hop takes 20 us (its tuner's p5 model: '2 nodes, 8B "
                        "RDMA w/imm lat', src/tuner/nccl_ofi_model.cpp)",
                        ports_per_device=4, merged_by="plugin", plugin_latency_us=75.0,
-                       hop_floor_us=20.0),
+                       hop_floor_us=20.0, min_stripe_bytes=PLUGIN_MIN_STRIPE_BYTES,
+                       nvls_chunk_bytes=PLUGIN_NVLS_CHUNK_BYTES),
     "efa400": Network("efa400", "AWS EFA v1, 4 x 100 Gb/s per node (p4d / p4de)", 12.5, 4,
                       "AWS p4d.24xlarge / p4de.24xlarge: 400 Gb/s in 4 EFA devices of 100 Gb/s "
                       "(Amazon EC2 P4 instances page); NCCL: 100000 / 8000 = 12.5 GB/s; "
                       "aws-ofi-nccl's SENDRECV protocol there (no grouping) reports a 75 us "
                       "latency (src/platform-aws.cpp); one hop taken as p5's 20 us (the "
-                      "plugin's tuner models no p4d)",
-                      plugin_latency_us=75.0, hop_floor_us=20.0),
+                      "plugin's tuner models no p4d); EFA v1 gives no 128-byte in-order "
+                      "delivery, so the plugin sets NCCL_PROTO=simple (distlab.nccl.netplugin)",
+                      plugin_latency_us=75.0, hop_floor_us=20.0,
+                      nccl_protocols=SENDRECV_PROTOCOLS),
     "efa3200_p5en": Network("efa3200_p5en", "AWS EFA v3, 16 x 200 Gb/s per node (p5en, p6)",
                             25.0, 16,
                             "AWS p5en.48xlarge: 3200 Gb/s in 16 EFA v3 devices of 200 Gb/s "
@@ -204,7 +249,8 @@ NETWORKS: dict[str, Network] = {
                             "400 Gb/s and reports a 35 us latency (src/platform-aws.cpp); one hop "
                             "takes 18 us (its tuner's p5en model)",
                             ports_per_device=2, merged_by="plugin", plugin_latency_us=35.0,
-                            hop_floor_us=18.0),
+                            hop_floor_us=18.0, min_stripe_bytes=PLUGIN_MIN_STRIPE_BYTES,
+                            nvls_chunk_bytes=PLUGIN_NVLS_CHUNK_BYTES),
     "gcp_tcpxo": Network("gcp_tcpxo", "GCP A3 Mega GPUDirect-TCPXO, 8 x 200 Gb/s per node",
                          25.0, 8,
                          "Google Cloud A3 Mega (a3-megagpu-8g): 8 NICs of 200 Gb/s for GPU "
@@ -380,7 +426,7 @@ def _checked(box: BoxLike, world_size: int, nodes: int, net: Network | str,
     n = _per_node(check_int("world_size", world_size, minimum=nodes, maximum=nodes * b.gpus),
                   nodes)
     nw = network(net)
-    algos, protos = _restrictions(algorithms, protocols)
+    algos, protos = _restrictions(algorithms, nw.protocols(protocols))
     return b, n, nodes, nw, algos, protos
 
 
@@ -626,11 +672,16 @@ def _latency(box: GpuBox, a: str, p: str, n: int, ppn: int, nodes: int,
     return BASE_LATENCY_US[(a, p)] + 2 * ((ppn - 1) * intra + int(math.log2(nodes)) * net_hop)
 
 
-def nvls_tree_chunk(nbytes: int, channels: int, heads: int, nodes: int) -> int:
-    """NVLS-Tree's chunk (``src/enqueue.cc`` ``calcCollChunking``): ``nvlsChunkSize``, at most
-    64 KiB from 4 nodes on, then 128, 64 and 32 KiB while ``nbytes`` is under 16, 4 and 1
-    chunks per concurrent operation (``channels * heads``)."""
-    chunk = min(NVLS_CHUNK_BYTES, 65536 if nodes >= 4 else NVLS_CHUNK_BYTES)
+def nvls_tree_chunk(nbytes: int, channels: int, heads: int, nodes: int, *,
+                    env_chunk: int = 0) -> int:
+    """NVLS-Tree's chunk (``src/enqueue.cc`` ``calcCollChunking``, lines 2056-2069 at
+    ``v2.28.9-1``): ``nvlsChunkSize``, at most ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (unset: 64 KiB
+    from 4 nodes on, else no cap), then 256, 128, 64 and 32 KiB while ``nbytes`` is under 32,
+    16, 4 and 1 chunks per concurrent operation (``channels * heads``). ``env_chunk``: both
+    variables set to it (AWS's plugin: 512 KiB); 0: NCCL's defaults (128 KiB, unset)."""
+    start = env_chunk or NVLS_CHUNK_BYTES
+    cap = env_chunk or (65536 if nodes >= 4 else start)
+    chunk = min(start, cap)
     ops = channels * heads
     for factor, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
         if nbytes < factor * ops * chunk and chunk > floor:
@@ -640,17 +691,18 @@ def nvls_tree_chunk(nbytes: int, channels: int, heads: int, nodes: int) -> int:
 
 def ring_exposed_latency_us(box: GpuBox, protocol: str, n: int, nodes: int, steps: int,
                             transfer_us: float, nbytes: int, runtime_channels: int, *,
-                            hop_floor_us: float = 0.0) -> float:
+                            hop_floor_us: float = 0.0, extra_hop_us: float = 0.0) -> float:
     """A ring's latency across nodes as it runs: the base once, and per step the part of its
     hop the step's copy does not hide; ``2(nodes-1)`` of every ``2(n-1)`` steps hop over the
     network (``NET`` row), the others over NVLink or PCIe, floored by ``getNetOverhead``
     (times 3 for Simple). NCCL's plateau factor for a Simple ring applies as in its estimate.
-    ``hop_floor_us``: the transport's own hop latency (:func:`net_hop_us`)."""
+    ``hop_floor_us``: the transport's own hop latency (:func:`net_hop_us`); ``extra_hop_us``:
+    added to each network hop (the plugin's stripe threshold: :meth:`Network.stripe_delay_us`)."""
     hop_class = "nvlink" if box.fabric == "nvswitch" else "pci"
     intra = max(HOP_LATENCY_US[hop_class][("ring", protocol)],
                 NET_OVERHEAD_US[box.cpu_vendor] * (3 if protocol == "Simple" else 1))
     net_hop = net_hop_us(NET_HOP_US[("tree" if n == nodes else "ring", protocol)], protocol,
-                         hop_floor_us)
+                         hop_floor_us) + extra_hop_us
     per_step = transfer_us / steps
     inter_share = (nodes - 1) / (n - 1)
     exposed = steps * (inter_share * max(0.0, net_hop - per_step)
@@ -683,11 +735,12 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
     constants = shipped_constants() if constants is None else constants
     n = _per_node(n, nodes)
+    protocols = nw.protocols(protocols)
     algos, protos = _restrictions(algorithms, protocols)
     choices = node_choices(box, n, sizes_bytes, nodes, nw, algos, protos, version,
                            asked=(algorithms, protocols))
     graph = multinode_graphs(box, nodes, nw, version=version, gpus_per_node=n // nodes)
-    layout = MultinodeLayout(box, n, nodes, graph, nw.hop_floor_us)
+    layout = MultinodeLayout(box, n, nodes, graph, nw.hop_floor_us, nw)
     wire = multinode_graphs(box, nodes, nw, version=version, physical=True,
                             gpus_per_node=n // nodes)
     host = how.term(constants, n // nodes, box)
@@ -711,6 +764,8 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
         if e.algorithm == "tree":
             e = replace(e, sync_us=tree_fill_sync_us(e.sync_us, e.latency_us,
                                                      BASE_LATENCY_US[("tree", e.protocol)]))
+        if e.algorithm != "ring":  # the fill's messages on fewer ports: more time on the wire
+            e = replace(e, transfer_us=e.transfer_us + layout.tree_stripe_delay_us(e))
         out.append(e)
     return out
 
@@ -729,6 +784,7 @@ class MultinodeLayout:
     nodes: int
     graph: MultinodeGraph
     hop_floor_us: float = 0.0
+    network: Network | None = None
 
     def channels(self, pick: Pick) -> Channels:
         """NVLS's channels across nodes for NVLS-Tree, else the graph's at run time."""
@@ -741,7 +797,9 @@ class MultinodeLayout:
     def chunk_bytes(self, pick: Pick, launched: int) -> int:
         """NVLS-Tree's chunk (:func:`nvls_tree_chunk`), else NCCL's across ``nodes``."""
         if pick.algorithm == "nvls_tree":
-            return nvls_tree_chunk(pick.nbytes, launched, self.n // self.nodes, self.nodes)
+            env = self.network.nvls_chunk_bytes if self.network is not None else 0
+            return nvls_tree_chunk(pick.nbytes, launched, self.n // self.nodes, self.nodes,
+                                   env_chunk=env)
         return chunk_bytes(pick.algorithm, pick.protocol, pick.nbytes, launched, self.n,
                            nodes=self.nodes)
 
@@ -762,7 +820,27 @@ class MultinodeLayout:
         return depth + math.ceil(pick.nbytes / (ops * chunk)) - 1
 
     def ring_latency_us(self, pick: Pick, steps: int, transfer_us: float) -> float:
-        """:func:`ring_exposed_latency_us`."""
+        """:func:`ring_exposed_latency_us`; each network hop also pays the plugin's stripe
+        threshold on the step's message (a channel's ``2(n-1)/n`` share of the data over its
+        steps, on the wire: :meth:`Network.stripe_delay_us`)."""
+        extra = 0.0
+        if self.network is not None:
+            launched = self.channels(pick).launched
+            data = pick.nbytes * 2 * (self.n - 1) / (self.n * launched * steps)
+            extra = self.network.stripe_delay_us(wire_bytes(data, pick.protocol))
         return ring_exposed_latency_us(self.box, pick.protocol, self.n, self.nodes, steps,
                                        transfer_us, pick.nbytes, self.graph.runtime_channels,
-                                       hop_floor_us=self.hop_floor_us)
+                                       hop_floor_us=self.hop_floor_us, extra_hop_us=extra)
+
+    def tree_stripe_delay_us(self, e: Execution) -> float:
+        """What a tree's or NVLS-Tree's ``2 log2(nodes)`` network hops lose to the plugin's
+        stripe threshold, us: each hop's message is one step of one channel (NVLS-Tree: of one
+        head), ``min(chunk, its share of the data)``, on the wire (0 without a network or a
+        threshold). Wire time, so :func:`multinode_execution` books it as transfer: the hop's
+        latency stays the transport's 8-byte figure."""
+        if self.network is None or e.algorithm == "ring":
+            return 0.0
+        ops = e.channels * (self.n // self.nodes if e.algorithm == "nvls_tree" else 1)
+        data = min(e.chunk_bytes, math.ceil(e.nbytes / ops))
+        hops = 2 * int(math.log2(self.nodes))
+        return hops * self.network.stripe_delay_us(wire_bytes(data, e.protocol))
