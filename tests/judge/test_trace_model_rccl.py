@@ -20,6 +20,7 @@ import pytest
 from distlab.judge.trace_judgement import judge_trace
 from distlab.judge.trace_model import (
     RCCL_ALL_REDUCE_ONLY,
+    RCCL_ARCHS_PRICED,
     RCCL_NOT_MSCCL,
     box_for_gpu,
     collective_library,
@@ -29,6 +30,8 @@ from distlab.judge.trace_model import (
 from distlab.judge.trace_report import REPORT_WIDTH, report_lines, run_line
 from distlab.nccl.execution import nccl_execution
 from distlab.rccl import rccl_allreduce_times
+from distlab.rccl.execution import ONE_NODE_ARCHS
+from distlab.rccl.tables import RCCL_ARCHS
 from distlab.trace.collectives import P2P, CollectiveCall, Collectives, RankCall
 from distlab.vocabulary import error_pct
 
@@ -178,15 +181,16 @@ def test_other_collectives_on_amd_say_the_rccl_model_prices_all_reduce_only(
                                    "is not in the trace"),
     ("AMD Instinct MI325X", 4, "group of 4 ranks: the RCCL model prices an all_reduce over a "
                                "whole 8-GPU node only"),
-    ("AMD Instinct MI355X", 8, "GPU 'AMD Instinct MI355X' is gfx950: the RCCL model holds no "
-                               "gfx950 tables (only gfx942; issue 59)"),
+    ("AMD Instinct MI355X", 8, "GPU 'AMD Instinct MI355X' is gfx950: the RCCL model times "
+                               "gfx950 only across nodes, not one node's all_reduce (python -m "
+                               "distlab.rccl --boxes)"),
     ("AMD Instinct MI250X", 8, "GPU 'AMD Instinct MI250X' is none of the RCCL model's GPUs "
                                "(MI300X, MI325X: gfx942)"),
     ("AMD Radeon Graphics (gfx90x)", 8, "GPU 'AMD Radeon Graphics (gfx90x)' is none of the "
                                         "RCCL model's GPUs (MI300X, MI325X: gfx942)"),
     ("AMD Radeon Graphics (gfx95x)", 8, "GPU 'AMD Radeon Graphics (gfx95x)' is gfx950: the "
-                                        "RCCL model holds no gfx950 tables (only gfx942; "
-                                        "issue 59)"),
+                                        "RCCL model times gfx950 only across nodes, not one "
+                                        "node's all_reduce (python -m distlab.rccl --boxes)"),
 ])
 def test_groups_and_gpus_the_rccl_model_does_not_price_say_why(gpu: str, group: int,
                                                                why: str) -> None:
@@ -272,3 +276,17 @@ def test_hips_generic_name_is_priced_by_its_compute_capability(tmp_path: Path) -
     assert generic.prices and all(p.model_us is not None for p in generic.prices)
     assert [p.model_us for p in generic.prices] == [p.model_us for p in named.prices]
     assert "(RCCL model, gfx942)" in report_lines(generic)[0]
+
+
+def test_the_archs_priced_are_those_whose_one_node_the_rccl_model_times() -> None:
+    """gfx950: distlab.rccl holds RCCL's table 6 and times its ring across nodes, but a trace's
+    all_reduce is one node, which it does not time on gfx950: a MI355X trace stays unpriced
+    rather than priced with gfx942's tables (the trace model's RCCL call names no arch)."""
+    assert RCCL_ARCHS_PRICED == ONE_NODE_ARCHS == ("gfx942",)
+    assert set(RCCL_ARCHS) == {"gfx942", "gfx950"}
+    (one,), _ = rccl_allreduce_times(1, [MIB], arch="gfx950")
+    assert one.seconds is None and one.why.startswith("gfx950 on one node")
+    (two,), _ = rccl_allreduce_times(2, [1 << 30], arch="gfx950")
+    assert two.seconds is not None and two.choice.arch == "gfx950"
+    prices = _price("AMD Instinct MI355X", "all_reduce")
+    assert prices and all(p.model_us is None and "is gfx950" in p.why for p in prices)

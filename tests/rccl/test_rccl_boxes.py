@@ -11,15 +11,16 @@ import pytest
 from distlab.nccl.inventory import boxes_lines
 from distlab.rccl.__main__ import main
 from distlab.rccl.boxes import AMD_BOXES, AMD_NICS, NOT_PRICED, box_lines, box_rows, nic_rows
-from distlab.rccl.execution import NIC_GBPS, judge, published_tables
-from distlab.rccl.tables import RCCL_TABLES
+from distlab.rccl.execution import NIC_GBPS, ONE_NODE_ARCHS, judge, published_tables
+from distlab.rccl.tables import RCCL_ARCH_TABLES
 
 
 def test_every_box_and_nic_states_its_source_and_the_priced_ones_are_the_arch_with_tables() -> None:
-    assert RCCL_TABLES  # every table distlab.rccl holds is a gfx942 table (tables.py)
     for b in AMD_BOXES:
         assert b.links == 7 and b.source and b.rccl_link_gbps == 48.0
-        assert b.priced == (b.arch == "gfx942"), b.key
+        assert b.priced == (b.arch in RCCL_ARCH_TABLES), b.key
+        # gfx950's one node is not timed: the box says where it is priced
+        assert b.priced_where == ("" if b.arch in ONE_NODE_ARCHS else "2+ nodes"), b.key
     assert {b.gpu for b in AMD_BOXES} == {"MI300X", "MI325X", "MI355X"}
     assert all(n.gbps == 50.0 == NIC_GBPS and n.source for n in AMD_NICS)
     assert {n.key for n in AMD_NICS} == {"cx7", "thor2", "pollara"}
@@ -32,7 +33,10 @@ def test_each_boxs_judgement_is_its_gpus_published_tables() -> None:
         judged = [j for j in judge() if gpu_of[j.id] == b.gpu]
         assert rows[b.key]["points"] == sum(len(j.rows) for j in judged)
         assert rows[b.key]["tables"] == sum(1 for t in published_tables() if t["gpu"] == b.gpu)
-    assert rows["mi355x_8"]["points"] == 0 and rows["mi355x_8"]["median_pct"] is None
+    # MI355X: its one (held-out) table, the ring sizes across nodes only
+    assert rows["mi355x_8"]["points"] == 6 and rows["mi355x_8"]["priced"] == "2+ nodes"
+    assert rows["mi355x_8"]["median_pct"] == pytest.approx(4.362, abs=0.001)
+    assert rows["mi300x_8"]["priced"] == rows["mi325x_8"]["priced"] == "yes"
     assert rows["mi325x_8"]["tables"] == 4 and rows["mi325x_8"]["p90_pct"] < 5
     # every multi-node published table is counted under exactly one NIC
     multi = [t for t in published_tables() if t["nodes"] > 1]

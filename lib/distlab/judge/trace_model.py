@@ -41,7 +41,8 @@ RCCL model's):
   says MSCCL did not run, so it is priced with MSCCL off (:data:`RCCL_NOT_MSCCL`);
 - every other collective is not priced (:data:`RCCL_ALL_REDUCE_ONLY`), nor a group of 2-7
   ranks (the model is of whole nodes), a group beyond 8 (the network is not in the trace), the
-  sizes the RCCL model does not price (its own reason), or gfx950 (no tables yet).
+  sizes the RCCL model does not price (its own reason), or gfx950 (timed only across nodes,
+  which a one-node trace is not).
 
 gloo's calls on a CPU trace (``library`` ``"gloo"``), where every rank of the group has its
 trace here (ranks of one job on one host), are priced on the loopback calibration shipped with
@@ -110,7 +111,9 @@ collectives the RCCL model is asked about (``AMD Instinct MI300X``, ``... MI300X
 (gfx94x)``: :func:`distlab.trace.torch_trace.gpu_name`; MI350X / MI355X and 9.5 are named, not
 priced: :data:`RCCL_ARCHS_PRICED`)."""
 RCCL_ARCHS_PRICED: tuple[str, ...] = ("gfx942",)
-"""The architectures :mod:`distlab.rccl` holds RCCL's tables for."""
+"""The architectures whose one-node all_reduce :mod:`distlab.rccl` prices (what a trace holds):
+gfx942. It holds RCCL's gfx950 tables too (MI350X / MI355X, RCCL 2.26.6's table 6) but times
+gfx950 only across nodes (:data:`distlab.rccl.execution.ONE_NODE_ARCHS`), so gfx950 stays out."""
 _AMD_GPU = re.compile(r".*\b(AMD|Instinct|Radeon)\b")
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL = (
@@ -360,8 +363,8 @@ def _why_not_rccl(c: RankCall, gpu: str, arch: str | None) -> str | None:
     if arch is None:
         return f"GPU {gpu!r} is none of the RCCL model's GPUs (MI300X, MI325X: gfx942)"
     if arch not in RCCL_ARCHS_PRICED:
-        return (f"GPU {gpu!r} is {arch}: the RCCL model holds no {arch} tables "
-                f"(only {', '.join(RCCL_ARCHS_PRICED)}; issue 59)")
+        return (f"GPU {gpu!r} is {arch}: the RCCL model times {arch} only across nodes, not "
+                "one node's all_reduce (python -m distlab.rccl --boxes)")
     if c.collective is None:
         if c.library.startswith("NCCL"):
             return ("RCCL kernel of no named collective (no 'Collective name' arg, a generic "

@@ -1,22 +1,26 @@
 """RCCL, the collective library of ROCm builds of torch (the ``nccl`` backend on AMD GPUs): what
-it runs for an allreduce on MI300X / MI325X nodes, read from its source per release.
+it runs for an allreduce on MI300X / MI325X nodes (and MI350X / MI355X), read from its source
+per release.
 
 Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measured.
 
 - :mod:`.tables`: RCCL's gfx942 tuning tables per release (2.20.5, 2.21.5, 2.26.6, and the
-  releases that carry them), and how any release or ROCm version resolves to one.
+  releases that carry them), its gfx950 table (2.26.6, develop 6ade5065), and how any release
+  or ROCm version resolves to one per architecture.
 - :mod:`.choice`: the choice size by size (MSCCL, the cost model, the protocol override), with
   RCCL's own estimate beside it (what RCCL minimizes; far from a run's time,
   docs/rccl-research.md).
 - :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
   and across nodes), fitted on published rccl-tests tables (``data/published.json``) and
-  judged on others; what it cannot price yet (RCCL's tree and LL rings across nodes) says so.
+  judged on others; what it cannot price yet (RCCL's tree and LL rings across nodes, gfx950 on
+  one node) says so.
 - :mod:`.boxes`: the MI300X / MI325X / MI355X boxes and the NICs beside them, each constant
   with its source, and each box's published tables judged.
 - ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, ``--judge`` and
   ``--boxes``.
 
-Not here yet (issue 59): the tree across nodes' time, gfx950 (MI355X), other collectives.
+Not here yet (issue 59): the tree across nodes' time, gfx950's one-node time, other
+collectives.
 """
 
 from distlab.rccl.choice import RcclCandidate, RcclChoice, rccl_allreduce_choices

@@ -36,8 +36,11 @@ class AmdBox:
         link_gbps: one link's speed per direction in AMD's specification (half the
             bidirectional figure), GB/s.
         rccl_link_gbps: what RCCL's topology credits one link with, GB/s.
-        priced: whether :mod:`distlab.rccl` holds RCCL's tables for ``arch``.
+        priced: whether :mod:`distlab.rccl` holds RCCL's tables for ``arch`` and times some
+            of its allreduces.
         source: where each constant comes from.
+        priced_where: ``""`` when every size RCCL's choice leads to a priced path is timed,
+            else where the box is priced (``"2+ nodes"``: gfx950, whose one node is not).
     """
 
     key: str
@@ -48,6 +51,7 @@ class AmdBox:
     rccl_link_gbps: float
     priced: bool
     source: str
+    priced_where: str = ""
 
 
 AMD_BOXES: tuple[AmdBox, ...] = (
@@ -59,10 +63,12 @@ AMD_BOXES: tuple[AmdBox, ...] = (
            "AMD Instinct MI325X: seven Infinity Fabric links, the same CDNA 3 links as MI300X "
            "(a per-link figure of its own is not published in the sources found); RCCL: gfx942, "
            "GFX94X_XGMI_WIDTH 48.0"),
-    AmdBox("mi355x_8", "MI355X", "gfx950", 7, 76.8, 48.0, False,
+    AmdBox("mi355x_8", "MI355X", "gfx950", 7, 76.8, 48.0, True,
            "Hot Chips 2025 write-ups (third-party, not AMD's datasheet): seven Infinity Fabric "
            "links of about 153.6 GB/s bidirectional; RCCL src/graph/topo.h GFX95X_XGMI_WIDTH "
-           "48.0 (the same credit as gfx942)"),
+           "48.0 (the same credit as gfx942); RCCL 2.26.6 (develop 6ade5065) tuning_model_6 "
+           "for the choice; the ring across nodes timed as NIC-bound, one node not timed",
+           priced_where="2+ nodes"),
 )
 """The boxes, in the order ``--boxes`` lists them."""
 
@@ -99,10 +105,13 @@ AMD_NICS: tuple[AmdNic, ...] = (
 """The NICs, each priced at :data:`~distlab.rccl.execution.NIC_GBPS` GB/s."""
 
 NOT_PRICED: tuple[str, ...] = (
-    "gfx950 (MI350X, MI355X): RCCL's gfx950 tables are not read yet; the 2 x 8 MI355X table "
-    "(Pollara 400) is kept as not modelled",
+    "gfx950 (MI350X, MI355X) on one node: RCCL's table 6 chooses, but MSCCL's allpairs and the "
+    "ring over xGMI are not timed: the xGMI constants are fitted on MI300X links and no AMD "
+    "figure for an MI355X link's rate was found (across nodes its ring is NIC-bound: priced, "
+    "judged on the held-out 2 x 8 MI355X table)",
     "RCCL's tree and its LL / LL128 rings across nodes (1 KiB to 128-512 MiB on 2+ nodes): "
-    "the one table covering them has a 220 us floor no other run shows",
+    "the fitted MI300X table covering them has a 220 us floor no other run shows; the MI355X "
+    "one (40-100 us below 1 MiB) is held out, never fitted",
     "a one-node ring in LL (MSCCL off, small sizes); collectives other than allreduce",
     "the NIC model: every NIC at 50 GB/s with one fitted efficiency (fitted over ConnectX-7 "
     "class, judged over Broadcom); a NIC's own latency is not separated",
@@ -143,7 +152,7 @@ def box_rows() -> list[dict[str, Any]]:
         summary = ErrorSummary.of(p[3] for p in pts) if pts else None
         rows.append({"key": b.key, "gpu": b.gpu, "arch": b.arch, "links": b.links,
                      "link_gbps": b.link_gbps, "rccl_link_gbps": b.rccl_link_gbps,
-                     "priced": "yes" if b.priced else "no",
+                     "priced": (b.priced_where or "yes") if b.priced else "no",
                      "tables": sum(1 for t in tables if t["gpu"] == b.gpu),
                      "points": len(pts),
                      "median_pct": summary.median if summary else None,

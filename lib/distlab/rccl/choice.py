@@ -1,4 +1,5 @@
-"""What RCCL runs for an allreduce on 8-GPU gfx942 nodes (MI300X, MI325X), size by size.
+"""What RCCL runs for an allreduce on 8-GPU gfx942 nodes (MI300X, MI325X) or gfx950 nodes (MI350X,
+MI355X), size by size.
 
 RCCL decides in three places, in this order (ROCm/rccl ``src/collectives.cc``,
 ``src/enqueue.cc``, ``src/rccl_wrap.cc``; :mod:`.tables` names the releases):
@@ -20,15 +21,23 @@ RCCL decides in three places, in this order (ROCm/rccl ``src/collectives.cc``,
    net)``. One node never runs Tree/Simple; LL128 runs only across nodes and only from
    2.26.6.
 3. **The protocol override** (2.26.6 on, two nodes or more): the algorithm stays, the protocol
-   becomes LL up to 1 MiB, LL128 up to 9 MiB (x 3.8 beyond two nodes), Simple above.
+   becomes LL up to 1 MiB, LL128 up to 9 MiB (x 3.8 beyond two nodes), Simple above (gfx950's
+   table 6: LL up to 128 KiB - 1, LL128 up to 16.8 MiB).
 
 This is RCCL's *choice*, and its own estimate beside it (:attr:`RcclChoice.estimate_us`,
 ``None`` under MSCCL, which the cost model never prices). The estimate steers the choice and is
 not a run's time (docs/rccl-research.md: on 2 x 8 MI300X it says 52 us for 64 KiB where a run
 took 241 us): the measured-time model is still to come (issue 59).
 
-Scope: allreduce, whole 8-GPU nodes (one, or several with one NIC per GPU), gfx942; the
-topology is taken to match RCCL's own (``rome_model_79`` / ``_81``, table 5).
+gfx950 (``arch="gfx950"``) reads the same code with RCCL's table 6 (:mod:`.tables`): the same
+latencies and bandwidth ratios, its own correction factors and protocol ranges, the same 48 GB/s
+per xGMI link (``GFX95X_XGMI_WIDTH``), LL128 across nodes (``rome_model_81`` sets
+``ll128Enabled``; gfx950 is in RCCL's LL128 arch list), MSCCL's allpairs on one node and the bf16
+rule as gfx942's 2.26.6.
+
+Scope: allreduce, whole 8-GPU nodes (one, or several with one NIC per GPU), gfx942 or gfx950;
+the topology is taken to match RCCL's own (``rome_model_79`` / ``_81``: table 5 on gfx942, 6 on
+gfx950).
 """
 
 from __future__ import annotations
@@ -38,15 +47,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from distlab._checks import check_int
-from distlab.rccl.tables import RcclTables, resolve_release
+from distlab.rccl.tables import DEFAULT_ARCH, RcclTables, check_arch, resolve_release
 
-__all__ = ["GPUS_PER_NODE", "RcclCandidate", "RcclChoice", "XGMI_BUS_GBPS",
-           "rccl_allreduce_choices"]
+__all__ = ["GPUS_PER_NODE", "RCCL_XGMI_LINK_GBPS", "RcclCandidate", "RcclChoice",
+           "XGMI_BUS_GBPS", "rccl_allreduce_choices"]
 
 GPUS_PER_NODE = 8
-"""Every gfx942 box RCCL's topology models describe: eight GPUs, fully connected by xGMI."""
+"""Every gfx942 / gfx950 box RCCL's topology models describe: eight GPUs, fully connected by
+xGMI."""
 XGMI_LINK_GBPS = 48.0
-"""RCCL's speed of one gfx942 xGMI link (``GFX94X_XGMI_WIDTH``, ``src/graph/topo.h``), GB/s."""
+"""RCCL's speed of one gfx942 xGMI link (``GFX94X_XGMI_WIDTH``, ``src/graph/topo.h``), GB/s; the
+same for gfx950 (``GFX95X_XGMI_WIDTH``, 48.0 at 6ade5065: :data:`RCCL_XGMI_LINK_GBPS`)."""
+RCCL_XGMI_LINK_GBPS: dict[str, float] = {"gfx942": XGMI_LINK_GBPS, "gfx950": 48.0}
+"""RCCL's credit of one xGMI link per architecture (``ncclTopoXGMISpeed``), GB/s."""
 XGMI_BUS_GBPS = 7 * XGMI_LINK_GBPS
 """Bus bandwidth of the cost model on both topologies: seven links per GPU, GB/s."""
 NET_OVERHEAD_US = 2.0
@@ -78,6 +91,7 @@ class RcclChoice:
         algorithm, protocol: what runs (``"allpairs"`` and MSCCL's protocol under MSCCL).
         estimate_us: RCCL's own estimate of the pair that runs; ``None`` under MSCCL.
         candidates: every enabled pair of the cost model at this size, in RCCL's order.
+        arch: the GPU architecture whose tables chose it.
     """
 
     nbytes: int
@@ -87,6 +101,7 @@ class RcclChoice:
     protocol: str
     estimate_us: float | None
     candidates: tuple[RcclCandidate, ...]
+    arch: str = DEFAULT_ARCH
 
 
 def _protocol_index(protocol: str) -> int:
@@ -95,7 +110,7 @@ def _protocol_index(protocol: str) -> int:
 
 def _enabled(t: RcclTables, nodes: int, algorithm: str, protocol: str) -> bool:
     if nodes == 1 and algorithm == "tree" and protocol == "Simple":
-        return False    # gfx94: Tree/Simple skipped when every rank is on one node
+        return False    # gfx942/gfx950: Tree/Simple skipped when every rank is on one node
     if protocol == "LL128":
         return nodes > 1 and t.ll128_multinode
     return True
@@ -123,7 +138,7 @@ def _log_size(nbytes: int) -> int:
 def _candidate(t: RcclTables, nodes: int, nbytes: int, algorithm: str, protocol: str,
                net_overhead_us: float) -> RcclCandidate:
     n, p = nodes * GPUS_PER_NODE, _protocol_index(protocol)
-    bus = XGMI_BUS_GBPS * t.bw_ratio[0 if nodes <= 2 else 1][algorithm][p]
+    bus = 7 * RCCL_XGMI_LINK_GBPS[t.arch] * t.bw_ratio[0 if nodes <= 2 else 1][algorithm][p]
     alg = bus * (n / (2 * (n - 1)) if algorithm == "ring" else 0.5)
     if algorithm == "tree":
         alg *= t.tree_correction[p][_log_size(nbytes)]
@@ -157,8 +172,9 @@ def _protocol_override(t: RcclTables, nodes: int, nbytes: int) -> str | None:
 def rccl_allreduce_choices(nodes: int, sizes_bytes: Sequence[int], *,
                            release: str | None = None, msccl: bool = True,
                            dtype: str = "float32", amd_host: bool = True,
-                           ) -> tuple[list[RcclChoice], str]:
-    """RCCL's choice for an allreduce of each size over ``nodes`` 8-GPU gfx942 nodes.
+                           arch: str = DEFAULT_ARCH) -> tuple[list[RcclChoice], str]:
+    """RCCL's choice for an allreduce of each size over ``nodes`` 8-GPU gfx942 (or gfx950)
+    nodes.
 
     Args:
         nodes: whole nodes, >= 1 (a power of two or not: RCCL's tree takes ``log2`` floored).
@@ -167,17 +183,19 @@ def rccl_allreduce_choices(nodes: int, sizes_bytes: Sequence[int], *,
         msccl: whether MSCCL is on (``RCCL_MSCCL_ENABLE``, default on).
         dtype: the element type (``"bfloat16"`` matters: from 2.26.6 it skips MSCCL above 8 MiB).
         amd_host: an AMD CPU (network overhead 2 us) or not (1 us).
+        arch: ``"gfx942"`` (MI300X, MI325X; default) or ``"gfx950"`` (MI350X, MI355X).
 
     Returns:
         One :class:`RcclChoice` per size, and the release note (``""`` when the release is
         one read, else how it is priced).
 
     Raises:
-        ValueError: a node count below 1, a size below 1, or a release not written as one.
+        ValueError: a node count below 1, a size below 1, a release not written as one, or an
+            architecture whose tables are not held.
     """
     check_int("nodes", nodes, minimum=1)
     sizes = [check_int("size", s, minimum=1) for s in sizes_bytes]
-    resolved = resolve_release(release)
+    resolved = resolve_release(release, check_arch(arch))
     t = resolved.tables
     overhead = NET_OVERHEAD_US if amd_host else 1.0
     out = []
@@ -188,15 +206,15 @@ def rccl_allreduce_choices(nodes: int, sizes_bytes: Sequence[int], *,
                      and s > t.msccl_skips_bf16_over)
         if nodes == 1 and msccl and s <= t.msccl_max_bytes and not skip_bf16:
             out.append(RcclChoice(s, nodes, "msccl", "allpairs", _msccl_protocol(s), None,
-                                  cands))
+                                  cands, t.arch))
             continue
         best = min(cands, key=lambda c: c.time_us)
         proto = _protocol_override(t, nodes, s)
         if proto is None or proto == best.protocol:
             out.append(RcclChoice(s, nodes, "cost model", best.algorithm, best.protocol,
-                                  best.time_us, cands))
+                                  best.time_us, cands, t.arch))
             continue
         ran = _candidate(t, nodes, s, best.algorithm, proto, overhead)
         out.append(RcclChoice(s, nodes, "cost model + protocol override", best.algorithm, proto,
-                              ran.time_us, cands))
+                              ran.time_us, cands, t.arch))
     return out, resolved.note

@@ -16,9 +16,18 @@ over what bounds it:
   ``fixed + S x 2(n-1)/n / (efficiency x NICs x NIC rate)``.
 
 Not priced, each with its reason in the row: RCCL's tree and its LL/LL128 rings across nodes
-(what it runs from 1 KiB to 128-512 MiB on two or more nodes: the one held table that covers
-them, 2 x 8 MI300X, has a 220 us floor no other run shows, so no time model of them can be
-judged yet), and a one-node ring in LL (MSCCL off).
+(what it runs from 1 KiB to 128-512 MiB on two or more nodes: the one fitted table that covers
+them, 2 x 8 MI300X, has a 220 us floor no other run shows, and the 2 x 8 MI355X table that also
+covers them is held out, so no time model of them is fitted), and a one-node ring in LL (MSCCL
+off).
+
+**gfx950** (MI350X, MI355X; ``arch="gfx950"``): RCCL's choice from its table 6, and the time of
+its ring across nodes only, with the constants above: that ring is bound by the node's NICs
+(the same 400 Gb/s NIC per GPU as the MI300X fit), not by xGMI. One node (MSCCL's allpairs, the
+ring over xGMI) is not priced: the xGMI constants are fitted on MI300X links, and no AMD figure
+for an MI355X link's rate was found (a third-party 153.6 GB/s bidirectional only; RCCL credits
+it 48 GB/s as on gfx942), so nothing carries them over. Nothing is fitted on a gfx950 table:
+:func:`fit_constants` refuses one.
 
 The constants (:data:`SHIPPED`) are fitted by :func:`fit_constants` on the ``calibration``
 tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring sizes), each a
@@ -43,16 +52,26 @@ from distlab.rccl.choice import (
     RcclChoice,
     rccl_allreduce_choices,
 )
+from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
 
-__all__ = ["SHIPPED", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
-           "judge", "published_tables", "rccl_allreduce_times", "table_choices"]
+__all__ = ["FITTED_ARCHS", "GFX950_ONE_NODE_WHY", "ONE_NODE_ARCHS", "SHIPPED",
+           "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants", "judge",
+           "published_tables", "rccl_allreduce_times", "table_choices"]
 
 PUBLISHED = Path(__file__).with_name("data") / "published.json"
 NIC_GBPS = 50.0
 """One 400 Gb/s NIC per GPU (ConnectX-7, Broadcom Thor2, AMD Pollara 400), GB/s."""
 JUDGED_FROM_BYTES = 65536
 """Sizes judged: 64 KiB and above, as the NVIDIA model is."""
+FITTED_ARCHS: tuple[str, ...] = ("gfx942",)
+"""The architectures whose published tables the constants may be fitted on."""
+ONE_NODE_ARCHS: tuple[str, ...] = ("gfx942",)
+"""The architectures whose one-node allreduce (MSCCL, the ring over xGMI) is priced."""
+GFX950_ONE_NODE_WHY = (
+    "gfx950 on one node (MSCCL allpairs, ring over xGMI): not priced: the xGMI constants are "
+    "fitted on MI300X and no AMD figure for an MI355X link's rate was found")
+"""Why a one-node gfx950 allreduce has no time (module doc)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +137,8 @@ def _msccl_link_bytes(nbytes: int, protocol: str) -> float:
 
 def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float) -> tuple[float | None, str]:
     n = c.nodes * GPUS_PER_NODE
+    if c.nodes == 1 and c.arch not in ONE_NODE_ARCHS:
+        return None, GFX950_ONE_NODE_WHY
     if c.path == "msccl":
         us = (k.msccl_fixed_us[c.protocol]
               + _msccl_link_bytes(c.nbytes, c.protocol) / (1e3 * k.msccl_link_gbps))
@@ -137,16 +158,18 @@ def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float) -> tuple[float
 def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str | None = None,
                          msccl: bool = True, dtype: str = "float32", amd_host: bool = True,
                          nic_gbps: float = NIC_GBPS,
-                         constants: ExecutionConstants = SHIPPED) -> tuple[list[RcclTime], str]:
+                         constants: ExecutionConstants = SHIPPED,
+                         arch: str = DEFAULT_ARCH) -> tuple[list[RcclTime], str]:
     """RCCL's choice at each size and the time the execution model gives it.
 
-    Arguments as :func:`~.choice.rccl_allreduce_choices`; ``nic_gbps``: one NIC's rate, GB/s
-    (one NIC per GPU). Returns the rows and the release note.
+    Arguments as :func:`~.choice.rccl_allreduce_choices` (``arch``: ``"gfx942"`` or
+    ``"gfx950"``, whose one node is not priced); ``nic_gbps``: one NIC's rate, GB/s (one NIC
+    per GPU). Returns the rows and the release note.
     """
     if not isinstance(nic_gbps, (int, float)) or not nic_gbps > 0:
         raise ValueError(f"nic_gbps must be a positive number of GB/s, got {nic_gbps!r}")
     choices, note = rccl_allreduce_choices(nodes, sizes_bytes, release=release, msccl=msccl,
-                                           dtype=dtype, amd_host=amd_host)
+                                           dtype=dtype, amd_host=amd_host, arch=arch)
     rows = []
     for c in choices:
         seconds, why = _price(c, constants, float(nic_gbps))
@@ -166,10 +189,11 @@ def published_tables(split: str | None = None) -> list[dict[str, Any]]:
 
 
 def table_choices(t: dict[str, Any]) -> list[RcclChoice]:
-    """What RCCL runs at each size of a published table: its nodes and release, and the ring
-    where the table forced it (``NCCL_ALGO=Ring``)."""
+    """What RCCL runs at each size of a published table: its nodes, architecture and release,
+    and the ring where the table forced it (``NCCL_ALGO=Ring``)."""
     sizes = [p["bytes"] for p in t["points"]]
-    choices, _ = rccl_allreduce_choices(t["nodes"], sizes, release=t["rccl"])
+    choices, _ = rccl_allreduce_choices(t["nodes"], sizes, release=t["rccl"],
+                                        arch=t.get("gfx") or DEFAULT_ARCH)
     if t.get("algorithm_forced") == "ring":   # NCCL_ALGO=Ring: the ring at RCCL's protocol
         choices = [c if c.algorithm == "ring" else _forced_ring(c) for c in choices]
     return choices
@@ -179,7 +203,7 @@ def _forced_ring(c: RcclChoice) -> RcclChoice:
     rings = [k for k in c.candidates if k.algorithm == "ring"]
     best = min(rings, key=lambda k: k.time_us)
     return RcclChoice(c.nbytes, c.nodes, "cost model", "ring", best.protocol, best.time_us,
-                      c.candidates)
+                      c.candidates, c.arch)
 
 
 def _weighted_line(x: Sequence[float], t_us: Sequence[float],
@@ -200,8 +224,17 @@ def _weighted_line(x: Sequence[float], t_us: Sequence[float],
 def fit_constants(tables: Iterable[dict[str, Any]] | None = None) -> ExecutionConstants:
     """Fit :class:`ExecutionConstants` on ``tables`` (default: the calibration split), each
     term on the sizes where RCCL runs that path (by :func:`~.choice.rccl_allreduce_choices` for
-    the table's release; a one-node table of unstated release: MSCCL up to 16 MiB)."""
+    the table's release; a one-node table of unstated release: MSCCL up to 16 MiB).
+
+    Raises:
+        ValueError: a table of an architecture not in :data:`FITTED_ARCHS` (gfx950: its
+            tables only judge), or no size of a path to fit.
+    """
     tables = list(published_tables("calibration") if tables is None else tables)
+    other = [t["id"] for t in tables if (t.get("gfx") or DEFAULT_ARCH) not in FITTED_ARCHS]
+    if other:
+        raise ValueError(f"the constants are fitted on {', '.join(FITTED_ARCHS)} tables only, "
+                         f"not on {', '.join(other)}")
     msccl: list[tuple[float, float, str]] = []
     ring1: list[tuple[float, float]] = []
     ringn: list[tuple[float, float]] = []
@@ -234,8 +267,9 @@ def fit_constants(tables: Iterable[dict[str, Any]] | None = None) -> ExecutionCo
 @dataclass(frozen=True)
 class JudgedTable:
     """One published table against the model: per priced size ``(bytes, measured us, model us,
-    error %)``; ``unpriced`` the sizes (>= 64 KiB) the model does not price; the median and
-    p90 of ``|error|`` over the priced sizes >= 64 KiB (``None`` when none)."""
+    error %)``; ``unpriced`` the sizes (>= 64 KiB) the model does not price and
+    ``unpriced_why`` the reason for each; the median and p90 of ``|error|`` over the priced
+    sizes >= 64 KiB (``None`` when none)."""
 
     id: str
     split: str
@@ -243,6 +277,7 @@ class JudgedTable:
     unpriced: tuple[int, ...]
     median_pct: float | None
     p90_pct: float | None
+    unpriced_why: tuple[str, ...] = ()
 
 
 def judge(constants: ExecutionConstants = SHIPPED,
@@ -253,19 +288,20 @@ def judge(constants: ExecutionConstants = SHIPPED,
         else list(tables)
     out = []
     for t in tables:
-        rows, unpriced = [], []
+        rows, unpriced, whys = [], [], []
         for p, c in zip(t["points"], table_choices(t), strict=True):
-            seconds, _ = _price(c, constants, NIC_GBPS)
+            seconds, why = _price(c, constants, NIC_GBPS)
             if p["bytes"] < JUDGED_FROM_BYTES:
                 continue
             if seconds is None:
                 unpriced.append(p["bytes"])
+                whys.append(why)
                 continue
             model_us = seconds * 1e6
             rows.append((p["bytes"], p["time_us"], model_us, error_pct(p["time_us"], model_us)))
         summary = ErrorSummary.of(r[3] for r in rows)
         out.append(JudgedTable(t["id"], t["split"], tuple(rows), tuple(unpriced),
                                summary.median if rows else None,
-                               summary.p90 if rows else None))
+                               summary.p90 if rows else None, tuple(whys)))
     return out
 

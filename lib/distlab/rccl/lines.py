@@ -34,9 +34,13 @@ def time_row(r: RcclTime) -> dict[str, Any]:
             "why": "not priced (below)" if r.why else ""}
 
 
-def time_lines(rows: Sequence[RcclTime], nodes: int, release: str) -> list[str]:
+_GPUS = {"gfx942": "MI300X/MI325X", "gfx950": "MI350X/MI355X"}
+
+
+def time_lines(rows: Sequence[RcclTime], nodes: int, release: str,
+               arch: str = "gfx942") -> list[str]:
     """A title, the table of ``rows`` and one line per reason a size is not priced."""
-    head = (f"# RCCL {release} allreduce on {nodes} x 8 MI300X/MI325X (gfx942), "
+    head = (f"# RCCL {release} allreduce on {nodes} x 8 {_GPUS.get(arch, arch)} ({arch}), "
             f"{nodes * 8} GPUs")
     reasons = ["# " + w for w in sorted({r.why for r in rows if r.why})]
     return [head, format_table([time_row(r) for r in rows], TIME_COLUMNS), *reasons]
