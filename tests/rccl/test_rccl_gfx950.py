@@ -182,7 +182,8 @@ def test_the_command_prices_mi355x_by_arch_or_gpu(tmp_path: Path, capsys) -> Non
     assert doc["rows"][1]["model_us"] == pytest.approx(5910.25, abs=0.01)
     assert cli.main(["--arch", "gfx950", "--sizes", "1M"]) == 0
     one = capsys.readouterr().out
-    assert "msccl" in one and f"# {GFX950_ONE_NODE_WHY}" in one
+    assert "msccl" in one and GFX950_ONE_NODE_WHY in " ".join(
+        ln.lstrip("# ") for ln in one.splitlines() if ln.startswith("#"))
     assert cli.main(["--arch", "gfx942", "--sizes", "1M"]) == 0
     assert "8 MI300X/MI325X (gfx942)" in capsys.readouterr().out
     assert cli.main(["--arch", "gfx950", "--gpu", "mi355x", "--nodes", "2", "--sizes", "1G"]) == 0
@@ -214,3 +215,14 @@ def test_bad_architecture_options_are_one_line_and_exit_2(argv: list[str], needl
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0]
+
+
+def test_every_printed_line_fits_110_columns(capsys) -> None:
+    """The reasons a size is not priced wrap instead of running on (one was 150 wide)."""
+    from distlab.rccl.__main__ import main
+
+    for argv in (["--gpu", "MI355X", "--sizes", "64K,1M"], ["--nodes", "2", "--gpu", "MI355X"],
+                 ["--nodes", "4"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out and all(len(ln) <= 110 for ln in out), max(out, key=len)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +43,8 @@ def time_lines(rows: Sequence[RcclTime], nodes: int, release: str,
     """A title, the table of ``rows`` and one line per reason a size is not priced."""
     head = (f"# RCCL {release} allreduce on {nodes} x 8 {_GPUS.get(arch, arch)} ({arch}), "
             f"{nodes * 8} GPUs")
-    reasons = ["# " + w for w in sorted({r.why for r in rows if r.why})]
+    reasons = [line for w in sorted({r.why for r in rows if r.why})
+               for line in textwrap.wrap(w, 98, initial_indent="# ", subsequent_indent="#   ")]
     return [head, format_table([time_row(r) for r in rows], TIME_COLUMNS), *reasons]
 
 
