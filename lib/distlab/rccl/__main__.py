@@ -34,9 +34,8 @@ from distlab.report.jsonfile import write_json
 __all__ = ["PROG", "main"]
 
 PROG = "python -m distlab.rccl"
-DEFAULT_SIZES = [65536 << (2 * k) for k in range(8)]
+DEFAULT_SIZES: tuple[int, ...] = (*(65536 << (2 * k) for k in range(8)), 4 << 30)
 """64 KiB to 1 GiB, x4, then 4 GiB."""
-DEFAULT_SIZES.append(4 << 30)
 GPU_ARCH = {"MI300X": "gfx942", "MI325X": "gfx942", "MI350X": "gfx950", "MI355X": "gfx950"}
 """``--gpu`` names to the architecture RCCL keys its tables on."""
 

@@ -42,11 +42,14 @@ def rccl_tables_figure() -> Any:
     judged: dict[str, JudgedTable] = {j.id: j for j in judge()}
     fig = new_figure(figsize=(9.3, 3.6))
     axes = fig.subplots(1, len(_PANELS), squeeze=False).ravel()
-    labels = sorted({_label(c.path, c.algorithm, c.protocol) for t in tables.values()
-                     for c in table_choices(t)})
-    palette = colours(labels)
+    drawn = {key: [t for tid, t in tables.items() if tid == key or tid.startswith(key + "_")]
+             for key, _ in _PANELS}
+    choices_of = {t["id"]: {c.nbytes: c for c in table_choices(t)}
+                  for mine in drawn.values() for t in mine}
+    palette = colours(sorted({_label(c.path, c.algorithm, c.protocol)
+                              for by_size in choices_of.values() for c in by_size.values()}))
     for ax, (key, title) in zip(axes, _PANELS, strict=True):
-        mine = [t for tid, t in tables.items() if tid == key or tid.startswith(key + "_")]
+        mine = drawn[key]
         errors, seen, split = [], set(), mine[0]["split"]
         for t in mine:
             gpus = t["nodes"] * 8
@@ -57,7 +60,7 @@ def rccl_tables_figure() -> Any:
             ax.plot(xs, [_busbw(p["bytes"], p["time_us"], gpus) for p in pts], "o", ms=6,
                     mfc="none", mec="k", label="published" if "published" not in seen else None)
             seen.add("published")
-            choices = {c.nbytes: c for c in table_choices(t)}
+            choices = choices_of[t["id"]]
             priced = [p for p in pts if p["bytes"] in rows]
             if priced:
                 ax.plot([p["bytes"] for p in priced],
