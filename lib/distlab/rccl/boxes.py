@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from distlab.rccl.choice import RCCL_XGMI_LINK_GBPS
 from distlab.rccl.execution import NIC_GBPS, judge, published_tables
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary
@@ -35,7 +36,6 @@ class AmdBox:
         links: xGMI links per GPU (one to each peer).
         link_gbps: one link's speed per direction in AMD's specification (half the
             bidirectional figure), GB/s.
-        rccl_link_gbps: what RCCL's topology credits one link with, GB/s.
         priced: whether :mod:`distlab.rccl` holds RCCL's tables for ``arch`` and times some
             of its allreduces.
         source: where each constant comes from.
@@ -48,22 +48,27 @@ class AmdBox:
     arch: str
     links: int
     link_gbps: float
-    rccl_link_gbps: float
     priced: bool
     source: str
     priced_where: str = ""
 
+    @property
+    def rccl_link_gbps(self) -> float:
+        """What RCCL's topology credits one link with, GB/s
+        (:data:`~distlab.rccl.choice.RCCL_XGMI_LINK_GBPS`)."""
+        return RCCL_XGMI_LINK_GBPS[self.arch]
+
 
 AMD_BOXES: tuple[AmdBox, ...] = (
-    AmdBox("mi300x_8", "MI300X", "gfx942", 7, 64.0, 48.0, True,
+    AmdBox("mi300x_8", "MI300X", "gfx942", 7, 64.0, True,
            "AMD ROCm blog 'MI300X RCCL and xGMI' (rocm.blogs.amd.com, 2025-03-02): seven x16 "
            "Infinity Fabric links, 128 GB/s bidirectional (64 GB/s each way) per link, "
            "fully connected; RCCL src/graph/topo.h GFX94X_XGMI_WIDTH 48.0 per link"),
-    AmdBox("mi325x_8", "MI325X", "gfx942", 7, 64.0, 48.0, True,
+    AmdBox("mi325x_8", "MI325X", "gfx942", 7, 64.0, True,
            "AMD Instinct MI325X: seven Infinity Fabric links, the same CDNA 3 links as MI300X "
            "(a per-link figure of its own is not published in the sources found); RCCL: gfx942, "
            "GFX94X_XGMI_WIDTH 48.0"),
-    AmdBox("mi355x_8", "MI355X", "gfx950", 7, 76.8, 48.0, True,
+    AmdBox("mi355x_8", "MI355X", "gfx950", 7, 76.8, True,
            "Hot Chips 2025 write-ups (third-party, not AMD's datasheet): seven Infinity Fabric "
            "links of about 153.6 GB/s bidirectional; RCCL src/graph/topo.h GFX95X_XGMI_WIDTH "
            "48.0 (the same credit as gfx942); RCCL 2.26.6 (develop 6ade5065) tuning_model_6 "

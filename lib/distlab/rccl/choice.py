@@ -60,7 +60,7 @@ XGMI_LINK_GBPS = 48.0
 same for gfx950 (``GFX95X_XGMI_WIDTH``, 48.0 at 6ade5065: :data:`RCCL_XGMI_LINK_GBPS`)."""
 RCCL_XGMI_LINK_GBPS: dict[str, float] = {"gfx942": XGMI_LINK_GBPS, "gfx950": 48.0}
 """RCCL's credit of one xGMI link per architecture (``ncclTopoXGMISpeed``), GB/s."""
-XGMI_BUS_GBPS = 7 * XGMI_LINK_GBPS
+XGMI_BUS_GBPS = (GPUS_PER_NODE - 1) * XGMI_LINK_GBPS
 """Bus bandwidth of the cost model on both topologies: seven links per GPU, GB/s."""
 NET_OVERHEAD_US = 2.0
 """``getNetOverhead`` on an AMD (x86) host, us; 1.0 on an Intel one (``amd_host=False``)."""
@@ -138,7 +138,8 @@ def _log_size(nbytes: int) -> int:
 def _candidate(t: RcclTables, nodes: int, nbytes: int, algorithm: str, protocol: str,
                net_overhead_us: float) -> RcclCandidate:
     n, p = nodes * GPUS_PER_NODE, _protocol_index(protocol)
-    bus = 7 * RCCL_XGMI_LINK_GBPS[t.arch] * t.bw_ratio[0 if nodes <= 2 else 1][algorithm][p]
+    links = (GPUS_PER_NODE - 1) * RCCL_XGMI_LINK_GBPS[t.arch]
+    bus = links * t.bw_ratio[0 if nodes <= 2 else 1][algorithm][p]
     alg = bus * (n / (2 * (n - 1)) if algorithm == "ring" else 0.5)
     if algorithm == "tree":
         alg *= t.tree_correction[p][_log_size(nbytes)]

@@ -41,7 +41,7 @@ Protocol order everywhere: LL, LL128, Simple.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["DEFAULT_ARCH", "RCCL_ARCHS", "RCCL_ARCH_TABLES", "RCCL_TABLES", "RcclTables",
            "ResolvedRelease", "check_arch", "release_key", "resolve_release"]
@@ -171,18 +171,15 @@ _R2_26 = RcclTables(
     ll128_multinode=True, ll_max_bytes=1048576, ll128_max_bytes=9437184,
     msccl_max_bytes=20971520, msccl_skips_bf16_over=8388608, aliases=("2.27.7",))
 
-_R2_26_GFX950 = RcclTables(
-    release="2.26.6", rocm="7.0", arch="gfx950",
+_R2_26_GFX950 = replace(
+    _R2_26, arch="gfx950", aliases=(),
     source="ROCm/rccl develop 6ade5065 (2025-08-18, the AAC14 MI355X build), "
            "src/graph/tuning.cc tuning_model_6 (L341-L382) with llProtoRanges; "
            "src/graph/rome_models.cc parseA2a8P (tuning forced to 6 on gfx950); "
            "src/rccl_wrap.cc rcclUpdateCollectiveProtocol; src/collectives.cc (MSCCL bf16 "
            "rule); tools/msccl-algorithms",
-    base_lat_us=(12.0, 12.0, 17.0),
-    xgmi_lat_us={"tree": (0.9, 0.9, 2.3), "ring": (0.8, 0.8, 2.1)},
-    net_lat_us={"tree": (10.5, 10.5, 25.0), "ring": (9.5, 9.5, 320.0)},
-    bw_ratio=({"tree": (0.06, 0.06, 0.11), "ring": (0.08, 0.08, 1.00)},
-              {"tree": (0.06, 0.06, 0.59), "ring": (0.08, 0.08, 1.00)}),
+    # table 6 keeps table 5's latencies and bandwidth ratios (and 2.26.6's MSCCL rules); its
+    # correction factors and protocol ranges are its own
     tree_correction=(
         _cf(*_TENTH * 6, 1, 1, 1, 1, 1, .6, 1, .9, 1, 1, *_TENTH * 11),
         _cf(*_TENTH * 6, 1, 1, 1, 1, 1, .6, 1, .9, 1, 1, 1, 1, 1, 2, *_TENTH * 7),
@@ -191,8 +188,7 @@ _R2_26_GFX950 = RcclTables(
         _cf(*_TENTH * 11, 1, .2, 1, .4, .4, .1, .2, .2, *_TENTH * 8),
         _cf(*_TENTH * 11, 1, .2, 1, .4, .4, .1, .2, *_TENTH * 9),
         _cf(*_TENTH * 22, 1, .8, .8, 1, 1)),
-    ll128_multinode=True, ll_max_bytes=131071, ll128_max_bytes=17660227,
-    msccl_max_bytes=20971520, msccl_skips_bf16_over=8388608)
+    ll_max_bytes=131071, ll128_max_bytes=17660227)
 
 RCCL_TABLES: dict[str, RcclTables] = {t.release: t for t in (_R2_20, _R2_21, _R2_26)}
 """The gfx942 releases read, by RCCL version."""
