@@ -98,7 +98,14 @@ def _wrap(kind: str, model: Any, cfg: dict[str, Any]) -> Any:
         kw["static_graph"] = True
     if kind == "torch":
         from torch.nn.parallel import DistributedDataParallel
-        return DistributedDataParallel(model, **kw)
+        ddp = DistributedDataParallel(model, **kw)
+        if kw["find_unused_parameters"]:
+            # torch allocates the used-parameter map a joined rank sends with at::empty; a rank
+            # that joins before its first backward sends it as it was, so torch's result there
+            # depends on leftover memory (seen in CI: a -1 that cancelled a peer's 1 and left a
+            # used parameter's gradient unaveraged). Zeros are what distlab sends.
+            ddp.reducer._get_local_used_map().fill_(cfg.get("torch_used_map_fill", 0))
+        return ddp
     from distlab.ddp import DDP
     return DDP(model, timeout=cfg.get("timeout", 30.0), **kw)
 
