@@ -65,9 +65,9 @@ def test_the_planners_seconds_are_its_rates() -> None:
     hw = Hardware(gpu, 1, gpus_per_node=1)
     assert model_matmul_s(SHIPPED, gpu, 4096, 1e15) == pytest.approx(
         1e15 / SHIPPED.flops_per_s(hw, 4096), rel=1e-12)
-    # the Hopper efficiency of 989.4 TFLOP/s x 4096 / (4096 + 512)
+    # the Hopper efficiency of 989.4 TFLOP/s x 4096 / (4096 + width scale)
     assert SHIPPED.flops_per_s(hw, 4096) == pytest.approx(
-        989.4e12 * SHIPPED.efficiency["hopper/bf16"] * 4096 / 4608)
+        989.4e12 * SHIPPED.efficiency["hopper/bf16"] * 4096 / (4096 + SHIPPED.width_scale))
     shape = attention_shape(PRESETS["llama3-8b"], 1, 8192, 1)
     # the attention's rate has no width term: the peak, the 16-bit efficiency, the attention
     assert model_attention_s(SHIPPED, gpu, shape) == pytest.approx(

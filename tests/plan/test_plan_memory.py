@@ -158,7 +158,7 @@ def _layout(model: ModelSpec, data) -> Layout:
     return Layout(dp=dp, tp=tp, pp=pp, cp=cp, zero=data.draw(st.sampled_from([0, 1, 2, 3])),
                   sequence_parallel=data.draw(st.booleans()), schedule=schedule,
                   stages_per_rank=v, micro_batch=mb, global_batch=dp * mb * m,
-                  recompute=data.draw(st.sampled_from(["none", "selective", "full"])),
+                  recompute=data.draw(st.sampled_from(["none", "selective", "op", "full"])),
                   precision=data.draw(st.sampled_from(sorted(PRECISIONS))))
 
 
@@ -206,14 +206,19 @@ def test_zero_parts_are_zero_memorys(model: ModelSpec, data, precision: str) -> 
 def test_more_sharding_and_recompute_never_add_bytes(model: ModelSpec, data) -> None:
     lay = _layout(model, data)
     total = memory_per_gpu(model, lay).total
-    # recompute: full <= selective <= none, for activations and the total
-    by = {rc: memory_per_gpu(model, lay.with_(recompute=rc)) for rc in ("none", "selective",
-                                                                         "full")}
-    # what is stored between forward and backward (full recompute's working layer, the one
-    # recomputed in backward, comes on top: with one layer per rank it can outweigh the saving)
-    stored = {rc: e.activations - e.activation_parts.working for rc, e in by.items()}
-    assert stored["full"] <= stored["selective"] <= stored["none"]
-    assert by["selective"].total <= by["none"].total
+    # recompute: full <= selective <= none on every rank (the most loaded GPU may be another
+    # rank under each), per-op checkpointing (whole row-parallel outputs) below none at tp 1
+    by = {rc: memory_per_rank(model, lay.with_(recompute=rc))
+          for rc in ("none", "selective", "op", "full")}
+    for rank in range(lay.pp):
+        # what is stored between forward and backward (full recompute's working layer, the one
+        # recomputed in backward, comes on top: with one layer per rank it can outweigh it)
+        stored = {rc: e[rank].activations - e[rank].activation_parts.working
+                  for rc, e in by.items()}
+        assert stored["full"] <= stored["selective"] <= stored["none"]
+        assert by["selective"][rank].total <= by["none"][rank].total
+        if lay.tp == 1:
+            assert stored["full"] <= stored["op"] <= stored["none"]
     # tensor parallelism: each doubling that still divides the model
     tps = [t for t in (1, 2, 4, 8) if model.heads % t == 0 and model.ffn % t == 0
            and (model.kv % t == 0 or t % model.kv == 0)
@@ -389,3 +394,24 @@ def test_a_shorter_plan_holds_the_same_peak(schedule: str, v: int) -> None:
                 assert _plan_holdings(schedule, pp, m, v) == \
                     _plan_holdings(schedule, pp, short, v), (pp, m)
     assert checked > 0
+
+
+def test_per_op_checkpointing_keeps_what_torchtitans_policy_saves() -> None:
+    """torchtitan's ``_save_list`` policy on a Llama layer (wq, wk, wv, wo, w1, w3, w2 in
+    forward order; every second ``mm`` recomputed): the layer's input, wq's, wv's, w1's and
+    w2's outputs, the flash kernel's output and fp32 log-sum-exp; at tp 8 with sequence
+    parallelism the column outputs and the input divide by 8, w2's local output stays whole
+    and both reduce-scatters' outputs are kept."""
+    m = PRESETS["llama3-8b"]
+    s, h, k, f, a = m.seq_len, m.hidden, m.kv_width, m.ffn, m.heads
+    lay = Layout(dp=8, micro_batch=2, global_batch=16, recompute="op")
+    tokens = 2 * s
+    want = tokens * (2 * (h + h + k + f + h + h) + 4 * a)
+    assert layer_activation_nbytes(m, lay) == want
+    tp = lay.with_(dp=1, tp=8, sequence_parallel=True, global_batch=2)
+    # kv_heads 8 = tp: one key/value head per GPU
+    want_tp = tokens * (2 * (h + h + k + f + h + 2 * h) // 8 + 2 * h + 4 * a // 8)
+    assert layer_activation_nbytes(m, tp) == want_tp
+    none = layer_activation_nbytes(m, lay.with_(recompute="none"))
+    full = layer_activation_nbytes(m, lay.with_(recompute="full"))
+    assert full < want < none

@@ -31,6 +31,22 @@ def test_one_gpu_is_compute_only_at_the_rate() -> None:
                                     / hw.gpu.peak_flops)
 
 
+@pytest.mark.parametrize("model_name", ["llama3-8b", "gpt3-1.3b"])
+def test_per_op_checkpointing_repeats_every_second_product_not_the_attention(
+        model_name: str) -> None:
+    """torchtitan's per-op policy recomputes the even-numbered ``mm`` of each layer (Llama:
+    wk, wo, w3; a two-matrix MLP: K, the output projection and its second linear) and keeps the
+    attention kernel's output: backward adds those products' forward FLOPs, nothing at the
+    attention's rate."""
+    model, hw = PRESETS[model_name], hardware("h100", 1)
+    base = step_time(model, Layout(global_batch=2), hw, rate=RATE).compute_s
+    op = step_time(model, Layout(global_batch=2, recompute="op"), hw, rate=RATE).compute_s
+    s, h, k, f = model.seq_len, model.hidden, model.kv_width, model.ffn
+    again = h * k + h * h + (h * f if model.gated_ffn else f * h)
+    added = model.layers * 2 * s * again / RATE.flops_per_s(hw, h)
+    assert op - base == pytest.approx(2 * added, rel=1e-9)
+
+
 @pytest.mark.parametrize(("recompute", "extra"), [("selective", "attention"), ("full", "layers")])
 def test_recompute_adds_the_forward_work_it_repeats(recompute: str, extra: str) -> None:
     model, hw = PRESETS["gpt3-1.3b"], hardware("a100", 1)

@@ -99,9 +99,9 @@ class ComputeRate:
 
 
 SHIPPED = ComputeRate(
-    efficiency={"ampere/bf16": 0.771, "hopper/bf16": 0.598, "hopper/fp8": 0.953,
-                "blackwell/fp8": 1.417},
-    width_scale=512.0, attention=0.3, kernel_speed=KERNEL_SPEED,
+    efficiency={"ampere/bf16": 0.736, "hopper/bf16": 0.588, "hopper/fp8": 0.903,
+                "blackwell/fp8": 1.377},
+    width_scale=384.0, attention=0.3, kernel_speed=KERNEL_SPEED,
     source="fitted by distlab.plan.fit_rate on the calibration split of the published runs "
            "(plan/data/published_runs.json: narayanan2021, megatron_lm_h100_2024, "
            "torchtitan_bench_2024_12, torchtitan_asynctp_2025_06, "
@@ -114,7 +114,7 @@ efficiency, with no width term (:meth:`ComputeRate.attention_flops_per_s`); the 
 Engine runs (:data:`~distlab.plan.runs.TRANSFORMER_ENGINE_SOURCES`) on Hopper run cuDNN's
 kernel at :data:`KERNEL_SPEED` times that, measured, not fitted. The kernels alone on an H200
 (``python -m distlab.bench kernels``) run FlashAttention-2 at 0.22-0.28 of the peak at 4k-32k
-tokens at tp 1 (0.30 x 0.598 = 0.18 here): a step's attention costs more than its kernel,
+tokens at tp 1 (0.30 x 0.588 = 0.18 here): a step's attention costs more than its kernel,
 as its matrix products do."""
 
 

@@ -24,15 +24,21 @@ from distlab.nccl.multinode import NETWORKS
 from distlab.pipeline_parallel.schedules.registry import schedule_name
 
 __all__ = ["ATTENTION_KERNELS", "COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE",
-           "GpuKind",
-           "GroupSpan", "Hardware", "Layout", "check_layout_fits", "gpu_kind", "group_span",
-           "hardware", "parse_layout"]
+           "RECOMPUTE_LABELS", "GpuKind", "GroupSpan", "Hardware", "Layout", "check_layout_fits",
+           "gpu_kind", "group_span", "hardware", "parse_layout"]
 
 GiB = 2**30
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full")
 """Activation recompute: none; selective (the attention's ``a s^2 b`` part, Korthikanti et al.
-2022); full (each layer again from its input in backward)."""
+2022, Megatron-LM's ``--recompute-granularity selective``); op (torchtitan's per-op selective
+checkpointing, ``selective_ac_option = 'op'``: each layer keeps its input, the outputs of its
+odd-numbered matrix products in forward order, the attention kernel's outputs and
+tensor-parallel reduce-scatters, and recomputes the rest, the even-numbered products among
+them); full (each layer again from its input in backward)."""
+
+RECOMPUTE_LABELS = {"selective": "sel", "op": "op-ac", "full": "full-ac"}
+"""The short name of each recompute other than ``"none"`` in a layout's label."""
 
 PRECISIONS: dict[str, tuple[int, int, int]] = {
     "mixed": (2, 2, 12),
@@ -282,7 +288,7 @@ class Layout:
                                           if self.stages_per_rank > 1 else ""))
         parts.append(f"mb{self.micro_batch}")
         if self.recompute != "none":
-            parts.append({"selective": "sel", "full": "full-ac"}[self.recompute])
+            parts.append(RECOMPUTE_LABELS[self.recompute])
         if self.compute_dtype != "bf16":
             parts.append(self.compute_dtype)
         if self.attention_kernel != "flash":

@@ -57,7 +57,13 @@ Recomputation in Large Transformer Models", section 4, as
   where Megatron-LM keeps the sequence shard and gathers again in backward (the paper's
   ``34 / t``, the default);
 - selective recompute drops the ``a s^2 b`` tensors, full recompute keeps each layer's input
-  only (divided by ``t`` with sequence parallelism), as the paper's Table 2; context
+  only (divided by ``t`` with sequence parallelism), as the paper's Table 2; ``"op"``
+  (torchtitan's per-op selective checkpointing, its ``_save_list`` policy) keeps the layer's
+  input, the outputs of the odd-numbered matrix products in forward order
+  (:func:`~distlab.plan.model.layer_linears`: Q, V, the gate and the down projection of a
+  SwiGLU layer; a row-parallel product's output whole on each GPU), the fused attention
+  kernel's output and log-sum-exp, and with sequence parallelism each reduce-scatter's output;
+  eager attention's products are not in the policy's list, so nothing of it is kept; context
   parallelism divides the sequence by ``cp`` (ring attention keeps the rank's own chunk of Q,
   K and V; no ``a s^2 b`` tensor, so eager attention is refused with ``cp > 1``).
 
@@ -124,7 +130,7 @@ from distlab.plan.layout import (
     check_layout_fits,
     gpu_kind,
 )
-from distlab.plan.model import ModelSpec, model_spec
+from distlab.plan.model import ModelSpec, layer_linears, model_spec
 from distlab.plan.partition import (
     RankParams,
     layer_params_per_gpu,
@@ -363,8 +369,38 @@ def _layer_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> int:
         terms = tuple(LayerTerm(t.name, t.block, t.elements * rep, t.itemsize, True)
                       if t.name in ("K", "V") else t for t in terms)
     tokens = (spec.seq_len // layout.cp) * layout.micro_batch
+    if layout.recompute == "op":
+        return _op_checkpoint_nbytes(spec, layout, opt)
     return _shard_terms(terms, layout.tp, layout.sequence_parallel, layout.recompute,
                         opt.sp_saves_gathered, tokens * spec.hidden * opt.dtype_bytes)
+
+
+def _op_checkpoint_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> int:
+    """Bytes one GPU keeps for one layer and microbatch under torchtitan's per-op selective
+    checkpointing (``recompute="op"``, the module docstring)."""
+    tp, d = layout.tp, opt.dtype_bytes
+    tokens = (spec.seq_len // layout.cp) * layout.micro_batch
+    sbh = tokens * spec.hidden * d
+    # the checkpoint's input: the residual stream entering the layer (sequence-sharded with SP)
+    total = sbh // (tp if layout.sequence_parallel else 1)
+    for i, lin in enumerate(layer_linears(spec), start=1):
+        if i % 2 == 0:
+            continue  # every second matrix product is recomputed
+        if not lin.column:
+            # a row-parallel product's output on one GPU is whole (partial sums before the
+            # all-reduce or reduce-scatter)
+            total += tokens * lin.out_features * d
+        elif lin.name in ("k", "v") and spec.kv < tp:
+            total += tokens * spec.head_dim * d  # one (repeated) key/value head per GPU
+        else:
+            total += tokens * lin.out_features * d // tp
+    if tp > 1 and layout.sequence_parallel:
+        # the reduce-scatter after each row-parallel product is saved too
+        total += sum(sbh // tp for lin in layer_linears(spec) if not lin.column)
+    if opt.attention == "flash":
+        # the fused kernel's output and its fp32 log-sum-exp per query token and head
+        total += sbh // tp + tokens * spec.heads * LOSS_BYTES // tp
+    return total
 
 
 def _edge_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> tuple[int, int, int]:

@@ -18,8 +18,8 @@ from typing import Any
 
 from distlab._checks import check_bool, check_choice, check_int, check_str
 
-__all__ = ["NORMS", "PRESETS", "ModelSpec", "layer_matmul_flops", "model_spec",
-           "spec_from_module"]
+__all__ = ["NORMS", "PRESETS", "Linear", "ModelSpec", "layer_linears", "layer_matmul_flops",
+           "model_spec", "spec_from_module"]
 
 NORMS = ("layernorm", "rmsnorm")
 """Layer norm (a weight and a bias per element) or RMSNorm (a weight only)."""
@@ -174,6 +174,33 @@ def layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -
     scores = 4 * s * s * h // (2 if causal else 1)
     mlp = 2 * s * h * f * (3 if spec.gated_ffn else 2)
     return projections + scores + mlp
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One matrix product of a layer: ``in_features`` to ``out_features`` per token;
+    ``column`` for a linear tensor parallelism splits by its outputs (Q, K, V, the MLP's first
+    linears), else row-parallel (split by its inputs: the output projection, the MLP's last)."""
+
+    name: str
+    in_features: int
+    out_features: int
+    column: bool
+
+
+def layer_linears(spec: ModelSpec) -> tuple[Linear, ...]:
+    """The layer's matrix products in the order its forward runs them (Llama's and torchtitan's
+    order: ``wq, wk, wv``, the output projection, then ``w1`` (gate), ``w3`` (up), ``w2``
+    (down), or a two-matrix MLP's two)."""
+    h, k, f = spec.hidden, spec.kv_width, spec.ffn
+    attention = (Linear("q", h, h, True), Linear("k", h, k, True), Linear("v", h, k, True),
+                 Linear("output projection", h, h, False))
+    if spec.gated_ffn:
+        mlp = (Linear("gate", h, f, True), Linear("up", h, f, True),
+               Linear("down", f, h, False))
+    else:
+        mlp = (Linear("first MLP linear", h, f, True), Linear("second MLP linear", f, h, False))
+    return attention + mlp
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,

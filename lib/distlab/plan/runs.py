@@ -21,13 +21,18 @@ from distlab.plan.model import ModelSpec
 from distlab.plan.published import PublishedRun, PublishedSource, load_published
 from distlab.plan.step import StageFlops, stage_flops
 
-__all__ = ["CUDNN_FROM_SM", "FSDP_SOURCES", "TRANSFORMER_ENGINE_SOURCES", "RunInputs",
-           "measured_memory_bytes", "measured_step_s",
-           "run_inputs"]
+__all__ = ["CUDNN_FROM_SM", "FSDP_SOURCES", "PER_OP_NOTE", "TRANSFORMER_ENGINE_SOURCES",
+           "RunInputs", "measured_memory_bytes", "measured_step_s", "run_inputs"]
 
 SEQUENCE_PARALLEL_FROM = 2023
 """Runs whose tensor parallelism does not say: sequence parallel from this year on (Megatron-LM
 made it the default with Korthikanti et al. 2022), off before (BLOOM, Narayanan et al.)."""
+
+PER_OP_NOTE = "selective per op"
+"""A run's ``activation_checkpointing_note`` for torchtitan's per-op selective checkpointing
+(``selective_ac_option = 'op'``): priced as ``recompute="op"``. torchtitan's per-layer option
+(``"selective per layer"``, every n-th layer checkpointed whole, n unstated) stays
+``"selective"``."""
 
 FSDP_SOURCES = ("torchtitan", "mosaicml")
 """Sources whose ZeRO-3 is torch FSDP with a bf16 ``param_dtype`` (fp32 sharded states):
@@ -96,6 +101,8 @@ def run_inputs(run: PublishedRun) -> RunInputs:
     recompute = lay.recompute or "none"
     if lay.recompute is None:
         assumed.append("recompute none (unstated)")
+    elif recompute == "selective" and lay.activation_checkpointing_note == PER_OP_NOTE:
+        recompute = "op"  # torchtitan's per-op policy, not Megatron-LM's selective
     mb = lay.micro_batch or 1
     if lay.micro_batch is None:
         assumed.append("micro-batch 1 (unstated)")

@@ -4,7 +4,9 @@ The model, in full (every term is per optimizer step, on the slowest rank):
 
 - **Compute.** Each stage's FLOPs per microbatch (:func:`stage_flops`: its layers' matrix
   products, the output layer on the last stage; backward twice the forward; full recompute one
-  more forward of the layers, selective the attention's ``s^2`` products again), divided over
+  more forward of the layers, selective the attention's ``s^2`` products again, per-op
+  checkpointing (``"op"``, torchtitan's) the even-numbered matrix products of each layer
+  again, not the attention it keeps), divided over
   ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an efficiency
   that grows with the width each GPU multiplies (``hidden / tp``), calibrated on published runs
   (:mod:`distlab.plan.calibration`).
@@ -47,7 +49,7 @@ from distlab.pipeline_parallel.simulate import P2PCost, Simulation, StageTimes, 
 from distlab.plan.calibration import ComputeRate, shipped_rate
 from distlab.plan.collectives import collective_seconds, p2p_seconds
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits, group_span
-from distlab.plan.model import ModelSpec, layer_matmul_flops
+from distlab.plan.model import ModelSpec, layer_linears, layer_matmul_flops
 from distlab.plan.partition import layers_per_stage, rank_params, stage_params
 from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 from distlab.timeline import Timeline
@@ -90,8 +92,11 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) ->
     layer = layer_matmul_flops(model, s) * b / split
     attention = 4 * s * s * model.hidden * b / split
     forward = layers * layer + (2 * s * b * model.hidden * model.vocab / split if last else 0)
+    recomputed_products = sum(2 * s * b * lin.in_features * lin.out_features
+                              for i, lin in enumerate(layer_linears(model), start=1)
+                              if i % 2 == 0) / split
     recompute = {"none": 0.0, "selective": layers * attention,
-                 "full": layers * layer}[layout.recompute]
+                 "op": layers * recomputed_products, "full": layers * layer}[layout.recompute]
     return StageFlops(forward, 2 * forward, recompute, layers * attention)
 
 
@@ -217,7 +222,7 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
         last = s == layout.stages - 1
         fl = stage_flops(model, layout, layers, last=last)
         attention = fl.attention_forward
-        recompute_attention = attention if layout.recompute != "none" else 0.0
+        recompute_attention = attention if layout.recompute in ("selective", "full") else 0.0
 
         def seconds(total: float, attn: float) -> float:
             # a causal kernel computes half of the s^2 products FLOPs count whole
@@ -227,8 +232,7 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
         bwd_c = seconds(fl.backward + fl.recompute, 2 * attention + recompute_attention)
         tp_fwd = layers * _exposed_tp(tp_f, fwd_c / max(layers, 1), layout)
         tp_bwd = layers * (_exposed_tp(tp_b, bwd_c / max(layers, 1), layout)
-                           + (tp_f if layout.recompute == "full" and not layout.tp_overlap
-                              else 0.0))
+                           + (tp_f if _repeats_tp_forward(layout) else 0.0))
         cp_s = layers * (cp_f + cp_b)
         params = stage_params(model, layout, (s,)).total
         fsdp = _fsdp_exposed(model, layout, hw, layers, params, fwd_c, bwd_c)
@@ -237,6 +241,19 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
                                  fwd_c + bwd_c, tp_fwd + tp_bwd, cp_s, fsdp[0] + fsdp[1],
                                  params))
     return out
+
+
+def _repeats_tp_forward(layout: Layout) -> bool:
+    """Whether backward runs a layer's forward tensor-parallel collectives again: under full
+    recompute (the layer's forward again), and under per-op checkpointing without sequence
+    parallelism (its all-reduces are not in the saved list). Per-op checkpointing with sequence
+    parallelism gathers the inputs again in the recompute, where the model already prices
+    backward's regather, and keeps the reduce-scatters' outputs. With ``tp_overlap`` the
+    repeat hides behind the recompute."""
+    if layout.tp_overlap:
+        return False
+    return layout.recompute == "full" or (layout.recompute == "op"
+                                          and not layout.sequence_parallel)
 
 
 def _exposed_tp(comm_s: float, layer_compute_s: float, layout: Layout) -> float:

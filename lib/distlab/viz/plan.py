@@ -48,7 +48,14 @@ from distlab.nccl.multinode import NETWORKS
 from distlab.plan.__main__ import COLUMNS, plan_rows
 from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
 from distlab.plan.kernels import attention_factor
-from distlab.plan.layout import GPU_KINDS, Hardware, Layout, gpu_kind, hardware
+from distlab.plan.layout import (
+    GPU_KINDS,
+    RECOMPUTE_LABELS,
+    Hardware,
+    Layout,
+    gpu_kind,
+    hardware,
+)
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import LayoutPrice, Plan, plan
 from distlab.report.html import HtmlTable
@@ -132,7 +139,7 @@ def short_label(layout: Layout) -> str:
     if layout.micro_batch > 1:
         how.append(f"mb{layout.micro_batch}")
     if layout.recompute != "none":
-        how.append({"selective": "sel", "full": "full-ac"}[layout.recompute])
+        how.append(RECOMPUTE_LABELS[layout.recompute])
     if layout.tp > 1 and not layout.sequence_parallel:
         how.append("no-sp")
     if layout.tp_overlap:
