@@ -45,6 +45,26 @@ def test_a_model_from_a_json_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert capsys.readouterr().out.startswith("# mine: 0.01B parameters")
 
 
+def test_recompute_choices_add_torchtitans_per_op_checkpointing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--recompute none,op,full`` tries per-op checkpointing too: it ranks among the fastest
+    layouts of Llama 3 8B on 8 GPUs, in less memory than the same split without it; the
+    default tries none and full only."""
+    argv = ["llama3-8b", "--gpus", "8", "--global-batch", "16", "--top", "6"]
+    assert main(argv) == 0
+    assert "op-ac" not in capsys.readouterr().out
+    assert main(argv + ["--recompute", "none,op,full"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[3:9]]
+    mem = {" ".join(r[1:r.index("yes") - 4]): float(r[r.index("yes") - 4]) for r in rows}
+    assert mem["dp4 cp2 fsdp mb1 op-ac"] < mem["dp4 cp2 fsdp mb1"]
+
+
+def test_nothing_fits_without_full_recompute_says_it_was_not_tried(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["llama3-70b", "--gpus", "8", "--global-batch", "8", "--recompute", "none"]) == 0
+    assert "full recompute was not tried" in capsys.readouterr().out
+
+
 def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["llama3-405b", "--gpus", "8", "--global-batch", "8", "--top", "2"]) == 0
     out = capsys.readouterr().out
@@ -59,6 +79,7 @@ def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]) -> Non
     (["llama3-8b", "--gpu", "v100"], "gpu must be one of"),
     (["llama3-8b", "--gpus", "12"], "whole nodes"),
     (["llama3-8b", "--gpus", "0"], "--gpus"),
+    (["llama3-8b", "--recompute", "none,ops"], "must be a comma list of none, selective, op"),
     (["llama3-8b", "--explain", "9", "--top", "2", "--global-batch", "16"], "--explain 9"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,

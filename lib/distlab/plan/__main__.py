@@ -8,13 +8,15 @@
     python -m distlab.plan my_model.json --gpus 16 --global-batch 128 --explain 1 \\
         --trace step.json
     python -m distlab.plan llama3-405b --gpus 64 --global-batch 64 --json plan.json
+    python -m distlab.plan llama3-8b --gpus 8 --global-batch 16 --recompute none,op,full
 
 MODEL is a preset (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-70b, gpt3-1.3b,
 gpt3-6.7b, gpt3-13b, gpt3-175b) or a JSON file of a dict with layers, hidden, heads, kv_heads,
 ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm, ...).
 
 Every layout of dp x tp x cp x pp over the GPUs is priced (ZeRO 0/1/3, 1F1B or interleaved
-1F1B, micro-batches 1/2/4, recompute none or full; sequence parallel with tp > 1):
+1F1B, micro-batches 1/2/4, recompute none or full, or what --recompute lists; sequence
+parallel with tp > 1):
 memory per GPU with its parts (parameters, gradients, optimizer state, activations, the rest),
 and the step with its parts (compute, exposed tensor/context-parallel communication, exposed
 FSDP and data-parallel communication, the pipeline bubble), tokens/s per GPU and MFU. The
@@ -39,9 +41,16 @@ from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
 from distlab.nccl.multinode import NETWORKS
 from distlab.plan.calibration import KERNEL_SPEED, SHIPPED
-from distlab.plan.layout import ATTENTION_KERNELS, GPU_KINDS, PRECISIONS, hardware, parse_layout
+from distlab.plan.layout import (
+    ATTENTION_KERNELS,
+    GPU_KINDS,
+    PRECISIONS,
+    RECOMPUTE,
+    hardware,
+    parse_layout,
+)
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
-from distlab.plan.planner import LayoutPrice, Plan, plan, price
+from distlab.plan.planner import RECOMPUTE_TRIED, LayoutPrice, Plan, plan, price
 from distlab.plan.step import step_timeline
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
@@ -139,6 +148,12 @@ def _parser() -> options.Parser:
                         "SDPA's) or cudnn (cuDNN's fused attention, Transformer Engine's on "
                         "Hopper: measured " + ", ".join(f"{k} {v:g}x flash" for k, v in
                                                         KERNEL_SPEED.items()) + ")")
+    p.add_argument("--recompute", type=options.comma_choices(RECOMPUTE),
+                   default=list(RECOMPUTE_TRIED),
+                   help="the activation recompute to try, a comma list of "
+                        f"{', '.join(RECOMPUTE)} or 'all' (default: "
+                        f"{','.join(RECOMPUTE_TRIED)}; op is torchtitan's per-op selective "
+                        "checkpointing)")
     p.add_argument("--layout", default=None,
                    help="price this one layout: KEY=VALUE,... with dp tp pp cp zero sp "
                         "schedule v mb recompute (or 'fsdp')")
@@ -185,7 +200,7 @@ def _plan_command(argv: list[str]) -> int:
     else:
         print(header)
         result = plan(model, hw, batch, precision=args.precision, top=args.top,
-                      attention_kernel=args.attention_kernel)
+                      attention_kernel=args.attention_kernel, recompute=args.recompute)
         shown = list(result.ranked[:args.top]) or list(result.rejected[:args.top])
         if not result.ranked:
             print("\n".join(result.advice))

@@ -12,7 +12,9 @@ Layouts tried (:func:`enumerate_layouts`): every split ``dp * tp * cp * pp`` of 
 ZeRO 0, 1 and 3 (FSDP); 1F1B and interleaved 1F1B (2 stages per rank) for ``pp > 1``;
 micro-batches 1, 2 and 4 where the global batch divides; recompute none or full (selective
 recompute keeps the attention's ``s^2`` tensors out of memory, which flash attention never
-keeps: under it selective only costs time, so it is tried only when asked for).
+keeps: under it selective only costs time, so it is tried only when asked for; torchtitan's
+per-op checkpointing, ``"op"``, exists in torchtitan alone, so it too is tried when asked for:
+``recompute=("none", "op", "full")``).
 Sequence parallelism is always on with ``tp > 1`` (the same traffic for less memory).
 """
 
@@ -29,8 +31,8 @@ from distlab.plan.model import ModelSpec
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
 from distlab.vocabulary import size_in
 
-__all__ = ["MIN_CP_TOKENS", "TIE", "LayoutPrice", "Plan", "enumerate_layouts", "plan", "price",
-           "tie_ranked"]
+__all__ = ["MIN_CP_TOKENS", "RECOMPUTE_TRIED", "TIE", "LayoutPrice", "Plan", "enumerate_layouts",
+           "plan", "price", "tie_ranked"]
 
 MIN_CP_TOKENS = 4096
 """Context parallelism is tried only where each rank keeps at least this many tokens of the
@@ -150,7 +152,8 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     fits = tie_ranked(fits)
     head = tie_ranked([price(model, p.layout, hw, rate=rate) for p in fits[:top]])
     short.sort(key=lambda p: p.memory.total)
-    advice = () if head else _advice(model, hw, global_batch, short)
+    tried = tuple(choices.get("recompute", RECOMPUTE_TRIED))
+    advice = () if head else _advice(model, hw, global_batch, short, tried)
     return Plan(model, hw, tuple(head) + tuple(fits[top:]), tuple(short), advice)
 
 
@@ -175,8 +178,8 @@ def tie_ranked(prices: list[LayoutPrice]) -> list[LayoutPrice]:
     return out + sorted(group, key=lambda q: (q.memory.total, q.step.step_s))
 
 
-def _advice(model: ModelSpec, hw: Hardware, global_batch: int,
-            short: list[LayoutPrice]) -> tuple[str, ...]:
+def _advice(model: ModelSpec, hw: Hardware, global_batch: int, short: list[LayoutPrice],
+            recompute_tried: tuple[str, ...] = RECOMPUTE_TRIED) -> tuple[str, ...]:
     if not short:
         return (f"no layout of {model.name} splits over {hw.gpus} GPUs with global batch "
                 f"{global_batch}: give a batch that {hw.gpus} divides",)
@@ -185,6 +188,10 @@ def _advice(model: ModelSpec, hw: Hardware, global_batch: int,
              f"{least.layout.label} at {size_in(least.memory.total, 'GiB', '.1f')} per GPU "
              f"({size_in(-least.headroom_bytes, 'GiB', '.1f')} short)"]
     need = least.memory.total / hw.gpu.memory_bytes
-    lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
-                 "hold it; full recompute and ZeRO-3 are already among the layouts tried")
+    if "full" in recompute_tried:
+        lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
+                     "hold it; full recompute and ZeRO-3 are already among the layouts tried")
+    else:
+        lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
+                     "hold it; full recompute was not tried: it keeps only each layer's input")
     return tuple(lines)
