@@ -31,12 +31,13 @@ from distlab.plan.live_memory import (
     CPU_SETTINGS,
     build,
     cpu_layout,
+    layer_kept_bytes,
     left_out_bytes,
     live_activation_memory,
     saved_and_step,
     stored_activations,
 )
-from distlab.plan.memory import memory_per_gpu, memory_per_rank
+from distlab.plan.memory import layer_activation_nbytes, memory_per_gpu, memory_per_rank
 from distlab.plan.model import ModelSpec, spec_from_module
 from helpers.leaks import no_leaks
 from helpers.plan_memory_ranks import pipeline_rank, zero_rank
@@ -134,3 +135,26 @@ def test_pipeline_stages_hold_what_the_model_says(schedule: str, attention: str,
         model = stored_activations(e)
         assert abs(out["peak"] / model - 1) <= 0.05, (out, model)
         assert 0 <= out["peak"] - model <= left_out_bytes(PIPE_SPEC, held), (out, model)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_per_op_checkpointing_keeps_exactly_what_the_model_counts(name: str) -> None:
+    """One layer under torch's selective checkpointing with torchtitan's per-op policy (CPU
+    flash attention): the bytes of live storages its forward left for backward equal
+    ``layer_activation_nbytes(recompute="op")`` byte for byte (Llama-like: input, Q, V, gate,
+    down, the kernel's output and log-sum-exp; GPT-like with biases: the linears run as
+    ``addmm``, which the policy does not keep). Without checkpointing the same count is the
+    model's ``"none"`` plus the two norms' fp32 statistics, which the model leaves out."""
+    spec = SPECS[name]
+    lay = cpu_layout(recompute="op")
+    op = layer_kept_bytes(spec, "op")
+    assert op == layer_activation_nbytes(spec, lay, attention="flash", **_layer_settings())
+    none = layer_kept_bytes(spec, "none")
+    model_none = layer_activation_nbytes(spec, lay.with_(recompute="none"), attention="flash",
+                                         **_layer_settings())
+    assert none - model_none == 2 * BATCH * spec.seq_len * 8
+    assert op < none
+
+
+def _layer_settings() -> dict:
+    return {k: v for k, v in CPU_SETTINGS.items() if k != "overhead_fraction"}

@@ -35,14 +35,14 @@ def test_one_gpu_is_compute_only_at_the_rate() -> None:
 def test_per_op_checkpointing_repeats_every_second_product_not_the_attention(
         model_name: str) -> None:
     """torchtitan's per-op policy recomputes the even-numbered ``mm`` of each layer (Llama:
-    wk, wo, w3; a two-matrix MLP: K, the output projection and its second linear) and keeps the
-    attention kernel's output: backward adds those products' forward FLOPs, nothing at the
-    attention's rate."""
+    wk, wo, w3) and every biased linear (``addmm``: all of GPT-3's), and keeps the attention
+    kernel's output: backward adds those products' forward FLOPs, nothing at the attention's
+    rate."""
     model, hw = PRESETS[model_name], hardware("h100", 1)
     base = step_time(model, Layout(global_batch=2), hw, rate=RATE).compute_s
     op = step_time(model, Layout(global_batch=2, recompute="op"), hw, rate=RATE).compute_s
     s, h, k, f = model.seq_len, model.hidden, model.kv_width, model.ffn
-    again = h * k + h * h + (h * f if model.gated_ffn else f * h)
+    again = h * k + h * h + h * f if model.gated_ffn else 2 * h * h + 2 * h * k + 2 * h * f
     added = model.layers * 2 * s * again / RATE.flops_per_s(hw, h)
     assert op - base == pytest.approx(2 * added, rel=1e-9)
 

@@ -44,6 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 import distlab.tensor_parallel as tp
 from distlab import launch
@@ -57,8 +59,9 @@ from distlab.vocabulary import error_pct
 from distlab.zero.measure import storage_bytes
 
 __all__ = ["BACKENDS", "BATCH", "CASES", "CPU_SETTINGS", "LiveActivations", "LiveCase", "Net",
-           "batch", "build", "cpu_layout", "decoder_tp_plan", "left_out_bytes",
-           "live_activation_memory", "measure_rank", "saved_and_step", "step_loss",
+           "batch", "build", "cpu_layout", "decoder_tp_plan", "layer_kept_bytes", "left_out_bytes",
+           "live_activation_memory", "measure_rank", "per_op_context", "per_op_save_list",
+           "saved_and_step", "step_loss",
            "stored_activations", "tp_case"]
 
 BACKENDS = {"eager": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
@@ -269,6 +272,89 @@ def left_out_bytes(spec: ModelSpec, microbatches: int = 1) -> int:
     the embedding lookup's per-token tensors (target, row sums, masks)."""
     norms = 2 * spec.layers + 1
     return microbatches * BATCH * spec.seq_len * (8 * norms + 32)
+
+
+def per_op_save_list() -> frozenset[Any]:
+    """The ops whose outputs torchtitan's per-op selective checkpointing keeps
+    (``_save_list`` in ``parallelize_llama.py`` at torchtitan 9dec370: ``aten.mm``, the fused
+    SDPA kernels, the functional reduce-scatter), with the CPU flash kernel's own op, which the
+    CUDA list does not name, so that the policy runs as it does on a GPU."""
+    aten = torch.ops.aten
+    ops = {aten.mm.default, aten._scaled_dot_product_flash_attention.default,
+           aten._scaled_dot_product_efficient_attention.default,
+           aten._scaled_dot_product_flash_attention_for_cpu.default}
+    functional = getattr(torch.ops, "_c10d_functional", None)
+    if functional is not None and hasattr(functional, "reduce_scatter_tensor"):
+        ops.add(functional.reduce_scatter_tensor.default)
+    return frozenset(ops)
+
+
+def per_op_context() -> Any:
+    """A ``context_fn`` for :func:`torch.utils.checkpoint.checkpoint` that runs torchtitan's
+    per-op policy: keep the outputs of :func:`per_op_save_list`'s ops except every second
+    ``aten.mm`` (counted per forward and per recompute), recompute everything else."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    save, mm = per_op_save_list(), torch.ops.aten.mm.default
+    counts = {"forward": 0, "recompute": 0}
+
+    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+        mode = "recompute" if ctx.is_recompute else "forward"
+        if func == mm:
+            counts[mode] += 1
+        keep = func in save and not (func == mm and counts[mode] % 2 == 0)
+        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+class _OutputStorages(TorchDispatchMode):
+    """Holds the storage of every tensor an op returns while it is active (one Python reference
+    each, so a storage someone else still references has a use count above one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.storages: dict[int, Any] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes():
+                st = t.untyped_storage()
+                self.storages[st.data_ptr()] = st
+        return out
+
+
+def layer_kept_bytes(spec: ModelSpec, recompute: str, *, attention: str = "flash",
+                     seed: int = 0) -> int:
+    """Bytes one layer of ``spec`` (:class:`Block`, fp32, :data:`BATCH` sequences) keeps from
+    its forward for backward, counted from live storages: those its ops produced that are still
+    referenced once the forward returned (its output and the parameters left out), plus its
+    input, which the caller holds and the layer keeps (the first norm's input, or the
+    checkpoint's). ``recompute``: ``"none"``, or ``"op"`` (the layer run under
+    :func:`torch.utils.checkpoint.checkpoint` with :func:`per_op_context`, as torchtitan wraps
+    each block). Uses torch's private ``_storage_Use_Count``."""
+    check_choice("recompute", recompute, ("none", "op"))
+    check_choice("attention", attention, tuple(BACKENDS))
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(seed)
+    block = Block(spec, 0.0)
+    x = torch.randn(BATCH, spec.seq_len, spec.hidden, requires_grad=True)
+    track = _OutputStorages()
+    with sdpa_kernel(BACKENDS[attention]), track:
+        if recompute == "op":
+            y = checkpoint(block, x, use_reentrant=False, context_fn=per_op_context,
+                           preserve_rng_state=False)
+        else:
+            y = block(x)
+    skip = {y.untyped_storage().data_ptr()} | {p.untyped_storage().data_ptr()
+                                               for p in block.parameters()}
+    kept = sum(st.nbytes() for ptr, st in track.storages.items()
+               if ptr not in skip and torch._C._storage_Use_Count(st._cdata) > 1)
+    y.sum().backward()   # the step completes: what was kept was what backward needed
+    return kept + x.untyped_storage().nbytes()
 
 
 @dataclass(frozen=True)

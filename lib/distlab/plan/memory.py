@@ -60,8 +60,9 @@ Recomputation in Large Transformer Models", section 4, as
   only (divided by ``t`` with sequence parallelism), as the paper's Table 2; ``"op"``
   (torchtitan's per-op selective checkpointing, its ``_save_list`` policy) keeps the layer's
   input, the outputs of the odd-numbered matrix products in forward order
-  (:func:`~distlab.plan.model.layer_linears`: Q, V, the gate and the down projection of a
-  SwiGLU layer; a row-parallel product's output whole on each GPU), the fused attention
+  (:func:`~distlab.plan.model.per_op_saved_linears`: Q, V, the gate and the down projection of
+  a SwiGLU layer; a row-parallel product's output whole on each GPU; a linear with a bias runs
+  as ``addmm``, which the policy neither counts nor keeps), the fused attention
   kernel's output and log-sum-exp, and with sequence parallelism each reduce-scatter's output;
   eager attention's products are not in the policy's list, so nothing of it is kept; context
   parallelism divides the sequence by ``cp`` (ring attention keeps the rank's own chunk of Q,
@@ -130,7 +131,7 @@ from distlab.plan.layout import (
     check_layout_fits,
     gpu_kind,
 )
-from distlab.plan.model import ModelSpec, layer_linears, model_spec
+from distlab.plan.model import ModelSpec, layer_linears, model_spec, per_op_saved_linears
 from distlab.plan.partition import (
     RankParams,
     layer_params_per_gpu,
@@ -383,9 +384,9 @@ def _op_checkpoint_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> int
     sbh = tokens * spec.hidden * d
     # the checkpoint's input: the residual stream entering the layer (sequence-sharded with SP)
     total = sbh // (tp if layout.sequence_parallel else 1)
-    for i, lin in enumerate(layer_linears(spec), start=1):
-        if i % 2 == 0:
-            continue  # every second matrix product is recomputed
+    for lin, saved in per_op_saved_linears(spec):
+        if not saved:
+            continue  # every second matrix product is recomputed (and every biased one)
         if not lin.column:
             # a row-parallel product's output on one GPU is whole (partial sums before the
             # all-reduce or reduce-scatter)

@@ -19,7 +19,7 @@ from typing import Any
 from distlab._checks import check_bool, check_choice, check_int, check_str
 
 __all__ = ["NORMS", "PRESETS", "Linear", "ModelSpec", "layer_linears", "layer_matmul_flops",
-           "model_spec", "spec_from_module"]
+           "model_spec", "per_op_saved_linears", "spec_from_module"]
 
 NORMS = ("layernorm", "rmsnorm")
 """Layer norm (a weight and a bias per element) or RMSNorm (a weight only)."""
@@ -186,21 +186,36 @@ class Linear:
     in_features: int
     out_features: int
     column: bool
+    bias: bool = False
 
 
 def layer_linears(spec: ModelSpec) -> tuple[Linear, ...]:
     """The layer's matrix products in the order its forward runs them (Llama's and torchtitan's
     order: ``wq, wk, wv``, the output projection, then ``w1`` (gate), ``w3`` (up), ``w2``
-    (down), or a two-matrix MLP's two)."""
+    (down), or a two-matrix MLP's two), with the model's biases."""
     h, k, f = spec.hidden, spec.kv_width, spec.ffn
-    attention = (Linear("q", h, h, True), Linear("k", h, k, True), Linear("v", h, k, True),
-                 Linear("output projection", h, h, False))
+    ab, mb = spec.attention_bias, spec.mlp_bias
+    attention = (Linear("q", h, h, True, ab), Linear("k", h, k, True, ab),
+                 Linear("v", h, k, True, ab), Linear("output projection", h, h, False, ab))
     if spec.gated_ffn:
-        mlp = (Linear("gate", h, f, True), Linear("up", h, f, True),
-               Linear("down", f, h, False))
+        mlp = (Linear("gate", h, f, True, mb), Linear("up", h, f, True, mb),
+               Linear("down", f, h, False, mb))
     else:
-        mlp = (Linear("first MLP linear", h, f, True), Linear("second MLP linear", f, h, False))
+        mlp = (Linear("first MLP linear", h, f, True, mb),
+               Linear("second MLP linear", f, h, False, mb))
     return attention + mlp
+
+
+def per_op_saved_linears(spec: ModelSpec) -> tuple[tuple[Linear, bool], ...]:
+    """Each of :func:`layer_linears` with whether torchtitan's per-op checkpointing policy keeps
+    its output: the policy counts ``aten.mm`` calls and keeps the odd-numbered ones. A linear
+    with a bias runs as ``aten.addmm``, which the policy neither counts nor keeps."""
+    out, mm = [], 0
+    for lin in layer_linears(spec):
+        if not lin.bias:
+            mm += 1
+        out.append((lin, not lin.bias and mm % 2 == 1))
+    return tuple(out)
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,

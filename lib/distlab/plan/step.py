@@ -5,8 +5,8 @@ The model, in full (every term is per optimizer step, on the slowest rank):
 - **Compute.** Each stage's FLOPs per microbatch (:func:`stage_flops`: its layers' matrix
   products, the output layer on the last stage; backward twice the forward; full recompute one
   more forward of the layers, selective the attention's ``s^2`` products again, per-op
-  checkpointing (``"op"``, torchtitan's) the even-numbered matrix products of each layer
-  again, not the attention it keeps), divided over
+  checkpointing (``"op"``, torchtitan's) the products its policy does not keep again
+  (:func:`~distlab.plan.model.per_op_saved_linears`), not the attention), divided over
   ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an efficiency
   that grows with the width each GPU multiplies (``hidden / tp``), calibrated on published runs
   (:mod:`distlab.plan.calibration`).
@@ -49,7 +49,7 @@ from distlab.pipeline_parallel.simulate import P2PCost, Simulation, StageTimes, 
 from distlab.plan.calibration import ComputeRate, shipped_rate
 from distlab.plan.collectives import collective_seconds, p2p_seconds
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits, group_span
-from distlab.plan.model import ModelSpec, layer_linears, layer_matmul_flops
+from distlab.plan.model import ModelSpec, layer_matmul_flops, per_op_saved_linears
 from distlab.plan.partition import layers_per_stage, rank_params, stage_params
 from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 from distlab.timeline import Timeline
@@ -93,8 +93,8 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) ->
     attention = 4 * s * s * model.hidden * b / split
     forward = layers * layer + (2 * s * b * model.hidden * model.vocab / split if last else 0)
     recomputed_products = sum(2 * s * b * lin.in_features * lin.out_features
-                              for i, lin in enumerate(layer_linears(model), start=1)
-                              if i % 2 == 0) / split
+                              for lin, saved in per_op_saved_linears(model)
+                              if not saved) / split
     recompute = {"none": 0.0, "selective": layers * attention,
                  "op": layers * recomputed_products, "full": layers * layer}[layout.recompute]
     return StageFlops(forward, 2 * forward, recompute, layers * attention)
