@@ -181,16 +181,13 @@ def test_other_collectives_on_amd_say_the_rccl_model_prices_all_reduce_only(
                                    "is not in the trace"),
     ("AMD Instinct MI325X", 4, "group of 4 ranks: the RCCL model prices an all_reduce over a "
                                "whole 8-GPU node only"),
-    ("AMD Instinct MI355X", 8, "GPU 'AMD Instinct MI355X' is gfx950: the RCCL model times "
-                               "gfx950 only across nodes, not one node's all_reduce (python -m "
-                               "distlab.rccl --boxes)"),
+    ("AMD Instinct MI355X", 4, "group of 4 ranks: the RCCL model prices an all_reduce over a "
+                               "whole 8-GPU node only"),
     ("AMD Instinct MI250X", 8, "GPU 'AMD Instinct MI250X' is none of the RCCL model's GPUs "
-                               "(MI300X, MI325X: gfx942)"),
+                               "(MI300X, MI325X: gfx942; MI350X, MI355X: gfx950)"),
     ("AMD Radeon Graphics (gfx90x)", 8, "GPU 'AMD Radeon Graphics (gfx90x)' is none of the "
-                                        "RCCL model's GPUs (MI300X, MI325X: gfx942)"),
-    ("AMD Radeon Graphics (gfx95x)", 8, "GPU 'AMD Radeon Graphics (gfx95x)' is gfx950: the "
-                                        "RCCL model times gfx950 only across nodes, not one "
-                                        "node's all_reduce (python -m distlab.rccl --boxes)"),
+                                        "RCCL model's GPUs (MI300X, MI325X: gfx942; MI350X, "
+                                        "MI355X: gfx950)"),
 ])
 def test_groups_and_gpus_the_rccl_model_does_not_price_say_why(gpu: str, group: int,
                                                                why: str) -> None:
@@ -279,14 +276,16 @@ def test_hips_generic_name_is_priced_by_its_compute_capability(tmp_path: Path) -
 
 
 def test_the_archs_priced_are_those_whose_one_node_the_rccl_model_times() -> None:
-    """gfx950: distlab.rccl holds RCCL's table 6 and times its ring across nodes, but a trace's
-    all_reduce is one node, which it does not time on gfx950: a MI355X trace stays unpriced
-    rather than priced with gfx942's tables (the trace model's RCCL call names no arch)."""
-    assert RCCL_ARCHS_PRICED == ONE_NODE_ARCHS == ("gfx942",)
+    """gfx950 too: an MI355X trace's (or HIP's generic 9.5 name's) all_reduce over 8 GPUs is
+    priced with RCCL's gfx950 table at the gfx942 fit's xGMI rates x 1.2, said in its note,
+    and it is not gfx942's price."""
+    assert RCCL_ARCHS_PRICED == ONE_NODE_ARCHS == ("gfx942", "gfx950")
     assert set(RCCL_ARCHS) == {"gfx942", "gfx950"}
     (one,), _ = rccl_allreduce_times(1, [MIB], arch="gfx950")
-    assert one.seconds is None and one.why.startswith("gfx950 on one node")
-    (two,), _ = rccl_allreduce_times(2, [1 << 30], arch="gfx950")
-    assert two.seconds is not None and two.choice.arch == "gfx950"
-    prices = _price("AMD Instinct MI355X", "all_reduce")
-    assert prices and all(p.model_us is None and "is gfx950" in p.why for p in prices)
+    assert one.seconds is not None and one.choice.arch == "gfx950"
+    for gpu in ("AMD Instinct MI355X", "AMD Radeon Graphics (gfx95x)"):
+        prices = _price(gpu, "all_reduce")
+        assert prices and all(p.model_us is not None for p in prices)
+        assert all("gfx950 tables" in p.note and "x 1.20" in p.note for p in prices)
+        gfx942 = _price(MI300X, "all_reduce")
+        assert prices[0].model_us < gfx942[0].model_us

@@ -30,19 +30,18 @@ What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of t
 On AMD GPUs (torch's ``nccl`` backend is RCCL there, which keeps NCCL's kernel names, adds
 MSCCL's ``mscclKernel_...`` and writes its own version in ``nccl_version``), GPU names map to
 the RCCL model by :data:`RCCL_PATTERNS` (``MI300X``, ``MI325X`` -> gfx942, ``MI350X``,
-``MI355X`` -> gfx950, which it names but does not price; another AMD GPU says it is none of the
-RCCL model's):
+``MI355X`` -> gfx950; another AMD GPU says it is none of the RCCL model's):
 
-- ``all_reduce`` over one whole 8-GPU gfx942 node (a group of 8):
-  :func:`distlab.rccl.rccl_allreduce_times` ``(1, [nbytes], release=...)``, at the trace's RCCL
+- ``all_reduce`` over one whole 8-GPU node (a group of 8):
+  :func:`distlab.rccl.rccl_allreduce_times` ``(1, [nbytes], release=..., arch=...)`` (gfx950 at
+  the gfx942 fit's xGMI rates scaled by the links' speeds, said in the note), at the trace's RCCL
   release as :func:`~distlab.rccl.resolve_release` reads it (none stated: its default; the note
   says which release's tables priced it), the algorithm and protocol RCCL chooses (MSCCL's
   ``allpairs`` up to 16-20 MiB); an RCCL kernel (``nccl...``) where the model would run MSCCL
   says MSCCL did not run, so it is priced with MSCCL off (:data:`RCCL_NOT_MSCCL`);
 - every other collective is not priced (:data:`RCCL_ALL_REDUCE_ONLY`), nor a group of 2-7
   ranks (the model is of whole nodes), a group beyond 8 (the network is not in the trace), the
-  sizes the RCCL model does not price (its own reason), or gfx950 (timed only across nodes,
-  which a one-node trace is not).
+  sizes the RCCL model does not price (its own reason).
 
 gloo's calls on a CPU trace (``library`` ``"gloo"``), where every rank of the group has its
 trace here (ranks of one job on one host), are priced on the loopback calibration shipped with
@@ -88,6 +87,7 @@ from distlab.plan.collectives import P2P_ALPHA_S, p2p_seconds
 from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
 from distlab.rccl import rccl_allreduce_times, resolve_release
 from distlab.rccl.choice import GPUS_PER_NODE as RCCL_NODE_GPUS
+from distlab.rccl.execution import ONE_NODE_ARCHS, one_node_note
 from distlab.trace.collectives import P2P, Collectives, RankCall
 from distlab.vocabulary import collective_name, dtype_bytes, error_pct
 
@@ -108,12 +108,13 @@ RCCL_PATTERNS: list[tuple[str, str]] = [(r".*\bMI3(00|25)X\b", "gfx942"),
 """(regex on the trace's GPU name, AMD GPU architecture), first match wins: the GPUs whose
 collectives the RCCL model is asked about (``AMD Instinct MI300X``, ``... MI300X VF``,
 ``AMD Instinct MI325X``, and HIP's generic name with compute 9.4, ``AMD Radeon Graphics
-(gfx94x)``: :func:`distlab.trace.torch_trace.gpu_name`; MI350X / MI355X and 9.5 are named, not
-priced: :data:`RCCL_ARCHS_PRICED`)."""
-RCCL_ARCHS_PRICED: tuple[str, ...] = ("gfx942",)
+(gfx94x)``: :func:`distlab.trace.torch_trace.gpu_name`; MI350X / MI355X and 9.5, ``(gfx95x)``:
+gfx950)."""
+RCCL_ARCHS_PRICED: tuple[str, ...] = ONE_NODE_ARCHS
 """The architectures whose one-node all_reduce :mod:`distlab.rccl` prices (what a trace holds):
-gfx942. It holds RCCL's gfx950 tables too (MI350X / MI355X, RCCL 2.26.6's table 6) but times
-gfx950 only across nodes (:data:`distlab.rccl.execution.ONE_NODE_ARCHS`), so gfx950 stays out."""
+:data:`distlab.rccl.execution.ONE_NODE_ARCHS`, gfx942 (MI300X, MI325X) as fitted and gfx950
+(MI350X, MI355X: RCCL 2.26.6's table 6) at the gfx942 fit's xGMI rates scaled by the links'
+speeds (:func:`distlab.rccl.execution.one_node_note`, said in each kernel's note)."""
 _AMD_GPU = re.compile(r".*\b(AMD|Instinct|Radeon)\b")
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL = (
@@ -361,10 +362,11 @@ def _why_not_rccl(c: RankCall, gpu: str, arch: str | None) -> str | None:
     """The one line why ``c`` on an AMD GPU is not priced by the RCCL model, or None (it can be;
     the model may still decline the size: :func:`_rccl_model`)."""
     if arch is None:
-        return f"GPU {gpu!r} is none of the RCCL model's GPUs (MI300X, MI325X: gfx942)"
+        return (f"GPU {gpu!r} is none of the RCCL model's GPUs (MI300X, MI325X: gfx942; "
+                "MI350X, MI355X: gfx950)")
     if arch not in RCCL_ARCHS_PRICED:
-        return (f"GPU {gpu!r} is {arch}: the RCCL model times {arch} only across nodes, not "
-                "one node's all_reduce (python -m distlab.rccl --boxes)")
+        return (f"GPU {gpu!r} is {arch}: the RCCL model does not time {arch}'s one-node "
+                "all_reduce (python -m distlab.rccl --boxes)")
     if c.collective is None:
         if c.library.startswith("NCCL"):
             return ("RCCL kernel of no named collective (no 'Collective name' arg, a generic "
@@ -381,23 +383,25 @@ def _rccl_dtype(dtype: str | None) -> str:
     return str(dtype or "float32").lower().removeprefix("torch.").removeprefix("c10::")
 
 
-def _rccl_model(nbytes: int, dtype: str, version: str | None, msccl_kernel: bool | None
-                ) -> _Model | str:
-    """The RCCL model's price of an all_reduce of ``nbytes`` over one 8-GPU gfx942 node at the
+def _rccl_model(nbytes: int, dtype: str, version: str | None, msccl_kernel: bool | None,
+                arch: str = "gfx942") -> _Model | str:
+    """The RCCL model's price of an all_reduce of ``nbytes`` over one 8-GPU ``arch`` node at the
     trace's RCCL ``version``, or the one line why it has none. ``msccl_kernel``: the kernel is
     MSCCL's (True), RCCL's own (False: MSCCL did not run) or unknown (None)."""
     try:
-        resolved = resolve_release(version)
+        resolved = resolve_release(version, arch)
         said = (resolved.note or None) if version is not None else \
             f"RCCL release not stated in the trace: priced as {resolved.tables.release}"
     except ValueError:
-        resolved = resolve_release(None)
+        resolved = resolve_release(None, arch)
         said = f"RCCL release {version!r} not read as one: priced as {resolved.tables.release}"
     release = resolved.tables.release
-    (t,), _ = rccl_allreduce_times(1, [nbytes], release=release, dtype=dtype)
-    notes = [f"RCCL model (distlab.rccl): RCCL {release}'s gfx942 tables", said]
+    (t,), _ = rccl_allreduce_times(1, [nbytes], release=release, dtype=dtype, arch=arch)
+    notes = [f"RCCL model (distlab.rccl): RCCL {release}'s {arch} tables", said,
+             one_node_note(arch)]
     if t.choice.path == "msccl" and msccl_kernel is False:
-        (t,), _ = rccl_allreduce_times(1, [nbytes], release=release, dtype=dtype, msccl=False)
+        (t,), _ = rccl_allreduce_times(1, [nbytes], release=release, dtype=dtype, msccl=False,
+                                       arch=arch)
         notes.append(RCCL_NOT_MSCCL)
     elif t.choice.path != "msccl" and msccl_kernel:
         notes.append("an MSCCL kernel where the RCCL model runs no MSCCL: priced as the model "
@@ -444,12 +448,13 @@ def price_collectives(col: Collectives, gpus: dict[int, str | None],
                     model = cache[key]
                     note = "; ".join(x for x in (note, model.note) if x) or None
             elif gpu is not None and collective_library(gpu) == "RCCL":
-                why = _why_not_rccl(c, gpu, rccl_arch_for_gpu(gpu))
+                arch = rccl_arch_for_gpu(gpu)
+                why = _why_not_rccl(c, gpu, arch)
                 if why is None:
-                    assert c.nbytes is not None
+                    assert c.nbytes is not None and arch is not None
                     msccl = True if c.library == "MSCCL" else \
                         False if c.library.startswith("NCCL") else None
-                    key = (c.nbytes, _rccl_dtype(c.dtype), nccl_versions.get(r), msccl)
+                    key = (c.nbytes, _rccl_dtype(c.dtype), nccl_versions.get(r), msccl, arch)
                     if key not in rccl_cache:
                         rccl_cache[key] = _rccl_model(*key)
                     priced = rccl_cache[key]

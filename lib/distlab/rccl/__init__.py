@@ -12,15 +12,14 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
   docs/rccl-research.md).
 - :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
   and across nodes), fitted on published rccl-tests tables (``data/published.json``) and
-  judged on others; what it cannot price yet (RCCL's tree and LL rings across nodes, gfx950 on
-  one node) says so.
+  judged on others (gfx950's one node at the gfx942 fit's xGMI rates scaled by the links'
+  speeds); what it cannot price yet (RCCL's tree and LL rings across nodes) says so.
 - :mod:`.boxes`: the MI300X / MI325X / MI355X boxes and the NICs beside them, each constant
   with its source, and each box's published tables judged.
 - ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, ``--judge`` and
   ``--boxes``.
 
-Not here yet (issue 59): the tree across nodes' time, gfx950's one-node time, other
-collectives.
+Not here yet (issue 59): the tree across nodes' time, other collectives.
 """
 
 from distlab.rccl.choice import RcclCandidate, RcclChoice, rccl_allreduce_choices

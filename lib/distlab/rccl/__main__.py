@@ -60,7 +60,7 @@ def _parser() -> options.Parser:
                    help="8-GPU nodes, one 400G NIC per GPU (default 1)")
     p.add_argument("--arch", type=_arch, default=None, metavar="ARCH",
                    help=f"the GPU architecture: {' or '.join(RCCL_ARCHS)} (default "
-                        f"{DEFAULT_ARCH}); gfx950 prices only its ring across nodes")
+                        f"{DEFAULT_ARCH}); gfx950's one node at MI300X's fitted xGMI rates x 1.2")
     p.add_argument("--gpu", type=_gpu, default=None, metavar="GPU",
                    help=f"the GPU instead of --arch: {', '.join(GPU_ARCH)}")
     p.add_argument("--release", default=DEFAULT_RELEASE, metavar="RELEASE",

@@ -50,7 +50,7 @@ from distlab._checks import check_int
 from distlab.rccl.tables import DEFAULT_ARCH, RcclTables, check_arch, resolve_release
 
 __all__ = ["GPUS_PER_NODE", "RCCL_XGMI_LINK_GBPS", "RcclCandidate", "RcclChoice",
-           "XGMI_BUS_GBPS", "rccl_allreduce_choices"]
+           "XGMI_BUS_GBPS", "XGMI_LINK_SPEC_GBPS", "rccl_allreduce_choices"]
 
 GPUS_PER_NODE = 8
 """Every gfx942 / gfx950 box RCCL's topology models describe: eight GPUs, fully connected by
@@ -60,6 +60,11 @@ XGMI_LINK_GBPS = 48.0
 same for gfx950 (``GFX95X_XGMI_WIDTH``, 48.0 at 6ade5065: :data:`RCCL_XGMI_LINK_GBPS`)."""
 RCCL_XGMI_LINK_GBPS: dict[str, float] = {"gfx942": XGMI_LINK_GBPS, "gfx950": 48.0}
 """RCCL's credit of one xGMI link per architecture (``ncclTopoXGMISpeed``), GB/s."""
+XGMI_LINK_SPEC_GBPS: dict[str, float] = {"gfx942": 64.0, "gfx950": 76.8}
+"""One xGMI link's speed each way per architecture, GB/s: gfx942 (MI300X, MI325X) from AMD's
+128 GB/s bidirectional per link; gfx950 (MI350X, MI355X) from Hot Chips 2025 write-ups'
+153.6 GB/s bidirectional (third-party, not AMD's datasheet). :mod:`distlab.rccl.boxes` cites
+each; :mod:`distlab.rccl.execution` scales the one-node rates fitted on gfx942 by their ratio."""
 XGMI_BUS_GBPS = (GPUS_PER_NODE - 1) * XGMI_LINK_GBPS
 """Bus bandwidth of the cost model on both topologies: seven links per GPU, GB/s."""
 NET_OVERHEAD_US = 2.0

@@ -21,13 +21,14 @@ them, 2 x 8 MI300X, has a 220 us floor no other run shows, and the 2 x 8 MI355X 
 covers them is held out, so no time model of them is fitted), and a one-node ring in LL (MSCCL
 off).
 
-**gfx950** (MI350X, MI355X; ``arch="gfx950"``): RCCL's choice from its table 6, and the time of
-its ring across nodes only, with the constants above: that ring is bound by the node's NICs
-(the same 400 Gb/s NIC per GPU as the MI300X fit), not by xGMI. One node (MSCCL's allpairs, the
-ring over xGMI) is not priced: the xGMI constants are fitted on MI300X links, and no AMD figure
-for an MI355X link's rate was found (a third-party 153.6 GB/s bidirectional only; RCCL credits
-it 48 GB/s as on gfx942), so nothing carries them over. Nothing is fitted on a gfx950 table:
-:func:`fit_constants` refuses one.
+**gfx950** (MI350X, MI355X; ``arch="gfx950"``): RCCL's choice from its table 6, timed with the
+constants above. Across nodes the ring is bound by the node's NICs (the same 400 Gb/s NIC per
+GPU as the MI300X fit), not by xGMI. On one node MSCCL's allpairs and the ring move over xGMI:
+their rates (``msccl_link_gbps``, ``xgmi_efficiency x 336 GB/s``) are the gfx942 fit's times
+the ratio of one link's speed each way, :data:`~distlab.rccl.choice.XGMI_LINK_SPEC_GBPS`
+(76.8 / 64 = 1.2; the MI355X figure is third-party), and the fixed costs are gfx942's
+(:func:`xgmi_scale`, :func:`one_node_note`). Nothing is fitted on a gfx950 table:
+:func:`fit_constants` refuses one; the held-out MI355X tables judge it.
 
 The constants (:data:`SHIPPED`) are fitted by :func:`fit_constants` on the ``calibration``
 tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring sizes), each a
@@ -49,15 +50,16 @@ import numpy as np
 from distlab.rccl.choice import (
     GPUS_PER_NODE,
     XGMI_BUS_GBPS,
+    XGMI_LINK_SPEC_GBPS,
     RcclChoice,
     rccl_allreduce_choices,
 )
 from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
 
-__all__ = ["FITTED_ARCHS", "GFX950_ONE_NODE_WHY", "ONE_NODE_ARCHS", "SHIPPED",
-           "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants", "judge",
-           "published_tables", "rccl_allreduce_times", "table_choices"]
+__all__ = ["FITTED_ARCHS", "ONE_NODE_ARCHS", "SHIPPED", "ExecutionConstants", "JudgedTable",
+           "RcclTime", "fit_constants", "judge", "one_node_note", "published_tables",
+           "rccl_allreduce_times", "table_choices", "xgmi_scale"]
 
 PUBLISHED = Path(__file__).with_name("data") / "published.json"
 NIC_GBPS = 50.0
@@ -66,12 +68,25 @@ JUDGED_FROM_BYTES = 65536
 """Sizes judged: 64 KiB and above, as the NVIDIA model is."""
 FITTED_ARCHS: tuple[str, ...] = ("gfx942",)
 """The architectures whose published tables the constants may be fitted on."""
-ONE_NODE_ARCHS: tuple[str, ...] = ("gfx942",)
-"""The architectures whose one-node allreduce (MSCCL, the ring over xGMI) is priced."""
-GFX950_ONE_NODE_WHY = (
-    "gfx950 on one node (MSCCL allpairs, ring over xGMI): not priced: the xGMI constants are "
-    "fitted on MI300X and no AMD figure for an MI355X link's rate was found")
-"""Why a one-node gfx950 allreduce has no time (module doc)."""
+ONE_NODE_ARCHS: tuple[str, ...] = ("gfx942", "gfx950")
+"""The architectures whose one-node allreduce (MSCCL, the ring over xGMI) is priced: gfx942,
+where the constants are fitted, and gfx950 at :func:`xgmi_scale` of their rates."""
+
+
+def xgmi_scale(arch: str) -> float:
+    """How many times a gfx942 xGMI link's speed (where the one-node rates are fitted) one link
+    of ``arch`` moves, from :data:`~distlab.rccl.choice.XGMI_LINK_SPEC_GBPS` (1 for gfx942)."""
+    return XGMI_LINK_SPEC_GBPS[arch] / XGMI_LINK_SPEC_GBPS[FITTED_ARCHS[0]]
+
+
+def one_node_note(arch: str) -> str:
+    """What a one-node time on ``arch`` rests on, one line; ``""`` where it is fitted."""
+    if arch in FITTED_ARCHS:
+        return ""
+    return (f"{arch} on one node: the xGMI rates fitted on {FITTED_ARCHS[0]} x "
+            f"{xgmi_scale(arch):.2f} (one link's speed each way, {XGMI_LINK_SPEC_GBPS[arch]:g} "
+            f"over {XGMI_LINK_SPEC_GBPS[FITTED_ARCHS[0]]:g} GB/s; the gfx950 figure is "
+            f"third-party), their fixed costs as fitted")
 
 
 @dataclass(frozen=True)
@@ -138,14 +153,14 @@ def _msccl_link_bytes(nbytes: int, protocol: str) -> float:
 def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float) -> tuple[float | None, str]:
     n = c.nodes * GPUS_PER_NODE
     if c.nodes == 1 and c.arch not in ONE_NODE_ARCHS:
-        return None, GFX950_ONE_NODE_WHY
+        return None, f"{c.arch} on one node: not priced"
     if c.path == "msccl":
-        us = (k.msccl_fixed_us[c.protocol]
-              + _msccl_link_bytes(c.nbytes, c.protocol) / (1e3 * k.msccl_link_gbps))
+        link = k.msccl_link_gbps * xgmi_scale(c.arch)
+        us = k.msccl_fixed_us[c.protocol] + _msccl_link_bytes(c.nbytes, c.protocol) / (1e3 * link)
         return us * 1e-6, ""
     if c.algorithm == "ring" and c.protocol == "Simple":
         if c.nodes == 1:
-            bus = k.xgmi_efficiency * XGMI_BUS_GBPS
+            bus = k.xgmi_efficiency * XGMI_BUS_GBPS * xgmi_scale(c.arch)
             return (k.ring_fixed_us + _bus_bytes(c.nbytes, n) / (1e3 * bus)) * 1e-6, ""
         bus = k.net_efficiency * GPUS_PER_NODE * nic_gbps
         return (k.net_ring_fixed_us + _bus_bytes(c.nbytes, n) / (1e3 * bus)) * 1e-6, ""
@@ -163,8 +178,8 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
     """RCCL's choice at each size and the time the execution model gives it.
 
     Arguments as :func:`~.choice.rccl_allreduce_choices` (``arch``: ``"gfx942"`` or
-    ``"gfx950"``, whose one node is not priced); ``nic_gbps``: one NIC's rate, GB/s (one NIC
-    per GPU). Returns the rows and the release note.
+    ``"gfx950"``, whose one node is priced at :func:`xgmi_scale`); ``nic_gbps``: one NIC's
+    rate, GB/s (one NIC per GPU). Returns the rows and the release note.
     """
     if not isinstance(nic_gbps, (int, float)) or not nic_gbps > 0:
         raise ValueError(f"nic_gbps must be a positive number of GB/s, got {nic_gbps!r}")

@@ -7,7 +7,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from distlab.rccl.execution import RcclTime, judge
+from distlab.rccl.execution import RcclTime, judge, one_node_note
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import size_label
 
@@ -40,10 +40,14 @@ _GPUS = {"gfx942": "MI300X/MI325X", "gfx950": "MI350X/MI355X"}
 
 def time_lines(rows: Sequence[RcclTime], nodes: int, release: str,
                arch: str = "gfx942") -> list[str]:
-    """A title, the table of ``rows`` and one line per reason a size is not priced."""
+    """A title, the table of ``rows``, one line per reason a size is not priced, and what a
+    one-node time on an architecture the rates were not fitted on rests on."""
     head = (f"# RCCL {release} allreduce on {nodes} x 8 {_GPUS.get(arch, arch)} ({arch}), "
             f"{nodes * 8} GPUs")
-    reasons = [line for w in sorted({r.why for r in rows if r.why})
+    said = sorted({r.why for r in rows if r.why})
+    if nodes == 1 and one_node_note(arch):
+        said.append(one_node_note(arch))
+    reasons = [line for w in said
                for line in textwrap.wrap(w, 98, initial_indent="# ", subsequent_indent="#   ")]
     return [head, format_table([time_row(r) for r in rows], TIME_COLUMNS), *reasons]
 
