@@ -360,6 +360,8 @@ def layer_activation_nbytes(model: ModelSpec | str | dict[str, Any], layout: Lay
 
 
 def _layer_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> int:
+    if layout.recompute == "op":
+        return _op_checkpoint_nbytes(spec, layout, opt)
     terms = layer_activation_terms(spec, layout.micro_batch, cp=layout.cp,
                                    attention=opt.attention, dropout=opt.dropout,
                                    dtype_bytes=opt.dtype_bytes, mask_bytes=opt.mask_bytes,
@@ -370,8 +372,6 @@ def _layer_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> int:
         terms = tuple(LayerTerm(t.name, t.block, t.elements * rep, t.itemsize, True)
                       if t.name in ("K", "V") else t for t in terms)
     tokens = (spec.seq_len // layout.cp) * layout.micro_batch
-    if layout.recompute == "op":
-        return _op_checkpoint_nbytes(spec, layout, opt)
     return _shard_terms(terms, layout.tp, layout.sequence_parallel, layout.recompute,
                         opt.sp_saves_gathered, tokens * spec.hidden * opt.dtype_bytes)
 
