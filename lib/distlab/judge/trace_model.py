@@ -88,6 +88,7 @@ from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
 from distlab.rccl import rccl_allreduce_times, resolve_release
 from distlab.rccl.choice import GPUS_PER_NODE as RCCL_NODE_GPUS
 from distlab.rccl.execution import ONE_NODE_ARCHS, one_node_note
+from distlab.rccl.tables import GPU_ARCHS
 from distlab.trace.collectives import P2P, Collectives, RankCall
 from distlab.vocabulary import collective_name, dtype_bytes, error_pct
 
@@ -101,12 +102,12 @@ BOX_PATTERNS: list[tuple[str, str]] = [(r".*A100", "a100_sxm8"), (r".*H100", "h1
                                        (r".*RTX PRO 6000", "pcie5_8")]
 """(regex on ``deviceProperties[0].name``, key of GPU_BOXES), first match wins."""
 
-RCCL_PATTERNS: list[tuple[str, str]] = [(r".*\bMI3(00|25)X\b", "gfx942"),
-                                        (r".*\(gfx94x\)", "gfx942"),
-                                        (r".*\bMI3(50|55)X\b", "gfx950"),
-                                        (r".*\(gfx95x\)", "gfx950")]
-"""(regex on the trace's GPU name, AMD GPU architecture), first match wins: the GPUs whose
-collectives the RCCL model is asked about (``AMD Instinct MI300X``, ``... MI300X VF``,
+RCCL_PATTERNS: list[tuple[str, str]] = [
+    *((rf".*\b{gpu}\b", arch) for gpu, arch in GPU_ARCHS.items()),
+    (r".*\(gfx94x\)", "gfx942"), (r".*\(gfx95x\)", "gfx950")]
+"""(regex on the trace's GPU name, AMD GPU architecture), first match wins: the GPUs of
+:data:`distlab.rccl.tables.GPU_ARCHS` whose collectives the RCCL model is asked about
+(``AMD Instinct MI300X``, ``... MI300X VF``,
 ``AMD Instinct MI325X``, and HIP's generic name with compute 9.4, ``AMD Radeon Graphics
 (gfx94x)``: :func:`distlab.trace.torch_trace.gpu_name`; MI350X / MI355X and 9.5, ``(gfx95x)``:
 gfx950)."""

@@ -28,7 +28,13 @@ from distlab.cli.run import run_main
 from distlab.rccl.boxes import NOT_PRICED, box_lines, box_rows, nic_rows
 from distlab.rccl.execution import judge, rccl_allreduce_times
 from distlab.rccl.lines import judge_lines, judge_rows, time_lines, time_row
-from distlab.rccl.tables import DEFAULT_ARCH, DEFAULT_RELEASE, RCCL_ARCHS, RCCL_TABLES
+from distlab.rccl.tables import (
+    DEFAULT_ARCH,
+    DEFAULT_RELEASE,
+    GPU_ARCHS,
+    RCCL_ARCHS,
+    RCCL_TABLES,
+)
 from distlab.report.jsonfile import write_json
 
 __all__ = ["PROG", "main"]
@@ -36,7 +42,7 @@ __all__ = ["PROG", "main"]
 PROG = "python -m distlab.rccl"
 DEFAULT_SIZES: tuple[int, ...] = (*(65536 << (2 * k) for k in range(8)), 4 << 30)
 """64 KiB to 1 GiB, x4, then 4 GiB."""
-GPU_ARCH = {"MI300X": "gfx942", "MI325X": "gfx942", "MI350X": "gfx950", "MI355X": "gfx950"}
+GPU_ARCH = GPU_ARCHS
 """``--gpu`` names to the architecture RCCL keys its tables on."""
 
 

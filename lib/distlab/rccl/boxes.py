@@ -19,6 +19,7 @@ from typing import Any
 
 from distlab.rccl.choice import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
 from distlab.rccl.execution import NIC_GBPS, judge, published_tables
+from distlab.rccl.tables import GPU_ARCHS
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary
 
@@ -51,6 +52,11 @@ class AmdBox:
     priced: bool
     source: str
     priced_where: str = ""
+
+    def __post_init__(self) -> None:
+        if GPU_ARCHS.get(self.gpu) != self.arch:
+            raise ValueError(f"box {self.key}: {self.gpu} is {GPU_ARCHS.get(self.gpu)} in "
+                             f"GPU_ARCHS, not {self.arch}")
 
     @property
     def rccl_link_gbps(self) -> float:

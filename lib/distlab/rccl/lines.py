@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from distlab.rccl.execution import RcclTime, judge, one_node_note
+from distlab.rccl.tables import GPU_ARCHS, arch_gpus
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import size_label
 
@@ -35,7 +36,7 @@ def time_row(r: RcclTime) -> dict[str, Any]:
             "why": "not priced (below)" if r.why else ""}
 
 
-_GPUS = {"gfx942": "MI300X/MI325X", "gfx950": "MI350X/MI355X"}
+_GPUS = {arch: "/".join(arch_gpus(arch)) for arch in set(GPU_ARCHS.values())}
 
 
 def time_lines(rows: Sequence[RcclTime], nodes: int, release: str,

@@ -43,8 +43,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["DEFAULT_ARCH", "RCCL_ARCHS", "RCCL_ARCH_TABLES", "RCCL_TABLES", "RcclTables",
-           "ResolvedRelease", "check_arch", "release_key", "resolve_release"]
+__all__ = ["DEFAULT_ARCH", "GPU_ARCHS", "RCCL_ARCHS", "RCCL_ARCH_TABLES", "RCCL_TABLES",
+           "RcclTables", "ResolvedRelease", "arch_gpus", "check_arch", "release_key",
+           "resolve_release"]
 
 Row = tuple[float, float, float]
 """One value per protocol: LL, LL128, Simple."""
@@ -202,6 +203,16 @@ RCCL_ARCHS: tuple[str, ...] = tuple(RCCL_ARCH_TABLES)
 
 DEFAULT_ARCH = "gfx942"
 """What every function prices unless told otherwise."""
+
+GPU_ARCHS: dict[str, str] = {"MI300X": "gfx942", "MI325X": "gfx942", "MI350X": "gfx950",
+                             "MI355X": "gfx950"}
+"""Each AMD GPU the model knows, by its product name, and the architecture RCCL keys its tables
+on: the one map the command's ``--gpu``, the boxes and the trace judge read."""
+
+
+def arch_gpus(arch: str) -> tuple[str, ...]:
+    """The GPUs of :data:`GPU_ARCHS` on ``arch``, in its order (``("MI300X", "MI325X")``)."""
+    return tuple(g for g, a in GPU_ARCHS.items() if a == arch)
 
 DEFAULT_RELEASE = "2.26.6"
 """ROCm 7.0's RCCL, what a ROCm build of torch 2.9-2.11 is paired with."""
