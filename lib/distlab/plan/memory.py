@@ -131,7 +131,7 @@ from distlab.plan.layout import (
     check_layout_fits,
     gpu_kind,
 )
-from distlab.plan.model import ModelSpec, layer_linears, model_spec, per_op_saved_linears
+from distlab.plan.model import ModelSpec, model_spec, per_op_saved_linears
 from distlab.plan.partition import (
     RankParams,
     layer_params_per_gpu,
@@ -384,7 +384,8 @@ def _op_checkpoint_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> int
     sbh = tokens * spec.hidden * d
     # the checkpoint's input: the residual stream entering the layer (sequence-sharded with SP)
     total = sbh // (tp if layout.sequence_parallel else 1)
-    for lin, saved in per_op_saved_linears(spec):
+    linears = per_op_saved_linears(spec)
+    for lin, saved in linears:
         if not saved:
             continue  # every second matrix product is recomputed (and every biased one)
         if not lin.column:
@@ -397,7 +398,7 @@ def _op_checkpoint_nbytes(spec: ModelSpec, layout: Layout, opt: _Options) -> int
             total += tokens * lin.out_features * d // tp
     if tp > 1 and layout.sequence_parallel:
         # the reduce-scatter after each row-parallel product is saved too
-        total += sum(sbh // tp for lin in layer_linears(spec) if not lin.column)
+        total += sum(sbh // tp for lin, _ in linears if not lin.column)
     if opt.attention == "flash":
         # the fused kernel's output and its fp32 log-sum-exp per query token and head
         total += sbh // tp + tokens * spec.heads * LOSS_BYTES // tp

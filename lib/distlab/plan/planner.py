@@ -188,10 +188,9 @@ def _advice(model: ModelSpec, hw: Hardware, global_batch: int, short: list[Layou
              f"{least.layout.label} at {size_in(least.memory.total, 'GiB', '.1f')} per GPU "
              f"({size_in(-least.headroom_bytes, 'GiB', '.1f')} short)"]
     need = least.memory.total / hw.gpu.memory_bytes
-    if "full" in recompute_tried:
-        lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
-                     "hold it; full recompute and ZeRO-3 are already among the layouts tried")
-    else:
-        lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
-                     "hold it; full recompute was not tried: it keeps only each layer's input")
+    tried = ("full recompute and ZeRO-3 are already among the layouts tried"
+             if "full" in recompute_tried else
+             "full recompute was not tried: it keeps only each layer's input")
+    lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
+                 f"hold it; {tried}")
     return tuple(lines)
