@@ -25,7 +25,8 @@ from distlab.rccl.tables import RCCL_TABLES
 def test_the_shipped_constants_are_the_fit_of_the_calibration_tables() -> None:
     fitted = fit_constants()
     assert dataclasses.replace(fitted, source=SHIPPED.source) == SHIPPED
-    assert fitted.source.endswith("aac8_mi300x_1node, aac10_mi300x_2node")
+    assert fitted.source.endswith("aac8_mi300x_1node, aac10_mi300x_2node; the tree across "
+                                  "nodes on aac14_mi355x_2node, alib_mi355x_2node")
     # physical: below the links' and NICs' rates, an MSCCL link below xGMI's raw 64 GB/s
     assert 0.5 < SHIPPED.xgmi_efficiency < 1 and 0.5 < SHIPPED.net_efficiency < 1
     assert 16 < SHIPPED.msccl_link_gbps < 64
@@ -33,9 +34,12 @@ def test_the_shipped_constants_are_the_fit_of_the_calibration_tables() -> None:
         SHIPPED.ring_fixed_us < SHIPPED.net_ring_fixed_us
 
 
-def test_no_held_out_table_enters_the_fit() -> None:
+def test_no_held_out_table_enters_the_fit_but_through_its_tree_sizes() -> None:
     held = published_tables("held_out")
     assert held and all(t["split"] == "held_out" for t in held)
+    lent = [t["id"] for t in held if t.get("fits")]
+    assert lent == ["aac14_mi355x_2node", "alib_mi355x_2node"]
+    assert all(t["fits"] == ["tree across nodes"] for t in held if t.get("fits"))
     gfx942 = [t for t in held if t["gfx"] == "gfx942"]
     with pytest.raises(ValueError, match="no MSCCL"):
         fit_constants(gfx942)   # large ring sizes only: nothing to fit MSCCL on
@@ -57,6 +61,8 @@ def test_the_held_out_tables_judge_the_model_at_every_node_count() -> None:
     # the two-node MI300X table's tree sizes (64 KiB - 256 MiB) are left unpriced, not guessed
     two = calibration["aac10_mi300x_2node"]
     assert min(two.unpriced) == 65536 and max(two.unpriced) == 256 << 20
+    assert all(w.startswith("tree/") and "across gfx942 nodes: not priced" in w
+               for w in two.unpriced_why)
     assert not any(t["split"] == "not_modelled" for t in published_tables()
                    if t["id"] in calibration)
 
@@ -84,7 +90,7 @@ def test_every_row_is_priced_or_says_why(nodes: int, release: str, sizes: list[i
             assert b.seconds >= a.seconds
 
 
-def test_the_nic_rate_bounds_only_the_ring_across_nodes() -> None:
+def test_the_nic_rate_bounds_only_what_crosses_nodes() -> None:
     one = [r.seconds for r in rccl_allreduce_times(1, [1 << 30], nic_gbps=25)[0]]
     assert one == [r.seconds for r in rccl_allreduce_times(1, [1 << 30])[0]]
     (slow,), _ = rccl_allreduce_times(2, [4 << 30], nic_gbps=25)
@@ -99,14 +105,16 @@ def test_the_command_prints_the_choice_and_the_judgement(tmp_path: Path, capsys)
     out = tmp_path / "r.json"
     assert cli.main(["--nodes", "2", "--sizes", "1M,1G", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "tree" in text and "not priced (below)" in text and "# tree/LL across nodes" in text
+    assert "tree" in text and "not priced (below)" in text
+    assert "# tree/LL across gfx942 nodes: not priced" in text
     doc = json.loads(out.read_text())
     assert [r["bytes"] for r in doc["rows"]] == [1 << 20, 1 << 30]
     assert doc["rows"][1]["model_us"] > 0 and doc["rows"][0]["model_us"] is None
     assert cli.main(["--judge"]) == 0
     text = capsys.readouterr().out
     assert all(t["id"] in text for t in published_tables() if t["split"] != "not_modelled")
-    assert "aac14_mi355x_2node held_out         6       12" in text   # gfx950, held out
+    assert "aac14_mi355x_2node held_out        18        0" in text   # gfx950, held out
+    assert "# aac14_mi355x_2node, alib_mi355x_2node: their tree sizes fit the tree" in text
 
 
 def test_an_older_release_warns_on_stderr(capsys) -> None:

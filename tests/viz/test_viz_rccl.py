@@ -7,7 +7,7 @@ import pytest
 
 from distlab.rccl.execution import judge, published_tables
 from distlab.viz.layout_check import layout_problems
-from distlab.viz.rccl import rccl_tables_figure
+from distlab.viz.rccl import MI355X_TWO_NODE_PANELS, rccl_tables_figure
 
 
 def _labels(ax) -> set[str]:
@@ -31,3 +31,16 @@ def test_each_panel_shows_its_tables_and_what_rccl_runs() -> None:
             for p in table["points"] if p["bytes"] in unpriced]
     assert list(cross.get_ydata()) == pytest.approx(want, rel=1e-12)
     assert layout_problems(fig) == []
+
+
+def test_the_mi355x_panels_draw_the_tree_priced_leave_one_out() -> None:
+    fig = rccl_tables_figure(MI355X_TWO_NODE_PANELS)
+    judged = {j.id: j for j in judge()}
+    for ax, (tid, _) in zip(fig.axes, MI355X_TWO_NODE_PANELS, strict=True):
+        assert _labels(ax) == {"published", "tree/LL", "tree/LL128", "tree/Simple",
+                               "ring/Simple"}
+        assert "held-out, tree left out" in ax.get_title()
+        assert f"median {judged[tid].median_pct:.1f}%" in ax.get_title()
+    assert layout_problems(fig) == []
+    with pytest.raises(ValueError, match="no published table is named mi999"):
+        rccl_tables_figure((("mi999", "x"),))

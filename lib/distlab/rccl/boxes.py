@@ -122,9 +122,14 @@ NOT_PRICED: tuple[str, ...] = (
     "15-48 us: a single host thread launching eight kernels, which the RCCL model does not "
     "price (no ROCm launch cost is calibrated; NCCL's, 5.2 us per GPU on CUDA hosts, would "
     "make 42 us)",
-    "RCCL's tree and its LL / LL128 rings across nodes (1 KiB to 128-512 MiB on 2+ nodes): "
-    "the fitted MI300X table covering them has a 220 us floor no other run shows; the MI355X "
-    "one (40-100 us below 1 MiB) is held out, never fitted",
+    "RCCL's tree across MI300X / MI325X nodes (64 KiB to 128-512 MiB on 2+ nodes): the one "
+    "gfx942 table with those sizes (2 x 8 MI300X, RCCL 2.22.3) has a 220 us floor and takes "
+    "1.3-6x what two MI355X clusters take; no second gfx942 table says which is usual",
+    "RCCL's tree across MI355X nodes is fitted on two 2 x 8 MI355X clusters that differ by up "
+    "to 1.5x at 4-64 MiB (one runs AMD's ANP plugin, the other two queue pairs per connection "
+    "and no GPU-memory flush: which setting makes the difference is not known); each judged "
+    "on the other's fit misses a 12% median. Beyond two nodes its fixed cost grows as RCCL's "
+    "tree latency, not judged; LL / LL128 rings across nodes",
     "a one-node ring in LL (MSCCL off, small sizes); collectives other than allreduce",
     "the NIC model: every NIC at 50 GB/s with one fitted efficiency (fitted over ConnectX-7 "
     "class, judged over Broadcom); a NIC's own latency is not separated",

@@ -27,7 +27,7 @@ RCCL decides in three places, in this order (ROCm/rccl ``src/collectives.cc``,
 This is RCCL's *choice*, and its own estimate beside it (:attr:`RcclChoice.estimate_us`,
 ``None`` under MSCCL, which the cost model never prices). The estimate steers the choice and is
 not a run's time (docs/rccl-research.md: on 2 x 8 MI300X it says 52 us for 64 KiB where a run
-took 241 us): the measured-time model is still to come (issue 59).
+took 241 us): :mod:`.execution` times what it runs.
 
 gfx950 (``arch="gfx950"``) reads the same code with RCCL's table 6 (:mod:`.tables`): the same
 latencies and bandwidth ratios, its own correction factors and protocol ranges, the same 48 GB/s
@@ -50,7 +50,7 @@ from distlab._checks import check_int
 from distlab.rccl.tables import DEFAULT_ARCH, RcclTables, check_arch, resolve_release
 
 __all__ = ["GPUS_PER_NODE", "RCCL_XGMI_LINK_GBPS", "RcclCandidate", "RcclChoice",
-           "XGMI_BUS_GBPS", "XGMI_LINK_SPEC_GBPS", "rccl_allreduce_choices"]
+           "XGMI_BUS_GBPS", "XGMI_LINK_SPEC_GBPS", "rccl_allreduce_choices", "tree_latency_us"]
 
 GPUS_PER_NODE = 8
 """Every gfx942 / gfx950 box RCCL's topology models describe: eight GPUs, fully connected by
@@ -133,6 +133,17 @@ def _latency_us(t: RcclTables, nodes: int, n: int, algorithm: str, p: int,
         return t.base_lat_us[p] + (steps - inter_steps) * intra + inter_steps * inter
     return t.base_lat_us[p] + 2 * ((n // nodes - 1) * intra
                                    + int(math.log2(nodes)) * inter)
+
+
+def tree_latency_us(nodes: int, protocol: str, *, release: str | None = None,
+                    arch: str = DEFAULT_ARCH) -> float:
+    """RCCL's latency of its tree over ``nodes`` 8-GPU nodes in ``protocol`` (us): ``baseLat +
+    2 ((8 - 1) hwLat[xGMI] + log2(nodes) hwLat[NET])`` from the release's table (its estimate's
+    fixed term, not a run's time)."""
+    check_int("nodes", nodes, minimum=1)
+    t = resolve_release(release, check_arch(arch)).tables
+    return _latency_us(t, nodes, nodes * GPUS_PER_NODE, "tree", _protocol_index(protocol),
+                       NET_OVERHEAD_US)
 
 
 def _log_size(nbytes: int) -> int:

@@ -14,12 +14,23 @@ over what bounds it:
 - **Ring across nodes** (Simple): the same with the bus bandwidth of the node's NICs: a ring
   leaves each node once per channel, so the node's egress equals the bus bandwidth:
   ``fixed + S x 2(n-1)/n / (efficiency x NICs x NIC rate)``.
+- **Tree across nodes** (LL, LL128, Simple; gfx950 only, :data:`TREE_NET_ARCHS`): what RCCL
+  runs from 64 KiB to 128 MiB on two MI355X nodes. On two nodes each node sends its partial sum
+  ``S`` out once and takes the result back once; the runs move it at a rate well under the
+  NICs' (about 140 GB/s a node where eight NICs carry 400) and no source gives that rate, so it
+  is fitted: ``fixed x L(nodes) / L(2) + max(S x line / tree rate, k S x line / NICs)`` where
+  ``line`` is the protocol's bytes on the wire per data byte (LL 2, LL128 128/120, Simple 1),
+  ``L`` RCCL's own tree latency (:func:`~.choice.tree_latency_us`: the fixed cost grows with the
+  tree's depth as RCCL's estimate says) and ``k`` the busiest node's share (1 on two nodes, 2
+  from three: NCCL's double binary tree). Fitted on the two 2 x 8 MI355X tables with these
+  sizes (two clusters, RCCL 2.26.6 and 2.27.7: :data:`TREE_FIT`) and judged on each with the
+  term refitted on the other (:func:`judge`, leave-one-out); beyond two nodes no table judges
+  it.
 
-Not priced, each with its reason in the row: RCCL's tree and its LL/LL128 rings across nodes
-(what it runs from 1 KiB to 128-512 MiB on two or more nodes: the one fitted table that covers
-them, 2 x 8 MI300X, has a 220 us floor no other run shows, and the 2 x 8 MI355X table that also
-covers them is held out, so no time model of them is fitted), and a one-node ring in LL (MSCCL
-off).
+Not priced, each with its reason in the row: the tree across gfx942 nodes (the one MI300X
+table with those sizes, 2 x 8 at RCCL 2.22.3, has a 220 us floor and takes 1.3-6x what the two
+MI355X clusters take; no second gfx942 table says which is usual), LL/LL128 rings across nodes,
+and a one-node ring in LL (MSCCL off).
 
 **gfx950** (MI350X, MI355X; ``arch="gfx950"``): RCCL's choice from its table 6, timed with the
 constants above. Across nodes the ring is bound by the node's NICs (the same 400 Gb/s NIC per
@@ -31,8 +42,10 @@ the ratio of one link's speed each way, :data:`~distlab.rccl.choice.XGMI_LINK_SP
 :func:`fit_constants` refuses one; the held-out MI355X tables judge it.
 
 The constants (:data:`SHIPPED`) are fitted by :func:`fit_constants` on the ``calibration``
-tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring sizes), each a
-weighted least squares on relative error; :func:`judge` prices every table. Units: bytes,
+tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring sizes) and, for
+the tree across nodes, on the tree sizes of the held-out tables that list it in their ``fits``
+(:data:`TREE_FIT`), each a weighted least squares on relative error; :func:`judge` prices every
+table. Units: bytes,
 seconds at the public functions; microseconds and GB/s (1e9 bytes/s) in the constants.
 """
 
@@ -40,7 +53,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -53,13 +66,15 @@ from distlab.rccl.choice import (
     XGMI_LINK_SPEC_GBPS,
     RcclChoice,
     rccl_allreduce_choices,
+    tree_latency_us,
 )
 from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
 
-__all__ = ["FITTED_ARCHS", "ONE_NODE_ARCHS", "SHIPPED", "ExecutionConstants", "JudgedTable",
-           "RcclTime", "fit_constants", "judge", "one_node_note", "published_tables",
-           "rccl_allreduce_times", "table_choices", "xgmi_scale"]
+__all__ = ["FITTED_ARCHS", "LINE_BYTES", "ONE_NODE_ARCHS", "SHIPPED", "TREE_FIT",
+           "TREE_NET_ARCHS", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
+           "fit_tree", "judge", "one_node_note", "published_tables", "rccl_allreduce_times",
+           "table_choices", "tree_fit_tables", "tree_note", "xgmi_scale"]
 
 PUBLISHED = Path(__file__).with_name("data") / "published.json"
 NIC_GBPS = 50.0
@@ -71,6 +86,14 @@ FITTED_ARCHS: tuple[str, ...] = ("gfx942",)
 ONE_NODE_ARCHS: tuple[str, ...] = ("gfx942", "gfx950")
 """The architectures whose one-node allreduce (MSCCL, the ring over xGMI) is priced: gfx942,
 where the constants are fitted, and gfx950 at :func:`xgmi_scale` of their rates."""
+TREE_NET_ARCHS: tuple[str, ...] = ("gfx950",)
+"""The architectures whose tree across nodes is priced: gfx950, where two published clusters
+time it (gfx942's one table disagrees with them by 1.3-6x: module doc)."""
+TREE_FIT = "tree across nodes"
+"""The word a published table's ``fits`` list names when its tree sizes fit the tree term."""
+LINE_BYTES: dict[str, float] = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
+"""Bytes on the wire per data byte per protocol: LL sends 8 data bytes in each 16-byte line
+(a flag beside each word), LL128 120 in each 128, Simple only data."""
 
 
 def xgmi_scale(arch: str) -> float:
@@ -100,6 +123,8 @@ class ExecutionConstants:
             over the seven links' 336 GB/s.
         net_ring_fixed_us, net_efficiency: a ring across nodes: fixed cost (us) and bus
             bandwidth over the node's NICs.
+        tree_net_fixed_us, tree_net_gbps: the tree across two nodes (:data:`TREE_NET_ARCHS`):
+            fixed cost (us) and the rate a node's partial sum leaves it at (GB/s of wire bytes).
         source: what they were fitted on.
     """
 
@@ -109,6 +134,8 @@ class ExecutionConstants:
     xgmi_efficiency: float
     net_ring_fixed_us: float
     net_efficiency: float
+    tree_net_fixed_us: float
+    tree_net_gbps: float
     source: str
 
 
@@ -116,8 +143,10 @@ SHIPPED = ExecutionConstants(
     msccl_fixed_us={"LL": 13.98, "Simple": 22.04}, msccl_link_gbps=34.0,
     ring_fixed_us=60.79, xgmi_efficiency=0.9424,
     net_ring_fixed_us=286.6, net_efficiency=0.895,
+    tree_net_fixed_us=60.47, tree_net_gbps=142.66,
     source="fit_constants on the calibration tables of distlab/rccl/data/published.json "
-           "(aac8_mi300x_1node, aac10_mi300x_2node)")
+           "(aac8_mi300x_1node, aac10_mi300x_2node); the tree across nodes on "
+           "aac14_mi355x_2node, alib_mi355x_2node")
 """What :func:`fit_constants` gives on the calibration tables (a test refits and compares)."""
 
 
@@ -150,7 +179,20 @@ def _msccl_link_bytes(nbytes: int, protocol: str) -> float:
     return 2 * nbytes / GPUS_PER_NODE * (2.0 if protocol == "LL" else 1.0)
 
 
-def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float) -> tuple[float | None, str]:
+def _tree_net_us(c: RcclChoice, k: ExecutionConstants, nic_gbps: float,
+                 release: str | None) -> float:
+    """The tree across ``c.nodes`` nodes (module doc), us."""
+    wire = c.nbytes * LINE_BYTES[c.protocol]
+    depth = (tree_latency_us(c.nodes, c.protocol, release=release, arch=c.arch)
+             / tree_latency_us(2, c.protocol, release=release, arch=c.arch))
+    busiest = 1 if c.nodes == 2 else 2
+    nics = k.net_efficiency * GPUS_PER_NODE * nic_gbps
+    return k.tree_net_fixed_us * depth + max(wire / (1e3 * k.tree_net_gbps),
+                                             busiest * wire / (1e3 * nics))
+
+
+def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float,
+           release: str | None = None) -> tuple[float | None, str]:
     n = c.nodes * GPUS_PER_NODE
     if c.nodes == 1 and c.arch not in ONE_NODE_ARCHS:
         return None, f"{c.arch} on one node: not priced"
@@ -166,6 +208,12 @@ def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float) -> tuple[float
         return (k.net_ring_fixed_us + _bus_bytes(c.nbytes, n) / (1e3 * bus)) * 1e-6, ""
     if c.nodes == 1:
         return None, f"ring/{c.protocol} on one node (MSCCL off): not priced"
+    if c.algorithm == "tree" and c.arch in TREE_NET_ARCHS:
+        return _tree_net_us(c, k, nic_gbps, release) * 1e-6, ""
+    if c.algorithm == "tree":
+        return None, (f"tree/{c.protocol} across {c.arch} nodes: not priced, the one table (2 x 8 "
+                      "MI300X, RCCL 2.22.3) takes 1.3-6x what two MI355X clusters take "
+                      "(docs/rccl-research.md)")
     return None, (f"{c.algorithm}/{c.protocol} across nodes: not priced, no held table judges "
                   "its time (docs/rccl-research.md)")
 
@@ -187,7 +235,7 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
                                            dtype=dtype, amd_host=amd_host, arch=arch)
     rows = []
     for c in choices:
-        seconds, why = _price(c, constants, float(nic_gbps))
+        seconds, why = _price(c, constants, float(nic_gbps), release)
         rows.append(RcclTime(c, seconds, why))
     return rows, note
 
@@ -236,15 +284,53 @@ def _weighted_line(x: Sequence[float], t_us: Sequence[float],
     return {n: float(sol[i]) for i, n in enumerate(names)}, float(sol[-1])
 
 
-def fit_constants(tables: Iterable[dict[str, Any]] | None = None) -> ExecutionConstants:
+def tree_fit_tables() -> list[dict[str, Any]]:
+    """The published tables whose tree sizes the tree across nodes is fitted on (their
+    ``fits`` lists :data:`TREE_FIT`)."""
+    return [t for t in _load() if TREE_FIT in t.get("fits", ())]
+
+
+def _tree_points(t: dict[str, Any]) -> list[tuple[float, float]]:
+    """(wire kB a node sends, measured us) at each tree size >= 64 KiB of a two-node table."""
+    return [(p["bytes"] * LINE_BYTES[c.protocol] / 1e3, p["time_us"])
+            for p, c in zip(t["points"], table_choices(t), strict=True)
+            if c.algorithm == "tree" and p["bytes"] >= JUDGED_FROM_BYTES]
+
+
+def fit_tree(tables: Iterable[dict[str, Any]] | None = None) -> tuple[float, float]:
+    """The tree across nodes' ``(fixed us, rate GB/s)`` fitted on the tree sizes (>= 64 KiB) of
+    ``tables`` (default: :func:`tree_fit_tables`), a weighted least squares on relative error.
+
+    Raises:
+        ValueError: a table that is not two nodes of an architecture in
+            :data:`TREE_NET_ARCHS`, or no tree size to fit.
+    """
+    tables = list(tree_fit_tables() if tables is None else tables)
+    wrong = [t["id"] for t in tables
+             if t["nodes"] != 2 or (t.get("gfx") or DEFAULT_ARCH) not in TREE_NET_ARCHS]
+    if wrong:
+        raise ValueError(f"the tree across nodes is fitted on two-node "
+                         f"{', '.join(TREE_NET_ARCHS)} tables only, not on {', '.join(wrong)}")
+    points = [x for t in tables for x in _tree_points(t)]
+    if not points:
+        raise ValueError("the tables hold no tree size across nodes to fit")
+    fixed, slope = _weighted_line([x for x, _ in points], [u for _, u in points])
+    return round(fixed["all"], 2), round(1 / slope, 2)
+
+
+def fit_constants(tables: Iterable[dict[str, Any]] | None = None,
+                  tree_tables: Iterable[dict[str, Any]] | None = None) -> ExecutionConstants:
     """Fit :class:`ExecutionConstants` on ``tables`` (default: the calibration split), each
     term on the sizes where RCCL runs that path (by :func:`~.choice.rccl_allreduce_choices` for
-    the table's release; a one-node table of unstated release: MSCCL up to 16 MiB).
+    the table's release; a one-node table of unstated release: MSCCL up to 16 MiB), and the
+    tree across nodes on ``tree_tables`` (:func:`fit_tree`).
 
     Raises:
         ValueError: a table of an architecture not in :data:`FITTED_ARCHS` (gfx950: its
             tables only judge), or no size of a path to fit.
     """
+    tree_tables = list(tree_fit_tables() if tree_tables is None else tree_tables)
+    tree_fixed, tree_gbps = fit_tree(tree_tables)
     tables = list(published_tables("calibration") if tables is None else tables)
     other = [t["id"] for t in tables if (t.get("gfx") or DEFAULT_ARCH) not in FITTED_ARCHS]
     if other:
@@ -276,7 +362,9 @@ def fit_constants(tables: Iterable[dict[str, Any]] | None = None) -> ExecutionCo
         ring_fixed_us=round(r1, 2), xgmi_efficiency=round(1 / s1 / XGMI_BUS_GBPS, 4),
         net_ring_fixed_us=round(rn, 1),
         net_efficiency=round(1 / sn / (GPUS_PER_NODE * NIC_GBPS), 4),
-        source="fit_constants on " + ", ".join(t["id"] for t in tables))
+        tree_net_fixed_us=tree_fixed, tree_net_gbps=tree_gbps,
+        source="fit_constants on " + ", ".join(t["id"] for t in tables)
+               + "; the tree across nodes on " + ", ".join(t["id"] for t in tree_tables))
 
 
 @dataclass(frozen=True)
@@ -284,7 +372,8 @@ class JudgedTable:
     """One published table against the model: per priced size ``(bytes, measured us, model us,
     error %)``; ``unpriced`` the sizes (>= 64 KiB) the model does not price and
     ``unpriced_why`` the reason for each; the median and p90 of ``|error|`` over the priced
-    sizes >= 64 KiB (``None`` when none)."""
+    sizes >= 64 KiB (``None`` when none); ``tree_left_out``: its tree sizes fit the tree term,
+    so they are priced with that term refitted without this table."""
 
     id: str
     split: str
@@ -293,19 +382,32 @@ class JudgedTable:
     median_pct: float | None
     p90_pct: float | None
     unpriced_why: tuple[str, ...] = ()
+    tree_left_out: bool = False
 
 
 def judge(constants: ExecutionConstants = SHIPPED,
-          tables: Iterable[dict[str, Any]] | None = None) -> list[JudgedTable]:
+          tables: Iterable[dict[str, Any]] | None = None, *,
+          leave_one_out: bool = True) -> list[JudgedTable]:
     """Every table (default: all but ``not_modelled``) priced by the model at its own nodes,
-    release and algorithm; errors are :func:`distlab.vocabulary.error_pct` of times."""
+    release and algorithm; errors are :func:`distlab.vocabulary.error_pct` of times.
+
+    ``leave_one_out``: a table whose tree sizes fit the tree term (:func:`tree_fit_tables`) is
+    priced with that term refitted on the other such tables, so no table judges a term fitted
+    on it (``False``: with ``constants`` as given).
+    """
     tables = [t for t in _load() if t["split"] != "not_modelled"] if tables is None \
         else list(tables)
+    tree_fit = tree_fit_tables()
     out = []
     for t in tables:
+        k, left_out = constants, False
+        others = [u for u in tree_fit if u["id"] != t["id"]]
+        if leave_one_out and others and len(others) < len(tree_fit):
+            fixed, gbps = fit_tree(others)
+            k, left_out = replace(constants, tree_net_fixed_us=fixed, tree_net_gbps=gbps), True
         rows, unpriced, whys = [], [], []
         for p, c in zip(t["points"], table_choices(t), strict=True):
-            seconds, why = _price(c, constants, NIC_GBPS)
+            seconds, why = _price(c, k, NIC_GBPS, t["rccl"])
             if p["bytes"] < JUDGED_FROM_BYTES:
                 continue
             if seconds is None:
@@ -317,6 +419,24 @@ def judge(constants: ExecutionConstants = SHIPPED,
         summary = ErrorSummary.of(r[3] for r in rows)
         out.append(JudgedTable(t["id"], t["split"], tuple(rows), tuple(unpriced),
                                summary.median if rows else None,
-                               summary.p90 if rows else None, tuple(whys)))
+                               summary.p90 if rows else None, tuple(whys), left_out))
     return out
 
+
+
+def tree_note(rows: Sequence[RcclTime]) -> str:
+    """What a priced tree across nodes among ``rows`` rests on, one line (``""`` if none):
+    the tables it is fitted on, their leave-one-out judgement (computed, as :func:`judge`
+    gives it) and, beyond two nodes, that nothing judges it there."""
+    nodes = {r.choice.nodes for r in rows
+             if r.seconds is not None and r.choice.algorithm == "tree" and r.choice.nodes > 1}
+    if not nodes:
+        return ""
+    judged = judge(tables=tree_fit_tables())
+    medians = sorted(j.median_pct for j in judged if j.median_pct is not None)
+    p90s = sorted(j.p90_pct for j in judged if j.p90_pct is not None)
+    beyond = ("; beyond two nodes its fixed cost grows as RCCL's tree latency, and no table "
+              "judges it there" if max(nodes) > 2 else "")
+    return (f"the tree across nodes is fitted on the tree sizes of {len(judged)} published "
+            f"2 x 8 MI355X tables (each judged with it fitted on the others: median |error| "
+            f"{medians[0]:.0f}-{medians[-1]:.0f}%, p90 {p90s[0]:.0f}-{p90s[-1]:.0f}%){beyond}")

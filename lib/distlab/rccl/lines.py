@@ -7,7 +7,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from distlab.rccl.execution import RcclTime, judge, one_node_note
+from distlab.rccl.execution import RcclTime, judge, one_node_note, tree_note
 from distlab.rccl.tables import GPU_ARCHS, arch_gpus
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import size_label
@@ -48,6 +48,8 @@ def time_lines(rows: Sequence[RcclTime], nodes: int, release: str,
     said = sorted({r.why for r in rows if r.why})
     if nodes == 1 and one_node_note(arch):
         said.append(one_node_note(arch))
+    if tree_note(rows):
+        said.append(tree_note(rows))
     reasons = [line for w in said
                for line in textwrap.wrap(w, 98, initial_indent="# ", subsequent_indent="#   ")]
     return [head, format_table([time_row(r) for r in rows], TIME_COLUMNS), *reasons]
@@ -57,11 +59,18 @@ def judge_rows() -> list[dict[str, Any]]:
     """One row per published table the model prices: its split, the sizes priced and not,
     the median and p90 of |error| (sizes >= 64 KiB)."""
     return [{"id": j.id, "split": j.split, "priced": len(j.rows), "unpriced": len(j.unpriced),
-             "median_pct": j.median_pct, "p90_pct": j.p90_pct} for j in judge()]
+             "median_pct": j.median_pct, "p90_pct": j.p90_pct,
+             "tree_left_out": j.tree_left_out} for j in judge()]
 
 
 def judge_lines(rows: Sequence[dict[str, Any]] | None = None) -> list[str]:
-    """The judgement as a title and a table."""
+    """The judgement as a title, the table and which tables' tree sizes are judged
+    leave-one-out."""
+    rows = list(judge_rows() if rows is None else rows)
+    left = [r["id"] for r in rows if r.get("tree_left_out")]
+    tail = textwrap.wrap(f"{', '.join(left)}: their tree sizes fit the tree across nodes; "
+                         "each is judged with it fitted on the others only", 98,
+                         initial_indent="# ", subsequent_indent="#   ") if left else []
     return ["# the execution model on published rccl-tests allreduce tables, sizes >= 64 KiB",
             "# error: (measured - model) / model of the out-of-place times",
-            format_table(list(judge_rows() if rows is None else rows), JUDGE_COLUMNS)]
+            format_table(rows, JUDGE_COLUMNS), *tail]
