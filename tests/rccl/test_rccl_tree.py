@@ -152,3 +152,12 @@ def test_the_lines_say_what_the_tree_rests_on() -> None:
     assert "median |error| 14-17%" in flat and "beyond two nodes" in flat
     ring, _ = rccl_allreduce_times(2, [1 << 30], arch="gfx950")
     assert tree_note(ring) == ""
+
+
+def test_rccls_tree_latency_refuses_bad_input() -> None:
+    with pytest.raises(ValueError, match="protocol must be one of LL, LL128, Simple, got 'LL64'"):
+        tree_latency_us(2, "LL64")
+    with pytest.raises(ValueError, match="nodes"):
+        tree_latency_us(0, "LL")
+    with pytest.raises(ValueError, match="gfx90a"):
+        tree_latency_us(2, "LL", arch="gfx90a")

@@ -139,8 +139,15 @@ def tree_latency_us(nodes: int, protocol: str, *, release: str | None = None,
                     arch: str = DEFAULT_ARCH) -> float:
     """RCCL's latency of its tree over ``nodes`` 8-GPU nodes in ``protocol`` (us): ``baseLat +
     2 ((8 - 1) hwLat[xGMI] + log2(nodes) hwLat[NET])`` from the release's table (its estimate's
-    fixed term, not a run's time)."""
+    fixed term, not a run's time).
+
+    Raises:
+        ValueError: ``nodes`` below 1, a protocol other than LL, LL128 and Simple, or a release
+            or architecture :func:`~.tables.resolve_release` refuses.
+    """
     check_int("nodes", nodes, minimum=1)
+    if protocol not in _PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(_PROTOCOLS)}, got {protocol!r}")
     t = resolve_release(release, check_arch(arch)).tables
     return _latency_us(t, nodes, nodes * GPUS_PER_NODE, "tree", _protocol_index(protocol),
                        NET_OVERHEAD_US)
