@@ -58,11 +58,11 @@ def test_the_held_out_tables_judge_the_model_at_every_node_count() -> None:
         assert j.median_pct is not None and j.median_pct < 3.0
         assert all(abs(err) < 3.5 for *_, err in j.rows)
     calibration = {j.id: j for j in judge() if j.split == "calibration"}
-    # the two-node MI300X table's tree sizes (64 KiB - 256 MiB) are left unpriced, not guessed
+    # the two-node MI300X table's tree sizes (64 KiB - 256 MiB) are priced with the constants
+    # fitted on MI355X, not on it: its 220 us floor runs 3-5.5x the model below 1 MiB
     two = calibration["aac10_mi300x_2node"]
-    assert min(two.unpriced) == 65536 and max(two.unpriced) == 256 << 20
-    assert all(w.startswith("tree/") and "across gfx942 nodes: not priced" in w
-               for w in two.unpriced_why)
+    assert not two.unpriced and len(two.rows) == 18
+    assert all(err > 200 for n, *_, err in two.rows if n <= 1 << 20)
     assert not any(t["split"] == "not_modelled" for t in published_tables()
                    if t["id"] in calibration)
 
@@ -105,11 +105,11 @@ def test_the_command_prints_the_choice_and_the_judgement(tmp_path: Path, capsys)
     out = tmp_path / "r.json"
     assert cli.main(["--nodes", "2", "--sizes", "1M,1G", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "tree" in text and "not priced (below)" in text
-    assert "# tree/LL across gfx942 nodes: not priced" in text
+    assert "tree" in text and "not priced" not in text
+    assert "gfx942 takes the same" in text and "0.9-5.5x the model" in text
     doc = json.loads(out.read_text())
     assert [r["bytes"] for r in doc["rows"]] == [1 << 20, 1 << 30]
-    assert doc["rows"][1]["model_us"] > 0 and doc["rows"][0]["model_us"] is None
+    assert doc["rows"][1]["model_us"] > 0 and doc["rows"][0]["model_us"] > 0
     assert cli.main(["--judge"]) == 0
     text = capsys.readouterr().out
     assert all(t["id"] in text for t in published_tables() if t["split"] != "not_modelled")

@@ -19,12 +19,32 @@ def test_each_panel_shows_its_tables_and_what_rccl_runs() -> None:
     one, two, mi325 = fig.axes
     assert _labels(one) == {"published", "MSCCL allpairs/LL", "MSCCL allpairs/Simple",
                             "ring/Simple"}
-    assert _labels(two) == {"published", "ring/Simple", "not priced"}
+    assert _labels(two) == {"published", "tree/LL", "tree/Simple", "ring/Simple"}
     assert _labels(mi325) == {"published", "ring/Simple"}
     assert "calibration" in one.get_title() and "held-out" in mi325.get_title()
-    # the unpriced crosses sit at the published bus bandwidth of exactly the unpriced sizes
+    assert layout_problems(fig) == []
+
+
+def test_unpriced_sizes_are_crosses_at_the_published_bus_bandwidth(monkeypatch) -> None:
+    """No published table has an unpriced size now; a judgement that leaves the two-node MI300X
+    table's tree sizes unpriced draws them as crosses at exactly their published values."""
+    import dataclasses
+
+    import distlab.viz.rccl as viz
+
     table = next(t for t in published_tables() if t["id"] == "aac10_mi300x_2node")
-    unpriced = next(j for j in judge() if j.id == table["id"]).unpriced
+    tree = [p["bytes"] for p in table["points"] if 65536 <= p["bytes"] <= 256 << 20]
+
+    def judged():
+        return [dataclasses.replace(j, rows=tuple(r for r in j.rows if r[0] not in tree),
+                                    unpriced=tuple(tree))
+                if j.id == table["id"] else j for j in judge()]
+
+    monkeypatch.setattr(viz, "judge", judged)
+    fig = rccl_tables_figure()
+    two = fig.axes[1]
+    assert _labels(two) == {"published", "ring/Simple", "not priced"}
+    unpriced = tree
     (cross,) = [ln for ln in two.lines if ln.get_label() == "not priced"]
     assert list(cross.get_xdata()) == list(unpriced)
     want = [p["bytes"] * 2 * 15 / 16 / (p["time_us"] * 1e-6) / 1e9

@@ -122,9 +122,10 @@ NOT_PRICED: tuple[str, ...] = (
     "15-48 us: a single host thread launching eight kernels, which the RCCL model does not "
     "price (no ROCm launch cost is calibrated; NCCL's, 5.2 us per GPU on CUDA hosts, would "
     "make 42 us)",
-    "RCCL's tree across MI300X / MI325X nodes (64 KiB to 128-512 MiB on 2+ nodes): the one "
-    "gfx942 table with those sizes (2 x 8 MI300X, RCCL 2.22.3) has a 220 us floor and takes "
-    "1.3-6x what two MI355X clusters take; no second gfx942 table says which is usual",
+    "RCCL's tree across MI300X / MI325X nodes takes the MI355X fit: the one citable gfx942 "
+    "table with tree sizes (2 x 8 MI300X, RCCL 2.22.3) has a 220 us floor and runs 0.9-5.5x "
+    "the model there; a 2 x 8 MI308X run at RCCL 2.27.7 (no citable source) starts at 41 us, "
+    "as the MI355X clusters do, so that table is not followed",
     "RCCL's tree across MI355X nodes is fitted on two 2 x 8 MI355X clusters that differ by up "
     "to 1.5x at 4-64 MiB (one runs AMD's ANP plugin, the other two queue pairs per connection "
     "and no GPU-memory flush: which setting makes the difference is not known); each judged "

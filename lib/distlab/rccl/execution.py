@@ -14,8 +14,8 @@ over what bounds it:
 - **Ring across nodes** (Simple): the same with the bus bandwidth of the node's NICs: a ring
   leaves each node once per channel, so the node's egress equals the bus bandwidth:
   ``fixed + S x 2(n-1)/n / (efficiency x NICs x NIC rate)``.
-- **Tree across nodes** (LL, LL128, Simple; gfx950 only, :data:`TREE_NET_ARCHS`): what RCCL
-  runs from 64 KiB to 128 MiB on two MI355X nodes. On two nodes each node sends its partial sum
+- **Tree across nodes** (LL, LL128, Simple): what RCCL runs from 64 KiB to 128-256 MiB on two
+  or more nodes. On two nodes each node sends its partial sum
   ``S`` out once and takes the result back once; the runs move it at a rate well under the
   NICs' (about 140 GB/s a node where eight NICs carry 400) and no source gives that rate, so it
   is fitted: ``fixed x L(nodes) / L(2) + max(S x line / tree rate, k S x line / NICs)`` where
@@ -25,12 +25,15 @@ over what bounds it:
   from three: NCCL's double binary tree). Fitted on the two 2 x 8 MI355X tables with these
   sizes (two clusters, RCCL 2.26.6 and 2.27.7: :data:`TREE_FIT`) and judged on each with the
   term refitted on the other (:func:`judge`, leave-one-out); beyond two nodes no table judges
-  it.
+  it. gfx942 (MI300X, MI325X) takes the same constants, fitted on gfx950 only
+  (:data:`TREE_FIT_ARCHS`): the tree's rate is neither xGMI- nor NIC-bound, and the nodes' NICs
+  are the same. The one citable gfx942 table with these sizes (2 x 8 MI300X, RCCL 2.22.3) has a
+  220 us floor and takes 1.3-6x the model's time there, which :func:`tree_note` says; a 2 x 8
+  MI308X run at RCCL 2.27.7 (no citable source, docs/rccl-research.md 4.15) starts at 41 us as
+  the MI355X clusters do, so that table is not followed.
 
-Not priced, each with its reason in the row: the tree across gfx942 nodes (the one MI300X
-table with those sizes, 2 x 8 at RCCL 2.22.3, has a 220 us floor and takes 1.3-6x what the two
-MI355X clusters take; no second gfx942 table says which is usual), LL/LL128 rings across nodes,
-and a one-node ring in LL (MSCCL off).
+Not priced, each with its reason in the row: LL/LL128 rings across nodes and a one-node ring in
+LL (MSCCL off).
 
 **gfx950** (MI350X, MI355X; ``arch="gfx950"``): RCCL's choice from its table 6, timed with the
 constants above. Across nodes the ring is bound by the node's NICs (the same 400 Gb/s NIC per
@@ -72,7 +75,7 @@ from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
 
 __all__ = ["FITTED_ARCHS", "LINE_BYTES", "ONE_NODE_ARCHS", "SHIPPED", "TREE_FIT",
-           "TREE_NET_ARCHS", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
+           "TREE_FIT_ARCHS", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
            "fit_tree", "judge", "one_node_note", "published_tables", "rccl_allreduce_times",
            "table_choices", "tree_fit_tables", "tree_note", "xgmi_scale"]
 
@@ -86,9 +89,9 @@ FITTED_ARCHS: tuple[str, ...] = ("gfx942",)
 ONE_NODE_ARCHS: tuple[str, ...] = ("gfx942", "gfx950")
 """The architectures whose one-node allreduce (MSCCL, the ring over xGMI) is priced: gfx942,
 where the constants are fitted, and gfx950 at :func:`xgmi_scale` of their rates."""
-TREE_NET_ARCHS: tuple[str, ...] = ("gfx950",)
-"""The architectures whose tree across nodes is priced: gfx950, where two published clusters
-time it (gfx942's one table disagrees with them by 1.3-6x: module doc)."""
+TREE_FIT_ARCHS: tuple[str, ...] = ("gfx950",)
+"""The architectures whose tables the tree across nodes may be fitted on: gfx950, where two
+published clusters time it; gfx942 is priced with the same constants (module doc)."""
 TREE_FIT = "tree across nodes"
 """The word a published table's ``fits`` list names when its tree sizes fit the tree term."""
 LINE_BYTES: dict[str, float] = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
@@ -123,8 +126,8 @@ class ExecutionConstants:
             over the seven links' 336 GB/s.
         net_ring_fixed_us, net_efficiency: a ring across nodes: fixed cost (us) and bus
             bandwidth over the node's NICs.
-        tree_net_fixed_us, tree_net_gbps: the tree across two nodes (:data:`TREE_NET_ARCHS`):
-            fixed cost (us) and the rate a node's partial sum leaves it at (GB/s of wire bytes).
+        tree_net_fixed_us, tree_net_gbps: the tree across two nodes: fixed cost (us) and the
+            rate a node's partial sum leaves it at (GB/s of wire bytes).
         source: what they were fitted on.
     """
 
@@ -208,12 +211,8 @@ def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float,
         return (k.net_ring_fixed_us + _bus_bytes(c.nbytes, n) / (1e3 * bus)) * 1e-6, ""
     if c.nodes == 1:
         return None, f"ring/{c.protocol} on one node (MSCCL off): not priced"
-    if c.algorithm == "tree" and c.arch in TREE_NET_ARCHS:
-        return _tree_net_us(c, k, nic_gbps, release) * 1e-6, ""
     if c.algorithm == "tree":
-        return None, (f"tree/{c.protocol} across {c.arch} nodes: not priced, the one table (2 x 8 "
-                      "MI300X, RCCL 2.22.3) takes 1.3-6x what two MI355X clusters take "
-                      "(docs/rccl-research.md)")
+        return _tree_net_us(c, k, nic_gbps, release) * 1e-6, ""
     return None, (f"{c.algorithm}/{c.protocol} across nodes: not priced, no held table judges "
                   "its time (docs/rccl-research.md)")
 
@@ -303,14 +302,14 @@ def fit_tree(tables: Iterable[dict[str, Any]] | None = None) -> tuple[float, flo
 
     Raises:
         ValueError: a table that is not two nodes of an architecture in
-            :data:`TREE_NET_ARCHS`, or no tree size to fit.
+            :data:`TREE_FIT_ARCHS`, or no tree size to fit.
     """
     tables = list(tree_fit_tables() if tables is None else tables)
     wrong = [t["id"] for t in tables
-             if t["nodes"] != 2 or (t.get("gfx") or DEFAULT_ARCH) not in TREE_NET_ARCHS]
+             if t["nodes"] != 2 or (t.get("gfx") or DEFAULT_ARCH) not in TREE_FIT_ARCHS]
     if wrong:
         raise ValueError(f"the tree across nodes is fitted on two-node "
-                         f"{', '.join(TREE_NET_ARCHS)} tables only, not on {', '.join(wrong)}")
+                         f"{', '.join(TREE_FIT_ARCHS)} tables only, not on {', '.join(wrong)}")
     points = [x for t in tables for x in _tree_points(t)]
     if not points:
         raise ValueError("the tables hold no tree size across nodes to fit")
@@ -428,15 +427,35 @@ def tree_note(rows: Sequence[RcclTime]) -> str:
     """What a priced tree across nodes among ``rows`` rests on, one line (``""`` if none):
     the tables it is fitted on, their leave-one-out judgement (computed, as :func:`judge`
     gives it) and, beyond two nodes, that nothing judges it there."""
-    nodes = {r.choice.nodes for r in rows
-             if r.seconds is not None and r.choice.algorithm == "tree" and r.choice.nodes > 1}
-    if not nodes:
+    trees = [r for r in rows
+             if r.seconds is not None and r.choice.algorithm == "tree" and r.choice.nodes > 1]
+    if not trees:
         return ""
+    nodes = {r.choice.nodes for r in trees}
     judged = judge(tables=tree_fit_tables())
     medians = sorted(j.median_pct for j in judged if j.median_pct is not None)
     p90s = sorted(j.p90_pct for j in judged if j.p90_pct is not None)
     beyond = ("; beyond two nodes its fixed cost grows as RCCL's tree latency, and no table "
               "judges it there" if max(nodes) > 2 else "")
+    other = sorted({r.choice.arch for r in trees} - set(TREE_FIT_ARCHS))
     return (f"the tree across nodes is fitted on the tree sizes of {len(judged)} published "
             f"2 x 8 MI355X tables (each judged with it fitted on the others: median |error| "
-            f"{medians[0]:.0f}-{medians[-1]:.0f}%, p90 {p90s[0]:.0f}-{p90s[-1]:.0f}%){beyond}")
+            f"{medians[0]:.0f}-{medians[-1]:.0f}%, p90 {p90s[0]:.0f}-{p90s[-1]:.0f}%){beyond}"
+            + "".join(f"; {arch} {_unfitted_tree(arch)}" for arch in other))
+
+
+def _unfitted_tree(arch: str) -> str:
+    """How the published multi-node tables of ``arch`` (not fitted on) meet its tree across
+    nodes: the range of measured over modelled time at their tree sizes >= 64 KiB."""
+    ratios = []
+    for t in _load():
+        if (t.get("gfx") or DEFAULT_ARCH) != arch or t["nodes"] < 2:
+            continue
+        for p, c in zip(t["points"], table_choices(t), strict=True):
+            seconds, _ = _price(c, SHIPPED, NIC_GBPS, t["rccl"])
+            if c.algorithm == "tree" and p["bytes"] >= JUDGED_FROM_BYTES and seconds:
+                ratios.append(p["time_us"] / (seconds * 1e6))
+    if not ratios:
+        return "takes the same constants; no published table times its tree"
+    return (f"takes the same constants; its published tree sizes run {min(ratios):.1f}-"
+            f"{max(ratios):.1f}x the model's time (docs/rccl-research.md 4.15)")

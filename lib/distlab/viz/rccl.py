@@ -6,7 +6,7 @@ MI325X tables of 1-8 nodes (or the panels asked for: :data:`MI355X_TWO_NODE_PANE
 2 x 8 MI355X clusters whose tree sizes fit the tree across nodes): the published bus bandwidth
 (hollow black) against the model's, each size's dot in the colour of what RCCL runs there
 (MSCCL's allpairs, or the cost model's algorithm and protocol); sizes the model does not price
-(RCCL's tree across gfx942 nodes) are grey crosses at the published value. Each title gives the
+(none in the published tables now) are grey crosses at the published value. Each title gives the
 split (and "tree left out" where the tree is priced with its term fitted without the table) and
 the median |error| as :func:`~distlab.rccl.execution.judge` gives it.
 """
@@ -25,7 +25,7 @@ from distlab.vocabulary import ErrorSummary, busbw_factor, gb_per_s
 __all__ = ["MI355X_TWO_NODE_PANELS", "rccl_tables_figure"]
 
 _PANELS = (("aac8_mi300x_1node", "8 x MI300X"),
-           ("aac10_mi300x_2node", "2 x 8 MI300X, RCCL 2.22.3"),
+           ("aac10_mi300x_2node", "2 x 8 MI300X, RCCL 2.22.3, tree: MI355X fit"),
            ("aac11_mi325x", "MI325X ring: 1 node (low), 2-8 (high)"))
 """(table id or id prefix, panel title)."""
 MI355X_TWO_NODE_PANELS = (("aac14_mi355x_2node", "2 x 8 MI355X, RCCL 2.26.6, ANP"),
