@@ -28,7 +28,7 @@ over what bounds it:
   it. gfx942 (MI300X, MI325X) takes the same constants, fitted on gfx950 only
   (:data:`TREE_FIT_ARCHS`): the tree's rate is neither xGMI- nor NIC-bound, and the nodes' NICs
   are the same. The one citable gfx942 table with these sizes (2 x 8 MI300X, RCCL 2.22.3) has a
-  220 us floor and takes 1.3-6x the model's time there, which :func:`tree_note` says; a 2 x 8
+  220 us floor and takes 0.9-5.5x the model's time there, which :func:`tree_note` says; a 2 x 8
   MI308X run at RCCL 2.27.7 (no citable source, docs/rccl-research.md 4.15) starts at 41 us as
   the MI355X clusters do, so that table is not followed.
 
@@ -41,8 +41,9 @@ GPU as the MI300X fit), not by xGMI. On one node MSCCL's allpairs and the ring m
 their rates (``msccl_link_gbps``, ``xgmi_efficiency x 336 GB/s``) are the gfx942 fit's times
 the ratio of one link's speed each way, :data:`~distlab.rccl.choice.XGMI_LINK_SPEC_GBPS`
 (76.8 / 64 = 1.2; the MI355X figure is third-party), and the fixed costs are gfx942's
-(:func:`xgmi_scale`, :func:`one_node_note`). Nothing is fitted on a gfx950 table:
-:func:`fit_constants` refuses one; the held-out MI355X tables judge it.
+(:func:`xgmi_scale`, :func:`one_node_note`). Only the tree across nodes is fitted on gfx950
+tables (:func:`fit_tree`); every other term's fit refuses them, and the held-out MI355X tables
+judge those.
 
 The constants (:data:`SHIPPED`) are fitted by :func:`fit_constants` on the ``calibration``
 tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring sizes) and, for
