@@ -385,6 +385,14 @@ class JudgedTable:
     tree_left_out: bool = False
 
 
+def _priced_points(t: dict[str, Any], k: ExecutionConstants
+                   ) -> Iterable[tuple[dict[str, Any], RcclChoice, float | None, str]]:
+    """Each point of a published table with what RCCL runs there and the model's seconds (or
+    ``None`` and why), at the table's own nodes, release and algorithm."""
+    for p, c in zip(t["points"], table_choices(t), strict=True):
+        yield (p, c, *_price(c, k, NIC_GBPS, t["rccl"]))
+
+
 def judge(constants: ExecutionConstants = SHIPPED,
           tables: Iterable[dict[str, Any]] | None = None, *,
           leave_one_out: bool = True) -> list[JudgedTable]:
@@ -406,8 +414,7 @@ def judge(constants: ExecutionConstants = SHIPPED,
             fixed, gbps = fit_tree(others)
             k, left_out = replace(constants, tree_net_fixed_us=fixed, tree_net_gbps=gbps), True
         rows, unpriced, whys = [], [], []
-        for p, c in zip(t["points"], table_choices(t), strict=True):
-            seconds, why = _price(c, k, NIC_GBPS, t["rccl"])
+        for p, _, seconds, why in _priced_points(t, k):
             if p["bytes"] < JUDGED_FROM_BYTES:
                 continue
             if seconds is None:
@@ -448,14 +455,10 @@ def tree_note(rows: Sequence[RcclTime]) -> str:
 def _unfitted_tree(arch: str) -> str:
     """How the published multi-node tables of ``arch`` (not fitted on) meet its tree across
     nodes: the range of measured over modelled time at their tree sizes >= 64 KiB."""
-    ratios = []
-    for t in _load():
-        if (t.get("gfx") or DEFAULT_ARCH) != arch or t["nodes"] < 2:
-            continue
-        for p, c in zip(t["points"], table_choices(t), strict=True):
-            seconds, _ = _price(c, SHIPPED, NIC_GBPS, t["rccl"])
-            if c.algorithm == "tree" and p["bytes"] >= JUDGED_FROM_BYTES and seconds:
-                ratios.append(p["time_us"] / (seconds * 1e6))
+    ratios = [p["time_us"] / (seconds * 1e6)
+              for t in _load() if (t.get("gfx") or DEFAULT_ARCH) == arch and t["nodes"] > 1
+              for p, c, seconds, _ in _priced_points(t, SHIPPED)
+              if c.algorithm == "tree" and p["bytes"] >= JUDGED_FROM_BYTES and seconds]
     if not ratios:
         return "takes the same constants; no published table times its tree"
     return (f"takes the same constants; its published tree sizes run {min(ratios):.1f}-"

@@ -48,8 +48,8 @@ def time_lines(rows: Sequence[RcclTime], nodes: int, release: str,
     said = sorted({r.why for r in rows if r.why})
     if nodes == 1 and one_node_note(arch):
         said.append(one_node_note(arch))
-    if tree_note(rows):
-        said.append(tree_note(rows))
+    if tree := tree_note(rows):
+        said.append(tree)
     reasons = [line for w in said
                for line in textwrap.wrap(w, 98, initial_indent="# ", subsequent_indent="#   ")]
     return [head, format_table([time_row(r) for r in rows], TIME_COLUMNS), *reasons]
