@@ -35,7 +35,8 @@ def _times(table_id: str) -> dict[int, float]:
 
 def test_the_tree_term_is_fitted_on_the_two_mi355x_tables_that_lend_their_tree_sizes() -> None:
     assert [t["id"] for t in tree_fit_tables()] == ["aac14_mi355x_2node", "alib_mi355x_2node"]
-    assert (SHIPPED.tree_net_fixed_us, SHIPPED.tree_net_gbps) == fit_tree()
+    assert (SHIPPED.tree_net_fixed_us, SHIPPED.tree_net_gbps) == pytest.approx(fit_tree(),
+                                                                               abs=0.011)
     # physical: a fixed cost of tens of microseconds, a rate under the node's eight NICs
     assert 30 < SHIPPED.tree_net_fixed_us < 100 and 50 < SHIPPED.tree_net_gbps < 8 * 50
     # each cluster alone: the later one (RCCL 2.27.7) moves the tree faster
@@ -125,7 +126,9 @@ def test_each_lending_table_is_judged_on_the_fit_of_the_other() -> None:
     fixed, gbps = fit_tree([TABLES["alib_mi355x_2node"]])
     loso = dataclasses.replace(SHIPPED, tree_net_fixed_us=fixed, tree_net_gbps=gbps)
     (again,) = judge(loso, [TABLES["aac14_mi355x_2node"]], leave_one_out=False)
-    assert again.rows == judged["aac14_mi355x_2node"].rows
+    assert [r[:2] for r in again.rows] == [r[:2] for r in judged["aac14_mi355x_2node"].rows]
+    assert [x for r in again.rows for x in r[2:]] == pytest.approx(
+        [x for r in judged["aac14_mi355x_2node"].rows for x in r[2:]], rel=1e-9)
     a, b = _times("aac14_mi355x_2node"), _times("alib_mi355x_2node")
     ratios = [a[n] / b[n] for n in a if 4 * MIB <= n <= 64 * MIB]
     assert 1.45 < max(ratios) < 1.55                                 # "up to 1.5x"
