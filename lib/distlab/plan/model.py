@@ -219,9 +219,9 @@ def per_op_saved_linears(spec: ModelSpec) -> tuple[tuple[Linear, bool], ...]:
 
 
 def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
-           seq_len: int) -> ModelSpec:
+           seq_len: int, *, tied: bool = False) -> ModelSpec:
     return ModelSpec(name, layers, hidden, heads, vocab, seq_len, kv_heads=kv, ffn_hidden=ffn,
-                     gated_ffn=True)
+                     gated_ffn=True, tied_embeddings=tied)
 
 
 def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200,
@@ -232,6 +232,8 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200,
 
 PRESETS: dict[str, ModelSpec] = {
     # Meta's published configurations (config.json / params.json of each release).
+    "llama3.2-1b": _llama("llama3.2-1b", 16, 2048, 32, 8, 8192, 128256, 8192, tied=True),
+    "llama3.2-3b": _llama("llama3.2-3b", 28, 3072, 24, 8, 8192, 128256, 8192, tied=True),
     "llama3-8b": _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
     "llama3-70b": _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
     "llama3-405b": _llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
@@ -244,7 +246,8 @@ PRESETS: dict[str, ModelSpec] = {
     "gpt3-175b": _gpt("gpt3-175b", 96, 12288, 96),
 }
 """Named models. Llama: gated MLP, RMSNorm, rotary positions, untied output (Llama 3 8B ...
-405B with grouped-query attention, 8 key/value heads). GPT-3: two-matrix MLP with GeLU, layer
+405B with grouped-query attention, 8 key/value heads; Llama 3.2 1B and 3B tie the output layer
+to the embedding, as their config.json says). GPT-3: two-matrix MLP with GeLU, layer
 norms and biases, learned positions (as many as the sequence), tied embeddings, vocabulary
 51200 (GPT-2's 50257 padded as Megatron pads it)."""
 

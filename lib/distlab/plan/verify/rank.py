@@ -1,0 +1,564 @@
+"""One rank of a verify run: a planned layout trained for a few steps on this machine, its step
+time and peak memory measured.
+
+:func:`run_rank` is a rank function for :func:`distlab.launch.run` (local ranks, or every rank
+under ``torchrun``): it builds the :class:`~distlab.plan.verify.decoder.Decoder` of the case's
+model on the meta device, splits it as the layout says with torch's own APIs, as torchtitan
+composes them (tensor parallelism with ``parallelize_module`` on the ``"tp"`` dimension of a
+torch ``DeviceMesh``, pipeline stages with ``torch.distributed.pipelining``, recompute with
+``torch.utils.checkpoint``, then FSDP2's ``fully_shard`` per block and at the root on the
+``"dp"`` dimension for ZeRO 3 (``reshard_after_forward=False`` under a pipeline, and for ZeRO 2),
+torch DDP for ZeRO 0, DDP with ``ZeroRedundancyOptimizer`` for ZeRO 1), materialises it on the
+device, and trains ``warmup + steps`` steps of the layout's global batch with AdamW, bf16
+compute and fp32 states (``MixedPrecisionPolicy(bf16, fp32)``, or autocast without FSDP: the
+planner's ``"fsdp-mixed"`` precision).
+
+What it measures (:class:`RankMeasurement`): each timed step's seconds (CUDA events on a GPU,
+the host clock on a CPU) and its phases, and the peak memory of each phase
+(:mod:`~distlab.plan.verify.meter`: the caching allocator's allocated and reserved bytes on a
+GPU; on a host, every byte torch's CPU allocator handed out). An out-of-memory error is raised
+as :class:`MeasuredOutOfMemory`, which says what the step asked for and what was reserved.
+Context parallelism is not run (torch's ``context_parallel`` is experimental):
+:func:`unsupported_reason` says so before anything starts.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import statistics
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from distlab._checks import check_choice, check_instance, check_int
+from distlab.plan.layout import Layout
+from distlab.plan.model import ModelSpec
+from distlab.plan.partition import layers_per_stage
+from distlab.plan.verify.decoder import Decoder, build_decoder, gqa_in_kernel, init_parameters
+from distlab.plan.verify.meter import CudaMeter, HostMeter, PhasePeak, cuda_memory_stats
+from distlab.plan.verify.recompute import apply_recompute
+
+__all__ = ["ATTENTION_BACKENDS", "OPTIMIZERS", "OOM_MARK", "MeasuredOutOfMemory",
+           "RankMeasurement", "VerifyCase", "run_rank", "unsupported_reason"]
+
+OPTIMIZERS = ("fused", "foreach")
+"""AdamW's implementation: one fused kernel per parameter group, or torch's ``foreach`` lists
+(which allocates temporaries the size of the shard)."""
+
+ATTENTION_BACKENDS = ("flash", "cudnn", "efficient", "default")
+"""The SDPA kernel forced on a GPU (``default``: SDPA picks); a host runs its own."""
+
+OOM_MARK = "distlab-verify-oom:"
+"""The line an out-of-memory rank's error message carries, followed by its JSON details."""
+
+
+@dataclass(frozen=True)
+class VerifyCase:
+    """What one verify run trains.
+
+    Attributes:
+        spec: the model (run with ``spec.layers`` layers: shorten it to run fewer).
+        layout: the layout (its ``gpus`` are the ranks; ``cp`` must be 1).
+        steps: timed steps, after ``warmup`` untimed ones (the first step allocates the
+            optimizer state: its memory is measured, its time is not).
+        optimizer: one of :data:`OPTIMIZERS`.
+        attention: one of :data:`ATTENTION_BACKENDS` (GPU only).
+        seed: weights and data.
+        device: ``"cuda"`` (each rank on ``cuda:<local rank>``) or ``"cpu"``.
+    """
+
+    spec: ModelSpec
+    layout: Layout
+    steps: int = 3
+    warmup: int = 1
+    optimizer: str = "fused"
+    attention: str = "flash"
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        check_instance("spec", self.spec, ModelSpec)
+        check_instance("layout", self.layout, Layout)
+        check_int("steps", self.steps, minimum=1)
+        check_int("warmup", self.warmup, minimum=1)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("attention", self.attention, ATTENTION_BACKENDS)
+        check_choice("device", self.device, ("cpu", "cuda"))
+
+
+def unsupported_reason(layout: Layout) -> str | None:
+    """Why :func:`run_rank` cannot run ``layout``, or ``None``."""
+    if layout.cp > 1:
+        return ("context parallelism is not run: torch's context_parallel is experimental "
+                "(the layout is priced, not verified)")
+    return None
+
+
+@dataclass(frozen=True)
+class RankMeasurement:
+    """One rank's measurement (bytes, seconds).
+
+    Attributes:
+        rank, world_size: where it ran.
+        device: the device's name (``"NVIDIA H200"``, ``"cpu"``).
+        step_s: every timed step's seconds.
+        phase_s: each phase's median seconds over the timed steps.
+        peaks: each phase's :class:`~distlab.plan.verify.meter.PhasePeak` as a dict (the
+            build, every step's forward, backward and optimizer; a pipeline's
+            forward-and-backward is one phase, ``"schedule"``).
+        cuda: the caching allocator's counters at the end (GPU only).
+        recompute: what the blocks ran as (:data:`~distlab.plan.verify.recompute.RUNS_AS`).
+        kv_repeated: key/value heads were repeated before the attention kernel.
+        notes: what differs from the layout as priced.
+    """
+
+    rank: int
+    world_size: int
+    device: str
+    step_s: tuple[float, ...]
+    phase_s: dict[str, float]
+    peaks: dict[str, dict[str, Any]]
+    cuda: dict[str, int] | None
+    recompute: str
+    kv_repeated: bool
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def median_step_s(self) -> float:
+        """The median timed step, seconds."""
+        return statistics.median(self.step_s)
+
+    @property
+    def peak_allocated(self) -> int:
+        """The most bytes tensors held, over every phase."""
+        return max(p["allocated"] for p in self.peaks.values())
+
+    @property
+    def peak_reserved(self) -> int | None:
+        """The most bytes the caching allocator reserved (``None`` on a host)."""
+        vals = [p["reserved"] for p in self.peaks.values() if p["reserved"] is not None]
+        return max(vals) if vals else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+class MeasuredOutOfMemory(RuntimeError):
+    """The device ran out of memory: ``details`` holds the phase, the bytes asked for (when the
+    error says), and the allocator's allocated and reserved bytes at the failure."""
+
+    def __init__(self, details: dict[str, Any]) -> None:
+        self.details = details
+        super().__init__(f"out of memory in {details.get('phase')}: "
+                         f"{OOM_MARK}{json.dumps(details, sort_keys=True)}")
+
+    @staticmethod
+    def parse(text: str) -> dict[str, Any] | None:
+        """The details in an error text (a rank's traceback), or ``None``."""
+        m = re.search(re.escape(OOM_MARK) + r"(\{.*?\})", text)
+        return json.loads(m.group(1)) if m else None
+
+
+_GIB_RE = re.compile(r"Tried to allocate ([0-9.]+) (GiB|MiB|KiB|B)")
+_UNITS = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1}
+
+
+def _oom_details(exc: BaseException, phase: str, device: torch.device) -> dict[str, Any]:
+    m = _GIB_RE.search(str(exc))
+    out: dict[str, Any] = {"phase": phase, "requested": None}
+    if m:
+        out["requested"] = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if device.type == "cuda":
+        out["allocated"] = int(torch.cuda.memory_allocated(device))
+        out["peak_allocated"] = int(torch.cuda.max_memory_allocated(device))
+        out["reserved"] = int(torch.cuda.memory_reserved(device))
+        out["peak_reserved"] = int(torch.cuda.max_memory_reserved(device))
+    return out
+
+
+# -- building ---------------------------------------------------------------------------------
+
+class Stage(nn.Module):
+    """The layers ``[first, last)`` of a :class:`Decoder` as one pipeline stage: the embeddings
+    on the first stage, the final norm and output layer on the last; ids in on the first stage,
+    logits out of the last, the hidden state between."""
+
+    def __init__(self, model: Decoder, first: int, last: int, *, is_first: bool,
+                 is_last: bool) -> None:
+        super().__init__()
+        self.spec = model.spec
+        self.is_first, self.is_last = is_first, is_last
+        self.tok_embeddings = model.tok_embeddings if is_first else None
+        self.pos_embeddings = getattr(model, "pos_embeddings", None) if is_first else None
+        if model.spec.positions is None:
+            self.register_buffer("rope_cos", model.rope_cos, persistent=False)
+            self.register_buffer("rope_sin", model.rope_sin, persistent=False)
+        self.layers = nn.ModuleList(model.layers[first:last])
+        self.norm = model.norm if is_last else None
+        self.output = model.output if is_last else None
+        if is_last and not is_first and model.spec.tied_embeddings:
+            self.output = nn.Linear(model.spec.hidden, model.spec.vocab, bias=False)
+
+    init_buffers = Decoder.init_buffers
+    rope = Decoder.rope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tok_embeddings is not None:
+            ids, x = x, self.tok_embeddings(x)
+            if self.pos_embeddings is not None:
+                x = x + self.pos_embeddings(torch.arange(ids.shape[1], device=ids.device))
+        rope = self.rope(self.spec.seq_len, x.dtype)
+        for layer in self.layers:
+            x = layer(x, rope)
+        if self.output is not None:
+            x = self.output(self.norm(x))
+        return x
+
+
+def _tp_plan(spec: ModelSpec, sequence_parallel: bool, *, first: bool, last: bool,
+             prefix: str = "layers.*") -> dict[str, Any]:
+    """torchtitan's tensor-parallel plan of a decoder (or a stage), in torch's styles: the
+    vocabulary-parallel embedding and output layer (logits left split over the vocabulary for
+    ``loss_parallel``), Q/K/V and the MLP's first linears column-parallel, the output projection
+    and last MLP linear row-parallel; with sequence parallelism the norms on the rank's
+    sequence chunk and each block's input gathered once."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    sp = sequence_parallel
+    plan: dict[str, Any] = {}
+    if first:
+        plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(),
+                                                 output_layouts=Shard(1) if sp else Replicate())
+    if last:
+        plan["norm"] = SequenceParallel() if sp else None
+        plan["output"] = ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(),
+                                         output_layouts=Shard(-1), use_local_output=False)
+    for w in ("wq", "wk", "wv"):
+        plan[f"{prefix}.attention.{w}"] = ColwiseParallel()
+    plan[f"{prefix}.feed_forward.w1"] = ColwiseParallel()
+    if spec.gated_ffn:
+        plan[f"{prefix}.feed_forward.w3"] = ColwiseParallel()
+    row = {"output_layouts": Shard(1)} if sp else {}
+    plan[f"{prefix}.attention.wo"] = RowwiseParallel(**row)
+    plan[f"{prefix}.feed_forward.w2"] = RowwiseParallel(**row)
+    if sp:
+        plan[f"{prefix}.attention_norm"] = SequenceParallel()
+        plan[f"{prefix}.ffn_norm"] = SequenceParallel()
+        plan[f"{prefix}.attention"] = PrepareModuleInput(
+            input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None),
+            use_local_output=True)
+        plan[f"{prefix}.feed_forward"] = PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+            use_local_output=True)
+    return {k: v for k, v in plan.items() if v is not None}
+
+
+@dataclass
+class _Built:
+    modules: list[nn.Module]      # the rank's model, or its pipeline stages
+    stage_ids: list[int]
+    schedule: Any = None
+    ddp: bool = False
+    zero1: bool = False
+    kv_repeated: bool = False
+    recompute: str = "none"
+    notes: list[str] = field(default_factory=list)
+
+
+def _mesh(layout: Layout, device: torch.device) -> Any:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp),
+                            mesh_dim_names=("pp", "dp", "tp"))
+
+
+def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
+    spec, lay = case.spec, case.layout
+    with _attention_kernel(case, device):
+        kv_in_kernel = gqa_in_kernel(device, torch.bfloat16)
+    full = build_decoder(spec, device="meta", kv_in_kernel=kv_in_kernel)
+    built = _Built([], [], kv_repeated=full.kv_repeated)
+    mesh = _mesh(lay, device) if lay.gpus > 1 else None
+    pp_rank = mesh["pp"].get_local_rank() if mesh is not None else 0
+    if lay.pp > 1:
+        split = layers_per_stage(spec.layers, lay.stages)
+        starts = [sum(split[:i]) for i in range(lay.stages)]
+        ids = ([pp_rank + lay.pp * j for j in range(lay.stages_per_rank)]
+               if lay.stages_per_rank > 1 else [pp_rank])
+        modules: list[nn.Module] = [
+            Stage(full, starts[s], starts[s] + split[s], is_first=s == 0,
+                  is_last=s == lay.stages - 1) for s in ids]
+        built.stage_ids = ids
+    else:
+        modules = [full]
+        built.stage_ids = [0]
+    for s, mod in zip(built.stage_ids, modules, strict=True):
+        if lay.tp > 1:
+            from torch.distributed.tensor.parallel import parallelize_module
+
+            parallelize_module(mod, mesh["tp"], _tp_plan(
+                spec, lay.sequence_parallel, first=s == 0, last=s == lay.stages - 1))
+        built.recompute = apply_recompute(mod, lay.recompute)
+        if lay.zero in (2, 3):
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+            mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            reshard = lay.zero == 3 and lay.pp == 1
+            dp_mesh = mesh["dp"] if mesh is not None else None
+            for block in mod.layers:
+                fully_shard(block, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
+            fully_shard(mod, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
+    for mod in modules:
+        mod.to_empty(device=device)
+        mod.init_buffers()
+        init_parameters(mod, seed=case.seed)
+    if lay.zero in (0, 1) and lay.dp > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        if lay.tp > 1:
+            raise ValueError("ZeRO 0/1 with tensor parallelism is not run by verify "
+                             "(torch's DDP does not take DTensor parameters): use zero=3")
+        group = mesh["dp"].get_group() if mesh is not None else None
+        modules = [DistributedDataParallel(m, process_group=group) for m in modules]
+        built.ddp = True
+        built.zero1 = lay.zero == 1
+    built.modules = modules
+    if lay.pp > 1:
+        built.schedule = _schedule(case, modules, built.stage_ids, mesh, device)
+    if lay.zero == 2:
+        built.notes.append("ZeRO 2 runs as FSDP2 without resharding after forward")
+    return built
+
+
+def _loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(0, 1))
+
+
+def _schedule(case: VerifyCase, modules: list[nn.Module], ids: list[int], mesh: Any,
+              device: torch.device) -> Any:
+    from torch.distributed import pipelining as pl
+
+    lay = case.layout
+    group = mesh["pp"].get_group()
+    stages = [pl.PipelineStage(m, s, lay.stages, device, group=group)
+              for m, s in zip(modules, ids, strict=True)]
+    cls = getattr(pl, f"Schedule{lay.schedule}")
+    loss = _tp_loss if lay.tp > 1 else _loss
+    if lay.stages_per_rank > 1:
+        return cls(stages, n_microbatches=lay.microbatches, loss_fn=loss)
+    return cls(stages[0], n_microbatches=lay.microbatches, loss_fn=loss)
+
+
+def _tp_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    with loss_parallel():
+        return _loss(logits, target)
+
+
+# -- one step ----------------------------------------------------------------------------------
+
+def _batch(case: VerifyCase, device: torch.device, rows: int, step: int
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator(device=device).manual_seed(case.seed * 1000003 + step)
+    ids = torch.randint(0, case.spec.vocab, (rows, case.spec.seq_len + 1), generator=g,
+                        device=device)
+    return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+
+def _optimizer(case: VerifyCase, params: list[nn.Parameter], zero1: bool,
+               notes: list[str]) -> torch.optim.Optimizer:
+    kw: dict[str, Any] = {"lr": 1e-4, "weight_decay": 0.1, case.optimizer: True}
+    if zero1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, **kw)
+    try:
+        return torch.optim.AdamW(params, **kw)
+    except (RuntimeError, ValueError) as exc:
+        notes.append(f"AdamW {case.optimizer} refused here ({exc}); ran foreach")
+        kw.pop(case.optimizer)
+        return torch.optim.AdamW(params, foreach=True, **{k: v for k, v in kw.items()})
+
+
+class _Clock:
+    """Phase times of one step: CUDA events on a GPU (read after the step), the host clock
+    on a CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.marks: list[tuple[str, Any]] = []
+
+    def mark(self, name: str) -> None:
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            self.marks.append((name, e))
+        else:
+            self.marks.append((name, time.perf_counter()))
+
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase name: each mark ends a phase that began at the mark before it
+        (repeated names, one per microbatch, are summed)."""
+        if self.cuda:
+            torch.cuda.synchronize()
+        out: dict[str, float] = {}
+        for (_, a), (name, b) in zip(self.marks, self.marks[1:], strict=False):
+            out[name] = out.get(name, 0.0) + ((a.elapsed_time(b) / 1e3) if self.cuda
+                                              else (b - a))
+        return out
+
+
+@contextmanager
+def _attention_kernel(case: VerifyCase, device: torch.device) -> Iterator[None]:
+    if device.type != "cuda" or case.attention == "default":
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+               "efficient": SDPBackend.EFFICIENT_ATTENTION}[case.attention]
+    with sdpa_kernel(backend):
+        yield
+
+
+def _train_step(case: VerifyCase, built: _Built, opt: torch.optim.Optimizer,
+                device: torch.device, meter: Any, step: int, clock: _Clock) -> None:
+    lay = case.layout
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if lay.zero in (0, 1)
+                else nullcontext())
+    rows = lay.micro_batch * lay.microbatches
+    ids, target = _batch(case, device, rows, step)
+    clock.mark("start")
+    if built.schedule is not None:
+        with meter.phase("schedule"), autocast:
+            first = 0 in built.stage_ids
+            last = lay.stages - 1 in built.stage_ids
+            kwargs: dict[str, Any] = {}
+            if last:
+                kwargs["target"] = target
+                kwargs["losses"] = []
+            built.schedule.step(*((ids,) if first else ()), **kwargs)
+        clock.mark("forward+backward")
+    else:
+        model = built.modules[0]
+        m = lay.microbatches
+        for i in range(m):
+            sl = slice(i * lay.micro_batch, (i + 1) * lay.micro_batch)
+            sync = i == m - 1
+            if hasattr(model, "set_requires_gradient_sync"):
+                model.set_requires_gradient_sync(sync)
+            ctx = model.no_sync() if built.ddp and not sync else nullcontext()
+            with ctx:
+                with meter.phase("forward"), autocast:
+                    if lay.tp > 1:
+                        from torch.distributed.tensor.parallel import loss_parallel
+
+                        with loss_parallel():
+                            loss = _loss(model(ids[sl]), target[sl]) / m
+                    else:
+                        loss = _loss(model(ids[sl]), target[sl]) / m
+                clock.mark("forward")
+                with meter.phase("backward"):
+                    if lay.tp > 1:
+                        from torch.distributed.tensor.parallel import loss_parallel
+
+                        with loss_parallel():
+                            loss.backward()
+                    else:
+                        loss.backward()
+                clock.mark("backward")
+                del loss
+    with meter.phase("optimizer"):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    clock.mark("optimizer")
+
+
+def run_rank(rank: int, world_size: int, case: VerifyCase) -> RankMeasurement:
+    """Rank function (:func:`distlab.launch.run`): :class:`VerifyCase` ``case`` on this rank
+    (the module docstring). Raises :class:`MeasuredOutOfMemory` on an out-of-memory error
+    (after freeing what this rank held), ``ValueError`` for a layout it cannot run."""
+    reason = unsupported_reason(case.layout)
+    if reason:
+        raise ValueError(reason)
+    if case.layout.gpus != world_size:
+        raise ValueError(f"layout {case.layout.label} needs {case.layout.gpus} ranks; "
+                         f"{world_size} were started")
+    if case.device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device='cuda' but torch sees no GPU")
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        meter: Any = CudaMeter(device)
+        host: Any = nullcontext()
+    else:
+        device = torch.device("cpu")
+        meter = host = HostMeter()
+    phase = "build"
+    built: _Built | None = None
+    opt = None
+    try:
+        with host:
+            with meter.phase("build"):
+                built = _build(case, rank, device)
+                params = [p for m in built.modules for p in m.parameters()]
+                opt = _optimizer(case, params, built.zero1, built.notes)
+            steps: list[dict[str, float]] = []
+            with _attention_kernel(case, device):
+                for step in range(case.warmup + case.steps):
+                    phase = f"step {step}"
+                    clock = _Clock(device)
+                    _train_step(case, built, opt, device, meter, step, clock)
+                    if step >= case.warmup:
+                        steps.append(clock.phases())
+        cuda = cuda_memory_stats(device) if device.type == "cuda" else None
+        peaks = {k: asdict(v) for k, v in meter.result().items()}
+    except torch.OutOfMemoryError as exc:
+        details = _oom_details(exc, phase, device)
+        traceback.clear_frames(exc.__traceback__)   # the frames hold the step's tensors
+        built = opt = None
+        _release(device)
+        raise MeasuredOutOfMemory(details) from None
+    step_s = tuple(sum(s.values()) for s in steps)
+    phase_s = {k: statistics.median(s[k] for s in steps) for k in steps[0]}
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    out = RankMeasurement(rank, world_size, name, step_s, phase_s, peaks, cuda,
+                          built.recompute, built.kv_repeated, tuple(built.notes))
+    del built, opt
+    _release(device)
+    return out
+
+
+def _release(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def phase_peak(m: RankMeasurement, phase: str) -> PhasePeak | None:
+    """The :class:`PhasePeak` of ``phase`` in ``m``, or ``None``."""
+    p = m.peaks.get(phase)
+    return None if p is None else PhasePeak(**p)
+
+
+RankFn = Callable[[int, int, VerifyCase], RankMeasurement]
