@@ -22,8 +22,8 @@ after one Adam step: the parameters' storages, the gradients', and the optimizer
 tensors (Adam's 0-d step counters left out).
 
 The model's settings for this CPU run (:data:`CPU_SETTINGS`): 4-byte activations and 4-byte
-dropout masks (torch's CPU dropout keeps its mask in the activation dtype), no allocator
-overhead, and ``sp_saves_gathered=True``: distlab's (and torch's) ``ColwiseParallel`` keeps its
+dropout masks (torch's CPU dropout keeps its mask in the activation dtype), nothing held outside
+an allocator (``device_bytes=0``), and ``sp_saves_gathered=True``: distlab's (and torch's) ``ColwiseParallel`` keeps its
 all-gathered input. The model counts what is stored (:func:`stored_activations`: its
 activations without backward's working set, which comes after the count). The live count is
 above it by at most the small per-token tensors the model leaves out
@@ -72,7 +72,7 @@ BATCH = 2
 """Sequences per step (the layout's micro and global batch)."""
 
 CPU_SETTINGS: dict[str, Any] = {"dtype_bytes": 4, "mask_bytes": 4, "sp_saves_gathered": True,
-                                "overhead_fraction": 0.0}
+                                "device_bytes": 0}
 """:func:`~distlab.plan.memory.memory_per_gpu`'s keyword arguments for this fp32 CPU run."""
 
 
@@ -263,7 +263,7 @@ def stored_activations(est: MemoryEstimate) -> int:
     """What the model says is kept from forward for backward, bytes: its activations without
     backward's working set (the live count is taken at the end of forward; backward's working
     set comes later)."""
-    return est.activations - est.activation_parts.working
+    return est.activation_parts.total - est.activation_parts.working
 
 
 def left_out_bytes(spec: ModelSpec, microbatches: int = 1) -> int:
@@ -409,9 +409,8 @@ class LiveActivations:
     @property
     def states_match(self) -> bool:
         """Whether the measured model states equal the model's, byte for byte."""
-        e = self.estimate
         return (self.states["params"], self.states["grads"], self.states["optimizer"]) == \
-            (e.params, e.grads, e.optimizer)
+            self.estimate.states_held
 
 
 def measure_rank(rank: int, world_size: int, spec: ModelSpec, attention: str, dropout: float,

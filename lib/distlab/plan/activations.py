@@ -1,0 +1,442 @@
+"""The activations one layer keeps from its forward for its backward, tensor by tensor, and the
+working sets a layer and the loss hold while they run.
+
+Per layer, the tensors kept from forward for backward, counted one by one
+(:func:`layer_activation_terms`) as Korthikanti et al. 2022 count them ("Reducing Activation
+Recomputation in Large Transformer Models", section 4, as
+:mod:`distlab.tensor_parallel.memory`), generalised:
+
+- grouped-query attention: K and V are ``kv_heads * head_dim`` wide where the attention kernel
+  reads them so (``attention="flash"``); eager attention repeats them per query head first,
+  so the products keep them ``hidden`` wide (torch's math SDPA, Hugging Face's ``repeat_kv``);
+- gated MLPs (SwiGLU, ``down(silu(gate(x)) * up(x))``): the gate's output (SiLU's input), the up
+  projection's output and SiLU's output (the product keeps both factors) and the product (the
+  down projection's input), four ``s b f`` tensors where the two-matrix MLP keeps two;
+  ``fused_swiglu=True``: three (Megatron-LM's fused ``bias_swiglu`` keeps its input and
+  recomputes SiLU);
+- ``attention="flash"`` (FlashAttention, Dao et al. 2022, and torch's fused SDPA kernels): no
+  ``a s^2 b`` tensor; the kernel keeps Q, K, V, its output (the output projection's input, one
+  tensor) and the softmax statistics, one fp32 log-sum-exp per query row and head (``4 a s b``
+  bytes). ``"eager"``: the paper's softmax output, and with dropout its mask and output;
+- dropout masks only with ``dropout=True`` (the paper's GPT has dropout; Llama-style training
+  runs none), ``mask_bytes`` each element (1, a bool, as CUDA's fused dropout keeps; torch's CPU
+  dropout keeps its mask in the activation dtype); flash attention's own dropout keeps a seed,
+  no mask;
+- tensor parallelism divides what lies between the column- and the row-parallel linear;
+  sequence parallelism the rest, except, with ``sp_saves_gathered=True``, the inputs of the
+  column-parallel linears (QKV, the MLP's first linears, the output layer): torch's
+  ``SequenceParallel``/``ColwiseParallel`` (and distlab's) keep the all-gathered input whole,
+  where Megatron-LM keeps the sequence shard and gathers again in backward (the paper's
+  ``34 / t``, the default);
+- selective recompute drops the ``a s^2 b`` tensors, full recompute keeps each layer's input
+  only (divided by ``t`` with sequence parallelism), as the paper's Table 2; ``"op"``
+  (torchtitan's per-op selective checkpointing, its ``_save_list`` policy) keeps the layer's
+  input, the outputs of the odd-numbered matrix products in forward order
+  (:func:`~distlab.plan.model.per_op_saved_linears`: Q, V, the gate and the down projection of
+  a SwiGLU layer; a row-parallel product's output whole on each GPU; a linear with a bias runs
+  as ``addmm``, which the policy neither counts nor keeps), the fused attention
+  kernel's output and log-sum-exp, and with sequence parallelism each reduce-scatter's output;
+  eager attention's products are not in the policy's list, so nothing of it is kept; context
+  parallelism divides the sequence by ``cp`` (ring attention keeps the rank's own chunk of Q,
+  K and V; no ``a s^2 b`` tensor, so eager attention is refused with ``cp > 1``).
+
+For ``ffn_hidden = 4 h``, a two-matrix MLP, ``kv_heads = heads``, eager attention, dropout, 2-byte
+activations and 1-byte masks this is exactly :func:`distlab.tensor_parallel.memory.
+layer_activation_bytes` (Table 2). Left out, as in the paper: the norms' fp32 statistics
+(``4`` or ``8`` bytes per token), the biases' inputs and what backward allocates while it runs
+(activation gradients, the layer recomputed under full recompute).
+
+The first stage adds the token ids the embedding lookup keeps (int64) and, with dropout, the
+embedding dropout's mask; the last stage the final norm's input, the output layer's input and
+the logits: ``s b v / tp`` fp32 for the loss (what cross entropy keeps: its softmax or
+log-softmax) and, with 16-bit activations, the 16-bit logits the output layer produced.
+
+Each stage's bytes per microbatch are multiplied by the microbatches it holds at the rank's
+peak, from the pipeline plan of the layout's schedule
+(:func:`distlab.pipeline_parallel.cost.in_flight`: a microbatch is held from its forward to the
+backward that releases it, the forwards of a step counted before its releases; the peak is the
+largest bytes-weighted sum, as :func:`distlab.pipeline_parallel.cost.activation_bytes`). 1F1B's
+rank ``r`` holds ``p - r`` microbatches of its stage, GPipe's ``m``; the last stage of 1F1B holds
+one, so its logits count once; GPipe keeps every microbatch's loss graph, so ``m`` times.
+Without pipeline parallelism a rank holds one microbatch (gradient accumulation runs them one
+at a time).
+
+Working sets (:func:`forward_transient_nbytes`, :func:`backward_working_nbytes`): what a layer
+holds beyond what it keeps while its forward or backward runs, at its largest; the norms' fp32
+statistics (:func:`norm_stats_nbytes`), which the paper leaves out, are kept too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from distlab._checks import check_bool, check_choice, check_instance, check_int
+from distlab.plan.layout import Layout
+from distlab.plan.model import ModelSpec, model_spec, per_op_saved_linears
+from distlab.tensor_parallel.memory import ATTENTION as ATTENTION_BLOCK
+from distlab.tensor_parallel.memory import LAYER_NORM, MLP, ActivationTerm
+
+__all__ = ["ATTENTION", "ActivationOptions", "INDEX_BYTES", "LOSS_BYTES", "LayerTerm",
+           "activation_options", "backward_working_nbytes", "backward_working_tensors",
+           "check_split", "edge_nbytes", "forward_transient_nbytes", "forward_transient_tensors",
+           "kept_tensors", "layer_activation_nbytes", "layer_activation_terms",
+           "layer_kept_tensors", "layer_nbytes", "local_seq", "norm_stats_nbytes",
+           "op_checkpoint_nbytes", "op_checkpoint_tensors", "shard_terms"]
+
+ATTENTION = ("flash", "eager")
+"""Attention kernels: ``"flash"`` (fused, no ``a s^2 b`` tensor kept) or ``"eager"`` (the
+softmax matrix kept, Korthikanti et al. 2022's count)."""
+
+INDEX_BYTES = 8
+"""Bytes of one token id the embedding lookup keeps (int64)."""
+
+LOSS_BYTES = 4
+"""Bytes per logit of the loss's copy (cross entropy in fp32)."""
+
+
+@dataclass(frozen=True)
+class LayerTerm(ActivationTerm):
+    """One tensor a layer keeps for backward (:class:`~distlab.tensor_parallel.memory.
+    ActivationTerm`), plus ``column_input``: the input of a column-parallel linear, which
+    sequence parallelism keeps sharded only where the linear gathers it again in backward
+    (Megatron-LM), and whole where it keeps the all-gathered tensor (torch)."""
+
+    column_input: bool = False
+
+
+def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch: int = 1, *,
+                           cp: int = 1, attention: str = "flash", dropout: bool = False,
+                           dtype_bytes: int = 2, mask_bytes: int = 1,
+                           fused_swiglu: bool = False) -> tuple[LayerTerm, ...]:
+    """The tensors one layer of ``model`` keeps for backward for one microbatch of
+    ``micro_batch`` sequences, on one context-parallel rank (``seq_len / cp`` tokens), before
+    tensor or sequence parallelism divides them (the module docstring's list).
+
+    ``elements`` are elements of the whole tensor and ``itemsize`` bytes per element:
+    ``dtype_bytes`` for activations, ``mask_bytes`` for dropout masks, 4 for flash attention's
+    fp32 softmax statistics.
+    """
+    spec = model_spec(model)
+    b = check_int("micro_batch", micro_batch, minimum=1)
+    cp = check_int("cp", cp, minimum=1)
+    check_choice("attention", attention, ATTENTION)
+    dropout = check_bool("dropout", dropout)
+    d = check_int("dtype_bytes", dtype_bytes, minimum=1)
+    mask = check_int("mask_bytes", mask_bytes, minimum=1)
+    fused = check_bool("fused_swiglu", fused_swiglu)
+    s = local_seq(spec, cp, attention)
+    h, f, a = spec.hidden, spec.ffn, spec.heads
+    sbh, sbf = s * b * h, s * b * f
+    eager = attention == "eager"
+    # eager attention repeats each key/value head for its query heads before the products
+    sbk = sbh if eager else s * b * spec.kv_width
+    att, ln = ATTENTION_BLOCK, LAYER_NORM
+    terms = [
+        # the residual stream entering the layer: the norm's backward needs its input
+        LayerTerm("attention norm input (the layer's input)", ln, sbh, d, False),
+        # the norm's output, read by the Q, K and V linears for their weight gradients
+        LayerTerm("QKV linear input", att, sbh, d, False, column_input=True),
+        # Q for the gradient of K (Q K^T), or for the fused kernel's backward
+        LayerTerm("Q", att, sbh, d, True),
+        # K for the gradient of Q; kv_heads * head_dim wide in a kernel that reads it so
+        LayerTerm("K", att, sbk, d, True),
+    ]
+    if eager:
+        sq = a * s * s * b
+        # the softmax's backward needs its output; without dropout the product with V reads
+        # the same tensor
+        terms.append(LayerTerm("softmax output", att, sq, d, True, quadratic=True))
+        if dropout:
+            terms += [
+                # which scores the dropout kept
+                LayerTerm("softmax dropout mask", att, sq, mask, True, quadratic=True),
+                # the dropout's output, read by the product with V for the gradient of V
+                LayerTerm("softmax dropout output", att, sq, d, True, quadratic=True),
+            ]
+    else:
+        # the fused kernel's backward recomputes the scores from Q and K and needs each
+        # row's log-sum-exp, fp32, one per query token and head
+        terms.append(LayerTerm("softmax statistics (fp32 log-sum-exp)", att, a * s * b,
+                               LOSS_BYTES, True))
+    terms += [
+        # V for the gradient of the softmax (eager) or the kernel's backward
+        LayerTerm("V", att, sbk, d, True),
+        # the attention's output: the output projection's input (the fused kernel's backward
+        # reads the same tensor)
+        LayerTerm("output projection input (attention output)", att, sbh, d, True),
+    ]
+    if dropout:
+        terms.append(LayerTerm("attention dropout mask", att, sbh, mask, False))
+    terms += [
+        # the residual stream after attention: the second norm's input
+        LayerTerm("MLP norm input", ln, sbh, d, False),
+        # the second norm's output, read by the first MLP linear(s) for their weight gradients
+        LayerTerm("first linear input", MLP, sbh, d, False, column_input=True),
+    ]
+    if spec.gated_ffn:
+        terms += [
+            # the gate projection's output, SiLU's input
+            LayerTerm("gate output (SiLU input)", MLP, sbf, d, True),
+            # the up projection's output: the product's factor, read for the gate's gradient
+            LayerTerm("up output", MLP, sbf, d, True),
+        ]
+        if not fused:
+            # SiLU's output: the product's other factor, read for the up projection's gradient
+            terms.append(LayerTerm("SiLU output", MLP, sbf, d, True))
+        # the product: the down projection's input
+        terms.append(LayerTerm("down projection input (the product)", MLP, sbf, d, True))
+    else:
+        terms += [
+            # the first linear's output, the activation's (GeLU's) input
+            LayerTerm("activation input", MLP, sbf, d, True),
+            # the activation's output, the second linear's input
+            LayerTerm("second linear input (activation output)", MLP, sbf, d, True),
+        ]
+    if dropout:
+        terms.append(LayerTerm("MLP dropout mask", MLP, sbh, mask, False))
+    return tuple(terms)
+
+
+def local_seq(spec: ModelSpec, cp: int, attention: str) -> int:
+    if spec.seq_len % cp:
+        raise ValueError(f"cp={cp} must divide seq_len={spec.seq_len} (context parallelism "
+                         "splits the sequence)")
+    if cp > 1 and attention == "eager":
+        raise ValueError(f"attention='eager' with cp={cp}: context parallelism runs ring "
+                         "(flash) attention; use attention='flash'")
+    return spec.seq_len // cp
+
+
+def shard_terms(terms: tuple[LayerTerm, ...], tp: int, sp: bool, recompute: str,
+                sp_saves_gathered: bool, input_nbytes: int) -> int:
+    """Bytes one GPU keeps of ``terms`` (Korthikanti et al.'s division, generalised): the sum
+    of :func:`kept_tensors`."""
+    return sum(kept_tensors(terms, tp, sp, recompute, sp_saves_gathered, input_nbytes))
+
+
+def kept_tensors(terms: tuple[LayerTerm, ...], tp: int, sp: bool, recompute: str,
+                 sp_saves_gathered: bool, input_nbytes: int) -> tuple[int, ...]:
+    """Bytes one GPU keeps of each of ``terms`` in order (only the layer's input,
+    ``input_nbytes``, under full recompute; the quadratic terms dropped under selective)."""
+    if recompute == "full":
+        return (input_nbytes // (tp if sp else 1),)
+    out = []
+    for t in terms:
+        if recompute == "selective" and t.quadratic:
+            continue
+        whole = t.column_input and sp_saves_gathered
+        out.append(t.nbytes // tp if (t.tensor_parallel or (sp and not whole)) else t.nbytes)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ActivationOptions:
+    """The activation model's choices, checked once (:func:`activation_options`)."""
+
+    attention: str
+    dropout: bool
+    dtype_bytes: int
+    mask_bytes: int
+    fused_swiglu: bool
+    sp_saves_gathered: bool
+
+
+def activation_options(layout: Layout, attention: Any, dropout: Any, dtype_bytes: Any,
+                       mask_bytes: Any, fused_swiglu: Any, sp_saves_gathered: Any
+                       ) -> ActivationOptions:
+    """The activation model's choices for ``layout``, each checked (``dtype_bytes`` ``None``:
+    4 for ``precision="fp32"``, else 2)."""
+    d = (4 if layout.precision == "fp32" else 2) if dtype_bytes is None else check_int(
+        "dtype_bytes", dtype_bytes, minimum=1)
+    return ActivationOptions(check_choice("attention", attention, ATTENTION),
+                    check_bool("dropout", dropout), d,
+                    check_int("mask_bytes", mask_bytes, minimum=1),
+                    check_bool("fused_swiglu", fused_swiglu),
+                    check_bool("sp_saves_gathered", sp_saves_gathered))
+
+
+def check_split(spec: ModelSpec, layout: Layout, attention: str) -> None:
+    """``ValueError`` naming the layout's field where tensor or context parallelism cannot
+    split the model."""
+    tp, cp = layout.tp, layout.cp
+    for name, value in (("heads", spec.heads), ("ffn_hidden", spec.ffn)):
+        if value % tp:
+            raise ValueError(f"layout.tp={tp} must divide {name}={value} (tensor parallelism "
+                             "splits it)")
+    if spec.kv % tp and tp % spec.kv:
+        raise ValueError(f"layout.tp={tp} must divide kv_heads={spec.kv} or be a multiple of "
+                         "it (each GPU holds whole key/value heads)")
+    if spec.seq_len % cp:
+        raise ValueError(f"layout.cp={cp} must divide seq_len={spec.seq_len}")
+    local_seq(spec, cp, attention)
+    if layout.sequence_parallel and (spec.seq_len // cp) % tp:
+        raise ValueError(f"layout.tp={tp} must divide seq_len / cp = {spec.seq_len // cp} "
+                         "with sequence parallelism (each GPU keeps whole tokens)")
+    if layout.stages > spec.layers:
+        raise ValueError(f"layout.pp * stages_per_rank = {layout.stages} stages for "
+                         f"{spec.layers} layers: a stage would hold no layer")
+
+
+def layer_activation_nbytes(model: ModelSpec | str | dict[str, Any], layout: Layout, *,
+                            attention: str = "flash", dropout: bool = False,
+                            dtype_bytes: int | None = None, mask_bytes: int = 1,
+                            fused_swiglu: bool = False,
+                            sp_saves_gathered: bool = False) -> int:
+    """Bytes one GPU keeps for one layer and one microbatch of ``layout`` (its
+    ``micro_batch``, ``tp``, ``sequence_parallel``, ``cp`` and ``recompute``); the keywords as
+    :func:`memory_per_gpu`'s."""
+    spec = model_spec(model)
+    layout = check_instance("layout", layout, Layout)
+    opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
+                   sp_saves_gathered)
+    check_split(spec, layout, opt.attention)
+    return layer_nbytes(spec, layout, opt)
+
+
+def layer_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> int:
+    """Bytes one GPU keeps for one layer and microbatch: the sum of
+    :func:`layer_kept_tensors`."""
+    return sum(layer_kept_tensors(spec, layout, opt))
+
+
+def layer_kept_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOptions
+                       ) -> tuple[int, ...]:
+    """Bytes of each tensor one GPU keeps for one layer and microbatch, in forward order (the
+    module docstring's list, recompute applied)."""
+    if layout.recompute == "op":
+        return op_checkpoint_tensors(spec, layout, opt)
+    terms = layer_activation_terms(spec, layout.micro_batch, cp=layout.cp,
+                                   attention=opt.attention, dropout=opt.dropout,
+                                   dtype_bytes=opt.dtype_bytes, mask_bytes=opt.mask_bytes,
+                                   fused_swiglu=opt.fused_swiglu)
+    if spec.kv < layout.tp and opt.attention == "flash":
+        # fewer key/value heads than GPUs: each GPU keeps one (repeated), not kv / tp
+        rep = layout.tp // spec.kv
+        terms = tuple(LayerTerm(t.name, t.block, t.elements * rep, t.itemsize, True)
+                      if t.name in ("K", "V") else t for t in terms)
+    tokens = (spec.seq_len // layout.cp) * layout.micro_batch
+    return kept_tensors(terms, layout.tp, layout.sequence_parallel, layout.recompute,
+                        opt.sp_saves_gathered, tokens * spec.hidden * opt.dtype_bytes)
+
+
+def op_checkpoint_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> int:
+    """Bytes one GPU keeps for one layer and microbatch under torchtitan's per-op selective
+    checkpointing (``recompute="op"``, the module docstring): the sum of
+    :func:`op_checkpoint_tensors`."""
+    return sum(op_checkpoint_tensors(spec, layout, opt))
+
+
+def op_checkpoint_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOptions
+                          ) -> tuple[int, ...]:
+    """Bytes of each tensor one GPU keeps for one layer and microbatch under torchtitan's
+    per-op selective checkpointing, in forward order."""
+    tp, d = layout.tp, opt.dtype_bytes
+    tokens = (spec.seq_len // layout.cp) * layout.micro_batch
+    sbh = tokens * spec.hidden * d
+    # the checkpoint's input: the residual stream entering the layer (sequence-sharded with SP)
+    out = [sbh // (tp if layout.sequence_parallel else 1)]
+    linears = per_op_saved_linears(spec)
+    for lin, saved in linears:
+        if lin.name == "output projection" and opt.attention == "flash":
+            # the fused kernel's output and its fp32 log-sum-exp per query token and head
+            out += [sbh // tp, tokens * spec.heads * LOSS_BYTES // tp]
+        if not saved:
+            continue  # every second matrix product is recomputed (and every biased one)
+        if not lin.column:
+            # a row-parallel product's output on one GPU is whole (partial sums before the
+            # all-reduce or reduce-scatter)
+            out.append(tokens * lin.out_features * d)
+        elif lin.name in ("k", "v") and spec.kv < tp:
+            out.append(tokens * spec.head_dim * d)  # one (repeated) key/value head per GPU
+        else:
+            out.append(tokens * lin.out_features * d // tp)
+    if tp > 1 and layout.sequence_parallel:
+        # the reduce-scatter after each row-parallel product is saved too
+        out += [sbh // tp for lin, _ in linears if not lin.column]
+    return tuple(out)
+
+
+def edge_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> tuple[int, int, int]:
+    """Per microbatch on one GPU: the first stage's extra bytes (embedding), the last stage's
+    (final norm and output layer inputs) and its logits."""
+    tp, sp = layout.tp, layout.sequence_parallel
+    tokens = (spec.seq_len // layout.cp) * layout.micro_batch
+    sbh = tokens * spec.hidden
+    seq_split = tp if sp else 1
+    # the token ids the lookup keeps (whole on every GPU); the embedding dropout's mask
+    embedding = tokens * INDEX_BYTES
+    if opt.dropout:
+        embedding += sbh * opt.mask_bytes // seq_split
+    # the final norm's input; the output layer's input (a column-parallel linear's)
+    out_in = sbh * opt.dtype_bytes // (1 if opt.sp_saves_gathered else seq_split)
+    output = sbh * opt.dtype_bytes // seq_split + out_in
+    # the loss's fp32 logits over this GPU's vocabulary slice, and the 16-bit logits beside
+    vocab = -(-spec.vocab // tp)
+    logits = tokens * vocab * (LOSS_BYTES + (opt.dtype_bytes if opt.dtype_bytes != LOSS_BYTES
+                                             else 0))
+    return embedding, output, logits
+
+
+def norm_stats_nbytes(spec: ModelSpec, layout: Layout) -> int:
+    """Bytes of the fp32 statistics one layer's two norms keep per microbatch on one GPU: the
+    reciprocal standard deviation per token (RMSNorm), and the mean too (layer norm); sequence
+    parallelism splits the tokens. Nothing under full or per-op recompute (the norms run again)."""
+    if layout.recompute in ("full", "op"):
+        return 0
+    tokens = (spec.seq_len // layout.cp) * layout.micro_batch
+    per_token = 4 if spec.norm == "rmsnorm" else 8
+    return 2 * tokens * per_token // (layout.tp if layout.sequence_parallel else 1)
+
+
+def _widths(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> tuple[int, int, int]:
+    """``(s b h, s b h / tp, s b f / tp)`` bytes of one microbatch on one GPU."""
+    tokens = (spec.seq_len // layout.cp) * layout.micro_batch
+    d, tp = opt.dtype_bytes, layout.tp
+    return tokens * spec.hidden * d, tokens * spec.hidden * d // tp, tokens * spec.ffn * d // tp
+
+
+def forward_transient_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOptions
+                              ) -> tuple[int, ...]:
+    """The tensors one layer's forward holds at once beyond what it keeps, at their largest, one
+    microbatch on one GPU, bytes: under full or per-op recompute the MLP's intermediate results
+    are not kept, and a gated MLP holds three ``s b f`` tensors at its product (SiLU's output,
+    the up projection and the product; two for a two-matrix MLP); otherwise two ``s b h`` norm
+    temporaries. Sequence parallelism's all-gathered input (when not kept) adds one ``s b h``."""
+    sbh, sbh_tp, sbf_tp = _widths(spec, layout, opt)
+    if layout.recompute in ("full", "op"):
+        out = [sbf_tp] * (3 if spec.gated_ffn else 2)
+    else:
+        out = [sbh // (layout.tp if layout.sequence_parallel else 1)] * 2
+    if layout.sequence_parallel and not opt.sp_saves_gathered:
+        out.append(sbh)
+    return tuple(out)
+
+
+def forward_transient_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> int:
+    """The sum of :func:`forward_transient_tensors`."""
+    return sum(forward_transient_tensors(spec, layout, opt))
+
+
+def backward_working_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOptions
+                             ) -> tuple[int, ...]:
+    """The tensors one layer's backward holds at once beyond its kept (or recomputed)
+    activations, at their largest, one microbatch on one GPU, bytes: a gated MLP's gradients
+    (the product's, then SiLU's output's and the up projection's: three ``s b f``, with the
+    incoming and outgoing ``s b h``; two ``s b f`` for a two-matrix MLP), or the attention's
+    (FlashAttention's Q, K, V and output gradients and its fp32 accumulator of Q's gradient),
+    whichever holds more; with sequence parallelism, the input gathered again where it was not
+    kept."""
+    sbh, sbh_tp, sbf_tp = _widths(spec, layout, opt)
+    kv_tp = sbh_tp * spec.kv // spec.heads if spec.kv % layout.tp == 0 else sbh_tp // spec.kv
+    mlp = (sbh,) + (sbf_tp,) * (3 if spec.gated_ffn else 2) + (sbh,)
+    attention = (sbh, sbh_tp, kv_tp, kv_tp, sbh_tp * 4 // opt.dtype_bytes)
+    out = mlp if sum(mlp) >= sum(attention) else attention
+    if layout.sequence_parallel and not opt.sp_saves_gathered:
+        out += (sbh,)   # Megatron-LM gathers the column-parallel input again for its weights
+    return out
+
+
+def backward_working_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> int:
+    """The sum of :func:`backward_working_tensors`."""
+    return sum(backward_working_tensors(spec, layout, opt))
