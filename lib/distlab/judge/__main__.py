@@ -11,6 +11,7 @@
     python -m distlab.judge nccl --published               # NCCL's model on published tables
     python -m distlab.judge trace results/traces/gloo_ddp_3ranks  # your run's profiler traces
     python -m distlab.judge plan --runs                    # the planner on published runs
+    python -m distlab.judge fit results/gpu-h200-2026-11-27-fit  # ... and on measured GPU runs
 
 Nothing is measured and no process is started: profiles and runs are read, rows priced again.
 NCCL's choice per size on a GPU box is the model's own command: python -m distlab.nccl BOX.
@@ -25,7 +26,8 @@ from distlab.cli.dispatch import dispatch
 COMMANDS = {"refit": "distlab.judge.refit_command", "windows": "distlab.judge.windows_command",
             "travel": "distlab.judge.travel_command", "summary": "distlab.judge.summary_command",
             "verdict": "distlab.judge.verdict_command", "nccl": "distlab.judge.nccl_command",
-            "trace": "distlab.judge.trace_command", "plan": "distlab.judge.plan_command"}
+            "trace": "distlab.judge.trace_command", "plan": "distlab.judge.plan_command",
+            "fit": "distlab.judge.fit_command"}
 ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
          "windows": "a long profile cut into windows of rounds: how many rounds a judgement "
                     "needs",
@@ -36,7 +38,9 @@ ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| agains
          "trace": "a run's torch.profiler traces of every rank: breakdown, overlap, idle causes, "
                   "stragglers, collective kernels beside the NCCL model",
          "plan": "the planner (python -m distlab.plan) on published training runs: step time, "
-                 "memory and ranking, in and out of sample"}
+                 "memory and ranking, in and out of sample",
+         "fit": "the planner on measured GPU runs (verify grids): step time, peak allocated "
+                "and reserved memory, and whether its 'fits' held"}
 
 
 def main(argv: list[str] | None = None) -> int:

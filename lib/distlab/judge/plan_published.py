@@ -72,8 +72,12 @@ def judge_run(inputs: RunInputs, split: str, rate: ComputeRate | None = None) ->
                         simulate_pipeline=False)
     measured, how = measured_step_s(inputs)
     memory = memory_per_gpu(inputs.model, inputs.layout, inputs.hardware)
+    # a run that reports the caching allocator's reserved bytes is set beside the model's
+    # reserved bytes; one that reports the device's memory in use, beside everything
+    kind = (inputs.run.measured.memory_kind or "").lower()
+    model_memory = memory.reserved if "reserved" in kind else memory.total
     return JudgedRun(inputs, split, measured, est.step_s, how, measured_memory_bytes(inputs),
-                     memory.total)
+                     model_memory)
 
 
 @dataclass(frozen=True)

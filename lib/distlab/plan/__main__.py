@@ -166,6 +166,19 @@ def _parser() -> options.Parser:
     p.add_argument("--trace", metavar="OUT", default=None, type=options.output_file,
                    help="with --explain: write that layout's step as a Chrome trace (open it "
                         "in Perfetto or chrome://tracing)")
+    p.add_argument("--verify", type=options.int_at_least(1), nargs="?", const=3, default=None,
+                   metavar="N",
+                   help="run the N fastest layouts that fit (default 3; the --layout one) on "
+                        "this machine for a few steps and print the measured step and peak "
+                        "memory beside the prediction (GPUs: as many as it has or torchrun "
+                        "gives; no GPU: gloo ranks on this host, small models only)")
+    p.add_argument("--verify-layers", type=options.int_at_least(1), default=None, metavar="K",
+                   help="with --verify: run the model with K layers (predicted for K layers "
+                        "too; the full model's step scaled by the model)")
+    p.add_argument("--verify-steps", type=options.int_at_least(1), default=3, metavar="S",
+                   help="with --verify: timed steps per layout, after one untimed (default 3)")
+    p.add_argument("--verify-device", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="with --verify: where to run (default: CUDA if torch sees a GPU)")
     return p
 
 
@@ -215,10 +228,42 @@ def _plan_command(argv: list[str]) -> int:
         if args.trace is not None:
             write_chrome_trace(step_timeline(shown[args.explain - 1].step), args.trace)
             print(f"wrote {args.trace}")
+    verified: list[dict[str, Any]] | None = None
+    if args.verify is not None:
+        verified = _verify(model, hw, [x for x in shown if x.fits][:args.verify], args)
     if args.json is not None:
-        write_json(args.json, {"model": model.to_dict(), "hardware": hw.label,
-                               "layouts": [price_json(x) for x in shown]})
+        doc: dict[str, Any] = {"model": model.to_dict(), "hardware": hw.label,
+                               "layouts": [price_json(x) for x in shown]}
+        if verified is not None:
+            doc["verify"] = verified
+        write_json(args.json, doc)
     return 0
+
+
+def _verify(model: ModelSpec, hw: Any, prices: list[LayoutPrice], args: Any
+            ) -> list[dict[str, Any]]:
+    """Run ``prices``' layouts here (:func:`distlab.plan.verify.run.verify`), print the table,
+    return its JSON rows."""
+    if not prices:
+        print("\n# verify: no layout fits, nothing to run")
+        return []
+    from distlab.plan.verify.report import verify_json, verify_table
+    from distlab.plan.verify.run import verify
+
+    if args.verify_layers is not None and args.verify_layers > model.layers:
+        raise UsageError(f"--verify-layers {args.verify_layers}: {model.name} has "
+                         f"{model.layers} layers")
+    print(f"\n# verify: the {len(prices)} layout(s) above run here, {args.verify_steps} "
+          "timed steps each after one untimed", flush=True)
+    try:
+        rows = verify(model, [p.layout for p in prices], hw=hw, layers=args.verify_layers,
+                      steps=args.verify_steps, device=args.verify_device,
+                      progress=lambda line: print(f"verify {line}", file=sys.stderr,
+                                                  flush=True))
+    except ValueError as exc:
+        raise UsageError(f"--verify: {exc}") from None
+    print(verify_table(rows))
+    return verify_json(rows)
 
 
 def _explain(p: LayoutPrice) -> None:

@@ -1,5 +1,6 @@
 """The planner's compute rate: what fraction of a GPU's peak a transformer's matrix products
-sustain, fitted on published training runs (placeholder values until fitted)."""
+sustain, fitted on published training runs; and what was measured beside it (the attention
+kernels' speeds and their forward-backward split, the optimizer step's bandwidth)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from dataclasses import dataclass, field
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware
 
-__all__ = ["KERNEL_SPEED", "SHIPPED", "ComputeRate", "rate_key", "shipped_rate"]
+__all__ = ["ATTENTION_BACKWARD", "KERNEL_SPEED", "OPTIMIZER_BANDWIDTH",
+           "OPTIMIZER_BYTES_PER_PARAM", "SHIPPED", "ComputeRate", "rate_key", "shipped_rate"]
 
 ARCHITECTURES = {80: "ampere", 90: "hopper", 100: "blackwell"}
 """GPU architectures by compute capability x 10: one efficiency per architecture and dtype
@@ -36,6 +38,27 @@ backward, the median over 24 layer shapes at 4k-32k tokens per sequence (1.59-1.
 Blackwell."""
 
 
+ATTENTION_BACKWARD = {"hopper": 2.86}
+"""FlashAttention-2's backward over its forward, kernel time, per GPU architecture, measured:
+Llama 3.2 1B (head_dim 64, causal, 4096 tokens, batch 2) on an H200 (torch 2.11), the
+profiler's ``flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel`` against ``flash_fwd_kernel``, 47.6
+and 16.6 ms over the same 32 calls (``results/gpu-h200-2026-11-27-fit/kernels.txt``). Where
+nothing is measured the FLOP count's 2 holds (the backward's products are twice the
+forward's). It splits the attention's fitted time between forward and backward: recompute runs
+the forward again, never the backward."""
+
+OPTIMIZER_BYTES_PER_PARAM = 28
+"""Bytes an AdamW step moves per parameter with fp32 states: it reads the parameter, its
+gradient and both moments (16) and writes the parameter and both moments (12)."""
+
+OPTIMIZER_BANDWIDTH = 0.72
+"""The share of the memory's data-sheet bandwidth a fused AdamW step moves its bytes at,
+measured: Llama 3.2 1B and 3B on an H200, 10.0 and 26.1 ms a step for 1.24 and 3.21 billion
+parameters (3.45 TB/s of 4.8; ``results/gpu-h200-2026-11-27-fit``, the optimizer phase of the
+fused runs). torch's foreach AdamW runs 2.7 times longer there; the planner prices the fused
+one."""
+
+
 @dataclass(frozen=True)
 class ComputeRate:
     """FLOP/s one GPU sustains on a transformer's matrix products.
@@ -61,6 +84,14 @@ class ComputeRate:
     attention: float = 1.0
     source: str = "unfitted defaults"
     kernel_speed: dict[str, float] = field(default_factory=dict)
+    attention_backward: dict[str, float] = field(default_factory=dict)
+
+    def attention_forward_share(self, hw: Hardware) -> float:
+        """The share of the attention's forward-and-backward time its forward takes on
+        ``hw``'s architecture: ``1 / (1 + r)`` with ``r`` = :attr:`attention_backward`'s
+        ratio there (2, the FLOP count's, where unmeasured)."""
+        r = self.attention_backward.get(_architecture(hw), 2.0)
+        return 1.0 / (1.0 + r)
 
     def flops_per_s(self, hw: Hardware, width: int) -> float:
         """Sustained FLOP/s of one GPU of ``hw`` multiplying matrices ``width`` wide."""
@@ -99,9 +130,10 @@ class ComputeRate:
 
 
 SHIPPED = ComputeRate(
-    efficiency={"ampere/bf16": 0.736, "hopper/bf16": 0.588, "hopper/fp8": 0.903,
-                "blackwell/fp8": 1.377},
+    efficiency={"ampere/bf16": 0.737, "hopper/bf16": 0.588, "hopper/fp8": 0.926,
+                "blackwell/fp8": 1.403},
     width_scale=384.0, attention=0.3, kernel_speed=KERNEL_SPEED,
+    attention_backward=ATTENTION_BACKWARD,
     source="fitted by distlab.plan.fit_rate on the calibration split of the published runs "
            "(plan/data/published_runs.json: narayanan2021, megatron_lm_h100_2024, "
            "torchtitan_bench_2024_12, torchtitan_asynctp_2025_06, "

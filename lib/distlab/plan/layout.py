@@ -78,12 +78,15 @@ class GpuKind:
 
     Attributes:
         name: e.g. ``"H100-80GB-SXM"``.
-        memory_bytes: memory a process can use, bytes (what ``nvidia-smi`` reports as total).
+        memory_bytes: memory a process can use, bytes (what CUDA reports as the total, a few
+            hundred MiB under ``nvidia-smi``'s figure).
         peak_flops: dense 16-bit (bf16/fp16) tensor-core peak, FLOP/s, from the data sheet.
         box: the key of the 8-GPU box in
             :data:`~distlab.nccl.boxes.GPU_BOXES` whose NCCL model prices
             its collectives.
-        source: where the two figures come from.
+        source: where the figures come from.
+        memory_bytes_per_s: the memory's bandwidth, bytes per second, from the data sheet
+            (what a memory-bound step, the optimizer's, moves its bytes at; 0: unknown).
     """
 
     name: str
@@ -91,6 +94,7 @@ class GpuKind:
     peak_flops: float
     box: str
     source: str
+    memory_bytes_per_s: float = 0.0
 
     def __post_init__(self) -> None:
         check_int("memory_bytes", self.memory_bytes, minimum=1)
@@ -99,22 +103,28 @@ class GpuKind:
 
 GPU_KINDS: dict[str, GpuKind] = {
     "A100-40GB-SXM": GpuKind("A100-40GB-SXM", 40 * GiB, 312e12, "a100_sxm8",
-                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 40 GiB HBM2"),
+                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 40 GiB HBM2, "
+                             "1555 GB/s", 1555e9),
     "A100-80GB-SXM": GpuKind("A100-80GB-SXM", 80 * GiB, 312e12, "a100_sxm8",
-                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 80 GiB HBM2e"),
-    "H100-80GB-SXM": GpuKind("H100-80GB-SXM", 81559 * 2**20, 989.4e12, "h100_sxm8",
+                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 80 GiB HBM2e, "
+                             "2039 GB/s", 2039e9),
+    "H100-80GB-SXM": GpuKind("H100-80GB-SXM", 85017493504, 989.4e12, "h100_sxm8",
                              "NVIDIA H100 data sheet: 989 TFLOPS BF16 dense (1979 with "
-                             "sparsity); nvidia-smi: 81559 MiB (our H100, 2026-11-23)"),
-    "H200-141GB-SXM": GpuKind("H200-141GB-SXM", 143771 * 2**20, 989.4e12, "h200_sxm8",
-                              "NVIDIA H200 data sheet: 989 TFLOPS BF16 dense; 141 GB HBM3e "
-                              "(143771 MiB)"),
+                             "sparsity), 3.35 TB/s; memory as CUDA reports it on our H100 "
+                             "(torch's total_memory, 81079 MiB; nvidia-smi says 81559)",
+                             3.35e12),
+    "H200-141GB-SXM": GpuKind("H200-141GB-SXM", 150109880320, 989.4e12, "h200_sxm8",
+                              "NVIDIA H200 data sheet: 989 TFLOPS BF16 dense, 4.8 TB/s; memory "
+                              "as CUDA reports it on our H200 (cudaMemGetInfo's total, 143155 "
+                              "MiB; nvidia-smi says 143771)", 4.8e12),
     "H100-96GB-HBM2e": GpuKind("H100-96GB-HBM2e", 96 * GiB, 989.4e12, "h100_sxm8",
                                "Meta's Grand Teton H100 with 96 GB HBM2e at 500 W (torchtitan's "
                                "runs; torchtitan divides by the SXM part's 989 TFLOPS too); "
-                               "memory nominal"),
+                               "memory nominal; bandwidth unpublished, taken as the 80 GB "
+                               "part's 3.35 TB/s", 3.35e12),
     "B200": GpuKind("B200", 183359 * 2**20, 2250e12, "b200_sxm8",
-                    "NVIDIA HGX B200 data sheet: 2.25 PFLOPS BF16 dense per GPU; 180 GB "
-                    "HBM3e usable (183359 MiB)"),
+                    "NVIDIA HGX B200 data sheet: 2.25 PFLOPS BF16 dense per GPU, 8 TB/s; "
+                    "180 GB HBM3e usable (183359 MiB)", 8e12),
 }
 """GPU models the planner knows; short names (``"h100"``, ``"a100"``) resolve through
 :func:`gpu_kind`."""

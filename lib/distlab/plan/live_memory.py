@@ -23,11 +23,11 @@ tensors (Adam's 0-d step counters left out).
 
 The model's settings for this CPU run (:data:`CPU_SETTINGS`): 4-byte activations and 4-byte
 dropout masks (torch's CPU dropout keeps its mask in the activation dtype), nothing held outside
-an allocator (``device_bytes=0``), and ``sp_saves_gathered=True``: distlab's (and torch's) ``ColwiseParallel`` keeps its
-all-gathered input. The model counts what is stored (:func:`stored_activations`: its
-activations without backward's working set, which comes after the count). The live count is
-above it by at most the small per-token tensors the model leaves out
-(:func:`left_out_bytes`).
+an allocator (``device_bytes=0``), and ``sp_saves_gathered=True``: distlab's (and torch's)
+``ColwiseParallel`` keeps its all-gathered input. The model counts what is stored
+(:func:`stored_activations`: its activations without backward's working set, which comes after
+the count). The live count is above it by at most the small per-token tensors the model leaves
+out (:func:`left_out_bytes`).
 
 This module sits in ``plan`` (floor 2), not in ``tensor_parallel`` (floor 1), because it builds
 its decoder from a ``plan.model.ModelSpec`` and compares with ``plan.memory``, which a lab may

@@ -150,9 +150,13 @@ class ProgramPeak:
     segments: int
 
 
-def run_program(program: Program, *, expandable_segments: bool = False) -> ProgramPeak:
-    """Replay ``program`` through a fresh caching allocator (the module docstring)."""
-    alloc = CachingAllocator(expandable_segments=expandable_segments)
+def run_program(program: Program, *, expandable_segments: bool = False,
+                capacity: int | None = None) -> ProgramPeak:
+    """Replay ``program`` through a fresh caching allocator (the module docstring) that may
+    reserve at most ``capacity`` bytes (``None``: no limit): at the limit it releases its cached
+    segments and tries again, as torch's does, and raises
+    :class:`~distlab.plan.allocator.OutOfMemory` where even that fails."""
+    alloc = CachingAllocator(expandable_segments=expandable_segments, capacity=capacity)
     tally = [0] * len(ALLOCATED_PARTS)
     owner: dict[int, tuple[int, int]] = {}
     best, best_parts, best_at = -1, tally[:], 0

@@ -148,8 +148,12 @@ def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -
     tokens = (spec.seq_len // layout.cp) * layout.micro_batch
     seq_split = layout.tp if layout.sequence_parallel else 1
     # under autocast the residual stream stays fp32: the layer's input (and, kept, the MLP
-    # norm's input) take 4 bytes an element where the model counts the activation dtype
+    # norm's input) take 4 bytes an element where the model counts the activation dtype; and
+    # autocast casts a norm's fp32 output to 16 bits once for each linear that reads it, each
+    # linear keeping its own copy (Q, K and V: three; a gated MLP's two first linears: two)
     extra = tokens * spec.hidden * (4 - opt.dtype_bytes) // seq_split if amp else 0
+    casts = (2 + (1 if spec.gated_ffn else 0)) if amp else 0
+    cast = tokens * spec.hidden * opt.dtype_bytes
 
     def with_stats(lay: Layout) -> tuple[int, ...]:
         kept = list(layer_kept_tensors(spec, lay, opt))
@@ -158,6 +162,8 @@ def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -
             kept += [stats // 2, stats // 2]
         if extra:
             kept += [extra] * (1 if lay.recompute == "full" else 2)
+        if casts and lay.recompute == "none":
+            kept += [cast] * casts
         return tuple(kept)
 
     _, output, _ = edge_nbytes(spec, layout, opt)
@@ -344,6 +350,14 @@ class _Writer:
             self.grads[u.name] = self.p.alloc("grads", u.elements * self.g_b)
         return -1
 
+    def accumulated_grad(self, u: Unit) -> int:
+        """The gradient a stage accumulates over a pipeline's microbatches: FSDP2 keeps the
+        unsharded gradient in its reduce dtype (fp32; ``to_accumulated_grad_if_needed``) until
+        the last microbatch reduces it; DDP its ``.grad``."""
+        if self.style == "fsdp":
+            return self.p.alloc("grads", u.elements * 4)
+        return self.unit_grad(u)
+
     def loss_forward(self) -> int:
         p, sz = self.p, self.sz
         tv = sz.tokens * sz.vocab
@@ -399,7 +413,10 @@ class _Writer:
                 if last and hs:
                     self.loss_backward(hs.pop())
                 if s not in grads and self.style != "megatron":
-                    grads[s] = [self.unit_grad(u) for u in by_stage[s]]
+                    grads[s] = [self.accumulated_grad(u) for u in by_stage[s]]
+                if self.style == "fsdp":
+                    # this microbatch's 16-bit gradients, added into the fp32 accumulators
+                    p.transient("grads", sum(u.elements for u in by_stage[s]) * self.compute_b)
                 r = self.recompute(by_stage[s][0])
                 p.transients("working", sz.backward_working)
                 p.free_all(r)

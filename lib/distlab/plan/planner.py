@@ -79,9 +79,11 @@ class Plan:
 
 
 def price(model: ModelSpec, layout: Layout, hw: Hardware, *, rate: ComputeRate | None = None,
-          simulate_pipeline: bool | str = "auto") -> LayoutPrice:
-    """Memory per GPU and step time of ``layout`` (its GPUs must be ``hw``'s)."""
-    memory = memory_per_gpu(model, layout, hw)
+          simulate_pipeline: bool | str = "auto", **memory_options: Any) -> LayoutPrice:
+    """Memory per GPU and step time of ``layout`` (its GPUs must be ``hw``'s);
+    ``memory_options`` go to :func:`~distlab.plan.memory.memory_per_gpu` (``optimizer``,
+    ``expandable_segments``, ...)."""
+    memory = memory_per_gpu(model, layout, hw, **memory_options)
     step = step_time(model, layout, hw, rate=rate, simulate_pipeline=simulate_pipeline)
     return LayoutPrice(layout, memory, step, memory.total <= hw.gpu.memory_bytes)
 

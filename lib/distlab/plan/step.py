@@ -34,8 +34,12 @@ The model, in full (every term is per optimizer step, on the slowest rank):
   gathered through the step and reduces once after the last microbatch (torchtitan's choice;
   torch's ``PipelineStage`` defers gradient sync to the last microbatch), priced as ZeRO 1/2.
 
-Left out, and said so: the optimizer step itself (memory bound, well under 1% of a step at
-these sizes), the embedding's and loss's small collectives, kernel launch gaps.
+- **Optimizer.** AdamW's step after the last backward, memory-bound: the bytes it moves over
+  the GPU's memory bandwidth (:func:`optimizer_seconds`; measured at 0.72 of the data sheet's
+  on an H200), exposed.
+
+Left out, and said so: the embedding's and loss's small collectives, kernel launch gaps, the
+elementwise kernels between the products (the fitted rate carries them).
 """
 
 from __future__ import annotations
@@ -46,7 +50,12 @@ from typing import Any
 
 from distlab.pipeline_parallel.schedules.registry import build_plan
 from distlab.pipeline_parallel.simulate import P2PCost, Simulation, StageTimes, simulate
-from distlab.plan.calibration import ComputeRate, shipped_rate
+from distlab.plan.calibration import (
+    OPTIMIZER_BANDWIDTH,
+    OPTIMIZER_BYTES_PER_PARAM,
+    ComputeRate,
+    shipped_rate,
+)
 from distlab.plan.collectives import collective_seconds, p2p_seconds
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits, group_span
 from distlab.plan.model import ModelSpec, layer_matmul_flops, per_op_saved_linears
@@ -54,7 +63,8 @@ from distlab.plan.partition import layers_per_stage, rank_params, stage_params
 from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 from distlab.timeline import Timeline
 
-__all__ = ["StepEstimate", "step_timeline", "model_flops_per_step", "stage_flops", "step_time"]
+__all__ = ["StepEstimate", "model_flops_per_step", "optimizer_seconds", "stage_flops",
+           "step_time", "step_timeline"]
 
 SIMULATE_UP_TO = 2048
 """``pp * stages_per_rank * microbatches`` up to which ``simulate_pipeline="auto"`` simulates."""
@@ -114,7 +124,8 @@ class StepEstimate:
     ``compute_s``: the busiest pipeline rank's compute; ``tp_s``, ``cp_s``: exposed tensor-
     and context-parallel communication on that rank; ``fsdp_s``: exposed ZeRO-3 gathers and
     reductions; ``bubble_s``: the pipeline's idle time and transfers on that rank;
-    ``dp_s``: exposed gradient reduction and parameter gather; ``step_s`` their sum.
+    ``dp_s``: exposed gradient reduction and parameter gather; ``optimizer_s``: the
+    optimizer's step after the backward; ``step_s`` their sum.
     """
 
     model: ModelSpec
@@ -127,11 +138,13 @@ class StepEstimate:
     bubble_s: float
     dp_s: float
     simulation: Simulation | None = field(default=None, compare=False, repr=False)
+    optimizer_s: float = 0.0
 
     @property
     def step_s(self) -> float:
         """Seconds of one optimizer step."""
-        return self.compute_s + self.tp_s + self.cp_s + self.fsdp_s + self.bubble_s + self.dp_s
+        return (self.compute_s + self.tp_s + self.cp_s + self.fsdp_s + self.bubble_s + self.dp_s
+                + self.optimizer_s)
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -149,7 +162,8 @@ class StepEstimate:
     def parts(self) -> dict[str, float]:
         """The seconds of each part, by name (their sum is :attr:`step_s`)."""
         return {"compute": self.compute_s, "tp": self.tp_s, "cp": self.cp_s,
-                "fsdp": self.fsdp_s, "bubble": self.bubble_s, "dp": self.dp_s}
+                "fsdp": self.fsdp_s, "bubble": self.bubble_s, "dp": self.dp_s,
+                "optimizer": self.optimizer_s}
 
 
 @dataclass(frozen=True)
@@ -205,8 +219,23 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
         worst = max(st.forward_s + st.backward_s for st in stages)
         pipeline_s = busy + (layout.pp - 1) * worst
     bubble = max(0.0, pipeline_s - busy)
-    dp = _dp_exposed(model, layout, hw, max(share.total for share, _ in per_rank), rank_stages)
-    return StepEstimate(model, layout, hw, compute, tp, cp, fsdp, bubble, dp, sim)
+    most = max(share.total for share, _ in per_rank)
+    dp = _dp_exposed(model, layout, hw, most, rank_stages)
+    return StepEstimate(model, layout, hw, compute, tp, cp, fsdp, bubble, dp, sim,
+                        optimizer_seconds(layout, hw, most))
+
+
+def optimizer_seconds(layout: Layout, hw: Hardware, params: int) -> float:
+    """Seconds of one AdamW step on a GPU holding ``params`` parameters (elements, before
+    ZeRO): the states it updates (its shard from ZeRO 1 on) x
+    :data:`~distlab.plan.calibration.OPTIMIZER_BYTES_PER_PARAM`, at
+    :data:`~distlab.plan.calibration.OPTIMIZER_BANDWIDTH` of the memory's bandwidth; 0 where
+    the GPU's bandwidth is unknown."""
+    bandwidth = hw.gpu.memory_bytes_per_s * OPTIMIZER_BANDWIDTH
+    if bandwidth <= 0:
+        return 0.0
+    shard = -(-params // (layout.dp * layout.cp)) if layout.zero >= 1 else params
+    return shard * OPTIMIZER_BYTES_PER_PARAM / bandwidth
 
 
 def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
@@ -224,12 +253,14 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
         attention = fl.attention_forward
         recompute_attention = attention if layout.recompute in ("selective", "full") else 0.0
 
-        def seconds(total: float, attn: float) -> float:
-            # a causal kernel computes half of the s^2 products FLOPs count whole
-            return (total - attn) / flops_per_s + attn * CAUSAL_WORK / attention_per_s
-
-        fwd_c = seconds(fl.forward, attention)
-        bwd_c = seconds(fl.backward + fl.recompute, 2 * attention + recompute_attention)
+        # the attention's forward and backward share its time as the kernels do; recompute
+        # repeats the forward only
+        attn_s = 3 * attention * CAUSAL_WORK / attention_per_s
+        attn_f = attn_s * rate.attention_forward_share(hw)
+        recomputed = attn_f if recompute_attention else 0.0
+        fwd_c = (fl.forward - attention) / flops_per_s + attn_f
+        bwd_c = ((fl.backward + fl.recompute - 2 * attention - recompute_attention)
+                 / flops_per_s + (attn_s - attn_f) + recomputed)
         tp_fwd = layers * _exposed_tp(tp_f, fwd_c / max(layers, 1), layout)
         tp_bwd = layers * (_exposed_tp(tp_b, bwd_c / max(layers, 1), layout)
                            + (tp_f if _repeats_tp_forward(layout) else 0.0))

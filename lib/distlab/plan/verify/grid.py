@@ -31,90 +31,18 @@ import platform
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from distlab.plan.layout import Layout
 from distlab.plan.model import PRESETS, model_spec
+from distlab.plan.verify.cases import DEFAULT_GRID, TOO_BIG, GridCase, parse_case
 from distlab.plan.verify.rank import MeasuredOutOfMemory, VerifyCase, run_rank
+from distlab.report.jsonfile import write_json
 
 __all__ = ["DEFAULT_GRID", "TOO_BIG", "GridCase", "main", "parse_case", "run_grid"]
-
-
-@dataclass(frozen=True)
-class GridCase:
-    """One run of the grid: a preset at ``seq_len`` tokens, ``micro_batch`` sequences (one
-    microbatch per step), ``recompute``, ZeRO ``zero`` (3: FSDP2; 0: the model alone under
-    autocast) and the AdamW ``optimizer``."""
-
-    model: str
-    seq_len: int
-    micro_batch: int
-    recompute: str = "none"
-    zero: int = 3
-    optimizer: str = "fused"
-
-    @property
-    def name(self) -> str:
-        """E.g. ``"llama3.2-1b s4096 mb2 full"`` (``zero0``, ``foreach`` when not default)."""
-        parts = [self.model, f"s{self.seq_len}", f"mb{self.micro_batch}", self.recompute]
-        if self.zero != 3:
-            parts.append(f"zero{self.zero}")
-        if self.optimizer != "fused":
-            parts.append(self.optimizer)
-        return " ".join(parts)
-
-    def layout(self) -> Layout:
-        """The planner's :class:`~distlab.plan.layout.Layout` of this run."""
-        return Layout(dp=1, zero=self.zero, micro_batch=self.micro_batch,
-                      global_batch=self.micro_batch, recompute=self.recompute,
-                      precision="fsdp-mixed")
-
-
-def parse_case(text: str) -> GridCase:
-    """A :class:`GridCase` from its :attr:`GridCase.name`."""
-    words = text.split()
-    if len(words) < 4 or not words[1].startswith("s") or not words[2].startswith("mb"):
-        raise ValueError(f"case {text!r}: expected 'MODEL sSEQ mbN RECOMPUTE [zeroZ] "
-                         "[foreach]'")
-    zero, optimizer = 3, "fused"
-    for w in words[4:]:
-        if w.startswith("zero"):
-            zero = int(w[4:])
-        elif w in ("fused", "foreach"):
-            optimizer = w
-        else:
-            raise ValueError(f"case {text!r}: unknown word {w!r}")
-    return GridCase(words[0], int(words[1][1:]), int(words[2][2:]), words[3], zero, optimizer)
-
-
-def _grid() -> tuple[GridCase, ...]:
-    out: list[GridCase] = []
-    for model, seqs in (("llama3.2-1b", ((4096, (1, 2, 4)), (8192, (1, 2)))),
-                        ("llama3.2-3b", ((4096, (1, 2, 4)), (8192, (2,))))):
-        for seq, mbs in seqs:
-            for mb in mbs:
-                for rc in ("none", "op", "full"):
-                    out.append(GridCase(model, seq, mb, rc))
-    out += [GridCase("llama3.2-1b", 2048, 8, "none"), GridCase("llama3.2-1b", 2048, 8, "full"),
-            GridCase("llama3.2-1b", 4096, 2, "none", zero=0),
-            GridCase("llama3.2-1b", 4096, 2, "full", zero=0),
-            GridCase("llama3.2-1b", 4096, 2, "full", optimizer="foreach"),
-            GridCase("llama3.2-1b", 4096, 2, "none", optimizer="foreach")]
-    return tuple(out)
-
-
-DEFAULT_GRID = _grid()
-"""Llama 3.2 1B and 3B at 4k and 8k tokens, micro-batches 1-4, recompute none / per-op /
-full, FSDP2 on one GPU; a few with ZeRO 0 (autocast, no FSDP) and foreach AdamW."""
-
-TOO_BIG = (GridCase("llama3-8b", 2048, 1, "op"), GridCase("llama3-8b", 4096, 1, "full"))
-"""Llama 3 8B on one GPU: its fp32 states alone take 120 GiB, so an 80 GB card cannot hold it
-and a 141 GB one only barely (the planner's verdict checked where a run fails)."""
 
 
 def _init_group(device: str) -> None:
@@ -148,6 +76,7 @@ def _provenance(device: str) -> dict[str, Any]:
 
 
 def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", steps: int = 3,
+             warmup: int = 1, memory_bytes: int | None = None,
              limit_s: float = 1e9, history: tuple[str, ...] = (),
              history_out: Path | None = None, profile: tuple[str, ...] = (),
              profile_out: Path | None = None) -> list[dict[str, Any]]:
@@ -159,6 +88,10 @@ def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", st
         torch.cuda.init()
         free, total = torch.cuda.mem_get_info(0)
         doc["provenance"]["device_used_at_start"] = int(total - free)
+        if memory_bytes is not None:
+            # the caching allocator refuses to reserve past this, as a smaller card would
+            torch.cuda.set_per_process_memory_fraction(min(1.0, memory_bytes / total), 0)
+            doc["provenance"]["allocator_limit_bytes"] = int(memory_bytes)
     traces: dict[str, Any] = {}
     kernels: list[str] = []
     for i, case in enumerate(cases):
@@ -166,8 +99,8 @@ def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", st
             doc["stopped"] = f"--limit-s {limit_s:g} reached before {case.name}"
             break
         spec = model_spec(case.model, seq_len=case.seq_len)
-        vc = VerifyCase(spec, case.layout(), steps=steps, optimizer=case.optimizer,
-                        device=device)
+        vc = VerifyCase(spec, case.layout(), steps=steps, warmup=warmup,
+                        optimizer=case.optimizer, device=device)
         record = device == "cuda" and case.name in history
         if record:
             torch.cuda.memory._record_memory_history(max_entries=2_000_000, context=None,
@@ -175,7 +108,8 @@ def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", st
         row: dict[str, Any] = {"case": case.name, "model": case.model, "seq_len": case.seq_len,
                                "micro_batch": case.micro_batch, "recompute": case.recompute,
                                "zero": case.zero, "optimizer": case.optimizer,
-                               "layout": vc.layout.label}
+                               "layout": vc.layout.label,
+                               "tied_embeddings": spec.tied_embeddings}
         start = time.monotonic()
         try:
             m = run_rank(0, 1, vc)
@@ -195,7 +129,7 @@ def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", st
         if device == "cuda" and case.name in profile and row["oom"] is None:
             kernels.append(_profile_case(vc, case.name))
         doc["rows"].append(row)
-        out.write_text(json.dumps(doc, indent=1))
+        write_json(out, doc)
         m_ = row.get("measured")
         summary = ("error " + row["error"].strip().splitlines()[-1] if "error" in row else
                    "OOM " + json.dumps(row["oom"]) if m_ is None else
@@ -205,7 +139,7 @@ def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", st
                    " GiB")
         print(f"[{i + 1}/{len(cases)} {time.monotonic() - t0:.0f}s] {case.name}: {summary}",
               flush=True)
-    out.write_text(json.dumps(doc, indent=1))
+    write_json(out, doc)
     if history_out is not None and traces:
         with gzip.open(history_out, "wt") as f:
             json.dump(traces, f)
@@ -237,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", default=None,
                    help="semicolon-separated case names (default: the whole grid)")
     p.add_argument("--steps", type=int, default=3, help="timed steps per case (default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
+    p.add_argument("--allocator-limit-gib", type=float, default=None,
+                   help="cap what the caching allocator may reserve (GiB), as a smaller GPU "
+                        "would (torch.cuda.set_per_process_memory_fraction)")
     p.add_argument("--limit-s", type=float, default=1e9, help="start no case after this")
     p.add_argument("--history", default="", help="semicolon-separated cases to record the "
                    "allocator's events of")
@@ -250,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         if c.model not in PRESETS:
             p.error(f"unknown model {c.model!r}")
     split = lambda s: tuple(x.strip() for x in s.split(";") if x.strip())  # noqa: E731
-    run_grid(cases, args.out, device=args.device, steps=args.steps, limit_s=args.limit_s,
+    limit = (None if args.allocator_limit_gib is None
+             else int(args.allocator_limit_gib * 2**30))
+    run_grid(cases, args.out, device=args.device, steps=args.steps, warmup=args.warmup,
+             memory_bytes=limit, limit_s=args.limit_s,
              history=split(args.history), history_out=args.history_out,
              profile=split(args.profile), profile_out=args.profile_out)
     return 0

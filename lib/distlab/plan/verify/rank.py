@@ -326,6 +326,7 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
             fully_shard(mod, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
     for mod in modules:
         mod.to_empty(device=device)
+        _tie(mod, spec)
         mod.init_buffers()
         init_parameters(mod, seed=case.seed)
     if lay.zero in (0, 1) and lay.dp > 1:
@@ -346,6 +347,18 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
     return built
 
 
+def _tie(mod: nn.Module, spec: ModelSpec) -> None:
+    """Tie the output layer to the embedding again where the spec ties them: ``to_empty``
+    gives each module its own tensor (FSDP2 keeps one shared parameter; a plain module does
+    not)."""
+    emb, out = getattr(mod, "tok_embeddings", None), getattr(mod, "output", None)
+    if not spec.tied_embeddings or emb is None or out is None or out.weight is emb.weight:
+        return
+    if type(out.weight) is not type(emb.weight):  # a split (DTensor) layer: leave it
+        return
+    out.weight = emb.weight
+
+
 def _loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(0, 1))
 
@@ -359,17 +372,19 @@ def _schedule(case: VerifyCase, modules: list[nn.Module], ids: list[int], mesh: 
     stages = [pl.PipelineStage(m, s, lay.stages, device, group=group)
               for m, s in zip(modules, ids, strict=True)]
     cls = getattr(pl, f"Schedule{lay.schedule}")
-    loss = _tp_loss if lay.tp > 1 else _loss
     if lay.stages_per_rank > 1:
-        return cls(stages, n_microbatches=lay.microbatches, loss_fn=loss)
-    return cls(stages[0], n_microbatches=lay.microbatches, loss_fn=loss)
+        return cls(stages, n_microbatches=lay.microbatches, loss_fn=_loss)
+    return cls(stages[0], n_microbatches=lay.microbatches, loss_fn=_loss)
 
 
-def _tp_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def _loss_context(layout: Layout) -> Any:
+    """torch's ``loss_parallel`` (cross entropy over vocabulary-sharded logits, forward and
+    backward inside it) under tensor parallelism, else nothing."""
+    if layout.tp == 1:
+        return nullcontext()
     from torch.distributed.tensor.parallel import loss_parallel
 
-    with loss_parallel():
-        return _loss(logits, target)
+    return loss_parallel()
 
 
 # -- one step ----------------------------------------------------------------------------------
@@ -385,16 +400,20 @@ def _batch(case: VerifyCase, device: torch.device, rows: int, step: int
 def _optimizer(case: VerifyCase, params: list[nn.Parameter], zero1: bool,
                notes: list[str]) -> torch.optim.Optimizer:
     kw: dict[str, Any] = {"lr": 1e-4, "weight_decay": 0.1, case.optimizer: True}
+    groups: dict[str, list[nn.Parameter]] = {}
+    for p in params:   # a fused step takes one kind of tensor: split DTensors from the rest
+        groups.setdefault(type(p).__name__, []).append(p)
     if zero1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, **kw)
+    param_groups = [{"params": g} for g in groups.values()]
     try:
-        return torch.optim.AdamW(params, **kw)
+        return torch.optim.AdamW(param_groups, **kw)
     except (RuntimeError, ValueError) as exc:
         notes.append(f"AdamW {case.optimizer} refused here ({exc}); ran foreach")
         kw.pop(case.optimizer)
-        return torch.optim.AdamW(params, foreach=True, **{k: v for k, v in kw.items()})
+        return torch.optim.AdamW(param_groups, foreach=True, **kw)
 
 
 class _Clock:
@@ -447,7 +466,7 @@ def _train_step(case: VerifyCase, built: _Built, opt: torch.optim.Optimizer,
     ids, target = _batch(case, device, rows, step)
     clock.mark("start")
     if built.schedule is not None:
-        with meter.phase("schedule"), autocast:
+        with meter.phase("schedule"), autocast, _loss_context(lay):
             first = 0 in built.stage_ids
             last = lay.stages - 1 in built.stage_ids
             kwargs: dict[str, Any] = {}
@@ -466,23 +485,11 @@ def _train_step(case: VerifyCase, built: _Built, opt: torch.optim.Optimizer,
                 model.set_requires_gradient_sync(sync)
             ctx = model.no_sync() if built.ddp and not sync else nullcontext()
             with ctx:
-                with meter.phase("forward"), autocast:
-                    if lay.tp > 1:
-                        from torch.distributed.tensor.parallel import loss_parallel
-
-                        with loss_parallel():
-                            loss = _loss(model(ids[sl]), target[sl]) / m
-                    else:
-                        loss = _loss(model(ids[sl]), target[sl]) / m
+                with meter.phase("forward"), autocast, _loss_context(lay):
+                    loss = _loss(model(ids[sl]), target[sl]) / m
                 clock.mark("forward")
-                with meter.phase("backward"):
-                    if lay.tp > 1:
-                        from torch.distributed.tensor.parallel import loss_parallel
-
-                        with loss_parallel():
-                            loss.backward()
-                    else:
-                        loss.backward()
+                with meter.phase("backward"), _loss_context(lay):
+                    loss.backward()
                 clock.mark("backward")
                 del loss
     with meter.phase("optimizer"):
