@@ -135,7 +135,8 @@ def test_sequence_parallel_keeping_gathered_inputs_adds_them_whole() -> None:
     a = memory_per_gpu(m, lay.with_(global_batch=1))
     b = memory_per_gpu(m, lay.with_(global_batch=1), sp_saves_gathered=True)
     # torch's way: the output layer's input whole too, and no gather buffer of Megatron's
-    assert b.activations - a.activations == m.layers * (kept - regather) + sbh2 - sbh2 // 4
+    assert b.activation_parts.total - a.activation_parts.total == \
+        m.layers * (kept - regather) + sbh2 - sbh2 // 4
     # Megatron's way gathers the input again in forward and backward: one s b h more each
     opts = {k: activation_options(lay, "flash", False, None, 1, False, k == "kept")
             for k in ("regather", "kept")}
@@ -314,7 +315,9 @@ def test_zero3_gathers_units_and_fsdp_mixed_keeps_16_bit_copies() -> None:
     # DDP with autocast below ZeRO-3: a 16-bit copy of the weights it multiplies, and its
     # bucket buffers (a second copy of the fp32 gradients) from construction
     ddp = memory_per_gpu(m, lay.with_(zero=0))
-    assert ddp.gathered > 0 and ddp.comm_buffers == 4 * m.params
+    # (a request the allocator serves with a block too small to split takes all of it: the
+    # replay's bytes are the requests' within a part in ten thousand)
+    assert ddp.gathered > 0 and ddp.comm_buffers == pytest.approx(4 * m.params, rel=1e-4)
     assert memory_per_gpu(m, lay.with_(zero=0, precision="mixed")).gathered == 0
     assert memory_per_gpu(m, Layout(global_batch=2)).comm_buffers == 0
 
@@ -345,7 +348,8 @@ def test_parts_sum_to_the_total_and_fits_reads_the_gpu() -> None:
     assert est.total == max(e.total for e in memory_per_rank(m, lay, hw))
     # expandable segments reserve what they map in whole pages
     exp = memory_per_gpu(m, lay, hw, expandable_segments=True)
-    assert exp.expandable_segments and exp.allocated == est.allocated
+    assert exp.expandable_segments
+    assert exp.allocated == pytest.approx(est.allocated, rel=1e-4)
 
 
 def test_presets_by_hand() -> None:
@@ -358,7 +362,8 @@ def test_presets_by_hand() -> None:
     assert layer_activation_nbytes(m, lay) == 2 * (6 * s * h + 2 * s * m.kv_width
                                                    + 4 * s * m.ffn) + 4 * m.heads * s
     est = memory_per_gpu(m, lay)
-    assert est.params == 2 * m.params and est.optimizer == 12 * m.params
+    assert est.params == pytest.approx(2 * m.params, rel=1e-4)
+    assert est.optimizer == pytest.approx(12 * m.params, rel=1e-4)
     assert est.states_held == (2 * m.params, 2 * m.params, 12 * m.params)
 
 

@@ -105,7 +105,10 @@ def load_grid(paths: Iterable[Path | str]) -> list[tuple[dict[str, Any], dict[st
         raise ValueError("no grid file found (grid*.json from python -m distlab.plan.verify.grid)")
     out = []
     for f in files:
-        doc = read_json(f)
+        try:
+            doc = read_json(f)
+        except ValueError as exc:   # not JSON, or another schema
+            raise ValueError(f"{f}: not a verify grid ({exc})") from None
         if not isinstance(doc, dict) or "rows" not in doc:
             raise ValueError(f"{f}: not a verify grid (no 'rows')")
         out += [(doc.get("provenance", {}), row) for row in doc["rows"]]

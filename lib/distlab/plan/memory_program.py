@@ -60,7 +60,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from distlab.plan.allocator import CachingAllocator, round_size
+from distlab.plan.allocator import CachingAllocator
 
 __all__ = ["ALLOCATED_PARTS", "STREAMS", "Program", "ProgramPeak", "run_program"]
 
@@ -163,7 +163,7 @@ def run_program(program: Program, *, expandable_segments: bool = False,
     for i, (handle, nbytes, stream, part) in enumerate(program.events):
         if nbytes:
             alloc.malloc(handle, nbytes, stream)
-            size = round_size(nbytes)
+            size = alloc.live[handle].size   # a block too small to split is taken whole
             tally[part] += size
             owner[handle] = (part, size)
             if alloc.allocated > best:

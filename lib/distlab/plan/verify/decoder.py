@@ -76,7 +76,7 @@ class Attention(nn.Module):
     def __init__(self, spec: ModelSpec, *, kv_in_kernel: bool = True) -> None:
         super().__init__()
         h, kv = spec.hidden, spec.kv_width
-        self.head_dim = spec.head_dim
+        self.n_heads, self.n_kv_heads, self.head_dim = spec.heads, spec.kv, spec.head_dim
         self.kv_in_kernel = kv_in_kernel
         self.wq = nn.Linear(h, h, bias=spec.attention_bias)
         self.wk = nn.Linear(h, kv, bias=spec.attention_bias)

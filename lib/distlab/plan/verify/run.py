@@ -190,7 +190,11 @@ def verify(spec: ModelSpec, layouts: Sequence[Layout], *, hw: Hardware | None = 
             reason = f"needs {lay.gpus} GPUs; this machine runs {available}"
         if reason is None and dev == "cpu":
             reason = _host_budget_reason(spec, lay)
-        predicted, alloc, scale = _predict(full, spec, lay, dev, kind, hw, optimizer)
+        try:
+            predicted, alloc, scale = _predict(full, spec, lay, dev, kind, hw, optimizer)
+        except ValueError as exc:          # a layout the model cannot split either
+            predicted, alloc, scale = None, 0, 1.0
+            reason = reason or str(exc)
         if reason is not None:
             rows.append(VerifyRow(lay, spec, predicted, alloc, None, "skipped", reason, scale))
             continue

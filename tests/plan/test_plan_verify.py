@@ -1,0 +1,106 @@
+"""``--verify`` on this host: every kind of layout the planner ranks runs on real gloo ranks with
+torch's own APIs (FSDP2, DDP, ZeroRedundancyOptimizer, parallelize_module, pipelining),
+measured beside the memory model; what cannot run here is skipped with its reason; the command
+prints the table; the decoder it trains reads back as its spec."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlab.plan.__main__ import main
+from distlab.plan.layout import Layout
+from distlab.plan.model import ModelSpec, spec_from_module
+from distlab.plan.verify.decoder import build_decoder
+from distlab.plan.verify.run import verify
+from helpers.leaks import no_leaks
+
+TINY = ModelSpec("tiny", 4, 128, 4, 512, 64, kv_heads=2, ffn_hidden=256, gated_ffn=True,
+                 tied_embeddings=True)
+
+LAYOUTS = (
+    Layout(dp=2, zero=3, micro_batch=1, global_batch=4),                       # FSDP2
+    Layout(dp=2, zero=0, micro_batch=1, global_batch=4, recompute="full"),     # DDP
+    Layout(dp=2, zero=1, micro_batch=2, global_batch=4, recompute="op"),       # ZeRO-1
+    Layout(tp=2, sequence_parallel=True, micro_batch=2, global_batch=2),       # TP + SP
+    Layout(pp=2, micro_batch=1, global_batch=4),                               # 1F1B
+    Layout(pp=2, schedule="Interleaved1F1B", stages_per_rank=2, micro_batch=1,
+           global_batch=4),
+    Layout(cp=2, global_batch=1),                                              # not run
+)
+
+
+def test_every_layout_kind_runs_beside_its_prediction() -> None:
+    with no_leaks():
+        rows = verify(TINY, LAYOUTS, steps=1, device="cpu", timeout=180)
+    assert [r.outcome for r in rows] == ["ran"] * 6 + ["skipped"]
+    assert "context parallelism" in rows[-1].detail
+    for r in rows[:-1]:
+        assert r.measured is not None and len(r.measured) == r.layout.gpus
+        assert r.predicted is None and r.predicted_allocated > 0      # a host: no GPU price
+        assert r.step_s is not None and r.step_s > 0 and r.peak_reserved is None
+        # live bytes on a CPU are the model's within a factor (CPU kernels differ from CUDA's:
+        # the composite RMSNorm, the CPU flash kernel, gloo's buffers)
+        assert 0.5 < r.peak_allocated / r.predicted_allocated < 2.0, r.layout.label
+        assert r.layout.precision == "fsdp-mixed"
+    assert rows[0].measured[0].recompute == "none" and rows[1].measured[0].recompute == "full"
+
+
+def test_layers_and_what_the_host_cannot_run() -> None:
+    rows = verify(TINY, [Layout(pp=4, global_batch=4)], layers=2, steps=1, device="cpu")
+    assert rows[0].outcome == "skipped" and "at least as many layers" in rows[0].detail
+    big = ModelSpec("big", 2, 8192, 64, 256000, 4096)
+    (row,) = verify(big, [Layout(dp=2, zero=3, global_batch=2)], device="cpu")
+    assert row.outcome == "skipped" and "GiB are free" in row.detail
+    with pytest.raises(ValueError, match="layers"):
+        verify(TINY, [Layout()], layers=9, device="cpu")
+    with pytest.raises(ValueError, match="device"):
+        verify(TINY, [Layout()], device="tpu")
+
+
+def test_the_command_verifies_the_layouts_it_ranks(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "tiny.json"
+    model.write_text(json.dumps({k: getattr(TINY, k) for k in (
+        "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
+        "gated_ffn", "tied_embeddings")}))
+    out = tmp_path / "plan.json"
+    assert main([str(model), "--gpus", "2", "--global-batch", "4",
+                 "--layout", "dp=2,fsdp,mb=2", "--verify", "--verify-steps", "1",
+                 "--verify-device", "cpu", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "# verify: the 1 layout(s) above run here" in text
+    assert "dp2 fsdp mb2 ran" in text
+    doc = json.loads(out.read_text())
+    (row,) = doc["verify"]
+    assert row["outcome"] == "ran" and len(row["ranks"]) == 2 and row["alloc_meas"] > 0
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["llama3-8b", "--verify", "0"], "--verify"),
+    (["llama3-8b", "--verify-layers", "0"], "--verify-layers"),
+    (["llama3-8b", "--verify-device", "tpu"], "--verify-device"),
+])
+def test_bad_verify_arguments_are_one_line(argv: list[str], match: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 2 and match in err[-1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(gated=st.booleans(), tied=st.booleans(), kv=st.sampled_from([1, 2, 4]),
+       layers=st.integers(1, 3))
+def test_the_decoder_reads_back_as_its_spec(gated: bool, tied: bool, kv: int,
+                                            layers: int) -> None:
+    base = dict(name="m", layers=layers, hidden=32, heads=4, vocab=64, seq_len=16, kv_heads=kv,
+                ffn_hidden=48, gated_ffn=gated, tied_embeddings=tied)
+    for spec in (ModelSpec(**base),
+                 ModelSpec(**base, attention_bias=True, mlp_bias=True, norm="layernorm",
+                           positions=16)):
+        model = build_decoder(spec, device="cpu")
+        assert spec_from_module(model, seq_len=16, name="m") == spec
