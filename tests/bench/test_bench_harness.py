@@ -37,6 +37,10 @@ def test_every_option_has_help_and_shows_its_default(bench: Benchmark, capsys) -
         assert action.help, f"{bench.name}: {action.dest} has no help"
         if action.option_strings and action.default not in (None, False, ()):
             assert f"(default: {action.default})" in text, (bench.name, action.dest)
+        minimum = getattr(action.type, "minimum", 1)
+        if minimum >= 2:   # e.g. --rounds: a refusal the help announces
+            assert f"at least {minimum}" in " ".join(parser._get_formatter()._format_action(
+                action).split()), (bench.name, action.dest)
     assert bench.about and bench.doc.strip().splitlines()[0]
 
 
