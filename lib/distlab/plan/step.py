@@ -54,7 +54,8 @@ from distlab.plan.partition import layers_per_stage, rank_params, stage_params
 from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 from distlab.timeline import Timeline
 
-__all__ = ["StepEstimate", "step_timeline", "model_flops_per_step", "stage_flops", "step_time"]
+__all__ = ["StepEstimate", "model_flops_per_step", "output_layer_s", "stage_flops",
+           "step_time", "step_timeline"]
 
 SIMULATE_UP_TO = 2048
 """``pp * stages_per_rank * microbatches`` up to which ``simulate_pipeline="auto"`` simulates."""
@@ -100,6 +101,19 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) ->
     return StageFlops(forward, 2 * forward, recompute, layers * attention)
 
 
+def output_layer_s(model: ModelSpec, layout: Layout, hw: Hardware, *,
+                   rate: ComputeRate | None = None) -> float:
+    """Seconds per step the last pipeline stage spends on the output layer (the vocabulary
+    projection, ``2 s b h v`` FLOPs forward, twice that backward, every microbatch), on one of
+    its ``tp * cp`` GPUs: the work only the last stage does (part of :func:`stage_flops` with
+    ``last=True``), which leaves every other stage waiting that long."""
+    rate = shipped_rate() if rate is None else rate
+    per_s = rate.flops_per_s_dtype(hw, model.hidden // layout.tp, layout.compute_dtype)
+    forward = 2 * model.seq_len * layout.micro_batch * model.hidden * model.vocab \
+        / (layout.tp * layout.cp)
+    return 3 * forward / per_s * layout.microbatches
+
+
 def model_flops_per_step(model: ModelSpec, layout: Layout) -> float:
     """The model's FLOPs per step as MFU counts them: three times the forward's (forward and
     backward, no recompute) over ``global_batch`` sequences, attention counted whole
@@ -113,7 +127,9 @@ class StepEstimate:
 
     ``compute_s``: the busiest pipeline rank's compute; ``tp_s``, ``cp_s``: exposed tensor-
     and context-parallel communication on that rank; ``fsdp_s``: exposed ZeRO-3 gathers and
-    reductions; ``bubble_s``: the pipeline's idle time and transfers on that rank;
+    reductions; ``bubble_s``: that rank's idle time in the pipeline (waiting on other stages
+    and on transfers), what the pipeline adds to its work (not the bubble fraction of every
+    rank's time, :attr:`~distlab.pipeline_parallel.simulate.Simulation.bubble_fraction`);
     ``dp_s``: exposed gradient reduction and parameter gather; ``step_s`` their sum.
     """
 
