@@ -7,12 +7,14 @@ import matplotlib
 matplotlib.use("Agg")
 
 import dataclasses  # noqa: E402
+import re  # noqa: E402
+import threading  # noqa: E402
 
 import pytest  # noqa: E402
 
 from distlab.judge.plan_published import judge_published  # noqa: E402
 from distlab.plan import hardware, model_spec, parse_layout  # noqa: E402
-from distlab.plan.planner import price  # noqa: E402
+from distlab.plan.planner import plan, price  # noqa: E402
 from distlab.plan.published import load_published  # noqa: E402
 from distlab.viz.figure import DisplayFigure  # noqa: E402
 from distlab.viz.layout_check import JUPYTERLAB_WIDTH_PX, layout_problems  # noqa: E402
@@ -157,7 +159,8 @@ def test_judged_figure_on_a_few_runs() -> None:
 def test_explorer_replans_on_a_control_change() -> None:
     ex = PlannerExplorer("llama3-8b", 8, seq_len=2048, global_batch=16, top=3)
     assert ex.plan is not None and ex.plan.best is not None
-    assert "layouts fit; fastest" in ex.summary and "planned in" in ex.summary
+    assert ex.summary.startswith("llama3-8b on 8x H100-80GB-SXM: ")
+    assert "layouts fit; first " in ex.summary and "planned in" in ex.summary
     assert ex.network.disabled and "<table" in ex.table.value
     assert ex.table in ex.widget.children
     _clean(ex.figure)
@@ -166,7 +169,10 @@ def test_explorer_replans_on_a_control_change() -> None:
     assert not ex.network.disabled and ex.plan.hardware.gpus == 16
     assert ex.png != png and ex.summary != summary
     ex.model.value = "llama3-70b"                       # nothing fits on 16 H100s
-    assert ex.plan.best is None and ex.summary.startswith("nothing fits")
+    assert ex.plan.best is None and "on 16x H100-80GB-SXM: nothing fits" in ex.summary
+    m = re.search(r"on (\d+) GPUs it fits, priced", ex.summary)
+    assert m and plan(model_spec("llama3-70b", seq_len=2048), hardware("h100", int(m.group(1))),
+                      16, top=1).best is not None
     _clean(ex.figure)
     ex.model.value = "llama3-8b"
     ex.gpus.value = 512                                  # 16 sequences cannot split over 512
@@ -175,6 +181,46 @@ def test_explorer_replans_on_a_control_change() -> None:
     _clean(ex.figure)
     with pytest.raises(ValueError, match="model must be one of"):
         PlannerExplorer("llama9")
+
+
+def test_explorer_says_gpt3s_position_limit_in_one_line() -> None:
+    ex = PlannerExplorer("gpt3-1.3b", 8, seq_len=8192, global_batch=16)
+    assert ex.plan is None and ex.summary == ex.error
+    assert ex.summary == ("gpt3-1.3b learns positions for 2048 tokens (a learned position "
+                          "embedding has one row per position), so seq_len=8192 is too long: "
+                          "at most 2048")
+    ex.seq_len.value = 2048
+    assert ex.plan is not None and ex.summary.startswith("gpt3-1.3b on 8x ")
+
+
+def test_explorer_shows_its_controls_plan_after_two_quick_changes(monkeypatch) -> None:
+    """The model and then the GPU kind changed back to back, the second while the first still
+    plans (another thread, as JupyterLab delivers widget messages): the figure, the summary
+    and the plan end on both values, never on the GPU kind of before."""
+    import distlab.viz.plan as viz_plan
+
+    ex = PlannerExplorer("llama3-8b", 8, seq_len=2048, global_batch=16, top=3)
+    inside, release = threading.Event(), threading.Event()
+    real = viz_plan.plan
+
+    def slow_first(*args, **kwargs):
+        if not inside.is_set():
+            inside.set()
+            assert release.wait(60), "the test never released the plan"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(viz_plan, "plan", slow_first)
+    first = threading.Thread(target=lambda: setattr(ex.model, "value", "llama2-7b"))
+    first.start()
+    assert inside.wait(60)
+    ex.gpu.value = "B200"
+    release.set()
+    first.join(60)
+    assert not first.is_alive()
+    assert ex.plan is not None and ex.plan.model.name == "llama2-7b"
+    assert ex.plan.hardware.gpu.name == ex.gpu.value == "B200"
+    assert "llama2-7b on 8x B200" in ex.figure.axes[0].get_title()
+    assert ex.summary.startswith("llama2-7b on 8x B200: ")
 
 
 def test_kernels_figure_draws_the_measured_kernels_beside_the_planner() -> None:

@@ -7,8 +7,8 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   red, and a bar taller than the axes is cut at the top with its total written in it.
 - :func:`step_figure`: the same layouts' steps as stacked bars by part (:data:`STEP_PARTS`),
   tokens per second per GPU above each bar; a layout that does not fit is drawn faded.
-- :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the fastest layout
-  that fits (as :func:`~distlab.plan.planner.plan` ranks them) and its tokens/s per GPU for
+- :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the first layout of
+  :func:`~distlab.plan.planner.plan`'s ranking (the command's first) and its tokens/s per GPU for
   each GPU count, one panel per series (another sequence length, another network), each point
   labelled with the layout's :func:`short_label`.
 - :func:`judged_figure`: the planner judged
@@ -22,8 +22,8 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   (:func:`distlab.plan.__main__.plan_rows`), in a few of its columns (:data:`PLAN_COLUMNS`,
   :data:`MEMORY_COLUMNS`, :data:`STEP_COLUMNS`: narrow enough for a notebook).
 - :class:`PlannerExplorer`: model preset, GPUs, GPU kind, network, sequence length and global
-  batch -> :func:`~distlab.plan.planner.plan`'s fastest layouts: their memory and step, and a
-  table under the figure.
+  batch -> the first layouts of :func:`~distlab.plan.planner.plan`'s ranking: their memory and
+  step, and a table under the figure; :func:`plan_summary`, its line above the figure.
 
 Colours are :mod:`distlab.viz.palette`'s (:data:`~distlab.viz.palette.PLAN_COLOURS`, and the
 span kinds' ``compute`` and ``bubble``). Every figure is made with
@@ -57,7 +57,7 @@ from distlab.plan.layout import (
     hardware,
 )
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
-from distlab.plan.planner import LayoutPrice, Plan, plan
+from distlab.plan.planner import TIE, LayoutPrice, Plan, plan
 from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
 from distlab.viz.explorer import Drawing, Explorer
@@ -69,8 +69,8 @@ from distlab.vocabulary import size_in
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
            "STEP_PARTS", "PlannerExplorer",
            "ScalingSeries", "best_by_gpus", "judged_figure", "kernels_figure", "memory_figure",
-           "pipeline_figure",
-           "plan_table", "scaling_figure", "scaling_table", "short_label", "step_figure"]
+           "pipeline_figure", "plan_summary", "plan_table", "scaling_figure", "scaling_table",
+           "short_label", "step_figure"]
 
 #: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
 FIG_WIDTH_IN = 9.2
@@ -278,8 +278,8 @@ def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: 
 
 @dataclass(frozen=True)
 class ScalingSeries:
-    """The fastest layout that fits (``None``: nothing fits) of ``model`` for each GPU count
-    of ``gpus``, on one GPU kind and network, ``global_batch`` sequences per step."""
+    """The first layout of the planner's ranking (``None``: nothing fits) of ``model`` for each
+    GPU count of ``gpus``, on one GPU kind and network, ``global_batch`` sequences per step."""
 
     label: str
     model: ModelSpec
@@ -301,9 +301,10 @@ def best_by_gpus(model: ModelSpec | str, gpus: Sequence[int], global_batch: int,
                  **choices: Any) -> ScalingSeries:
     """:func:`~distlab.plan.planner.plan` of ``model`` on each count of ``gpus`` (``gpu``
     GPUs, 8 per node, ``network`` between nodes: :func:`~distlab.plan.layout.hardware`'s
-    default when None) for ``global_batch`` sequences; its fastest layout each time.
-    ``choices`` narrow the layouts tried (``micro_batches=(1,)``: a third of the time);
-    ``label`` names the series (default the model, sequence and network)."""
+    default when None) for ``global_batch`` sequences; the first of its ranking each time, as
+    ``python -m distlab.plan`` ranks it. ``choices`` narrow the layouts tried
+    (``micro_batches=(1,)``: a third of the time; the command tries them all); ``label`` names
+    the series (default the model, sequence and network)."""
     spec = model_spec(model) if not isinstance(model, ModelSpec) else model
     counts = tuple(int(g) for g in gpus)
     if not counts:
@@ -577,7 +578,7 @@ def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
 
 
 class PlannerExplorer(Explorer):
-    """The planner for chosen settings: the fastest layouts that fit, their memory and step.
+    """The planner for chosen settings: the first layouts of its ranking, their memory and step.
 
     Controls: ``model`` (a preset of :data:`~distlab.plan.model.PRESETS`), ``gpus``, ``gpu``
     (a kind of :data:`~distlab.plan.layout.GPU_KINDS`), ``network`` (between nodes, a key of
@@ -585,8 +586,9 @@ class PlannerExplorer(Explorer):
     ``seq_len`` and ``global_batch`` (sequences per step). Each change runs
     :func:`~distlab.plan.planner.plan` (under a second for an 8B model on a few nodes; several
     seconds for a 70B-class model on 64 GPUs or more on a 2-core machine, the first time: the
-    pipeline schedules' plans are cached after) and draws the ``top`` fastest layouts that fit
-    (where none fits, the least short) with :func:`memory_figure` above :func:`step_figure`;
+    pipeline schedules' plans are cached after) and draws the ``top`` first layouts of its
+    ranking (where none fits, the least short) with :func:`memory_figure` above
+    :func:`step_figure`, the line above it from :func:`plan_summary`;
     the table under the figure (``table``, an HTML widget) gives their numbers in
     :data:`PLAN_COLUMNS`. ``plan`` is the last :class:`~distlab.plan.planner.Plan` (None with
     ``error`` saying why), ``seconds`` how long it took.
@@ -648,8 +650,7 @@ class PlannerExplorer(Explorer):
             return Drawing(_message_figure(self.error), self.error)
         self.plan, self.error = result, ""
         self.seconds = time.perf_counter() - start
-        shown = list(result.ranked[:self.top]) or list(result.rejected[:self.top])
-        tried = len(result.ranked) + len(result.rejected)
+        shown = list(result.ranked) or list(result.rejected)
         took = f"planned in {self.seconds:.1f} s"
         if not shown:
             self.table.value = ""
@@ -657,22 +658,44 @@ class PlannerExplorer(Explorer):
             return Drawing(_message_figure(text), f"{text} ({took})")
         fig = new_figure(figsize=(FIG_WIDTH_IN, 7.4))
         top_ax, bottom_ax = fig.subplots(2, 1, sharex=True)
-        head = "fastest" if result.ranked else "least short (nothing fits)"
-        memory_figure(shown, ax=top_ax, title=f"{spec.name} on {hw.label}: the {len(shown)} "
-                      f"{head}, memory per GPU")
+        head = (f"the first {len(shown)} of the ranking" if result.ranked else
+                f"the {len(shown)} least short (nothing fits)")
+        memory_figure(shown, ax=top_ax, title=f"{spec.name} on {hw.label}: {head}, memory per "
+                      "GPU")
         step_figure(shown, ax=bottom_ax, title="their step by part; tokens/s per GPU above")
         top_ax.tick_params(labelbottom=False)
         rows = HtmlTable(plan_rows(shown), PLAN_COLUMNS, max_height_px=220)
         self.table.value = rows._repr_html_()
-        best = result.best
-        if best is None:
-            summary = (f"nothing fits: {len(result.rejected)} layouts tried, the least short "
-                       f"{shown[0].layout.label} needs "
-                       f"{size_in(shown[0].memory.total, 'GiB', '.1f')} "
-                       f"per GPU ({took})")
-        else:
-            summary = (f"{len(result.ranked)} of {tried} layouts fit; fastest "
-                       f"{best.layout.label}: {best.step.step_s:.3g} s per step, "
-                       f"{best.step.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU "
-                       f"{best.step.mfu:.0%} ({took})")
-        return Drawing(fig, summary)
+        return Drawing(fig, plan_summary(result, took=took))
+
+
+def plan_summary(result: Plan, *, took: str = "") -> str:
+    """One line on ``result``: the model and GPUs, how many layouts fit, the first of the
+    ranking with its step,
+    tokens/s per GPU and MFU, and, where a layout shown after it runs faster (within
+    :data:`~distlab.plan.planner.TIE`, in more memory), which and by how much; where nothing
+    fits, the least short. ``took`` is added in brackets."""
+    if not isinstance(result, Plan):
+        raise TypeError(f"result must be a Plan (distlab.plan.planner.plan), got "
+                        f"{type(result).__name__}")
+    after = f" ({took})" if took else ""
+    hw = result.hardware
+    what = f"{result.model.name} on {hw.gpus}x {hw.gpu.name}: "
+    best = result.best
+    if best is None:
+        if not result.rejected:
+            return what + "; ".join(result.advice) + after
+        least = result.rejected[0]
+        return (f"{what}nothing fits: {result.tried} layouts tried, the least short "
+                f"{least.layout.label} needs {size_in(least.memory.total, 'GiB', '.1f')} per "
+                f"GPU; {result.advice[-1].split('; ')[0]}{after}")
+    text = (f"{what}{result.fitting} of {result.tried} layouts fit; first {best.layout.label}: "
+            f"{best.step.step_s:.3g} s per step, {best.step.tokens_per_s_per_gpu:,.0f} "
+            f"tokens/s per GPU, MFU {best.step.mfu:.0%}")
+    faster = min(result.ranked, key=lambda p: p.step.step_s)
+    if faster is not best:
+        gain = best.step.step_s / faster.step.step_s - 1
+        more = (faster.memory.total - best.memory.total) / GIB
+        text += (f"; {faster.layout.label} is {gain:.1%} faster in {more:.1f} GiB more "
+                 f"(within {TIE:.1%}, less memory ranks first)")
+    return text + after
