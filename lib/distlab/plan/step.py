@@ -29,8 +29,12 @@ The model, in full (every term is per optimizer step, on the slowest rank):
   Megatron-LM overlap it) and the gather behind the next step's first forward, what is longer
   is exposed. ZeRO 3 / FSDP gathers each layer's parameters before its forward and again
   before its backward and reduce-scatters its gradients after, every microbatch, each hidden
-  behind the neighbouring layer's compute (prefetch): exposed is the part longer than that
-  layer's compute, plus the first gather. Under a pipeline schedule FSDP keeps the stage
+  behind the neighbouring layer as it runs (prefetch): FSDP's collectives run on streams of
+  their own, so the window is the layer's time on the compute stream, its compute and the
+  tensor/context-parallel collectives it waits for. Exposed is the part longer than that
+  window, plus the first gather: nothing while the gather is the shorter, then every
+  microsecond by which it is longer, in each layer of each microbatch (the two-stream
+  pipeline's steady state). Under a pipeline schedule FSDP keeps the stage
   gathered through the step and reduces once after the last microbatch (torchtitan's choice;
   torch's ``PipelineStage`` defers gradient sync to the last microbatch), priced as ZeRO 1/2.
 
@@ -251,7 +255,10 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
                            + (tp_f if _repeats_tp_forward(layout) else 0.0))
         cp_s = layers * (cp_f + cp_b)
         params = stage_params(model, layout, (s,)).total
-        fsdp = _fsdp_exposed(model, layout, hw, layers, params, fwd_c, bwd_c)
+        # a layer's gather hides behind the neighbouring layer as it runs on the compute
+        # stream: its compute and the tp/cp collectives it waits for
+        fsdp = _fsdp_exposed(model, layout, hw, layers, params, fwd_c + tp_fwd + layers * cp_f,
+                             bwd_c + tp_bwd + layers * cp_b)
         out.append(_StageSeconds(fwd_c + tp_fwd + layers * cp_f + fsdp[0],
                                  bwd_c + tp_bwd + layers * cp_b + fsdp[1],
                                  fwd_c + bwd_c, tp_fwd + tp_bwd, cp_s, fsdp[0] + fsdp[1],
@@ -312,7 +319,9 @@ def _cp_layer_exposed(model: ModelSpec, layout: Layout, hw: Hardware,
 def _fsdp_exposed(model: ModelSpec, layout: Layout, hw: Hardware, layers: int, params: int,
                   fwd_s: float, bwd_s: float) -> tuple[float, float]:
     """Exposed seconds of ZeRO 3's per-layer gathers and reductions for one microbatch of a
-    stage: ``(forward, backward)``."""
+    stage: ``(forward, backward)``; ``fwd_s`` and ``bwd_s`` are the stage's forward and
+    backward as they run on the compute stream (compute and exposed tp/cp collectives), the
+    window the next layer's gather (and the last layer's reduction) hides behind."""
     if layout.zero != 3 or layout.pp > 1 or layout.dp * layout.cp == 1 or layers == 0:
         return 0.0, 0.0  # under a pipeline, FSDP gathers once a step (see _dp_exposed)
     span = group_span(layout.dp * layout.cp, layout.tp, hw.gpus_per_node)
