@@ -6,9 +6,10 @@
   the ``"tp"`` group and :class:`~distlab.pipeline_parallel.PipelineStage` given the ``"pp"``
   group, see :mod:`distlab.pipeline_parallel.runtime.stage`); :func:`check_mesh_shape` and
   :func:`mesh_groups`, the same layout with no process group (checks before any rank starts).
-- :mod:`~distlab.tensor_parallel.comm`: Megatron's f and g and sequence parallelism's gather and
-  reduce-scatter as autograd Functions over a :class:`TPComm` (collectives counted per kind,
-  optionally traced on a :class:`~distlab.timeline.Timeline`).
+- :mod:`~distlab.tensor_parallel.comm`: tensor parallelism's f and f_bar and sequence
+  parallelism's g and g_bar (the gather and reduce-scatter) as autograd Functions over a
+  :class:`TPComm` (collectives counted per kind, optionally traced on a
+  :class:`~distlab.timeline.Timeline`).
 - :mod:`~distlab.tensor_parallel.style` and :mod:`~distlab.tensor_parallel.parallelize`: torch's
   ``ColwiseParallel``, ``RowwiseParallel``, ``SequenceParallel``, ``PrepareModuleInput`` and
   ``parallelize_module`` (``head_counts=``: an attention split by heads), on plain local
@@ -16,9 +17,9 @@
   starts.
 - :mod:`~distlab.tensor_parallel.loss`: :func:`loss_parallel_cross_entropy`, cross entropy of
   logits sharded on the vocabulary (last) dimension.
-- :mod:`~distlab.tensor_parallel.cost` (pure): a transformer layer's f/g collectives with and
-  without sequence parallelism, priced by the gloo calibration here or NCCL's model for a named
-  box, inside one node or across nodes; :mod:`~distlab.tensor_parallel.memory` (pure): activation
+- :mod:`~distlab.tensor_parallel.cost` (pure): a transformer layer's collectives (f and f_bar,
+  or g and g_bar with sequence parallelism), priced by the gloo calibration here or NCCL's
+  model for a named box, inside one node or across nodes; :mod:`~distlab.tensor_parallel.memory` (pure): activation
   bytes per layer per rank (Korthikanti et al. 2022), term by term and as Table 2's closed forms.
 
 Importing the package imports no torch (the planner reads the pure :mod:`.cost` and
