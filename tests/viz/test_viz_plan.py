@@ -95,6 +95,30 @@ def test_memory_figure_cuts_a_bar_taller_than_the_axes(prices) -> None:
                                         hardware("a100", 8))])
 
 
+def test_a_total_just_under_the_gpu_memory_stands_above_its_line() -> None:
+    """Llama 3 70B as dp2 tp8 pp4 on 64 H100s keeps 74.7 GiB of the 79.6: its label goes
+    above the dashed GPU-memory line instead of being struck through by it; a total far below
+    stays on its bar."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    model, hw = model_spec("llama3-70b"), hardware("h100", 64)
+    near, low = (price(model, parse_layout(t, global_batch=256), hw)
+                 for t in ("dp=2,tp=8,pp=4", "dp=64,fsdp,recompute=full"))
+    assert 74 < near.memory.total / GIB < 79.6
+    fig = memory_figure([near, low])
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (ax, *_) = fig.axes
+    line_y = ax.transData.transform((0, hw.gpu.memory_bytes / GIB))[1]
+    renderer = canvas.get_renderer()
+    labels = {t.get_text(): t for t in ax.texts}
+    box = labels["74.7 GiB"].get_window_extent(renderer)
+    assert box.y0 > line_y, "the label is struck through by the GPU-memory line"
+    bar_top = ax.transData.transform((0, low.memory.total / GIB))[1]
+    assert labels["54.9 GiB"].get_window_extent(renderer).y0 > bar_top
+    assert labels["54.9 GiB"].get_window_extent(renderer).y1 < line_y
+
+
 def test_step_figure_stacks_the_step_and_writes_tokens(prices) -> None:
     fig = step_figure(prices)
     _clean(fig)
@@ -133,6 +157,12 @@ def test_scaling_series_figure_and_table() -> None:
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert short_label(a.best[1].layout) in texts
     assert scaling_table(a).splitlines()[1].split()[1] == a.best[0].layout.label.split()[0]
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert legend == ["the panel's series: its best layout at each count, labelled",
+                      "the other panels' series, for comparison"]
+    labels = [t for t in fig.axes[0].texts if t.get_text() == short_label(a.best[1].layout)]
+    assert labels and labels[0].get_bbox_patch().get_alpha() in (None, 1.0)   # lines behind
+    assert labels[0].get_zorder() > max(line.get_zorder() for line in fig.axes[0].lines)
     none = best_by_gpus(model_spec("llama3-70b"), (8,), 8, micro_batches=(1,))
     assert none.best == (None,) and none.tokens_per_s_per_gpu() == [None]
     fig = scaling_figure([none])
@@ -256,3 +286,19 @@ def test_kernels_figure_draws_the_measured_kernels_beside_the_planner() -> None:
     assert cudnn.get_ydata()[-1] == pytest.approx(statistics.median(at_32k))
     with pytest.raises(ValueError, match="priced no GPU kind"):
         kernels_figure({"cpu": {**doc, "gpu_kind": None}})
+
+
+def test_kernels_figure_names_its_units_and_tells_the_two_gpus_apart() -> None:
+    """The attention axis says what it divides by; the H200's and H100's series differ in
+    colour and line style (the second open and dashed), so where they overlap both show."""
+    from distlab.plan.kernels import measured_kernels
+
+    fig = kernels_figure(measured_kernels())
+    _clean(fig)
+    left, right = fig.axes
+    assert right.get_ylabel() == "attention FLOP/s / (16-bit peak x efficiency)"
+    lines = {line.get_label(): line for line in right.get_lines()}
+    h200, h100 = lines["H200: flash"], lines["H100: flash"]
+    assert h200.get_color() != h100.get_color()
+    assert (h200.get_linestyle(), h100.get_linestyle()) == ("-", "--")
+    assert h100.get_markerfacecolor() == "white"

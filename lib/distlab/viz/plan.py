@@ -62,7 +62,7 @@ from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
-from distlab.viz.palette import colour, colours
+from distlab.viz.palette import colour
 from distlab.viz.pipeline_parallel import simulation_gantt
 from distlab.vocabulary import size_in
 
@@ -115,6 +115,7 @@ _SERIES = ("#222222", "#1b9e77", "#d95f02", "#7570b3")   # no palette names draw
 _LINE = "0.55"
 _BEHIND = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
            "alpha": 0.8}
+_OPAQUE = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
 
 
 def short_label(layout: Layout) -> str:
@@ -188,6 +189,16 @@ def _gib(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
 
 
+def _label_height(ax: Any, text: str, fontsize: float) -> float:
+    """The height of ``text`` at ``fontsize`` points (its box's padding included) in ``ax``'s
+    data units, from the axes' size in the figure (its y limits already set)."""
+    lines = text.count("\n") + 1
+    points = fontsize * (1.1 * lines + 0.5)
+    height_in = ax.get_position().height * ax.figure.get_size_inches()[1]
+    low, high = ax.get_ylim()
+    return points / 72.0 / max(height_in, 1e-9) * (high - low)
+
+
 def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: Any = None,
                   cap: float = 2.2, fontsize: float = 8.0) -> Any:
     """Memory per GPU of each of ``prices`` (one GPU kind), stacked by :data:`MEMORY_PARTS` in
@@ -211,6 +222,7 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
                edgecolor=_EDGE, linewidth=0.3, label=name)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.axhline(limit, color="black", ls="--", lw=1.0, label=f"GPU memory ({_gib(limit)} GiB)")
+    ax.set_ylim(0, top)
     for i, (total, p) in enumerate(zip(totals, prices, strict=True)):
         text = f"{_gib(total)} GiB" + ("" if p.fits else "\ndoes not fit")
         c = "black" if p.fits else _NOT_FIT
@@ -220,9 +232,12 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
                     bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": c,
                           "linewidth": 0.6})
         else:
-            ax.text(i, total + top * 0.015, text, ha="center", va="bottom", fontsize=fontsize,
+            # a label that would sit on the GPU-memory line goes above it
+            y = total + top * 0.015
+            if y <= limit + top * 0.005 and y + _label_height(ax, text, fontsize) >= limit:
+                y = limit + top * 0.012
+            ax.text(i, y, text, ha="center", va="bottom", fontsize=fontsize,
                     color=c, linespacing=1.1, bbox=_BEHIND)
-    ax.set_ylim(0, top)
     _layout_ticks(ax, prices, fontsize)
     ax.set_ylabel("GiB per GPU")
     ax.grid(axis="y", alpha=0.3)
@@ -334,9 +349,10 @@ def scaling_table(series: ScalingSeries) -> str:
 def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
                    fontsize: float = 7.0) -> Any:
     """Tokens/s per GPU of the best layout against the GPU count (log 2), one panel per
-    series (its points and line in black, the other series faint behind for comparison),
-    each point labelled with its layout's :func:`short_label`; a count where nothing fits is
-    an ``x`` on the axis marked ``nothing fits``. Returns the Figure."""
+    series (its points and line in its colour, the other series faint grey behind for
+    comparison, both named in a legend under the panels), each point labelled with its
+    layout's :func:`short_label` on a white box the grey lines pass behind; a count where
+    nothing fits is an ``x`` on the axis marked ``nothing fits``. Returns the Figure."""
     series = list(series)
     if not series:
         raise ValueError("series must hold at least one ScalingSeries, got none")
@@ -346,7 +362,7 @@ def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
                             f"{type(s).__name__}")
     values = [t for s in series for t in s.tokens_per_s_per_gpu() if t is not None]
     top = max(values, default=1.0) * 1.42
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 0.55 + 2.05 * len(series)))
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 0.85 + 2.05 * len(series)))
     axes = fig.subplots(len(series), 1, squeeze=False, sharex=True, sharey=True)[:, 0]
     counts = sorted({g for s in series for g in s.gpus})
     for k, (ax, s) in enumerate(zip(axes, series, strict=True)):
@@ -370,7 +386,7 @@ def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
                 ax.annotate(short_label(b.layout), (g, b.step.tokens_per_s_per_gpu),
                             xytext=(0, 5), textcoords="offset points", ha="center",
                             va="bottom", fontsize=fontsize, linespacing=1.0, color=c,
-                            bbox=_BEHIND)
+                            bbox=_OPAQUE, zorder=4)   # the faint lines pass behind it
         ax.set_title(f"{s.label}, global batch {s.global_batch}", fontsize="medium",
                      loc="left", color=c)
         ax.set_ylabel("tokens/s per GPU", fontsize="small")
@@ -383,6 +399,13 @@ def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
     ax.set_xlim(lo / 1.45, hi * 1.45)
     ax.set_ylim(0, top)
     ax.set_xlabel("GPUs")
+    handles = [Line2D([], [], color=_SERIES[0], marker="o", lw=1.6, ms=5,
+                      label="the panel's series: its best layout at each count, labelled")]
+    if len(series) > 1:
+        handles.append(Line2D([], [], color=_LINE, lw=0.9, alpha=0.6,
+                              label="the other panels' series, for comparison"))
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize="small", frameon=False)
+    fig.get_layout_engine().set(rect=(0, 0.045 if len(series) > 1 else 0.06, 1, 0.955))
     if title:
         fig.suptitle(title, fontsize="medium")
     return fig
@@ -474,9 +497,10 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
         if not doc.get("gpu_kind"):
             raise ValueError(f"{label}: the bench priced no GPU kind (a CPU run?); nothing to "
                              "set beside the planner")
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 4.2))
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 4.6))
     left, right = fig.subplots(1, 2)
-    shade = colours(list(documents))
+    shade = {label: _SERIES[1 + i % (len(_SERIES) - 1)] for i, label in enumerate(documents)}
+    hollow = {label: i % 2 == 1 for i, label in enumerate(documents)}   # the second drawn open
     widths = [r["width"] for d in documents.values() for r in d["rows"]]
     ticks = [2 ** k for k in range(8, 16) if min(widths) / 2 < 2 ** k < max(widths) * 2]
     curve = [2 ** (k / 4) for k in range(4 * 8, 4 * 15)]   # 256 .. 16384
@@ -484,7 +508,9 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
     for label, doc in documents.items():
         layers = [r for r in doc["rows"] if r["product"] == "layer"]
         left.scatter([r["width"] for r in layers], [r["efficiency"] for r in layers], s=30,
-                     color=shade[label], label=f"{label}: one layer's matmuls", zorder=3)
+                     facecolors="none" if hollow[label] else shade[label],
+                     edgecolors=shade[label], linewidths=1.2,
+                     label=f"{label}: one layer's matmuls", zorder=3)
         hw = Hardware(gpu_kind(doc["gpu_kind"]), 1, gpus_per_node=1)
         key = rate_key(hw, "bf16")
         if key not in drawn:   # one curve per architecture: H100 and H200 share theirs
@@ -512,8 +538,10 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
             lengths.update(seqs)
             right.plot(seqs, [statistics.median(attention_factor(rate, hw.gpu, r["tflops"] * 1e12)
                                                 for r in mine if r["seq_len"] == s)
-                              for s in seqs], "-", marker=markers.get(backend, "o"),
-                       color=shade[label], lw=1, ms=5, label=f"{label}: {backend}")
+                              for s in seqs], "--" if hollow[label] else "-",
+                       marker=markers.get(backend, "o"), color=shade[label], lw=1.3, ms=5,
+                       mfc="white" if hollow[label] else shade[label],
+                       label=f"{label}: {backend}")
     arch_hw = Hardware(gpu_kind(next(iter(documents.values()))["gpu_kind"]), 1,
                        gpus_per_node=1)
     for backend, style in (("flash", ":"), ("cudnn", "--")):
@@ -528,8 +556,8 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
     top = max([max(line.get_ydata()) for line in right.get_lines()] + [0.1])
     right.set_ylim(0, 1.6 * top)   # room above the curves for the legend
     right.set_xlabel("tokens per sequence")
-    right.set_ylabel("attention rate / (peak x efficiency)")
-    right.set_title("causal attention kernels (median of the models)", fontsize="medium")
+    right.set_ylabel("attention FLOP/s / (16-bit peak x efficiency)")
+    right.set_title("causal attention kernels, in the planner's units", fontsize="medium")
     right.grid(alpha=0.3)
     right.legend(fontsize="x-small", loc="upper left", ncol=2)
     return fig
@@ -660,8 +688,8 @@ class PlannerExplorer(Explorer):
         top_ax, bottom_ax = fig.subplots(2, 1, sharex=True)
         head = (f"the first {len(shown)} of the ranking" if result.ranked else
                 f"the {len(shown)} least short (nothing fits)")
-        memory_figure(shown, ax=top_ax, title=f"{spec.name} on {hw.label}: {head}, memory per "
-                      "GPU")
+        memory_figure(shown, ax=top_ax, title=f"{spec.name} on {hw.gpus}x {hw.gpu.name}: {head}, "
+                      "memory per GPU")
         step_figure(shown, ax=bottom_ax, title="their step by part; tokens/s per GPU above")
         top_ax.tick_params(labelbottom=False)
         rows = HtmlTable(plan_rows(shown), PLAN_COLUMNS, max_height_px=220)
