@@ -23,8 +23,9 @@ memory per GPU with its parts (parameters, gradients, optimizer state, activatio
 and the step with its parts (compute, exposed tensor/context-parallel communication, exposed
 FSDP and data-parallel communication, the pipeline bubble: the busiest pipeline rank's idle
 time), tokens/s per GPU and MFU. The table ranks the layouts that fit, fastest first, in one
-order whatever --top shows (near-equal steps, within half a percent, go to the layout with
-more headroom); where none fits it names a GPU count that holds one, priced.
+order whatever --top shows (each step charged up to 1% for the share of the GPU's memory the
+layout takes, so of near-equal steps the layout with more headroom goes first); where none fits
+it names a GPU count that holds one, priced.
 ``--layout`` prices one given layout (as a published run states it); ``--explain N`` draws the
 N-th ranked layout's step for one rank of each pipeline stage (``--trace OUT`` writes it as a
 Chrome trace: the schedule's simulated actions, one lane per pipeline rank). Nothing is

@@ -4,7 +4,7 @@
 parts (:mod:`distlab.plan.memory`) and the step with its parts (:mod:`distlab.plan.step`).
 :func:`enumerate_layouts` lists the layouts worth trying on the hardware, :func:`plan` prices
 them all, keeps those that fit and ranks them, fastest first, by one key (:func:`rank_key`:
-the step time, memory breaking near-ties by at most :data:`TIE` of it), the same order
+the step time, charged up to :data:`TIE` of it for memory per GPU), the same order
 whatever number of them is asked for; where none fits it names a GPU count that holds one
 (:attr:`Plan.advice`, :func:`fitting_count`).
 
@@ -177,12 +177,13 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     return Plan(model, hw, tuple(head), least, len(fits), len(fits) + len(short), advice)
 
 
-TIE = 0.005
+TIE = 0.01
 """The most memory is worth in the ranking, as a fraction of the step: a layout's rank key is
-its step time times ``1 + TIE * (its memory per GPU / the GPU's memory)`` (:func:`rank_key`),
-so of two layouts within a fraction of a percent the one with more headroom ranks first (ZeRO 1
-beside DDP at the same speed: the headroom is worth having), and no layout ever ranks behind one
-more than ``TIE`` slower than it."""
+its step time times ``1 + TIE * (its memory per GPU / the GPU's memory)`` (:func:`rank_key`).
+So of two layouts whose steps differ by less than ``TIE`` times the difference of their shares
+of the GPU's memory, the one with more headroom ranks first (ZeRO 1 beside DDP at the same
+speed: the headroom is worth having, and a layout near the memory's edge rests most on the
+memory model), and a layout ranked ahead of another is never more than ``TIE`` slower."""
 
 
 def rank_key(p: LayoutPrice) -> tuple[float, int, str]:

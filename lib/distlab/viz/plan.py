@@ -700,7 +700,7 @@ class PlannerExplorer(Explorer):
 def plan_summary(result: Plan, *, took: str = "") -> str:
     """One line on ``result``: the model and GPUs, how many layouts fit, the first of the
     ranking with its step,
-    tokens/s per GPU and MFU, and, where a layout shown after it runs faster (within
+    tokens/s per GPU and MFU, and, where a layout shown after it runs faster (by less than
     :data:`~distlab.plan.planner.TIE`, in more memory), which and by how much; where nothing
     fits, the least short. ``took`` is added in brackets."""
     if not isinstance(result, Plan):
@@ -725,5 +725,5 @@ def plan_summary(result: Plan, *, took: str = "") -> str:
         gain = best.step.step_s / faster.step.step_s - 1
         more = (faster.memory.total - best.memory.total) / GIB
         text += (f"; {faster.layout.label} is {gain:.1%} faster in {more:.1f} GiB more "
-                 f"(within {TIE:.1%}, less memory ranks first)")
+                 f"(the ranking charges memory up to {TIE:.0%} of the step)")
     return text + after
