@@ -65,7 +65,9 @@ from distlab.vocabulary import bandwidth_error_pct, error_pct
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE_DATA = (REPO / "lib/distlab/data/allreduce_calibration.json",
-                REPO / "lib/distlab/nccl/execution_calibration.json")
+                REPO / "lib/distlab/nccl/execution_calibration.json",
+                REPO / "lib/distlab/plan/data/kernels_h200.json",
+                REPO / "lib/distlab/plan/data/kernels_h100.json")
 """The package's data files distlab writes (``published.json`` is written by hand: not here)."""
 
 Document = dict[str, Any]

@@ -37,6 +37,11 @@ def test_every_option_has_help_and_shows_its_default(bench: Benchmark, capsys) -
         assert action.help, f"{bench.name}: {action.dest} has no help"
         if action.option_strings and action.default not in (None, False, ()):
             assert f"(default: {action.default})" in text, (bench.name, action.dest)
+        kind = getattr(action.type, "__name__", "")   # options.int_at_least(N) is "int>=N"
+        minimum = int(kind[len("int>="):]) if kind.startswith("int>=") else 1
+        if minimum >= 2:   # e.g. --rounds: a refusal the help announces
+            assert f"at least {minimum}" in " ".join(parser._get_formatter()._format_action(
+                action).split()), (bench.name, action.dest)
     assert bench.about and bench.doc.strip().splitlines()[0]
 
 

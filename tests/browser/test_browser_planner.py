@@ -1,6 +1,6 @@
 """Real browser: 17_planner runs in JupyterLab, each of its figures shows once as an image, its
 tables do not wrap, and the explorer plans again (figure, summary and table) when the GPU
-count moves."""
+count moves, and ends on both values when two controls move back to back."""
 
 from __future__ import annotations
 
@@ -26,12 +26,19 @@ FIGURES = ("memory_figure(prices)", "step_figure(prices)", "scaling_figure(SERIE
            "judged_figure(judged)", "kernels_figure(KERNELS)", "pipeline_figure(small)")
 
 
-def _fit_line(gpus: int) -> str:
-    """What the explorer's summary starts with for Llama 3 8B on ``gpus`` H100s, 64 sequences
-    of 8192 tokens (computed here, the same on every machine)."""
-    p = plan(model_spec("llama3-8b", seq_len=8192), hardware("h100", gpus), 64, top=5)
-    return f"{len(p.ranked)} of {len(p.ranked) + len(p.rejected)} layouts fit; fastest " \
+def _fit_line(gpus: int, model: str = "llama3-8b", gpu: str = "h100") -> str:
+    """What the explorer's summary starts with for ``model`` on ``gpus`` GPUs of kind ``gpu``,
+    64 sequences of 8192 tokens (computed here, the same on every machine)."""
+    hw = hardware(gpu, gpus)
+    p = plan(model_spec(model, seq_len=8192), hw, 64, top=5)
+    return f"{model} on {gpus}x {hw.gpu.name}: {p.fitting} of {p.tried} layouts fit; first " \
            f"{p.best.layout.label}:"
+
+
+def _selected(page, label: str) -> str:
+    """The option the dropdown labelled ``label`` shows."""
+    box = page.locator(".widget-inline-hbox").filter(has_text=label).locator("select").first
+    return str(box.evaluate("s => s.options[s.selectedIndex].text"))
 
 
 @pytest.mark.notebook("17_planner.ipynb")
@@ -42,7 +49,7 @@ def test_planner_notebook_figures_and_widget(lab, page):
         assert cell.figure and cell.images == 1, f"{call}: shown {cell.images} times, not once"
     assert sum(c.figure for c in checks) == len(FIGURES), "notebook 17 draws six figures"
     text = output_text(page)
-    assert "331 of 1194 layouts fit; the 8 fastest:" in text
+    assert "331 of 1194 layouts fit; the first 8:" in text
     held = judge_published().step_summary("held_out")
     assert f"held_out: step |error| median {held.median:.1f}%" in text
     assert wrapped_output_lines(page) == [], "printed tables must not wrap"
@@ -52,6 +59,18 @@ def test_planner_notebook_figures_and_widget(lab, page):
     assert _fit_line(16) in widget_text(page)
     assert "tok/s/GPU" in widget_text(page), "the table under the explorer's figure"
     select_option(page, "GPUs", "32")
-    wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
+    after = wait_for_figures_to_change(page, before, selector=EXPLORER_IMAGES)
     assert "planned in" in wait_for_widget_text(page, _fit_line(32))
     save_screenshot(page, "17_planner_explorer")
+
+    # two controls back to back, the second while the first still plans: the figure and its
+    # line end on both (a change that arrived during a drawing was once lost)
+    select_option(page, "model", "llama2-7b")
+    select_option(page, "GPU kind", "B200")
+    wait_for_figures_to_change(page, after, selector=EXPLORER_IMAGES)
+    final = _fit_line(32, "llama2-7b", "b200")
+    assert "planned in" in wait_for_widget_text(page, final, timeout_s=120)
+    assert (_selected(page, "model"), _selected(page, "GPU kind")) == ("llama2-7b", "B200")
+    page.wait_for_timeout(3000)   # no later drawing takes it elsewhere
+    assert final in widget_text(page)
+    save_screenshot(page, "17_planner_explorer_two_changes")

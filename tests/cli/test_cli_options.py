@@ -82,3 +82,16 @@ def test_a_default_the_help_states_is_not_appended_again() -> None:
     text = " ".join(p.format_help().split())
     assert "names (default: all of them) --b" in text and "(default: ())" not in text
     assert "count (default: 3)" in text
+
+
+def test_a_minimum_above_one_is_said_in_the_help() -> None:
+    """An option typed ``int_at_least(N)`` with N >= 2 says ``(at least N)`` in the help (the
+    refusal is no surprise); N = 1 and a help that states its minimum add nothing."""
+    p = options.parser("prog", None)
+    p.add_argument("--rounds", type=options.int_at_least(2), default=5, help="timed rounds")
+    p.add_argument("--n", type=options.positive_int, default=1, help="count")
+    p.add_argument("--k", type=options.int_at_least(3), default=4, help="ways (at least 3)")
+    text = " ".join(p.format_help().split())
+    assert "timed rounds (at least 2) (default: 5)" in text
+    assert "count (default: 1)" in text and "(at least 1)" not in text
+    assert text.count("at least 3") == 1

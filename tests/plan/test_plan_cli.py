@@ -4,6 +4,9 @@ line, exit 2)."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,13 +14,19 @@ import pytest
 from distlab.plan.__main__ import main
 
 
+def _fits_at(row: list[str]) -> int:
+    """The index of a table row's ``fits`` cell: GiB to spare (``+``) or short (``-``)."""
+    return next(i for i, t in enumerate(row) if t[:1] in "+-" and t[1:2].isdigit())
+
+
 def test_ranks_the_layouts_that_fit_fastest_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["llama3-8b", "--gpus", "8", "--global-batch", "16", "--top", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("# llama3-8b: 8.03B parameters, sequence 8192")
-    assert "layouts fit; the 4 fastest:" in out[1]
+    assert "layouts fit; the 4 first, fastest first, each checked by replaying its step" in out[1]
     rows = [line.split() for line in out[3:7]]
-    steps = [float(r[r.index("yes") + 1]) for r in rows]
+    steps = [float(r[_fits_at(r) + 1]) for r in rows]
+    assert all(float(r[_fits_at(r)]) >= 0 for r in rows)
     assert len(rows) == 4
     assert all(a <= b * 1.01 for a, b in zip(steps, steps[1:], strict=False))
 
@@ -38,11 +47,80 @@ def test_one_layout_explained_and_written_as_json(tmp_path: Path,
 
 
 def test_a_model_from_a_json_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model file is read; without gated_ffn a note says which MLP was priced (a Llama-like
+    13B without it prices as a two-matrix MLP, 10.18B parameters), and none with it."""
     f = tmp_path / "mine.json"
     f.write_text(json.dumps({"layers": 4, "hidden": 512, "heads": 8, "vocab": 1000,
                              "seq_len": 1024}))
     assert main([str(f), "--gpus", "2", "--global-batch", "4", "--top", "2"]) == 0
-    assert capsys.readouterr().out.startswith("# mine: 0.01B parameters")
+    out = capsys.readouterr().out
+    assert out.startswith("# mine: 0.01B parameters")
+    assert "# note: mine.json gives no gated_ffn: priced as a two-matrix MLP (512 -> 2048 -> " \
+        "512, GPT's)" in out
+    shape = {"layers": 40, "hidden": 5120, "heads": 40, "vocab": 32000, "seq_len": 4096,
+             "ffn_hidden": 13824}
+    f.write_text(json.dumps(shape))
+    assert main([str(f), "--gpus", "8", "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "10.18B parameters" in out and "gives no gated_ffn" in out
+    f.write_text(json.dumps(shape | {"gated_ffn": True}))
+    assert main([str(f), "--gpus", "8", "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "13.02B parameters" in out and "note:" not in out
+
+
+def test_a_layout_whose_tensor_parallelism_crosses_nodes_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["llama3-8b", "--gpus", "16", "--global-batch", "16", "--layout"]
+    assert main([*argv, "dp=1,tp=16"]) == 0
+    out = capsys.readouterr().out
+    assert "# note: tp=16 spans 2 nodes (8 GPUs of the group per node): its collectives are " \
+        "priced across nodes over ib_ndr400x8" in out
+    assert main([*argv, "dp=2,tp=8"]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_explain_names_both_bubbles_and_the_last_stages_output_layer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The bubble column is the busiest rank's idle time; the other ranks idle longer by the
+    work they lack, which is the output layer only the last stage runs (equal stages)."""
+    assert main(["llama3-70b", "--gpus", "64", "--global-batch", "256", "--layout",
+                 "dp=4,tp=4,pp=4,zero=1,recompute=full", "--explain", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"pipeline rank (\d): busy ([\d.]+) s, idle ([\d.]+) s(.*)", out)
+    assert [int(r[0]) for r in rows] == [0, 1, 2, 3]
+    busy = [float(r[1]) for r in rows]
+    idle = [float(r[2]) for r in rows]
+    output = float(re.search(r"; ([\d.]+) s of it the output layer, which only the last stage "
+                             r"runs", rows[3][3]).group(1))
+    assert busy[3] - busy[0] == pytest.approx(output, abs=2e-4)
+    bubble = float(re.search(r"bubble ([\d.]+) s: the idle time of the busiest rank \(rank 3\)",
+                             out).group(1))
+    assert bubble == pytest.approx(idle[3], abs=1e-4) and idle[0] > bubble
+    assert re.search(r"Bubble fraction \(idle share of every rank's time\): [\d.]+%", out)
+
+
+def test_help_imports_no_torch_and_ctrl_c_while_importing_is_one_line() -> None:
+    """``--help`` reads the options without torch (the planner is pure); a Ctrl-C while the
+    command imports the planner ends in one line and exit 130, no traceback."""
+    code = ("import sys; from distlab.plan.__main__ import main; rc = main(['--help']); "
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH'); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("NO-TORCH"), done.stderr
+    assert "--explain N" in done.stdout
+    stop = ("import sys, types\n"
+            "class Stop(types.ModuleType):\n"
+            "    def __getattr__(self, name):\n"
+            "        raise KeyboardInterrupt\n"
+            "sys.modules['distlab.plan.planner'] = Stop('distlab.plan.planner')\n"
+            "from distlab.plan.__main__ import main\n"
+            "sys.exit(main(['llama3-8b']))\n")
+    done = subprocess.run([sys.executable, "-c", stop], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 130
+    assert done.stderr.strip().splitlines() == [
+        "python -m distlab.plan: interrupted by Ctrl-C; nothing written"]
 
 
 def test_recompute_choices_add_torchtitans_per_op_checkpointing(
@@ -50,12 +128,12 @@ def test_recompute_choices_add_torchtitans_per_op_checkpointing(
     """``--recompute none,op,full`` tries per-op checkpointing too: it ranks among the fastest
     layouts of Llama 3 8B on 8 GPUs, in less memory than the same split without it; the
     default tries none and full only."""
-    argv = ["llama3-8b", "--gpus", "8", "--global-batch", "16", "--top", "6"]
+    argv = ["llama3-8b", "--gpus", "8", "--global-batch", "16", "--top", "10"]
     assert main(argv) == 0
     assert "op-ac" not in capsys.readouterr().out
     assert main(argv + ["--recompute", "none,op,full"]) == 0
-    rows = [line.split() for line in capsys.readouterr().out.splitlines()[3:9]]
-    mem = {" ".join(r[1:r.index("yes") - 4]): float(r[r.index("yes") - 4]) for r in rows}
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[3:13]]
+    mem = {" ".join(r[1:_fits_at(r) - 4]): float(r[_fits_at(r) - 4]) for r in rows}
     assert mem["dp4 cp2 fsdp mb1 op-ac"] < mem["dp4 cp2 fsdp mb1"]
 
 
@@ -68,8 +146,10 @@ def test_nothing_fits_without_full_recompute_says_it_was_not_tried(
 def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["llama3-405b", "--gpus", "8", "--global-batch", "8", "--top", "2"]) == 0
     out = capsys.readouterr().out
-    assert "nothing fits in 79.6 GiB" in out and "the GPUs" in out
-    assert "0 of" in out and "the least short" in out
+    assert "nothing fits in 79.2 GiB" in out
+    assert "on 112 GPUs it fits, priced: dp1 tp8 pp7 cp2 zero1 sp 1F1B mb1 full-ac needs " \
+        "73.7 GiB per GPU with the same global batch of 8" in out
+    assert "at most 0 of" in out and "the least short" in out
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -81,12 +161,23 @@ def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]) -> Non
     (["llama3-8b", "--gpus", "0"], "--gpus"),
     (["llama3-8b", "--recompute", "none,ops"], "must be a comma list of none, selective, op"),
     (["llama3-8b", "--explain", "9", "--top", "2", "--global-batch", "16"], "--explain 9"),
+    (["llama3-8b", "--explain", "99", "--global-batch", "16"], "only 10 layouts are shown"),
+    (["llama3-8b", "--explain", "2", "--layout", "dp=8"], "only 1 layout is shown"),
+    (["gpt3-175b", "--gpus", "64", "--seq-len", "8192"],
+     "gpt3-175b learns positions for 2048 tokens"),
+    (["llama3-8b", "--gpus", "16", "--layout", "dp=1,tp=16,tp=8"], "'tp=16' and 'tp=8' both"),
+    (["llama3-8b", "--layout", "dp=8,fsdp,zero=1"], "'fsdp' and 'zero=1' both set zero"),
+    (["llama3-8b", "--layout", "dp=8,v=2,stages_per_rank=2"], "both set stages_per_rank"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """One line on stderr, exit 2, and nothing on stdout (no table printed before the
+    error)."""
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+    assert captured.out == ""
 
 
 def test_bad_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,7 +214,7 @@ def test_the_attention_kernel_is_chosen_and_said(capsys: pytest.CaptureFixture[s
 
     def step(text: str) -> float:
         row = text.splitlines()[-1].split()
-        return float(row[row.index("yes") + 1])
+        return float(row[_fits_at(row) + 1])
 
     assert step(cudnn) < step(flash)
     assert main(["llama3-8b", "--gpu", "a100", "--gpus", "8", "--global-batch", "8",

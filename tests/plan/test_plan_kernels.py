@@ -112,6 +112,21 @@ def test_the_shipped_cudnn_speed_is_the_hopper_measurement(folder: str, device: 
         attention_speedup(doc, "math")
 
 
+@pytest.mark.parametrize(("gpu", "folder"), [("H200", "gpu-h200-2026-11-27"),
+                                             ("H100", "gpu-h100-2026-11-27")])
+def test_the_shipped_runs_are_the_committed_results(gpu: str, folder: str) -> None:
+    """measured_kernels reads the package's copies of the committed runs, whatever the working
+    directory, and KERNEL_SPEED is their measurement."""
+    from distlab.plan.kernels import MEASURED, measured_kernels
+
+    shipped = Path(__file__).resolve().parents[2] / "lib" / "distlab" / "plan" / MEASURED[gpu]
+    assert shipped.read_bytes() == (RESULT.parents[1] / folder / "kernels.json").read_bytes()
+    (doc,) = measured_kernels((gpu,)).values()
+    assert round(attention_speedup(doc, "cudnn"), 2) == KERNEL_SPEED["hopper/cudnn"]
+    with pytest.raises(ValueError, match="no shipped kernel run for 'A100'"):
+        measured_kernels(("A100",))
+
+
 def test_the_results_readme_quotes_the_run() -> None:
     """The numbers results/gpu-h200-2026-11-27/README.md states, from the JSON."""
     doc = json.loads(RESULT.read_text())

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.plan.layout import hardware
 from distlab.plan.model import PRESETS, ModelSpec
-from distlab.plan.planner import MIN_CP_TOKENS, TIE, enumerate_layouts, plan, price
+from distlab.plan.planner import (
+    MIN_CP_TOKENS,
+    TIE,
+    enumerate_layouts,
+    fitting_count,
+    plan,
+    price,
+    rank,
+    rank_key,
+)
 
 
 def test_every_layout_uses_every_gpu_and_splits_the_model() -> None:
@@ -28,9 +39,11 @@ def test_the_ranking_is_fastest_first_and_only_what_fits() -> None:
     model, hw = PRESETS["llama3-8b"], hardware("h100", 8)
     result = plan(model, hw, 32, top=5)
     assert result.best is not None and result.ranked[0] is result.best
-    steps = [p.step.step_s for p in result.ranked[:5]]
-    # within TIE of each other, the one with less memory first
-    assert all(a <= b * (1 + 2 * TIE) for a, b in zip(steps, steps[1:], strict=False))
+    assert len(result.ranked) == 5 and result.fitting > 5 and result.tried > result.fitting
+    steps = [p.step.step_s for p in result.ranked]
+    # a layout never ranks ahead of one more than TIE faster
+    assert all(a <= b * (1 + TIE) for a, b in zip(steps, steps[1:], strict=False))
+    assert [rank_key(p) for p in result.ranked] == sorted(rank_key(p) for p in result.ranked)
     assert all(p.fits and p.memory.total <= hw.gpu.memory_bytes for p in result.ranked)
     assert all(not p.fits for p in result.rejected)
     again = price(model, result.best.layout, hw)
@@ -38,11 +51,73 @@ def test_the_ranking_is_fastest_first_and_only_what_fits() -> None:
     assert not result.advice
 
 
-def test_a_model_that_fits_nowhere_gets_advice() -> None:
-    result = plan(PRESETS["llama3-405b"], hardware("h100", 8), 8, top=3)
-    assert result.best is None and result.rejected
+def test_one_ranking_whatever_top() -> None:
+    """``top`` cuts one ranking: every shorter list is the start of the longer one (Llama 3
+    70B on 64 GPUs, where the closed-form price of the pipelines, re-priced for the shown ones
+    only, used to put another layout second at --top 3 than at --top 10), each layout priced
+    as :func:`price` prices it alone."""
+    spec, hw = PRESETS["llama3-70b"], hardware("h100", 64)
+    lists = {top: plan(spec, hw, 512, top=top).ranked for top in (1, 3, 10)}
+    labels = {top: [p.layout.label for p in ranked] for top, ranked in lists.items()}
+    assert labels[1] == labels[10][:1] and labels[3] == labels[10][:3]
+    assert any(p.layout.pp > 1 for p in lists[10])
+    for p in lists[10]:
+        alone = price(spec, p.layout, hw)
+        assert alone.step.step_s == pytest.approx(p.step.step_s, rel=1e-12)
+
+
+def test_the_first_layouts_are_those_of_every_layout_priced_in_full() -> None:
+    """The pruned ranking (pipelines simulated only while they can still rank among the
+    first) equals every layout that fits priced in full and sorted by :func:`rank_key`."""
+    spec, hw = PRESETS["llama2-7b"], hardware("h100", 16)
+    choices = {"micro_batches": (1,), "zero_stages": (0, 1)}
+    every = [price(spec, lay, hw) for lay in enumerate_layouts(spec, hw, 64, **choices)]
+    full = rank(p for p in every if p.fits)
+    assert any(p.layout.pp > 1 for p in full[:8])
+    ranked = plan(spec, hw, 64, top=8, **choices).ranked
+    assert [p.layout.label for p in ranked] == [p.layout.label for p in full[:8]]
+
+
+def test_the_scaling_table_and_the_command_agree_at_128_gpus() -> None:
+    """The layout the notebook's scaling series (top=1) puts first is the command's first."""
+    from distlab.viz.plan import best_by_gpus
+
+    spec = PRESETS["llama3-70b"]
+    (first,) = best_by_gpus(spec, (128,), 512).best
+    assert first is not None
+    assert first.layout == plan(spec, hardware("h100", 128), 512, top=10).ranked[0].layout
+
+
+def test_a_model_that_fits_nowhere_gets_advice_that_fits() -> None:
+    """The advice names a GPU count at which a layout fits, with the same global batch, and
+    pricing that count again finds it fits; the count is no fewer GPUs than the memory asks."""
+    spec = PRESETS["llama3-405b"]
+    result = plan(spec, hardware("h100", 8), 8, top=3)
+    assert result.best is None and result.rejected and result.fitting == 0
     assert "nothing fits" in result.advice[0]
     assert result.rejected[0].memory.total == min(p.memory.total for p in result.rejected)
+    assert len(result.rejected) == 3
+    m = re.search(r"on (\d+) GPUs it fits, priced: (.+?) needs ([\d.]+) GiB per GPU with the same "
+                  r"global batch of 8", result.advice[1])
+    assert m, result.advice[1]
+    gpus, label = int(m.group(1)), m.group(2)
+    at = hardware("h100", gpus)
+    assert plan(spec, at, 8, top=1).best is not None
+    (layout,) = [lay for lay in enumerate_layouts(spec, at, 8) if lay.label == label]
+    priced = price(spec, layout, at)
+    assert priced.fits and round(priced.memory.total / 2**30, 1) == float(m.group(3))
+    need = result.rejected[0].memory.total / hardware("h100", 8).gpu.memory_bytes
+    assert gpus >= need * 8
+
+
+def test_fitting_count_finds_a_count_that_fits() -> None:
+    spec, hw = PRESETS["llama3-405b"], hardware("h100", 8)
+    found = fitting_count(spec, hw, 8, start=96)
+    assert found is not None and found.fits
+    assert found.step.hardware.gpus % 8 == 0 and found.step.hardware.gpus >= 96
+    assert plan(spec, hardware("h100", 96), 8, top=1).best is None   # 96 does not hold it
+    tiny = ModelSpec("tiny", 1, 64, 1, 100, 64)
+    assert fitting_count(tiny, hardware("h100", 16, network="ib_ndr400x8"), 3, start=16) is None
 
 
 def test_bad_batch_and_choices() -> None:
@@ -56,16 +131,17 @@ def test_bad_batch_and_choices() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.floats(1.0, 1.2), st.integers(1, 10**6)), min_size=1,
+@given(st.lists(st.tuples(st.floats(1.0, 1.2), st.integers(1, 80 * 2**30)), min_size=1,
                 max_size=30))
-def test_tie_ranked_never_puts_a_layout_behind_a_slower_group(rows) -> None:
+def test_rank_key_orders_by_step_with_memory_as_a_bounded_tie_break(rows) -> None:
     from types import SimpleNamespace
 
-    from distlab.plan.planner import TIE, tie_ranked
-
-    prices = [SimpleNamespace(step=SimpleNamespace(step_s=s), memory=SimpleNamespace(total=m))
-              for s, m in rows]
-    ranked = tie_ranked(prices)
+    gpu = SimpleNamespace(memory_bytes=80 * 2**30)
+    prices = [SimpleNamespace(step=SimpleNamespace(step_s=s, hardware=SimpleNamespace(gpu=gpu)),
+                              memory=SimpleNamespace(total=m),
+                              layout=SimpleNamespace(label=f"layout{i}"))
+              for i, (s, m) in enumerate(rows)]
+    ranked = rank(prices)
     assert sorted(map(id, ranked)) == sorted(map(id, prices))
     fastest = min(s for s, _ in rows)
     assert ranked[0].step.step_s <= fastest * (1 + TIE)
@@ -73,5 +149,8 @@ def test_tie_ranked_never_puts_a_layout_behind_a_slower_group(rows) -> None:
         for b in ranked[i + 1:]:
             # a layout ahead is never more than TIE slower than one behind it
             assert a.step.step_s <= b.step.step_s * (1 + TIE) + 1e-12
-            if abs(a.step.step_s / b.step.step_s - 1) < 1e-9 and a.memory.total > b.memory.total:
-                raise AssertionError("equal steps rank by memory")
+            if abs(a.step.step_s / b.step.step_s - 1) < 1e-12:
+                assert a.memory.total <= b.memory.total, "equal steps rank by memory"
+    # any subset ranks in the order of the whole
+    subset = prices[::2]
+    assert rank(subset) == [p for p in ranked if any(p is q for q in subset)]

@@ -39,7 +39,7 @@ def test_shape_defaults_and_checks():
 def test_megatron_without_sequence_parallelism():
     calls = layer_collectives(GPT3, 8)
     assert [(c.collective, c.phase, c.operator) for c in calls] == [
-        ("all_reduce", FORWARD, "g"), ("all_reduce", FORWARD, "g"),
+        ("all_reduce", FORWARD, "f_bar"), ("all_reduce", FORWARD, "f_bar"),
         ("all_reduce", BACKWARD, "f"), ("all_reduce", BACKWARD, "f")]
     assert all(c.nbytes == NBYTES and c.world_size == 8 for c in calls)
     assert "attention" in calls[0].where and "MLP" in calls[1].where

@@ -60,9 +60,12 @@ def test_steps_carry_each_ranks_shapes(run) -> None:
         assert tp["fc1.weight"].shape == (ffn // 2, h) and tp["fc1.weight"].full_shape == (ffn, h)
         assert tp["fc2.weight"].shape == (h, ffn // 2)
         assert (tp["f"].forward, tp["f"].backward) == ("identity", "all_reduce")
+        assert (tp["f_bar"].forward, tp["f_bar"].backward) == ("all_reduce", "identity")
+        assert "g" not in tp   # one name, one operator: g is sequence parallelism's gather
         sp = {s.label: s for s in run.cases["tp+sp"].steps[r]}
         assert sp["x"].shape == (2, 2, h) and sp["gathered"].shape == (2, 4, h)
         assert (sp["g_bar"].forward, sp["g_bar"].backward) == ("reduce_scatter", "all_gather")
+        assert (sp["g"].forward, sp["g"].backward) == ("all_gather", "reduce_scatter")
 
 
 def test_plans_and_bad_sizes() -> None:

@@ -3,6 +3,7 @@ explorer on it redraws and re-says its summary when one of its controls moves.""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -169,6 +170,46 @@ def test_changes_made_while_settling_start_no_second_update(renders: list[Figure
     ex.limit.value = 3  # clamps n from 8 to 3: still one update
     assert len(renders) == 2 and ex.draws == 2 and ex.n.value == 3 and ex.summary.startswith(
         "n is 3")
+
+
+class TwoControls(Explorer):
+    """Two sliders; ``draw`` reads ``a``, then waits (when ``hold`` is set) until released, then
+    reads ``b``: a change that lands meanwhile comes from another thread, as JupyterLab's comm
+    messages do over kernel subshells."""
+
+    def __init__(self) -> None:
+        self.a = w.IntSlider(value=0, min=0, max=10, description="a")
+        self.b = w.IntSlider(value=0, min=0, max=10, description="b")
+        self.hold = False
+        self.inside = threading.Event()
+        self.release = threading.Event()
+        super().__init__([self.a, self.b])
+
+    def draw(self) -> Drawing:
+        a = self.a.value
+        if self.hold:
+            self.hold = False
+            self.inside.set()
+            assert self.release.wait(30), "the test never released the draw"
+        fig = new_figure(figsize=(2, 1))
+        fig.suptitle(f"a = {a}, b = {self.b.value}")
+        return Drawing(fig, f"a={a} b={self.b.value}")
+
+
+def test_a_change_that_lands_while_drawing_is_drawn_after(renders: list[Figure]) -> None:
+    """Two controls moved back to back, the second while the first's update draws (on another
+    thread): the update draws again when it ends, so the figure ends on both values."""
+    ex = TwoControls()
+    ex.hold = True
+    first = threading.Thread(target=lambda: setattr(ex.a, "value", 3))
+    first.start()
+    assert ex.inside.wait(30)
+    ex.b.value = 7            # lands while a=3 is being drawn: must not be lost
+    ex.release.set()
+    first.join(30)
+    assert not first.is_alive()
+    assert ex.figure._suptitle.get_text() == "a = 3, b = 7" and ex.summary == "a=3 b=7"
+    assert len(renders) == 3   # the first picture, a=3 (b read after b moved), then a=3 b=7
 
 
 def test_a_new_plan_that_clamps_the_step_renders_once(renders: list[Figure]) -> None:

@@ -7,12 +7,14 @@ import matplotlib
 matplotlib.use("Agg")
 
 import dataclasses  # noqa: E402
+import re  # noqa: E402
+import threading  # noqa: E402
 
 import pytest  # noqa: E402
 
 from distlab.judge.plan_published import judge_published  # noqa: E402
 from distlab.plan import hardware, model_spec, parse_layout  # noqa: E402
-from distlab.plan.planner import price  # noqa: E402
+from distlab.plan.planner import plan, price  # noqa: E402
 from distlab.plan.published import load_published  # noqa: E402
 from distlab.viz.figure import DisplayFigure  # noqa: E402
 from distlab.viz.layout_check import JUPYTERLAB_WIDTH_PX, layout_problems  # noqa: E402
@@ -93,6 +95,31 @@ def test_memory_figure_cuts_a_bar_taller_than_the_axes(prices) -> None:
                                         hardware("a100", 8))])
 
 
+def test_a_total_just_under_the_gpu_memory_stands_above_its_line() -> None:
+    """Llama 3 70B as dp16 tp4 fsdp on 64 H100s keeps 75.0 GiB of the 79.2: its label goes
+    above the dashed GPU-memory line instead of being struck through by it; a total far below
+    stays on its bar."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    model, hw = model_spec("llama3-70b"), hardware("h100", 64)
+    near, low = (price(model, parse_layout(t, global_batch=256), hw)
+                 for t in ("dp=16,tp=4,fsdp", "dp=64,fsdp,recompute=full"))
+    assert 74 < near.memory.total / GIB < hw.gpu.memory_bytes / GIB
+    fig = memory_figure([near, low])
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (ax, *_) = fig.axes
+    line_y = ax.transData.transform((0, hw.gpu.memory_bytes / GIB))[1]
+    renderer = canvas.get_renderer()
+    labels = {t.get_text(): t for t in ax.texts}
+    box = labels[f"{near.memory.total / GIB:.1f} GiB"].get_window_extent(renderer)
+    assert box.y0 > line_y, "the label is struck through by the GPU-memory line"
+    bar_top = ax.transData.transform((0, low.memory.total / GIB))[1]
+    low_label = labels[f"{low.memory.total / GIB:.1f} GiB"]
+    assert low_label.get_window_extent(renderer).y0 > bar_top
+    assert low_label.get_window_extent(renderer).y1 < line_y
+
+
 def test_step_figure_stacks_the_step_and_writes_tokens(prices) -> None:
     fig = step_figure(prices)
     _clean(fig)
@@ -131,6 +158,12 @@ def test_scaling_series_figure_and_table() -> None:
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert short_label(a.best[1].layout) in texts
     assert scaling_table(a).splitlines()[1].split()[1] == a.best[0].layout.label.split()[0]
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert legend == ["the panel's series: its best layout at each count, labelled",
+                      "the other panels' series, for comparison"]
+    labels = [t for t in fig.axes[0].texts if t.get_text() == short_label(a.best[1].layout)]
+    assert labels and labels[0].get_bbox_patch().get_alpha() in (None, 1.0)   # lines behind
+    assert labels[0].get_zorder() > max(line.get_zorder() for line in fig.axes[0].lines)
     none = best_by_gpus(model_spec("llama3-70b"), (8,), 8, micro_batches=(1,))
     assert none.best == (None,) and none.tokens_per_s_per_gpu() == [None]
     fig = scaling_figure([none])
@@ -157,7 +190,8 @@ def test_judged_figure_on_a_few_runs() -> None:
 def test_explorer_replans_on_a_control_change() -> None:
     ex = PlannerExplorer("llama3-8b", 8, seq_len=2048, global_batch=16, top=3)
     assert ex.plan is not None and ex.plan.best is not None
-    assert "layouts fit; fastest" in ex.summary and "planned in" in ex.summary
+    assert ex.summary.startswith("llama3-8b on 8x H100-80GB-SXM: ")
+    assert "layouts fit; first " in ex.summary and "planned in" in ex.summary
     assert ex.network.disabled and "<table" in ex.table.value
     assert ex.table in ex.widget.children
     _clean(ex.figure)
@@ -165,8 +199,12 @@ def test_explorer_replans_on_a_control_change() -> None:
     ex.gpus.value = 16
     assert not ex.network.disabled and ex.plan.hardware.gpus == 16
     assert ex.png != png and ex.summary != summary
-    ex.model.value = "llama3-70b"                       # nothing fits on 16 H100s
-    assert ex.plan.best is None and ex.summary.startswith("nothing fits")
+    ex.gpus.value = 8
+    ex.model.value = "llama3-70b"                       # nothing fits on 8 H100s
+    assert ex.plan.best is None and "on 8x H100-80GB-SXM: nothing fits" in ex.summary
+    m = re.search(r"on (\d+) GPUs it fits, priced", ex.summary)
+    assert m and plan(model_spec("llama3-70b", seq_len=2048), hardware("h100", int(m.group(1))),
+                      16, top=1).best is not None
     _clean(ex.figure)
     ex.model.value = "llama3-8b"
     ex.gpus.value = 512                                  # 16 sequences cannot split over 512
@@ -175,6 +213,46 @@ def test_explorer_replans_on_a_control_change() -> None:
     _clean(ex.figure)
     with pytest.raises(ValueError, match="model must be one of"):
         PlannerExplorer("llama9")
+
+
+def test_explorer_says_gpt3s_position_limit_in_one_line() -> None:
+    ex = PlannerExplorer("gpt3-1.3b", 8, seq_len=8192, global_batch=16)
+    assert ex.plan is None and ex.summary == ex.error
+    assert ex.summary == ("gpt3-1.3b learns positions for 2048 tokens (a learned position "
+                          "embedding has one row per position), so seq_len=8192 is too long: "
+                          "at most 2048")
+    ex.seq_len.value = 2048
+    assert ex.plan is not None and ex.summary.startswith("gpt3-1.3b on 8x ")
+
+
+def test_explorer_shows_its_controls_plan_after_two_quick_changes(monkeypatch) -> None:
+    """The model and then the GPU kind changed back to back, the second while the first still
+    plans (another thread, as JupyterLab delivers widget messages): the figure, the summary
+    and the plan end on both values, never on the GPU kind of before."""
+    import distlab.viz.plan as viz_plan
+
+    ex = PlannerExplorer("llama3-8b", 8, seq_len=2048, global_batch=16, top=3)
+    inside, release = threading.Event(), threading.Event()
+    real = viz_plan.plan
+
+    def slow_first(*args, **kwargs):
+        if not inside.is_set():
+            inside.set()
+            assert release.wait(60), "the test never released the plan"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(viz_plan, "plan", slow_first)
+    first = threading.Thread(target=lambda: setattr(ex.model, "value", "llama2-7b"))
+    first.start()
+    assert inside.wait(60)
+    ex.gpu.value = "B200"
+    release.set()
+    first.join(60)
+    assert not first.is_alive()
+    assert ex.plan is not None and ex.plan.model.name == "llama2-7b"
+    assert ex.plan.hardware.gpu.name == ex.gpu.value == "B200"
+    assert "llama2-7b on 8x B200" in ex.figure.axes[0].get_title()
+    assert ex.summary.startswith("llama2-7b on 8x B200: ")
 
 
 def test_kernels_figure_draws_the_measured_kernels_beside_the_planner() -> None:
@@ -210,3 +288,19 @@ def test_kernels_figure_draws_the_measured_kernels_beside_the_planner() -> None:
     assert cudnn.get_ydata()[-1] == pytest.approx(statistics.median(at_32k))
     with pytest.raises(ValueError, match="priced no GPU kind"):
         kernels_figure({"cpu": {**doc, "gpu_kind": None}})
+
+
+def test_kernels_figure_names_its_units_and_tells_the_two_gpus_apart() -> None:
+    """The attention axis says what it divides by; the H200's and H100's series differ in
+    colour and line style (the second open and dashed), so where they overlap both show."""
+    from distlab.plan.kernels import measured_kernels
+
+    fig = kernels_figure(measured_kernels())
+    _clean(fig)
+    left, right = fig.axes
+    assert right.get_ylabel() == "attention FLOP/s / (16-bit peak x efficiency)"
+    lines = {line.get_label(): line for line in right.get_lines()}
+    h200, h100 = lines["H200: flash"], lines["H100: flash"]
+    assert h200.get_color() != h100.get_color()
+    assert (h200.get_linestyle(), h100.get_linestyle()) == ("-", "--")
+    assert h100.get_markerfacecolor() == "white"

@@ -44,6 +44,18 @@ def test_block_and_trace_figures_draw_clean(run) -> None:
         block_figure("run")
 
 
+def test_block_figure_text_is_readable_and_names_each_operator_once(run) -> None:
+    """Every text of the block diagram is at least 7.5 pt (10 px at 100 dpi; it was 6 pt);
+    the operators are f and f-bar without sequence parallelism, g and g-bar with it (one name,
+    one operator)."""
+    fig = block_figure(run)
+    sizes = [t.get_fontsize() for ax in fig.axes for t in ax.texts]
+    assert min(sizes) >= 7.5
+    tp, sp = ([t.get_text() for t in ax.texts] for ax in fig.axes)
+    assert "$f$" in tp and r"$\bar{f}$" in tp and "$g$" not in tp
+    assert "$g$" in sp and r"$\bar{g}$" in sp and "$f$" not in sp
+
+
 def test_price_figure_lines_are_price_layer(run) -> None:
     fig = price_figure([4096, 12288], 8, "h100_sxm8", ["ib_ndr400x8", "tcp100"])
     assert layout_problems(fig) == [] and _width_px(fig) <= JUPYTERLAB_WIDTH_PX
@@ -53,6 +65,20 @@ def test_price_figure_lines_are_price_layer(run) -> None:
     assert abs(one - price_layer(gpt_shape(12288), 8, box="h100_sxm8").seconds * 1e3) < 1e-9
     with pytest.raises(ValueError, match="networks"):
         price_figure([4096], 8, "h100_sxm8", ["nowhere"])
+
+
+def test_price_figure_labels_1_2_5_of_each_decade() -> None:
+    """The log axis names more than its powers of ten: 0.5, 1, 2, 5, 10, 20 in plain numbers."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = price_figure([4096, 8192, 12288, 16384], 8, "h100_sxm8",
+                       ["ib_ndr400x8", "efa400", "tcp100"])
+    FigureCanvasAgg(fig).draw()
+    (ax,) = fig.axes
+    low, high = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels()
+             if t.get_text() and low <= t.get_position()[1] <= high]
+    assert shown == ["0.5", "1", "2", "5", "10", "20"], shown
 
 
 def test_explorer_reacts_and_says_why_not() -> None:

@@ -43,17 +43,28 @@ HELP_HINT = "(see --help)"
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Keeps the module docstring's layout and appends ``(default: X)`` to every option whose
     help does not already say its default (``(default ...`` or ``default: ...`` written in the
-    help wins, so a default is said once)."""
+    help wins, so a default is said once), and ``(at least N)`` to every option typed
+    :func:`int_at_least` with ``N >= 2`` (a refusal the help did not announce is a surprise)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
+        minimum = getattr(action.type, "minimum", None)
+        if minimum is not None and minimum >= 2 and not _SAYS_MINIMUM.search(text):
+            text = f"{text} (at least {minimum})".strip()
         if _SAYS_DEFAULT.search(text):
             return text
-        return super()._get_help_string(action)
+        saved, action.help = action.help, text
+        try:
+            return super()._get_help_string(action)
+        finally:
+            action.help = saved
 
 
 _SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
 """A help text that states its option's default itself."""
+
+_SAYS_MINIMUM = re.compile(r"\bat least\b|>=", re.IGNORECASE)
+"""A help text that states its option's minimum itself."""
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\d*\.?\d+(?:[eE][-+]?\d+)?[A-Za-z]*$")
@@ -161,6 +172,7 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"invalid value {value}: must be >= {minimum}")
         return value
     parse.__name__ = f"int>={minimum}"
+    parse.minimum = minimum  # type: ignore[attr-defined]  # the help says it (_HelpFormatter)
     return parse
 
 

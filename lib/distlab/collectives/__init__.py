@@ -41,7 +41,6 @@ from distlab.collectives.algorithms.registry import (
                                                      plan_options,
 )
 from distlab.collectives.check.holdings import contributors, holdings
-from distlab.collectives.check.simulate import simulate
 from distlab.collectives.model.calibration import Calibration
 from distlab.collectives.model.choice import best_pieces, pieces_curve, use_calibration
 from distlab.collectives.model.compare import (
@@ -63,19 +62,6 @@ from distlab.collectives.plan.ops import OPS
 from distlab.collectives.plan.ranges import block_bounds
 from distlab.collectives.plan.schedule import Schedule, Step, Transfer, format_schedule
 from distlab.collectives.plan.semantics import layout
-from distlab.collectives.runtime.collectives import (
-                                                     all_gather,
-                                                     all_to_all,
-                                                     barrier,
-                                                     broadcast,
-                                                     gather,
-                                                     reduce,
-                                                     reduce_scatter,
-                                                     scatter,
-)
-from distlab.collectives.runtime.execute import all_reduce, run_schedule
-from distlab.collectives.runtime.peercheck import CollectiveMismatchError
-from distlab.collectives.runtime.rounds import calibrate, calibrate_local
 from distlab.vocabulary import COLLECTIVES
 
 chunk_bounds = block_bounds
@@ -90,3 +76,28 @@ __all__ = ["ALGORITHMS", "COLLECTIVES", "DEFAULT_ALGORITHM", "OPS", "PLANS", "PR
            "pieces_curve", "plan_options", "predict_builtin", "predict_sizes",
            "predict_world_sizes", "preset_names", "reduce", "reduce_scatter", "run_schedule",
            "scatter", "simulate", "step_costs", "use_calibration", "winners"]
+
+_LAZY = {
+    "simulate": "distlab.collectives.check.simulate",
+    **dict.fromkeys(("all_gather", "all_to_all", "barrier", "broadcast", "gather", "reduce",
+                     "reduce_scatter", "scatter"), "distlab.collectives.runtime.collectives"),
+    "all_reduce": "distlab.collectives.runtime.execute",
+    "run_schedule": "distlab.collectives.runtime.execute",
+    "CollectiveMismatchError": "distlab.collectives.runtime.peercheck",
+    "calibrate": "distlab.collectives.runtime.rounds",
+    "calibrate_local": "distlab.collectives.runtime.rounds",
+}
+"""The names that need torch (the runtime on real ranks, the simulation on torch buffers):
+imported from their module on first use, so the plans and models import without torch."""
+
+
+def __getattr__(name: str) -> object:
+    """A name of :data:`_LAZY`, imported (with torch) on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -21,6 +21,10 @@ stage split by :func:`distlab.tensor_parallel.parallelize_module` over the ``"tp
     print(plan.format())
     sim = simulate(plan, StageTimes.equal(plan.num_stages, forward_s=1e-3,
                                           backward_input_s=1e-3, backward_weight_s=1e-3))
+
+The pure parts (plans, schedules, simulation, costs) import no torch; the runtime's names
+(``PipelineStage``, the ``Schedule*`` classes, ``get_schedule_class``) import :mod:`.runtime`,
+and with it torch, when first read, so the planner and its command start fast.
 """
 
 from distlab.pipeline_parallel.actions import Action, Kind
@@ -33,17 +37,6 @@ from distlab.pipeline_parallel.cost import (
     traffic,
 )
 from distlab.pipeline_parallel.plan import PipelinePlan, Step, stage_to_rank
-from distlab.pipeline_parallel.runtime import (
-    PipelineStage,
-    Schedule1F1B,
-    ScheduleDualPipeV,
-    ScheduleGPipe,
-    ScheduleInterleaved1F1B,
-    ScheduleInterleavedZeroBubble,
-    ScheduleLoopedBFS,
-    ScheduleZBVZeroBubble,
-    get_schedule_class,
-)
 from distlab.pipeline_parallel.schedules.registry import (
     SCHEDULES,
     build_plan,
@@ -59,3 +52,16 @@ __all__ = ["SCHEDULES", "Action", "Kind", "P2PCost", "PipelinePlan", "PipelineSt
            "build_plan", "closed_form_step_s", "get_schedule_class", "grid_bubble_fraction",
            "peak_in_flight", "schedule_info", "schedule_name", "simulate", "stage_to_rank",
            "traffic"]
+
+_RUNTIME = frozenset({"PipelineStage", "Schedule1F1B", "ScheduleDualPipeV", "ScheduleGPipe",
+                      "ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble",
+                      "ScheduleLoopedBFS", "ScheduleZBVZeroBubble", "get_schedule_class"})
+
+
+def __getattr__(name: str) -> object:
+    """The runtime's names, imported (with torch) on first use."""
+    if name in _RUNTIME:
+        from distlab.pipeline_parallel import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

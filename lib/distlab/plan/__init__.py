@@ -5,10 +5,35 @@ context-parallel layout of a decoder transformer on named GPUs, judged on publis
 :func:`plan` them all (:mod:`distlab.plan.planner`), a model from :data:`PRESETS`, a dict or
 an ``nn.Module`` (:mod:`distlab.plan.model`), a :class:`Layout` and :func:`hardware`
 (:mod:`distlab.plan.layout`).
+
+The names below are imported from their modules when first read, so ``python -m distlab.plan``
+imports what it needs inside the command, where Ctrl-C ends in one line.
 """
 
-from distlab.plan.layout import GPU_KINDS, PRECISIONS, Hardware, Layout, hardware, parse_layout
-from distlab.plan.model import PRESETS, ModelSpec, model_spec, spec_from_module
+from __future__ import annotations
 
-__all__ = ["GPU_KINDS", "PRECISIONS", "PRESETS", "Hardware", "Layout", "ModelSpec", "hardware",
-           "model_spec", "parse_layout", "spec_from_module"]
+import importlib
+from typing import Any
+
+_HOMES = {
+    "layout": ("GPU_KINDS", "PRECISIONS", "Hardware", "Layout", "hardware", "parse_layout"),
+    "model": ("PRESETS", "ModelSpec", "model_spec", "spec_from_module"),
+    "planner": ("plan", "price"),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    """A public name of the package, imported from its module on first use."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -12,15 +12,20 @@
 
 MODEL is a preset (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-70b, gpt3-1.3b,
 gpt3-6.7b, gpt3-13b, gpt3-175b) or a JSON file of a dict with layers, hidden, heads, kv_heads,
-ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm, ...).
+ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm, ...; without
+gated_ffn the MLP is GPT's two matrices, and a note says so). GPT-3's presets learn positions
+for 2048 tokens: a longer --seq-len is refused.
 
 Every layout of dp x tp x cp x pp over the GPUs is priced (ZeRO 0/1/3, 1F1B or interleaved
 1F1B, micro-batches 1/2/4, recompute none or full, or what --recompute lists; sequence
 parallel with tp > 1):
 memory per GPU with its parts (parameters, gradients, optimizer state, activations, the rest),
 and the step with its parts (compute, exposed tensor/context-parallel communication, exposed
-FSDP and data-parallel communication, the pipeline bubble), tokens/s per GPU and MFU. The
-table ranks the layouts that fit, fastest first; where none fits it says what would.
+FSDP and data-parallel communication, the pipeline bubble: the busiest pipeline rank's idle
+time), tokens/s per GPU and MFU. The table ranks the layouts that fit, fastest first, in one
+order whatever --top shows (each step charged up to 1% for the share of the GPU's memory the
+layout takes, so of near-equal steps the layout with more headroom goes first); where none fits
+it names a GPU count that holds one, priced.
 ``--layout`` prices one given layout (as a published run states it); ``--explain N`` draws the
 N-th ranked layout's step for one rank of each pipeline stage (``--trace OUT`` writes it as a
 Chrome trace: the schedule's simulated actions, one lane per pipeline rank). Nothing is
@@ -35,27 +40,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
-from distlab.nccl.multinode import NETWORKS
-from distlab.plan.calibration import KERNEL_SPEED, SHIPPED
-from distlab.plan.layout import (
-    ATTENTION_KERNELS,
-    GPU_KINDS,
-    PRECISIONS,
-    RECOMPUTE,
-    hardware,
-    parse_layout,
-)
-from distlab.plan.model import PRESETS, ModelSpec, model_spec
-from distlab.plan.planner import RECOMPUTE_TRIED, LayoutPrice, Plan, plan, price
-from distlab.plan.step import step_timeline
-from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
-from distlab.trace.chrome import write_chrome_trace
-from distlab.vocabulary import size_in
+
+if TYPE_CHECKING:
+    from distlab.plan.layout import Hardware, Layout
+    from distlab.plan.model import ModelSpec
+    from distlab.plan.planner import LayoutPrice
 
 __all__ = ["PROG", "main", "plan_rows", "price_json"]
 
@@ -90,7 +84,8 @@ def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str
             "rank": i, "layout": p.layout.label, "memory": m.total / GiB, "states": states,
             "activations": m.activations / GiB,
             "other": m.total / GiB - states - m.activations / GiB,
-            "fits": "yes" if p.fits else f"-{-p.headroom_bytes / GiB:.1f}",
+            # the margin: GiB to spare where it fits, GiB short where it does not
+            "fits": f"{p.headroom_bytes / GiB:+.1f}",
             "step": s.step_s, "compute": s.compute_s, "tp_cp": s.tp_s + s.cp_s,
             "dp_fsdp": s.dp_s + s.fsdp_s, "bubble": s.bubble_s,
             "tokens": s.tokens_per_s_per_gpu, "mfu": s.mfu})
@@ -107,9 +102,16 @@ def price_json(p: LayoutPrice) -> dict[str, Any]:
             "tokens_per_s_per_gpu": p.step.tokens_per_s_per_gpu, "mfu": p.step.mfu}
 
 
-def _model(text: str, seq_len: int | None) -> ModelSpec:
+def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
+    """The model of ``text`` (a preset or a JSON file); a line for ``notes`` where a JSON file
+    leaves out what decides the parameter count (which MLP)."""
+    from distlab.plan.model import PRESETS, model_spec
+
     if text in PRESETS:
-        return model_spec(text, seq_len=seq_len)
+        try:
+            return model_spec(text, seq_len=seq_len)
+        except ValueError as exc:
+            raise UsageError(f"MODEL {text}: {exc}") from None
     path = Path(text)
     if not path.is_file():
         raise UsageError(f"MODEL {text!r} is neither a preset ({', '.join(PRESETS)}) nor a "
@@ -122,12 +124,22 @@ def _model(text: str, seq_len: int | None) -> ModelSpec:
         raise UsageError(f"MODEL {text}: the JSON must be an object of the model's fields")
     fields.setdefault("name", path.stem)
     try:
-        return model_spec(fields, seq_len=seq_len)
+        spec = model_spec(fields, seq_len=seq_len)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"MODEL {text}: {exc}") from None
+    if "gated_ffn" not in fields:
+        notes.append(f"note: {path.name} gives no gated_ffn: priced as a two-matrix MLP "
+                     f"({spec.hidden} -> {spec.ffn} -> {spec.hidden}, GPT's); give "
+                     '"gated_ffn": true for a gated one (SwiGLU: three matrices, Llama\'s)')
+    return spec
 
 
 def _parser() -> options.Parser:
+    from distlab.nccl.multinode import NETWORKS
+    from distlab.plan.calibration import KERNEL_SPEED
+    from distlab.plan.layout import ATTENTION_KERNELS, GPU_KINDS, PRECISIONS, RECOMPUTE
+    from distlab.plan.planner import RECOMPUTE_TRIED
+
     p = options.parser(PROG, __doc__)
     p.add_argument("model", metavar="MODEL", help="a preset name or a JSON file of its shape")
     p.add_argument("--gpu", default="h100",
@@ -156,11 +168,12 @@ def _parser() -> options.Parser:
                         "checkpointing)")
     p.add_argument("--layout", default=None,
                    help="price this one layout: KEY=VALUE,... with dp tp pp cp zero sp "
-                        "schedule v mb recompute (or 'fsdp')")
+                        "schedule v mb recompute (or 'fsdp'), each key once")
     p.add_argument("--top", type=options.int_at_least(1), default=10,
-                   help="layouts to show (default 10)")
+                   help="layouts to show, the first of one ranking (default 10)")
     p.add_argument("--explain", type=options.int_at_least(1), default=None, metavar="N",
-                   help="draw the N-th layout's step for one rank of each pipeline stage")
+                   help="draw the N-th layout's step for one rank of each pipeline stage "
+                        "(N at most --top)")
     p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="also write every layout shown as JSON to OUT")
     p.add_argument("--trace", metavar="OUT", default=None, type=options.output_file,
@@ -182,12 +195,39 @@ def _parser() -> options.Parser:
     return p
 
 
+def _layout_notes(layout: Layout, hw: Hardware) -> list[str]:
+    """A line for each group of ``layout`` that crosses nodes where the planner keeps it in
+    one (tensor parallelism: its collectives run between every layer's matrix products)."""
+    from distlab.plan.layout import group_span
+
+    span = group_span(layout.tp, layout.stride("tp"), hw.gpus_per_node)
+    if span.nodes == 1:
+        return []
+    return [f"note: tp={layout.tp} spans {span.nodes} nodes ({span.per_node} GPUs of the group "
+            f"per node): its collectives are priced across nodes over {hw.network}; the planner "
+            f"itself keeps tp within a node (at most {hw.gpus_per_node})"]
+
+
 def _plan_command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
+    from distlab.plan.calibration import SHIPPED
+    from distlab.plan.layout import hardware, parse_layout
+    from distlab.plan.planner import plan, price
+    from distlab.plan.step import step_timeline
+    from distlab.report.jsonfile import write_json
+    from distlab.trace.chrome import write_chrome_trace
+    from distlab.vocabulary import size_in
+
     if args.trace is not None and args.explain is None:
         raise UsageError("--trace writes the --explain N layout's step: give --explain too")
-    model = _model(args.model, args.seq_len)
+    showing = 1 if args.layout is not None else args.top
+    if args.explain is not None and args.explain > showing:
+        raise UsageError(f"--explain {args.explain}: only {showing} "
+                         f"{'layout is' if showing == 1 else 'layouts are'} shown"
+                         + ("" if args.layout is not None else f" (--top {args.top})"))
+    notes: list[str] = []
+    model = _model(args.model, args.seq_len, notes)
     try:
         hw = hardware(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       network=args.network)
@@ -198,8 +238,8 @@ def _plan_command(argv: list[str]) -> int:
               f"{model.seq_len}, global batch {batch} sequences, on {hw.label}, "
               f"{size_in(hw.gpu.memory_bytes, 'GiB', '.1f')} each")
     if SHIPPED.kernel_factor(hw, args.attention_kernel) is None:
-        header += (f"\n# note: {args.attention_kernel} attention has no measured speed on "
-                   f"{hw.gpu.name}: priced as flash")
+        notes.append(f"note: {args.attention_kernel} attention has no measured speed on "
+                     f"{hw.gpu.name}: priced as flash")
     if args.layout is not None:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision,
@@ -207,23 +247,24 @@ def _plan_command(argv: list[str]) -> int:
             shown = [price(model, layout, hw)]
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        print(header)
-        print(format_table(plan_rows(shown), COLUMNS))
-        result: Plan | None = None
+        notes += _layout_notes(layout, hw)
+        lines = [header, *(f"# {n}" for n in notes), format_table(plan_rows(shown), COLUMNS)]
     else:
-        print(header)
         result = plan(model, hw, batch, precision=args.precision, top=args.top,
                       attention_kernel=args.attention_kernel, recompute=args.recompute)
-        shown = list(result.ranked[:args.top]) or list(result.rejected[:args.top])
-        if not result.ranked:
-            print("\n".join(result.advice))
-        print(f"# {len(result.ranked)} of {len(result.ranked) + len(result.rejected)} layouts "
-              "fit" + (f"; the {len(shown)} fastest:" if result.ranked else
-                       "; the least short:"))
-        print(format_table(plan_rows(shown), COLUMNS))
-    if args.explain is not None:
-        if args.explain > len(shown):
+        shown = list(result.ranked) or list(result.rejected)
+        if args.explain is not None and args.explain > len(shown):
             raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
+        lines = [header, *(f"# {n}" for n in notes)]
+        if not result.ranked:
+            lines += result.advice
+        lines.append(f"# at most {result.fitting} of {result.tried} layouts fit"
+                     + (f"; the {len(shown)} first, fastest first, each checked by replaying "
+                        "its step through the caching allocator:" if result.ranked else
+                        "; the least short:"))
+        lines.append(format_table(plan_rows(shown), COLUMNS))
+    print("\n".join(lines))
+    if args.explain is not None:
         _explain(shown[args.explain - 1])
         if args.trace is not None:
             write_chrome_trace(step_timeline(shown[args.explain - 1].step), args.trace)
@@ -267,6 +308,10 @@ def _verify(model: ModelSpec, hw: Any, prices: list[LayoutPrice], args: Any
 
 
 def _explain(p: LayoutPrice) -> None:
+    """The layout's memory and step by part; with a pipeline, each pipeline rank's work and
+    idle time, the two meanings of the bubble, and the last stage's output layer."""
+    from distlab.plan.step import output_layer_s
+
     m, s = p.memory, p.step
     print(f"\n## {p.layout.label}")
     print("memory per GPU (GiB): " + ", ".join(f"{k} {v / GiB:.2f}"
@@ -274,11 +319,20 @@ def _explain(p: LayoutPrice) -> None:
           + f"; total {m.total / GiB:.2f}")
     print("step (s): " + ", ".join(f"{k} {v:.4f}" for k, v in s.parts().items())
           + f"; step {s.step_s:.4f}")
-    if s.simulation is not None:
-        sim = s.simulation
-        for r in range(sim.plan.ranks):
-            print(f"pipeline rank {r}: busy {sim.busy_s[r]:.4f} s, idle "
-                  f"{sim.idle_s[r]:.4f} s")
+    if s.simulation is None:
+        return
+    sim = s.simulation
+    last = sim.plan.rank_of(sim.plan.num_stages - 1)
+    busiest = max(range(sim.plan.ranks), key=lambda r: sim.busy_s[r])
+    output = output_layer_s(p.step.model, p.layout, p.step.hardware)
+    for r in range(sim.plan.ranks):
+        extra = (f"; {output:.4f} s of it the output layer, which only the last stage runs"
+                 if r == last else "")
+        print(f"pipeline rank {r}: busy {sim.busy_s[r]:.4f} s, idle {sim.idle_s[r]:.4f} s"
+              + extra)
+    print(f"bubble {s.bubble_s:.4f} s: the idle time of the busiest rank (rank {busiest}), "
+          "what the pipeline adds to the step;\nthe other ranks idle longer by the work they "
+          f"lack. Bubble fraction (idle share of every rank's time): {sim.bubble_fraction:.1%}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,12 @@ each, and the planner's seconds for each, so a measurement of the kernels alone
 own efficiency against the fitted one (the difference is what a training step spends outside
 its matrix products), and the attention kernel's rate against the fitted ``attention``.
 
+:func:`measured_kernels` reads the two runs the planner's attention kernel speed
+(:data:`~distlab.plan.calibration.KERNEL_SPEED`) is measured on, an H200's and an H100's, shipped
+with the package (``distlab/plan/data/kernels_*.json``, copies of the committed
+``results/gpu-h200-2026-11-27`` and ``results/gpu-h100-2026-11-27`` runs), so a notebook or a test
+reads them wherever it runs.
+
 Pure: no torch. FLOPs are floating-point operations (a multiply-add is 2), seconds are seconds.
 """
 
@@ -27,9 +33,29 @@ from distlab.plan.calibration import ComputeRate
 from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
 from distlab.plan.model import ModelSpec
 from distlab.plan.step import CAUSAL_WORK
+from distlab.report.jsonfile import read_json
 
-__all__ = ["PASSES", "AttentionShape", "Matmul", "attention_shape", "attention_speedup",
-           "gpu_kind_for_device",
+MEASURED = {"H200": "data/kernels_h200.json", "H100": "data/kernels_h100.json"}
+"""The shipped ``python -m distlab.bench kernels`` runs, by GPU: package resources of
+:mod:`distlab.plan`."""
+
+
+def measured_kernels(gpus: tuple[str, ...] = tuple(MEASURED)) -> dict[str, dict[str, Any]]:
+    """The shipped kernel runs of ``gpus`` (keys of :data:`MEASURED`), each a ``python -m
+    distlab.bench kernels`` JSON document read from the installed package (never from the
+    working directory), in the order given. ``ValueError`` for a GPU with no shipped run."""
+    from importlib import resources
+
+    out = {}
+    for gpu in gpus:
+        if gpu not in MEASURED:
+            raise ValueError(f"gpus: no shipped kernel run for {gpu!r}; there are "
+                             f"{', '.join(MEASURED)}")
+        out[gpu] = read_json(resources.files("distlab.plan").joinpath(MEASURED[gpu]))
+    return out
+
+__all__ = ["MEASURED", "PASSES", "AttentionShape", "Matmul", "attention_shape",
+           "attention_speedup", "gpu_kind_for_device", "measured_kernels",
            "attention_factor", "layer_matmuls", "model_attention_s", "model_matmul_s"]
 
 PASSES = 3

@@ -361,18 +361,21 @@ def parse_layout(text: str, **defaults: Any) -> Layout:
     recompute=selective"`` (commas or spaces; ``sp`` 0/1, on by default with ``tp > 1``;
     ``async_tp`` 0/1, ``dtype`` bf16/fp8, ``attention`` flash/cudnn;
     ``fsdp`` alone means ``zero=3``). ``defaults`` fill what the text leaves out (e.g.
-    ``global_batch``). ``ValueError`` names a bad key or value."""
+    ``global_batch``). ``ValueError`` names a bad key or value, and a field given twice
+    (``tp=8,tp=16``; ``v`` and ``stages_per_rank``; ``fsdp`` and ``zero``)."""
     values: dict[str, Any] = dict(defaults)
     given_sp = False
+    given: dict[str, str] = {}   # field -> the item that set it
     for item in text.replace(",", " ").split():
-        if item == "fsdp":
-            values["zero"] = 3
-            continue
-        key, sep, value = item.partition("=")
+        key, sep, value = ("zero", "=", "3") if item == "fsdp" else item.partition("=")
         if not sep or key not in _LAYOUT_KEYS:
             raise ValueError(f"layout: {item!r} is not KEY=VALUE with KEY one of "
                              f"{', '.join(_LAYOUT_KEYS)} (or 'fsdp')")
         field_name = _LAYOUT_KEYS[key]
+        if field_name in given:
+            raise ValueError(f"layout: {given[field_name]!r} and {item!r} both set "
+                             f"{field_name}: give each key once")
+        given[field_name] = item
         if field_name in ("schedule", "recompute", "precision", "compute_dtype",
                           "attention_kernel"):
             values[field_name] = value

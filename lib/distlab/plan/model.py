@@ -80,7 +80,12 @@ class ModelSpec:
         for name in ("gated_ffn", "tied_embeddings", "attention_bias", "mlp_bias"):
             check_bool(name, getattr(self, name))
         if self.positions is not None:
-            check_int("positions", self.positions, minimum=self.seq_len)
+            check_int("positions", self.positions, minimum=1)
+            if self.positions < self.seq_len:
+                raise ValueError(f"{self.name} learns positions for {self.positions} tokens "
+                                 f"(a learned position embedding has one row per position), "
+                                 f"so seq_len={self.seq_len} is too long: at most "
+                                 f"{self.positions}")
         check_choice("norm", self.norm, NORMS)
 
     # resolved fields, typed as ints for readers

@@ -3,8 +3,10 @@
 :func:`price` prices one layout (a published run's, or the user's): memory per GPU with its
 parts (:mod:`distlab.plan.memory`) and the step with its parts (:mod:`distlab.plan.step`).
 :func:`enumerate_layouts` lists the layouts worth trying on the hardware, :func:`plan` prices
-them all, keeps those that fit and ranks them by step time; where none fits it says what
-would (:attr:`Plan.advice`).
+them all, keeps those that fit and ranks them, fastest first, by one key (:func:`rank_key`:
+the step time, charged up to :data:`TIE` of it for memory per GPU), the same order
+whatever number of them is asked for; where none fits it names a GPU count that holds one
+(:attr:`Plan.advice`, :func:`fitting_count`).
 
 Layouts tried (:func:`enumerate_layouts`): every split ``dp * tp * cp * pp`` of the GPUs with
 ``tp`` within a node dividing the heads (and the key/value heads, or divided by them),
@@ -20,19 +22,20 @@ Sequence parallelism is always on with ``tp > 1`` (the same traffic for less mem
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from distlab._checks import check_int
-from distlab.plan.layout import PRECISIONS, Hardware, Layout
-from distlab.plan.memory import MemoryEstimate, memory_per_gpu
+from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
+from distlab.plan.memory import MemoryEstimate, memory_lower_bound, memory_per_gpu
 from distlab.plan.model import ModelSpec
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
 from distlab.vocabulary import size_in
 
-__all__ = ["MIN_CP_TOKENS", "RECOMPUTE_TRIED", "TIE", "LayoutPrice", "Plan", "enumerate_layouts",
-           "plan", "price", "tie_ranked"]
+__all__ = ["MAX_COUNTS_TRIED", "MIN_CP_TOKENS", "RECOMPUTE_TRIED", "TIE", "LayoutPrice", "Plan",
+           "enumerate_layouts", "fitting_count", "plan", "price", "rank", "rank_key"]
 
 MIN_CP_TOKENS = 4096
 """Context parallelism is tried only where each rank keeps at least this many tokens of the
@@ -62,19 +65,28 @@ class LayoutPrice:
 
 @dataclass(frozen=True)
 class Plan:
-    """Every layout tried, ranked: ``ranked`` those that fit, fastest first (within
-    :data:`TIE`, the smaller first); ``rejected`` the
-    ones that do not, least short first; ``advice`` what would fit where nothing does."""
+    """The ranking of every layout tried (:func:`plan`).
+
+    ``ranked``: the first ``top`` layouts of the ranking of every layout that fits
+    (:func:`rank_key`), each priced in full (its pipeline simulated, its step replayed through
+    the caching allocator), so a longer ``top`` extends the same list and never reorders it;
+    ``rejected``: the ``top`` least short of the layouts found not to fit, least memory first,
+    each priced in full; ``fitting``: the layouts within the memory's lower bound less those
+    the replay ruled out (at most that many fit; the rest were not replayed), ``tried``: how
+    many were tried; ``advice``: what would fit where nothing does (:func:`plan`)."""
 
     model: ModelSpec
     hardware: Hardware
     ranked: tuple[LayoutPrice, ...]
     rejected: tuple[LayoutPrice, ...]
+    fitting: int
+    tried: int
     advice: tuple[str, ...] = field(default=())
 
     @property
     def best(self) -> LayoutPrice | None:
-        """The fastest layout that fits, or ``None``."""
+        """The first layout of the ranking (the fastest that fits, or within :data:`TIE` of
+        it in less memory), or ``None`` where nothing fits."""
         return self.ranked[0] if self.ranked else None
 
 
@@ -140,59 +152,165 @@ def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
 
 def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = "mixed",
          rate: ComputeRate | None = None, top: int = 10, **choices: Any) -> Plan:
-    """Price every layout of :func:`enumerate_layouts` and rank them.
+    """Price every layout of :func:`enumerate_layouts` and rank those that fit.
 
-    Each layout is priced with the pipeline's closed-form fill and drain; the ``top`` fastest
-    that fit are priced again with the schedule's event simulation and ranked on that.
-    ``choices`` narrows :func:`enumerate_layouts` (``zero_stages``, ``recompute``,
-    ``micro_batches``) or sets its ``attention_kernel``."""
+    The ranking is one order over every layout that fits, each at its full price (a pipeline's
+    step from the schedule's event simulation, its memory from the step replayed through the
+    caching allocator: :func:`price`), sorted by :func:`rank_key`; ``top`` only says how much
+    of it to return, so ``plan(..., top=1).best`` is ``plan(..., top=10).ranked[0]``. Every
+    layout is first priced cheaply: its pipeline's closed-form fill and drain, whose step less
+    its bubble bounds the full step from below, and
+    :func:`~distlab.plan.memory.memory_lower_bound`, which bounds its memory from below (a
+    layout over the GPU's memory by that bound does not fit, and is not replayed). Layouts are
+    then priced in full in the order of the bounded rank key until the ``top`` first are known
+    (a layout whose bound is past them cannot rank among them), so most pipelines of a large
+    plan are never simulated and most steps never replayed; one that does not fit once replayed
+    leaves the ranking. ``fitting`` counts the layouts within the memory bound less those the
+    replay ruled out: at most that many fit. ``choices`` narrows :func:`enumerate_layouts`
+    (``zero_stages``, ``recompute``, ``micro_batches``) or sets its ``attention_kernel``.
+    Where nothing fits, ``advice`` names a GPU count at which a layout does fit, found by
+    pricing the layouts of each count (:func:`fitting_count`)."""
     top = check_int("top", top, minimum=1)
-    fits, short = [], []
+    cands: list[_Bounded] = []
+    over: list[_Bounded] = []
     for layout in enumerate_layouts(model, hw, global_batch, precision=precision, **choices):
-        p = price(model, layout, hw, rate=rate, simulate_pipeline=False)
-        (fits if p.fits else short).append(p)
-    fits = tie_ranked(fits)
-    head = tie_ranked([price(model, p.layout, hw, rate=rate) for p in fits[:top]])
-    short.sort(key=lambda p: p.memory.total)
+        b = _Bounded(layout, step_time(model, layout, hw, rate=rate, simulate_pipeline=False),
+                     memory_lower_bound(model, layout))
+        (cands if b.memory_bound <= hw.gpu.memory_bytes else over).append(b)
+    head, ruled_out = _first_ranked(model, hw, cands, top, rate)
+    shortest = sorted(over, key=lambda b: (b.memory_bound, b.layout.label))[:top]
+    least = sorted(ruled_out + [price(model, b.layout, hw, rate=rate) for b in shortest],
+                   key=lambda p: (p.memory.total, p.layout.label))[:top]
     tried = tuple(choices.get("recompute", RECOMPUTE_TRIED))
-    advice = () if head else _advice(model, hw, global_batch, short, tried)
-    return Plan(model, hw, tuple(head) + tuple(fits[top:]), tuple(short), advice)
+    advice = () if head else _advice(model, hw, global_batch, tuple(least), tried, precision,
+                                     choices)
+    return Plan(model, hw, tuple(head), tuple(least), len(cands) - len(ruled_out),
+                len(cands) + len(over), advice)
 
 
-TIE = 0.005
-"""Step times within this fraction of each other rank as equal, the one with less memory
-first (ZeRO 1 beside DDP at the same speed: the headroom is worth having)."""
+@dataclass(frozen=True)
+class _Bounded:
+    """A layout priced cheaply: its closed-form step and a lower bound of its memory."""
+
+    layout: Layout
+    step: StepEstimate
+    memory_bound: int
 
 
-def tie_ranked(prices: list[LayoutPrice]) -> list[LayoutPrice]:
-    """``prices`` fastest first, where a layout within :data:`TIE` of the fastest of its group
-    joins that group, and each group is ordered by memory per GPU, the least first (then by
-    step time). Groups are taken in order of speed, so a layout never ranks behind one more
-    than ``TIE`` slower than it."""
-    by_step = sorted(prices, key=lambda p: (p.step.step_s, p.memory.total))
+TIE = 0.01
+"""The most memory is worth in the ranking, as a fraction of the step: a layout's rank key is
+its step time times ``1 + TIE * (its memory per GPU / the GPU's memory)`` (:func:`rank_key`).
+So of two layouts whose steps differ by less than ``TIE`` times the difference of their shares
+of the GPU's memory, the one with more headroom ranks first (ZeRO 1 beside DDP at the same
+speed: the headroom is worth having, and a layout near the memory's edge rests most on the
+memory model), and a layout ranked ahead of another is never more than ``TIE`` slower."""
+
+
+def rank_key(p: LayoutPrice) -> tuple[float, int, str]:
+    """The key the planner ranks layouts that fit by, smallest first: the step time charged for
+    its memory (:data:`TIE`), then the memory per GPU, then the layout's label (so equal keys
+    still rank the same way every time). A pure function of the one layout: any set of layouts
+    ranks in the order of the whole ranking."""
+    return (p.step.step_s * _memory_charge(p), p.memory.total, p.layout.label)
+
+
+def rank(prices: Iterable[LayoutPrice]) -> list[LayoutPrice]:
+    """``prices`` in the planner's order (:func:`rank_key`)."""
+    return sorted(prices, key=rank_key)
+
+
+def _memory_charge(p: LayoutPrice) -> float:
+    return 1.0 + TIE * p.memory.total / p.step.hardware.gpu.memory_bytes
+
+
+def _first_ranked(model: ModelSpec, hw: Hardware, cands: list[_Bounded], top: int,
+                  rate: ComputeRate | None) -> tuple[list[LayoutPrice], list[LayoutPrice]]:
+    """The ``top`` first of :func:`rank` over the layouts of ``cands`` that fit, each priced in
+    full, pricing in full only what can still rank among them; and those priced in full that
+    did not fit. A layout's bound: its closed-form step less the closed-form bubble (a
+    pipeline's simulated bubble is >= 0) charged for its memory's lower bound, which is never
+    more than its rank key."""
+    memory = hw.gpu.memory_bytes
+
+    def bound(b: _Bounded) -> tuple[float, int, str]:
+        charge = 1.0 + TIE * b.memory_bound / memory
+        return ((b.step.step_s - b.step.bubble_s) * charge, b.memory_bound, b.layout.label)
+
+    pending = sorted(cands, key=bound)
+    known: list[tuple[tuple[float, int, str], LayoutPrice]] = []   # a heap on rank_key
     out: list[LayoutPrice] = []
-    group: list[LayoutPrice] = []
-    for p in by_step:
-        if group and p.step.step_s > group[0].step.step_s * (1 + TIE):
-            out += sorted(group, key=lambda q: (q.memory.total, q.step.step_s))
-            group = []
-        group.append(p)
-    return out + sorted(group, key=lambda q: (q.memory.total, q.step.step_s))
+    ruled_out: list[LayoutPrice] = []
+    i = 0
+    while len(out) < top and (known or i < len(pending)):
+        if i < len(pending) and (not known or bound(pending[i]) < known[0][0]):
+            b = pending[i]
+            i += 1
+            full = price(model, b.layout, hw, rate=rate,
+                         simulate_pipeline="auto" if b.layout.pp > 1 else False)
+            if full.fits:
+                heapq.heappush(known, (rank_key(full), full))
+            else:
+                ruled_out.append(full)
+        else:
+            out.append(heapq.heappop(known)[1])
+    return out, ruled_out
 
 
-def _advice(model: ModelSpec, hw: Hardware, global_batch: int, short: list[LayoutPrice],
-            recompute_tried: tuple[str, ...] = RECOMPUTE_TRIED) -> tuple[str, ...]:
-    if not short:
+MAX_COUNTS_TRIED = 32
+"""GPU counts :func:`fitting_count` prices at most before it gives up."""
+
+
+def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: int,
+                  precision: str = "mixed", **choices: Any) -> LayoutPrice | None:
+    """The first layout that fits on the first GPU count, from ``start`` GPUs up in whole
+    nodes of ``hw`` (then doubling, after ``MAX_COUNTS_TRIED // 2`` counts), at which one of
+    :func:`enumerate_layouts` for ``global_batch`` sequences fits; its memory is priced
+    (:func:`~distlab.plan.memory.memory_per_gpu`), its step is not. ``None`` when none of
+    :data:`MAX_COUNTS_TRIED` counts holds one. The layouts most likely to fit (full recompute,
+    the smallest micro-batch, ZeRO 3 first) are priced first; the one found carries its
+    closed-form step (:func:`~distlab.plan.step.step_time` with ``simulate_pipeline=False``)."""
+    node = hw.gpus_per_node
+    count = max(node, -(-check_int("start", start, minimum=1) // node) * node)
+    order = {"full": 0, "op": 1, "selective": 2, "none": 3}
+    for k in range(MAX_COUNTS_TRIED):
+        at = hardware(hw.gpu, count, gpus_per_node=hw.gpus_per_node, network=hw.network)
+        layouts = sorted(enumerate_layouts(model, at, global_batch, precision=precision,
+                                           **choices),
+                         key=lambda lay: (order[lay.recompute], lay.micro_batch, -lay.zero))
+        for layout in layouts:
+            if memory_lower_bound(model, layout) > at.gpu.memory_bytes:
+                continue
+            memory = memory_per_gpu(model, layout, at)
+            if memory.fits():
+                step = step_time(model, layout, at, simulate_pipeline=False)
+                return LayoutPrice(layout, memory, step, True)
+        count += node if k < MAX_COUNTS_TRIED // 2 else count
+    return None
+
+
+def _advice(model: ModelSpec, hw: Hardware, global_batch: int, least: tuple[LayoutPrice, ...],
+            recompute_tried: tuple[str, ...], precision: str,
+            choices: dict[str, Any]) -> tuple[str, ...]:
+    if not least:
         return (f"no layout of {model.name} splits over {hw.gpus} GPUs with global batch "
                 f"{global_batch}: give a batch that {hw.gpus} divides",)
-    least = short[0]
+    first = least[0]
     lines = [f"nothing fits in {size_in(hw.gpu.memory_bytes, 'GiB', '.1f')}: the least memory is "
-             f"{least.layout.label} at {size_in(least.memory.total, 'GiB', '.1f')} per GPU "
-             f"({size_in(-least.headroom_bytes, 'GiB', '.1f')} short)"]
-    need = least.memory.total / hw.gpu.memory_bytes
+             f"{first.layout.label} at {size_in(first.memory.total, 'GiB', '.1f')} per GPU "
+             f"({size_in(-first.headroom_bytes, 'GiB', '.1f')} short)"]
     tried = ("full recompute and ZeRO-3 are already among the layouts tried"
              if "full" in recompute_tried else
              "full recompute was not tried: it keeps only each layer's input")
-    lines.append(f"about {need:.1f}x the GPUs (or GPUs with {need:.1f}x the memory) would "
-                 f"hold it; {tried}")
+    need = first.memory.total / hw.gpu.memory_bytes
+    found = fitting_count(model, hw, global_batch, start=max(hw.gpus + 1, int(need * hw.gpus)),
+                          precision=precision, **choices)
+    if found is None:
+        lines.append(f"no count of {hw.gpu.name} GPUs from {hw.gpus} up to the "
+                     f"{MAX_COUNTS_TRIED}th tried holds it with a global batch of "
+                     f"{global_batch}; {tried}")
+    else:
+        at = found.step.hardware
+        lines.append(f"on {at.gpus} GPUs it fits, priced: {found.layout.label} needs "
+                     f"{size_in(found.memory.total, 'GiB', '.1f')} per GPU with the same "
+                     f"global batch of {global_batch}; {tried}")
     return tuple(lines)

@@ -29,8 +29,12 @@ The model, in full (every term is per optimizer step, on the slowest rank):
   Megatron-LM overlap it) and the gather behind the next step's first forward, what is longer
   is exposed. ZeRO 3 / FSDP gathers each layer's parameters before its forward and again
   before its backward and reduce-scatters its gradients after, every microbatch, each hidden
-  behind the neighbouring layer's compute (prefetch): exposed is the part longer than that
-  layer's compute, plus the first gather. Under a pipeline schedule FSDP keeps the stage
+  behind the neighbouring layer as it runs (prefetch): FSDP's collectives run on streams of
+  their own, so the window is the layer's time on the compute stream, its compute and the
+  tensor/context-parallel collectives it waits for. Exposed is the part longer than that
+  window, plus the first gather: nothing while the gather is the shorter, then every
+  microsecond by which it is longer, in each layer of each microbatch (the two-stream
+  pipeline's steady state). Under a pipeline schedule FSDP keeps the stage
   gathered through the step and reduces once after the last microbatch (torchtitan's choice;
   torch's ``PipelineStage`` defers gradient sync to the last microbatch), priced as ZeRO 1/2.
 
@@ -63,8 +67,8 @@ from distlab.plan.partition import layers_per_stage, rank_params, stage_params
 from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 from distlab.timeline import Timeline
 
-__all__ = ["StepEstimate", "model_flops_per_step", "optimizer_seconds", "stage_flops",
-           "step_time", "step_timeline"]
+__all__ = ["StepEstimate", "model_flops_per_step", "optimizer_seconds", "output_layer_s",
+           "stage_flops", "step_time", "step_timeline"]
 
 SIMULATE_UP_TO = 2048
 """``pp * stages_per_rank * microbatches`` up to which ``simulate_pipeline="auto"`` simulates."""
@@ -110,6 +114,19 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) ->
     return StageFlops(forward, 2 * forward, recompute, layers * attention)
 
 
+def output_layer_s(model: ModelSpec, layout: Layout, hw: Hardware, *,
+                   rate: ComputeRate | None = None) -> float:
+    """Seconds per step the last pipeline stage spends on the output layer (the vocabulary
+    projection, ``2 s b h v`` FLOPs forward, twice that backward, every microbatch), on one of
+    its ``tp * cp`` GPUs: the work only the last stage does (part of :func:`stage_flops` with
+    ``last=True``), which leaves every other stage waiting that long."""
+    rate = shipped_rate() if rate is None else rate
+    per_s = rate.flops_per_s_dtype(hw, model.hidden // layout.tp, layout.compute_dtype)
+    forward = 2 * model.seq_len * layout.micro_batch * model.hidden * model.vocab \
+        / (layout.tp * layout.cp)
+    return 3 * forward / per_s * layout.microbatches
+
+
 def model_flops_per_step(model: ModelSpec, layout: Layout) -> float:
     """The model's FLOPs per step as MFU counts them: three times the forward's (forward and
     backward, no recompute) over ``global_batch`` sequences, attention counted whole
@@ -123,7 +140,9 @@ class StepEstimate:
 
     ``compute_s``: the busiest pipeline rank's compute; ``tp_s``, ``cp_s``: exposed tensor-
     and context-parallel communication on that rank; ``fsdp_s``: exposed ZeRO-3 gathers and
-    reductions; ``bubble_s``: the pipeline's idle time and transfers on that rank;
+    reductions; ``bubble_s``: that rank's idle time in the pipeline (waiting on other stages
+    and on transfers), what the pipeline adds to its work (not the bubble fraction of every
+    rank's time, :attr:`~distlab.pipeline_parallel.simulate.Simulation.bubble_fraction`);
     ``dp_s``: exposed gradient reduction and parameter gather; ``optimizer_s``: the
     optimizer's step after the backward; ``step_s`` their sum.
     """
@@ -266,7 +285,10 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
                            + (tp_f if _repeats_tp_forward(layout) else 0.0))
         cp_s = layers * (cp_f + cp_b)
         params = stage_params(model, layout, (s,)).total
-        fsdp = _fsdp_exposed(model, layout, hw, layers, params, fwd_c, bwd_c)
+        # a layer's gather hides behind the neighbouring layer as it runs on the compute
+        # stream: its compute and the tp/cp collectives it waits for
+        fsdp = _fsdp_exposed(model, layout, hw, layers, params, fwd_c + tp_fwd + layers * cp_f,
+                             bwd_c + tp_bwd + layers * cp_b)
         out.append(_StageSeconds(fwd_c + tp_fwd + layers * cp_f + fsdp[0],
                                  bwd_c + tp_bwd + layers * cp_b + fsdp[1],
                                  fwd_c + bwd_c, tp_fwd + tp_bwd, cp_s, fsdp[0] + fsdp[1],
@@ -327,7 +349,9 @@ def _cp_layer_exposed(model: ModelSpec, layout: Layout, hw: Hardware,
 def _fsdp_exposed(model: ModelSpec, layout: Layout, hw: Hardware, layers: int, params: int,
                   fwd_s: float, bwd_s: float) -> tuple[float, float]:
     """Exposed seconds of ZeRO 3's per-layer gathers and reductions for one microbatch of a
-    stage: ``(forward, backward)``."""
+    stage: ``(forward, backward)``; ``fwd_s`` and ``bwd_s`` are the stage's forward and
+    backward as they run on the compute stream (compute and exposed tp/cp collectives), the
+    window the next layer's gather (and the last layer's reduction) hides behind."""
     if layout.zero != 3 or layout.pp > 1 or layout.dp * layout.cp == 1 or layers == 0:
         return 0.0, 0.0  # under a pipeline, FSDP gathers once a step (see _dp_exposed)
     span = group_span(layout.dp * layout.cp, layout.tp, hw.gpus_per_node)

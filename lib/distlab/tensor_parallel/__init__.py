@@ -6,9 +6,10 @@
   the ``"tp"`` group and :class:`~distlab.pipeline_parallel.PipelineStage` given the ``"pp"``
   group, see :mod:`distlab.pipeline_parallel.runtime.stage`); :func:`check_mesh_shape` and
   :func:`mesh_groups`, the same layout with no process group (checks before any rank starts).
-- :mod:`~distlab.tensor_parallel.comm`: Megatron's f and g and sequence parallelism's gather and
-  reduce-scatter as autograd Functions over a :class:`TPComm` (collectives counted per kind,
-  optionally traced on a :class:`~distlab.timeline.Timeline`).
+- :mod:`~distlab.tensor_parallel.comm`: tensor parallelism's f and f_bar and sequence
+  parallelism's g and g_bar (the gather and reduce-scatter) as autograd Functions over a
+  :class:`TPComm` (collectives counted per kind, optionally traced on a
+  :class:`~distlab.timeline.Timeline`).
 - :mod:`~distlab.tensor_parallel.style` and :mod:`~distlab.tensor_parallel.parallelize`: torch's
   ``ColwiseParallel``, ``RowwiseParallel``, ``SequenceParallel``, ``PrepareModuleInput`` and
   ``parallelize_module`` (``head_counts=``: an attention split by heads), on plain local
@@ -16,42 +17,45 @@
   starts.
 - :mod:`~distlab.tensor_parallel.loss`: :func:`loss_parallel_cross_entropy`, cross entropy of
   logits sharded on the vocabulary (last) dimension.
-- :mod:`~distlab.tensor_parallel.cost` (pure): a transformer layer's f/g collectives with and
-  without sequence parallelism, priced by the gloo calibration here or NCCL's model for a named
-  box, inside one node or across nodes; :mod:`~distlab.tensor_parallel.memory` (pure): activation
-  bytes per layer per rank (Korthikanti et al. 2022), term by term and as Table 2's closed forms.
+- :mod:`~distlab.tensor_parallel.cost` (pure): a transformer layer's collectives (f and f_bar,
+  or g and g_bar with sequence parallelism), priced by the gloo calibration here or NCCL's
+  model for a named box, inside one node or across nodes;
+  :mod:`~distlab.tensor_parallel.memory` (pure): activation bytes per layer per rank
+  (Korthikanti et al. 2022), term by term and as Table 2's closed forms.
+
+Importing the package imports no torch (the planner reads the pure :mod:`.cost` and
+:mod:`.memory` through it): each name below is imported from its module, with torch, when first
+read.
 """
 
-from distlab.tensor_parallel.comm import (
-    TPComm,
-    copy_to_tp_region,
-    gather_from_sp_region,
-    gather_from_tp_region,
-    reduce_from_tp_region,
-    reduce_scatter_to_sp,
-    split_to_tp_region,
-)
-from distlab.tensor_parallel.loss import loss_parallel_cross_entropy
-from distlab.tensor_parallel.mesh import DeviceMesh, check_mesh_shape, init_mesh, mesh_groups
-from distlab.tensor_parallel.parallelize import (
-    check_plan,
-    parallelize_module,
-    resolve_head_counts,
-    resolve_plan,
-)
-from distlab.tensor_parallel.style import (
-    ColwiseParallel,
-    ParallelStyle,
-    PrepareModuleInput,
-    Replicate,
-    RowwiseParallel,
-    SequenceParallel,
-    Shard,
-)
+from __future__ import annotations
 
-__all__ = ["ColwiseParallel", "DeviceMesh", "ParallelStyle", "PrepareModuleInput", "Replicate",
-           "RowwiseParallel", "SequenceParallel", "Shard", "TPComm", "check_mesh_shape",
-           "check_plan", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
-           "init_mesh", "loss_parallel_cross_entropy", "mesh_groups", "parallelize_module",
-           "reduce_from_tp_region", "reduce_scatter_to_sp", "resolve_head_counts", "resolve_plan",
-           "split_to_tp_region"]
+import importlib
+from typing import Any
+
+_HOMES = {
+    "comm": ("TPComm", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
+             "reduce_from_tp_region", "reduce_scatter_to_sp", "split_to_tp_region"),
+    "loss": ("loss_parallel_cross_entropy",),
+    "mesh": ("DeviceMesh", "check_mesh_shape", "init_mesh", "mesh_groups"),
+    "parallelize": ("check_plan", "parallelize_module", "resolve_head_counts", "resolve_plan"),
+    "style": ("ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "Replicate",
+              "RowwiseParallel", "SequenceParallel", "Shard"),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    """A public name of the package, imported from its module on first use."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

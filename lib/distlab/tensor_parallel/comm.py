@@ -1,4 +1,5 @@
-"""Megatron's f and g, and sequence parallelism's gather and scatter, as autograd Functions.
+"""Tensor parallelism's f and f_bar, and sequence parallelism's g and g_bar, as autograd
+Functions (Korthikanti et al. 2022's names; Megatron-LM's first paper calls f_bar g).
 
 Each Function names the collective its forward and its backward run over one tensor-parallel
 group (a :class:`TPComm`):
@@ -6,10 +7,10 @@ group (a :class:`TPComm`):
 ==============================  ==============================  ==============================
 Function                        forward                         backward
 ==============================  ==============================  ==============================
-:func:`copy_to_tp_region`       identity (Megatron's f)         all_reduce of the gradient
-:func:`reduce_from_tp_region`   all_reduce (Megatron's g)       identity
-:func:`gather_from_sp_region`   all_gather along ``dim``        reduce_scatter along ``dim``
-:func:`reduce_scatter_to_sp`    reduce_scatter along ``dim``    all_gather along ``dim``
+:func:`copy_to_tp_region`       identity (f)                    all_reduce of the gradient
+:func:`reduce_from_tp_region`   all_reduce (f_bar)              identity
+:func:`gather_from_sp_region`   all_gather along ``dim`` (g)    reduce_scatter along ``dim``
+:func:`reduce_scatter_to_sp`    reduce_scatter (g_bar)          all_gather along ``dim``
 :func:`gather_from_tp_region`   all_gather along ``dim``        own chunk of the gradient
 :func:`split_to_tp_region`      own chunk along ``dim``         all_gather along ``dim``
 ==============================  ==============================  ==============================
@@ -255,12 +256,13 @@ def grad_reduced_by(x: torch.Tensor) -> TPComm | None:
 
 
 def copy_to_tp_region(x: torch.Tensor, comm: TPComm) -> torch.Tensor:
-    """Megatron's f: ``x`` unchanged; its gradient all-reduced over ``comm``'s group."""
+    """f: ``x`` unchanged; its gradient all-reduced over ``comm``'s group."""
     return _CopyToTP.apply(x, comm)
 
 
 def reduce_from_tp_region(x: torch.Tensor, comm: TPComm) -> torch.Tensor:
-    """Megatron's g: ``x`` all-reduced (summed) over the group; its gradient unchanged."""
+    """f_bar (Megatron-LM's first paper's g): ``x`` all-reduced (summed) over the group; its
+    gradient unchanged."""
     return _ReduceFromTP.apply(x, comm)
 
 

@@ -4,11 +4,13 @@ Megatron-LM's tensor parallelism (Shoeybi et al. 2019, "Megatron-LM: Training Mu
 Parameter Language Models Using Model Parallelism", section 3) splits the attention block and
 the MLP of a layer over ``t`` ranks: a column-parallel first linear (QKV, the MLP's first
 linear) and a row-parallel second one (the attention's output projection, the MLP's second
-linear). Two conjugate operators join them to the replicated rest of the layer:
+linear). Two conjugate operators join them to the replicated rest of the layer, named as
+Korthikanti et al. 2022 (figure 4) name them, so that each name means one operator (Shoeybi et
+al. call ``f_bar`` ``g``):
 
 - ``f`` before each block: the identity in forward, an all-reduce of the input gradient in
   backward;
-- ``g`` after each block: an all-reduce of the partial outputs in forward, the identity in
+- ``f_bar`` after each block: an all-reduce of the partial outputs in forward, the identity in
   backward.
 
 So a layer runs 2 all-reduces in forward (attention output, MLP output) and 2 in backward (the
@@ -16,7 +18,7 @@ gradients of the attention and MLP inputs), each of the activation ``s * b * h``
 
 With sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", section 4.2.2, figure 5) the replicated parts (layer norms,
-dropouts) run on ``s / t`` of the sequence each, and the operators become ``g`` (all-gather of
+dropouts) run on ``s / t`` of the sequence each, and ``f`` and ``f_bar`` become ``g`` (all-gather of
 the sequence-sharded input before the column-parallel linear in forward, reduce-scatter of its
 gradient in backward) and ``g_bar`` (reduce-scatter after the row-parallel linear in forward,
 all-gather of the gradient in backward). A ring all-reduce *is* a reduce-scatter followed by an
@@ -182,10 +184,11 @@ class TPCollective:
         collective: its name (:data:`distlab.vocabulary.COLLECTIVES`, torch's spelling).
         phase: ``"forward"`` or ``"backward"`` (:data:`PASSES`).
         where: where in the layer, in words.
-        operator: Megatron's conjugate operator it belongs to: ``"f"``, ``"g"`` (without
-            sequence parallelism, or the all-gather side with it), ``"g_bar"`` (the
-            reduce-scatter side), or ``"regather"`` (a column-parallel input gathered again in
-            backward for its weight gradient).
+        operator: the conjugate operator it belongs to (Korthikanti et al.'s names): without
+            sequence parallelism ``"f"`` (before a block) or ``"f_bar"`` (after it), with it
+            ``"g"`` (before: the all-gather side) or ``"g_bar"`` (after: the reduce-scatter
+            side), or ``"regather"`` (a column-parallel input gathered again in backward for
+            its weight gradient).
         nbytes: the whole tensor of the call, bytes (see the module docstring: the all-reduced
             buffer, the gathered output, the reduce-scatter's input).
         world_size: ranks in the call (the tensor-parallel degree).
@@ -211,8 +214,8 @@ def _no_sp(nbytes: int, tp: int) -> tuple[TPCollective, ...]:
         return TPCollective(ALL_REDUCE, phase, where, op, nbytes, tp)
 
     return (
-        call(FORWARD, "attention output (after the row-parallel output projection)", "g"),
-        call(FORWARD, "MLP output (after the row-parallel second linear)", "g"),
+        call(FORWARD, "attention output (after the row-parallel output projection)", "f_bar"),
+        call(FORWARD, "MLP output (after the row-parallel second linear)", "f_bar"),
         call(BACKWARD, "MLP input (gradient of the column-parallel first linear's input)", "f"),
         call(BACKWARD, "attention input (gradient of the column-parallel QKV input)", "f"),
     )

@@ -173,7 +173,8 @@ def tp_mlp_rank(rank: int, world_size: int, hidden: int, ffn: int, seq_len: int,
                                 backward="all_gather"),
                       BlockStep("activation", "out", tuple(y.shape), act_full)]
         else:
-            steps += [BlockStep("operator", "g", forward="all_reduce", backward="identity"),
+            steps += [BlockStep("operator", "f_bar", forward="all_reduce",
+                                backward="identity"),
                       BlockStep("activation", "out", tuple(y.shape), act_full)]
         out["tp+sp" if sp else "tp"] = {
             "out": y.detach(), "x_grad": x_in.grad.clone(), "grads": grads,

@@ -10,17 +10,17 @@ is this rank's contiguous chunk along ``d`` (chunks in rank order, equal sizes).
 What each style does to a module (``p`` ranks, this rank ``r``):
 
 - ``ColwiseParallel`` on ``nn.Linear``: keeps rows ``r`` of ``p`` of the weight and bias (output
-  features); input ``Replicate`` goes through Megatron's f (gradient all-reduced), input
+  features); input ``Replicate`` goes through f (gradient all-reduced), input
   ``Shard(d)`` is all-gathered along ``d`` (gradient reduce-scattered); output ``Shard(-1)``
   stays local, ``Replicate`` is all-gathered. On ``nn.Embedding``: columns of the table.
 - ``RowwiseParallel`` on ``nn.Linear``: keeps columns ``r`` of ``p`` of the weight (input
-  features) and the whole bias; output ``Replicate`` is Megatron's g (all-reduce, then the
+  features) and the whole bias; output ``Replicate`` is f_bar (all-reduce, then the
   bias), ``Shard(d)`` a reduce-scatter along ``d`` (the bias added on rank 0 before it). On
   ``nn.Embedding``: rows ``r`` of ``p`` of the table (a slice of the vocabulary), ids outside
   it give zeros before the reduction.
 - ``SequenceParallel`` on ``nn.LayerNorm``, ``nn.RMSNorm`` and ``nn.Dropout``: parameters stay
   whole on every rank; the input is this rank's sequence chunk; the parameters' gradients,
-  partial sums over the chunks, are all-reduced (Megatron's f on each parameter).
+  partial sums over the chunks, are all-reduced (f on each parameter).
 - ``PrepareModuleInput`` on any module: each positional input goes from its layout to the
   desired one before the module runs (``Shard(d)`` -> ``Replicate``: all-gather along ``d``).
   With ``use_local_output=False`` (torch's default, where torch hands on a DTensor) the output

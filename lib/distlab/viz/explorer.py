@@ -18,6 +18,13 @@ every change of a control calls :meth:`Explorer.update`, which
 The image is a widget value, so it shows the same in JupyterLab, in a saved notebook's widget
 state and in a test without a browser, and it needs no IPython display hook or inline backend.
 
+No change is lost. JupyterLab (4.4 on, with ipykernel 7) sends widget messages over kernel
+subshells, so a control's change can arrive on another thread while an update is drawing: such
+a change marks the update pending, and the update in progress draws again once it ends, with
+every control's value as it is then. The figure always ends on the controls' values, however
+quickly two controls move. A change made by :meth:`Explorer.settle` or :meth:`Explorer.draw` on
+the updating thread is part of that update and starts none.
+
 What notebooks and tests read afterwards: ``summary`` (str), ``figure`` (the last Figure),
 ``png`` (its bytes: what ``image`` shows), ``widget`` (the box to display: the control rows,
 the summary line, the image). A subclass that leaves out a method its base declares abstract
@@ -27,6 +34,7 @@ gets a ``TypeError`` at construction naming each missing method.
 from __future__ import annotations
 
 import html
+import threading
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -74,7 +82,10 @@ class Explorer:
         self.figure: Figure | None = None
         self.png = b""
         self._dpi = dpi
-        self._updating = False
+        self._state = threading.Lock()     # guards the three fields below
+        self._pending = False              # a change arrived that no drawing has seen
+        self._running = False              # an update is in progress (on some thread)
+        self._drawing_on: int | None = None  # the thread inside settle()/draw(), if any
         self._controls = tuple(controls)
         for control in self._controls:
             control.observe(self._control_changed, names="value")
@@ -93,13 +104,34 @@ class Explorer:
         """
 
     def update(self) -> None:
-        """Settle the controls, draw, and render the figure and summary (once each)."""
-        self._updating = True
+        """Settle the controls, draw, and render the figure and summary (once each); called
+        while another update is in progress (another thread), mark it pending instead: the
+        update in progress renders again when it ends, until no change is left unseen."""
+        with self._state:
+            self._pending = True
+            if self._running:
+                return
+            self._running = True
+        try:
+            while True:
+                with self._state:
+                    if not self._pending:
+                        self._running = False
+                        return
+                    self._pending = False
+                self._render()
+        except BaseException:
+            with self._state:
+                self._running = self._pending = False
+            raise
+
+    def _render(self) -> None:
+        self._drawing_on = threading.get_ident()
         try:
             self.settle()
             drawing = self.draw()
         finally:
-            self._updating = False
+            self._drawing_on = None
         if not isinstance(drawing, Drawing) or not isinstance(drawing.figure, Figure) \
                 or not isinstance(drawing.summary, str):
             raise TypeError(f"{type(self).__name__}.draw() must return Drawing(figure: "
@@ -121,8 +153,9 @@ class Explorer:
         self.summary_html.value = "<br>".join(lines)
 
     def _control_changed(self, change: Any) -> None:
-        if not self._updating:  # a change settle() made is part of the update in progress
-            self.update()
+        if self._drawing_on == threading.get_ident():
+            return  # settle() or draw() moved a control: part of the update in progress
+        self.update()
 
 
 def _abstract_methods(cls: type) -> list[str]:

@@ -83,8 +83,10 @@ SCHEDULE_COLOURS: dict[str, str] = {
 #: split of the published runs it is judged on (``calibration`` is the span kind's grey).
 PLAN_COLOURS: dict[str, str] = {
     "parameters": "#08519c", "gradients": "#6baed6", "optimizer state": "#54278f",
-    "activations": "#e6550d", "gathered, buffers, overhead": "#bdbdbd",
+    "activations": "#e6550d", "gathered, buffers, transients": "#bdbdbd",
+    "allocator reserve": "#fdd0a2", "outside the allocator": "#636363",
     "tp/cp exposed": "#dd1c77", "dp/fsdp exposed": "#fec44f", "held out": "#2b8cbe",
+    "optimizer step": "#74c476",
 }
 
 

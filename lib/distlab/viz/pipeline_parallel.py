@@ -70,6 +70,7 @@ _AXES_MARGIN_IN = 1.1     # figure width the y tick labels and padding take
 _DIGIT_EM = 0.64          # width of a digit in DejaVu Sans, in ems
 _MAX_FONT = 7.5
 _MIN_FONT = 5.5
+_LABEL_PAD_PT = 2.0       # clear space each side of a box's label
 
 
 def _height_in(rows: int) -> float:
@@ -77,9 +78,11 @@ def _height_in(rows: int) -> float:
 
 
 def _font_for(box_w_pt: float, box_h_pt: float, lines: Sequence[str]) -> float | None:
-    """The largest font (points, <= 7.5) at which ``lines`` fit a box, or None below 5.5."""
+    """The largest font (points, <= 7.5) at which ``lines`` fit a box with ``_LABEL_PAD_PT``
+    clear on each side (so the labels of neighbouring boxes never read as one number), or None
+    below 5.5."""
     chars = max(len(t) for t in lines)
-    size = min(_MAX_FONT, 0.85 * box_w_pt / (_DIGIT_EM * chars),
+    size = min(_MAX_FONT, (box_w_pt - 2 * _LABEL_PAD_PT) / (_DIGIT_EM * chars),
                0.8 * box_h_pt / (1.25 * len(lines)))
     return size if size >= _MIN_FONT else None
 

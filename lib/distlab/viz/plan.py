@@ -7,8 +7,8 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   red, and a bar taller than the axes is cut at the top with its total written in it.
 - :func:`step_figure`: the same layouts' steps as stacked bars by part (:data:`STEP_PARTS`),
   tokens per second per GPU above each bar; a layout that does not fit is drawn faded.
-- :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the fastest layout
-  that fits (as :func:`~distlab.plan.planner.plan` ranks them) and its tokens/s per GPU for
+- :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the first layout of
+  :func:`~distlab.plan.planner.plan`'s ranking (the command's first) and its tokens/s per GPU for
   each GPU count, one panel per series (another sequence length, another network), each point
   labelled with the layout's :func:`short_label`.
 - :func:`judged_figure`: the planner judged
@@ -22,8 +22,8 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   (:func:`distlab.plan.__main__.plan_rows`), in a few of its columns (:data:`PLAN_COLUMNS`,
   :data:`MEMORY_COLUMNS`, :data:`STEP_COLUMNS`: narrow enough for a notebook).
 - :class:`PlannerExplorer`: model preset, GPUs, GPU kind, network, sequence length and global
-  batch -> :func:`~distlab.plan.planner.plan`'s fastest layouts: their memory and step, and a
-  table under the figure.
+  batch -> the first layouts of :func:`~distlab.plan.planner.plan`'s ranking: their memory and
+  step, and a table under the figure; :func:`plan_summary`, its line above the figure.
 
 Colours are :mod:`distlab.viz.palette`'s (:data:`~distlab.viz.palette.PLAN_COLOURS`, and the
 span kinds' ``compute`` and ``bubble``). Every figure is made with
@@ -57,20 +57,20 @@ from distlab.plan.layout import (
     hardware,
 )
 from distlab.plan.model import PRESETS, ModelSpec, model_spec
-from distlab.plan.planner import LayoutPrice, Plan, plan
+from distlab.plan.planner import TIE, LayoutPrice, Plan, plan
 from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
-from distlab.viz.palette import colour, colours
+from distlab.viz.palette import colour
 from distlab.viz.pipeline_parallel import simulation_gantt
 from distlab.vocabulary import size_in
 
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
            "STEP_PARTS", "PlannerExplorer",
            "ScalingSeries", "best_by_gpus", "judged_figure", "kernels_figure", "memory_figure",
-           "pipeline_figure",
-           "plan_table", "scaling_figure", "scaling_table", "short_label", "step_figure"]
+           "pipeline_figure", "plan_summary", "plan_table", "scaling_figure", "scaling_table",
+           "short_label", "step_figure"]
 
 #: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
 FIG_WIDTH_IN = 9.2
@@ -81,13 +81,14 @@ GIB = 2**30
 MEMORY_PARTS: dict[str, tuple[str, ...]] = {
     "parameters": ("params",), "gradients": ("grads",), "optimizer state": ("optimizer",),
     "activations": ("activations",),
-    "gathered, buffers, overhead": ("gathered", "comm_buffers", "overhead"),
+    "gathered, buffers, transients": ("gathered", "comm_buffers", "working"),
+    "allocator reserve": ("allocator",), "outside the allocator": ("device",),
 }
 #: The stacks of :func:`step_figure`: palette name -> the parts of a
 #: :class:`~distlab.plan.step.StepEstimate` it sums (bottom to top).
 STEP_PARTS: dict[str, tuple[str, ...]] = {
     "compute": ("compute",), "tp/cp exposed": ("tp", "cp"), "dp/fsdp exposed": ("dp", "fsdp"),
-    "bubble": ("bubble",),
+    "bubble": ("bubble",), "optimizer step": ("optimizer",),
 }
 
 
@@ -115,6 +116,7 @@ _SERIES = ("#222222", "#1b9e77", "#d95f02", "#7570b3")   # no palette names draw
 _LINE = "0.55"
 _BEHIND = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
            "alpha": 0.8}
+_OPAQUE = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"}
 
 
 def short_label(layout: Layout) -> str:
@@ -188,6 +190,16 @@ def _gib(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
 
 
+def _label_height(ax: Any, text: str, fontsize: float) -> float:
+    """The height of ``text`` at ``fontsize`` points (its box's padding included) in ``ax``'s
+    data units, from the axes' size in the figure (its y limits already set)."""
+    lines = text.count("\n") + 1
+    points = fontsize * (1.1 * lines + 0.5)
+    height_in = ax.get_position().height * ax.figure.get_size_inches()[1]
+    low, high = ax.get_ylim()
+    return points / 72.0 / max(height_in, 1e-9) * (high - low)
+
+
 def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: Any = None,
                   cap: float = 2.2, fontsize: float = 8.0) -> Any:
     """Memory per GPU of each of ``prices`` (one GPU kind), stacked by :data:`MEMORY_PARTS` in
@@ -211,6 +223,7 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
                edgecolor=_EDGE, linewidth=0.3, label=name)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.axhline(limit, color="black", ls="--", lw=1.0, label=f"GPU memory ({_gib(limit)} GiB)")
+    ax.set_ylim(0, top)
     for i, (total, p) in enumerate(zip(totals, prices, strict=True)):
         text = f"{_gib(total)} GiB" + ("" if p.fits else "\ndoes not fit")
         c = "black" if p.fits else _NOT_FIT
@@ -220,9 +233,12 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
                     bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": c,
                           "linewidth": 0.6})
         else:
-            ax.text(i, total + top * 0.015, text, ha="center", va="bottom", fontsize=fontsize,
+            # a label that would sit on the GPU-memory line goes above it
+            y = total + top * 0.015
+            if y <= limit + top * 0.005 and y + _label_height(ax, text, fontsize) >= limit:
+                y = limit + top * 0.012
+            ax.text(i, y, text, ha="center", va="bottom", fontsize=fontsize,
                     color=c, linespacing=1.1, bbox=_BEHIND)
-    ax.set_ylim(0, top)
     _layout_ticks(ax, prices, fontsize)
     ax.set_ylabel("GiB per GPU")
     ax.grid(axis="y", alpha=0.3)
@@ -278,8 +294,8 @@ def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: 
 
 @dataclass(frozen=True)
 class ScalingSeries:
-    """The fastest layout that fits (``None``: nothing fits) of ``model`` for each GPU count
-    of ``gpus``, on one GPU kind and network, ``global_batch`` sequences per step."""
+    """The first layout of the planner's ranking (``None``: nothing fits) of ``model`` for each
+    GPU count of ``gpus``, on one GPU kind and network, ``global_batch`` sequences per step."""
 
     label: str
     model: ModelSpec
@@ -301,9 +317,10 @@ def best_by_gpus(model: ModelSpec | str, gpus: Sequence[int], global_batch: int,
                  **choices: Any) -> ScalingSeries:
     """:func:`~distlab.plan.planner.plan` of ``model`` on each count of ``gpus`` (``gpu``
     GPUs, 8 per node, ``network`` between nodes: :func:`~distlab.plan.layout.hardware`'s
-    default when None) for ``global_batch`` sequences; its fastest layout each time.
-    ``choices`` narrow the layouts tried (``micro_batches=(1,)``: a third of the time);
-    ``label`` names the series (default the model, sequence and network)."""
+    default when None) for ``global_batch`` sequences; the first of its ranking each time, as
+    ``python -m distlab.plan`` ranks it. ``choices`` narrow the layouts tried
+    (``micro_batches=(1,)``: a third of the time; the command tries them all); ``label`` names
+    the series (default the model, sequence and network)."""
     spec = model_spec(model) if not isinstance(model, ModelSpec) else model
     counts = tuple(int(g) for g in gpus)
     if not counts:
@@ -333,9 +350,10 @@ def scaling_table(series: ScalingSeries) -> str:
 def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
                    fontsize: float = 7.0) -> Any:
     """Tokens/s per GPU of the best layout against the GPU count (log 2), one panel per
-    series (its points and line in black, the other series faint behind for comparison),
-    each point labelled with its layout's :func:`short_label`; a count where nothing fits is
-    an ``x`` on the axis marked ``nothing fits``. Returns the Figure."""
+    series (its points and line in its colour, the other series faint grey behind for
+    comparison, both named in a legend under the panels), each point labelled with its
+    layout's :func:`short_label` on a white box the grey lines pass behind; a count where
+    nothing fits is an ``x`` on the axis marked ``nothing fits``. Returns the Figure."""
     series = list(series)
     if not series:
         raise ValueError("series must hold at least one ScalingSeries, got none")
@@ -345,7 +363,7 @@ def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
                             f"{type(s).__name__}")
     values = [t for s in series for t in s.tokens_per_s_per_gpu() if t is not None]
     top = max(values, default=1.0) * 1.42
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 0.55 + 2.05 * len(series)))
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 0.85 + 2.05 * len(series)))
     axes = fig.subplots(len(series), 1, squeeze=False, sharex=True, sharey=True)[:, 0]
     counts = sorted({g for s in series for g in s.gpus})
     for k, (ax, s) in enumerate(zip(axes, series, strict=True)):
@@ -369,7 +387,7 @@ def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
                 ax.annotate(short_label(b.layout), (g, b.step.tokens_per_s_per_gpu),
                             xytext=(0, 5), textcoords="offset points", ha="center",
                             va="bottom", fontsize=fontsize, linespacing=1.0, color=c,
-                            bbox=_BEHIND)
+                            bbox=_OPAQUE, zorder=4)   # the faint lines pass behind it
         ax.set_title(f"{s.label}, global batch {s.global_batch}", fontsize="medium",
                      loc="left", color=c)
         ax.set_ylabel("tokens/s per GPU", fontsize="small")
@@ -382,6 +400,13 @@ def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
     ax.set_xlim(lo / 1.45, hi * 1.45)
     ax.set_ylim(0, top)
     ax.set_xlabel("GPUs")
+    handles = [Line2D([], [], color=_SERIES[0], marker="o", lw=1.6, ms=5,
+                      label="the panel's series: its best layout at each count, labelled")]
+    if len(series) > 1:
+        handles.append(Line2D([], [], color=_LINE, lw=0.9, alpha=0.6,
+                              label="the other panels' series, for comparison"))
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize="small", frameon=False)
+    fig.get_layout_engine().set(rect=(0, 0.045 if len(series) > 1 else 0.06, 1, 0.955))
     if title:
         fig.suptitle(title, fontsize="medium")
     return fig
@@ -473,9 +498,10 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
         if not doc.get("gpu_kind"):
             raise ValueError(f"{label}: the bench priced no GPU kind (a CPU run?); nothing to "
                              "set beside the planner")
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 4.2))
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 4.6))
     left, right = fig.subplots(1, 2)
-    shade = colours(list(documents))
+    shade = {label: _SERIES[1 + i % (len(_SERIES) - 1)] for i, label in enumerate(documents)}
+    hollow = {label: i % 2 == 1 for i, label in enumerate(documents)}   # the second drawn open
     widths = [r["width"] for d in documents.values() for r in d["rows"]]
     ticks = [2 ** k for k in range(8, 16) if min(widths) / 2 < 2 ** k < max(widths) * 2]
     curve = [2 ** (k / 4) for k in range(4 * 8, 4 * 15)]   # 256 .. 16384
@@ -483,7 +509,9 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
     for label, doc in documents.items():
         layers = [r for r in doc["rows"] if r["product"] == "layer"]
         left.scatter([r["width"] for r in layers], [r["efficiency"] for r in layers], s=30,
-                     color=shade[label], label=f"{label}: one layer's matmuls", zorder=3)
+                     facecolors="none" if hollow[label] else shade[label],
+                     edgecolors=shade[label], linewidths=1.2,
+                     label=f"{label}: one layer's matmuls", zorder=3)
         hw = Hardware(gpu_kind(doc["gpu_kind"]), 1, gpus_per_node=1)
         key = rate_key(hw, "bf16")
         if key not in drawn:   # one curve per architecture: H100 and H200 share theirs
@@ -511,8 +539,10 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
             lengths.update(seqs)
             right.plot(seqs, [statistics.median(attention_factor(rate, hw.gpu, r["tflops"] * 1e12)
                                                 for r in mine if r["seq_len"] == s)
-                              for s in seqs], "-", marker=markers.get(backend, "o"),
-                       color=shade[label], lw=1, ms=5, label=f"{label}: {backend}")
+                              for s in seqs], "--" if hollow[label] else "-",
+                       marker=markers.get(backend, "o"), color=shade[label], lw=1.3, ms=5,
+                       mfc="white" if hollow[label] else shade[label],
+                       label=f"{label}: {backend}")
     arch_hw = Hardware(gpu_kind(next(iter(documents.values()))["gpu_kind"]), 1,
                        gpus_per_node=1)
     for backend, style in (("flash", ":"), ("cudnn", "--")):
@@ -527,8 +557,8 @@ def kernels_figure(documents: Mapping[str, Mapping[str, Any]], *,
     top = max([max(line.get_ydata()) for line in right.get_lines()] + [0.1])
     right.set_ylim(0, 1.6 * top)   # room above the curves for the legend
     right.set_xlabel("tokens per sequence")
-    right.set_ylabel("attention rate / (peak x efficiency)")
-    right.set_title("causal attention kernels (median of the models)", fontsize="medium")
+    right.set_ylabel("attention FLOP/s / (16-bit peak x efficiency)")
+    right.set_title("causal attention kernels, in the planner's units", fontsize="medium")
     right.grid(alpha=0.3)
     right.legend(fontsize="x-small", loc="upper left", ncol=2)
     return fig
@@ -577,7 +607,7 @@ def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
 
 
 class PlannerExplorer(Explorer):
-    """The planner for chosen settings: the fastest layouts that fit, their memory and step.
+    """The planner for chosen settings: the first layouts of its ranking, their memory and step.
 
     Controls: ``model`` (a preset of :data:`~distlab.plan.model.PRESETS`), ``gpus``, ``gpu``
     (a kind of :data:`~distlab.plan.layout.GPU_KINDS`), ``network`` (between nodes, a key of
@@ -585,8 +615,9 @@ class PlannerExplorer(Explorer):
     ``seq_len`` and ``global_batch`` (sequences per step). Each change runs
     :func:`~distlab.plan.planner.plan` (under a second for an 8B model on a few nodes; several
     seconds for a 70B-class model on 64 GPUs or more on a 2-core machine, the first time: the
-    pipeline schedules' plans are cached after) and draws the ``top`` fastest layouts that fit
-    (where none fits, the least short) with :func:`memory_figure` above :func:`step_figure`;
+    pipeline schedules' plans are cached after) and draws the ``top`` first layouts of its
+    ranking (where none fits, the least short) with :func:`memory_figure` above
+    :func:`step_figure`, the line above it from :func:`plan_summary`;
     the table under the figure (``table``, an HTML widget) gives their numbers in
     :data:`PLAN_COLUMNS`. ``plan`` is the last :class:`~distlab.plan.planner.Plan` (None with
     ``error`` saying why), ``seconds`` how long it took.
@@ -648,8 +679,7 @@ class PlannerExplorer(Explorer):
             return Drawing(_message_figure(self.error), self.error)
         self.plan, self.error = result, ""
         self.seconds = time.perf_counter() - start
-        shown = list(result.ranked[:self.top]) or list(result.rejected[:self.top])
-        tried = len(result.ranked) + len(result.rejected)
+        shown = list(result.ranked) or list(result.rejected)
         took = f"planned in {self.seconds:.1f} s"
         if not shown:
             self.table.value = ""
@@ -657,22 +687,45 @@ class PlannerExplorer(Explorer):
             return Drawing(_message_figure(text), f"{text} ({took})")
         fig = new_figure(figsize=(FIG_WIDTH_IN, 7.4))
         top_ax, bottom_ax = fig.subplots(2, 1, sharex=True)
-        head = "fastest" if result.ranked else "least short (nothing fits)"
-        memory_figure(shown, ax=top_ax, title=f"{spec.name} on {hw.label}: the {len(shown)} "
-                      f"{head}, memory per GPU")
+        head = (f"the first {len(shown)} of the ranking" if result.ranked else
+                f"the {len(shown)} least short (nothing fits)")
+        memory_figure(shown, ax=top_ax, title=f"{spec.name} on {hw.gpus}x {hw.gpu.name}: {head}, "
+                      "memory per GPU")
         step_figure(shown, ax=bottom_ax, title="their step by part; tokens/s per GPU above")
         top_ax.tick_params(labelbottom=False)
         rows = HtmlTable(plan_rows(shown), PLAN_COLUMNS, max_height_px=220)
         self.table.value = rows._repr_html_()
-        best = result.best
-        if best is None:
-            summary = (f"nothing fits: {len(result.rejected)} layouts tried, the least short "
-                       f"{shown[0].layout.label} needs "
-                       f"{size_in(shown[0].memory.total, 'GiB', '.1f')} "
-                       f"per GPU ({took})")
-        else:
-            summary = (f"{len(result.ranked)} of {tried} layouts fit; fastest "
-                       f"{best.layout.label}: {best.step.step_s:.3g} s per step, "
-                       f"{best.step.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU "
-                       f"{best.step.mfu:.0%} ({took})")
-        return Drawing(fig, summary)
+        return Drawing(fig, plan_summary(result, took=took))
+
+
+def plan_summary(result: Plan, *, took: str = "") -> str:
+    """One line on ``result``: the model and GPUs, how many layouts fit, the first of the
+    ranking with its step,
+    tokens/s per GPU and MFU, and, where a layout shown after it runs faster (by less than
+    :data:`~distlab.plan.planner.TIE`, in more memory), which and by how much; where nothing
+    fits, the least short. ``took`` is added in brackets."""
+    if not isinstance(result, Plan):
+        raise TypeError(f"result must be a Plan (distlab.plan.planner.plan), got "
+                        f"{type(result).__name__}")
+    after = f" ({took})" if took else ""
+    hw = result.hardware
+    what = f"{result.model.name} on {hw.gpus}x {hw.gpu.name}: "
+    best = result.best
+    if best is None:
+        if not result.rejected:
+            return what + "; ".join(result.advice) + after
+        least = result.rejected[0]
+        return (f"{what}nothing fits: {result.tried} layouts tried, the least short "
+                f"{least.layout.label} needs {size_in(least.memory.total, 'GiB', '.1f')} per "
+                f"GPU; {result.advice[-1].split('; ')[0]}{after}")
+    text = (f"{what}at most {result.fitting} of {result.tried} layouts fit; first "
+            f"{best.layout.label}: "
+            f"{best.step.step_s:.3g} s per step, {best.step.tokens_per_s_per_gpu:,.0f} "
+            f"tokens/s per GPU, MFU {best.step.mfu:.0%}")
+    faster = min(result.ranked, key=lambda p: p.step.step_s)
+    if faster is not best:
+        gain = best.step.step_s / faster.step.step_s - 1
+        more = (faster.memory.total - best.memory.total) / GIB
+        text += (f"; {faster.layout.label} is {gain:.1%} faster in {more:.1f} GiB more "
+                 f"(the ranking charges memory up to {TIE:.0%} of the step)")
+    return text + after

@@ -25,7 +25,7 @@ from typing import Any
 
 import ipywidgets as w
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.nccl.multinode import NETWORKS
@@ -57,14 +57,20 @@ def _shape_text(shape: Sequence[int]) -> str:
     return "x".join(map(str, shape))
 
 
+#: How an operator's name is drawn: Korthikanti et al.'s f, f-bar, g, g-bar.
+OPERATOR_TEXT = {"f": "$f$", "f_bar": r"$\bar{f}$", "g": "$g$", "g_bar": r"$\bar{g}$"}
+_TEXT_PT = 8.0    # the boxes' and operators' text: at 100 dpi about 11 px
+
+
 def _draw_step(ax: Any, x: float, y: float, step: Any, rank: int, ranks: int) -> None:
-    wd, ht = 0.84, 0.72
+    wd, ht = 0.9, 0.76
     left, bottom = x - wd / 2, y - ht / 2
     if step.kind == "operator":
-        ax.text(x, y + 0.16, step.label, ha="center", va="center", fontsize=9,
-                fontweight="bold")
-        for dy, arrow, name in ((-0.08, ">", step.forward), (-0.28, "<", step.backward)):
-            ax.text(x, y + dy, f"{arrow} {name}", ha="center", va="center", fontsize=6,
+        ax.text(x, y + 0.2, OPERATOR_TEXT.get(step.label, step.label), ha="center",
+                va="center", fontsize=12)
+        for dy, arrow, name in ((-0.08, ">", step.forward), (-0.3, "<", step.backward)):
+            ax.text(x, y + dy, f"{arrow} {name}", ha="center", va="center",
+                    fontsize=_TEXT_PT - 0.5,
                     color="#555555" if name == "identity" else colour(name))
         return
     if step.kind == "weight":
@@ -83,8 +89,8 @@ def _draw_step(ax: Any, x: float, y: float, step: Any, rank: int, ranks: int) ->
     else:
         ax.add_patch(Rectangle((left, bottom), wd, ht, facecolor=_ACTIVATION,
                                edgecolor="#999999", lw=0.8))
-    ax.text(x, y + 0.13, step.label, ha="center", va="center", fontsize=6.5)
-    ax.text(x, y - 0.15, _shape_text(step.shape), ha="center", va="center", fontsize=6.5,
+    ax.text(x, y + 0.16, step.label, ha="center", va="center", fontsize=_TEXT_PT)
+    ax.text(x, y - 0.17, _shape_text(step.shape), ha="center", va="center", fontsize=_TEXT_PT,
             fontweight="bold" if step.shape != step.full_shape else "normal")
 
 
@@ -95,7 +101,7 @@ def block_figure(run: TPRun) -> DisplayFigure:
         raise TypeError(f"run must be a TPRun (run_mlp_tensor_parallel), got "
                         f"{type(run).__name__}")
     cases = list(run.cases.items())
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 0.62 * run.ranks * len(cases) + 1.3))
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 0.8 * run.ranks * len(cases) + 1.3))
     axes = fig.subplots(len(cases), 1, squeeze=False)[:, 0]
     width = max(len(case.steps[0]) for _, case in cases)
     for ax, (name, case) in zip(axes, cases, strict=True):
@@ -104,7 +110,7 @@ def block_figure(run: TPRun) -> DisplayFigure:
             for i, step in enumerate(steps):
                 _draw_step(ax, i, y, step, rank, run.ranks)
                 if i:
-                    ax.plot([i - 1 + 0.43, i - 0.43], [y, y], "-", color="#bbbbbb", lw=0.8)
+                    ax.plot([i - 1 + 0.46, i - 0.46], [y, y], "-", color="#bbbbbb", lw=0.8)
         ax.set_xlim(-0.5, width - 0.5)
         ax.set_ylim(-0.5, run.ranks - 0.5)
         ax.set_yticks(range(run.ranks), [f"rank {r}" for r in reversed(range(run.ranks))])
@@ -201,6 +207,11 @@ def price_figure(hiddens: Sequence[int], tp: int, box: str, networks: Sequence[s
     ax.set_yscale("log")
     ax.set_xticks(list(hiddens), [str(h) for h in hiddens])
     ax.xaxis.set_minor_locator(NullLocator())
+    # every 1, 2 and 5 of each decade labelled, in plain numbers (not only 10^0 and 10^1)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(3.0, 4.0, 6.0, 7.0, 8.0, 9.0)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("hidden size h")
     ax.set_ylabel("ms of collectives per layer")
     ax.grid(alpha=0.3, which="both")

@@ -31,7 +31,6 @@ from distlab.zero.memory_model import (
                                        stage3_memory,
                                        zero_memory,
 )
-from distlab.zero.optimizer import ZeroDataParallel
 from distlab.zero.prefetch_model import StepModel, UnitTimes, crossover, simulate_step, unit_times
 
 __all__ = ["CommCall", "DEEPSPEED_SOURCES", "PRECISIONS", "STAGES", "Stage3Memory", "StateBytes",
@@ -39,3 +38,13 @@ __all__ = ["CommCall", "DEEPSPEED_SOURCES", "PRECISIONS", "STAGES", "Stage3Memor
            "comm_seconds", "comm_volume", "crossover", "deepspeed_estimate",
            "largest_model_that_fits", "simulate_step", "stage3_memory", "unit_comm_calls",
            "unit_times", "zero_comm_calls", "zero_memory"]
+
+
+def __getattr__(name: str) -> object:
+    """:class:`ZeroDataParallel`, the runtime, imported (with torch) on first use, so the pure
+    models import without torch."""
+    if name == "ZeroDataParallel":
+        from distlab.zero.optimizer import ZeroDataParallel
+
+        return ZeroDataParallel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
