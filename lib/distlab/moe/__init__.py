@@ -1,0 +1,41 @@
+"""Mixture of experts and expert parallelism on real ranks.
+
+- :mod:`~distlab.moe.router`: :class:`TokenChoiceRouter`, top-k token-choice routing (softmax
+  or sigmoid scores, optional normalisation over the top k, a capacity factor with token
+  dropping, or dropless) returning a :class:`Routing`; :func:`expert_capacity`,
+  :func:`capacity_mask`.
+- :mod:`~distlab.moe.balance`: :func:`load_balance_loss`, the auxiliary load-balancing loss of
+  Switch, GShard and DeepSeekMoE (and DeepSeek-V3's sequence-wise form), its formula and
+  sources in the module docstring.
+- :mod:`~distlab.moe.experts`: :class:`SwiGLU` (dense, the shared experts) and
+  :class:`GroupedExperts` (``E`` SwiGLU experts stacked ``(E, ...)``; a loop over experts, the
+  reference, and torch's grouped matmul where it runs).
+- :mod:`~distlab.moe.block`: :class:`MoE` from a :class:`MoEConfig`: router, routed experts,
+  shared experts; ``aux_loss`` after each forward.
+"""
+
+from distlab.moe.balance import balance_terms, load_balance_loss
+from distlab.moe.block import MoE, MoEConfig, sort_by_expert
+from distlab.moe.experts import (
+    GroupedExperts,
+    SwiGLU,
+    grouped_mm_problem,
+    swiglu_flops,
+    swiglu_grouped,
+    swiglu_loop,
+)
+from distlab.moe.router import (
+    AUX_LOSS_SCOPES,
+    DROP_POLICIES,
+    SCORE_FUNCS,
+    Routing,
+    TokenChoiceRouter,
+    capacity_mask,
+    expert_capacity,
+    route,
+)
+
+__all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "GroupedExperts", "MoE", "MoEConfig", "Routing",
+           "SCORE_FUNCS", "SwiGLU", "TokenChoiceRouter", "balance_terms", "capacity_mask",
+           "expert_capacity", "grouped_mm_problem", "load_balance_loss", "route",
+           "sort_by_expert", "swiglu_flops", "swiglu_grouped", "swiglu_loop"]
