@@ -12,10 +12,30 @@
   reference, and torch's grouped matmul where it runs).
 - :mod:`~distlab.moe.block`: :class:`MoE` from a :class:`MoEConfig`: router, routed experts,
   shared experts; ``aux_loss`` after each forward.
+- :mod:`~distlab.moe.dispatch` and :mod:`~distlab.moe.expert_parallel`: :class:`ExpertParallel`,
+  torchtitan's parallel style (experts sharded over an ``ep`` mesh dimension; token counts
+  exchanged by an all-to-all, then tokens dispatched and combined by ``all_to_all_single``
+  with those splits, autograd included), applied by torch's or distlab's
+  ``parallelize_module``; :func:`reduce_gradients` for expert-parallel ranks that are
+  data-parallel ranks.
 """
 
 from distlab.moe.balance import balance_terms, load_balance_loss
 from distlab.moe.block import MoE, MoEConfig, sort_by_expert
+from distlab.moe.dispatch import (
+    Dispatched,
+    EPComm,
+    all_to_all,
+    combine,
+    dispatch,
+    expert_major_order,
+)
+from distlab.moe.expert_parallel import (
+    ExpertParallel,
+    ep_group,
+    expert_parameters,
+    reduce_gradients,
+)
 from distlab.moe.experts import (
     GroupedExperts,
     SwiGLU,
@@ -35,7 +55,10 @@ from distlab.moe.router import (
     route,
 )
 
-__all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "GroupedExperts", "MoE", "MoEConfig", "Routing",
-           "SCORE_FUNCS", "SwiGLU", "TokenChoiceRouter", "balance_terms", "capacity_mask",
-           "expert_capacity", "grouped_mm_problem", "load_balance_loss", "route",
-           "sort_by_expert", "swiglu_flops", "swiglu_grouped", "swiglu_loop"]
+__all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "Dispatched", "EPComm",
+           "ExpertParallel", "GroupedExperts", "MoE", "MoEConfig", "Routing", "SCORE_FUNCS",
+           "SwiGLU", "TokenChoiceRouter", "all_to_all", "balance_terms", "capacity_mask", "combine",
+           "dispatch", "ep_group", "expert_capacity", "expert_major_order",
+           "expert_parameters", "grouped_mm_problem", "load_balance_loss",
+           "reduce_gradients", "route", "sort_by_expert", "swiglu_flops", "swiglu_grouped",
+           "swiglu_loop"]
