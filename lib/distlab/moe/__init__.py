@@ -18,6 +18,8 @@
   with those splits, autograd included), applied by torch's or distlab's
   ``parallelize_module``; :func:`reduce_gradients` for expert-parallel ranks that are
   data-parallel ranks.
+- :mod:`~distlab.moe.load` (pure): :func:`expert_load`, tokens per expert and per rank, the
+  imbalance factor and what it costs the slowest rank.
 """
 
 from distlab.moe.balance import balance_terms, load_balance_loss
@@ -44,6 +46,7 @@ from distlab.moe.experts import (
     swiglu_grouped,
     swiglu_loop,
 )
+from distlab.moe.load import ExpertLoad, expert_load, imbalance
 from distlab.moe.router import (
     AUX_LOSS_SCOPES,
     DROP_POLICIES,
@@ -55,10 +58,10 @@ from distlab.moe.router import (
     route,
 )
 
-__all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "Dispatched", "EPComm",
+__all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "Dispatched", "EPComm", "ExpertLoad",
            "ExpertParallel", "GroupedExperts", "MoE", "MoEConfig", "Routing", "SCORE_FUNCS",
            "SwiGLU", "TokenChoiceRouter", "all_to_all", "balance_terms", "capacity_mask", "combine",
-           "dispatch", "ep_group", "expert_capacity", "expert_major_order",
-           "expert_parameters", "grouped_mm_problem", "load_balance_loss",
+           "dispatch", "ep_group", "expert_capacity", "expert_load", "expert_major_order",
+           "expert_parameters", "grouped_mm_problem", "imbalance", "load_balance_loss",
            "reduce_gradients", "route", "sort_by_expert", "swiglu_flops", "swiglu_grouped",
            "swiglu_loop"]
