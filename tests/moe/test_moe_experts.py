@@ -16,6 +16,7 @@ from distlab.moe import (
     GroupedExperts,
     SwiGLU,
     grouped_mm_problem,
+    grouped_mm_reason,
     swiglu_flops,
     swiglu_grouped,
     swiglu_loop,
@@ -125,3 +126,21 @@ def test_dense_swiglu_and_flops():
     torch.testing.assert_close(ffn(x), ref.T, rtol=RTOL, atol=ATOL)
     assert swiglu_flops(8, 12, 5) == 6 * 8 * 12 * 5
     assert float(ffn.w1.weight.detach().abs().max()) <= 2 * 0.02 + 1e-7   # cut at 2 std
+
+
+def test_grouped_path_rules_for_every_device():
+    ok = dict(dim=8, hidden=16, rows=4)
+    assert grouped_mm_reason(torch.float32, "cpu", None, **ok) is None
+    assert grouped_mm_reason(torch.bfloat16, "cuda", (9, 0), **ok) is None
+    assert grouped_mm_reason(torch.bfloat16, "cuda", (8, 0), **ok) is None
+    assert "compute capability 8.0" in grouped_mm_reason(torch.bfloat16, "cuda", (7, 5), **ok)
+    assert "on CUDA takes bfloat16" in grouped_mm_reason(torch.float32, "cuda", (9, 0), **ok)
+    assert "not known to run on mps" in grouped_mm_reason(torch.float32, "mps", None, **ok)
+    assert "no grouped matmul" in grouped_mm_reason(torch.float32, "cpu", None, **ok,
+                                                     available=False)
+    # bfloat16 rows of 8 elements are 16 bytes; float32 rows of 6 are 24
+    assert grouped_mm_reason(torch.bfloat16, "cpu", None, dim=8, hidden=24, rows=1) is None
+    assert "multiple of 16 bytes" in grouped_mm_reason(torch.float32, "cpu", None, dim=6,
+                                                       hidden=16, rows=1)
+    assert "one dtype" in grouped_mm_problem(torch.ones(2, 8), torch.ones(1, 16, 8,
+                                                                         dtype=torch.bfloat16))

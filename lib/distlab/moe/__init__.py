@@ -42,6 +42,7 @@ from distlab.moe.experts import (
     GroupedExperts,
     SwiGLU,
     grouped_mm_problem,
+    grouped_mm_reason,
     swiglu_flops,
     swiglu_grouped,
     swiglu_loop,
@@ -60,8 +61,8 @@ from distlab.moe.router import (
 
 __all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "Dispatched", "EPComm", "ExpertLoad",
            "ExpertParallel", "GroupedExperts", "MoE", "MoEConfig", "Routing", "SCORE_FUNCS",
-           "SwiGLU", "TokenChoiceRouter", "all_to_all", "balance_terms", "capacity_mask", "combine",
-           "dispatch", "ep_group", "expert_capacity", "expert_load", "expert_major_order",
-           "expert_parameters", "grouped_mm_problem", "imbalance", "load_balance_loss",
-           "reduce_gradients", "route", "sort_by_expert", "swiglu_flops", "swiglu_grouped",
-           "swiglu_loop"]
+           "SwiGLU", "TokenChoiceRouter", "all_to_all", "balance_terms", "capacity_mask",
+           "combine", "dispatch", "ep_group", "expert_capacity", "expert_load",
+           "expert_major_order", "expert_parameters", "grouped_mm_problem", "grouped_mm_reason",
+           "imbalance", "load_balance_loss", "reduce_gradients", "route", "sort_by_expert",
+           "swiglu_flops", "swiglu_grouped", "swiglu_loop"]

@@ -118,7 +118,7 @@ def expert_major_order(received: torch.Tensor) -> torch.Tensor:
     total = int(flat.sum())
     out_starts = torch.cumsum(lengths, 0) - lengths
     shift = torch.repeat_interleave(block_starts - out_starts, lengths, output_size=total)
-    return torch.arange(total, dtype=torch.int64) + shift
+    return torch.arange(total, dtype=torch.int64, device=counts.device) + shift
 
 
 @dataclass(frozen=True)

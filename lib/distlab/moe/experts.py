@@ -13,11 +13,12 @@ parallelism shards dimension 0). Its input is the routed tokens grouped by exper
 the same thing:
 
 - :func:`swiglu_loop` (the reference): one slice and three matmuls per expert;
-- :func:`swiglu_grouped`: three calls of torch's grouped matmul (``torch._grouped_mm`` with
-  the groups' end offsets), where :func:`grouped_mm_problem` finds none: torch has it (2.8+),
-  the dtype is float32, bfloat16 or float16, every row is a multiple of 16 bytes (its
-  kernels' alignment), there is at least one row, and the device is the CPU or a CUDA device
-  with compute capability 9.0 or more.
+- :func:`swiglu_grouped`: three calls of torch's grouped matmul
+  (``torch.nn.functional.grouped_mm``, torch 2.13's public name of ``torch._grouped_mm``, with
+  the groups' end offsets), where :func:`grouped_mm_problem` finds none: torch has it, every
+  row is a multiple of 16 bytes (its kernels' alignment), there is at least one row, and the
+  dtype is float32, bfloat16 or float16 on the CPU (run and tested here) or bfloat16 on a
+  CUDA device of compute capability 8.0 or more (what torch 2.13 documents).
 
 ``GroupedExperts(..., grouped_mm=None)`` takes the grouped path where it can and says which
 path ran in ``last_path``.
@@ -33,8 +34,8 @@ from torch import nn
 
 from distlab._checks import check_float, check_int
 
-__all__ = ["GroupedExperts", "SwiGLU", "grouped_mm_problem", "swiglu_flops", "swiglu_grouped",
-           "swiglu_loop"]
+__all__ = ["GroupedExperts", "SwiGLU", "grouped_mm_problem", "grouped_mm_reason", "swiglu_flops",
+           "swiglu_grouped", "swiglu_loop"]
 
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _ALIGN_BYTES = 16
@@ -102,24 +103,49 @@ def swiglu_loop(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor, x: torch.T
     return torch.cat(outs, dim=0) if outs else x.new_zeros(x.shape)
 
 
+def _grouped_mm() -> Any:
+    """torch's grouped matmul: the public ``F.grouped_mm`` (torch 2.13), else
+    ``torch._grouped_mm``, else None."""
+    return getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+
+
 def grouped_mm_problem(x: torch.Tensor, w1: torch.Tensor) -> str | None:
-    """Why :func:`swiglu_grouped` cannot run on these tensors, or None when it can."""
-    if not hasattr(torch, "_grouped_mm"):
-        return f"torch {torch.__version__} has no torch._grouped_mm"
-    if x.dtype not in _GROUPED_DTYPES or w1.dtype != x.dtype:
-        return (f"torch._grouped_mm takes float32, bfloat16 or float16 (one dtype), got "
-                f"{x.dtype} and {w1.dtype}")
-    _, hidden, dim = w1.shape
-    size = x.element_size()
+    """Why :func:`swiglu_grouped` cannot run on these tensors, or None when it can
+    (:func:`grouped_mm_reason` on their dtype, device and shapes)."""
+    capability = (torch.cuda.get_device_capability(x.device) if x.device.type == "cuda"
+                  else None)
+    if w1.dtype != x.dtype:
+        return f"torch._grouped_mm takes one dtype, got {x.dtype} and {w1.dtype}"
+    return grouped_mm_reason(x.dtype, x.device.type, capability, dim=w1.shape[2],
+                             hidden=w1.shape[1], rows=x.shape[0],
+                             available=_grouped_mm() is not None)
+
+
+def grouped_mm_reason(dtype: torch.dtype, device_type: str,
+                      capability: tuple[int, int] | None, *, dim: int, hidden: int, rows: int,
+                      available: bool = True) -> str | None:
+    """Why torch's grouped matmul cannot run SwiGLU experts of ``dim`` x ``hidden`` on
+    ``rows`` rows of ``dtype`` on a ``device_type`` device (``capability``: a CUDA device's
+    compute capability, None elsewhere), or None when it can. Pure: the rules of the module
+    docstring."""
+    if not available:
+        return f"torch {torch.__version__} has no grouped matmul (torch._grouped_mm)"
+    if dtype not in _GROUPED_DTYPES:
+        return f"torch._grouped_mm takes float32, bfloat16 or float16, got {dtype}"
+    size = torch.empty((), dtype=dtype).element_size()
     if (dim * size) % _ALIGN_BYTES or (hidden * size) % _ALIGN_BYTES:
         return (f"torch._grouped_mm needs rows of a multiple of {_ALIGN_BYTES} bytes; dim={dim} "
-                f"and hidden={hidden} {x.dtype} rows are {dim * size} and {hidden * size}")
-    if x.shape[0] == 0:
+                f"and hidden={hidden} {dtype} rows are {dim * size} and {hidden * size}")
+    if rows == 0:
         return "no rows to compute (torch._grouped_mm's backward refuses an empty input)"
-    if x.device.type == "cuda" and torch.cuda.get_device_capability(x.device) < (9, 0):
-        return "torch._grouped_mm on CUDA needs compute capability 9.0 or more"
-    if x.device.type not in ("cpu", "cuda"):
-        return f"torch._grouped_mm is not known to run on {x.device.type}"
+    if device_type == "cuda":
+        if dtype != torch.bfloat16:
+            return f"torch._grouped_mm on CUDA takes bfloat16 (torch 2.13), got {dtype}"
+        if capability is None or tuple(capability) < (8, 0):
+            return "torch._grouped_mm on CUDA needs compute capability 8.0 or more"
+        return None
+    if device_type != "cpu":
+        return f"torch._grouped_mm is not known to run on {device_type}"
     return None
 
 
@@ -138,7 +164,7 @@ class _ContiguousGrad(torch.autograd.Function):
 
 def swiglu_grouped(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor, x: torch.Tensor,
                    counts: torch.Tensor) -> torch.Tensor:
-    """The same as :func:`swiglu_loop` in three ``torch._grouped_mm`` calls (one per matrix,
+    """The same as :func:`swiglu_loop` in three grouped-matmul calls (one per matrix,
     every expert at once, groups ended at the running sum of ``counts``). Raises
     ``ValueError`` with :func:`grouped_mm_problem`'s reason where it cannot run."""
     _check_group_input(w1, w2, w3, x, counts)
@@ -146,9 +172,10 @@ def swiglu_grouped(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor, x: torc
     if problem:
         raise ValueError(problem)
     offsets = torch.cumsum(counts.to(device=x.device), dim=0).to(torch.int32)
+    grouped = _grouped_mm()
 
     def mm(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return _ContiguousGrad.apply(torch._grouped_mm(a, w.transpose(-2, -1), offs=offsets))
+        return _ContiguousGrad.apply(grouped(a, w.transpose(-2, -1), offs=offsets))
 
     return mm(F.silu(mm(x, w1)) * mm(x, w3), w2)
 
