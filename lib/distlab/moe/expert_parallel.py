@@ -15,7 +15,10 @@ this rank grouped by global expert, dispatches them to their experts' ranks, com
 local experts and combines the outputs back (:mod:`distlab.moe.dispatch`). The
 :class:`~distlab.moe.block.MoE` block around it is unchanged: router and shared experts stay
 whole on every rank, and each rank routes its own tokens (expert-parallel ranks are
-data-parallel ranks, as in torchtitan, where ``ep`` borrows from data parallelism).
+data-parallel ranks, as in torchtitan, where ``ep`` borrows from data parallelism). So an
+expert's capacity and the balance loss are those of each rank's own batch, as GShard computes
+them per group of tokens: one process gives the same numbers when it routes each rank's batch
+separately.
 
 It works with both ``parallelize_module``\\ s:
 
