@@ -193,7 +193,7 @@ FLOORS: dict[str, int] = {
                      "envinfo", "launch", "launch_demos", "trace", "report", "cli", "clock",
                      "nets", "uneven", "scratch", "vocabulary"), 0),
     **dict.fromkeys(("samplers", "collectives", "pipeline", "transfers", "ddp", "zero",
-                     "hogwild", "pipeline_parallel", "tensor_parallel", "nccl", "rccl"), 1),
+                     "hogwild", "pipeline_parallel", "tensor_parallel", "moe", "nccl", "rccl"), 1),
     "bench": 2, "plan": 2, "profile": 3, "judge": 4, "viz": 5,
 }
 """core -> labs -> bench -> profile -> judge -> viz: a unit imports only its floor or lower."""

@@ -37,6 +37,8 @@ Labs (floor 1):
   simulated, costed and run on real ranks with torch.distributed.pipelining's API.
 - :mod:`distlab.tensor_parallel`: tensor and sequence parallelism (Megatron's column and row
   split, loss parallel) on real ranks with torch's ``parallelize_module`` API.
+- :mod:`distlab.moe`: mixture of experts (top-k router, grouped SwiGLU experts, shared experts,
+  the balance loss) and expert parallelism on real ranks as torchtitan's ``ExpertParallel``.
 
 Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch reference),
 :mod:`distlab.nccl` (floor 1, beside the labs: NCCL's model, ``python -m distlab.nccl``),

@@ -1,0 +1,99 @@
+"""Tokens per expert and per expert-parallel rank: where an MoE layer's load goes.
+
+    from distlab.moe import expert_load
+    from distlab.viz.moe import load_figure
+    load_figure(expert_load(moe.last_routing, ep_size=4, dim=512, hidden=1024))
+
+Two panels of one :class:`~distlab.moe.load.ExpertLoad`. *Tokens per expert*: one bar per
+expert, coloured by the rank that holds it (:func:`~distlab.viz.samplers.rank_colors`, the
+colours every distlab figure gives ranks), the balanced share dashed. *Tokens per rank*: one
+bar per expert-parallel rank in the same colours, the mean dashed, the slowest rank outlined
+and named with its expert FLOPs relative to the mean rank's (the imbalance factor) and the
+share of the ranks' expert time spent waiting for it. The figure is made with
+:func:`~distlab.viz.figure.new_figure` (it displays once) and fits JupyterLab's 968 px.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from distlab.moe.load import ExpertLoad
+from distlab.viz.figure import DisplayFigure, new_figure
+from distlab.viz.samplers import rank_colors
+
+__all__ = ["FIG_WIDTH_IN", "load_figure", "load_summary"]
+
+#: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
+FIG_WIDTH_IN = 9.2
+_MEAN = "#555555"
+_SLOWEST_EDGE = "#000000"
+
+
+def _flops_text(flops: int) -> str:
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {unit}"
+    return f"{flops} FLOP"
+
+
+def load_summary(load: ExpertLoad) -> str:
+    """One line: the slowest rank, its load relative to the mean (its expert FLOPs relative
+    to the mean rank's) and the share of expert time the ranks spend waiting."""
+    if not isinstance(load, ExpertLoad):
+        raise TypeError(f"load must be an ExpertLoad (distlab.moe.expert_load), got "
+                        f"{type(load).__name__}")
+    text = (f"slowest: rank {load.slowest_rank}, {load.rank_imbalance:.2f}x the mean rank's "
+            f"expert FLOPs; ranks wait {load.idle_fraction:.0%} of expert time")
+    if load.rank_flops is not None:
+        text += f" ({_flops_text(max(load.rank_flops))} forward on the slowest)"
+    return text
+
+
+def load_figure(load: ExpertLoad, *, title: str | None = None) -> DisplayFigure:
+    """Tokens per expert and per rank of ``load`` (module docstring); ``title`` above both
+    panels (default: experts, ranks and tokens).
+
+    Raises:
+        TypeError: ``load`` is not an :class:`ExpertLoad`, or ``title`` not a str.
+    """
+    summary = load_summary(load)
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None, got {type(title).__name__}")
+    experts, ranks = load.num_experts, load.ep_size
+    per_rank = experts // ranks
+    colours = rank_colors(ranks)
+    owner = np.repeat(np.arange(ranks), per_rank)
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 3.8))
+    ax_e, ax_r = fig.subplots(1, 2, width_ratios=(2.6, 1.4))
+
+    ax_e.bar(np.arange(experts), load.tokens_per_expert, color=colours[owner], width=0.85)
+    ax_e.axhline(load.tokens / experts, color=_MEAN, ls="--", lw=1, label="balanced share")
+    ax_e.set_xlabel("expert (colour: the rank that holds it)")
+    ax_e.set_ylabel("tokens (routed assignments)")
+    ax_e.set_title(f"per expert: max/mean {load.expert_imbalance:.2f}", fontsize=10)
+    ax_e.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(experts, 12)))
+    ax_e.set_xlim(-0.6, experts - 0.4)
+
+    edges = [_SLOWEST_EDGE if r == load.slowest_rank else "none" for r in range(ranks)]
+    ax_r.bar(np.arange(ranks), load.tokens_per_rank, color=colours, edgecolor=edges,
+             linewidth=2, width=0.7)
+    ax_r.axhline(load.tokens / ranks, color=_MEAN, ls="--", lw=1, label="mean")
+    ax_r.set_xlabel("expert-parallel rank")
+    ax_r.set_title(f"per rank: max/mean {load.rank_imbalance:.2f}", fontsize=10)
+    ax_r.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(ranks, 8)))
+    ax_r.set_xlim(-0.6, ranks - 0.4)
+    top = max(max(load.tokens_per_rank), 1)
+    ax_r.set_ylim(0, top * 1.25)
+    ax_r.annotate(f"{load.rank_imbalance:.2f}x", (load.slowest_rank, top),
+                  xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                  fontsize=8)
+    ax_e.set_ylim(0, max(max(load.tokens_per_expert), 1) * 1.25)
+    for ax in (ax_e, ax_r):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(loc="upper right", fontsize=8, frameon=False)
+    fig.suptitle(title if title is not None else
+                 f"{experts} experts over {ranks} ranks, {load.tokens} routed tokens",
+                 fontsize=11)
+    fig.supxlabel(summary, fontsize=9)
+    return fig

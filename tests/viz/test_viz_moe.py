@@ -1,0 +1,54 @@
+"""The MoE load figure: what it draws is the load it was given, and it draws clean."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from distlab.moe import MoE, MoEConfig, expert_load  # noqa: E402
+from distlab.viz.figure import DisplayFigure  # noqa: E402
+from distlab.viz.layout_check import JUPYTERLAB_WIDTH_PX, layout_problems  # noqa: E402
+from distlab.viz.moe import load_figure, load_summary  # noqa: E402
+
+
+def _routed_load(experts: int, ranks: int):
+    torch.manual_seed(0)
+    moe = MoE(MoEConfig(dim=16, hidden=32, num_experts=experts, top_k=2, init_std=0.5))
+    moe(torch.randn(4, 32, 16))
+    return expert_load(moe.last_routing, ranks, dim=16, hidden=32)
+
+
+@pytest.mark.parametrize("experts,ranks", [(8, 2), (16, 4), (64, 8)])
+def test_bars_are_the_load_and_the_figure_is_clean(experts, ranks):
+    load = _routed_load(experts, ranks)
+    fig = load_figure(load)
+    assert isinstance(fig, DisplayFigure)
+    assert layout_problems(fig) == []
+    assert fig.get_tightbbox().width * fig.dpi <= JUPYTERLAB_WIDTH_PX
+    ax_e, ax_r = fig.axes
+    assert [int(p.get_height()) for p in ax_e.patches] == list(load.tokens_per_expert)
+    assert [int(p.get_height()) for p in ax_r.patches] == list(load.tokens_per_rank)
+    # experts take their rank's colour; only the slowest rank is outlined
+    per = experts // ranks
+    for e, bar in enumerate(ax_e.patches):
+        assert bar.get_facecolor() == ax_r.patches[e // per].get_facecolor()
+    outlined = [r for r, p in enumerate(ax_r.patches) if p.get_linewidth() and
+                p.get_edgecolor()[3] > 0]
+    assert outlined == [load.slowest_rank]
+    assert ax_r.get_title() == f"per rank: max/mean {load.rank_imbalance:.2f}"
+    assert fig._repr_png_().startswith(b"\x89PNG")     # IPython shows it as one image
+
+
+def test_summary_and_bad_input():
+    load = expert_load([6, 0, 1, 1], 2, dim=8, hidden=16)
+    assert load_summary(load) == ("slowest: rank 0, 1.50x the mean rank's expert FLOPs; ranks "
+                                  "wait 33% of expert time (4.61 kFLOP forward on the slowest)")
+    assert "kFLOP" not in load_summary(expert_load([6, 0, 1, 1], 2))
+    with pytest.raises(TypeError, match="load must be an ExpertLoad"):
+        load_figure([6, 0, 1, 1])
+    with pytest.raises(TypeError, match="title must be a str"):
+        load_figure(load, title=3)
