@@ -16,7 +16,7 @@ from distlab.plan.__main__ import main
 from distlab.plan.layout import Layout
 from distlab.plan.model import ModelSpec, spec_from_module
 from distlab.plan.verify.decoder import build_decoder
-from distlab.plan.verify.run import verify
+from distlab.plan.verify.run import count_reason, verify
 from helpers.leaks import no_leaks
 
 TINY = ModelSpec("tiny", 4, 128, 4, 512, 64, kv_heads=2, ffn_hidden=256, gated_ffn=True,
@@ -104,3 +104,14 @@ def test_the_decoder_reads_back_as_its_spec(gated: bool, tied: bool, kv: int,
                            positions=16)):
         model = build_decoder(spec, device="cpu")
         assert spec_from_module(model, seq_len=16, name="m") == spec
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2, 8])
+def test_which_layouts_a_machine_runs_is_a_function_of_its_gpus(gpus: int) -> None:
+    layouts = [Layout(global_batch=1), Layout(dp=2, zero=3, global_batch=2),
+               Layout(tp=8, global_batch=1), Layout(dp=2, tp=2, pp=2, global_batch=4)]
+    runs = [count_reason(lay, "cuda", gpus) is None for lay in layouts]
+    assert runs == [lay.gpus <= gpus for lay in layouts]
+    assert all(count_reason(lay, "cpu", 0) is None for lay in layouts)   # a host: any ranks
+    if gpus == 1:
+        assert count_reason(layouts[1], "cuda", 1) == "needs 2 GPUs; this machine runs 1"

@@ -36,7 +36,9 @@ runs (``python -m distlab.judge plan``).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -179,6 +181,10 @@ def _parser() -> options.Parser:
     p.add_argument("--trace", metavar="OUT", default=None, type=options.output_file,
                    help="with --explain: write that layout's step as a Chrome trace (open it "
                         "in Perfetto or chrome://tracing)")
+    p.add_argument("--expandable-segments", action="store_true",
+                   help="price the caching allocator with "
+                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (without it, the "
+                        "command says what it would save on the first layout)")
     p.add_argument("--verify", type=options.int_at_least(1), nargs="?", const=3, default=None,
                    metavar="N",
                    help="run the N fastest layouts that fit (default 3; the --layout one) on "
@@ -209,6 +215,14 @@ def _layout_notes(layout: Layout, hw: Hardware) -> list[str]:
 
 
 def _plan_command(argv: list[str]) -> int:
+    if "WORLD_SIZE" in os.environ and os.environ.get("RANK", "0") != "0":
+        # under torchrun every rank plans (the same) and verifies together; one prints
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            return _plan(argv)
+    return _plan(argv)
+
+
+def _plan(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
     from distlab.plan.calibration import SHIPPED
@@ -244,14 +258,15 @@ def _plan_command(argv: list[str]) -> int:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision,
                                   attention_kernel=args.attention_kernel)
-            shown = [price(model, layout, hw)]
+            shown = [price(model, layout, hw, expandable_segments=args.expandable_segments)]
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         notes += _layout_notes(layout, hw)
         lines = [header, *(f"# {n}" for n in notes), format_table(plan_rows(shown), COLUMNS)]
     else:
         result = plan(model, hw, batch, precision=args.precision, top=args.top,
-                      attention_kernel=args.attention_kernel, recompute=args.recompute)
+                      attention_kernel=args.attention_kernel, recompute=args.recompute,
+                      memory_options={"expandable_segments": args.expandable_segments})
         shown = list(result.ranked) or list(result.rejected)
         if args.explain is not None and args.explain > len(shown):
             raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
@@ -263,6 +278,8 @@ def _plan_command(argv: list[str]) -> int:
                         "its step through the caching allocator:" if result.ranked else
                         "; the least short:"))
         lines.append(format_table(plan_rows(shown), COLUMNS))
+    if shown and not args.expandable_segments:
+        lines += _expandable_note(model, hw, shown[0])
     print("\n".join(lines))
     if args.explain is not None:
         _explain(shown[args.explain - 1])
@@ -279,6 +296,22 @@ def _plan_command(argv: list[str]) -> int:
             doc["verify"] = verified
         write_json(args.json, doc)
     return 0
+
+
+def _expandable_note(model: ModelSpec, hw: Any, first: LayoutPrice) -> list[str]:
+    """A line where expandable segments would make the first layout reserve at least half a
+    GiB less (or fit where it does not)."""
+    from distlab.plan.planner import price
+
+    other = price(model, first.layout, hw, expandable_segments=True)
+    saved = first.memory.total - other.memory.total
+    if saved < 2**29:
+        return []
+    verdict = ("and fits" if other.fits and not first.fits else
+               "" if other.fits else "and still does not fit")
+    return [f"# with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True the first layout "
+            f"({first.layout.label}) needs {saved / 2**30:.1f} GiB less, "
+            f"{other.memory.total / 2**30:.1f} GiB {verdict}".rstrip()]
 
 
 def _verify(model: ModelSpec, hw: Any, prices: list[LayoutPrice], args: Any

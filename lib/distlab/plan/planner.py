@@ -151,7 +151,8 @@ def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
 
 
 def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = "mixed",
-         rate: ComputeRate | None = None, top: int = 10, **choices: Any) -> Plan:
+         rate: ComputeRate | None = None, top: int = 10,
+         memory_options: dict[str, Any] | None = None, **choices: Any) -> Plan:
     """Price every layout of :func:`enumerate_layouts` and rank those that fit.
 
     The ranking is one order over every layout that fits, each at its full price (a pipeline's
@@ -169,17 +170,19 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     replay ruled out: at most that many fit. ``choices`` narrows :func:`enumerate_layouts`
     (``zero_stages``, ``recompute``, ``micro_batches``) or sets its ``attention_kernel``.
     Where nothing fits, ``advice`` names a GPU count at which a layout does fit, found by
-    pricing the layouts of each count (:func:`fitting_count`)."""
+    pricing the layouts of each count (:func:`fitting_count`). ``memory_options`` go to
+    :func:`~distlab.plan.memory.memory_per_gpu` (``expandable_segments``, ``optimizer``)."""
     top = check_int("top", top, minimum=1)
+    mem = dict(memory_options or {})
     cands: list[_Bounded] = []
     over: list[_Bounded] = []
     for layout in enumerate_layouts(model, hw, global_batch, precision=precision, **choices):
         b = _Bounded(layout, step_time(model, layout, hw, rate=rate, simulate_pipeline=False),
                      memory_lower_bound(model, layout))
         (cands if b.memory_bound <= hw.gpu.memory_bytes else over).append(b)
-    head, ruled_out = _first_ranked(model, hw, cands, top, rate)
+    head, ruled_out = _first_ranked(model, hw, cands, top, rate, mem)
     shortest = sorted(over, key=lambda b: (b.memory_bound, b.layout.label))[:top]
-    least = sorted(ruled_out + [price(model, b.layout, hw, rate=rate) for b in shortest],
+    least = sorted(ruled_out + [price(model, b.layout, hw, rate=rate, **mem) for b in shortest],
                    key=lambda p: (p.memory.total, p.layout.label))[:top]
     tried = tuple(choices.get("recompute", RECOMPUTE_TRIED))
     advice = () if head else _advice(model, hw, global_batch, tuple(least), tried, precision,
@@ -224,7 +227,8 @@ def _memory_charge(p: LayoutPrice) -> float:
 
 
 def _first_ranked(model: ModelSpec, hw: Hardware, cands: list[_Bounded], top: int,
-                  rate: ComputeRate | None) -> tuple[list[LayoutPrice], list[LayoutPrice]]:
+                  rate: ComputeRate | None, memory_options: dict[str, Any]
+                  ) -> tuple[list[LayoutPrice], list[LayoutPrice]]:
     """The ``top`` first of :func:`rank` over the layouts of ``cands`` that fit, each priced in
     full, pricing in full only what can still rank among them; and those priced in full that
     did not fit. A layout's bound: its closed-form step less the closed-form bubble (a
@@ -246,7 +250,8 @@ def _first_ranked(model: ModelSpec, hw: Hardware, cands: list[_Bounded], top: in
             b = pending[i]
             i += 1
             full = price(model, b.layout, hw, rate=rate,
-                         simulate_pipeline="auto" if b.layout.pp > 1 else False)
+                         simulate_pipeline="auto" if b.layout.pp > 1 else False,
+                         **memory_options)
             if full.fits:
                 heapq.heappush(known, (rank_key(full), full))
             else:

@@ -48,7 +48,8 @@ from distlab.plan.verify.rank import (
     unsupported_reason,
 )
 
-__all__ = ["DEVICES", "VerifyRow", "expandable_segments", "local_devices", "verify"]
+__all__ = ["DEVICES", "VerifyRow", "count_reason", "expandable_segments", "local_devices",
+           "verify"]
 
 DEVICES = ("auto", "cuda", "cpu")
 """Where :func:`verify` runs: ``auto`` is CUDA where torch sees a GPU, else the host."""
@@ -56,6 +57,15 @@ DEVICES = ("auto", "cuda", "cpu")
 RUN_PRECISION = "fsdp-mixed"
 """What every verified layout trains in: fp32 states, bf16 compute (FSDP2's mixed precision,
 autocast without it), as torch runs a layout."""
+
+
+def count_reason(layout: Layout, device: str, available: int) -> str | None:
+    """Why ``layout`` cannot run on this machine's ``available`` ranks of ``device``
+    (``"cuda"``: the GPUs, or the ``torchrun`` world; ``"cpu"``: any number, ``available`` 0),
+    or ``None``. A pure function of the counts."""
+    if device == "cuda" and layout.gpus > available:
+        return f"needs {layout.gpus} GPUs; this machine runs {available}"
+    return None
 
 
 def expandable_segments() -> bool:
@@ -186,8 +196,7 @@ def verify(spec: ModelSpec, layouts: Sequence[Layout], *, hw: Hardware | None = 
         reason = unsupported_reason(lay)
         if reason is None and lay.stages > spec.layers:
             reason = f"{lay.stages} pipeline stages need at least as many layers ({spec.layers})"
-        if reason is None and available and lay.gpus > available:
-            reason = f"needs {lay.gpus} GPUs; this machine runs {available}"
+        reason = reason or count_reason(lay, dev, available)
         if reason is None and dev == "cpu":
             reason = _host_budget_reason(spec, lay)
         try:
