@@ -54,6 +54,7 @@ from distlab.pipeline_parallel.runtime.measure import ActivationMeter
 from distlab.plan.layout import Layout
 from distlab.plan.memory import MemoryEstimate, memory_per_gpu
 from distlab.plan.model import ModelSpec
+from distlab.plan.verify.recompute import per_op_context, per_op_save_list
 from distlab.tensor_parallel.loss import loss_parallel_cross_entropy
 from distlab.vocabulary import error_pct
 from distlab.zero.measure import storage_bytes
@@ -272,40 +273,6 @@ def left_out_bytes(spec: ModelSpec, microbatches: int = 1) -> int:
     the embedding lookup's per-token tensors (target, row sums, masks)."""
     norms = 2 * spec.layers + 1
     return microbatches * BATCH * spec.seq_len * (8 * norms + 32)
-
-
-def per_op_save_list() -> frozenset[Any]:
-    """The ops whose outputs torchtitan's per-op selective checkpointing keeps
-    (``_save_list`` in ``parallelize_llama.py`` at torchtitan 9dec370: ``aten.mm``, the fused
-    SDPA kernels, the functional reduce-scatter), with the CPU flash kernel's own op, which the
-    CUDA list does not name, so that the policy runs as it does on a GPU."""
-    aten = torch.ops.aten
-    ops = {aten.mm.default, aten._scaled_dot_product_flash_attention.default,
-           aten._scaled_dot_product_efficient_attention.default,
-           aten._scaled_dot_product_flash_attention_for_cpu.default}
-    functional = getattr(torch.ops, "_c10d_functional", None)
-    if functional is not None and hasattr(functional, "reduce_scatter_tensor"):
-        ops.add(functional.reduce_scatter_tensor.default)
-    return frozenset(ops)
-
-
-def per_op_context() -> Any:
-    """A ``context_fn`` for :func:`torch.utils.checkpoint.checkpoint` that runs torchtitan's
-    per-op policy: keep the outputs of :func:`per_op_save_list`'s ops except every second
-    ``aten.mm`` (counted per forward and per recompute), recompute everything else."""
-    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
-
-    save, mm = per_op_save_list(), torch.ops.aten.mm.default
-    counts = {"forward": 0, "recompute": 0}
-
-    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
-        mode = "recompute" if ctx.is_recompute else "forward"
-        if func == mm:
-            counts[mode] += 1
-        keep = func in save and not (func == mm and counts[mode] % 2 == 0)
-        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
-
-    return create_selective_checkpoint_contexts(policy)
 
 
 class _OutputStorages(TorchDispatchMode):
