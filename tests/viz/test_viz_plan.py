@@ -98,6 +98,28 @@ def test_memory_figure_cuts_a_bar_taller_than_the_axes(prices) -> None:
                                         hardware("a100", 8))])
 
 
+def test_every_memory_label_stays_inside_the_axes() -> None:
+    """A bar that does not fit but stays under the axis cap (dp8 tp8 of Llama 3 70B on 64 H100s,
+    162 GiB, under 2.2 x 79.2) has its label above it inside the axes, not over the frame; the
+    taller ones are cut and written inside their top."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    model, hw = model_spec("llama3-70b"), hardware("h100", 64)
+    layouts = ("dp=64,fsdp", "dp=8,tp=8", "dp=8,tp=4,cp=2,fsdp")
+    prices = [price(model, parse_layout(t, global_batch=256), hw) for t in layouts]
+    assert hw.gpu.memory_bytes < prices[1].memory.total < 2.2 * hw.gpu.memory_bytes
+    fig = memory_figure(prices)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (ax,) = fig.axes
+    frame = ax.get_window_extent(canvas.get_renderer())
+    for t in ax.texts:
+        box = t.get_window_extent(canvas.get_renderer())
+        assert box.y1 <= frame.y1 + 0.5, f"{t.get_text()!r} reaches over the axes' top"
+    assert ax.get_ylim()[1] > prices[1].memory.total / GIB            # drawn whole
+    assert ax.get_ylim()[1] < prices[0].memory.total / GIB            # cut
+
+
 def test_a_total_just_under_the_gpu_memory_stands_above_its_line() -> None:
     """Llama 3 70B as dp16 tp4 fsdp on 64 H100s keeps 75.0 GiB of the 79.2: its label goes
     above the dashed GPU-memory line instead of being struck through by it; a total far below

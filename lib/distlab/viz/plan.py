@@ -214,15 +214,17 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
     """Memory per GPU of each of ``prices`` (one GPU kind), stacked by :data:`MEMORY_PARTS` in
     GiB, the GPU's memory a dashed line. Each bar's total stands above it, in red with ``does
     not fit`` where it exceeds the GPU (the layout's name in red too). The axis reaches
-    ``cap`` times the GPU's memory (or the largest total that fits, if higher); a taller bar is
-    cut there with its total written inside its top. ``ax``: draw into these axes (its
-    figure is returned). Returns the Figure."""
+    ``cap`` times the GPU's memory, or above the largest total that fits or stays under that,
+    with room for its label; a taller bar is cut there with its total written inside its top.
+    ``ax``: draw into these axes (its figure is returned). Returns the Figure."""
     prices = _check_prices(prices)
     fig, ax = _axes(ax, 4.2)
     gpu = prices[0].step.hardware.gpu
     limit = gpu.memory_bytes / GIB
     totals = [p.memory.total / GIB for p in prices]
-    top = max([limit * cap] + [t * 1.18 for t, p in zip(totals, prices, strict=True) if p.fits])
+    # room above every bar drawn whole (one that fits, or one under the cap) for its label
+    top = max([limit * cap] + [t * 1.18 for t, p in zip(totals, prices, strict=True)
+                               if p.fits or t <= limit * cap])
     if max(totals) * 1.18 <= top:
         top = max(limit, max(totals)) * 1.22
     bottom = [0.0] * len(prices)
