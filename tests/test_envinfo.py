@@ -86,3 +86,61 @@ def test_real_cuda_devices_are_listed() -> None:
                                                 for i in range(torch.cuda.device_count())]
     assert r.cuda_devices and all(d.total_memory_bytes > 2**30 for d in r.cuda_devices)
     assert r.backends["nccl"][0] == dist.is_nccl_available()
+
+
+class _Installed:
+    """A stand-in for an installed distribution: its ``direct_url.json`` text (or none)."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def read_text(self, name: str) -> str | None:
+        assert name == "direct_url.json"
+        return self.text
+
+
+def test_source_checkout_is_this_repository_under_the_projects_install() -> None:
+    """``make install`` installs distlab editable from this checkout (tools/install.sh)."""
+    from distlab.envinfo import committed_results, source_checkout
+    from helpers.paths import RESULTS, ROOT
+
+    assert source_checkout() == ROOT
+    assert committed_results("gpu-h200-2026-11-27-fit") == RESULTS / "gpu-h200-2026-11-27-fit"
+    assert committed_results("no-such-run") is None
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ('{"url": "file:///HERE", "dir_info": {"editable": true}}', True),
+    ('{"url": "file://localhost/HERE", "dir_info": {"editable": true}}', True),
+    ('{"url": "file:///HERE", "dir_info": {}}', False),                 # a plain local install
+    ('{"url": "https://example.org/distlab.whl", "archive_info": {}}', False),
+    ('{"url": "file:///HERE/gone", "dir_info": {"editable": true}}', False),
+    ("not json", False),
+    (None, False),                                                       # a registry install
+])
+def test_source_checkout_reads_the_install_record(monkeypatch, tmp_path, text, found) -> None:
+    from importlib import metadata
+
+    from distlab import envinfo
+
+    (tmp_path / "results" / "run").mkdir(parents=True)
+    record = None if text is None else text.replace("/HERE", str(tmp_path))
+    monkeypatch.setattr(envinfo.metadata, "distribution", lambda name: _Installed(record))
+    assert envinfo.source_checkout() == (tmp_path if found else None)
+    assert envinfo.committed_results("run") == (tmp_path / "results" / "run" if found else None)
+
+    def missing(name: str) -> None:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(envinfo.metadata, "distribution", missing)
+    assert envinfo.source_checkout() is None
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "..", "a\\b"])
+def test_committed_results_takes_one_folder_name(name) -> None:
+    from distlab.envinfo import committed_results
+
+    with pytest.raises(ValueError, match="one folder's name"):
+        committed_results(name)
+    with pytest.raises(TypeError, match="must be a str"):
+        committed_results(3)

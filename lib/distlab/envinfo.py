@@ -1,26 +1,68 @@
-"""What this machine offers distributed training: torch, CPU cores, CUDA devices, backends.
+"""What this machine offers distributed training: torch, CPU cores, CUDA devices, backends;
+and where distlab was installed from (:func:`source_checkout`, :func:`committed_results`).
 
 The start-here notebook prints :func:`environment_report` before its first live allreduce.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import torch
 import torch.distributed as dist
 
 from distlab.vocabulary import size_in
 
-__all__ = ["CudaDevice", "EnvironmentReport", "cpus_allowed", "environment_report",
-           "machine_facts", "cpu_model", "memory_bytes", "gpu_topology", "pcie_links",
-           "nccl_version"]
+__all__ = ["CudaDevice", "EnvironmentReport", "committed_results", "cpus_allowed",
+           "environment_report", "machine_facts", "cpu_model", "memory_bytes", "gpu_topology",
+           "pcie_links", "nccl_version", "source_checkout"]
+
+
+def source_checkout(distribution: str = "distlab") -> Path | None:
+    """The folder ``distribution`` was installed from, where it was installed editable (``pip
+    install -e``, as ``make install`` does), read from the install's record
+    (``direct_url.json``, PEP 610); ``None`` for any other install (a wheel, a registry), a
+    record that names no local folder, or a folder that is gone."""
+    try:
+        text = metadata.distribution(distribution).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    try:
+        record = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not (record.get("dir_info") or {}).get("editable"):
+        return None
+    url = urlparse(str(record.get("url", "")))
+    if url.scheme != "file" or url.netloc not in ("", "localhost"):
+        return None
+    folder = Path(unquote(url.path))
+    return folder if folder.is_dir() else None
+
+
+def committed_results(name: str) -> Path | None:
+    """The folder ``results/<name>`` of :func:`source_checkout`: measurements committed beside
+    the code, which an install from a wheel does not carry. ``None`` where distlab was not
+    installed from a checkout, or the checkout has no such folder. ``name`` is one folder's
+    name (no separators)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (a folder under results/), got {type(name).__name__}")
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise ValueError(f"name must be one folder's name under results/, got {name!r}")
+    checkout = source_checkout()
+    if checkout is None:
+        return None
+    folder = checkout / "results" / name
+    return folder if folder.is_dir() else None
 
 
 def cpus_allowed() -> int | None:

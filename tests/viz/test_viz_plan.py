@@ -11,6 +11,7 @@ import re  # noqa: E402
 import threading  # noqa: E402
 
 import pytest  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 
 from distlab.judge.plan_published import judge_published  # noqa: E402
 from distlab.plan import hardware, model_spec, parse_layout  # noqa: E402
@@ -22,9 +23,11 @@ from distlab.viz.palette import colour  # noqa: E402
 from distlab.viz.plan import (  # noqa: E402
     MEMORY_COLUMNS,
     MEMORY_PARTS,
+    STEP_COLUMNS,
     STEP_PARTS,
     PlannerExplorer,
     best_by_gpus,
+    fit_grid_figure,
     judged_figure,
     kernels_figure,
     memory_figure,
@@ -95,6 +98,28 @@ def test_memory_figure_cuts_a_bar_taller_than_the_axes(prices) -> None:
                                         hardware("a100", 8))])
 
 
+def test_every_memory_label_stays_inside_the_axes() -> None:
+    """A bar that does not fit but stays under the axis cap (dp8 tp8 of Llama 3 70B on 64 H100s,
+    162 GiB, under 2.2 x 79.2) has its label above it inside the axes, not over the frame; the
+    taller ones are cut and written inside their top."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    model, hw = model_spec("llama3-70b"), hardware("h100", 64)
+    layouts = ("dp=64,fsdp", "dp=8,tp=8", "dp=8,tp=4,cp=2,fsdp")
+    prices = [price(model, parse_layout(t, global_batch=256), hw) for t in layouts]
+    assert hw.gpu.memory_bytes < prices[1].memory.total < 2.2 * hw.gpu.memory_bytes
+    fig = memory_figure(prices)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (ax,) = fig.axes
+    frame = ax.get_window_extent(canvas.get_renderer())
+    for t in ax.texts:
+        box = t.get_window_extent(canvas.get_renderer())
+        assert box.y1 <= frame.y1 + 0.5, f"{t.get_text()!r} reaches over the axes' top"
+    assert ax.get_ylim()[1] > prices[1].memory.total / GIB            # drawn whole
+    assert ax.get_ylim()[1] < prices[0].memory.total / GIB            # cut
+
+
 def test_a_total_just_under_the_gpu_memory_stands_above_its_line() -> None:
     """Llama 3 70B as dp16 tp4 fsdp on 64 H100s keeps 75.0 GiB of the 79.2: its label goes
     above the dashed GPU-memory line instead of being struck through by it; a total far below
@@ -144,6 +169,17 @@ def test_plan_table_is_the_commands_rows(prices) -> None:
     head, first, second = text.splitlines()
     assert head.split() == ["#", "layout", "mem", "GiB", "states", "act", "other", "fits"]
     assert first.startswith("1 dp8 mb1") and second.startswith("2 dp8 fsdp mb1")
+
+
+def test_step_columns_add_up_to_the_step(prices) -> None:
+    """The step table's parts (compute, exposed tp/cp and dp/fsdp, bubble, optimizer) add up to
+    the step it prints, to its rounding."""
+    lines = plan_table(prices, columns=STEP_COLUMNS).splitlines()
+    assert lines[0].split()[-5:] == ["bubble", "optim", "tok/s/GPU", "MFU", "%"]
+    for line, p in zip(lines[1:], prices, strict=True):
+        nums = [float(x) for x in line.split()[-8:-2]]
+        assert abs(sum(nums[1:]) - nums[0]) <= 0.003, line
+        assert nums[-1] == pytest.approx(p.step.optimizer_s, abs=5e-4) and nums[-1] > 0
 
 
 def test_scaling_series_figure_and_table() -> None:
@@ -304,3 +340,67 @@ def test_kernels_figure_names_its_units_and_tells_the_two_gpus_apart() -> None:
     assert h200.get_color() != h100.get_color()
     assert (h200.get_linestyle(), h100.get_linestyle()) == ("-", "--")
     assert h100.get_markerfacecolor() == "white"
+
+
+def test_fit_grid_figure_draws_every_run_where_it_was_measured() -> None:
+    """The committed H200 grid: one point per run that ran at (model's, measured) peak reserved,
+    filled where the allocator was free and hollow where it was capped; a red x per run that
+    ran out of memory at (model's reserve, the cap it hit); one point per judged step at
+    (model's, measured) step; the H200's allocator limit dotted; the held-out medians titled."""
+    from distlab.judge.fit_grid import judge_grid, summaries
+    from helpers.paths import RESULTS
+
+    runs = judge_grid([RESULTS / "gpu-h200-2026-11-27-fit"])
+    fig = fit_grid_figure(runs)
+    _clean(fig)
+    left, right = fig.axes
+
+    def scatters(ax) -> list[PathCollection]:
+        return [c for c in ax.collections if isinstance(c, PathCollection)]
+
+    def offsets(ax) -> list[tuple[float, float]]:
+        return sorted(tuple(p) for c in scatters(ax) for p in c.get_offsets().tolist())
+
+    def close(a, b) -> bool:
+        return len(a) == len(b) and all(x == pytest.approx(y, rel=1e-9)
+                                        for p, q in zip(a, b, strict=True)
+                                        for x, y in zip(p, q, strict=True))
+
+    ran = [r for r in runs if r.reserved is not None]
+    oom = [r for r in runs if r.oom is not None]
+    assert len(oom) == 3 and all(r.capped for r in oom)
+    cap = {r.case: (r.price.step.hardware.gpu.memory_bytes - r.price.memory.device) / GIB
+           for r in oom}
+    expected = sorted([(r.price.memory.reserved / GIB, r.reserved / GIB) for r in ran]
+                      + [(r.price.memory.reserved / GIB, cap[r.case]) for r in oom])
+    assert close(offsets(left), expected)
+    hollow = [c for c in scatters(left) if len(c.get_facecolors()) == 0]
+    assert sum(len(c.get_offsets()) for c in hollow) == sum(r.capped for r in ran) > 0
+    timed = [r for r in runs if r.step_error_pct is not None]
+    assert close(offsets(right), sorted((r.price.step.step_s, r.step_s) for r in timed))
+    assert not any(r.capped for r in timed)
+    held = summaries(runs, "held_out")
+    assert left.get_title().endswith(f"{held['reserved'].median:.1f}%")
+    assert right.get_title().endswith(f"{held['step'].median:.1f}%")
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "out of memory under a cap (3 runs)" in labels
+    assert f"held out ({sum(r.split == 'held_out' for r in runs)} runs)" in labels
+    assert any(t.startswith("H200-141GB-SXM's allocator limit") for t in labels)
+
+
+def test_fit_grid_figure_without_failures_or_caps_and_its_errors() -> None:
+    """A grid of runs that all ran on a free allocator draws no out-of-memory or capped entry;
+    an empty list or something other than runs is refused."""
+    from distlab.judge.fit_grid import judge_grid
+    from helpers.paths import RESULTS
+
+    runs = judge_grid([RESULTS / "gpu-h200-2026-11-27-fit" / "grid-run3.json"])
+    assert runs and not any(r.capped or r.oom for r in runs)
+    fig = fit_grid_figure(runs)
+    _clean(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not any("out of memory" in t or "capped" in t for t in labels)
+    with pytest.raises(ValueError, match="at least one GridRun"):
+        fit_grid_figure([])
+    with pytest.raises(TypeError, match="GridRun"):
+        fit_grid_figure(["llama3.2-1b s4096 mb1 none"])

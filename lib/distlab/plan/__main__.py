@@ -89,7 +89,7 @@ def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str
             # the margin: GiB to spare where it fits, GiB short where it does not
             "fits": f"{p.headroom_bytes / GiB:+.1f}",
             "step": s.step_s, "compute": s.compute_s, "tp_cp": s.tp_s + s.cp_s,
-            "dp_fsdp": s.dp_s + s.fsdp_s, "bubble": s.bubble_s,
+            "dp_fsdp": s.dp_s + s.fsdp_s, "bubble": s.bubble_s, "optimizer": s.optimizer_s,
             "tokens": s.tokens_per_s_per_gpu, "mfu": s.mfu})
     return rows
 

@@ -15,6 +15,10 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   (:func:`~distlab.judge.plan_published.judge_published`): every published run's step, measured
   against the model, log-log, with the diagonal and a band of +-30%, calibration and held-out
   runs apart; beside it each source's median and p90 ``|error|``.
+- :func:`fit_grid_figure`: the planner beside measured GPU runs
+  (:func:`~distlab.judge.fit_grid.judge_grid`): each run's peak reserved bytes and step,
+  measured against the model's, calibration and held-out runs apart, runs under a capped
+  allocator hollow, those that ran out of memory marked.
 - :func:`pipeline_figure`: the simulated step of a pipeline layout
   (:func:`distlab.viz.pipeline_parallel.simulation_gantt` of its
   :attr:`~distlab.plan.step.StepEstimate.simulation`).
@@ -39,10 +43,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as w
+import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from distlab.judge.fit_grid import GridRun
+from distlab.judge.fit_grid import summaries as grid_summaries
 from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
 from distlab.nccl.multinode import NETWORKS
 from distlab.plan.__main__ import COLUMNS, plan_rows
@@ -68,7 +75,8 @@ from distlab.vocabulary import size_in
 
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
            "STEP_PARTS", "PlannerExplorer",
-           "ScalingSeries", "best_by_gpus", "judged_figure", "kernels_figure", "memory_figure",
+           "ScalingSeries", "best_by_gpus", "fit_grid_figure", "judged_figure", "kernels_figure",
+           "memory_figure",
            "pipeline_figure", "plan_summary", "plan_table", "scaling_figure", "scaling_table",
            "short_label", "step_figure"]
 
@@ -104,9 +112,10 @@ PLAN_COLUMNS = _columns("#", "layout", "mem GiB", "fits", "step s", "tp+cp", "dp
                         "bubble", "tok/s/GPU", "MFU %")
 #: The command's memory columns: GiB per GPU, model states, activations, the rest, fits.
 MEMORY_COLUMNS = _columns("#", "layout", "mem GiB", "states", "act", "other", "fits")
-#: The command's step columns: seconds by part, tokens/s per GPU, MFU.
-STEP_COLUMNS = _columns("#", "layout", "step s", "compute", "tp+cp", "dp+fsdp", "bubble",
-                        "tok/s/GPU", "MFU %")
+#: The command's step columns: seconds by part (and the optimizer's step, ``optim``, which the
+#: command's table leaves in ``step s``), tokens/s per GPU, MFU.
+STEP_COLUMNS = (*_columns("#", "layout", "step s", "compute", "tp+cp", "dp+fsdp", "bubble"),
+                Column("optim", "optimizer", ".3f"), *_columns("tok/s/GPU", "MFU %"))
 
 _SHORT_SCHEDULES = {"Interleaved1F1B": "i1F1B", "InterleavedZeroBubble": "iZB",
                     "ZBVZeroBubble": "ZBV"}
@@ -205,15 +214,17 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
     """Memory per GPU of each of ``prices`` (one GPU kind), stacked by :data:`MEMORY_PARTS` in
     GiB, the GPU's memory a dashed line. Each bar's total stands above it, in red with ``does
     not fit`` where it exceeds the GPU (the layout's name in red too). The axis reaches
-    ``cap`` times the GPU's memory (or the largest total that fits, if higher); a taller bar is
-    cut there with its total written inside its top. ``ax``: draw into these axes (its
-    figure is returned). Returns the Figure."""
+    ``cap`` times the GPU's memory, or above the largest total that fits or stays under that,
+    with room for its label; a taller bar is cut there with its total written inside its top.
+    ``ax``: draw into these axes (its figure is returned). Returns the Figure."""
     prices = _check_prices(prices)
     fig, ax = _axes(ax, 4.2)
     gpu = prices[0].step.hardware.gpu
     limit = gpu.memory_bytes / GIB
     totals = [p.memory.total / GIB for p in prices]
-    top = max([limit * cap] + [t * 1.18 for t, p in zip(totals, prices, strict=True) if p.fits])
+    # room above every bar drawn whole (one that fits, or one under the cap) for its label
+    top = max([limit * cap] + [t * 1.18 for t, p in zip(totals, prices, strict=True)
+                               if p.fits or t <= limit * cap])
     if max(totals) * 1.18 <= top:
         top = max(limit, max(totals)) * 1.22
     bottom = [0.0] * len(prices)
@@ -476,6 +487,117 @@ def judged_figure(judgement: PlanJudgement, *, band_pct: float = 30.0) -> Any:
                           label=f"target median |error| {STEP_TARGET[0]:g}%"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize="small", frameon=False)
     fig.get_layout_engine().set(rect=(0, 0.1, 1, 0.9))
+    return fig
+
+
+def fit_grid_figure(runs: Sequence[GridRun], *, band_pct: float = 5.0) -> Any:
+    """The planner beside measured GPU runs (:func:`~distlab.judge.fit_grid.judge_grid` of a
+    verify grid). Left: each run's measured peak reserved bytes against the model's, GiB, the
+    diagonal and a band of ``+-band_pct`` % around it; a run whose allocator was capped (a
+    smaller GPU's memory) drawn hollow; a run that ran out of memory under a cap as a red ``x``
+    at the model's reserve with memory to spare and the cap it hit; dotted, what the allocator
+    of an uncapped run could take (the GPU's memory less what lies outside the allocator).
+    Right: each run's measured step against the model's, log-log (a capped run's step is not
+    judged). Calibration and held-out runs apart (:data:`~distlab.judge.fit_grid.
+    CALIBRATION_MODELS`); each panel's title gives the held-out median ``|error|``. Returns the
+    Figure."""
+    runs = list(runs)
+    if not runs:
+        raise ValueError("runs must hold at least one GridRun (judge_grid), got none")
+    for r in runs:
+        if not isinstance(r, GridRun):
+            raise TypeError(f"runs must hold GridRun (distlab.judge.fit_grid.judge_grid), got "
+                            f"{type(r).__name__}")
+    band = band_pct / 100.0
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 4.9))
+    left, right = fig.subplots(1, 2)
+    held = grid_summaries(runs, "held_out")
+    styles = {"calibration": ("o", 22), "held_out": ("^", 30)}
+    names = {"calibration": "calibration", "held_out": "held out"}
+
+    def allocator_gib(r: GridRun) -> float:
+        return (r.price.step.hardware.gpu.memory_bytes - r.price.memory.device) / GIB
+
+    def diagonal(ax: Any, lo: float, hi: float) -> None:
+        xs = list(np.geomspace(lo, hi, 16)) if ax is right else [lo, hi]
+        ax.fill_between(xs, [x * (1 - band) for x in xs], [x * (1 + band) for x in xs],
+                        color="#e8e8e8", lw=0)
+        ax.plot([lo, hi], [lo, hi], "-", color="0.4", lw=0.8)
+
+    ran = [r for r in runs if r.reserved is not None]
+    oom = [r for r in runs if r.oom is not None]
+    uncapped = {allocator_gib(r) for r in runs if not r.capped}
+    limit = next(iter(uncapped)) if len(uncapped) == 1 else None
+    hi = 1.08 * max([r.reserved / GIB for r in ran] + [r.price.memory.reserved / GIB for r in runs]
+                    + [allocator_gib(r) for r in oom] + ([limit] if limit else []))
+    diagonal(left, 0.0, hi)
+    for split, (marker, size) in styles.items():
+        for capped in (False, True):
+            pts = [r for r in ran if r.split == split and r.capped == capped]
+            if pts:
+                c = colour(names[split])
+                left.scatter([r.price.memory.reserved / GIB for r in pts],
+                             [r.reserved / GIB for r in pts], s=size, marker=marker,
+                             facecolors="none" if capped else c, edgecolors=c,
+                             linewidths=1.0 if capped else 0.0, alpha=0.9, zorder=3)
+    if oom:
+        left.scatter([r.price.memory.reserved / GIB for r in oom], [allocator_gib(r) for r in oom],
+                     s=40, marker="x", color=_NOT_FIT, linewidths=1.5, zorder=4)
+    if limit is not None:
+        left.axhline(limit, color="black", ls=":", lw=0.9)
+    left.set_xlim(0, hi)
+    left.set_ylim(0, hi)
+    left.set_xlabel("model's peak reserved (GiB)")
+    left.set_ylabel("measured peak reserved (GiB)")
+    left.set_title(f"peak reserved: held-out median |error| {held['reserved'].median:.1f}%",
+                   fontsize="medium")
+    left.grid(alpha=0.3)
+
+    timed = [r for r in runs if r.step_error_pct is not None]
+    if timed:
+        xs = [r.price.step.step_s for r in timed] + [r.step_s or 0.0 for r in timed]
+        lo, top = min(xs) / 1.3, max(xs) * 1.3
+        diagonal(right, lo, top)
+        for split, (marker, size) in styles.items():
+            pts = [r for r in timed if r.split == split]
+            if pts:
+                right.scatter([r.price.step.step_s for r in pts], [r.step_s for r in pts],
+                              s=size, marker=marker, color=colour(names[split]), alpha=0.9,
+                              lw=0, zorder=3)
+        right.set_xscale("log")
+        right.set_yscale("log")
+        right.set_xlim(lo, top)
+        right.set_ylim(lo, top)
+        for axis in (right.xaxis, right.yaxis):
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(FuncFormatter(
+                lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+        right.set_title(f"step: held-out median |error| {held['step'].median:.1f}%",
+                        fontsize="medium")
+    else:
+        right.text(0.5, 0.5, "no run timed against the model", ha="center", va="center",
+                   transform=right.transAxes)
+    right.set_xlabel("model's step (s)")
+    right.set_ylabel("measured step (s)")
+    right.grid(alpha=0.3, which="both")
+
+    handles = [Line2D([], [], ls="none", marker=styles[s][0], ms=6, color=colour(names[s]),
+                      label=f"{names[s]} ({sum(r.split == s for r in runs)} runs)")
+               for s in styles if any(r.split == s for r in runs)]
+    if any(r.capped for r in ran):
+        handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="none", color="0.3",
+                              label="hollow: allocator capped"))
+    if oom:
+        handles.append(Line2D([], [], ls="none", marker="x", ms=6, mew=1.5, color=_NOT_FIT,
+                              label=f"out of memory under a cap ({len(oom)} runs)"))
+    handles += [Line2D([], [], color="0.4", lw=0.8, label="measured = model"),
+                Patch(facecolor="#e8e8e8", label=f"within ±{band_pct:g}% of the model")]
+    if limit is not None:
+        gpu = next(r for r in runs if not r.capped).price.step.hardware.gpu.name
+        handles.append(Line2D([], [], color="black", ls=":", lw=0.9,
+                              label=f"{gpu}'s allocator limit ({size_in(limit * GIB, 'GiB')})"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize="small", frameon=False)
+    fig.get_layout_engine().set(rect=(0, 0.14, 1, 0.86))
     return fig
 
 
