@@ -27,7 +27,7 @@ from distlab.plan.model import model_spec
 from distlab.plan.planner import LayoutPrice, price
 from distlab.plan.verify.cases import parse_case
 from distlab.report.jsonfile import read_json
-from distlab.vocabulary import ErrorSummary, error_pct
+from distlab.vocabulary import ErrorSummary, error_pct, size_in
 
 __all__ = ["CALIBRATION_MODELS", "STEP_TARGET", "MEMORY_TARGET", "GridRun", "judge_grid",
            "load_grid"]
@@ -128,7 +128,7 @@ def judge_grid(paths: Iterable[Path | str]) -> list[GridRun]:
         if limit is not None:
             # the allocator was capped: the GPU, as far as the step could tell, had that much
             # memory and what the process holds outside the allocator
-            kind = replace(kind, name=f"{kind.name} capped at {limit / 2**30:.2f} GiB",
+            kind = replace(kind, name=f"{kind.name} capped at {size_in(limit, 'GiB', '.2f')}",
                            memory_bytes=int(limit) + DEVICE_BYTES)
         hw = Hardware(kind, 1)
         expandable = "expandable_segments:true" in str(prov.get("alloc_conf", "")).lower()

@@ -302,6 +302,7 @@ def _expandable_note(model: ModelSpec, hw: Any, first: LayoutPrice) -> list[str]
     """A line where expandable segments would make the first layout reserve at least half a
     GiB less (or fit where it does not)."""
     from distlab.plan.planner import price
+    from distlab.vocabulary import size_in
 
     other = price(model, first.layout, hw, expandable_segments=True)
     saved = first.memory.total - other.memory.total
@@ -310,8 +311,8 @@ def _expandable_note(model: ModelSpec, hw: Any, first: LayoutPrice) -> list[str]
     verdict = ("and fits" if other.fits and not first.fits else
                "" if other.fits else "and still does not fit")
     return [f"# with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True the first layout "
-            f"({first.layout.label}) needs {saved / 2**30:.1f} GiB less, "
-            f"{other.memory.total / 2**30:.1f} GiB {verdict}".rstrip()]
+            f"({first.layout.label}) needs {size_in(saved, 'GiB')} less, "
+            f"{size_in(other.memory.total, 'GiB')} {verdict}".rstrip()]
 
 
 def _verify(model: ModelSpec, hw: Any, prices: list[LayoutPrice], args: Any

@@ -71,7 +71,7 @@ from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
 from distlab.viz.palette import colour
 from distlab.viz.pipeline_parallel import simulation_gantt
-from distlab.vocabulary import size_in
+from distlab.vocabulary import error_pct, size_in
 
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
            "STEP_PARTS", "PlannerExplorer",
@@ -846,7 +846,7 @@ def plan_summary(result: Plan, *, took: str = "") -> str:
             f"tokens/s per GPU, MFU {best.step.mfu:.0%}")
     faster = min(result.ranked, key=lambda p: p.step.step_s)
     if faster is not best:
-        gain = best.step.step_s / faster.step.step_s - 1
+        gain = error_pct(best.step.step_s, faster.step.step_s) / 100
         more = (faster.memory.total - best.memory.total) / GIB
         text += (f"; {faster.layout.label} is {gain:.1%} faster in {more:.1f} GiB more "
                  f"(the ranking charges memory up to {TIE:.0%} of the step)")

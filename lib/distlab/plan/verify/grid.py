@@ -41,6 +41,7 @@ from distlab.plan.model import PRESETS, model_spec
 from distlab.plan.verify.cases import DEFAULT_GRID, TOO_BIG, GridCase, parse_case
 from distlab.plan.verify.rank import MeasuredOutOfMemory, VerifyCase, run_rank
 from distlab.report.jsonfile import write_json
+from distlab.vocabulary import size_in
 
 __all__ = ["DEFAULT_GRID", "TOO_BIG", "GridCase", "main", "parse_case", "run_grid"]
 
@@ -130,13 +131,7 @@ def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", st
             kernels.append(_profile_case(vc, case.name))
         doc["rows"].append(row)
         write_json(out, doc)
-        m_ = row.get("measured")
-        summary = ("error " + row["error"].strip().splitlines()[-1] if "error" in row else
-                   "OOM " + json.dumps(row["oom"]) if m_ is None else
-                   f"step {min(m_['step_s']):.3f} s, alloc "
-                   f"{max(p['allocated'] for p in m_['peaks'].values()) / 2**30:.2f} GiB, "
-                   f"reserved {max((p['reserved'] or 0) for p in m_['peaks'].values()) / 2**30:.2f}"
-                   " GiB")
+        summary = _summary(row)
         print(f"[{i + 1}/{len(cases)} {time.monotonic() - t0:.0f}s] {case.name}: {summary}",
               flush=True)
     write_json(out, doc)
@@ -146,6 +141,19 @@ def run_grid(cases: tuple[GridCase, ...], out: Path, *, device: str = "cuda", st
     if profile_out is not None and kernels:
         profile_out.write_text("\n\n".join(kernels))
     return doc["rows"]
+
+
+def _summary(row: dict[str, Any]) -> str:
+    """One line for a case: its step and peaks, or why it has none."""
+    m = row.get("measured")
+    if "error" in row:
+        return "error " + row["error"].strip().splitlines()[-1]
+    if m is None:
+        return "OOM " + json.dumps(row["oom"])
+    alloc = max(p["allocated"] for p in m["peaks"].values())
+    reserved = max(p["reserved"] or 0 for p in m["peaks"].values())
+    return (f"step {min(m['step_s']):.3f} s, alloc {size_in(alloc, 'GiB', '.2f')}, "
+            f"reserved {size_in(reserved, 'GiB', '.2f')}")
 
 
 def _profile_case(vc: VerifyCase, name: str) -> str:

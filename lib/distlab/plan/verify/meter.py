@@ -16,6 +16,8 @@ Phases are named by the caller (``"build"``, ``"forward"``, ``"backward"``, ``"o
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -96,11 +98,13 @@ class HostMeter:
         from torch.profiler import ProfilerActivity, profile
 
         self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        self._prof.__enter__()
+        with _quiet_stderr():
+            self._prof.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._prof.__exit__(*exc)
+        with _quiet_stderr():
+            self._prof.__exit__(*exc)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -137,6 +141,21 @@ class HostMeter:
             _merge(peaks, PhasePeak(name, max([at_start, *inside]), None, at_end))
         self._peaks = peaks
         return dict(peaks)
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to ``/dev/null`` while the profiler starts or stops: libkineto
+    prints a ``USDT ... profiler_start`` line there each time, whatever its log level."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def meter_for(device: torch.device) -> CudaMeter | HostMeter:

@@ -47,6 +47,7 @@ from distlab.plan.verify.rank import (
     run_rank,
     unsupported_reason,
 )
+from distlab.vocabulary import size_in
 
 __all__ = ["DEVICES", "VerifyRow", "count_reason", "expandable_segments", "local_devices",
            "verify"]
@@ -152,8 +153,8 @@ def _host_budget_reason(spec: ModelSpec, layout: Layout) -> str | None:
     need = memory_per_gpu(spec, layout, device_bytes=0).allocated * layout.gpus
     have = psutil.virtual_memory().available
     if need > 0.8 * have:
-        return (f"needs about {need / 2**30:.1f} GiB on this host for {layout.gpus} ranks and "
-                f"{have / 2**30:.1f} GiB are free: verify a smaller model (a JSON shape) or "
+        return (f"needs about {size_in(need, 'GiB')} on this host for {layout.gpus} ranks and "
+                f"{size_in(have, 'GiB')} are free: verify a smaller model (a JSON shape) or "
                 "fewer layers (--verify-layers)")
     return None
 
@@ -232,9 +233,9 @@ def verify(spec: ModelSpec, layouts: Sequence[Layout], *, hw: Hardware | None = 
 def _oom_text(d: dict[str, Any]) -> str:
     parts = [f"in {d.get('phase')}"]
     if d.get("requested"):
-        parts.append(f"asked for {d['requested'] / 2**30:.2f} GiB")
+        parts.append(f"asked for {size_in(d['requested'], 'GiB', '.2f')}")
     if d.get("reserved") is not None:
-        parts.append(f"with {d['reserved'] / 2**30:.1f} GiB reserved")
+        parts.append(f"with {size_in(d['reserved'], 'GiB')} reserved")
     return ", ".join(parts)
 
 
