@@ -48,8 +48,8 @@ from distlab.report.table import Column, format_table
 
 if TYPE_CHECKING:
     from distlab.plan.layout import Hardware, Layout
-    from distlab.plan.model import ModelSpec
     from distlab.plan.planner import LayoutPrice
+    from distlab.transformer import ModelSpec
 
 __all__ = ["PROG", "main", "plan_rows", "price_json"]
 
@@ -105,7 +105,7 @@ def price_json(p: LayoutPrice) -> dict[str, Any]:
 def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
     """The model of ``text`` (a preset or a JSON file); a line for ``notes`` where a JSON file
     leaves out what decides the parameter count (which MLP)."""
-    from distlab.plan.model import PRESETS, model_spec
+    from distlab.transformer import PRESETS, model_spec
 
     if text in PRESETS:
         try:

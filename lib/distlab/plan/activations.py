@@ -32,7 +32,7 @@ Recomputation in Large Transformer Models", section 4, as
   only (divided by ``t`` with sequence parallelism), as the paper's Table 2; ``"op"``
   (torchtitan's per-op selective checkpointing, its ``_save_list`` policy) keeps the layer's
   input, the outputs of the odd-numbered matrix products in forward order
-  (:func:`~distlab.plan.model.per_op_saved_linears`: Q, V, the gate and the down projection of
+  (:func:`~distlab.transformer.per_op_saved_linears`: Q, V, the gate and the down projection of
   a SwiGLU layer; a row-parallel product's output whole on each GPU; a linear with a bias runs
   as ``addmm``, which the policy neither counts nor keeps), the fused attention
   kernel's output and log-sum-exp, and with sequence parallelism each reduce-scatter's output;
@@ -73,9 +73,9 @@ from typing import Any
 
 from distlab._checks import check_bool, check_choice, check_instance, check_int
 from distlab.plan.layout import Layout
-from distlab.plan.model import ModelSpec, model_spec, per_op_saved_linears
 from distlab.tensor_parallel.memory import ATTENTION as ATTENTION_BLOCK
 from distlab.tensor_parallel.memory import LAYER_NORM, MLP, ActivationTerm
+from distlab.transformer import ModelSpec, model_spec, per_op_saved_linears
 
 __all__ = ["ATTENTION", "ActivationOptions", "INDEX_BYTES", "LOSS_BYTES", "LayerTerm",
            "activation_options", "backward_working_nbytes", "backward_working_tensors",

@@ -114,7 +114,7 @@ class ComputeRate:
 
     def attention_flops_per_s(self, hw: Hardware, kernel: str = "flash") -> float:
         """Sustained FLOP/s of the attention's ``Q K^T`` and ``softmax V`` products (counted
-        whole, as :func:`~distlab.plan.model.layer_matmul_flops` counts them) with ``kernel``
+        whole, as :func:`~distlab.transformer.layer_matmul_flops` counts them) with ``kernel``
         (one of :data:`~distlab.plan.layout.ATTENTION_KERNELS`; unmeasured on this
         architecture: FlashAttention-2's rate): ``peak * efficiency["<arch>/bf16"] *
         attention * kernel factor``.

@@ -31,9 +31,9 @@ from typing import Any
 from distlab._checks import check_int
 from distlab.plan.calibration import ComputeRate
 from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
-from distlab.plan.model import ModelSpec
 from distlab.plan.step import CAUSAL_WORK
 from distlab.report.jsonfile import read_json
+from distlab.transformer import ModelSpec
 
 MEASURED = {"H200": "data/kernels_h200.json", "H100": "data/kernels_h100.json"}
 """The shipped ``python -m distlab.bench kernels`` runs, by GPU: package resources of

@@ -93,7 +93,6 @@ from distlab.plan.memory_step import (
     step_program,
 )
 from distlab.plan.memory_step import style as step_style
-from distlab.plan.model import ModelSpec, model_spec
 from distlab.plan.partition import (
     RankParams,
     layers_per_stage,
@@ -101,6 +100,7 @@ from distlab.plan.partition import (
     rank_stages,
     stage_params,
 )
+from distlab.transformer import ModelSpec, model_spec
 from distlab.zero.memory_model import zero_memory
 
 __all__ = ["ATTENTION", "DEFAULT_BUCKET_MB", "DEVICE_BYTES", "NCCL_COMMUNICATOR_BYTES",
@@ -476,7 +476,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
     first, the last and the one with the most activation and parameter bytes).
 
     Args:
-        model: a :class:`~distlab.plan.model.ModelSpec`, a preset name or a dict of fields.
+        model: a :class:`~distlab.transformer.ModelSpec`, a preset name or a dict of fields.
         layout: the :class:`~distlab.plan.layout.Layout`.
         hw: the hardware (its GPU count must be the layout's); kept for
             :meth:`MemoryEstimate.fits` and :meth:`MemoryEstimate.headroom_bytes`.

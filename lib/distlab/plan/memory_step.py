@@ -30,8 +30,8 @@ from distlab.plan.activations import (
 )
 from distlab.plan.layout import PRECISIONS, Layout
 from distlab.plan.memory_program import Program, chunks
-from distlab.plan.model import ModelSpec, layer_linears
 from distlab.plan.partition import layer_params_per_gpu, layers_per_stage, rank_stages
+from distlab.transformer import ModelSpec, layer_linears
 
 __all__ = ["OPTIMIZERS", "STEADY_ROUNDS", "STYLES", "StepOptions", "Unit", "rank_units",
            "steady_microbatches", "step_program", "style"]

@@ -30,8 +30,8 @@ from typing import Any
 from distlab._checks import check_int
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
 from distlab.plan.memory import MemoryEstimate, memory_lower_bound, memory_per_gpu
-from distlab.plan.model import ModelSpec
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
+from distlab.transformer import ModelSpec
 from distlab.vocabulary import size_in
 
 __all__ = ["MAX_COUNTS_TRIED", "MIN_CP_TOKENS", "RECOMPUTE_TRIED", "TIE", "LayoutPrice", "Plan",

@@ -2,7 +2,7 @@
 the run measured as a step time.
 
 :func:`run_inputs` turns a run's stated model, hardware and layout into a
-:class:`~distlab.plan.model.ModelSpec`, :class:`~distlab.plan.layout.Layout` and
+:class:`~distlab.transformer.ModelSpec`, :class:`~distlab.plan.layout.Layout` and
 :class:`~distlab.plan.layout.Hardware`; whatever the run leaves unstated is filled by one rule
 each (``RunInputs.assumed`` names every one used). :func:`measured_step_s` reads the step time
 from what the source published, in this order: the step time itself; tokens per second per GPU;
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware, Layout, gpu_kind
-from distlab.plan.model import ModelSpec
 from distlab.plan.published import PublishedRun, PublishedSource, load_published
 from distlab.plan.step import StageFlops, stage_flops
+from distlab.transformer import ModelSpec
 
 __all__ = ["CUDNN_FROM_SM", "FSDP_SOURCES", "PER_OP_NOTE", "TRANSFORMER_ENGINE_SOURCES",
            "RunInputs", "measured_memory_bytes", "measured_step_s", "run_inputs"]

@@ -6,7 +6,7 @@ The model, in full (every term is per optimizer step, on the slowest rank):
   products, the output layer on the last stage; backward twice the forward; full recompute one
   more forward of the layers, selective the attention's ``s^2`` products again, per-op
   checkpointing (``"op"``, torchtitan's) the products its policy does not keep again
-  (:func:`~distlab.plan.model.per_op_saved_linears`), not the attention), divided over
+  (:func:`~distlab.transformer.per_op_saved_linears`), not the attention), divided over
   ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an efficiency
   that grows with the width each GPU multiplies (``hidden / tp``), calibrated on published runs
   (:mod:`distlab.plan.calibration`).
@@ -62,10 +62,10 @@ from distlab.plan.calibration import (
 )
 from distlab.plan.collectives import collective_seconds, p2p_seconds
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits, group_span
-from distlab.plan.model import ModelSpec, layer_matmul_flops, per_op_saved_linears
 from distlab.plan.partition import layers_per_stage, rank_params, stage_params
 from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 from distlab.timeline import Timeline
+from distlab.transformer import ModelSpec, layer_matmul_flops, per_op_saved_linears
 
 __all__ = ["StepEstimate", "model_flops_per_step", "optimizer_seconds", "output_layer_s",
            "stage_flops", "step_time", "step_timeline"]

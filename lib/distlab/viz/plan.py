@@ -56,10 +56,10 @@ from distlab.plan.layout import (
     gpu_kind,
     hardware,
 )
-from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import TIE, LayoutPrice, Plan, plan
 from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
+from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
 from distlab.viz.palette import colour
@@ -609,7 +609,7 @@ def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
 class PlannerExplorer(Explorer):
     """The planner for chosen settings: the first layouts of its ranking, their memory and step.
 
-    Controls: ``model`` (a preset of :data:`~distlab.plan.model.PRESETS`), ``gpus``, ``gpu``
+    Controls: ``model`` (a preset of :data:`~distlab.transformer.PRESETS`), ``gpus``, ``gpu``
     (a kind of :data:`~distlab.plan.layout.GPU_KINDS`), ``network`` (between nodes, a key of
     :data:`~distlab.nccl.multinode.NETWORKS`; off on one node),
     ``seq_len`` and ``global_batch`` (sequences per step). Each change runs
