@@ -48,7 +48,7 @@ elementwise kernels between the products (the fitted rate carries them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -63,7 +63,7 @@ from distlab.plan.calibration import (
 from distlab.plan.collectives import collective_seconds, p2p_seconds
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits, group_span
 from distlab.plan.partition import layers_per_stage, rank_params, stage_params
-from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
+from distlab.tensor_parallel.cost import layer_collectives
 from distlab.timeline import Timeline
 from distlab.transformer import ModelSpec, layer_matmul_flops, per_op_saved_linears
 
@@ -83,9 +83,10 @@ ACTIVATION_BYTES = 2
 (16-bit, as every published run trains)."""
 
 
-def _shape(model: ModelSpec, layout: Layout) -> TransformerShape:
-    return TransformerShape(model.hidden, model.heads, model.seq_len // layout.cp,
-                            layout.micro_batch, model.ffn, model.vocab, ACTIVATION_BYTES)
+@lru_cache(maxsize=256)
+def _with_seq_len(model: ModelSpec, seq_len: int) -> ModelSpec:
+    """``model`` on the ``seq_len`` tokens of one context-parallel rank."""
+    return replace(model, seq_len=seq_len)
 
 
 @dataclass(frozen=True)
@@ -319,7 +320,10 @@ def _tp_layer_seconds(model: ModelSpec, layout: Layout, hw: Hardware) -> tuple[f
     if layout.tp == 1:
         return 0.0, 0.0
     span = group_span(layout.tp, layout.stride("tp"), hw.gpus_per_node)
-    calls = layer_collectives(_shape(model, layout), layout.tp, layout.sequence_parallel,
+    tokens = model.seq_len // layout.cp
+    local = model if tokens == model.seq_len else _with_seq_len(model, tokens)
+    calls = layer_collectives(local, layout.tp, layout.sequence_parallel,
+                              micro_batch=layout.micro_batch, dtype_bytes=ACTIVATION_BYTES,
                               regather_inputs=layout.sequence_parallel)
     fwd = bwd = 0.0
     for c in calls:

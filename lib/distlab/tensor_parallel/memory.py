@@ -42,6 +42,12 @@ sequence-sharded input only and gather it again in backward
 Selective recomputation drops the ``5 a s^2 b`` terms (recomputed in backward); full
 recomputation keeps only the layer's input (sequence-sharded with sequence parallelism: the
 paper's table writes it without).
+
+A layer is a :class:`~distlab.transformer.ModelSpec` at ``micro_batch`` sequences of
+``dtype_bytes``-byte activations, or a :class:`~distlab.tensor_parallel.cost.TransformerShape`
+(:func:`~distlab.tensor_parallel.cost.layer_input`); the paper's terms describe its GPT layer, so
+a gated MLP or grouped-query attention is refused (:mod:`distlab.plan.activations` generalises
+the terms to both).
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distlab._checks import check_bool, check_choice
-from distlab.tensor_parallel.cost import TransformerShape, check_tp
+from distlab.tensor_parallel.cost import LayerLike, TransformerShape, check_tp, layer_input
 
 __all__ = ["ATTENTION", "LAYER_NORM", "MLP", "RECOMPUTE", "ActivationTerm", "activation_terms",
            "layer_activation_bytes", "table2_bytes"]
@@ -90,11 +96,24 @@ class ActivationTerm:
         return self.elements * self.itemsize
 
 
-def activation_terms(shape: TransformerShape) -> tuple[ActivationTerm, ...]:
-    """The tensors one layer of ``shape`` keeps for backward, unsharded (the module
-    docstring's list, section 4.1 of the paper), with ``ffn_hidden`` for the MLP's ``4 h``."""
-    if not isinstance(shape, TransformerShape):
-        raise TypeError(f"shape must be a TransformerShape, got {type(shape).__name__}")
+def _paper_layer(model: LayerLike, micro_batch: int | None,
+                 dtype_bytes: int | None) -> TransformerShape:
+    shape = layer_input(model, micro_batch, dtype_bytes)
+    spec = shape.model
+    if spec.gated_ffn or spec.kv != spec.heads:
+        raise ValueError(f"{spec.name}: the paper's terms are a GPT layer's (two-matrix MLP, as "
+                         f"many key/value heads as heads); gated_ffn={spec.gated_ffn}, "
+                         f"kv_heads={spec.kv}, heads={spec.heads}: use "
+                         "distlab.plan.activations.layer_activation_terms")
+    return shape
+
+
+def activation_terms(model: LayerLike, *, micro_batch: int | None = None,
+                     dtype_bytes: int | None = None) -> tuple[ActivationTerm, ...]:
+    """The tensors one layer of ``model`` keeps for backward, unsharded (the module
+    docstring's list, section 4.1 of the paper), with ``ffn_hidden`` for the MLP's ``4 h``;
+    ``model`` as :func:`layer_activation_bytes` takes it."""
+    shape = _paper_layer(model, micro_batch, dtype_bytes)
     sbh = shape.activation_elements
     sbf = shape.seq_len * shape.micro_batch * shape.ffn
     sq = shape.heads * shape.seq_len * shape.seq_len * shape.micro_batch
@@ -117,20 +136,24 @@ def activation_terms(shape: TransformerShape) -> tuple[ActivationTerm, ...]:
     )
 
 
-def layer_activation_bytes(shape: TransformerShape, tp: int = 1, *,
-                           sequence_parallel: bool = False, recompute: str = "none") -> int:
-    """Bytes of activations one rank keeps for one layer of ``shape`` between its forward and
+def layer_activation_bytes(model: LayerLike, tp: int = 1, *, sequence_parallel: bool = False,
+                           recompute: str = "none", micro_batch: int | None = None,
+                           dtype_bytes: int | None = None) -> int:
+    """Bytes of activations one rank keeps for one layer of ``model`` between its forward and
     its backward (:func:`activation_terms`, each divided by ``tp`` where tensor or sequence
     parallelism splits it).
 
     Args:
-        shape: the layer.
+        model: the layer: a :class:`~distlab.transformer.ModelSpec` at ``micro_batch``
+            sequences (default 1) of ``dtype_bytes``-byte activations (default 2), or a
+            :class:`~distlab.tensor_parallel.cost.TransformerShape`.
         tp: tensor-parallel degree (checked by
             :func:`~distlab.tensor_parallel.cost.check_tp`: dividing heads, hidden,
             ffn_hidden and, with sequence parallelism, seq_len).
         sequence_parallel: whether the replicated parts are split along the sequence too.
         recompute: one of :data:`RECOMPUTE`.
     """
+    shape = _paper_layer(model, micro_batch, dtype_bytes)
     tp = check_tp(shape, tp, sequence_parallel)
     sp = check_bool("sequence_parallel", sequence_parallel)
     check_choice("recompute", recompute, RECOMPUTE)
@@ -144,13 +167,15 @@ def layer_activation_bytes(shape: TransformerShape, tp: int = 1, *,
     return total
 
 
-def table2_bytes(shape: TransformerShape, tp: int = 1, *, sequence_parallel: bool = False,
-                 recompute: str = "none") -> float:
+def table2_bytes(model: LayerLike, tp: int = 1, *, sequence_parallel: bool = False,
+                 recompute: str = "none", micro_batch: int | None = None,
+                 dtype_bytes: int | None = None) -> float:
     """Korthikanti et al. 2022's Table 2, bytes per layer per rank (the module docstring's
-    closed forms, ``tp = 1``: no parallelism). They hold for the paper's assumptions only, so
-    ``shape`` must have ``ffn_hidden == 4 * hidden`` and ``dtype_bytes == 2``; full
-    recomputation is ``2 s b h``, divided by ``t`` with sequence parallelism (see the module
-    docstring)."""
+    closed forms, ``tp = 1``: no parallelism); ``model`` as :func:`layer_activation_bytes`
+    takes it. They hold for the paper's assumptions only, so the layer must have
+    ``ffn_hidden == 4 * hidden`` and ``dtype_bytes == 2``; full recomputation is ``2 s b h``,
+    divided by ``t`` with sequence parallelism (see the module docstring)."""
+    shape = _paper_layer(model, micro_batch, dtype_bytes)
     tp = check_tp(shape, tp, sequence_parallel)
     sp = check_bool("sequence_parallel", sequence_parallel)
     check_choice("recompute", recompute, RECOMPUTE)
