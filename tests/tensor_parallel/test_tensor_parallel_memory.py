@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distlab.recompute import RECOMPUTES
 from distlab.tensor_parallel.cost import TransformerShape
 from distlab.tensor_parallel.memory import (
     RECOMPUTE,
@@ -121,10 +122,10 @@ def test_bad_input():
        recompute=st.sampled_from(RECOMPUTE))
 def test_a_model_spec_keeps_what_its_shape_keeps(shape, t, sp, recompute):
     """The paper's terms read distlab's one transformer description, a ModelSpec, with the
-    micro-batch and bytes per element beside it."""
+    micro-batch and bytes per element beside it, and the recompute policy as a name or itself."""
     spec = ModelSpec("gpt", 1, shape.hidden, shape.heads, 1000, shape.seq_len,
                      ffn_hidden=shape.ffn)
-    mine = layer_activation_bytes(spec, t, sequence_parallel=sp, recompute=recompute,
+    mine = layer_activation_bytes(spec, t, sequence_parallel=sp, recompute=RECOMPUTES[recompute],
                                   micro_batch=shape.micro_batch, dtype_bytes=shape.dtype_bytes)
     assert mine == layer_activation_bytes(shape, t, sequence_parallel=sp, recompute=recompute)
     assert activation_terms(spec, micro_batch=shape.micro_batch,
@@ -136,3 +137,5 @@ def test_the_papers_terms_refuse_what_they_do_not_describe():
         layer_activation_bytes(PRESETS["llama3-8b"], 8)
     with pytest.raises(ValueError, match="kv_heads=8"):
         activation_terms(ModelSpec("gqa", 1, 1024, 16, 100, 64, kv_heads=8))
+    with pytest.raises(ValueError, match="got 'op' .the paper's terms do not count it"):
+        table2_bytes(GPT3, 8, recompute="op")

@@ -53,6 +53,7 @@ from distlab._checks import check_choice, check_float, check_int
 from distlab.pipeline_parallel.runtime.measure import ActivationMeter
 from distlab.plan.layout import Layout
 from distlab.plan.memory import MemoryEstimate, memory_per_gpu
+from distlab.recompute import NONE, OP, recompute_policy
 from distlab.tensor_parallel.loss import loss_parallel_cross_entropy
 from distlab.transformer import ModelSpec
 from distlab.vocabulary import error_pct
@@ -335,7 +336,7 @@ def layer_kept_bytes(spec: ModelSpec, recompute: str, *, attention: str = "flash
     checkpoint's). ``recompute``: ``"none"``, or ``"op"`` (the layer run under
     :func:`torch.utils.checkpoint.checkpoint` with :func:`per_op_context`, as torchtitan wraps
     each block). Uses torch's private ``_storage_Use_Count``."""
-    check_choice("recompute", recompute, ("none", "op"))
+    check_choice("recompute", recompute, (NONE.name, OP.name))
     check_choice("attention", attention, tuple(BACKENDS))
     from torch.utils.checkpoint import checkpoint
 
@@ -344,7 +345,7 @@ def layer_kept_bytes(spec: ModelSpec, recompute: str, *, attention: str = "flash
     x = torch.randn(BATCH, spec.seq_len, spec.hidden, requires_grad=True)
     track = _OutputStorages()
     with sdpa_kernel(BACKENDS[attention]), track:
-        if recompute == "op":
+        if recompute_policy(recompute).keeps_per_op:
             y = checkpoint(block, x, use_reentrant=False, context_fn=per_op_context,
                            preserve_rng_state=False)
         else:

@@ -3,18 +3,20 @@
 The model, in full (every term is per optimizer step, on the slowest rank):
 
 - **Compute.** Each stage's FLOPs per microbatch (:func:`stage_flops`: its layers' matrix
-  products, the output layer on the last stage; backward twice the forward; full recompute one
-  more forward of the layers, selective the attention's ``s^2`` products again, per-op
-  checkpointing (``"op"``, torchtitan's) the products its policy does not keep again
-  (:func:`~distlab.transformer.per_op_saved_linears`), not the attention), divided over
-  ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an efficiency
-  that grows with the width each GPU multiplies (``hidden / tp``), calibrated on published runs
-  (:mod:`distlab.plan.calibration`).
+  products, the output layer on the last stage; backward twice the forward; plus what the
+  layout's recompute policy runs again, :meth:`~distlab.recompute.Recompute.
+  forward_again_flops`: full recompute one more forward of the layers, selective the
+  attention's ``s^2`` products, per-op checkpointing (``"op"``, torchtitan's) the products its
+  policy does not keep (:func:`~distlab.transformer.per_op_saved_linears`), not the attention),
+  divided over ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an
+  efficiency that grows with the width each GPU multiplies (``hidden / tp``), calibrated on
+  published runs (:mod:`distlab.plan.calibration`).
 - **Tensor parallelism.** Each layer's collectives (:func:`~distlab.tensor_parallel.cost.
   layer_collectives`: two all-reduces forward and two backward, or all-gathers and
   reduce-scatters with sequence parallelism) priced by NCCL's model on the ``tp`` group, fully
   exposed (Megatron-LM and torch's ``parallelize_module`` run them between the layer's
-  matrix products); again in backward under full recompute.
+  matrix products); the forward's again in backward where the recompute policy repeats them
+  (:meth:`~distlab.recompute.Recompute.repeats_tp_forward`).
 - **Context parallelism.** Ring attention passes each rank's key/value block ``cp - 1`` times
   per layer forward, and keys, values and their gradients backward; each transfer hides behind
   the attention's own compute, what is longer is exposed.
@@ -110,8 +112,8 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) ->
     recomputed_products = sum(2 * s * b * lin.in_features * lin.out_features
                               for lin, saved in per_op_saved_linears(model)
                               if not saved) / split
-    recompute = {"none": 0.0, "selective": layers * attention,
-                 "op": layers * recomputed_products, "full": layers * layer}[layout.recompute]
+    recompute = layers * layout.recompute_policy.forward_again_flops(
+        layer=layer, attention=attention, unsaved_products=recomputed_products)
     return StageFlops(forward, 2 * forward, recompute, layers * attention)
 
 
@@ -271,7 +273,7 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
         last = s == layout.stages - 1
         fl = stage_flops(model, layout, layers, last=last)
         attention = fl.attention_forward
-        recompute_attention = attention if layout.recompute in ("selective", "full") else 0.0
+        recompute_attention = attention if layout.recompute_policy.repeats_attention else 0.0
 
         # the attention's forward and backward share its time as the kernels do; recompute
         # repeats the forward only
@@ -298,16 +300,12 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
 
 
 def _repeats_tp_forward(layout: Layout) -> bool:
-    """Whether backward runs a layer's forward tensor-parallel collectives again: under full
-    recompute (the layer's forward again), and under per-op checkpointing without sequence
-    parallelism (its all-reduces are not in the saved list). Per-op checkpointing with sequence
-    parallelism gathers the inputs again in the recompute, where the model already prices
-    backward's regather, and keeps the reduce-scatters' outputs. With ``tp_overlap`` the
-    repeat hides behind the recompute."""
+    """Whether backward runs a layer's forward tensor-parallel collectives again, as the
+    layout's recompute policy says (:meth:`~distlab.recompute.Recompute.repeats_tp_forward`).
+    With ``tp_overlap`` the repeat hides behind the recompute."""
     if layout.tp_overlap:
         return False
-    return layout.recompute == "full" or (layout.recompute == "op"
-                                          and not layout.sequence_parallel)
+    return layout.recompute_policy.repeats_tp_forward(layout.sequence_parallel)
 
 
 def _exposed_tp(comm_s: float, layer_compute_s: float, layout: Layout) -> float:

@@ -50,7 +50,6 @@ from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
 from distlab.plan.kernels import attention_factor
 from distlab.plan.layout import (
     GPU_KINDS,
-    RECOMPUTE_LABELS,
     Hardware,
     Layout,
     gpu_kind,
@@ -140,8 +139,8 @@ def short_label(layout: Layout) -> str:
         how.append(name + (f"x{layout.stages_per_rank}" if layout.stages_per_rank > 1 else ""))
     if layout.micro_batch > 1:
         how.append(f"mb{layout.micro_batch}")
-    if layout.recompute != "none":
-        how.append(RECOMPUTE_LABELS[layout.recompute])
+    if layout.recompute_policy.label:
+        how.append(layout.recompute_policy.label)
     if layout.tp > 1 and not layout.sequence_parallel:
         how.append("no-sp")
     if layout.tp_overlap:
