@@ -11,6 +11,10 @@ Core (floor 0):
 - :mod:`distlab.vocabulary`: the names every floor shares, defined once: collectives, bus
   bandwidth, the error sign (measured vs model), error summaries, size labels, NCCL releases.
 - :mod:`distlab.nets`: the one small model (``mlp``) the labs and benchmarks train.
+- :mod:`distlab.transformer`: the one description of a decoder transformer (``ModelSpec``, its
+  presets, parameters and FLOPs) every model that prices a layer reads;
+  :mod:`distlab.recompute`: activation recompute as policies (what a layer keeps, what its
+  backward runs again, which tensor-parallel collectives that repeats).
 - :mod:`distlab.scratch`: scratch folders the notebooks write to, removed when their kernel exits.
 - :mod:`distlab.fit`: the one latency + bandwidth fit; :mod:`distlab.links`: the one table of
   link peaks; :mod:`distlab.devices`: decisions that depend on the GPU count, as pure functions;

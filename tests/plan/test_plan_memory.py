@@ -31,7 +31,6 @@ from distlab.plan.memory import (
     rank_params,
 )
 from distlab.plan.model import PRESETS, ModelSpec
-from distlab.tensor_parallel.cost import TransformerShape
 from distlab.tensor_parallel.memory import layer_activation_bytes, table2_bytes
 from distlab.zero.memory_model import zero_memory
 
@@ -48,9 +47,9 @@ parallelism)."""
 def test_paper_case_is_table2(tp: int, sp: bool, recompute: str) -> None:
     lay = Layout(tp=tp, sequence_parallel=sp, recompute=recompute)
     got = layer_activation_nbytes(GPT3, lay, **PAPER)
-    shape = TransformerShape(GPT3.hidden, GPT3.heads, GPT3.seq_len, 1)
-    assert got == layer_activation_bytes(shape, tp, sequence_parallel=sp, recompute=recompute)
-    assert got == pytest.approx(table2_bytes(shape, tp, sequence_parallel=sp,
+    # the planner's model and tensor_parallel's paper terms read the same ModelSpec
+    assert got == layer_activation_bytes(GPT3, tp, sequence_parallel=sp, recompute=recompute)
+    assert got == pytest.approx(table2_bytes(GPT3, tp, sequence_parallel=sp,
                                              recompute=recompute), rel=1e-12)
 
 
@@ -66,12 +65,12 @@ def test_paper_case_is_table2_for_any_shape(heads: int, head_dim: int, seq: int,
     model = ModelSpec("m", 2, h, heads, 100, s)
     lay = Layout(tp=tp, sequence_parallel=sp, recompute=recompute, micro_batch=b,
                  global_batch=b)
-    shape = TransformerShape(h, heads, s, b)
     got = layer_activation_nbytes(model, lay, **PAPER)
     sp = lay.sequence_parallel
-    assert got == layer_activation_bytes(shape, tp, sequence_parallel=sp, recompute=recompute)
-    assert got == pytest.approx(table2_bytes(shape, tp, sequence_parallel=sp,
-                                             recompute=recompute), rel=1e-12)
+    assert got == layer_activation_bytes(model, tp, sequence_parallel=sp, recompute=recompute,
+                                         micro_batch=b)
+    assert got == pytest.approx(table2_bytes(model, tp, sequence_parallel=sp,
+                                             recompute=recompute, micro_batch=b), rel=1e-12)
 
 
 def _nbytes(terms, name: str) -> int:

@@ -11,7 +11,7 @@ from distlab.plan.calibration import ComputeRate
 from distlab.plan.layout import Layout, hardware
 from distlab.plan.model import PRESETS, ModelSpec
 from distlab.plan.step import CAUSAL_WORK, model_flops_per_step, step_time
-from distlab.tensor_parallel.cost import TransformerShape, price_layer
+from distlab.tensor_parallel.cost import price_layer
 
 RATE = ComputeRate({"default": 0.5}, width_scale=256.0, attention=0.7, source="test")
 
@@ -94,9 +94,8 @@ def test_tensor_parallel_time_is_the_nccl_priced_layer_times_layers(sp: bool) ->
     model, hw = PRESETS["llama3-8b"], hardware("h100", 8)
     lay = Layout(tp=8, sequence_parallel=sp, global_batch=2)
     est = step_time(model, lay, hw, rate=RATE)
-    shape = TransformerShape(model.hidden, model.heads, model.seq_len, 1, model.ffn,
-                             model.vocab, 2)
-    layer = price_layer(shape, 8, sp, box="h100_sxm8", regather_inputs=sp)
+    layer = price_layer(model, 8, sp, micro_batch=1, dtype_bytes=2, box="h100_sxm8",
+                        regather_inputs=sp)
     assert est.tp_s == pytest.approx(layer.seconds * model.layers * 2, rel=1e-9)
 
 

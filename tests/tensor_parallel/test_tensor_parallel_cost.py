@@ -13,8 +13,10 @@ from distlab.tensor_parallel.cost import (
     FORWARD,
     TransformerShape,
     layer_collectives,
+    layer_input,
     price_layer,
 )
+from distlab.transformer import PRESETS, ModelSpec
 from distlab.vocabulary import COLLECTIVES
 
 GPT3 = TransformerShape(hidden=12288, heads=96, seq_len=2048, micro_batch=1)
@@ -162,3 +164,43 @@ def test_price_layer_bad_input():
         price_layer(GPT3, 8, box="H100 SXM")
     with pytest.raises(ValueError, match="phase must be one of"):
         price_layer(GPT3, 8, box="h100_sxm8").pass_seconds("sideways")
+
+
+@settings(max_examples=40, deadline=None)
+@given(heads=st.sampled_from([8, 32, 96]), head_dim=st.sampled_from([8, 128]),
+       s=st.sampled_from([8, 2048]), b=st.integers(1, 4), t=st.sampled_from([1, 2, 8]),
+       d=st.sampled_from([2, 4]), sp=st.booleans())
+def test_a_model_spec_is_the_layer_its_shape_describes(heads, head_dim, s, b, t, d, sp):
+    """The functions take distlab's one transformer description, a ModelSpec, with the
+    micro-batch and bytes per element beside it; TransformerShape builds the same ModelSpec."""
+    spec = ModelSpec("gpt", 2, heads * head_dim, heads, 1000, s)
+    shape = TransformerShape(heads * head_dim, heads, s, b, dtype_bytes=d)
+    assert (shape.hidden, shape.heads, shape.seq_len, shape.ffn) == \
+        (spec.hidden, spec.heads, spec.seq_len, spec.ffn)
+    assert layer_collectives(spec, t, sp, micro_batch=b, dtype_bytes=d, regather_inputs=True) \
+        == layer_collectives(shape, t, sp, regather_inputs=True)
+    assert TransformerShape.of(spec, b, d).activation_nbytes == shape.activation_nbytes
+
+
+def test_a_model_spec_prices_as_its_shape_and_grouped_query_attention_alike():
+    spec = ModelSpec("gpt3-layer", 1, 12288, 96, 51200, 2048)
+    assert layer_input(spec).model is spec
+    for sp in (False, True):
+        ours = price_layer(spec, 8, sp, box="h100_sxm8")
+        theirs = price_layer(GPT3, 8, sp, box="h100_sxm8")
+        assert ours.seconds == pytest.approx(theirs.seconds, rel=1e-12)
+        assert ours.shape.model is spec and ours.shape.micro_batch == 1
+    # a layer's collectives are its activation's, whatever its attention and MLP
+    llama = PRESETS["llama3-8b"]
+    calls = layer_collectives(llama, 8, True, micro_batch=2)
+    assert {c.nbytes for c in calls} == {8192 * 2 * 4096 * 2}
+
+
+def test_a_layer_is_given_once():
+    with pytest.raises(ValueError, match="micro_batch and dtype_bytes come with a "
+                                         "TransformerShape"):
+        layer_collectives(GPT3, 8, micro_batch=2)
+    with pytest.raises(TypeError, match="model must be a ModelSpec"):
+        layer_collectives((12288, 96), 8)
+    with pytest.raises(ValueError, match="micro_batch"):
+        layer_collectives(PRESETS["llama3-8b"], 8, micro_batch=0)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distlab.recompute import RECOMPUTES
 from distlab.tensor_parallel.cost import TransformerShape
 from distlab.tensor_parallel.memory import (
     RECOMPUTE,
@@ -13,6 +14,7 @@ from distlab.tensor_parallel.memory import (
     layer_activation_bytes,
     table2_bytes,
 )
+from distlab.transformer import PRESETS, ModelSpec
 
 GPT3 = TransformerShape(hidden=12288, heads=96, seq_len=2048, micro_batch=1)
 SBH = 2048 * 12288  # 25_165_824; 5 a s / h = 5 * 96 * 2048 / 12288 = 80
@@ -111,5 +113,29 @@ def test_bad_input():
         layer_activation_bytes(GPT3, 8, recompute="some")
     with pytest.raises(TypeError, match="sequence_parallel"):
         layer_activation_bytes(GPT3, 8, sequence_parallel="yes")
-    with pytest.raises(TypeError, match="TransformerShape"):
+    with pytest.raises(TypeError, match="model must be a ModelSpec .or a TransformerShape."):
         activation_terms((12288, 96))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=shapes, t=st.sampled_from([1, 2, 4, 8]), sp=st.booleans(),
+       recompute=st.sampled_from(RECOMPUTE))
+def test_a_model_spec_keeps_what_its_shape_keeps(shape, t, sp, recompute):
+    """The paper's terms read distlab's one transformer description, a ModelSpec, with the
+    micro-batch and bytes per element beside it, and the recompute policy as a name or itself."""
+    spec = ModelSpec("gpt", 1, shape.hidden, shape.heads, 1000, shape.seq_len,
+                     ffn_hidden=shape.ffn)
+    mine = layer_activation_bytes(spec, t, sequence_parallel=sp, recompute=RECOMPUTES[recompute],
+                                  micro_batch=shape.micro_batch, dtype_bytes=shape.dtype_bytes)
+    assert mine == layer_activation_bytes(shape, t, sequence_parallel=sp, recompute=recompute)
+    assert activation_terms(spec, micro_batch=shape.micro_batch,
+                            dtype_bytes=shape.dtype_bytes) == activation_terms(shape)
+
+
+def test_the_papers_terms_refuse_what_they_do_not_describe():
+    with pytest.raises(ValueError, match="gated_ffn=True"):
+        layer_activation_bytes(PRESETS["llama3-8b"], 8)
+    with pytest.raises(ValueError, match="kv_heads=8"):
+        activation_terms(ModelSpec("gqa", 1, 1024, 16, 100, 64, kv_heads=8))
+    with pytest.raises(ValueError, match="got 'op' .the paper's terms do not count it"):
+        table2_bytes(GPT3, 8, recompute="op")

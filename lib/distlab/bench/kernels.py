@@ -67,8 +67,8 @@ from distlab.plan.kernels import (
     model_matmul_s,
 )
 from distlab.plan.layout import GPU_KINDS, GpuKind, gpu_kind
-from distlab.plan.model import PRESETS, ModelSpec
 from distlab.report.table import Column, Table
+from distlab.transformer import PRESETS, ModelSpec
 from distlab.vocabulary import error_pct
 
 __all__ = ["BACKENDS", "BENCHMARK", "KernelsConfig", "main", "measure_attention",

@@ -23,10 +23,10 @@ from typing import Any
 from distlab.plan.kernels import gpu_kind_for_device
 from distlab.plan.layout import Hardware, gpu_kind
 from distlab.plan.memory import DEVICE_BYTES
-from distlab.plan.model import model_spec
 from distlab.plan.planner import LayoutPrice, price
 from distlab.plan.verify.cases import parse_case
 from distlab.report.jsonfile import read_json
+from distlab.transformer import model_spec
 from distlab.vocabulary import ErrorSummary, error_pct, size_in
 
 __all__ = ["CALIBRATION_MODELS", "STEP_TARGET", "MEMORY_TARGET", "GridRun", "judge_grid",

@@ -3,7 +3,7 @@ context-parallel layout of a decoder transformer on named GPUs, judged on publis
 
 ``python -m distlab.plan`` is the command; from Python, :func:`price` one layout or
 :func:`plan` them all (:mod:`distlab.plan.planner`), a model from :data:`PRESETS`, a dict or
-an ``nn.Module`` (:mod:`distlab.plan.model`), a :class:`Layout` and :func:`hardware`
+an ``nn.Module`` (:mod:`distlab.transformer`), a :class:`Layout` and :func:`hardware`
 (:mod:`distlab.plan.layout`).
 
 The names below are imported from their modules when first read, so ``python -m distlab.plan``

@@ -50,15 +50,15 @@ from distlab.report.table import Column, format_table
 
 if TYPE_CHECKING:
     from distlab.plan.layout import Hardware, Layout
-    from distlab.plan.model import ModelSpec
     from distlab.plan.planner import LayoutPrice
+    from distlab.transformer import ModelSpec
 
-__all__ = ["PROG", "main", "plan_rows", "price_json"]
+__all__ = ["PROG", "columns", "main", "plan_rows", "price_json"]
 
 PROG = "python -m distlab.plan"
 GiB = 2**30
 
-COLUMNS = (
+_HEAD = (
     Column("#", "rank"),
     Column("layout", "layout", align="<"),
     Column("mem GiB", "memory", ".1f"),
@@ -67,30 +67,54 @@ COLUMNS = (
     Column("other", "other", ".1f"),
     Column("fits", "fits"),
     Column("step s", "step", ".3f"),
-    Column("compute", "compute", ".3f"),
-    Column("tp+cp", "tp_cp", ".3f"),
-    Column("dp+fsdp", "dp_fsdp", ".3f"),
-    Column("bubble", "bubble", ".3f"),
+)
+_TAIL = (
     Column("tok/s/GPU", "tokens", ".0f"),
     Column("MFU %", "mfu", ".1f", scale=100),
 )
 
 
+def columns() -> tuple[Column, ...]:
+    """The table's columns: memory, then the step and one column of seconds for each step
+    column of the registered dimensions (:func:`distlab.plan.dimensions.column_parts`: compute,
+    ``tp+cp``, ``dp+fsdp``, bubble, and any a registered dimension adds), tokens/s per GPU,
+    MFU. ``COLUMNS`` reads the same."""
+    from distlab.plan.dimensions import column_parts
+
+    return (*_HEAD, *(Column(header, key, ".3f") for header, key in column_parts()), *_TAIL)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "COLUMNS":   # the registered dimensions' columns, read when asked for
+        return columns()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str, Any]]:
-    """One table row per priced layout (GiB, seconds, tokens/s per GPU, MFU)."""
+    """One table row per priced layout (GiB, seconds, tokens/s per GPU, MFU); a step column's
+    value sums its parts (:func:`distlab.plan.dimensions.column_parts`)."""
+    from distlab.plan.dimensions import column_parts
+
+    groups = column_parts()
     rows = []
     for i, p in enumerate(prices, start):
         m, s = p.memory, p.step
         states = (m.params + m.grads + m.optimizer) / GiB
-        rows.append({
+        row = {
             "rank": i, "layout": p.layout.label, "memory": m.total / GiB, "states": states,
             "activations": m.activations / GiB,
             "other": m.total / GiB - states - m.activations / GiB,
             # the margin: GiB to spare where it fits, GiB short where it does not
             "fits": f"{p.headroom_bytes / GiB:+.1f}",
-            "step": s.step_s, "compute": s.compute_s, "tp_cp": s.tp_s + s.cp_s,
-            "dp_fsdp": s.dp_s + s.fsdp_s, "bubble": s.bubble_s, "optimizer": s.optimizer_s,
-            "tokens": s.tokens_per_s_per_gpu, "mfu": s.mfu})
+            "step": s.step_s}
+        seconds = s.parts()
+        for (_, key), names in groups.items():
+            first, *rest = (seconds.get(n, 0.0) for n in names)
+            for value in rest:
+                first += value
+            row[key] = first
+        row |= {"tokens": s.tokens_per_s_per_gpu, "mfu": s.mfu}
+        rows.append(row)
     return rows
 
 
@@ -107,7 +131,7 @@ def price_json(p: LayoutPrice) -> dict[str, Any]:
 def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
     """The model of ``text`` (a preset or a JSON file); a line for ``notes`` where a JSON file
     leaves out what decides the parameter count (which MLP)."""
-    from distlab.plan.model import PRESETS, model_spec
+    from distlab.transformer import PRESETS, model_spec
 
     if text in PRESETS:
         try:
@@ -262,7 +286,8 @@ def _plan(argv: list[str]) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         notes += _layout_notes(layout, hw)
-        lines = [header, *(f"# {n}" for n in notes), format_table(plan_rows(shown), COLUMNS)]
+        lines = [header, *(f"# {n}" for n in notes),
+                 format_table(plan_rows(shown), columns())]
     else:
         result = plan(model, hw, batch, precision=args.precision, top=args.top,
                       attention_kernel=args.attention_kernel, recompute=args.recompute,
@@ -277,7 +302,7 @@ def _plan(argv: list[str]) -> int:
                      + (f"; the {len(shown)} first, fastest first, each checked by replaying "
                         "its step through the caching allocator:" if result.ranked else
                         "; the least short:"))
-        lines.append(format_table(plan_rows(shown), COLUMNS))
+        lines.append(format_table(plan_rows(shown), columns()))
     if shown and not args.expandable_segments:
         lines += _expandable_note(model, hw, shown[0])
     print("\n".join(lines))

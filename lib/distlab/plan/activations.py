@@ -32,7 +32,7 @@ Recomputation in Large Transformer Models", section 4, as
   only (divided by ``t`` with sequence parallelism), as the paper's Table 2; ``"op"``
   (torchtitan's per-op selective checkpointing, its ``_save_list`` policy) keeps the layer's
   input, the outputs of the odd-numbered matrix products in forward order
-  (:func:`~distlab.plan.model.per_op_saved_linears`: Q, V, the gate and the down projection of
+  (:func:`~distlab.transformer.per_op_saved_linears`: Q, V, the gate and the down projection of
   a SwiGLU layer; a row-parallel product's output whole on each GPU; a linear with a bias runs
   as ``addmm``, which the policy neither counts nor keeps), the fused attention
   kernel's output and log-sum-exp, and with sequence parallelism each reduce-scatter's output;
@@ -73,9 +73,10 @@ from typing import Any
 
 from distlab._checks import check_bool, check_choice, check_instance, check_int
 from distlab.plan.layout import Layout
-from distlab.plan.model import ModelSpec, model_spec, per_op_saved_linears
+from distlab.recompute import Recompute, recompute_policy
 from distlab.tensor_parallel.memory import ATTENTION as ATTENTION_BLOCK
 from distlab.tensor_parallel.memory import LAYER_NORM, MLP, ActivationTerm
+from distlab.transformer import ModelSpec, model_spec, per_op_saved_linears
 
 __all__ = ["ATTENTION", "ActivationOptions", "INDEX_BYTES", "LOSS_BYTES", "LayerTerm",
            "activation_options", "backward_working_nbytes", "backward_working_tensors",
@@ -208,22 +209,24 @@ def local_seq(spec: ModelSpec, cp: int, attention: str) -> int:
     return spec.seq_len // cp
 
 
-def shard_terms(terms: tuple[LayerTerm, ...], tp: int, sp: bool, recompute: str,
+def shard_terms(terms: tuple[LayerTerm, ...], tp: int, sp: bool, recompute: Recompute | str,
                 sp_saves_gathered: bool, input_nbytes: int) -> int:
     """Bytes one GPU keeps of ``terms`` (Korthikanti et al.'s division, generalised): the sum
     of :func:`kept_tensors`."""
     return sum(kept_tensors(terms, tp, sp, recompute, sp_saves_gathered, input_nbytes))
 
 
-def kept_tensors(terms: tuple[LayerTerm, ...], tp: int, sp: bool, recompute: str,
+def kept_tensors(terms: tuple[LayerTerm, ...], tp: int, sp: bool, recompute: Recompute | str,
                  sp_saves_gathered: bool, input_nbytes: int) -> tuple[int, ...]:
-    """Bytes one GPU keeps of each of ``terms`` in order (only the layer's input,
-    ``input_nbytes``, under full recompute; the quadratic terms dropped under selective)."""
-    if recompute == "full":
+    """Bytes one GPU keeps of each of ``terms`` in order, as the ``recompute`` policy
+    (:mod:`distlab.recompute`) keeps them: only the layer's input, ``input_nbytes``, under
+    full recompute; the quadratic terms dropped under selective."""
+    rc = recompute_policy(recompute)
+    if rc.keeps_input_only:
         return (input_nbytes // (tp if sp else 1),)
     out = []
     for t in terms:
-        if recompute == "selective" and t.quadratic:
+        if t.quadratic and not rc.keeps_quadratic:
             continue
         whole = t.column_input and sp_saves_gathered
         out.append(t.nbytes // tp if (t.tensor_parallel or (sp and not whole)) else t.nbytes)
@@ -303,8 +306,8 @@ def layer_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> int
 def layer_kept_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOptions
                        ) -> tuple[int, ...]:
     """Bytes of each tensor one GPU keeps for one layer and microbatch, in forward order (the
-    module docstring's list, recompute applied)."""
-    if layout.recompute == "op":
+    module docstring's list, the layout's recompute policy applied)."""
+    if layout.recompute_policy.keeps_per_op:
         return op_checkpoint_tensors(spec, layout, opt)
     terms = layer_activation_terms(spec, layout.micro_batch, cp=layout.cp,
                                    attention=opt.attention, dropout=opt.dropout,
@@ -316,7 +319,7 @@ def layer_kept_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOptions
         terms = tuple(LayerTerm(t.name, t.block, t.elements * rep, t.itemsize, True)
                       if t.name in ("K", "V") else t for t in terms)
     tokens = (spec.seq_len // layout.cp) * layout.micro_batch
-    return kept_tensors(terms, layout.tp, layout.sequence_parallel, layout.recompute,
+    return kept_tensors(terms, layout.tp, layout.sequence_parallel, layout.recompute_policy,
                         opt.sp_saves_gathered, tokens * spec.hidden * opt.dtype_bytes)
 
 
@@ -381,8 +384,9 @@ def edge_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> tupl
 def norm_stats_nbytes(spec: ModelSpec, layout: Layout) -> int:
     """Bytes of the fp32 statistics one layer's two norms keep per microbatch on one GPU: the
     reciprocal standard deviation per token (RMSNorm), and the mean too (layer norm); sequence
-    parallelism splits the tokens. Nothing under full or per-op recompute (the norms run again)."""
-    if layout.recompute in ("full", "op"):
+    parallelism splits the tokens. Nothing where the layer runs under a checkpoint (full or per-op
+    recompute: the norms run again)."""
+    if layout.recompute_policy.checkpointed:
         return 0
     tokens = (spec.seq_len // layout.cp) * layout.micro_batch
     per_token = 4 if spec.norm == "rmsnorm" else 8
@@ -404,7 +408,7 @@ def forward_transient_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOp
     the up projection and the product; two for a two-matrix MLP); otherwise two ``s b h`` norm
     temporaries. Sequence parallelism's all-gathered input (when not kept) adds one ``s b h``."""
     sbh, sbh_tp, sbf_tp = _widths(spec, layout, opt)
-    if layout.recompute in ("full", "op"):
+    if layout.recompute_policy.checkpointed:
         out = [sbf_tp] * (3 if spec.gated_ffn else 2)
     else:
         out = [sbh // (layout.tp if layout.sequence_parallel else 1)] * 2

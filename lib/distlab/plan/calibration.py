@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware
 
-__all__ = ["ATTENTION_BACKWARD", "KERNEL_SPEED", "OPTIMIZER_BANDWIDTH",
+__all__ = ["ATTENTION_BACKWARD", "CAUSAL_WORK", "KERNEL_SPEED", "OPTIMIZER_BANDWIDTH",
            "OPTIMIZER_BYTES_PER_PARAM", "SHIPPED", "ComputeRate", "rate_key", "shipped_rate"]
 
 ARCHITECTURES = {80: "ampere", 90: "hopper", 100: "blackwell"}
@@ -46,6 +46,11 @@ and 16.6 ms over the same 32 calls (``results/gpu-h200-2026-11-27-fit/kernels.tx
 nothing is measured the FLOP count's 2 holds (the backward's products are twice the
 forward's). It splits the attention's fitted time between forward and backward: recompute runs
 the forward again, never the backward."""
+
+CAUSAL_WORK = 0.5
+"""The share of the attention's counted ``s^2`` products a causal kernel computes (flash
+attention skips the masked blocks): FLOPs and MFU count them whole, as every source does; time
+is spent on half."""
 
 OPTIMIZER_BYTES_PER_PARAM = 28
 """Bytes an AdamW step moves per parameter with fp32 states: it reads the parameter, its
@@ -114,7 +119,7 @@ class ComputeRate:
 
     def attention_flops_per_s(self, hw: Hardware, kernel: str = "flash") -> float:
         """Sustained FLOP/s of the attention's ``Q K^T`` and ``softmax V`` products (counted
-        whole, as :func:`~distlab.plan.model.layer_matmul_flops` counts them) with ``kernel``
+        whole, as :func:`~distlab.transformer.layer_matmul_flops` counts them) with ``kernel``
         (one of :data:`~distlab.plan.layout.ATTENTION_KERNELS`; unmeasured on this
         architecture: FlashAttention-2's rate): ``peak * efficiency["<arch>/bf16"] *
         attention * kernel factor``.

@@ -29,11 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_int
-from distlab.plan.calibration import ComputeRate
+from distlab.plan.calibration import CAUSAL_WORK, ComputeRate
 from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
-from distlab.plan.model import ModelSpec
-from distlab.plan.step import CAUSAL_WORK
 from distlab.report.jsonfile import read_json
+from distlab.transformer import ModelSpec
 
 MEASURED = {"H200": "data/kernels_h200.json", "H100": "data/kernels_h100.json"}
 """The shipped ``python -m distlab.bench kernels`` runs, by GPU: package resources of
@@ -126,7 +125,7 @@ class AttentionShape:
 
     ``counted_flops`` is what the planner (and every MFU) counts for the forward: ``4 s^2 d``
     per sequence, ``d = heads * head_dim``, the masked half included; a causal kernel computes
-    :data:`~distlab.plan.step.CAUSAL_WORK` of it.
+    :data:`~distlab.plan.calibration.CAUSAL_WORK` of it.
     """
 
     batch: int

@@ -22,6 +22,7 @@ from distlab._checks import check_bool, check_choice, check_int
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.nccl.multinode import NETWORKS
 from distlab.pipeline_parallel.schedules.registry import schedule_name
+from distlab.recompute import RECOMPUTE, RECOMPUTES, Recompute, recompute_policy
 
 __all__ = ["ATTENTION_KERNELS", "COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE",
            "RECOMPUTE_LABELS", "GpuKind", "GroupSpan", "Hardware", "Layout", "check_layout_fits",
@@ -29,16 +30,10 @@ __all__ = ["ATTENTION_KERNELS", "COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIO
 
 GiB = 2**30
 
-RECOMPUTE = ("none", "selective", "op", "full")
-"""Activation recompute: none; selective (the attention's ``a s^2 b`` part, Korthikanti et al.
-2022, Megatron-LM's ``--recompute-granularity selective``); op (torchtitan's per-op selective
-checkpointing, ``selective_ac_option = 'op'``: each layer keeps its input, the outputs of its
-odd-numbered matrix products in forward order, the attention kernel's outputs and
-tensor-parallel reduce-scatters, and recomputes the rest, the even-numbered products among
-them); full (each layer again from its input in backward)."""
-
-RECOMPUTE_LABELS = {"selective": "sel", "op": "op-ac", "full": "full-ac"}
-"""The short name of each recompute other than ``"none"`` in a layout's label."""
+RECOMPUTE_LABELS = {name: rc.label for name, rc in RECOMPUTES.items() if rc.label}
+"""The short name of each recompute other than ``"none"`` in a layout's label
+(:attr:`distlab.recompute.Recompute.label`); :data:`RECOMPUTE`, the names, is
+:data:`distlab.recompute.RECOMPUTE`."""
 
 PRECISIONS: dict[str, tuple[int, int, int]] = {
     "mixed": (2, 2, 12),
@@ -183,6 +178,11 @@ class Hardware:
         return -(-self.gpus // self.gpus_per_node)
 
     @property
+    def recompute_policy(self) -> Recompute:
+        """The :class:`~distlab.recompute.Recompute` policy :attr:`recompute` names."""
+        return RECOMPUTES[self.recompute]
+
+    @property
     def label(self) -> str:
         """E.g. ``"64x H100-80GB-SXM (8 nodes over ib_ndr400x8)"``."""
         where = (f"{self.nodes} nodes over {self.network}" if self.nodes > 1
@@ -221,7 +221,8 @@ class Layout:
         stages_per_rank: pipeline stages each rank holds (2 or more: interleaved/V schedules).
         micro_batch: sequences per microbatch.
         global_batch: sequences per optimizer step, over every replica.
-        recompute: one of :data:`RECOMPUTE`.
+        recompute: one of :data:`RECOMPUTE` (or its :class:`~distlab.recompute.Recompute`,
+            stored by name); :attr:`recompute_policy` is the policy.
         precision: one of :data:`PRECISIONS` (the bytes of the model states).
         compute_dtype: what the matrix products run in, ``"bf16"`` or ``"fp8"`` (float8
             training: the states stay as ``precision`` says).
@@ -255,7 +256,7 @@ class Layout:
         if self.sequence_parallel and self.tp == 1:
             object.__setattr__(self, "sequence_parallel", False)  # nothing to split
         object.__setattr__(self, "schedule", schedule_name(self.schedule))
-        check_choice("recompute", self.recompute, RECOMPUTE)
+        object.__setattr__(self, "recompute", recompute_policy(self.recompute).name)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("compute_dtype", self.compute_dtype, COMPUTE_DTYPES)
         check_choice("attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
@@ -283,6 +284,11 @@ class Layout:
         return self.pp * self.stages_per_rank
 
     @property
+    def recompute_policy(self) -> Recompute:
+        """The :class:`~distlab.recompute.Recompute` policy :attr:`recompute` names."""
+        return RECOMPUTES[self.recompute]
+
+    @property
     def label(self) -> str:
         """A short name, e.g. ``"dp8 tp8 pp4 zero1 sp Interleaved1F1Bx2 mb1 sel"``."""
         parts = [f"dp{self.dp}"]
@@ -297,8 +303,8 @@ class Layout:
             parts.append(self.schedule + (f"x{self.stages_per_rank}"
                                           if self.stages_per_rank > 1 else ""))
         parts.append(f"mb{self.micro_batch}")
-        if self.recompute != "none":
-            parts.append(RECOMPUTE_LABELS[self.recompute])
+        if self.recompute_policy.label:
+            parts.append(self.recompute_policy.label)
         if self.compute_dtype != "bf16":
             parts.append(self.compute_dtype)
         if self.attention_kernel != "flash":

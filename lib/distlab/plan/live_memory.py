@@ -1,6 +1,6 @@
 """Activation memory per rank counted from live tensors, beside the memory model's.
 
-A small decoder whose shape is a :class:`~distlab.plan.model.ModelSpec` (:class:`Net`) trains
+A small decoder whose shape is a :class:`~distlab.transformer.ModelSpec` (:class:`Net`) trains
 one fp32 step on CPU: without parallelism, and split over ranks by distlab's tensor parallelism
 (:func:`decoder_tp_plan`, Megatron's split, with and without sequence parallelism). What each
 rank keeps from forward for backward is counted from the tensors autograd saves, and set beside
@@ -8,7 +8,7 @@ what :func:`distlab.plan.memory.memory_per_gpu` says it stores (:func:`live_acti
 one :class:`LiveActivations` per case and rank). All sizes are bytes.
 
 :class:`Net` uses torch's test ``Transformer`` names (so
-:func:`~distlab.plan.model.spec_from_module` reads it back): token embedding, blocks of
+:func:`~distlab.transformer.spec_from_module` reads it back): token embedding, blocks of
 norm -> attention (``wq``, ``wk``, ``wv``, ``wo``; grouped-query heads; torch's SDPA, causal)
 -> dropout and norm -> MLP (``w1``, GeLU, ``w2``; gated: ``w2(silu(w1) * w3)``) -> dropout,
 final norm, output layer. Its norms are ``nn.LayerNorm`` (torch's CPU ``nn.RMSNorm`` is
@@ -53,9 +53,10 @@ from distlab._checks import check_choice, check_float, check_int
 from distlab.pipeline_parallel.runtime.measure import ActivationMeter
 from distlab.plan.layout import Layout
 from distlab.plan.memory import MemoryEstimate, memory_per_gpu
-from distlab.plan.model import ModelSpec
 from distlab.plan.verify.recompute import per_op_context, per_op_save_list
+from distlab.recompute import NONE, OP, recompute_policy
 from distlab.tensor_parallel.loss import loss_parallel_cross_entropy
+from distlab.transformer import ModelSpec
 from distlab.vocabulary import error_pct
 from distlab.zero.measure import storage_bytes
 
@@ -302,7 +303,7 @@ def layer_kept_bytes(spec: ModelSpec, recompute: str, *, attention: str = "flash
     checkpoint's). ``recompute``: ``"none"``, or ``"op"`` (the layer run under
     :func:`torch.utils.checkpoint.checkpoint` with :func:`per_op_context`, as torchtitan wraps
     each block). Uses torch's private ``_storage_Use_Count``."""
-    check_choice("recompute", recompute, ("none", "op"))
+    check_choice("recompute", recompute, (NONE.name, OP.name))
     check_choice("attention", attention, tuple(BACKENDS))
     from torch.utils.checkpoint import checkpoint
 
@@ -311,7 +312,7 @@ def layer_kept_bytes(spec: ModelSpec, recompute: str, *, attention: str = "flash
     x = torch.randn(BATCH, spec.seq_len, spec.hidden, requires_grad=True)
     track = _OutputStorages()
     with sdpa_kernel(BACKENDS[attention]), track:
-        if recompute == "op":
+        if recompute_policy(recompute).keeps_per_op:
             y = checkpoint(block, x, use_reentrant=False, context_fn=per_op_context,
                            preserve_rng_state=False)
         else:

@@ -93,7 +93,6 @@ from distlab.plan.memory_step import (
     step_program,
 )
 from distlab.plan.memory_step import style as step_style
-from distlab.plan.model import ModelSpec, model_spec
 from distlab.plan.partition import (
     RankParams,
     layers_per_stage,
@@ -101,6 +100,8 @@ from distlab.plan.partition import (
     rank_stages,
     stage_params,
 )
+from distlab.recompute import NONE, Again
+from distlab.transformer import ModelSpec, model_spec
 from distlab.zero.memory_model import zero_memory
 
 __all__ = ["ATTENTION", "DEFAULT_BUCKET_MB", "DEVICE_BYTES", "NCCL_COMMUNICATOR_BYTES",
@@ -316,7 +317,7 @@ def communicators(layout: Layout) -> int:
 def _activation_bytes(spec: ModelSpec, layout: Layout, opt: Any, r: int,
                       stages: tuple[int, ...], holdings: Any) -> ActivationBytes:
     per_layer = layer_nbytes(spec, layout, opt)
-    recomputed = layer_nbytes(spec, layout.with_(recompute="none"), opt)
+    recomputed = layer_nbytes(spec, layout.with_(recompute=NONE), opt)
     emb, out, logits = edge_nbytes(spec, layout, opt)
     logits_grad = (spec.seq_len // layout.cp) * layout.micro_batch \
         * -(-spec.vocab // layout.tp) * LOSS_BYTES
@@ -326,7 +327,7 @@ def _activation_bytes(spec: ModelSpec, layout: Layout, opt: Any, r: int,
                     + (out + logits if s == last else 0) for s in stages]
     held = (_peak(stage_nbytes, holdings[r]) if holdings is not None
             else tuple(1 for _ in stages))
-    working = max(recomputed if layout.recompute == "full" else 0,
+    working = max(recomputed if layout.recompute_policy.again is Again.LAYER else 0,
                   logits_grad if last in stages else 0)
     return ActivationBytes(
         layers=sum(n * split[s] * per_layer for n, s in zip(held, stages, strict=True)),
@@ -476,7 +477,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
     first, the last and the one with the most activation and parameter bytes).
 
     Args:
-        model: a :class:`~distlab.plan.model.ModelSpec`, a preset name or a dict of fields.
+        model: a :class:`~distlab.transformer.ModelSpec`, a preset name or a dict of fields.
         layout: the :class:`~distlab.plan.layout.Layout`.
         hw: the hardware (its GPU count must be the layout's); kept for
             :meth:`MemoryEstimate.fits` and :meth:`MemoryEstimate.headroom_bytes`.

@@ -30,8 +30,9 @@ from distlab.plan.activations import (
 )
 from distlab.plan.layout import PRECISIONS, Layout
 from distlab.plan.memory_program import Program, chunks
-from distlab.plan.model import ModelSpec, layer_linears
 from distlab.plan.partition import layer_params_per_gpu, layers_per_stage, rank_stages
+from distlab.recompute import NONE, Again
+from distlab.transformer import ModelSpec, layer_linears
 
 __all__ = ["OPTIMIZERS", "STEADY_ROUNDS", "STYLES", "StepOptions", "Unit", "rank_units",
            "steady_microbatches", "step_program", "style"]
@@ -161,13 +162,13 @@ def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -
         if stats:
             kept += [stats // 2, stats // 2]
         if extra:
-            kept += [extra] * (1 if lay.recompute == "full" else 2)
-        if casts and lay.recompute == "none":
+            kept += [extra] * (1 if lay.recompute_policy.keeps_input_only else 2)
+        if casts and not lay.recompute_policy.recomputes:
             kept += [cast] * casts
         return tuple(kept)
 
     _, output, _ = edge_nbytes(spec, layout, opt)
-    return _Sizes(tokens, with_stats(layout), with_stats(layout.with_(recompute="none")),
+    return _Sizes(tokens, with_stats(layout), with_stats(layout.with_(recompute=NONE)),
                   forward_transient_tensors(spec, layout, opt),
                   backward_working_tensors(spec, layout, opt), output,
                   -(-spec.vocab // layout.tp))
@@ -287,7 +288,7 @@ class _Writer:
             p.transients("working", sz.forward_transient)
             if self.reshard:
                 self.release(u)
-        if self.amp and lay.recompute == "full":
+        if self.amp and lay.recompute_policy.keeps_input_only:
             for h in copies:               # the autocast cache, cleared when forward ends
                 p.free(h)
             copies = []
@@ -330,12 +331,12 @@ class _Writer:
         """What backward allocates again for ``u`` (handles): the whole layer under full
         recompute (and autocast's weight copies), what the layer did not keep under per-op
         recompute."""
-        p, lay, sz = self.p, self.layout, self.sz
-        if lay.recompute == "full":
+        p, again, sz = self.p, self.layout.recompute_policy.again, self.sz
+        if again is Again.LAYER:
             if self.amp:
                 p.transient("gathered", u.elements * self.compute_b)
             return p.alloc_all("activations", sz.whole)
-        if lay.recompute == "op":
+        if again is Again.UNSAVED_PRODUCTS:
             missing = max(0, sum(sz.whole) - sum(sz.kept))
             return p.alloc_all("activations", chunks(missing, list(sz.whole)))
         return []

@@ -20,7 +20,7 @@ from distlab._checks import check_int
 from distlab.pipeline_parallel.plan import stage_to_rank
 from distlab.pipeline_parallel.schedules.registry import schedule_info
 from distlab.plan.layout import Layout
-from distlab.plan.model import ModelSpec
+from distlab.transformer import ModelSpec
 
 __all__ = ["RankParams", "layer_params_per_gpu", "layers_per_stage", "rank_params",
            "rank_stages", "stage_params"]

@@ -30,8 +30,9 @@ from typing import Any
 from distlab._checks import check_int
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
 from distlab.plan.memory import MemoryEstimate, memory_lower_bound, memory_per_gpu
-from distlab.plan.model import ModelSpec
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
+from distlab.recompute import FULL, NONE, RECOMPUTE
+from distlab.transformer import ModelSpec
 from distlab.vocabulary import size_in
 
 __all__ = ["MAX_COUNTS_TRIED", "MIN_CP_TOKENS", "RECOMPUTE_TRIED", "TIE", "LayoutPrice", "Plan",
@@ -43,7 +44,7 @@ sequence (a shorter block leaves its transfer nothing to hide behind)."""
 
 MICRO_BATCHES = (1, 2, 4)
 ZERO_STAGES = (0, 1, 3)
-RECOMPUTE_TRIED = ("none", "full")
+RECOMPUTE_TRIED = (NONE.name, FULL.name)
 PIPELINE_SCHEDULES = (("1F1B", 1), ("Interleaved1F1B", 2))
 
 
@@ -276,7 +277,7 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
     closed-form step (:func:`~distlab.plan.step.step_time` with ``simulate_pipeline=False``)."""
     node = hw.gpus_per_node
     count = max(node, -(-check_int("start", start, minimum=1) // node) * node)
-    order = {"full": 0, "op": 1, "selective": 2, "none": 3}
+    order = {name: i for i, name in enumerate(reversed(RECOMPUTE))}   # least kept first
     for k in range(MAX_COUNTS_TRIED):
         at = hardware(hw.gpu, count, gpus_per_node=hw.gpus_per_node, network=hw.network)
         layouts = sorted(enumerate_layouts(model, at, global_batch, precision=precision,
@@ -304,7 +305,7 @@ def _advice(model: ModelSpec, hw: Hardware, global_batch: int, least: tuple[Layo
              f"{first.layout.label} at {size_in(first.memory.total, 'GiB', '.1f')} per GPU "
              f"({size_in(-first.headroom_bytes, 'GiB', '.1f')} short)"]
     tried = ("full recompute and ZeRO-3 are already among the layouts tried"
-             if "full" in recompute_tried else
+             if FULL.name in recompute_tried else
              "full recompute was not tried: it keeps only each layer's input")
     need = first.memory.total / hw.gpu.memory_bytes
     found = fitting_count(model, hw, global_batch, start=max(hw.gpus + 1, int(need * hw.gpus)),

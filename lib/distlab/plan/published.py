@@ -22,6 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from distlab.recompute import PUBLISHED_RECOMPUTE
+
 GiB = 2**30
 """Bytes in a GiB."""
 
@@ -31,7 +33,9 @@ GPUS = ("A100-40GB-SXM", "A100-80GB-SXM", "H100-80GB-SXM", "H100-96GB-HBM2e", "H
 hosts that torchtitan's published numbers were measured on."""
 PRECISIONS = ("bf16", "fp16", "fp8", "mixed16")
 """Training precision; ``"mixed16"``: 16-bit mixed precision whose format the source omits."""
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = PUBLISHED_RECOMPUTE
+"""How a run states its recompute (:data:`distlab.recompute.PUBLISHED_RECOMPUTE`; torchtitan's
+per-op policy is ``"selective"`` with the note :data:`distlab.plan.runs.PER_OP_NOTE`)."""
 SCHEDULES = ("1F1B", "Interleaved1F1B")
 SPLITS = ("calibration", "held_out")
 FLOPS_BASES = ("model", "hardware")

@@ -2,7 +2,7 @@
 the run measured as a step time.
 
 :func:`run_inputs` turns a run's stated model, hardware and layout into a
-:class:`~distlab.plan.model.ModelSpec`, :class:`~distlab.plan.layout.Layout` and
+:class:`~distlab.transformer.ModelSpec`, :class:`~distlab.plan.layout.Layout` and
 :class:`~distlab.plan.layout.Hardware`; whatever the run leaves unstated is filled by one rule
 each (``RunInputs.assumed`` names every one used). :func:`measured_step_s` reads the step time
 from what the source published, in this order: the step time itself; tokens per second per GPU;
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware, Layout, gpu_kind
-from distlab.plan.model import ModelSpec
 from distlab.plan.published import PublishedRun, PublishedSource, load_published
 from distlab.plan.step import StageFlops, stage_flops
+from distlab.recompute import NONE, OP, from_published
+from distlab.transformer import ModelSpec
 
 __all__ = ["CUDNN_FROM_SM", "FSDP_SOURCES", "PER_OP_NOTE", "TRANSFORMER_ENGINE_SOURCES",
            "RunInputs", "measured_memory_bytes", "measured_step_s", "run_inputs"]
@@ -28,11 +29,11 @@ SEQUENCE_PARALLEL_FROM = 2023
 """Runs whose tensor parallelism does not say: sequence parallel from this year on (Megatron-LM
 made it the default with Korthikanti et al. 2022), off before (BLOOM, Narayanan et al.)."""
 
-PER_OP_NOTE = "selective per op"
+PER_OP_NOTE = OP.published_note
 """A run's ``activation_checkpointing_note`` for torchtitan's per-op selective checkpointing
-(``selective_ac_option = 'op'``): priced as ``recompute="op"``. torchtitan's per-layer option
-(``"selective per layer"``, every n-th layer checkpointed whole, n unstated) stays
-``"selective"``."""
+(``selective_ac_option = 'op'``): priced as ``recompute="op"``
+(:func:`distlab.recompute.from_published`). torchtitan's per-layer option (``"selective per
+layer"``, every n-th layer checkpointed whole, n unstated) stays ``"selective"``."""
 
 FSDP_SOURCES = ("torchtitan", "mosaicml")
 """Sources whose ZeRO-3 is torch FSDP with a bf16 ``param_dtype`` (fp32 sharded states):
@@ -98,11 +99,11 @@ def run_inputs(run: PublishedRun) -> RunInputs:
     zero = lay.zero_stage if lay.zero_stage is not None else 0
     if lay.zero_stage is None:
         assumed.append("zero 0 (unstated)")
-    recompute = lay.recompute or "none"
     if lay.recompute is None:
+        recompute = NONE
         assumed.append("recompute none (unstated)")
-    elif recompute == "selective" and lay.activation_checkpointing_note == PER_OP_NOTE:
-        recompute = "op"  # torchtitan's per-op policy, not Megatron-LM's selective
+    else:  # torchtitan's per-op policy is stated as selective, with a note
+        recompute = from_published(lay.recompute, lay.activation_checkpointing_note)
     mb = lay.micro_batch or 1
     if lay.micro_batch is None:
         assumed.append("micro-batch 1 (unstated)")
@@ -126,7 +127,7 @@ def run_inputs(run: PublishedRun) -> RunInputs:
                     tp_overlap=_async_tp(run), sequence_parallel=sp, schedule=schedule,
                     stages_per_rank=v,
                     micro_batch=mb, global_batch=lay.global_batch or lay.dp * mb,
-                    recompute=recompute, precision=precision,
+                    recompute=recompute.name, precision=precision,
                     compute_dtype="fp8" if lay.precision == "fp8" else "bf16",
                     attention_kernel=kernel)
     return RunInputs(run, model, layout, hw, tuple(assumed))

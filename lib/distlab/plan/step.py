@@ -3,44 +3,29 @@
 The model, in full (every term is per optimizer step, on the slowest rank):
 
 - **Compute.** Each stage's FLOPs per microbatch (:func:`stage_flops`: its layers' matrix
-  products, the output layer on the last stage; backward twice the forward; full recompute one
-  more forward of the layers, selective the attention's ``s^2`` products again, per-op
-  checkpointing (``"op"``, torchtitan's) the products its policy does not keep again
-  (:func:`~distlab.plan.model.per_op_saved_linears`), not the attention), divided over
-  ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an efficiency
-  that grows with the width each GPU multiplies (``hidden / tp``), calibrated on published runs
-  (:mod:`distlab.plan.calibration`).
-- **Tensor parallelism.** Each layer's collectives (:func:`~distlab.tensor_parallel.cost.
-  layer_collectives`: two all-reduces forward and two backward, or all-gathers and
-  reduce-scatters with sequence parallelism) priced by NCCL's model on the ``tp`` group, fully
-  exposed (Megatron-LM and torch's ``parallelize_module`` run them between the layer's
-  matrix products); again in backward under full recompute.
-- **Context parallelism.** Ring attention passes each rank's key/value block ``cp - 1`` times
-  per layer forward, and keys, values and their gradients backward; each transfer hides behind
-  the attention's own compute, what is longer is exposed.
-- **Pipeline.** The stages' forward and backward seconds (compute plus the exposed collectives
-  above) feed the schedule's plan (:func:`~distlab.pipeline_parallel.schedules.registry.
-  build_plan`) into distlab's event simulation (:func:`~distlab.pipeline_parallel.simulate.
-  simulate`) with the activations sent between stages priced as point-to-point transfers; the
-  bubble is the simulated step less the busiest rank's compute.
-- **Data parallelism.** DDP (``zero=0``) all-reduces every gradient, ZeRO 1/2 reduce-scatter
-  them and all-gather the updated parameters, over the ``dp * cp`` ranks that hold the same
-  parameters; the reduction hides behind the last microbatch's backward (bucketed, as DDP and
-  Megatron-LM overlap it) and the gather behind the next step's first forward, what is longer
-  is exposed. ZeRO 3 / FSDP gathers each layer's parameters before its forward and again
-  before its backward and reduce-scatters its gradients after, every microbatch, each hidden
-  behind the neighbouring layer as it runs (prefetch): FSDP's collectives run on streams of
-  their own, so the window is the layer's time on the compute stream, its compute and the
-  tensor/context-parallel collectives it waits for. Exposed is the part longer than that
-  window, plus the first gather: nothing while the gather is the shorter, then every
-  microsecond by which it is longer, in each layer of each microbatch (the two-stream
-  pipeline's steady state). Under a pipeline schedule FSDP keeps the stage
-  gathered through the step and reduces once after the last microbatch (torchtitan's choice;
-  torch's ``PipelineStage`` defers gradient sync to the last microbatch), priced as ZeRO 1/2.
-
+  products, the output layer on the last stage; backward twice the forward; plus what the
+  layout's recompute policy runs again, :meth:`~distlab.recompute.Recompute.
+  forward_again_flops`: full recompute one more forward of the layers, selective the
+  attention's ``s^2`` products, per-op checkpointing (``"op"``, torchtitan's) the products its
+  policy does not keep (:func:`~distlab.transformer.per_op_saved_linears`), not the attention),
+  divided over ``tp * cp`` GPUs, run at :meth:`ComputeRate.flops_per_s`: the GPU's peak times an
+  efficiency that grows with the width each GPU multiplies (``hidden / tp``), calibrated on
+  published runs (:mod:`distlab.plan.calibration`).
+- **Each parallel dimension's exposed communication**, priced by its entry in
+  :mod:`distlab.plan.dimensions` (which says how each is priced): per stage and microbatch on
+  the compute stream, tensor parallelism's collectives, context parallelism's ring transfers and
+  FSDP's per-layer gathers and reductions, in that order (FSDP's window is the layer's compute
+  and the tp/cp collectives it waits for); then the pipeline: the stages' forward and backward
+  seconds (compute plus those parts) feed the schedule's event simulation, and the bubble is
+  the simulated step less the busiest rank's work; then, once a step, the data-parallel
+  gradient reduction and parameter gather, what the last backward and the first forward do
+  not hide.
 - **Optimizer.** AdamW's step after the last backward, memory-bound: the bytes it moves over
   the GPU's memory bandwidth (:func:`optimizer_seconds`; measured at 0.72 of the data sheet's
   on an H200), exposed.
+
+:class:`StepEstimate` holds each part's seconds by name, in the order of
+:func:`~distlab.plan.dimensions.step_parts`; ``step_s`` is their sum.
 
 Left out, and said so: the embedding's and loss's small collectives, kernel launch gaps, the
 elementwise kernels between the products (the fitted rate carries them).
@@ -49,43 +34,37 @@ elementwise kernels between the products (the fitted rate carries them).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
 
-from distlab.pipeline_parallel.schedules.registry import build_plan
-from distlab.pipeline_parallel.simulate import P2PCost, Simulation, StageTimes, simulate
+from distlab.pipeline_parallel.simulate import Simulation
 from distlab.plan.calibration import (
+    CAUSAL_WORK,
     OPTIMIZER_BANDWIDTH,
     OPTIMIZER_BYTES_PER_PARAM,
     ComputeRate,
     shipped_rate,
 )
-from distlab.plan.collectives import collective_seconds, p2p_seconds
-from distlab.plan.layout import PRECISIONS, Hardware, Layout, check_layout_fits, group_span
-from distlab.plan.model import ModelSpec, layer_matmul_flops, per_op_saved_linears
+from distlab.plan.dimensions import (
+    ACTIVATION_BYTES,
+    COMPUTE,
+    OPTIMIZER,
+    SIMULATE_UP_TO,
+    PipelinePart,
+    RankWork,
+    StagePart,
+    StageSeconds,
+    StageWork,
+    StepInputs,
+    StepPart,
+    dimensions,
+)
+from distlab.plan.layout import Hardware, Layout, check_layout_fits
 from distlab.plan.partition import layers_per_stage, rank_params, stage_params
-from distlab.tensor_parallel.cost import TransformerShape, layer_collectives
 from distlab.timeline import Timeline
+from distlab.transformer import ModelSpec, layer_matmul_flops, per_op_saved_linears
 
-__all__ = ["StepEstimate", "model_flops_per_step", "optimizer_seconds", "output_layer_s",
-           "stage_flops", "step_time", "step_timeline"]
-
-SIMULATE_UP_TO = 2048
-"""``pp * stages_per_rank * microbatches`` up to which ``simulate_pipeline="auto"`` simulates."""
-
-CAUSAL_WORK = 0.5
-"""The share of the attention's counted ``s^2`` products a causal kernel computes (flash
-attention skips the masked blocks): FLOPs and MFU count them whole, as every source does; time
-is spent on half."""
-
-ACTIVATION_BYTES = 2
-"""Bytes per activation element sent between stages and in tensor-parallel collectives
-(16-bit, as every published run trains)."""
-
-
-def _shape(model: ModelSpec, layout: Layout) -> TransformerShape:
-    return TransformerShape(model.hidden, model.heads, model.seq_len // layout.cp,
-                            layout.micro_batch, model.ffn, model.vocab, ACTIVATION_BYTES)
+__all__ = ["ACTIVATION_BYTES", "CAUSAL_WORK", "SIMULATE_UP_TO", "StepEstimate",
+           "model_flops_per_step", "optimizer_seconds", "output_layer_s", "stage_flops",
+           "step_time", "step_timeline"]
 
 
 @dataclass(frozen=True)
@@ -109,8 +88,8 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) ->
     recomputed_products = sum(2 * s * b * lin.in_features * lin.out_features
                               for lin, saved in per_op_saved_linears(model)
                               if not saved) / split
-    recompute = {"none": 0.0, "selective": layers * attention,
-                 "op": layers * recomputed_products, "full": layers * layer}[layout.recompute]
+    recompute = layers * layout.recompute_policy.forward_again_flops(
+        layer=layer, attention=attention, unsaved_products=recomputed_products)
     return StageFlops(forward, 2 * forward, recompute, layers * attention)
 
 
@@ -138,6 +117,9 @@ def model_flops_per_step(model: ModelSpec, layout: Layout) -> float:
 class StepEstimate:
     """One layout's step, seconds, with its parts (the module docstring defines each).
 
+    ``seconds``: each part's seconds by name, in the order of
+    :func:`~distlab.plan.dimensions.step_parts` (:meth:`parts` as a dict, :meth:`part_s` one of
+    them, a registered dimension's part alike). The built-in parts, each an attribute too:
     ``compute_s``: the busiest pipeline rank's compute; ``tp_s``, ``cp_s``: exposed tensor-
     and context-parallel communication on that rank; ``fsdp_s``: exposed ZeRO-3 gathers and
     reductions; ``bubble_s``: that rank's idle time in the pipeline (waiting on other stages
@@ -150,20 +132,60 @@ class StepEstimate:
     model: ModelSpec
     layout: Layout
     hardware: Hardware
-    compute_s: float
-    tp_s: float
-    cp_s: float
-    fsdp_s: float
-    bubble_s: float
-    dp_s: float
+    seconds: tuple[tuple[str, float], ...]
     simulation: Simulation | None = field(default=None, compare=False, repr=False)
-    optimizer_s: float = 0.0
+
+    def part_s(self, name: str) -> float:
+        """Seconds of the part called ``name``; ``KeyError`` naming the parts where it has
+        none."""
+        for key, value in self.seconds:
+            if key == name:
+                return value
+        raise KeyError(f"the step has no part {name!r}; its parts: "
+                       f"{', '.join(k for k, _ in self.seconds)}")
+
+    @property
+    def compute_s(self) -> float:
+        """The busiest pipeline rank's compute, seconds."""
+        return self.part_s("compute")
+
+    @property
+    def tp_s(self) -> float:
+        """Exposed tensor-parallel communication, seconds."""
+        return self.part_s("tp")
+
+    @property
+    def cp_s(self) -> float:
+        """Exposed context-parallel communication, seconds."""
+        return self.part_s("cp")
+
+    @property
+    def fsdp_s(self) -> float:
+        """Exposed ZeRO-3 gathers and reductions, seconds."""
+        return self.part_s("fsdp")
+
+    @property
+    def bubble_s(self) -> float:
+        """The busiest pipeline rank's idle time, seconds."""
+        return self.part_s("bubble")
+
+    @property
+    def dp_s(self) -> float:
+        """Exposed gradient reduction and parameter gather, seconds."""
+        return self.part_s("dp")
+
+    @property
+    def optimizer_s(self) -> float:
+        """The optimizer's step, seconds."""
+        return self.part_s("optimizer")
 
     @property
     def step_s(self) -> float:
-        """Seconds of one optimizer step."""
-        return (self.compute_s + self.tp_s + self.cp_s + self.fsdp_s + self.bubble_s + self.dp_s
-                + self.optimizer_s)
+        """Seconds of one optimizer step: every part's, added in order."""
+        total = 0.0
+        for _, value in self.seconds:
+            total += value
+        return total
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -180,20 +202,7 @@ class StepEstimate:
 
     def parts(self) -> dict[str, float]:
         """The seconds of each part, by name (their sum is :attr:`step_s`)."""
-        return {"compute": self.compute_s, "tp": self.tp_s, "cp": self.cp_s,
-                "fsdp": self.fsdp_s, "bubble": self.bubble_s, "dp": self.dp_s,
-                "optimizer": self.optimizer_s}
-
-
-@dataclass(frozen=True)
-class _StageSeconds:
-    forward_s: float
-    backward_s: float
-    compute_s: float
-    tp_s: float
-    cp_s: float
-    fsdp_s: float
-    params: int
+        return dict(self.seconds)
 
 
 def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
@@ -213,7 +222,11 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
     """
     check_layout_fits(layout, hw)
     rate = shipped_rate() if rate is None else rate
-    stages = _stage_seconds(model, layout, hw, rate)
+    inputs = StepInputs(model, layout, hw,
+                        rate.attention_flops_per_s(hw, layout.attention_kernel))
+    parts = [p for d in dimensions() for p in d.parts]
+    stage_parts = [p for p in parts if isinstance(p, StagePart)]
+    stages = _stage_seconds(inputs, rate, stage_parts)
     m = layout.microbatches
     per_rank = []
     for share in rank_params(model, layout):
@@ -221,27 +234,23 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
     busiest = max(per_rank, key=lambda x: sum(st.forward_s + st.backward_s for st in x[1]))
     rank_stages = busiest[1]
 
-    def total(attr: str) -> float:
-        return m * sum(getattr(st, attr) for st in rank_stages)
-
-    compute, tp, cp, fsdp = (total(a) for a in ("compute_s", "tp_s", "cp_s", "fsdp_s"))
-    busy = compute + tp + cp + fsdp
-    sim = None
-    if layout.pp == 1:
-        pipeline_s = busy
-    elif simulate_pipeline is True or (
-            simulate_pipeline == "auto"
-            and layout.pp * layout.stages_per_rank * layout.microbatches <= SIMULATE_UP_TO):
-        sim = _simulate(model, layout, hw, stages)
-        pipeline_s = sim.step_time_s
-    else:
-        worst = max(st.forward_s + st.backward_s for st in stages)
-        pipeline_s = busy + (layout.pp - 1) * worst
-    bubble = max(0.0, pipeline_s - busy)
+    compute = m * sum(st.compute_s for st in rank_stages)
+    seconds = [(COMPUTE.name, compute)]
+    busy = compute
+    for part in stage_parts:
+        value = m * sum(st.parts[part.name] for st in rank_stages)
+        seconds.append((part.name, value))
+        busy += value
     most = max(share.total for share, _ in per_rank)
-    dp = _dp_exposed(model, layout, hw, most, rank_stages)
-    return StepEstimate(model, layout, hw, compute, tp, cp, fsdp, bubble, dp, sim,
-                        optimizer_seconds(layout, hw, most))
+    rank = RankWork(tuple(stages), tuple(rank_stages), busy, most, simulate_pipeline)
+    sim = None
+    for pipe in (p for p in parts if isinstance(p, PipelinePart)):
+        idle, sim = pipe.price(inputs, rank)
+        seconds.append((pipe.name, idle))
+    for after in (p for p in parts if isinstance(p, StepPart)):
+        seconds.append((after.name, after.price(inputs, rank)))
+    seconds.append((OPTIMIZER.name, optimizer_seconds(layout, hw, most)))
+    return StepEstimate(model, layout, hw, tuple(seconds), sim)
 
 
 def optimizer_seconds(layout: Layout, hw: Hardware, params: int) -> float:
@@ -257,20 +266,21 @@ def optimizer_seconds(layout: Layout, hw: Hardware, params: int) -> float:
     return shard * OPTIMIZER_BYTES_PER_PARAM / bandwidth
 
 
-def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
-                   rate: ComputeRate) -> list[_StageSeconds]:
+def _stage_seconds(inputs: StepInputs, rate: ComputeRate,
+                   stage_parts: list[StagePart]) -> list[StageSeconds]:
+    model, layout, hw = inputs.model, inputs.layout, inputs.hw
     width = model.hidden // layout.tp
     flops_per_s = rate.flops_per_s_dtype(hw, width, layout.compute_dtype)
-    attention_per_s = rate.attention_flops_per_s(hw, layout.attention_kernel)
+    attention_per_s = inputs.attention_per_s
     split = layers_per_stage(model.layers, layout.stages)
-    tp_f, tp_b = _tp_layer_seconds(model, layout, hw)
-    cp_f, cp_b = _cp_layer_exposed(model, layout, hw, attention_per_s)
+    pricers = [(part.name, part.price(inputs)) for part in stage_parts]
+    repeats_attention = layout.recompute_policy.repeats_attention
     out = []
     for s, layers in enumerate(split):
         last = s == layout.stages - 1
         fl = stage_flops(model, layout, layers, last=last)
         attention = fl.attention_forward
-        recompute_attention = attention if layout.recompute in ("selective", "full") else 0.0
+        recompute_attention = attention if repeats_attention else 0.0
 
         # the attention's forward and backward share its time as the kernels do; recompute
         # repeats the forward only
@@ -280,127 +290,16 @@ def _stage_seconds(model: ModelSpec, layout: Layout, hw: Hardware,
         fwd_c = (fl.forward - attention) / flops_per_s + attn_f
         bwd_c = ((fl.backward + fl.recompute - 2 * attention - recompute_attention)
                  / flops_per_s + (attn_s - attn_f) + recomputed)
-        tp_fwd = layers * _exposed_tp(tp_f, fwd_c / max(layers, 1), layout)
-        tp_bwd = layers * (_exposed_tp(tp_b, bwd_c / max(layers, 1), layout)
-                           + (tp_f if _repeats_tp_forward(layout) else 0.0))
-        cp_s = layers * (cp_f + cp_b)
         params = stage_params(model, layout, (s,)).total
-        # a layer's gather hides behind the neighbouring layer as it runs on the compute
-        # stream: its compute and the tp/cp collectives it waits for
-        fsdp = _fsdp_exposed(model, layout, hw, layers, params, fwd_c + tp_fwd + layers * cp_f,
-                             bwd_c + tp_bwd + layers * cp_b)
-        out.append(_StageSeconds(fwd_c + tp_fwd + layers * cp_f + fsdp[0],
-                                 bwd_c + tp_bwd + layers * cp_b + fsdp[1],
-                                 fwd_c + bwd_c, tp_fwd + tp_bwd, cp_s, fsdp[0] + fsdp[1],
-                                 params))
+        fwd, bwd = fwd_c, bwd_c
+        exposed: dict[str, float] = {}
+        for name, price in pricers:
+            e = price(StageWork(s, layers, params, fwd_c, bwd_c, fwd, bwd))
+            exposed[name] = e.seconds
+            fwd += e.forward_s
+            bwd += e.backward_s
+        out.append(StageSeconds(fwd, bwd, fwd_c + bwd_c, exposed, params))
     return out
-
-
-def _repeats_tp_forward(layout: Layout) -> bool:
-    """Whether backward runs a layer's forward tensor-parallel collectives again: under full
-    recompute (the layer's forward again), and under per-op checkpointing without sequence
-    parallelism (its all-reduces are not in the saved list). Per-op checkpointing with sequence
-    parallelism gathers the inputs again in the recompute, where the model already prices
-    backward's regather, and keeps the reduce-scatters' outputs. With ``tp_overlap`` the
-    repeat hides behind the recompute."""
-    if layout.tp_overlap:
-        return False
-    return layout.recompute == "full" or (layout.recompute == "op"
-                                          and not layout.sequence_parallel)
-
-
-def _exposed_tp(comm_s: float, layer_compute_s: float, layout: Layout) -> float:
-    """Exposed seconds of a layer's tensor-parallel collectives: all of them, or with
-    ``tp_overlap`` what outlasts the layer's compute."""
-    return max(0.0, comm_s - layer_compute_s) if layout.tp_overlap else comm_s
-
-
-def _tp_layer_seconds(model: ModelSpec, layout: Layout, hw: Hardware) -> tuple[float, float]:
-    if layout.tp == 1:
-        return 0.0, 0.0
-    span = group_span(layout.tp, layout.stride("tp"), hw.gpus_per_node)
-    calls = layer_collectives(_shape(model, layout), layout.tp, layout.sequence_parallel,
-                              regather_inputs=layout.sequence_parallel)
-    fwd = bwd = 0.0
-    for c in calls:
-        seconds = collective_seconds(c.collective, c.nbytes, span, hw)
-        if c.phase == "forward":
-            fwd += seconds
-        else:
-            bwd += seconds
-    return fwd, bwd
-
-
-def _cp_layer_exposed(model: ModelSpec, layout: Layout, hw: Hardware,
-                      attention_per_s: float) -> tuple[float, float]:
-    if layout.cp == 1:
-        return 0.0, 0.0
-    span = group_span(layout.cp, layout.stride("cp"), hw.gpus_per_node)
-    block = 2 * (model.seq_len // layout.cp) * layout.micro_batch * model.kv_width \
-        * ACTIVATION_BYTES // layout.tp
-    hop = p2p_seconds(block, cross_node=span.nodes > 1, hw=hw)
-    attention = 4 * model.seq_len ** 2 * model.hidden * layout.micro_batch * CAUSAL_WORK \
-        / (layout.tp * layout.cp) / attention_per_s
-    fwd = max(0.0, (layout.cp - 1) * hop - attention)
-    bwd = max(0.0, 2 * (layout.cp - 1) * hop - 2 * attention)
-    return fwd, bwd
-
-
-def _fsdp_exposed(model: ModelSpec, layout: Layout, hw: Hardware, layers: int, params: int,
-                  fwd_s: float, bwd_s: float) -> tuple[float, float]:
-    """Exposed seconds of ZeRO 3's per-layer gathers and reductions for one microbatch of a
-    stage: ``(forward, backward)``; ``fwd_s`` and ``bwd_s`` are the stage's forward and
-    backward as they run on the compute stream (compute and exposed tp/cp collectives), the
-    window the next layer's gather (and the last layer's reduction) hides behind."""
-    if layout.zero != 3 or layout.pp > 1 or layout.dp * layout.cp == 1 or layers == 0:
-        return 0.0, 0.0  # under a pipeline, FSDP gathers once a step (see _dp_exposed)
-    span = group_span(layout.dp * layout.cp, layout.tp, hw.gpus_per_node)
-    unit = params // layers
-    gather = collective_seconds("all_gather", unit * ACTIVATION_BYTES, span, hw)
-    grad_bytes = PRECISIONS[layout.precision][1]
-    reduce = collective_seconds("reduce_scatter", unit * grad_bytes, span, hw)
-    per_f, per_b = fwd_s / layers, bwd_s / layers
-    fwd = gather + (layers - 1) * max(0.0, gather - per_f)
-    bwd = (layers - 1) * max(0.0, gather + reduce - per_b) + reduce
-    return fwd, bwd
-
-
-def _dp_exposed(model: ModelSpec, layout: Layout, hw: Hardware, params: int,
-                rank_stages: list[_StageSeconds]) -> float:
-    group = layout.dp * layout.cp
-    if group == 1 or (layout.zero == 3 and layout.pp == 1):
-        return 0.0
-    span = group_span(group, layout.tp, hw.gpus_per_node)
-    param_b, grad_b, _ = PRECISIONS[layout.precision]
-    window_b = sum(st.backward_s for st in rank_stages)
-    window_f = sum(st.forward_s for st in rank_stages)
-    if layout.zero == 0:
-        reduce = collective_seconds("all_reduce", params * grad_b, span, hw)
-        return max(0.0, reduce - window_b)
-    reduce = collective_seconds("reduce_scatter", params * grad_b, span, hw)
-    gather = collective_seconds("all_gather", params * min(param_b, 2), span, hw)
-    return max(0.0, reduce - window_b) + max(0.0, gather - window_f)
-
-
-def _simulate(model: ModelSpec, layout: Layout, hw: Hardware,
-              stages: list[_StageSeconds]) -> Simulation:
-    plan = _plan(layout.schedule, layout.pp, layout.microbatches, layout.stages_per_rank)
-    times = StageTimes(tuple(st.forward_s for st in stages),
-                       tuple(st.backward_s / 2 for st in stages),
-                       tuple(st.backward_s / 2 for st in stages))
-    sp = layout.tp if layout.sequence_parallel else 1
-    boundary = (model.seq_len // layout.cp) * layout.micro_batch * model.hidden \
-        * ACTIVATION_BYTES // sp
-    span = group_span(layout.pp, layout.stride("pp"), hw.gpus_per_node)
-    seconds = p2p_seconds(boundary, cross_node=span.nodes > 1, hw=hw)
-    p2p = P2PCost("planner link", seconds, 0.0, "distlab.plan.collectives.p2p_seconds")
-    return simulate(plan, times, boundary_nbytes=boundary, p2p=p2p)
-
-
-@lru_cache(maxsize=256)
-def _plan(schedule: str, pp: int, microbatches: int, stages_per_rank: int) -> Any:
-    return build_plan(schedule, pp, microbatches, stages_per_rank)
-
 
 
 def step_timeline(est: StepEstimate) -> Timeline:
@@ -412,11 +311,15 @@ def step_timeline(est: StepEstimate) -> Timeline:
     ``rank0/compute``."""
     if est.simulation is not None:
         tl = est.simulation.to_timeline()
-        if est.dp_s > 0:
-            start = est.simulation.step_time_s * 1e6
-            for r in range(est.layout.pp):
-                tl.record("exposed data-parallel communication", "dp", f"rank{r}/compute",
-                          start, est.dp_s * 1e6, {})
+        start = est.simulation.step_time_s * 1e6
+        parts = est.parts()
+        for part in (p for d in dimensions() for p in d.parts if isinstance(p, StepPart)):
+            seconds = parts.get(part.name, 0.0)
+            if seconds > 0:
+                for r in range(est.layout.pp):
+                    tl.record(part.description, part.name, f"rank{r}/compute", start,
+                              seconds * 1e6, {})
+                start += seconds * 1e6
         return tl
     tl = Timeline(notes=[f"{est.layout.label}: the step's parts in sequence (not simulated)"])
     t = 0.0

@@ -21,7 +21,8 @@
   or g and g_bar with sequence parallelism), priced by the gloo calibration here or NCCL's
   model for a named box, inside one node or across nodes;
   :mod:`~distlab.tensor_parallel.memory` (pure): activation bytes per layer per rank
-  (Korthikanti et al. 2022), term by term and as Table 2's closed forms.
+  (Korthikanti et al. 2022), term by term and as Table 2's closed forms. Both take a layer as a
+  :class:`~distlab.transformer.ModelSpec` with its micro-batch and bytes per element.
 
 Importing the package imports no torch (the planner reads the pure :mod:`.cost` and
 :mod:`.memory` through it): each name below is imported from its module, with torch, when first

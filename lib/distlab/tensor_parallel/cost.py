@@ -81,7 +81,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from distlab._checks import check_bool, check_choice, check_int
+from distlab._checks import check_bool, check_choice, check_instance, check_int
 from distlab.collectives.algorithms.registry import DEFAULT_ALGORITHM, build_plan
 from distlab.collectives.model.cost import cost
 from distlab.collectives.model.presets import PRESETS, LinkPreset, get_preset, loopback_preset
@@ -89,10 +89,12 @@ from distlab.nccl.boxes import GPU_BOXES, GpuBox, gpu_box
 from distlab.nccl.execution import HARNESSES, nccl_execution
 from distlab.nccl.family import nccl_collective
 from distlab.nccl.multinode import NETWORKS
+from distlab.transformer import ModelSpec
 from distlab.vocabulary import busbw_factor, collective_name
 
-__all__ = ["BACKWARD", "FORWARD", "PASSES", "LayerPrice", "PricedCollective", "TPCollective",
-           "TransformerShape", "check_tp", "layer_collectives", "price_layer"]
+__all__ = ["BACKWARD", "FORWARD", "PASSES", "LayerLike", "LayerPrice", "PricedCollective",
+           "TPCollective", "TransformerShape", "check_tp", "layer_collectives", "layer_input",
+           "price_layer"]
 
 FORWARD = "forward"
 BACKWARD = "backward"
@@ -104,11 +106,18 @@ ALL_GATHER = collective_name("all_gather")
 REDUCE_SCATTER = collective_name("reduce_scatter")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TransformerShape:
-    """One transformer layer as tensor parallelism sees it (Korthikanti et al. 2022's symbols).
+    """A layer as Korthikanti et al. 2022 write it, ``(h, a, s, b)``: a thin constructor of a
+    :class:`~distlab.transformer.ModelSpec` (:attr:`model`, distlab's one description of a
+    transformer) and the micro-batch and bytes per element a layer's collectives and
+    activations are sized by.
 
-    Attributes:
+    Kept so that code naming a layer by its symbols runs unchanged; new code passes a
+    ``ModelSpec`` to this module's functions and to :mod:`distlab.tensor_parallel.memory`, with
+    ``micro_batch=`` and ``dtype_bytes=``. Those functions take either.
+
+    Args:
         hidden: ``h``, the hidden size (elements).
         heads: ``a``, attention heads (``hidden`` a multiple of it).
         seq_len: ``s``, tokens per sequence.
@@ -117,34 +126,66 @@ class TransformerShape:
         vocab: ``v``, the vocabulary (for the embedding and output layer; no per-layer
             formula reads it); ``None``: not given.
         dtype_bytes: bytes per activation element (2: fp16 or bf16, the papers').
+
+    :attr:`model` is one layer of the papers' GPT (a two-matrix MLP, layer norms and biases,
+    as many key/value heads as heads) whose vocabulary is ``vocab``, or 1 where not given.
     """
 
-    hidden: int
-    heads: int
-    seq_len: int
+    model: ModelSpec
     micro_batch: int
-    ffn_hidden: int | None = None
-    vocab: int | None = None
-    dtype_bytes: int = 2
+    dtype_bytes: int
+    vocab: int | None
 
-    def __post_init__(self) -> None:
-        for name in ("hidden", "heads", "seq_len", "micro_batch", "dtype_bytes"):
-            check_int(name, getattr(self, name), minimum=1)
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden={self.hidden} must be a multiple of heads={self.heads} "
-                             "(every head has hidden / heads elements)")
-        if self.ffn_hidden is None:
-            object.__setattr__(self, "ffn_hidden", 4 * self.hidden)
-        else:
-            check_int("ffn_hidden", self.ffn_hidden, minimum=1)
-        if self.vocab is not None:
-            check_int("vocab", self.vocab, minimum=1)
+    def __init__(self, hidden: int, heads: int, seq_len: int, micro_batch: int,
+                 ffn_hidden: int | None = None, vocab: int | None = None,
+                 dtype_bytes: int = 2) -> None:
+        check_int("micro_batch", micro_batch, minimum=1)
+        check_int("dtype_bytes", dtype_bytes, minimum=1)
+        if vocab is not None:
+            check_int("vocab", vocab, minimum=1)
+        model = ModelSpec("layer", 1, hidden, heads, vocab or 1, seq_len, ffn_hidden=ffn_hidden,
+                          attention_bias=True, mlp_bias=True, norm="layernorm")
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "micro_batch", micro_batch)
+        object.__setattr__(self, "dtype_bytes", dtype_bytes)
+        object.__setattr__(self, "vocab", vocab)
+
+    @classmethod
+    def of(cls, model: ModelSpec, micro_batch: int = 1, dtype_bytes: int = 2
+           ) -> TransformerShape:
+        """``model``'s layer at ``micro_batch`` sequences of ``dtype_bytes``-byte elements."""
+        model = check_instance("model", model, ModelSpec)
+        out = cls.__new__(cls)
+        object.__setattr__(out, "model", model)
+        object.__setattr__(out, "micro_batch", check_int("micro_batch", micro_batch, minimum=1))
+        object.__setattr__(out, "dtype_bytes", check_int("dtype_bytes", dtype_bytes, minimum=1))
+        object.__setattr__(out, "vocab", model.vocab)
+        return out
+
+    @property
+    def hidden(self) -> int:
+        """``h``, the hidden size (elements)."""
+        return self.model.hidden
+
+    @property
+    def heads(self) -> int:
+        """``a``, attention heads."""
+        return self.model.heads
+
+    @property
+    def seq_len(self) -> int:
+        """``s``, tokens per sequence."""
+        return self.model.seq_len
+
+    @property
+    def ffn_hidden(self) -> int:
+        """The MLP's inner size, elements (resolved: ``4 * hidden`` where not given)."""
+        return self.model.ffn
 
     @property
     def ffn(self) -> int:
         """The MLP's inner size, elements (``ffn_hidden``, resolved)."""
-        assert self.ffn_hidden is not None  # set in __post_init__
-        return self.ffn_hidden
+        return self.model.ffn
 
     @property
     def activation_elements(self) -> int:
@@ -157,17 +198,44 @@ class TransformerShape:
         return self.activation_elements * self.dtype_bytes
 
 
-def check_tp(shape: TransformerShape, tp: int, sequence_parallel: bool = False) -> int:
-    """``tp`` as an int, checked against ``shape``: >= 1, dividing ``heads`` (whole heads per
-    rank), ``hidden`` and ``ffn_hidden`` (whole columns and rows of the split linears) and, with
+LayerLike = ModelSpec | TransformerShape
+"""What this module and :mod:`distlab.tensor_parallel.memory` take as a layer: a
+:class:`~distlab.transformer.ModelSpec` (with ``micro_batch=`` and ``dtype_bytes=``), or a
+:class:`TransformerShape`, which carries both."""
+
+
+def layer_input(model: LayerLike, micro_batch: int | None = None,
+                dtype_bytes: int | None = None) -> TransformerShape:
+    """``model`` resolved once, at a public function: a :class:`TransformerShape` of a
+    ``ModelSpec`` at ``micro_batch`` (default 1) sequences of ``dtype_bytes`` (default 2) bytes
+    an element, or a ``TransformerShape`` itself (``micro_batch`` and ``dtype_bytes`` then
+    left ``None``: it carries them). ``TypeError`` for anything else."""
+    if isinstance(model, TransformerShape):
+        if micro_batch is not None or dtype_bytes is not None:
+            raise ValueError("micro_batch and dtype_bytes come with a TransformerShape; give "
+                             "them with a ModelSpec")
+        return model
+    if not isinstance(model, ModelSpec):
+        raise TypeError(f"model must be a ModelSpec (or a TransformerShape), got "
+                        f"{type(model).__name__}")
+    return TransformerShape.of(model, 1 if micro_batch is None else micro_batch,
+                               2 if dtype_bytes is None else dtype_bytes)
+
+
+def check_tp(model: LayerLike, tp: int, sequence_parallel: bool = False) -> int:
+    """``tp`` as an int, checked against ``model`` (a :class:`~distlab.transformer.ModelSpec`
+    or a :class:`TransformerShape`): >= 1, dividing ``heads`` (whole heads per rank),
+    ``hidden`` and ``ffn_hidden`` (whole columns and rows of the split linears) and, with
     sequence parallelism, ``seq_len`` (whole sequence shards, as Megatron-LM requires)."""
-    if not isinstance(shape, TransformerShape):
-        raise TypeError(f"shape must be a TransformerShape, got {type(shape).__name__}")
+    spec = model.model if isinstance(model, TransformerShape) else model
+    if not isinstance(spec, ModelSpec):
+        raise TypeError(f"model must be a ModelSpec (or a TransformerShape), got "
+                        f"{type(model).__name__}")
     tp = check_int("tp", tp, minimum=1)
     sp = check_bool("sequence_parallel", sequence_parallel)
-    need = [("heads", shape.heads), ("hidden", shape.hidden), ("ffn_hidden", shape.ffn)]
+    need = [("heads", spec.heads), ("hidden", spec.hidden), ("ffn_hidden", spec.ffn)]
     if sp:
-        need.append(("seq_len", shape.seq_len))
+        need.append(("seq_len", spec.seq_len))
     for name, value in need:
         if value % tp:
             raise ValueError(f"tp={tp} must divide {name}={value}"
@@ -254,16 +322,21 @@ def _sp(nbytes: int, tp: int, regather: bool) -> tuple[TPCollective, ...]:
     return tuple(out)
 
 
-def layer_collectives(shape: TransformerShape, tp: int, sequence_parallel: bool = False, *,
+def layer_collectives(model: LayerLike, tp: int, sequence_parallel: bool = False, *,
+                      micro_batch: int | None = None, dtype_bytes: int | None = None,
                       regather_inputs: bool = False) -> tuple[TPCollective, ...]:
     """The collectives of one transformer layer on ``tp`` ranks, forward then backward, in the
     order they run (see the module docstring).
 
-    Without sequence parallelism: 4 all-reduces of ``shape.activation_nbytes`` (2 forward, 2
-    backward). With it: 4 all-gathers and 4 reduce-scatters of the same ``nbytes``, the same
-    bytes per rank in all; ``regather_inputs`` adds Megatron-LM's 2 backward all-gathers of the
-    column-parallel inputs. ``tp == 1``: none. ``tp`` is checked by :func:`check_tp`.
+    ``model``: a :class:`~distlab.transformer.ModelSpec` at ``micro_batch`` sequences (default
+    1) of ``dtype_bytes``-byte activations (default 2), or a :class:`TransformerShape`
+    (:func:`layer_input`). Without sequence parallelism: 4 all-reduces of the layer's
+    activation, ``s * b * h * dtype_bytes`` bytes (2 forward, 2 backward). With it: 4
+    all-gathers and 4 reduce-scatters of the same ``nbytes``, the same bytes per rank in all;
+    ``regather_inputs`` adds Megatron-LM's 2 backward all-gathers of the column-parallel
+    inputs. ``tp == 1``: none. ``tp`` is checked by :func:`check_tp`.
     """
+    shape = layer_input(model, micro_batch, dtype_bytes)
     tp = check_tp(shape, tp, sequence_parallel)
     regather = check_bool("regather_inputs", regather_inputs)
     if tp == 1:
@@ -287,7 +360,8 @@ class LayerPrice:
     """The collectives of one layer, priced (:func:`price_layer`).
 
     ``where`` names the machine: ``"gloo: <link preset>"`` or ``"<box key> x <nodes> node(s)
-    [over <network>]"``."""
+    [over <network>]"``; ``shape`` the layer priced (:func:`layer_input`: its
+    :class:`~distlab.transformer.ModelSpec`, micro-batch and bytes per element)."""
 
     shape: TransformerShape
     tp: int
@@ -339,14 +413,16 @@ def _nccl_pricer(box: GpuBox, nodes: int, network: str | None, harness: str) -> 
     return price
 
 
-def price_layer(shape: TransformerShape, tp: int, sequence_parallel: bool = False, *,
+def price_layer(model: LayerLike, tp: int, sequence_parallel: bool = False, *,
+                micro_batch: int | None = None, dtype_bytes: int | None = None,
                 box: str | GpuBox | LinkPreset | None = None, nodes: int = 1,
                 network: str | None = None, harness: str = "torch",
                 regather_inputs: bool = False) -> LayerPrice:
     """Seconds of each collective of one layer (:func:`layer_collectives`) and their sum.
 
     Args:
-        shape, tp, sequence_parallel, regather_inputs: as :func:`layer_collectives`.
+        model, tp, sequence_parallel, micro_batch, dtype_bytes, regather_inputs: as
+            :func:`layer_collectives`.
         box: ``None``: gloo on the machine of the shipped ``loopback`` calibration; a
             :class:`~distlab.collectives.model.presets.LinkPreset` or a name of
             :data:`~distlab.collectives.model.presets.PRESETS`: distlab's plans on that link;
@@ -360,6 +436,7 @@ def price_layer(shape: TransformerShape, tp: int, sequence_parallel: bool = Fals
             :data:`~distlab.nccl.execution.HARNESSES`; ``"torch"``: one
             process per GPU, back to back).
     """
+    shape = layer_input(model, micro_batch, dtype_bytes)
     calls = layer_collectives(shape, tp, sequence_parallel, regather_inputs=regather_inputs)
     nodes = check_int("nodes", nodes, minimum=1)
     if isinstance(box, GpuBox) or (isinstance(box, str) and box in GPU_BOXES):

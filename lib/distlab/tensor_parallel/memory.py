@@ -41,22 +41,32 @@ sequence-sharded input only and gather it again in backward
 (:func:`distlab.tensor_parallel.cost.layer_collectives`, ``regather_inputs=True``).
 Selective recomputation drops the ``5 a s^2 b`` terms (recomputed in backward); full
 recomputation keeps only the layer's input (sequence-sharded with sequence parallelism: the
-paper's table writes it without).
+paper's table writes it without). Each is a :class:`distlab.recompute.Recompute` policy, asked
+what it keeps; torchtitan's per-op policy keeps matrix products' outputs, which the paper's
+terms do not list (:mod:`distlab.plan.activations` counts it).
+
+A layer is a :class:`~distlab.transformer.ModelSpec` at ``micro_batch`` sequences of
+``dtype_bytes``-byte activations, or a :class:`~distlab.tensor_parallel.cost.TransformerShape`
+(:func:`~distlab.tensor_parallel.cost.layer_input`); the paper's terms describe its GPT layer, so
+a gated MLP or grouped-query attention is refused (:mod:`distlab.plan.activations` generalises
+the terms to both).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distlab._checks import check_bool, check_choice
-from distlab.tensor_parallel.cost import TransformerShape, check_tp
+from distlab._checks import check_bool
+from distlab.recompute import RECOMPUTES, Recompute, recompute_policy
+from distlab.tensor_parallel.cost import LayerLike, TransformerShape, check_tp, layer_input
 
 __all__ = ["ATTENTION", "LAYER_NORM", "MLP", "RECOMPUTE", "ActivationTerm", "activation_terms",
            "layer_activation_bytes", "table2_bytes"]
 
-RECOMPUTE = ("none", "selective", "full")
-"""Activation recomputation: none, selective (the attention's ``a s^2 b`` terms), full (the
-whole layer from its input)."""
+RECOMPUTE = tuple(name for name, rc in RECOMPUTES.items() if not rc.keeps_per_op)
+"""Activation recomputation the paper's terms count (:data:`distlab.recompute.RECOMPUTES`
+less the per-op policy): none, selective (the attention's ``a s^2 b`` terms), full (the whole
+layer from its input)."""
 
 ATTENTION, MLP, LAYER_NORM = "attention", "mlp", "layer_norm"
 MASK_BYTES = 1
@@ -90,11 +100,33 @@ class ActivationTerm:
         return self.elements * self.itemsize
 
 
-def activation_terms(shape: TransformerShape) -> tuple[ActivationTerm, ...]:
-    """The tensors one layer of ``shape`` keeps for backward, unsharded (the module
-    docstring's list, section 4.1 of the paper), with ``ffn_hidden`` for the MLP's ``4 h``."""
-    if not isinstance(shape, TransformerShape):
-        raise TypeError(f"shape must be a TransformerShape, got {type(shape).__name__}")
+def _paper_layer(model: LayerLike, micro_batch: int | None,
+                 dtype_bytes: int | None) -> TransformerShape:
+    shape = layer_input(model, micro_batch, dtype_bytes)
+    spec = shape.model
+    if spec.gated_ffn or spec.kv != spec.heads:
+        raise ValueError(f"{spec.name}: the paper's terms are a GPT layer's (two-matrix MLP, as "
+                         f"many key/value heads as heads); gated_ffn={spec.gated_ffn}, "
+                         f"kv_heads={spec.kv}, heads={spec.heads}: use "
+                         "distlab.plan.activations.layer_activation_terms")
+    return shape
+
+
+def _paper_recompute(recompute: Recompute | str) -> Recompute:
+    rc = recompute_policy(recompute)
+    if rc.name not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(map(repr, RECOMPUTE))}, got "
+                         f"{rc.name!r} (the paper's terms do not count it; "
+                         "distlab.plan.activations does)")
+    return rc
+
+
+def activation_terms(model: LayerLike, *, micro_batch: int | None = None,
+                     dtype_bytes: int | None = None) -> tuple[ActivationTerm, ...]:
+    """The tensors one layer of ``model`` keeps for backward, unsharded (the module
+    docstring's list, section 4.1 of the paper), with ``ffn_hidden`` for the MLP's ``4 h``;
+    ``model`` as :func:`layer_activation_bytes` takes it."""
+    shape = _paper_layer(model, micro_batch, dtype_bytes)
     sbh = shape.activation_elements
     sbf = shape.seq_len * shape.micro_batch * shape.ffn
     sq = shape.heads * shape.seq_len * shape.seq_len * shape.micro_batch
@@ -117,51 +149,57 @@ def activation_terms(shape: TransformerShape) -> tuple[ActivationTerm, ...]:
     )
 
 
-def layer_activation_bytes(shape: TransformerShape, tp: int = 1, *,
-                           sequence_parallel: bool = False, recompute: str = "none") -> int:
-    """Bytes of activations one rank keeps for one layer of ``shape`` between its forward and
+def layer_activation_bytes(model: LayerLike, tp: int = 1, *, sequence_parallel: bool = False,
+                           recompute: Recompute | str = "none", micro_batch: int | None = None,
+                           dtype_bytes: int | None = None) -> int:
+    """Bytes of activations one rank keeps for one layer of ``model`` between its forward and
     its backward (:func:`activation_terms`, each divided by ``tp`` where tensor or sequence
     parallelism splits it).
 
     Args:
-        shape: the layer.
+        model: the layer: a :class:`~distlab.transformer.ModelSpec` at ``micro_batch``
+            sequences (default 1) of ``dtype_bytes``-byte activations (default 2), or a
+            :class:`~distlab.tensor_parallel.cost.TransformerShape`.
         tp: tensor-parallel degree (checked by
             :func:`~distlab.tensor_parallel.cost.check_tp`: dividing heads, hidden,
             ffn_hidden and, with sequence parallelism, seq_len).
         sequence_parallel: whether the replicated parts are split along the sequence too.
-        recompute: one of :data:`RECOMPUTE`.
+        recompute: one of :data:`RECOMPUTE` (or its :class:`~distlab.recompute.Recompute`).
     """
+    shape = _paper_layer(model, micro_batch, dtype_bytes)
     tp = check_tp(shape, tp, sequence_parallel)
     sp = check_bool("sequence_parallel", sequence_parallel)
-    check_choice("recompute", recompute, RECOMPUTE)
-    if recompute == "full":
+    rc = _paper_recompute(recompute)
+    if rc.keeps_input_only:
         return shape.activation_nbytes // (tp if sp else 1)
     total = 0
     for term in activation_terms(shape):
-        if recompute == "selective" and term.quadratic:
+        if term.quadratic and not rc.keeps_quadratic:
             continue
         total += term.nbytes // tp if (term.tensor_parallel or sp) else term.nbytes
     return total
 
 
-def table2_bytes(shape: TransformerShape, tp: int = 1, *, sequence_parallel: bool = False,
-                 recompute: str = "none") -> float:
+def table2_bytes(model: LayerLike, tp: int = 1, *, sequence_parallel: bool = False,
+                 recompute: Recompute | str = "none", micro_batch: int | None = None,
+                 dtype_bytes: int | None = None) -> float:
     """Korthikanti et al. 2022's Table 2, bytes per layer per rank (the module docstring's
-    closed forms, ``tp = 1``: no parallelism). They hold for the paper's assumptions only, so
-    ``shape`` must have ``ffn_hidden == 4 * hidden`` and ``dtype_bytes == 2``; full
-    recomputation is ``2 s b h``, divided by ``t`` with sequence parallelism (see the module
-    docstring)."""
+    closed forms, ``tp = 1``: no parallelism); ``model`` as :func:`layer_activation_bytes`
+    takes it. They hold for the paper's assumptions only, so the layer must have
+    ``ffn_hidden == 4 * hidden`` and ``dtype_bytes == 2``; full recomputation is ``2 s b h``,
+    divided by ``t`` with sequence parallelism (see the module docstring)."""
+    shape = _paper_layer(model, micro_batch, dtype_bytes)
     tp = check_tp(shape, tp, sequence_parallel)
     sp = check_bool("sequence_parallel", sequence_parallel)
-    check_choice("recompute", recompute, RECOMPUTE)
+    rc = _paper_recompute(recompute)
     if shape.ffn != 4 * shape.hidden or shape.dtype_bytes != 2:
         raise ValueError(f"Table 2 assumes ffn_hidden = 4 * hidden and dtype_bytes = 2; got "
                          f"ffn_hidden={shape.ffn}, hidden={shape.hidden}, "
                          f"dtype_bytes={shape.dtype_bytes} (use layer_activation_bytes)")
     s, b, h, a, t = shape.seq_len, shape.micro_batch, shape.hidden, shape.heads, tp
     sbh = s * b * h
-    quad = 0.0 if recompute == "selective" else 5 * a * s / h
-    if recompute == "full":
+    quad = 5 * a * s / h if rc.keeps_quadratic else 0.0
+    if rc.keeps_input_only:
         return 2 * sbh / (t if sp else 1)
     if sp:
         return sbh / t * (34 + quad)

@@ -5,7 +5,8 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   (:class:`~distlab.plan.planner.LayoutPrice`) as stacked bars by part (:data:`MEMORY_PARTS`),
   the GPU's memory as a dashed line; a layout that does not fit has its total and its name in
   red, and a bar taller than the axes is cut at the top with its total written in it.
-- :func:`step_figure`: the same layouts' steps as stacked bars by part (:data:`STEP_PARTS`),
+- :func:`step_figure`: the same layouts' steps as stacked bars by part (``STEP_PARTS``: the
+  registered dimensions' stacks, :func:`distlab.plan.dimensions.stack_parts`),
   tokens per second per GPU above each bar; a layout that does not fit is drawn faded.
 - :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the first layout of
   :func:`~distlab.plan.planner.plan`'s ranking (the command's first) and its tokens/s per GPU for
@@ -52,29 +53,30 @@ from distlab.judge.fit_grid import GridRun
 from distlab.judge.fit_grid import summaries as grid_summaries
 from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
 from distlab.nccl.multinode import NETWORKS
-from distlab.plan.__main__ import COLUMNS, plan_rows
+from distlab.plan.__main__ import columns as command_columns
+from distlab.plan.__main__ import plan_rows
 from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
+from distlab.plan.dimensions import stack_parts
 from distlab.plan.kernels import attention_factor
 from distlab.plan.layout import (
     GPU_KINDS,
-    RECOMPUTE_LABELS,
     Hardware,
     Layout,
     gpu_kind,
     hardware,
 )
-from distlab.plan.model import PRESETS, ModelSpec, model_spec
 from distlab.plan.planner import TIE, LayoutPrice, Plan, plan
 from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
+from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
-from distlab.viz.palette import colour
+from distlab.viz.palette import colour, colours
 from distlab.viz.pipeline_parallel import simulation_gantt
 from distlab.vocabulary import error_pct, size_in
 
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
-           "STEP_PARTS", "PlannerExplorer",
+           "PlannerExplorer",
            "ScalingSeries", "best_by_gpus", "fit_grid_figure", "judged_figure", "kernels_figure",
            "memory_figure",
            "pipeline_figure", "plan_summary", "plan_table", "scaling_figure", "scaling_table",
@@ -92,17 +94,19 @@ MEMORY_PARTS: dict[str, tuple[str, ...]] = {
     "gathered, buffers, transients": ("gathered", "comm_buffers", "working"),
     "allocator reserve": ("allocator",), "outside the allocator": ("device",),
 }
-#: The stacks of :func:`step_figure`: palette name -> the parts of a
-#: :class:`~distlab.plan.step.StepEstimate` it sums (bottom to top).
-STEP_PARTS: dict[str, tuple[str, ...]] = {
-    "compute": ("compute",), "tp/cp exposed": ("tp", "cp"), "dp/fsdp exposed": ("dp", "fsdp"),
-    "bubble": ("bubble",), "optimizer step": ("optimizer",),
-}
+
+
+def __getattr__(name: str) -> Any:
+    # STEP_PARTS, the stacks of step_figure: the registered dimensions' (palette name -> the
+    # parts of a StepEstimate it sums, bottom to top: distlab.plan.dimensions.stack_parts)
+    if name == "STEP_PARTS":
+        return stack_parts()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 
 def _columns(*headers: str) -> tuple[Column, ...]:
-    by_header = {c.header: c for c in COLUMNS}
+    by_header = {c.header: c for c in command_columns()}
     return tuple(by_header[h] for h in headers)
 
 
@@ -149,8 +153,8 @@ def short_label(layout: Layout) -> str:
         how.append(name + (f"x{layout.stages_per_rank}" if layout.stages_per_rank > 1 else ""))
     if layout.micro_batch > 1:
         how.append(f"mb{layout.micro_batch}")
-    if layout.recompute != "none":
-        how.append(RECOMPUTE_LABELS[layout.recompute])
+    if layout.recompute_policy.label:
+        how.append(layout.recompute_policy.label)
     if layout.tp > 1 and not layout.sequence_parallel:
         how.append("no-sp")
     if layout.tp_overlap:
@@ -192,7 +196,7 @@ def _layout_ticks(ax: Any, prices: Sequence[LayoutPrice], fontsize: float) -> No
 
 def _part_sums(values: Mapping[str, float], parts: Mapping[str, tuple[str, ...]]
                ) -> dict[str, float]:
-    return {name: sum(values[k] for k in keys) for name, keys in parts.items()}
+    return {name: sum(values.get(k, 0.0) for k in keys) for name, keys in parts.items()}
 
 
 def _gib(x: float) -> str:
@@ -266,16 +270,21 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
 
 def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: Any = None,
                 fontsize: float = 8.0) -> Any:
-    """The step of each of ``prices`` stacked by :data:`STEP_PARTS` in seconds (the slowest
+    """The step of each of ``prices`` stacked by the registered dimensions' stacks
+    (:func:`distlab.plan.dimensions.stack_parts`, ``STEP_PARTS``) in seconds (the slowest
     rank's compute, exposed tensor/context-parallel and data-parallel/FSDP communication, the
-    pipeline bubble), tokens per second per GPU above each bar. A layout that does not fit is
-    drawn faded, its name in red. ``ax``: draw into these axes. Returns the Figure."""
+    pipeline bubble, the optimizer's step, and what a registered dimension adds, in a spare
+    colour where the palette has none), tokens per second per GPU above each bar. A layout
+    that does not fit is drawn faded, its name in red. ``ax``: draw into these axes. Returns
+    the Figure."""
     prices = _check_prices(prices)
     fig, ax = _axes(ax, 4.2)
+    stacks = stack_parts()
+    fills = colours(stacks)
     bottom = [0.0] * len(prices)
-    for name in STEP_PARTS:
-        heights = [_part_sums(p.step.parts(), STEP_PARTS)[name] for p in prices]
-        bars = ax.bar(range(len(prices)), heights, 0.62, bottom=bottom, color=colour(name),
+    for name in stacks:
+        heights = [_part_sums(p.step.parts(), stacks)[name] for p in prices]
+        bars = ax.bar(range(len(prices)), heights, 0.62, bottom=bottom, color=fills[name],
                       edgecolor=_EDGE, linewidth=0.3, label=name)
         for bar, p in zip(bars, prices, strict=True):
             bar.set_alpha(1.0 if p.fits else 0.35)
@@ -294,8 +303,8 @@ def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: 
     ax.set_title(title if title is not None else
                  "one step" + (f" of {batch} sequences" if same else "")
                  + " by part; tokens/s per GPU above each bar", fontsize="medium")
-    handles = [Patch(facecolor=colour(name), edgecolor=_EDGE, linewidth=0.3, label=name)
-               for name in reversed(STEP_PARTS)]           # the stack's top part first
+    handles = [Patch(facecolor=fills[name], edgecolor=_EDGE, linewidth=0.3, label=name)
+               for name in reversed(stacks)]               # the stack's top part first
     if not all(p.fits for p in prices):
         handles.append(Patch(facecolor=colour("compute"), alpha=0.35, edgecolor=_EDGE,
                              linewidth=0.3, label="faded: does not fit"))
@@ -731,7 +740,7 @@ def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
 class PlannerExplorer(Explorer):
     """The planner for chosen settings: the first layouts of its ranking, their memory and step.
 
-    Controls: ``model`` (a preset of :data:`~distlab.plan.model.PRESETS`), ``gpus``, ``gpu``
+    Controls: ``model`` (a preset of :data:`~distlab.transformer.PRESETS`), ``gpus``, ``gpu``
     (a kind of :data:`~distlab.plan.layout.GPU_KINDS`), ``network`` (between nodes, a key of
     :data:`~distlab.nccl.multinode.NETWORKS`; off on one node),
     ``seq_len`` and ``global_batch`` (sequences per step). Each change runs

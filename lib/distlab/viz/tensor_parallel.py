@@ -33,6 +33,7 @@ from distlab.tensor_parallel.cost import PASSES, TransformerShape, check_tp, pri
 from distlab.tensor_parallel.demo import TPRun
 from distlab.tensor_parallel.memory import layer_activation_bytes
 from distlab.timeline import Timeline
+from distlab.transformer import ModelSpec
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
 from distlab.viz.palette import colour
@@ -171,12 +172,16 @@ def trace_figure(run: TPRun) -> DisplayFigure:
 
 def gpt_shape(hidden: int, *, seq_len: int = 2048, micro_batch: int = 1,
               head_dim: int = 128) -> TransformerShape:
-    """A GPT-3-like layer of ``hidden`` (heads of ``head_dim`` elements, 2-byte activations):
-    GPT-3 175B is ``gpt_shape(12288)`` (96 heads)."""
+    """A GPT-3-like layer of ``hidden`` (heads of ``head_dim`` elements, 2-byte activations) at
+    ``micro_batch`` sequences: a one-layer :class:`~distlab.transformer.ModelSpec` with GPT's
+    vocabulary, layer norms and biases (:meth:`TransformerShape.of
+    <distlab.tensor_parallel.cost.TransformerShape.of>`). GPT-3 175B is ``gpt_shape(12288)``
+    (96 heads)."""
     if hidden % head_dim:
         raise ValueError(f"hidden={hidden} must be a multiple of head_dim={head_dim}")
-    return TransformerShape(hidden=hidden, heads=hidden // head_dim, seq_len=seq_len,
-                            micro_batch=micro_batch)
+    spec = ModelSpec(f"gpt h{hidden}", 1, hidden, hidden // head_dim, 51200, seq_len,
+                     tied_embeddings=True, attention_bias=True, mlp_bias=True, norm="layernorm")
+    return TransformerShape.of(spec, micro_batch)
 
 
 def price_figure(hiddens: Sequence[int], tp: int, box: str, networks: Sequence[str], *,

@@ -1,9 +1,9 @@
-"""A decoder transformer in plain torch, built from a :class:`~distlab.plan.model.ModelSpec`:
+"""A decoder transformer in plain torch, built from a :class:`~distlab.transformer.ModelSpec`:
 what ``python -m distlab.plan --verify`` trains to check the planner's prediction.
 
 Written the way torchtitan writes its Llama (``torchtitan/models/llama3/model.py``) and with its
 module names, which are torch's test ``Transformer``'s too (so
-:func:`~distlab.plan.model.spec_from_module` reads the shape back, and a tensor-parallel plan
+:func:`~distlab.transformer.spec_from_module` reads the shape back, and a tensor-parallel plan
 written for torchtitan applies): ``tok_embeddings``, ``layers.{i}`` blocks of
 ``attention_norm`` -> ``attention`` (``wq``, ``wk``, ``wv``, ``wo``) -> ``ffn_norm`` ->
 ``feed_forward`` (``w1``, ``w2``, and ``w3`` when gated), ``norm``, ``output``.
@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distlab.plan.model import ModelSpec
+from distlab.transformer import ModelSpec
 
 __all__ = ["ROPE_BASE", "Attention", "Block", "Decoder", "FeedForward", "build_decoder",
            "gqa_in_kernel", "init_parameters", "next_token_loss"]

@@ -37,10 +37,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distlab.plan.model import PRESETS, model_spec
 from distlab.plan.verify.cases import DEFAULT_GRID, TOO_BIG, GridCase, parse_case
 from distlab.plan.verify.rank import MeasuredOutOfMemory, VerifyCase, run_rank
 from distlab.report.jsonfile import write_json
+from distlab.transformer import PRESETS, model_spec
 from distlab.vocabulary import size_in
 
 __all__ = ["DEFAULT_GRID", "TOO_BIG", "GridCase", "main", "parse_case", "run_grid"]

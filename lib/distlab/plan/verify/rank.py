@@ -41,11 +41,11 @@ from torch import nn
 
 from distlab._checks import check_choice, check_instance, check_int
 from distlab.plan.layout import Layout
-from distlab.plan.model import ModelSpec
 from distlab.plan.partition import layers_per_stage
 from distlab.plan.verify.decoder import Decoder, build_decoder, gqa_in_kernel, init_parameters
 from distlab.plan.verify.meter import CudaMeter, HostMeter, PhasePeak, cuda_memory_stats
 from distlab.plan.verify.recompute import apply_recompute
+from distlab.transformer import ModelSpec
 
 __all__ = ["ATTENTION_BACKENDS", "OPTIMIZERS", "OOM_MARK", "MeasuredOutOfMemory",
            "RankMeasurement", "VerifyCase", "run_rank", "unsupported_reason"]

@@ -19,12 +19,17 @@ import torch
 from torch import nn
 
 from distlab._checks import check_choice
+from distlab.recompute import RECOMPUTES, recompute_policy
 
 __all__ = ["RUNS_AS", "apply_recompute", "per_op_context", "per_op_save_list"]
 
-RUNS_AS = {"none": "none", "selective": "none", "op": "op", "full": "full"}
+RUNS_AS = {name: rc.runs_as for name, rc in RECOMPUTES.items()}
 """What each of the planner's recompute modes runs as on a decoder with a fused attention
-kernel."""
+kernel (:attr:`distlab.recompute.Recompute.runs_as`)."""
+
+
+CHECKPOINTED = tuple(dict.fromkeys(rc.runs_as for rc in RECOMPUTES.values() if rc.checkpointed))
+"""The modes a block runs under ``torch.utils.checkpoint`` as (``"op"``, ``"full"``)."""
 
 
 def per_op_save_list() -> frozenset[Any]:
@@ -61,18 +66,18 @@ def per_op_context() -> Any:
 
 
 class Checkpointed(nn.Module):
-    """``block`` run under ``torch.utils.checkpoint`` (``mode`` ``"full"`` or ``"op"``); the
+    """``block`` run under ``torch.utils.checkpoint`` (``mode`` one of :data:`CHECKPOINTED`); the
     block stays reachable as ``.block`` (its parameters' names gain a ``block.`` prefix)."""
 
     def __init__(self, block: nn.Module, mode: str) -> None:
         super().__init__()
         self.block = block
-        self.mode = check_choice("mode", mode, ("full", "op"))
+        self.mode = check_choice("mode", mode, CHECKPOINTED)
 
     def forward(self, *args: Any) -> Any:
         from torch.utils.checkpoint import checkpoint
 
-        if self.mode == "op":
+        if recompute_policy(self.mode).keeps_per_op:
             return checkpoint(self.block, *args, use_reentrant=False, preserve_rng_state=False,
                               context_fn=per_op_context)
         return checkpoint(self.block, *args, use_reentrant=False, preserve_rng_state=False)

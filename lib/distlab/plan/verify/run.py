@@ -38,7 +38,6 @@ from distlab import launch
 from distlab._checks import check_choice, check_int
 from distlab.plan.layout import Hardware, Layout, hardware
 from distlab.plan.memory import memory_per_gpu
-from distlab.plan.model import ModelSpec
 from distlab.plan.planner import LayoutPrice, price
 from distlab.plan.verify.rank import (
     MeasuredOutOfMemory,
@@ -47,6 +46,7 @@ from distlab.plan.verify.rank import (
     run_rank,
     unsupported_reason,
 )
+from distlab.transformer import ModelSpec
 from distlab.vocabulary import size_in
 
 __all__ = ["DEVICES", "VerifyRow", "count_reason", "expandable_segments", "local_devices",

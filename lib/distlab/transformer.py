@@ -1,0 +1,360 @@
+"""A decoder transformer: its shape, parameters and FLOPs.
+
+:class:`ModelSpec` is distlab's one description of a transformer, read by every model that
+prices a layer: the planner (:mod:`distlab.plan`), tensor parallelism's collectives and
+activation bytes (:mod:`distlab.tensor_parallel.cost`, :mod:`distlab.tensor_parallel.memory`).
+It holds the layers, hidden size, attention heads and key/value heads (grouped-query
+attention), the MLP's inner size and whether it is gated (SwiGLU: three matrices), vocabulary,
+sequence length, tied embeddings.
+:data:`PRESETS` names common open models by their published configurations;
+:func:`model_spec` resolves a preset name, a dict or a spec once at the public boundary, and
+:func:`spec_from_module` reads the same description from a real ``nn.Module``.
+
+Counts are elements (parameters) and floating-point operations (a multiply-add is 2 FLOPs);
+nothing here knows about GPUs or layouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from distlab._checks import check_bool, check_choice, check_int, check_str
+
+__all__ = ["NORMS", "PRESETS", "Linear", "ModelSpec", "layer_linears", "layer_matmul_flops",
+           "model_spec", "per_op_saved_linears", "spec_from_module"]
+
+NORMS = ("layernorm", "rmsnorm")
+"""Layer norm (a weight and a bias per element) or RMSNorm (a weight only)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One decoder-only transformer.
+
+    Attributes:
+        name: what it is called (a preset's key, or the user's name).
+        layers: transformer blocks ``l``.
+        hidden: ``h``, the model width (elements).
+        heads: ``a``, query heads (``hidden`` a multiple of it).
+        vocab: ``v``, vocabulary size.
+        seq_len: ``s``, tokens per sequence.
+        kv_heads: key/value heads (grouped-query attention); ``None``: ``heads``.
+        ffn_hidden: the MLP's inner size; ``None``: ``4 * hidden``.
+        gated_ffn: a gated MLP (SwiGLU: gate, up and down matrices) instead of two.
+        tied_embeddings: the output layer reuses the input embedding's matrix.
+        attention_bias: the Q, K, V and output projections have biases (GPT: yes; Llama: no).
+        mlp_bias: the MLP's matrices have biases.
+        norm: ``"layernorm"`` (a weight and a bias) or ``"rmsnorm"`` (a weight).
+        positions: rows of a learned position embedding (GPT: the longest sequence it
+            takes); ``None``: rotary positions, nothing to learn.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq_len: int
+    kv_heads: int | None = None
+    ffn_hidden: int | None = None
+    gated_ffn: bool = False
+    tied_embeddings: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    norm: str = "rmsnorm"
+    positions: int | None = None
+
+    def __post_init__(self) -> None:
+        check_str("name", self.name, nonempty=True)
+        for name in ("layers", "hidden", "heads", "vocab", "seq_len"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} must be a multiple of heads={self.heads}")
+        kv = self.heads if self.kv_heads is None else check_int("kv_heads", self.kv_heads,
+                                                                 minimum=1)
+        if self.heads % kv:
+            raise ValueError(f"heads={self.heads} must be a multiple of kv_heads={kv} "
+                             "(each key/value head serves a whole group of query heads)")
+        object.__setattr__(self, "kv_heads", kv)
+        ffn = 4 * self.hidden if self.ffn_hidden is None else check_int(
+            "ffn_hidden", self.ffn_hidden, minimum=1)
+        object.__setattr__(self, "ffn_hidden", ffn)
+        for name in ("gated_ffn", "tied_embeddings", "attention_bias", "mlp_bias"):
+            check_bool(name, getattr(self, name))
+        if self.positions is not None:
+            check_int("positions", self.positions, minimum=1)
+            if self.positions < self.seq_len:
+                raise ValueError(f"{self.name} learns positions for {self.positions} tokens "
+                                 f"(a learned position embedding has one row per position), "
+                                 f"so seq_len={self.seq_len} is too long: at most "
+                                 f"{self.positions}")
+        check_choice("norm", self.norm, NORMS)
+
+    # resolved fields, typed as ints for readers
+    @property
+    def kv(self) -> int:
+        """Key/value heads (``kv_heads`` resolved)."""
+        assert self.kv_heads is not None  # set in __post_init__
+        return self.kv_heads
+
+    @property
+    def ffn(self) -> int:
+        """The MLP's inner size (``ffn_hidden`` resolved)."""
+        assert self.ffn_hidden is not None  # set in __post_init__
+        return self.ffn_hidden
+
+    @property
+    def head_dim(self) -> int:
+        """Elements per head, ``hidden / heads``."""
+        return self.hidden // self.heads
+
+    @property
+    def kv_width(self) -> int:
+        """Width of the key (and of the value) projection, ``kv_heads * head_dim``."""
+        return self.kv * self.head_dim
+
+    # parameters
+    @property
+    def norm_params(self) -> int:
+        """Parameters of one norm (weight, and bias for a layer norm)."""
+        return self.hidden * (2 if self.norm == "layernorm" else 1)
+
+    @property
+    def attention_params(self) -> int:
+        """Q, K, V and output projections of one layer (biases where ``attention_bias``)."""
+        h, k = self.hidden, self.kv_width
+        weights = h * h + 2 * h * k + h * h
+        return weights + ((h + 2 * k + h) if self.attention_bias else 0)
+
+    @property
+    def mlp_params(self) -> int:
+        """The MLP of one layer: ``2 h f`` (``3 h f`` gated), biases where ``mlp_bias``."""
+        h, f = self.hidden, self.ffn
+        mats = 3 if self.gated_ffn else 2
+        weights = mats * h * f
+        return weights + (((mats - 1) * f + h) if self.mlp_bias else 0)
+
+    @property
+    def layer_params(self) -> int:
+        """One transformer block: attention, MLP and its two norms."""
+        return self.attention_params + self.mlp_params + 2 * self.norm_params
+
+    @property
+    def embedding_params(self) -> int:
+        """The input embedding (``v h``) and the learned positions (``positions * h``)."""
+        return (self.vocab + (self.positions or 0)) * self.hidden
+
+    @property
+    def output_params(self) -> int:
+        """The final norm and the output layer (``v h``, none when tied)."""
+        return self.norm_params + (0 if self.tied_embeddings else self.vocab * self.hidden)
+
+    @property
+    def params(self) -> int:
+        """Every parameter of the model (elements)."""
+        return self.layers * self.layer_params + self.embedding_params + self.output_params
+
+    # FLOPs
+    def forward_flops(self, tokens_per_sequence: int | None = None) -> int:
+        """FLOPs of one forward pass over one sequence: every layer's matrix products
+        (:func:`layer_matmul_flops`) and the output layer's ``2 s h v``; the embedding lookup,
+        norms and softmax are left out (they are under 1% at these widths)."""
+        s = self.seq_len if tokens_per_sequence is None else check_int(
+            "tokens_per_sequence", tokens_per_sequence, minimum=1)
+        return self.layers * layer_matmul_flops(self, s) + 2 * s * self.hidden * self.vocab
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict (resolved: ``kv_heads`` and ``ffn_hidden`` set)."""
+        return asdict(self)
+
+
+def layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -> int:
+    """FLOPs of one layer's forward over one sequence of ``seq_len`` tokens.
+
+    ``2 s h (2 h + 2 k)`` for Q, K, V and the output projection (``k`` the key/value width),
+    ``4 s^2 h`` for ``Q K^T`` and the product with V (half of it with ``causal``, as a
+    kernel that skips the masked half runs), and ``2 s h f`` per MLP matrix (3 gated, else 2).
+    """
+    s = check_int("seq_len", seq_len, minimum=1)
+    h, k, f = spec.hidden, spec.kv_width, spec.ffn
+    projections = 2 * s * h * (2 * h + 2 * k)
+    scores = 4 * s * s * h // (2 if causal else 1)
+    mlp = 2 * s * h * f * (3 if spec.gated_ffn else 2)
+    return projections + scores + mlp
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One matrix product of a layer: ``in_features`` to ``out_features`` per token;
+    ``column`` for a linear tensor parallelism splits by its outputs (Q, K, V, the MLP's first
+    linears), else row-parallel (split by its inputs: the output projection, the MLP's last)."""
+
+    name: str
+    in_features: int
+    out_features: int
+    column: bool
+    bias: bool = False
+
+
+def layer_linears(spec: ModelSpec) -> tuple[Linear, ...]:
+    """The layer's matrix products in the order its forward runs them (Llama's and torchtitan's
+    order: ``wq, wk, wv``, the output projection, then ``w1`` (gate), ``w3`` (up), ``w2``
+    (down), or a two-matrix MLP's two), with the model's biases."""
+    h, k, f = spec.hidden, spec.kv_width, spec.ffn
+    ab, mb = spec.attention_bias, spec.mlp_bias
+    attention = (Linear("q", h, h, True, ab), Linear("k", h, k, True, ab),
+                 Linear("v", h, k, True, ab), Linear("output projection", h, h, False, ab))
+    if spec.gated_ffn:
+        mlp = (Linear("gate", h, f, True, mb), Linear("up", h, f, True, mb),
+               Linear("down", f, h, False, mb))
+    else:
+        mlp = (Linear("first MLP linear", h, f, True, mb),
+               Linear("second MLP linear", f, h, False, mb))
+    return attention + mlp
+
+
+def per_op_saved_linears(spec: ModelSpec) -> tuple[tuple[Linear, bool], ...]:
+    """Each of :func:`layer_linears` with whether torchtitan's per-op checkpointing policy keeps
+    its output: the policy counts ``aten.mm`` calls and keeps the odd-numbered ones. A linear
+    with a bias runs as ``aten.addmm``, which the policy neither counts nor keeps."""
+    out, mm = [], 0
+    for lin in layer_linears(spec):
+        if not lin.bias:
+            mm += 1
+        out.append((lin, not lin.bias and mm % 2 == 1))
+    return tuple(out)
+
+
+def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
+           seq_len: int, *, tied: bool = False) -> ModelSpec:
+    return ModelSpec(name, layers, hidden, heads, vocab, seq_len, kv_heads=kv, ffn_hidden=ffn,
+                     gated_ffn=True, tied_embeddings=tied)
+
+
+def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 51200,
+         seq_len: int = 2048) -> ModelSpec:
+    return ModelSpec(name, layers, hidden, heads, vocab, seq_len, tied_embeddings=True,
+                     attention_bias=True, mlp_bias=True, norm="layernorm", positions=seq_len)
+
+
+PRESETS: dict[str, ModelSpec] = {
+    # Meta's published configurations (config.json / params.json of each release).
+    "llama3.2-1b": _llama("llama3.2-1b", 16, 2048, 32, 8, 8192, 128256, 8192, tied=True),
+    "llama3.2-3b": _llama("llama3.2-3b", 28, 3072, 24, 8, 8192, 128256, 8192, tied=True),
+    "llama3-8b": _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+    "llama3-70b": _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+    "llama3-405b": _llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+    "llama2-7b": _llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
+    "llama2-70b": _llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096),
+    # GPT-3's table 2.1 (Brown et al. 2020) shapes, with Megatron's padded vocabulary.
+    "gpt3-1.3b": _gpt("gpt3-1.3b", 24, 2048, 16),
+    "gpt3-6.7b": _gpt("gpt3-6.7b", 32, 4096, 32),
+    "gpt3-13b": _gpt("gpt3-13b", 40, 5120, 40),
+    "gpt3-175b": _gpt("gpt3-175b", 96, 12288, 96),
+}
+"""Named models. Llama: gated MLP, RMSNorm, rotary positions, untied output (Llama 3 8B ...
+405B with grouped-query attention, 8 key/value heads; Llama 3.2 1B and 3B tie the output layer
+to the embedding, as their config.json says). GPT-3: two-matrix MLP with GeLU, layer
+norms and biases, learned positions (as many as the sequence), tied embeddings, vocabulary
+51200 (GPT-2's 50257 padded as Megatron pads it)."""
+
+
+def model_spec(model: ModelSpec | str | dict[str, Any], *, seq_len: int | None = None
+               ) -> ModelSpec:
+    """Resolve ``model`` into a :class:`ModelSpec`: a spec itself, a key of :data:`PRESETS`, or
+    a dict of :class:`ModelSpec`'s fields (``name`` optional). ``seq_len`` overrides the
+    sequence length. Raises ``ValueError`` naming a bad preset or field."""
+    if isinstance(model, ModelSpec):
+        spec = model
+    elif isinstance(model, str):
+        spec = PRESETS[check_choice("model", model, PRESETS)]
+    elif isinstance(model, dict):
+        known = {f.name for f in fields(ModelSpec)}
+        unknown = sorted(set(model) - known)
+        if unknown:
+            raise ValueError(f"model: unknown field(s) {', '.join(unknown)}; the fields are "
+                             f"{', '.join(sorted(known))}")
+        missing = sorted({"layers", "hidden", "heads", "vocab", "seq_len"} - set(model)
+                         - ({"seq_len"} if seq_len is not None else set()))
+        if missing:
+            raise ValueError(f"model: missing field(s) {', '.join(missing)}")
+        values = {"name": "custom", **model}
+        if seq_len is not None:
+            values["seq_len"] = seq_len
+        spec = ModelSpec(**values)
+    else:
+        raise TypeError(f"model must be a ModelSpec, a preset name ({', '.join(PRESETS)}) or "
+                        f"a dict of fields, got {type(model).__name__}")
+    if seq_len is not None and seq_len != spec.seq_len:
+        spec = replace(spec, seq_len=check_int("seq_len", seq_len, minimum=1))
+    return spec
+
+
+def spec_from_module(module: Any, *, seq_len: int, name: str | None = None) -> ModelSpec:
+    """Read a :class:`ModelSpec` from a real decoder ``nn.Module``.
+
+    Recognised: a module with a ``config`` holding Hugging Face's field names
+    (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``,
+    ``num_key_value_heads``, ``intermediate_size``, ``vocab_size``,
+    ``tie_word_embeddings``), or torch's test ``Transformer`` shape (``layers``, an
+    ``tok_embeddings`` embedding, blocks with ``attention.wq`` and ``feed_forward.w1``/
+    ``w2``/``w3``). The parameter count of the result is checked against the module's own,
+    so a module this reader misunderstands raises ``ValueError`` instead of planning wrongly.
+    """
+    seq_len = check_int("seq_len", seq_len, minimum=1)
+    spec = _from_hf_config(module, seq_len, name) or _from_blocks(module, seq_len, name)
+    if spec is None:
+        raise ValueError(f"cannot read a transformer's shape from {type(module).__name__}: "
+                         "give a dict of layers, hidden, heads, kv_heads, ffn_hidden, vocab")
+    counted = sum(p.numel() for p in module.parameters())
+    if counted != spec.params:
+        raise ValueError(f"{type(module).__name__} has {counted:,} parameters but the shape "
+                         f"read from it ({spec}) has {spec.params:,}: give the shape as a dict")
+    return spec
+
+
+def _from_hf_config(module: Any, seq_len: int, name: str | None) -> ModelSpec | None:
+    cfg = getattr(module, "config", None)
+    if cfg is None or not hasattr(cfg, "num_hidden_layers"):
+        return None
+    act = str(getattr(cfg, "hidden_act", "silu"))
+    return ModelSpec(
+        name or str(getattr(cfg, "model_type", type(module).__name__)),
+        cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.vocab_size,
+        seq_len, kv_heads=getattr(cfg, "num_key_value_heads", None) or None,
+        ffn_hidden=getattr(cfg, "intermediate_size", None),
+        gated_ffn=act in ("silu", "swiglu"),
+        tied_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
+        attention_bias=bool(getattr(cfg, "attention_bias", False)),
+        mlp_bias=bool(getattr(cfg, "mlp_bias", False)),
+        norm="rmsnorm" if hasattr(cfg, "rms_norm_eps") else "layernorm")
+
+
+def _from_blocks(module: Any, seq_len: int, name: str | None) -> ModelSpec | None:
+    emb = getattr(module, "tok_embeddings", None)
+    layers = getattr(module, "layers", None)
+    if emb is None or layers is None or len(layers) == 0:
+        return None
+    block = layers[0]
+    attn, ff = getattr(block, "attention", None), getattr(block, "feed_forward", None)
+    if attn is None or ff is None or not hasattr(attn, "wq"):
+        return None
+    vocab, hidden = emb.weight.shape
+    heads = int(getattr(attn, "n_heads", 0) or getattr(module, "n_heads", 0) or 0)
+    if heads <= 0:
+        return None
+    kv_width = attn.wk.weight.shape[0]
+    kv_heads = kv_width // (hidden // heads)
+    gated = hasattr(ff, "w3")
+    ffn_hidden = ff.w1.weight.shape[0]
+    output = getattr(module, "output", None)
+    tied = output is not None and getattr(output, "weight", None) is emb.weight
+    norm_mod = getattr(block, "attention_norm", None)
+    norm = "layernorm" if getattr(norm_mod, "bias", None) is not None else "rmsnorm"
+    pos = getattr(module, "pos_embeddings", None)
+    return ModelSpec(name or type(module).__name__, len(layers), hidden, heads, vocab, seq_len,
+                     kv_heads=kv_heads, ffn_hidden=ffn_hidden, gated_ffn=gated,
+                     tied_embeddings=tied, attention_bias=attn.wq.bias is not None,
+                     mlp_bias=ff.w1.bias is not None, norm=norm,
+                     positions=None if pos is None else int(pos.weight.shape[0]))
