@@ -5,7 +5,9 @@
   :class:`~distlab.ddp.DDP` on the ``"dp"`` group; TP x PP with each pipeline stage split over
   the ``"tp"`` group and :class:`~distlab.pipeline_parallel.PipelineStage` given the ``"pp"``
   group, see :mod:`distlab.pipeline_parallel.runtime.stage`); :func:`check_mesh_shape` and
-  :func:`mesh_groups`, the same layout with no process group (checks before any rank starts).
+  :func:`mesh_groups`, the same layout with no process group (checks before any rank starts);
+  :func:`tp_group_of`, the group of a mesh, distlab's or torch's (``mesh["tp"]``), so every
+  call that takes distlab's mesh takes torch's.
 - :mod:`~distlab.tensor_parallel.comm`: Megatron's f and g and sequence parallelism's gather and
   reduce-scatter as autograd Functions over a :class:`TPComm` (collectives counted per kind,
   optionally traced on a :class:`~distlab.timeline.Timeline`).
@@ -32,7 +34,13 @@ from distlab.tensor_parallel.comm import (
     split_to_tp_region,
 )
 from distlab.tensor_parallel.loss import loss_parallel_cross_entropy
-from distlab.tensor_parallel.mesh import DeviceMesh, check_mesh_shape, init_mesh, mesh_groups
+from distlab.tensor_parallel.mesh import (
+    DeviceMesh,
+    check_mesh_shape,
+    init_mesh,
+    mesh_groups,
+    tp_group_of,
+)
 from distlab.tensor_parallel.parallelize import (
     check_plan,
     parallelize_module,
@@ -54,4 +62,4 @@ __all__ = ["ColwiseParallel", "DeviceMesh", "ParallelStyle", "PrepareModuleInput
            "check_plan", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
            "init_mesh", "loss_parallel_cross_entropy", "mesh_groups", "parallelize_module",
            "reduce_from_tp_region", "reduce_scatter_to_sp", "resolve_head_counts", "resolve_plan",
-           "split_to_tp_region"]
+           "split_to_tp_region", "tp_group_of"]
