@@ -306,3 +306,9 @@ def test_the_guard_does_nothing_outside_a_server_distlab_started(monkeypatch):
 
     monkeypatch.delenv(guard.LAUNCHER_ENV, raising=False)
     assert guard.guard_this_server() is False
+
+
+def test_a_rank_may_fork_children_of_its_own(no_leaks):
+    """The fork server's at-fork guard is inherited by the ranks; a child a rank forks (a
+    DataLoader worker) runs its own course instead of exiting as an orphan of the server."""
+    assert launch.run(targets.fork_a_child, 2, timeout=60) == [7, 7]

@@ -15,7 +15,8 @@ So, when the launcher names itself in :data:`LAUNCHER_ENV` while it starts the s
   signal follows the thread), then checks that the launcher is still its parent (it may have
   died before the prctl) and exits if not;
 - every process the server forks does the same towards the server in the fork itself
-  (``os.register_at_fork``), before any of multiprocessing's code runs in it.
+  (``os.register_at_fork``), before any of multiprocessing's code runs in it; a process that
+  one of them forks in turn (the hooks are inherited) is left alone.
 
 Importing this module anywhere else (no :data:`LAUNCHER_ENV`) does nothing. Linux only; other
 platforms keep multiprocessing's rule and the ranks' watchdog (:mod:`distlab._lifetime`).
@@ -61,8 +62,26 @@ def guard_this_server() -> bool:
         return False
     die_with_parent_now(int(pid_text), main_thread_spawn=how == "main")
     server = os.getpid()
-    os.register_at_fork(after_in_child=lambda: die_with_parent_now(server))
+    os.register_at_fork(before=_note_the_forker,
+                        after_in_child=lambda: _die_with(server))
     return True
+
+
+_FORKER = 0
+"""The pid of the process that is forking (set just before every fork; a child reads its copy)."""
+
+
+def _note_the_forker() -> None:
+    global _FORKER
+    _FORKER = os.getpid()
+
+
+def _die_with(server: int) -> None:
+    """In a just-forked child: die with ``server`` if the server forked it. The hooks are
+    inherited by every descendant; a rank that forks a child of its own (a DataLoader worker)
+    leaves it to the rank's own arrangements."""
+    if _FORKER == server:
+        die_with_parent_now(server)
 
 
 guard_this_server()
