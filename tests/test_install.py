@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import ROOT
+from helpers.tools import load_tool
 
 OLD_PIP = "23.0.1"
 RESOLVE_BOUND_S = 420
@@ -71,12 +72,8 @@ def _planned(report: Path) -> dict[str, str]:
 
 
 def _constraints() -> dict[str, str]:
-    out = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            out[re.sub(r"[-_.]+", "-", name.strip()).lower()] = version.strip()
-    return out
+    """The pins that hold on this Python (``tools/constraints.py``'s reader: markers read)."""
+    return load_tool("constraints").read(ROOT / "constraints.txt")
 
 
 def _check_resolved(report: Path) -> None:

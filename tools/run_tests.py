@@ -10,10 +10,12 @@ wait on JupyterLab, kernels and the page while the rest mostly computes, so on t
 two overlap. That process gets its own ``/dev/shm`` (a private mount namespace with a fresh
 tmpfs there, ``unshare``, as CI runs: root), so the leak checks of the rest, which count new
 ``/dev/shm`` entries, never see the shared memory of the browser's kernels and ranks. The rest
-runs here, told (``DISTLAB_BROWSER_ELSEWHERE=1``) to leave the browser tests and the notebooks
-they run to that process (:mod:`helpers.notebook_owner`): every test still runs, each notebook
-once. Its output is printed when it ends, after this one's, and kept in
-``test-artifacts/browser-tests.log``.
+runs in a pytest process of its own beside it (a sibling: the leak checks also count a test's
+new child processes, and the browser's JupyterLab, Chromium and kernels must not be among
+them), told (``DISTLAB_BROWSER_ELSEWHERE=1``) to leave the browser tests and the notebooks they
+run to the other process (:mod:`helpers.notebook_owner`): every test still runs, each notebook
+once. The rest's output streams; the browser process's is printed when both have ended, and
+kept in ``test-artifacts/browser-tests.log``.
 
 One process runs everything, as before, where the split cannot hold: no Chromium, no private
 ``/dev/shm`` (not root, no ``unshare``), ``DISTLAB_TEST_SPLIT=0``, or test paths named on the
@@ -122,15 +124,15 @@ def main(argv: list[str]) -> int:
     print(f"run_tests: the real-browser tests run beside the rest in a second process with its "
           f"own /dev/shm; their output follows this run's (and is kept in "
           f"{LOG.relative_to(ROOT)})", flush=True)
+    pytest_cmd = [sys.executable, "-m", "pytest"]
     with LOG.open("w") as log:
-        browser = subprocess.Popen([*prefix, sys.executable, "-m", "pytest", BROWSER_TESTS,
-                                    *argv], stdout=log, stderr=subprocess.STDOUT,
+        browser = subprocess.Popen([*prefix, *pytest_cmd, BROWSER_TESTS, *argv], stdout=log,
+                                   stderr=subprocess.STDOUT, cwd=ROOT,
                                    env={**os.environ, ELSEWHERE: "0"})
         try:
-            os.environ[ELSEWHERE] = "1"
-            rest = int(pytest.main(argv))
+            rest = subprocess.run([*pytest_cmd, *argv], cwd=ROOT, check=False,
+                                  env={**os.environ, ELSEWHERE: "1"}).returncode
         finally:
-            os.environ.pop(ELSEWHERE, None)
             code = browser.wait()
     print(f"\n===== the real-browser tests ({BROWSER_TESTS}, second process) =====", flush=True)
     sys.stdout.write(LOG.read_text())
