@@ -5,17 +5,17 @@ Usage (what `make test` calls):  python tools/run_tests.py [extra pytest args]
 pytest exits 5 when it collected no test; that is a failure here, never a silent pass.
 
 Where Chromium is there to run them, the real-browser tests (``tests/browser``: every notebook
-run in JupyterLab) run beside the rest, in a second pytest process started first: they mostly
-wait on JupyterLab, kernels and the page while the rest mostly computes, so on two cores the
-two overlap. That process gets its own ``/dev/shm`` (a private mount namespace with a fresh
-tmpfs there, ``unshare``, as CI runs: root), so the leak checks of the rest, which count new
-``/dev/shm`` entries, never see the shared memory of the browser's kernels and ranks. The rest
-runs in a pytest process of its own beside it (a sibling: the leak checks also count a test's
-new child processes, and the browser's JupyterLab, Chromium and kernels must not be among
-them), told (``DISTLAB_BROWSER_ELSEWHERE=1``) to leave the browser tests and the notebooks they
-run to the other process (:mod:`helpers.notebook_owner`): every test still runs, each notebook
-once. The rest's output streams; the browser process's is printed when both have ended, and
-kept in ``test-artifacts/browser-tests.log``.
+run in JupyterLab, and then the folders of :data:`BESIDE`) run in a second pytest process beside
+the rest: they mostly wait on JupyterLab, kernels and the page while the rest mostly computes, so
+on two cores the two overlap. Each process gets its own ``/dev/shm`` (a private mount namespace
+with a fresh tmpfs there, ``unshare``, as CI runs: root), so the leak checks of one, which count
+new ``/dev/shm`` entries, never see the shared memory of the other's kernels and ranks; and the
+two are siblings (the leak checks also count a test's new child processes: the browser's
+JupyterLab, Chromium and kernels must not be among the rest's). The rest is told
+(``DISTLAB_BROWSER_ELSEWHERE=1``) to leave the browser tests and the notebooks they run to the
+other process (:mod:`helpers.notebook_owner`), and skips the :data:`BESIDE` folders: every test
+still runs, each notebook once. The rest's output streams; the other process's is printed when
+both have ended, and kept in ``test-artifacts/browser-tests.log``.
 
 One process runs everything, as before, where the split cannot hold: no Chromium, no private
 ``/dev/shm`` (not root, no ``unshare``), ``DISTLAB_TEST_SPLIT=0``, or test paths named on the
@@ -47,6 +47,10 @@ ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
 module imported first could not have its asserts rewritten)."""
 
 BROWSER_TESTS = "tests/browser"
+BESIDE = ("tests/ddp", "tests/pipeline")
+"""Test folders the browser process also runs, after its browser tests, so the two processes
+take about as long: measured on a 2-core machine, the browser tests took 18 min and the rest
+40 (with other work on the machine); these two folders hold about 10 of the rest's."""
 LOG = ROOT / "test-artifacts" / "browser-tests.log"
 _PRIVATE_SHM = ("mount -t tmpfs -o mode=1777 tmpfs /dev/shm && cd \"$1\" && shift && "
                 "exec \"$@\"")
@@ -121,20 +125,23 @@ def main(argv: list[str]) -> int:
         print(f"run_tests: one process ({reason})", flush=True)
         return _single(argv)
     LOG.parent.mkdir(parents=True, exist_ok=True)
-    print(f"run_tests: the real-browser tests run beside the rest in a second process with its "
-          f"own /dev/shm; their output follows this run's (and is kept in "
-          f"{LOG.relative_to(ROOT)})", flush=True)
+    print(f"run_tests: the real-browser tests (and {', '.join(BESIDE)}) run beside the rest in "
+          f"a second process, each with its own /dev/shm; its output follows this run's (and is "
+          f"kept in {LOG.relative_to(ROOT)})", flush=True)
     pytest_cmd = [sys.executable, "-m", "pytest"]
+    beside = [d for d in BESIDE if (ROOT / d).is_dir()]
     with LOG.open("w") as log:
-        browser = subprocess.Popen([*prefix, *pytest_cmd, BROWSER_TESTS, *argv], stdout=log,
-                                   stderr=subprocess.STDOUT, cwd=ROOT,
+        browser = subprocess.Popen([*prefix, *pytest_cmd, BROWSER_TESTS, *beside, *argv],
+                                   stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                    env={**os.environ, ELSEWHERE: "0"})
         try:
-            rest = subprocess.run([*pytest_cmd, *argv], cwd=ROOT, check=False,
+            rest = subprocess.run([*prefix, *pytest_cmd, *(f"--ignore={d}" for d in beside),
+                                   *argv], cwd=ROOT, check=False,
                                   env={**os.environ, ELSEWHERE: "1"}).returncode
         finally:
             code = browser.wait()
-    print(f"\n===== the real-browser tests ({BROWSER_TESTS}, second process) =====", flush=True)
+    shown = " ".join([BROWSER_TESTS, *beside])
+    print(f"\n===== the second process ({shown}) =====", flush=True)
     sys.stdout.write(LOG.read_text())
     sys.stdout.flush()
     return combine(rest, code, _filtered(argv))
