@@ -2,16 +2,16 @@
 brings pip up to date before it resolves anything, so pip 23.0.1's resolver (Debian 12's, which
 backtracks for more than 20 minutes on constraints.txt) never runs the install.
 
-Each case makes a venv whose pip is pinned to 23.0.1 (from the registry), then runs
+The test makes a venv whose pip is pinned to 23.0.1 (from the registry), then runs
 ``tools/install.sh`` on it with ``INSTALL_DRY_RUN`` (pip brought up to date as it would be, then
 only a ``pip install --dry-run --report`` of what ``make install`` installs: torch, distlab and
 its test stack under constraints.txt). pip writes its own version into the report, so a case
 fails if the resolve ran on pip 23.0.1 (the upgrade step removed), and the subprocess timeout
 bounds the resolve: where the registry makes 23.0.1 backtrack, it runs out first.
 
-- as the project venv (``PY`` is ``$VENV/bin/python``): pip is upgraded in place, first;
 - as an environment the user made (an active venv or conda env): its pip stays 23.0.1, and a
-  newer pip from a temporary folder resolves the same install.
+  newer pip from a temporary folder resolves the same install;
+- then as the project venv (``PY`` is ``$VENV/bin/python``): pip is upgraded in place, first.
 """
 
 from __future__ import annotations
@@ -90,10 +90,12 @@ def _check_resolved(report: Path) -> None:
         assert normal[name] == pinned[name], name   # the tested stack, as constraints.txt says
 
 
-def test_a_users_environment_keeps_its_pip_and_a_newer_one_resolves(old_pip_venv: Path,
-                                                                     tmp_path: Path) -> None:
+def test_an_old_pip_never_resolves_the_install(old_pip_venv: Path, tmp_path: Path) -> None:
+    """One venv with pip 23.0.1, installed into twice: first as an environment the user made
+    (its pip stays; a newer one from a temporary folder resolves), then as the project venv
+    (its pip is upgraded first, then it resolves)."""
     python = old_pip_venv / "bin" / "python"
-    report = tmp_path / "report.json"
+    report = tmp_path / "theirs.json"
     done = _install(python, str(tmp_path / "not-this-venv"), report)  # PY is not $VENV's
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     said = [ln for ln in done.stdout.splitlines() if ln.startswith("install:")]
@@ -102,11 +104,7 @@ def test_a_users_environment_keeps_its_pip_and_a_newer_one_resolves(old_pip_venv
     assert _pip_version(python) == OLD_PIP       # the environment's own pip is untouched
     _check_resolved(report)
 
-
-def test_the_project_venv_gets_a_recent_pip_before_anything_else(old_pip_venv: Path,
-                                                                  tmp_path: Path) -> None:
-    python = old_pip_venv / "bin" / "python"
-    report = tmp_path / "report.json"
+    report = tmp_path / "ours.json"
     done = _install(python, str(old_pip_venv), report)  # PY is $VENV/bin/python: ours
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     said = [ln for ln in done.stdout.splitlines() if ln.startswith("install:")]

@@ -4,10 +4,12 @@
 Each launcher is killed at one of three moments, in turn: as soon as its fork server exists
 (still importing torch: it reads multiprocessing's "alive" pipe only after that), as soon as
 the first rank exists (the others are still being forked, their start requests in flight with
-copies of that pipe), and when every rank has run for half a second. Two busy loops per core
-keep the machine loaded throughout, as a JupyterLab session and a test run beside it do.
-Before :mod:`distlab._forkserver_guard`, the first two moments left the server (and with it
-every rank) alive until torch had been imported, many seconds under load.
+copies of that pipe), and when every rank has run for half a second. A busy loop per core
+keeps the machine loaded throughout, as a JupyterLab session and a test run beside it do.
+Before :mod:`distlab._forkserver_guard`, a launcher killed at the first moment left its server
+alive until the server's imports ended, many seconds under load; so that this holds on a fast
+machine too, the servers killed at that moment import one more module that takes
+``launcher_zygote.SLOW_S`` (8) seconds, as torch's import does on a busy one.
 
 Bounded: 6 launchers, each started by forking a process that has already imported distlab
 (``helpers/launcher_zygote.py``), and every wait has a deadline.
@@ -68,7 +70,8 @@ def _kill(pids: dict[int, str]) -> None:
 
 
 def _busy_loops() -> list[subprocess.Popen]:
-    n = 2 * (os.cpu_count() or 2)
+    """One busy loop per core: with the launchers' own imports the machine is overloaded."""
+    n = os.cpu_count() or 2
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
@@ -84,7 +87,7 @@ def test_nothing_outlives_a_killed_launcher_by_5_s_under_load() -> None:
     try:
         for number, moment in enumerate(MOMENTS):
             tag = f"{mark}-{number}"
-            zygote.stdin.write(f"fork {number}\n")
+            zygote.stdin.write(f"fork {number}{' slow' if moment == 'server' else ''}\n")
             zygote.stdin.flush()
             launcher = int(zygote.stdout.readline())
             deadline = time.monotonic() + 90
