@@ -45,9 +45,32 @@ def test_differences_name_each_side() -> None:
 
 def test_the_committed_file_is_what_tools_constraints_writes() -> None:
     text = (ROOT / "constraints.txt").read_text()
-    pins = tool.read(ROOT / "constraints.txt")
-    assert text.endswith(tool.render(pins).split("\n", 5)[-1])   # same lines, same order
+    pins = tool.read(ROOT / "constraints.txt", every=True)
+    marks = {n: tool.python_marker(tool.requires_python(n)) for n in pins}
+    body = tool.render(pins, marks).split("\n", tool.HEADER.count("\n"))[-1]
+    assert text.endswith(body)   # same lines, same order, the same markers
     assert "torch" not in pins and pins == dict(sorted(pins.items()))
+
+
+def test_a_pin_that_needs_a_newer_python_carries_its_floor_as_a_marker(tmp_path: Path) -> None:
+    """soupsieve 4.1.3 needs Python 3.11.5; Debian 12's python3 is 3.11.2: pinned as it was,
+    the whole install failed there ("no matching distributions"). With the marker, pip leaves
+    it to the newest release that runs on the older Python."""
+    from packaging.markers import Marker
+
+    assert tool.python_marker(">=3.11.5") == 'python_full_version >= "3.11.5"'
+    assert tool.python_marker(">=3.9") == "" and tool.python_marker(None) == ""
+    assert tool.python_marker("!=3.14.1,>=3.11") == \
+        'python_full_version != "3.14.1" and python_full_version >= "3.11"'
+    marker = Marker(tool.python_marker(">=3.11.5"))
+    assert not marker.evaluate({"python_full_version": "3.11.2"})
+    assert marker.evaluate({"python_full_version": "3.11.7"})
+    path = tmp_path / "c.txt"
+    path.write_text(tool.render({"a": "1", "b": "2"}, {"b": 'python_full_version >= "9.0"'}))
+    assert tool.read(path) == {"a": "1"} and tool.read(path, every=True) == {"a": "1", "b": "2"}
+    line = next(ln for ln in (ROOT / "constraints.txt").read_text().splitlines()
+                if ln.startswith("soupsieve=="))
+    assert line.endswith('; python_full_version >= "3.11.5"')
 
 
 @pytest.mark.skipif(os.environ.get("STACK", "tested") == "latest",

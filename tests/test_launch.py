@@ -277,3 +277,38 @@ def test_importable_functions_are_pickled_by_reference():
     assert b"all_reduce" not in payload, "the function's code was shipped by value"
     by_value = launch._pickle_payload(lambda rank, ws: rank, (), {})
     assert b"helpers.launch_targets" not in by_value and len(by_value) > len(payload)
+
+
+def test_from_a_script_read_on_stdin(no_leaks, tmp_path):
+    """``python - <<EOF``: ``__main__`` names ``<stdin>``, no file; the ranks run fn (sent by
+    value) without trying to run that path again, and print nothing."""
+    script = ("from distlab import launch\n"
+              "def double(rank, world_size):\n"
+              "    return 2 * rank\n"
+              "print('RESULT', launch.run(double, 2, timeout=60), flush=True)\n")
+    proc = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULT [0, 2]" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_ranks_do_not_see_the_fork_servers_launcher_variable(no_leaks):
+    from distlab._forkserver_guard import LAUNCHER_ENV
+
+    assert launch.run(lambda rank, world: os.environ.get(LAUNCHER_ENV), 2, timeout=60) \
+        == [None, None]
+    assert LAUNCHER_ENV not in os.environ
+
+
+def test_the_guard_does_nothing_outside_a_server_distlab_started(monkeypatch):
+    from distlab import _forkserver_guard as guard
+
+    monkeypatch.delenv(guard.LAUNCHER_ENV, raising=False)
+    assert guard.guard_this_server() is False
+
+
+def test_a_rank_may_fork_children_of_its_own(no_leaks):
+    """The fork server's at-fork guard is inherited by the ranks; a child a rank forks (a
+    DataLoader worker) runs its own course instead of exiting as an orphan of the server."""
+    assert launch.run(targets.fork_a_child, 2, timeout=60) == [7, 7]

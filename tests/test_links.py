@@ -32,3 +32,16 @@ def test_hardware_presets_use_the_link_table_keys() -> None:
         assert preset.link == key and key in LINKS
         assert preset.bandwidth_gbps <= LINKS[key].gbps * (1 + 1e-12)
         assert LINKS[key].source in preset.source
+
+
+def test_a_nic_rate_is_gb_per_s_within_one_range() -> None:
+    from distlab.links import NIC_GBPS_MAX, check_nic_gbps
+
+    assert check_nic_gbps(50) == 50.0 and check_nic_gbps(NIC_GBPS_MAX) == NIC_GBPS_MAX
+    with pytest.raises(ValueError, match=r"got 400: a 400 Gb/s NIC is 50 GB/s"):
+        check_nic_gbps(400)
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="one NIC port's GB/s"):
+            check_nic_gbps(bad)
+    with pytest.raises(TypeError, match="my_nic"):
+        check_nic_gbps("50", "my_nic")

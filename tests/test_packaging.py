@@ -30,7 +30,11 @@ def test_environment_yml_installs_the_pyproject_and_nothing_else():
     text = (ROOT / "environment.yml").read_text()
     lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
     pip_lines = [ln[2:].strip() for ln in lines if ln.startswith("- ") and not ln.endswith(":")]
-    pip_section = pip_lines[pip_lines.index("pip") + 1:]
+    conda_pip = next(i for i, ln in enumerate(pip_lines) if re.fullmatch(r"pip(>=[\d.]+)?", ln))
+    pip_section = pip_lines[conda_pip + 1:]
+    floor = re.search(r'^PIP_MIN="([\d.]+)"$', (ROOT / "tools" / "install.sh").read_text(), re.M)
+    assert floor and pip_lines[conda_pip] == f"pip>={floor.group(1)}", \
+        "environment.yml's pip must be at least tools/install.sh's PIP_MIN"
     extras = sorted(PYPROJECT["project"]["optional-dependencies"])
     assert f"-e .[{','.join(extras)}]" in pip_section, \
         f"environment.yml must pip-install the project with extras {extras}: {pip_section}"

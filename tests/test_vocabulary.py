@@ -52,7 +52,8 @@ ROOT = Path(distlab.__file__).resolve().parent
 
 VOCABULARY = ("COLLECTIVES", "collective_name", "busbw_factor", "error_pct", "bandwidth_error_pct",
               "ErrorSummary", "size_label", "nccl_release", "NcclRelease", "gb_per_s",
-              "dtype_bytes", "_DTYPE_BYTES", "SIZE_UNITS", "size_in")
+              "dtype_bytes", "dtype_name", "_DTYPE_BYTES", "_DTYPE_ALIASES", "SIZE_UNITS",
+              "size_in")
 """The names only :mod:`distlab.vocabulary` may define."""
 
 
@@ -653,3 +654,34 @@ def test_dtype_bytes_reads_torch_and_kineto_spellings(spelled, nbytes) -> None:
         dtype = getattr(torch, {"half": "float16", "long": "int64", "float": "float32"}.get(
             torch_name, torch_name))
         assert torch.empty(0, dtype=dtype).element_size() == nbytes   # torch agrees
+
+
+@pytest.mark.parametrize(("spelled", "name"), [
+    ("bf16", "bfloat16"), ("torch.bfloat16", "bfloat16"), ("BFloat16", "bfloat16"),
+    ("bfloat16", "bfloat16"), (" FP16 ", "float16"), ("c10::Half", "float16"),
+    ("float", "float32"), ("Long", "int64"), ("int8", "int8")])
+def test_dtype_name_resolves_torch_names_and_aliases(spelled, name) -> None:
+    import torch
+
+    assert V.dtype_name(spelled) == name
+    assert V.dtype_name(getattr(torch, name)) == name          # the torch.dtype itself
+    assert str(getattr(torch, name)) == f"torch.{name}"         # torch spells it so
+    assert V.dtype_bytes(spelled) == torch.empty(0, dtype=getattr(torch, name)).element_size()
+
+
+def test_dtype_name_takes_torch_aliases_and_numpy_dtypes() -> None:
+    import torch
+
+    assert V.dtype_name(torch.half) == "float16" and V.dtype_name(torch.long) == "int64"
+    assert V.dtype_name(np.dtype("float32")) == "float32"
+
+
+@pytest.mark.parametrize("bad", ["bfloat", "fp8", "complex64", ""])
+def test_dtype_name_refuses_what_it_does_not_know(bad) -> None:
+    with pytest.raises(ValueError, match=r"dtype must be one of float32, float64, .* got"):
+        V.dtype_name(bad)
+
+
+def test_dtype_name_refuses_other_types() -> None:
+    with pytest.raises(TypeError, match="my_dtype must be a dtype name"):
+        V.dtype_name(2, "my_dtype")

@@ -16,6 +16,12 @@ markers evaluated, with two exceptions: torch keeps its own pin (``TORCH_VERSION
 torch needs (sympy, networkx, ... and a CUDA build's nvidia-* wheels) is torch's business: pinning
 it would make pip refuse a user's own torch. A package both torch and the stack need (jinja2,
 typing-extensions) is pinned.
+
+A pinned release that declares a ``Requires-Python`` leaving out a Python distlab supports
+(soupsieve 4.1.3 needs 3.11.5; Debian 12's python3 is 3.11.2) is written with that requirement
+as an environment marker (``soupsieve==4.1.3; python_full_version >= "3.11.5"``): where the
+marker holds, the pin holds; on an older Python the package is left to pip, which takes the
+newest release that runs there, instead of failing the whole install.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pathlib import Path
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +49,8 @@ KEPT_APART = frozenset({"torch", PROJECT})
 HEADER = """\
 # The tested stack: exact versions of distlab's notebook and test stack (every package that
 # distlab[test] needs, torch and what only torch needs left out) that `make test` passed with.
+# A pin whose release needs a newer Python than some distlab supports carries that Python floor
+# as a marker: on an older Python (Debian 12's 3.11.2) pip takes the newest release that runs.
 # make lab / make test install with `-c constraints.txt`; `make test STACK=latest` ignores it and
 # takes the newest releases; `make constraints` installs the newest and rewrites this file.
 # Written by tools/constraints.py from Python {python}.
@@ -88,21 +97,49 @@ def stack() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def render(pins: dict[str, str]) -> str:
-    """The constraints file's text for ``pins``."""
+PYTHONS = tuple(f"3.{minor}.{patch}" for minor in range(10, 15) for patch in (0, 2))
+"""Pythons a pin must install on to need no marker: 3.10 (distlab's floor) to 3.14, each at an
+early patch release, as distributions ship them (Debian 12: 3.11.2)."""
+
+
+def python_marker(requires_python: str | None) -> str:
+    """``requires_python`` (a release's ``Requires-Python``) as an environment marker, or ""
+    when it admits every Python of :data:`PYTHONS` (or is absent)."""
+    if not requires_python:
+        return ""
+    spec = SpecifierSet(requires_python)
+    if all(spec.contains(v) for v in PYTHONS):
+        return ""
+    return " and ".join(f'python_full_version {s.operator} "{s.version}"'
+                        for s in sorted(spec, key=str))
+
+
+def requires_python(name: str) -> str | None:
+    """The installed release of ``name``'s ``Requires-Python`` (None when it declares none)."""
+    return metadata.metadata(name).get("Requires-Python")
+
+
+def render(pins: dict[str, str], markers: dict[str, str] | None = None) -> str:
+    """The constraints file's text for ``pins``, a pin followed by ``; marker`` where
+    ``markers`` gives one (:func:`python_marker`)."""
     python = ".".join(map(str, sys.version_info[:3]))
-    return HEADER.format(python=python) + "".join(f"{n}=={v}\n" for n, v in pins.items())
+    marks = markers or {}
+    return HEADER.format(python=python) + "".join(
+        f"{n}=={v}{'; ' + marks[n] if marks.get(n) else ''}\n" for n, v in pins.items())
 
 
-def read(path: Path = CONSTRAINTS) -> dict[str, str]:
-    """``{canonical name: version}`` from a constraints file (comments and blanks skipped);
-    ``ValueError`` names a line that is not ``name==version``."""
+def read(path: Path = CONSTRAINTS, *, every: bool = False) -> dict[str, str]:
+    """``{canonical name: version}`` from a constraints file (comments and blanks skipped): the
+    pins that hold on this Python (a pin whose marker does not hold left out), or with
+    ``every`` all of them; ``ValueError`` names a line that is not ``name==version``."""
     pins = {}
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         req = Requirement(line)
+        if req.marker is not None and not every and not req.marker.evaluate():
+            continue
         spec = list(req.specifier)
         if len(spec) != 1 or spec[0].operator != "==":
             raise ValueError(f"{path.name}:{number}: expected name==version, got {raw!r}")
@@ -169,10 +206,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         here = stack()
         if args.command == "write":
-            args.file.write_text(render(here))
+            args.file.write_text(render(here, {n: python_marker(requires_python(n))
+                                               for n in here}))
             print(f"constraints: {len(here)} packages written to {args.file}")
             return 0
-        found = differences(read(args.file), here)
+        pins = read(args.file)
+        elsewhere = set(read(args.file, every=True)) - set(pins)   # pinned for newer Pythons
+        found = differences(pins, {n: v for n, v in here.items() if n not in elsewhere})
     except (LookupError, ValueError, OSError) as exc:
         print(f"constraints: {exc}", file=sys.stderr)
         return 2

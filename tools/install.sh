@@ -8,8 +8,21 @@
 #                  "keep" never installs torch (the environment must already have one).
 #   STACK          "tested" (default): the notebook and test stack at the exact versions of
 #                  constraints.txt (tools/constraints.py); "latest": the newest releases instead.
+#   INSTALL_DRY_RUN  a path: bring pip up to date as below, then only resolve what would be
+#                  installed (pip --dry-run) and write pip's JSON report there; nothing else is
+#                  installed (tests/test_install.py runs this against an old pip).
 # An installed torch is never replaced: if one imports, it stays, whatever the pin says, unless
 # TORCH_FORCE=1 asks to install the pin over it.
+#
+# pip first. A pip older than PIP_MIN backtracks for more than 20 minutes on constraints.txt
+# ("pip is looking at multiple versions of ..."): Debian 12's python3 brings pip 23.0.1, and a
+# venv made from it gets that pip; pip 23.2.1 resolves the same install in seconds. So:
+#   - the project venv ($VENV, made or reused here) has pip, setuptools and wheel upgraded in
+#     place before anything is installed: distlab owns it;
+#   - an environment the user made (an active venv, a conda env, conda's base included) keeps
+#     its own pip: a newer pip runs from a temporary folder for this install only. Replacing
+#     conda's pip with pip's own leaves conda's records wrong, and a venv's pip is its owner's
+#     to change; one line says which pip ran and how to upgrade the environment's own.
 set -euo pipefail
 : "${PY:?PY must name the target interpreter}"
 VENV="${VENV:-.venv}"
@@ -36,12 +49,58 @@ stamp_dir="$("$PY" -c 'import sys; print(sys.prefix)')"
 stamp="$stamp_dir/.distlab-install-stamp"
 want="$( (cat pyproject.toml "$CONSTRAINTS" 2>/dev/null; echo "torch=$TORCH_VERSION stack=$STACK"; pwd) | sha256sum | cut -d' ' -f1)"
 # STACK=latest asks the registry every time: today's newest may be newer than yesterday's.
-if [[ "$STACK" == "tested" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
-    && "$PY" -c 'import distlab, torch' 2>/dev/null; then
+if [[ -z "${INSTALL_DRY_RUN:-}" && "$STACK" == "tested" && -f "$stamp" \
+      && "$(cat "$stamp")" == "$want" ]] && "$PY" -c 'import distlab, torch' 2>/dev/null; then
   exit 0
 fi
 
-pip_() { "$PY" -m pip --disable-pip-version-check "$@"; }
+PIP_MIN="23.2"
+side_pip=""   # a folder holding a newer pip for an environment distlab did not make
+pip_() { PYTHONPATH="$side_pip${PYTHONPATH:+${side_pip:+:}$PYTHONPATH}" \
+  "$PY" -m pip --disable-pip-version-check "$@"; }
+pip_version() { pip_ --version 2>/dev/null | awk '{print $2}'; }
+pip_is_recent() {  # the pip pip_ runs is PIP_MIN or newer
+  PYTHONPATH="$side_pip${PYTHONPATH:+${side_pip:+:}$PYTHONPATH}" "$PY" - "$PIP_MIN" <<'PY'
+import re, sys
+import pip
+have = tuple(int(x) for x in re.findall(r"\d+", pip.__version__)[:2])
+need = tuple(int(x) for x in sys.argv[1].split("."))
+sys.exit(0 if have >= need else 1)
+PY
+}
+if ! "$PY" -c 'import pip' 2>/dev/null; then
+  echo "install: $PY has no pip (a conda env: conda install pip; a venv: $PY -m ensurepip)" >&2
+  exit 1
+fi
+if ! pip_is_recent; then
+  old="$(pip_version)"
+  if [[ "$PY" == "$VENV/bin/python" ]]; then
+    echo "install: upgrading pip $old in $VENV (older than $PIP_MIN, whose resolver takes constraints.txt in seconds) with setuptools and wheel, before anything else"
+    pip_ install --quiet --upgrade "pip>=$PIP_MIN" "setuptools>=68" wheel
+  else
+    side_pip="$(mktemp -d "${TMPDIR:-/tmp}/distlab-pip.XXXXXX")"
+    trap 'rm -rf "$side_pip"' EXIT
+    pip_ install --quiet --target "$side_pip" "pip>=$PIP_MIN"
+    echo "install: this environment's pip $old is older than $PIP_MIN (it backtracks for many minutes on constraints.txt); installing with pip $(pip_version) from a temporary folder and leaving the environment's own pip as it is (to upgrade it yourself: conda install 'pip>=$PIP_MIN' in a conda env, $PY -m pip install -U pip in a venv)"
+  fi
+  if ! pip_is_recent; then
+    echo "install: pip is still $(pip_version), older than $PIP_MIN; upgrade it and run again" >&2
+    exit 1
+  fi
+fi
+
+if [[ -n "${INSTALL_DRY_RUN:-}" ]]; then
+  want_torch=()
+  if [[ "$TORCH_VERSION" != "keep" ]] && ! "$PY" -c 'import torch' 2>/dev/null; then
+    want_torch=("torch==$TORCH_VERSION")
+  fi
+  constrain=()
+  [[ "$STACK" == "tested" ]] && constrain=(-c "$CONSTRAINTS")
+  echo "install: resolving only (INSTALL_DRY_RUN) with pip $(pip_version): report in $INSTALL_DRY_RUN"
+  pip_ install --dry-run --quiet --report "$INSTALL_DRY_RUN" ${want_torch[@]+"${want_torch[@]}"} \
+    -e ".[test]" ${constrain[@]+"${constrain[@]}"}
+  exit 0
+fi
 
 have_torch="$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
 if [[ -n "$have_torch" && "${TORCH_FORCE:-0}" != "1" ]]; then

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy
 
 __all__ = ["check_int", "check_float", "check_bool", "check_choice", "check_instance", "check_str",
-           "check_window", "dataset_length", "check_rank"]
+           "check_sizes", "check_window", "dataset_length", "check_rank"]
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None,
@@ -158,3 +159,12 @@ def check_window(name: str, value: Any) -> tuple[float, float]:
     lo = check_float(f"{name}[0] (start)", lo)
     hi = check_float(f"{name}[1] (end)", hi, minimum=lo)
     return lo, hi
+
+
+def check_sizes(sizes_bytes: Any) -> list[int]:
+    """``sizes_bytes`` (message sizes in bytes) as a list of ints >= 1 (``TypeError`` /
+    ``ValueError`` naming the first bad one)."""
+    if isinstance(sizes_bytes, (str, bytes)) or not isinstance(sizes_bytes, Iterable):
+        raise TypeError(f"sizes_bytes must be a sequence of ints >= 1, got "
+                        f"{type(sizes_bytes).__name__} {sizes_bytes!r}")
+    return [check_int(f"sizes_bytes[{i}]", s, minimum=1) for i, s in enumerate(sizes_bytes)]

@@ -6,9 +6,13 @@ Two halves:
   workers, part-loader producers). However the parent dies (exception, SIGTERM, SIGKILL, the
   kernel restarting), the child exits within about ``poll_s`` seconds: on Linux the kernel sends
   it ``SIGKILL`` through ``prctl(PR_SET_PDEATHSIG)`` when its parent *thread* ends, and a daemon
-  watchdog thread checks ``os.getppid()`` as a portable backstop (it also covers a parent that
-  died before the prctl call took effect). ``PR_SET_PDEATHSIG`` fires when the spawning *thread*
-  exits, so it is armed only when the parent says it spawned from its main thread.
+  watchdog thread checks ``os.getppid()`` as a portable backstop. ``PR_SET_PDEATHSIG`` fires
+  when the spawning *thread* exits, so it is armed only when the parent says it spawned from its
+  main thread. The parent's pid is passed in, never read after the fact: a parent that died
+  before the prctl took effect shows as ``os.getppid() != parent_pid`` right after it, and the
+  child exits (read afterwards, ``os.getppid()`` would name whichever process adopted it).
+- :func:`die_with_parent_now` is the same check with no thread, safe in a just-forked child
+  (:mod:`distlab._forkserver_guard` runs it in every process the fork server forks).
 - :func:`stop_processes` is the one terminate -> kill -> join sequence used to reap children.
 
 :func:`start_ignoring_ctrl_c` starts a child that leaves Ctrl-C to its parent from its first
@@ -30,7 +34,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["ctrl_c_ignored", "die_with_parent", "leave_ctrl_c_to_the_parent",
+__all__ = ["ORPHAN_EXIT_CODE", "ctrl_c_ignored", "die_with_parent", "die_with_parent_now",
+           "leave_ctrl_c_to_the_parent",
            "spawned_from_main_thread", "start_ignoring_ctrl_c", "stop_processes"]
 
 _PR_SET_PDEATHSIG = 1
@@ -43,14 +48,44 @@ def spawned_from_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+_PRCTL: Any = None
+
+
+def _prctl() -> Any:
+    """libc's ``prctl``, looked up once per process (None off Linux or where it is missing).
+    ``CDLL(None)`` reads the symbols already loaded: no ``ldconfig`` subprocess, which
+    ``ctypes.util.find_library`` starts and which a just-forked child must not."""
+    global _PRCTL
+    if _PRCTL is None:
+        found: Any = False
+        if sys.platform.startswith("linux"):
+            try:
+                found = ctypes.CDLL(None, use_errno=True).prctl
+            except (OSError, AttributeError):
+                try:
+                    found = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
+                                        use_errno=True).prctl
+                except (OSError, AttributeError):
+                    found = False
+        _PRCTL = found
+    return _PRCTL or None
+
+
 def _arm_pdeathsig() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    """Ask the kernel for ``SIGKILL`` when this process's parent thread ends; True if armed."""
+    prctl = _prctl()
+    return prctl is not None and prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+
+
+def die_with_parent_now(parent_pid: int, *, main_thread_spawn: bool = True) -> None:
+    """Arm the kernel's parent-death ``SIGKILL`` (when ``main_thread_spawn``) and exit at once
+    with :data:`ORPHAN_EXIT_CODE` if ``parent_pid`` is no longer this process's parent. No
+    thread and no subprocess: safe right after ``fork``. Armed first, checked second, so a
+    parent that dies at any moment is caught by one or the other."""
+    if main_thread_spawn:
+        _arm_pdeathsig()
+    if os.getppid() != parent_pid:
+        os._exit(ORPHAN_EXIT_CODE)
 
 
 def die_with_parent(parent_pid: int, *, main_thread_spawn: bool = False,
@@ -65,10 +100,7 @@ def die_with_parent(parent_pid: int, *, main_thread_spawn: bool = False,
         poll_s: how often, in seconds, the watchdog thread compares ``os.getppid()`` with
             ``parent_pid``.
     """
-    if main_thread_spawn:
-        _arm_pdeathsig()
-    if os.getppid() != parent_pid:  # parent died before we got here
-        os._exit(ORPHAN_EXIT_CODE)
+    die_with_parent_now(parent_pid, main_thread_spawn=main_thread_spawn)
 
     def watch() -> None:
         while True:

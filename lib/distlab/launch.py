@@ -45,9 +45,11 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import signal
+import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import cloudpickle
@@ -55,8 +57,8 @@ import torch
 import torch.distributed as dist
 
 from distlab._checks import check_choice, check_float, check_instance, check_int, check_str
+from distlab._forkserver_guard import server_environment
 from distlab._lifetime import (
-    ORPHAN_EXIT_CODE,
     ctrl_c_ignored,
     die_with_parent,
     leave_ctrl_c_to_the_parent,
@@ -81,7 +83,10 @@ __all__ = [
 BACKENDS = ("gloo", "nccl")
 START_METHODS = ("forkserver", "spawn")
 """How ranks start (``DISTLAB_START_METHOD``; default ``forkserver`` where the platform has it)."""
-_FORKSERVER_PRELOAD = ["torch", "torch.distributed", "cloudpickle", "distlab.launch"]
+_FORKSERVER_PRELOAD = ["distlab._forkserver_guard", "torch", "torch.distributed", "cloudpickle",
+                       "distlab.launch"]
+"""What the fork server imports before it forks a rank; the guard first, so the server dies
+with the launcher even while it is still importing torch (:mod:`distlab._forkserver_guard`)."""
 _LOOPBACK = "127.0.0.1"
 _STOP_GRACE_S = 3.0
 _EXIT_GRACE_S = 10.0
@@ -221,8 +226,17 @@ def _start_server_ignoring_ctrl_c() -> None:
     start."""
     from multiprocessing import forkserver
 
-    with ctrl_c_ignored():
+    with ctrl_c_ignored(), server_environment(spawned_from_main_thread()):
         forkserver.ensure_running()
+
+
+def _server_pid() -> int:
+    """The running fork server's pid (the parent of every forked rank); -1 where multiprocessing
+    does not say."""
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    return pid if isinstance(pid, int) and pid > 0 else -1
 
 
 def _let_the_server_die_with_the_launcher() -> None:
@@ -244,23 +258,46 @@ def _let_the_server_die_with_the_launcher() -> None:
         server._forkserver_alive_fd = None
 
 
+@contextmanager
+def main_module_for_ranks() -> Iterator[None]:
+    """Hide ``__main__.__file__`` for the body when it names no file (a script read on stdin,
+    ``python - <<EOF``, says ``<stdin>``): multiprocessing would have every rank run that path
+    again as its ``__main__`` and fail with ``FileNotFoundError``. Without it the rank leaves
+    ``__main__`` alone, as for ``python -c``; the function and what it uses travel by value
+    (cloudpickle), so nothing is lost."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    hide = (main is not None and isinstance(path, str)
+            and getattr(main, "__spec__", None) is None
+            and not os.path.isfile(os.path.join(mp.process.ORIGINAL_DIR or "", path)))
+    if hide:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if hide:
+            main.__file__ = path
+
+
 def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: bytes,
                 conn: mp_connection.Connection, timeout_s: float, threads: int,
                 parent_pid: int, main_thread_spawn: bool,
-                environ: Mapping[str, str] | None = None) -> None:
+                environ: Mapping[str, str] | None = None, forked: bool = False) -> None:
     """Body of one rank: rendezvous, call, send ("ok", value) or ("error", text).
 
-    First of all it leaves Ctrl-C to the launcher and arranges to die with its parent (SIGKILL of
-    the launcher leaves no orphan: a forked rank's parent is the fork server, which exits when
-    the launcher does). ``environ``: the launcher's environment at the call (a forked rank
-    otherwise has the fork server's, from when it started)."""
+    First of all it leaves Ctrl-C to the launcher and arranges to die with its parent: the
+    launcher, or for a rank the fork server forked (``forked``), the server, whose pid the
+    launcher passes as ``parent_pid`` (a pid read here with ``os.getppid()`` could already be
+    whichever process adopted an orphan). SIGKILL of the launcher leaves no orphan: the server
+    dies with it (:mod:`distlab._forkserver_guard`, and multiprocessing's alive pipe, whose copy
+    this rank closes only after arming). ``environ``: the launcher's environment at the call (a
+    forked rank otherwise has the fork server's, from when it started)."""
     leave_ctrl_c_to_the_parent()
-    if parent_pid < 0:  # forked by the server: it is the parent to die with
-        _let_the_server_die_with_the_launcher()
-        parent_pid = os.getppid()
-        if parent_pid == 1:  # the server (and so the launcher) is already gone
-            os._exit(ORPHAN_EXIT_CODE)
+    if forked and parent_pid < 0:  # a server multiprocessing does not name: still our parent,
+        parent_pid = os.getppid()  # since this rank holds a copy of its alive pipe
     die_with_parent(parent_pid, main_thread_spawn=main_thread_spawn)
+    if forked:  # armed first: closing this copy may be what lets the server exit
+        _let_the_server_die_with_the_launcher()
     if environ is not None:
         os.environ.clear()
         os.environ.update(environ)
@@ -302,8 +339,9 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
     method = start_method()
     ctx = _context(method)
     threads = max(1, (os.cpu_count() or 1) // world_size)
-    if method == "forkserver":  # the rank's parent is the server; it forks from its main thread
-        parent_pid, main_spawn, environ = -1, True, dict(os.environ)
+    forked = method == "forkserver"
+    if forked:  # the rank's parent is the server; it forks from its main thread
+        parent_pid, main_spawn, environ = _server_pid(), True, dict(os.environ)
     else:
         parent_pid, main_spawn, environ = os.getpid(), spawned_from_main_thread(), None
     store = dist.TCPStore(_LOOPBACK, 0, None, True,
@@ -317,17 +355,18 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
             proc = ctx.Process(
                 target=_rank_entry, name=f"distlab-rank-{rank}", daemon=True,
                 args=(rank, world_size, backend, store.port, payload, writer, timeout, threads,
-                      parent_pid, main_spawn, environ),
+                      parent_pid, main_spawn, environ, forked),
             )
             # Ctrl-C is the parent's: it stops every rank (a rank still importing torch printed
             # a traceback of its own beside the parent's one line). A forked rank ignores it from
             # its first line and the server ignores it always, so the parent never has to: its
             # first start waits seconds for the server to import torch, and a Ctrl-C ignored
             # there would be lost.
-            if method == "forkserver":
-                proc.start()
-            else:
-                start_ignoring_ctrl_c(proc)
+            with main_module_for_ranks():
+                if method == "forkserver":
+                    proc.start()
+                else:
+                    start_ignoring_ctrl_c(proc)
             writer.close()
             procs.append(proc)
             readers.append(reader)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from distlab._checks import check_choice, check_float, check_int
 
-__all__ = ["LINKS", "Link", "fraction_of_peak", "get_link", "link_from_pcie", "pcie_gbps"]
+__all__ = ["LINKS", "Link", "NIC_GBPS_MAX", "check_nic_gbps", "fraction_of_peak", "get_link",
+           "link_from_pcie", "pcie_gbps"]
 
 _PCIE_GTS = {3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}   # GT/s per lane (PCI-SIG base specifications)
 
@@ -73,3 +74,21 @@ def link_from_pcie(gen: int, width: int) -> Link:
 def fraction_of_peak(gbps: float, link: Link) -> float:
     """Measured GB/s as a fraction of the link's per-direction peak."""
     return check_float("gbps", gbps, minimum=0) / link.gbps
+
+
+NIC_GBPS_MAX = 100.0
+"""The fastest network port sold, GB/s per direction: 800 Gb/s (NVIDIA ConnectX-8, Broadcom Thor
+Ultra) = 100 GB/s. A NIC rate above it is a rate in Gb/s given as GB/s."""
+
+
+def check_nic_gbps(value: float, name: str = "nic_gbps") -> float:
+    """One network port's rate in GB/s (1e9 bytes per second, per direction), in
+    ``(0, NIC_GBPS_MAX]``: what every NIC argument of distlab takes. A ``ValueError`` names the
+    unit and, for a value above the range, the GB/s of that many Gb/s (``400`` -> "a 400 Gb/s
+    NIC is 50 GB/s")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > NIC_GBPS_MAX:
+        raise ValueError(f"{name} is one NIC port's rate in GB/s (bytes), in (0, "
+                         f"{NIC_GBPS_MAX:g}] (800 Gb/s, the fastest port sold); got {value:g}: "
+                         f"a {value:g} Gb/s NIC is {value / 8:g} GB/s")
+    return check_float(f"{name} (one NIC port's GB/s)", value, minimum=0.0,
+                       exclusive_minimum=True, maximum=NIC_GBPS_MAX)

@@ -15,6 +15,9 @@
   median, 90th percentile, max), built by :meth:`ErrorSummary.of` from a list of signed errors.
 - **Sizes**: :func:`size_label`, bytes as ``"1 KiB"`` (``style="binary"``) or ``"1K"``
   (``style="compact"``).
+- **dtypes**: :func:`dtype_name`, torch's canonical name of a dtype from a ``torch.dtype`` or
+  any usual spelling (``"bf16"``, ``"torch.bfloat16"``, Kineto's ``"BFloat16"``), or a
+  ``ValueError`` naming the known ones; :func:`dtype_bytes`, its bytes per element.
 - **NCCL releases**: :func:`nccl_release` reads ``"2.29.7"``, ``"v2.21.5-1"``, ``"NCCL 2.18"``
   or ``"2.26.2+cuda12.8"`` as an :class:`NcclRelease` ``(major, minor, patch)``.
 
@@ -36,7 +39,7 @@ import numpy as np
 from distlab._checks import check_int
 
 __all__ = ["COLLECTIVES", "ErrorSummary", "NcclRelease", "SIZE_STYLES", "bandwidth_error_pct",
-           "busbw_factor", "collective_name", "dtype_bytes", "error_pct", "gb_per_s",
+           "busbw_factor", "collective_name", "dtype_bytes", "dtype_name", "error_pct", "gb_per_s",
            "nccl_release", "size_in", "size_label"]
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "broadcast", "reduce", "gather", "scatter",
@@ -110,20 +113,56 @@ def error_pct(measured: float, model: float) -> float:
     return 100.0 * (_finite("measured", measured) - m) / m
 
 
-_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-                "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "char": 1,
-                "int8": 1, "byte": 1, "uint8": 1, "bool": 1, "short": 2, "int16": 2,
-                "float8_e4m3fn": 1, "float8_e5m2": 1}
+_DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8,
+                "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "float8_e4m3fn": 1,
+                "float8_e5m2": 1}
+"""Bytes per element of every dtype distlab knows, by torch's canonical name."""
+
+_DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "f32": "float32",
+                  "double": "float64", "fp64": "float64", "f64": "float64",
+                  "half": "float16", "fp16": "float16", "f16": "float16",
+                  "bf16": "bfloat16", "int": "int32", "long": "int64", "short": "int16",
+                  "char": "int8", "byte": "uint8"}
+"""torch's own aliases (``torch.float is torch.float32``, ``torch.half``, ``torch.long``),
+Kineto's spellings once lower-cased (``Float``, ``Half``, ``Char``, ``Byte``) and the usual
+short forms (``bf16``, ``fp16``, ``fp32``)."""
+
+
+def _dtype_key(dtype: Any) -> str:
+    return str(dtype).strip().lower().removeprefix("torch.").removeprefix("c10::")
+
+
+def dtype_name(dtype: Any, name: str = "dtype") -> str:
+    """torch's canonical name of a dtype (``"bfloat16"``), from a ``torch.dtype``
+    (``torch.bfloat16``, ``torch.half``), a NumPy dtype, or a string as torch, Kineto or people
+    write it: ``"bfloat16"``, ``"torch.bfloat16"``, ``"BFloat16"``, ``"c10::Half"``, ``"bf16"``,
+    ``"fp16"``, ``"float"``.
+
+    Raises:
+        TypeError: not a string, ``torch.dtype`` or NumPy dtype (names ``name``).
+        ValueError: a dtype distlab does not know, naming ``name`` and the known ones.
+    """
+    is_dtype = isinstance(dtype, np.dtype) or (type(dtype).__name__ == "dtype"
+                                               and type(dtype).__module__ == "torch")
+    if not (isinstance(dtype, str) or is_dtype):
+        raise TypeError(f"{name} must be a dtype name (such as 'bfloat16' or 'bf16') or a "
+                        f"torch.dtype, got {type(dtype).__name__} {dtype!r}")
+    key = _dtype_key(dtype)
+    key = _DTYPE_ALIASES.get(key, key)
+    if key not in _DTYPE_BYTES:
+        raise ValueError(f"{name} must be one of {', '.join(_DTYPE_BYTES)} (or torch.<name>, "
+                         f"or an alias: {', '.join(_DTYPE_ALIASES)}), got {dtype!r}")
+    return key
 
 
 def dtype_bytes(dtype: str | None) -> int | None:
-    """Bytes per element of a dtype as torch names it (``float32``, ``torch.bfloat16``) or a
-    Kineto trace writes it (``Float``, ``BFloat16``, ``c10::Half``); None when unknown or
+    """Bytes per element of a dtype as :func:`dtype_name` reads it (``float32``,
+    ``torch.bfloat16``, Kineto's ``Float``, ``BFloat16``, ``c10::Half``); None when unknown or
     ``dtype`` is None."""
     if dtype is None:
         return None
-    name = str(dtype).lower().removeprefix("torch.").removeprefix("c10::")
-    return _DTYPE_BYTES.get(name)
+    key = _dtype_key(dtype)
+    return _DTYPE_BYTES.get(_DTYPE_ALIASES.get(key, key))
 
 
 def gb_per_s(nbytes: Any, seconds: Any) -> Any:

@@ -212,3 +212,49 @@ def test_rotating_within_groups_keeps_the_groups_in_order(n: int, group: int, in
 def test_each_algorithm_of_a_size_comes_first_in_turn_in_the_allreduce_rounds() -> None:
     orders = [round_order(6, i, rotate=True, group=3) for i in range(3)]
     assert orders == [[0, 1, 2, 3, 4, 5], [1, 2, 0, 4, 5, 3], [2, 0, 1, 5, 3, 4]]
+
+
+def test_process_cpu_is_read_outermost_around_each_timed_call() -> None:
+    """With ``process_cpu``, the process clock is read before the thread clock and the wall
+    clock, and after them, so the call's CPU over every thread is what lies between."""
+    fake = FakeRank()
+    process = [0.0]
+
+    def process_clock() -> float:
+        fake.log.append("process")
+        return process[0]
+
+    def call(case: int, phases: Phases) -> None:
+        fake.log.append(("call", case))
+        process[0] += 3.0 + case   # the whole process's CPU, gloo's threads included
+
+    fences = fake.fences()
+    fences = Fences(fences.sync, fences.barrier, fences.clock, fences.thread_clock,
+                    process_clock)
+    t = timed_rounds([0, 1], call, warmup=1, rounds=2, rotate=False, fences=fences,
+                     process_cpu=True, cpu_time=True)
+    assert t.process_cpu_seconds == [[3.0, 3.0], [4.0, 4.0]]
+    turn = fake.log[fake.log.index(("call", 0)) - 3:fake.log.index(("call", 0)) + 4]
+    assert turn == ["process", "cpu", "clock", ("call", 0), "clock", "cpu", "process"]
+    without = timed_rounds([0], call, warmup=0, rounds=1, rotate=False, fences=fences)
+    assert without.process_cpu_seconds == [[]]
+
+
+def test_process_cpu_seconds_counts_every_thread() -> None:
+    import threading
+    import time
+
+    from distlab.bench.rounds import process_cpu_seconds
+
+    def spin(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    before_process, before_thread = process_cpu_seconds(), time.thread_time()
+    worker = threading.Thread(target=spin, args=(0.2,))
+    worker.start()
+    worker.join()
+    # the other thread's 0.2 s of CPU is in the process's count, not in this thread's
+    assert process_cpu_seconds() - before_process >= 0.15
+    assert time.thread_time() - before_thread < 0.1

@@ -63,3 +63,12 @@ def hang(rank: int, world_size: int) -> int:
 def unpicklable_result(rank: int, world_size: int) -> Any:
     """Returns something that cannot be sent back to the parent."""
     return lambda: rank
+
+
+def fork_a_child(rank: int, world_size: int) -> int:
+    """Fork a child of this rank (as a DataLoader worker would) and return its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)

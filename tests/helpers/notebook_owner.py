@@ -10,18 +10,27 @@ browser tests skip outside CI), or when the browser test is deselected (``-m "no
 ``-k``, a single notebook on the command line), nbval and the clean-open case run the notebook
 as usual: nothing is left unchecked.
 
+When the browser tests run in a second process beside this one (``tools/run_tests.py`` sets
+:data:`ELSEWHERE` to ``"1"`` here), this run leaves them to it: the browser tests are
+deselected here, and so are the nbval items and clean-open cases of the notebooks they run, as
+if they ran here.
+
 Loaded for every run by the root ``conftest.py``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from helpers.chromium import chromium_executable
 
-__all__ = ["notebooks_run_by_browser_tests"]
+__all__ = ["ELSEWHERE", "notebooks_run_by_browser_tests"]
+
+ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
+"""``"1"``: the browser tests this run selects run in another process (``tools/run_tests.py``)."""
 
 
 def notebooks_run_by_browser_tests(items: list[pytest.Item]) -> set[str]:
@@ -44,28 +53,43 @@ def _opened(item: pytest.Item) -> str | None:
     return str(mark.args[0]) if mark is not None else None
 
 
+def _browser(item: pytest.Item) -> bool:
+    return item.get_closest_marker("browser") is not None
+
+
 @pytest.hookimpl(trylast=True)  # after -m / -k have deselected what they deselect
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if chromium_executable() is None:  # the browser tests skip: nbval runs everything
         return
+    elsewhere = os.environ.get(ELSEWHERE) == "1"
     owned = notebooks_run_by_browser_tests(items)
-    if not owned:
+    if not owned and not elsewhere:
         return
-    keep = [i for i in items if _nbval_notebook(i) not in owned and _opened(i) not in owned]
-    dropped = [i for i in items if _nbval_notebook(i) in owned or _opened(i) in owned]
+
+    def gone(item: pytest.Item) -> bool:
+        return (_nbval_notebook(item) in owned or _opened(item) in owned
+                or (elsewhere and _browser(item)))
+
+    keep = [i for i in items if not gone(i)]
+    dropped = [i for i in items if gone(i)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
-        config.stash[_OWNED] = sorted({_nbval_notebook(i) or _opened(i) or "" for i in dropped})
+        config.stash[_OWNED] = sorted({_nbval_notebook(i) or _opened(i) or "" for i in dropped
+                                       if not _browser(i)})
+        config.stash[_ELSEWHERE] = elsewhere
 
 
 _OWNED = pytest.StashKey[list[str]]()
+_ELSEWHERE = pytest.StashKey[bool]()
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     """Say which notebooks nbval left to the browser tests (shown under the header)."""
     owned = config.stash.get(_OWNED, [])
+    where = (", running beside this run in a second process (tools/run_tests.py)"
+             if config.stash.get(_ELSEWHERE, False) else "")
     if not owned:
         return None
     return (f"nbval and the clean-open check: {len(owned)} notebook(s) left to the real-browser "
-            "tests, which open and run each once in JupyterLab and check it as they do")
+            f"tests{where}, which open and run each once in JupyterLab and check it as they do")

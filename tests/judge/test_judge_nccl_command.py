@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from distlab.judge.__main__ import main as judge_main
-from distlab.judge.nccl_published import ERROR_LINE
+from distlab.nccl.judged import ERROR_LINE
 
 
 def test_published_tables_in_and_out_of_sample(capsys) -> None:

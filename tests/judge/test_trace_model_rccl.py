@@ -1,4 +1,4 @@
-"""The RCCL model beside the collective kernels of a ROCm trace (issue 59): an all_reduce over an
+"""The RCCL model beside the collective kernels of a ROCm trace: an all_reduce over an
 8 x MI300X node priced by :func:`distlab.rccl.rccl_allreduce_times` at the trace's RCCL release,
 every other collective on an AMD GPU, a partial node, a group beyond a node and gfx950 each
 with one line why; NVIDIA traces priced as before.
@@ -169,8 +169,7 @@ def test_other_collectives_on_amd_say_the_rccl_model_prices_all_reduce_only(
         collective: str) -> None:
     for p in _price(MI300X, collective):
         assert p.model_us is None and p.algorithm is None
-        assert p.why == f"collective {collective}: the RCCL model prices all_reduce only " \
-                        "(issue 59)"
+        assert p.why == f"collective {collective}: the RCCL model prices all_reduce only"
         assert p.why.endswith(RCCL_ALL_REDUCE_ONLY)
     # the same call on an H100 is priced (the why above is the GPU's, not the collective's)
     assert all(p.model_us is not None for p in _price(H100, collective))
@@ -242,8 +241,8 @@ def test_the_report_of_an_amd_run_says_rccl(tmp_path: Path) -> None:
     assert lines[0].endswith("GPU AMD Instinct MI300X (RCCL model, gfx942); RCCL 2.22.3; "
                              "backend nccl")
     assert not any("NCCL model" in ln or "NCCL 2." in ln for ln in lines)
-    assert "not priced (8): collective all_gather: the RCCL model prices all_reduce only " \
-           "(issue 59)" in lines
+    assert "not priced (8): collective all_gather: the RCCL model prices all_reduce only" \
+        in lines
     assert any(ln.startswith("  note: RCCL model (distlab.rccl): RCCL 2.21.5's") for ln in lines)
     assert all(len(ln) <= REPORT_WIDTH for ln in lines[lines.index(next(
         ln for ln in lines if ln.startswith("## model beside"))):])

@@ -139,8 +139,10 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    ([], "give a BOX or --boxes"),
-    (["h100_sxm8", "--boxes"], "give one of BOX or --boxes"),
+    ([], "give a BOX, --judge (the model on published tables) or --boxes"),
+    (["h100_sxm8", "--boxes"], "give one of BOX, --judge or --boxes"),
+    (["h100_sxm8", "--judge"], "give one of BOX, --judge or --boxes"),
+    (["--judge", "--json", "x.json"], "--json writes a BOX's table or the --boxes report"),
     (["--published"], "unrecognized arguments: --published"),
     (["tpu_pod"], "invalid choice: 'tpu_pod'"),
     (["pcie5_8", "-n", "9"], "at most 8"),
@@ -155,8 +157,10 @@ def test_boxes_lists_every_box_network_and_release_with_its_source_and_judgement
      "on one node"),
     (["h100_sxm8", "--collective", "all_gather", "--json", "x.json"], "--json writes"),
     (["h100_sxm8", "--collective", "gather"], "--collective"),
-    (["h100_sxm8", "--nccl-version", "latest"], "the releases modelled are 2.18"),
-    (["h100_sxm8", "--nccl-version", "2.x"], "--nccl-version")])
+    (["h100_sxm8", "--nccl-version", "latest"], "the modelled ones are 2.18"),
+    (["h100_sxm8", "--nccl-version", "2.x"], "--nccl-version"),
+    # a CUDA version is refused, not priced as the newest release with a warning
+    (["h100_sxm8", "--release", "12.8"], "'12.8' is not an NCCL release (NCCL's are 2.x")])
 def test_bad_input_is_one_line_and_exit_2(argv, words, capsys) -> None:
     assert nccl_main(argv) == 2
     captured = capsys.readouterr()
@@ -172,6 +176,7 @@ def test_help_names_the_examples_the_default_sizes_and_the_judgement(capsys) -> 
     assert text.startswith("usage: python -m distlab.nccl ")
     flat = " ".join(text.split())
     assert "64 KiB..4 GiB x4" in flat and "python -m distlab.judge nccl --published" in flat
+    assert "--release RELEASE, --nccl-version RELEASE" in flat and "--judge" in flat
     assert "python -m distlab.nccl --boxes" in flat
     assert nccl_main(["h100_sxm8"]) == 0
     sizes = [ln.split()[:2] for ln in capsys.readouterr().out.splitlines()
@@ -208,3 +213,36 @@ def test_the_header_names_the_column_it_explains(capsys) -> None:
     head, columns = capsys.readouterr().out.splitlines()[:2]
     assert head.endswith("NCCL's choice, predicted time as measured")
     assert "predicted us" in columns and "estimate us" in columns
+
+
+def test_judge_prints_what_judge_nccl_published_prints(monkeypatch, capsys) -> None:
+    """``--judge`` as ``python -m distlab.rccl --judge``: the same report as ``python -m
+    distlab.judge nccl --published``, from one module (:mod:`distlab.nccl.judged`, whose
+    tables tests/judge/test_judge_nccl_command.py checks; stood in for here, since pricing
+    every published table takes seconds)."""
+    import distlab.judge.nccl_command as judge_command
+    import distlab.nccl.judged as judged
+    from distlab.judge.nccl_command import main as judge_main
+
+    parts = {"published_lines": ["# constants (us): planted"], "multinode_lines": ["# nodes"],
+             "collective_lines": ["# other collectives"]}
+    for name, lines in parts.items():
+        monkeypatch.setattr(judged, name, lambda *a, lines=lines, **k: list(lines))
+        monkeypatch.setattr(judge_command, name, getattr(judged, name))
+    assert nccl_main(["--judge"]) == 0
+    ours = capsys.readouterr().out
+    assert judge_main(["--published"]) == 0
+    assert capsys.readouterr().out == ours == "# constants (us): planted\n# nodes\n" \
+        "# other collectives\n"
+
+
+@pytest.mark.parametrize("option", ["--release", "--nodes", "--sizes", "--judge", "--boxes",
+                                    "--json"])
+def test_the_nccl_and_rccl_commands_spell_the_same_things_alike(option, capsys) -> None:
+    from distlab.rccl.__main__ import main as rccl_main
+
+    assert nccl_main(["--help"]) == 0
+    nccl_help = capsys.readouterr().out
+    assert rccl_main(["--help"]) == 0
+    rccl_help = capsys.readouterr().out
+    assert option in nccl_help and option in rccl_help

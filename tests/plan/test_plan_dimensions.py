@@ -46,10 +46,11 @@ def test_the_registry_is_the_steps_parts_the_commands_columns_and_the_figures_st
         "compute", "tp", "cp", "fsdp", "bubble", "dp", "optimizer"]
     assert {(h, k): ps for (h, k), ps in column_parts().items()} == {
         ("compute", "compute"): ("compute",), ("tp+cp", "tp_cp"): ("tp", "cp"),
-        ("dp+fsdp", "dp_fsdp"): ("fsdp", "dp"), ("bubble", "bubble"): ("bubble",)}
+        ("dp+fsdp", "dp_fsdp"): ("fsdp", "dp"), ("bubble", "bubble"): ("bubble",),
+        ("optim", "optimizer"): ("optimizer",)}
     assert [c.header for c in columns()] == [
         "#", "layout", "mem GiB", "states", "act", "other", "fits", "step s", "compute",
-        "tp+cp", "dp+fsdp", "bubble", "tok/s/GPU", "MFU %"]
+        "tp+cp", "dp+fsdp", "bubble", "optim", "tok/s/GPU", "MFU %"]
     assert stack_parts() == {"compute": ("compute",), "tp/cp exposed": ("tp", "cp"),
                              "dp/fsdp exposed": ("fsdp", "dp"), "bubble": ("bubble",),
                              "optimizer step": ("optimizer",)}
@@ -74,7 +75,7 @@ def test_a_toy_dimension_is_priced_printed_and_drawn_then_gone(capsys) -> None:
         assert main(COMMAND) == 0
         header, row = capsys.readouterr().out.splitlines()[-2:]
         heads = header.split()
-        assert heads[heads.index("bubble") + 1] == "ep" and row.split()[-3] == "0.250"
+        assert heads[heads.index("bubble") + 1] == "ep" and row.split()[-4] == "0.250"
         assert plan_rows([toy])[0]["ep"] == 0.25
         # labelled: a stack of the step figure, under the optimizer's
         (ax,) = step_figure([plain, toy]).axes

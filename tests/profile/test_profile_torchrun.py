@@ -25,12 +25,21 @@ def _free_port() -> int:
 
 def _torchrun(ranks: int, *argv: str, cwd: Path, timeout: float,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``torchrun --nproc-per-node ranks`` on a free local port, then ``argv``; output captured."""
+    """``torchrun --nproc-per-node ranks`` on a free local port, then ``argv``; output captured.
+
+    A port found free can be taken before torchrun's store binds it (another test process, or
+    anything else on the machine, asked the kernel for a port in between): torchrun then fails
+    with EADDRINUSE before any rank starts, and the run is made again on a new port, at most
+    three times."""
     exe = str(TORCHRUN) if TORCHRUN.exists() else "torchrun"
-    return subprocess.run([exe, "--nproc-per-node", str(ranks), "--master-addr", "127.0.0.1",
-                           "--master-port", str(_free_port()), *argv],
-                          env=env or {**os.environ, "PYTHONPATH": str(ROOT / "lib")}, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    for _ in range(3):
+        proc = subprocess.run([exe, "--nproc-per-node", str(ranks), "--master-addr",
+                               "127.0.0.1", "--master-port", str(_free_port()), *argv],
+                              env=env or {**os.environ, "PYTHONPATH": str(ROOT / "lib")},
+                              cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        if "EADDRINUSE" not in proc.stderr:
+            break
+    return proc
 
 
 @pytest.mark.skipif(not TORCHRUN.exists() and shutil.which("torchrun") is None,

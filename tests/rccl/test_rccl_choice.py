@@ -127,9 +127,36 @@ def test_releases_resolve_to_the_tables_that_price_them(asked: str | None, table
     (lambda: rccl_allreduce_choices(0, [1]), ValueError, "nodes"),
     (lambda: rccl_allreduce_choices(1, [0]), ValueError, "size"),
     (lambda: rccl_allreduce_choices(1, [1.5]), TypeError, "size"),
-    (lambda: resolve_release("two"), ValueError, "written like 2.21.5"),
+    (lambda: resolve_release("two"), ValueError, "an RCCL release like 2.21.5"),
     (lambda: resolve_release("rocm-5.7"), ValueError, "ROCm 5.7"),
-    (lambda: resolve_release(2.21), TypeError, "string")])
+    (lambda: resolve_release(2.21), TypeError, "string"),
+    # a ROCm release without its prefix is not read as RCCL 6.4.1 (priced as 2.26.6)
+    (lambda: resolve_release("6.4.1"), ValueError,
+     r"release '6.4.1' is not an RCCL release \(RCCL's are 2.x.*write 'rocm-6.4.1'"),
+    (lambda: rccl_allreduce_choices(1, [1], release="7.0"), ValueError, "write 'rocm-7.0'"),
+    (lambda: rccl_allreduce_choices(1, [1], dtype="bfloat"), ValueError,
+     "dtype must be one of float32"),
+    (lambda: rccl_allreduce_choices(1, [1], dtype=2), TypeError, "dtype must be a dtype name"),
+    (lambda: rccl_allreduce_choices(1, [1], msccl="no"), TypeError, "msccl must be a bool"),
+    (lambda: rccl_allreduce_choices(1, [1], amd_host=1), TypeError, "amd_host must be a bool"),
+    (lambda: rccl_allreduce_choices(1, "1M"), TypeError, "sizes_bytes must be a sequence")])
 def test_bad_input_is_refused_naming_it(call, error: type, needle: str) -> None:
     with pytest.raises(error, match=needle):
         call()
+
+
+@pytest.mark.parametrize("spelled", ["bfloat16", "bf16", "torch.bfloat16", "BFloat16"])
+def test_every_spelling_of_bfloat16_takes_the_bf16_rule(spelled) -> None:
+    """From 2.26.6, bf16 above 8 MiB skips MSCCL: "bf16" and "torch.bfloat16" were compared
+    with "bfloat16" as written and silently took float32's path."""
+    import torch
+
+    big = 16 << 20
+    paths = {d: rccl_allreduce_choices(1, [big], dtype=d)[0][0].path
+             for d in (spelled, torch.bfloat16, "float32")}
+    assert paths[spelled] == paths[torch.bfloat16] == "cost model"
+    assert paths["float32"] == "msccl"
+
+
+def test_a_rocm_release_resolves_with_its_prefix() -> None:
+    assert resolve_release("rocm-6.4.1").tables.release == resolve_release("2.22.3").tables.release

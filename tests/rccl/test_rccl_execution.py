@@ -124,11 +124,44 @@ def test_an_older_release_warns_on_stderr(capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
-    (["--release", "banana"], "a release like 2.21.5 or rocm-6.3"),
+    (["--release", "banana"], "an RCCL release like 2.21.5 or a ROCm one like rocm-6.3"),
     (["--release", "rocm-5.1"], "one of 6.2, 6.3"),
+    (["--release", "6.4.1"], "for ROCm 6.4.1 write 'rocm-6.4.1'"),
+    (["--dtype", "bfloat"], "dtype must be one of float32"),
+    (["--nic-gbps", "400"], "a 400 Gb/s NIC is 50 GB/s"),
     (["--nodes", "0"], "--nodes"), (["--sizes", "1Q"], "--sizes"),
     (["--nic-gbps", "-1"], "--nic-gbps")])
 def test_bad_options_are_one_line_and_exit_2(argv: list[str], needle: str, capsys) -> None:
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "needle"), [
+    ({"release": "6.4.1"}, ValueError, "write 'rocm-6.4.1'"),
+    ({"dtype": "torch.bfloat"}, ValueError, "dtype must be one of"),
+    ({"nic_gbps": 400}, ValueError, r"in GB/s \(bytes\), in \(0, 100\].*400 Gb/s NIC is 50 GB/s"),
+    ({"nic_gbps": 0}, ValueError, "nic_gbps"),
+    ({"nic_gbps": "50"}, TypeError, "nic_gbps"),
+    ({"constants": {}}, TypeError, "constants must be a ExecutionConstants")])
+def test_the_python_api_checks_its_arguments_as_the_command_does(kwargs, error, needle) -> None:
+    with pytest.raises(error, match=needle):
+        rccl_allreduce_times(2, [1 << 20], **kwargs)
+
+
+def test_bf16_by_any_name_prices_as_the_command_does() -> None:
+    """16 MiB on one node: 153.5 us with the bf16 rule (MSCCL skipped), 145.4 us without."""
+    import torch
+
+    us = {d: rccl_allreduce_times(1, [16 << 20], dtype=d)[0][0].seconds * 1e6
+          for d in ("bfloat16", "bf16", "torch.bfloat16", torch.bfloat16, "float32")}
+    for d in ("bf16", "torch.bfloat16", torch.bfloat16):   # the same path, so the same time
+        assert us[d] == pytest.approx(us["bfloat16"], rel=1e-12)
+    assert us["bf16"] == pytest.approx(153.5, abs=0.1)         # published model, 0.1 us
+    assert us["float32"] == pytest.approx(145.4, abs=0.1)
+
+
+def test_the_command_takes_the_same_dtype_spellings(capsys) -> None:
+    assert cli.main(["--dtype", "torch.bfloat16", "--sizes", "16M"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("16 MiB"))
+    assert "cost model" in row and "153.5" in row

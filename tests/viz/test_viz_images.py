@@ -100,3 +100,16 @@ def test_stations_legend_shows_colours_without_the_bottleneck_outline() -> None:
     legend = fig.axes[1].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["worker", "pin+h2d", "step"]
     assert all(h.get_linewidth() != 2 for h in legend.legend_handles)
+
+
+@pytest.mark.parametrize("scale", [1.0, 5.0, 60.0, 400.0])
+def test_the_stations_legend_collides_with_nothing_whatever_the_times(scale: float) -> None:
+    """Station times of a loaded machine put a '100' tick at the top of the right panel, where
+    the legend of three columns reached over it (notebook 12 under the browser test)."""
+    rows = _rows()
+    for r in rows:
+        if "stations" in r:
+            r["stations"] = [(n, s * scale) for n, s in r["stations"]]
+    fig = workers_figure(rows)
+    figure_png(fig)
+    assert layout_problems(fig) == []

@@ -23,15 +23,24 @@ predicted) / predicted, where measured is the row's ``--statistic`` (default the
 adds step costs, and costs add as means do, not as medians; the calibration measured in the rounds
 is fitted on the same statistic of its own rounds,
 :func:`distlab.collectives.model.calibration.fit_rounds`); vs builtin = busbw / the built-in's busbw
-at the same size in the same run; executor = what ran the row: ``compiled`` (distlab's plan in
-one C++ call, :mod:`distlab.collectives.runtime.compiled`), ``python`` (one Python round trip per
-step) or ``builtin`` (``--executor compiled,python`` races both in the same rounds).
+at the same size in the same run; cpu = the CPU seconds of a call summed over the ranks (each
+rank's process, user + system over every thread, ``getrusage``; median over rounds) and cpu vs
+builtin its ratio to the built-in's at the same size; executor = what ran the row: ``compiled``
+(distlab's plan in one C++ call, :mod:`distlab.collectives.runtime.compiled`), ``python`` (one
+Python round trip per step) or ``builtin`` (``--executor compiled,python`` races both in the same
+rounds). The targets beside the builtin close the report (:mod:`distlab.bench.allreduce_targets`):
+busbw ratios where each rank has a core, CPU time per call where the ranks outnumber the cores
+(4 ranks on 2 cores: every plan <= 1.05x the builtin's from 1 to 16 MiB):
+
+    python -m distlab.bench allreduce -n 4 -b 1M -e 16M -f 4 \\
+        -a ring,tree,recursive_doubling,rabenseifner,builtin --check off --iters 20
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +48,13 @@ from typing import Any
 import torch
 
 from distlab import launch
-from distlab.bench.allreduce_ranks import bench_rank, slowest_rank_mean, slowest_rank_median
+from distlab.bench.allreduce_ranks import (
+    bench_rank,
+    slowest_rank_mean,
+    slowest_rank_median,
+    summed_ranks_median,
+)
+from distlab.bench.allreduce_targets import target_lines
 from distlab.bench.harness import BenchConfig, Benchmark, Report, SizeSweepConfig, opt, run_cli
 from distlab.bench.versus import executors_of, versus_lines, versus_table
 from distlab.cli import options
@@ -72,7 +87,9 @@ COLUMNS = (Column("size(B)", "nbytes", width=11), Column("count", "count", width
            Column("algbw(GB/s)", "algbw_gbps", ".3f"), Column("busbw(GB/s)", "busbw_gbps", ".3f"),
            Column("#wrong", "wrong", width=7), Column("predicted(us)", "predicted_us", ".1f"),
            Column("error%", "error_pct", "+.1f", width=8),
-           Column("vs builtin(x)", "vs_builtin", ".2f"))
+           Column("vs builtin(x)", "vs_builtin", ".2f"),
+           Column("cpu(us)", "cpu_us", ".1f", width=10),
+           Column("cpu vs builtin(x)", "cpu_vs_builtin", ".2f"))
 
 
 @dataclass(frozen=True)
@@ -166,9 +183,12 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
 
 def allreduce_table(rows: list[dict[str, Any]]) -> str:
     """The nccl-tests-style table of allreduce rows, every column (ratio to builtin filled in;
-    without the mean column when no row kept its mean, as rows summarized over runs do): what
-    the command prints. :func:`short_table` is the same rows narrow enough for a notebook."""
+    without the mean column when no row kept its mean, as rows summarized over runs do, and
+    without the CPU columns when no row measured its CPU, as older files): what the command
+    prints. :func:`short_table` is the same rows narrow enough for a notebook."""
     drop = set() if any("mean_us" in r for r in rows) else {"mean_us"}
+    if not any(r.get("cpu_us") is not None for r in rows):
+        drop |= {"cpu_us", "cpu_vs_builtin"}
     return format_table(_with_ratio(rows), tuple(c for c in COLUMNS if c.key not in drop))
 
 
@@ -210,9 +230,14 @@ SHORT_WIDTH = 105
 
 
 def _with_ratio(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row with ``vs_builtin`` (busbw over the builtin's at its size) and, where rows
+    carry ``cpu_us``, ``cpu_vs_builtin`` (CPU per call over the builtin's)."""
     builtin = {r["nbytes"]: r["busbw_gbps"] for r in rows if r["algorithm"] == BUILTIN}
+    cpu = {r["nbytes"]: r.get("cpu_us") for r in rows if r["algorithm"] == BUILTIN}
     return [{**r, "vs_builtin": r["busbw_gbps"] / builtin[r["nbytes"]]
-             if builtin.get(r["nbytes"]) else None} for r in rows]
+             if builtin.get(r["nbytes"]) else None,
+             "cpu_vs_builtin": r["cpu_us"] / cpu[r["nbytes"]]
+             if r.get("cpu_us") is not None and cpu.get(r["nbytes"]) else None} for r in rows]
 
 
 def calibration_lines(cal: dict[str, Any]) -> list[str]:
@@ -249,6 +274,8 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
     rows = []
     for i, row in enumerate(per_rank[0]["rows"]):
         per_round = [r["rows"][i]["seconds"] for r in per_rank]
+        cpu_rounds = [r["rows"][i].get("cpu_seconds") or [] for r in per_rank]
+        cpu = summed_ranks_median(cpu_rounds) if all(cpu_rounds) else None
         seconds = slowest_rank_median(per_round)
         mean = slowest_rank_mean(per_round)
         judged = mean if config.statistic == "mean" else seconds
@@ -267,7 +294,8 @@ def _rows(config: AllreduceConfig, per_rank: list[dict[str, Any]],
                      "wrong": sum(r["rows"][i]["wrong"] for r in per_rank),
                      "predicted_us": None if predicted is None else predicted * 1e6,
                      "error_pct": None if not predicted else error_pct(judged, predicted),
-                     "seconds_per_rank": per_round})
+                     "cpu_us": None if cpu is None else cpu * 1e6,
+                     "seconds_per_rank": per_round, "cpu_seconds_per_rank": cpu_rounds})
     return _with_ratio(rows)
 
 
@@ -333,10 +361,13 @@ class AllreduceBenchmark(Benchmark[AllreduceConfig]):
         head = (calibration_lines(cal) if cal else []) + [
             f"world size {world}, backend {c.backend}, iters {c.iters}, warmup {c.warmup}, "
             f"peer check {c.check}; time = median over iterations of the slowest rank, mean = "
-            f"their mean; error% = ({c.statistic} - predicted) / predicted"]
+            f"their mean; error% = ({c.statistic} - predicted) / predicted; cpu = the ranks' "
+            f"CPU seconds per call (getrusage: user + system, every thread) summed over the "
+            f"ranks, median over iterations"]
         versus = versus_table(rows)
+        cores = os.cpu_count() or 1
         return Report([Table(rows, COLUMNS)] + ([versus] if versus else []), head,
-                      versus_lines(rows) +
+                      versus_lines(rows) + target_lines(rows, world, cores) +
                       [f"out of bounds values: {wrong} {'OK' if wrong == 0 else 'FAILED'}"],
                       {"calibration": cal},
                       {"spans": [r.get("spans", []) for r in per_rank],

@@ -33,7 +33,7 @@ from distlab.report.words import count
 from distlab.vocabulary import size_label
 
 __all__ = ["bench_rank", "expected_result", "fill_pattern", "size_pattern",
-           "slowest_rank_mean", "slowest_rank_median"]
+           "slowest_rank_mean", "slowest_rank_median", "summed_ranks_median"]
 
 
 def fill_pattern(rank: int, count: int, dtype: str, op: str) -> torch.Tensor:
@@ -78,6 +78,12 @@ def slowest_rank_mean(per_rank: Sequence[Sequence[float]]) -> float:
     return float(np.mean(np.asarray(per_rank, dtype=float).max(axis=0)))
 
 
+def summed_ranks_median(per_rank: Sequence[Sequence[float]]) -> float:
+    """Median over rounds of the sum over ranks (``per_rank[r][round]``): a call's CPU seconds
+    over every rank, each round counted once."""
+    return float(np.median(np.asarray(per_rank, dtype=float).sum(axis=0)))
+
+
 def _tolerance(dtype: str, op: str) -> float:
     if op != "avg":
         return 0.0
@@ -97,6 +103,7 @@ class _Case:
     pristine: torch.Tensor
     wrong: int = 0
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
 
 
 def _runner(algorithm: str, op: str, options: dict[str, Any],
@@ -146,7 +153,8 @@ def _timed_rounds(rank: int, cases: list[_Case], calibrator: RoundCalibrator | N
                   iters: int, warmup: int, device: torch.device,
                   progress: bool, check: str = "inline") -> list[dict[str, Any]]:
     """``warmup`` + ``iters`` rounds of every case (and the calibration); sets each case's
-    seconds per timed round; returns one span per timed call and calibration round.
+    seconds and this process's CPU seconds (user + system, every thread) per timed round;
+    returns one span per timed call and calibration round.
 
     Every round runs the sizes small to large and, per size, every algorithm once, each size's
     algorithms rotated from round to round (``rotate=True, group=`` algorithms per size) so each
@@ -163,9 +171,11 @@ def _timed_rounds(rank: int, cases: list[_Case], calibrator: RoundCalibrator | N
         before_round=calibration_round(calibrator),
         progress=print_progress("allreduce", detail) if progress and rank == 0 else None,
         spans=SpanLabels(f"rank{rank}/allreduce", _case_span,
-                         ("calibration exchanges", "calibration")))
-    for case, seconds in zip(cases, timings.seconds, strict=True):
-        case.seconds = seconds
+                         ("calibration exchanges", "calibration")),
+        process_cpu=True)
+    for case, seconds, cpu in zip(cases, timings.seconds, timings.process_cpu_seconds,
+                                  strict=True):
+        case.seconds, case.cpu_seconds = seconds, cpu
     return timings.spans
 
 
@@ -196,7 +206,8 @@ def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Seq
     and each timed run ends with a device synchronize.
 
     Returns ``{"calibration": dict | None, "rows": [...], "spans": [...], "host": str}``: rows of
-    (algorithm, nbytes, count, this rank's seconds per round, wrong); spans one per timed call
+    (algorithm, nbytes, count, this rank's seconds per round, this process's CPU seconds per
+    round (``getrusage``: user + system of every thread), wrong); spans one per timed call
     and calibration round on this host's :func:`~distlab.timeline.now_us` clock, lane
     ``"rank<r>/allreduce"`` (spans of ranks on other hosts are on another clock).
     """
@@ -221,5 +232,6 @@ def bench_rank(rank: int, world_size: int, sizes: Sequence[int], algorithms: Seq
     if calibrator is not None:
         cal = calibrator.fit(statistic=statistic).to_dict()
     rows = [{"algorithm": c.algorithm, "executor": c.executor, "nbytes": c.nbytes,
-             "count": c.count, "seconds": c.seconds, "wrong": c.wrong} for c in cases]
+             "count": c.count, "seconds": c.seconds, "cpu_seconds": c.cpu_seconds,
+             "wrong": c.wrong} for c in cases]
     return {"calibration": cal, "rows": rows, "spans": spans, "host": socket.gethostname()}

@@ -17,7 +17,8 @@ A round
     ``prepare(case)`` (untimed: refill its buffer), ``fences.sync()`` (the device's queued
     work), ``fences.barrier()`` (every rank), ``fences.thread_clock()`` (with ``cpu_time``),
     ``fences.clock()``, ``call(case, phases)``, ``fences.clock()``, ``fences.thread_clock()``
-    (with ``cpu_time``). The call's seconds are the difference of its two clock readings; with
+    (with ``cpu_time``); with ``process_cpu``, ``fences.process_clock()`` outermost on both
+    sides. The call's seconds are the difference of its two clock readings; with
     :func:`rank_fences` the clock is :func:`distlab.clock.synced_seconds`, which waits for the
     device's queued work first, so a device call is timed to its end.
 
@@ -34,6 +35,9 @@ Results: a :class:`Timings`, always in the order of ``cases`` whatever the rotat
     ``seconds[c]``: case ``c``'s seconds per timed round. ``cpu_seconds[c]``: with ``cpu_time``,
     its thread CPU seconds per timed round (``time.thread_time``: the calling thread's own work,
     without waiting; other threads' work, e.g. gloo's, is not in it), else empty.
+    ``process_cpu_seconds[c]``: with ``process_cpu``, the whole process's CPU seconds (user +
+    system, every thread: gloo's too) per timed round, from ``getrusage``
+    (:func:`process_cpu_seconds`), else empty.
     ``phases[c]``: what the case's call recorded with :meth:`Phases.record` in timed rounds, by
     name. ``spans``: with ``spans=`` a :class:`SpanLabels`, one span dict (the
     :class:`~distlab.timeline.Span` fields) per timed call and per timed ``before_round``, in the
@@ -47,6 +51,7 @@ test passes its own.
 from __future__ import annotations
 
 import functools
+import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +66,8 @@ from distlab.clock import sync_device, synced_seconds
 from distlab.collectives.runtime.rounds import RoundCalibrator
 
 __all__ = ["Fences", "Phases", "Round", "SpanLabels", "Timings", "calibration_round",
-           "print_progress", "progress_line", "rank_fences", "round_order", "timed_rounds"]
+           "print_progress", "process_cpu_seconds", "progress_line", "rank_fences", "round_order",
+           "timed_rounds"]
 
 C = TypeVar("C")
 
@@ -85,16 +91,25 @@ class Round:
         return self.index - self.warmup if self.timed else None
 
 
+def process_cpu_seconds() -> float:
+    """This process's CPU seconds so far, user + system, over every thread
+    (``getrusage(RUSAGE_SELF)``): a call's CPU cost wherever its threads ran it."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @dataclass(frozen=True)
 class Fences:
     """What separates and times the calls: ``sync()`` waits for the device's queued work,
     ``barrier()`` for every rank, ``clock()`` reads seconds after the device's queued work,
-    ``thread_clock()`` the calling thread's CPU seconds."""
+    ``thread_clock()`` the calling thread's CPU seconds, ``process_clock()`` the process's
+    (:func:`process_cpu_seconds`)."""
 
     sync: Callable[[], None]
     barrier: Callable[[], None]
     clock: Callable[[], float]
     thread_clock: Callable[[], float] = time.thread_time
+    process_clock: Callable[[], float] = process_cpu_seconds
 
 
 def rank_fences(device: torch.device) -> Fences:
@@ -145,6 +160,7 @@ class Timings:
     cpu_seconds: list[list[float]]
     phases: list[dict[str, list[float]]]
     spans: list[dict[str, Any]] = field(default_factory=list)
+    process_cpu_seconds: list[list[float]] = field(default_factory=list)
 
 
 def round_order(n: int, index: int, *, rotate: bool, group: int = 0) -> list[int]:
@@ -197,7 +213,8 @@ def timed_rounds(cases: Sequence[C], call: Callable[[C, Phases], None], *, warmu
                  prepare: Callable[[C], None] | None = None,
                  before_round: Callable[[Round], None] | None = None,
                  progress: Callable[[Round], None] | None = None,
-                 spans: SpanLabels[C] | None = None, cpu_time: bool = False) -> Timings:
+                 spans: SpanLabels[C] | None = None, cpu_time: bool = False,
+                 process_cpu: bool = False) -> Timings:
     """``warmup`` untimed and ``rounds`` timed rounds of every case (see the module docstring).
 
     Args:
@@ -214,14 +231,18 @@ def timed_rounds(cases: Sequence[C], call: Callable[[C, Phases], None], *, warmu
         progress: told each round as it starts.
         spans: record trace spans in timed rounds (None: none).
         cpu_time: also record the thread CPU seconds of each timed call.
+        process_cpu: also record the process CPU seconds (every thread, user + system) of
+            each timed call.
     """
     check_int("warmup", warmup, minimum=0)
     check_int("rounds", rounds, minimum=0)
     check_bool("rotate", rotate)
     check_int("group", group, minimum=0)
     check_bool("cpu_time", cpu_time)
+    check_bool("process_cpu", process_cpu)
     n = len(cases)
-    out = Timings([[] for _ in range(n)], [[] for _ in range(n)], [{} for _ in range(n)])
+    out = Timings([[] for _ in range(n)], [[] for _ in range(n)], [{} for _ in range(n)],
+                  process_cpu_seconds=[[] for _ in range(n)])
     total = warmup + rounds
     lane = spans.lane if spans is not None else ""
     for i in range(total):
@@ -242,16 +263,20 @@ def timed_rounds(cases: Sequence[C], call: Callable[[C, Phases], None], *, warmu
                 prepare(case)
             fences.sync()
             fences.barrier()
+            p0 = fences.process_clock() if process_cpu else 0.0
             c0 = fences.thread_clock() if cpu_time else 0.0
             t0 = fences.clock()
             call(case, phases)
             t1 = fences.clock()
             c1 = fences.thread_clock() if cpu_time else 0.0
+            p1 = fences.process_clock() if process_cpu else 0.0
             if not rnd.timed:
                 continue
             out.seconds[c].append(t1 - t0)
             if cpu_time:
                 out.cpu_seconds[c].append(c1 - c0)
+            if process_cpu:
+                out.process_cpu_seconds[c].append(p1 - p0)
             if spans is not None:
                 name, category, args = spans.case(case)
                 out.spans.append(_span(name, category, lane, t0, t1,

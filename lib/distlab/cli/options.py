@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NoReturn
 
 __all__ = [
-    "HELP_HINT", "Parser", "comma_choices", "existing_file", "fail", "nonnegative_int",
+    "HELP_HINT", "Parser", "checked", "comma_choices", "existing_file", "fail", "nonnegative_int",
     "output_dir", "output_file", "output_problem", "parser", "plain_text", "positive_float",
     "positive_int",
     "size_bytes", "size_list", "size_sweep", "int_list", "float_list", "int_at_least",
@@ -190,6 +190,21 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be a finite number > 0")
     return value
+
+
+def checked(check: Callable[[str], object], convert: Callable[[str], str] | None = None,
+            ) -> Callable[[str], object]:
+    """A ``type=`` from the library's own check of an argument (``check(value)`` returns it
+    resolved, or raises ``ValueError`` / ``TypeError`` with the message the library gives a
+    Python caller): the option and the function refuse the same values with the same words.
+    ``convert`` turns the text first (``float`` for a number)."""
+    def parse(text: str) -> object:
+        try:
+            return check(convert(text) if convert is not None else text)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
+    parse.__name__ = getattr(check, "__name__", "value")
+    return parse
 
 
 def existing_file(text: str) -> Path:

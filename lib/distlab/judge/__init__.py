@@ -22,13 +22,14 @@ Reports (every table through :mod:`distlab.report.table`):
 - :mod:`.refit_report`: the refit column sets, its two tables and the lines above them.
 - :mod:`.tables`: error by size, travel, spread and windows tables.
 - :mod:`.summary_report`: the repeated benchmark runs' medians as tables.
-- :mod:`.nccl_published`: NCCL's measured-time model on every published table.
 
 Commands (thin: parse options, check their input, print), one per name of
-``python -m distlab.judge {refit,windows,travel,summary,verdict,nccl,trace} --help``:
+``python -m distlab.judge {refit,windows,travel,summary,verdict,nccl,rccl,trace} --help``:
 :mod:`.refit_command`, :mod:`.windows_command`, :mod:`.travel_command`, :mod:`.summary_command`,
-:mod:`.verdict_command`, :mod:`.nccl_command` (``--published``), :mod:`.trace_command`;
-:mod:`.profile_args` holds the profile folders they take. NCCL's choice per size on a box is the
-model's own command, ``python -m distlab.nccl`` (:mod:`distlab.nccl`). The figures are in
-:mod:`distlab.viz.refit`.
+:mod:`.verdict_command`, :mod:`.nccl_command` and :mod:`.rccl_command` (``--published``,
+``--boxes``: each library's model on its published tables, the report its own command prints
+with ``--judge``: :mod:`distlab.nccl.judged`, :mod:`distlab.rccl.lines`), :mod:`.trace_command`;
+:mod:`.profile_args` holds the profile folders they take. NCCL's and RCCL's choice per size are
+the models' own commands, ``python -m distlab.nccl`` and ``python -m distlab.rccl``. The
+figures are in :mod:`distlab.viz.refit`.
 """

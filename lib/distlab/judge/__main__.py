@@ -9,12 +9,14 @@
     python -m distlab.judge summary results/allreduce_ws*_run*.json \\
         --out results/allreduce_summary.json
     python -m distlab.judge nccl --published               # NCCL's model on published tables
+    python -m distlab.judge rccl --published               # RCCL's model on published tables
     python -m distlab.judge trace results/traces/gloo_ddp_3ranks  # your run's profiler traces
     python -m distlab.judge plan --runs                    # the planner on published runs
     python -m distlab.judge fit results/gpu-h200-2026-11-27-fit  # ... and on measured GPU runs
 
 Nothing is measured and no process is started: profiles and runs are read, rows priced again.
-NCCL's choice per size on a GPU box is the model's own command: python -m distlab.nccl BOX.
+NCCL's and RCCL's choice per size are the models' own commands: python -m distlab.nccl BOX,
+python -m distlab.rccl (each also prints its judgement with --judge).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from distlab.cli.dispatch import dispatch
 COMMANDS = {"refit": "distlab.judge.refit_command", "windows": "distlab.judge.windows_command",
             "travel": "distlab.judge.travel_command", "summary": "distlab.judge.summary_command",
             "verdict": "distlab.judge.verdict_command", "nccl": "distlab.judge.nccl_command",
-            "trace": "distlab.judge.trace_command", "plan": "distlab.judge.plan_command",
-            "fit": "distlab.judge.fit_command"}
+            "rccl": "distlab.judge.rccl_command", "trace": "distlab.judge.trace_command",
+            "plan": "distlab.judge.plan_command", "fit": "distlab.judge.fit_command"}
 ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| against the target",
          "windows": "a long profile cut into windows of rounds: how many rounds a judgement "
                     "needs",
@@ -35,6 +37,7 @@ ABOUT = {"refit": "every allreduce row of profiles priced again: |error%| agains
          "summary": "medians over repeated `bench allreduce --json` runs",
          "verdict": "every profile row with an expectation: measured, expected, ok / low / high",
          "nccl": "--published: NCCL's measured-time model judged on every published table",
+         "rccl": "--published: RCCL's execution model judged on every published table",
          "trace": "a run's torch.profiler traces of every rank: breakdown, overlap, idle causes, "
                   "stragglers, collective kernels beside the NCCL model",
          "plan": "the planner (python -m distlab.plan) on published training runs: step time, "

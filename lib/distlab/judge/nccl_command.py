@@ -10,7 +10,7 @@ table) and leave-one-source-out (each source priced with constants fitted on the
 on each published multi-node table (2 and 4 nodes; out of sample, nothing is fitted on them),
 then on each published point of another collective (all-gather, reduce-scatter) or of an
 allreduce with an algorithm switched off, and whether the model makes the choice a source says
-NCCL made (both out of sample too); the tables are :mod:`distlab.judge.nccl_published`'s.
+NCCL made (both out of sample too); the tables are :mod:`distlab.nccl.judged`'s.
 ``--write`` refits the constants on every published table and writes them to PATH (default
 ``execution_calibration.json`` in the current folder, never into the installed package); copy
 it over ``lib/distlab/nccl/execution_calibration.json`` in a checkout to ship
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.judge.nccl_published import collective_lines, multinode_lines, published_lines
+from distlab.nccl.judged import collective_lines, multinode_lines, published_lines
 
 __all__ = ["PROG", "main"]
 

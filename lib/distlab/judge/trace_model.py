@@ -137,7 +137,7 @@ REDUCE_AS_BROADCAST = ("reduce priced as a broadcast of the same bytes (NCCL's t
 P2P_NOTE = ("point-to-point priced as the planner does (distlab.plan.collectives.p2p_seconds: "
             f"a fixed {P2P_ALPHA_S * 1e6:.0f} us + bytes / the box's link bandwidth per "
             "direction), not fitted to measurements")
-RCCL_ALL_REDUCE_ONLY = "the RCCL model prices all_reduce only (issue 59)"
+RCCL_ALL_REDUCE_ONLY = "the RCCL model prices all_reduce only"
 """The end of the why-line of any other collective on an AMD GPU."""
 RCCL_NOT_MSCCL = ("an RCCL kernel, not MSCCL's, where the RCCL model would run MSCCL: "
                   "priced with MSCCL off")

@@ -3,11 +3,12 @@
     python -m distlab.nccl h100_sxm8                   # 8 GPUs, torchrun, 64 KiB..4 GiB
     python -m distlab.nccl a100_sxm8 -n 4 --harness nccl-tests --sizes 1M,64M,1G
     python -m distlab.nccl h100_sxm8 --harness torch-isolated  # one call, waited for
-    python -m distlab.nccl h100_sxm8 --nccl-version 2.18     # an older NCCL's constants
+    python -m distlab.nccl h100_sxm8 --release 2.18          # an older NCCL's constants
     python -m distlab.nccl h100_sxm8 --nodes 4 --network ib_ndr400x8   # 32 GPUs
     python -m distlab.nccl h100_sxm8 --collective all_gather          # FSDP's traffic
-    python -m distlab.nccl b200_sxm8 --nccl-version 2.30.4 --json out.json
+    python -m distlab.nccl b200_sxm8 --release 2.30.4 --json out.json
     python -m distlab.nccl gb200_nvl72 --sizes 1M,1G         # one 72-GPU NVLink domain
+    python -m distlab.nccl --judge                     # the model on the published tables
     python -m distlab.nccl --boxes                     # every box, network and release
 
 Per size: NCCL's algorithm and protocol (its estimate's cheapest), channels launched, chunk
@@ -16,10 +17,13 @@ what bounds it (``host``: the harness cannot enqueue faster; ``gpu``; under ``to
 which times one call at a time, the larger of the two terms that add). The model is
 :mod:`distlab.nccl.execution` (NCCL 2.18 to 2.30; a release the model does
 not hold is priced with its neighbour, which one line on stderr and ``--json``'s
-``nccl_version`` say). ``--boxes`` lists every box, network and release the model knows, where
-its constants come from and how published tables judge it (:mod:`distlab.nccl.inventory`).
-The model's error on every published table is ``python -m distlab.judge nccl --published``.
-Nothing is measured.
+``nccl_version`` say; ``--release`` is also spelt ``--nccl-version``). ``--judge`` prints the
+model's error on every published table (the same report as ``python -m distlab.judge nccl
+--published``, :mod:`distlab.nccl.judged`); ``--boxes`` lists every box, network and release
+the model knows, where its constants come from and how published tables judge it
+(:mod:`distlab.nccl.inventory`). The options that name the same thing are spelt as
+``python -m distlab.rccl``'s: ``--release``, ``--nodes``, ``--sizes``, ``--judge``,
+``--boxes``, ``--json``. Nothing is measured.
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ from distlab.nccl.multinode import NETWORKS
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NCCL_CONSTANTS,
+    release_key,
     resolve_nccl_version,
 )
 from distlab.report.jsonfile import write_json
-from distlab.vocabulary import collective_name, nccl_release
+from distlab.vocabulary import collective_name
 
 __all__ = ["PROG", "main"]
 
@@ -49,15 +54,15 @@ PROG = "python -m distlab.nccl"
 
 
 def _release(text: str) -> str:
-    """``--nccl-version``'s ``type=``: a release as NCCL prints it (``2.26``, ``2.26.2``,
-    ``v2.26.2-1``, ``2.26.2+cuda12.8``), kept as written; one the model does not hold is priced
-    with its neighbour (:func:`~distlab.nccl.versions.resolve_nccl_version`)."""
+    """``--release``'s ``type=``: a release as NCCL prints it (``2.26``, ``2.26.2``,
+    ``v2.26.2-1``, ``2.26.2+cuda12.8``), kept as written, checked as the Python functions check
+    ``nccl_version`` (:func:`~distlab.nccl.versions.release_key`: a CUDA version like ``12.8``
+    is refused); one the model does not hold is priced with its neighbour
+    (:func:`~distlab.nccl.versions.resolve_nccl_version`)."""
     try:
-        nccl_release(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid value {text!r}: a release like 2.26, 2.26.2 or 2.26.2+cuda12.8 (the "
-            f"releases modelled are {', '.join(sorted(NCCL_CONSTANTS))})") from None
+        release_key(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
     return str(text).strip()
 
 
@@ -82,8 +87,8 @@ def _parser() -> options.Parser:
                         "calls; default), torch-isolated (one call at a time on an idle GPU, "
                         "torch's host overhead added to each) or nccl-tests (-g: one process "
                         "drives every GPU)")
-    p.add_argument("--nccl-version", type=_release, default=DEFAULT_NCCL_VERSION,
-                   metavar="RELEASE",
+    p.add_argument("--release", "--nccl-version", dest="nccl_version", type=_release,
+                   default=DEFAULT_NCCL_VERSION, metavar="RELEASE",
                    help=f"the NCCL release: {', '.join(sorted(NCCL_CONSTANTS))}, or as NCCL "
                         "prints it (2.26.2, 2.26.2+cuda12.8), which prices its minor release "
                         f"(default {DEFAULT_NCCL_VERSION}: 2.28.9, torch 2.11's)")
@@ -98,6 +103,9 @@ def _parser() -> options.Parser:
                    help="the collective: all_reduce (default), or all_gather, reduce_scatter or "
                         "broadcast on one node; nccl-tests' spellings (allreduce, allgather, "
                         "reducescatter) are accepted")
+    p.add_argument("--judge", action="store_true",
+                   help="the measured-time model on every published table instead (as python "
+                        "-m distlab.judge nccl --published)")
     p.add_argument("--boxes", action="store_true",
                    help="every box, network and NCCL release the model knows, where each "
                         "constant comes from and how published tables judge it")
@@ -109,16 +117,22 @@ def _parser() -> options.Parser:
 def _nccl_command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    if args.boxes and args.box is not None:
-        p.error("give one of BOX or --boxes")
+    if sum((args.boxes, args.judge, args.box is not None)) > 1:
+        p.error("give one of BOX, --judge or --boxes")
+    if args.judge:
+        if args.json is not None:
+            p.error("--json writes a BOX's table or the --boxes report; the judgement is text")
+        from distlab.nccl.judged import collective_lines, multinode_lines, published_lines
+
+        print("\n".join(published_lines() + multinode_lines() + collective_lines()))
+        return 0
     if args.boxes:
         from distlab.nccl.inventory import print_boxes
 
         print_boxes(args.json)
         return 0
     if args.box is None:
-        p.error("give a BOX or --boxes (the model on published tables: python -m distlab.judge "
-                "nccl --published)")
+        p.error("give a BOX, --judge (the model on published tables) or --boxes")
     if args.nodes > 1 and args.network is None:
         p.error(f"--nodes {args.nodes} needs --network")
     if args.nodes == 1 and args.network is not None:

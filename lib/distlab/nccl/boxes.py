@@ -302,16 +302,19 @@ class NcclGraph:
 
 
 def nccl_graphs(box: BoxLike, world_size: int, *,
-                version: NcclConstants | None = None) -> dict[str, NcclGraph]:
+                version: str | NcclConstants | None = None) -> dict[str, NcclGraph]:
     """The ring, tree and (where available) NVLS graphs for ``world_size`` GPUs of ``box``.
 
-    ``version``: an :class:`~distlab.nccl.versions.NcclConstants` whose Blackwell
-    speed table applies (``None``: 2.28.9's, :data:`SPEEDS_INTRA`).
-    Raises ``ValueError`` for ``world_size`` outside ``[2, box.gpus]`` (one GPU has no graph).
+    ``version``: an NCCL release or an :class:`~distlab.nccl.versions.NcclConstants` whose
+    Blackwell speed table applies (``None``: 2.28.9's, :data:`SPEEDS_INTRA`).
+    Raises ``ValueError`` for ``world_size`` outside ``[2, box.gpus]`` (one GPU has no graph)
+    or a release that is not one.
     """
+    from distlab.nccl.versions import constants_or_none
+
     b = gpu_box(box)
     return box_graphs(b, check_int("world_size", world_size, minimum=2, maximum=b.gpus),
-                      version=version)
+                      version=constants_or_none(version))
 
 
 def box_graphs(b: GpuBox, n: int, *, version: NcclConstants | None = None) -> dict[str, NcclGraph]:

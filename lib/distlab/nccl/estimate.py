@@ -46,7 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distlab._checks import check_int
+from distlab._checks import check_int, check_sizes
 from distlab.nccl import versions
 from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
 from distlab.nccl.versions import NcclConstants, nccl_constants
@@ -272,6 +272,7 @@ def nccl_allreduce(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
     box = gpu_box(preset)
     n = _check_world_size(box, world_size)
     sizes = check_sizes(sizes_bytes)
+    versions.resolve_nccl_version(nccl_version)  # checked for one rank too
     if n == 1:
         return [Choice(s, 1, "ring", "Simple", 0.0, (Candidate("ring", "Simple", 0.0, 0.0, 0.0),))
                 for s in sizes]
@@ -458,15 +459,6 @@ def price_entry(entry: TuningEntry, nbytes: int) -> Candidate:
 
 def _check_world_size(box: GpuBox, world_size: Any) -> int:
     return check_int("world_size", world_size, minimum=1, maximum=box.gpus)
-
-
-def check_sizes(sizes_bytes: Any) -> list[int]:
-    """``sizes_bytes`` as a list of ints >= 1 (``TypeError`` / ``ValueError`` naming the first
-    bad one)."""
-    if isinstance(sizes_bytes, (str, bytes)) or not isinstance(sizes_bytes, Iterable):
-        raise TypeError(f"sizes_bytes must be a sequence of ints >= 1, got "
-                        f"{type(sizes_bytes).__name__} {sizes_bytes!r}")
-    return [check_int(f"sizes_bytes[{i}]", s, minimum=1) for i, s in enumerate(sizes_bytes)]
 
 
 def check_subset(name: str, values: Iterable[str] | None,

@@ -68,7 +68,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distlab._checks import check_choice, check_int
+from distlab._checks import check_choice, check_instance, check_int
 from distlab.nccl import versions
 from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
 from distlab.nccl.estimate import (
@@ -153,6 +153,9 @@ def nccl_execution(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int],
     version = versions.nccl_constants(nccl_version)
     box = gpu_box(preset)
     nodes = check_int("nodes", nodes, minimum=1)
+    check_choice("harness", harness, HARNESSES)
+    if constants is not None:
+        check_instance("constants", constants, ExecutionConstants)
     if nodes > 1 or network is not None:
         return multinode_execution(box, world_size, sizes_bytes, nodes, network, harness,
                                    constants, algorithms, protocols, version)
@@ -225,7 +228,9 @@ def predict_nccl_measured(preset: BoxLike, world_size: int, sizes_bytes: Sequenc
                           **kwargs: Any) -> list[float]:
     """Seconds of NCCL's allreduce as measured, one per size (:func:`nccl_execution`'s
     arguments); 0 for one rank (no communication)."""
-    if check_int("world_size", world_size, minimum=1) == 1:
+    if check_int("world_size", world_size, minimum=1) == 1:  # no communication, same checks
         gpu_box(preset)
-        return [0.0 for _ in sizes_bytes]
+        check_choice("harness", kwargs.get("harness", "torch"), HARNESSES)
+        versions.resolve_nccl_version(kwargs.get("nccl_version"))
+        return [0.0 for _ in check_sizes(sizes_bytes)]
     return [e.seconds for e in nccl_execution(preset, world_size, sizes_bytes, **kwargs)]

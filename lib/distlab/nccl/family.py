@@ -34,7 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
-from distlab._checks import check_choice, check_int
+from distlab._checks import check_choice, check_instance, check_int
 from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
 from distlab.nccl.estimate import (
     BASE_LATENCY_US,
@@ -62,7 +62,7 @@ from distlab.nccl.per_size import (
     run_size,
     shipped_constants,
 )
-from distlab.vocabulary import busbw_factor, gb_per_s
+from distlab.vocabulary import busbw_factor, collective_name, gb_per_s
 
 __all__ = ["FAMILY", "FamilyLayout", "FamilyRun", "nccl_collective"]
 
@@ -136,14 +136,17 @@ def nccl_collective(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int]
         world_size: GPUs, in ``[2, preset.gpus]``.
         sizes_bytes: NCCL's ``nBytes`` per call: the whole gathered (all-gather) or scattered
             (reduce-scatter) buffer, the broadcast buffer; ints >= 1.
-        collective: one of :data:`FAMILY`.
+        collective: one of :data:`FAMILY`, in any spelling
+            :func:`distlab.vocabulary.collective_name` reads (nccl-tests' ``allgather``), as
+            the command takes it.
         harness, constants: as :func:`~distlab.nccl.execution.nccl_execution`.
     """
     box = gpu_box(preset)
     n = check_int("world_size", world_size, minimum=2, maximum=box.gpus)
-    collective = check_choice("collective", collective, FAMILY)
+    collective = check_choice("collective", collective_name(collective), FAMILY)
     how = HARNESSES[check_choice("harness", harness, HARNESSES)]
-    constants = shipped_constants() if constants is None else constants
+    constants = shipped_constants() if constants is None else \
+        check_instance("constants", constants, ExecutionConstants)
     cands = _candidates(box, n, collective)
     layout = FamilyLayout(box, n, collective, box_graphs(box, n)["ring"])
     host = how.term(constants, n, box)

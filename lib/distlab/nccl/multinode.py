@@ -71,7 +71,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from distlab._checks import check_choice, check_int
+from distlab._checks import check_choice, check_float, check_int
+from distlab.links import check_nic_gbps
 from distlab.nccl.boxes import BoxLike, GpuBox, box_graphs, gpu_box
 from distlab.nccl.estimate import (
     BASE_LATENCY_US,
@@ -110,7 +111,7 @@ from distlab.nccl.per_size import (
     run_size,
     shipped_constants,
 )
-from distlab.nccl.versions import NcclConstants
+from distlab.nccl.versions import NcclConstants, constants_or_none
 
 __all__ = ["NETWORKS", "MultinodeGraph", "MultinodeLayout", "Network", "multinode_choices",
            "multinode_execution", "multinode_graphs", "multinode_table", "net_hop_us", "network",
@@ -126,7 +127,8 @@ class Network:
     Attributes:
         key: short name (the key of :data:`NETWORKS`).
         name: what it is.
-        nic_gbps: GB/s per physical port per direction as NCCL reads it (``mbps / 8000``).
+        nic_gbps: GB/s (bytes) per physical port per direction as NCCL reads it (``mbps /
+            8000``), in ``(0, 100]``: a 400 Gb/s port is 50.
         rails: physical ports per node.
         source: where the figures come from.
         ports_per_device: ports NCCL reads as one device of their summed speed (1: none).
@@ -166,6 +168,17 @@ class Network:
     nccl_protocols: tuple[str, ...] = ()
     min_stripe_bytes: int = 0
     nvls_chunk_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        """A port's rate in GB/s within :func:`distlab.links.check_nic_gbps`'s range (a rate
+        in Gb/s is refused, naming the unit), whole numbers of ports, each checked at once."""
+        check_nic_gbps(self.nic_gbps)
+        check_int("rails (ports per node)", self.rails, minimum=1)
+        check_int("ports_per_device", self.ports_per_device, minimum=1, maximum=self.rails)
+        check_float("plugin_latency_us", self.plugin_latency_us, minimum=0.0)
+        check_float("hop_floor_us", self.hop_floor_us, minimum=0.0)
+        check_int("min_stripe_bytes", self.min_stripe_bytes, minimum=0)
+        check_int("nvls_chunk_bytes", self.nvls_chunk_bytes, minimum=0)
 
     def nccl_devices(self, version: NcclConstants | None = None) -> tuple[int, float]:
         """``(devices, GB/s each)`` per node as NCCL's topology holds them under ``version``
@@ -409,12 +422,13 @@ def tree_intra_speed(speeds: Sequence[float], channels: int, speed: float,
 def multinode_table(box: BoxLike, world_size: int, nodes: int, net: Network | str, *,
                     algorithms: Iterable[str] | None = None,
                     protocols: Iterable[str] | None = None,
-                    version: NcclConstants | None = None) -> list[TuningEntry]:
+                    version: str | NcclConstants | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
     all, ``world_size / nodes`` per node) over network ``net``: one
-    :class:`~distlab.nccl.estimate.TuningEntry` per pair, NCCL's order."""
+    :class:`~distlab.nccl.estimate.TuningEntry` per pair, NCCL's order. ``version``: as
+    :func:`multinode_choices`."""
     b, n, nodes, nw, algos, protos = _checked(box, world_size, nodes, net, algorithms, protocols)
-    return node_table(b, n, nodes, nw, algos, protos, version)
+    return node_table(b, n, nodes, nw, algos, protos, constants_or_none(version))
 
 
 def _checked(box: BoxLike, world_size: int, nodes: int, net: Network | str,
@@ -471,11 +485,13 @@ def node_table(b: GpuBox, n: int, nodes: int, nw: Network, algos: tuple[str, ...
 def multinode_choices(box: BoxLike, world_size: int, sizes_bytes: Sequence[int], nodes: int,
                       net: Network | str, *, algorithms: Iterable[str] | None = None,
                       protocols: Iterable[str] | None = None,
-                      version: NcclConstants | None = None) -> list[Choice]:
+                      version: str | NcclConstants | None = None) -> list[Choice]:
     """NCCL's choice and estimate per size across nodes (``ncclTopoGetAlgoTime``: the tree
     correction, from 2.29.7 on NVLS-Tree too on Blackwell with an x86 CPU, and the ring's Simple
-    plateau). ``version``: an ``NcclConstants`` whose Blackwell rows apply (``None``: 2.28.9)."""
+    plateau). ``version``: an NCCL release or an ``NcclConstants`` whose Blackwell rows apply
+    (``None``: 2.28.9)."""
     b, n, nodes, nw, algos, protos = _checked(box, world_size, nodes, net, algorithms, protocols)
+    version = constants_or_none(version)
     return node_choices(b, n, sizes_bytes, nodes, nw, algos, protos, version,
                         asked=(algorithms, protocols))
 

@@ -70,7 +70,8 @@ from dataclasses import dataclass
 from distlab.vocabulary import NcclRelease, nccl_release
 
 __all__ = ["DEFAULT_NCCL_VERSION", "NCCL_CONSTANTS", "NcclConstants", "NcclReleaseWarning",
-           "ResolvedVersion", "nccl_constants", "release_key", "resolve_nccl_version"]
+           "ResolvedVersion", "constants_or_none", "nccl_constants", "release_key",
+           "resolve_nccl_version"]
 
 #: ``sm100SpeedArrayIntra`` / ``sm100SpeedArrayInter`` (``src/graph/search.cc``), GB/s per channel.
 SM100_INTRA_2_28 = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
@@ -203,13 +204,26 @@ class ResolvedVersion:
 def release_key(text: str) -> tuple[int, int]:
     """``(major, minor)`` of a release as NCCL prints it (:func:`distlab.vocabulary.nccl_release`:
     ``2.26``, ``2.26.2``, ``v2.26.2-1``, ``2.26.2+cuda12.8``, ``NCCL 2.26``). Raises
-    ``ValueError`` naming the forms and the modelled releases otherwise."""
+    ``ValueError`` naming the forms and the modelled releases otherwise, and for a major of
+    :data:`CUDA_LIKE_MAJOR` or more (``"12.8"``, a CUDA version) rather than pricing it as the
+    newest release."""
     try:
-        return nccl_release(text).key
+        key = nccl_release(text).key
     except ValueError:
         raise ValueError(f"nccl_version must be a release like '2.26', '2.26.2', 'v2.26.2-1' or "
                          f"'2.26.2+cuda12.8' (the modelled ones are {', '.join(NCCL_CONSTANTS)}), "
                          f"got {text!r}") from None
+    if key[0] >= CUDA_LIKE_MAJOR:
+        raise ValueError(f"nccl_version {str(text).strip()!r} is not an NCCL release (NCCL's are "
+                         f"2.x, e.g. 2.26.2; a CUDA or driver version?); the modelled ones are "
+                         f"{', '.join(NCCL_CONSTANTS)}")
+    return key
+
+
+CUDA_LIKE_MAJOR = 10
+"""The smallest major :func:`release_key` refuses: CUDA's releases (10.x-13.x) and drivers'
+(5xx) are what users give by mistake; NCCL is at 2.x, and a 3.x would price as the newest
+release held, with the note."""
 
 
 def resolve_nccl_version(version: str | NcclConstants | None = None) -> ResolvedVersion:
@@ -249,3 +263,15 @@ def nccl_constants(version: str | NcclConstants | None = None) -> NcclConstants:
     if resolved.note:
         warnings.warn(resolved.note, NcclReleaseWarning, stacklevel=2)
     return resolved.version
+
+
+def constants_or_none(version: str | NcclConstants | None) -> NcclConstants | None:
+    """``None`` kept (the caller's default rows, 2.28.9's), an :class:`NcclConstants` itself, a
+    release string through :func:`nccl_constants` (checked, its note a warning); a
+    ``TypeError`` for anything else."""
+    if version is None or isinstance(version, NcclConstants):
+        return version
+    if not isinstance(version, str):
+        raise TypeError(f"version must be an NCCL release like '2.28' or an NcclConstants, got "
+                        f"{type(version).__name__} {version!r}")
+    return nccl_constants(version)

@@ -11,15 +11,20 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
   RCCL's own estimate beside it (what RCCL minimizes; far from a run's time,
   docs/rccl-research.md).
 - :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
-  and across nodes), fitted on published rccl-tests tables (``data/published.json``) and
-  judged on others (gfx950's one node at the gfx942 fit's xGMI rates scaled by the links'
-  speeds); what it cannot price yet (RCCL's tree and LL rings across nodes) says so.
+  and across nodes, and the tree across nodes), fitted on published rccl-tests tables
+  (``data/published.json``) and judged on others (gfx950's one node at the gfx942 fit's xGMI
+  rates scaled by the links' speeds); what it cannot price (LL rings across nodes) says so.
 - :mod:`.boxes`: the MI300X / MI325X / MI355X boxes and the NICs beside them, each constant
   with its source, and each box's published tables judged.
 - ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, ``--judge`` and
-  ``--boxes``.
+  ``--boxes`` (also ``python -m distlab.judge rccl``; :mod:`.lines` prints them).
 
-Not here yet (issue 59): the tree across nodes' time, other collectives.
+Every public function checks its arguments as the command does: a release (an RCCL 2.x
+release or ``rocm-X.Y``; a ROCm release without its prefix is refused, naming the form), a
+dtype through :func:`distlab.vocabulary.dtype_name` (``"bf16"``, ``torch.bfloat16``), a NIC's
+rate in GB/s through :func:`distlab.links.check_nic_gbps`.
+
+Not modelled: collectives other than allreduce (the trace judge says so for each).
 """
 
 from distlab.rccl.choice import RcclCandidate, RcclChoice, rccl_allreduce_choices

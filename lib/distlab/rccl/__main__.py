@@ -4,7 +4,7 @@ MI350X / MI355X), and how long it takes (model).
     python -m distlab.rccl                          # one node, RCCL 2.26.6, 64 KiB..4 GiB
     python -m distlab.rccl --nodes 2 --release rocm-6.4 --sizes 1M,64M,1G
     python -m distlab.rccl --nodes 2 --gpu MI355X   # gfx950 (same as --arch gfx950)
-    python -m distlab.rccl --no-msccl --dtype bfloat16
+    python -m distlab.rccl --no-msccl --dtype bf16      # any torch dtype name or alias
     python -m distlab.rccl --judge                  # the model on the published tables
     python -m distlab.rccl --boxes                  # the AMD boxes and NICs, with sources
     python -m distlab.rccl --nodes 4 --json out.json
@@ -13,7 +13,13 @@ Per size: the path RCCL takes (MSCCL's allpairs on one node, its cost model, the
 protocol override), the algorithm and protocol, RCCL's own estimate (what it minimizes; not a
 run's time), the modelled time and its bus bandwidth, or why it is not priced
 (:mod:`distlab.rccl.execution`). A release the model does not hold is priced with the
-tables it carries or its neighbour, which one line on stderr says. Nothing is measured.
+tables it carries or its neighbour, which one line on stderr says. Every option is checked by
+the same function that checks the Python argument (``--release`` as
+:func:`~distlab.rccl.tables.check_release`, ``--dtype`` as :func:`distlab.vocabulary.dtype_name`,
+``--nic-gbps`` as :func:`distlab.links.check_nic_gbps`), and the options that name the same
+thing are spelt as ``python -m distlab.nccl``'s: ``--release``, ``--nodes``, ``--sizes``,
+``--judge`` (also ``python -m distlab.judge rccl --published``), ``--boxes``, ``--json``.
+Nothing is measured.
 """
 
 from __future__ import annotations
@@ -21,21 +27,22 @@ from __future__ import annotations
 import sys
 from argparse import ArgumentTypeError
 from collections.abc import Sequence
-from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.rccl.boxes import NOT_PRICED, box_lines, box_rows, nic_rows
-from distlab.rccl.execution import judge, rccl_allreduce_times
-from distlab.rccl.lines import judge_lines, judge_rows, time_lines, time_row
+from distlab.links import NIC_GBPS_MAX, check_nic_gbps
+from distlab.rccl.execution import NIC_GBPS, rccl_allreduce_times
+from distlab.rccl.lines import boxes_report, judge_report, time_lines, time_row
 from distlab.rccl.tables import (
     DEFAULT_ARCH,
     DEFAULT_RELEASE,
     GPU_ARCHS,
     RCCL_ARCHS,
     RCCL_TABLES,
+    check_release,
 )
 from distlab.report.jsonfile import write_json
+from distlab.vocabulary import dtype_name
 
 __all__ = ["PROG", "main"]
 
@@ -69,19 +76,23 @@ def _parser() -> options.Parser:
                         f"{DEFAULT_ARCH}); gfx950's one node at MI300X's fitted xGMI rates x 1.2")
     p.add_argument("--gpu", type=_gpu, default=None, metavar="GPU",
                    help=f"the GPU instead of --arch: {', '.join(GPU_ARCH)}")
-    p.add_argument("--release", default=DEFAULT_RELEASE, metavar="RELEASE",
-                   help=f"the RCCL release ({', '.join(sorted(RCCL_TABLES))}, any other "
+    p.add_argument("--release", "--rccl-version", type=options.checked(check_release),
+                   default=DEFAULT_RELEASE, metavar="RELEASE",
+                   help=f"the RCCL release ({', '.join(sorted(RCCL_TABLES))}, any other 2.x "
                         "priced by its neighbour) or ROCm's (rocm-6.4)")
     p.add_argument("--sizes", type=options.size_list, default=None,
                    help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..4 GiB x4)")
     p.add_argument("--no-msccl", action="store_true",
                    help="MSCCL off (RCCL_MSCCL_ENABLE=0): one node runs the cost model's ring")
-    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
-                   help="element type (bf16 above 8 MiB skips MSCCL from 2.26.6)")
+    p.add_argument("--dtype", type=options.checked(dtype_name), default="float32",
+                   metavar="DTYPE",
+                   help="element type, as torch names it or an alias (bfloat16, bf16, "
+                        "torch.bfloat16; bf16 above 8 MiB skips MSCCL from 2.26.6)")
     p.add_argument("--intel-host", action="store_true",
                    help="an Intel CPU host (RCCL's network overhead 1 us instead of 2)")
-    p.add_argument("--nic-gbps", type=options.positive_float, default=50.0,
-                   help="one NIC's rate in GB/s (default 50: 400 Gb/s)")
+    p.add_argument("--nic-gbps", type=options.checked(check_nic_gbps, float), default=NIC_GBPS,
+                   help=f"one NIC's rate in GB/s (bytes), in (0, {NIC_GBPS_MAX:g}]; a 400 Gb/s "
+                        "NIC is 50")
     p.add_argument("--judge", action="store_true",
                    help="the execution model on every published table instead")
     p.add_argument("--boxes", action="store_true",
@@ -90,19 +101,6 @@ def _parser() -> options.Parser:
     p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="also write the table as JSON to OUT")
     return p
-
-
-def _judge(out: Any) -> int:
-    rows = judge_rows()
-    print("\n".join(judge_lines(rows)))
-    if out is not None:
-        judged = judge()
-        write_json(out, {"tables": rows, "points": {j.id: [list(r) for r in j.rows]
-                                                    for j in judged},
-                         "unpriced": {j.id: [[n, why] for n, why in
-                                             zip(j.unpriced, j.unpriced_why, strict=True)]
-                                      for j in judged}})
-    return 0
 
 
 def _command(argv: list[str]) -> int:
@@ -117,23 +115,13 @@ def _command(argv: list[str]) -> int:
     if (args.judge or args.boxes) and (args.arch or args.gpu):
         p.error("--arch / --gpu price sizes; --judge and --boxes cover every table and box")
     if args.judge:
-        return _judge(args.json)
+        return judge_report(args.json)
     if args.boxes:
-        print("\n".join(box_lines()))
-        if args.json is not None:
-            write_json(args.json, {"boxes": box_rows(), "nics": nic_rows(),
-                                   "not_priced": list(NOT_PRICED)})
-        return 0
-    try:
-        rows, note = rccl_allreduce_times(args.nodes, args.sizes or DEFAULT_SIZES,
-                                          release=args.release, msccl=not args.no_msccl,
-                                          dtype=args.dtype, amd_host=not args.intel_host,
-                                          nic_gbps=args.nic_gbps, arch=arch)
-    except ValueError as e:
-        text = str(e)
-        options.fail(p, "--release", args.release,
-                     "a release like 2.21.5 or rocm-6.3" if "written like" in text else
-                     f"a ROCm release whose RCCL is known: {text.split('; ')[-1]}")
+        return boxes_report(args.json)
+    rows, note = rccl_allreduce_times(args.nodes, args.sizes or DEFAULT_SIZES,
+                                      release=args.release, msccl=not args.no_msccl,
+                                      dtype=args.dtype, amd_host=not args.intel_host,
+                                      nic_gbps=args.nic_gbps, arch=arch)
     if note:
         print(f"{PROG}: warning: {note}", file=sys.stderr)
     print("\n".join(time_lines(rows, args.nodes, args.release, arch)))

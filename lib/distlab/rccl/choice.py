@@ -45,9 +45,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from distlab._checks import check_int
+from distlab._checks import check_bool, check_int, check_sizes
 from distlab.rccl.tables import DEFAULT_ARCH, RcclTables, check_arch, resolve_release
+from distlab.vocabulary import dtype_name
 
 __all__ = ["GPUS_PER_NODE", "RCCL_XGMI_LINK_GBPS", "RcclCandidate", "RcclChoice",
            "XGMI_BUS_GBPS", "XGMI_LINK_SPEC_GBPS", "rccl_allreduce_choices", "tree_latency_us"]
@@ -195,7 +197,7 @@ def _protocol_override(t: RcclTables, nodes: int, nbytes: int) -> str | None:
 
 def rccl_allreduce_choices(nodes: int, sizes_bytes: Sequence[int], *,
                            release: str | None = None, msccl: bool = True,
-                           dtype: str = "float32", amd_host: bool = True,
+                           dtype: Any = "float32", amd_host: bool = True,
                            arch: str = DEFAULT_ARCH) -> tuple[list[RcclChoice], str]:
     """RCCL's choice for an allreduce of each size over ``nodes`` 8-GPU gfx942 (or gfx950)
     nodes.
@@ -205,7 +207,9 @@ def rccl_allreduce_choices(nodes: int, sizes_bytes: Sequence[int], *,
         sizes_bytes: message sizes in bytes, each >= 1.
         release: an RCCL release (``"2.21.5"``) or ROCm one (``"rocm-6.3"``); default 2.26.6.
         msccl: whether MSCCL is on (``RCCL_MSCCL_ENABLE``, default on).
-        dtype: the element type (``"bfloat16"`` matters: from 2.26.6 it skips MSCCL above 8 MiB).
+        dtype: the element type, a ``torch.dtype`` or any spelling
+            :func:`distlab.vocabulary.dtype_name` reads (``"bf16"``, ``"torch.bfloat16"``);
+            bfloat16 matters: from 2.26.6 it skips MSCCL above 8 MiB.
         amd_host: an AMD CPU (network overhead 2 us) or not (1 us).
         arch: ``"gfx942"`` (MI300X, MI325X; default) or ``"gfx950"`` (MI350X, MI355X).
 
@@ -214,12 +218,17 @@ def rccl_allreduce_choices(nodes: int, sizes_bytes: Sequence[int], *,
         one read, else how it is priced).
 
     Raises:
-        ValueError: a node count below 1, a size below 1, a release not written as one, or an
-            architecture whose tables are not held.
+        ValueError: a node count below 1, a size below 1, a release not written as one (a ROCm
+            release without ``rocm-`` included: :func:`~.tables.resolve_release`), a dtype
+            the vocabulary does not know, or an architecture whose tables are not held.
+        TypeError: a non-int count or size, a non-bool ``msccl`` / ``amd_host``.
     """
     check_int("nodes", nodes, minimum=1)
-    sizes = [check_int("size", s, minimum=1) for s in sizes_bytes]
+    sizes = check_sizes(sizes_bytes)
     resolved = resolve_release(release, check_arch(arch))
+    dtype = dtype_name(dtype)
+    msccl = check_bool("msccl", msccl)
+    amd_host = check_bool("amd_host", amd_host)
     t = resolved.tables
     overhead = NET_OVERHEAD_US if amd_host else 1.0
     out = []

@@ -64,6 +64,8 @@ from typing import Any
 
 import numpy as np
 
+from distlab._checks import check_instance
+from distlab.links import check_nic_gbps
 from distlab.rccl.choice import (
     GPUS_PER_NODE,
     XGMI_BUS_GBPS,
@@ -219,7 +221,7 @@ def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float,
 
 
 def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str | None = None,
-                         msccl: bool = True, dtype: str = "float32", amd_host: bool = True,
+                         msccl: bool = True, dtype: Any = "float32", amd_host: bool = True,
                          nic_gbps: float = NIC_GBPS,
                          constants: ExecutionConstants = SHIPPED,
                          arch: str = DEFAULT_ARCH) -> tuple[list[RcclTime], str]:
@@ -227,10 +229,13 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
 
     Arguments as :func:`~.choice.rccl_allreduce_choices` (``arch``: ``"gfx942"`` or
     ``"gfx950"``, whose one node is priced at :func:`xgmi_scale`); ``nic_gbps``: one NIC's
-    rate, GB/s (one NIC per GPU). Returns the rows and the release note.
+    rate in GB/s (bytes; one NIC per GPU), in ``(0, 100]``
+    (:func:`distlab.links.check_nic_gbps`: a 400 Gb/s NIC is 50); ``constants``: an
+    :class:`ExecutionConstants`. Returns the rows and the release note. Every argument is
+    checked as the command checks it, before anything is priced.
     """
-    if not isinstance(nic_gbps, (int, float)) or not nic_gbps > 0:
-        raise ValueError(f"nic_gbps must be a positive number of GB/s, got {nic_gbps!r}")
+    nic_gbps = check_nic_gbps(nic_gbps)
+    check_instance("constants", constants, ExecutionConstants)
     choices, note = rccl_allreduce_choices(nodes, sizes_bytes, release=release, msccl=msccl,
                                            dtype=dtype, amd_host=amd_host, arch=arch)
     rows = []

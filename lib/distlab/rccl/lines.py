@@ -1,19 +1,23 @@
-"""RCCL's choice and time, and the execution model's judgement, as printed lines: what
-``python -m distlab.rccl`` prints and notebook 14 shows (one place for both)."""
+"""RCCL's choice and time, and the execution model's judgement, as printed lines and JSON: what
+``python -m distlab.rccl`` and ``python -m distlab.judge rccl`` print and notebook 14 shows (one
+place for all three)."""
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from os import PathLike
 from typing import Any
 
+from distlab.rccl.boxes import NOT_PRICED, box_lines, box_rows, nic_rows
 from distlab.rccl.execution import RcclTime, judge, one_node_note, tree_note
 from distlab.rccl.tables import GPU_ARCHS, arch_gpus
+from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import size_label
 
-__all__ = ["JUDGE_COLUMNS", "TIME_COLUMNS", "judge_lines", "judge_rows", "time_lines",
-           "time_row"]
+__all__ = ["JUDGE_COLUMNS", "TIME_COLUMNS", "boxes_json", "boxes_report", "judge_json",
+           "judge_lines", "judge_report", "judge_rows", "time_lines", "time_row"]
 
 TIME_COLUMNS = (
     Column("size", "size", align="<"), Column("path", "path", align="<"),
@@ -74,3 +78,39 @@ def judge_lines(rows: Sequence[dict[str, Any]] | None = None) -> list[str]:
     return ["# the execution model on published rccl-tests allreduce tables, sizes >= 64 KiB",
             "# error: (measured - model) / model of the out-of-place times",
             format_table(rows, JUDGE_COLUMNS), *tail]
+
+
+def judge_json(rows: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The judgement as ``--judge --json`` writes it: the table rows (:func:`judge_rows`), each
+    table's priced points and its unpriced sizes with the reason."""
+    judged = judge()
+    return {"tables": judge_rows() if rows is None else list(rows),
+            "points": {j.id: [list(r) for r in j.rows] for j in judged},
+            "unpriced": {j.id: [[n, why] for n, why in zip(j.unpriced, j.unpriced_why,
+                                                            strict=True)]
+                         for j in judged}}
+
+
+def boxes_json() -> dict[str, Any]:
+    """The boxes and NICs as ``--boxes --json`` writes them, with what is not priced."""
+    return {"boxes": box_rows(), "nics": nic_rows(), "not_priced": list(NOT_PRICED)}
+
+
+def judge_report(out: str | PathLike[str] | None) -> int:
+    """Print the execution model on every published table; with ``out``, also its JSON
+    (:func:`~distlab.rccl.lines.judge_json`). What ``--judge`` and ``python -m distlab.judge
+    rccl --published`` run."""
+    rows = judge_rows()
+    print("\n".join(judge_lines(rows)))
+    if out is not None:
+        write_json(out, judge_json(rows))
+    return 0
+
+
+def boxes_report(out: str | PathLike[str] | None) -> int:
+    """Print the boxes and NICs with their sources; with ``out``, also their JSON. What
+    ``--boxes`` and ``python -m distlab.judge rccl --boxes`` run."""
+    print("\n".join(box_lines()))
+    if out is not None:
+        write_json(out, boxes_json())
+    return 0

@@ -44,8 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 __all__ = ["DEFAULT_ARCH", "GPU_ARCHS", "RCCL_ARCHS", "RCCL_ARCH_TABLES", "RCCL_TABLES",
-           "RcclTables", "ResolvedRelease", "arch_gpus", "check_arch", "release_key",
-           "resolve_release"]
+           "RcclTables", "ResolvedRelease", "arch_gpus", "check_arch", "check_release",
+           "release_key", "resolve_release", "rocm_rccl"]
 
 Row = tuple[float, float, float]
 """One value per protocol: LL, LL128, Simple."""
@@ -237,11 +237,44 @@ def check_arch(arch: object) -> str:
 
 
 def release_key(text: str) -> tuple[int, ...]:
-    """``"2.21.5"`` -> ``(2, 21, 5)``; a ``ValueError`` naming the form otherwise."""
+    """``"2.21.5"`` -> ``(2, 21, 5)``; a ``ValueError`` naming the form otherwise, and for a
+    release whose major is not RCCL's 2 (``"6.4.1"``, a ROCm release without its prefix) the
+    ``rocm-`` form to write instead."""
     parts = text.strip().split(".")
     if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
-        raise ValueError(f"an RCCL release is written like 2.21.5 (or rocm-6.3), got {text!r}")
-    return tuple(int(p) for p in parts)
+        raise ValueError(f"release must be an RCCL release like 2.21.5 or a ROCm one like "
+                         f"rocm-6.3, got {text!r}")
+    key = tuple(int(p) for p in parts)
+    if key[0] != 2:
+        raise ValueError(f"release {text.strip()!r} is not an RCCL release (RCCL's are 2.x, "
+                         f"e.g. 2.21.5); for ROCm {text.strip()} write 'rocm-{text.strip()}'")
+    return key
+
+
+def rocm_rccl(rocm: str) -> str:
+    """The RCCL release ROCm ``rocm`` ships (``"6.4"`` or ``"6.4.1"`` -> ``"2.22.3"``); a
+    ``ValueError`` naming the ROCm releases known otherwise."""
+    minor = ".".join(rocm.strip().split(".")[:2])
+    if minor not in _ROCM:
+        raise ValueError(f"release rocm-{rocm.strip()}: ROCm {rocm.strip() or '?'} is not one "
+                         f"whose RCCL is known; one of {', '.join(_ROCM)}")
+    return _ROCM[minor]
+
+
+def check_release(release: str) -> str:
+    """``release`` (an RCCL release like ``"2.21.5"``, ``"2.21"``, or a ROCm one like
+    ``"rocm-6.3"``) if it is written as one, else a ``ValueError`` saying what to write
+    (``TypeError`` for a non-string): the check :func:`resolve_release` and the command's
+    ``--release`` share."""
+    if not isinstance(release, str):
+        raise TypeError(f"release must be a string like '2.21.5' or 'rocm-6.3', got "
+                        f"{type(release).__name__} {release!r}")
+    text = release.strip().lower()
+    if text.startswith("rocm"):
+        rocm_rccl(text.removeprefix("rocm").lstrip("-_ "))
+    else:
+        release_key(text)
+    return release
 
 
 @dataclass(frozen=True)
@@ -263,23 +296,17 @@ def resolve_release(release: str | None = None, arch: str = DEFAULT_ARCH) -> Res
     one older than all); each time but the first with a note.
 
     Raises:
-        ValueError: not a release, a ROCm release RCCL's changelog does not name, or an
-            architecture whose tables are not held.
+        ValueError: not a release (a ROCm release without its ``rocm-`` prefix, ``"6.4.1"``,
+            is refused with the form to write), a ROCm release RCCL's changelog does not name,
+            or an architecture whose tables are not held.
+        TypeError: a release that is not a string.
     """
     held_tables = RCCL_ARCH_TABLES[check_arch(arch)]
     if release is None:
         return ResolvedRelease(DEFAULT_RELEASE, held_tables[DEFAULT_RELEASE], "")
-    if not isinstance(release, str):
-        raise TypeError(f"release must be a string like '2.21.5' or 'rocm-6.3', got "
-                        f"{type(release).__name__}")
-    text = release.strip().lower()
+    text = check_release(release).strip().lower()
     if text.startswith("rocm"):
-        rocm = text.removeprefix("rocm").lstrip("-_ ")
-        rocm = ".".join(rocm.split(".")[:2])
-        if rocm not in _ROCM:
-            raise ValueError(f"ROCm {rocm or '?'} is not one whose RCCL is known; one of "
-                             f"{', '.join(_ROCM)}")
-        text = _ROCM[rocm]
+        text = rocm_rccl(text.removeprefix("rocm").lstrip("-_ "))
     key = release_key(text)
     for t in held_tables.values():
         if release_key(t.release)[:len(key)] == key:

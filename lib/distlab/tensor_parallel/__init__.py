@@ -5,7 +5,9 @@
   :class:`~distlab.ddp.DDP` on the ``"dp"`` group; TP x PP with each pipeline stage split over
   the ``"tp"`` group and :class:`~distlab.pipeline_parallel.PipelineStage` given the ``"pp"``
   group, see :mod:`distlab.pipeline_parallel.runtime.stage`); :func:`check_mesh_shape` and
-  :func:`mesh_groups`, the same layout with no process group (checks before any rank starts).
+  :func:`mesh_groups`, the same layout with no process group (checks before any rank starts);
+  :func:`tp_group_of`, the group of a mesh, distlab's or torch's (``mesh["tp"]``), so every
+  call that takes distlab's mesh takes torch's.
 - :mod:`~distlab.tensor_parallel.comm`: tensor parallelism's f and f_bar and sequence
   parallelism's g and g_bar (the gather and reduce-scatter) as autograd Functions over a
   :class:`TPComm` (collectives counted per kind, optionally traced on a
@@ -38,7 +40,7 @@ _HOMES = {
     "comm": ("TPComm", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
              "reduce_from_tp_region", "reduce_scatter_to_sp", "split_to_tp_region"),
     "loss": ("loss_parallel_cross_entropy",),
-    "mesh": ("DeviceMesh", "check_mesh_shape", "init_mesh", "mesh_groups"),
+    "mesh": ("DeviceMesh", "check_mesh_shape", "init_mesh", "mesh_groups", "tp_group_of"),
     "parallelize": ("check_plan", "parallelize_module", "resolve_head_counts", "resolve_plan"),
     "style": ("ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "Replicate",
               "RowwiseParallel", "SequenceParallel", "Shard"),

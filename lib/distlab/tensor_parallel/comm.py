@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from distlab.collectives.algorithms.registry import BUILTIN, entry
 from distlab.collectives.runtime.by_name import all_gather_into, all_reduce_sum, reduce_scatter_sum
+from distlab.tensor_parallel.mesh import MeshLike, tp_group_of
 from distlab.timeline import Timeline, now_us
 
 __all__ = ["TPComm", "copy_to_tp_region", "gather_from_sp_region", "gather_from_tp_region",
@@ -47,8 +48,9 @@ _REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 class TPComm:
     """The collectives of one tensor-parallel group, counted and optionally traced.
 
-    ``group``: the process group (default: the default group). ``timeline``: where to record
-    every collective (None: not recorded). ``algorithm``: what runs each collective:
+    ``group``: the process group (default: the default group), or a one-dimensional mesh,
+    distlab's or torch's (:func:`~distlab.tensor_parallel.mesh.tp_group_of`). ``timeline``:
+    where to record every collective (None: not recorded). ``algorithm``: what runs each collective:
     ``"builtin"`` (torch.distributed's own call, the default), ``None`` (distlab's default plan
     of each collective), a plan name every one of the three collectives has (``"ring"``), or a
     mapping ``{"all_reduce": ..., "all_gather": ..., "reduce_scatter": ...}`` (a collective it
@@ -56,11 +58,11 @@ class TPComm:
     its names. ``counts``: collectives run so far, per kind.
     """
 
-    def __init__(self, group: dist.ProcessGroup | None = None, *,
+    def __init__(self, group: MeshLike = None, *,
                  timeline: Timeline | None = None,
                  algorithm: str | None | Mapping[str, str | None] = BUILTIN) -> None:
         self.algorithms = _algorithms(algorithm)
-        self.group = group
+        self.group = tp_group_of(group, "group")
         self.size = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
         self.global_rank = dist.get_rank()

@@ -19,6 +19,10 @@ tensor x pipeline parallelism put ``"tp"`` last, ``("pp", "tp")`` or ``("pp", "d
 
 :func:`check_mesh_shape` and :func:`mesh_groups` are pure (no process group): check a shape
 against a world size before any rank starts, and list every group of a dimension.
+
+torch's own ``torch.distributed.device_mesh.DeviceMesh`` is accepted wherever this one is
+(:func:`tp_group_of`): a one-dimensional mesh (``init_device_mesh("cpu", (2,))``) or a named
+dimension of a larger one (``mesh["tp"]``), so a torch script keeps its mesh.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ import math
 from collections.abc import Sequence
 
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
 from distlab._checks import check_int
 
-__all__ = ["DeviceMesh", "check_mesh_shape", "init_mesh", "mesh_groups"]
+__all__ = ["DeviceMesh", "MeshLike", "TorchDeviceMesh", "check_mesh_shape", "init_mesh",
+           "mesh_groups", "tp_group_of"]
 
 
 class DeviceMesh:
@@ -208,3 +214,51 @@ def init_mesh(shape: int | Sequence[int], dim_names: Sequence[str] | None = None
         groups.append(mine[0])
         members.append(mine[1])
     return DeviceMesh(dims, names, rank, tuple(groups), tuple(members))
+
+
+MeshLike = DeviceMesh | TorchDeviceMesh | dist.ProcessGroup | None
+"""What the tensor-parallel API takes as its group: distlab's mesh, torch's, a process group or
+None (the default group)."""
+
+ACCEPTED = ("a one-dimensional distlab.tensor_parallel.DeviceMesh or "
+            "torch.distributed.device_mesh.DeviceMesh (of a larger mesh, its named dimension: "
+            "mesh['tp']), a torch.distributed.ProcessGroup, or None (the default group)")
+"""The types :func:`tp_group_of` accepts, qualified, as its errors name them."""
+
+
+def _qualified(value: object) -> str:
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def tp_group_of(device_mesh: MeshLike, name: str = "device_mesh") -> dist.ProcessGroup | None:
+    """The process group a tensor-parallel call runs over, from what the caller gave as ``name``.
+
+    Accepted: distlab's :class:`DeviceMesh` of one dimension; torch's
+    ``torch.distributed.device_mesh.DeviceMesh`` of one dimension (``init_device_mesh("cpu",
+    (2,))``, or a named dimension of a larger mesh, ``mesh["tp"]``); a process group; None (the
+    default group, returned as None).
+
+    Raises:
+        ValueError: a mesh of more than one dimension (the message names its dimensions and
+            the one-dimensional form to pass).
+        TypeError: anything else, naming the accepted types and the given one, qualified.
+    """
+    if isinstance(device_mesh, DeviceMesh):
+        if device_mesh.ndim != 1:
+            raise ValueError(f"{name} must be one-dimensional for tensor parallelism, got "
+                             f"distlab's mesh of shape {device_mesh.shape} "
+                             f"{list(device_mesh.dim_names)}: pass mesh.get_group('tp')")
+        return device_mesh.get_group(0)
+    if isinstance(device_mesh, TorchDeviceMesh):
+        if device_mesh.ndim != 1:
+            names = device_mesh.mesh_dim_names
+            named = f" {list(names)}" if names else ""
+            pick = f"mesh[{names[-1]!r}]" if names else "a mesh built with mesh_dim_names"
+            raise ValueError(f"{name} must be one-dimensional for tensor parallelism, got "
+                             f"torch's mesh of shape {tuple(device_mesh.shape)}{named}: pass "
+                             f"{pick}")
+        return device_mesh.get_group()
+    if device_mesh is None or isinstance(device_mesh, dist.ProcessGroup):
+        return device_mesh
+    raise TypeError(f"{name} must be {ACCEPTED}; got {_qualified(device_mesh)}")

@@ -3,6 +3,8 @@
     from distlab.tensor_parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     model = parallelize_module(model, mesh.get_group("tp"),
                                {"net1": ColwiseParallel(), "net2": RowwiseParallel()})
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))  # torch's own
+    model = parallelize_module(model, mesh["tp"], plan)
 
 The plan maps submodule paths to styles, as torch's does: each dot-separated token is matched
 against child names with ``fnmatch`` (``"layers.*.attention.wq"``). Unlike torch, a key that
@@ -17,9 +19,9 @@ the plan, divided by the group size after the split). Parameters tied before the
 embedding and an output head) are split separately; tie them again afterwards, as torch's
 tests do (``model.output.weight = model.tok_embeddings.weight``).
 
-Every rank must hold the same full module (seeded alike): each keeps its own slice, as torch's
-``parallelize_module(..., src_data_rank=None)`` does (torch's default broadcasts rank 0's
-weights first).
+Every rank holds the full module; as torch's default (``src_data_rank=0``), the weights of
+group rank 0 are broadcast to the others first, then each rank keeps its slice;
+``src_data_rank=None`` keeps each rank's own weights (then seed every rank alike).
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatch
 
+import torch
 import torch.distributed as dist
 from torch import nn
 
 from distlab._checks import check_int
 from distlab.tensor_parallel.comm import TPComm
-from distlab.tensor_parallel.mesh import DeviceMesh
+from distlab.tensor_parallel.mesh import MeshLike, tp_group_of
 from distlab.tensor_parallel.style import ParallelStyle
 from distlab.timeline import Timeline
 
@@ -144,44 +147,69 @@ def check_plan(module: nn.Module, parallelize_plan: ParallelStyle | Mapping[str,
     return entries
 
 
-def parallelize_module(module: nn.Module, device_mesh: DeviceMesh | dist.ProcessGroup | None,
-                       parallelize_plan: ParallelStyle | Mapping[str, ParallelStyle], *,
+def _copy_from(src: int, modules: Sequence[nn.Module], group: dist.ProcessGroup | None) -> None:
+    """Every parameter and buffer of ``modules`` broadcast from group rank ``src`` over
+    ``group``, in module order (the same on every rank): the whole tensors, before any split."""
+    root = src if group is None else dist.get_global_rank(group, src)
+    seen: set[int] = set()
+    with torch.no_grad():
+        for sub in modules:
+            for t in (*sub.parameters(), *sub.buffers()):
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    dist.broadcast(t.data, src=root, group=group)
+
+
+def parallelize_module(module: nn.Module, device_mesh: MeshLike = None,
+                       parallelize_plan: ParallelStyle | Mapping[str, ParallelStyle] | None = None,
+                       *, src_data_rank: int | None = 0,
                        head_counts: Mapping[str, str | Sequence[str]] | None = None,
                        timeline: Timeline | None = None, comm: TPComm | None = None,
                        algorithm: str | None | Mapping[str, str | None] = "builtin",
                        ) -> nn.Module:
-    """Split ``module`` in place over a tensor-parallel group by ``parallelize_plan``.
+    """Split ``module`` in place over a tensor-parallel group by ``parallelize_plan``; torch's
+    signature (``module, device_mesh, parallelize_plan, *, src_data_rank``), so a torch script
+    runs with its import changed.
 
-    ``device_mesh``: a one-dimensional :class:`DeviceMesh`, a process group, or None (the
-    default group). ``head_counts``: submodule path -> name(s) of its head-count attribute(s)
-    (``{"layers.*.attention": "n_heads"}``): an attention whose ``wq``/``wk``/``wv`` the plan
-    splits by columns holds ``n_heads / p`` heads per rank, so its reshape by ``n_heads`` needs
-    the per-rank count; each count is checked divisible by the group size with the plan, then
-    divided after the split (torch's tests set ``attention.n_heads`` by hand after
-    ``parallelize_module``). ``timeline``: record every collective on lane ``"rank{r}/tp"``.
+    ``device_mesh``: distlab's :class:`~distlab.tensor_parallel.mesh.DeviceMesh` or torch's
+    ``DeviceMesh`` of one dimension (``init_device_mesh("cpu", (2,))``, or ``mesh["tp"]`` of a
+    larger one), a process group, or None (the default group): :func:`tp_group_of`.
+    ``src_data_rank``: as torch's, the group rank whose weights every rank takes (the
+    parameters and buffers of every submodule the plan names are broadcast from it before the
+    split, so ranks that built the module with different seeds agree, default 0); ``None``:
+    each rank keeps its own slice of its own module. ``head_counts``: submodule path -> name(s)
+    of its head-count attribute(s) (``{"layers.*.attention": "n_heads"}``): an attention whose
+    ``wq``/``wk``/``wv`` the plan splits by columns holds ``n_heads / p`` heads per rank, so
+    its reshape by ``n_heads`` needs the per-rank count; each count is checked divisible by the
+    group size with the plan, then divided after the split (torch's tests set
+    ``attention.n_heads`` by hand after ``parallelize_module``). ``timeline``: record every
+    collective on lane ``"rank{r}/tp"``.
     ``algorithm``: what runs the collectives (:class:`TPComm`'s: ``"builtin"``, torch's own
     calls; ``None`` or a plan name, distlab's plans). ``comm``: a :class:`TPComm` to use (and
     count on) instead of a new one (its own ``algorithm`` holds then). The module gets a
     ``tp_comm`` attribute, the :class:`TPComm` whose ``counts`` tally its collectives. Raises
     ``ValueError`` (bad plan key, a style on a module it does not fit, sizes or head counts not
-    divisible by the group size) before anything is split and before any communication.
+    divisible by the group size, a mesh of more than one dimension, ``src_data_rank`` outside
+    the group) before anything is split and before any communication; ``TypeError`` naming the
+    accepted types for a ``device_mesh`` of another type.
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be an nn.Module, got {type(module).__name__}")
+    if parallelize_plan is None:
+        raise TypeError("parallelize_plan must be a ParallelStyle or a dict of submodule path "
+                        "-> ParallelStyle, got None")
+    group = tp_group_of(device_mesh)
+    if src_data_rank is not None:
+        src_data_rank = check_int("src_data_rank", src_data_rank, minimum=0)
     if comm is None:
-        if isinstance(device_mesh, DeviceMesh):
-            if device_mesh.ndim != 1:
-                raise ValueError(f"device_mesh must be one-dimensional for tensor parallelism "
-                                 f"(pass mesh.get_group('tp')), got shape {device_mesh.shape}")
-            group = device_mesh.get_group(0)
-        elif device_mesh is None or isinstance(device_mesh, dist.ProcessGroup):
-            group = device_mesh
-        else:
-            raise TypeError(f"device_mesh must be a DeviceMesh, a ProcessGroup or None, got "
-                            f"{type(device_mesh).__name__}")
         comm = TPComm(group, timeline=timeline, algorithm=algorithm)
     entries = check_plan(module, parallelize_plan, comm.size)
     heads = resolve_head_counts(module, head_counts or {}, comm.size)
+    if src_data_rank is not None:
+        if src_data_rank >= comm.size:
+            raise ValueError(f"src_data_rank must be a rank of the tensor-parallel group, in "
+                             f"[0, {comm.size - 1}], or None; got {src_data_rank}")
+        _copy_from(src_data_rank, [sub for _, sub, _ in entries], comm.group)
     for _, sub, style in entries:
         style.apply(sub, comm)
     for sub, attr, per_rank in heads:

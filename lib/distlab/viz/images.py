@@ -93,8 +93,10 @@ def workers_figure(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> Any
         for name in names:   # legend entries without the bottleneck's outline
             bx.bar([0], [0], 0, color=_color(name), label=name)
         bx.set_xticks(range(len(procs)), [str(r["workers"]) for r in procs])
-        bx.set_ylim(top=bx.get_ylim()[1] * 1.25)   # room for the legend above the bars
-        bx.legend(fontsize="small", loc="upper right", ncols=len(names))
+        # below the axes, under the x label: inside, a legend of one column per station could
+        # reach past the left spine over a tick label, as the measured times set the ticks
+        bx.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncols=len(names), frameon=False)
     bx.set_xlabel("worker processes")
     bx.set_ylabel("ms per batch per server")
     bx.set_title("stations (outlined: bottleneck)", loc="left", fontsize="medium")

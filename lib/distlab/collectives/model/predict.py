@@ -264,7 +264,8 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             to choose) or ``"measured"`` (the time of the execution it chooses:
             :mod:`~distlab.nccl.execution`, calibrated on published tables).
         harness: with ``nccl_model="measured"``, how the calls are issued (a key of
-            :data:`~distlab.nccl.execution.HARNESSES`).
+            :data:`~distlab.nccl.execution.HARNESSES`; checked whatever the model, though only
+            the measured one reads it).
         nccl_version: on a GPU box, the NCCL release (``"2.18"`` ... ``"2.30"``, or as NCCL
             prints it, ``"2.29.7+cuda12.9"``); ``None``: 2.28.9, torch 2.11's. A release the
             model does not hold is priced with its neighbour, with a one-line
@@ -272,10 +273,20 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
         nodes, network: on a GPU box, ``nodes`` boxes joined by the network preset ``network``
             (:data:`~distlab.nccl.multinode.NETWORKS`); ``world_size`` is then
             the GPUs of all nodes (NCCL 2.28.9's multi-node model, the release's Blackwell rows).
+
+    Raises:
+        ValueError / TypeError: a bad argument (every one checked, a harness or a release
+            included), or an NCCL-only argument (``nccl_version``, ``nodes``, ``network``)
+            given with a gloo calibration.
     """
     world_size = check_int("world_size", world_size, minimum=1)
     check_choice("nccl_model", nccl_model, ("estimate", "measured"))
+    from distlab.nccl.execution import HARNESSES
+    check_choice("harness", harness, HARNESSES)  # whatever the model: a bad one is refused
+    itemsize = check_int("itemsize (bytes per element)", itemsize, minimum=1)
     if isinstance(preset, GpuBox) or (isinstance(preset, str) and preset in GPU_BOXES):
+        from distlab.nccl.versions import resolve_nccl_version
+        resolve_nccl_version(nccl_version)  # a bad release is refused, one rank or many
         if nccl_model == "measured":
             from distlab.nccl.execution import predict_nccl_measured
             return predict_nccl_measured(preset, world_size, sizes_bytes, harness=harness,
@@ -286,8 +297,10 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             if network is None:
                 raise ValueError(f"nodes={nodes} needs a network (see "
                                  "distlab.nccl.multinode.NETWORKS)")
+            from distlab.nccl.versions import nccl_constants
+            version = None if nccl_version is None else nccl_constants(nccl_version)
             return [c.seconds for c in multinode_choices(preset, world_size, sizes_bytes,
-                                                         nodes, network)]
+                                                         nodes, network, version=version)]
         return predict_nccl_allreduce(preset, world_size, sizes_bytes,
                                       nccl_version=nccl_version)
     if preset == "loopback":
@@ -302,7 +315,12 @@ f"preset must be a gloo calibration (Calibration, its dict or "
         raise ValueError(f"preset is a {model.backend!r} calibration; the builtin allreduce is "
                          f"modelled for gloo calibrations and for NCCL on the GPU boxes "
                          f"{', '.join(map(repr, GPU_BOXES))}")
-    itemsize = check_int("itemsize (bytes per element)", itemsize, minimum=1)
+    nccl_only = {"nccl_version": (nccl_version, None), "nodes": (nodes, 1),
+                 "network": (network, None)}
+    for name, (value, default) in nccl_only.items():
+        if value != default:
+            raise ValueError(f"{name}={value!r} prices NCCL on a GPU box; preset is a gloo "
+                             f"calibration (one host), which takes the default {default!r}")
     out = []
     for i, nbytes in enumerate(sizes_bytes):
         nbytes = check_int(f"sizes_bytes[{i}]", nbytes, minimum=0)

@@ -19,20 +19,21 @@ def check_op(op: Any) -> str:
     return check_choice("op", op.lower(), OPS)
 
 
-def dtype_name(dtype: Any) -> str:
-    """``torch.float32`` / ``np.dtype('float32')`` -> ``"float32"``."""
+def _plain_name(dtype: Any) -> str:
+    """``torch.float32`` / ``np.dtype("float32")`` -> ``"float32"``, as written (complex too,
+    which :func:`distlab.vocabulary.dtype_name` refuses and :func:`check_op_dtype` names)."""
     return str(dtype).replace("torch.", "")
 
 
 def is_floating(dtype: Any) -> bool:
     """True for float16, bfloat16, float32, float64 (NumPy or torch dtype)."""
-    return dtype_name(dtype) in _FLOAT_NAMES
+    return _plain_name(dtype) in _FLOAT_NAMES
 
 
 def check_op_dtype(op: str, dtype: Any) -> None:
     """Raise ``ValueError`` for combinations no backend does: ``avg`` on non-floating dtypes,
     and any op on ``bool`` or complex data."""
-    name = dtype_name(dtype)
+    name = _plain_name(dtype)
     if name == "bool" or name.startswith("complex"):
         raise ValueError(f"dtype {name} is not supported; use an integer or floating dtype")
     if op == "avg" and not is_floating(dtype):

@@ -1,4 +1,5 @@
-"""NCCL's measured-time model judged on published tables, as text tables (a report module).
+"""NCCL's measured-time model judged on published tables, as text tables: what
+``python -m distlab.nccl --judge`` and ``python -m distlab.judge nccl --published`` print.
 
 - :func:`published_lines`: every published 8-GPU allreduce table, in sample (constants fitted
   on every table) and leave-one-source-out (each source priced with constants fitted on the
