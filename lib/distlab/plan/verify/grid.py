@@ -22,7 +22,6 @@ environment before CUDA starts.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import gzip
 import json
@@ -37,6 +36,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distlab.cli import options
 from distlab.plan.verify.cases import DEFAULT_GRID, TOO_BIG, GridCase, parse_case
 from distlab.plan.verify.rank import MeasuredOutOfMemory, VerifyCase, run_rank
 from distlab.report.jsonfile import write_json
@@ -171,30 +171,34 @@ def _profile_case(vc: VerifyCase, name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m distlab.plan.verify.grid",
-                                description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, required=True, help="JSON rows, rewritten after each case")
+    p = options.parser("python -m distlab.plan.verify.grid", __doc__)
+    p.add_argument("--out", type=options.output_file, required=True,
+                   help="JSON rows, rewritten after each case")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--cases", default=None,
                    help="semicolon-separated case names (default: the whole grid)")
-    p.add_argument("--steps", type=int, default=3, help="timed steps per case (default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
-    p.add_argument("--allocator-limit-gib", type=float, default=None,
+    p.add_argument("--steps", type=options.positive_int, default=3, help="timed steps per case")
+    p.add_argument("--warmup", type=options.nonnegative_int, default=1,
+                   help="untimed steps first")
+    p.add_argument("--allocator-limit-gib", type=options.positive_float, default=None,
                    help="cap what the caching allocator may reserve (GiB), as a smaller GPU "
                         "would (torch.cuda.set_per_process_memory_fraction)")
-    p.add_argument("--limit-s", type=float, default=1e9, help="start no case after this")
+    p.add_argument("--limit-s", type=options.positive_float, default=1e9,
+                   help="start no case after this many seconds")
     p.add_argument("--history", default="", help="semicolon-separated cases to record the "
                    "allocator's events of")
-    p.add_argument("--history-out", type=Path, default=None)
+    p.add_argument("--history-out", type=options.output_file, default=None)
     p.add_argument("--profile", default="", help="semicolon-separated cases to profile")
-    p.add_argument("--profile-out", type=Path, default=None)
+    p.add_argument("--profile-out", type=options.output_file, default=None)
     args = p.parse_args(argv)
-    cases = (tuple(parse_case(c) for c in args.cases.split(";") if c.strip())
-             if args.cases else DEFAULT_GRID)
+    try:
+        cases = (tuple(parse_case(c) for c in args.cases.split(";") if c.strip())
+                 if args.cases else DEFAULT_GRID)
+    except ValueError as exc:
+        options.fail(p, "--cases", args.cases, f"case names as the grid writes them ({exc})")
     for c in cases:
         if c.model not in PRESETS:
-            p.error(f"unknown model {c.model!r}")
+            options.fail(p, "--cases", c.model, f"one of {', '.join(sorted(PRESETS))}")
     split = lambda s: tuple(x.strip() for x in s.split(";") if x.strip())  # noqa: E731
     limit = (None if args.allocator_limit_gib is None
              else int(args.allocator_limit_gib * 2**30))
