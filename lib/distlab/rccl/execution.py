@@ -55,16 +55,15 @@ seconds at the public functions; microseconds and GB/s (1e9 bytes/s) in the cons
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distlab._checks import check_instance
+from distlab.collective_library import load_published
 from distlab.links import check_nic_gbps
 from distlab.rccl.choice import (
     GPUS_PER_NODE,
@@ -82,7 +81,9 @@ __all__ = ["FITTED_ARCHS", "LINE_BYTES", "ONE_NODE_ARCHS", "SHIPPED", "TREE_FIT"
            "fit_tree", "judge", "one_node_note", "published_tables", "rccl_allreduce_times",
            "table_choices", "tree_fit_tables", "tree_note", "xgmi_scale"]
 
-PUBLISHED = Path(__file__).with_name("data") / "published.json"
+PUBLISHED_RESOURCE = ("distlab.rccl", "published.json")
+"""``(package, file)`` of the published tables in the package's ``data/`` folder, read through
+:func:`distlab.collective_library.load_published`."""
 NIC_GBPS = 50.0
 """One 400 Gb/s NIC per GPU (ConnectX-7, Broadcom Thor2, AMD Pollara 400), GB/s."""
 JUDGED_FROM_BYTES = 65536
@@ -247,7 +248,7 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, Any], ...]:
-    return tuple(json.loads(PUBLISHED.read_text())["tables"])
+    return tuple(load_published(*PUBLISHED_RESOURCE)["tables"])
 
 
 def published_tables(split: str | None = None) -> list[dict[str, Any]]:

@@ -755,7 +755,8 @@ class PlannerExplorer(Explorer):
     """
 
     def __init__(self, model: str = "llama3-8b", gpus: int = 16, *,
-                 gpu: str = "H100-80GB-SXM", network: str = "ib_ndr400x8", seq_len: int = 8192,
+                 gpu: str = gpu_kind("h100").name, network: str = "ib_ndr400x8",
+                 seq_len: int = 8192,
                  global_batch: int = 64, top: int = 5,
                  gpu_counts: Sequence[int] = (8, 16, 32, 64, 128, 256, 512),
                  seq_lens: Sequence[int] = (2048, 4096, 8192, 16384, 32768),
