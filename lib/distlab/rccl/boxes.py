@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab.gpus import gpus_of_library
-from distlab.rccl.choice import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
 from distlab.rccl.execution import NIC_GBPS, judge, published_tables
 from distlab.rccl.tables import GPU_ARCHS
+from distlab.rccl.tuning import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary
 
@@ -73,7 +73,7 @@ class AmdBox:
     @property
     def rccl_link_gbps(self) -> float:
         """What RCCL's topology credits one link with, GB/s
-        (:data:`~distlab.rccl.choice.RCCL_XGMI_LINK_GBPS`)."""
+        (:data:`~distlab.rccl.tuning.RCCL_XGMI_LINK_GBPS`)."""
         return RCCL_XGMI_LINK_GBPS[self.arch]
 
 

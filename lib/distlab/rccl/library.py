@@ -1,7 +1,7 @@
 """RCCL's model through the one collective-library interface
 (:class:`distlab.collective_library.CollectiveLibrary`): :data:`RCCL`.
 
-Each method calls this package's own functions (:func:`~.choice.rccl_allreduce_choices`,
+Each method calls this package's own functions (:func:`~.tuning.rccl_allreduce_choices`,
 :func:`~.execution.rccl_allreduce_times`, :func:`~.tables.resolve_release`) on a box of
 :data:`~.boxes.AMD_BOXES` (its architecture picks the tables) and a NIC of
 :data:`~.boxes.AMD_NICS`, and returns the interface's types in seconds. Not priced, each with
@@ -22,9 +22,9 @@ from distlab.collective_library import (
     SizeTime,
 )
 from distlab.rccl.boxes import AMD_BOXES, AMD_NICS, AmdBox
-from distlab.rccl.choice import GPUS_PER_NODE, RcclChoice, rccl_allreduce_choices
 from distlab.rccl.execution import NIC_GBPS, rccl_allreduce_times
 from distlab.rccl.tables import DEFAULT_ARCH, resolve_release
+from distlab.rccl.tuning import GPUS_PER_NODE, RcclChoice, rccl_allreduce_choices
 from distlab.vocabulary import collective_name
 
 __all__ = ["RCCL", "RcclLibrary"]
