@@ -36,6 +36,11 @@ def test_an_unknown_gpu_names_every_gpu_held(bad: object) -> None:
         gpu(bad)  # type: ignore[arg-type]
 
 
+def test_every_library_the_registry_names_has_a_model() -> None:
+    assert set(COLLECTIVE_LIBRARIES) == set(LIBRARIES)
+    assert {lib.name for lib in COLLECTIVE_LIBRARIES.values()} == set(LIBRARIES)
+
+
 def test_aliases_name_one_gpu_each() -> None:
     every = [a for g in GPUS.values() for a in g.aliases]
     assert len(every) == len(set(every)) == len(gpu_aliases())
