@@ -15,6 +15,10 @@ Core (floor 0):
   presets, parameters and FLOPs) every model that prices a layer reads;
   :mod:`distlab.recompute`: activation recompute as policies (what a layer keeps, what its
   backward runs again, which tensor-parallel collectives that repeats).
+- :mod:`distlab.gpus`: the one GPU registry (name, aliases, memory, peak per dtype,
+  architecture, collective library, box, network, sources); :mod:`distlab.collective_library`:
+  the one interface NCCL's and RCCL's models fill (a release, the choice and the time per size,
+  in seconds).
 - :mod:`distlab.scratch`: scratch folders the notebooks write to, removed when their kernel exits.
 - :mod:`distlab.fit`: the one latency + bandwidth fit; :mod:`distlab.links`: the one table of
   link peaks; :mod:`distlab.devices`: decisions that depend on the GPU count, as pure functions;

@@ -86,9 +86,9 @@ from distlab.nccl.versions import (
 from distlab.plan.collectives import P2P_ALPHA_S, p2p_seconds
 from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
 from distlab.rccl import rccl_allreduce_times, resolve_release
-from distlab.rccl.choice import GPUS_PER_NODE as RCCL_NODE_GPUS
 from distlab.rccl.execution import ONE_NODE_ARCHS, one_node_note
 from distlab.rccl.tables import GPU_ARCHS
+from distlab.rccl.tuning import GPUS_PER_NODE as RCCL_NODE_GPUS
 from distlab.trace.collectives import P2P, Collectives, RankCall
 from distlab.vocabulary import collective_name, dtype_bytes, error_pct
 

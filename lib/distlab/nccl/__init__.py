@@ -13,7 +13,7 @@ functions of a box, a world size, the sizes and an NCCL release.
   from a name) and the graphs NCCL's topology search finds on them.
 - :mod:`.versions`: the constants that changed between NCCL 2.18 and 2.30, per release; a
   release the model does not hold is priced with its neighbour, and says so.
-- :mod:`.estimate`: NCCL's tuning model, term by term, and its choice per size.
+- :mod:`.tuning`: NCCL's tuning model, term by term, and its choice per size.
 - :mod:`.per_size`: the one per-size pipeline (channels, chunk, steps, latency, host term) that
   every execution model below runs, and the shipped constants.
 - :mod:`.execution` (allreduce on one node, and the public :func:`~.execution.nccl_execution`),
@@ -24,9 +24,16 @@ functions of a box, a world size, the sizes and an NCCL release.
   (the three constants no NCCL file states, fitted on those tables, judged leave-one-source-out;
   shipped in ``execution_calibration.json``).
 
+- :mod:`.library`: the model behind the one collective-library interface
+  (:class:`distlab.collective_library.CollectiveLibrary`, :data:`~.library.NCCL`): what the
+  planner and the trace judge ask, the same types and units as RCCL's
+  (:mod:`distlab.rccl.library`). Files are named as RCCL's are: :mod:`.tuning` (the library's
+  own tuning model; ``estimate`` is its former name), :mod:`.lines` (the per-size table;
+  ``choice`` its former name), :mod:`.execution`, :mod:`.boxes`, :mod:`.library`.
+
 The command (``python -m distlab.nccl BOX`` / ``--boxes``, :mod:`distlab.nccl.__main__`):
 
-- :mod:`.choice`: the per-size table of one box (NCCL's algorithm, protocol, channels, chunk,
+- :mod:`.lines`: the per-size table of one box (NCCL's algorithm, protocol, channels, chunk,
   steps, its own estimate, the predicted measured time, bus bandwidth and what bounds it), for
   an allreduce on one or several nodes or for another collective on one node; and its JSON.
 - :mod:`.inventory`: every box, network and NCCL release the model knows, where each constant

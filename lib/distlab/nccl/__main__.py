@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from distlab.cli import options
 from distlab.cli.run import run_main
 from distlab.nccl.boxes import GPU_BOXES
-from distlab.nccl.choice import DEFAULT_SIZES, choice_json, choice_lines
 from distlab.nccl.execution import HARNESSES
 from distlab.nccl.family import FAMILY
+from distlab.nccl.lines import DEFAULT_SIZES, choice_json, choice_lines
 from distlab.nccl.multinode import NETWORKS
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,

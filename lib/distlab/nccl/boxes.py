@@ -4,7 +4,7 @@ A :class:`GpuBox` is one node of ``gpus`` GPUs joined by one kind of switch: NVS
 NVLinks go to the switches) or PCIe switches under one CPU. :func:`nccl_graphs` returns, per
 NCCL algorithm, the *graph* NCCL's ``ncclTopoCompute`` settles on for ``world_size`` GPUs of the
 box: how many channels and how many GB/s each channel may use. NCCL's tuning model
-(:mod:`distlab.nccl.estimate`) turns those graphs into latencies and bandwidths.
+(:mod:`distlab.nccl.tuning`) turns those graphs into latencies and bandwidths.
 
 Every constant is NCCL's own, from NVIDIA/nccl tag ``v2.28.9-1`` (the NCCL of torch 2.11, which the
 project's own H100 profile records), file named beside it; spec figures (``link_gbps``) name their
@@ -35,7 +35,7 @@ __all__ = ["GPU_BOXES", "NCCL_TAG", "BoxLike", "GpuBox", "NcclGraph", "box_graph
 
 NCCL_TAG = "v2.28.9-1"
 """The NVIDIA/nccl git tag every NCCL constant in this module and
-:mod:`distlab.nccl.estimate` is from."""
+:mod:`distlab.nccl.tuning` is from."""
 
 #: GB/s NCCL credits one NVLink link with, by compute capability (``src/graph/topo.h``:
 #: ``SM80_NVLINK_BW``, ``SM90_NVLINK_BW``, ``SM100_NVLINK_BW``).

@@ -1,6 +1,6 @@
 """How long NCCL's allreduce takes when it runs, not what NCCL estimates to choose it.
 
-:mod:`~distlab.nccl.estimate` is NCCL's own tuning model: the quantity NCCL
+:mod:`~distlab.nccl.tuning` is NCCL's own tuning model: the quantity NCCL
 minimizes to pick an (algorithm, protocol). This module keeps that pick (for the NCCL release
 asked, :mod:`~distlab.nccl.versions`) and times *the execution* NCCL launches
 for it, term by term:
@@ -71,15 +71,6 @@ from typing import Any
 from distlab._checks import check_choice, check_instance, check_int
 from distlab.nccl import versions
 from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
-from distlab.nccl.estimate import (
-    ALGORITHMS,
-    PROTOCOLS,
-    base_and_hop_us,
-    box_choices,
-    box_table,
-    check_sizes,
-    check_subset,
-)
 from distlab.nccl.multinode import multinode_execution
 from distlab.nccl.per_size import (
     BUFFER_BYTES,
@@ -102,6 +93,15 @@ from distlab.nccl.per_size import (
     pick_of,
     run_size,
     shipped_constants,
+)
+from distlab.nccl.tuning import (
+    ALGORITHMS,
+    PROTOCOLS,
+    base_and_hop_us,
+    box_choices,
+    box_table,
+    check_sizes,
+    check_subset,
 )
 from distlab.nccl.versions import NcclConstants
 
@@ -176,7 +176,7 @@ def one_node_execution(box: GpuBox, n: int, sizes: Sequence[int], how: Harness,
                        asked: tuple[Any, Any] | None = None) -> list[Execution]:
     """:func:`nccl_execution` on one node inside the model: every argument resolved and checked
     by the caller (``n`` in ``[2, box.gpus]``; ``asked``: as
-    :func:`~distlab.nccl.estimate.box_choices`)."""
+    :func:`~distlab.nccl.tuning.box_choices`)."""
     choices = box_choices(box, n, sizes, algos, protos, version, asked=asked)
     layout = OneNodeLayout(box, n, box_graphs(box, n, version=version), version)
     nvls_algbw = [e.algbw_gbps for e in box_table(box, n, ALGORITHMS, PROTOCOLS,

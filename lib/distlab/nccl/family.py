@@ -1,7 +1,7 @@
 """NCCL's all-gather, reduce-scatter and broadcast on one node: its choice and the time it runs.
 
 The traffic of FSDP and ZeRO. The same two steps as the allreduce
-(:mod:`~distlab.nccl.estimate`, :mod:`~distlab.nccl.execution`),
+(:mod:`~distlab.nccl.tuning`, :mod:`~distlab.nccl.execution`),
 from NVIDIA/nccl ``v2.28.9-1``:
 
 - **what NCCL prices** (``src/enqueue.cc`` ``getAlgoInfo``): all-gather and reduce-scatter are
@@ -36,14 +36,6 @@ from dataclasses import dataclass, fields
 
 from distlab._checks import check_choice, check_instance, check_int
 from distlab.nccl.boxes import BoxLike, GpuBox, NcclGraph, box_graphs, gpu_box
-from distlab.nccl.estimate import (
-    BASE_LATENCY_US,
-    HOP_LATENCY_US,
-    LL128_DATA_FRACTION,
-    LL_MAX_BUSBW_GBPS,
-    NVLS_EFFICIENCY,
-    RING_LL128_PER_CHANNEL_GBPS,
-)
 from distlab.nccl.per_size import (
     ALLREDUCE_CHUNKSTEPS,
     ALLREDUCE_SLICESTEPS,
@@ -61,6 +53,14 @@ from distlab.nccl.per_size import (
     nvls_channels,
     run_size,
     shipped_constants,
+)
+from distlab.nccl.tuning import (
+    BASE_LATENCY_US,
+    HOP_LATENCY_US,
+    LL128_DATA_FRACTION,
+    LL_MAX_BUSBW_GBPS,
+    NVLS_EFFICIENCY,
+    RING_LL128_PER_CHANNEL_GBPS,
 )
 from distlab.vocabulary import busbw_factor, collective_name, gb_per_s
 

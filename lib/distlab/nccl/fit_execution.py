@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from distlab.nccl.estimate import algorithm_from_nccl
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
 from distlab.nccl.per_size import (
@@ -50,6 +49,7 @@ from distlab.nccl.per_size import (
     shipped_constants,
 )
 from distlab.nccl.published import published_tables
+from distlab.nccl.tuning import algorithm_from_nccl
 from distlab.nccl.versions import NcclReleaseWarning
 from distlab.report.jsonfile import write_json
 from distlab.vocabulary import ErrorSummary, busbw_factor, collective_name, error_pct

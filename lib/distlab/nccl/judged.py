@@ -178,7 +178,7 @@ def choice_agreement(stated: dict[str, Any]) -> list[tuple[str, str, str]]:
     """For one published statement of NCCL's choice (``nccl_choice_8gpu``): per stated range,
     ``(stated algorithm/protocol, its sizes, the model's choices there)``, over every power of
     two from 32 KiB to 16 GiB."""
-    from distlab.nccl.estimate import nccl_allreduce
+    from distlab.nccl.tuning import nccl_allreduce
 
     sizes = [1 << k for k in range(15, 35)]
     made = {c.nbytes: f"{c.algorithm}/{c.protocol}" for c in nccl_allreduce(

@@ -74,20 +74,6 @@ from dataclasses import dataclass, replace
 from distlab._checks import check_choice, check_float, check_int
 from distlab.links import check_nic_gbps
 from distlab.nccl.boxes import BoxLike, GpuBox, box_graphs, gpu_box
-from distlab.nccl.estimate import (
-    BASE_LATENCY_US,
-    HOP_LATENCY_US,
-    LL128_DATA_FRACTION,
-    NVLS_EFFICIENCY,
-    TREE_CORRECTION,
-    TREE_EFFICIENCY,
-    TREE_LL_FRACTION,
-    Candidate,
-    Choice,
-    TuningEntry,
-    check_subset,
-    price_entry,
-)
 from distlab.nccl.netplugin import (
     PLUGIN_MIN_STRIPE_BYTES,
     PLUGIN_NVLS_CHUNK_BYTES,
@@ -110,6 +96,20 @@ from distlab.nccl.per_size import (
     pick_of,
     run_size,
     shipped_constants,
+)
+from distlab.nccl.tuning import (
+    BASE_LATENCY_US,
+    HOP_LATENCY_US,
+    LL128_DATA_FRACTION,
+    NVLS_EFFICIENCY,
+    TREE_CORRECTION,
+    TREE_EFFICIENCY,
+    TREE_LL_FRACTION,
+    Candidate,
+    Choice,
+    TuningEntry,
+    check_subset,
+    price_entry,
 )
 from distlab.nccl.versions import NcclConstants, constants_or_none
 
@@ -425,7 +425,7 @@ def multinode_table(box: BoxLike, world_size: int, nodes: int, net: Network | st
                     version: str | NcclConstants | None = None) -> list[TuningEntry]:
     """NCCL's allreduce tuning table across ``nodes`` nodes of ``box`` (``world_size`` GPUs in
     all, ``world_size / nodes`` per node) over network ``net``: one
-    :class:`~distlab.nccl.estimate.TuningEntry` per pair, NCCL's order. ``version``: as
+    :class:`~distlab.nccl.tuning.TuningEntry` per pair, NCCL's order. ``version``: as
     :func:`multinode_choices`."""
     b, n, nodes, nw, algos, protos = _checked(box, world_size, nodes, net, algorithms, protocols)
     return node_table(b, n, nodes, nw, algos, protos, constants_or_none(version))

@@ -35,7 +35,7 @@ from importlib import resources
 from typing import Protocol
 
 from distlab.nccl.boxes import GpuBox, gpu_box
-from distlab.nccl.estimate import Choice, busbw_gbps
+from distlab.nccl.tuning import Choice, busbw_gbps
 from distlab.report.jsonfile import read_json
 
 __all__ = ["ALLREDUCE_CHUNKSTEPS", "ALLREDUCE_SLICESTEPS", "BUFFER_BYTES", "CONSTANT_NAMES",

@@ -8,14 +8,15 @@ judged only) and ``nccl_choice_8gpu`` (what a source says NCCL chose, size by si
 its ``*_about``, and ``*_sources`` / ``*_excluded`` where kept. The model owns these tables; the
 profile (:func:`distlab.profile.load.published`) and the judge read them from here.
 
-Read with :mod:`importlib.resources`, so an installed package (a wheel, a zip) finds them too.
+Read with :func:`distlab.collective_library.load_published` (:mod:`importlib.resources`, so an
+installed package, a wheel or a zip, finds them too), the one loader RCCL's tables go through.
 """
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any
+
+from distlab.collective_library import load_published
 
 __all__ = ["PUBLISHED_RESOURCE", "published_tables"]
 
@@ -26,7 +27,5 @@ PUBLISHED_RESOURCE = ("distlab.nccl", "data", "published.json")
 def published_tables() -> dict[str, Any]:
     """The published tables (see the module doc), a fresh dict on every call (JSON: sizes in
     bytes, bus bandwidth in GB/s of 1e9 B/s, times in us)."""
-    package, folder, name = PUBLISHED_RESOURCE
-    text = resources.files(package).joinpath(folder).joinpath(name).read_text()
-    data: dict[str, Any] = json.loads(text)
-    return data
+    package, _, name = PUBLISHED_RESOURCE
+    return load_published(package, name)

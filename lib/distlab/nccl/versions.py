@@ -1,6 +1,6 @@
 """The NCCL constants that changed between 2.18 and 2.30, per version.
 
-NCCL's tuning model (:mod:`~distlab.nccl.estimate`) and its execution
+NCCL's tuning model (:mod:`~distlab.nccl.tuning`) and its execution
 (:mod:`~distlab.nccl.execution`) are written from NVIDIA/nccl ``v2.28.9-1``. The
 published tables were measured with older NCCLs, and what NCCL chooses and how fast it runs moved
 between them. :class:`NcclConstants` holds, per release, what differs for one node (every value

@@ -161,20 +161,24 @@ def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
 
 
 def _parser() -> options.Parser:
-    from distlab.nccl.multinode import NETWORKS
+    from distlab.gpus import gpu_aliases
     from distlab.plan.calibration import KERNEL_SPEED
     from distlab.plan.layout import ATTENTION_KERNELS, GPU_KINDS, PRECISIONS, RECOMPUTE
+    from distlab.plan.libraries import COLLECTIVE_LIBRARIES
     from distlab.plan.planner import RECOMPUTE_TRIED
 
     p = options.parser(PROG, __doc__)
     p.add_argument("model", metavar="MODEL", help="a preset name or a JSON file of its shape")
     p.add_argument("--gpu", default="h100",
-                   help=f"the GPU: {', '.join(GPU_KINDS)} or h100, h200, a100, a100-40gb, b200")
+                   help=f"the GPU: {', '.join(GPU_KINDS)} or "
+                        f"{', '.join(a for a, g in gpu_aliases().items() if g in GPU_KINDS)}")
     p.add_argument("--gpus", type=options.int_at_least(1), default=8, help="GPUs in all")
     p.add_argument("--gpus-per-node", type=options.int_at_least(1), default=8,
                    help="GPUs per node")
-    p.add_argument("--network", choices=sorted(NETWORKS), default=None,
-                   help="between nodes (default: InfiniBand NDR, HDR for A100)")
+    networks = sorted({n for lib in COLLECTIVE_LIBRARIES.values() for n in lib.networks()})
+    p.add_argument("--network", choices=networks, default=None,
+                   help="between nodes (default: InfiniBand NDR, HDR for A100; on AMD GPUs "
+                        "the NIC of their published clusters, one per GPU)")
     p.add_argument("--seq-len", type=options.int_at_least(1), default=None,
                    help="tokens per sequence (default: the model's)")
     p.add_argument("--global-batch", type=options.int_at_least(1), default=None,
@@ -238,6 +242,31 @@ def _layout_notes(layout: Layout, hw: Hardware) -> list[str]:
             f"itself keeps tp within a node (at most {hw.gpus_per_node})"]
 
 
+def _library_notes(hw: Hardware) -> list[str]:
+    """What the step of a GPU outside the calibration rests on: its collective library's model
+    where that is not NCCL's (what it prices and what it does not), and its compute rate,
+    assumed where no published run calibrates it. Nothing for the calibrated GPUs."""
+    from distlab.plan.calibration import SHIPPED, rate_key
+    from distlab.plan.collectives import HALF_ALLREDUCE
+    from distlab.plan.libraries import library_of
+
+    notes = []
+    lib = library_of(hw.gpu)
+    if lib.name != "nccl":
+        release = lib.resolve_release()
+        notes.append(f"collectives priced by {lib.name.upper()}'s model (distlab.{lib.name}, "
+                     f"release {release.priced_as}): allreduce over whole "
+                     f"{lib.gpus_per_node(hw.gpu.box)}-GPU nodes; {HALF_ALLREDUCE}")
+    if not hw.gpu.calibrated:
+        key = rate_key(hw, "bf16")
+        e = SHIPPED.efficiency.get(key, SHIPPED.efficiency.get("default", 0.6))
+        notes.append(f"compute rate ASSUMED: {e:.2f} of {hw.gpu.name}'s data-sheet peak "
+                     f"({hw.gpu.peak_flops / 1e12:.0f} TFLOP/s bf16 dense), the planner's "
+                     f"default efficiency; no published run on {hw.gpu.architecture} "
+                     "calibrates it")
+    return notes
+
+
 def _plan_command(argv: list[str]) -> int:
     if "WORLD_SIZE" in os.environ and os.environ.get("RANK", "0") != "0":
         # under torchrun every rank plans (the same) and verifies together; one prints
@@ -275,6 +304,7 @@ def _plan(argv: list[str]) -> int:
     header = (f"# {model.name}: {model.params / 1e9:.2f}B parameters, sequence "
               f"{model.seq_len}, global batch {batch} sequences, on {hw.label}, "
               f"{size_in(hw.gpu.memory_bytes, 'GiB', '.1f')} each")
+    notes += _library_notes(hw)
     if SHIPPED.kernel_factor(hw, args.attention_kernel) is None:
         notes.append(f"note: {args.attention_kernel} attention has no measured speed on "
                      f"{hw.gpu.name}: priced as flash")
@@ -296,6 +326,8 @@ def _plan(argv: list[str]) -> int:
         if args.explain is not None and args.explain > len(shown):
             raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
         lines = [header, *(f"# {n}" for n in notes)]
+        lines += [f"# not priced: {n} layout{'s' if n > 1 else ''} with {why}"
+                  for why, n in result.not_priced]
         if not result.ranked:
             lines += result.advice
         lines.append(f"# at most {result.fitting} of {result.tried} layouts fit"

@@ -18,6 +18,10 @@ ARCHITECTURES = {80: "ampere", 90: "hopper", 100: "blackwell"}
 
 
 def _architecture(hw: Hardware) -> str:
+    """The GPU's architecture from the registry (:attr:`distlab.gpus.Gpu.architecture`); for a
+    GPU that names none (one read from a trace), its NCCL box's compute capability."""
+    if hw.gpu.architecture:
+        return hw.gpu.architecture
     sm = GPU_BOXES[hw.gpu.box].sm
     return ARCHITECTURES.get(sm, f"sm{sm}")
 

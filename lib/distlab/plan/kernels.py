@@ -182,15 +182,10 @@ def attention_factor(rate: ComputeRate, gpu: GpuKind, flops_per_s: float) -> flo
     return flops_per_s * rate.attention / rate.attention_flops_per_s(hw)
 
 
-_DEVICE_NAMES = (
-    (r"\bH200\b", "H200-141GB-SXM"),
-    (r"\bH100\b.*\b80GB HBM3\b", "H100-80GB-SXM"),
-    (r"\bA100\b.*\b80GB\b", "A100-80GB-SXM"),
-    (r"\bA100\b.*\b40GB\b", "A100-40GB-SXM"),
-    (r"\bB200\b", "B200"),
-)
-"""CUDA device names (``torch.cuda.get_device_name``) of the planner's GPU kinds, first match
-wins."""
+_DEVICE_NAMES = tuple((pattern, g.name) for g in GPU_KINDS.values()
+                      for pattern in g.device_patterns)
+"""Device names (``torch.cuda.get_device_name``) of the planner's GPU kinds, from the registry
+(:attr:`distlab.gpus.Gpu.device_patterns`), first match wins."""
 
 _OTHER_PARTS = re.compile(r"\b(PCIe|NVL)\b", re.IGNORECASE)
 """Parts with another peak or memory than the SXM kind of the same name (H100 PCIe, H100 NVL,

@@ -4,8 +4,9 @@
 full shard), tensor parallelism with or without sequence parallelism, pipeline stages with a
 schedule and microbatches, context parallelism, the micro and global batch, activation
 recompute and the precision of the model states. :class:`Hardware` is the GPUs: a
-:class:`GpuKind` (memory, peak dense 16-bit FLOP/s, the NCCL box it sits in), how many, how
-many per node, and the network between nodes.
+:class:`GpuKind` (:class:`distlab.gpus.Gpu`, from the one GPU registry: memory, peak dense
+16-bit FLOP/s, its collective library and the box that library's model prices it in), how
+many, how many per node, and the network between nodes.
 
 Ranks are laid out as Megatron-LM lays them out by default (``tp`` innermost, then ``cp``,
 ``dp``, and ``pp`` outermost): :func:`group_span` says how many nodes a group of each kind
@@ -19,9 +20,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from distlab._checks import check_bool, check_choice, check_int
-from distlab.nccl.boxes import GPU_BOXES
-from distlab.nccl.multinode import NETWORKS
+from distlab.gpus import GPUS, Gpu, gpu_aliases
 from distlab.pipeline_parallel.schedules.registry import schedule_name
+from distlab.plan.libraries import library_of
 from distlab.recompute import RECOMPUTE, RECOMPUTES, Recompute, recompute_policy
 
 __all__ = ["ATTENTION_KERNELS", "COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE",
@@ -67,65 +68,13 @@ DIMS = ("tp", "cp", "dp", "pp")
 """The layout's dimensions from innermost (neighbouring ranks) to outermost."""
 
 
-@dataclass(frozen=True)
-class GpuKind:
-    """One GPU model.
+GpuKind = Gpu
+"""One GPU model: :class:`distlab.gpus.Gpu` (the one registry), under the planner's name."""
 
-    Attributes:
-        name: e.g. ``"H100-80GB-SXM"``.
-        memory_bytes: memory a process can use, bytes (what CUDA reports as the total, a few
-            hundred MiB under ``nvidia-smi``'s figure).
-        peak_flops: dense 16-bit (bf16/fp16) tensor-core peak, FLOP/s, from the data sheet.
-        box: the key of the 8-GPU box in
-            :data:`~distlab.nccl.boxes.GPU_BOXES` whose NCCL model prices
-            its collectives.
-        source: where the figures come from.
-        memory_bytes_per_s: the memory's bandwidth, bytes per second, from the data sheet
-            (what a memory-bound step, the optimizer's, moves its bytes at; 0: unknown).
-    """
-
-    name: str
-    memory_bytes: int
-    peak_flops: float
-    box: str
-    source: str
-    memory_bytes_per_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        check_int("memory_bytes", self.memory_bytes, minimum=1)
-        check_choice("box", self.box, GPU_BOXES)
-
-
-GPU_KINDS: dict[str, GpuKind] = {
-    "A100-40GB-SXM": GpuKind("A100-40GB-SXM", 40 * GiB, 312e12, "a100_sxm8",
-                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 40 GiB HBM2, "
-                             "1555 GB/s", 1555e9),
-    "A100-80GB-SXM": GpuKind("A100-80GB-SXM", 80 * GiB, 312e12, "a100_sxm8",
-                             "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 80 GiB HBM2e, "
-                             "2039 GB/s", 2039e9),
-    "H100-80GB-SXM": GpuKind("H100-80GB-SXM", 85017493504, 989.4e12, "h100_sxm8",
-                             "NVIDIA H100 data sheet: 989 TFLOPS BF16 dense (1979 with "
-                             "sparsity), 3.35 TB/s; memory as CUDA reports it on our H100 "
-                             "(torch's total_memory, 81079 MiB; nvidia-smi says 81559)",
-                             3.35e12),
-    "H200-141GB-SXM": GpuKind("H200-141GB-SXM", 150109880320, 989.4e12, "h200_sxm8",
-                              "NVIDIA H200 data sheet: 989 TFLOPS BF16 dense, 4.8 TB/s; memory "
-                              "as CUDA reports it on our H200 (cudaMemGetInfo's total, 143155 "
-                              "MiB; nvidia-smi says 143771)", 4.8e12),
-    "H100-96GB-HBM2e": GpuKind("H100-96GB-HBM2e", 96 * GiB, 989.4e12, "h100_sxm8",
-                               "Meta's Grand Teton H100 with 96 GB HBM2e at 500 W (torchtitan's "
-                               "runs; torchtitan divides by the SXM part's 989 TFLOPS too); "
-                               "memory nominal; bandwidth unpublished, taken as the 80 GB "
-                               "part's 3.35 TB/s", 3.35e12),
-    "B200": GpuKind("B200", 183359 * 2**20, 2250e12, "b200_sxm8",
-                    "NVIDIA HGX B200 data sheet: 2.25 PFLOPS BF16 dense per GPU, 8 TB/s; "
-                    "180 GB HBM3e usable (183359 MiB)", 8e12),
-}
-"""GPU models the planner knows; short names (``"h100"``, ``"a100"``) resolve through
+GPU_KINDS: dict[str, GpuKind] = {name: g for name, g in GPUS.items() if g.box}
+"""GPU models the planner knows: every GPU of :data:`distlab.gpus.GPUS` whose collective
+library's model holds its box; short names (``"h100"``, ``"mi300x"``) resolve through
 :func:`gpu_kind`."""
-
-_ALIASES = {"a100": "A100-80GB-SXM", "a100-80gb": "A100-80GB-SXM", "a100-40gb": "A100-40GB-SXM",
-            "h100": "H100-80GB-SXM", "h200": "H200-141GB-SXM", "b200": "B200"}
 
 
 def gpu_kind(kind: GpuKind | str) -> GpuKind:
@@ -133,10 +82,11 @@ def gpu_kind(kind: GpuKind | str) -> GpuKind:
     if isinstance(kind, GpuKind):
         return kind
     if isinstance(kind, str):
-        key = _ALIASES.get(kind.lower(), kind)
+        key = gpu_aliases().get(kind.lower(), kind)
         if key in GPU_KINDS:
             return GPU_KINDS[key]
-    raise ValueError(f"gpu must be one of {', '.join(GPU_KINDS)} (or {', '.join(_ALIASES)}); "
+    aliases = [a for a, name in gpu_aliases().items() if name in GPU_KINDS]
+    raise ValueError(f"gpu must be one of {', '.join(GPU_KINDS)} (or {', '.join(aliases)}); "
                      f"got {kind!r}")
 
 
@@ -147,9 +97,11 @@ class Hardware:
     Attributes:
         gpu: the GPU model.
         gpus: GPUs in all.
-        gpus_per_node: GPUs in each node (at most the NCCL box's).
-        network: between nodes, a key of
-            :data:`~distlab.nccl.multinode.NETWORKS`; ``None`` on one node.
+        gpus_per_node: GPUs in each node (at most the box's, as the GPU's collective
+            library holds it: :func:`~distlab.plan.libraries.library_of`).
+        network: between nodes, a network of that library
+            (:data:`~distlab.nccl.multinode.NETWORKS` for NCCL, the NICs of
+            :data:`~distlab.rccl.boxes.AMD_NICS` for RCCL); ``None`` on one node.
     """
 
     gpu: GpuKind
@@ -159,18 +111,19 @@ class Hardware:
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, minimum=1)
-        box = GPU_BOXES[self.gpu.box]
-        check_int("gpus_per_node", self.gpus_per_node, minimum=1, maximum=box.gpus)
+        lib = library_of(self.gpu)
+        check_int("gpus_per_node", self.gpus_per_node, minimum=1,
+                  maximum=lib.gpus_per_node(self.gpu.box))
         if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
             raise ValueError(f"gpus={self.gpus} must fill whole nodes of "
                              f"gpus_per_node={self.gpus_per_node}")
         if self.nodes > 1:
             if self.network is None:
                 raise ValueError(f"{self.nodes} nodes need a network, one of "
-                                 f"{', '.join(NETWORKS)}")
-            check_choice("network", self.network, NETWORKS)
+                                 f"{', '.join(lib.networks())}")
+            check_choice("network", self.network, lib.networks())
         elif self.network is not None:
-            check_choice("network", self.network, NETWORKS)
+            check_choice("network", self.network, lib.networks())
 
     @property
     def nodes(self) -> int:
@@ -193,13 +146,14 @@ class Hardware:
 def hardware(gpu: GpuKind | str = "h100", gpus: int = 8, *, gpus_per_node: int = 8,
              network: str | None = None) -> Hardware:
     """A :class:`Hardware` from a GPU name (:func:`gpu_kind`) and counts; with several
-    nodes and no ``network``, the box's usual one (InfiniBand NDR for H100/H200/B200, HDR for
-    A100)."""
+    nodes and no ``network``, the GPU's usual one (:attr:`distlab.gpus.Gpu.default_network`:
+    InfiniBand NDR for H100/H200/B200, HDR for A100, the NIC AMD's clusters were published
+    with for MI300X/MI325X/MI355X)."""
     kind = gpu_kind(gpu)
     gpus = check_int("gpus", gpus, minimum=1)
     per_node = check_int("gpus_per_node", gpus_per_node, minimum=1)
     if network is None and gpus > per_node:
-        network = "ib_hdr200x8" if kind.box == "a100_sxm8" else "ib_ndr400x8"
+        network = kind.default_network
     return Hardware(kind, gpus, min(per_node, gpus), network)
 
 

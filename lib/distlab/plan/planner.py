@@ -23,11 +23,13 @@ Sequence parallelism is always on with ``tp > 1`` (the same traffic for less mem
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from distlab._checks import check_int
+from distlab.collective_library import NotPriced
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
 from distlab.plan.memory import MemoryEstimate, memory_lower_bound, memory_per_gpu
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
@@ -74,7 +76,9 @@ class Plan:
     ``rejected``: the ``top`` least short of the layouts found not to fit, least memory first,
     each priced in full; ``fitting``: the layouts within the memory's lower bound less those
     the replay ruled out (at most that many fit; the rest were not replayed), ``tried``: how
-    many were tried; ``advice``: what would fit where nothing does (:func:`plan`)."""
+    many were tried (those not priced included); ``advice``: what would fit where nothing does
+    (:func:`plan`); ``not_priced``: each reason the GPU's collective library's model gave for
+    a layout it could not price, with how many layouts it left out (none on NVIDIA GPUs)."""
 
     model: ModelSpec
     hardware: Hardware
@@ -83,6 +87,7 @@ class Plan:
     fitting: int
     tried: int
     advice: tuple[str, ...] = field(default=())
+    not_priced: tuple[tuple[str, int], ...] = field(default=())
 
     @property
     def best(self) -> LayoutPrice | None:
@@ -177,9 +182,14 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     mem = dict(memory_options or {})
     cands: list[_Bounded] = []
     over: list[_Bounded] = []
+    unpriced: Counter[str] = Counter()
     for layout in enumerate_layouts(model, hw, global_batch, precision=precision, **choices):
-        b = _Bounded(layout, step_time(model, layout, hw, rate=rate, simulate_pipeline=False),
-                     memory_lower_bound(model, layout))
+        try:
+            step = step_time(model, layout, hw, rate=rate, simulate_pipeline=False)
+        except NotPriced as exc:
+            unpriced[str(exc)] += 1
+            continue
+        b = _Bounded(layout, step, memory_lower_bound(model, layout))
         (cands if b.memory_bound <= hw.gpu.memory_bytes else over).append(b)
     head, ruled_out = _first_ranked(model, hw, cands, top, rate, mem)
     shortest = sorted(over, key=lambda b: (b.memory_bound, b.layout.label))[:top]
@@ -189,7 +199,8 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     advice = () if head else _advice(model, hw, global_batch, tuple(least), tried, precision,
                                      choices)
     return Plan(model, hw, tuple(head), tuple(least), len(cands) - len(ruled_out),
-                len(cands) + len(over), advice)
+                len(cands) + len(over) + sum(unpriced.values()), advice,
+                tuple(sorted(unpriced.items())))
 
 
 @dataclass(frozen=True)
@@ -288,7 +299,10 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
                 continue
             memory = memory_per_gpu(model, layout, at)
             if memory.fits():
-                step = step_time(model, layout, at, simulate_pipeline=False)
+                try:
+                    step = step_time(model, layout, at, simulate_pipeline=False)
+                except NotPriced:
+                    continue
                 return LayoutPrice(layout, memory, step, True)
         count += node if k < MAX_COUNTS_TRIED // 2 else count
     return None

@@ -22,15 +22,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from distlab.gpus import gpus_of_library
 from distlab.recompute import PUBLISHED_RECOMPUTE
 
 GiB = 2**30
 """Bytes in a GiB."""
 
-GPUS = ("A100-40GB-SXM", "A100-80GB-SXM", "H100-80GB-SXM", "H100-96GB-HBM2e", "H200-141GB-SXM",
-        "B200")
-"""GPU names a run may give; ``"H100-96GB-HBM2e"`` is the lower-TDP H100 of Meta's Grand Teton
-hosts that torchtitan's published numbers were measured on."""
+GPUS = tuple(g.name for g in gpus_of_library("nccl"))
+"""GPU names a run may give (the NVIDIA GPUs of the registry, :data:`distlab.gpus.GPUS`);
+``"H100-96GB-HBM2e"`` is the lower-TDP H100 of Meta's Grand Teton hosts that torchtitan's
+published numbers were measured on."""
 PRECISIONS = ("bf16", "fp16", "fp8", "mixed16")
 """Training precision; ``"mixed16"``: 16-bit mixed precision whose format the source omits."""
 RECOMPUTE = PUBLISHED_RECOMPUTE

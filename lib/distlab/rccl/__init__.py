@@ -7,7 +7,7 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
 - :mod:`.tables`: RCCL's gfx942 tuning tables per release (2.20.5, 2.21.5, 2.26.6, and the
   releases that carry them), its gfx950 table (2.26.6, develop 6ade5065), and how any release
   or ROCm version resolves to one per architecture.
-- :mod:`.choice`: the choice size by size (MSCCL, the cost model, the protocol override), with
+- :mod:`.tuning`: the choice size by size (MSCCL, the cost model, the protocol override), with
   RCCL's own estimate beside it (what RCCL minimizes; far from a run's time,
   docs/rccl-research.md).
 - :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
@@ -16,6 +16,10 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
   rates scaled by the links' speeds); what it cannot price (LL rings across nodes) says so.
 - :mod:`.boxes`: the MI300X / MI325X / MI355X boxes and the NICs beside them, each constant
   with its source, and each box's published tables judged.
+- :mod:`.library`: the model behind the one collective-library interface
+  (:class:`distlab.collective_library.CollectiveLibrary`, :data:`~.library.RCCL`): what the
+  planner asks to price an AMD box, the same types and units (seconds) as NCCL's
+  (:mod:`distlab.nccl.library`). ``choice`` is :mod:`.tuning`'s former name.
 - ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, ``--judge`` and
   ``--boxes`` (also ``python -m distlab.judge rccl``; :mod:`.lines` prints them).
 
@@ -27,9 +31,9 @@ rate in GB/s through :func:`distlab.links.check_nic_gbps`.
 Not modelled: collectives other than allreduce (the trace judge says so for each).
 """
 
-from distlab.rccl.choice import RcclCandidate, RcclChoice, rccl_allreduce_choices
 from distlab.rccl.execution import RcclTime, rccl_allreduce_times
 from distlab.rccl.tables import RCCL_TABLES, RcclTables, resolve_release
+from distlab.rccl.tuning import RcclCandidate, RcclChoice, rccl_allreduce_choices
 
 __all__ = ["RCCL_TABLES", "RcclCandidate", "RcclChoice", "RcclTables", "RcclTime",
            "rccl_allreduce_choices", "rccl_allreduce_times", "resolve_release"]

@@ -17,14 +17,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from distlab.rccl.choice import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
+from distlab.gpus import gpus_of_library
 from distlab.rccl.execution import NIC_GBPS, judge, published_tables
 from distlab.rccl.tables import GPU_ARCHS
+from distlab.rccl.tuning import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary
 
 __all__ = ["AMD_BOXES", "AMD_NICS", "NOT_PRICED", "AmdBox", "AmdNic", "box_lines", "box_rows",
            "nic_rows"]
+
+
+def _registry_gpu(box: str) -> tuple[str, str]:
+    """The GPU (its product name) and architecture the one GPU registry puts in ``box``."""
+    (g,) = (g for g in gpus_of_library("rccl") if g.box == box)
+    return g.product, g.architecture
+
+
+def _published_with(nic: str) -> str:
+    """The GPUs whose clusters were published with ``nic`` (their registry default network)."""
+    return ", ".join(g.product for g in gpus_of_library("rccl") if g.default_network == nic)
 
 
 @dataclass(frozen=True)
@@ -61,20 +73,20 @@ class AmdBox:
     @property
     def rccl_link_gbps(self) -> float:
         """What RCCL's topology credits one link with, GB/s
-        (:data:`~distlab.rccl.choice.RCCL_XGMI_LINK_GBPS`)."""
+        (:data:`~distlab.rccl.tuning.RCCL_XGMI_LINK_GBPS`)."""
         return RCCL_XGMI_LINK_GBPS[self.arch]
 
 
 AMD_BOXES: tuple[AmdBox, ...] = (
-    AmdBox("mi300x_8", "MI300X", "gfx942", 7, XGMI_LINK_SPEC_GBPS["gfx942"], True,
+    AmdBox("mi300x_8", *_registry_gpu("mi300x_8"), 7, XGMI_LINK_SPEC_GBPS["gfx942"], True,
            "AMD ROCm blog 'MI300X RCCL and xGMI' (rocm.blogs.amd.com, 2025-03-02): seven x16 "
            "Infinity Fabric links, 128 GB/s bidirectional (64 GB/s each way) per link, "
            "fully connected; RCCL src/graph/topo.h GFX94X_XGMI_WIDTH 48.0 per link"),
-    AmdBox("mi325x_8", "MI325X", "gfx942", 7, XGMI_LINK_SPEC_GBPS["gfx942"], True,
+    AmdBox("mi325x_8", *_registry_gpu("mi325x_8"), 7, XGMI_LINK_SPEC_GBPS["gfx942"], True,
            "AMD Instinct MI325X: seven Infinity Fabric links, the same CDNA 3 links as MI300X "
            "(a per-link figure of its own is not published in the sources found); RCCL: gfx942, "
            "GFX94X_XGMI_WIDTH 48.0"),
-    AmdBox("mi355x_8", "MI355X", "gfx950", 7, XGMI_LINK_SPEC_GBPS["gfx950"], True,
+    AmdBox("mi355x_8", *_registry_gpu("mi355x_8"), 7, XGMI_LINK_SPEC_GBPS["gfx950"], True,
            "Hot Chips 2025 write-ups (third-party, not AMD's datasheet): seven Infinity Fabric "
            "links of about 153.6 GB/s bidirectional; RCCL src/graph/topo.h GFX95X_XGMI_WIDTH "
            "48.0 (the same credit as gfx942); RCCL 2.26.6 (develop 6ade5065) tuning_model_6 "
@@ -102,13 +114,13 @@ class AmdNic:
 
 
 AMD_NICS: tuple[AmdNic, ...] = (
-    AmdNic("cx7", "NVIDIA ConnectX-7 400G", 400.0, "MI300X",
+    AmdNic("cx7", "NVIDIA ConnectX-7 400G", 400.0, _published_with("cx7"),
            "AMD AAC10 MI300X cluster (hisohara/ai-scripts rccl smoketest: 8 mlx5 RoCE ports per "
            "node); AMD's MLPerf Training v4.1 8 x MI300X system description (MT2910, ConnectX-7)"),
-    AmdNic("thor2", "Broadcom Thor2 400G", 400.0, "MI325X",
+    AmdNic("thor2", "Broadcom Thor2 400G", 400.0, _published_with("thor2"),
            "AMD AAC11 MI325X cluster (bnxt_re RoCE ports, hisohara/ai-scripts); RCCL CHANGELOG "
            "2.20.5 known issue naming Broadcom Thor-2 NICs"),
-    AmdNic("pollara", "AMD Pensando Pollara 400", 400.0, "MI355X",
+    AmdNic("pollara", "AMD Pensando Pollara 400", 400.0, _published_with("pollara"),
            "amd.com Pollara 400 AI NIC page ('up to 400 Gbps', PCIe Gen5 x16); AMD AAC14 MI355X "
            "cluster through the ANP net plugin (hisohara/ai-scripts); RCCL tuning_model_8 when "
            "the primary NIC is an AI NIC (rocm-systems)"),

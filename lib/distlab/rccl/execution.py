@@ -1,7 +1,7 @@
 """How long RCCL's choice takes: an execution model per path, fitted on published rccl-tests
 tables and judged on others.
 
-RCCL's estimate (:mod:`.choice`) steers its choice and is far from a run's time, so the time of
+RCCL's estimate (:mod:`.tuning`) steers its choice and is far from a run's time, so the time of
 what RCCL runs is modelled here from the hardware, as a fixed cost plus the bytes each GPU moves
 over what bounds it:
 
@@ -20,7 +20,7 @@ over what bounds it:
   NICs' (about 140 GB/s a node where eight NICs carry 400) and no source gives that rate, so it
   is fitted: ``fixed x L(nodes) / L(2) + max(S x line / tree rate, k S x line / NICs)`` where
   ``line`` is the protocol's bytes on the wire per data byte (LL 2, LL128 128/120, Simple 1),
-  ``L`` RCCL's own tree latency (:func:`~.choice.tree_latency_us`: the fixed cost grows with the
+  ``L`` RCCL's own tree latency (:func:`~.tuning.tree_latency_us`: the fixed cost grows with the
   tree's depth as RCCL's estimate says) and ``k`` the busiest node's share (1 on two nodes, 2
   from three: NCCL's double binary tree). Fitted on the two 2 x 8 MI355X tables with these
   sizes (two clusters, RCCL 2.26.6 and 2.27.7: :data:`TREE_FIT`) and judged on each with the
@@ -39,7 +39,7 @@ LL (MSCCL off).
 constants above. Across nodes the ring is bound by the node's NICs (the same 400 Gb/s NIC per
 GPU as the MI300X fit), not by xGMI. On one node MSCCL's allpairs and the ring move over xGMI:
 their rates (``msccl_link_gbps``, ``xgmi_efficiency x 336 GB/s``) are the gfx942 fit's times
-the ratio of one link's speed each way, :data:`~distlab.rccl.choice.XGMI_LINK_SPEC_GBPS`
+the ratio of one link's speed each way, :data:`~distlab.rccl.tuning.XGMI_LINK_SPEC_GBPS`
 (76.8 / 64 = 1.2; the MI355X figure is third-party), and the fixed costs are gfx942's
 (:func:`xgmi_scale`, :func:`one_node_note`). Only the tree across nodes is fitted on gfx950
 tables (:func:`fit_tree`); every other term's fit refuses them, and the held-out MI355X tables
@@ -55,18 +55,18 @@ seconds at the public functions; microseconds and GB/s (1e9 bytes/s) in the cons
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distlab._checks import check_instance
+from distlab.collective_library import load_published
 from distlab.links import check_nic_gbps
-from distlab.rccl.choice import (
+from distlab.rccl.tables import DEFAULT_ARCH
+from distlab.rccl.tuning import (
     GPUS_PER_NODE,
     XGMI_BUS_GBPS,
     XGMI_LINK_SPEC_GBPS,
@@ -74,7 +74,6 @@ from distlab.rccl.choice import (
     rccl_allreduce_choices,
     tree_latency_us,
 )
-from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
 
 __all__ = ["FITTED_ARCHS", "LINE_BYTES", "ONE_NODE_ARCHS", "SHIPPED", "TREE_FIT",
@@ -82,7 +81,9 @@ __all__ = ["FITTED_ARCHS", "LINE_BYTES", "ONE_NODE_ARCHS", "SHIPPED", "TREE_FIT"
            "fit_tree", "judge", "one_node_note", "published_tables", "rccl_allreduce_times",
            "table_choices", "tree_fit_tables", "tree_note", "xgmi_scale"]
 
-PUBLISHED = Path(__file__).with_name("data") / "published.json"
+PUBLISHED_RESOURCE = ("distlab.rccl", "published.json")
+"""``(package, file)`` of the published tables in the package's ``data/`` folder, read through
+:func:`distlab.collective_library.load_published`."""
 NIC_GBPS = 50.0
 """One 400 Gb/s NIC per GPU (ConnectX-7, Broadcom Thor2, AMD Pollara 400), GB/s."""
 JUDGED_FROM_BYTES = 65536
@@ -104,7 +105,7 @@ LINE_BYTES: dict[str, float] = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
 
 def xgmi_scale(arch: str) -> float:
     """How many times a gfx942 xGMI link's speed (where the one-node rates are fitted) one link
-    of ``arch`` moves, from :data:`~distlab.rccl.choice.XGMI_LINK_SPEC_GBPS` (1 for gfx942)."""
+    of ``arch`` moves, from :data:`~distlab.rccl.tuning.XGMI_LINK_SPEC_GBPS` (1 for gfx942)."""
     return XGMI_LINK_SPEC_GBPS[arch] / XGMI_LINK_SPEC_GBPS[FITTED_ARCHS[0]]
 
 
@@ -227,7 +228,7 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
                          arch: str = DEFAULT_ARCH) -> tuple[list[RcclTime], str]:
     """RCCL's choice at each size and the time the execution model gives it.
 
-    Arguments as :func:`~.choice.rccl_allreduce_choices` (``arch``: ``"gfx942"`` or
+    Arguments as :func:`~.tuning.rccl_allreduce_choices` (``arch``: ``"gfx942"`` or
     ``"gfx950"``, whose one node is priced at :func:`xgmi_scale`); ``nic_gbps``: one NIC's
     rate in GB/s (bytes; one NIC per GPU), in ``(0, 100]``
     (:func:`distlab.links.check_nic_gbps`: a 400 Gb/s NIC is 50); ``constants``: an
@@ -247,7 +248,7 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, Any], ...]:
-    return tuple(json.loads(PUBLISHED.read_text())["tables"])
+    return tuple(load_published(*PUBLISHED_RESOURCE)["tables"])
 
 
 def published_tables(split: str | None = None) -> list[dict[str, Any]]:
@@ -326,7 +327,7 @@ def fit_tree(tables: Iterable[dict[str, Any]] | None = None) -> tuple[float, flo
 def fit_constants(tables: Iterable[dict[str, Any]] | None = None,
                   tree_tables: Iterable[dict[str, Any]] | None = None) -> ExecutionConstants:
     """Fit :class:`ExecutionConstants` on ``tables`` (default: the calibration split), each
-    term on the sizes where RCCL runs that path (by :func:`~.choice.rccl_allreduce_choices` for
+    term on the sizes where RCCL runs that path (by :func:`~.tuning.rccl_allreduce_choices` for
     the table's release; a one-node table of unstated release: MSCCL up to 16 MiB), and the
     tree across nodes on ``tree_tables`` (:func:`fit_tree`).
 

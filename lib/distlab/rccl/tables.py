@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from distlab.gpus import gpus_of_library
+
 __all__ = ["DEFAULT_ARCH", "GPU_ARCHS", "RCCL_ARCHS", "RCCL_ARCH_TABLES", "RCCL_TABLES",
            "RcclTables", "ResolvedRelease", "arch_gpus", "check_arch", "check_release",
            "release_key", "resolve_release", "rocm_rccl"]
@@ -204,10 +206,10 @@ RCCL_ARCHS: tuple[str, ...] = tuple(RCCL_ARCH_TABLES)
 DEFAULT_ARCH = "gfx942"
 """What every function prices unless told otherwise."""
 
-GPU_ARCHS: dict[str, str] = {"MI300X": "gfx942", "MI325X": "gfx942", "MI350X": "gfx950",
-                             "MI355X": "gfx950"}
+GPU_ARCHS: dict[str, str] = {g.product: g.architecture for g in gpus_of_library("rccl")}
 """Each AMD GPU the model knows, by its product name, and the architecture RCCL keys its tables
-on: the one map the command's ``--gpu``, the boxes and the trace judge read."""
+on (read from the one GPU registry, :data:`distlab.gpus.GPUS`): the one map the command's
+``--gpu``, the boxes and the trace judge read."""
 
 
 def arch_gpus(arch: str) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from distlab._checks import check_int
 from distlab.nccl.boxes import gpu_box
-from distlab.nccl.estimate import busbw_gbps, compare_published, nccl_allreduce
+from distlab.nccl.tuning import busbw_gbps, compare_published, nccl_allreduce
 from distlab.viz.axes import bytes_axis, plain_log_axis
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colours, nccl_pair

@@ -22,13 +22,13 @@ from typing import Any
 
 from distlab._checks import check_int
 from distlab.nccl.boxes import gpu_box
-from distlab.nccl.estimate import (
+from distlab.nccl.execution import nccl_execution
+from distlab.nccl.fit_execution import JudgedPoint
+from distlab.nccl.tuning import (
     algorithm_from_nccl,
     busbw_gbps,
     nccl_allreduce,
 )
-from distlab.nccl.execution import nccl_execution
-from distlab.nccl.fit_execution import JudgedPoint
 from distlab.nccl.versions import nccl_constants as priced_version
 from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
 from distlab.viz.figure import new_figure

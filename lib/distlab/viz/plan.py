@@ -737,11 +737,16 @@ def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(str, options))}, got {value!r}")
 
 
+_NCCL_KINDS = [name for name, kind in GPU_KINDS.items() if kind.library == "nccl"]
+"""The GPU kinds the explorer offers: those whose networks are the explorer's (NCCL's)."""
+
+
 class PlannerExplorer(Explorer):
     """The planner for chosen settings: the first layouts of its ranking, their memory and step.
 
     Controls: ``model`` (a preset of :data:`~distlab.transformer.PRESETS`), ``gpus``, ``gpu``
-    (a kind of :data:`~distlab.plan.layout.GPU_KINDS`), ``network`` (between nodes, a key of
+    (a kind of :data:`~distlab.plan.layout.GPU_KINDS` whose collectives NCCL runs, the
+    networks below being NCCL's), ``network`` (between nodes, a key of
     :data:`~distlab.nccl.multinode.NETWORKS`; off on one node),
     ``seq_len`` and ``global_batch`` (sequences per step). Each change runs
     :func:`~distlab.plan.planner.plan` (under a second for an 8B model on a few nodes; several
@@ -755,13 +760,14 @@ class PlannerExplorer(Explorer):
     """
 
     def __init__(self, model: str = "llama3-8b", gpus: int = 16, *,
-                 gpu: str = "H100-80GB-SXM", network: str = "ib_ndr400x8", seq_len: int = 8192,
+                 gpu: str = gpu_kind("h100").name, network: str = "ib_ndr400x8",
+                 seq_len: int = 8192,
                  global_batch: int = 64, top: int = 5,
                  gpu_counts: Sequence[int] = (8, 16, 32, 64, 128, 256, 512),
                  seq_lens: Sequence[int] = (2048, 4096, 8192, 16384, 32768),
                  global_batches: Sequence[int] = (16, 32, 64, 128, 256, 512, 1024)) -> None:
         for name, value, options in (("model", model, list(PRESETS)), ("gpus", gpus, gpu_counts),
-                                     ("gpu", gpu, list(GPU_KINDS)),
+                                     ("gpu", gpu, _NCCL_KINDS),
                                      ("network", network, list(NETWORKS)),
                                      ("seq_len", seq_len, seq_lens),
                                      ("global_batch", global_batch, global_batches)):
@@ -775,7 +781,7 @@ class PlannerExplorer(Explorer):
                                 style=st, layout=lay)
         self.gpus = w.Dropdown(options=list(gpu_counts), value=gpus, description="GPUs",
                                style=st, layout=lay)
-        self.gpu = w.Dropdown(options=list(GPU_KINDS), value=gpu, description="GPU kind",
+        self.gpu = w.Dropdown(options=_NCCL_KINDS, value=gpu, description="GPU kind",
                               style=st, layout=lay)
         self.network = w.Dropdown(options=list(NETWORKS), value=network, description="network",
                                   style=st, layout=lay)

@@ -12,7 +12,7 @@ stores its per-size series, the per-size prices of :mod:`distlab.collectives.mod
 :mod:`distlab.collectives.algorithms.allreduce.gloo_ring` with its pipeline of two iterations in
 flight, priced as below (distlab's per-call overhead left out, see :meth:`CallModel.seconds`); for
 NCCL on a GPU box of :mod:`distlab.nccl.boxes`, NCCL's own tuning model
-(:mod:`distlab.nccl.estimate`).
+(:mod:`distlab.nccl.tuning`).
 
 How the builtin is priced. gloo's ring runs in compiled code on the process group's worker
 thread: per iteration it posts a send and a receive, waits, and reduces in C++, where distlab's
@@ -60,7 +60,7 @@ from distlab.collectives.model.presets import _packaged_calibration
 from distlab.collectives.model.rates import SizeRates, size_rates
 from distlab.collectives.plan.schedule import Schedule
 from distlab.nccl.boxes import GPU_BOXES, GpuBox
-from distlab.nccl.estimate import predict_nccl_allreduce
+from distlab.nccl.tuning import predict_nccl_allreduce
 from distlab.report.jsonfile import read_json
 from distlab.vocabulary import dtype_bytes
 
@@ -256,7 +256,7 @@ def predict_builtin(preset: Any, world_size: int, sizes_bytes: Sequence[int], *,
             (:mod:`distlab.collectives.algorithms.allreduce.gloo_ring`) costed with it; or a GPU box
             (a :class:`~distlab.nccl.boxes.GpuBox` or a name of
             :data:`~distlab.nccl.boxes.GPU_BOXES`): NCCL's own choice and estimate
-            (:func:`~distlab.nccl.estimate.predict_nccl_allreduce`).
+            (:func:`~distlab.nccl.tuning.predict_nccl_allreduce`).
         world_size: ranks (>= 1).
         sizes_bytes: buffer sizes in bytes (multiples of ``itemsize`` for a calibration).
         itemsize: bytes per element (gloo segments by bytes; NCCL's model is per byte).
