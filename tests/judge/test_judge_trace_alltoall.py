@@ -78,3 +78,30 @@ def test_the_16_rank_trace_says_why_the_rest_is_not_priced() -> None:
     assert all("around an NCCL sendrecv kernel" in w for w in disagree)
     unlinked = [n for w, n in why.items() if w and w.startswith("no nccl: annotation span")]
     assert unlinked == [5]
+
+
+def test_deepep_kernels_are_listed_with_why_beside_a_priced_all_to_all(tmp_path: Path) -> None:
+    """DeepEP's dispatch/combine kernels state no size torch can read: listed, not priced; an
+    NCCL all-to-all of the same trace, sized by its span, is priced."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "nccl:all_to_all", "pid": 1, "tid": 7,
+           "ts": 100.0, "dur": 20.0, "args": {"Input Dims": [[1 << 20]], "Input type": ["float"]}}]
+    for corr, (name, ts) in enumerate([
+            ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 105.0),
+            ("void deep_ep::intranode::dispatch<8, 768>(int4*, float*)", 300.0),
+            ("void deep_ep::intranode::combine<8, 768>(int4*, float*)", 500.0)]):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                   "tid": 7, "ts": ts, "dur": 2.0, "args": {"correlation": corr}})
+        ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 20, "ts": ts + 20,
+                   "dur": 40.0, "args": {"stream": 20, "correlation": corr, "device": 0}})
+    doc = {"schemaVersion": 1, "traceEvents": ev,
+           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
+           "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+    (tmp_path / "rank0.json").write_text(json.dumps(doc))
+    j = judge_trace(tmp_path)
+    by_lib = {p.library: p for p in j.prices}
+    assert by_lib["DeepEP"].model_us is None
+    assert "DeepEP kernels" in (by_lib["DeepEP"].why or "")
+    a2a = next(p for p in j.prices if p.collective == "all_to_all")
+    assert a2a.nbytes == 4 << 20 and a2a.model_us is not None
+    want = alltoall_times(fabric("h100_sxm8", 8), [4 << 20])[0].seconds * 1e6
+    assert a2a.model_us == pytest.approx(want, rel=1e-12)

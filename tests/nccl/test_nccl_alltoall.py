@@ -92,6 +92,10 @@ def test_fabric_and_p2p_refuse_bad_input() -> None:
         fabric("b200_sxm8", 16, nodes=2)
     with pytest.raises(ValueError, match="nbytes"):
         p2p_time(fabric("b200_sxm8", 8), -1, cross_node=False)
+    with pytest.raises(ValueError, match="nic_gbps"):
+        p2p_time(fabric("b200_sxm8", 8), 1 << 20, cross_node=True)
+    across = p2p_time(fabric("b200_sxm8", 16, nodes=2, nic_gbps=50.0), 1 << 20, cross_node=True)
+    assert across.layout.net_bytes == 1 << 20 and across.bound == "network"
     one = p2p_time(fabric("h100_sxm8", 8), 1 << 20, cross_node=False)
     assert one.layout.nvl_bytes == 1 << 20 and one.seconds > 0
 

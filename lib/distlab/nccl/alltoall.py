@@ -121,8 +121,6 @@ def fabric(box: BoxLike, world_size: int, *, nodes: int = 1, nic_gbps: float = 0
         raise ValueError(f"world_size must be a multiple of nodes={nodes}, got {n}")
     if nodes > 1 and not (isinstance(nic_gbps, (int, float)) and 0 < nic_gbps <= 1000):
         raise ValueError(f"nic_gbps must be in (0, 1000] GB/s across nodes, got {nic_gbps!r}")
-    if nodes > 1 and n // nodes < 1:
-        raise ValueError(f"world_size {n} leaves no GPU per node")
     return Fabric(b, nodes, n // nodes, float(nic_gbps))
 
 
@@ -304,9 +302,13 @@ def alltoall_times(f: Fabric, sizes_bytes: Sequence[int],
 def p2p_time(f: Fabric, nbytes: int, *, cross_node: bool,
              constants: AlltoallConstants | None = None) -> AlltoallRun:
     """One send/recv of ``nbytes`` between two GPUs of ``f``: on one node (NVLink) or across
-    nodes (one NIC), laid out and timed as one operation of an all-to-all."""
+    nodes (one NIC of ``f.nic_gbps``; ``ValueError`` without one), laid out and timed as one
+    operation of an all-to-all."""
     c = shipped_alltoall() if constants is None else constants
     nbytes = check_int("nbytes", nbytes, minimum=0)
+    if cross_node and not f.nic_gbps > 0:
+        raise ValueError("cross_node=True needs a fabric with nic_gbps > 0 (a network), got "
+                         f"nic_gbps={f.nic_gbps!r}")
     g = f if cross_node == (f.nodes > 1) else Fabric(
         f.box, 2 if cross_node else 1, 1 if cross_node else max(2, f.gpus_per_node),
         f.nic_gbps)
