@@ -31,6 +31,11 @@ each constant:
   local GPU on the peer's rail, reached over NVLink; every GPU's NIC carries the same share, and
   NVLink also carries the ``(g - 1) / g`` of the remote bytes forwarded to another local GPU.
 
+The chunk sizes and the LL threshold are the same from NCCL 2.18.3 to 2.30.7 (read at tags
+v2.18.3-1, v2.21.5-1, v2.23.4-1, v2.26.2-1, v2.27.3-1, v2.30.7-1), so the model takes no release;
+the network peers' channel rule is 2.21-2.28's (2.18 used a flat 2, 2.30 counts channels by NIC
+bandwidth).
+
 Time of one call, microseconds (:func:`alltoall_times`): ``base + bytes over the bottleneck /
 (efficiency * link) + steps * batches * step_us``, per protocol, where the bytes over NVLink are
 those leaving the GPU (``S (n - 1) / n``, plus PXN's forwarding across nodes) against NCCL's own
