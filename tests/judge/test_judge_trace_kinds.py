@@ -20,16 +20,14 @@ from hypothesis import strategies as st
 from distlab.judge.trace_command import main
 from distlab.judge.trace_judgement import judge_trace, judgement_json
 from distlab.judge.trace_model import (
-    P2P_LL_THRESHOLD_BYTES,
     PRICED,
     KernelPrice,
     price_collectives,
 )
 from distlab.judge.trace_report import report_lines
+from distlab.nccl.alltoall import alltoall_times, fabric, p2p_time
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
-from distlab.plan.collectives import p2p_seconds
-from distlab.plan.layout import hardware
 from distlab.trace.collectives import (
     P2P,
     CollectiveCall,
@@ -129,12 +127,12 @@ def _model_us(p: KernelPrice) -> tuple[float, str, str]:
         kind = "broadcast" if p.collective == "reduce" else p.collective
         e = nccl_collective("h100_sxm8", n, [b], kind)[0]
         return e.seconds * 1e6, e.algorithm, e.protocol
-    hw = hardware("h100", n)
+    f = fabric("h100_sxm8", n)
     if p.collective == "all_to_all":
-        return (p2p_seconds(b * (n - 1) // n, cross_node=False, hw=hw) * 1e6, "p2p",
-                "LL" if b // n <= P2P_LL_THRESHOLD_BYTES else "Simple")
-    return (p2p_seconds(b, cross_node=False, hw=hw) * 1e6, "p2p",
-            "LL" if b <= P2P_LL_THRESHOLD_BYTES else "Simple")
+        run = alltoall_times(f, [b])[0]
+        return run.seconds * 1e6, "p2p", run.layout.protocol
+    one = p2p_time(fabric("h100_sxm8", 8), b, cross_node=False)
+    return one.seconds * 1e6, "p2p", one.layout.protocol
 
 
 def test_every_kind_is_priced_with_its_own_model(kinds_run: Path) -> None:
@@ -173,7 +171,7 @@ def test_report_says_sources_algorithms_and_why_not(kinds_run: Path) -> None:
     rows = [ln for ln in lines if ln.startswith(("rank 0 ", "rank 1 "))]
     assert len(rows) == 18
     assert sum("(size: matched rank 0)" in ln for ln in rows) == 5
-    assert any(ln.startswith("rank 1 all_to_all") and "p2p/Simple" in ln for ln in rows)
+    assert any(ln.startswith("rank 1 all_to_all") and "p2p/LL" in ln for ln in rows)
     assert any(ln.startswith("rank 0 all_gather") and "ring/" in ln for ln in rows)
     assert "message sizes from: own args 13, matched rank 0 5, none 2" in text
     reasons = [ln for ln in lines if ln.startswith("not priced (")]

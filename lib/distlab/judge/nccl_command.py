@@ -4,6 +4,7 @@ published tables, table by table or box by box.
     python -m distlab.judge nccl --published                 # the model on every published table
     python -m distlab.judge nccl --published --write [PATH]  # refit the constants, write PATH
     python -m distlab.judge nccl --boxes [--json OUT]        # every box, network, release judged
+    python -m distlab.judge nccl --alltoall [--write PATH]   # all-to-all: calibrated, held out
 
 Prints the error on each published table the project holds, in sample (constants fitted on every
 table) and leave-one-source-out (each source priced with constants fitted on the others), then
@@ -18,7 +19,11 @@ it.
 ``--boxes`` lists every box, network and NCCL release the model knows, where each constant
 comes from and how published tables judge it (n tables, points, median and p90 |error|; the
 same report as ``python -m distlab.nccl --boxes``, :mod:`distlab.nccl.inventory`). NCCL's
-choice per size on one box is ``python -m distlab.nccl BOX``. Nothing is measured.
+choice per size on one box is ``python -m distlab.nccl BOX``. ``--alltoall`` judges NCCL's
+all-to-all model (:mod:`distlab.nccl.alltoall`) on the published ``alltoall_perf`` tables: per
+table the |time error| on the tables it is calibrated on and on the held-out ones
+(:mod:`distlab.nccl.alltoall_judged`); with ``--write`` it refits the constants and writes them
+to PATH (default ``alltoall_calibration.json``). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ def _parser() -> options.Parser:
                         "median, p90)")
     p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="with --boxes: also write that report as JSON to OUT")
+    p.add_argument("--alltoall", action="store_true",
+                   help="NCCL's all-to-all model on the published alltoall_perf tables: "
+                        "calibration and held-out error per table")
     p.add_argument("box", nargs="?", default=None, help=argparse.SUPPRESS)  # the old form
     p.add_argument("--write", nargs="?", const="execution_calibration.json", default=None,
                    metavar="PATH", type=options.output_file,
@@ -69,9 +77,22 @@ def _nccl_command(argv: list[str]) -> int:
         p.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.published and args.boxes:
         p.error("give one of --published or --boxes")
+    if args.alltoall and (args.published or args.boxes):
+        p.error("--alltoall is its own judgement: give it without --published or --boxes")
+    if args.alltoall:
+        from distlab.nccl.alltoall_judged import fit_alltoall, judged_lines, write_calibration
+
+        if args.json is not None:
+            p.error("--json writes the --boxes report: give --boxes")
+        constants = None
+        if args.write is not None:
+            constants = fit_alltoall()
+            write_calibration(args.write, constants)
+        print("\n".join(judged_lines(constants)))
+        return 0
     if args.json is not None and not args.boxes:
         p.error("--json writes the --boxes report: give --boxes")
-    if args.write is not None and not args.published:
+    if args.write is not None and not (args.published or args.alltoall):
         p.error("--write refits on the published tables: give --published")
     if args.boxes:
         from distlab.nccl.inventory import print_boxes

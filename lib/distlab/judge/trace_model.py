@@ -19,13 +19,14 @@ What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of t
   another release says so in its note);
 - ``reduce``: as a broadcast of the same bytes (NCCL's tuner gives reduce and broadcast the same
   ring steps and latency; the reduction's arithmetic is not modelled; the note says so);
-- ``send``, ``recv``, ``sendrecv`` (NCCL's ``SendRecv`` kernel): the planner's point-to-point
-  price, :func:`distlab.plan.collectives.p2p_seconds` (``P2P_ALPHA_S + bytes / the box's link
-  bandwidth per direction``), algorithm ``"p2p"``, protocol LL up to
-  :data:`P2P_LL_THRESHOLD_BYTES` else Simple;
 - ``all_to_all`` (NCCL runs it as grouped sends and receives to every peer, a ``SendRecv``
-  kernel): ``p2p_seconds`` of the bytes that leave the GPU, ``nbytes * (n - 1) / n``, all peers
-  sharing its link.
+  kernel; ``nbytes``: what each rank sends in all, e.g. the ``Input Dims`` of its
+  ``nccl:all_to_all`` span): NCCL's all-to-all model,
+  :func:`distlab.nccl.alltoall.alltoall_times` (algorithm ``"p2p"``, NCCL's p2p protocol); a
+  group larger than the box spans ``group / box GPUs`` nodes joined by the box's usual network
+  (:data:`ALLTOALL_NETWORKS`, one port per GPU; the trace does not state it, the note says so);
+- ``send``, ``recv``, ``sendrecv`` (NCCL's ``SendRecv`` kernel): one operation of ``nbytes``
+  over NVLink, :func:`distlab.nccl.alltoall.p2p_time` (the peer is not in the trace).
 
 On AMD GPUs (torch's ``nccl`` backend is RCCL there, which keeps NCCL's kernel names, adds
 MSCCL's ``mscclKernel_...`` and writes its own version in ``nccl_version``), GPU names map to
@@ -75,16 +76,16 @@ from typing import Any
 from distlab.collectives.algorithms.registry import build_plan
 from distlab.collectives.model.choice import schedule_seconds, shipped_calibration
 from distlab.collectives.model.predict import predict_builtin
+from distlab.nccl.alltoall import alltoall_times, fabric, p2p_time
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
+from distlab.nccl.multinode import NETWORKS
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NcclReleaseWarning,
     release_key,
 )
-from distlab.plan.collectives import P2P_ALPHA_S, p2p_seconds
-from distlab.plan.layout import GPU_KINDS, GpuKind, Hardware
 from distlab.rccl import rccl_allreduce_times, resolve_release
 from distlab.rccl.execution import ONE_NODE_ARCHS, one_node_note
 from distlab.rccl.tables import GPU_ARCHS
@@ -92,7 +93,8 @@ from distlab.rccl.tuning import GPUS_PER_NODE as RCCL_NODE_GPUS
 from distlab.trace.collectives import P2P, Collectives, RankCall
 from distlab.vocabulary import collective_name, dtype_bytes, error_pct
 
-__all__ = ["BOX_PATTERNS", "GLOO_NOTE", "GLOO_P2P_WHY", "GLOO_PRICED", "P2P_LL_THRESHOLD_BYTES",
+__all__ = ["ALLTOALL_NETWORKS", "BOX_PATTERNS", "GLOO_NOTE", "GLOO_P2P_WHY", "GLOO_PRICED",
+           "P2P_LL_THRESHOLD_BYTES",
            "PEERS_ABSENT", "PRICED", "RCCL_ALL_REDUCE_ONLY", "RCCL_ARCHS_PRICED",
            "RCCL_NOT_MSCCL", "RCCL_PATTERNS", "KernelPrice",
            "box_for_gpu", "collective_library", "price_collectives", "rccl_arch_for_gpu"]
@@ -134,17 +136,21 @@ PEERS_ABSENT = ("peers' traces absent: the wait for them is unknown, so the whol
 """The note of a kernel whose group has ranks without a trace here."""
 REDUCE_AS_BROADCAST = ("reduce priced as a broadcast of the same bytes (NCCL's tuner gives the "
                        "two the same ring steps and latency); the reduction is not modelled")
-P2P_NOTE = ("point-to-point priced as the planner does (distlab.plan.collectives.p2p_seconds: "
-            f"a fixed {P2P_ALPHA_S * 1e6:.0f} us + bytes / the box's link bandwidth per "
-            "direction), not fitted to measurements")
+P2P_NOTE = ("send/recv priced as one operation of NCCL's all-to-all model over NVLink "
+            "(distlab.nccl.alltoall.p2p_time): the peer is not in the trace")
 RCCL_ALL_REDUCE_ONLY = "the RCCL model prices all_reduce only"
 """The end of the why-line of any other collective on an AMD GPU."""
 RCCL_NOT_MSCCL = ("an RCCL kernel, not MSCCL's, where the RCCL model would run MSCCL: "
                   "priced with MSCCL off")
 """The note of an ``nccl...`` kernel at a size the model gives to MSCCL (MSCCL disabled, or a
 call it does not take)."""
-ALL_TO_ALL_NOTE = ("all_to_all priced as NCCL runs it, grouped sends to the n-1 peers: "
-                   "p2p_seconds of the nbytes (n-1)/n that leave the GPU, sharing its link")
+ALL_TO_ALL_NOTE = ("all_to_all priced as NCCL runs it, grouped send/recv to the n-1 peers "
+                   "(distlab.nccl.alltoall, calibrated on published alltoall_perf tables)")
+ALLTOALL_NETWORKS: dict[str, str] = {"a100_sxm8": "ib_hdr200x8", "h100_sxm8": "ib_ndr400x8",
+                                     "h200_sxm8": "ib_ndr400x8", "b200_sxm8": "ib_ndr400x8"}
+"""The network an all-to-all of a group larger than its box is priced over (the trace states
+none): the box's usual InfiniBand rails, one port per GPU (DGX A100: HDR 200 Gb/s; DGX H100,
+H200, B200: NDR 400 Gb/s)."""
 
 
 def box_for_gpu(gpu: str | None) -> str | None:
@@ -235,13 +241,6 @@ class _Model:
     note: str | None
 
 
-def _hardware(box: str, gpu: str, n: int) -> Hardware:
-    """One node of ``box`` holding the ``n`` GPUs of a group (the planner's :class:`Hardware`,
-    for :func:`p2p_seconds`)."""
-    kind = next((k for k in GPU_KINDS.values() if k.box == box), None) or \
-        GpuKind(gpu, 1, 0.0, box, "the trace's deviceProperties")
-    return Hardware(kind, n, gpus_per_node=GPU_BOXES[box].gpus)
-
 
 def _family_note(nccl_version: str | None) -> str | None:
     """The note of a collective priced with NCCL 2.28's tuning when the trace names another."""
@@ -270,14 +269,19 @@ def _model(box: str, gpu: str, collective: str, n: int, nbytes: int,
         notes = [x for x in (REDUCE_AS_BROADCAST if collective == REDUCE else None,
                              _family_note(nccl_version)) if x]
         return _Model(run.seconds * 1e6, run.algorithm, run.protocol, "; ".join(notes) or None)
-    hw = _hardware(box, gpu, n)
+    box_gpus = GPU_BOXES[box].gpus
     if collective == ALL_TO_ALL:
-        leaving = nbytes * (n - 1) // n
-        per_peer = nbytes // n
-        return _Model(p2p_seconds(leaving, cross_node=False, hw=hw) * 1e6, "p2p",
-                      "LL" if per_peer <= P2P_LL_THRESHOLD_BYTES else "Simple", ALL_TO_ALL_NOTE)
-    return _Model(p2p_seconds(nbytes, cross_node=False, hw=hw) * 1e6, "p2p",
-                  "LL" if nbytes <= P2P_LL_THRESHOLD_BYTES else "Simple", P2P_NOTE)
+        nodes = 1 if n <= box_gpus else n // box_gpus  # _why_not_size: a whole number of boxes
+        note, nic = ALL_TO_ALL_NOTE, 0.0
+        if nodes > 1:
+            net = NETWORKS[ALLTOALL_NETWORKS[box]]
+            nic = net.nic_gbps
+            note += (f"; {n} ranks span {nodes} nodes of {box}: the trace states no network, "
+                     f"priced over {net.key} ({net.name}), one port per GPU")
+        run = alltoall_times(fabric(box, n, nodes=nodes, nic_gbps=nic), [nbytes])[0]
+        return _Model(run.seconds * 1e6, "p2p", run.layout.protocol, note)
+    one = p2p_time(fabric(box, box_gpus), nbytes, cross_node=False)
+    return _Model(one.seconds * 1e6, "p2p", one.layout.protocol, P2P_NOTE)
 
 
 GLOO_PLANS = {ALL_GATHER: "ring", REDUCE_SCATTER: "ring", BROADCAST: "binomial"}
@@ -341,6 +345,8 @@ def _why_not_size(c: RankCall, node_gpus: int, node: str, whole_node: bool = Fal
     """Why a collective the model prices is not priced for its size or group (one node of
     ``node_gpus`` GPUs named ``node``; ``whole_node``: only a group of the whole node), or
     None."""
+    if c.size_note:
+        return c.size_note
     if c.nbytes is None:
         return ("message size unknown on every rank (no In/Out msg nelems and dtype in this "
                 "rank's trace or a matched rank's; record with record_shapes=True)")
@@ -348,7 +354,9 @@ def _why_not_size(c: RankCall, node_gpus: int, node: str, whole_node: bool = Fal
         return "group size unknown"
     if c.group_size < 2:
         return "group of 1 rank: nothing moves between GPUs"
-    if c.group_size > node_gpus:
+    if c.group_size > node_gpus and not (
+            c.collective == ALL_TO_ALL and node in ALLTOALL_NETWORKS
+            and c.group_size % node_gpus == 0):
         return (f"group of {c.group_size} ranks spans nodes of {node}: the network is not "
                 "in the trace")
     if whole_node and c.group_size < node_gpus:

@@ -6,6 +6,7 @@
     python -m distlab.nccl h100_sxm8 --release 2.18          # an older NCCL's constants
     python -m distlab.nccl h100_sxm8 --nodes 4 --network ib_ndr400x8   # 32 GPUs
     python -m distlab.nccl h100_sxm8 --collective all_gather          # FSDP's traffic
+    python -m distlab.nccl b200_sxm8 --collective all_to_all --nodes 2 --network ib_ndr400x8
     python -m distlab.nccl b200_sxm8 --release 2.30.4 --json out.json
     python -m distlab.nccl gb200_nvl72 --sizes 1M,1G         # one 72-GPU NVLink domain
     python -m distlab.nccl --judge                     # the model on the published tables
@@ -98,11 +99,13 @@ def _parser() -> options.Parser:
                    help="the network between nodes: " + ", ".join(sorted(NETWORKS)))
     p.add_argument("--sizes", type=options.size_list, default=None,
                    help="comma-separated sizes, e.g. 64K,1M,1G (default 64 KiB..4 GiB x4)")
-    p.add_argument("--collective", type=_collective, choices=("all_reduce", *FAMILY),
+    p.add_argument("--collective", type=_collective,
+                   choices=("all_reduce", *FAMILY, "all_to_all"),
                    default="all_reduce",
                    help="the collective: all_reduce (default), or all_gather, reduce_scatter or "
-                        "broadcast on one node; nccl-tests' spellings (allreduce, allgather, "
-                        "reducescatter) are accepted")
+                        "broadcast on one node, or all_to_all (one node or across nodes, "
+                        "alltoall_perf's columns); nccl-tests' spellings (allreduce, allgather, "
+                        "reducescatter, alltoall) are accepted")
     p.add_argument("--judge", action="store_true",
                    help="the measured-time model on every published table instead (as python "
                         "-m distlab.judge nccl --published)")
@@ -139,6 +142,8 @@ def _nccl_command(argv: list[str]) -> int:
         p.error(f"--network {args.network} joins nodes: give --nodes 2 or more (one node's "
                 "GPUs talk over its own links)")
     default = NCCL_CONSTANTS[DEFAULT_NCCL_VERSION]
+    if args.collective == "all_to_all":
+        return _alltoall(p, args)
     if args.collective != "all_reduce" and (
             args.nodes > 1 or resolve_nccl_version(args.nccl_version).version is not default):
         p.error(f"--collective {args.collective} is modelled on one node with NCCL 2.28.9 only")
@@ -161,6 +166,22 @@ def _nccl_command(argv: list[str]) -> int:
     if args.json is not None:
         write_json(args.json, choice_json(args.box, n, sizes, args.harness, args.nccl_version,
                                           nodes=args.nodes, network=args.network))
+    return 0
+
+
+def _alltoall(p: options.Parser, args: argparse.Namespace) -> int:
+    """``--collective all_to_all``: :func:`distlab.nccl.alltoall_table.alltoall_lines`."""
+    from distlab.nccl.alltoall_table import alltoall_lines
+
+    if args.json is not None:
+        p.error("--json writes the allreduce table")
+    gpus = GPU_BOXES[args.box].gpus * args.nodes
+    n = gpus if args.world_size is None else args.world_size
+    if n > gpus or n % args.nodes:
+        options.fail(p, "--world-size", n, f"at most {gpus} and a multiple of --nodes "
+                     f"{args.nodes}")
+    print("\n".join(alltoall_lines(args.box, n, args.sizes or DEFAULT_SIZES, nodes=args.nodes,
+                                    network=args.network)))
     return 0
 
 

@@ -18,6 +18,11 @@ Its message (elements ``In msg nelems`` / ``Out msg nelems``, ``dtype``, ``Group
 - ``"own args"`` also for gloo: the ``gloo:<collective>`` span's ``Input Dims`` and ``Input
   type`` (``record_shapes=True``; an all-gather's output is its input times the group);
 - ``"own c10d op"`` (gloo, a span without dims): the ``c10d::`` op's ``Input Dims``;
+- ``"own annotation"``: an NCCL kernel with no args of its own, from torch's ``nccl:<collective>``
+  span around its launch (:mod:`distlab.trace.annotations`: ``Input Dims``, ``Input type``; its
+  collective names the call where the kernel's name agrees; where they disagree, e.g. a
+  ``SendRecv`` kernel under ``nccl:all_reduce``, no size is read and :attr:`RankCall.size_note`
+  says why);
 - ``"matched rank N"``: the same call (same process group and sequence number) on rank ``N``,
   where this rank's trace states no size and rank ``N``'s states it itself (the lowest such
   rank; its collective, dtype and group size are taken too where this rank has none);
@@ -48,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from distlab.trace.annotations import annotation_sizes
 from distlab.trace.patterns import (
                                     HTA_MEMORY_KERNEL,
                                     STEP,
@@ -94,6 +100,7 @@ class RankCall:
     step: int | None
     out_nelems: int | None = None
     size_source: str = "none"
+    size_note: str | None = None
 
     @property
     def nbytes(self) -> int | None:
@@ -259,6 +266,7 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
     c10d = [i for i, a in sorted(rt.args.items()) if rt.names[rt.name[i]].startswith("c10d::")
             and "Input Dims" in a]
     steps = _steps_of(rt, rt.ts[idx])
+    spans = {} if use_host else annotation_sizes(rt, idx)
     seqs: dict[str, int] = {}
     out: list[RankCall] = []
     for k, i in enumerate(idx):
@@ -280,6 +288,20 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
             if coll not in (*COLLECTIVES, *P2P):
                 coll = None  # NCCL's ncclDevKernel_Generic: a name, not a collective
         dtype = a.get("dtype")
+        size_note = None
+        span = spans.get(int(i)) if not a else None
+        if span is not None:
+            named = canonical_collective(span.collective)
+            if _same_kind(coll, named):
+                coll, nelems, dtype, source = named, span.nelems, span.dtype, "own annotation"
+                if nelems is not None and coll == collective_name("all_gather"):
+                    out_nelems = nelems * rt.world_size if rt.world_size else None
+            else:
+                size_note = (f"annotation nccl:{span.collective} around an NCCL {coll} kernel: "
+                             "the two disagree, so no size is read")
+        elif spans and not a and source != "own record_param_comms":
+            size_note = ("no nccl: annotation span around this kernel's launch (the launch is "
+                         "not in the trace, or ran outside a span): no size is read")
         if use_host and nelems is None:
             nelems, dtype = _gloo_span_size(a)
             if nelems is not None and coll == collective_name("all_gather"):
@@ -302,7 +324,7 @@ def rank_calls(rt: RankTrace, comm: list[CommPattern] | None = None,
         out.append(RankCall(rt.rank, group, seq, coll, nelems, dtype,
                             _int(a.get("Group size")) or rt.world_size, float(rt.ts[i]) + shift_us,
                             float(rt.ts[i] + rt.dur[i]) + shift_us, name, lib, steps[k],
-                            out_nelems, source))
+                            out_nelems, source, size_note))
     return out
 
 
@@ -332,8 +354,8 @@ def _borrow_sizes(calls: dict[int, RankCall]) -> None:
     own = [c for _, c in sorted(calls.items()) if c.size_source.startswith("own")
            and c.nbytes is not None]
     for c in calls.values():
-        if c.size_source != "none":
-            continue
+        if c.size_source != "none" or (c.size_note or "").startswith("annotation"):
+            continue  # a span that disagrees with its kernel: a peer's size would not fit
         peer = next((o for o in own if _same_kind(c.collective, o.collective)), None)
         if peer is None:
             continue
@@ -342,6 +364,7 @@ def _borrow_sizes(calls: dict[int, RankCall]) -> None:
             c.collective = peer.collective  # the kernel's name said less than the peer's args
         c.group_size = peer.group_size or c.group_size
         c.size_source = f"matched rank {peer.rank}"
+        c.size_note = None
 
 
 def match_collectives(run: Run, comm: list[CommPattern] | None = None) -> Collectives:

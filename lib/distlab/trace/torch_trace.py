@@ -12,8 +12,8 @@ the file's text nor a list of all its event dicts is ever held, so memory is a f
 event. A folder of ranks is read by a pool of processes, one per core
 (``read_run(workers=...)``; 1 reads serially, with the same result). Event ``args`` are kept only
 where the analysis reads them (collectives: events whose args name a ``Collective
-name``/``Process Group Name``, or ``Input Dims`` of a ``c10d::`` op or a ``gloo:`` span), in
-:attr:`RankTrace.args`,
+name``/``Process Group Name``, or ``Input Dims`` of a ``c10d::`` op, a ``gloo:`` span or an
+``nccl:`` annotation), in :attr:`RankTrace.args`,
 keyed by event index.
 
 Facts read from the file: rank, world size, backend and process groups from ``distributedInfo``
@@ -247,7 +247,7 @@ class _Columns:
                                              tid if tid.__class__ is int else -1),
                                             str(a.get("name", "")))
                 elif (_KEEP_ARGS[0] in a or _KEEP_ARGS[1] in a
-                      or (nm.startswith(("c10d::", "gloo:")) and "Input Dims" in a)):
+                      or (nm.startswith(("c10d::", "gloo:", "nccl:")) and "Input Dims" in a)):
                     kept_args[n] = a
             add((c, cc, ord(ph[0]) if ph.__class__ is str and ph else 0,
                  pid if pid.__class__ is int else -1, tid if tid.__class__ is int else -1,
