@@ -210,3 +210,21 @@ def test_judge_plan_moe_prints_each_split_against_the_target(capsys) -> None:
         s = j.summary(split)
         assert f"{split}: tokens/s per GPU |error| median {s.median:.1f}%, p90 {s.p90:.1f}%" \
             in out
+
+
+def test_the_step_figure_stacks_the_all_to_all_of_a_model_with_experts() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from distlab.viz.plan import step_figure
+
+    p = price(TOY, parse_layout("dp=8,ep=8,zero=1", global_batch=8), HW)
+    fig = step_figure([p])
+    (ax,) = fig.axes
+    labels = [c.get_label() for c in ax.containers]
+    assert "ep a2a" in labels
+    total = sum(c[0].get_height() for c in ax.containers)
+    assert total == pytest.approx(p.step.step_s, rel=1e-9)
+    plt.close(fig)
