@@ -228,3 +228,9 @@ def test_the_step_figure_stacks_the_all_to_all_of_a_model_with_experts() -> None
     total = sum(c[0].get_height() for c in ax.containers)
     assert total == pytest.approx(p.step.step_s, rel=1e-9)
     plt.close(fig)
+
+
+def test_verify_refuses_a_model_with_experts_in_one_line(capsys) -> None:
+    assert plan_main(["qwen3-30b-a3b", "--gpus", "8", "--verify"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--verify trains dense decoders" in line

@@ -9,10 +9,13 @@
         --trace step.json
     python -m distlab.plan llama3-405b --gpus 64 --global-batch 64 --json plan.json
     python -m distlab.plan llama3-8b --gpus 8 --global-batch 16 --recompute none,op,full
+    python -m distlab.plan qwen3-30b-a3b --gpus 16 --global-batch 512 --ep 4,8
 
 MODEL is a preset (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-70b, gpt3-1.3b,
-gpt3-6.7b, gpt3-13b, gpt3-175b) or a JSON file of a dict with layers, hidden, heads, kv_heads,
-ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm, ...; without
+gpt3-6.7b, gpt3-13b, gpt3-175b; mixtures of experts: deepseek-v3, qwen3-30b-a3b,
+qwen3-235b-a22b, mixtral-8x7b, gpt-oss-120b) or a JSON file of a dict with layers, hidden,
+heads, kv_heads, ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm,
+experts, top_k, expert_ffn, ...; without
 gated_ffn the MLP is GPT's two matrices, and a note says so). GPT-3's presets learn positions
 for 2048 tokens: a longer --seq-len is refused.
 
@@ -22,7 +25,10 @@ parallel with tp > 1):
 memory per GPU with its parts (parameters, gradients, optimizer state, activations, the rest),
 and the step with its parts (compute, exposed tensor/context-parallel communication, exposed
 FSDP and data-parallel communication, the pipeline bubble: the busiest pipeline rank's idle
-time), tokens/s per GPU and MFU. The table ranks the layouts that fit, fastest first, in one
+time), tokens/s per GPU and MFU. A model with experts is also laid out at every
+expert-parallel degree ep that divides dp x cp and its routed experts (--ep narrows them), and
+its step gains the ``ep a2a`` column: the dispatch and combine all-to-alls exposed. The table
+ranks the layouts that fit, fastest first, in one
 order whatever --top shows (each step charged up to 1% for the share of the GPU's memory the
 layout takes, so of near-equal steps the layout with more headroom goes first); where none fits
 it names a GPU count that holds one, priced.
@@ -302,6 +308,9 @@ def _plan(argv: list[str]) -> int:
                      f"{hw.gpu.name}: priced as flash")
     if args.ep is not None:
         _check_ep(model, args.ep, args.layout is not None)
+    if args.verify is not None and model.moe:
+        raise UsageError(f"--verify trains dense decoders; {model.name} has experts, which it "
+                         "does not build yet")
     if args.layout is not None:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision,
