@@ -282,7 +282,8 @@ class Layout:
         etp = self.tp if self.etp is None else self.etp
         if etp not in (1, self.tp):
             raise ValueError(f"etp={self.etp} must be 1 or tp={self.tp}")
-        object.__setattr__(self, "etp", etp)
+        # stored as None where it is tp, so a copy with another tp keeps "as tp"
+        object.__setattr__(self, "etp", None if etp == self.tp else etp)
         if (self.dp * self.cp * self.tp // etp) % self.ep:
             ranks = "dp * cp" if etp == self.tp else "tp * dp * cp (etp=1)"
             raise ValueError(f"ep={self.ep} must divide {ranks} = "
