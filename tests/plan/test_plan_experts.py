@@ -202,6 +202,12 @@ def test_the_fit_picks_the_grid_point_with_the_least_calibration_error(monkeypat
                                                            A2A_LINK_SHARE)
 
 
+def test_the_shipped_constants_are_the_full_grids_fit() -> None:
+    fitted = plan_moe.fit_moe_rate()
+    assert (fitted.grouped_gemm, fitted.a2a_link_share) == (GROUPED_GEMM_EFFICIENCY,
+                                                           A2A_LINK_SHARE)
+
+
 def test_judge_plan_moe_prints_each_split_against_the_target(capsys) -> None:
     assert judge_main(["--moe"]) == 0
     out = capsys.readouterr().out
