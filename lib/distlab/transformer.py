@@ -5,7 +5,10 @@ prices a layer: the planner (:mod:`distlab.plan`), tensor parallelism's collecti
 activation bytes (:mod:`distlab.tensor_parallel.cost`, :mod:`distlab.tensor_parallel.memory`).
 It holds the layers, hidden size, attention heads and key/value heads (grouped-query
 attention), the MLP's inner size and whether it is gated (SwiGLU: three matrices), vocabulary,
-sequence length, tied embeddings.
+sequence length, tied embeddings, and for a mixture of experts (MoE) the routed experts of each
+MoE layer, how many each token is sent to (top-k), each expert's inner width, the shared experts
+every token runs through and the leading layers that keep a dense MLP (the vocabulary of
+:mod:`distlab.moe`: a token-choice router, grouped experts, shared experts).
 :data:`PRESETS` names common open models by their published configurations;
 :func:`model_spec` resolves a preset name, a dict or a spec once at the public boundary, and
 :func:`spec_from_module` reads the same description from a real ``nn.Module``.
@@ -21,8 +24,9 @@ from typing import Any
 
 from distlab._checks import check_bool, check_choice, check_int, check_str
 
-__all__ = ["NORMS", "PRESETS", "Linear", "ModelSpec", "layer_linears", "layer_matmul_flops",
-           "model_spec", "per_op_saved_linears", "spec_from_module"]
+__all__ = ["MOE_FIELDS", "MOE_SOURCES", "NORMS", "PRESETS", "Linear", "ModelSpec",
+           "layer_linears", "layer_matmul_flops", "model_spec", "moe_layer_matmul_flops",
+           "per_op_saved_linears", "routed_expert_flops", "spec_from_module"]
 
 NORMS = ("layernorm", "rmsnorm")
 """Layer norm (a weight and a bias per element) or RMSNorm (a weight only)."""
@@ -48,6 +52,15 @@ class ModelSpec:
         norm: ``"layernorm"`` (a weight and a bias) or ``"rmsnorm"`` (a weight).
         positions: rows of a learned position embedding (GPT: the longest sequence it
             takes); ``None``: rotary positions, nothing to learn.
+        experts: routed experts of each MoE layer; 0: a dense model (the default; every
+            other MoE field then keeps its default).
+        top_k: routed experts each token is sent to (1 to ``experts``).
+        expert_ffn: each expert's inner width (an expert is an MLP like the dense one, gated
+            where ``gated_ffn``); ``None``: ``ffn_hidden``.
+        shared_experts: experts of width ``expert_ffn`` that every token runs through
+            (DeepSeek's), beside the routed ones.
+        dense_layers: the leading layers whose MLP is the dense one (``ffn_hidden`` wide);
+            the other ``layers - dense_layers`` are MoE layers.
     """
 
     name: str
@@ -64,6 +77,11 @@ class ModelSpec:
     mlp_bias: bool = False
     norm: str = "rmsnorm"
     positions: int | None = None
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int | None = None
+    shared_experts: int = 0
+    dense_layers: int = 0
 
     def __post_init__(self) -> None:
         check_str("name", self.name, nonempty=True)
@@ -90,6 +108,26 @@ class ModelSpec:
                                  f"so seq_len={self.seq_len} is too long: at most "
                                  f"{self.positions}")
         check_choice("norm", self.norm, NORMS)
+        self._check_experts()
+
+    def _check_experts(self) -> None:
+        experts = check_int("experts", self.experts, minimum=0)
+        if experts == 0:
+            for name, dense in (("top_k", 0), ("expert_ffn", None), ("shared_experts", 0),
+                                ("dense_layers", 0)):
+                if getattr(self, name) != dense:
+                    raise ValueError(f"{name}={getattr(self, name)!r} needs routed experts: "
+                                     f"give experts >= 1 (experts=0 is a dense model)")
+            return
+        check_int("top_k", self.top_k, minimum=1, maximum=experts)
+        if self.mlp_bias:
+            raise ValueError("mlp_bias with experts: biased experts are not modelled; give "
+                             "mlp_bias=False")
+        check_int("shared_experts", self.shared_experts, minimum=0)
+        check_int("dense_layers", self.dense_layers, minimum=0, maximum=self.layers - 1)
+        width = self.ffn if self.expert_ffn is None else check_int(
+            "expert_ffn", self.expert_ffn, minimum=1)
+        object.__setattr__(self, "expert_ffn", width)
 
     # resolved fields, typed as ints for readers
     @property
@@ -103,6 +141,26 @@ class ModelSpec:
         """The MLP's inner size (``ffn_hidden`` resolved)."""
         assert self.ffn_hidden is not None  # set in __post_init__
         return self.ffn_hidden
+
+    @property
+    def moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (0 for a dense model)."""
+        return self.layers - self.dense_layers if self.moe else 0
+
+    @property
+    def expert_width(self) -> int:
+        """Each expert's inner width (``expert_ffn`` resolved; ``ffn`` for a dense model)."""
+        return self.expert_ffn if self.expert_ffn is not None else self.ffn
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) is an MoE layer: every layer from
+        ``dense_layers`` on, in a model with experts."""
+        return self.moe and index >= self.dense_layers
 
     @property
     def head_dim(self) -> int:
@@ -137,8 +195,34 @@ class ModelSpec:
 
     @property
     def layer_params(self) -> int:
-        """One transformer block: attention, MLP and its two norms."""
+        """One transformer block with the dense MLP: attention, MLP and its two norms."""
         return self.attention_params + self.mlp_params + 2 * self.norm_params
+
+    @property
+    def expert_params(self) -> int:
+        """One expert: ``2 h e`` (``3 h e`` gated) with ``e`` = :attr:`expert_width`; no
+        biases (grouped experts carry none)."""
+        return (3 if self.gated_ffn else 2) * self.hidden * self.expert_width
+
+    @property
+    def router_params(self) -> int:
+        """The router's gate of one MoE layer: ``h x experts``."""
+        return self.hidden * self.experts
+
+    @property
+    def moe_layer_params(self) -> int:
+        """One MoE block: attention, the routed and shared experts, the router, two norms
+        (0 for a dense model)."""
+        if not self.moe:
+            return 0
+        return (self.attention_params + (self.experts + self.shared_experts)
+                * self.expert_params + self.router_params + 2 * self.norm_params)
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Every routed expert's parameters in the model, all MoE layers (the parameters
+        expert parallelism divides)."""
+        return self.moe_layers * self.experts * self.expert_params
 
     @property
     def embedding_params(self) -> int:
@@ -153,7 +237,17 @@ class ModelSpec:
     @property
     def params(self) -> int:
         """Every parameter of the model (elements)."""
-        return self.layers * self.layer_params + self.embedding_params + self.output_params
+        dense = self.layers - self.moe_layers
+        return (dense * self.layer_params + self.moe_layers * self.moe_layer_params
+                + self.embedding_params + self.output_params)
+
+    @property
+    def active_params(self) -> int:
+        """The parameters one token runs through (elements): :attr:`params` with ``top_k``
+        of the routed experts of each MoE layer instead of all of them (equal to
+        :attr:`params` for a dense model)."""
+        idle = self.moe_layers * (self.experts - self.top_k) * self.expert_params
+        return self.params - idle
 
     # FLOPs
     def forward_flops(self, tokens_per_sequence: int | None = None) -> int:
@@ -162,11 +256,22 @@ class ModelSpec:
         norms and softmax are left out (they are under 1% at these widths)."""
         s = self.seq_len if tokens_per_sequence is None else check_int(
             "tokens_per_sequence", tokens_per_sequence, minimum=1)
-        return self.layers * layer_matmul_flops(self, s) + 2 * s * self.hidden * self.vocab
+        dense = self.layers - self.moe_layers
+        moe = self.moe_layers * moe_layer_matmul_flops(self, s) if self.moe else 0
+        return dense * layer_matmul_flops(self, s) + moe + 2 * s * self.hidden * self.vocab
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dict (resolved: ``kv_heads`` and ``ffn_hidden`` set)."""
-        return asdict(self)
+        """The fields as a JSON-ready dict (resolved: ``kv_heads`` and ``ffn_hidden`` set; the
+        expert fields only for a model with experts)."""
+        out = asdict(self)
+        if not self.moe:
+            for name in MOE_FIELDS:
+                del out[name]
+        return out
+
+
+MOE_FIELDS = ("experts", "top_k", "expert_ffn", "shared_experts", "dense_layers")
+""":class:`ModelSpec`'s fields that describe its experts."""
 
 
 def layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -> int:
@@ -182,6 +287,28 @@ def layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -
     scores = 4 * s * s * h // (2 if causal else 1)
     mlp = 2 * s * h * f * (3 if spec.gated_ffn else 2)
     return projections + scores + mlp
+
+
+def routed_expert_flops(spec: ModelSpec, seq_len: int) -> int:
+    """FLOPs of one MoE layer's routed experts over one sequence of ``seq_len`` tokens, forward:
+    each token through ``top_k`` experts, ``2 s h e`` per expert matrix (3 gated, else 2);
+    the grouped matrix products expert parallelism spreads (0 for a dense model)."""
+    s = check_int("seq_len", seq_len, minimum=1)
+    mats = 3 if spec.gated_ffn else 2
+    return spec.top_k * 2 * s * spec.hidden * spec.expert_width * mats if spec.moe else 0
+
+
+def moe_layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -> int:
+    """FLOPs of one MoE layer's forward over one sequence (:func:`layer_matmul_flops` with the
+    MLP replaced): the attention as a dense layer's, the router's ``2 s h E``, the shared
+    experts' ``2 s h e`` per matrix each and :func:`routed_expert_flops` (at the active
+    parameter count: ``top_k`` experts per token, not all of them)."""
+    s = check_int("seq_len", seq_len, minimum=1)
+    h, mats = spec.hidden, (3 if spec.gated_ffn else 2)
+    dense_mlp = 2 * s * h * spec.ffn * mats
+    attention = layer_matmul_flops(spec, s, causal=causal) - dense_mlp
+    shared = spec.shared_experts * 2 * s * h * spec.expert_width * mats
+    return attention + 2 * s * h * spec.experts + shared + routed_expert_flops(spec, s)
 
 
 @dataclass(frozen=True)
@@ -252,12 +379,57 @@ PRESETS: dict[str, ModelSpec] = {
     "gpt3-6.7b": _gpt("gpt3-6.7b", 32, 4096, 32),
     "gpt3-13b": _gpt("gpt3-13b", 40, 5120, 40),
     "gpt3-175b": _gpt("gpt3-175b", 96, 12288, 96),
+    # mixtures of experts, from each release's config.json (MOE_SOURCES); seq_len is the
+    # sequence the published training runs use, 4096
+    "deepseek-v3": ModelSpec("deepseek-v3", 61, 7168, 128, 129280, 4096, ffn_hidden=18432,
+                             gated_ffn=True, experts=256, top_k=8, expert_ffn=2048,
+                             shared_experts=1, dense_layers=3),
+    "qwen3-30b-a3b": ModelSpec("qwen3-30b-a3b", 48, 2048, 32, 151936, 4096, kv_heads=4,
+                               ffn_hidden=6144, gated_ffn=True, experts=128, top_k=8,
+                               expert_ffn=768),
+    "qwen3-235b-a22b": ModelSpec("qwen3-235b-a22b", 94, 4096, 64, 151936, 4096, kv_heads=4,
+                                 ffn_hidden=12288, gated_ffn=True, experts=128, top_k=8,
+                                 expert_ffn=1536),
+    "mixtral-8x7b": ModelSpec("mixtral-8x7b", 32, 4096, 32, 32000, 4096, kv_heads=8,
+                              ffn_hidden=14336, gated_ffn=True, experts=8, top_k=2),
+    "gpt-oss-120b": ModelSpec("gpt-oss-120b", 36, 2880, 64, 201088, 4096, kv_heads=8,
+                              ffn_hidden=2880, gated_ffn=True, attention_bias=True,
+                              experts=128, top_k=4),
 }
 """Named models. Llama: gated MLP, RMSNorm, rotary positions, untied output (Llama 3 8B ...
 405B with grouped-query attention, 8 key/value heads; Llama 3.2 1B and 3B tie the output layer
 to the embedding, as their config.json says). GPT-3: two-matrix MLP with GeLU, layer
 norms and biases, learned positions (as many as the sequence), tied embeddings, vocabulary
-51200 (GPT-2's 50257 padded as Megatron pads it)."""
+51200 (GPT-2's 50257 padded as Megatron pads it).
+
+Mixtures of experts (:data:`MOE_SOURCES`), approximated where their attention is not a plain
+grouped-query one: DeepSeek-V3's multi-head latent attention (MLA: low-rank query and key/value
+projections, 192-wide query/key heads) is priced as 128-head attention on the 7168 width
+(its projections' parameters within about 10%, its ``s^2`` products fewer than MLA's); Qwen3's
+and GPT-OSS's heads are 128 and 64 wide, wider than ``hidden / heads``, priced at
+``hidden / heads`` (their attention is a few percent of the parameters); GPT-OSS's
+sliding-window layers, attention sinks and expert biases are left out. Multi-token prediction
+(DeepSeek-V3's extra layer) is left out."""
+
+MOE_SOURCES: dict[str, str] = {
+    "deepseek-v3": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json "
+                   "(61 layers, hidden 7168, 128 heads, 256 routed experts top-8, 1 shared, "
+                   "moe_intermediate_size 2048, first_k_dense_replace 3, intermediate_size "
+                   "18432, vocab 129280)",
+    "qwen3-30b-a3b": "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json "
+                     "(48 layers, hidden 2048, 32 heads, 4 kv heads, 128 experts top-8, "
+                     "moe_intermediate_size 768, vocab 151936)",
+    "qwen3-235b-a22b": "https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json "
+                       "(94 layers, hidden 4096, 64 heads, 4 kv heads, 128 experts top-8, "
+                       "moe_intermediate_size 1536, vocab 151936)",
+    "mixtral-8x7b": "https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json "
+                    "(32 layers, hidden 4096, 32 heads, 8 kv heads, 8 experts top-2, "
+                    "intermediate_size 14336, vocab 32000)",
+    "gpt-oss-120b": "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json "
+                    "(36 layers, hidden 2880, 64 heads, 8 kv heads, 128 experts top-4, "
+                    "intermediate_size 2880, vocab 201088, attention bias)",
+}
+"""Where each MoE preset's shape comes from (the release's published configuration)."""
 
 
 def model_spec(model: ModelSpec | str | dict[str, Any], *, seq_len: int | None = None

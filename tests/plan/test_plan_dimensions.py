@@ -33,10 +33,10 @@ MODEL = PRESETS["llama3.2-1b"]
 HW = hardware("h100", 8)
 COMMAND = ["llama3.2-1b", "--gpus", "8", "--global-batch", "16", "--layout", "dp=8,fsdp"]
 
-TOY = Dimension("ep", fields=(), group=None, parts=(
-    StepPart("ep", "ep", "ep", "ep exposed", "exposed expert-parallel communication",
+TOY = Dimension("toy", fields=(), group=None, parts=(
+    StepPart("toy", "toy", "toy", "toy exposed", "exposed toy communication",
              lambda inputs, rank: 0.25),))
-"""A toy expert-parallel dimension: a constant quarter second exposed after the pipeline."""
+"""A toy dimension: a constant quarter second exposed after the pipeline."""
 
 
 def test_the_registry_is_the_steps_parts_the_commands_columns_and_the_figures_stacks() -> None:
@@ -67,32 +67,32 @@ def test_a_toy_dimension_is_priced_printed_and_drawn_then_gone(capsys) -> None:
     try:
         # priced: a part of the step, in its sum, in the JSON
         toy = price(MODEL, layout, HW)
-        assert list(toy.step.parts())[-2:] == ["ep", "optimizer"]
-        assert toy.step.part_s("ep") == 0.25
+        assert list(toy.step.parts())[-2:] == ["toy", "optimizer"]
+        assert toy.step.part_s("toy") == 0.25
         assert toy.step.step_s == pytest.approx(plain.step.step_s + 0.25, rel=1e-12)
-        assert price_json(toy)["step_seconds"]["ep"] == 0.25
+        assert price_json(toy)["step_seconds"]["toy"] == 0.25
         # printed: a column of the command's table
         assert main(COMMAND) == 0
         header, row = capsys.readouterr().out.splitlines()[-2:]
         heads = header.split()
-        assert heads[heads.index("bubble") + 1] == "ep" and row.split()[-4] == "0.250"
-        assert plan_rows([toy])[0]["ep"] == 0.25
+        assert heads[heads.index("bubble") + 1] == "toy" and row.split()[-4] == "0.250"
+        assert plan_rows([toy])[0]["toy"] == 0.25
         # labelled: a stack of the step figure, under the optimizer's
         (ax,) = step_figure([plain, toy]).axes
-        assert [c.get_label() for c in ax.containers][-2:] == ["ep exposed", "optimizer step"]
+        assert [c.get_label() for c in ax.containers][-2:] == ["toy exposed", "optimizer step"]
         assert ax.containers[-2][0].get_height() == 0.0
         assert ax.containers[-2][1].get_height() == pytest.approx(0.25, rel=1e-12)
-        assert "ep exposed" in [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "toy exposed" in [t.get_text() for t in ax.get_legend().get_texts()]
         # and on a pipeline's timeline, after the simulated step
         pipe = step_time(MODEL, parse_layout("dp=2,pp=4", global_batch=16), HW)
-        spans = [s for s in step_timeline(pipe).spans if s.category == "ep"]
+        spans = [s for s in step_timeline(pipe).spans if s.category == "toy"]
         assert len(spans) == 4 and all(s.duration_us == pytest.approx(0.25e6) for s in spans)
     finally:
-        assert unregister_dimension("ep") is TOY
+        assert unregister_dimension("toy") is TOY
     gone = price(MODEL, layout, HW)
-    assert "ep" not in gone.step.parts() and "ep" not in plan_rows([gone])[0]
+    assert "toy" not in gone.step.parts() and "toy" not in plan_rows([gone])[0]
     assert gone.step.step_s == pytest.approx(plain.step.step_s, rel=1e-12)
-    assert "ep" not in [c.header for c in columns()] and "ep exposed" not in stack_parts()
+    assert "toy" not in [c.header for c in columns()] and "toy exposed" not in stack_parts()
 
 
 def test_a_stage_part_sits_on_the_compute_stream_the_pipeline_sees() -> None:
@@ -126,8 +126,10 @@ def test_register_refuses_what_would_break_the_registry() -> None:
     with pytest.raises(ValueError, match="part 'dp' is taken"):
         register_dimension(Dimension("x", (), None, (
             StepPart("dp", "x", "x", "x", "x", lambda inputs, rank: 0.0),)))
-    with pytest.raises(ValueError, match="group='ep' must be one of tp, cp, dp, pp"):
-        register_dimension(Dimension("ep", (), "ep", (const,)))
+    with pytest.raises(ValueError, match="dimension 'ep' is registered already"):
+        register_dimension(Dimension("ep", (), None, (const,)))
+    with pytest.raises(ValueError, match="group='toy' must be one of tp, cp, dp, pp"):
+        register_dimension(Dimension("toy", (), "toy", (const,)))
     with pytest.raises(ValueError, match="column 'tp\\+cp' has key 'tp_cp'"):
         register_dimension(Dimension("x", (), None, (
             StepPart("x", "tp+cp", "other", "x", "x", lambda inputs, rank: 0.0),)))
@@ -135,7 +137,7 @@ def test_register_refuses_what_would_break_the_registry() -> None:
         register_dimension(Dimension("x", (), None, (
             PipelinePart("x", None, None, "x", "x", lambda inputs, rank: (0.0, None)),)))
     with pytest.raises(TypeError, match="dim must be a Dimension"):
-        register_dimension("ep")
-    with pytest.raises(ValueError, match="no dimension 'ep' is registered"):
-        unregister_dimension("ep")
+        register_dimension("toy")
+    with pytest.raises(ValueError, match="no dimension 'toy' is registered"):
+        unregister_dimension("toy")
     assert [d.name for d in dimensions()] == ["tp", "cp", "dp", "pp"]

@@ -98,7 +98,7 @@ def test_every_parameter_sits_on_some_gpu_once(name: str, pp: int, tp: int) -> N
     if model.heads % tp or model.kv % tp:
         return
     ranks = rank_params(model, Layout(pp=pp, tp=tp, global_batch=8))
-    split = sum(r.split for r in ranks) * tp
+    split = sum(r.split + r.expert for r in ranks) * tp   # experts split as the MLP (etp = tp)
     replicated = sum(r.replicated for r in ranks)
     copies = sum(r.tied_copy for r in ranks) * tp
     pad = (-(-model.vocab // tp) * tp - model.vocab) * model.hidden  # whole rows per rank

@@ -4,13 +4,18 @@
     python -m distlab.judge plan --runs          # and every run: measured, model, error
     python -m distlab.judge plan --refit         # fit the compute rate on the calibration split
     python -m distlab.judge plan --json OUT      # the judgement as JSON
+    python -m distlab.judge plan --moe           # the expert dimension on published MoE runs
+    python -m distlab.judge plan --moe --refit   # ... its two constants fitted again
 
 Each published run (``lib/distlab/plan/data/published_runs.json``: 13 sources, their tables
 named) is priced as it states its layout; step time and memory per GPU against what it
 published, ``error% = (measured - model) / model``. Sources marked ``held_out`` never enter a
 fit: their rows are the out-of-sample judgement. ``--refit`` fits the compute rate again on
 the calibration split (:mod:`distlab.plan.fit_rate`) and judges with it; the shipped rate is
-:data:`distlab.plan.calibration.SHIPPED`. Nothing is measured.
+:data:`distlab.plan.calibration.SHIPPED`. ``--moe`` judges the planner's expert dimension on the
+published mixture-of-experts runs instead (``lib/distlab/plan/data/published_moe_runs.json``,
+:mod:`distlab.judge.plan_moe`; with ``--refit`` its grouped-GEMM efficiency and all-to-all
+share of NVLink are fitted again on their calibration split). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -117,11 +122,68 @@ def _parser() -> options.Parser:
                    help="fit the compute rate on the calibration split and judge with it")
     p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
                    help="also write the judgement as JSON to OUT")
+    p.add_argument("--moe", action="store_true",
+                   help="judge the expert dimension on the published mixture-of-experts runs")
     return p
+
+
+MOE_COLUMNS = (
+    Column("run", "id", align="<"), Column("split", "split", align="<"),
+    Column("layout", "layout", align="<"), Column("GPU", "gpu", align="<"),
+    Column("measured tok/s/GPU", "measured", ".0f"), Column("model tok/s/GPU", "model", ".0f"),
+    Column("error %", "error", "+.1f"), Column("ep a2a s", "ep", ".2f"),
+)
+
+
+def moe_report_lines(j: Any) -> list[str]:
+    """The MoE judgement: the constants, every run, and each split against the target."""
+    from distlab.judge.plan_moe import MOE_STEP_TARGET
+
+    lines = [f"# grouped-GEMM efficiency {j.rate.grouped_gemm:g}, all-to-all share of NVLink "
+             f"{j.rate.a2a_link_share:g}; error % = (measured - model) / model of the step "
+             "(tokens/s per GPU: the same |error|)",
+             format_table([{
+                 "id": r.inputs.run.id, "split": r.split, "layout": r.inputs.layout.label,
+                 "gpu": r.inputs.hw.gpu.name, "measured": r.measured_tokens_per_s_per_gpu,
+                 "model": r.step.tokens_per_s_per_gpu, "error": r.step_error_pct,
+                 "ep": r.step.part_s("ep")} for r in j.runs], MOE_COLUMNS), ""]
+    for split in ("calibration", "held_out"):
+        s = j.summary(split)
+        meets = "meets" if s.meets(*MOE_STEP_TARGET) else "misses"
+        lines.append(f"{split}: tokens/s per GPU |error| median {s.median:.1f}%, p90 "
+                     f"{s.p90:.1f}% over {s.n} runs ({meets} the target "
+                     f"{MOE_STEP_TARGET[0]:g}% / {MOE_STEP_TARGET[1]:g}%)")
+    return lines
+
+
+def moe_judgement_json(j: Any) -> dict[str, Any]:
+    """The MoE judgement as JSON."""
+    return {"grouped_gemm": j.rate.grouped_gemm, "a2a_link_share": j.rate.a2a_link_share,
+            "splits": {sp: {"n": j.summary(sp).n, "median_pct": j.summary(sp).median,
+                            "p90_pct": j.summary(sp).p90} for sp in ("calibration", "held_out")},
+            "runs": [{"id": r.inputs.run.id, "split": r.split, "layout": r.inputs.layout.label,
+                      "measured_step_s": r.measured_step_s, "model_step_s": r.model_step_s,
+                      "step_error_pct": r.step_error_pct} for r in j.runs]}
+
+
+def _moe_command(args: Any) -> int:
+    from distlab.judge.plan_moe import fit_moe_rate, judge_moe
+
+    rate = fit_moe_rate() if args.refit else None
+    if rate is not None:
+        print(f"# refit on the calibration split: grouped-GEMM efficiency {rate.grouped_gemm:g}, "
+              f"all-to-all share of NVLink {rate.a2a_link_share:g}")
+    j = judge_moe(rate)
+    print("\n".join(moe_report_lines(j)))
+    if args.json is not None:
+        write_json(args.json, moe_judgement_json(j))
+    return 0
 
 
 def _plan_command(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.moe:
+        return _moe_command(args)
     rate = None
     if args.refit:
         from distlab.plan.fit_rate import fit_rate

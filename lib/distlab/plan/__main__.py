@@ -9,10 +9,13 @@
         --trace step.json
     python -m distlab.plan llama3-405b --gpus 64 --global-batch 64 --json plan.json
     python -m distlab.plan llama3-8b --gpus 8 --global-batch 16 --recompute none,op,full
+    python -m distlab.plan qwen3-30b-a3b --gpus 16 --global-batch 512 --ep 4,8
 
 MODEL is a preset (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-70b, gpt3-1.3b,
-gpt3-6.7b, gpt3-13b, gpt3-175b) or a JSON file of a dict with layers, hidden, heads, kv_heads,
-ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm, ...; without
+gpt3-6.7b, gpt3-13b, gpt3-175b; mixtures of experts: deepseek-v3, qwen3-30b-a3b,
+qwen3-235b-a22b, mixtral-8x7b, gpt-oss-120b) or a JSON file of a dict with layers, hidden,
+heads, kv_heads, ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm,
+experts, top_k, expert_ffn, ...; without
 gated_ffn the MLP is GPT's two matrices, and a note says so). GPT-3's presets learn positions
 for 2048 tokens: a longer --seq-len is refused.
 
@@ -22,7 +25,10 @@ parallel with tp > 1):
 memory per GPU with its parts (parameters, gradients, optimizer state, activations, the rest),
 and the step with its parts (compute, exposed tensor/context-parallel communication, exposed
 FSDP and data-parallel communication, the pipeline bubble: the busiest pipeline rank's idle
-time), tokens/s per GPU and MFU. The table ranks the layouts that fit, fastest first, in one
+time), tokens/s per GPU and MFU. A model with experts is also laid out at every
+expert-parallel degree ep that divides dp x cp and its routed experts (--ep narrows them), and
+its step gains the ``ep a2a`` column: the dispatch and combine all-to-alls exposed. The table
+ranks the layouts that fit, fastest first, in one
 order whatever --top shows (each step charged up to 1% for the share of the GPU's memory the
 layout takes, so of near-equal steps the layout with more headroom goes first); where none fits
 it names a GPU count that holds one, priced.
@@ -74,14 +80,16 @@ _TAIL = (
 )
 
 
-def columns() -> tuple[Column, ...]:
+def columns(model: ModelSpec | None = None) -> tuple[Column, ...]:
     """The table's columns: memory, then the step and one column of seconds for each step
-    column of the registered dimensions (:func:`distlab.plan.dimensions.column_parts`: compute,
-    ``tp+cp``, ``dp+fsdp``, bubble, and any a registered dimension adds), tokens/s per GPU,
-    MFU. ``COLUMNS`` reads the same."""
+    column of the dimensions registered for ``model`` (:func:`distlab.plan.dimensions.
+    column_parts`: compute, ``tp+cp``, ``dp+fsdp``, bubble, ``ep a2a`` for a model with experts,
+    and any a registered dimension adds), tokens/s per GPU, MFU. ``COLUMNS`` reads the same
+    (every model's)."""
     from distlab.plan.dimensions import column_parts
 
-    return (*_HEAD, *(Column(header, key, ".3f") for header, key in column_parts()), *_TAIL)
+    return (*_HEAD, *(Column(header, key, ".3f") for header, key in column_parts(model)),
+            *_TAIL)
 
 
 def __getattr__(name: str) -> Any:
@@ -95,7 +103,7 @@ def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str
     value sums its parts (:func:`distlab.plan.dimensions.column_parts`)."""
     from distlab.plan.dimensions import column_parts
 
-    groups = column_parts()
+    groups = column_parts(prices[0].step.model if prices else None)
     rows = []
     for i, p in enumerate(prices, start):
         m, s = p.memory, p.step
@@ -121,7 +129,11 @@ def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str
 def price_json(p: LayoutPrice) -> dict[str, Any]:
     """One priced layout as JSON: the layout's fields, memory parts (bytes), step parts
     (seconds), tokens/s per GPU and MFU."""
-    return {"layout": p.layout.label, "fields": vars(p.layout) | {},
+    fields = vars(p.layout) | {}
+    if not p.step.model.moe:
+        for name in ("ep", "ep_overlap", "etp"):
+            del fields[name]
+    return {"layout": p.layout.label, "fields": fields,
             "memory_bytes": p.memory.parts() | {"total": p.memory.total},
             "fits": p.fits, "headroom_bytes": p.headroom_bytes,
             "step_seconds": p.step.parts() | {"step": p.step.step_s},
@@ -199,6 +211,9 @@ def _parser() -> options.Parser:
     p.add_argument("--layout", default=None,
                    help="price this one layout: KEY=VALUE,... with dp tp pp cp zero sp "
                         "schedule v mb recompute (or 'fsdp'), each key once")
+    p.add_argument("--ep", type=options.int_list(1), default=None, metavar="E[,E...]",
+                   help="expert-parallel degrees to try (a model with experts; default every "
+                        "divisor of dp*cp that divides its experts)")
     p.add_argument("--top", type=options.int_at_least(1), default=10,
                    help="layouts to show, the first of one ranking (default 10)")
     p.add_argument("--explain", type=options.int_at_least(1), default=None, metavar="N",
@@ -267,6 +282,19 @@ def _library_notes(hw: Hardware) -> list[str]:
     return notes
 
 
+def _check_ep(model: ModelSpec, degrees: list[int], with_layout: bool) -> None:
+    """``UsageError`` (one line, exit 2) for an ``--ep`` the model cannot take."""
+    if with_layout:
+        raise UsageError("--ep narrows the layouts tried; with --layout give ep= in it")
+    if not model.moe and degrees != [1]:
+        raise UsageError(f"--ep {','.join(map(str, degrees))}: {model.name} is a dense model "
+                         "(no experts to divide); only 1")
+    bad = [e for e in degrees if model.moe and model.experts % e]
+    if bad:
+        raise UsageError(f"--ep {bad[0]}: must divide the {model.experts} routed experts of "
+                         f"{model.name}")
+
+
 def _plan_command(argv: list[str]) -> int:
     if "WORLD_SIZE" in os.environ and os.environ.get("RANK", "0") != "0":
         # under torchrun every rank plans (the same) and verifies together; one prints
@@ -308,6 +336,11 @@ def _plan(argv: list[str]) -> int:
     if SHIPPED.kernel_factor(hw, args.attention_kernel) is None:
         notes.append(f"note: {args.attention_kernel} attention has no measured speed on "
                      f"{hw.gpu.name}: priced as flash")
+    if args.ep is not None:
+        _check_ep(model, args.ep, args.layout is not None)
+    if args.verify is not None and model.moe:
+        raise UsageError(f"--verify trains dense decoders; {model.name} has experts, which it "
+                         "does not build yet")
     if args.layout is not None:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision,
@@ -317,10 +350,11 @@ def _plan(argv: list[str]) -> int:
             raise UsageError(str(exc)) from None
         notes += _layout_notes(layout, hw)
         lines = [header, *(f"# {n}" for n in notes),
-                 format_table(plan_rows(shown), columns())]
+                 format_table(plan_rows(shown), columns(model))]
     else:
         result = plan(model, hw, batch, precision=args.precision, top=args.top,
                       attention_kernel=args.attention_kernel, recompute=args.recompute,
+                      **({} if args.ep is None else {"expert_parallel": args.ep}),
                       memory_options={"expandable_segments": args.expandable_segments})
         shown = list(result.ranked) or list(result.rejected)
         if args.explain is not None and args.explain > len(shown):
@@ -334,7 +368,7 @@ def _plan(argv: list[str]) -> int:
                      + (f"; the {len(shown)} first, fastest first, each checked by replaying "
                         "its step through the caching allocator:" if result.ranked else
                         "; the least short:"))
-        lines.append(format_table(plan_rows(shown), columns()))
+        lines.append(format_table(plan_rows(shown), columns(model)))
     if shown and not args.expandable_segments:
         lines += _expandable_note(model, hw, shown[0])
     print("\n".join(lines))

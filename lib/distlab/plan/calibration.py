@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distlab.nccl.boxes import GPU_BOXES
+from distlab.plan.experts import A2A_LINK_SHARE, GROUPED_GEMM_EFFICIENCY
 from distlab.plan.layout import Hardware
 
 __all__ = ["ATTENTION_BACKWARD", "CAUSAL_WORK", "KERNEL_SPEED", "OPTIMIZER_BANDWIDTH",
@@ -86,6 +87,10 @@ class ComputeRate:
     times that for another kernel (measured, not fitted: :data:`KERNEL_SPEED`; a kernel with no
     measurement on an architecture is priced as FlashAttention-2, see :meth:`kernel_factor`).
     ``source`` names the runs the values were fitted on (:mod:`distlab.plan.fit_rate`).
+    ``grouped_gemm``: the routed experts' grouped products' rate over a dense product of the
+    same width (:data:`~distlab.plan.experts.GROUPED_GEMM_EFFICIENCY`) and
+    ``a2a_link_share`` the share of NVLink an expert-parallel dispatch moves its bytes at
+    (:data:`~distlab.plan.experts.A2A_LINK_SHARE`), for models with experts only.
     """
 
     efficiency: dict[str, float] = field(default_factory=lambda: {"default": 0.6})
@@ -94,6 +99,8 @@ class ComputeRate:
     source: str = "unfitted defaults"
     kernel_speed: dict[str, float] = field(default_factory=dict)
     attention_backward: dict[str, float] = field(default_factory=dict)
+    grouped_gemm: float = GROUPED_GEMM_EFFICIENCY
+    a2a_link_share: float = A2A_LINK_SHARE
 
     def attention_forward_share(self, hw: Hardware) -> float:
         """The share of the attention's forward-and-backward time its forward takes on

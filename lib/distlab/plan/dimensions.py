@@ -59,6 +59,15 @@ up):
   simulated step less the busiest rank's work (``bubble``), or, beyond
   :data:`SIMULATE_UP_TO` stage-microbatches or when asked, the closed form's ``(p - 1)``
   slowest stage-steps of fill and drain.
+- **ep** (a model with experts only: :attr:`Dimension.applies`): each MoE layer's dispatch and
+  combine all-to-alls over the ``ep`` ranks, forward and backward
+  (:func:`~distlab.plan.experts.moe_layer_a2a_seconds`), exposed, or with ``ep_overlap`` what
+  outlasts the layer's compute. Its group is not one of the ranks' order: the ``ep`` ranks are a
+  part of the ``dp * cp`` ranks.
+
+A dimension that applies only to some models (``applies``) is priced, printed and drawn only
+for those: :func:`dimensions`, :func:`step_parts`, :func:`column_parts` and :func:`stack_parts`
+take the model, and without one list the dimensions every model has.
 """
 
 from __future__ import annotations
@@ -72,7 +81,9 @@ from distlab.pipeline_parallel.schedules.registry import build_plan
 from distlab.pipeline_parallel.simulate import P2PCost, Simulation, StageTimes, simulate
 from distlab.plan.calibration import CAUSAL_WORK
 from distlab.plan.collectives import collective_seconds, p2p_seconds
+from distlab.plan.experts import A2A_LINK_SHARE, moe_layer_a2a_seconds
 from distlab.plan.layout import DIMS, PRECISIONS, Hardware, Layout, group_span
+from distlab.plan.partition import stage_moe_layers
 from distlab.tensor_parallel.cost import layer_collectives
 from distlab.transformer import ModelSpec
 
@@ -91,13 +102,15 @@ SIMULATE_UP_TO = 2048
 
 @dataclass(frozen=True)
 class StepInputs:
-    """What every part of one layout's step is priced from: the model, the layout, the hardware
-    and the attention's FLOP/s on one GPU (the compute rate's, for the layout's kernel)."""
+    """What every part of one layout's step is priced from: the model, the layout, the hardware,
+    the attention's FLOP/s on one GPU (the compute rate's, for the layout's kernel) and the
+    share of NVLink an expert-parallel all-to-all moves its bytes at (the rate's)."""
 
     model: ModelSpec
     layout: Layout
     hw: Hardware
     attention_per_s: float
+    a2a_link_share: float = A2A_LINK_SHARE
 
 
 @dataclass(frozen=True)
@@ -215,12 +228,20 @@ class Dimension:
             order by :data:`~distlab.plan.layout.DIMS` (:meth:`Layout.stride
             <distlab.plan.layout.Layout.stride>`); ``None``: no group of its own.
         parts: the parts of the step it adds.
+        applies: which models it prices (e.g. models with experts); ``None``: every model.
     """
 
     name: str
     fields: tuple[str, ...]
     group: str | None
     parts: tuple[StagePart | PipelinePart | StepPart, ...]
+    applies: Callable[[ModelSpec], bool] | None = None
+
+    def applies_to(self, model: ModelSpec | None) -> bool:
+        """Whether it prices ``model`` (``None``: whether it prices every model)."""
+        if self.applies is None:
+            return True
+        return model is not None and bool(self.applies(model))
 
 
 COMPUTE = Part("compute", "compute", "compute", "compute", "compute")
@@ -396,6 +417,31 @@ def _bubble(inputs: StepInputs, rank: RankWork) -> tuple[float, Simulation | Non
     return max(0.0, pipeline_s - rank.busy_s), sim
 
 
+# ---- expert parallelism ----------------------------------------------------------------------
+
+def _ep(inputs: StepInputs) -> Callable[[StageWork], Exposed]:
+    model, layout = inputs.model, inputs.layout
+    a2a_f, a2a_b = moe_layer_a2a_seconds(model, layout, inputs.hw,
+                                         link_share=inputs.a2a_link_share)
+
+    def price(st: StageWork) -> Exposed:
+        moe = stage_moe_layers(model, layout, st.index) if model.moe else 0
+        if moe == 0 or (a2a_f == 0 and a2a_b == 0):
+            return Exposed(0.0, 0.0, 0.0)
+        if layout.ep_overlap:
+            per = max(st.layers, 1)
+            fwd = max(0.0, a2a_f - st.compute_forward_s / per)
+            bwd = max(0.0, a2a_b - st.compute_backward_s / per)
+        else:
+            fwd, bwd = a2a_f, a2a_b
+        return Exposed.of(moe * fwd, moe * bwd)
+    return price
+
+
+def _has_experts(model: ModelSpec) -> bool:
+    return model.moe
+
+
 # ---- the registry ----------------------------------------------------------------------------
 
 _TP_CP = ("tp+cp", "tp_cp", "tp/cp exposed")
@@ -412,15 +458,20 @@ BUILTIN = (
     Dimension("pp", ("pp", "schedule", "stages_per_rank"), "pp",
               (PipelinePart("bubble", "bubble", "bubble", "bubble", "pipeline bubble",
                             _bubble),)),
+    Dimension("ep", ("ep", "ep_overlap", "recompute"), None,
+              (StagePart("ep", "ep a2a", "ep", "ep a2a", "exposed expert-parallel all-to-all",
+                         _ep),), applies=_has_experts),
 )
-"""The built-in dimensions, in the ranks' order (:data:`~distlab.plan.layout.DIMS`)."""
+"""The built-in dimensions: those of the ranks' order (:data:`~distlab.plan.layout.DIMS`),
+then expert parallelism (models with experts)."""
 
 _registry: list[Dimension] = list(BUILTIN)
 
 
-def dimensions() -> tuple[Dimension, ...]:
-    """The dimensions registered now, in order (the built-in ones first)."""
-    return tuple(_registry)
+def dimensions(model: ModelSpec | None = None) -> tuple[Dimension, ...]:
+    """The dimensions registered now that price ``model`` (``None``: those that price every
+    model), in order (the built-in ones first)."""
+    return tuple(d for d in _registry if d.applies_to(model))
 
 
 def register_dimension(dim: Dimension) -> Dimension:
@@ -437,7 +488,7 @@ def register_dimension(dim: Dimension) -> Dimension:
     if dim.group is not None and dim.group not in DIMS:
         raise ValueError(f"dimension {dim.name!r}: group={dim.group!r} must be one of "
                          f"{', '.join(DIMS)} (the layout's ranks' order) or None")
-    taken = {p.name: p for p in step_parts()}
+    taken = {p.name: p for p in (COMPUTE, *(p for d in _registry for p in d.parts), OPTIMIZER)}
     keys = {p.column: p.key for p in taken.values() if p.column is not None}
     for part in dim.parts:
         if not isinstance(part, (StagePart, PipelinePart, StepPart)):
@@ -464,29 +515,32 @@ def unregister_dimension(name: str) -> Dimension:
                      f"{', '.join(d.name for d in _registry)}")
 
 
-def _parts(kind: type) -> tuple[Any, ...]:
-    return tuple(p for d in _registry for p in d.parts if isinstance(p, kind))
+def _parts(kind: type, model: ModelSpec | None) -> tuple[Any, ...]:
+    return tuple(p for d in dimensions(model) for p in d.parts if isinstance(p, kind))
 
 
-def step_parts() -> tuple[Part, ...]:
-    """Every part of the step, in the order a step's parts are priced and listed:
-    :data:`COMPUTE`, the stage parts, the pipeline's, the step parts, :data:`OPTIMIZER`."""
-    return (COMPUTE, *_parts(StagePart), *_parts(PipelinePart), *_parts(StepPart), OPTIMIZER)
+def step_parts(model: ModelSpec | None = None) -> tuple[Part, ...]:
+    """Every part of ``model``'s step (:func:`dimensions`), in the order a step's parts are
+    priced and listed: :data:`COMPUTE`, the stage parts, the pipeline's, the step parts,
+    :data:`OPTIMIZER`."""
+    return (COMPUTE, *_parts(StagePart, model), *_parts(PipelinePart, model),
+            *_parts(StepPart, model), OPTIMIZER)
 
 
-def column_parts() -> dict[tuple[str, str], tuple[str, ...]]:
-    """The command's step columns: ``(header, key)`` -> the parts the column sums, in the order
-    their first part comes in :func:`step_parts`."""
+def column_parts(model: ModelSpec | None = None) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The command's step columns for ``model``: ``(header, key)`` -> the parts the column
+    sums, in the order their first part comes in :func:`step_parts`."""
     out: dict[tuple[str, str], tuple[str, ...]] = {}
-    for p in step_parts():
+    for p in step_parts(model):
         if p.column is not None and p.key is not None:
             out[p.column, p.key] = out.get((p.column, p.key), ()) + (p.name,)
     return out
 
 
-def stack_parts() -> dict[str, tuple[str, ...]]:
-    """The step figure's stacks, bottom to top: the stack's name -> the parts it sums."""
+def stack_parts(model: ModelSpec | None = None) -> dict[str, tuple[str, ...]]:
+    """The step figure's stacks for ``model``, bottom to top: the stack's name -> the parts it
+    sums."""
     out: dict[str, tuple[str, ...]] = {}
-    for p in step_parts():
+    for p in step_parts(model):
         out[p.stack] = out.get(p.stack, ()) + (p.name,)
     return out

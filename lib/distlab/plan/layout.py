@@ -184,6 +184,18 @@ class Layout:
             (Megatron-LM's ``--tp-comm-overlap``, torch's async TP); ``False``: run between
             them, fully exposed.
         attention_kernel: one of :data:`ATTENTION_KERNELS`.
+        ep: expert-parallel ranks: each MoE layer's routed experts are divided over ``ep``
+            ranks of the ranks that hold the same layers (torchtitan's rule and
+            Megatron-Core's with ``etp = tp``: ``ep`` divides ``dp * cp``; Megatron-Core's
+            parallel folding with ``etp = 1``: ``ep`` divides ``tp * dp * cp``); the experts
+            are replicated, and ZeRO-sharded, over the other :attr:`expert_dp` ranks. 1 for a
+            dense model.
+        etp: expert tensor parallelism, the ranks each expert's matrices are split over: ``tp``
+            (``None``, the default: the experts split as the dense MLP is) or 1 (whole experts
+            on every GPU, Megatron-Core's ``--expert-tensor-parallel-size 1``).
+        ep_overlap: the expert-parallel all-to-alls overlapped with another microbatch's
+            compute (Megatron-Core's ``--overlap-moe-expert-parallel-comm``, DeepSeek's
+            DualPipe); ``False``: run between the layer's kernels, fully exposed.
     """
 
     dp: int = 1
@@ -201,9 +213,13 @@ class Layout:
     compute_dtype: str = "bf16"
     tp_overlap: bool = False
     attention_kernel: str = "flash"
+    ep: int = 1
+    ep_overlap: bool = False
+    etp: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "cp", "stages_per_rank", "micro_batch", "global_batch"):
+        for name in ("dp", "tp", "pp", "cp", "ep", "stages_per_rank", "micro_batch",
+                     "global_batch"):
             check_int(name, getattr(self, name), minimum=1)
         check_int("zero", self.zero, minimum=0, maximum=3)
         check_bool("sequence_parallel", self.sequence_parallel)
@@ -217,6 +233,19 @@ class Layout:
         check_bool("tp_overlap", self.tp_overlap)
         if self.tp == 1:
             object.__setattr__(self, "tp_overlap", False)
+        etp = self.tp if self.etp is None else self.etp
+        if etp not in (1, self.tp):
+            raise ValueError(f"etp={self.etp} must be 1 or tp={self.tp}")
+        # stored as None where it is tp, so a copy with another tp keeps "as tp"
+        object.__setattr__(self, "etp", None if etp == self.tp else etp)
+        if (self.dp * self.cp * self.tp // etp) % self.ep:
+            ranks = "dp * cp" if etp == self.tp else "tp * dp * cp (etp=1)"
+            raise ValueError(f"ep={self.ep} must divide {ranks} = "
+                             f"{self.dp * self.cp * self.tp // etp} (experts are divided over "
+                             "ranks that hold the same layers)")
+        check_bool("ep_overlap", self.ep_overlap)
+        if self.ep == 1:
+            object.__setattr__(self, "ep_overlap", False)
         per_step = self.dp * self.micro_batch
         if self.global_batch % per_step:
             raise ValueError(f"global_batch={self.global_batch} must be a multiple of dp * "
@@ -226,6 +255,18 @@ class Layout:
     def gpus(self) -> int:
         """``dp * tp * pp * cp``."""
         return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        """:attr:`etp` resolved (``tp`` where not given)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks that hold the same experts (the expert-data-parallel group, over which ZeRO
+        shards their states): ``tp * dp * cp / (ep * etp)`` (``dp * cp / ep`` with
+        ``etp = tp``)."""
+        return self.tp * self.dp * self.cp // (self.ep * self.expert_tp)
 
     @property
     def microbatches(self) -> int:
@@ -246,13 +287,18 @@ class Layout:
     def label(self) -> str:
         """A short name, e.g. ``"dp8 tp8 pp4 zero1 sp Interleaved1F1Bx2 mb1 sel"``."""
         parts = [f"dp{self.dp}"]
-        parts += [f"{d}{getattr(self, d)}" for d in ("tp", "pp", "cp") if getattr(self, d) > 1]
+        parts += [f"{d}{getattr(self, d)}" for d in ("tp", "pp", "cp", "ep")
+                  if getattr(self, d) > 1]
         if self.zero:
             parts.append("fsdp" if self.zero == 3 else f"zero{self.zero}")
         if self.sequence_parallel:
             parts.append("sp")
         if self.tp_overlap:
             parts.append("async-tp")
+        if self.ep_overlap:
+            parts.append("ep-overlap")
+        if self.expert_tp != self.tp:
+            parts.append(f"etp{self.expert_tp}")
         if self.pp > 1:
             parts.append(self.schedule + (f"x{self.stages_per_rank}"
                                           if self.stages_per_rank > 1 else ""))
@@ -313,13 +359,15 @@ _LAYOUT_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "zero": "zero",
                 "micro_batch": "micro_batch", "gbs": "global_batch",
                 "global_batch": "global_batch", "recompute": "recompute",
                 "precision": "precision", "dtype": "compute_dtype",
-                "async_tp": "tp_overlap", "attention": "attention_kernel"}
+                "async_tp": "tp_overlap", "attention": "attention_kernel", "ep": "ep",
+                "ep_overlap": "ep_overlap", "etp": "etp"}
 
 
 def parse_layout(text: str, **defaults: Any) -> Layout:
     """A :class:`Layout` from ``"dp=8,tp=8,pp=4,zero=1,schedule=Interleaved1F1B,v=2,mb=1,
     recompute=selective"`` (commas or spaces; ``sp`` 0/1, on by default with ``tp > 1``;
-    ``async_tp`` 0/1, ``dtype`` bf16/fp8, ``attention`` flash/cudnn;
+    ``async_tp`` 0/1, ``dtype`` bf16/fp8, ``attention`` flash/cudnn; ``ep`` the expert-parallel
+    ranks, ``ep_overlap`` 0/1, ``etp`` 1 or tp;
     ``fsdp`` alone means ``zero=3``). ``defaults`` fill what the text leaves out (e.g.
     ``global_batch``). ``ValueError`` names a bad key or value, and a field given twice
     (``tp=8,tp=16``; ``v`` and ``stages_per_rank``; ``fsdp`` and ``zero``)."""
@@ -339,7 +387,7 @@ def parse_layout(text: str, **defaults: Any) -> Layout:
         if field_name in ("schedule", "recompute", "precision", "compute_dtype",
                           "attention_kernel"):
             values[field_name] = value
-        elif field_name in ("sequence_parallel", "tp_overlap"):
+        elif field_name in ("sequence_parallel", "tp_overlap", "ep_overlap"):
             if value not in ("0", "1", "true", "false"):
                 raise ValueError(f"layout: {key}={value!r} must be 0 or 1")
             values[field_name] = value in ("1", "true")

@@ -76,6 +76,7 @@ from distlab.plan.activations import (
     layer_nbytes,
 )
 from distlab.plan.allocator import OutOfMemory
+from distlab.plan.experts import check_experts, moe_kept_tensors
 from distlab.plan.layout import (
     PRECISIONS,
     GpuKind,
@@ -98,6 +99,7 @@ from distlab.plan.partition import (
     layers_per_stage,
     rank_params,
     rank_stages,
+    stage_moe_layers,
     stage_params,
 )
 from distlab.recompute import NONE, Again
@@ -323,14 +325,19 @@ def _activation_bytes(spec: ModelSpec, layout: Layout, opt: Any, r: int,
         * -(-spec.vocab // layout.tp) * LOSS_BYTES
     split = layers_per_stage(spec.layers, layout.stages)
     last = layout.stages - 1
+    moe = [stage_moe_layers(spec, layout, s) if spec.moe else 0 for s in stages]
+    moe_kept = sum(moe_kept_tensors(spec, layout, opt.dtype_bytes, opt.fused_swiglu)) \
+        if spec.moe else 0
     stage_nbytes = [split[s] * per_layer + (emb if s == 0 else 0)
-                    + (out + logits if s == last else 0) for s in stages]
+                    + (out + logits if s == last else 0) + k * moe_kept
+                    for s, k in zip(stages, moe, strict=True)]
     held = (_peak(stage_nbytes, holdings[r]) if holdings is not None
             else tuple(1 for _ in stages))
     working = max(recomputed if layout.recompute_policy.again is Again.LAYER else 0,
                   logits_grad if last in stages else 0)
     return ActivationBytes(
-        layers=sum(n * split[s] * per_layer for n, s in zip(held, stages, strict=True)),
+        layers=sum(n * (split[s] * per_layer + k * moe_kept)
+                   for n, s, k in zip(held, stages, moe, strict=True)),
         embedding=sum(n * emb for n, s in zip(held, stages, strict=True) if s == 0),
         output=sum(n * out for n, s in zip(held, stages, strict=True) if s == last),
         logits=sum(n * logits for n, s in zip(held, stages, strict=True) if s == last),
@@ -370,6 +377,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
     opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
                              sp_saves_gathered)
     check_split(spec, layout, opt.attention)
+    check_experts(spec, layout)
     device = (DEVICE_BYTES + communicators(layout) * NCCL_COMMUNICATOR_BYTES
               if device_bytes is None else device_bytes)
     holdings = (_holdings(layout.schedule, layout.pp, layout.microbatches,
@@ -380,13 +388,14 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
     best = 0
     for r in range(layout.pp):
         stages = rank_stages(layout, r)
-        total = stage_params(spec, layout, stages, r).total
+        rp = stage_params(spec, layout, stages, r)
+        total, shard = rp.total, rp.zero_shard(layout)
         act = _activation_bytes(spec, layout, opt, r, stages, holdings)
-        params = (-(-total // n) if z == 3 else total) * p_b
-        moments = (-(-total // n) if z >= 1 else total) * o_b
+        params = (shard if z == 3 else total) * p_b
+        moments = (shard if z >= 1 else total) * o_b
         grads = 0
         if kind == "megatron":
-            grads = (-(-total // n) if z >= 2 else total) * g_b
+            grads = (shard if z >= 2 else total) * g_b
         elif kind == "ddp" and n > 1:
             grads = total * g_b                                   # DDP's bucket buffers
         gathered = 2 * total if kind == "fsdp" and layout.pp > 1 else 0
@@ -434,6 +443,7 @@ def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | Non
     device = (DEVICE_BYTES + communicators(layout) * NCCL_COMMUNICATOR_BYTES
               if device_bytes is None else check_int("device_bytes", device_bytes, minimum=0))
     check_split(spec, layout, opt.attention)
+    check_experts(spec, layout)
     step_opt = StepOptions(opt, optimizer, bucket, prefetch)
     holdings = (_holdings(layout.schedule, layout.pp, layout.microbatches,
                           layout.stages_per_rank) if layout.pp > 1 else None)
@@ -454,9 +464,11 @@ def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | Non
             except OutOfMemory:
                 pass
         act = _activation_bytes(spec, layout, opt, r, stages, holdings)
-        z = zero_memory(rp.total, layout.dp * layout.cp, layout.zero, "fp32")
+        z = zero_memory(rp.total - rp.expert, layout.dp * layout.cp, layout.zero, "fp32")
+        ze = zero_memory(rp.expert, layout.expert_dp, layout.zero, "fp32")
         p_b, g_b, o_b = PRECISIONS[layout.precision]
-        held = (z.params // 4 * p_b, z.grads // 4 * g_b, z.optimizer // 8 * o_b)
+        held = ((z.params + ze.params) // 4 * p_b, (z.grads + ze.grads) // 4 * g_b,
+                (z.optimizer + ze.optimizer) // 8 * o_b)
         estimates.append(MemoryEstimate(
             **peak.parts, allocator=peak.reserved - peak.allocated, device=device,
             activation_parts=act, params_held=rp.total, pp_rank=r, stages=stages,

@@ -28,9 +28,15 @@ from distlab.plan.activations import (
     layer_kept_tensors,
     norm_stats_nbytes,
 )
+from distlab.plan.experts import dispatch_buffers, moe_kept_tensors
 from distlab.plan.layout import PRECISIONS, Layout
 from distlab.plan.memory_program import Program, chunks
-from distlab.plan.partition import layer_params_per_gpu, layers_per_stage, rank_stages
+from distlab.plan.partition import (
+    layer_params_per_gpu,
+    layers_per_stage,
+    moe_layer_params_per_gpu,
+    rank_stages,
+)
 from distlab.recompute import NONE, Again
 from distlab.transformer import ModelSpec, layer_linears
 
@@ -72,17 +78,22 @@ class Unit:
     """The parameters one GPU holds of one FSDP unit (the embedding, a layer, the final norm
     with the output layer): ``tensors``, elements of each parameter tensor before ZeRO
     sharding, in the order the optimizer creates their state; ``stage`` its pipeline stage;
-    ``layer`` its layer index within the stage (``None`` for the embedding and final units)."""
+    ``layer`` its layer index within the stage (``None`` for the embedding and final units);
+    ``expert``: an MoE layer's routed experts on this GPU, one tensor per grouped weight (ZeRO
+    shards them over the expert-data-parallel ranks), empty elsewhere; ``moe``: the unit is an
+    MoE layer."""
 
     name: str
     tensors: tuple[int, ...]
     stage: int
     layer: int | None = None
+    expert: tuple[int, ...] = ()
+    moe: bool = False
 
     @property
     def elements(self) -> int:
         """Every element of the unit on this GPU."""
-        return sum(self.tensors)
+        return sum(self.tensors) + sum(self.expert)
 
 
 def _layer_tensors(spec: ModelSpec, tp: int) -> tuple[int, ...]:
@@ -108,6 +119,24 @@ def _layer_tensors(spec: ModelSpec, tp: int) -> tuple[int, ...]:
     return (spec.norm_params, *attention, spec.norm_params, *mlp)
 
 
+def _moe_layer_tensors(spec: ModelSpec, layout: Layout) -> tuple[tuple[int, ...],
+                                                                  tuple[int, ...]]:
+    """One MoE layer's tensors on one GPU: the attention's and norms' as a dense layer's, then
+    the router and the shared experts (one tensor each); and the routed experts' grouped
+    weights (gate/up and down, or first and second), ``experts / ep`` of them split over
+    ``etp``."""
+    dense = _layer_tensors(spec, layout.tp)
+    mlp = 3 if spec.gated_ffn else 2
+    split, replicated, expert = moe_layer_params_per_gpu(spec, layout.tp, layout.ep,
+                                                         layout.expert_tp)
+    head = dense[:len(dense) - mlp]
+    rest = split + replicated - sum(head)
+    shared = rest - spec.router_params
+    tensors = (*head, spec.router_params) + ((shared,) if shared else ())
+    first = expert * (mlp - 1) // mlp
+    return tensors, (first, expert - first)
+
+
 def rank_units(spec: ModelSpec, layout: Layout, pp_rank: int) -> tuple[Unit, ...]:
     """The units of pipeline rank ``pp_rank``, in forward order (stage by stage: its embedding,
     its layers, its final norm and output layer)."""
@@ -116,13 +145,17 @@ def rank_units(spec: ModelSpec, layout: Layout, pp_rank: int) -> tuple[Unit, ...
     vocab_rows = -(-spec.vocab // tp) * spec.hidden
     stages = rank_stages(layout, pp_rank)
     layer = _layer_tensors(spec, tp)
+    moe_layer, expert = _moe_layer_tensors(spec, layout) if spec.moe else ((), ())
     out: list[Unit] = []
     for s in stages:
         if s == 0:
             emb = (vocab_rows,) + (((spec.positions or 0) * spec.hidden,) if spec.positions
                                    else ())
             out.append(Unit("embedding", emb, s))
-        out += [Unit(f"layer {s}.{i}", layer, s, i) for i in range(split[s])]
+        start = sum(split[:s])
+        out += [Unit(f"layer {s}.{i}", moe_layer, s, i, expert, True)
+                if spec.is_moe_layer(start + i) else Unit(f"layer {s}.{i}", layer, s, i)
+                for i in range(split[s])]
         if s == layout.stages - 1:
             tensors = [spec.norm_params]
             if not spec.tied_embeddings or 0 not in stages:
@@ -143,6 +176,9 @@ class _Sizes:
     backward_working: tuple[int, ...]
     output_kept: int                   # the final norm's and the output layer's inputs
     vocab: int                         # this GPU's vocabulary rows
+    moe_kept: tuple[int, ...] = ()     # what an MoE layer keeps beyond a dense one
+    moe_whole: tuple[int, ...] = ()    # the same without recompute
+    dispatch: tuple[int, ...] = ()     # an MoE layer's dispatch buffers while it runs
 
 
 def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -> _Sizes:
@@ -168,10 +204,14 @@ def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -
         return tuple(kept)
 
     _, output, _ = edge_nbytes(spec, layout, opt)
+    d = opt.dtype_bytes
     return _Sizes(tokens, with_stats(layout), with_stats(layout.with_(recompute=NONE)),
                   forward_transient_tensors(spec, layout, opt),
                   backward_working_tensors(spec, layout, opt), output,
-                  -(-spec.vocab // layout.tp))
+                  -(-spec.vocab // layout.tp),
+                  moe_kept_tensors(spec, layout, d, opt.fused_swiglu),
+                  moe_kept_tensors(spec, layout.with_(recompute=NONE), d, opt.fused_swiglu),
+                  dispatch_buffers(spec, layout, d))
 
 
 @lru_cache(maxsize=256)
@@ -192,6 +232,7 @@ class _Writer:
         self.first = 0 in self.stages
         self.last = layout.stages - 1 in self.stages
         self.n = layout.dp * layout.cp
+        self.ne = layout.expert_dp
         self.p_b, self.g_b, self.o_b = PRECISIONS[layout.precision]
         self.compute_b = 4 if layout.precision == "fp32" else 2
         self.amp = layout.precision == "fsdp-mixed" and self.style == "ddp"
@@ -206,18 +247,32 @@ class _Writer:
     def shard(self, elements: int, sharded: bool) -> int:
         return -(-elements // self.n) if sharded else elements
 
+    def shard_expert(self, elements: int, sharded: bool) -> int:
+        return -(-elements // self.ne) if sharded else elements
+
+    def shard_unit(self, u: Unit, sharded: bool) -> int:
+        """Elements of ``u``'s shard: its experts over the expert-data-parallel ranks."""
+        return (self.shard(sum(u.tensors), sharded)
+                + self.shard_expert(sum(u.expert), sharded))
+
     def build(self) -> None:
         p, z = self.p, self.layout.zero
         p.phase("build")
         for u in self.units:
             for t in u.tensors:
                 p.alloc("params", self.shard(t, z == 3) * self.p_b)
+            for t in u.expert:
+                p.alloc("params", self.shard_expert(t, z == 3) * self.p_b)
         total = sum(u.elements for u in self.units)
+        dense = sum(sum(u.tensors) for u in self.units)
+        experts = total - dense
         if self.style == "megatron":
-            p.alloc("grads", self.shard(total, z >= 2) * self.g_b)          # the grad buffer
+            p.alloc("grads", (self.shard(dense, z >= 2) + self.shard_expert(experts, z >= 2))
+                    * self.g_b)                                              # the grad buffer
             master = self.o_b - 8
             if master > 0:
-                p.alloc("optimizer", self.shard(total, z >= 1) * master)    # fp32 master copy
+                p.alloc("optimizer", (self.shard(dense, z >= 1)
+                                      + self.shard_expert(experts, z >= 1)) * master)
         if self.style == "ddp" and self.n > 1:
             # DDP's bucket buffers: one flat copy of every gradient, from construction
             p.alloc("comm_buffers", total * self.g_b)
@@ -225,12 +280,15 @@ class _Writer:
     def optimizer_step(self, step: int) -> None:
         p, z = self.p, self.layout.zero
         p.phase(f"step {step} optimizer")
-        sharded = sum(self.shard(u.elements, z >= 1) for u in self.units)
+        sharded = sum(self.shard_unit(u, z >= 1) for u in self.units)
         if not self.moments_made:
             for u in self.units:
                 for t in u.tensors:
                     for _ in range(2):                  # exp_avg, exp_avg_sq
                         p.alloc("optimizer", self.shard(t, z >= 1) * 4)
+                for t in u.expert:
+                    for _ in range(2):
+                        p.alloc("optimizer", self.shard_expert(t, z >= 1) * 4)
             self.moments_made = True
         if self.opt.optimizer == "foreach":
             p.transient("working", sharded * 4)
@@ -244,7 +302,7 @@ class _Writer:
         if self.style != "fsdp" or unit.name in self.gathered:
             return
         p, el = self.p, unit.elements
-        copy_in = p.alloc("comm_buffers", self.shard(el, True) * self.compute_b,
+        copy_in = p.alloc("comm_buffers", self.shard_unit(unit, True) * self.compute_b,
                           "all_gather_copy_in")
         out = p.alloc("comm_buffers", el * self.compute_b, "all_gather")
         p.free(copy_in)
@@ -261,7 +319,7 @@ class _Writer:
         rs_in = p.alloc("comm_buffers", el * 4)
         p.free(unsharded_grad)
         out = p.alloc("grads" if unit.name not in self.grads else "comm_buffers",
-                      self.shard(el, True) * 4, "reduce_scatter")
+                      self.shard_unit(unit, True) * 4, "reduce_scatter")
         if unit.name not in self.grads:
             self.grads[unit.name] = out
         else:
@@ -284,7 +342,9 @@ class _Writer:
             self.gather(u)
             if self.amp:
                 copies.append(p.alloc("gathered", u.elements * self.compute_b))
-            kept.append(p.alloc_all("activations", sz.kept))
+            kept.append(p.alloc_all("activations", sz.kept + (sz.moe_kept if u.moe else ())))
+            if u.moe:
+                p.transients("comm_buffers", sz.dispatch)
             p.transients("working", sz.forward_transient)
             if self.reshard:
                 self.release(u)
@@ -335,7 +395,7 @@ class _Writer:
         if again is Again.LAYER:
             if self.amp:
                 p.transient("gathered", u.elements * self.compute_b)
-            return p.alloc_all("activations", sz.whole)
+            return p.alloc_all("activations", sz.whole + (sz.moe_whole if u.moe else ()))
         if again is Again.UNSAVED_PRODUCTS:
             missing = max(0, sum(sz.whole) - sum(sz.kept))
             return p.alloc_all("activations", chunks(missing, list(sz.whole)))
@@ -403,7 +463,11 @@ class _Writer:
                 if self.amp:
                     hs.append(p.alloc("gathered", sum(u.elements for u in by_stage[s])
                                       * self.compute_b))
-                hs.append(p.alloc("activations", n_layers * sum(sz.kept)))
+                n_moe = sum(u.moe for u in by_stage[s])
+                hs.append(p.alloc("activations", n_layers * sum(sz.kept)
+                                  + n_moe * sum(sz.moe_kept)))
+                if n_moe:
+                    p.transients("comm_buffers", sz.dispatch)
                 p.transients("working", sz.forward_transient)
                 if last:
                     hs.append(p.alloc("activations", sz.output_kept))

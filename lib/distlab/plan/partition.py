@@ -10,6 +10,13 @@ splits every matrix, the column-parallel biases and the vocabulary (padded to wh
 rank) over ``tp`` ranks; norms, row-parallel biases and learned positions are replicated
 (Megatron-LM's default), which :func:`rank_params` counts once per rank. A tied output layer
 on a rank without the embedding keeps its own copy.
+
+An MoE layer (:meth:`~distlab.transformer.ModelSpec.is_moe_layer`) holds its attention as a
+dense layer does, its shared experts split over ``tp`` as a dense MLP, its router replicated,
+and ``experts / ep`` of its routed experts, each split over ``etp`` (Megatron-Core's expert
+tensor parallelism, ``tp`` unless the layout says 1): :attr:`RankParams.expert`, the elements
+ZeRO shards over the expert-data-parallel ranks (``Layout.expert_dp``) instead of ``dp * cp``
+(:meth:`RankParams.zero_shard`).
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ from distlab.pipeline_parallel.schedules.registry import schedule_info
 from distlab.plan.layout import Layout
 from distlab.transformer import ModelSpec
 
-__all__ = ["RankParams", "layer_params_per_gpu", "layers_per_stage", "rank_params",
-           "rank_stages", "stage_params"]
+__all__ = ["RankParams", "layer_params_per_gpu", "layers_per_stage", "moe_layer_params_per_gpu",
+           "rank_params", "rank_stages", "stage_moe_layers", "stage_params"]
 
 
 def layers_per_stage(layers: int, stages: int) -> tuple[int, ...]:
@@ -60,6 +67,8 @@ class RankParams:
             row-parallel biases, learned positions).
         tied_copy: elements of the output layer's own copy of a tied embedding (on a rank
             holding the last stage but not stage 0), this GPU's vocabulary rows.
+        expert: elements of the routed experts this GPU holds (``experts / ep`` of each MoE
+            layer's, split over ``tp``); 0 for a dense model.
     """
 
     pp_rank: int
@@ -68,11 +77,19 @@ class RankParams:
     split: int
     replicated: int
     tied_copy: int
+    expert: int = 0
 
     @property
     def total(self) -> int:
-        """Elements on this GPU: ``split + replicated + tied_copy``."""
-        return self.split + self.replicated + self.tied_copy
+        """Elements on this GPU: ``split + replicated + tied_copy + expert``."""
+        return self.split + self.replicated + self.tied_copy + self.expert
+
+    def zero_shard(self, layout: Layout) -> int:
+        """Elements of this GPU's ZeRO shard: ``ceil(dense / (dp * cp))`` of everything but
+        the routed experts, ``ceil(expert / expert_dp)`` of those
+        (:attr:`~distlab.plan.layout.Layout.expert_dp`)."""
+        dense = self.total - self.expert
+        return -(-dense // (layout.dp * layout.cp)) + -(-self.expert // layout.expert_dp)
 
 
 def layer_params_per_gpu(spec: ModelSpec, tp: int) -> tuple[int, int]:
@@ -94,6 +111,36 @@ def layer_params_per_gpu(spec: ModelSpec, tp: int) -> tuple[int, int]:
     return split, replicated
 
 
+def moe_layer_params_per_gpu(spec: ModelSpec, tp: int, ep: int, etp: int | None = None
+                             ) -> tuple[int, int, int]:
+    """``(split, replicated, expert)`` elements one GPU holds of one MoE layer: the attention
+    and norms as :func:`layer_params_per_gpu` counts them, the shared experts split over ``tp``
+    with the attention, the router replicated, and ``experts / ep`` routed experts split over
+    ``etp`` (``None``: ``tp``). ``ValueError`` where ``ep`` does not divide the experts."""
+    etp = tp if etp is None else etp
+    if not spec.moe:
+        raise ValueError(f"{spec.name} has no experts: an MoE layer needs experts >= 1")
+    if spec.experts % ep:
+        raise ValueError(f"ep={ep} must divide the {spec.experts} routed experts of "
+                         f"{spec.name}")
+    split, replicated = layer_params_per_gpu(spec, tp)
+    mats = 3 if spec.gated_ffn else 2
+    dense_mlp = mats * spec.hidden * spec.ffn // tp
+    if spec.mlp_bias:
+        dense_mlp += (mats - 1) * spec.ffn // tp
+        replicated -= spec.hidden
+    split += spec.shared_experts * spec.expert_params // tp - dense_mlp
+    replicated += spec.router_params
+    return split, replicated, spec.experts // ep * spec.expert_params // etp
+
+
+def stage_moe_layers(spec: ModelSpec, layout: Layout, stage: int) -> int:
+    """MoE layers of pipeline stage ``stage`` (the leading dense layers sit on the first)."""
+    split = layers_per_stage(spec.layers, layout.stages)
+    start = sum(split[:stage])
+    return sum(spec.is_moe_layer(i) for i in range(start, start + split[stage]))
+
+
 def rank_params(model: ModelSpec, layout: Layout) -> tuple[RankParams, ...]:
     """The parameters one GPU of each pipeline rank holds (module docstring), one
     :class:`RankParams` per pipeline rank."""
@@ -107,8 +154,15 @@ def stage_params(spec: ModelSpec, layout: Layout, stages: tuple[int, ...],
     recorded)."""
     tp = layout.tp
     layers = sum(layers_per_stage(spec.layers, layout.stages)[s] for s in stages)
+    moe = sum(stage_moe_layers(spec, layout, s) for s in stages) if spec.moe else 0
     per_split, per_repl = layer_params_per_gpu(spec, tp)
-    split, replicated, tied_copy = layers * per_split, layers * per_repl, 0
+    dense = layers - moe
+    split, replicated, tied_copy, expert = dense * per_split, dense * per_repl, 0, 0
+    if moe:
+        m_split, m_repl, m_expert = moe_layer_params_per_gpu(spec, tp, layout.ep,
+                                                             layout.expert_tp)
+        split, replicated, expert = split + moe * m_split, replicated + moe * m_repl, \
+            moe * m_expert
     vocab_rows = -(-spec.vocab // tp) * spec.hidden
     first, last = 0 in stages, layout.stages - 1 in stages
     if first:
@@ -120,6 +174,6 @@ def stage_params(spec: ModelSpec, layout: Layout, stages: tuple[int, ...],
             split += vocab_rows
         elif not first:
             tied_copy = vocab_rows
-    return RankParams(pp_rank, stages, layers, split, replicated, tied_copy)
+    return RankParams(pp_rank, stages, layers, split, replicated, tied_copy, expert)
 
 

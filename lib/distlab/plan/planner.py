@@ -112,21 +112,40 @@ def _divisors(n: int) -> list[int]:
 
 def _tp_ok(model: ModelSpec, tp: int, gpus_per_node: int) -> bool:
     return (tp <= gpus_per_node and model.heads % tp == 0 and model.ffn % tp == 0
-            and (model.kv % tp == 0 or tp % model.kv == 0))
+            and (model.kv % tp == 0 or tp % model.kv == 0)
+            and (not model.moe or model.expert_width % tp == 0))   # experts split as the MLP
+
+
+def expert_degrees(model: ModelSpec, ranks: int, tried: Iterable[int] | None = None
+                   ) -> tuple[int, ...]:
+    """The expert-parallel degrees a layout of ``ranks = dp * cp`` data/context-parallel ranks
+    can take for ``model``: the divisors of ``ranks`` that divide its routed experts (only 1
+    for a dense model), narrowed to ``tried`` where given."""
+    if not model.moe:
+        return (1,)
+    out = tuple(e for e in _divisors(ranks) if model.experts % e == 0)
+    if tried is not None:
+        keep = set(tried)
+        out = tuple(e for e in out if e in keep)
+    return out
 
 
 def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
                       precision: str = "mixed", zero_stages: Iterable[int] = ZERO_STAGES,
                       recompute: Iterable[str] = RECOMPUTE_TRIED,
                       micro_batches: Iterable[int] = MICRO_BATCHES,
-                      attention_kernel: str = "flash") -> Iterator[Layout]:
+                      attention_kernel: str = "flash",
+                      expert_parallel: Iterable[int] | None = None) -> Iterator[Layout]:
     """Every layout of the module docstring for ``global_batch`` sequences on ``hw``, each
-    running ``attention_kernel`` (one of :data:`~distlab.plan.layout.ATTENTION_KERNELS`)."""
+    running ``attention_kernel`` (one of :data:`~distlab.plan.layout.ATTENTION_KERNELS`); for a
+    model with experts, each at every expert-parallel degree of :func:`expert_degrees`
+    (``expert_parallel`` narrows them)."""
     global_batch = check_int("global_batch", global_batch, minimum=1)
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     zero_stages, recompute, micro_batches = tuple(zero_stages), tuple(recompute), \
         tuple(micro_batches)
+    tried_ep = None if expert_parallel is None else tuple(expert_parallel)
     for tp in _divisors(hw.gpus):
         if not _tp_ok(model, tp, hw.gpus_per_node):
             continue
@@ -148,12 +167,13 @@ def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
                             if zero and dp * cp == 1:
                                 continue
                             for rc in recompute:
-                                yield Layout(dp=dp, tp=tp, pp=pp, cp=cp, zero=zero,
-                                             sequence_parallel=tp > 1, schedule=schedule,
-                                             stages_per_rank=v, micro_batch=mb,
-                                             global_batch=global_batch, recompute=rc,
-                                             precision=precision,
-                                             attention_kernel=attention_kernel)
+                                for ep in expert_degrees(model, dp * cp, tried_ep):
+                                    yield Layout(dp=dp, tp=tp, pp=pp, cp=cp, zero=zero,
+                                                 sequence_parallel=tp > 1, schedule=schedule,
+                                                 stages_per_rank=v, micro_batch=mb,
+                                                 global_batch=global_batch, recompute=rc,
+                                                 precision=precision,
+                                                 attention_kernel=attention_kernel, ep=ep)
 
 
 def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = "mixed",

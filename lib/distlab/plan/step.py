@@ -20,6 +20,13 @@ The model, in full (every term is per optimizer step, on the slowest rank):
   the simulated step less the busiest rank's work; then, once a step, the data-parallel
   gradient reduction and parameter gather, what the last backward and the first forward do
   not hide.
+- **Experts** (a model with experts): an MoE layer's FLOPs are its active ones (the attention,
+  router, shared experts and ``top_k`` routed experts per token,
+  :func:`~distlab.transformer.moe_layer_matmul_flops`); the routed experts' grouped products
+  run at the rate of a matrix ``expert_ffn / etp`` wide times the rate's ``grouped_gemm``
+  (:data:`~distlab.plan.experts.GROUPED_GEMM_EFFICIENCY`), the busiest expert-parallel rank's
+  share of the rows (:data:`~distlab.plan.experts.IMBALANCE`) included; the all-to-alls are the
+  ``ep`` dimension's part.
 - **Optimizer.** AdamW's step after the last backward, memory-bound: the bytes it moves over
   the GPU's memory bandwidth (:func:`optimizer_seconds`; measured at 0.72 of the data sheet's
   on an H200), exposed.
@@ -57,10 +64,17 @@ from distlab.plan.dimensions import (
     StepPart,
     dimensions,
 )
+from distlab.plan.experts import IMBALANCE, check_experts
 from distlab.plan.layout import Hardware, Layout, check_layout_fits
-from distlab.plan.partition import layers_per_stage, rank_params, stage_params
+from distlab.plan.partition import layers_per_stage, rank_params, stage_moe_layers, stage_params
 from distlab.timeline import Timeline
-from distlab.transformer import ModelSpec, layer_matmul_flops, per_op_saved_linears
+from distlab.transformer import (
+    ModelSpec,
+    layer_matmul_flops,
+    moe_layer_matmul_flops,
+    per_op_saved_linears,
+    routed_expert_flops,
+)
 
 __all__ = ["ACTIVATION_BYTES", "CAUSAL_WORK", "SIMULATE_UP_TO", "StepEstimate",
            "model_flops_per_step", "optimizer_seconds", "output_layer_s", "stage_flops",
@@ -70,27 +84,45 @@ __all__ = ["ACTIVATION_BYTES", "CAUSAL_WORK", "SIMULATE_UP_TO", "StepEstimate",
 @dataclass(frozen=True)
 class StageFlops:
     """FLOPs of one stage for one microbatch on one GPU: ``forward``, ``backward`` (input and
-    weight gradients) and ``recompute`` (forward work done again in backward)."""
+    weight gradients) and ``recompute`` (forward work done again in backward);
+    ``expert_forward`` and ``expert_recompute``: the routed experts' share of ``forward`` and
+    ``recompute`` (the busiest expert-parallel rank's, :data:`~distlab.plan.experts.IMBALANCE`
+    included)."""
 
     forward: float
     backward: float
     recompute: float
     attention_forward: float
+    expert_forward: float = 0.0
+    expert_recompute: float = 0.0
 
 
-def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool) -> StageFlops:
-    """FLOPs of a stage of ``layers`` layers (and the output layer if ``last``) for one
-    microbatch, on one of its ``tp * cp`` GPUs."""
+def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool,
+                moe_layers: int = 0) -> StageFlops:
+    """FLOPs of a stage of ``layers`` layers (``moe_layers`` of them MoE layers) and the output
+    layer if ``last``, for one microbatch, on one of its ``tp * cp`` GPUs."""
     b, s, split = layout.micro_batch, model.seq_len, layout.tp * layout.cp
     layer = layer_matmul_flops(model, s) * b / split
     attention = 4 * s * s * model.hidden * b / split
-    forward = layers * layer + (2 * s * b * model.hidden * model.vocab / split if last else 0)
+    dense = layers - moe_layers
+    forward = dense * layer + (2 * s * b * model.hidden * model.vocab / split if last else 0)
     recomputed_products = sum(2 * s * b * lin.in_features * lin.out_features
                               for lin, saved in per_op_saved_linears(model)
                               if not saved) / split
-    recompute = layers * layout.recompute_policy.forward_again_flops(
+    policy = layout.recompute_policy
+    recompute = dense * policy.forward_again_flops(
         layer=layer, attention=attention, unsaved_products=recomputed_products)
-    return StageFlops(forward, 2 * forward, recompute, layers * attention)
+    if not moe_layers:
+        return StageFlops(forward, 2 * forward, recompute, layers * attention)
+    routed = routed_expert_flops(model, s) * b / split
+    moe = moe_layer_matmul_flops(model, s) * b / split + routed * (IMBALANCE - 1)
+    expert = moe_layers * routed * IMBALANCE
+    forward += moe_layers * moe
+    again = moe_layers * policy.forward_again_flops(
+        layer=moe, attention=attention, unsaved_products=recomputed_products)
+    expert_again = expert if policy.keeps_input_only else 0.0
+    return StageFlops(forward, 2 * forward, recompute + again, layers * attention, expert,
+                      expert_again)
 
 
 def output_layer_s(model: ModelSpec, layout: Layout, hw: Hardware, *,
@@ -221,10 +253,12 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
             form beyond (hundreds of microbatches: the two agree within a percent there).
     """
     check_layout_fits(layout, hw)
+    check_experts(model, layout)
     rate = shipped_rate() if rate is None else rate
     inputs = StepInputs(model, layout, hw,
-                        rate.attention_flops_per_s(hw, layout.attention_kernel))
-    parts = [p for d in dimensions() for p in d.parts]
+                        rate.attention_flops_per_s(hw, layout.attention_kernel),
+                        rate.a2a_link_share)
+    parts = [p for d in dimensions(model) for p in d.parts]
     stage_parts = [p for p in parts if isinstance(p, StagePart)]
     stages = _stage_seconds(inputs, rate, stage_parts)
     m = layout.microbatches
@@ -242,6 +276,7 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
         seconds.append((part.name, value))
         busy += value
     most = max(share.total for share, _ in per_rank)
+    shard = max(share.zero_shard(layout) for share, _ in per_rank) if model.moe else None
     rank = RankWork(tuple(stages), tuple(rank_stages), busy, most, simulate_pipeline)
     sim = None
     for pipe in (p for p in parts if isinstance(p, PipelinePart)):
@@ -249,20 +284,25 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, *,
         seconds.append((pipe.name, idle))
     for after in (p for p in parts if isinstance(p, StepPart)):
         seconds.append((after.name, after.price(inputs, rank)))
-    seconds.append((OPTIMIZER.name, optimizer_seconds(layout, hw, most)))
+    seconds.append((OPTIMIZER.name, optimizer_seconds(layout, hw, most, shard=shard)))
     return StepEstimate(model, layout, hw, tuple(seconds), sim)
 
 
-def optimizer_seconds(layout: Layout, hw: Hardware, params: int) -> float:
+def optimizer_seconds(layout: Layout, hw: Hardware, params: int, *,
+                      shard: int | None = None) -> float:
     """Seconds of one AdamW step on a GPU holding ``params`` parameters (elements, before
-    ZeRO): the states it updates (its shard from ZeRO 1 on) x
+    ZeRO): the states it updates (its shard from ZeRO 1 on: ``shard`` elements where given, as
+    for experts sharded over fewer ranks, else ``ceil(params / (dp * cp))``) x
     :data:`~distlab.plan.calibration.OPTIMIZER_BYTES_PER_PARAM`, at
     :data:`~distlab.plan.calibration.OPTIMIZER_BANDWIDTH` of the memory's bandwidth; 0 where
     the GPU's bandwidth is unknown."""
     bandwidth = hw.gpu.memory_bytes_per_s * OPTIMIZER_BANDWIDTH
     if bandwidth <= 0:
         return 0.0
-    shard = -(-params // (layout.dp * layout.cp)) if layout.zero >= 1 else params
+    if layout.zero == 0:
+        shard = params
+    elif shard is None:
+        shard = -(-params // (layout.dp * layout.cp))
     return shard * OPTIMIZER_BYTES_PER_PARAM / bandwidth
 
 
@@ -276,9 +316,13 @@ def _stage_seconds(inputs: StepInputs, rate: ComputeRate,
     pricers = [(part.name, part.price(inputs)) for part in stage_parts]
     repeats_attention = layout.recompute_policy.repeats_attention
     out = []
+    expert_per_s = (rate.flops_per_s_dtype(hw, max(1, model.expert_width // layout.expert_tp),
+                                           layout.compute_dtype) * rate.grouped_gemm
+                    if model.moe else flops_per_s)
     for s, layers in enumerate(split):
         last = s == layout.stages - 1
-        fl = stage_flops(model, layout, layers, last=last)
+        moe = stage_moe_layers(model, layout, s) if model.moe else 0
+        fl = stage_flops(model, layout, layers, last=last, moe_layers=moe)
         attention = fl.attention_forward
         recompute_attention = attention if repeats_attention else 0.0
 
@@ -290,6 +334,11 @@ def _stage_seconds(inputs: StepInputs, rate: ComputeRate,
         fwd_c = (fl.forward - attention) / flops_per_s + attn_f
         bwd_c = ((fl.backward + fl.recompute - 2 * attention - recompute_attention)
                  / flops_per_s + (attn_s - attn_f) + recomputed)
+        if fl.expert_forward:
+            # the routed experts' grouped products, at their own rate
+            slower = 1 / expert_per_s - 1 / flops_per_s
+            fwd_c += fl.expert_forward * slower
+            bwd_c += (2 * fl.expert_forward + fl.expert_recompute) * slower
         params = stage_params(model, layout, (s,)).total
         fwd, bwd = fwd_c, bwd_c
         exposed: dict[str, float] = {}
@@ -313,7 +362,8 @@ def step_timeline(est: StepEstimate) -> Timeline:
         tl = est.simulation.to_timeline()
         start = est.simulation.step_time_s * 1e6
         parts = est.parts()
-        for part in (p for d in dimensions() for p in d.parts if isinstance(p, StepPart)):
+        for part in (p for d in dimensions(est.model) for p in d.parts
+                     if isinstance(p, StepPart)):
             seconds = parts.get(part.name, 0.0)
             if seconds > 0:
                 for r in range(est.layout.pp):

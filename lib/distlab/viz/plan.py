@@ -279,7 +279,8 @@ def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: 
     the Figure."""
     prices = _check_prices(prices)
     fig, ax = _axes(ax, 4.2)
-    stacks = stack_parts()
+    # a model with experts adds the expert-parallel stack
+    stacks = stack_parts(next((p.step.model for p in prices if p.step.model.moe), None))
     fills = colours(stacks)
     bottom = [0.0] * len(prices)
     for name in stacks:

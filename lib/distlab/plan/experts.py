@@ -1,0 +1,169 @@
+"""The expert dimension of a layout: what a mixture-of-experts layer adds to memory and step
+time when its routed experts are divided over ``ep`` ranks.
+
+The vocabulary is :mod:`distlab.moe`'s: a token-choice router sends each token to ``top_k`` of
+the layer's routed experts; the experts run as one grouped matrix product per GPU; expert
+parallelism dispatches each token to the rank holding its expert with an all-to-all and
+combines the results with a second one (torchtitan's ``ExpertParallel``, Megatron-Core's
+all-to-all token dispatcher).
+
+- **Routed rows.** One GPU's experts receive ``tokens * top_k * IMBALANCE`` rows per MoE layer
+  and microbatch (``tokens`` = the GPU's share of the microbatch, ``seq_len / cp`` each
+  sequence): on average every rank receives as many rows as it sends; :data:`IMBALANCE` is the
+  busiest rank's share over the mean, the stated factor every routed-token term carries.
+- **Compute.** The routed experts' FLOPs are the active ones (``top_k`` experts per token,
+  :func:`~distlab.transformer.routed_expert_flops`), run at the compute rate of a matrix
+  ``expert_ffn / etp`` wide (the narrow side of an expert's products; the rate's width term) times
+  :data:`GROUPED_GEMM_EFFICIENCY`.
+- **All-to-all.** Dispatch and combine each move ``rows * hidden`` 16-bit elements per GPU;
+  forward runs both, backward both again (the gradients travel the same way back), and full
+  recompute a third pair. distlab's NCCL model holds no all-to-all, so it is priced as NCCL runs
+  one, grouped point-to-point sends all in flight at once (:func:`all_to_all_seconds`): the
+  bytes for ranks in the same node over the GPU's NVLink bandwidth (times the fitted
+  :data:`A2A_LINK_SHARE`), those for other nodes over its network port, the slower of the two,
+  with the point-to-point latency of :mod:`distlab.plan.collectives`. Exposed unless
+  ``Layout.ep_overlap`` hides it behind the layer's compute (another microbatch's, as
+  Megatron-Core's 1F1B overlap and DualPipe run it).
+- **Memory.** Experts ``experts / ep`` per GPU, sharded by ZeRO over the expert-data-parallel
+  ranks (:mod:`distlab.plan.partition`); per MoE layer the routed rows' activations
+  (:func:`moe_kept_tensors`) and the dispatch and combine buffers while the layer runs
+  (:func:`dispatch_buffers`).
+"""
+
+from __future__ import annotations
+
+from distlab.plan.collectives import p2p_seconds
+from distlab.plan.layout import Hardware, Layout, group_span
+from distlab.transformer import ModelSpec
+
+__all__ = ["A2A_BYTES", "GROUPED_GEMM_EFFICIENCY", "IMBALANCE", "all_to_all_seconds",
+           "check_experts", "dispatch_buffers", "moe_kept_tensors", "moe_layer_a2a_seconds",
+           "routed_rows"]
+
+IMBALANCE = 1.0
+"""Rows the busiest expert-parallel rank receives over the mean: 1.0, the published benchmarks'
+setting (Megatron-Core's ``--moe-router-force-load-balancing``: "we force-balance the token
+distribution among experts", Megatron Bridge's performance summary). A dropless run trained
+with an auxiliary loss sees more; a capacity factor ``c`` caps it at ``c``."""
+
+GROUPED_GEMM_EFFICIENCY = 0.6
+"""The routed experts' grouped matrix products' rate over a dense product of the same width at
+the calibrated compute rate (the grouped kernels, CUTLASS's and Transformer Engine's, run many
+products of ``tokens * top_k * ep / experts`` rows each). Fitted with :data:`A2A_LINK_SHARE`
+on the calibration split of the published MoE runs (``python -m distlab.judge plan --moe
+--refit``); no grouped-GEMM measurement of distlab's own stands behind it."""
+
+A2A_LINK_SHARE = 0.1
+"""The share of the NVLink bandwidth an MoE layer's dispatch or combine moves its bytes at inside
+a node, end to end (the permutation, the token counts' exchange and the all-to-all kernel
+together). Fitted: the value of a grid that gives the smallest median ``|error|`` on the
+calibration split of the published MoE runs (``python -m distlab.judge plan --moe --refit``
+fits it again); across nodes the network port's bandwidth is taken whole. What it says: the
+published in-node expert-parallel runs move their tokens at about a tenth of NVLink's data-sheet
+bandwidth, far below what nccl-tests' all-to-all reaches; distlab has no MoE trace to say
+where the rest goes."""
+
+A2A_BYTES = 2
+"""Bytes per element the dispatch and combine move (16-bit activations)."""
+
+
+def check_experts(model: ModelSpec, layout: Layout) -> None:
+    """``ValueError`` where ``layout`` cannot split ``model``'s experts: ``ep > 1`` on a
+    dense model, ``ep`` not a divisor of the routed experts, or ``tp`` not a divisor of the
+    expert width."""
+    if model.moe and model.expert_width % layout.expert_tp:
+        raise ValueError(f"etp={layout.expert_tp} must divide the expert width "
+                         f"{model.expert_width} of {model.name}")
+    if layout.ep == 1:
+        return
+    if not model.moe:
+        raise ValueError(f"ep={layout.ep}: {model.name} is a dense model (no experts to "
+                         "divide); use ep=1")
+    if model.experts % layout.ep:
+        raise ValueError(f"ep={layout.ep} must divide the {model.experts} routed experts of "
+                         f"{model.name}")
+
+
+def _tokens(model: ModelSpec, layout: Layout) -> int:
+    """Tokens of one microbatch one GPU routes (its context-parallel share; with sequence
+    parallelism its tensor-parallel share too)."""
+    tokens = model.seq_len // layout.cp * layout.micro_batch
+    return tokens // layout.tp if layout.sequence_parallel else tokens
+
+
+def routed_rows(model: ModelSpec, layout: Layout) -> float:
+    """Rows one GPU's experts receive per MoE layer and microbatch (the module docstring):
+    ``tokens * top_k * IMBALANCE``."""
+    return _tokens(model, layout) * model.top_k * IMBALANCE
+
+
+def dispatch_buffers(model: ModelSpec, layout: Layout, dtype_bytes: int) -> tuple[int, ...]:
+    """Bytes of the buffers one MoE layer's dispatch holds while it runs: the permuted tokens
+    sent and those received, ``rows * hidden`` elements each (empty for a dense model)."""
+    if not model.moe:
+        return ()
+    rows = int(routed_rows(model, layout))
+    return (rows * model.hidden * dtype_bytes,) * 2
+
+
+def moe_kept_tensors(model: ModelSpec, layout: Layout, dtype_bytes: int,
+                     fused_swiglu: bool = False) -> tuple[int, ...]:
+    """Bytes one GPU keeps for backward of one MoE layer and microbatch beyond what the dense
+    layer's activation model counts (:mod:`distlab.plan.activations`, whose MLP is
+    ``ffn_hidden`` wide): the routed rows' expert input and output (``rows * hidden`` each, the
+    combine's weights need the output; ``rows`` the tensor-parallel group's, ``tokens * top_k
+    * IMBALANCE``, each GPU's share of them with ``etp = 1``; the experts' inner tensors come to
+    ``rows * expert_ffn / tp`` elements per GPU either way), the router's fp32 scores
+    (``tokens * experts``), the routed and shared experts' inner tensors (``ffn``-wide ones as
+    the dense MLP keeps them, 4 gated or 3 with ``fused_swiglu``, 2 otherwise) less the dense
+    MLP's, never below none. Nothing under a recompute that keeps each layer's input only."""
+    if not model.moe or layout.recompute_policy.keeps_input_only:
+        return ()
+    tokens = model.seq_len // layout.cp * layout.micro_batch
+    rows = int(tokens * model.top_k * IMBALANCE)      # the tensor-parallel group's rows
+    seq_split = layout.tp if layout.sequence_parallel else 1
+    inner = (3 if fused_swiglu else 4) if model.gated_ffn else 2
+    width = model.expert_width
+    experts = inner * (rows * width + tokens * model.shared_experts * width) \
+        * dtype_bytes // layout.tp
+    dense = inner * tokens * model.ffn * dtype_bytes // layout.tp
+    # with etp = tp the group's rows are gathered on each GPU; with etp = 1 each GPU takes its
+    # own share of them, whole-width
+    routed_io = 2 * rows * model.hidden * dtype_bytes // (layout.tp // layout.expert_tp)
+    scores = tokens * model.experts * 4 // seq_split
+    return tuple(n for n in (routed_io, scores, max(0, experts - dense)) if n > 0)
+
+
+def all_to_all_seconds(nbytes: int, ep: int, stride: int, hw: Hardware, *,
+                       link_share: float = 1.0) -> float:
+    """Seconds of one all-to-all in which every one of ``ep`` ranks (``stride`` ranks apart)
+    sends ``nbytes`` in all, ``nbytes / ep`` to each rank (its own share stays), priced as
+    grouped point-to-point sends in flight together: the bytes for ranks in its node over the
+    NVLink bandwidth times ``link_share``, the bytes for other nodes over its network port,
+    the slower of the two (:func:`~distlab.plan.collectives.p2p_seconds`, with its latency
+    once). 0 for one rank."""
+    if ep == 1 or nbytes <= 0:
+        return 0.0
+    span = group_span(ep, stride, hw.gpus_per_node)
+    share = nbytes / ep
+    local = share * (span.per_node - 1) / link_share
+    remote = share * (ep - span.per_node)
+    inside = p2p_seconds(int(local), cross_node=False, hw=hw) if local else 0.0
+    outside = p2p_seconds(int(remote), cross_node=True, hw=hw) if remote else 0.0
+    return max(inside, outside)
+
+
+def moe_layer_a2a_seconds(model: ModelSpec, layout: Layout, hw: Hardware, *,
+                          link_share: float | None = None) -> tuple[float, float]:
+    """Seconds of one MoE layer's all-to-alls per microbatch on one GPU, ``(forward,
+    backward)``: dispatch and combine forward, both again backward, plus the forward's pair
+    again under a recompute that repeats the whole layer. The ``ep`` group's ranks are ``etp``
+    apart (Megatron-Core's order: expert tensor parallelism innermost, then expert
+    parallelism)."""
+    if not model.moe or layout.ep == 1:
+        return 0.0, 0.0
+    nbytes = int(routed_rows(model, layout) * model.hidden * A2A_BYTES)
+    share = A2A_LINK_SHARE if link_share is None else link_share
+    one = all_to_all_seconds(nbytes, layout.ep, layout.expert_tp, hw, link_share=share)
+    again = 2 * one if layout.recompute_policy.keeps_input_only else 0.0
+    return 2 * one, 2 * one + again

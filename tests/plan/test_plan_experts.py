@@ -1,0 +1,242 @@
+"""The planner's expert dimension: a mixture-of-experts model described, laid out over ``ep``
+ranks, its memory and step priced, enumerated by the planner, refused where ``ep`` cannot divide
+its experts, and judged on published MoE runs with numbers computed here, not copied."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlab.judge import plan_moe
+from distlab.judge.plan_command import main as judge_main
+from distlab.plan.__main__ import columns
+from distlab.plan.__main__ import main as plan_main
+from distlab.plan.calibration import shipped_rate
+from distlab.plan.experts import (
+    A2A_BYTES,
+    A2A_LINK_SHARE,
+    GROUPED_GEMM_EFFICIENCY,
+    IMBALANCE,
+    all_to_all_seconds,
+    check_experts,
+)
+from distlab.plan.layout import Layout, hardware, parse_layout
+from distlab.plan.memory import memory_lower_bound, memory_per_gpu
+from distlab.plan.partition import rank_params
+from distlab.plan.planner import enumerate_layouts, price
+from distlab.plan.published_moe import load_moe_runs, moe_run_inputs
+from distlab.plan.step import step_time
+from distlab.transformer import MOE_SOURCES, PRESETS, ModelSpec
+from distlab.vocabulary import error_pct
+
+HW = hardware("h100", 8)
+TOY = ModelSpec("toy-moe", layers=4, hidden=256, heads=4, vocab=1024, seq_len=512,
+                ffn_hidden=512, gated_ffn=True, experts=8, top_k=2, expert_ffn=128,
+                shared_experts=1, dense_layers=1)
+"""A toy MoE: one dense layer, then three layers of 8 experts (top-2) and a shared one."""
+
+
+def test_a_toy_moe_is_described_counted_and_priced_end_to_end() -> None:
+    h, e, f, v = 256, 128, 512, 1024
+    attention = 4 * h * h
+    moe_mlp = (8 + 1) * 3 * h * e + h * 8
+    assert TOY.moe_layers == 3 and TOY.expert_params == 3 * h * e
+    assert TOY.params == (attention + 3 * h * f + 2 * h) + 3 * (attention + moe_mlp + 2 * h) \
+        + 2 * v * h + h
+    assert TOY.active_params == TOY.params - 3 * (8 - 2) * 3 * h * e
+    s = 512
+    dense_layer = 2 * s * h * 4 * h + 4 * s * s * h + 2 * s * h * f * 3
+    moe_layer = 2 * s * h * 4 * h + 4 * s * s * h + 2 * s * h * 8 + (2 + 1) * 2 * s * h * e * 3
+    assert TOY.forward_flops() == dense_layer + 3 * moe_layer + 2 * s * h * v
+
+    layout = parse_layout("dp=8,ep=4,zero=1", global_batch=8)
+    p = price(TOY, layout, HW)
+    assert p.fits and p.step.part_s("ep") > 0
+    assert p.step.step_s == pytest.approx(sum(p.step.parts().values()), rel=1e-12)
+    # the ep part: 3 MoE layers x (dispatch + combine) x (forward + backward), one microbatch
+    rows = s * 2 * IMBALANCE
+    one = all_to_all_seconds(int(rows * h * A2A_BYTES), 4, 1, HW, link_share=A2A_LINK_SHARE)
+    assert p.step.part_s("ep") == pytest.approx(3 * 4 * one, rel=1e-12)
+    # memory: the experts on this GPU are 8 / ep of each MoE layer's
+    (rp,) = rank_params(TOY, layout)
+    assert rp.expert == 3 * (8 // 4) * 3 * h * e
+    assert p.memory.states_held[0] == rp.total * 2
+
+
+def test_ep1_moe_equals_the_dense_model_with_its_experts_counted() -> None:
+    """Every token through all 8 experts of an eighth of the width is the dense MLP plus the
+    router: parameters, FLOPs, step (at a grouped-GEMM efficiency of 1) and states alike."""
+    dense = PRESETS["llama3.2-1b"]
+    moe = replace(dense, name="all-experts", experts=8, top_k=8, expert_ffn=dense.ffn // 8)
+    router = dense.layers * dense.hidden * 8
+    assert moe.params == dense.params + router == moe.active_params
+    s = dense.seq_len
+    assert moe.forward_flops() == dense.forward_flops() + dense.layers * 2 * s * dense.hidden * 8
+
+    layout = parse_layout("dp=8,zero=1", global_batch=8)
+    rate = replace(shipped_rate(), grouped_gemm=1.0)
+    d = step_time(dense, layout, HW, rate=rate, simulate_pipeline=False)
+    m = step_time(moe, layout, HW, rate=rate, simulate_pipeline=False)
+    per_s = rate.flops_per_s_dtype(HW, dense.hidden, "bf16")
+    expert_per_s = rate.flops_per_s_dtype(HW, moe.expert_width, "bf16")
+    routed = dense.layers * 2 * s * dense.hidden * dense.ffn * 3
+    router_s = 3 * dense.layers * 2 * s * dense.hidden * 8 / per_s
+    narrower_s = 3 * routed * (1 / expert_per_s - 1 / per_s)   # experts at their own width
+    assert m.part_s("ep") == 0.0
+    assert m.compute_s - d.compute_s == pytest.approx(router_s + narrower_s, rel=1e-6)
+    dm, mm = memory_per_gpu(dense, layout, HW), memory_per_gpu(moe, layout, HW)
+    assert mm.states_held[0] - dm.states_held[0] == router * 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(experts=st.sampled_from([4, 8, 16, 32, 64]), dp=st.sampled_from([4, 8, 16]),
+       tp=st.sampled_from([1, 2]), zero=st.sampled_from([0, 1, 2, 3]),
+       data=st.data())
+def test_expert_memory_shards_by_ep(experts: int, dp: int, tp: int, zero: int,
+                                    data: st.DataObject) -> None:
+    spec = replace(TOY, experts=experts, top_k=min(4, experts))
+    ep = data.draw(st.sampled_from([e for e in (1, 2, 4, 8, 16) if dp % e == 0
+                                    and experts % e == 0]))
+    lay = Layout(dp=dp, tp=tp, ep=ep, zero=zero, global_batch=dp, sequence_parallel=tp > 1)
+    (rp,) = rank_params(spec, lay)
+    # each GPU holds experts / ep of every MoE layer, split over tp
+    assert rp.expert == spec.moe_layers * (experts // ep) * spec.expert_params // tp
+    one = Layout(dp=dp, tp=tp, ep=1, zero=zero, global_batch=dp, sequence_parallel=tp > 1)
+    (rp1,) = rank_params(spec, one)
+    assert rp.total - rp.expert == rp1.total - rp1.expert     # the rest is not divided
+    # ZeRO shards the experts over the dp / ep ranks that hold the same ones
+    assert lay.expert_dp * ep == dp
+    assert rp.zero_shard(lay) == -(-(rp.total - rp.expert) // dp) + -(-rp.expert // (dp // ep))
+    # so ep never adds states: at ZeRO 1+ the optimizer's shard of every expert is the same
+    assert memory_lower_bound(spec, lay, device_bytes=0) <= \
+        memory_lower_bound(spec, one, device_bytes=0) + 2 * rp.total // dp + 64
+
+
+def test_plan_enumerates_ep_and_refuses_one_that_does_not_divide_the_experts() -> None:
+    eps = {lay.ep for lay in enumerate_layouts(TOY, HW, 8, zero_stages=(1,),
+                                               recompute=("none",), micro_batches=(1,))}
+    assert eps == {1, 2, 4, 8}
+    six = replace(TOY, experts=6)
+    eps6 = {lay.ep for lay in enumerate_layouts(six, HW, 8, zero_stages=(1,),
+                                                recompute=("none",), micro_batches=(1,))}
+    assert eps6 == {1, 2}
+    bad = Layout(dp=8, ep=4, zero=1, global_batch=8)
+    for call in (lambda: step_time(six, bad, HW), lambda: memory_per_gpu(six, bad, HW),
+                 lambda: check_experts(six, bad)):
+        with pytest.raises(ValueError, match="ep=4 must divide the 6 routed experts"):
+            call()
+    with pytest.raises(ValueError, match="dense model"):
+        step_time(PRESETS["llama3.2-1b"], bad, HW)
+    with pytest.raises(ValueError, match="ep=3 must divide dp \\* cp = 8"):
+        Layout(dp=8, ep=3, global_batch=8)
+    # a dense model still enumerates ep=1 alone
+    assert {lay.ep for lay in enumerate_layouts(PRESETS["llama3.2-1b"], HW, 8)} == {1}
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--ep", "3"], "--ep 3: must divide the 256 routed experts of deepseek-v3"),
+    (["--ep", "0"], "--ep"),
+    (["--ep", "two"], "--ep"),
+])
+def test_bad_ep_input_is_one_line_and_exit_2(args: list[str], says: str, capsys) -> None:
+    assert plan_main(["deepseek-v3", "--gpus", "64", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
+def test_ep_on_a_dense_model_is_one_line_and_exit_2(capsys) -> None:
+    assert plan_main(["llama3.2-1b", "--gpus", "8", "--ep", "2"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "dense model" in line
+
+
+def test_the_ep_column_is_shown_for_models_with_experts_only() -> None:
+    assert "ep a2a" not in [c.header for c in columns()]
+    assert "ep a2a" not in [c.header for c in columns(PRESETS["llama3-8b"])]
+    assert "ep a2a" in [c.header for c in columns(TOY)]
+
+
+def test_every_moe_preset_cites_its_config() -> None:
+    moe = {k for k, m in PRESETS.items() if m.moe}
+    assert moe == set(MOE_SOURCES) == {"deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                                       "mixtral-8x7b", "gpt-oss-120b"}
+    assert all(MOE_SOURCES[k].startswith("https://huggingface.co/") for k in moe)
+    # the published totals, within the approximations the presets' docstring names
+    for name, billions in (("deepseek-v3", 671), ("mixtral-8x7b", 46.7),
+                           ("qwen3-235b-a22b", 235), ("gpt-oss-120b", 117)):
+        assert PRESETS[name].params / 1e9 == pytest.approx(billions, rel=0.03)
+
+
+def test_the_moe_judgement_is_computed_from_the_runs() -> None:
+    j = plan_moe.judge_moe()
+    runs = load_moe_runs()
+    assert [r.inputs.run.id for r in j.runs] == [r.id for r in runs]
+    assert {r.split for r in j.runs} == {"calibration", "held_out"}
+    for judged, run in zip(j.runs, runs, strict=True):
+        i = moe_run_inputs(run)
+        model = step_time(i.model, i.layout, i.hw, simulate_pipeline=False).step_s
+        assert judged.model_step_s == pytest.approx(model, rel=1e-12)
+        assert judged.step_error_pct == pytest.approx(
+            error_pct(run.measured_step_s(), model), rel=1e-12)
+        if "tokens_per_s_per_gpu" in run.measured:
+            assert judged.measured_tokens_per_s_per_gpu == pytest.approx(
+                run.measured["tokens_per_s_per_gpu"], rel=1e-9)
+        assert i.layout.gpus == run.gpus and i.layout.ep == run.ep
+
+
+def test_the_fit_picks_the_grid_point_with_the_least_calibration_error(monkeypatch) -> None:
+    monkeypatch.setattr(plan_moe, "GROUPED_GEMM_GRID", (0.3, GROUPED_GEMM_EFFICIENCY))
+    monkeypatch.setattr(plan_moe, "LINK_SHARE_GRID", (A2A_LINK_SHARE, 1.0))
+    fitted = plan_moe.fit_moe_rate()
+    medians = {}
+    for g in plan_moe.GROUPED_GEMM_GRID:
+        for share in plan_moe.LINK_SHARE_GRID:
+            rate = replace(shipped_rate(), grouped_gemm=g, a2a_link_share=share)
+            medians[g, share] = plan_moe.judge_moe(rate).summary("calibration").median
+    assert medians[fitted.grouped_gemm, fitted.a2a_link_share] == min(medians.values())
+    # the shipped constants are that grid's choice
+    assert (fitted.grouped_gemm, fitted.a2a_link_share) == (GROUPED_GEMM_EFFICIENCY,
+                                                           A2A_LINK_SHARE)
+
+
+def test_the_shipped_constants_are_the_full_grids_fit() -> None:
+    fitted = plan_moe.fit_moe_rate()
+    assert (fitted.grouped_gemm, fitted.a2a_link_share) == (GROUPED_GEMM_EFFICIENCY,
+                                                           A2A_LINK_SHARE)
+
+
+def test_judge_plan_moe_prints_each_split_against_the_target(capsys) -> None:
+    assert judge_main(["--moe"]) == 0
+    out = capsys.readouterr().out
+    j = plan_moe.judge_moe()
+    for split in ("calibration", "held_out"):
+        s = j.summary(split)
+        assert f"{split}: tokens/s per GPU |error| median {s.median:.1f}%, p90 {s.p90:.1f}%" \
+            in out
+
+
+def test_the_step_figure_stacks_the_all_to_all_of_a_model_with_experts() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from distlab.viz.plan import step_figure
+
+    p = price(TOY, parse_layout("dp=8,ep=8,zero=1", global_batch=8), HW)
+    fig = step_figure([p])
+    (ax,) = fig.axes
+    labels = [c.get_label() for c in ax.containers]
+    assert "ep a2a" in labels
+    total = sum(c[0].get_height() for c in ax.containers)
+    assert total == pytest.approx(p.step.step_s, rel=1e-9)
+    plt.close(fig)
+
+
+def test_verify_refuses_a_model_with_experts_in_one_line(capsys) -> None:
+    assert plan_main(["qwen3-30b-a3b", "--gpus", "8", "--verify"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--verify trains dense decoders" in line
