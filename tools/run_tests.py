@@ -47,10 +47,11 @@ ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
 module imported first could not have its asserts rewritten)."""
 
 BROWSER_TESTS = "tests/browser"
-BESIDE = ("tests/ddp", "tests/pipeline")
+BESIDE = ("tests/ddp", "tests/pipeline", "tests/zero", "tests/moe", "tests/hogwild")
 """Test folders the browser process also runs, after its browser tests, so the two processes
-take about as long: measured on a 2-core machine, the browser tests took 18 min and the rest
-40 (with other work on the machine); these two folders hold about 10 of the rest's."""
+take about as long: in CI's run (2 cores) the rest took 1543 s with ddp and pipeline beside and
+the browser process 1145 s; zero, moe and hogwild held about 200 s of the rest's (measured with
+``--junitxml`` on this machine, scaled to CI's run)."""
 LOG = ROOT / "test-artifacts" / "browser-tests.log"
 _PRIVATE_SHM = ("mount -t tmpfs -o mode=1777 tmpfs /dev/shm && cd \"$1\" && shift && "
                 "exec \"$@\"")
