@@ -345,9 +345,8 @@ def _advice(model: ModelSpec, hw: Hardware, global_batch: int, least: tuple[Layo
     found = fitting_count(model, hw, global_batch, start=max(hw.gpus + 1, int(need * hw.gpus)),
                           precision=precision, **choices)
     if found is None:
-        lines.append(f"no count of {hw.gpu.name} GPUs from {hw.gpus} up to the "
-                     f"{MAX_COUNTS_TRIED}th tried holds it with a global batch of "
-                     f"{global_batch}; {tried}")
+        lines.append(f"no count of {hw.gpu.name} GPUs tried ({MAX_COUNTS_TRIED} counts above "
+                     f"{hw.gpus}) holds it with a global batch of {global_batch}; {tried}")
     else:
         at = found.step.hardware
         lines.append(f"on {at.gpus} GPUs it fits, priced: {found.layout.label} needs "
