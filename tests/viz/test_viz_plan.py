@@ -64,6 +64,8 @@ def test_short_label_names_the_split_then_how() -> None:
     assert short_label(lay) == "dp2 tp4 pp4 cp2\nzero1 i1F1Bx2 mb2 full-ac"
     assert short_label(parse_layout("dp=8", global_batch=8)) == "dp8\nddp"
     assert short_label(parse_layout("dp=1,tp=8,sp=0", global_batch=8)) == "dp1 tp8\nno-sp"
+    # expert parallelism in the split, or six DeepSeek-V3 bars read "dp256 fsdp" three times
+    assert short_label(parse_layout("dp=16,ep=8,zero=3", global_batch=16)) == "dp16 ep8\nfsdp"
     with pytest.raises(TypeError, match="Layout"):
         short_label("dp=8")
 

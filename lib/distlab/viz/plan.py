@@ -133,15 +133,15 @@ _OPAQUE = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "non
 
 
 def short_label(layout: Layout) -> str:
-    """``layout`` in two lines for an axis: the split (``"dp2 tp4 pp4 cp2"``: ``dp`` always,
-    the others where above 1), then how (``fsdp`` or ``zero1``, ``ddp`` for replicated states
-    over several replicas; the pipeline schedule, ``i1F1Bx2`` for interleaved 1F1B with two
+    """``layout`` in two lines for an axis: the split (``"dp2 tp4 pp4 cp2 ep8"``: ``dp``
+    always, the others where above 1), then how (``fsdp`` or ``zero1``, ``ddp`` for replicated
+    states over several replicas; the pipeline schedule, ``i1F1Bx2`` for interleaved 1F1B with two
     stages per rank; ``mb2`` for a micro-batch above 1; ``full-ac`` / ``op-ac`` / ``sel`` recompute;
     ``no-sp`` where ``tp > 1`` runs without sequence parallelism, which the planner always
     turns on; ``async-tp``; ``fp8``)."""
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a distlab.plan.Layout, got {type(layout).__name__}")
-    dims = [f"dp{layout.dp}"] + [f"{d}{getattr(layout, d)}" for d in ("tp", "pp", "cp")
+    dims = [f"dp{layout.dp}"] + [f"{d}{getattr(layout, d)}" for d in ("tp", "pp", "cp", "ep")
                                  if getattr(layout, d) > 1]
     how = []
     if layout.zero:
