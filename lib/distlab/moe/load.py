@@ -146,7 +146,8 @@ def random_routing(num_experts: int, top_k: int = 1, tokens: int = 4096, *, dim:
     """How a freshly initialised router (:class:`~distlab.moe.router.TokenChoiceRouter`, torch's
     default ``Linear`` init, dropless) routes ``tokens`` random tokens (standard normal, width
     ``dim``): the load an MoE layer starts training with, before the balance loss has acted.
-    The router's weights and the tokens are drawn from ``seed``; no gradient is kept.
+    The router's weights and the tokens are drawn from ``seed`` (torch's global generator is left
+    as it was); no gradient is kept.
 
     Raises:
         ValueError: a count out of range (``1 <= top_k <= num_experts``), a bad ``score_func``.
@@ -156,8 +157,9 @@ def random_routing(num_experts: int, top_k: int = 1, tokens: int = 4096, *, dim:
     n = check_int("tokens", tokens, minimum=1)
     width = check_int("dim", dim, minimum=1)
     seed = check_int("seed", seed, minimum=0)
-    torch.manual_seed(seed)
-    router = TokenChoiceRouter(width, experts, k, score_func=score_func)
+    with torch.random.fork_rng(devices=[]):   # the caller's global generator is left as it was
+        torch.manual_seed(seed)
+        router = TokenChoiceRouter(width, experts, k, score_func=score_func)
     x = torch.randn(n, width, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
         return router(x)
