@@ -79,3 +79,31 @@ def test_bad_input_names_the_argument():
         expert_load([1, 2], 0)
     with pytest.raises(ValueError, match="values must hold at least one number"):
         imbalance([])
+
+
+def test_random_routing_is_a_seeded_fresh_router():
+    from distlab.moe import random_routing
+
+    a = random_routing(16, 2, 512, dim=8, seed=3)
+    b = random_routing(16, 2, 512, dim=8, seed=3)
+    c = random_routing(16, 2, 512, dim=8, seed=4)
+    assert torch.equal(a.indices, b.indices) and not torch.equal(a.indices, c.indices)
+    assert a.indices.shape == (512, 2) and int(a.tokens_per_expert.sum()) == 1024
+    assert a.dropped == 0 and not a.probs.requires_grad
+    # each token's two choices are distinct experts, its two highest scores
+    assert bool((a.indices[:, 0] != a.indices[:, 1]).all())
+    top = a.probs.topk(2, dim=1).indices
+    assert torch.equal(top.sort(dim=1).values, a.indices.sort(dim=1).values)
+    load = expert_load(a, 4)
+    assert load.tokens == 1024 and load.rank_imbalance >= 1.0
+
+
+@pytest.mark.parametrize("kwargs,needle", [({"num_experts": 0}, "num_experts"),
+                                           ({"top_k": 5}, "top_k"), ({"tokens": 0}, "tokens"),
+                                           ({"score_func": "relu"}, "score_func")])
+def test_random_routing_bad_input_names_the_argument(kwargs, needle):
+    from distlab.moe import random_routing
+
+    args = {"num_experts": 4, "top_k": 1, "tokens": 8} | kwargs
+    with pytest.raises(ValueError, match=needle):
+        random_routing(**args)

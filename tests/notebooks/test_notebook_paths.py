@@ -11,7 +11,8 @@ import pytest
 
 from helpers.paths import ROOT
 
-NOTEBOOKS = ("15_pipeline_parallel.ipynb", "16_tensor_parallel.ipynb", "17_planner.ipynb")
+NOTEBOOKS = ("15_pipeline_parallel.ipynb", "16_tensor_parallel.ipynb", "17_planner.ipynb",
+             "18_mixture_of_experts.ipynb")
 _FROM_CWD = re.compile(r"Path\.cwd\(\)|os\.getcwd\(\)|[\"']\.\./|[\"']results/|"
                        r"[\"']results[\"']")
 

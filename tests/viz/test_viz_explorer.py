@@ -24,6 +24,7 @@ from distlab.viz.collectives import CollectiveExplorer
 from distlab.viz.ddp import DdpExplorer
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
+from distlab.viz.moe import LoadExplorer
 from distlab.viz.pipeline import PartsExplorer, PipelineExplorer
 from distlab.viz.plan_stepper import PlanStepper
 from distlab.viz.samplers import SamplerExplorer
@@ -242,6 +243,7 @@ EXPLORERS: list[tuple[str, Callable[[], Explorer], Callable[[Any], Any], Any]] =
     ("prefetch", lambda: PrefetchExplorer(HostAdapter(), batch_mib=1, batches=2),
      lambda e: e.memory, "pinned"),
     ("zero", lambda: ZeroExplorer(), lambda e: e.world, 8),
+    ("moe load", lambda: LoadExplorer(16, ep_size=4, tokens=256), lambda e: e.ep, 8),
 ]
 
 

@@ -52,3 +52,42 @@ def test_summary_and_bad_input():
         load_figure([6, 0, 1, 1])
     with pytest.raises(TypeError, match="title must be a str"):
         load_figure(load, title=3)
+
+
+def test_alltoall_figure_draws_the_priced_bandwidths():
+    from distlab.nccl.alltoall import alltoall_times, fabric
+    from distlab.viz.moe import alltoall_figure
+
+    sizes = [2**k for k in range(10, 28, 2)]
+    box = alltoall_times(fabric("h100_sxm8", 8), sizes)
+    two = alltoall_times(fabric("h100_sxm8", 16, nodes=2, nic_gbps=50), sizes)
+    fig = alltoall_figure({"one box": box, "two boxes": two})
+    assert layout_problems(fig) == []
+    assert fig.get_tightbbox().width * fig.dpi <= JUPYTERLAB_WIDTH_PX
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    assert list(lines["one box"].get_ydata()) == [r.busbw_gbps for r in box]
+    assert list(lines["two boxes"].get_xdata()) == sizes
+    with pytest.raises(ValueError, match="series"):
+        alltoall_figure({})
+    with pytest.raises(ValueError, match="0 bytes"):
+        alltoall_figure({"x": alltoall_times(fabric("h100_sxm8", 8), [0])})
+    with pytest.raises(TypeError, match="AlltoallRun"):
+        alltoall_figure({"x": [1, 2]})
+
+
+def test_load_explorer_redraws_the_load_at_its_sliders():
+    from distlab.moe import random_routing
+    from distlab.viz.moe import LoadExplorer
+
+    ex = LoadExplorer(16, ep_size=4, top_k=2, tokens=256, dim=8, hidden=16)
+    want = expert_load(random_routing(16, 2, 256, dim=8), 4, dim=8, hidden=16)
+    assert ex.load == want and ex.summary == f"ep=4, top-2: {load_summary(want)}"
+    assert list(ex.ep.options) == [1, 2, 4, 8, 16]
+    png = ex.png
+    ex.ep.value = 16
+    assert ex.load.ep_size == 16 and ex.png != png and ex.summary.startswith("ep=16, top-2")
+    ex.top_k.value = 1
+    assert ex.load.tokens == 256 and ex.summary.startswith("ep=16, top-1")
+    with pytest.raises(ValueError, match="ep_size"):
+        LoadExplorer(16, ep_size=3)

@@ -19,7 +19,10 @@
   ``parallelize_module``; :func:`reduce_gradients` for expert-parallel ranks that are
   data-parallel ranks.
 - :mod:`~distlab.moe.load` (pure): :func:`expert_load`, tokens per expert and per rank, the
-  imbalance factor and what it costs the slowest rank.
+  imbalance factor and what it costs the slowest rank; :func:`random_routing`, a fresh
+  router's choices on random tokens.
+- :mod:`~distlab.moe.demo`: :func:`~distlab.moe.demo.run_expert_parallel`, one MoE block
+  expert-parallel on gloo ranks checked against one process.
 """
 
 from distlab.moe.balance import balance_terms, load_balance_loss
@@ -47,7 +50,7 @@ from distlab.moe.experts import (
     swiglu_grouped,
     swiglu_loop,
 )
-from distlab.moe.load import ExpertLoad, expert_load, imbalance
+from distlab.moe.load import ExpertLoad, expert_load, imbalance, random_routing
 from distlab.moe.router import (
     AUX_LOSS_SCOPES,
     DROP_POLICIES,
@@ -64,5 +67,5 @@ __all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "Dispatched", "EPComm", "ExpertLo
            "SwiGLU", "TokenChoiceRouter", "all_to_all", "balance_terms", "capacity_mask",
            "combine", "dispatch", "ep_group", "expert_capacity", "expert_load",
            "expert_major_order", "expert_parameters", "grouped_mm_problem", "grouped_mm_reason",
-           "imbalance", "load_balance_loss", "reduce_gradients", "route", "sort_by_expert",
-           "swiglu_flops", "swiglu_grouped", "swiglu_loop"]
+           "imbalance", "load_balance_loss", "random_routing", "reduce_gradients", "route",
+           "sort_by_expert", "swiglu_flops", "swiglu_grouped", "swiglu_loop"]

@@ -21,9 +21,9 @@ import torch
 
 from distlab._checks import check_int
 from distlab.moe.experts import swiglu_flops
-from distlab.moe.router import Routing
+from distlab.moe.router import Routing, TokenChoiceRouter
 
-__all__ = ["ExpertLoad", "expert_load", "imbalance"]
+__all__ = ["ExpertLoad", "expert_load", "imbalance", "random_routing"]
 
 
 def imbalance(values: Sequence[float] | np.ndarray) -> float:
@@ -139,3 +139,27 @@ def expert_load(tokens_per_expert: Any, ep_size: int = 1, *, dim: int | None = N
         flops_per_token=per_token,
         rank_flops=None if per_token is None else tuple(int(c) * per_token for c in per_rank),
     )
+
+
+def random_routing(num_experts: int, top_k: int = 1, tokens: int = 4096, *, dim: int = 64,
+                   score_func: str = "softmax", seed: int = 0) -> Routing:
+    """How a freshly initialised router (:class:`~distlab.moe.router.TokenChoiceRouter`, torch's
+    default ``Linear`` init, dropless) routes ``tokens`` random tokens (standard normal, width
+    ``dim``): the load an MoE layer starts training with, before the balance loss has acted.
+    The router's weights and the tokens are drawn from ``seed`` (torch's global generator is left
+    as it was); no gradient is kept.
+
+    Raises:
+        ValueError: a count out of range (``1 <= top_k <= num_experts``), a bad ``score_func``.
+    """
+    experts = check_int("num_experts", num_experts, minimum=1)
+    k = check_int("top_k", top_k, minimum=1, maximum=experts)
+    n = check_int("tokens", tokens, minimum=1)
+    width = check_int("dim", dim, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    with torch.random.fork_rng(devices=[]):   # the caller's global generator is left as it was
+        torch.manual_seed(seed)
+        router = TokenChoiceRouter(width, experts, k, score_func=score_func)
+    x = torch.randn(n, width, generator=torch.Generator().manual_seed(seed + 1))
+    with torch.no_grad():
+        return router(x)

@@ -11,18 +11,30 @@ bar per expert-parallel rank in the same colours, the mean dashed, the slowest r
 and named with its expert FLOPs relative to the mean rank's (the imbalance factor) and the
 share of the ranks' expert time spent waiting for it. The figure is made with
 :func:`~distlab.viz.figure.new_figure` (it displays once) and fits JupyterLab's 968 px.
+
+:func:`alltoall_figure` draws NCCL's all-to-all as :func:`distlab.nccl.alltoall.alltoall_times`
+prices it, bus bandwidth against size, one line per fabric. :class:`LoadExplorer` redraws
+:func:`load_figure` for a fresh router's routing (:func:`distlab.moe.random_routing`) at the
+expert-parallel size and top-k its sliders pick.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+import ipywidgets as w
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from distlab.moe.load import ExpertLoad
+from distlab._checks import check_int
+from distlab.moe.load import ExpertLoad, expert_load, random_routing
+from distlab.nccl.alltoall import AlltoallRun
+from distlab.viz.axes import bytes_axis
+from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
 from distlab.viz.samplers import rank_colors
 
-__all__ = ["FIG_WIDTH_IN", "load_figure", "load_summary"]
+__all__ = ["FIG_WIDTH_IN", "LoadExplorer", "alltoall_figure", "load_figure", "load_summary"]
 
 #: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
 FIG_WIDTH_IN = 9.2
@@ -97,3 +109,81 @@ def load_figure(load: ExpertLoad, *, title: str | None = None) -> DisplayFigure:
                  fontsize=11)
     fig.supxlabel(summary, fontsize=9)
     return fig
+
+
+def alltoall_figure(series: Mapping[str, Sequence[AlltoallRun]], *,
+                    title: str = "NCCL all-to-all as distlab.nccl.alltoall prices it"
+                    ) -> DisplayFigure:
+    """Bus bandwidth (GB/s, nccl-tests' definition) against the bytes each rank sends, one line
+    per ``label -> runs`` of ``series`` (each :func:`~distlab.nccl.alltoall.alltoall_times`'
+    runs, sizes > 0), the protocol of each point as its marker (LL ``o``, Simple ``s``).
+
+    Raises:
+        TypeError: ``series`` not a mapping of labels to runs.
+        ValueError: an empty series, or a run of 0 bytes.
+    """
+    if not isinstance(series, Mapping) or not series:
+        raise ValueError(f"series must map labels to all-to-all runs, got {series!r:.80}")
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 3.8))
+    ax = fig.subplots()
+    for i, (label, runs) in enumerate(series.items()):
+        runs = list(runs)
+        if not runs or not all(isinstance(r, AlltoallRun) for r in runs):
+            raise TypeError(f"series[{label!r}] must hold AlltoallRun s (alltoall_times)")
+        if any(r.nbytes <= 0 for r in runs):
+            raise ValueError(f"series[{label!r}] holds a run of 0 bytes: no bandwidth to draw")
+        colour = f"C{i}"
+        sizes = [r.nbytes for r in runs]
+        ax.plot(sizes, [r.busbw_gbps for r in runs], color=colour, lw=1.5, label=label)
+        for proto, marker in (("LL", "o"), ("Simple", "s")):
+            pts = [(r.nbytes, r.busbw_gbps) for r in runs if r.layout.protocol == proto]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), ls="none", marker=marker, ms=4, color=colour)
+    ax.plot([], [], ls="none", marker="o", color="grey", label="LL")
+    ax.plot([], [], ls="none", marker="s", color="grey", label="Simple")
+    bytes_axis(ax, "x", "bytes each rank sends")
+    ax.set_ylabel("bus bandwidth, GB/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class LoadExplorer(Explorer):
+    """Sliders for the expert-parallel size (the divisors of ``num_experts``) and top-k; each
+    change routes ``tokens`` random tokens through a fresh router
+    (:func:`~distlab.moe.random_routing`, ``seed``) and redraws :func:`load_figure` with experts
+    of ``dim`` x ``hidden`` (the summary: :func:`load_summary`). State: ``load`` (the last
+    :class:`~distlab.moe.load.ExpertLoad`), ``summary``, ``figure``, ``png``, ``widget``."""
+
+    def __init__(self, num_experts: int = 64, *, ep_size: int = 8, top_k: int = 2,
+                 tokens: int = 4096, dim: int = 64, hidden: int = 128, seed: int = 0) -> None:
+        self.num_experts = check_int("num_experts", num_experts, minimum=1)
+        if ep_size not in _divisors(self.num_experts):
+            raise ValueError(f"ep_size must divide num_experts={self.num_experts}, got {ep_size!r}")
+        self.tokens = check_int("tokens", tokens, minimum=1)
+        self.dim = check_int("dim", dim, minimum=1)
+        self.hidden = check_int("hidden", hidden, minimum=1)
+        self.seed = check_int("seed", seed, minimum=0)
+        st = {"description_width": "110px"}
+        self.ep = w.SelectionSlider(options=_divisors(self.num_experts), value=ep_size,
+                                    description="ep ranks", continuous_update=False, style=st)
+        self.top_k = w.IntSlider(value=check_int("top_k", top_k, minimum=1,
+                                                 maximum=self.num_experts),
+                                 min=1, max=min(8, self.num_experts), description="top-k",
+                                 continuous_update=False, style=st)
+        self.load: ExpertLoad | None = None
+        super().__init__([self.ep, self.top_k])
+
+    def draw(self) -> Drawing:
+        """The load of the routing at the sliders' top-k over their ep ranks."""
+        routing = random_routing(self.num_experts, self.top_k.value, self.tokens, dim=self.dim,
+                                 seed=self.seed)
+        self.load = expert_load(routing, self.ep.value, dim=self.dim, hidden=self.hidden)
+        return Drawing(load_figure(self.load), f"ep={self.ep.value}, top-{self.top_k.value}: "
+                       + load_summary(self.load))
