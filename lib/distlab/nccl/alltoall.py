@@ -57,6 +57,7 @@ from importlib import resources
 
 from distlab._checks import check_int
 from distlab.nccl.boxes import BoxLike, GpuBox, box_graphs, gpu_box
+from distlab.nccl.per_size import BUFFER_BYTES, MAX_CHANNELS, NCCL_STEPS
 from distlab.report.jsonfile import read_json
 from distlab.vocabulary import busbw_factor, collective_name, gb_per_s
 
@@ -66,8 +67,6 @@ __all__ = ["CALIBRATION_RESOURCE", "LL_BUFFER_BYTES", "LL_THRESHOLD_BYTES", "MAX
            "alltoall_layout", "alltoall_times", "fabric", "p2p_time", "shipped_alltoall"]
 
 # NVIDIA/nccl v2.28.9-1, the file beside each.
-MAX_CHANNELS = 64
-"""``MAXCHANNELS`` (``src/include/device.h``)."""
 LL_THRESHOLD_BYTES = 16384
 """``NCCL_P2P_LL_THRESHOLD`` default (``src/enqueue.cc``): LL up to this many bytes per channel
 of a peer."""
@@ -75,11 +74,10 @@ NVL_CHUNK_BYTES = 512 * 1024
 """``NCCL_P2P_NVL_CHUNKSIZE`` default (``src/init.cc``): a Simple step inside an NVLink domain."""
 NET_CHUNK_BYTES = 128 * 1024
 """``NCCL_P2P_NET_CHUNKSIZE`` default (``src/init.cc``): a Simple step across nodes."""
-DEFAULT_BUFFSIZE = 4 << 20
-"""``DEFAULT_BUFFSIZE`` (``src/init.cc``): the Simple buffer; a p2p chunk is at most 1/8 of it."""
-NCCL_STEPS = 8
-"""``NCCL_STEPS`` (``src/include/device.h``)."""
-LL_BUFFER_BYTES = 8 * 512 * NCCL_STEPS * 16
+DEFAULT_BUFFSIZE = BUFFER_BYTES["Simple"]
+"""``DEFAULT_BUFFSIZE`` (``src/init.cc``): the Simple buffer; a p2p chunk is at most 1/8 of it
+(NCCL's constants are defined once, in :mod:`distlab.nccl.per_size`)."""
+LL_BUFFER_BYTES = BUFFER_BYTES["LL"]
 """``NCCL_LL_LINES_PER_THREAD * NCCL_LL_MAX_NTHREADS * NCCL_STEPS * 16`` (``src/init.cc``); one
 LL step is 1/8 of it, half of which is data (each 16-byte line carries 8 data bytes)."""
 MAX_P2P_PER_BATCH = 8
