@@ -180,7 +180,7 @@ class Part:
             ``StepEstimate.<name>_s`` reads it).
         column: the header of the ``python -m distlab.plan`` table column that sums it (parts
             may share one); ``None``: no column.
-        key: that column's key in :func:`~distlab.plan.__main__.plan_rows`' rows.
+        key: that column's key in :func:`~distlab.plan.table.plan_rows`' rows.
         stack: the step figure's stack that sums it (:func:`~distlab.viz.plan.step_figure`).
         description: the part in words (a timeline span's name).
     """

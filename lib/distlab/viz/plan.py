@@ -24,7 +24,7 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   (:func:`distlab.viz.pipeline_parallel.simulation_gantt` of its
   :attr:`~distlab.plan.step.StepEstimate.simulation`).
 - :func:`plan_table`: priced layouts as the planner's command prints them
-  (:func:`distlab.plan.__main__.plan_rows`), in a few of its columns (:data:`PLAN_COLUMNS`,
+  (:func:`distlab.plan.table.plan_rows`), in a few of its columns (:data:`PLAN_COLUMNS`,
   :data:`MEMORY_COLUMNS`, :data:`STEP_COLUMNS`: narrow enough for a notebook).
 - :class:`PlannerExplorer`: model preset, GPUs, GPU kind, network, sequence length and global
   batch -> the first layouts of :func:`~distlab.plan.planner.plan`'s ranking: their memory and
@@ -53,8 +53,6 @@ from distlab.judge.fit_grid import GridRun
 from distlab.judge.fit_grid import summaries as grid_summaries
 from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
 from distlab.nccl.multinode import NETWORKS
-from distlab.plan.__main__ import columns as command_columns
-from distlab.plan.__main__ import plan_rows
 from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
 from distlab.plan.dimensions import stack_parts
 from distlab.plan.kernels import attention_factor
@@ -66,6 +64,8 @@ from distlab.plan.layout import (
     hardware,
 )
 from distlab.plan.planner import TIE, LayoutPrice, Plan, plan
+from distlab.plan.table import columns as command_columns
+from distlab.plan.table import plan_rows
 from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
 from distlab.transformer import PRESETS, ModelSpec, model_spec
@@ -110,7 +110,7 @@ def _columns(*headers: str) -> tuple[Column, ...]:
     return tuple(by_header[h] for h in headers)
 
 
-#: The planner command's columns (:data:`distlab.plan.__main__.COLUMNS`) a notebook prints of
+#: The planner command's columns (:data:`distlab.plan.table.COLUMNS`) a notebook prints of
 #: a ranking: memory and whether it fits, the step and its communication, tokens/s, MFU.
 PLAN_COLUMNS = _columns("#", "layout", "mem GiB", "fits", "step s", "tp+cp", "dp+fsdp",
                         "bubble", "tok/s/GPU", "MFU %")
@@ -719,7 +719,7 @@ def pipeline_figure(priced: LayoutPrice, *, title: str | None = None) -> Any:
 
 def plan_table(prices: Sequence[LayoutPrice], *, columns: Sequence[Column] = PLAN_COLUMNS,
                start: int = 1) -> str:
-    """``prices`` as a text table (:func:`distlab.plan.__main__.plan_rows`, the command's
+    """``prices`` as a text table (:func:`distlab.plan.table.plan_rows`, the command's
     rows) in ``columns`` (:data:`PLAN_COLUMNS`, :data:`MEMORY_COLUMNS`, :data:`STEP_COLUMNS`),
     numbered from ``start``."""
     return format_table(plan_rows(list(prices), start=start), list(columns))
