@@ -30,7 +30,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-__all__ = ["AUDIT_ENV", "AUDIT_MARK", "DisplayFigure", "new_figure", "figure_png"]
+__all__ = ["AUDIT_ENV", "AUDIT_MARK", "DisplayFigure", "figure_png", "message_figure",
+           "new_figure"]
 
 #: Set to "1" to report figures a notebook cell made but never showed (see the module doc).
 AUDIT_ENV = "DISTLAB_FIGURE_AUDIT"
@@ -79,6 +80,17 @@ def new_figure(*, figsize: tuple[float, float] = (8.0, 4.0), layout: str | None 
         _audit_later(fig)
     return fig
 
+
+
+def message_figure(text: str, *, width_in: float = 9.2) -> DisplayFigure:
+    """A figure ``width_in`` inches wide and 1.2 high that shows only ``text``, centred and
+    wrapped: what an explorer draws in place of its figure when its settings cannot be drawn
+    (the error) or are still being computed."""
+    fig = new_figure(figsize=(width_in, 1.2))
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize="medium")
+    return fig
 
 def _audit_later(fig: DisplayFigure) -> None:
     """Remember ``fig`` for the end of the current IPython cell (no-op outside IPython)."""

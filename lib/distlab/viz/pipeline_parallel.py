@@ -50,7 +50,7 @@ from distlab.pipeline_parallel.simulate import (
 )
 from distlab.timeline import Timeline
 from distlab.viz.explorer import Drawing, Explorer
-from distlab.viz.figure import DisplayFigure, new_figure
+from distlab.viz.figure import message_figure, new_figure
 from distlab.viz.palette import colour
 
 __all__ = ["FIG_WIDTH_IN", "KIND_LABELS", "PipelineExplorer", "PipelineStepper",
@@ -568,14 +568,6 @@ def bubble_curve_figure(ranks: int, microbatches: Sequence[int],
 
 
 # ------------------------------------------------------------------ widgets
-def _message_figure(text: str) -> DisplayFigure:
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 1.2))
-    ax = fig.add_subplot()
-    ax.set_axis_off()
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize="medium")
-    return fig
-
-
 def _plan_controls(schedule: str, ranks: int, stages_per_rank: int | None, microbatches: int,
                    max_ranks: int, max_microbatches: int) -> tuple[Any, Any, Any, Any]:
     st = {"description_width": "120px"}
@@ -684,7 +676,7 @@ class PipelineStepper(_PlanControls):
 
     def draw(self) -> Drawing:
         if self.plan is None:
-            return Drawing(_message_figure(self.error), self.error)
+            return Drawing(message_figure(self.error, width_in=FIG_WIDTH_IN), self.error)
         step = self.step.value
         return Drawing(plan_gantt(self.plan, step=step), self.describe(step))
 
@@ -754,7 +746,7 @@ class PipelineExplorer(_PlanControls):
     def draw(self) -> Drawing:
         if self.plan is None:
             self.simulation = None
-            return Drawing(_message_figure(self.error), self.error)
+            return Drawing(message_figure(self.error, width_in=FIG_WIDTH_IN), self.error)
         plan = self.plan
         sim = simulate(plan, self.times(), boundary_nbytes=self.boundary_nbytes, p2p=self.p2p)
         self.simulation = sim

@@ -70,7 +70,7 @@ from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
 from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.viz.explorer import Drawing, Explorer
-from distlab.viz.figure import DisplayFigure, new_figure
+from distlab.viz.figure import message_figure, new_figure
 from distlab.viz.palette import colour, colours
 from distlab.viz.pipeline_parallel import simulation_gantt
 from distlab.vocabulary import error_pct, size_in
@@ -725,14 +725,6 @@ def plan_table(prices: Sequence[LayoutPrice], *, columns: Sequence[Column] = PLA
     return format_table(plan_rows(list(prices), start=start), list(columns))
 
 
-def _message_figure(text: str) -> DisplayFigure:
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 1.2))
-    ax = fig.add_subplot()
-    ax.set_axis_off()
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize="medium")
-    return fig
-
-
 def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
     if value not in options:
         raise ValueError(f"{name} must be one of {', '.join(map(str, options))}, got {value!r}")
@@ -814,7 +806,7 @@ class PlannerExplorer(Explorer):
             result = plan(spec, hw, self.global_batch.value, top=self.top)
         except ValueError as exc:
             self.plan, self.error, self.table.value = None, str(exc), ""
-            return Drawing(_message_figure(self.error), self.error)
+            return Drawing(message_figure(self.error, width_in=FIG_WIDTH_IN), self.error)
         self.plan, self.error = result, ""
         self.seconds = time.perf_counter() - start
         shown = list(result.ranked) or list(result.rejected)
@@ -822,7 +814,7 @@ class PlannerExplorer(Explorer):
         if not shown:
             self.table.value = ""
             text = "; ".join(result.advice)
-            return Drawing(_message_figure(text), f"{text} ({took})")
+            return Drawing(message_figure(text, width_in=FIG_WIDTH_IN), f"{text} ({took})")
         fig = new_figure(figsize=(FIG_WIDTH_IN, 7.4))
         top_ax, bottom_ax = fig.subplots(2, 1, sharex=True)
         head = (f"the first {len(shown)} of the ranking" if result.ranked else

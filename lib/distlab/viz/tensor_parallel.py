@@ -35,7 +35,7 @@ from distlab.tensor_parallel.memory import layer_activation_bytes
 from distlab.timeline import Timeline
 from distlab.transformer import ModelSpec
 from distlab.viz.explorer import Drawing, Explorer
-from distlab.viz.figure import DisplayFigure, new_figure
+from distlab.viz.figure import DisplayFigure, message_figure, new_figure
 from distlab.viz.palette import colour
 from distlab.vocabulary import size_in
 
@@ -232,14 +232,6 @@ def _call_label(call: Any) -> str:
     return f"{'fwd' if call.phase == 'forward' else 'bwd'} {block} {call.operator}"
 
 
-def _message_figure(text: str) -> DisplayFigure:
-    fig = new_figure(figsize=(FIG_WIDTH_IN, 1.2))
-    ax = fig.add_subplot()
-    ax.set_axis_off()
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize="medium")
-    return fig
-
-
 class TensorParallelExplorer(Explorer):
     """A layer's collectives priced and its activation bytes, for chosen settings.
 
@@ -284,7 +276,7 @@ class TensorParallelExplorer(Explorer):
                                                  network=net), ""
         except ValueError as exc:
             self.price, self.error = None, str(exc)
-            return Drawing(_message_figure(self.error), self.error)
+            return Drawing(message_figure(self.error, width_in=FIG_WIDTH_IN), self.error)
         price = self.price
         mine = layer_activation_bytes(shape, t, sequence_parallel=sp)
         plain = layer_activation_bytes(shape, t)
