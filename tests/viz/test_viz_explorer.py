@@ -20,13 +20,13 @@ from distlab.collectives import get_preset, preset_names
 from distlab.collectives.plan.schedule import Schedule
 from distlab.transfers import HostAdapter
 from distlab.viz.allreduce import CostExplorer, PlanExplorer
+from distlab.viz.collective_plan_stepper import PlanStepper
 from distlab.viz.collectives import CollectiveExplorer
 from distlab.viz.ddp import DdpExplorer
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.moe import LoadExplorer
-from distlab.viz.pipeline import PartsExplorer, PipelineExplorer
-from distlab.viz.plan_stepper import PlanStepper
+from distlab.viz.pipeline import LoadingExplorer, PartsExplorer
 from distlab.viz.samplers import SamplerExplorer
 from distlab.viz.transfers import PrefetchExplorer
 from distlab.viz.zero import ZeroExplorer
@@ -235,7 +235,7 @@ EXPLORERS: list[tuple[str, Callable[[], Explorer], Callable[[Any], Any], Any]] =
      lambda e: e.algorithm, "ring"),
     ("ddp", lambda: DdpExplorer(get_preset("pcie4_x16"), 1e-9, layers=3, width=256),
      lambda e: e.cap, 0.1),
-    ("pipeline", lambda: PipelineExplorer(items=4, read_ms=1, decode_ms=1, compute_ms=1),
+    ("pipeline", lambda: LoadingExplorer(items=4, read_ms=1, decode_ms=1, compute_ms=1),
      lambda e: e.read_ms, 4.0),
     ("parts", lambda: PartsExplorer(n_parts=8), lambda e: e.queue_size, 4),
     ("samplers", lambda: SamplerExplorer(length=22, world_size=4),

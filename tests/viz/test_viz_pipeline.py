@@ -15,9 +15,9 @@ from distlab.pipeline.bottleneck import plan_for_stages, simulate_pipeline
 from distlab.pipeline.part_loader_model import part_load_times, parts_idle_fraction
 from distlab.viz.pipeline import (
     COLORS,
+    LoadingExplorer,
     PartsExplorer,
-    PipelineExplorer,
-    compare_gantt,
+    compare_loading_gantt,
     explorer_stages,
     idle_vs_queue_figure,
     runs_gantt,
@@ -35,7 +35,7 @@ def _png(fig) -> bytes:
 
 
 def test_pipeline_explorer_follows_sliders_and_measures(tmp_path) -> None:
-    ex = PipelineExplorer(items=8, read_ms=1, decode_ms=1, compute_ms=1, trace_dir=str(tmp_path))
+    ex = LoadingExplorer(items=8, read_ms=1, decode_ms=1, compute_ms=1, trace_dir=str(tmp_path))
     first_fig, first_summary = ex.figure, ex.summary
     assert "threads: bound" in first_summary
     before = _png(first_fig)
@@ -55,7 +55,7 @@ def test_pipeline_explorer_follows_sliders_and_measures(tmp_path) -> None:
     assert path is not None and json.loads(path.read_text())["traceEvents"]
     ex.items.value = 4                           # a change invalidates the measurement
     assert ex.result is None and "measured" not in ex.summary
-    ex2 = PipelineExplorer(items=3, read_ms=0.5, decode_ms=0.5, compute_ms=0.5, measure_now=True)
+    ex2 = LoadingExplorer(items=3, read_ms=0.5, decode_ms=0.5, compute_ms=0.5, measure_now=True)
     assert ex2.result is not None and ex2.result.n_items == 3
 
 
@@ -111,7 +111,7 @@ def test_compare_gantt_draws_measured_and_simulated_spans() -> None:
     stages = explorer_stages(2, 1, 1)
     r = run_pipeline(stages, 4, "threads")
     sim = simulate_pipeline(plan_for_stages("threads", stages), 4)
-    fig = compare_gantt(r.timeline, sim, measured_origin_us=r.start_us,
+    fig = compare_loading_gantt(r.timeline, sim, measured_origin_us=r.start_us,
                         measured_consumer=r.consumer_lane, simulated_consumer="sim/compute")
     top, bottom = fig.axes[0], fig.axes[1]
     assert [a.get_title(loc="left") for a in (top, bottom)] == ["measured", "simulated (model)"]

@@ -32,10 +32,10 @@ from distlab.collectives.model.compare import (
     winners,
 )
 from distlab.collectives.plan.schedule import Schedule
+from distlab.viz.collective_plan_stepper import PlanStepper, shown_step
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import figure_png, new_figure
 from distlab.viz.measured import ALGO_COLORS, measured_vs_model_figure
-from distlab.viz.plan_stepper import PlanStepper, shown_step
 from distlab.vocabulary import busbw_factor, gb_per_s
 
 __all__ = ["ALGO_COLORS", "CostExplorer", "PlanExplorer", "cost_curves_figure",

@@ -39,9 +39,9 @@ from distlab.collectives.model.compare import collective_times, crossovers, scal
 from distlab.collectives.plan.schedule import Schedule
 from distlab.collectives.plan.semantics import REDUCING, layout_of
 from distlab.viz.allreduce import draw_transfers
+from distlab.viz.collective_plan_stepper import PlanStepper, shown_step
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour, colours
-from distlab.viz.plan_stepper import PlanStepper, shown_step
 from distlab.vocabulary import COLLECTIVES, busbw_factor, gb_per_s, size_label
 
 __all__ = ["CollectiveExplorer", "collective_figure", "cost_figure", "example_plan",

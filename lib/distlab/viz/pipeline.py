@@ -9,6 +9,7 @@ notebook, display ``explorer.widget``.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,26 @@ from distlab.viz.gantt import gantt
 from distlab.viz.palette import colour
 from distlab.vocabulary import error_pct
 
-__all__ = ["PartsExplorer", "PipelineExplorer", "compare_gantt", "explorer_stages",
+__all__ = ["LoadingExplorer", "PartsExplorer", "compare_loading_gantt", "explorer_stages",
            "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_s",
            "steady_lanes"]
+
+_RENAMED = {"PipelineExplorer": "LoadingExplorer", "compare_gantt": "compare_loading_gantt"}
+"""Old names of this module's loading explorer and figure (they collided with the pipeline-
+parallel ones in :mod:`distlab.viz.pipeline_parallel`), still importable for a release."""
+_WARNED: set[str] = set()
+
+
+def __getattr__(name: str) -> Any:
+    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
+                      DeprecationWarning, stacklevel=2)
+    return globals()[new]
 
 COLORS = {k: colour(k) for k in ("io", "cpu", "copy", "compute", "blocked", "startup")}
 
@@ -48,9 +66,9 @@ def steady_lanes(timeline: Timeline) -> list[str]:
     return [lane for lane in timeline.lanes if not lane.endswith("/startup")]
 
 
-def compare_gantt(measured: Timeline, simulated: Timeline, *, measured_origin_us: float,
-                  measured_consumer: str, simulated_consumer: str,
-                  title: str = "") -> Any:
+def compare_loading_gantt(measured: Timeline, simulated: Timeline, *,
+                          measured_origin_us: float, measured_consumer: str,
+                          simulated_consumer: str, title: str = "") -> Any:
     """Measured (top) and simulated (bottom) Gantt charts on one time axis (ms from each run's
     start); the consumer's idle gaps (where a GPU would wait) are shaded red."""
     lanes_m, lanes_s = measured.lanes, simulated.lanes
@@ -108,7 +126,7 @@ def _sim_for(stages: Sequence[Stage], executor: str, n: int, workers: int,
     return plan, simulate_pipeline(plan, n)
 
 
-class PipelineExplorer(Explorer):
+class LoadingExplorer(Explorer):
     """Sliders for stage costs, queue depth, workers, items and the executor; the simulated
     Gantt follows every change, the measured one is taken when "run measured" is pressed (and
     once at construction with ``measure_now=True``).
@@ -187,11 +205,12 @@ class PipelineExplorer(Explorer):
             text += (f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart" if steady else
                      "; wall includes any worker start-up (this executor does not time it apart)")
         measured = self.result.timeline if self.result else Timeline()
-        fig = compare_gantt(measured, self.sim,
-                            measured_origin_us=self.result.start_us if self.result else 0.0,
-                            measured_consumer=self.result.consumer_lane if self.result else "",
-                            simulated_consumer=self.sim.lanes[-1] if len(self.sim) else "",
-                            title=self.executor.value)
+        last = self.result
+        fig = compare_loading_gantt(measured, self.sim,
+                                    measured_origin_us=last.start_us if last else 0.0,
+                                    measured_consumer=last.consumer_lane if last else "",
+                                    simulated_consumer=self.sim.lanes[-1] if len(self.sim) else "",
+                                    title=self.executor.value)
         return Drawing(fig, text)
 
     def measure(self) -> RunResult:
