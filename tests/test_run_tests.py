@@ -1,4 +1,4 @@
-"""tools/run_tests.py: the real-browser tests beside the rest in a second process with its own
+"""tools/run_tests.py: the tests split by folder over three processes, each with its own
 /dev/shm, or everything in one process where that cannot hold; exit 5 never passes silently."""
 
 from __future__ import annotations
@@ -20,15 +20,29 @@ def test_the_two_processes_agree_on_the_variable_that_splits_them() -> None:
     assert run_tests.ELSEWHERE == notebook_owner.ELSEWHERE
 
 
-@pytest.mark.parametrize(("rest", "browser", "filtered", "code"), [
-    (0, 0, False, 0),
-    (1, 0, False, 1), (0, 1, False, 1), (2, 1, False, 2),
-    (NO_TESTS, NO_TESTS, True, 1),           # nothing ran anywhere: a failure
-    (0, NO_TESTS, False, 1),                 # the browser process ran nothing, unasked
-    (0, NO_TESTS, True, 0),                  # -k / -m left it nothing: fine
-    (NO_TESTS, 0, True, 0)])
-def test_one_exit_status_for_the_two(rest, browser, filtered, code, capsys) -> None:
-    assert run_tests.combine(rest, browser, filtered) == code
+@pytest.mark.parametrize(("rest", "others", "filtered", "code"), [
+    (0, [0, 0], False, 0),
+    (1, [0, 0], False, 1), (0, [1, 0], False, 1), (0, [0, 3], False, 3), (2, [1, 0], False, 2),
+    (NO_TESTS, [NO_TESTS, NO_TESTS], True, 1),     # nothing ran anywhere: a failure
+    (NO_TESTS, [NO_TESTS, NO_TESTS], False, 1),
+    (0, [NO_TESTS, 0], False, 1),                  # the browser process ran nothing, unasked
+    (0, [0, NO_TESTS], False, 1),                  # another process ran nothing, unasked
+    (0, [NO_TESTS, NO_TESTS], True, 0),            # -k / -m left them nothing: fine
+    (NO_TESTS, [0, 0], True, 0)])
+def test_one_exit_status_for_all(rest, others, filtered, code) -> None:
+    assert run_tests.combine(rest, others, filtered) == code
+
+
+def test_the_groups_are_distinct_folders_of_tests_and_the_browser_is_one() -> None:
+    folders = [d for group in run_tests.GROUPS for d in group]
+    assert len(folders) == len(set(folders))
+    assert run_tests.BROWSER_TESTS in folders
+    for d in folders:
+        assert (ROOT / d).is_dir(), d
+        assert any((ROOT / d).rglob("test_*.py")), f"{d} holds no tests"
+    # every process keeps its own log
+    logs = [run_tests._log(group) for group in run_tests.GROUPS]
+    assert len(set(logs)) == len(logs)
 
 
 @pytest.mark.parametrize(("args", "filtered"), [(["-k", "x"], True), (["-mbrowser"], True),

@@ -4,18 +4,20 @@ Usage (what `make test` calls):  python tools/run_tests.py [extra pytest args]
 
 pytest exits 5 when it collected no test; that is a failure here, never a silent pass.
 
-Where Chromium is there to run them, the real-browser tests (``tests/browser``: every notebook
-run in JupyterLab, and then the folders of :data:`BESIDE`) run in a second pytest process beside
-the rest: they mostly wait on JupyterLab, kernels and the page while the rest mostly computes, so
-on two cores the two overlap. Each process gets its own ``/dev/shm`` (a private mount namespace
-with a fresh tmpfs there, ``unshare``, as CI runs: root), so the leak checks of one, which count
-new ``/dev/shm`` entries, never see the shared memory of the other's kernels and ranks; and the
-two are siblings (the leak checks also count a test's new child processes: the browser's
-JupyterLab, Chromium and kernels must not be among the rest's). The rest is told
-(``DISTLAB_BROWSER_ELSEWHERE=1``) to leave the browser tests and the notebooks they run to the
-other process (:mod:`helpers.notebook_owner`), and skips the :data:`BESIDE` folders: every test
-still runs, each notebook once. The rest's output streams; the other process's is printed when
-both have ended, and kept in ``test-artifacts/browser-tests.log``.
+Where Chromium is there to run them, the tests run in three pytest processes at once, split by
+folder (:data:`GROUPS`): the real-browser tests (``tests/browser``: every notebook run in
+JupyterLab) and the multi-process labs of :data:`BESIDE` in one, the collective, profile,
+bench and judge tests in another, and the rest in this one. A single run keeps two cores only
+about half busy (tests wait on ranks, kernels, JupyterLab and the page), so the three overlap.
+Each process gets its own ``/dev/shm`` (a private mount namespace with a fresh tmpfs there,
+``unshare``, as CI runs: root), so the leak checks of one, which count new ``/dev/shm``
+entries, never see the shared memory of another's kernels and ranks; and they are siblings (the
+leak checks also count a test's new child processes: the browser's JupyterLab, Chromium and
+kernels must not be among the rest's). The rest is told (``DISTLAB_BROWSER_ELSEWHERE=1``) to
+leave the browser tests and the notebooks they run to the browser's process
+(:mod:`helpers.notebook_owner`), and skips the other processes' folders: every test still
+runs, each notebook once. The rest's output streams; the others' is printed when all have
+ended, and kept in ``test-artifacts/*.log``.
 
 One process runs everything, as before, where the split cannot hold: no Chromium, no private
 ``/dev/shm`` (not root, no ``unshare``), ``DISTLAB_TEST_SPLIT=0``, or test paths named on the
@@ -24,10 +26,12 @@ command line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -48,11 +52,19 @@ module imported first could not have its asserts rewritten)."""
 
 BROWSER_TESTS = "tests/browser"
 BESIDE = ("tests/ddp", "tests/pipeline", "tests/zero", "tests/moe", "tests/hogwild")
-"""Test folders the browser process also runs, after its browser tests, so the two processes
-take about as long: in CI's run (2 cores) the rest took 1543 s with ddp and pipeline beside and
-the browser process 1145 s; zero, moe and hogwild held about 200 s of the rest's (measured with
-``--junitxml`` on this machine, scaled to CI's run)."""
-LOG = ROOT / "test-artifacts" / "browser-tests.log"
+"""Folders run after the browser tests in the browser's process (multi-process labs, mostly
+waiting on their ranks)."""
+GROUPS: tuple[tuple[str, ...], ...] = (
+    (BROWSER_TESTS, *BESIDE),
+    ("tests/collectives", "tests/profile", "tests/bench", "tests/judge", "tests/samplers",
+     "tests/transfers", "tests/trace"),
+)
+"""The test folders each extra process runs, beside the rest (everything else: the unit,
+planner, figure and notebook tests) in this one. One run of the whole suite keeps 2 cores only
+about half busy (CI's last run: 1648 s of wall time, most tests waiting on ranks, kernels,
+JupyterLab or the page), so three processes overlap that waiting; the folders are grouped so
+that each process takes about a third of the whole (times measured with ``--junitxml``)."""
+LOG_DIR = ROOT / "test-artifacts"
 _PRIVATE_SHM = ("mount -t tmpfs -o mode=1777 tmpfs /dev/shm && cd \"$1\" && shift && "
                 "exec \"$@\"")
 """The shell line run in the new mount namespace: a fresh /dev/shm, then pytest."""
@@ -91,18 +103,21 @@ def split_reason(args: list[str]) -> str | None:
     return None
 
 
-def combine(rest: int, browser: int, filtered: bool) -> int:
-    """One exit status for the two processes: 0 when both passed; a run where neither collected
-    a test fails (1), as does a browser process that collected nothing when no ``-k`` / ``-m``
-    narrowed the selection; otherwise the first failure's status."""
-    if rest == browser == pytest.ExitCode.NO_TESTS_COLLECTED:
+def combine(rest: int, others: Sequence[int], filtered: bool) -> int:
+    """One exit status for all the processes (``rest`` the main one's, ``others`` those of
+    :data:`GROUPS`, the browser's first): 0 when all passed; a run where none collected a test
+    fails (1), as does any other process that collected nothing when no ``-k`` / ``-m``
+    narrowed the selection (its folders hold tests: collecting none means something is wrong);
+    otherwise the first failure's status."""
+    codes = [rest, *others]
+    if all(c == pytest.ExitCode.NO_TESTS_COLLECTED for c in codes):
         print("run_tests: pytest collected no tests; failing instead of passing silently",
               file=sys.stderr)
         return 1
-    if browser == pytest.ExitCode.NO_TESTS_COLLECTED and not filtered:
-        print("run_tests: the browser process collected no tests", file=sys.stderr)
+    if not filtered and pytest.ExitCode.NO_TESTS_COLLECTED in others:
+        print("run_tests: a process beside the rest collected no tests", file=sys.stderr)
         return 1
-    for code in (rest, browser):
+    for code in codes:
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             return int(code)
     return 0
@@ -117,6 +132,13 @@ def _single(args: list[str]) -> int:
     return code
 
 
+def _log(group: Sequence[str]) -> Path:
+    """Where the output of the process running ``group`` is kept."""
+    name = "browser-tests" if group[0] == BROWSER_TESTS else "-".join(
+        Path(d).name for d in group[:2])
+    return LOG_DIR / f"{name}.log"
+
+
 def main(argv: list[str]) -> int:
     reason = split_reason(argv)
     prefix = None if reason else private_shm_prefix()
@@ -125,27 +147,34 @@ def main(argv: list[str]) -> int:
     if reason is not None:
         print(f"run_tests: one process ({reason})", flush=True)
         return _single(argv)
-    LOG.parent.mkdir(parents=True, exist_ok=True)
-    print(f"run_tests: the real-browser tests (and {', '.join(BESIDE)}) run beside the rest in "
-          f"a second process, each with its own /dev/shm; its output follows this run's (and is "
-          f"kept in {LOG.relative_to(ROOT)})", flush=True)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    groups = [tuple(d for d in g if (ROOT / d).is_dir()) for g in GROUPS]
+    print(f"run_tests: {len(groups)} processes run beside this one, each with its own /dev/shm "
+          f"(their output follows this run's and is kept in {LOG_DIR.relative_to(ROOT)}/):",
+          flush=True)
+    for group in groups:
+        print(f"  {' '.join(group)}", flush=True)
     pytest_cmd = [sys.executable, "-m", "pytest"]
-    beside = [d for d in BESIDE if (ROOT / d).is_dir()]
-    with LOG.open("w") as log:
-        browser = subprocess.Popen([*prefix, *pytest_cmd, BROWSER_TESTS, *beside, *argv],
-                                   stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                   env={**os.environ, ELSEWHERE: "0"})
+    ignored = [f"--ignore={d}" for g in groups for d in g if d != BROWSER_TESTS]
+    procs: list[subprocess.Popen[bytes]] = []
+    with contextlib.ExitStack() as stack:
+        for group in groups:
+            log = stack.enter_context(_log(group).open("w"))
+            procs.append(subprocess.Popen(
+                [*prefix, *pytest_cmd, *group, *argv], stdout=log, stderr=subprocess.STDOUT,
+                cwd=ROOT, env={**os.environ, ELSEWHERE: "0" if BROWSER_TESTS in group else "1"}))
         try:
-            rest = subprocess.run([*prefix, *pytest_cmd, *(f"--ignore={d}" for d in beside),
-                                   *argv], cwd=ROOT, check=False,
-                                  env={**os.environ, ELSEWHERE: "1"}).returncode
+            # The rest still collects the browser tests (to leave the notebooks they run to the
+            # browser's process, helpers.notebook_owner) and deselects them.
+            rest = subprocess.run([*prefix, *pytest_cmd, *ignored, *argv], cwd=ROOT,
+                                  check=False, env={**os.environ, ELSEWHERE: "1"}).returncode
         finally:
-            code = browser.wait()
-    shown = " ".join([BROWSER_TESTS, *beside])
-    print(f"\n===== the second process ({shown}) =====", flush=True)
-    sys.stdout.write(LOG.read_text())
-    sys.stdout.flush()
-    return combine(rest, code, _filtered(argv))
+            others = [p.wait() for p in procs]
+    for group in groups:
+        print(f"\n===== the process beside ({' '.join(group)}) =====", flush=True)
+        sys.stdout.write(_log(group).read_text())
+        sys.stdout.flush()
+    return combine(rest, others, _filtered(argv))
 
 
 if __name__ == "__main__":
