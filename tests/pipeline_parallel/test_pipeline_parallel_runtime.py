@@ -17,6 +17,7 @@ moves a parameter by about ``lr`` whatever the gradient's scale; observed <= 3e-
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -403,11 +404,14 @@ def test_a_rank_whose_peer_failed_stops_by_itself():
 
 
 def test_a_stage_that_hangs_is_reported_within_the_timeout():
+    """Rank 1 hangs in its third forward, so rank 0's wait for microbatch 2's gradient times
+    out; on a loaded machine rank 1 can also be more than 2 s late with an earlier one, and
+    rank 0 then names that one: any of its operations with rank 1, timed out at 2 s."""
     t0 = time.monotonic()
     with no_leaks(), pytest.raises(launch.RankError) as info:
         launch.run(stage_fails, 2, args=("1F1B", "hang", 2.0), timeout=60)
     assert info.value.rank == 0
     text = str(info.value)
-    assert "PipelineCommError: rank 0: pipeline 0RECV_B2 from pipeline rank 1 did not " \
-           "complete within 2 s" in text
+    assert re.search(r"PipelineCommError: rank 0: pipeline 0(RECV|SEND)_[FB]\d+ (from|to) "
+                     r"pipeline rank 1( \(shapes\))? did not complete within 2 s", text), text
     assert time.monotonic() - t0 < 30
