@@ -261,3 +261,19 @@ def test_verify_refuses_a_model_with_experts_in_one_line(capsys) -> None:
     assert plan_main(["qwen3-30b-a3b", "--gpus", "8", "--verify"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--verify trains dense decoders" in line
+
+
+def test_routed_expert_seconds_is_the_steps_pricing_of_one_layers_expert_products() -> None:
+    from distlab.plan.experts import routed_expert_seconds
+    from distlab.transformer import routed_expert_flops
+
+    model = PRESETS["qwen3-30b-a3b"]
+    hw = hardware("h200", 8)
+    rate = shipped_rate()
+    fwd, bwd = routed_expert_seconds(model, 8192, hw, rate)
+    per_s = rate.flops_per_s_dtype(hw, model.expert_width, "bf16") * GROUPED_GEMM_EFFICIENCY
+    assert fwd == pytest.approx(routed_expert_flops(model, 8192) / per_s, rel=1e-12)
+    assert bwd == pytest.approx(2 * fwd, rel=1e-12)
+    assert routed_expert_seconds(model, 0, hw, rate) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="no routed experts"):
+        routed_expert_seconds(PRESETS["llama3-8b"], 8192, hw, rate)
