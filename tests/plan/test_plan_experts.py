@@ -190,22 +190,43 @@ def test_the_moe_judgement_is_computed_from_the_runs() -> None:
 def test_the_fit_picks_the_grid_point_with_the_least_calibration_error(monkeypatch) -> None:
     monkeypatch.setattr(plan_moe, "GROUPED_GEMM_GRID", (0.3, GROUPED_GEMM_EFFICIENCY))
     monkeypatch.setattr(plan_moe, "LINK_SHARE_GRID", (A2A_LINK_SHARE, 1.0))
-    fitted = plan_moe.fit_moe_rate()
+    fitted = plan_moe.fit_moe_rate(grouped_gemm=True)
     medians = {}
     for g in plan_moe.GROUPED_GEMM_GRID:
         for share in plan_moe.LINK_SHARE_GRID:
             rate = replace(shipped_rate(), grouped_gemm=g, a2a_link_share=share)
             medians[g, share] = plan_moe.judge_moe(rate).summary("calibration").median
     assert medians[fitted.grouped_gemm, fitted.a2a_link_share] == min(medians.values())
-    # the shipped constants are that grid's choice
-    assert (fitted.grouped_gemm, fitted.a2a_link_share) == (GROUPED_GEMM_EFFICIENCY,
-                                                           A2A_LINK_SHARE)
+    # without grouped_gemm the efficiency stays the measured one and only the share is chosen
+    share_only = plan_moe.fit_moe_rate()
+    assert share_only.grouped_gemm == GROUPED_GEMM_EFFICIENCY
+    assert medians[GROUPED_GEMM_EFFICIENCY, share_only.a2a_link_share] == min(
+        m for (g, _), m in medians.items() if g == GROUPED_GEMM_EFFICIENCY)
 
 
-def test_the_shipped_constants_are_the_full_grids_fit() -> None:
+def test_the_shipped_share_is_the_full_grids_fit_at_the_measured_efficiency() -> None:
     fitted = plan_moe.fit_moe_rate()
     assert (fitted.grouped_gemm, fitted.a2a_link_share) == (GROUPED_GEMM_EFFICIENCY,
                                                            A2A_LINK_SHARE)
+
+
+def test_the_grouped_gemm_efficiency_is_the_committed_measurement() -> None:
+    """1 / the median over the published runs' per-GPU shapes of the grouped experts' forward
+    and backward time over a dense SwiGLU of the expert's width on the same rows, on an H200."""
+    import json
+    import statistics
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[2] / "results" / "gpu-h200-2026-11-28-moe-step"
+            / "moe_step.json")
+    doc = json.loads(path.read_text())
+    assert doc["device"] == "NVIDIA H200" and len(doc["rows"]) == 9
+
+    def fb(row: dict, part: str) -> float:
+        return row[part]["forward_s"] + row[part]["backward_s"]
+    slower = statistics.median(fb(r, "experts") / fb(r, "dense_routed") for r in doc["rows"])
+    assert all(r["experts"]["path"] == "grouped_mm" for r in doc["rows"])
+    assert round(1 / slower, 2) == GROUPED_GEMM_EFFICIENCY
 
 
 def test_judge_plan_moe_prints_each_split_against_the_target(capsys) -> None:
@@ -240,3 +261,19 @@ def test_verify_refuses_a_model_with_experts_in_one_line(capsys) -> None:
     assert plan_main(["qwen3-30b-a3b", "--gpus", "8", "--verify"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--verify trains dense decoders" in line
+
+
+def test_routed_expert_seconds_is_the_steps_pricing_of_one_layers_expert_products() -> None:
+    from distlab.plan.experts import routed_expert_seconds
+    from distlab.transformer import routed_expert_flops
+
+    model = PRESETS["qwen3-30b-a3b"]
+    hw = hardware("h200", 8)
+    rate = shipped_rate()
+    fwd, bwd = routed_expert_seconds(model, 8192, hw, rate)
+    per_s = rate.flops_per_s_dtype(hw, model.expert_width, "bf16") * GROUPED_GEMM_EFFICIENCY
+    assert fwd == pytest.approx(routed_expert_flops(model, 8192) / per_s, rel=1e-12)
+    assert bwd == pytest.approx(2 * fwd, rel=1e-12)
+    assert routed_expert_seconds(model, 0, hw, rate) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="no routed experts"):
+        routed_expert_seconds(PRESETS["llama3-8b"], 8192, hw, rate)

@@ -91,3 +91,23 @@ def test_load_explorer_redraws_the_load_at_its_sliders():
     assert ex.load.tokens == 256 and ex.summary.startswith("ep=16, top-1")
     with pytest.raises(ValueError, match="ep_size"):
         LoadExplorer(16, ep_size=3)
+
+
+def test_layer_step_figure_stacks_the_traced_parts_beside_the_prediction():
+    from distlab.moe.step_trace import measured_layer_step_trace
+    from distlab.viz.moe import layer_step_figure
+
+    trace = measured_layer_step_trace()
+    fig = layer_step_figure(trace, {"experts forward": 2e-3, "experts backward": 4e-3})
+    assert layout_problems(fig) == []
+    assert fig.get_tightbbox().width * fig.dpi <= JUPYTERLAB_WIDTH_PX
+    (ax,) = fig.axes
+    # per traced part a solid bar (kernels) and a hatched one (idle), then the two predicted
+    widths = [p.get_width() for p in ax.patches]
+    assert len(widths) == 2 * len(trace.parts) + 2
+    assert sum(widths[:-2]) == pytest.approx(sum(p.span_s for p in trace.parts) * 1e3)
+    assert widths[-2:] == pytest.approx([2.0, 4.0])
+    with pytest.raises(ValueError):
+        layer_step_figure(trace, {})
+    with pytest.raises(TypeError):
+        layer_step_figure("trace", {"x": 1.0})

@@ -5,7 +5,8 @@
     python -m distlab.judge plan --refit         # fit the compute rate on the calibration split
     python -m distlab.judge plan --json OUT      # the judgement as JSON
     python -m distlab.judge plan --moe           # the expert dimension on published MoE runs
-    python -m distlab.judge plan --moe --refit   # ... its two constants fitted again
+    python -m distlab.judge plan --moe --refit   # ... its all-to-all share fitted again
+    python -m distlab.judge plan --moe --refit-gemm   # ... and its grouped-GEMM efficiency
 
 Each published run (``lib/distlab/plan/data/published_runs.json``: 13 sources, their tables
 named) is priced as it states its layout; step time and memory per GPU against what it
@@ -14,8 +15,9 @@ fit: their rows are the out-of-sample judgement. ``--refit`` fits the compute ra
 the calibration split (:mod:`distlab.plan.fit_rate`) and judges with it; the shipped rate is
 :data:`distlab.plan.calibration.SHIPPED`. ``--moe`` judges the planner's expert dimension on the
 published mixture-of-experts runs instead (``lib/distlab/plan/data/published_moe_runs.json``,
-:mod:`distlab.judge.plan_moe`; with ``--refit`` its grouped-GEMM efficiency and all-to-all
-share of NVLink are fitted again on their calibration split). Nothing is measured.
+:mod:`distlab.judge.plan_moe`; with ``--refit`` its all-to-all share of NVLink is fitted again
+on their calibration split, the grouped-GEMM efficiency kept at its measured value; with
+``--refit-gemm`` that efficiency is fitted too). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -124,6 +126,9 @@ def _parser() -> options.Parser:
                    help="also write the judgement as JSON to OUT")
     p.add_argument("--moe", action="store_true",
                    help="judge the expert dimension on the published mixture-of-experts runs")
+    p.add_argument("--refit-gemm", action="store_true",
+                   help="with --moe --refit: fit the grouped-GEMM efficiency too (shipped: "
+                        "measured)")
     return p
 
 
@@ -169,7 +174,8 @@ def moe_judgement_json(j: Any) -> dict[str, Any]:
 def _moe_command(args: Any) -> int:
     from distlab.judge.plan_moe import fit_moe_rate, judge_moe
 
-    rate = fit_moe_rate() if args.refit else None
+    rate = fit_moe_rate(grouped_gemm=args.refit_gemm) if args.refit or args.refit_gemm \
+        else None
     if rate is not None:
         print(f"# refit on the calibration split: grouped-GEMM efficiency {rate.grouped_gemm:g}, "
               f"all-to-all share of NVLink {rate.a2a_link_share:g}")

@@ -4,9 +4,11 @@ Every run of :mod:`distlab.plan.published_moe` is priced as it states its layout
 (:func:`~distlab.plan.published_moe.moe_run_inputs`) and its step time compared with the one it
 published, as :func:`~distlab.vocabulary.error_pct` (positive: the run was slower than the
 model); tokens/s per GPU is the same ratio the other way, so its ``|error|`` is the step's. The
-sources marked ``held_out`` never enter the fit: :func:`fit_moe_rate` chooses the grouped-GEMM
-efficiency and the all-to-all's share of NVLink from :data:`GROUPED_GEMM_GRID` and
-:data:`LINK_SHARE_GRID` by the smallest median ``|error|`` over the calibration split only.
+sources marked ``held_out`` never enter the fit: :func:`fit_moe_rate` chooses the all-to-all's
+share of NVLink from :data:`LINK_SHARE_GRID` by the smallest median ``|error|`` over the
+calibration split only, the grouped-GEMM efficiency held at its measured value
+(:data:`~distlab.plan.experts.GROUPED_GEMM_EFFICIENCY`); ``grouped_gemm=True`` fits that too,
+from :data:`GROUPED_GEMM_GRID`, to compare a fit with the measurement.
 
 Target (the planner's): tokens/s per GPU median ``|error|`` <= 15% and p90 <= 30% on the runs
 not fitted.
@@ -94,14 +96,16 @@ def judge_moe(rate: ComputeRate | None = None) -> MoeJudgement:
     return MoeJudgement(runs, rate)
 
 
-def fit_moe_rate(base: ComputeRate | None = None) -> ComputeRate:
-    """``base`` (default the shipped rate) with the grouped-GEMM efficiency and the all-to-all's
-    share of NVLink of the grids that give the smallest median ``|error|`` (then p90) on the
-    calibration split."""
+def fit_moe_rate(base: ComputeRate | None = None, *,
+                 grouped_gemm: bool = False) -> ComputeRate:
+    """``base`` (default the shipped rate) with the all-to-all's share of NVLink of
+    :data:`LINK_SHARE_GRID` that gives the smallest median ``|error|`` (then p90) on the
+    calibration split; with ``grouped_gemm`` the grouped-GEMM efficiency from
+    :data:`GROUPED_GEMM_GRID` fitted with it, else ``base``'s (the measured one) kept."""
     base = shipped_rate() if base is None else base
     calibration = [i for i in _inputs() if i.run.split == "calibration"]
     best: tuple[float, float, ComputeRate] | None = None
-    for g in GROUPED_GEMM_GRID:
+    for g in GROUPED_GEMM_GRID if grouped_gemm else (base.grouped_gemm,):
         for share in LINK_SHARE_GRID:
             rate = replace(base, grouped_gemm=g, a2a_link_share=share)
             s = ErrorSummary.of([error_pct(i.run.measured_step_s(),

@@ -21,6 +21,9 @@
 - :mod:`~distlab.moe.load` (pure): :func:`expert_load`, tokens per expert and per rank, the
   imbalance factor and what it costs the slowest rank; :func:`random_routing`, a fresh
   router's choices on random tokens.
+- :mod:`~distlab.moe.step_trace` (pure): :func:`read_layer_step_trace`, one MoE layer's step
+  by part from an annotated chrome trace; :func:`measured_layer_step_trace`, the H200 one the
+  package ships.
 - :mod:`~distlab.moe.demo`: :func:`~distlab.moe.demo.run_expert_parallel`, one MoE block
   expert-parallel on gloo ranks checked against one process.
 """
@@ -61,11 +64,17 @@ from distlab.moe.router import (
     expert_capacity,
     route,
 )
+from distlab.moe.step_trace import (
+    LayerStepTrace,
+    measured_layer_step_trace,
+    read_layer_step_trace,
+)
 
 __all__ = ["AUX_LOSS_SCOPES", "DROP_POLICIES", "Dispatched", "EPComm", "ExpertLoad",
-           "ExpertParallel", "GroupedExperts", "MoE", "MoEConfig", "Routing", "SCORE_FUNCS",
-           "SwiGLU", "TokenChoiceRouter", "all_to_all", "balance_terms", "capacity_mask",
-           "combine", "dispatch", "ep_group", "expert_capacity", "expert_load",
+           "ExpertParallel", "GroupedExperts", "LayerStepTrace", "MoE", "MoEConfig", "Routing",
+           "SCORE_FUNCS", "SwiGLU", "TokenChoiceRouter", "all_to_all", "balance_terms",
+           "capacity_mask", "combine", "dispatch", "ep_group", "expert_capacity", "expert_load",
            "expert_major_order", "expert_parameters", "grouped_mm_problem", "grouped_mm_reason",
-           "imbalance", "load_balance_loss", "random_routing", "reduce_gradients", "route",
-           "sort_by_expert", "swiglu_flops", "swiglu_grouped", "swiglu_loop"]
+           "imbalance", "load_balance_loss", "measured_layer_step_trace", "random_routing",
+           "read_layer_step_trace", "reduce_gradients", "route", "sort_by_expert",
+           "swiglu_flops", "swiglu_grouped", "swiglu_loop"]

@@ -28,13 +28,16 @@ from matplotlib.ticker import MaxNLocator
 
 from distlab._checks import check_int
 from distlab.moe.load import ExpertLoad, expert_load, random_routing
+from distlab.moe.step_trace import LayerStepTrace
 from distlab.nccl.alltoall import AlltoallRun
 from distlab.viz.axes import bytes_axis
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
+from distlab.viz.palette import COLOURS
 from distlab.viz.samplers import rank_colors
 
-__all__ = ["FIG_WIDTH_IN", "LoadExplorer", "alltoall_figure", "load_figure", "load_summary"]
+__all__ = ["FIG_WIDTH_IN", "LoadExplorer", "alltoall_figure", "layer_step_figure", "load_figure",
+           "load_summary"]
 
 #: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
 FIG_WIDTH_IN = 9.2
@@ -108,6 +111,44 @@ def load_figure(load: ExpertLoad, *, title: str | None = None) -> DisplayFigure:
                  f"{experts} experts over {ranks} ranks, {load.tokens} routed tokens",
                  fontsize=11)
     fig.supxlabel(summary, fontsize=9)
+    return fig
+
+
+def layer_step_figure(trace: LayerStepTrace, predicted: Mapping[str, float], *,
+                      title: str = "one MoE layer step on one GPU") -> DisplayFigure:
+    """Two stacked bars in milliseconds: the traced step by part (each part's span, its
+    kernels' share solid and the GPU's wait on the host hatched), and ``predicted`` (part name
+    -> seconds, e.g. the planner's ``{"experts forward": ..., "experts backward": ...}``).
+
+    Raises:
+        TypeError: ``trace`` not a :class:`~distlab.moe.step_trace.LayerStepTrace`.
+        ValueError: ``predicted`` empty or holding a negative time.
+    """
+    if not isinstance(trace, LayerStepTrace):
+        raise TypeError(f"trace must be a LayerStepTrace, got {type(trace).__name__}")
+    if not isinstance(predicted, Mapping) or not predicted \
+            or any(v < 0 for v in predicted.values()):
+        raise ValueError(f"predicted must map parts to seconds >= 0, got {predicted!r:.80}")
+    fig = new_figure(figsize=(FIG_WIDTH_IN, 3.2))
+    ax = fig.subplots()
+    left = 0.0
+    for i, p in enumerate(trace.parts):
+        colour = COLOURS.get(p.name, f"C{i}")
+        ax.barh(1, p.kernel_s * 1e3, left=left, color=colour, label=p.name)
+        ax.barh(1, p.idle_s * 1e3, left=left + p.kernel_s * 1e3, color="white",
+                edgecolor=colour, hatch="///", lw=0.8)
+        left += p.span_s * 1e3
+    left = 0.0
+    for j, (name, seconds) in enumerate(predicted.items()):
+        ax.barh(0, seconds * 1e3, left=left, color="0.55" if j % 2 else "0.35", label=name)
+        left += seconds * 1e3
+    ax.set_yticks([1, 0], ["traced", "planner"])
+    ax.set_xlabel("milliseconds (hatched: the GPU idle inside a part, waiting on the host)")
+    ax.set_title(f"{title}: traced {trace.span_s * 1e3:.1f} ms, kernels busy "
+                 f"{100 * trace.busy:.0f}%, {trace.syncs} host syncs; planner "
+                 f"{sum(predicted.values()) * 1e3:.1f} ms", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=4, fontsize=8,
+              frameon=False)
     return fig
 
 
