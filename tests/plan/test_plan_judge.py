@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
+from distlab.evidence.plan.fit_rate import fit_rate, rate_loss
+from distlab.evidence.plan.judged import PlanJudgement, judge_published, ranking_checks
+from distlab.evidence.plan.published import load_published
+from distlab.evidence.plan.runs import run_inputs
 from distlab.judge.plan_command import judgement_json, main, report_lines
-from distlab.judge.plan_published import PlanJudgement, judge_published, ranking_checks
 from distlab.plan.calibration import SHIPPED
-from distlab.plan.fit_rate import fit_rate, rate_loss
-from distlab.plan.published import load_published
-from distlab.plan.runs import run_inputs
 
 
 @pytest.fixture(scope="module")
