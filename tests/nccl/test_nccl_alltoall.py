@@ -11,6 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distlab.evidence.nccl.alltoall_judged import (
+    alltoall_tables,
+    fit_alltoall,
+    judge_alltoall,
+    table_fabric,
+)
 from distlab.judge.nccl_command import main as judge_main
 from distlab.nccl.__main__ import main as nccl_main
 from distlab.nccl.alltoall import (
@@ -20,12 +26,6 @@ from distlab.nccl.alltoall import (
     fabric,
     p2p_time,
     shipped_alltoall,
-)
-from distlab.nccl.alltoall_judged import (
-    alltoall_tables,
-    fit_alltoall,
-    judge_alltoall,
-    table_fabric,
 )
 from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from distlab.nccl.inventory import boxes_lines
+from distlab.evidence.nccl.inventory import boxes_lines
 from distlab.rccl.__main__ import main
 from distlab.rccl.boxes import AMD_BOXES, AMD_NICS, NOT_PRICED, box_lines, box_rows, nic_rows
 from distlab.rccl.execution import NIC_GBPS, ONE_NODE_ARCHS, judge, published_tables

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives import predict_builtin
-from distlab.nccl import fit_execution as fit
+from distlab.evidence.nccl import fit_execution as fit
 from distlab.nccl.estimate import nccl_allreduce
 from distlab.nccl.execution import (
     BUFFER_BYTES,
