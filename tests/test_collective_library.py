@@ -107,4 +107,4 @@ def test_what_a_model_does_not_price_says_why() -> None:
 
 def test_one_loader_reads_a_package_table() -> None:
     assert load_published("distlab.evidence.nccl") == published_tables()
-    assert "tables" in load_published("distlab.rccl")
+    assert "tables" in load_published("distlab.evidence.rccl")

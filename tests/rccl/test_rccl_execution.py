@@ -11,14 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distlab.evidence.rccl.judged import fit_constants, judge, published_tables
 from distlab.rccl import __main__ as cli
-from distlab.rccl.execution import (
-    SHIPPED,
-    fit_constants,
-    judge,
-    published_tables,
-    rccl_allreduce_times,
-)
+from distlab.rccl.execution import SHIPPED, rccl_allreduce_times
 from distlab.rccl.tables import RCCL_TABLES
 
 

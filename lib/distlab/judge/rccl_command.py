@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.rccl.lines import boxes_report, judge_report
+from distlab.evidence.rccl.inventory import boxes_report
+from distlab.evidence.rccl.judged import judge_report
 
 __all__ = ["PROG", "main"]
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from distlab.evidence.judge import leave_one_out
 from distlab.evidence.nccl.published import published_tables
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
@@ -260,13 +261,13 @@ def judge_collectives(points: Iterable[dict[str, Any]],
 
 
 def leave_one_source_out(points: Iterable[dict[str, Any]]) -> list[JudgedPoint]:
-    """Every point priced with constants fitted on the *other* sources only."""
+    """Every point priced with constants fitted on the *other* sources only
+    (:func:`distlab.evidence.judge.leave_one_out`)."""
     pts = list(points)
+    fitted = leave_one_out(pts, lambda p: str(p["source"]), refit)
     out = []
-    for source in sorted({str(p["source"]) for p in pts}):
-        rest = [p for p in pts if p["source"] != source]
-        held = [p for p in pts if p["source"] == source]
-        out.extend(judge(held, refit(rest)))
+    for source, constants in fitted.items():
+        out.extend(judge([p for p in pts if p["source"] == source], constants))
     return out
 
 
