@@ -43,15 +43,13 @@ PROG = "python -m distlab.judge nccl"
 
 def _parser() -> options.Parser:
     p = options.parser(PROG, __doc__)
-    p.add_argument("--published", action="store_true",
-                   help="the model's error on every published table (the judgement this "
-                        "command prints; NCCL's choice on one box: python -m distlab.nccl BOX)")
-    p.add_argument("--boxes", action="store_true",
-                   help="every box, network and NCCL release the model knows, where each "
-                        "constant comes from and how published tables judge it (n tables, "
-                        "median, p90)")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="with --boxes: also write that report as JSON to OUT")
+    options.report_options(
+        p, ("--published", "the model's error on every published table (the judgement this "
+                           "command prints; NCCL's choice on one box: python -m distlab.nccl "
+                           "BOX)"),
+        boxes="every box, network and NCCL release the model knows, where each constant comes "
+              "from and how published tables judge it (n tables, median, p90)",
+        json="with --boxes: also write that report as JSON to OUT")
     p.add_argument("--alltoall", action="store_true",
                    help="NCCL's all-to-all model on the published alltoall_perf tables: "
                         "calibration and held-out error per table")

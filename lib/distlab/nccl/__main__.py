@@ -106,14 +106,12 @@ def _parser() -> options.Parser:
                         "broadcast on one node, or all_to_all (one node or across nodes, "
                         "alltoall_perf's columns); nccl-tests' spellings (allreduce, allgather, "
                         "reducescatter, alltoall) are accepted")
-    p.add_argument("--judge", action="store_true",
-                   help="the measured-time model on every published table instead (as python "
-                        "-m distlab.judge nccl --published)")
-    p.add_argument("--boxes", action="store_true",
-                   help="every box, network and NCCL release the model knows, where each "
-                        "constant comes from and how published tables judge it")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="also write the table (a BOX's, or --boxes') as JSON to OUT")
+    options.report_options(
+        p, ("--judge", "the measured-time model on every published table instead (as python "
+                       "-m distlab.judge nccl --published)"),
+        boxes="every box, network and NCCL release the model knows, where each constant comes "
+              "from and how published tables judge it",
+        json="also write the table (a BOX's, or --boxes') as JSON to OUT")
     return p
 
 

@@ -95,13 +95,11 @@ def _parser() -> options.Parser:
     p.add_argument("--nic-gbps", type=options.checked(check_nic_gbps, float), default=NIC_GBPS,
                    help=f"one NIC's rate in GB/s (bytes), in (0, {NIC_GBPS_MAX:g}]; a 400 Gb/s "
                         "NIC is 50")
-    p.add_argument("--judge", action="store_true",
-                   help="the execution model on every published table instead")
-    p.add_argument("--boxes", action="store_true",
-                   help="the AMD boxes and NICs the model knows, each constant's source, and "
-                        "what it cannot price, instead")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="also write the table as JSON to OUT")
+    options.report_options(
+        p, ("--judge", "the execution model on every published table instead"),
+        boxes="the AMD boxes and NICs the model knows, each constant's source, and what it "
+              "cannot price, instead",
+        json="also write the table as JSON to OUT")
     return p
 
 
