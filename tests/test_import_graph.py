@@ -189,7 +189,8 @@ def test_core_modules_import_no_subpackage() -> None:
 
 
 FLOORS: dict[str, int] = {
-    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_forkserver_guard", "timeline", "fit",
+    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_forkserver_guard", "_moved", "timeline",
+                     "fit",
                      "links", "devices", "envinfo", "launch", "launch_demos", "trace", "report",
                      "cli", "clock", "nets", "uneven", "scratch", "vocabulary", "transformer",
                      "recompute", "gpus", "collective_library"), 0),
@@ -216,6 +217,10 @@ SHIMS = {
 """Old paths of moved evidence modules, kept for a release: each module is only the redirect
 (a DeprecationWarning, then ``sys.modules`` holds the new module), and no distlab module imports
 one (``tests/test_names.py`` checks the warning)."""
+
+MOVED_NAMES = ("distlab.rccl.execution", "distlab.rccl.lines", "distlab.rccl.boxes")
+"""Modules some of whose names moved to :mod:`distlab.evidence` (RCCL's judgement): a module
+``__getattr__`` (:func:`distlab._moved.moved`) keeps each old name for a release."""
 
 COLLECTIVES_FLOORS = {"plan": 0, "algorithms": 1, "check": 2, "model": 2, "runtime": 3}
 
@@ -331,3 +336,17 @@ def test_old_evidence_paths_are_only_redirects() -> None:
         assert ast.unparse(redirect.targets[0]) == "sys.modules[__name__]", old
         assert [ast.literal_eval(a) for a in redirect.value.args] == [new], old
     assert sorted(m for m, ts in graph.items() for t in ts if t in SHIMS) == []
+
+
+def test_moved_names_point_into_evidence_and_exist_there() -> None:
+    import importlib
+
+    graph = import_graph()
+    for old in MOVED_NAMES:
+        hook = importlib.import_module(old).__getattr__
+        assert hook.moved, old
+        for name, new in hook.moved.items():
+            assert new.startswith("distlab.evidence."), (old, name)
+            assert hasattr(importlib.import_module(new), name), (old, name, new)
+            assert name not in vars(importlib.import_module(old)), (old, name)
+        assert not {t for t in graph[old] if t.startswith("distlab.evidence")}, old

@@ -165,3 +165,25 @@ def test_notebooks_import_evidence_from_its_package() -> None:
         code = _notebook_code(path.name)
         for old in SHIMS:
             assert not re.search(re.escape(old) + r"\b", code), (path.name, old)
+
+
+def test_rccls_moved_judgement_names_still_import_and_warn_once() -> None:
+    from test_import_graph import MOVED_NAMES
+
+    code = ("import importlib, warnings\n"
+            f"for old in {MOVED_NAMES!r}:\n"
+            "    hook = importlib.import_module(old).__getattr__\n"
+            "    for name, new in hook.moved.items():\n"
+            "        with warnings.catch_warnings(record=True) as w:\n"
+            "            warnings.simplefilter('always')\n"
+            "            first = getattr(importlib.import_module(old), name)\n"
+            "            again = getattr(importlib.import_module(old), name)\n"
+            "        assert first is again is getattr(importlib.import_module(new), name)\n"
+            "        said = [str(x.message) for x in w if x.category is DeprecationWarning]\n"
+            "        assert said == [f'{old}.{name} is moved to {new}.{name}; the old path will '\n"
+            "                        'be removed'], said\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distlab._moved import moved
 from distlab.gpus import gpus_of_library
 from distlab.rccl.tables import GPU_ARCHS
 from distlab.rccl.tuning import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
@@ -145,3 +146,10 @@ NOT_PRICED: tuple[str, ...] = (
 """What the RCCL model cannot price, one line each."""
 
 
+__getattr__ = moved(__name__, {  # the judgement's names, moved to distlab.evidence.rccl
+    "BOX_COLUMNS": "distlab.evidence.rccl.inventory",
+    "NIC_COLUMNS": "distlab.evidence.rccl.inventory",
+    "box_lines": "distlab.evidence.rccl.inventory",
+    "box_rows": "distlab.evidence.rccl.inventory",
+    "nic_rows": "distlab.evidence.rccl.inventory",
+})

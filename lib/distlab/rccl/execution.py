@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_instance
+from distlab._moved import moved
 from distlab.links import check_nic_gbps
 from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.rccl.tuning import (
@@ -242,3 +243,14 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
     return rows, note
 
 
+__getattr__ = moved(__name__, {  # the judgement's names, moved to distlab.evidence.rccl
+    "JudgedTable": "distlab.evidence.rccl.judged",
+    "PUBLISHED_RESOURCE": "distlab.evidence.rccl.judged",
+    "fit_constants": "distlab.evidence.rccl.judged",
+    "fit_tree": "distlab.evidence.rccl.judged",
+    "judge": "distlab.evidence.rccl.judged",
+    "published_tables": "distlab.evidence.rccl.judged",
+    "table_choices": "distlab.evidence.rccl.judged",
+    "tree_fit_tables": "distlab.evidence.rccl.judged",
+    "tree_note": "distlab.evidence.rccl.judged",
+})
