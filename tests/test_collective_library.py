@@ -16,10 +16,10 @@ from distlab.collective_library import (
     SizeTime,
     load_published,
 )
+from distlab.evidence.nccl.published import published_tables
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
 from distlab.nccl.library import NCCL
-from distlab.nccl.published import published_tables
 from distlab.rccl.execution import rccl_allreduce_times
 from distlab.rccl.library import RCCL
 
@@ -106,5 +106,5 @@ def test_what_a_model_does_not_price_says_why() -> None:
 
 
 def test_one_loader_reads_a_package_table() -> None:
-    assert load_published("distlab.nccl") == published_tables()
-    assert "tables" in load_published("distlab.rccl")
+    assert load_published("distlab.evidence.nccl") == published_tables()
+    assert "tables" in load_published("distlab.evidence.rccl")

@@ -135,3 +135,55 @@ def test_notebooks_use_the_new_names() -> None:
     assert "LoadingExplorer(" in nb02 and "compare_loading_gantt(" in nb02
     assert "from distlab.plan import hardware, model_spec, parse_layout, plan, price" in \
         _notebook_code("17_planner.ipynb")
+
+
+def test_old_evidence_paths_still_import_and_warn_once() -> None:
+    from test_import_graph import SHIMS
+
+    code = ("import importlib, warnings\n"
+            f"shims = {SHIMS!r}\n"
+            "for old, new in shims.items():\n"
+            "    with warnings.catch_warnings(record=True) as w:\n"
+            "        warnings.simplefilter('always')\n"
+            "        first = importlib.import_module(old)\n"
+            "        again = importlib.import_module(old)\n"
+            "    assert first is again is importlib.import_module(new), old\n"
+            "    said = [str(x.message) for x in w if x.category is DeprecationWarning\n"
+            "            and f'{old} is moved to {new}' in str(x.message)]\n"
+            "    assert len(said) == 1, (old, said)\n"
+            "print('ok', len(shims))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"ok {len(SHIMS)}"
+
+
+def test_notebooks_import_evidence_from_its_package() -> None:
+    from test_import_graph import SHIMS
+
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        code = _notebook_code(path.name)
+        for old in SHIMS:
+            assert not re.search(re.escape(old) + r"\b", code), (path.name, old)
+
+
+def test_rccls_moved_judgement_names_still_import_and_warn_once() -> None:
+    from test_import_graph import MOVED_NAMES
+
+    code = ("import importlib, warnings\n"
+            f"for old in {MOVED_NAMES!r}:\n"
+            "    hook = importlib.import_module(old).__getattr__\n"
+            "    for name, new in hook.moved.items():\n"
+            "        with warnings.catch_warnings(record=True) as w:\n"
+            "            warnings.simplefilter('always')\n"
+            "            first = getattr(importlib.import_module(old), name)\n"
+            "            again = getattr(importlib.import_module(old), name)\n"
+            "        assert first is again is getattr(importlib.import_module(new), name)\n"
+            "        said = [str(x.message) for x in w if x.category is DeprecationWarning]\n"
+            "        assert said == [f'{old}.{name} is moved to {new}.{name}; the old path will '\n"
+            "                        'be removed'], said\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from distlab.evidence.plan.published import RECOMPUTE as PUBLISHED
+from distlab.evidence.plan.runs import PER_OP_NOTE
 from distlab.plan.activations import activation_options, layer_kept_tensors
 from distlab.plan.layout import RECOMPUTE_LABELS, Layout, hardware
-from distlab.plan.published import RECOMPUTE as PUBLISHED
-from distlab.plan.runs import PER_OP_NOTE
 from distlab.plan.step import stage_flops, step_time
 from distlab.recompute import (
     FULL,

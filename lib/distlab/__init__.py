@@ -53,9 +53,10 @@ Above them: :mod:`distlab.bench` (floor 2: every benchmark beside its torch refe
 :mod:`distlab.rccl` (floor 1: what RCCL, ROCm's NCCL, runs for an allreduce on MI300X nodes),
 :mod:`distlab.plan` (floor 2: which parallel layout fits a model on some GPUs and how fast it
 runs, ``python -m distlab.plan``),
-:mod:`distlab.profile` (floor 3: the one-command machine profile), :mod:`distlab.judge` (floor 4:
-the cost model judged on profiles and published tables) and :mod:`distlab.viz` (floor 5: figures
-and explorers).
+:mod:`distlab.profile` (floor 3: the one-command machine profile), :mod:`distlab.evidence`
+(floor 3: each model's published data, the fits of its constants and its judgement on them;
+no model imports it), :mod:`distlab.judge` (floor 4: the cost model judged on profiles and
+published tables) and :mod:`distlab.viz` (floor 5: figures and explorers).
 """
 
 __version__ = "0.1.0"

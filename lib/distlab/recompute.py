@@ -24,7 +24,7 @@ What asks what: the activation models (:mod:`distlab.plan.activations`,
 :mod:`distlab.tensor_parallel.memory`) read :attr:`Recompute.keeps`; the step time
 (:mod:`distlab.plan.step`) :attr:`Recompute.again` and :meth:`Recompute.repeats_tp_forward`;
 the memory program (:mod:`distlab.plan.memory_step`) what backward allocates again; published
-runs (:mod:`distlab.plan.runs`) :func:`from_published`; the verification on real ranks
+runs (:mod:`distlab.evidence.plan.runs`) :func:`from_published`; the verification on real ranks
 (:mod:`distlab.plan.verify.recompute`) :attr:`Recompute.runs_as`; a layout's label
 :attr:`Recompute.label`. A new policy is one entry of :data:`RECOMPUTES`.
 """

@@ -19,7 +19,7 @@ from browser.lab import (
     widget_text,
 )
 from browser.wrapping import wrapped_output_lines
-from distlab.judge.plan_published import judge_published
+from distlab.evidence.plan.judged import judge_published
 from distlab.plan import hardware, model_spec
 from distlab.plan.planner import plan
 

@@ -164,7 +164,7 @@ def estimates(full: bool) -> dict[str, Any]:
 
 def fitted() -> dict[str, Any]:
     """The refit on every published table, and each published point judged with it."""
-    from distlab.nccl import fit_execution as fx
+    from distlab.evidence.nccl import fit_execution as fx
 
     c = fx.refit(fx.calibration_points())
     judged = (fx.judge(fx.calibration_points(), c) + fx.judge(fx.multinode_points(), c)

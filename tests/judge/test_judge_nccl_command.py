@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from distlab.evidence.nccl.judged import ERROR_LINE
 from distlab.judge.__main__ import main as judge_main
-from distlab.nccl.judged import ERROR_LINE
 
 
 def test_published_tables_in_and_out_of_sample(capsys) -> None:
@@ -36,8 +36,8 @@ def test_published_tables_in_and_out_of_sample(capsys) -> None:
 
 
 def test_published_labels_are_never_cut(capsys) -> None:
-    from distlab.nccl.fit_execution import judge as judge_points
-    from distlab.nccl.fit_execution import (
+    from distlab.evidence.nccl.fit_execution import judge as judge_points
+    from distlab.evidence.nccl.fit_execution import (
         multinode_points,
         shipped_constants,
         summarize,

@@ -217,11 +217,11 @@ def test_the_header_names_the_column_it_explains(capsys) -> None:
 
 def test_judge_prints_what_judge_nccl_published_prints(monkeypatch, capsys) -> None:
     """``--judge`` as ``python -m distlab.rccl --judge``: the same report as ``python -m
-    distlab.judge nccl --published``, from one module (:mod:`distlab.nccl.judged`, whose
+    distlab.judge nccl --published``, from one module (:mod:`distlab.evidence.nccl.judged`, whose
     tables tests/judge/test_judge_nccl_command.py checks; stood in for here, since pricing
     every published table takes seconds)."""
+    import distlab.evidence.nccl.judged as judged
     import distlab.judge.nccl_command as judge_command
-    import distlab.nccl.judged as judged
     from distlab.judge.nccl_command import main as judge_main
 
     parts = {"published_lines": ["# constants (us): planted"], "multinode_lines": ["# nodes"],

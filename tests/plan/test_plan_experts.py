@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.judge import plan_moe
+from distlab.evidence.plan import judged_moe as plan_moe
+from distlab.evidence.plan.published_moe import load_moe_runs, moe_run_inputs
 from distlab.judge.plan_command import main as judge_main
 from distlab.plan.__main__ import columns
 from distlab.plan.__main__ import main as plan_main
@@ -27,7 +28,6 @@ from distlab.plan.layout import Layout, hardware, parse_layout
 from distlab.plan.memory import memory_lower_bound, memory_per_gpu
 from distlab.plan.partition import rank_params
 from distlab.plan.planner import enumerate_layouts, price
-from distlab.plan.published_moe import load_moe_runs, moe_run_inputs
 from distlab.plan.step import step_time
 from distlab.transformer import MOE_SOURCES, PRESETS, ModelSpec
 from distlab.vocabulary import error_pct

@@ -5,42 +5,17 @@ model meets its targets and where it misses."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 
+from distlab.evidence.plan.judged import PlanJudgement, judge_published, ranking_checks
+from distlab.evidence.plan.published import load_published
 from distlab.judge.plan_command import judgement_json, main, report_lines
-from distlab.judge.plan_published import PlanJudgement, judge_published, ranking_checks
-from distlab.plan.calibration import SHIPPED
-from distlab.plan.fit_rate import fit_rate, rate_loss
-from distlab.plan.published import load_published
-from distlab.plan.runs import run_inputs
 
 
 @pytest.fixture(scope="module")
 def judgement() -> PlanJudgement:
     return judge_published()
-
-
-def test_the_shipped_rate_is_the_fit_of_the_calibration_split_alone() -> None:
-    published = load_published()
-    calibration = [run_inputs(r) for r in published.runs(split="calibration")]
-    fitted = fit_rate(calibration)
-    assert fitted.width_scale == SHIPPED.width_scale
-    assert fitted.attention == pytest.approx(SHIPPED.attention, abs=1e-9)
-    assert fitted.efficiency.keys() == SHIPPED.efficiency.keys()
-    for key, value in SHIPPED.efficiency.items():
-        assert fitted.efficiency[key] == pytest.approx(value, abs=2e-3), key
-    # a held-out source appears in no calibration run
-    held = {k for k, s in published.sources.items() if s.split == "held_out"}
-    assert held and not {r.run.source for r in calibration} & held
-    # and moving an efficiency away from the fit only makes the loss worse
-    base = rate_loss(calibration, SHIPPED)
-    for key in SHIPPED.efficiency:
-        for step in (-0.05, 0.05):
-            moved = replace(SHIPPED, efficiency={**SHIPPED.efficiency,
-                                                 key: SHIPPED.efficiency[key] + step})
-            assert rate_loss(calibration, moved) >= base
 
 
 def test_every_run_is_priced_with_a_finite_error(judgement: PlanJudgement) -> None:

@@ -168,9 +168,9 @@ def test_the_attention_kernel_prices_only_the_attention() -> None:
 
 
 def test_transformer_engine_runs_on_hopper_run_cudnn_attention() -> None:
+    from distlab.evidence.plan.published import load_published
+    from distlab.evidence.plan.runs import CUDNN_FROM_SM, TRANSFORMER_ENGINE_SOURCES, run_inputs
     from distlab.nccl.boxes import GPU_BOXES
-    from distlab.plan.published import load_published
-    from distlab.plan.runs import CUDNN_FROM_SM, TRANSFORMER_ENGINE_SOURCES, run_inputs
     kernels: dict[tuple[str, bool], set[str]] = {}
     for run in load_published().all_runs:
         inputs = run_inputs(run)

@@ -11,7 +11,7 @@ from importlib import resources
 
 import pytest
 
-from distlab.plan.published import (
+from distlab.evidence.plan.published import (
     GPUS,
     PublishedRun,
     PublishedSet,
@@ -39,7 +39,7 @@ def published() -> PublishedSet:
 
 @pytest.fixture()
 def raw() -> dict:
-    text = resources.files("distlab.plan").joinpath("data/published_runs.json").read_text()
+    text = resources.files("distlab.evidence.plan").joinpath("data/published_runs.json").read_text()
     return json.loads(text)
 
 
@@ -154,9 +154,9 @@ def test_known_gpus_only(published):
 
 
 def test_the_json_ships_as_package_data():
-    assert resources.files("distlab.plan").joinpath("data/published_runs.json").is_file()
+    assert resources.files("distlab.evidence.plan").joinpath("data/published_runs.json").is_file()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert "plan/data/*.json" in pyproject["tool"]["setuptools"]["package-data"]["distlab"]
+    assert "evidence/plan/data/*.json" in pyproject["tool"]["setuptools"]["package-data"]["distlab"]
 
 
 def _first_id(raw: dict) -> str:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from distlab.nccl.inventory import boxes_lines
+from distlab.evidence.nccl.inventory import boxes_lines
+from distlab.evidence.rccl.inventory import box_lines, box_rows, nic_rows
+from distlab.evidence.rccl.judged import judge, published_tables
 from distlab.rccl.__main__ import main
-from distlab.rccl.boxes import AMD_BOXES, AMD_NICS, NOT_PRICED, box_lines, box_rows, nic_rows
-from distlab.rccl.execution import NIC_GBPS, ONE_NODE_ARCHS, judge, published_tables
+from distlab.rccl.boxes import AMD_BOXES, AMD_NICS, NOT_PRICED
+from distlab.rccl.execution import NIC_GBPS, ONE_NODE_ARCHS
 from distlab.rccl.tables import RCCL_ARCH_TABLES
 
 

@@ -13,17 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distlab.evidence.rccl.judged import judge, published_tables
 from distlab.rccl import __main__ as cli
 from distlab.rccl import rccl_allreduce_choices, resolve_release
 from distlab.rccl.choice import MSCCL_SIMPLE_FROM, RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
-from distlab.rccl.execution import (
-    SHIPPED,
-    judge,
-    one_node_note,
-    published_tables,
-    rccl_allreduce_times,
-    xgmi_scale,
-)
+from distlab.rccl.execution import SHIPPED, one_node_note, rccl_allreduce_times, xgmi_scale
 from distlab.rccl.tables import RCCL_ARCH_TABLES, RCCL_ARCHS, RCCL_TABLES
 
 GFX950 = RCCL_ARCH_TABLES["gfx950"]["2.26.6"]

@@ -11,18 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.rccl.choice import tree_latency_us
-from distlab.rccl.execution import (
-    LINE_BYTES,
-    SHIPPED,
+from distlab.evidence.rccl.judged import (
     fit_constants,
     fit_tree,
     judge,
     published_tables,
-    rccl_allreduce_times,
     tree_fit_tables,
     tree_note,
 )
+from distlab.rccl.choice import tree_latency_us
+from distlab.rccl.execution import LINE_BYTES, SHIPPED, rccl_allreduce_times
 from distlab.rccl.lines import time_lines
 
 MIB = 1 << 20
@@ -161,7 +159,7 @@ def test_the_tree_across_gfx942_nodes_takes_the_same_constants_and_says_what_its
 
 def test_the_lines_say_what_the_tree_rests_on() -> None:
     rows, _ = rccl_allreduce_times(4, [MIB, 1 << 30], arch="gfx950")
-    text = "\n".join(time_lines(rows, 4, "2.26.6", "gfx950"))
+    text = "\n".join(time_lines(rows, 4, "2.26.6", "gfx950", notes=[tree_note(rows)]))
     assert "not priced" not in text and all(len(ln) <= 110 for ln in text.splitlines())
     flat = " ".join(ln.lstrip("# ") for ln in text.splitlines() if ln.startswith("#"))
     assert "fitted on the tree sizes of 2 published 2 x 8 MI355X tables" in flat

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from distlab.nccl import fit_execution as nccl_fit
+from distlab.evidence.nccl import fit_execution as nccl_fit
 from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
 from distlab.viz.figure import new_figure
 from distlab.viz.nccl_measured import nccl_choice_figure, nccl_nodes_figure

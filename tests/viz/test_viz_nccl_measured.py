@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.nccl import fit_execution as fit
+from distlab.evidence.nccl import fit_execution as fit
 from distlab.nccl.estimate import busbw_gbps
 from distlab.nccl.execution import nccl_execution
 from distlab.viz.figure import DisplayFigure, figure_png

@@ -13,10 +13,10 @@ import threading  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from distlab.judge.plan_published import judge_published  # noqa: E402
+from distlab.evidence.plan.judged import judge_published  # noqa: E402
+from distlab.evidence.plan.published import load_published  # noqa: E402
 from distlab.plan import hardware, model_spec, parse_layout  # noqa: E402
 from distlab.plan.planner import plan, price  # noqa: E402
-from distlab.plan.published import load_published  # noqa: E402
 from distlab.viz.figure import DisplayFigure  # noqa: E402
 from distlab.viz.layout_check import JUPYTERLAB_WIDTH_PX, layout_problems  # noqa: E402
 from distlab.viz.palette import colour  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.rccl.execution import judge, published_tables
+from distlab.evidence.rccl.judged import judge, published_tables
 from distlab.viz.layout_check import layout_problems
 from distlab.viz.rccl import MI355X_TWO_NODE_PANELS, rccl_tables_figure
 

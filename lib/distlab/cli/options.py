@@ -29,7 +29,7 @@ from typing import NoReturn
 __all__ = [
     "HELP_HINT", "Parser", "checked", "comma_choices", "existing_file", "fail", "nonnegative_int",
     "output_dir", "output_file", "output_problem", "parser", "plain_text", "positive_float",
-    "positive_int",
+    "positive_int", "report_options",
     "size_bytes", "size_list", "size_sweep", "int_list", "float_list", "int_at_least",
 ]
 
@@ -273,6 +273,20 @@ output_file = _output("file")
 not, before anything is measured; nothing is created while checking."""
 output_dir = _output("dir")
 """A ``type=`` for a folder a command will create and fill (a profile's ``--out``)."""
+
+
+def report_options(p: argparse.ArgumentParser, judge: tuple[str, str], boxes: str,
+                   json: str) -> None:
+    """The three options every collective library's commands share, in this order: the flag that
+    prints the model's judgement on published tables (``judge``: its spelling, ``--judge`` on
+    the model's own command or ``--published`` on ``python -m distlab.judge``, and its help),
+    ``--boxes`` (every box the model knows; help ``boxes``) and ``--json OUT`` (an
+    :data:`output_file`; help ``json``). NCCL's and RCCL's commands and their ``judge``
+    subcommands all add them here."""
+    flag, judge_help = judge
+    p.add_argument(flag, action="store_true", help=judge_help)
+    p.add_argument("--boxes", action="store_true", help=boxes)
+    p.add_argument("--json", metavar="OUT", default=None, type=output_file, help=json)
 
 
 def comma_choices(allowed: Iterable[str], *, all_word: str | None = "all",

@@ -35,8 +35,9 @@ Commands (thin: parse options, check their input, print), one per name of
 --help``: :mod:`.refit_command`, :mod:`.windows_command`, :mod:`.travel_command`,
 :mod:`.summary_command`, :mod:`.verdict_command`, :mod:`.nccl_command` and :mod:`.rccl_command`
 (``--published``, ``--boxes``: each library's model on its published tables, the report its own
-command prints with ``--judge``: :mod:`distlab.nccl.judged`, :mod:`distlab.rccl.lines`),
-:mod:`.trace_command`, :mod:`.plan_command` (the planner on published runs, ``--moe``,
+command prints with ``--judge``: :mod:`distlab.evidence.nccl.judged`,
+:mod:`distlab.evidence.rccl.judged`), :mod:`.trace_command`, :mod:`.plan_command` (the planner on
+published runs, ``--moe``,
 ``--refit``) and :mod:`.fit_command` (the planner on measured GPU runs);
 :mod:`.profile_args` holds the profile folders they take. NCCL's and RCCL's choice per size are
 the models' own commands, ``python -m distlab.nccl`` and ``python -m distlab.rccl``. The

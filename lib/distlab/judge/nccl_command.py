@@ -11,19 +11,19 @@ table) and leave-one-source-out (each source priced with constants fitted on the
 on each published multi-node table (2 and 4 nodes; out of sample, nothing is fitted on them),
 then on each published point of another collective (all-gather, reduce-scatter) or of an
 allreduce with an algorithm switched off, and whether the model makes the choice a source says
-NCCL made (both out of sample too); the tables are :mod:`distlab.nccl.judged`'s.
+NCCL made (both out of sample too); the tables are :mod:`distlab.evidence.nccl.judged`'s.
 ``--write`` refits the constants on every published table and writes them to PATH (default
 ``execution_calibration.json`` in the current folder, never into the installed package); copy
 it over ``lib/distlab/nccl/execution_calibration.json`` in a checkout to ship
 it.
 ``--boxes`` lists every box, network and NCCL release the model knows, where each constant
 comes from and how published tables judge it (n tables, points, median and p90 |error|; the
-same report as ``python -m distlab.nccl --boxes``, :mod:`distlab.nccl.inventory`). NCCL's
+same report as ``python -m distlab.nccl --boxes``, :mod:`distlab.evidence.nccl.inventory`). NCCL's
 choice per size on one box is ``python -m distlab.nccl BOX``. ``--alltoall`` judges NCCL's
 all-to-all model (:mod:`distlab.nccl.alltoall`) on the published ``alltoall_perf`` tables: per
 table the |time error| on the tables it is calibrated on and on the held-out ones
-(:mod:`distlab.nccl.alltoall_judged`); with ``--write`` it refits the constants and writes them
-to PATH (default ``alltoall_calibration.json``). Nothing is measured.
+(:mod:`distlab.evidence.nccl.alltoall_judged`); with ``--write`` it refits the constants and writes
+them to PATH (default ``alltoall_calibration.json``). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.nccl.judged import collective_lines, multinode_lines, published_lines
+from distlab.evidence.nccl.judged import collective_lines, multinode_lines, published_lines
 
 __all__ = ["PROG", "main"]
 
@@ -43,15 +43,13 @@ PROG = "python -m distlab.judge nccl"
 
 def _parser() -> options.Parser:
     p = options.parser(PROG, __doc__)
-    p.add_argument("--published", action="store_true",
-                   help="the model's error on every published table (the judgement this "
-                        "command prints; NCCL's choice on one box: python -m distlab.nccl BOX)")
-    p.add_argument("--boxes", action="store_true",
-                   help="every box, network and NCCL release the model knows, where each "
-                        "constant comes from and how published tables judge it (n tables, "
-                        "median, p90)")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="with --boxes: also write that report as JSON to OUT")
+    options.report_options(
+        p, ("--published", "the model's error on every published table (the judgement this "
+                           "command prints; NCCL's choice on one box: python -m distlab.nccl "
+                           "BOX)"),
+        boxes="every box, network and NCCL release the model knows, where each constant comes "
+              "from and how published tables judge it (n tables, median, p90)",
+        json="with --boxes: also write that report as JSON to OUT")
     p.add_argument("--alltoall", action="store_true",
                    help="NCCL's all-to-all model on the published alltoall_perf tables: "
                         "calibration and held-out error per table")
@@ -80,7 +78,11 @@ def _nccl_command(argv: list[str]) -> int:
     if args.alltoall and (args.published or args.boxes):
         p.error("--alltoall is its own judgement: give it without --published or --boxes")
     if args.alltoall:
-        from distlab.nccl.alltoall_judged import fit_alltoall, judged_lines, write_calibration
+        from distlab.evidence.nccl.alltoall_judged import (
+            fit_alltoall,
+            judged_lines,
+            write_calibration,
+        )
 
         if args.json is not None:
             p.error("--json writes the --boxes report: give --boxes")
@@ -95,7 +97,7 @@ def _nccl_command(argv: list[str]) -> int:
     if args.write is not None and not (args.published or args.alltoall):
         p.error("--write refits on the published tables: give --published")
     if args.boxes:
-        from distlab.nccl.inventory import print_boxes
+        from distlab.evidence.nccl.inventory import print_boxes
 
         print_boxes(args.json)
         return 0

@@ -8,16 +8,17 @@
     python -m distlab.judge plan --moe --refit   # ... its all-to-all share fitted again
     python -m distlab.judge plan --moe --refit-gemm   # ... and its grouped-GEMM efficiency
 
-Each published run (``lib/distlab/plan/data/published_runs.json``: 13 sources, their tables
-named) is priced as it states its layout; step time and memory per GPU against what it
-published, ``error% = (measured - model) / model``. Sources marked ``held_out`` never enter a
-fit: their rows are the out-of-sample judgement. ``--refit`` fits the compute rate again on
-the calibration split (:mod:`distlab.plan.fit_rate`) and judges with it; the shipped rate is
-:data:`distlab.plan.calibration.SHIPPED`. ``--moe`` judges the planner's expert dimension on the
-published mixture-of-experts runs instead (``lib/distlab/plan/data/published_moe_runs.json``,
-:mod:`distlab.judge.plan_moe`; with ``--refit`` its all-to-all share of NVLink is fitted again
-on their calibration split, the grouped-GEMM efficiency kept at its measured value; with
-``--refit-gemm`` that efficiency is fitted too). Nothing is measured.
+Each published run (``lib/distlab/evidence/plan/data/published_runs.json``: 13 sources,
+their tables named) is priced as it states its layout; step time and memory per GPU against
+what it published, ``error% = (measured - model) / model``. Sources marked ``held_out``
+never enter a fit: their rows are the out-of-sample judgement. ``--refit`` fits the compute
+rate again on the calibration split (:mod:`distlab.evidence.plan.fit_rate`) and judges with
+it; the shipped rate is :data:`distlab.plan.calibration.SHIPPED`. ``--moe`` judges the
+planner's expert dimension on the published mixture-of-experts runs instead
+(``lib/distlab/evidence/plan/data/published_moe_runs.json``,
+:mod:`distlab.evidence.plan.judged_moe`; with ``--refit`` its all-to-all share of NVLink is
+fitted again on their calibration split, the grouped-GEMM efficiency kept at its measured
+value; with ``--refit-gemm`` that efficiency is fitted too). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.judge.plan_published import (
+from distlab.evidence.plan.judged import (
     MEMORY_TARGET_MEDIAN,
     STEP_TARGET,
     PlanJudgement,
@@ -142,7 +143,7 @@ MOE_COLUMNS = (
 
 def moe_report_lines(j: Any) -> list[str]:
     """The MoE judgement: the constants, every run, and each split against the target."""
-    from distlab.judge.plan_moe import MOE_STEP_TARGET
+    from distlab.evidence.plan.judged_moe import MOE_STEP_TARGET
 
     lines = [f"# grouped-GEMM efficiency {j.rate.grouped_gemm:g}, all-to-all share of NVLink "
              f"{j.rate.a2a_link_share:g}; error % = (measured - model) / model of the step "
@@ -172,7 +173,7 @@ def moe_judgement_json(j: Any) -> dict[str, Any]:
 
 
 def _moe_command(args: Any) -> int:
-    from distlab.judge.plan_moe import fit_moe_rate, judge_moe
+    from distlab.evidence.plan.judged_moe import fit_moe_rate, judge_moe
 
     rate = fit_moe_rate(grouped_gemm=args.refit_gemm) if args.refit or args.refit_gemm \
         else None
@@ -192,9 +193,9 @@ def _plan_command(argv: list[str]) -> int:
         return _moe_command(args)
     rate = None
     if args.refit:
-        from distlab.plan.fit_rate import fit_rate
-        from distlab.plan.published import load_published
-        from distlab.plan.runs import run_inputs
+        from distlab.evidence.plan.fit_rate import fit_rate
+        from distlab.evidence.plan.published import load_published
+        from distlab.evidence.plan.runs import run_inputs
 
         published = load_published()
         rate = fit_rate([run_inputs(r) for r in published.runs(split="calibration")],

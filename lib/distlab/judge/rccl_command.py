@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from distlab.cli import options
 from distlab.cli.run import run_main
-from distlab.rccl.lines import boxes_report, judge_report
+from distlab.evidence.rccl.inventory import boxes_report
+from distlab.evidence.rccl.judged import judge_report
 
 __all__ = ["PROG", "main"]
 
@@ -27,14 +28,12 @@ PROG = "python -m distlab.judge rccl"
 
 def _parser() -> options.Parser:
     p = options.parser(PROG, __doc__)
-    p.add_argument("--published", action="store_true",
-                   help="the execution model's error on every published table (what python -m "
-                        "distlab.rccl --judge prints)")
-    p.add_argument("--boxes", action="store_true",
-                   help="the AMD boxes and NICs the model knows, each constant's source, each "
-                        "box's tables judged, and what it cannot price")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="also write the report as JSON to OUT")
+    options.report_options(
+        p, ("--published", "the execution model's error on every published table (what "
+                           "python -m distlab.rccl --judge prints)"),
+        boxes="the AMD boxes and NICs the model knows, each constant's source, each box's "
+              "tables judged, and what it cannot price",
+        json="also write the report as JSON to OUT")
     return p
 
 

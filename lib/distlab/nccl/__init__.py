@@ -20,9 +20,10 @@ functions of a box, a world size, the sizes and an NCCL release.
   :mod:`.multinode` (allreduce across nodes: networks, graphs, tuning), :mod:`.family`
   (all-gather, reduce-scatter, broadcast on one node): each lays a size out and calls the
   pipeline.
-- :mod:`.published` (the public tables in ``data/published.json``) and :mod:`.fit_execution`
-  (the three constants no NCCL file states, fitted on those tables, judged leave-one-source-out;
-  shipped in ``execution_calibration.json``).
+- the shipped constants: the three no NCCL file states (``execution_calibration.json``) and
+  all-to-all's (``alltoall_calibration.json``). The published tables they are fitted on, the
+  fits and the judgement are the model's evidence, apart in :mod:`distlab.evidence.nccl`
+  (no module here reads a published table; a test refits the constants there and compares).
 
 - :mod:`.library`: the model behind the one collective-library interface
   (:class:`distlab.collective_library.CollectiveLibrary`, :data:`~.library.NCCL`): what the
@@ -36,8 +37,9 @@ The command (``python -m distlab.nccl BOX`` / ``--boxes``, :mod:`distlab.nccl.__
 - :mod:`.lines`: the per-size table of one box (NCCL's algorithm, protocol, channels, chunk,
   steps, its own estimate, the predicted measured time, bus bandwidth and what bounds it), for
   an allreduce on one or several nodes or for another collective on one node; and its JSON.
-- :mod:`.inventory`: every box, network and NCCL release the model knows, where each constant
-  comes from and how the published tables judge it.
+- ``--judge`` and ``--boxes`` print the model's evidence (:mod:`distlab.evidence.nccl.judged`,
+  :mod:`distlab.evidence.nccl.inventory`: every box, network and NCCL release the model knows,
+  where each constant comes from and how the published tables judge it).
 
 Errors are :func:`distlab.vocabulary.error_pct`: (measured - model) / model of times. The
 model's error on the published tables is a judgement: ``python -m distlab.judge nccl

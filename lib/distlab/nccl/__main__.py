@@ -20,9 +20,9 @@ which times one call at a time, the larger of the two terms that add). The model
 not hold is priced with its neighbour, which one line on stderr and ``--json``'s
 ``nccl_version`` say; ``--release`` is also spelt ``--nccl-version``). ``--judge`` prints the
 model's error on every published table (the same report as ``python -m distlab.judge nccl
---published``, :mod:`distlab.nccl.judged`); ``--boxes`` lists every box, network and release
-the model knows, where its constants come from and how published tables judge it
-(:mod:`distlab.nccl.inventory`). The options that name the same thing are spelt as
+--published``, :mod:`distlab.evidence.nccl.judged`); ``--boxes`` lists every box, network and
+release the model knows, where its constants come from and how published tables judge it
+(:mod:`distlab.evidence.nccl.inventory`). The options that name the same thing are spelt as
 ``python -m distlab.rccl``'s: ``--release``, ``--nodes``, ``--sizes``, ``--judge``,
 ``--boxes``, ``--json``. Nothing is measured.
 """
@@ -106,14 +106,12 @@ def _parser() -> options.Parser:
                         "broadcast on one node, or all_to_all (one node or across nodes, "
                         "alltoall_perf's columns); nccl-tests' spellings (allreduce, allgather, "
                         "reducescatter, alltoall) are accepted")
-    p.add_argument("--judge", action="store_true",
-                   help="the measured-time model on every published table instead (as python "
-                        "-m distlab.judge nccl --published)")
-    p.add_argument("--boxes", action="store_true",
-                   help="every box, network and NCCL release the model knows, where each "
-                        "constant comes from and how published tables judge it")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="also write the table (a BOX's, or --boxes') as JSON to OUT")
+    options.report_options(
+        p, ("--judge", "the measured-time model on every published table instead (as python "
+                       "-m distlab.judge nccl --published)"),
+        boxes="every box, network and NCCL release the model knows, where each constant comes "
+              "from and how published tables judge it",
+        json="also write the table (a BOX's, or --boxes') as JSON to OUT")
     return p
 
 
@@ -125,12 +123,12 @@ def _nccl_command(argv: list[str]) -> int:
     if args.judge:
         if args.json is not None:
             p.error("--json writes a BOX's table or the --boxes report; the judgement is text")
-        from distlab.nccl.judged import collective_lines, multinode_lines, published_lines
+        from distlab.evidence.nccl.judged import collective_lines, multinode_lines, published_lines
 
         print("\n".join(published_lines() + multinode_lines() + collective_lines()))
         return 0
     if args.boxes:
-        from distlab.nccl.inventory import print_boxes
+        from distlab.evidence.nccl.inventory import print_boxes
 
         print_boxes(args.json)
         return 0

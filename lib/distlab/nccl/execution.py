@@ -55,7 +55,7 @@ allreduce's layout (:class:`OneNodeLayout`) and is the public boundary: the box 
 every argument checked once, here.
 
 The constants (:class:`ExecutionConstants`) are fitted by
-:mod:`distlab.nccl.fit_execution` on a named calibration set (the published
+:mod:`distlab.evidence.nccl.fit_execution` on a named calibration set (the published
 tables the project holds) and judged leave-one-source-out there.
 
 Units: bytes and seconds at the public functions, microseconds and GB/s (1e9 B/s) inside, as

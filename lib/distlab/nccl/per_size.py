@@ -134,7 +134,7 @@ class ExecutionConstants:
 @cache
 def shipped_constants() -> ExecutionConstants:
     """The constants distlab ships (:data:`SHIPPED_RESOURCE`, written by
-    :func:`distlab.nccl.fit_execution.write_shipped` and copied into the
+    :func:`distlab.evidence.nccl.fit_execution.write_shipped` and copied into the
     package by whoever regenerates them)."""
     package, name = SHIPPED_RESOURCE
     data = read_json(resources.files(package).joinpath(name))

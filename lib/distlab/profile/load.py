@@ -17,7 +17,7 @@ from typing import Any
 
 from distlab.bench.ddp import with_overlap
 from distlab.envinfo import cpu_model, environment_report
-from distlab.nccl.published import published_tables
+from distlab.evidence.nccl.published import published_tables
 from distlab.profile.parts import PART_NAMES
 from distlab.report.jsonfile import read_json
 
@@ -197,6 +197,6 @@ def published() -> dict[str, Any]:
     """The published reference points shipped with the package (each with source and quote):
     the profile's own (``profile/published.json``: ``allreduce``, ``transfers``), then the
     tables the NCCL model is fitted and judged on, which that model owns
-    (:func:`distlab.nccl.published.published_tables`)."""
+    (:func:`distlab.evidence.nccl.published.published_tables`)."""
     text = resources.files("distlab.profile").joinpath("published.json").read_text()
     return {**json.loads(text), **published_tables()}

@@ -11,17 +11,19 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
   RCCL's own estimate beside it (what RCCL minimizes; far from a run's time,
   docs/rccl-research.md).
 - :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
-  and across nodes, and the tree across nodes), fitted on published rccl-tests tables
-  (``data/published.json``) and judged on others (gfx950's one node at the gfx942 fit's xGMI
-  rates scaled by the links' speeds); what it cannot price (LL rings across nodes) says so.
+  and across nodes, and the tree across nodes), its constants committed (fitted on published
+  rccl-tests tables and judged on others in :mod:`distlab.evidence.rccl`; gfx950's one node at
+  the gfx942 fit's xGMI rates scaled by the links' speeds); what it cannot price (LL rings
+  across nodes) says so.
 - :mod:`.boxes`: the MI300X / MI325X / MI355X boxes and the NICs beside them, each constant
-  with its source, and each box's published tables judged.
+  with its source (each box's published tables judged: :mod:`distlab.evidence.rccl.inventory`).
 - :mod:`.library`: the model behind the one collective-library interface
   (:class:`distlab.collective_library.CollectiveLibrary`, :data:`~.library.RCCL`): what the
   planner asks to price an AMD box, the same types and units (seconds) as NCCL's
   (:mod:`distlab.nccl.library`). ``choice`` is :mod:`.tuning`'s former name.
-- ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size, ``--judge`` and
-  ``--boxes`` (also ``python -m distlab.judge rccl``; :mod:`.lines` prints them).
+- ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size (:mod:`.lines`), and
+  ``--judge`` and ``--boxes`` (also ``python -m distlab.judge rccl``), the model's evidence
+  (:mod:`distlab.evidence.rccl`).
 
 Every public function checks its arguments as the command does: a release (an RCCL 2.x
 release or ``rocm-X.Y``; a ROCm release without its prefix is refused, naming the form), a

@@ -30,9 +30,11 @@ from collections.abc import Sequence
 
 from distlab.cli import options
 from distlab.cli.run import run_main
+from distlab.evidence.rccl.inventory import boxes_report
+from distlab.evidence.rccl.judged import judge_report, tree_note
 from distlab.links import NIC_GBPS_MAX, check_nic_gbps
 from distlab.rccl.execution import NIC_GBPS, rccl_allreduce_times
-from distlab.rccl.lines import boxes_report, judge_report, time_lines, time_row
+from distlab.rccl.lines import time_lines, time_row
 from distlab.rccl.tables import (
     DEFAULT_ARCH,
     DEFAULT_RELEASE,
@@ -93,13 +95,11 @@ def _parser() -> options.Parser:
     p.add_argument("--nic-gbps", type=options.checked(check_nic_gbps, float), default=NIC_GBPS,
                    help=f"one NIC's rate in GB/s (bytes), in (0, {NIC_GBPS_MAX:g}]; a 400 Gb/s "
                         "NIC is 50")
-    p.add_argument("--judge", action="store_true",
-                   help="the execution model on every published table instead")
-    p.add_argument("--boxes", action="store_true",
-                   help="the AMD boxes and NICs the model knows, each constant's source, and "
-                        "what it cannot price, instead")
-    p.add_argument("--json", metavar="OUT", default=None, type=options.output_file,
-                   help="also write the table as JSON to OUT")
+    options.report_options(
+        p, ("--judge", "the execution model on every published table instead"),
+        boxes="the AMD boxes and NICs the model knows, each constant's source, and what it "
+              "cannot price, instead",
+        json="also write the table as JSON to OUT")
     return p
 
 
@@ -124,7 +124,8 @@ def _command(argv: list[str]) -> int:
                                       nic_gbps=args.nic_gbps, arch=arch)
     if note:
         print(f"{PROG}: warning: {note}", file=sys.stderr)
-    print("\n".join(time_lines(rows, args.nodes, args.release, arch)))
+    print("\n".join(time_lines(rows, args.nodes, args.release, arch,
+                                  notes=[tree_note(rows)])))
     table = [time_row(r) for r in rows]
     if args.json is not None:
         write_json(args.json, {"nodes": args.nodes, "arch": arch, "release": args.release,

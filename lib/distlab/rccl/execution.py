@@ -24,12 +24,14 @@ over what bounds it:
   tree's depth as RCCL's estimate says) and ``k`` the busiest node's share (1 on two nodes, 2
   from three: NCCL's double binary tree). Fitted on the two 2 x 8 MI355X tables with these
   sizes (two clusters, RCCL 2.26.6 and 2.27.7: :data:`TREE_FIT`) and judged on each with the
-  term refitted on the other (:func:`judge`, leave-one-out); beyond two nodes no table judges
-  it. gfx942 (MI300X, MI325X) takes the same constants, fitted on gfx950 only
+  term refitted on the other (:func:`~distlab.evidence.rccl.judged.judge`, leave-one-out); beyond
+  two nodes no table judges it. gfx942 (MI300X, MI325X) takes the same constants, fitted on gfx950
+  only
   (:data:`TREE_FIT_ARCHS`): the tree's rate is neither xGMI- nor NIC-bound, and the nodes' NICs
   are the same. The one citable gfx942 table with these sizes (2 x 8 MI300X, RCCL 2.22.3) has a
-  220 us floor and takes 0.9-5.5x the model's time there, which :func:`tree_note` says; a 2 x 8
-  MI308X run at RCCL 2.27.7 (no citable source, docs/rccl-research.md 4.15) starts at 41 us as
+  220 us floor and takes 0.9-5.5x the model's time there, which
+  :func:`~distlab.evidence.rccl.judged.tree_note` says; a 2 x 8 MI308X run at RCCL 2.27.7 (no
+  citable source, docs/rccl-research.md 4.15) starts at 41 us as
   the MI355X clusters do, so that table is not followed.
 
 Not priced, each with its reason in the row: LL/LL128 rings across nodes and a one-node ring in
@@ -42,28 +44,26 @@ their rates (``msccl_link_gbps``, ``xgmi_efficiency x 336 GB/s``) are the gfx942
 the ratio of one link's speed each way, :data:`~distlab.rccl.tuning.XGMI_LINK_SPEC_GBPS`
 (76.8 / 64 = 1.2; the MI355X figure is third-party), and the fixed costs are gfx942's
 (:func:`xgmi_scale`, :func:`one_node_note`). Only the tree across nodes is fitted on gfx950
-tables (:func:`fit_tree`); every other term's fit refuses them, and the held-out MI355X tables
-judge those.
+tables (:func:`~distlab.evidence.rccl.judged.fit_tree`); every other term's fit refuses them, and
+the held-out MI355X tables judge those.
 
-The constants (:data:`SHIPPED`) are fitted by :func:`fit_constants` on the ``calibration``
-tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring sizes) and, for
+The constants (:data:`SHIPPED`) are fitted by :func:`~distlab.evidence.rccl.judged.fit_constants` on
+the ``calibration`` tables of ``data/published.json`` (8 x MI300X one node; 2 x 8 MI300X, its ring
+sizes) and, for
 the tree across nodes, on the tree sizes of the held-out tables that list it in their ``fits``
-(:data:`TREE_FIT`), each a weighted least squares on relative error; :func:`judge` prices every
-table. Units: bytes,
+(:data:`TREE_FIT`), each a weighted least squares on relative error;
+:func:`~distlab.evidence.rccl.judged.judge` prices every table. Units: bytes,
 seconds at the public functions; microseconds and GB/s (1e9 bytes/s) in the constants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from distlab._checks import check_instance
-from distlab.collective_library import load_published
+from distlab._moved import moved
 from distlab.links import check_nic_gbps
 from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.rccl.tuning import (
@@ -74,16 +74,12 @@ from distlab.rccl.tuning import (
     rccl_allreduce_choices,
     tree_latency_us,
 )
-from distlab.vocabulary import ErrorSummary, busbw_factor, error_pct, gb_per_s
+from distlab.vocabulary import busbw_factor, gb_per_s
 
 __all__ = ["FITTED_ARCHS", "LINE_BYTES", "ONE_NODE_ARCHS", "SHIPPED", "TREE_FIT",
-           "TREE_FIT_ARCHS", "ExecutionConstants", "JudgedTable", "RcclTime", "fit_constants",
-           "fit_tree", "judge", "one_node_note", "published_tables", "rccl_allreduce_times",
-           "table_choices", "tree_fit_tables", "tree_note", "xgmi_scale"]
+           "TREE_FIT_ARCHS", "ExecutionConstants", "RcclTime", "one_node_note",
+           "rccl_allreduce_times", "xgmi_scale"]
 
-PUBLISHED_RESOURCE = ("distlab.rccl", "published.json")
-"""``(package, file)`` of the published tables in the package's ``data/`` folder, read through
-:func:`distlab.collective_library.load_published`."""
 NIC_GBPS = 50.0
 """One 400 Gb/s NIC per GPU (ConnectX-7, Broadcom Thor2, AMD Pollara 400), GB/s."""
 JUDGED_FROM_BYTES = 65536
@@ -154,7 +150,8 @@ SHIPPED = ExecutionConstants(
     source="fit_constants on the calibration tables of distlab/rccl/data/published.json "
            "(aac8_mi300x_1node, aac10_mi300x_2node); the tree across nodes on "
            "aac14_mi355x_2node, alib_mi355x_2node")
-"""What :func:`fit_constants` gives on the calibration tables (a test refits and compares)."""
+"""What :func:`~distlab.evidence.rccl.judged.fit_constants` gives on the calibration tables (a test
+refits and compares)."""
 
 
 @dataclass(frozen=True)
@@ -246,226 +243,14 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
     return rows, note
 
 
-@lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, Any], ...]:
-    return tuple(load_published(*PUBLISHED_RESOURCE)["tables"])
-
-
-def published_tables(split: str | None = None) -> list[dict[str, Any]]:
-    """The published tables (``data/published.json``), those of one ``split`` if given
-    (``"calibration"``, ``"held_out"``, ``"not_modelled"``)."""
-    return [t for t in _load() if split is None or t["split"] == split]
-
-
-def table_choices(t: dict[str, Any]) -> list[RcclChoice]:
-    """What RCCL runs at each size of a published table: its nodes, architecture and release,
-    and the ring where the table forced it (``NCCL_ALGO=Ring``)."""
-    sizes = [p["bytes"] for p in t["points"]]
-    choices, _ = rccl_allreduce_choices(t["nodes"], sizes, release=t["rccl"],
-                                        arch=t.get("gfx") or DEFAULT_ARCH)
-    if t.get("algorithm_forced") == "ring":   # NCCL_ALGO=Ring: the ring at RCCL's protocol
-        choices = [c if c.algorithm == "ring" else _forced_ring(c) for c in choices]
-    return choices
-
-
-def _forced_ring(c: RcclChoice) -> RcclChoice:
-    rings = [k for k in c.candidates if k.algorithm == "ring"]
-    best = min(rings, key=lambda k: k.time_us)
-    return RcclChoice(c.nbytes, c.nodes, "cost model", "ring", best.protocol, best.time_us,
-                      c.candidates, c.arch)
-
-
-def _weighted_line(x: Sequence[float], t_us: Sequence[float],
-                   groups: Sequence[str] | None = None) -> tuple[dict[str, float], float]:
-    """Least squares of ``t = fixed[group] + x * slope`` on relative error: intercepts per
-    group, one slope."""
-    names = sorted(set(groups)) if groups else ["all"]
-    g = list(groups) if groups else ["all"] * len(x)
-    a = np.zeros((len(x), len(names) + 1))
-    for i, (xi, gi) in enumerate(zip(x, g, strict=True)):
-        a[i, names.index(gi)] = 1.0
-        a[i, -1] = xi
-    w = 1.0 / np.asarray(t_us, dtype=float)
-    sol, *_ = np.linalg.lstsq(a * w[:, None], np.asarray(t_us) * w, rcond=None)
-    return {n: float(sol[i]) for i, n in enumerate(names)}, float(sol[-1])
-
-
-def tree_fit_tables() -> list[dict[str, Any]]:
-    """The published tables whose tree sizes the tree across nodes is fitted on (their
-    ``fits`` lists :data:`TREE_FIT`)."""
-    return [t for t in _load() if TREE_FIT in t.get("fits", ())]
-
-
-def _tree_points(t: dict[str, Any]) -> list[tuple[float, float]]:
-    """(wire kB a node sends, measured us) at each tree size >= 64 KiB of a two-node table."""
-    return [(p["bytes"] * LINE_BYTES[c.protocol] / 1e3, p["time_us"])
-            for p, c in zip(t["points"], table_choices(t), strict=True)
-            if c.algorithm == "tree" and p["bytes"] >= JUDGED_FROM_BYTES]
-
-
-def fit_tree(tables: Iterable[dict[str, Any]] | None = None) -> tuple[float, float]:
-    """The tree across nodes' ``(fixed us, rate GB/s)`` fitted on the tree sizes (>= 64 KiB) of
-    ``tables`` (default: :func:`tree_fit_tables`), a weighted least squares on relative error.
-
-    Raises:
-        ValueError: a table that is not two nodes of an architecture in
-            :data:`TREE_FIT_ARCHS`, or no tree size to fit.
-    """
-    tables = list(tree_fit_tables() if tables is None else tables)
-    wrong = [t["id"] for t in tables
-             if t["nodes"] != 2 or (t.get("gfx") or DEFAULT_ARCH) not in TREE_FIT_ARCHS]
-    if wrong:
-        raise ValueError(f"the tree across nodes is fitted on two-node "
-                         f"{', '.join(TREE_FIT_ARCHS)} tables only, not on {', '.join(wrong)}")
-    points = [x for t in tables for x in _tree_points(t)]
-    if not points:
-        raise ValueError("the tables hold no tree size across nodes to fit")
-    fixed, slope = _weighted_line([x for x, _ in points], [u for _, u in points])
-    return round(fixed["all"], 2), round(1 / slope, 2)
-
-
-def fit_constants(tables: Iterable[dict[str, Any]] | None = None,
-                  tree_tables: Iterable[dict[str, Any]] | None = None) -> ExecutionConstants:
-    """Fit :class:`ExecutionConstants` on ``tables`` (default: the calibration split), each
-    term on the sizes where RCCL runs that path (by :func:`~.tuning.rccl_allreduce_choices` for
-    the table's release; a one-node table of unstated release: MSCCL up to 16 MiB), and the
-    tree across nodes on ``tree_tables`` (:func:`fit_tree`).
-
-    Raises:
-        ValueError: a table of an architecture not in :data:`FITTED_ARCHS` (gfx950: its
-            tables only judge), or no size of a path to fit.
-    """
-    tree_tables = list(tree_fit_tables() if tree_tables is None else tree_tables)
-    tree_fixed, tree_gbps = fit_tree(tree_tables)
-    tables = list(published_tables("calibration") if tables is None else tables)
-    other = [t["id"] for t in tables if (t.get("gfx") or DEFAULT_ARCH) not in FITTED_ARCHS]
-    if other:
-        raise ValueError(f"the constants are fitted on {', '.join(FITTED_ARCHS)} tables only, "
-                         f"not on {', '.join(other)}")
-    msccl: list[tuple[float, float, str]] = []
-    ring1: list[tuple[float, float]] = []
-    ringn: list[tuple[float, float]] = []
-    for t in tables:
-        n = t["nodes"] * GPUS_PER_NODE
-        for p, c in zip(t["points"], table_choices(t), strict=True):
-            if c.path == "msccl":
-                msccl.append((_msccl_link_bytes(p["bytes"], c.protocol) / 1e3, p["time_us"],
-                              c.protocol))
-            elif c.algorithm == "ring" and c.protocol == "Simple":
-                (ring1 if t["nodes"] == 1 else ringn).append(
-                    (_bus_bytes(p["bytes"], n) / 1e3, p["time_us"]))
-    if not (msccl and ring1 and ringn):
-        raise ValueError("the tables hold no MSCCL, one-node ring or multi-node ring sizes to "
-                         "fit")
-    fixed, slope = _weighted_line([m[0] for m in msccl], [m[1] for m in msccl],
-                                  [m[2] for m in msccl])
-    f1, s1 = _weighted_line([r[0] for r in ring1], [r[1] for r in ring1])
-    fn, sn = _weighted_line([r[0] for r in ringn], [r[1] for r in ringn])
-    r1, rn = f1["all"], fn["all"]
-    return ExecutionConstants(
-        msccl_fixed_us={k: round(v, 2) for k, v in fixed.items()},
-        msccl_link_gbps=round(1 / slope, 2),
-        ring_fixed_us=round(r1, 2), xgmi_efficiency=round(1 / s1 / XGMI_BUS_GBPS, 4),
-        net_ring_fixed_us=round(rn, 1),
-        net_efficiency=round(1 / sn / (GPUS_PER_NODE * NIC_GBPS), 4),
-        tree_net_fixed_us=tree_fixed, tree_net_gbps=tree_gbps,
-        source="fit_constants on " + ", ".join(t["id"] for t in tables)
-               + "; the tree across nodes on " + ", ".join(t["id"] for t in tree_tables))
-
-
-@dataclass(frozen=True)
-class JudgedTable:
-    """One published table against the model: per priced size ``(bytes, measured us, model us,
-    error %)``; ``unpriced`` the sizes (>= 64 KiB) the model does not price and
-    ``unpriced_why`` the reason for each; the median and p90 of ``|error|`` over the priced
-    sizes >= 64 KiB (``None`` when none); ``tree_left_out``: its tree sizes fit the tree term,
-    so they are priced with that term refitted without this table."""
-
-    id: str
-    split: str
-    rows: tuple[tuple[int, float, float, float], ...]
-    unpriced: tuple[int, ...]
-    median_pct: float | None
-    p90_pct: float | None
-    unpriced_why: tuple[str, ...] = ()
-    tree_left_out: bool = False
-
-
-def _priced_points(t: dict[str, Any], k: ExecutionConstants
-                   ) -> Iterable[tuple[dict[str, Any], RcclChoice, float | None, str]]:
-    """Each point of a published table with what RCCL runs there and the model's seconds (or
-    ``None`` and why), at the table's own nodes, release and algorithm."""
-    for p, c in zip(t["points"], table_choices(t), strict=True):
-        yield (p, c, *_price(c, k, NIC_GBPS, t["rccl"]))
-
-
-def judge(constants: ExecutionConstants = SHIPPED,
-          tables: Iterable[dict[str, Any]] | None = None, *,
-          leave_one_out: bool = True) -> list[JudgedTable]:
-    """Every table (default: all but ``not_modelled``) priced by the model at its own nodes,
-    release and algorithm; errors are :func:`distlab.vocabulary.error_pct` of times.
-
-    ``leave_one_out``: a table whose tree sizes fit the tree term (:func:`tree_fit_tables`) is
-    priced with that term refitted on the other such tables, so no table judges a term fitted
-    on it (``False``: with ``constants`` as given).
-    """
-    tables = [t for t in _load() if t["split"] != "not_modelled"] if tables is None \
-        else list(tables)
-    tree_fit = tree_fit_tables()
-    out = []
-    for t in tables:
-        k, left_out = constants, False
-        others = [u for u in tree_fit if u["id"] != t["id"]]
-        if leave_one_out and others and len(others) < len(tree_fit):
-            fixed, gbps = fit_tree(others)
-            k, left_out = replace(constants, tree_net_fixed_us=fixed, tree_net_gbps=gbps), True
-        rows, unpriced, whys = [], [], []
-        for p, _, seconds, why in _priced_points(t, k):
-            if p["bytes"] < JUDGED_FROM_BYTES:
-                continue
-            if seconds is None:
-                unpriced.append(p["bytes"])
-                whys.append(why)
-                continue
-            model_us = seconds * 1e6
-            rows.append((p["bytes"], p["time_us"], model_us, error_pct(p["time_us"], model_us)))
-        summary = ErrorSummary.of(r[3] for r in rows)
-        out.append(JudgedTable(t["id"], t["split"], tuple(rows), tuple(unpriced),
-                               summary.median if rows else None,
-                               summary.p90 if rows else None, tuple(whys), left_out))
-    return out
-
-
-
-def tree_note(rows: Sequence[RcclTime]) -> str:
-    """What a priced tree across nodes among ``rows`` rests on, one line (``""`` if none):
-    the tables it is fitted on, their leave-one-out judgement (computed, as :func:`judge`
-    gives it) and, beyond two nodes, that nothing judges it there."""
-    trees = [r for r in rows
-             if r.seconds is not None and r.choice.algorithm == "tree" and r.choice.nodes > 1]
-    if not trees:
-        return ""
-    nodes = {r.choice.nodes for r in trees}
-    judged = judge(tables=tree_fit_tables())
-    medians = sorted(j.median_pct for j in judged if j.median_pct is not None)
-    p90s = sorted(j.p90_pct for j in judged if j.p90_pct is not None)
-    beyond = ("; beyond two nodes its fixed cost grows as RCCL's tree latency, and no table "
-              "judges it there" if max(nodes) > 2 else "")
-    other = sorted({r.choice.arch for r in trees} - set(TREE_FIT_ARCHS))
-    return (f"the tree across nodes is fitted on the tree sizes of {len(judged)} published "
-            f"2 x 8 MI355X tables (each judged with it fitted on the others: median |error| "
-            f"{medians[0]:.0f}-{medians[-1]:.0f}%, p90 {p90s[0]:.0f}-{p90s[-1]:.0f}%){beyond}"
-            + "".join(f"; {arch} {_unfitted_tree(arch)}" for arch in other))
-
-
-def _unfitted_tree(arch: str) -> str:
-    """How the published multi-node tables of ``arch`` (not fitted on) meet its tree across
-    nodes: the range of measured over modelled time at their tree sizes >= 64 KiB."""
-    ratios = [p["time_us"] / (seconds * 1e6)
-              for t in _load() if (t.get("gfx") or DEFAULT_ARCH) == arch and t["nodes"] > 1
-              for p, c, seconds, _ in _priced_points(t, SHIPPED)
-              if c.algorithm == "tree" and p["bytes"] >= JUDGED_FROM_BYTES and seconds]
-    if not ratios:
-        return "takes the same constants; no published table times its tree"
-    return (f"takes the same constants; its published tree sizes run {min(ratios):.1f}-"
-            f"{max(ratios):.1f}x the model's time (docs/rccl-research.md 4.15)")
+__getattr__ = moved(__name__, {  # the judgement's names, moved to distlab.evidence.rccl
+    "JudgedTable": "distlab.evidence.rccl.judged",
+    "PUBLISHED_RESOURCE": "distlab.evidence.rccl.judged",
+    "fit_constants": "distlab.evidence.rccl.judged",
+    "fit_tree": "distlab.evidence.rccl.judged",
+    "judge": "distlab.evidence.rccl.judged",
+    "published_tables": "distlab.evidence.rccl.judged",
+    "table_choices": "distlab.evidence.rccl.judged",
+    "tree_fit_tables": "distlab.evidence.rccl.judged",
+    "tree_note": "distlab.evidence.rccl.judged",
+})

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from distlab._checks import check_int
+from distlab.evidence.nccl.fit_execution import JudgedPoint
 from distlab.nccl.boxes import gpu_box
 from distlab.nccl.execution import nccl_execution
-from distlab.nccl.fit_execution import JudgedPoint
 from distlab.nccl.tuning import (
     algorithm_from_nccl,
     busbw_gbps,
@@ -86,9 +86,9 @@ def nccl_tables_figure(inside: Sequence[JudgedPoint], outside: Sequence[JudgedPo
 
     Args:
         inside: every point judged with constants fitted on every source
-            (:func:`~distlab.nccl.fit_execution.judge`).
+            (:func:`~distlab.evidence.nccl.fit_execution.judge`).
         outside: the same points judged leave-one-source-out
-            (:func:`~distlab.nccl.fit_execution.leave_one_source_out`).
+            (:func:`~distlab.evidence.nccl.fit_execution.leave_one_source_out`).
         points: the published points themselves (for each table's NCCL release and forced
             algorithm), in any order.
         min_points: tables with fewer sizes are left out of the figure (not of the tables).
@@ -161,8 +161,8 @@ def nccl_choice_figure(presets: Sequence[Any] = ("h100_sxm8", "a100_sxm8", "pcie
 def nccl_nodes_figure(judged: Sequence[JudgedPoint], *, min_points: int = 5) -> Any:
     """Published tables across nodes against the model, one panel per table of at least
     ``min_points`` sizes (see the module doc). ``judged``: every point priced with the shipped
-    constants (:func:`~distlab.nccl.fit_execution.judge` of
-    :func:`~distlab.nccl.fit_execution.multinode_points`)."""
+    constants (:func:`~distlab.evidence.nccl.fit_execution.judge` of
+    :func:`~distlab.evidence.nccl.fit_execution.multinode_points`)."""
     fig, panels = _table_panels(judged, min_points, panel_height_in=3.4)
     for ax, system, mine in panels:
         xs = [j.nbytes for j in mine]

@@ -13,7 +13,7 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   each GPU count, one panel per series (another sequence length, another network), each point
   labelled with the layout's :func:`short_label`.
 - :func:`judged_figure`: the planner judged
-  (:func:`~distlab.judge.plan_published.judge_published`): every published run's step, measured
+  (:func:`~distlab.evidence.plan.judged.judge_published`): every published run's step, measured
   against the model, log-log, with the diagonal and a band of +-30%, calibration and held-out
   runs apart; beside it each source's median and p90 ``|error|``.
 - :func:`fit_grid_figure`: the planner beside measured GPU runs
@@ -49,9 +49,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from distlab.evidence.plan.judged import STEP_TARGET, PlanJudgement
 from distlab.judge.fit_grid import GridRun
 from distlab.judge.fit_grid import summaries as grid_summaries
-from distlab.judge.plan_published import STEP_TARGET, PlanJudgement
 from distlab.nccl.multinode import NETWORKS
 from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
 from distlab.plan.dimensions import stack_parts
@@ -434,12 +434,12 @@ def scaling_figure(series: Sequence[ScalingSeries], *, title: str | None = None,
 
 
 def judged_figure(judgement: PlanJudgement, *, band_pct: float = 30.0) -> Any:
-    """The planner judged on published runs (:func:`~distlab.judge.plan_published.
+    """The planner judged on published runs (:func:`~distlab.evidence.plan.judged.
     judge_published`). Left: every run's published step against the model's, log-log, the
     diagonal and a band of ``+-band_pct`` % around it, calibration runs (the compute rate was
     fitted on them) and held-out runs (never fitted on) apart. Right: each source's median
     ``|error|`` as a bar, its p90 as a tick, sources grouped by split, the target median
-    (:data:`~distlab.judge.plan_published.STEP_TARGET`) dashed. Returns the Figure."""
+    (:data:`~distlab.evidence.plan.judged.STEP_TARGET`) dashed. Returns the Figure."""
     if not isinstance(judgement, PlanJudgement):
         raise TypeError(f"judgement must be a PlanJudgement (judge_published), got "
                         f"{type(judgement).__name__}")

@@ -8,7 +8,7 @@ MI325X tables of 1-8 nodes (or the panels asked for: :data:`MI355X_TWO_NODE_PANE
 (MSCCL's allpairs, or the cost model's algorithm and protocol); sizes the model does not price
 (none in the published tables now) are grey crosses at the published value. Each title gives the
 split (and "tree left out" where the tree is priced with its term fitted without the table) and
-the median |error| as :func:`~distlab.rccl.execution.judge` gives it.
+the median |error| as :func:`~distlab.evidence.rccl.judged.judge` gives it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from distlab.rccl.execution import JudgedTable, judge, published_tables, table_choices
+from distlab.evidence.rccl.judged import JudgedTable, judge, published_tables, table_choices
 from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colours

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.collectives import predict_builtin
-from distlab.nccl import fit_execution as fit
+from distlab.evidence.nccl import fit_execution as fit
 from distlab.nccl.estimate import nccl_allreduce
 from distlab.nccl.execution import (
     BUFFER_BYTES,
@@ -138,14 +138,6 @@ def test_predict_builtin_measured_and_its_checks() -> None:
         predict_builtin("h100_sxm8", 8, sizes, nccl_model="measured", harness="mpi")
     with pytest.raises(ValueError, match="world_size"):
         nccl_execution("h100_sxm8", 9, sizes)
-
-
-def test_shipped_constants_are_the_fit_on_every_published_table(tmp_path) -> None:
-    refit = fit.write_shipped(tmp_path / "c.json")
-    shipped = fit.shipped_constants()
-    for name in fit.CONSTANT_NAMES:
-        assert getattr(shipped, name) == pytest.approx(getattr(refit, name), abs=2e-3)
-    assert set(shipped.calibrated_on) == {p["source"] for p in fit.calibration_points()}
 
 
 def test_leave_one_source_out_never_fits_on_the_source_it_judges(monkeypatch) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.nccl import fit_execution
+from distlab.evidence.nccl import fit_execution
+from distlab.evidence.nccl.judged import choice_agreement
 from distlab.nccl.boxes import gpu_box
 from distlab.nccl.execution import ExecutionConstants, nccl_execution
 from distlab.nccl.family import _candidates, nccl_collective
-from distlab.nccl.judged import choice_agreement
 
 ZERO = ExecutionConstants(0.0, 0.0, 0.0, 0.0)
 

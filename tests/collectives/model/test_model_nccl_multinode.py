@@ -120,7 +120,7 @@ def test_every_network_preset_prices_every_box() -> None:
 
 
 def test_published_multi_node_points_are_whole_and_consistent() -> None:
-    from distlab.nccl.fit_execution import calibration_points, multinode_points
+    from distlab.evidence.nccl.fit_execution import calibration_points, multinode_points
     from distlab.profile.load import published
 
     sources = published()["allreduce_multinode_sources"]
@@ -148,7 +148,7 @@ def test_published_multi_node_points_are_whole_and_consistent() -> None:
 def test_multi_node_model_on_the_published_tables_meets_the_median_target() -> None:
     """Judged out of sample (median |error| <= 20% over all); every table is priced, and the
     forced-Ring tables run NCCL's ring."""
-    from distlab.nccl.fit_execution import (
+    from distlab.evidence.nccl.fit_execution import (
         judge,
         multinode_points,
         shipped_constants,

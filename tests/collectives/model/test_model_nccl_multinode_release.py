@@ -97,7 +97,7 @@ JUDGED = {
 
 
 def test_judged_errors_per_published_table_are_the_reported_ones() -> None:
-    from distlab.nccl.fit_execution import (
+    from distlab.evidence.nccl.fit_execution import (
         judge,
         multinode_points,
         summarize,

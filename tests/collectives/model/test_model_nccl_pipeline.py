@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from distlab.evidence.nccl import fit_execution
+from distlab.evidence.nccl.published import published_tables
 from distlab.nccl import (
     boxes,
     estimate,
     execution,
     family,
-    fit_execution,
     multinode,
     per_size,
     versions,
@@ -35,7 +36,6 @@ from distlab.nccl.per_size import (
     pick_of,
     run_size,
 )
-from distlab.nccl.published import published_tables
 from distlab.profile.load import published
 from helpers.paths import ROOT
 
@@ -172,7 +172,8 @@ def test_nccl_constants_are_defined_once() -> None:
 
 
 def test_no_private_name_is_imported_from_another_nccl_module() -> None:
-    users = [*NCCL_DIR.glob("*.py"), *(ROOT / "lib" / "distlab").glob("*/nccl*.py")]
+    users = [*NCCL_DIR.glob("*.py"), *(ROOT / "lib" / "distlab").glob("*/nccl*.py"),
+             *(ROOT / "lib" / "distlab" / "evidence" / "nccl").glob("*.py")]
     for path in users:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("distlab"):
@@ -199,7 +200,8 @@ def test_package_data_ships_the_models_files() -> None:
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"]["distlab"]
     lib = ROOT / "lib" / "distlab"
-    for path in [*NCCL_DIR.rglob("*.json"), lib / "profile" / "published.json"]:
+    for path in [*NCCL_DIR.rglob("*.json"), *(lib / "evidence").rglob("*.json"),
+                 lib / "profile" / "published.json"]:
         rel = path.relative_to(lib).as_posix()
         assert any(fnmatch.fnmatch(rel, g) and rel.count("/") == g.count("/") for g in globs), rel
 

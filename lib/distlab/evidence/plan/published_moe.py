@@ -1,7 +1,7 @@
 """Published training runs of mixture-of-experts models, each with its exact source, for
 judging the planner's expert dimension.
 
-The runs ship as package data (``distlab/plan/data/published_moe_runs.json``);
+The runs ship as package data (``distlab/evidence/plan/data/published_moe_runs.json``);
 :func:`load_moe_runs` reads them into frozen records and :func:`moe_run_inputs` turns one into
 the planner's :class:`~distlab.transformer.ModelSpec`, :class:`~distlab.plan.layout.Layout`
 and :class:`~distlab.plan.layout.Hardware`, one rule for what a run leaves unstated (written in
@@ -103,7 +103,7 @@ class MoeRunInputs:
 def load_moe_runs() -> tuple[MoeRun, ...]:
     """Every run of the package's data file, in file order; ``ValueError`` naming a run whose
     source, split, model or layout is not one this module knows."""
-    text = resources.files("distlab.plan").joinpath(_DATA).read_text(encoding="utf-8")
+    text = resources.files("distlab.evidence.plan").joinpath(_DATA).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     sources = {s["key"]: MoeSource(**s) for s in data["sources"]}
     for s in sources.values():
