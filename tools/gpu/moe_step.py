@@ -81,8 +81,8 @@ TINY = [  # (model, tokens, hidden, ffn, experts, top_k, shared, ep)
 
 def published_shapes() -> list[tuple]:
     """The distinct per-GPU shapes of the published MoE runs, in file order."""
-    from distlab.plan.experts import _tokens
     from distlab.evidence.plan.published_moe import load_moe_runs, moe_run_inputs
+    from distlab.plan.experts import _tokens
     seen: dict[tuple, list[str]] = {}
     for run in load_moe_runs():
         inp = moe_run_inputs(run)
