@@ -17,6 +17,12 @@ written for torchtitan applies): ``tok_embeddings``, ``layers.{i}`` blocks of
   repeated per query head first (:attr:`Decoder.kv_repeated` says which), as torchtitan's
   ``repeat_kv`` does.
 - MLP: ``w2(silu(w1 x) * w3 x)`` (gated) or ``w2(gelu(w1 x))``.
+- Mixture of experts (a spec with ``experts``): every layer from ``dense_layers`` on has, in
+  place of ``feed_forward``, a ``moe`` block (torchtitan's name for it) that is
+  :class:`distlab.moe.MoE` (:func:`moe_config`: a token-choice softmax router over the routed
+  experts with the ``top_k`` scores normalised, SwiGLU experts ``expert_ffn`` wide stacked in a
+  :class:`~distlab.moe.experts.GroupedExperts` (torch's grouped matmul where it runs), the
+  shared experts as one SwiGLU; dropless, no balance loss).
 - The loss (:func:`next_token_loss`): the logits cast to fp32 and cross entropy over the
   vocabulary, the 16-bit logits released before backward as torchtitan's train step does.
 
@@ -34,10 +40,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distlab.moe.block import MoE, MoEConfig
 from distlab.transformer import ModelSpec
 
 __all__ = ["ROPE_BASE", "Attention", "Block", "Decoder", "FeedForward", "build_decoder",
-           "gqa_in_kernel", "init_parameters", "next_token_loss"]
+           "gqa_in_kernel", "init_parameters", "moe_config", "next_token_loss"]
 
 ROPE_BASE = 500000.0
 """Rotary embedding base (Llama 3's ``rope_theta``)."""
@@ -120,20 +127,40 @@ class FeedForward(nn.Module):
         return self.w2(F.gelu(self.w1(x)))
 
 
-class Block(nn.Module):
-    """Pre-norm attention and MLP, each with its residual."""
+def moe_config(spec: ModelSpec) -> MoEConfig:
+    """The :class:`~distlab.moe.block.MoEConfig` of one MoE layer of ``spec`` (the module
+    docstring). ``ValueError`` for a dense spec or ungated experts (the lab's experts are
+    SwiGLU)."""
+    if not spec.moe:
+        raise ValueError(f"{spec.name} has no routed experts")
+    if not spec.gated_ffn:
+        raise ValueError(f"{spec.name}: distlab.moe's experts are SwiGLU (gated); "
+                         "gated_ffn=False experts are not built")
+    return MoEConfig(dim=spec.hidden, hidden=spec.expert_width, num_experts=spec.experts,
+                     top_k=spec.top_k, normalize=True,
+                     num_shared_experts=spec.shared_experts)
 
-    def __init__(self, spec: ModelSpec, *, kv_in_kernel: bool = True) -> None:
+
+class Block(nn.Module):
+    """Pre-norm attention and MLP (``feed_forward``, or ``moe`` with ``moe=True``), each with
+    its residual."""
+
+    def __init__(self, spec: ModelSpec, *, kv_in_kernel: bool = True, moe: bool = False
+                 ) -> None:
         super().__init__()
         self.attention_norm = _norm(spec)
         self.attention = Attention(spec, kv_in_kernel=kv_in_kernel)
         self.ffn_norm = _norm(spec)
-        self.feed_forward = FeedForward(spec)
+        if moe:
+            self.moe = MoE(moe_config(spec))
+        else:
+            self.feed_forward = FeedForward(spec)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None
                 ) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x), rope)
-        return h + self.feed_forward(self.ffn_norm(h))
+        mlp = self.moe if hasattr(self, "moe") else self.feed_forward
+        return h + mlp(self.ffn_norm(h))
 
 
 class Decoder(nn.Module):
@@ -159,8 +186,9 @@ class Decoder(nn.Module):
             self.register_buffer("rope_sin", torch.empty(spec.seq_len, spec.head_dim),
                                  persistent=False)
             self.init_buffers()
-        self.layers = nn.ModuleList(Block(spec, kv_in_kernel=kv_in_kernel)
-                                    for _ in range(spec.layers))
+        self.layers = nn.ModuleList(Block(spec, kv_in_kernel=kv_in_kernel,
+                                          moe=spec.is_moe_layer(i))
+                                    for i in range(spec.layers))
         self.norm = _norm(spec)
         self.output = nn.Linear(spec.hidden, spec.vocab, bias=False)
         if spec.tied_embeddings:
