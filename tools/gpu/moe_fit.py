@@ -126,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.clear_frames(exc.__traceback__)
                 torch.cuda.empty_cache()
         row["wall_s"] = round(time.monotonic() - start, 2)
+        if run:   # what the case left allocated (a leak would inflate the next case)
+            import gc
+
+            gc.collect()
+            torch.cuda.empty_cache()
+            row["left_allocated"] = int(torch.cuda.memory_allocated(0))
         doc["rows"].append(row)
         (args.out / "moe_fit.json").write_text(json.dumps(doc, indent=1))
         pr = row["predicted"]
@@ -136,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             line += (f" | meas alloc {a / 2**30:.2f} ({(pr['allocated'] - a) / a:+.1%}) res "
                      f"{r / 2**30:.2f} ({(pr['reserved'] - r) / r:+.1%}) "
                      f"step {min(row['measured']['step_s']):.3f} s")
-        elif run:
+        if run:
+            line += f" | left {row['left_allocated'] / 2**30:.2f} GiB"
+        if run and not row.get("peak_allocated"):
             line += " | " + ("OOM " + json.dumps(row["oom"]) if row.get("oom") else
                              "error " + row.get("error", "").strip().splitlines()[-1])
         print(f"[{time.monotonic() - t0:.0f}s] {line}", flush=True)

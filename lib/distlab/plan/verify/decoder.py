@@ -11,7 +11,8 @@ written for torchtitan applies): ``tok_embeddings``, ``layers.{i}`` blocks of
 - Norms: ``nn.RMSNorm`` or ``nn.LayerNorm`` as the spec says (``eps`` 1e-5).
 - Positions: rotary (RoPE, base 500000 as Llama 3) applied to Q and K with precomputed
   ``cos``/``sin`` buffers (real arithmetic: the same bytes autograd keeps as torchtitan's
-  complex form), or a learned position embedding of ``spec.positions`` rows (GPT).
+  complex form; an odd head width, as gpt-oss-120b's preset has (2880 / 64 = 45), leaves its
+  last feature unrotated), or a learned position embedding of ``spec.positions`` rows (GPT).
 - Attention: ``torch.nn.functional.scaled_dot_product_attention``, causal; grouped-query heads
   are handed to the kernel as they are (``enable_gqa=True``) where the kernel reads them so, else
   repeated per query head first (:attr:`Decoder.kv_repeated` says which), as torchtitan's
@@ -72,8 +73,14 @@ def gqa_in_kernel(device: torch.device | str, dtype: torch.dtype) -> bool:
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
+    """``(-b, a)`` of the halves ``(a, b)`` of the last dimension; an odd width's last feature
+    is not rotated (zero here, its ``cos`` one and ``sin`` zero)."""
+    d = x.shape[-1]
+    h = d // 2
+    parts = [-x[..., h:2 * h], x[..., :h]]
+    if d % 2:
+        parts.append(torch.zeros_like(x[..., -1:]))
+    return torch.cat(parts, dim=-1)
 
 
 class Attention(nn.Module):
@@ -127,6 +134,19 @@ class FeedForward(nn.Module):
         return self.w2(F.gelu(self.w1(x)))
 
 
+class _MoE(MoE):
+    """:class:`distlab.moe.MoE` that keeps no ``last_routing`` or ``aux_loss`` after its
+    forward: nothing here reads them (the balance loss is 0), and their autograd graph would
+    hold the model after the run (a cycle through autograd's nodes that Python's collector
+    cannot see; under a checkpoint's recompute, which stops the forward early, a line after
+    the call would not run to drop them)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("last_routing", "aux_loss"):
+            value = None
+        super().__setattr__(name, value)
+
+
 def moe_config(spec: ModelSpec) -> MoEConfig:
     """The :class:`~distlab.moe.block.MoEConfig` of one MoE layer of ``spec`` (the module
     docstring). ``ValueError`` for a dense spec or ungated experts (the lab's experts are
@@ -152,7 +172,7 @@ class Block(nn.Module):
         self.attention = Attention(spec, kv_in_kernel=kv_in_kernel)
         self.ffn_norm = _norm(spec)
         if moe:
-            self.moe = MoE(moe_config(spec))
+            self.moe = _MoE(moe_config(spec))
         else:
             self.feed_forward = FeedForward(spec)
 
@@ -200,10 +220,11 @@ class Decoder(nn.Module):
         if self.spec.positions is not None or self.rope_cos.is_meta:
             return
         spec, dev = self.spec, self.rope_cos.device
-        inv = 1.0 / (ROPE_BASE ** (torch.arange(0, spec.head_dim, 2, dtype=torch.float32,
-                                                device=dev) / spec.head_dim))
+        d = spec.head_dim
+        inv = 1.0 / (ROPE_BASE ** (torch.arange(0, d - d % 2, 2, dtype=torch.float32,
+                                                device=dev) / d))
         angles = torch.outer(torch.arange(spec.seq_len, dtype=torch.float32, device=dev), inv)
-        angles = torch.cat((angles, angles), dim=-1)
+        angles = torch.cat((angles, angles) + ((angles[:, :1] * 0,) if d % 2 else ()), dim=-1)
         with torch.no_grad():
             self.rope_cos.copy_(angles.cos())
             self.rope_sin.copy_(angles.sin())
