@@ -136,5 +136,7 @@ class MoE(nn.Module):
         base = self.shared_experts(x) if self.shared_experts is not None \
             else torch.zeros_like(x)
         self.aux_loss, self.last_routing = routing.aux_loss, routing
-        # accumulate into x's shape directly: the result is a new tensor, not a view
-        return base.index_put(torch.unravel_index(token, x.shape[:-1]), out, accumulate=True)
+        # accumulate into x's shape directly: the result is a new tensor, not a view (under
+        # autocast the shared experts' output is the autocast dtype, not x's)
+        return base.index_put(torch.unravel_index(token, x.shape[:-1]), out.to(base.dtype),
+                              accumulate=True)

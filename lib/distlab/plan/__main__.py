@@ -270,9 +270,6 @@ def _plan(argv: list[str]) -> int:
                      f"{hw.gpu.name}: priced as flash")
     if args.ep is not None:
         _check_ep(model, args.ep, args.layout is not None)
-    if args.verify is not None and model.moe:
-        raise UsageError(f"--verify trains dense decoders; {model.name} has experts, which it "
-                         "does not build yet")
     if args.layout is not None:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision,

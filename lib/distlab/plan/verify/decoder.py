@@ -11,12 +11,19 @@ written for torchtitan applies): ``tok_embeddings``, ``layers.{i}`` blocks of
 - Norms: ``nn.RMSNorm`` or ``nn.LayerNorm`` as the spec says (``eps`` 1e-5).
 - Positions: rotary (RoPE, base 500000 as Llama 3) applied to Q and K with precomputed
   ``cos``/``sin`` buffers (real arithmetic: the same bytes autograd keeps as torchtitan's
-  complex form), or a learned position embedding of ``spec.positions`` rows (GPT).
+  complex form; an odd head width, as gpt-oss-120b's preset has (2880 / 64 = 45), leaves its
+  last feature unrotated), or a learned position embedding of ``spec.positions`` rows (GPT).
 - Attention: ``torch.nn.functional.scaled_dot_product_attention``, causal; grouped-query heads
   are handed to the kernel as they are (``enable_gqa=True``) where the kernel reads them so, else
   repeated per query head first (:attr:`Decoder.kv_repeated` says which), as torchtitan's
   ``repeat_kv`` does.
 - MLP: ``w2(silu(w1 x) * w3 x)`` (gated) or ``w2(gelu(w1 x))``.
+- Mixture of experts (a spec with ``experts``): every layer from ``dense_layers`` on has, in
+  place of ``feed_forward``, a ``moe`` block (torchtitan's name for it) that is
+  :class:`distlab.moe.MoE` (:func:`moe_config`: a token-choice softmax router over the routed
+  experts with the ``top_k`` scores normalised, SwiGLU experts ``expert_ffn`` wide stacked in a
+  :class:`~distlab.moe.experts.GroupedExperts` (torch's grouped matmul where it runs), the
+  shared experts as one SwiGLU; dropless, no balance loss).
 - The loss (:func:`next_token_loss`): the logits cast to fp32 and cross entropy over the
   vocabulary, the 16-bit logits released before backward as torchtitan's train step does.
 
@@ -34,10 +41,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distlab.moe.block import MoE, MoEConfig
 from distlab.transformer import ModelSpec
 
 __all__ = ["ROPE_BASE", "Attention", "Block", "Decoder", "FeedForward", "build_decoder",
-           "gqa_in_kernel", "init_parameters", "next_token_loss"]
+           "gqa_in_kernel", "init_parameters", "moe_config", "next_token_loss"]
 
 ROPE_BASE = 500000.0
 """Rotary embedding base (Llama 3's ``rope_theta``)."""
@@ -65,8 +73,14 @@ def gqa_in_kernel(device: torch.device | str, dtype: torch.dtype) -> bool:
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
+    """``(-b, a)`` of the halves ``(a, b)`` of the last dimension; an odd width's last feature
+    is not rotated (zero here, its ``cos`` one and ``sin`` zero)."""
+    d = x.shape[-1]
+    h = d // 2
+    parts = [-x[..., h:2 * h], x[..., :h]]
+    if d % 2:
+        parts.append(torch.zeros_like(x[..., -1:]))
+    return torch.cat(parts, dim=-1)
 
 
 class Attention(nn.Module):
@@ -120,20 +134,53 @@ class FeedForward(nn.Module):
         return self.w2(F.gelu(self.w1(x)))
 
 
-class Block(nn.Module):
-    """Pre-norm attention and MLP, each with its residual."""
+class _MoE(MoE):
+    """:class:`distlab.moe.MoE` that keeps no ``last_routing`` or ``aux_loss`` after its
+    forward: nothing here reads them (the balance loss is 0), and their autograd graph would
+    hold the model after the run (a cycle through autograd's nodes that Python's collector
+    cannot see; under a checkpoint's recompute, which stops the forward early, a line after
+    the call would not run to drop them)."""
 
-    def __init__(self, spec: ModelSpec, *, kv_in_kernel: bool = True) -> None:
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("last_routing", "aux_loss"):
+            value = None
+        super().__setattr__(name, value)
+
+
+def moe_config(spec: ModelSpec) -> MoEConfig:
+    """The :class:`~distlab.moe.block.MoEConfig` of one MoE layer of ``spec`` (the module
+    docstring). ``ValueError`` for a dense spec or ungated experts (the lab's experts are
+    SwiGLU)."""
+    if not spec.moe:
+        raise ValueError(f"{spec.name} has no routed experts")
+    if not spec.gated_ffn:
+        raise ValueError(f"{spec.name}: distlab.moe's experts are SwiGLU (gated); "
+                         "gated_ffn=False experts are not built")
+    return MoEConfig(dim=spec.hidden, hidden=spec.expert_width, num_experts=spec.experts,
+                     top_k=spec.top_k, normalize=True,
+                     num_shared_experts=spec.shared_experts)
+
+
+class Block(nn.Module):
+    """Pre-norm attention and MLP (``feed_forward``, or ``moe`` with ``moe=True``), each with
+    its residual."""
+
+    def __init__(self, spec: ModelSpec, *, kv_in_kernel: bool = True, moe: bool = False
+                 ) -> None:
         super().__init__()
         self.attention_norm = _norm(spec)
         self.attention = Attention(spec, kv_in_kernel=kv_in_kernel)
         self.ffn_norm = _norm(spec)
-        self.feed_forward = FeedForward(spec)
+        if moe:
+            self.moe = _MoE(moe_config(spec))
+        else:
+            self.feed_forward = FeedForward(spec)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None
                 ) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x), rope)
-        return h + self.feed_forward(self.ffn_norm(h))
+        mlp = self.moe if hasattr(self, "moe") else self.feed_forward
+        return h + mlp(self.ffn_norm(h))
 
 
 class Decoder(nn.Module):
@@ -159,8 +206,9 @@ class Decoder(nn.Module):
             self.register_buffer("rope_sin", torch.empty(spec.seq_len, spec.head_dim),
                                  persistent=False)
             self.init_buffers()
-        self.layers = nn.ModuleList(Block(spec, kv_in_kernel=kv_in_kernel)
-                                    for _ in range(spec.layers))
+        self.layers = nn.ModuleList(Block(spec, kv_in_kernel=kv_in_kernel,
+                                          moe=spec.is_moe_layer(i))
+                                    for i in range(spec.layers))
         self.norm = _norm(spec)
         self.output = nn.Linear(spec.hidden, spec.vocab, bias=False)
         if spec.tied_embeddings:
@@ -172,10 +220,11 @@ class Decoder(nn.Module):
         if self.spec.positions is not None or self.rope_cos.is_meta:
             return
         spec, dev = self.spec, self.rope_cos.device
-        inv = 1.0 / (ROPE_BASE ** (torch.arange(0, spec.head_dim, 2, dtype=torch.float32,
-                                                device=dev) / spec.head_dim))
+        d = spec.head_dim
+        inv = 1.0 / (ROPE_BASE ** (torch.arange(0, d - d % 2, 2, dtype=torch.float32,
+                                                device=dev) / d))
         angles = torch.outer(torch.arange(spec.seq_len, dtype=torch.float32, device=dev), inv)
-        angles = torch.cat((angles, angles), dim=-1)
+        angles = torch.cat((angles, angles) + ((angles[:, :1] * 0,) if d % 2 else ()), dim=-1)
         with torch.no_grad():
             self.rope_cos.copy_(angles.cos())
             self.rope_sin.copy_(angles.sin())

@@ -18,8 +18,11 @@ the host clock on a CPU) and its phases, and the peak memory of each phase
 (:mod:`~distlab.plan.verify.meter`: the caching allocator's allocated and reserved bytes on a
 GPU; on a host, every byte torch's CPU allocator handed out). An out-of-memory error is raised
 as :class:`MeasuredOutOfMemory`, which says what the step asked for and what was reserved.
-Context parallelism is not run (torch's ``context_parallel`` is experimental):
-:func:`unsupported_reason` says so before anything starts.
+Context parallelism is not run (torch's ``context_parallel`` is experimental), nor expert
+parallelism (``ep > 1``: the lab's ``ExpertParallel`` is not composed with FSDP2 here); a model
+with experts runs at ``ep = 1``, each MoE layer :mod:`distlab.moe`'s block
+(:mod:`~distlab.plan.verify.decoder`): :func:`unsupported_reason` says so before anything
+starts.
 """
 
 from __future__ import annotations
@@ -100,6 +103,10 @@ def unsupported_reason(layout: Layout) -> str | None:
     if layout.cp > 1:
         return ("context parallelism is not run: torch's context_parallel is experimental "
                 "(the layout is priced, not verified)")
+    if layout.ep > 1:
+        return ("expert parallelism is not run: distlab.moe's ExpertParallel is not composed "
+                "with FSDP2's sharding of the experts over the expert-data-parallel ranks "
+                "(the layout is priced, not verified; ep=1 runs)")
     return None
 
 

@@ -21,7 +21,8 @@ Where it runs:
   (the planner prices GPUs).
 
 ``layers=K`` runs the model with ``K`` layers; the prediction is for that model too, and the
-full model's prediction is scaled by it (:attr:`VerifyRow.scale`).
+full model's prediction is scaled by it (:attr:`VerifyRow.scale`). A model with experts keeps
+its leading dense layers, as many as leave at least one MoE layer.
 """
 
 from __future__ import annotations
@@ -183,7 +184,8 @@ def verify(spec: ModelSpec, layouts: Sequence[Layout], *, hw: Hardware | None = 
     full = spec
     if layers is not None:
         layers = check_int("layers", layers, minimum=1, maximum=spec.layers)
-        spec = replace(spec, layers=layers, name=f"{spec.name} ({layers} layers)")
+        spec = replace(spec, layers=layers, name=f"{spec.name} ({layers} layers)",
+                       dense_layers=min(spec.dense_layers, layers - 1) if spec.moe else 0)
     kind = None
     if dev == "cuda":
         from distlab.plan.kernels import gpu_kind_for_device
