@@ -193,7 +193,7 @@ FLOORS: dict[str, int] = {
                      "links", "devices", "envinfo", "launch", "launch_demos", "trace", "report",
                      "cli", "clock", "nets", "uneven", "scratch", "vocabulary", "transformer",
                      "recompute", "gpus", "collective_library"), 0),
-    **dict.fromkeys(("samplers", "collectives", "pipeline", "transfers", "ddp", "zero",
+    **dict.fromkeys(("samplers", "collectives", "loading", "pipeline", "transfers", "ddp", "zero",
                      "hogwild", "pipeline_parallel", "tensor_parallel", "moe", "nccl", "rccl"), 1),
     "bench": 2, "plan": 2, "profile": 3, "judge": 4, "viz": 5,
 }

@@ -122,12 +122,51 @@ def test_old_plan_stepper_path_still_imports_and_warns() -> None:
     assert set(new.__all__) == {"PlanStepper", "shown_step"}
 
 
+RENAMED_MODULES = [("distlab.pipeline", "distlab.loading")]
+"""Old module path -> new one: the old path imports for a release, warns once and is the new
+module (its submodules too)."""
+
+
+@pytest.mark.parametrize(("old", "new"), RENAMED_MODULES)
+def test_old_module_path_is_the_new_module_and_warns_once(old: str, new: str) -> None:
+    code = ("import importlib, pickle, warnings\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            f"    import {old}\n"
+            f"    import {old}.procs, {old}.hop_cost\n"
+            f"    from {old}.executors import RunResult\n"
+            f"import {new}, {new}.procs, {new}.hop_cost, {new}.executors\n"
+            f"assert importlib.import_module({old!r}) is {new}\n"
+            f"assert {old}.procs is {new}.procs and {old}.hop_cost is {new}.hop_cost\n"
+            f"assert RunResult is {new}.executors.RunResult\n"
+            f"assert {new}.procs.__spec__.name == {new + '.procs'!r}\n"
+            f"assert pickle.loads(pickle.dumps({new}.procs.ProcessExecutor)) is "
+            f"{new}.procs.ProcessExecutor\n"
+            f"assert {new!r}.encode() + b'.procs' in pickle.dumps({new}.procs.ProcessExecutor)\n"
+            "print([(x.category.__name__, str(x.message)) for x in w])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.strip()
+    assert out.count("DeprecationWarning") == 1 and f"{old} is renamed {new}" in out, out
+    # a pickle written under the old path still loads, in a fresh process, as the new class
+    old_pickle = f"c{old}.hop_cost\nHopCost\n.".encode()
+    code = (f"import pickle, warnings; warnings.simplefilter('ignore')\n"
+            f"cls = pickle.loads({old_pickle!r})\n"
+            f"import {new}.hop_cost\n"
+            f"assert cls is {new}.hop_cost.HopCost")
+    subprocess.run([sys.executable, "-c", code], timeout=120, check=True)
+    with pytest.raises(ModuleNotFoundError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        importlib.import_module(f"{old}.no_such_module")
+
+
 def test_notebooks_use_the_new_names() -> None:
     old = re.compile(r"distlab\.viz\.plan_stepper\b")
+    old_modules = re.compile("|".join(rf"{re.escape(o)}\b(?![_])" for o, _ in RENAMED_MODULES))
     loading_old = re.compile(r"\b(PipelineExplorer|compare_gantt)\b")
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         code = _notebook_code(path.name)
         assert not old.search(code), path.name
+        assert not old_modules.search(code), path.name
         if "distlab.viz.pipeline import" in code:
             assert not loading_old.search(code.split("distlab.viz.pipeline_parallel")[0]), \
                 path.name

@@ -47,9 +47,9 @@ ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
 module imported first could not have its asserts rewritten)."""
 
 BROWSER_TESTS = "tests/browser"
-BESIDE = ("tests/ddp", "tests/pipeline", "tests/zero", "tests/moe", "tests/hogwild")
+BESIDE = ("tests/ddp", "tests/loading", "tests/zero", "tests/moe", "tests/hogwild")
 """Test folders the browser process also runs, after its browser tests, so the two processes
-take about as long: in CI's run (2 cores) the rest took 1543 s with ddp and pipeline beside and
+take about as long: in CI's run (2 cores) the rest took 1543 s with ddp and loading beside and
 the browser process 1145 s; zero, moe and hogwild held about 200 s of the rest's (measured with
 ``--junitxml`` on this machine, scaled to CI's run)."""
 LOG = ROOT / "test-artifacts" / "browser-tests.log"

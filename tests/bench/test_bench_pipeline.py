@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from distlab.bench import pipeline as bench
-from distlab.pipeline import RunResult, equal_stages
-from distlab.pipeline.bottleneck import bound_s, plan_for_stages, simulate_pipeline
+from distlab.loading import RunResult, equal_stages
+from distlab.loading.bottleneck import bound_s, plan_for_stages, simulate_pipeline
 from distlab.timeline import Timeline
 from helpers.cli_errors import one_error_line
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from distlab.bench import pipeline as bench
-from distlab.pipeline.hop_cost import HopCost
+from distlab.loading.hop_cost import HopCost
 from helpers.figure_guard import MAX_COLUMNS
 
 pytestmark = pytest.mark.timeout(120)

@@ -12,15 +12,15 @@ persistent workers), then ``--repeats`` timed runs; the table shows medians.
 Columns: ``start(s)`` worker start-up of the executor's first run (spawning processes; 0 for sync
 and threads, which start no process), kept out of every other column (the warm-up runs absorb it);
 ``wall(s)`` median wall time of the steady pipeline; ``bound(s)`` the bottleneck bound of the
-executor's plan (:func:`distlab.pipeline.bottleneck.plan_for_stages`,
-:func:`~distlab.pipeline.bottleneck.bound_s`) with stage costs *measured* in the sync runs (mean
+executor's plan (:func:`distlab.loading.bottleneck.plan_for_stages`,
+:func:`~distlab.loading.bottleneck.bound_s`) with stage costs *measured* in the sync runs (mean
 span duration per stage, so a sleep's oversleep counts as stage cost, not as executor overhead);
 ``eff`` = bound / wall; ``sim err%`` = :func:`distlab.vocabulary.error_pct` of the wall against the
 simulated makespan, (wall - sim) / sim (positive: slower than the model); ``stall(s)`` consumer idle
 time; ``vs sync`` = sync wall / wall.
 
 The hop between processes: the ``processes`` and ``torch`` plans include the hop of each worker
-output into the trainer (:mod:`distlab.pipeline.hop_cost`: measured once per run for the worker
+output into the trainer (:mod:`distlab.loading.hop_cost`: measured once per run for the worker
 stages' output size, with a busy worker, by its own spawned worker whose start-up is reported
 apart); the head line gives the sim err% without it. ``--no-hop`` leaves it out.
 
@@ -47,16 +47,16 @@ from tqdm import tqdm
 
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.cli import options
-from distlab.pipeline import EXECUTORS, equal_stages, make_executor
-from distlab.pipeline.bottleneck import (
+from distlab.loading import EXECUTORS, equal_stages, make_executor
+from distlab.loading.bottleneck import (
     bound_s,
     measured_costs,
     plan_for_stages,
     simulate_pipeline,
     startup_s,
 )
-from distlab.pipeline.build import EQUAL_KINDS
-from distlab.pipeline.hop_cost import measure_hop_cost, worker_output_nbytes
+from distlab.loading.build import EQUAL_KINDS
+from distlab.loading.hop_cost import measure_hop_cost, worker_output_nbytes
 from distlab.report.jsonfile import SchemaError, read_json
 from distlab.report.table import Column, Table, format_table
 from distlab.vocabulary import error_pct
@@ -135,7 +135,7 @@ class PipelineConfig(BenchConfig):
     no_hop: bool = opt(False, "--no-hop", action="store_true",
                        help="leave the hop between processes out of the processes and torch "
                             "models (by default it is measured for the size of the worker "
-                            "stages' output, with a busy worker: distlab.pipeline.hop_cost)")
+                            "stages' output, with a busy worker: distlab.loading.hop_cost)")
     check: bool = opt(False, "--check", action="store_true",
                       help="exit 1 when a target (threads eff, speedup, overhead) is missed")
 
@@ -165,7 +165,7 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
 
     ``hop_s``, ``hop_send_s``: seconds per item of the hop of a worker's output into the
     trainer, paid by the receiving thread and by the worker
-    (:class:`distlab.pipeline.hop_cost.HopCost`'s ``receive_s`` and ``send_s``); when ``hop_s``
+    (:class:`distlab.loading.hop_cost.HopCost`'s ``receive_s`` and ``send_s``); when ``hop_s``
     is given, the ``processes`` and ``torch`` plans include the hop (bound, efficiency, sim and
     sim_error_pct), and every row also carries the model without it as ``sim_s_no_hop`` and
     ``sim_error_pct_no_hop``.

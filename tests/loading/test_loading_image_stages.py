@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from distlab.pipeline import image_stages as istages
-from distlab.pipeline.executors import run_pipeline
-from distlab.pipeline.image_data import write_image_dataset
-from distlab.pipeline.image_stages import (
+from distlab.loading import image_stages as istages
+from distlab.loading.executors import run_pipeline
+from distlab.loading.image_data import write_image_dataset
+from distlab.loading.image_stages import (
     CollateImagesStage,
     CropFlipStage,
     ImageBatch,

@@ -5,7 +5,7 @@ item's output then crosses into the trainer through a multiprocessing queue. Wit
 imported, a tensor crosses by shared memory with the process's sharing strategy
 (``file_descriptor`` by default: path ``hop_shm_fd`` of :mod:`distlab.transfers.hop_paths`).
 :func:`measure_hop_cost` measures that hop for the item's size with
-:class:`distlab.transfers.hop.HopLink`; :func:`~distlab.pipeline.bottleneck.plan_for` adds the
+:class:`distlab.transfers.hop.HopLink`; :func:`~distlab.loading.bottleneck.plan_for` adds the
 worker's part to the worker stations and the rest to the thread that takes the results back.
 
 The hop depends on what the worker does meanwhile: with ``file_descriptor`` the trainer fetches
@@ -26,8 +26,8 @@ import torch
 import torch.multiprocessing as tmp
 
 from distlab._checks import check_int
-from distlab.pipeline.procs import split_stages
-from distlab.pipeline.stage import Stage
+from distlab.loading.procs import split_stages
+from distlab.loading.stage import Stage
 from distlab.transfers.hop import HopLink
 
 __all__ = ["HopCost", "executor_hop_path", "measure_hop_cost", "output_nbytes",

@@ -35,9 +35,9 @@ import torch
 from PIL import Image
 
 from distlab._checks import check_choice, check_float, check_instance, check_int
-from distlab.pipeline.device_stages import ComputeStage, H2DStage, PinStage
-from distlab.pipeline.image_data import JpegFiles, JpegShard
-from distlab.pipeline.stage import Stage, accelerator_available
+from distlab.loading.device_stages import ComputeStage, H2DStage, PinStage
+from distlab.loading.image_data import JpegFiles, JpegShard
+from distlab.loading.stage import Stage, accelerator_available
 
 __all__ = ["DECODERS", "CollateImagesStage", "CropFlipStage", "GpuCropFlipStage",
            "GpuDecodeStage", "ImageBatch", "ImagePathUnavailable", "PackBytesStage",

@@ -174,7 +174,7 @@ def plan_for(executor: str, names: Sequence[str], costs_s: Sequence[float],
     :func:`plan_for_stages`, which reads names, placements and categories from the stages.
 
     The hop of a worker's output into the trainer process
-    (:func:`distlab.pipeline.hop_cost.measure_hop_cost`; 0: left out) is paid on both sides, and
+    (:func:`distlab.loading.hop_cost.measure_hop_cost`; 0: left out) is paid on both sides, and
     only by ``processes`` and ``torch`` with stages in workers: ``hop_send_s`` seconds per item by
     the worker (moving the output into shared memory: added to the worker station), ``hop_s``
     by the thread that takes the results back (``hop_in``): ``"host"`` (the default for

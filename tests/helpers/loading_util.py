@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from distlab.pipeline import Stage
+from distlab.loading import Stage
 
 _RELEASE = threading.Event()
 """Set by :func:`release_hangs`: every :class:`HangAt` of this process stops waiting."""
@@ -71,7 +71,7 @@ def release_hangs() -> None:
 
 def fail_on_part_two(shards: Any, part_id: int) -> Any:
     """A part loader that raises on part 2."""
-    from distlab.pipeline.part_loader import load_part
+    from distlab.loading.part_loader import load_part
 
     if part_id == 2:
         raise OSError("disk on fire while loading part 2")
@@ -80,7 +80,7 @@ def fail_on_part_two(shards: Any, part_id: int) -> Any:
 
 def slow_load(shards: Any, part_id: int) -> Any:
     """A part loader that takes 0.5 s per part (to kill the producer mid-load)."""
-    from distlab.pipeline.part_loader import load_part
+    from distlab.loading.part_loader import load_part
 
     time.sleep(0.5)
     return load_part(shards, part_id)

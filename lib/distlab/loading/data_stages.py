@@ -8,10 +8,10 @@ from typing import Any
 import torch
 
 from distlab._checks import check_instance, check_int
-from distlab.pipeline.cpuwork import burn
-from distlab.pipeline.shards import ShardSet
-from distlab.pipeline.stage import Stage
-from distlab.pipeline.stage import stage_cost as _cost
+from distlab.loading.cpuwork import burn
+from distlab.loading.shards import ShardSet
+from distlab.loading.stage import Stage
+from distlab.loading.stage import stage_cost as _cost
 
 __all__ = ["CollateStage", "DecodeStage", "ReadStage"]
 

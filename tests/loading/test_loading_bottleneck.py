@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.pipeline.bottleneck import (
+from distlab.loading.bottleneck import (
     Station,
     bound_s,
     describe,
@@ -146,7 +146,7 @@ def test_checks_reject_non_finite_and_accept_numpy_ints() -> None:
 
 
 def test_plan_for_stages_reads_the_stages() -> None:
-    from distlab.pipeline import equal_stages, plan_for_stages
+    from distlab.loading import equal_stages, plan_for_stages
     from distlab.viz.pipeline import explorer_stages
 
     stages = explorer_stages(2, 3, 4)   # read io/worker, decode cpu/worker, compute host
@@ -182,7 +182,7 @@ def test_plan_rows_model_values() -> None:
 
 def _explorer_like_stages() -> list:
     """read 2 ms (sleep), decode 1 ms (burn), compute 1 ms (sleep, on the host)."""
-    from distlab.pipeline.synthetic_stages import BurnStage, SleepStage
+    from distlab.loading.synthetic_stages import BurnStage, SleepStage
     compute = SleepStage(0.001, name="compute")
     compute.category, compute.placement = "compute", "host"
     return [SleepStage(0.002, name="read"), BurnStage(0.001, name="decode"), compute]

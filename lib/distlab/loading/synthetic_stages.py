@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distlab.pipeline.cpuwork import burn
-from distlab.pipeline.stage import Stage
-from distlab.pipeline.stage import stage_cost as _cost
+from distlab.loading.cpuwork import burn
+from distlab.loading.stage import Stage
+from distlab.loading.stage import stage_cost as _cost
 
 __all__ = ["BurnStage", "FnStage", "IdentityStage", "SleepStage"]
 

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from distlab._checks import check_bool, check_choice
-from distlab.pipeline.channel import STOPPED, Channel
-from distlab.pipeline.core import (
+from distlab.loading.channel import STOPPED, Channel
+from distlab.loading.core import (
     ABANDON_JOIN_S,
     DEFAULT_TIMEOUT_S,
     JOIN_S,
@@ -48,10 +48,10 @@ from distlab.pipeline.core import (
     check_timeout,
     drive,
 )
-from distlab.pipeline.errors import PipelineTimeoutError
-from distlab.pipeline.procs import ProcessExecutor
-from distlab.pipeline.stage import Stage
-from distlab.pipeline.torchref import TorchDataLoaderExecutor
+from distlab.loading.errors import PipelineTimeoutError
+from distlab.loading.procs import ProcessExecutor
+from distlab.loading.stage import Stage
+from distlab.loading.torchref import TorchDataLoaderExecutor
 from distlab.timeline import Timeline
 
 __all__ = ["DEFAULT_TIMEOUT_S", "EXECUTORS", "FACTORIES", "Executor", "RunResult",

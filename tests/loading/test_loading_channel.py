@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from distlab.pipeline.channel import STOPPED, Channel
+from distlab.loading.channel import STOPPED, Channel
 
 pytestmark = pytest.mark.timeout(60)
 

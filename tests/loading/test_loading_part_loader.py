@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from distlab.pipeline import (
+from distlab.loading import (
     PartLoader,
     PartLoadError,
     ProducerExitedError,
@@ -17,9 +17,9 @@ from distlab.pipeline import (
     train_on_parts,
     write_shards,
 )
-from distlab.pipeline.part_loader import load_part
+from distlab.loading.part_loader import load_part
 from helpers.leaks import no_leaks
-from helpers.pipeline_util import children_outlive_parent, fail_on_part_two, slow_load
+from helpers.loading_util import children_outlive_parent, fail_on_part_two, slow_load
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -113,8 +113,8 @@ def test_producer_dies_with_a_killed_parent(shards) -> None:
     """SIGKILL the trainer process while its producer is stuck in a 60 s load: the producer must
     be gone within seconds."""
     code = (
-        "from distlab.pipeline import PartLoader, ShardSet\n"
-        "from helpers.pipeline_util import hang_load\n"
+        "from distlab.loading import PartLoader, ShardSet\n"
+        "from helpers.loading_util import hang_load\n"
         f"shards = ShardSet({[str(f) for f in shards.files]!r}, {shards.record_nbytes})\n"
         "with PartLoader(shards, mode='async', load_fn=hang_load, timeout_s=300) as loader:\n"
         "    loader.start()\n"
@@ -136,7 +136,7 @@ def test_async_hides_loads_behind_compute(shards) -> None:
 
 
 def test_idle_fraction_is_idle_over_wall() -> None:
-    from distlab.pipeline import PartsResult
+    from distlab.loading import PartsResult
     from distlab.timeline import Timeline
 
     assert PartsResult("sync", Timeline(), 2, wall_s=2.0, idle_s=0.5).idle_fraction == 0.25

@@ -1,6 +1,6 @@
 """Loading pipelines: stages, executors, the async part loader, and their model.
 
-    from distlab.pipeline import write_shards, ShardSet, loading_stages, run_pipeline
+    from distlab.loading import write_shards, ShardSet, loading_stages, run_pipeline
     shards = ShardSet(write_shards(tmpdir), record_nbytes=4096)
     res = run_pipeline(loading_stages(shards), 64, executor="threads", queue_depth=2)
     res.wall_s, res.stall_s, gantt(res.timeline)  # distlab.viz.gantt
@@ -24,7 +24,7 @@ and a tar shard), :mod:`.image_stages` (read, decode, crop and flip, collate; th
 and :mod:`.image_model` (decode cost, images/s for workers and cores, bytes over PCIe).
 """
 
-from distlab.pipeline.bottleneck import (
+from distlab.loading.bottleneck import (
                          Station,
                          bound_s,
                          measured_costs,
@@ -33,10 +33,10 @@ from distlab.pipeline.bottleneck import (
                          simulate_pipeline,
                          sync_time_s,
 )
-from distlab.pipeline.build import STAGE_KINDS, equal_stages, loading_stages, make_stage
-from distlab.pipeline.data_stages import CollateStage, DecodeStage, ReadStage
-from distlab.pipeline.device_stages import ComputeStage, H2DStage, PinStage
-from distlab.pipeline.errors import (
+from distlab.loading.build import STAGE_KINDS, equal_stages, loading_stages, make_stage
+from distlab.loading.data_stages import CollateStage, DecodeStage, ReadStage
+from distlab.loading.device_stages import ComputeStage, H2DStage, PinStage
+from distlab.loading.errors import (
                          PartLoadError,
                          PipelineError,
                          PipelineTimeoutError,
@@ -44,11 +44,11 @@ from distlab.pipeline.errors import (
                          StageError,
                          WorkerExitedError,
 )
-from distlab.pipeline.executors import EXECUTORS, Executor, RunResult, make_executor, run_pipeline
-from distlab.pipeline.part_loader import Part, PartLoader, PartsResult, train_on_parts
-from distlab.pipeline.shards import ShardSet, write_shards
-from distlab.pipeline.stage import Stage, accelerator_available
-from distlab.pipeline.synthetic_stages import BurnStage, FnStage, IdentityStage, SleepStage
+from distlab.loading.executors import EXECUTORS, Executor, RunResult, make_executor, run_pipeline
+from distlab.loading.part_loader import Part, PartLoader, PartsResult, train_on_parts
+from distlab.loading.shards import ShardSet, write_shards
+from distlab.loading.stage import Stage, accelerator_available
+from distlab.loading.synthetic_stages import BurnStage, FnStage, IdentityStage, SleepStage
 
 __all__ = [
     "EXECUTORS", "STAGE_KINDS", "BurnStage", "CollateStage", "ComputeStage", "DecodeStage",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from distlab._checks import check_choice, check_float, check_int
-from distlab.pipeline.bottleneck import Station, check_stations, simulate_pipeline, station_costs
+from distlab.loading.bottleneck import Station, check_stations, simulate_pipeline, station_costs
 from distlab.timeline import Span, Timeline
 
 __all__ = ["part_load_times", "parts_idle_fraction", "simulate_parts"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from distlab.pipeline.image_data import (
+from distlab.loading.image_data import (
     VARIANTS,
     JpegFiles,
     JpegShard,

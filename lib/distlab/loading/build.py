@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from distlab._checks import check_choice, check_int
-from distlab.pipeline.data_stages import CollateStage, DecodeStage, ReadStage
-from distlab.pipeline.device_stages import ComputeStage, H2DStage, PinStage
-from distlab.pipeline.shards import ShardSet
-from distlab.pipeline.stage import Stage
-from distlab.pipeline.synthetic_stages import BurnStage, IdentityStage, SleepStage
+from distlab.loading.data_stages import CollateStage, DecodeStage, ReadStage
+from distlab.loading.device_stages import ComputeStage, H2DStage, PinStage
+from distlab.loading.shards import ShardSet
+from distlab.loading.stage import Stage
+from distlab.loading.synthetic_stages import BurnStage, IdentityStage, SleepStage
 
 __all__ = ["EQUAL_KINDS", "STAGE_KINDS", "equal_stages", "loading_stages", "make_stage"]
 

@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from distlab.bench.pipeline import compare_executors
-from distlab.pipeline import equal_stages
-from distlab.pipeline.bottleneck import plan_for
-from distlab.pipeline.hop_cost import (
+from distlab.loading import equal_stages
+from distlab.loading.bottleneck import plan_for
+from distlab.loading.hop_cost import (
     executor_hop_path,
     measure_hop_cost,
     output_nbytes,
     worker_output_nbytes,
 )
-from distlab.pipeline.synthetic_stages import IdentityStage
+from distlab.loading.synthetic_stages import IdentityStage
 
 NAMES, COSTS = ["read", "decode", "pin", "compute"], [1.0, 2.0, 0.5, 1.5]
 PLACES = ["worker", "worker", "host", "host"]

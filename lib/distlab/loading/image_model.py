@@ -45,13 +45,13 @@ import numpy as np
 
 from distlab._checks import check_choice, check_float, check_int
 from distlab.fit import fit_terms
-from distlab.pipeline.bottleneck import bottleneck, bound_s, measured_costs, plan_for_stages
-from distlab.pipeline.executors import make_executor
-from distlab.pipeline.image_data import jpeg_size
-from distlab.pipeline.image_stages import decode_pillow
-from distlab.pipeline.procs import split_stages
-from distlab.pipeline.stage import Stage
-from distlab.pipeline.synthetic_stages import SleepStage
+from distlab.loading.bottleneck import bottleneck, bound_s, measured_costs, plan_for_stages
+from distlab.loading.executors import make_executor
+from distlab.loading.image_data import jpeg_size
+from distlab.loading.image_stages import decode_pillow
+from distlab.loading.procs import split_stages
+from distlab.loading.stage import Stage
+from distlab.loading.synthetic_stages import SleepStage
 
 __all__ = ["CPU_CATEGORIES", "PCIE_PATHS", "CoreSharing", "DecodeModel", "concurrency",
            "decode_costs", "fit_decode_model", "measure_core_sharing", "measure_decode_model",

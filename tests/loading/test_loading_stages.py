@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from distlab.pipeline import (
+from distlab.loading import (
     STAGE_KINDS,
     CollateStage,
     ComputeStage,
@@ -29,8 +29,8 @@ from distlab.pipeline import (
     synthetic_stages,
     write_shards,
 )
-from distlab.pipeline.cpuwork import burn, matmuls_per_second
-from distlab.pipeline.synthetic_stages import BurnStage, IdentityStage
+from distlab.loading.cpuwork import burn, matmuls_per_second
+from distlab.loading.synthetic_stages import BurnStage, IdentityStage
 
 
 @pytest.fixture()
@@ -128,7 +128,7 @@ class _Costs:
             monkeypatch.setattr(mod, "burn", self.burn)
 
     def burn(self, seconds: float, size: int = 128, *, fixed_work: bool = False) -> int:
-        """Stands for :func:`distlab.pipeline.cpuwork.burn`."""
+        """Stands for :func:`distlab.loading.cpuwork.burn`."""
         self.calls.append(("burn", seconds, fixed_work))
         return 0
 

@@ -1,6 +1,6 @@
 """Synthetic JPEG datasets, made here from a seed: as files in a folder and as one tar shard.
 
-    from distlab.pipeline.image_data import write_image_dataset
+    from distlab.loading.image_data import write_image_dataset
     ds = write_image_dataset(scratch_dir("distlab12_"), 64, variant="imagenet", seed=0)
     ds.folder.read(3) == ds.shard.read(3)     # the same JPEG bytes, two layouts
 

@@ -37,8 +37,8 @@ from distlab._lifetime import (
     start_ignoring_ctrl_c,
     stop_processes,
 )
-from distlab.pipeline.channel import STOPPED, Channel
-from distlab.pipeline.core import (
+from distlab.loading.channel import STOPPED, Channel
+from distlab.loading.core import (
     ABANDON_JOIN_S,
     DEFAULT_TIMEOUT_S,
     JOIN_S,
@@ -51,13 +51,13 @@ from distlab.pipeline.core import (
     check_timeout,
     drive,
 )
-from distlab.pipeline.errors import (
+from distlab.loading.errors import (
     PipelineError,
     PipelineTimeoutError,
     StageError,
     WorkerExitedError,
 )
-from distlab.pipeline.stage import Stage
+from distlab.loading.stage import Stage
 from distlab.timeline import Timeline, now_us
 
 __all__ = ["ProcessExecutor", "split_stages"]

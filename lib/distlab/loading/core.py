@@ -23,8 +23,8 @@ from typing import Any
 
 from distlab._checks import check_float, check_str
 from distlab._checks import check_int as _check_int
-from distlab.pipeline.errors import PipelineTimeoutError, StageError
-from distlab.pipeline.stage import Stage
+from distlab.loading.errors import PipelineTimeoutError, StageError
+from distlab.loading.stage import Stage
 from distlab.timeline import Timeline, now_us
 
 __all__ = ["ABANDON_JOIN_S", "DEFAULT_TIMEOUT_S", "JOIN_S", "POLL_S", "Executor", "RunResult",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from distlab.pipeline import (
+from distlab.loading import (
     EXECUTORS,
     FnStage,
     IdentityStage,
@@ -26,14 +26,13 @@ from distlab.pipeline import (
     run_pipeline,
     write_shards,
 )
-from distlab.pipeline.executors import RunResult, ThreadExecutor
-from distlab.pipeline.procs import ProcessExecutor, split_stages
-from distlab.pipeline.stage import accelerator_available
-from distlab.pipeline.torchref import absorbed_by_dataloader
+from distlab.loading.executors import RunResult, ThreadExecutor
+from distlab.loading.procs import ProcessExecutor, split_stages
+from distlab.loading.stage import accelerator_available
+from distlab.loading.torchref import absorbed_by_dataloader
 from distlab.timeline import Timeline, now_us
 from helpers.leaks import no_leaks
-from helpers.paths import LIB
-from helpers.pipeline_util import (
+from helpers.loading_util import (
     FailAt,
     HangAt,
     Slow,
@@ -41,6 +40,7 @@ from helpers.pipeline_util import (
     children_outlive_parent,
     release_hangs,
 )
+from helpers.paths import LIB
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -249,8 +249,8 @@ def test_workers_die_with_a_killed_parent() -> None:
     """SIGKILL the process running a ProcessExecutor whose workers are stuck in a 60 s stage:
     the workers must be gone within seconds (they cannot poll while stuck in the stage)."""
     code = (
-        "from distlab.pipeline.procs import ProcessExecutor\n"
-        "from helpers.pipeline_util import Slow\n"
+        "from distlab.loading.procs import ProcessExecutor\n"
+        "from helpers.loading_util import Slow\n"
         "ex = ProcessExecutor(workers=2, timeout_s=300)\n"
         "ex.run([Slow(0.0, 'a'), Slow(0.0, 'b', placement='host')], 2)\n"
         "print(*ex.pids, flush=True)\n"
@@ -349,11 +349,11 @@ def test_stall_follows_the_slow_side_of_a_known_schedule() -> None:
 
 
 def test_pipeline_imports_have_no_cycle() -> None:
-    """Build the import graph of distlab.pipeline (every import statement, function-level ones
+    """Build the import graph of distlab.loading (every import statement, function-level ones
     included) and assert it has no cycle (executors <-> procs <-> torchref)."""
     import ast
 
-    import distlab.pipeline as pkg
+    import distlab.loading as pkg
 
     root = Path(pkg.__file__).parent
     mods = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
@@ -366,11 +366,11 @@ def test_pipeline_imports_have_no_cycle() -> None:
                     deps.add(node.module.split(".")[0])
                 elif node.level == 1:
                     deps.update(a.name for a in node.names)
-                elif node.module and node.module.startswith("distlab.pipeline."):
+                elif node.module and node.module.startswith("distlab.loading."):
                     deps.add(node.module.split(".")[2])
             elif isinstance(node, ast.Import):
                 deps.update(a.name.split(".")[2] for a in node.names
-                            if a.name.startswith("distlab.pipeline."))
+                            if a.name.startswith("distlab.loading."))
         graph[m] = deps & mods
     assert {"procs", "torchref"} <= graph["executors"]  # the registry knows the executors
 
@@ -394,13 +394,13 @@ def test_unguarded_script_gets_the_main_guard_hint(tmp_path) -> None:
     """A script that runs the processes executor at module level (no `if __name__ ==
     "__main__":`) makes every spawned worker fail while re-importing it; the error says so."""
     script = tmp_path / "unguarded.py"
-    script.write_text("from distlab.pipeline.build import equal_stages\n"
-                      "from distlab.pipeline.executors import run_pipeline\n"
+    script.write_text("from distlab.loading.build import equal_stages\n"
+                      "from distlab.loading.executors import run_pipeline\n"
                       "run_pipeline(equal_stages('sleep', 2, 0.001), 4, executor='processes')\n")
     env = dict(os.environ, PYTHONPATH=str(LIB))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=100, env=env, cwd=tmp_path)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("distlab.pipeline.errors.WorkerExitedError"), proc.stderr[-2000:]
+    assert last.startswith("distlab.loading.errors.WorkerExitedError"), proc.stderr[-2000:]
     assert "during start-up" in last and 'if __name__ == "__main__":' in last, last

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from distlab._checks import check_choice
-from distlab.pipeline.cpuwork import burn
-from distlab.pipeline.stage import Stage, accelerator_available
-from distlab.pipeline.stage import stage_cost as _cost
+from distlab.loading.cpuwork import burn
+from distlab.loading.stage import Stage, accelerator_available
+from distlab.loading.stage import stage_cost as _cost
 from distlab.transfers.cuda import CudaAdapter
 from distlab.transfers.default import default_adapter
 

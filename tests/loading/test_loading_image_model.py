@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.pipeline.bottleneck import Station, bottleneck
-from distlab.pipeline.image_data import calibration_jpegs
-from distlab.pipeline.image_model import (
+from distlab.loading.bottleneck import Station, bottleneck
+from distlab.loading.image_data import calibration_jpegs
+from distlab.loading.image_model import (
     PCIE_PATHS,
     CoreSharing,
     DecodeModel,
@@ -25,7 +25,7 @@ from distlab.pipeline.image_model import (
     pcie_nbytes,
     time_decodes,
 )
-from distlab.pipeline.synthetic_stages import BurnStage, SleepStage
+from distlab.loading.synthetic_stages import BurnStage, SleepStage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -202,8 +202,8 @@ def test_hop_lands_on_the_worker_and_the_host_thread() -> None:
 
 
 def test_measured_core_sharing_times_every_count(tmp_path) -> None:
-    from distlab.pipeline.image_data import write_image_dataset
-    from distlab.pipeline.image_stages import cpu_image_stages
+    from distlab.loading.image_data import write_image_dataset
+    from distlab.loading.image_stages import cpu_image_stages
 
     ds = write_image_dataset(tmp_path, 4, variant="tiny", seed=0)
     stages = cpu_image_stages(ds.shard, batch_size=2, crop=16)

@@ -34,10 +34,10 @@ import torch
 
 from distlab._checks import check_choice, check_float, check_instance
 from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
-from distlab.pipeline.core import POLL_S, check_int, check_timeout
-from distlab.pipeline.cpuwork import burn
-from distlab.pipeline.errors import PartLoadError, ProducerExitedError
-from distlab.pipeline.shards import ShardSet
+from distlab.loading.core import POLL_S, check_int, check_timeout
+from distlab.loading.cpuwork import burn
+from distlab.loading.errors import PartLoadError, ProducerExitedError
+from distlab.loading.shards import ShardSet
 from distlab.timeline import Timeline, now_us
 
 __all__ = ["MODES", "FailingLoad", "Part", "PartLoader", "PartsResult", "load_part",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.pipeline import equal_stages
-from distlab.pipeline.bottleneck import Station, plan_rows, plan_rows_text
+from distlab.loading import equal_stages
+from distlab.loading.bottleneck import Station, plan_rows, plan_rows_text
 from helpers.figure_guard import MAX_COLUMNS
 
 

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from distlab._checks import check_bool
 from distlab._lifetime import die_with_parent, spawned_from_main_thread
-from distlab.pipeline.core import (
+from distlab.loading.core import (
     DEFAULT_TIMEOUT_S,
     Executor,
     SlotProgress,
@@ -32,10 +32,10 @@ from distlab.pipeline.core import (
     check_timeout,
     drive,
 )
-from distlab.pipeline.device_stages import PinStage
-from distlab.pipeline.errors import StageError
-from distlab.pipeline.procs import split_stages
-from distlab.pipeline.stage import Stage, accelerator_available
+from distlab.loading.device_stages import PinStage
+from distlab.loading.errors import StageError
+from distlab.loading.procs import split_stages
+from distlab.loading.stage import Stage, accelerator_available
 from distlab.timeline import Timeline
 
 __all__ = ["StagesDataset", "TorchDataLoaderExecutor", "absorbed_by_dataloader"]
