@@ -189,9 +189,10 @@ def test_core_modules_import_no_subpackage() -> None:
 
 
 FLOORS: dict[str, int] = {
-    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_forkserver_guard", "timeline", "fit",
-                     "links", "devices", "envinfo", "launch", "launch_demos", "trace", "report",
-                     "cli", "clock", "nets", "uneven", "scratch", "vocabulary", "transformer",
+    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_renamed", "_forkserver_guard",
+                     "timeline", "fit", "links", "devices", "envinfo", "launch", "launch_demos",
+                     "trace", "report", "cli", "clock", "nets", "uneven", "scratch", "vocabulary",
+                     "transformer",
                      "recompute", "gpus", "collective_library"), 0),
     **dict.fromkeys(("samplers", "collectives", "loading", "pipeline", "transfers", "ddp", "zero",
                      "hogwild", "pipeline_parallel", "tensor_parallel", "moe", "nccl", "rccl"), 1),

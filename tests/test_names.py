@@ -122,41 +122,52 @@ def test_old_plan_stepper_path_still_imports_and_warns() -> None:
     assert set(new.__all__) == {"PlanStepper", "shown_step"}
 
 
-RENAMED_MODULES = [("distlab.pipeline", "distlab.loading")]
+RENAMED_MODULES = [("distlab.pipeline", "distlab.loading"),
+                   ("distlab.bench.pipeline", "distlab.bench.loading")]
 """Old module path -> new one: the old path imports for a release, warns once and is the new
-module (its submodules too)."""
+module (a package's submodules too)."""
 
 
 @pytest.mark.parametrize(("old", "new"), RENAMED_MODULES)
 def test_old_module_path_is_the_new_module_and_warns_once(old: str, new: str) -> None:
-    code = ("import importlib, pickle, warnings\n"
+    code = ("import importlib, warnings\n"
             "with warnings.catch_warnings(record=True) as w:\n"
             "    warnings.simplefilter('always')\n"
             f"    import {old}\n"
-            f"    import {old}.procs, {old}.hop_cost\n"
-            f"    from {old}.executors import RunResult\n"
-            f"import {new}, {new}.procs, {new}.hop_cost, {new}.executors\n"
-            f"assert importlib.import_module({old!r}) is {new}\n"
-            f"assert {old}.procs is {new}.procs and {old}.hop_cost is {new}.hop_cost\n"
-            f"assert RunResult is {new}.executors.RunResult\n"
-            f"assert {new}.procs.__spec__.name == {new + '.procs'!r}\n"
-            f"assert pickle.loads(pickle.dumps({new}.procs.ProcessExecutor)) is "
-            f"{new}.procs.ProcessExecutor\n"
-            f"assert {new!r}.encode() + b'.procs' in pickle.dumps({new}.procs.ProcessExecutor)\n"
+            f"    import {old} as again\n"
+            f"import {new}\n"
+            f"assert importlib.import_module({old!r}) is {new} and again is {new}\n"
+            f"assert {new}.__spec__.name == {new!r}\n"
             "print([(x.category.__name__, str(x.message)) for x in w])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True).stdout.strip()
     assert out.count("DeprecationWarning") == 1 and f"{old} is renamed {new}" in out, out
+
+
+def test_old_loading_submodules_are_the_new_ones_and_pickle_under_the_new_path() -> None:
+    code = ("import pickle, warnings\n"
+            "warnings.simplefilter('ignore', DeprecationWarning)\n"
+            "import distlab.pipeline.procs, distlab.pipeline.hop_cost\n"
+            "from distlab.pipeline.executors import RunResult\n"
+            "import distlab.loading.procs as procs, distlab.loading.hop_cost as hop_cost\n"
+            "import distlab.loading.executors as executors\n"
+            "assert distlab.pipeline.procs is procs and distlab.pipeline.hop_cost is hop_cost\n"
+            "assert RunResult is executors.RunResult\n"
+            "assert procs.__spec__.name == 'distlab.loading.procs'\n"
+            "data = pickle.dumps(procs.ProcessExecutor)\n"
+            "assert b'distlab.loading.procs' in data\n"
+            "assert pickle.loads(data) is procs.ProcessExecutor")
+    subprocess.run([sys.executable, "-c", code], timeout=120, check=True)
     # a pickle written under the old path still loads, in a fresh process, as the new class
-    old_pickle = f"c{old}.hop_cost\nHopCost\n.".encode()
-    code = (f"import pickle, warnings; warnings.simplefilter('ignore')\n"
+    old_pickle = b"cdistlab.pipeline.hop_cost\nHopCost\n."
+    code = ("import pickle, warnings; warnings.simplefilter('ignore')\n"
             f"cls = pickle.loads({old_pickle!r})\n"
-            f"import {new}.hop_cost\n"
-            f"assert cls is {new}.hop_cost.HopCost")
+            "import distlab.loading.hop_cost\n"
+            "assert cls is distlab.loading.hop_cost.HopCost")
     subprocess.run([sys.executable, "-c", code], timeout=120, check=True)
     with pytest.raises(ModuleNotFoundError), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        importlib.import_module(f"{old}.no_such_module")
+        importlib.import_module("distlab.pipeline.no_such_module")
 
 
 def test_notebooks_use_the_new_names() -> None:

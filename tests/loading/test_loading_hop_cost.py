@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from distlab.bench.pipeline import compare_executors
+from distlab.bench.loading import compare_executors
 from distlab.loading import equal_stages
 from distlab.loading.bottleneck import plan_for
 from distlab.loading.hop_cost import (

@@ -48,7 +48,7 @@ from tqdm import tqdm
 
 from distlab._checks import check_float, check_int
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
-from distlab.bench.pipeline import stage_costs_lines, wrap_lines
+from distlab.bench.loading import stage_costs_lines, wrap_lines
 from distlab.cli import options
 from distlab.loading.bottleneck import measured_costs, startup_s
 from distlab.loading.executors import EXECUTORS, RunResult, make_executor

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.bench import pipeline as bench
+from distlab.bench import loading as bench
 from distlab.loading.hop_cost import HopCost
 from helpers.figure_guard import MAX_COLUMNS
 

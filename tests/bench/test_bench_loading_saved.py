@@ -1,4 +1,4 @@
-"""A committed `bench pipeline --json` result printed as the benchmark's own table (notebook 02)."""
+"""A committed `bench loading --json` result printed as the benchmark's own table (notebook 02)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distlab.bench.pipeline import COLUMNS, saved_result_text
+from distlab.bench.loading import COLUMNS, saved_result_text
 from distlab.report.jsonfile import SchemaError, write_json
 from helpers.paths import ROOT
 
@@ -26,7 +26,7 @@ def test_committed_result_prints_every_row_under_the_benchmarks_columns() -> Non
 
 def test_not_a_result_says_so(tmp_path: Path) -> None:
     bad = write_json(tmp_path / "x.json", {"rows": []})
-    with pytest.raises(ValueError, match="not a `bench pipeline --json` result"):
+    with pytest.raises(ValueError, match="not a `bench loading --json` result"):
         saved_result_text(bad)
     bad.write_text(json.dumps({"rows": []}))
     with pytest.raises(SchemaError, match="x.json has no schema field"):

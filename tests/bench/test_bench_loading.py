@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from distlab.bench import pipeline as bench
+from distlab.bench import loading as bench
 from distlab.loading import RunResult, equal_stages
 from distlab.loading.bottleneck import bound_s, plan_for_stages, simulate_pipeline
 from distlab.timeline import Timeline
@@ -205,3 +205,21 @@ def test_tiny_run_writes_json(tmp_path, capsys) -> None:
     assert data["rows"][0]["bound_s"] == pytest.approx(sum(costs) * 6)
     assert {"threads_efficiency", "threads_speedup_vs_sync",
             "threads_overhead_us_per_item_per_stage"} <= set(data["targets"])
+
+
+def test_the_old_command_name_still_runs_the_loading_benchmark(capsys) -> None:
+    """``python -m distlab.bench pipeline`` was this benchmark's name; it runs it still, and the
+    help lists ``loading`` beside ``pipeline-parallel``, not the old name."""
+    from distlab.bench.__main__ import ALIASES, MODULES
+    from distlab.bench.__main__ import main as bench_main
+
+    assert ALIASES == {"pipeline": "loading"} and MODULES["loading"] == "distlab.bench.loading"
+    assert "pipeline" not in MODULES and bench.BENCHMARK.name == "loading"
+    for name in ("pipeline", "loading"):
+        assert bench_main([name, "--help"]) == 0
+        assert "usage: python -m distlab.bench loading" in capsys.readouterr().out
+    assert bench_main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    assert "  loading " in listed and "  pipeline " not in listed
+    assert "``pipeline``, the old name of ``loading``" not in listed  # plain text, not rst
+    assert "pipeline, the old name of loading, still runs it" in " ".join(listed.split())
