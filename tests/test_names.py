@@ -98,6 +98,24 @@ def test_old_loading_names_still_import_and_warn_once(old: str, new: str,
         module.no_such_name  # noqa: B018
 
 
+@pytest.mark.parametrize(("old", "new"), [("Layout", "Placement"),
+                                          ("as_layout", "as_placement")])
+def test_old_placement_names_still_import_and_warn_once(old: str, new: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("distlab.tensor_parallel.style")
+    monkeypatch.setattr(module, "_WARNED", set())
+    with pytest.warns(DeprecationWarning, match=f"{old} is renamed {new}"):
+        value = getattr(module, old)
+    assert value is getattr(module, new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert getattr(module, old) is value     # once per name
+    assert old not in module.__all__ and new in module.__all__
+    from distlab.tensor_parallel import Placement, Replicate, Shard
+
+    assert Placement is module.Placement and set(Placement.__args__) == {Replicate, Shard}
+
+
 def test_loading_and_pipeline_parallel_names_no_longer_collide() -> None:
     from distlab.viz import pipeline, pipeline_parallel
 
