@@ -98,11 +98,18 @@ def test_old_loading_names_still_import_and_warn_once(old: str, new: str,
         module.no_such_name  # noqa: B018
 
 
-@pytest.mark.parametrize(("old", "new"), [("Layout", "Placement"),
-                                          ("as_layout", "as_placement")])
-def test_old_placement_names_still_import_and_warn_once(old: str, new: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    module = importlib.import_module("distlab.tensor_parallel.style")
+LAYOUTS_RENAMED = [("distlab.tensor_parallel.style", "Layout", "Placement"),
+                   ("distlab.tensor_parallel.style", "as_layout", "as_placement"),
+                   ("distlab.collectives.plan.semantics", "Layout", "CollectiveLayout"),
+                   ("distlab.nccl.per_size", "Layout", "ChannelLayout")]
+"""'Layout' is the planner's (distlab.plan.Layout); the other three were renamed for what they
+are: torch's placement, a collective call's buffer, NCCL's layout of a size on its channels."""
+
+
+@pytest.mark.parametrize(("path", "old", "new"), LAYOUTS_RENAMED)
+def test_old_layout_names_still_import_and_warn_once(path: str, old: str, new: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module(path)
     monkeypatch.setattr(module, "_WARNED", set())
     with pytest.warns(DeprecationWarning, match=f"{old} is renamed {new}"):
         value = getattr(module, old)
@@ -111,9 +118,16 @@ def test_old_placement_names_still_import_and_warn_once(old: str, new: str,
         warnings.simplefilter("error")
         assert getattr(module, old) is value     # once per name
     assert old not in module.__all__ and new in module.__all__
-    from distlab.tensor_parallel import Placement, Replicate, Shard
 
-    assert Placement is module.Placement and set(Placement.__args__) == {Replicate, Shard}
+
+def test_only_the_planner_has_a_class_named_layout() -> None:
+    from distlab.plan import Layout
+    from distlab.tensor_parallel import Placement, Replicate, Shard, style
+
+    assert Placement is style.Placement and set(Placement.__args__) == {Replicate, Shard}
+    defined = sorted(str(p.relative_to(ROOT / "lib")) for p in (ROOT / "lib/distlab").rglob("*.py")
+                     if re.search(r"^(class Layout\b|Layout = )", p.read_text(), re.M))
+    assert defined == ["distlab/plan/layout.py"] and Layout.__module__ == "distlab.plan.layout"
 
 
 def test_loading_and_pipeline_parallel_names_no_longer_collide() -> None:
