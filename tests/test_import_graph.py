@@ -189,12 +189,12 @@ def test_core_modules_import_no_subpackage() -> None:
 
 
 FLOORS: dict[str, int] = {
-    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_forkserver_guard", "_moved", "timeline",
-                     "fit",
-                     "links", "devices", "envinfo", "launch", "launch_demos", "trace", "report",
-                     "cli", "clock", "nets", "uneven", "scratch", "vocabulary", "transformer",
+    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_moved", "_renamed",
+                     "_forkserver_guard", "timeline", "fit", "links", "devices", "envinfo",
+                     "launch", "launch_demos", "trace", "report", "cli", "clock", "nets", "uneven",
+                     "scratch", "vocabulary", "transformer",
                      "recompute", "gpus", "collective_library"), 0),
-    **dict.fromkeys(("samplers", "collectives", "pipeline", "transfers", "ddp", "zero",
+    **dict.fromkeys(("samplers", "collectives", "loading", "pipeline", "transfers", "ddp", "zero",
                      "hogwild", "pipeline_parallel", "tensor_parallel", "moe", "nccl", "rccl"), 1),
     "bench": 2, "plan": 2, "profile": 3, "evidence": 3, "judge": 4, "viz": 5,
 }

@@ -145,7 +145,7 @@ if [[ "${TORCHVISION:-auto}" == "skip" ]]; then
 elif tv_imports; then
   echo "install: keeping the installed torchvision $("$PY" -c 'import torchvision; print(torchvision.__version__)')"
 else
-  tv="$("$PY" -c 'import torch; from distlab.pipeline.image_stages import matching_torchvision as m; print(m(torch.__version__))' 2>/dev/null || true)"
+  tv="$("$PY" -c 'import torch; from distlab.loading.image_stages import matching_torchvision as m; print(m(torch.__version__))' 2>/dev/null || true)"
   if [[ -z "$tv" ]]; then
     echo "install: no torchvision release is known to match this torch; the image lab decodes with Pillow"
   elif pip_ install --quiet --no-deps "torchvision==$tv" && tv_imports; then

@@ -51,7 +51,7 @@ ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
 module imported first could not have its asserts rewritten)."""
 
 BROWSER_TESTS = "tests/browser"
-BESIDE = ("tests/ddp", "tests/pipeline", "tests/zero", "tests/moe", "tests/hogwild")
+BESIDE = ("tests/ddp", "tests/loading", "tests/zero", "tests/moe", "tests/hogwild")
 """Folders run after the browser tests in the browser's process (multi-process labs, mostly
 waiting on their ranks)."""
 GROUPS: tuple[tuple[str, ...], ...] = (

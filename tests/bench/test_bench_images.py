@@ -16,7 +16,7 @@ import pytest
 
 from distlab.bench import images as bench
 from distlab.bench.__main__ import MODULES
-from distlab.pipeline.image_stages import gpu_path_missing, torchvision_missing
+from distlab.loading.image_stages import gpu_path_missing, torchvision_missing
 from helpers.cli_errors import one_error_line
 from helpers.leaks import processes_with
 from helpers.paths import ROOT
@@ -98,7 +98,7 @@ def test_pcie_rows_compare_with_the_jpeg() -> None:
 
 
 def test_decode_paths_skip_with_reasons(tmp_path) -> None:
-    from distlab.pipeline.image_data import encode_jpeg, synthetic_image
+    from distlab.loading.image_data import encode_jpeg, synthetic_image
 
     blobs = [encode_jpeg(synthetic_image(48, 32, index=k)) for k in range(2)]
     rows = {r["decoder"]: r for r in bench.decode_paths(blobs, repeats=1)}
@@ -171,7 +171,7 @@ def test_ctrl_c_while_a_child_starts_is_one_line_and_130() -> None:
 
 
 def _line(worker_s: float, step_s: float) -> list:
-    from distlab.pipeline.synthetic_stages import SleepStage
+    from distlab.loading.synthetic_stages import SleepStage
     return [SleepStage(worker_s, name="work"), SleepStage(step_s, name="step")]
 
 

@@ -9,7 +9,7 @@ import torch
 
 from distlab.hogwild import Task, missed_elements, run_hogwild, witness_lost
 from helpers.leaks import no_leaks
-from helpers.pipeline_util import children_outlive_parent
+from helpers.loading_util import children_outlive_parent
 
 
 def test_witness_counts_overwritten_increments_exactly() -> None:

@@ -25,7 +25,7 @@ import pytest
 from distlab.transfers.hop import HopLink, HopWorkerDied
 from distlab.transfers.shm import SHM_DIR, segments_of, sweep_segments
 from helpers.leaks import fd_table, no_leaks
-from helpers.pipeline_util import children_outlive_parent
+from helpers.loading_util import children_outlive_parent
 
 HOST_PATHS = ("hop_shm_fd", "hop_shm_fs", "hop_pickle", "hop_ring")
 

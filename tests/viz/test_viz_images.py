@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from distlab.bench.images import pcie_rows
-from distlab.pipeline.image_model import CoreSharing, DecodeModel
-from distlab.pipeline.synthetic_stages import SleepStage
+from distlab.loading.image_model import CoreSharing, DecodeModel
+from distlab.loading.synthetic_stages import SleepStage
 from distlab.viz.figure import figure_png
 from distlab.viz.images import ImagesExplorer, crops_figure, pcie_figure, workers_figure
 from distlab.viz.layout_check import layout_problems

@@ -10,9 +10,9 @@ matplotlib.use("Agg")
 
 import pytest
 
-from distlab.pipeline import run_pipeline
-from distlab.pipeline.bottleneck import plan_for_stages, simulate_pipeline
-from distlab.pipeline.part_loader_model import part_load_times, parts_idle_fraction
+from distlab.loading import run_pipeline
+from distlab.loading.bottleneck import plan_for_stages, simulate_pipeline
+from distlab.loading.part_loader_model import part_load_times, parts_idle_fraction
 from distlab.viz.pipeline import (
     COLORS,
     LoadingExplorer,

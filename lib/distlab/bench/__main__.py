@@ -4,7 +4,7 @@
     python -m distlab.bench allreduce --world-size 4 -b 1K -e 64M -f 4 --algorithms ring,builtin
     python -m distlab.bench allreduce-tuning --world-size 2 -b 1M -e 64M --iters 9
     python -m distlab.bench collective --op all_gather --world-size 4 -b 1K -e 16M
-    python -m distlab.bench pipeline  --items 200
+    python -m distlab.bench loading   --items 200   # the data-loading pipeline's executors
     python -m distlab.bench images --variant imagenet --workers 1,2
     python -m distlab.bench transfers -b 4K -e 256M -f 4 --memory pageable,pinned
     python -m distlab.bench ddp --world-size 2 --layers 8 --width 1024 --bucket-cap-mb 1,5,25
@@ -16,12 +16,13 @@
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Every benchmark runs the reference (torch) in the same run, prints a table, and can write JSON
-with provenance (``--json PATH``).
+with provenance (``--json PATH``). ``pipeline``, the old name of ``loading``, still runs it.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 
 from distlab.cli.dispatch import dispatch, usage
 
@@ -29,7 +30,7 @@ from distlab.cli.dispatch import dispatch, usage
 MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allreduce",
            "allreduce-tuning": "distlab.bench.allreduce_tuning",
            "collective": "distlab.bench.collective",
-           "pipeline": "distlab.bench.pipeline", "images": "distlab.bench.images",
+           "loading": "distlab.bench.loading", "images": "distlab.bench.images",
            "transfers": "distlab.bench.transfers",
            "ddp": "distlab.bench.ddp", "ddp-overhead": "distlab.bench.ddp_overhead",
            "zero": "distlab.bench.zero",
@@ -37,6 +38,8 @@ MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allre
            "tensor-parallel": "distlab.bench.tensor_parallel",
            "trace": "distlab.bench.trace", "kernels": "distlab.bench.kernels"}
 BENCHMARKS = tuple(MODULES)
+ALIASES = {"pipeline": "loading"}
+"""Old command names that still run their benchmark (not listed in the usage line)."""
 
 USAGE = usage("python -m distlab.bench", MODULES)
 
@@ -51,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     No benchmark or an unknown one: the usage line and one error line on stderr, exit 2.
     Ctrl-C: one line on stderr, exit 130 (:func:`distlab.cli.run.run_main`).
     """
-    return dispatch("python -m distlab.bench", __doc__ or "", MODULES, _about, argv,
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ALIASES:
+        args[0] = ALIASES[args[0]]
+    return dispatch("python -m distlab.bench", __doc__ or "", MODULES, _about, args,
                     noun="benchmark")
 
 

@@ -3,10 +3,10 @@
     python -m distlab.bench images --variant imagenet --images 64 --batch-size 8 --items 16 \\
         --workers 1,2 --step-ms 15 --repeats 3 --json results/images_cpu.json
 
-Workload: ``--images`` seeded synthetic JPEGs (:mod:`distlab.pipeline.image_data`; ``imagenet``
+Workload: ``--images`` seeded synthetic JPEGs (:mod:`distlab.loading.image_data`; ``imagenet``
 is 500 x 375 at quality 90, ``large`` 1600 x 1200), read from one tar shard (or the folder of
 files), through read -> decode (Pillow) -> random-resized crop + flip -> collate (uint8
-N x 3 x crop x crop) -> pin -> h2d -> step (:mod:`distlab.pipeline.image_stages`). ``step`` is the
+N x 3 x crop x crop) -> pin -> h2d -> step (:mod:`distlab.loading.image_stages`). ``step`` is the
 training step, ``--step-ms`` per batch (a sleep where there is no GPU: the host waits on the
 device). Every executor runs the same batches in this one process run: warm-up runs first (they
 also start worker processes), then ``--repeats`` timed runs; the table shows medians. The
@@ -20,13 +20,13 @@ pixels + c * bytes`` per image, fitted on calibration JPEGs of other sizes, neve
 img/s) / img/s in percent (positive: slower than the model); ``bottleneck`` the model's slowest
 station (``worker``: the fused worker stages; ``cores``: the cores term). Both model columns cap a
 process executor's workers at the cores and include two terms measured before the runs
-(:mod:`distlab.pipeline.image_model`): the hop of each worker's batch into the trainer
-(:mod:`distlab.pipeline.hop_cost`), and how the cores share the CPU stages' work: the worker stages
+(:mod:`distlab.loading.image_model`): the hop of each worker's batch into the trainer
+(:mod:`distlab.loading.hop_cost`), and how the cores share the CPU stages' work: the worker stages
 run in ``k`` worker processes at once, and each in a thread of its own, with nothing else to do (the
 ``threads`` row's stages are priced with the second, which includes the GIL). The tail gives the
 model's error without each term; ``--no-terms`` leaves both out.
 
-Bytes over PCIe per image on each path (:func:`distlab.pipeline.image_model.pcie_nbytes`) are a
+Bytes over PCIe per image on each path (:func:`distlab.loading.image_model.pcie_nbytes`) are a
 second table. The GPU paths (``torchvision.io.decode_jpeg(device="cuda")``, NVIDIA DALI) run only
 where CUDA (and torchvision, DALI) exist; elsewhere each is one ``skipped`` line with the reason.
 """
@@ -48,18 +48,18 @@ from tqdm import tqdm
 
 from distlab._checks import check_float, check_int
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
-from distlab.bench.pipeline import stage_costs_lines, wrap_lines
+from distlab.bench.loading import stage_costs_lines, wrap_lines
 from distlab.cli import options
-from distlab.pipeline.bottleneck import measured_costs, startup_s
-from distlab.pipeline.executors import EXECUTORS, RunResult, make_executor
-from distlab.pipeline.hop_cost import HopCost, measure_hop_cost, worker_output_nbytes
-from distlab.pipeline.image_data import (
+from distlab.loading.bottleneck import measured_costs, startup_s
+from distlab.loading.executors import EXECUTORS, RunResult, make_executor
+from distlab.loading.hop_cost import HopCost, measure_hop_cost, worker_output_nbytes
+from distlab.loading.image_data import (
     VARIANTS,
     ImageDataset,
     calibration_jpegs,
     write_image_dataset,
 )
-from distlab.pipeline.image_model import (
+from distlab.loading.image_model import (
     PCIE_PATHS,
     CoreSharing,
     DecodeModel,
@@ -71,7 +71,7 @@ from distlab.pipeline.image_model import (
     pcie_nbytes,
     time_decodes,
 )
-from distlab.pipeline.image_stages import (
+from distlab.loading.image_stages import (
     cpu_image_stages,
     cuda_missing,
     decode_pillow,
@@ -80,8 +80,8 @@ from distlab.pipeline.image_stages import (
     gpu_path_missing,
     torchvision_missing,
 )
-from distlab.pipeline.procs import split_stages
-from distlab.pipeline.stage import Stage
+from distlab.loading.procs import split_stages
+from distlab.loading.stage import Stage
 from distlab.report.table import Column, Table
 from distlab.vocabulary import ErrorSummary, bandwidth_error_pct, error_pct, size_in
 
@@ -239,7 +239,7 @@ def calibrate_step(make_stages: Callable[[float], list[Stage]], items: int, firs
 
     ``make_stages(step_s)`` builds the line with a step of ``step_s`` seconds per batch;
     ``first_worker_s`` is a first price of the leading worker stages (seconds per batch, e.g.
-    :func:`~distlab.pipeline.image_model.measure_worker_cpu_s`). Each try sets ``step_s =
+    :func:`~distlab.loading.image_model.measure_worker_cpu_s`). Each try sets ``step_s =
     worker / ratio``, runs the line on the sync executor (``warmup`` untimed runs, the median of
     ``repeats`` timed ones, ``items`` batches each) and measures both on its Timeline; when the
     worker stages' seconds over the step's fall inside ``band`` the run is kept, otherwise the
@@ -288,7 +288,7 @@ def image_rows(runs: Sequence[ImageRun], stages: Sequence[Stage], *, batch_size:
     ``model_bottleneck`` and ``model_error_pct``
     (:func:`~distlab.vocabulary.bandwidth_error_pct` of the measured images/s against the
     model's: percent, positive when the run was slower); ``stations``:
-    :func:`~distlab.pipeline.image_model.model_row`'s stations with the measured costs (the
+    :func:`~distlab.loading.image_model.model_row`'s stations with the measured costs (the
     largest is the bottleneck). ``sharing`` and ``hop`` are the measured terms (None: left out);
     with either, ``model_error_pct_without`` maps ``"cores"``, ``"hop"`` and ``"both"`` to the
     model's error with that term (those terms) left out."""

@@ -190,7 +190,7 @@ def one_node_execution(box: GpuBox, n: int, sizes: Sequence[int], how: Harness,
 @dataclass(frozen=True)
 class OneNodeLayout:
     """An allreduce of ``n`` GPUs of one box laid out on NCCL's channels
-    (:class:`~distlab.nccl.per_size.Layout`): a ring or tree on twice its
+    (:class:`~distlab.nccl.per_size.ChannelLayout`): a ring or tree on twice its
     graph's channels (at most the release's ``MAXCHANNELS``), NVLS on its own; NCCL's chunking
     and steps (:func:`chunk_bytes`,
     :func:`~distlab.nccl.per_size.allreduce_steps`); a ring's hops hidden

@@ -163,7 +163,7 @@ def nccl_collective(preset: BoxLike, world_size: int, sizes_bytes: Sequence[int]
 @dataclass(frozen=True)
 class FamilyLayout:
     """All-gather, reduce-scatter or broadcast of ``n`` GPUs of one box laid out on NCCL's
-    channels (:class:`~distlab.nccl.per_size.Layout`): a ring on twice its
+    channels (:class:`~distlab.nccl.per_size.ChannelLayout`): a ring on twice its
     graph's channels (at most ``MAXCHANNELS``), NVLS on its own; a ring's ``n - 1`` steps per
     loop in ``ALLGATHER_CHUNKSTEPS / SLICESTEPS`` slices, a broadcast a pipeline ``n - 1`` hops
     deep of one step per chunk, NVLS one step per chunk of each concurrent operation."""

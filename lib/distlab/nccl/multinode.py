@@ -789,7 +789,7 @@ def multinode_execution(box: GpuBox, world_size: int, sizes_bytes: Sequence[int]
 @dataclass(frozen=True)
 class MultinodeLayout:
     """An allreduce of ``n`` GPUs over ``nodes`` nodes of ``box`` laid out on NCCL's channels
-    (:class:`~distlab.nccl.per_size.Layout`). A ring's steps cross the network
+    (:class:`~distlab.nccl.per_size.ChannelLayout`). A ring's steps cross the network
     ``2(nodes-1)`` times per loop (each hop hidden under the step's copy as on one node, the
     network hop instead of NVLink's, :func:`ring_exposed_latency_us`); tree and NVLS-Tree keep
     the estimate's latency and run a pipeline as deep as the tree (a chain in the node, log2

@@ -9,7 +9,8 @@ through the same steps whichever collective and however many nodes:
 (:mod:`~distlab.nccl.execution`), the allreduce across nodes
 (:mod:`~distlab.nccl.multinode`) and the other collectives
 (:mod:`~distlab.nccl.family`) is how a size is laid out on the channels: each
-gives a :class:`Layout` (its channel count, chunk, steps and a ring's exposed hop latency), and
+gives a :class:`ChannelLayout` (its channel count, chunk, steps and a ring's exposed hop
+latency), and
 :func:`run_size` applies the shared terms (see the module doc of
 :mod:`~distlab.nccl.execution`):
 
@@ -29,10 +30,11 @@ in seconds.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Protocol
+from typing import Any, Protocol
 
 from distlab.nccl.boxes import GpuBox, gpu_box
 from distlab.nccl.tuning import Choice, busbw_gbps
@@ -42,10 +44,30 @@ __all__ = ["ALLREDUCE_CHUNKSTEPS", "ALLREDUCE_SLICESTEPS", "BUFFER_BYTES", "CONS
            "HARNESSES", "LL128_LINE_ELEMS", "MAX_CHANNELS", "MAX_THREADS", "NCCL_STEPS",
            "NVLS_CHANNELS_SM90", "NVLS_CHANNELS_SM100", "NVLS_CHANNELS_SM100_NVL",
            "NVLS_CHUNK_BYTES", "SHIPPED_RESOURCE", "THREAD_THRESHOLD", "TORCH_CALL_OVERHEAD_US",
-           "Channels", "Execution", "ExecutionConstants", "Harness", "HostTerm", "Layout", "Pick",
+           "ChannelLayout", "Channels", "Execution", "ExecutionConstants", "Harness", "HostTerm",
+           "Pick",
            "RunTerms", "allreduce_steps", "chunk_bytes", "execution_of", "exposed_steps",
            "hidden_hop_latency_us", "launched_channels", "nvls_channels", "pick_of", "run_size",
            "shipped_constants"]
+
+
+_RENAMED = {"Layout": "ChannelLayout"}
+"""Old names, still importable for a release: "Layout" is the planner's word
+(:class:`distlab.plan.Layout`); this one is how an execution model lays a size out on NCCL's
+channels."""
+_WARNED: set[str] = set()
+
+
+def __getattr__(name: str) -> Any:
+    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
+                      DeprecationWarning, stacklevel=2)
+    return globals()[new]
 
 SHIPPED_RESOURCE = ("distlab.nccl", "execution_calibration.json")
 """The shipped constants, ``(package, file)`` for :mod:`importlib.resources` (JSON: the
@@ -346,7 +368,7 @@ class RunTerms:
     transfer_us: float
 
 
-class Layout(Protocol):
+class ChannelLayout(Protocol):
     """How one execution model lays a size out on the channels (one per model and call)."""
 
     def channels(self, pick: Pick) -> Channels:
@@ -366,7 +388,7 @@ class Layout(Protocol):
         ...
 
 
-def run_size(pick: Pick, layout: Layout, world_size: int, host: HostTerm,
+def run_size(pick: Pick, layout: ChannelLayout, world_size: int, host: HostTerm,
              constants: ExecutionConstants) -> Execution:
     """The one per-size pipeline: ``pick`` laid out by ``layout`` (channels, chunk, steps),
     its transfer at the pick's bandwidth over the channels launched, its latency (a ring's as

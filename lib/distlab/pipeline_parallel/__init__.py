@@ -1,7 +1,7 @@
 """Pipeline parallelism: a model's layers split into stages on different ranks, microbatches
 flowing through them in the order a schedule sets.
 
-Not to be confused with :mod:`distlab.pipeline`, the *loading* pipeline (read, decode, copy).
+Not to be confused with :mod:`distlab.loading`, the *loading* pipeline (read, decode, copy).
 
 A schedule is a plan (:class:`PipelinePlan`, each rank's ordered forward, backward and
 weight-gradient actions), built by a pure function for each of torch.distributed.pipelining's

@@ -42,7 +42,7 @@ _HOMES = {
     "loss": ("loss_parallel_cross_entropy",),
     "mesh": ("DeviceMesh", "check_mesh_shape", "init_mesh", "mesh_groups", "tp_group_of"),
     "parallelize": ("check_plan", "parallelize_module", "resolve_head_counts", "resolve_plan"),
-    "style": ("ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "Replicate",
+    "style": ("ColwiseParallel", "ParallelStyle", "Placement", "PrepareModuleInput", "Replicate",
               "RowwiseParallel", "SequenceParallel", "Shard"),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}

@@ -1,9 +1,11 @@
 """Tensor-parallel styles in torch's shape, on plain local tensors (no DTensor).
 
 ``ColwiseParallel``, ``RowwiseParallel`` and ``SequenceParallel`` take the arguments of torch's
-``torch.distributed.tensor.parallel`` styles of the same names. A layout is :class:`Replicate`
-or :class:`Shard` (``Shard(1)``: the sequence dimension of a ``(batch, seq, hidden)``
-activation); torch's own ``Replicate()`` and ``Shard(d)`` are accepted too. Activations between
+``torch.distributed.tensor.parallel`` styles of the same names. A placement (torch's word,
+``torch.distributed.tensor.Placement``; the styles' arguments keep torch's names,
+``input_layouts`` and ``output_layouts``) is :class:`Replicate` or :class:`Shard` (``Shard(1)``:
+the sequence dimension of a ``(batch, seq, hidden)`` activation), :data:`Placement` the type of
+either; torch's own ``Replicate()`` and ``Shard(d)`` are accepted too. Activations between
 styles are the local pieces torch's ``use_local_output=True`` hands on: a ``Shard(d)`` layout
 is this rank's contiguous chunk along ``d`` (chunks in rank order, equal sizes).
 
@@ -37,6 +39,7 @@ What each style does to a module (``p`` ranks, this rank ``r``):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +50,25 @@ from torch import nn
 from distlab.tensor_parallel import comm as C
 from distlab.tensor_parallel.comm import TPComm
 
-__all__ = ["ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "Replicate",
-           "RowwiseParallel", "SequenceParallel", "Shard", "as_layout"]
+__all__ = ["ColwiseParallel", "ParallelStyle", "Placement", "PrepareModuleInput", "Replicate",
+           "RowwiseParallel", "SequenceParallel", "Shard", "as_placement"]
+
+_RENAMED = {"Layout": "Placement", "as_layout": "as_placement"}
+"""Old names, still importable for a release: "layout" also names the planner's parallel layout
+(:class:`distlab.plan.Layout`); torch calls Replicate and Shard placements."""
+_WARNED: set[str] = set()
+
+
+def __getattr__(name: str) -> Any:
+    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
+                      DeprecationWarning, stacklevel=2)
+    return globals()[new]
 
 
 @dataclass(frozen=True)
@@ -63,15 +83,16 @@ class Shard:
     dim: int
 
 
-Layout = Replicate | Shard
+Placement = Replicate | Shard
+"""Where a tensor's pieces are: torch's ``Placement`` of a DTensor, as local tensors use it."""
 
 
-def as_layout(name: str, value: Any, allowed: tuple[str, ...]) -> Layout:
-    """``value`` (distlab's or torch's Replicate/Shard) as distlab's layout; ``ValueError``
+def as_placement(name: str, value: Any, allowed: tuple[str, ...]) -> Placement:
+    """``value`` (distlab's or torch's Replicate/Shard) as distlab's placement; ``ValueError``
     naming ``name`` when it is none of ``allowed`` (``"Replicate"``, ``"Shard(-1)"``, ``"Shard"``
     for any dim)."""
     if isinstance(value, (Replicate, Shard)):
-        out: Layout = value
+        out: Placement = value
     elif hasattr(value, "is_replicate") and value.is_replicate():
         out = Replicate()
     elif hasattr(value, "is_shard") and value.is_shard():
@@ -114,7 +135,7 @@ def _replace(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
                                        requires_grad=old.requires_grad))
 
 
-def _in(x: torch.Tensor, layout: Layout, comm: TPComm, desired: Layout) -> torch.Tensor:
+def _in(x: torch.Tensor, layout: Placement, comm: TPComm, desired: Placement) -> torch.Tensor:
     """Bring an input from ``layout`` to ``desired`` (Replicate, or Shard(-1))."""
     marked = C.grad_reduced_by(x) is comm
     if isinstance(desired, Replicate):
@@ -144,9 +165,9 @@ class ColwiseParallel(ParallelStyle):
 
     def __init__(self, *, input_layouts: Any = None, output_layouts: Any = None,
                  use_local_output: bool = True) -> None:
-        self.input_layout = as_layout("input_layouts", input_layouts or Replicate(),
+        self.input_layout = as_placement("input_layouts", input_layouts or Replicate(),
                                       ("Replicate", "Shard"))
-        self.output_layout = as_layout("output_layouts", output_layouts or Shard(-1),
+        self.output_layout = as_placement("output_layouts", output_layouts or Shard(-1),
                                        ("Replicate", "Shard(-1)"))
         _local_only(use_local_output)
         self.use_local_output = use_local_output
@@ -195,9 +216,9 @@ class RowwiseParallel(ParallelStyle):
     def __init__(self, *, input_layouts: Any = None, output_layouts: Any = None,
                  use_local_output: bool = True) -> None:
         self.input_layout = (None if input_layouts is None else
-                             as_layout("input_layouts", input_layouts,
+                             as_placement("input_layouts", input_layouts,
                                        ("Replicate", "Shard(-1)")))
-        self.output_layout = as_layout("output_layouts", output_layouts or Replicate(),
+        self.output_layout = as_placement("output_layouts", output_layouts or Replicate(),
                                        ("Replicate", "Shard"))
         _local_only(use_local_output)
         self.use_local_output = use_local_output
@@ -240,7 +261,7 @@ class RowwiseParallel(ParallelStyle):
                 f"output_layouts={self.output_layout})")
 
 
-def _reduce_and_bias(y: torch.Tensor, bias: torch.Tensor | None, layout: Layout,
+def _reduce_and_bias(y: torch.Tensor, bias: torch.Tensor | None, layout: Placement,
                      comm: TPComm) -> torch.Tensor:
     if isinstance(layout, Replicate):
         y = C.reduce_from_tp_region(y, comm)
@@ -318,7 +339,7 @@ class PrepareModuleInput(ParallelStyle):
         if len(ins) != len(wants):
             raise ValueError(f"input_layouts and desired_input_layouts must have the same "
                              f"length, got {len(ins)} and {len(wants)}")
-        pairs: list[tuple[Layout, Layout] | None] = []
+        pairs: list[tuple[Placement, Placement] | None] = []
         for i, (a, b) in enumerate(zip(ins, wants, strict=True)):
             if a is None or b is None:
                 if (a is None) != (b is None):
@@ -326,8 +347,8 @@ class PrepareModuleInput(ParallelStyle):
                                      f"both be None or both a layout, got {a!r} and {b!r}")
                 pairs.append(None)
                 continue
-            src = as_layout(f"input_layouts[{i}]", a, ("Replicate", "Shard"))
-            dst = as_layout(f"desired_input_layouts[{i}]", b, ("Replicate", "Shard"))
+            src = as_placement(f"input_layouts[{i}]", a, ("Replicate", "Shard"))
+            dst = as_placement(f"desired_input_layouts[{i}]", b, ("Replicate", "Shard"))
             if isinstance(src, Shard) and isinstance(dst, Shard) and src != dst:
                 raise ValueError(f"input {i}: Shard({src.dim}) -> Shard({dst.dim}) (an "
                                  f"all-to-all) is not supported")
@@ -358,7 +379,7 @@ class PrepareModuleInput(ParallelStyle):
                 f"use_local_output={self.use_local_output})")
 
 
-def _prepare(x: torch.Tensor, src: Layout, dst: Layout, comm: TPComm,
+def _prepare(x: torch.Tensor, src: Placement, dst: Placement, comm: TPComm,
              local: bool) -> torch.Tensor:
     if isinstance(dst, Shard):
         return x if isinstance(src, Shard) else C.split_to_tp_region(x, comm, dst.dim)

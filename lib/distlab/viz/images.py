@@ -1,7 +1,7 @@
 """Figures and the explorer of real images through the loading pipeline (notebook 12).
 
 Every number drawn comes from :mod:`distlab.bench.images` rows or from the models of
-:mod:`distlab.pipeline.image_model`; nothing here models anything itself.
+:mod:`distlab.loading.image_model`; nothing here models anything itself.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import ipywidgets as w
 import numpy as np
 
-from distlab.pipeline.image_model import (
+from distlab.loading.image_model import (
     PCIE_PATHS,
     CoreSharing,
     DecodeModel,
@@ -21,7 +21,7 @@ from distlab.pipeline.image_model import (
     model_row,
     pcie_nbytes,
 )
-from distlab.pipeline.stage import Stage
+from distlab.loading.stage import Stage
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.palette import colour

@@ -16,7 +16,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from distlab.pipeline.bottleneck import (
+from distlab.loading.bottleneck import (
     Station,
     bound_s,
     plan_for_stages,
@@ -24,10 +24,10 @@ from distlab.pipeline.bottleneck import (
     startup_s,
     sync_time_s,
 )
-from distlab.pipeline.executors import EXECUTORS, RunResult, make_executor
-from distlab.pipeline.part_loader_model import part_load_times, parts_idle_fraction, simulate_parts
-from distlab.pipeline.stage import Stage
-from distlab.pipeline.synthetic_stages import BurnStage, SleepStage
+from distlab.loading.executors import EXECUTORS, RunResult, make_executor
+from distlab.loading.part_loader_model import part_load_times, parts_idle_fraction, simulate_parts
+from distlab.loading.stage import Stage
+from distlab.loading.synthetic_stages import BurnStage, SleepStage
 from distlab.timeline import Timeline
 from distlab.trace import write_chrome_trace
 from distlab.viz.explorer import Drawing, Explorer

@@ -82,8 +82,9 @@ def _reference(c: str, xs: list[np.ndarray], p: int, root: int) -> list[np.ndarr
 @pytest.mark.parametrize("p", [1, 2, 5, 8])
 def test_simulated_through_the_layout_equals_numpy(collective: str, algorithm: str,
                                                    p: int) -> None:
-    """Inputs placed where :meth:`Layout.inputs` says, results read where :meth:`Layout.outputs`
-    says (what the runtime does with tensors) give the textbook result."""
+    """Inputs placed where :meth:`CollectiveLayout.inputs` says, results read where
+    :meth:`CollectiveLayout.outputs` says (what the runtime does with tensors) give the textbook
+    result."""
     root, m = p - 1, 3
     s = _plan(collective, algorithm, p, m, root=root)
     lay = layout_of(s)

@@ -1,8 +1,9 @@
 """Check a schedule against its collective's semantics: nothing lost, nothing extra, nothing twice.
 
 :func:`check` verifies a schedule against
-:meth:`~distlab.collectives.plan.semantics.Layout.expected`: every required element ends with
-exactly the expected ranks' data (the holdings of :mod:`distlab.collectives.check.holdings`), and,
+:meth:`~distlab.collectives.plan.semantics.CollectiveLayout.expected`: every required element
+ends with exactly the expected ranks' data (the holdings of
+:mod:`distlab.collectives.check.holdings`), and,
 for the reductions, each rank's data exactly once (an exact-integer simulation with
 :func:`distlab.collectives.check.simulate.simulate`; a barrier only needs every rank heard from).
 """
@@ -16,12 +17,13 @@ import numpy as np
 from distlab.collectives.check.holdings import final_masks
 from distlab.collectives.check.simulate import simulate
 from distlab.collectives.plan.schedule import Schedule
-from distlab.collectives.plan.semantics import MAX_RANKS, Layout, layout_of
+from distlab.collectives.plan.semantics import MAX_RANKS, CollectiveLayout, layout_of
 
 __all__ = ["check"]
 
 
-def _multiplicities(schedule: Schedule, lay: Layout) -> tuple[list[np.ndarray], np.ndarray]:
+def _multiplicities(schedule: Schedule,
+                    lay: CollectiveLayout) -> tuple[list[np.ndarray], np.ndarray]:
     """Simulate with exact integers: rank ``r``'s data is ``B**r`` (``B = p + 1``), so a sum
     of data reads back, digit by digit in base ``B``, how many times each rank's data went in."""
     p, base = lay.world_size, lay.world_size + 1
@@ -44,9 +46,10 @@ def _multiplicities(schedule: Schedule, lay: Layout) -> tuple[list[np.ndarray], 
 def check(schedule: Schedule, *, values: bool = True) -> list[str]:
     """What is wrong with ``schedule`` as its collective (empty list: nothing).
 
-    Holdings: every required element (:meth:`Layout.expected`) ends with exactly the expected
-    ranks' data. ``values`` (default on; off for a barrier, whose tokens may arrive twice): the
-    same with multiplicities, by simulating exact integers (each rank's data exactly once).
+    Holdings: every required element (:meth:`CollectiveLayout.expected`) ends with exactly the
+    expected ranks' data. ``values`` (default on; off for a barrier, whose tokens may arrive
+    twice): the same with multiplicities, by simulating exact integers (each rank's data
+    exactly once).
     """
     lay = layout_of(schedule)
     if lay.world_size > MAX_RANKS:

@@ -5,7 +5,7 @@ the same datum on every rank), and a schedule moves elements between ranks at th
 ``count`` is the call's element count as nccl-tests counts it (the vector of an allreduce,
 broadcast or reduce; the whole gathered buffer of ``p`` blocks of ``m = count / p`` elements for
 gather, scatter, all-gather and reduce-scatter; one rank's send buffer of ``p`` blocks for
-all-to-all; the tokens of a barrier). The buffer (:attr:`Layout.buffer` elements):
+all-to-all; the tokens of a barrier). The buffer (:attr:`CollectiveLayout.buffer` elements):
 
 ============== =========== ================================= ===================================
 collective     buffer      rank r's input (before)           rank r's result (after)
@@ -22,14 +22,15 @@ barrier        n tokens    its own tokens                    every rank's (heard
 ============== =========== ================================= ===================================
 
 Block ``b`` is elements ``[b m, (b + 1) m)``; all-to-all block ``(s, d)`` (what rank ``s``
-sends rank ``d``) is ``[(s p + d) m, (s p + d + 1) m)``. :meth:`Layout.initial` and
-:meth:`Layout.expected` give the same table as bitmasks (bit ``r``: rank ``r``'s data),
-:meth:`Layout.inputs` / :meth:`Layout.outputs` as buffer ranges;
+sends rank ``d``) is ``[(s p + d) m, (s p + d + 1) m)``. :meth:`CollectiveLayout.initial` and
+:meth:`CollectiveLayout.expected` give the same table as bitmasks (bit ``r``: rank ``r``'s data),
+:meth:`CollectiveLayout.inputs` / :meth:`CollectiveLayout.outputs` as buffer ranges;
 :func:`distlab.collectives.check.verify.check` verifies a schedule against it.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,27 @@ from distlab._checks import check_choice, check_int
 from distlab.collectives.plan.schedule import Schedule
 from distlab.vocabulary import COLLECTIVES
 
-__all__ = ["REDUCING", "ROOTED", "Layout", "count_for_bytes", "layout", "layout_of"]
+__all__ = ["REDUCING", "ROOTED", "CollectiveLayout", "count_for_bytes", "layout",
+           "layout_of"]
+
+
+_RENAMED = {"Layout": "CollectiveLayout"}
+"""Old names, still importable for a release: "Layout" is the planner's word
+(:class:`distlab.plan.Layout`); this one is a collective call's buffer: its ranks, count and
+root."""
+_WARNED: set[str] = set()
+
+
+def __getattr__(name: str) -> Any:
+    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
+                      DeprecationWarning, stacklevel=2)
+    return globals()[new]
 
 # The collectives' names and nccl-tests' bus bandwidth factors: distlab.vocabulary.
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -51,7 +72,7 @@ Span = tuple[int, int]
 
 
 @dataclass(frozen=True)
-class Layout:
+class CollectiveLayout:
     """The buffer of one collective call: ``p`` ranks, the call's ``count``, the ``root``."""
 
     collective: str
@@ -136,9 +157,9 @@ def check_collective(collective: Any) -> str:
     return check_choice("collective", collective, COLLECTIVES)
 
 
-def layout(collective: str, world_size: int, count: int, root: int = 0) -> Layout:
-    """The validated :class:`Layout` of a call (``count`` divisible by ``world_size`` for the
-    blocked collectives, ``root`` in ``[0, world_size)``)."""
+def layout(collective: str, world_size: int, count: int, root: int = 0) -> CollectiveLayout:
+    """The validated :class:`CollectiveLayout` of a call (``count`` divisible by ``world_size``
+    for the blocked collectives, ``root`` in ``[0, world_size)``)."""
     c = check_collective(collective)
     p = check_int("world_size", world_size, minimum=1)
     n = check_int("count (elements)", count, minimum=0)
@@ -146,11 +167,12 @@ def layout(collective: str, world_size: int, count: int, root: int = 0) -> Layou
         raise ValueError(f"count (elements) must be a multiple of world_size={p} for {c} "
                          f"(p blocks of count / p elements), got {n}")
     root = check_int("root", root, minimum=0, maximum=p - 1)
-    return Layout(c, p, n, root)
+    return CollectiveLayout(c, p, n, root)
 
 
-def layout_of(schedule: Schedule) -> Layout:
-    """The :class:`Layout` a schedule was built for (its collective, size and root option)."""
+def layout_of(schedule: Schedule) -> CollectiveLayout:
+    """The :class:`CollectiveLayout` a schedule was built for (its collective, size and root
+    option)."""
     p, c = schedule.world_size, schedule.collective
     count = schedule.count // p if c == "all_to_all" else schedule.count
     return layout(c, p, count, int(schedule.options.get("root", 0)))
