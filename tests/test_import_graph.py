@@ -189,7 +189,7 @@ def test_core_modules_import_no_subpackage() -> None:
 
 
 FLOORS: dict[str, int] = {
-    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_moved", "_renamed",
+    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_renamed",
                      "_forkserver_guard", "timeline", "fit", "links", "devices", "envinfo",
                      "launch", "launch_demos", "trace", "report", "cli", "clock", "nets", "uneven",
                      "scratch", "vocabulary", "transformer",
@@ -220,7 +220,7 @@ one (``tests/test_names.py`` checks the warning)."""
 
 MOVED_NAMES = ("distlab.rccl.execution", "distlab.rccl.lines", "distlab.rccl.boxes")
 """Modules some of whose names moved to :mod:`distlab.evidence` (RCCL's judgement): a module
-``__getattr__`` (:func:`distlab._moved.moved`) keeps each old name for a release."""
+``__getattr__`` (:func:`distlab._renamed.moved`) keeps each old name for a release."""
 
 COLLECTIVES_FLOORS = {"plan": 0, "algorithms": 1, "check": 2, "model": 2, "runtime": 3}
 

@@ -86,7 +86,7 @@ def test_one_message_figure() -> None:
 def test_old_loading_names_still_import_and_warn_once(old: str, new: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     module = importlib.import_module("distlab.viz.pipeline")
-    monkeypatch.setattr(module, "_WARNED", set())
+    monkeypatch.setattr(module.__getattr__, "warned", set())
     with pytest.warns(DeprecationWarning, match=f"{old} is renamed {new}"):
         value = getattr(module, old)
     assert value is getattr(module, new)
@@ -110,7 +110,7 @@ are: torch's placement, a collective call's buffer, NCCL's layout of a size on i
 def test_old_layout_names_still_import_and_warn_once(path: str, old: str, new: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     module = importlib.import_module(path)
-    monkeypatch.setattr(module, "_WARNED", set())
+    monkeypatch.setattr(module.__getattr__, "warned", set())
     with pytest.warns(DeprecationWarning, match=f"{old} is renamed {new}"):
         value = getattr(module, old)
     assert value is getattr(module, new)

@@ -30,12 +30,12 @@ in seconds.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Protocol
+from typing import Protocol
 
+from distlab._renamed import renamed
 from distlab.nccl.boxes import GpuBox, gpu_box
 from distlab.nccl.tuning import Choice, busbw_gbps
 from distlab.report.jsonfile import read_json
@@ -55,19 +55,6 @@ _RENAMED = {"Layout": "ChannelLayout"}
 """Old names, still importable for a release: "Layout" is the planner's word
 (:class:`distlab.plan.Layout`); this one is how an execution model lays a size out on NCCL's
 channels."""
-_WARNED: set[str] = set()
-
-
-def __getattr__(name: str) -> Any:
-    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _WARNED:
-        _WARNED.add(name)
-        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
-                      DeprecationWarning, stacklevel=2)
-    return globals()[new]
 
 SHIPPED_RESOURCE = ("distlab.nccl", "execution_calibration.json")
 """The shipped constants, ``(package, file)`` for :mod:`importlib.resources` (JSON: the
@@ -499,3 +486,5 @@ def allreduce_steps(algorithm: str, protocol: str, nbytes: int, nc: int, n: int,
     loops = math.ceil(nbytes / (nc * n * chunk))
     slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if protocol == "Simple" else 1
     return 2 * (n - 1) * loops * slices
+
+__getattr__ = renamed(__name__, globals(), _RENAMED)

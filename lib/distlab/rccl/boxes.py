@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distlab._moved import moved
+from distlab._renamed import moved
 from distlab.gpus import gpus_of_library
 from distlab.rccl.tables import GPU_ARCHS
 from distlab.rccl.tuning import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_instance
-from distlab._moved import moved
+from distlab._renamed import moved
 from distlab.links import check_nic_gbps
 from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.rccl.tuning import (

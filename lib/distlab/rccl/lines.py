@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from distlab._moved import moved
+from distlab._renamed import moved
 from distlab.rccl.execution import RcclTime, one_node_note
 from distlab.rccl.tables import GPU_ARCHS, arch_gpus
 from distlab.report.table import Column, format_table

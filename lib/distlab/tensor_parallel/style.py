@@ -39,7 +39,6 @@ What each style does to a module (``p`` ranks, this rank ``r``):
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distlab._renamed import renamed
 from distlab.tensor_parallel import comm as C
 from distlab.tensor_parallel.comm import TPComm
 
@@ -56,19 +56,6 @@ __all__ = ["ColwiseParallel", "ParallelStyle", "Placement", "PrepareModuleInput"
 _RENAMED = {"Layout": "Placement", "as_layout": "as_placement"}
 """Old names, still importable for a release: "layout" also names the planner's parallel layout
 (:class:`distlab.plan.Layout`); torch calls Replicate and Shard placements."""
-_WARNED: set[str] = set()
-
-
-def __getattr__(name: str) -> Any:
-    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _WARNED:
-        _WARNED.add(name)
-        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
-                      DeprecationWarning, stacklevel=2)
-    return globals()[new]
 
 
 @dataclass(frozen=True)
@@ -409,3 +396,5 @@ def _divisible(name: str, module: nn.Module, attr: str, tp_size: int) -> None:
     if value % tp_size:
         raise ValueError(f"parallelize_plan[{name!r}]: {type(module).__name__}.{attr} = "
                          f"{value} is not divisible by the tensor-parallel size {tp_size}")
+
+__getattr__ = renamed(__name__, globals(), _RENAMED)

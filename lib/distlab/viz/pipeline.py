@@ -9,13 +9,13 @@ notebook, display ``explorer.widget``.
 from __future__ import annotations
 
 import tempfile
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
 
+from distlab._renamed import renamed
 from distlab.loading.bottleneck import (
     Station,
     bound_s,
@@ -43,19 +43,6 @@ __all__ = ["LoadingExplorer", "PartsExplorer", "compare_loading_gantt", "explore
 _RENAMED = {"PipelineExplorer": "LoadingExplorer", "compare_gantt": "compare_loading_gantt"}
 """Old names of this module's loading explorer and figure (they collided with the pipeline-
 parallel ones in :mod:`distlab.viz.pipeline_parallel`), still importable for a release."""
-_WARNED: set[str] = set()
-
-
-def __getattr__(name: str) -> Any:
-    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _WARNED:
-        _WARNED.add(name)
-        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
-                      DeprecationWarning, stacklevel=2)
-    return globals()[new]
 
 COLORS = {k: colour(k) for k in ("io", "cpu", "copy", "compute", "blocked", "startup")}
 
@@ -321,3 +308,5 @@ class PartsExplorer(Explorer):
         idle_vs_queue_figure(self.n_parts, loads, train, ax=fig.add_subplot(gs[:, 1]))
         fig.tight_layout()
         return Drawing(fig, summary)
+
+__getattr__ = renamed(__name__, globals(), _RENAMED)

@@ -30,13 +30,13 @@ sends rank ``d``) is ``[(s p + d) m, (s p + d + 1) m)``. :meth:`CollectiveLayout
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from distlab._checks import check_choice, check_int
+from distlab._renamed import renamed
 from distlab.collectives.plan.schedule import Schedule
 from distlab.vocabulary import COLLECTIVES
 
@@ -48,19 +48,6 @@ _RENAMED = {"Layout": "CollectiveLayout"}
 """Old names, still importable for a release: "Layout" is the planner's word
 (:class:`distlab.plan.Layout`); this one is a collective call's buffer: its ranks, count and
 root."""
-_WARNED: set[str] = set()
-
-
-def __getattr__(name: str) -> Any:
-    """An old name (:data:`_RENAMED`): its new object, with one DeprecationWarning per name."""
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _WARNED:
-        _WARNED.add(name)
-        warnings.warn(f"{__name__}.{name} is renamed {new}; the old name will be removed",
-                      DeprecationWarning, stacklevel=2)
-    return globals()[new]
 
 # The collectives' names and nccl-tests' bus bandwidth factors: distlab.vocabulary.
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -188,3 +175,4 @@ def count_for_bytes(collective: str, nbytes: int, itemsize: int, world_size: int
                                                                     minimum=1))
     return max(p, n - n % p) if c in BLOCKED else n
 
+__getattr__ = renamed(__name__, globals(), _RENAMED)
