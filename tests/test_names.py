@@ -85,7 +85,7 @@ def test_one_message_figure() -> None:
                                           ("compare_gantt", "compare_loading_gantt")])
 def test_old_loading_names_still_import_and_warn_once(old: str, new: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    module = importlib.import_module("distlab.viz.pipeline")
+    module = importlib.import_module("distlab.viz.loading")
     monkeypatch.setattr(module.__getattr__, "warned", set())
     with pytest.warns(DeprecationWarning, match=f"{old} is renamed {new}"):
         value = getattr(module, old)
@@ -155,7 +155,8 @@ def test_old_plan_stepper_path_still_imports_and_warns() -> None:
 
 
 RENAMED_MODULES = [("distlab.pipeline", "distlab.loading"),
-                   ("distlab.bench.pipeline", "distlab.bench.loading")]
+                   ("distlab.bench.pipeline", "distlab.bench.loading"),
+                   ("distlab.viz.pipeline", "distlab.viz.loading")]
 """Old module path -> new one: the old path imports for a release, warns once and is the new
 module (a package's submodules too)."""
 
@@ -210,7 +211,7 @@ def test_notebooks_use_the_new_names() -> None:
         code = _notebook_code(path.name)
         assert not old.search(code), path.name
         assert not old_modules.search(code), path.name
-        if "distlab.viz.pipeline import" in code:
+        if "distlab.viz.loading import" in code:
             assert not loading_old.search(code.split("distlab.viz.pipeline_parallel")[0]), \
                 path.name
     nb02 = _notebook_code("02_pipeline_overlap.ipynb")

@@ -1,4 +1,4 @@
-"""tools/run_tests.py: the tests split by folder over three processes, each with its own
+"""tools/run_tests.py: the tests split by folder over four processes, each with its own
 /dev/shm, or everything in one process where that cannot hold; exit 5 never passes silently."""
 
 from __future__ import annotations

@@ -4,11 +4,12 @@ Usage (what `make test` calls):  python tools/run_tests.py [extra pytest args]
 
 pytest exits 5 when it collected no test; that is a failure here, never a silent pass.
 
-Where Chromium is there to run them, the tests run in three pytest processes at once, split by
+Where Chromium is there to run them, the tests run in four pytest processes at once, split by
 folder (:data:`GROUPS`): the real-browser tests (``tests/browser``: every notebook run in
-JupyterLab) and the multi-process labs of :data:`BESIDE` in one, the collective, profile,
-bench and judge tests in another, and the rest in this one. A single run keeps two cores only
-about half busy (tests wait on ranks, kernels, JupyterLab and the page), so the three overlap.
+JupyterLab) in one, the multi-process labs of :data:`BESIDE` with the planner's and judge's
+tests in another, the collective, profile and bench tests in a third, and the rest in this
+one. A single run keeps two cores only about half busy (tests wait on ranks, kernels,
+JupyterLab and the page), so the four overlap.
 Each process gets its own ``/dev/shm`` (a private mount namespace with a fresh tmpfs there,
 ``unshare``, as CI runs: root), so the leak checks of one, which count new ``/dev/shm``
 entries, never see the shared memory of another's kernels and ranks; and they are siblings (the
@@ -52,18 +53,21 @@ module imported first could not have its asserts rewritten)."""
 
 BROWSER_TESTS = "tests/browser"
 BESIDE = ("tests/ddp", "tests/loading", "tests/zero", "tests/moe", "tests/hogwild")
-"""Folders run after the browser tests in the browser's process (multi-process labs, mostly
-waiting on their ranks)."""
+"""The multi-process labs' folders (mostly waiting on their ranks), run in a process of their
+own beside the browser's."""
 GROUPS: tuple[tuple[str, ...], ...] = (
-    (BROWSER_TESTS, *BESIDE),
-    ("tests/collectives", "tests/profile", "tests/bench", "tests/judge", "tests/samplers",
-     "tests/transfers", "tests/trace"),
+    (BROWSER_TESTS,),
+    (*BESIDE, "tests/plan", "tests/judge"),
+    ("tests/collectives", "tests/profile", "tests/bench", "tests/samplers", "tests/transfers",
+     "tests/trace"),
 )
 """The test folders each extra process runs, beside the rest (everything else: the unit,
-planner, figure and notebook tests) in this one. One run of the whole suite keeps 2 cores only
-about half busy (CI's last run: 1648 s of wall time, most tests waiting on ranks, kernels,
-JupyterLab or the page), so three processes overlap that waiting; the folders are grouped so
-that each process takes about a third of the whole (times measured with ``--junitxml``)."""
+figure, notebook and command tests) in this one. One run of the whole suite kept 2 cores only
+about half busy (CI: 1648 s of wall time, most tests waiting on ranks, kernels, JupyterLab or
+the page); with three processes a fresh clone's run here still used 1.2 of the 2 cores (24 min,
+29 CPU-minutes; the browser's process with the labs beside it the last to end, 1404 s, the rest
+1245 s, the collectives' 1134 s). Four processes, grouped so that each takes about a quarter of
+the whole (times measured with ``--durations``), overlap more of the waiting."""
 LOG_DIR = ROOT / "test-artifacts"
 _PRIVATE_SHM = ("mount -t tmpfs -o mode=1777 tmpfs /dev/shm && cd \"$1\" && shift && "
                 "exec \"$@\"")

@@ -21,7 +21,8 @@ from browser.wrapping import wrapped_output_lines
 from distlab.moe import expert_load, random_routing
 from distlab.viz.moe import load_summary
 
-FIGURES = ("load_figure(load)", "alltoall_figure(", "step_figure(result.ranked)")
+FIGURES = ("load_figure(load)", "alltoall_figure(", "step_figure(result.ranked)",
+           "layer_step_figure(")
 
 
 def _summary(ep: int, top_k: int) -> str:
@@ -36,7 +37,7 @@ def test_mixture_of_experts_notebook_figures_and_explorer(lab, page):
     for call in FIGURES:
         (cell,) = [c for c in checks if call in c.source and "import" not in c.source]
         assert cell.figure and cell.images == 1, f"{call}: shown {cell.images} times, not once"
-    assert sum(c.figure for c in checks) == len(FIGURES), "notebook 18 draws three figures"
+    assert sum(c.figure for c in checks) == len(FIGURES), "notebook 18 draws four figures"
     text = output_text(page)
     assert "vs one process: output within" in text
     assert "1 dp256 ep16 fsdp mb2 full-ac" in text

@@ -147,7 +147,7 @@ def test_checks_reject_non_finite_and_accept_numpy_ints() -> None:
 
 def test_plan_for_stages_reads_the_stages() -> None:
     from distlab.loading import equal_stages, plan_for_stages
-    from distlab.viz.pipeline import explorer_stages
+    from distlab.viz.loading import explorer_stages
 
     stages = explorer_stages(2, 3, 4)   # read io/worker, decode cpu/worker, compute host
     for ex in ("sync", "threads", "processes", "torch"):

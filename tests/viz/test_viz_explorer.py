@@ -25,8 +25,8 @@ from distlab.viz.collectives import CollectiveExplorer
 from distlab.viz.ddp import DdpExplorer
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
+from distlab.viz.loading import LoadingExplorer, PartsExplorer
 from distlab.viz.moe import LoadExplorer
-from distlab.viz.pipeline import LoadingExplorer, PartsExplorer
 from distlab.viz.samplers import SamplerExplorer
 from distlab.viz.transfers import PrefetchExplorer
 from distlab.viz.zero import ZeroExplorer

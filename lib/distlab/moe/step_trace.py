@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distlab.gpus import gpu
 from distlab.trace.kineto_file import read_kineto_events
 
 __all__ = ["FORWARD_PARTS", "MEASURED_SHAPE", "LayerStepTrace", "PartTime",
@@ -26,7 +27,7 @@ __all__ = ["FORWARD_PARTS", "MEASURED_SHAPE", "LayerStepTrace", "PartTime",
 FORWARD_PARTS = ("router", "permute", "experts", "shared", "combine")
 """The annotated forward parts, in the order the layer runs them."""
 
-MEASURED_SHAPE = {"gpu": "H200-141GB-SXM", "model": "qwen3-30b-a3b", "tokens": 8192, "ep": 8,
+MEASURED_SHAPE = {"gpu": gpu("h200").name, "model": "qwen3-30b-a3b", "tokens": 8192, "ep": 8,
                   "local_experts": 16, "dtype": "bf16"}
 """The shipped trace's layer: the model preset, the GPU's tokens (2 sequences of 4096), the
 expert-parallel degree (its 128 experts, 16 on the GPU), top-8 routing, bf16."""

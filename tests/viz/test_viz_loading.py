@@ -13,7 +13,7 @@ import pytest
 from distlab.loading import run_pipeline
 from distlab.loading.bottleneck import plan_for_stages, simulate_pipeline
 from distlab.loading.part_loader_model import part_load_times, parts_idle_fraction
-from distlab.viz.pipeline import (
+from distlab.viz.loading import (
     COLORS,
     LoadingExplorer,
     PartsExplorer,
