@@ -266,7 +266,7 @@ def test_verify_skips_expert_parallel_layouts_in_one_line(capsys) -> None:
 
 
 def test_routed_expert_seconds_is_the_steps_pricing_of_one_layers_expert_products() -> None:
-    from distlab.plan.experts import routed_expert_seconds
+    from distlab.plan.step import routed_expert_seconds
     from distlab.transformer import routed_expert_flops
 
     model = PRESETS["qwen3-30b-a3b"]

@@ -32,18 +32,13 @@ all-to-all token dispatcher).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from distlab.plan.collectives import p2p_seconds
 from distlab.plan.layout import Hardware, Layout, group_span
 from distlab.transformer import ModelSpec
 
-if TYPE_CHECKING:
-    from distlab.plan.calibration import ComputeRate
-
 __all__ = ["A2A_BYTES", "GROUPED_GEMM_EFFICIENCY", "IMBALANCE", "all_to_all_seconds",
            "check_experts", "dispatch_buffers", "moe_kept_tensors", "moe_layer_a2a_seconds",
-           "routed_expert_seconds", "routed_rows"]
+           "routed_rows"]
 
 IMBALANCE = 1.0
 """Rows the busiest expert-parallel rank receives over the mean: 1.0, the published benchmarks'
@@ -181,21 +176,3 @@ def moe_layer_a2a_seconds(model: ModelSpec, layout: Layout, hw: Hardware, *,
     one = all_to_all_seconds(nbytes, layout.ep, layout.expert_tp, hw, link_share=share)
     again = 2 * one if layout.recompute_policy.keeps_input_only else 0.0
     return 2 * one, 2 * one + again
-
-
-def routed_expert_seconds(model: ModelSpec, tokens: int, hw: Hardware, rate: ComputeRate, *,
-                          dtype: str = "bf16") -> tuple[float, float]:
-    """Seconds the planner gives one MoE layer's routed experts on one GPU whose experts receive
-    ``tokens * top_k`` rows (balanced), ``(forward, backward)``: their forward FLOPs
-    (``2 * rows * hidden * expert_ffn`` per matrix, 3 gated) at the rate of a matrix
-    ``expert_ffn`` wide in ``dtype`` times ``rate.grouped_gemm``, backward twice the forward's
-    (the step's own pricing of the expert products, :mod:`distlab.plan.step`, for one layer).
-    What else the layer runs (router, permutes, combine) has no time in the model."""
-    if not model.moe:
-        raise ValueError(f"{model.name} has no routed experts")
-    if tokens < 0:
-        raise ValueError(f"tokens must be >= 0, got {tokens}")
-    mats = 3 if model.gated_ffn else 2
-    flops = 2 * tokens * model.top_k * model.hidden * model.expert_width * mats
-    per_s = rate.flops_per_s_dtype(hw, model.expert_width, dtype) * rate.grouped_gemm
-    return flops / per_s, 2 * flops / per_s

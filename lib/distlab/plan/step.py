@@ -77,8 +77,8 @@ from distlab.transformer import (
 )
 
 __all__ = ["ACTIVATION_BYTES", "CAUSAL_WORK", "SIMULATE_UP_TO", "StepEstimate",
-           "model_flops_per_step", "optimizer_seconds", "output_layer_s", "stage_flops",
-           "step_time", "step_timeline"]
+           "model_flops_per_step", "optimizer_seconds", "output_layer_s", "routed_expert_seconds",
+           "stage_flops", "step_time", "step_timeline"]
 
 
 @dataclass(frozen=True)
@@ -304,6 +304,24 @@ def optimizer_seconds(layout: Layout, hw: Hardware, params: int, *,
     elif shard is None:
         shard = -(-params // (layout.dp * layout.cp))
     return shard * OPTIMIZER_BYTES_PER_PARAM / bandwidth
+
+
+def routed_expert_seconds(model: ModelSpec, tokens: int, hw: Hardware, rate: ComputeRate, *,
+                          dtype: str = "bf16") -> tuple[float, float]:
+    """Seconds the planner gives one MoE layer's routed experts on one GPU whose experts receive
+    ``tokens * top_k`` rows (balanced), ``(forward, backward)``: their forward FLOPs
+    (``2 * rows * hidden * expert_ffn`` per matrix, 3 gated) at the rate of a matrix
+    ``expert_ffn`` wide in ``dtype`` times ``rate.grouped_gemm``, backward twice the forward's
+    (the step's own pricing of the expert products, :mod:`distlab.plan.step`, for one layer).
+    What else the layer runs (router, permutes, combine) has no time in the model."""
+    if not model.moe:
+        raise ValueError(f"{model.name} has no routed experts")
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    mats = 3 if model.gated_ffn else 2
+    flops = 2 * tokens * model.top_k * model.hidden * model.expert_width * mats
+    per_s = rate.flops_per_s_dtype(hw, model.expert_width, dtype) * rate.grouped_gemm
+    return flops / per_s, 2 * flops / per_s
 
 
 def _stage_seconds(inputs: StepInputs, rate: ComputeRate,
