@@ -21,6 +21,9 @@ def check_int(name: str, value: Any, *, minimum: int | None = None,
     Accepts Python ints and integer scalars (NumPy, 0-d tensors) but not bools or floats.
     ``minimum`` and ``maximum`` are inclusive bounds.
     """
+    if (type(value) is int and (minimum is None or value >= minimum)
+            and (maximum is None or value <= maximum)):
+        return value   # the common case, checked without building the message (hot in the planner)
     rng = _describe_range(minimum, maximum)
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int {rng}, got bool {value!r}")

@@ -162,6 +162,11 @@ class ModelSpec:
         ``dense_layers`` on, in a model with experts."""
         return self.moe and index >= self.dense_layers
 
+    def moe_layers_in(self, start: int, stop: int) -> int:
+        """How many of layers ``start .. stop - 1`` are MoE layers (:meth:`is_moe_layer`), in
+        closed form."""
+        return max(0, stop - max(start, self.dense_layers)) if self.moe else 0
+
     @property
     def head_dim(self) -> int:
         """Elements per head, ``hidden / heads``."""

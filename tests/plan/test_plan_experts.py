@@ -279,3 +279,16 @@ def test_routed_expert_seconds_is_the_steps_pricing_of_one_layers_expert_product
     assert routed_expert_seconds(model, 0, hw, rate) == (0.0, 0.0)
     with pytest.raises(ValueError, match="no routed experts"):
         routed_expert_seconds(PRESETS["llama3-8b"], 8192, hw, rate)
+
+
+@settings(max_examples=200, deadline=None)
+@given(layers=st.integers(1, 64), dense=st.integers(0, 70), experts=st.sampled_from([0, 8]),
+       start=st.integers(0, 80), n=st.integers(0, 40))
+def test_moe_layers_in_counts_what_is_moe_layer_says(layers: int, dense: int, experts: int,
+                                                     start: int, n: int) -> None:
+    spec = replace(TOY, layers=layers, dense_layers=min(dense, layers - 1) if experts else 0,
+                   experts=experts,
+                   top_k=2 if experts else 0, shared_experts=1 if experts else 0,
+                   expert_ffn=128 if experts else None)
+    assert spec.moe_layers_in(start, start + n) == sum(
+        spec.is_moe_layer(i) for i in range(start, start + n))

@@ -84,14 +84,14 @@ class _Pool:
     blocks: dict[tuple[int, int, int], _Block] = field(default_factory=dict)
 
     def add(self, b: _Block) -> None:
-        k = b.key()
+        k = (b.stream, b.size, b.ptr)   # b.key(), inline: the replay's hottest lines
         bisect.insort(self.keys, k)
         self.blocks[k] = b
 
     def remove(self, b: _Block) -> None:
-        k = b.key()
-        i = bisect.bisect_left(self.keys, k)
-        del self.keys[i]
+        k = (b.stream, b.size, b.ptr)
+        keys = self.keys
+        del keys[bisect.bisect_left(keys, k)]
         del self.blocks[k]
 
     def best_fit(self, stream: int, size: int) -> _Block | None:
@@ -199,8 +199,8 @@ class CachingAllocator:
     def malloc(self, handle: int, nbytes: int, stream: int = 0) -> None:
         """Serve a request of ``nbytes`` on ``stream``, remembered as ``handle`` (freed by
         :meth:`free`)."""
-        size = round_size(nbytes)
-        small = size <= K_SMALL_SIZE
+        size = K_MIN_BLOCK if nbytes < K_MIN_BLOCK else -(-nbytes // K_MIN_BLOCK) * K_MIN_BLOCK
+        small = size <= K_SMALL_SIZE   # (round_size, inline)
         pool = self.pools[small]
         b = pool.best_fit(stream, size)
         if b is not None:
@@ -220,7 +220,8 @@ class CachingAllocator:
         b.allocated = True
         self.live[handle] = b
         self.allocated += b.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
 
     def free(self, handle: int) -> None:
         """Give back the block of ``handle``; it merges with free neighbours."""
@@ -228,23 +229,23 @@ class CachingAllocator:
         b.allocated = False
         self.allocated -= b.size
         pool = self.pools[b.small]
-        for side in ("prev", "next"):
-            n = getattr(b, side)
-            if n is not None and not n.allocated:
-                pool.remove(n)
-                if side == "prev":
-                    n.size += b.size
-                    n.next = b.next
-                    if b.next is not None:
-                        b.next.prev = n
-                    if self._segments[b.segment][0] is b:
-                        self._segments[b.segment][0] = n
-                    b = n
-                else:
-                    b.size += n.size
-                    b.next = n.next
-                    if n.next is not None:
-                        n.next.prev = b
+        n = b.prev
+        if n is not None and not n.allocated:   # merge into the free block before it
+            pool.remove(n)
+            n.size += b.size
+            n.next = b.next
+            if b.next is not None:
+                b.next.prev = n
+            if self._segments[b.segment][0] is b:
+                self._segments[b.segment][0] = n
+            b = n
+        n = b.next
+        if n is not None and not n.allocated:   # and the free block after it into it
+            pool.remove(n)
+            b.size += n.size
+            b.next = n.next
+            if n.next is not None:
+                n.next.prev = b
         pool.add(b)
 
     def empty_cache(self) -> None:

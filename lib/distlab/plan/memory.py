@@ -455,9 +455,10 @@ def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | Non
         rp = stage_params(spec, layout, stages, r)
         program = step_program(spec, layout, r, step_opt)
         peak = run_program(program, expandable_segments=expandable)
-        if memory is not None and peak.reserved + device > memory:
+        if memory is not None and peak.reserved + device > memory >= peak.allocated + device:
             # near the GPU's memory torch's allocator releases what it caches and retries:
-            # the step may still run, holding less in reserve than with memory to spare
+            # the step may still run, holding less in reserve than with memory to spare (not
+            # where the tensors alone are more than the memory: that replay could only fail)
             try:
                 peak = run_program(program, expandable_segments=expandable,
                                    capacity=max(memory - device, 0))

@@ -160,16 +160,17 @@ def run_program(program: Program, *, expandable_segments: bool = False,
     tally = [0] * len(ALLOCATED_PARTS)
     owner: dict[int, tuple[int, int]] = {}
     best, best_parts, best_at = -1, tally[:], 0
+    malloc, free, live = alloc.malloc, alloc.free, alloc.live
     for i, (handle, nbytes, stream, part) in enumerate(program.events):
         if nbytes:
-            alloc.malloc(handle, nbytes, stream)
-            size = alloc.live[handle].size   # a block too small to split is taken whole
+            malloc(handle, nbytes, stream)
+            size = live[handle].size   # a block too small to split is taken whole
             tally[part] += size
             owner[handle] = (part, size)
             if alloc.allocated > best:
                 best, best_parts, best_at = alloc.allocated, tally[:], i
         else:
-            alloc.free(handle)
+            free(handle)
             p, size = owner.pop(handle)
             tally[p] -= size
     peaks = alloc.peaks()

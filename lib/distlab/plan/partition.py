@@ -21,6 +21,7 @@ ZeRO shards over the expert-data-parallel ranks (``Layout.expert_dp``) instead o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from distlab._checks import check_int
@@ -41,6 +42,13 @@ def layers_per_stage(layers: int, stages: int) -> tuple[int, ...]:
     if stages > layers:
         raise ValueError(f"{stages} pipeline stages for {layers} layers: a stage would hold "
                          "no layer")
+    return _even_split(layers, stages)
+
+
+@functools.lru_cache(maxsize=4096)
+def _even_split(layers: int, stages: int) -> tuple[int, ...]:
+    """:func:`layers_per_stage` of checked ints (kept: the planner asks it for every stage of
+    every layout it prices, a few hundred thousand times a plan)."""
     base, extra = divmod(layers, stages)
     return tuple(base + (1 if s < extra else 0) for s in range(stages))
 
@@ -138,7 +146,7 @@ def stage_moe_layers(spec: ModelSpec, layout: Layout, stage: int) -> int:
     """MoE layers of pipeline stage ``stage`` (the leading dense layers sit on the first)."""
     split = layers_per_stage(spec.layers, layout.stages)
     start = sum(split[:stage])
-    return sum(spec.is_moe_layer(i) for i in range(start, start + split[stage]))
+    return spec.moe_layers_in(start, start + split[stage])
 
 
 def rank_params(model: ModelSpec, layout: Layout) -> tuple[RankParams, ...]:

@@ -50,7 +50,7 @@ def workers_figure(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> Any
     Right: each station's seconds per batch per server in the ``processes`` plan at each worker
     count (with the cores term, ``cores``: the CPU stages' seconds per batch over the measured
     speedup); the tallest bounds the pipeline (outlined in black)."""
-    fig = new_figure(figsize=(9.4, 4.4))
+    fig = new_figure(figsize=(9.4, 5.0))
     ax, bx = fig.subplots(1, 2, width_ratios=[1.3, 1])
     flat = {r["executor"]: r for r in rows if r.get("workers") is None}
     for name, style in (("sync", ":"), ("threads", "-.")):
@@ -77,7 +77,10 @@ def workers_figure(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> Any
     ax.set_xlabel("worker processes")
     ax.set_ylabel("images / s")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize="small", loc="lower right")
+    # below the axes, as the stations' legend: the measured points fall anywhere inside (a busy
+    # machine's processes at two workers sat under a legend in the lower right)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,
+              frameon=False)
     ax.set_title(title or "images/s as workers are added", loc="left", fontsize="medium")
     if procs:
         names = [n for n, _ in procs[0]["stations"]]
