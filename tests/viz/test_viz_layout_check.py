@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
+import pytest
 from matplotlib.colors import to_hex
 from PIL import Image
 
@@ -14,6 +16,7 @@ from distlab.viz.layout_check import (
     colours_by_label,
     drawn_items,
     layout_problems,
+    legend_clear_of_data,
     legend_problems,
     named_colours,
     tick_problems,
@@ -176,3 +179,33 @@ def test_gantt_legend_patches_are_read_too() -> None:
     assert colour_problems(gantt(tl, colors={"shadow": colour("allreduce")})) == [
         f"'shadow' is drawn in {colour('allreduce')}, not its palette colour {colour('shadow')}",
         f"'all_reduce' and 'shadow' share the colour {colour('allreduce')}"]
+
+
+@pytest.mark.parametrize("corner", [(0.05, 0.05), (0.95, 0.95), (0.95, 0.05), (0.05, 0.95)])
+def test_a_legend_clear_of_data_moves_off_the_measured_points(corner: tuple[float, float]
+                                                               ) -> None:
+    """Points in a corner (where a fixed legend would sit): the legend goes elsewhere, and the
+    audit finds nothing."""
+    fig = new_figure(figsize=(5, 3.5))
+    ax = fig.subplots()
+    ax.plot([0, 1], [0.5, 0.5], label="model")
+    ax.plot([corner[0]] * 5, [corner[1]] * 5, "o", label="measured, a long label here")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    leg = legend_clear_of_data(ax, loc="upper right" if corner[0] < 0.5 else "upper left")
+    assert ax.get_legend() is leg
+    assert layout_problems(fig) == []
+
+
+def test_a_legend_with_data_everywhere_goes_below_the_axes() -> None:
+    fig = new_figure(figsize=(5, 3.5))
+    ax = fig.subplots()
+    grid = np.linspace(0.02, 0.98, 25)
+    xs, ys = np.meshgrid(grid, grid)
+    ax.plot(xs.ravel(), ys.ravel(), ".", label="measured everywhere")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("x")
+    leg = legend_clear_of_data(ax, fontsize="small")
+    assert layout_problems(fig) == []   # (it draws the figure)
+    assert not leg.get_frame_on() and leg.get_window_extent().y1 <= ax.get_window_extent().y0

@@ -12,6 +12,7 @@ from distlab.timeline import Timeline
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import new_figure
 from distlab.viz.gantt import gantt
+from distlab.viz.layout_check import legend_clear_of_data
 from distlab.viz.palette import colour, colours
 from distlab.vocabulary import size_in
 
@@ -85,8 +86,8 @@ def sweep_figure(caps_mb: Sequence[float], predicted_s: Sequence[float],
     ax.set_xscale("log")
     ax.set_xlabel("bucket_cap_mb")
     ax.set_ylabel("step time (ms)")
-    ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
+    legend_clear_of_data(ax, fontsize="small")   # measured step times fall anywhere
     return fig
 
 

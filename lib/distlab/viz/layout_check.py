@@ -42,10 +42,10 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-__all__ = ["JUPYTERLAB_WIDTH_PX", "MIN_TICK_LABELS", "TOLERANCE_PX", "Item", "colour_problems",
-           "colours_by_label", "drawn_items", "collision_problems", "layout_problems",
-           "legend_problems", "named_colours", "overlapping_items", "tick_problems",
-           "width_problems"]
+__all__ = ["JUPYTERLAB_WIDTH_PX", "LEGEND_PLACES", "MIN_TICK_LABELS", "TOLERANCE_PX", "Item",
+           "colour_problems", "colours_by_label", "drawn_items", "collision_problems",
+           "layout_problems", "legend_clear_of_data", "legend_problems", "named_colours",
+           "overlapping_items", "tick_problems", "width_problems"]
 
 #: Two boxes overlap when they share more than this many pixels in x and in y (at the figure's
 #: dpi): anti-aliasing and font padding make boxes that merely touch share a pixel or two.
@@ -404,3 +404,35 @@ def colours_by_label(ax: Axes, names: Sequence[str]) -> dict[str, set[str]]:
                 continue
             found[name] |= {_hex(c) for c in colours}
     return found
+
+
+LEGEND_PLACES = ("upper left", "upper right", "lower right", "lower left", "center right",
+                 "center left", "upper center", "lower center", "center")
+"""Where :func:`legend_clear_of_data` tries a legend inside its axes, in this order, after the
+place it was asked for."""
+
+
+def legend_clear_of_data(ax: Axes, *, loc: str = "best", **kwargs: Any) -> Legend:
+    """``ax.legend(loc=loc, **kwargs)``, moved where the audit finds it covering no data and
+    overlapping no text (:func:`legend_problems`, :func:`collision_problems`): ``loc`` first,
+    then each of :data:`LEGEND_PLACES`; where every place inside covers something (measured
+    points can fall anywhere), below the axes, under its x label, without a frame. Call it once
+    the figure is complete (its data, limits and labels set): it draws the figure at each place
+    it tries, and what is added later is not judged."""
+    fig = ax.figure
+    index = list(fig.axes).index(ax)
+
+    def clear(leg: Legend) -> bool:
+        renderer = _renderer(fig)
+        mine = _legend_item(leg, index, renderer).describe()   # how the problems name it
+        return not any(mine in p for p in (*_legend_problems(fig, renderer, TOLERANCE_PX),
+                                           *_collision_problems(fig, renderer, TOLERANCE_PX)))
+
+    for place in dict.fromkeys((loc, *LEGEND_PLACES)):
+        leg = ax.legend(loc=place, **kwargs)
+        if clear(leg):
+            return leg
+    entries = len(ax.get_legend_handles_labels()[1])
+    outside = {k: v for k, v in kwargs.items() if k not in ("ncols", "ncol", "frameon")}
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False,
+                     ncols=min(3, max(1, entries)), **outside)
