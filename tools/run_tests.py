@@ -4,19 +4,22 @@ Usage (what `make test` calls):  python tools/run_tests.py [extra pytest args]
 
 pytest exits 5 when it collected no test; that is a failure here, never a silent pass.
 
-Where Chromium is there to run them, the tests run in four pytest processes at once, split by
+Where Chromium is there to run them, the tests run in five pytest processes at once, split by
 folder (:data:`GROUPS`): the real-browser tests (``tests/browser``: every notebook run in
-JupyterLab) in one, the multi-process labs of :data:`BESIDE` with the planner's and judge's
-tests in another, the collective, profile and bench tests in a third, and the rest in this
-one. A single run keeps two cores only about half busy (tests wait on ranks, kernels,
-JupyterLab and the page), so the four overlap.
+JupyterLab) in two (:data:`BROWSER_SHARDS`, each with its own JupyterLab and Chromium), the
+multi-process labs of :data:`BESIDE` with the planner's and judge's tests in another, the
+collective, profile and bench tests in a fourth, and the rest in this one. A single run keeps
+two cores only about half busy (tests wait on ranks, kernels, JupyterLab and the page), so the
+five overlap. When all have ended, one line per process says its wall and CPU seconds, and
+how busy the machine's cores were (:class:`Clock`).
 Each process gets its own ``/dev/shm`` (a private mount namespace with a fresh tmpfs there,
 ``unshare``, as CI runs: root), so the leak checks of one, which count new ``/dev/shm``
 entries, never see the shared memory of another's kernels and ranks; and they are siblings (the
 leak checks also count a test's new child processes: the browser's JupyterLab, Chromium and
 kernels must not be among the rest's). The rest is told (``DISTLAB_BROWSER_ELSEWHERE=1``) to
-leave the browser tests and the notebooks they run to the browser's process
-(:mod:`helpers.notebook_owner`), and skips the other processes' folders: every test still
+leave the browser tests and the notebooks they run to the browser's processes
+(:mod:`helpers.notebook_owner`; each browser process is told its shard,
+``DISTLAB_BROWSER_SHARD``), and skips the other processes' folders: every test still
 runs, each notebook once. The rest's output streams; the others' is printed when all have
 ended, and kept in ``test-artifacts/*.log``.
 
@@ -32,7 +35,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -52,6 +58,19 @@ ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
 module imported first could not have its asserts rewritten)."""
 
 BROWSER_TESTS = "tests/browser"
+SHARD = "DISTLAB_BROWSER_SHARD"
+"""helpers.notebook_owner.SHARD (not imported, as :data:`ELSEWHERE`)."""
+BROWSER_SHARDS: tuple[tuple[str, ...], ...] = (
+    ("planner", "pipeline", "judging", "allreduce", "process_hop", "profile", "samplers",
+     "transfers", "start_here", "clean_open"),
+    ("ddp", "mixture_of_experts", "images", "nccl_model", "collectives", "pipeline_parallel",
+     "zero", "tensor_parallel", "your_run", "stored_outputs"),
+)
+"""The real-browser tests (``tests/browser/test_browser_<name>.py``) shared out over two
+processes, each with its own JupyterLab and Chromium: one process ran them all in 1441 s on CI
+(most of it waiting on the page and the kernel), the longest of the four. Split by their CI
+times (planner 224 s, DDP 151 s, MoE 138 s, pipeline 125 s, images 123 s, judging 116 s, ...)
+into two halves of about 690 s each."""
 BESIDE = ("tests/ddp", "tests/loading", "tests/zero", "tests/moe", "tests/hogwild")
 """The multi-process labs' folders (mostly waiting on their ranks), run in a process of their
 own beside the browser's."""
@@ -136,11 +155,102 @@ def _single(args: list[str]) -> int:
     return code
 
 
-def _log(group: Sequence[str]) -> Path:
-    """Where the output of the process running ``group`` is kept."""
-    name = "browser-tests" if group[0] == BROWSER_TESTS else "-".join(
+def _log(group: Sequence[str], shard: int | None = None) -> Path:
+    """Where the output of the process running ``group`` (browser shard ``shard``) is kept."""
+    name = f"browser-tests-{shard + 1}" if shard is not None else "-".join(
         Path(d).name for d in group[:2])
     return LOG_DIR / f"{name}.log"
+
+
+def _processes() -> list[tuple[tuple[str, ...], int | None]]:
+    """``(folders, browser shard)`` of each process beside the rest: one per browser shard,
+    then one per other group of :data:`GROUPS` (folders this checkout has)."""
+    out: list[tuple[tuple[str, ...], int | None]] = []
+    for group in GROUPS:
+        present = tuple(d for d in group if (ROOT / d).is_dir())
+        if present == (BROWSER_TESTS,):
+            out += [(present, k) for k in range(len(BROWSER_SHARDS))]
+        elif present:
+            out.append((present, None))
+    return out
+
+
+def _env(shard: int | None) -> dict[str, str]:
+    """The environment of a process beside the rest (``shard``: its browser shard)."""
+    if shard is None:
+        return {**os.environ, ELSEWHERE: "1"}
+    names = ",".join(f"test_browser_{n}" for n in BROWSER_SHARDS[shard])
+    return {**os.environ, ELSEWHERE: "0", SHARD: names}
+
+
+def _describe(group: Sequence[str], shard: int | None) -> str:
+    return f"browser {shard + 1}" if shard is not None else " ".join(Path(d).name for d in group)
+
+
+def _busy_jiffies() -> tuple[int, int] | None:
+    """``(busy, total)`` clock ticks of all cores since boot (``/proc/stat``), None elsewhere."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    total = sum(fields)
+    return total - fields[3] - fields[4], total   # less idle and iowait
+
+
+@dataclass(frozen=True)
+class Ended:
+    """One pytest process, ended: its name, exit status, wall seconds and CPU seconds (its own
+    and its waited-for descendants', user and system, from ``wait4``)."""
+
+    name: str
+    code: int
+    wall_s: float
+    cpu_s: float
+
+
+class Clock:
+    """Waits for the test processes (a thread each, so each one's end is its own) and says
+    what each took, and how busy the machine was: the line CI's log ends with, so a slow run
+    shows where its time went."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.busy0 = _busy_jiffies()
+        self.ended: dict[int, Ended] = {}
+        self._threads: dict[int, threading.Thread] = {}
+
+    def watch(self, name: str, proc: subprocess.Popen[bytes]) -> None:
+        """Start waiting for ``proc``."""
+        def wait() -> None:
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            self.ended[proc.pid] = Ended(name, proc.returncode, time.monotonic() - self.start,
+                                         usage.ru_utime + usage.ru_stime)
+        self._threads[proc.pid] = threading.Thread(target=wait, daemon=True)
+        self._threads[proc.pid].start()
+
+    def wait(self, proc: subprocess.Popen[bytes]) -> int:
+        """``proc``'s exit status once it has ended (Ctrl-C still interrupts the wait)."""
+        thread = self._threads[proc.pid]
+        while thread.is_alive():
+            thread.join(0.5)
+        return self.ended[proc.pid].code
+
+    def summary(self) -> str:
+        """One line per process (wall and CPU seconds), then the cores' busy share."""
+        wall = time.monotonic() - self.start
+        lines = ["run_tests: time by process (wall s, CPU s of it and its children):"]
+        for e in sorted(self.ended.values(), key=lambda e: -e.wall_s):
+            lines.append(f"  {e.name:28} {e.wall_s:7.0f} s wall {e.cpu_s:7.0f} s CPU"
+                         + ("" if e.code == 0 else f"  (exit {e.code})"))
+        busy1 = _busy_jiffies()
+        if self.busy0 is not None and busy1 is not None and busy1[1] > self.busy0[1]:
+            share = (busy1[0] - self.busy0[0]) / (busy1[1] - self.busy0[1])
+            cores = os.cpu_count() or 1
+            counted = sum(e.cpu_s for e in self.ended.values())
+            lines.append(f"  the machine's {cores} cores were {share:.0%} busy over {wall:.0f} s "
+                         f"({share * cores * wall:.0f} CPU s; {counted:.0f} s counted above)")
+        return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
@@ -152,32 +262,38 @@ def main(argv: list[str]) -> int:
         print(f"run_tests: one process ({reason})", flush=True)
         return _single(argv)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    groups = [tuple(d for d in g if (ROOT / d).is_dir()) for g in GROUPS]
-    print(f"run_tests: {len(groups)} processes run beside this one, each with its own /dev/shm "
+    beside = _processes()
+    print(f"run_tests: {len(beside)} processes run beside this one, each with its own /dev/shm "
           f"(their output follows this run's and is kept in {LOG_DIR.relative_to(ROOT)}/):",
           flush=True)
-    for group in groups:
-        print(f"  {' '.join(group)}", flush=True)
+    for group, shard in beside:
+        print(f"  {' '.join(group)}" + ("" if shard is None else
+                                        f" ({', '.join(BROWSER_SHARDS[shard])})"), flush=True)
     pytest_cmd = [sys.executable, "-m", "pytest"]
-    ignored = [f"--ignore={d}" for g in groups for d in g if d != BROWSER_TESTS]
+    ignored = [f"--ignore={d}" for g, _ in beside for d in g if d != BROWSER_TESTS]
     procs: list[subprocess.Popen[bytes]] = []
+    clock = Clock()
     with contextlib.ExitStack() as stack:
-        for group in groups:
-            log = stack.enter_context(_log(group).open("w"))
+        for group, shard in beside:
+            log = stack.enter_context(_log(group, shard).open("w"))
             procs.append(subprocess.Popen(
                 [*prefix, *pytest_cmd, *group, *argv], stdout=log, stderr=subprocess.STDOUT,
-                cwd=ROOT, env={**os.environ, ELSEWHERE: "0" if BROWSER_TESTS in group else "1"}))
+                cwd=ROOT, env=_env(shard)))
+            clock.watch(_describe(group, shard), procs[-1])
         try:
             # The rest still collects the browser tests (to leave the notebooks they run to the
-            # browser's process, helpers.notebook_owner) and deselects them.
-            rest = subprocess.run([*prefix, *pytest_cmd, *ignored, *argv], cwd=ROOT,
-                                  check=False, env={**os.environ, ELSEWHERE: "1"}).returncode
+            # browser's processes, helpers.notebook_owner) and deselects them.
+            rest_proc = subprocess.Popen([*prefix, *pytest_cmd, *ignored, *argv], cwd=ROOT,
+                                         env={**os.environ, ELSEWHERE: "1"})
+            clock.watch("the rest", rest_proc)
+            rest = clock.wait(rest_proc)
         finally:
-            others = [p.wait() for p in procs]
-    for group in groups:
-        print(f"\n===== the process beside ({' '.join(group)}) =====", flush=True)
-        sys.stdout.write(_log(group).read_text())
+            others = [clock.wait(p) for p in procs]
+    for group, shard in beside:
+        print(f"\n===== the process beside ({_describe(group, shard)}) =====", flush=True)
+        sys.stdout.write(_log(group, shard).read_text())
         sys.stdout.flush()
+    print(clock.summary(), flush=True)
     return combine(rest, others, _filtered(argv))
 
 

@@ -13,7 +13,9 @@ as usual: nothing is left unchecked.
 When the browser tests run in a second process beside this one (``tools/run_tests.py`` sets
 :data:`ELSEWHERE` to ``"1"`` here), this run leaves them to it: the browser tests are
 deselected here, and so are the nbval items and clean-open cases of the notebooks they run, as
-if they ran here.
+if they ran here. The browser tests themselves may be shared out over several such processes
+(:data:`SHARD`: the test files this one runs); each still collects them all, so every process
+leaves the same notebooks to the browser tests.
 
 Loaded for every run by the root ``conftest.py``.
 """
@@ -27,10 +29,14 @@ import pytest
 
 from helpers.chromium import chromium_executable
 
-__all__ = ["ELSEWHERE", "notebooks_run_by_browser_tests"]
+__all__ = ["ELSEWHERE", "SHARD", "notebooks_run_by_browser_tests"]
 
 ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
 """``"1"``: the browser tests this run selects run in another process (``tools/run_tests.py``)."""
+
+SHARD = "DISTLAB_BROWSER_SHARD"
+"""Comma-separated names of browser test files (``test_browser_ddp``): of the browser tests, this
+run runs only theirs, and leaves the others to another process (``tools/run_tests.py``)."""
 
 
 def notebooks_run_by_browser_tests(items: list[pytest.Item]) -> set[str]:
@@ -62,13 +68,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if chromium_executable() is None:  # the browser tests skip: nbval runs everything
         return
     elsewhere = os.environ.get(ELSEWHERE) == "1"
+    shard = os.environ.get(SHARD)
+    mine = None if shard is None else {s.strip() for s in shard.split(",") if s.strip()}
     owned = notebooks_run_by_browser_tests(items)
-    if not owned and not elsewhere:
+    if not owned and not elsewhere and mine is None:
         return
 
     def gone(item: pytest.Item) -> bool:
         return (_nbval_notebook(item) in owned or _opened(item) in owned
-                or (elsewhere and _browser(item)))
+                or (_browser(item) and (elsewhere or (mine is not None
+                                                      and Path(str(item.path)).stem not in mine))))
 
     keep = [i for i in items if not gone(i)]
     dropped = [i for i in items if gone(i)]
