@@ -59,7 +59,7 @@ def ep_step_vs_one_process(rank: int, world_size: int, spec: ModelSpec,
         for name, p in model.named_parameters():
             local = p.to_local() if hasattr(p, "to_local") else p
             local.copy_(_mine(whole[_name(name)], p, _name(name), layout.ep, ep_rank))
-    opt = vr._optimizer(case, list(model.parameters()), built.zero1, [])
+    opt = vr._optimizer(case, list(model.parameters()), built.zero1, [], built)
     grads: dict[str, torch.Tensor] = {}
     step = opt.step
 

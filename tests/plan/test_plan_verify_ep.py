@@ -1,7 +1,8 @@
 """``--verify`` with expert parallelism (``ep > 1``) trains the model it trains at ``ep = 1``:
 one verify step of an expert-parallel layout on gloo ranks (the experts split by
 ``ExpertParallel`` over ``ep``, sharded by FSDP2 over the expert-data-parallel ranks or
-reduced over them under DDP) gives each rank the loss, the gradients and, after one AdamW step,
+reduced over them under DDP, their states sharded
+over them under ZeRO 1) gives each rank the loss, the gradients and, after one AdamW step,
 the parameters of the whole decoder trained in one process on every rank's batch (fp32)."""
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ TOL = 1e-4   # relative to each tensor's largest element (fp32 sums in another o
     Layout(dp=2, ep=2, zero=0, micro_batch=1, global_batch=4),   # DDP + experts over edp
     Layout(dp=4, ep=2, zero=3, micro_batch=1, global_batch=4),   # edp 2
     Layout(dp=4, ep=2, zero=0, micro_batch=1, global_batch=4),
+    Layout(dp=4, ep=2, zero=1, micro_batch=1, global_batch=4),   # two ZeROs: dp and edp
+    Layout(dp=2, ep=2, zero=1, micro_batch=2, global_batch=4),
 ], ids=lambda lay: lay.label)
 def test_an_expert_parallel_verify_step_equals_one_process(layout: Layout) -> None:
     with no_leaks():
@@ -40,7 +43,6 @@ def test_an_expert_parallel_verify_step_equals_one_process(layout: Layout) -> No
 
 
 @pytest.mark.parametrize(("layout", "match"), [
-    (Layout(dp=2, ep=2, zero=1, global_batch=2), "expert parallelism is not run with ZeRO 1"),
     (Layout(dp=2, tp=2, ep=2, zero=3, global_batch=2),
      "expert parallelism is not run with tp=2"),
     (Layout(dp=2, pp=2, ep=2, zero=3, global_batch=2),

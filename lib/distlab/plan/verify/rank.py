@@ -26,12 +26,13 @@ routed experts are split over ``mesh["ep"]`` by :class:`distlab.moe.ExpertParall
 tokens sent by all-to-all), and then, for ZeRO 2/3, the experts get their own ``fully_shard``
 over ``mesh["edp"]`` (the ranks holding the same experts) with
 ``set_gradient_divide_factor(dp)``, since their gradients already sum the tokens of the ``ep``
-ranks, and the rest of each block is sharded over ``mesh["dp"]``; for ZeRO 0, DDP over
+ranks, and the rest of each block is sharded over ``mesh["dp"]``; for ZeRO 0 and 1, DDP over
 ``mesh["dp"]`` ignores the experts, whose gradients are all-reduced over ``mesh["edp"]`` and
-divided by ``dp``. Either way every parameter's gradient is that of the mean loss over all
-data-parallel ranks, as at ``ep = 1``. :func:`unsupported_reason` says, before anything
-starts, what is not run: context parallelism (torch's ``context_parallel`` is experimental),
-and expert parallelism with ZeRO 1, tensor parallelism or a pipeline.
+divided by ``dp`` (ZeRO 1: one ``ZeroRedundancyOptimizer`` over the rest on ``mesh["dp"]``,
+one over the experts on ``mesh["edp"]``). Either way every parameter's gradient is that of
+the mean loss over all data-parallel ranks, as at ``ep = 1``. :func:`unsupported_reason` says,
+before anything starts, what is not run: context parallelism (torch's ``context_parallel`` is
+experimental), and expert parallelism with tensor parallelism or a pipeline.
 """
 
 from __future__ import annotations
@@ -129,12 +130,7 @@ def unsupported_reason(layout: Layout) -> str | None:
         if other:
             return (f"expert parallelism is not run with {' and '.join(other)}: verify "
                     "composes ep with data parallelism only (the layout is priced, not "
-                    "verified; ep with dp and ZeRO 0, 2 or 3 runs)")
-        if layout.zero == 1:
-            return ("expert parallelism is not run with ZeRO 1: ZeroRedundancyOptimizer "
-                    "shards over one group, the experts' states would need the "
-                    "expert-data-parallel one (the layout is priced, not verified; ep with "
-                    "ZeRO 0, 2 or 3 runs)")
+                    "verified; ep with dp runs)")
     return None
 
 
@@ -319,6 +315,7 @@ class _Built:
     expert_params: list[nn.Parameter] = field(default_factory=list)
     expert_group: Any = None
     expert_divide: int = 1
+    dp_group: Any = None
 
 
 def _mesh(layout: Layout, device: torch.device) -> dict[str, Any]:
@@ -420,6 +417,7 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
             DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(mod, ignored)
             built.expert_params = [mod.get_parameter(n) for n in ignored]
             built.expert_group = mesh["edp"].get_group()
+            built.dp_group = group
             built.expert_divide = lay.dp
         modules = [DistributedDataParallel(m, process_group=group) for m in modules]
         built.ddp = True
@@ -485,9 +483,41 @@ def _batch(case: VerifyCase, device: torch.device, rows: int, step: int, dp_rank
     return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
 
+class _Optimizers:
+    """Several optimizers stepped as one (ZeRO 1 with ``ep > 1``: each shards its states over
+    its own group)."""
+
+    def __init__(self, optimizers: list[Any]) -> None:
+        self.optimizers = optimizers
+
+    def step(self) -> None:
+        for o in self.optimizers:
+            o.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+
 def _optimizer(case: VerifyCase, params: list[nn.Parameter], zero1: bool,
-               notes: list[str]) -> torch.optim.Optimizer:
+               notes: list[str], built: _Built | None = None) -> Any:
+    """AdamW over ``params`` (fp32 states; ``lr`` 1e-4, weight decay 0.1), as
+    ``case.optimizer`` says: one parameter group per kind of tensor. ``zero1``: torch's
+    ``ZeroRedundancyOptimizer`` over the default group, or, where ``built`` has expert
+    parameters (``ep > 1``), one over the rest on the data-parallel group and one over the
+    experts on the expert-data-parallel group (the ranks that hold the same experts)."""
     kw: dict[str, Any] = {"lr": 1e-4, "weight_decay": 0.1, case.optimizer: True}
+    if zero1 and built is not None and built.expert_params:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        ids = {id(p) for p in built.expert_params}
+        dense = [p for p in params if id(p) not in ids]
+        experts = [p for p in params if id(p) in ids]
+        return _Optimizers([
+            ZeroRedundancyOptimizer(dense, optimizer_class=torch.optim.AdamW,
+                                    process_group=built.dp_group, **kw),
+            ZeroRedundancyOptimizer(experts, optimizer_class=torch.optim.AdamW,
+                                    process_group=built.expert_group, **kw)])
     groups: dict[str, list[nn.Parameter]] = {}
     for p in params:   # a fused step takes one kind of tensor (DTensors of one mesh)
         mesh = getattr(p, "device_mesh", None)
@@ -547,7 +577,7 @@ def _attention_kernel(case: VerifyCase, device: torch.device) -> Iterator[None]:
         yield
 
 
-def _train_step(case: VerifyCase, built: _Built, opt: torch.optim.Optimizer,
+def _train_step(case: VerifyCase, built: _Built, opt: Any,
                 device: torch.device, meter: Any, step: int, clock: _Clock) -> float | None:
     """One optimizer step of ``built``; the rank's loss (the mean over its rows), or ``None``
     under a pipeline."""
@@ -636,7 +666,7 @@ def run_rank(rank: int, world_size: int, case: VerifyCase) -> RankMeasurement:
             with meter.phase("build"):
                 built = _build(case, rank, device)
                 params = [p for m in built.modules for p in m.parameters()]
-                opt = _optimizer(case, params, built.zero1, built.notes)
+                opt = _optimizer(case, params, built.zero1, built.notes, built)
             steps: list[dict[str, float]] = []
             with _attention_kernel(case, device):
                 for step in range(case.warmup + case.steps):
