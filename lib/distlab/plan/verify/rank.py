@@ -586,7 +586,7 @@ def _train_step(case: VerifyCase, built: _Built, opt: Any,
                 if lay.zero in (0, 1) and case.dtype == "bf16" else nullcontext())
     rows = lay.micro_batch * lay.microbatches
     ids, target = _batch(case, device, rows, step, built.dp_rank)
-    total: float | None = None
+    total: torch.Tensor | None = None     # read after the step: no sync inside it
     clock.mark("start")
     if built.schedule is not None:
         with meter.phase("schedule"), autocast, _loss_context(lay):
@@ -610,7 +610,7 @@ def _train_step(case: VerifyCase, built: _Built, opt: Any,
             with ctx:
                 with meter.phase("forward"), autocast, _loss_context(lay):
                     loss = _loss(model(ids[sl]), target[sl]) / m
-                total = (total or 0.0) + float(loss.detach())
+                total = loss.detach() if total is None else total + loss.detach()
                 clock.mark("forward")
                 with meter.phase("backward"), _loss_context(lay):
                     loss.backward()
@@ -621,7 +621,7 @@ def _train_step(case: VerifyCase, built: _Built, opt: Any,
         opt.step()
         opt.zero_grad(set_to_none=True)
     clock.mark("optimizer")
-    return total
+    return None if total is None else float(total)
 
 
 def _reduce_expert_grads(built: _Built) -> None:
