@@ -139,17 +139,29 @@ def test_a_model_with_experts_runs_beside_its_prediction(
     assert row["alloc_pred"] > 0 and abs(row["alloc_err"]) < 25
 
 
-def test_experts_are_built_from_the_moe_lab_and_ep_is_refused_in_one_line() -> None:
+def test_experts_are_built_from_the_moe_lab_and_expert_parallel_layouts_run() -> None:
     from distlab.moe import MoE
 
     model = build_decoder(TINY_MOE, device="meta")
     assert not hasattr(model.layers[0], "moe") and hasattr(model.layers[0], "feed_forward")
     assert all(isinstance(b.moe, MoE) for b in model.layers[1:])
     assert model.layers[1].moe.experts.w1.shape == (8, 64, 128)
-    rows = verify(TINY_MOE, [Layout(dp=2, ep=2, zero=3, global_batch=2),
-                             Layout(micro_batch=2, global_batch=2, recompute="full")],
-                  layers=1, steps=1, device="cpu", timeout=180)
-    assert rows[0].outcome == "skipped" and "expert parallelism is not run" in rows[0].detail
-    assert "\n" not in rows[0].detail
-    assert rows[1].outcome == "ran" and rows[1].spec.moe_layers == 1   # one MoE layer kept
-    assert 0.75 < rows[1].peak_allocated / rows[1].predicted_allocated < 1.33
+    with no_leaks():
+        rows = verify(TINY_MOE, [Layout(dp=2, ep=2, zero=3, global_batch=2),          # FSDP2
+                                 Layout(dp=4, ep=2, zero=0, global_batch=4),          # DDP
+                                 Layout(dp=2, ep=2, zero=1, global_batch=2),          # ZeRO 1
+                                 Layout(dp=2, tp=2, ep=2, zero=3, global_batch=2),    # not run
+                                 Layout(micro_batch=2, global_batch=2, recompute="full")],
+                      layers=2, steps=1, device="cpu", timeout=180)
+    assert [r.outcome for r in rows] == ["ran", "ran", "ran", "skipped", "ran"], \
+        [(r.outcome, r.detail) for r in rows]
+    assert "expert parallelism is not run with tp=2" in rows[3].detail
+    assert "\n" not in rows[3].detail
+    for r in rows[:3] + rows[4:]:
+        assert r.spec.moe_layers == 1 and len(r.measured) == r.layout.gpus   # one MoE layer
+        assert r.predicted is None and r.predicted_allocated > 0      # a host: no GPU price
+        # live bytes against the memory model, which counts experts / ep per rank, ZeRO-
+        # sharded over expert_dp: measured +20%, -8%, -10% and -2% here; on gloo ranks within
+        # the factor the dense layouts are held to (the CPU kernels, gloo's buffers)
+        bound = (0.5, 2.0) if r.layout.gpus > 1 else (0.75, 1.33)
+        assert bound[0] < r.peak_allocated / r.predicted_allocated < bound[1], r.layout.label

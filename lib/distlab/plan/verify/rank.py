@@ -18,11 +18,21 @@ the host clock on a CPU) and its phases, and the peak memory of each phase
 (:mod:`~distlab.plan.verify.meter`: the caching allocator's allocated and reserved bytes on a
 GPU; on a host, every byte torch's CPU allocator handed out). An out-of-memory error is raised
 as :class:`MeasuredOutOfMemory`, which says what the step asked for and what was reserved.
-Context parallelism is not run (torch's ``context_parallel`` is experimental), nor expert
-parallelism (``ep > 1``: the lab's ``ExpertParallel`` is not composed with FSDP2 here); a model
-with experts runs at ``ep = 1``, each MoE layer :mod:`distlab.moe`'s block
-(:mod:`~distlab.plan.verify.decoder`): :func:`unsupported_reason` says so before anything
-starts.
+A model with experts runs each MoE layer as :mod:`distlab.moe`'s block
+(:mod:`~distlab.plan.verify.decoder`). Expert parallelism (``ep > 1``) is composed as torchtitan
+composes it: ``ep`` borrows from data parallelism, the mesh is ``("pp", "edp", "ep", "tp")``
+with ``"dp"`` the flattened ``("edp", "ep")`` (``dp = expert_dp * ep``), every MoE layer's
+routed experts are split over ``mesh["ep"]`` by :class:`distlab.moe.ExpertParallel` (their
+tokens sent by all-to-all), and then, for ZeRO 2/3, the experts get their own ``fully_shard``
+over ``mesh["edp"]`` (the ranks holding the same experts) with
+``set_gradient_divide_factor(dp)``, since their gradients already sum the tokens of the ``ep``
+ranks, and the rest of each block is sharded over ``mesh["dp"]``; for ZeRO 0 and 1, DDP over
+``mesh["dp"]`` ignores the experts, whose gradients are all-reduced over ``mesh["edp"]`` and
+divided by ``dp`` (ZeRO 1: one ``ZeroRedundancyOptimizer`` over the rest on ``mesh["dp"]``,
+one over the experts on ``mesh["edp"]``). Either way every parameter's gradient is that of
+the mean loss over all data-parallel ranks, as at ``ep = 1``. :func:`unsupported_reason` says,
+before anything starts, what is not run: context parallelism (torch's ``context_parallel`` is
+experimental), and expert parallelism with tensor parallelism or a pipeline.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ from distlab.plan.verify.meter import CudaMeter, HostMeter, PhasePeak, cuda_memo
 from distlab.plan.verify.recompute import apply_recompute
 from distlab.transformer import ModelSpec
 
-__all__ = ["ATTENTION_BACKENDS", "OPTIMIZERS", "OOM_MARK", "MeasuredOutOfMemory",
+__all__ = ["ATTENTION_BACKENDS", "DTYPES", "OPTIMIZERS", "OOM_MARK", "MeasuredOutOfMemory",
            "RankMeasurement", "VerifyCase", "run_rank", "unsupported_reason"]
 
 OPTIMIZERS = ("fused", "foreach")
@@ -59,6 +69,9 @@ OPTIMIZERS = ("fused", "foreach")
 
 ATTENTION_BACKENDS = ("flash", "cudnn", "efficient", "default")
 """The SDPA kernel forced on a GPU (``default``: SDPA picks); a host runs its own."""
+
+DTYPES = ("bf16", "fp32")
+"""The compute dtypes a verify run trains in (the states are fp32 either way)."""
 
 OOM_MARK = "distlab-verify-oom:"
 """The line an out-of-memory rank's error message carries, followed by its JSON details."""
@@ -77,6 +90,8 @@ class VerifyCase:
         attention: one of :data:`ATTENTION_BACKENDS` (GPU only).
         seed: weights and data.
         device: ``"cuda"`` (each rank on ``cuda:<local rank>``) or ``"cpu"``.
+        dtype: the compute dtype, one of :data:`DTYPES`: ``"bf16"`` (what the planner prices)
+            or ``"fp32"`` (no autocast, FSDP2 without a cast: to compare layouts exactly).
     """
 
     spec: ModelSpec
@@ -87,6 +102,7 @@ class VerifyCase:
     attention: str = "flash"
     seed: int = 0
     device: str = "cpu"
+    dtype: str = "bf16"
 
     def __post_init__(self) -> None:
         check_instance("spec", self.spec, ModelSpec)
@@ -96,6 +112,12 @@ class VerifyCase:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("attention", self.attention, ATTENTION_BACKENDS)
         check_choice("device", self.device, ("cpu", "cuda"))
+        check_choice("dtype", self.dtype, DTYPES)
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """:attr:`dtype` as a torch dtype."""
+        return torch.bfloat16 if self.dtype == "bf16" else torch.float32
 
 
 def unsupported_reason(layout: Layout) -> str | None:
@@ -104,9 +126,11 @@ def unsupported_reason(layout: Layout) -> str | None:
         return ("context parallelism is not run: torch's context_parallel is experimental "
                 "(the layout is priced, not verified)")
     if layout.ep > 1:
-        return ("expert parallelism is not run: distlab.moe's ExpertParallel is not composed "
-                "with FSDP2's sharding of the experts over the expert-data-parallel ranks "
-                "(the layout is priced, not verified; ep=1 runs)")
+        other = [f"{d}={getattr(layout, d)}" for d in ("tp", "pp") if getattr(layout, d) > 1]
+        if other:
+            return (f"expert parallelism is not run with {' and '.join(other)}: verify "
+                    "composes ep with data parallelism only (the layout is priced, not "
+                    "verified; ep with dp runs)")
     return None
 
 
@@ -286,13 +310,44 @@ class _Built:
     kv_repeated: bool = False
     recompute: str = "none"
     notes: list[str] = field(default_factory=list)
+    dp_rank: int = 0
+    # ZeRO 0 with ep > 1: the expert parameters DDP ignores, their group and divisor
+    expert_params: list[nn.Parameter] = field(default_factory=list)
+    expert_group: Any = None
+    expert_divide: int = 1
+    dp_group: Any = None
 
 
-def _mesh(layout: Layout, device: torch.device) -> Any:
+def _mesh(layout: Layout, device: torch.device) -> dict[str, Any]:
+    """The one-dimensional torch ``DeviceMesh``\\ es of ``layout`` by name, sliced from
+    ``("pp", "dp", "tp")``, or with ``ep > 1`` from ``("pp", "edp", "ep", "tp")`` with
+    ``"dp"`` the flattened ``("edp", "ep")`` (data-parallel rank ``edp_rank * ep + ep_rank``:
+    the same ranks as without ``ep``)."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    return init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp),
-                            mesh_dim_names=("pp", "dp", "tp"))
+    if layout.ep == 1:
+        mesh = init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp),
+                                mesh_dim_names=("pp", "dp", "tp"))
+        return {d: mesh[d] for d in ("pp", "dp", "tp")}
+    mesh = init_device_mesh(device.type, (layout.pp, layout.expert_dp, layout.ep, layout.tp),
+                            mesh_dim_names=("pp", "edp", "ep", "tp"))
+    out = {d: mesh[d] for d in ("pp", "edp", "ep", "tp")}
+    out["dp"] = mesh["edp", "ep"]._flatten("dp")    # kept here: torch will not slice it
+    return out
+
+
+def _expert_parallel(mod: nn.Module, mesh: Any) -> list[str]:
+    """Split every MoE layer's routed experts of ``mod`` over ``mesh["ep"]``
+    (:class:`distlab.moe.ExpertParallel`, each rank keeping its slice of its own weights: on
+    the meta device there is nothing to broadcast); the experts' module names."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    from distlab.moe import ExpertParallel
+
+    names = [f"layers.{i}.moe.experts" for i, b in enumerate(mod.layers) if hasattr(b, "moe")]
+    parallelize_module(mod, mesh["ep"], dict.fromkeys(names, ExpertParallel()),
+                       src_data_rank=None)
+    return names
 
 
 def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
@@ -303,6 +358,8 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
     built = _Built([], [], kv_repeated=full.kv_repeated)
     mesh = _mesh(lay, device) if lay.gpus > 1 else None
     pp_rank = mesh["pp"].get_local_rank() if mesh is not None else 0
+    built.dp_rank = mesh["dp"].get_local_rank() if mesh is not None else 0
+    experts: list[str] = []
     if lay.pp > 1:
         split = layers_per_stage(spec.layers, lay.stages)
         starts = [sum(split[:i]) for i in range(lay.stages)]
@@ -321,13 +378,24 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
 
             parallelize_module(mod, mesh["tp"], _tp_plan(
                 spec, lay.sequence_parallel, first=s == 0, last=s == lay.stages - 1))
+        if lay.ep > 1:
+            experts = _expert_parallel(mod, mesh)
         built.recompute = apply_recompute(mod, lay.recompute)
         if lay.zero in (2, 3):
             from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-            mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            mp = MixedPrecisionPolicy(param_dtype=case.compute_dtype,
+                                      reduce_dtype=torch.float32)
             reshard = lay.zero == 3 and lay.pp == 1
             dp_mesh = mesh["dp"] if mesh is not None else None
+            for name in experts:     # torchtitan's apply_fsdp: the experts over edp first
+                sub = mod.get_submodule(name)
+                fully_shard(sub, mesh=mesh["edp"], mp_policy=mp, reshard_after_forward=reshard)
+                sub.set_gradient_divide_factor(lay.dp)
+                if device.type == "cpu" and lay.expert_dp > 1:
+                    # gloo has no PREMUL_SUM: sum, then divide (not on one rank, where torch
+                    # 2.13 would divide twice)
+                    sub.set_force_sum_reduction_for_comms(True)
             for block in mod.layers:
                 fully_shard(block, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
             fully_shard(mod, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
@@ -343,6 +411,14 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
             raise ValueError("ZeRO 0/1 with tensor parallelism is not run by verify "
                              "(torch's DDP does not take DTensor parameters): use zero=3")
         group = mesh["dp"].get_group() if mesh is not None else None
+        if experts:   # DDP averages the rest; the experts are reduced over edp by the step
+            (mod,) = modules
+            ignored = [f"{name}.{w}" for name in experts for w in ("w1", "w2", "w3")]
+            DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(mod, ignored)
+            built.expert_params = [mod.get_parameter(n) for n in ignored]
+            built.expert_group = mesh["edp"].get_group()
+            built.dp_group = group
+            built.expert_divide = lay.dp
         modules = [DistributedDataParallel(m, process_group=group) for m in modules]
         built.ddp = True
         built.zero1 = lay.zero == 1
@@ -396,20 +472,57 @@ def _loss_context(layout: Layout) -> Any:
 
 # -- one step ----------------------------------------------------------------------------------
 
-def _batch(case: VerifyCase, device: torch.device, rows: int, step: int
+def _batch(case: VerifyCase, device: torch.device, rows: int, step: int, dp_rank: int = 0
            ) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator(device=device).manual_seed(case.seed * 1000003 + step)
+    """``rows`` sequences of ids and their next-token targets for ``step`` of data-parallel
+    rank ``dp_rank`` (each replica its own data; tensor-parallel and pipeline ranks of one
+    replica the same)."""
+    g = torch.Generator(device=device).manual_seed(case.seed * 1000003 + step * 1009 + dp_rank)
     ids = torch.randint(0, case.spec.vocab, (rows, case.spec.seq_len + 1), generator=g,
                         device=device)
     return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
 
+class _Optimizers:
+    """Several optimizers stepped as one (ZeRO 1 with ``ep > 1``: each shards its states over
+    its own group)."""
+
+    def __init__(self, optimizers: list[Any]) -> None:
+        self.optimizers = optimizers
+
+    def step(self) -> None:
+        for o in self.optimizers:
+            o.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+
 def _optimizer(case: VerifyCase, params: list[nn.Parameter], zero1: bool,
-               notes: list[str]) -> torch.optim.Optimizer:
+               notes: list[str], built: _Built | None = None) -> Any:
+    """AdamW over ``params`` (fp32 states; ``lr`` 1e-4, weight decay 0.1), as
+    ``case.optimizer`` says: one parameter group per kind of tensor. ``zero1``: torch's
+    ``ZeroRedundancyOptimizer`` over the default group, or, where ``built`` has expert
+    parameters (``ep > 1``), one over the rest on the data-parallel group and one over the
+    experts on the expert-data-parallel group (the ranks that hold the same experts)."""
     kw: dict[str, Any] = {"lr": 1e-4, "weight_decay": 0.1, case.optimizer: True}
+    if zero1 and built is not None and built.expert_params:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        ids = {id(p) for p in built.expert_params}
+        dense = [p for p in params if id(p) not in ids]
+        experts = [p for p in params if id(p) in ids]
+        return _Optimizers([
+            ZeroRedundancyOptimizer(dense, optimizer_class=torch.optim.AdamW,
+                                    process_group=built.dp_group, **kw),
+            ZeroRedundancyOptimizer(experts, optimizer_class=torch.optim.AdamW,
+                                    process_group=built.expert_group, **kw)])
     groups: dict[str, list[nn.Parameter]] = {}
-    for p in params:   # a fused step takes one kind of tensor: split DTensors from the rest
-        groups.setdefault(type(p).__name__, []).append(p)
+    for p in params:   # a fused step takes one kind of tensor (DTensors of one mesh)
+        mesh = getattr(p, "device_mesh", None)
+        key = type(p).__name__ + ("" if mesh is None else f" {mesh.mesh_dim_names}")
+        groups.setdefault(key, []).append(p)
     if zero1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
@@ -464,13 +577,16 @@ def _attention_kernel(case: VerifyCase, device: torch.device) -> Iterator[None]:
         yield
 
 
-def _train_step(case: VerifyCase, built: _Built, opt: torch.optim.Optimizer,
-                device: torch.device, meter: Any, step: int, clock: _Clock) -> None:
+def _train_step(case: VerifyCase, built: _Built, opt: Any,
+                device: torch.device, meter: Any, step: int, clock: _Clock) -> float | None:
+    """One optimizer step of ``built``; the rank's loss (the mean over its rows), or ``None``
+    under a pipeline."""
     lay = case.layout
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if lay.zero in (0, 1)
-                else nullcontext())
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
+                if lay.zero in (0, 1) and case.dtype == "bf16" else nullcontext())
     rows = lay.micro_batch * lay.microbatches
-    ids, target = _batch(case, device, rows, step)
+    ids, target = _batch(case, device, rows, step, built.dp_rank)
+    total: torch.Tensor | None = None     # read after the step: no sync inside it
     clock.mark("start")
     if built.schedule is not None:
         with meter.phase("schedule"), autocast, _loss_context(lay):
@@ -494,15 +610,30 @@ def _train_step(case: VerifyCase, built: _Built, opt: torch.optim.Optimizer,
             with ctx:
                 with meter.phase("forward"), autocast, _loss_context(lay):
                     loss = _loss(model(ids[sl]), target[sl]) / m
+                total = loss.detach() if total is None else total + loss.detach()
                 clock.mark("forward")
                 with meter.phase("backward"), _loss_context(lay):
                     loss.backward()
                 clock.mark("backward")
                 del loss
     with meter.phase("optimizer"):
+        _reduce_expert_grads(built)
         opt.step()
         opt.zero_grad(set_to_none=True)
     clock.mark("optimizer")
+    return None if total is None else float(total)
+
+
+def _reduce_expert_grads(built: _Built) -> None:
+    """Under DDP with ``ep > 1``: the experts' gradients, which already sum their ``ep``
+    ranks' tokens, summed over the ranks holding the same experts and divided by ``dp``
+    (the mean over every data-parallel rank, as DDP gives the rest)."""
+    import torch.distributed as dist
+
+    for p in built.expert_params:
+        if p.grad is not None:
+            dist.all_reduce(p.grad, group=built.expert_group)
+            p.grad.div_(built.expert_divide)
 
 
 def run_rank(rank: int, world_size: int, case: VerifyCase) -> RankMeasurement:
@@ -535,7 +666,7 @@ def run_rank(rank: int, world_size: int, case: VerifyCase) -> RankMeasurement:
             with meter.phase("build"):
                 built = _build(case, rank, device)
                 params = [p for m in built.modules for p in m.parameters()]
-                opt = _optimizer(case, params, built.zero1, built.notes)
+                opt = _optimizer(case, params, built.zero1, built.notes, built)
             steps: list[dict[str, float]] = []
             with _attention_kernel(case, device):
                 for step in range(case.warmup + case.steps):

@@ -8,8 +8,10 @@ returns one :class:`VerifyRow` per layout: the prediction for the model as it ra
 (:func:`~distlab.plan.planner.price` of the run's model and layout: its layers, its
 microbatches, the precision torch runs, ``"fsdp-mixed"``), the measurement of every rank, or
 why it did not run: out of memory (measured: the bytes asked for and reserved), more GPUs than
-this machine has, a layout torch's APIs do not run here (context parallelism), or a model too
-large for this host's memory (on a CPU).
+this machine has, a layout torch's APIs do not run here (context parallelism; expert
+parallelism with ZeRO 1, tensor parallelism or a pipeline:
+:func:`~distlab.plan.verify.rank.unsupported_reason`), or a model too large for this host's
+memory (on a CPU).
 
 Where it runs:
 
