@@ -279,6 +279,19 @@ def main_module_for_ranks() -> Iterator[None]:
             main.__file__ = path
 
 
+_JOINED = "distlab/joined"
+
+
+def _all_joined(store: Any, world_size: int, timeout: datetime.timedelta) -> None:
+    """Return once every rank's ``init_process_group`` has returned (through the store, so no
+    device is touched). A rank whose function returns at once could otherwise exit while a
+    slower peer still connects gloo's full mesh: the peer then fails with "Connection closed by
+    peer" (seen on a loaded 2-core machine)."""
+    if int(store.add(_JOINED, 1)) == world_size:
+        store.set(f"{_JOINED}/all", "1")
+    store.wait([f"{_JOINED}/all"], timeout)
+
+
 def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: bytes,
                 conn: mp_connection.Connection, timeout_s: float, threads: int,
                 parent_pid: int, main_thread_spawn: bool,
@@ -315,6 +328,7 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
             torch.cuda.set_device(rank)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=td)
+        _all_joined(store, world_size, td)
         result = fn(rank, world_size, *args, **kwargs)
     except BaseException:
         message: tuple[str, int, Any] = ("error", rank, traceback.format_exc())
