@@ -239,7 +239,8 @@ class Clock:
     def summary(self) -> str:
         """One line per process (wall and CPU seconds), then the cores' busy share."""
         wall = time.monotonic() - self.start
-        lines = ["run_tests: time by process (wall s, CPU s of it and its children):"]
+        lines = ["run_tests: time by process (wall s; CPU s of it and the children it waited "
+                 "for, which leaves out processes that outlive their parents' waits):"]
         for e in sorted(self.ended.values(), key=lambda e: -e.wall_s):
             lines.append(f"  {e.name:28} {e.wall_s:7.0f} s wall {e.cpu_s:7.0f} s CPU"
                          + ("" if e.code == 0 else f"  (exit {e.code})"))
@@ -249,7 +250,8 @@ class Clock:
             cores = os.cpu_count() or 1
             counted = sum(e.cpu_s for e in self.ended.values())
             lines.append(f"  the machine's {cores} cores were {share:.0%} busy over {wall:.0f} s "
-                         f"({share * cores * wall:.0f} CPU s; {counted:.0f} s counted above)")
+                         f"({share * cores * wall:.0f} CPU s; {counted:.0f} s counted above; at "
+                         f"100% the run is bound by its CPU, not by waiting)")
         return "\n".join(lines)
 
 
