@@ -174,7 +174,7 @@ def test_the_moe_judgement_is_computed_from_the_runs() -> None:
     j = plan_moe.judge_moe()
     runs = load_moe_runs()
     assert [r.inputs.run.id for r in j.runs] == [r.id for r in runs]
-    assert {r.split for r in j.runs} == {"calibration", "held_out"}
+    assert {r.split for r in j.runs} == {"calibration", "held_out", plan_moe.SET_ASIDE}
     for judged, run in zip(j.runs, runs, strict=True):
         i = moe_run_inputs(run)
         model = step_time(i.model, i.layout, i.hw, simulate_pipeline=False).step_s

@@ -159,17 +159,42 @@ def moe_report_lines(j: Any) -> list[str]:
         lines.append(f"{split}: tokens/s per GPU |error| median {s.median:.1f}%, p90 "
                      f"{s.p90:.1f}% over {s.n} runs ({meets} the target "
                      f"{MOE_STEP_TARGET[0]:g}% / {MOE_STEP_TARGET[1]:g}%)")
+    for r in j.runs:
+        if r.set_aside:
+            lines.append(f"set aside, {r.inputs.run.id}: {r.set_aside}")
+    lines += same_layout_lines()
+    return lines
+
+
+def same_layout_lines() -> list[str]:
+    """One line per layout two sources published: their tokens/s per GPU and the least
+    ``|error|`` one prediction can have on the worst of them."""
+    from distlab.evidence.plan.published_moe import same_layouts
+
+    groups = same_layouts()
+    if not groups:
+        return []
+    lines = ["", "# one layout, more than one source: no single prediction is nearer than the "
+                 "floor to all of them"]
+    for g in groups:
+        runs = ", ".join(f"{r.id} {r.measured.get('tokens_per_s_per_gpu', '?')}" for r in g.runs)
+        lines.append(f"floor {g.floor_pct:4.1f}%: {runs}")
     return lines
 
 
 def moe_judgement_json(j: Any) -> dict[str, Any]:
     """The MoE judgement as JSON."""
+    from distlab.evidence.plan.published_moe import same_layouts
+
     return {"grouped_gemm": j.rate.grouped_gemm, "a2a_link_share": j.rate.a2a_link_share,
             "splits": {sp: {"n": j.summary(sp).n, "median_pct": j.summary(sp).median,
                             "p90_pct": j.summary(sp).p90} for sp in ("calibration", "held_out")},
             "runs": [{"id": r.inputs.run.id, "split": r.split, "layout": r.inputs.layout.label,
                       "measured_step_s": r.measured_step_s, "model_step_s": r.model_step_s,
-                      "step_error_pct": r.step_error_pct} for r in j.runs]}
+                      "step_error_pct": r.step_error_pct, "set_aside": r.set_aside}
+                     for r in j.runs],
+            "same_layout_floors_pct": {",".join(r.id for r in g.runs): g.floor_pct
+                                       for g in same_layouts()}}
 
 
 def _moe_command(args: Any) -> int:

@@ -10,6 +10,10 @@ calibration split only, the grouped-GEMM efficiency held at its measured value
 (:data:`~distlab.plan.experts.GROUPED_GEMM_EFFICIENCY`); ``grouped_gemm=True`` fits that too,
 from :data:`GROUPED_GEMM_GRID`, to compare a fit with the measurement.
 
+A run whose own two published columns disagree
+(:func:`~distlab.evidence.plan.published_moe.columns_disagree`) is priced and shown but set
+aside: it enters neither the fit nor a split's summary.
+
 Target (the planner's): tokens/s per GPU median ``|error|`` <= 15% and p90 <= 30% on the runs
 not fitted.
 """
@@ -18,12 +22,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from distlab.evidence.plan.published_moe import MoeRunInputs, load_moe_runs, moe_run_inputs
+from distlab.evidence.plan.published_moe import (
+    MoeRunInputs,
+    columns_disagree,
+    load_moe_runs,
+    moe_run_inputs,
+)
 from distlab.plan.calibration import ComputeRate, shipped_rate
 from distlab.plan.step import StepEstimate, step_time
 from distlab.vocabulary import ErrorSummary, error_pct
 
-__all__ = ["GROUPED_GEMM_GRID", "LINK_SHARE_GRID", "MOE_STEP_TARGET", "JudgedMoeRun",
+__all__ = ["GROUPED_GEMM_GRID", "LINK_SHARE_GRID", "MOE_STEP_TARGET", "SET_ASIDE", "JudgedMoeRun",
            "MoeJudgement", "fit_moe_rate", "judge_moe"]
 
 MOE_STEP_TARGET = (15.0, 30.0)
@@ -36,18 +45,24 @@ LINK_SHARE_GRID = (0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3, 0.5, 1.0)
 """Shares of NVLink bandwidth for the all-to-all :func:`fit_moe_rate` tries."""
 
 
+SET_ASIDE = "set_aside"
+"""The split of a run whose own columns disagree (:func:`columns_disagree`)."""
+
+
 @dataclass(frozen=True)
 class JudgedMoeRun:
-    """One run priced: its inputs, the measured and model step (seconds), the model's step."""
+    """One run priced: its inputs, the measured and model step (seconds), the model's step,
+    and why it is set aside (``""``: judged)."""
 
     inputs: MoeRunInputs
     measured_step_s: float
     step: StepEstimate
+    set_aside: str = ""
 
     @property
     def split(self) -> str:
-        """Its source's split."""
-        return self.inputs.run.split
+        """Its source's split, or :data:`SET_ASIDE`."""
+        return SET_ASIDE if self.set_aside else self.inputs.run.split
 
     @property
     def model_step_s(self) -> float:
@@ -89,9 +104,10 @@ def judge_moe(rate: ComputeRate | None = None) -> MoeJudgement:
     bubble from its closed form (:func:`~distlab.plan.step.step_time`'s
     ``simulate_pipeline=False``: hundreds of microbatches, where the two agree)."""
     rate = shipped_rate() if rate is None else rate
+    aside = columns_disagree()
     runs = tuple(JudgedMoeRun(i, i.run.measured_step_s(),
                               step_time(i.model, i.layout, i.hw, rate=rate,
-                                        simulate_pipeline=False))
+                                        simulate_pipeline=False), aside.get(i.run.id, ""))
                  for i in _inputs())
     return MoeJudgement(runs, rate)
 
@@ -103,7 +119,9 @@ def fit_moe_rate(base: ComputeRate | None = None, *,
     calibration split; with ``grouped_gemm`` the grouped-GEMM efficiency from
     :data:`GROUPED_GEMM_GRID` fitted with it, else ``base``'s (the measured one) kept."""
     base = shipped_rate() if base is None else base
-    calibration = [i for i in _inputs() if i.run.split == "calibration"]
+    aside = columns_disagree()
+    calibration = [i for i in _inputs()
+                   if i.run.split == "calibration" and i.run.id not in aside]
     best: tuple[float, float, ComputeRate] | None = None
     for g in GROUPED_GEMM_GRID if grouped_gemm else (base.grouped_gemm,):
         for share in LINK_SHARE_GRID:

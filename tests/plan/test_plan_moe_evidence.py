@@ -1,0 +1,79 @@
+"""The published MoE runs checked as evidence before the planner is judged on them: a run
+whose own two columns disagree is set aside, and layouts published twice say how near any
+single prediction can come to both."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlab.evidence.plan import judged_moe
+from distlab.evidence.plan.published_moe import (
+    COLUMNS_AGREE,
+    SameLayout,
+    columns_disagree,
+    load_moe_runs,
+    same_layouts,
+)
+
+
+def test_only_the_row_whose_columns_disagree_is_set_aside() -> None:
+    """Megatron Bridge's 26.02 H100 Qwen3-30B-A3B row states 2557 tokens/s beside 118 TFLOP/s:
+    46 GFLOP per token, twice the 23 of every other Qwen3-30B-A3B row at 4096 tokens."""
+    aside = columns_disagree()
+    assert list(aside) == ["mb2602_h100_qwen3_30b_a3b"]
+    assert "2.01x" in aside["mb2602_h100_qwen3_30b_a3b"]
+    judged = judged_moe.judge_moe()
+    split = {r.inputs.run.id: r.split for r in judged.runs}
+    assert split["mb2602_h100_qwen3_30b_a3b"] == judged_moe.SET_ASIDE
+    held = [r for r in judged.runs if r.split == "held_out"]
+    assert judged.summary("held_out").n == len(held)
+    assert all(r.inputs.run.id not in aside for r in held)
+
+
+def test_a_misprinted_column_is_caught_whichever_way() -> None:
+    """Double or halve one row's tokens/s (its TFLOP/s kept): that row, and only it, is set
+    aside; a change within the tolerance is not."""
+    runs = load_moe_runs()
+    clean = tuple(r for r in runs if r.id not in columns_disagree(runs))
+    victim = next(r for r in clean if r.model == "qwen3-235b-a22b"
+                  and r.stated_flops_per_token is not None)
+    for factor, caught in ((2.0, True), (0.5, True), (1 + COLUMNS_AGREE / 2, False)):
+        m = dict(victim.measured)
+        m["tokens_per_s_per_gpu"] = m["tokens_per_s_per_gpu"] * factor
+        changed = tuple(replace(r, measured=m) if r is victim else r for r in clean)
+        assert list(columns_disagree(changed)) == ([victim.id] if caught else [])
+
+
+def test_same_layouts_pair_the_releases_that_published_one_layout() -> None:
+    groups = same_layouts()
+    ids = [{r.id for r in g.runs} for g in groups]
+    assert {"mb2511_h100_qwen3_30b_a3b", "mb2509_h100_qwen3_30b_a3b"} in ids
+    for g in groups:
+        assert len({r.layout_key for r in g.runs}) == 1
+        assert len({r.source.key for r in g.runs}) > 1
+    floors = {frozenset(r.id for r in g.runs): g.floor_pct for g in groups}
+    assert round(floors[frozenset({"mb2511_h100_qwen3_30b_a3b",
+                                   "mb2509_h100_qwen3_30b_a3b"})], 1) == 33.1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.5, 50.0), st.floats(1.0, 4.0))
+def test_the_floor_is_the_least_worst_error_of_any_prediction(step: float, ratio: float) -> None:
+    """No prediction on a fine grid does better on the worse of two runs than the floor, and
+    the midway prediction attains it."""
+    run = next(r for r in load_moe_runs() if "tokens_per_s_per_gpu" in r.measured)
+    tokens = run.gbs * run.seq_len / run.gpus
+    a = replace(run, measured={"tokens_per_s_per_gpu": tokens / step})
+    b = replace(run, measured={"tokens_per_s_per_gpu": tokens / (step * ratio)})
+    floor = SameLayout((a, b)).floor_pct
+    steps = (a.measured_step_s(), b.measured_step_s())
+
+    def worst(p: float) -> float:
+        return max(abs(s / p - 1) * 100 for s in steps)
+
+    assert worst(sum(steps) / 2) <= floor + 1e-9
+    grid = [min(steps) + (max(steps) - min(steps)) * k / 200 for k in range(201)]
+    assert min(worst(p) for p in grid) >= floor - 1e-9
