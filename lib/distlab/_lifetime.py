@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import multiprocessing as mp
 import os
 import signal
 import sys
@@ -35,7 +36,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["ORPHAN_EXIT_CODE", "ctrl_c_ignored", "die_with_parent", "die_with_parent_now",
-           "leave_ctrl_c_to_the_parent",
+           "leave_ctrl_c_to_the_parent", "main_module_for_ranks",
            "spawned_from_main_thread", "start_ignoring_ctrl_c", "stop_processes"]
 
 _PR_SET_PDEATHSIG = 1
@@ -169,3 +170,25 @@ def stop_processes(procs: Iterable[Any], *, grace_s: float = 2.0) -> None:
         if p.is_alive():
             p.kill()
             p.join(grace_s)
+
+
+@contextmanager
+def main_module_for_ranks() -> Iterator[None]:
+    """Hide ``__main__.__file__`` for the body when it names no file (a script read on stdin,
+    ``python - <<EOF``, says ``<stdin>``): multiprocessing would have every rank run that path
+    again as its ``__main__`` and fail with ``FileNotFoundError``. Without it the rank leaves
+    ``__main__`` alone, as for ``python -c``; the function and what it uses travel by value
+    (cloudpickle), so nothing is lost. Every ``spawn`` start of distlab (ranks, loading workers,
+    the part loader's producer) runs inside it."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    hide = (main is not None and isinstance(path, str)
+            and getattr(main, "__spec__", None) is None
+            and not os.path.isfile(os.path.join(mp.process.ORIGINAL_DIR or "", path)))
+    if hide:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if hide:
+            main.__file__ = path

@@ -45,11 +45,9 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import signal
-import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import cloudpickle
@@ -62,6 +60,7 @@ from distlab._lifetime import (
     ctrl_c_ignored,
     die_with_parent,
     leave_ctrl_c_to_the_parent,
+    main_module_for_ranks,
     spawned_from_main_thread,
     start_ignoring_ctrl_c,
     stop_processes,
@@ -256,27 +255,6 @@ def _let_the_server_die_with_the_launcher() -> None:
         except OSError:
             pass
         server._forkserver_alive_fd = None
-
-
-@contextmanager
-def main_module_for_ranks() -> Iterator[None]:
-    """Hide ``__main__.__file__`` for the body when it names no file (a script read on stdin,
-    ``python - <<EOF``, says ``<stdin>``): multiprocessing would have every rank run that path
-    again as its ``__main__`` and fail with ``FileNotFoundError``. Without it the rank leaves
-    ``__main__`` alone, as for ``python -c``; the function and what it uses travel by value
-    (cloudpickle), so nothing is lost."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    hide = (main is not None and isinstance(path, str)
-            and getattr(main, "__spec__", None) is None
-            and not os.path.isfile(os.path.join(mp.process.ORIGINAL_DIR or "", path)))
-    if hide:
-        del main.__file__
-    try:
-        yield
-    finally:
-        if hide:
-            main.__file__ = path
 
 
 _JOINED = "distlab/joined"

@@ -160,3 +160,25 @@ def test_idle_fraction_is_idle_over_wall() -> None:
 
     assert PartsResult("sync", Timeline(), 2, wall_s=2.0, idle_s=0.5).idle_fraction == 0.25
     assert PartsResult("sync", Timeline(), 0, wall_s=0.0, idle_s=0.0).idle_fraction == 0.0
+
+
+def test_async_loader_and_process_workers_run_from_a_script_read_on_stdin(shards,
+                                                                          tmp_path) -> None:
+    """``python - <<EOF``: ``__main__`` names ``<stdin>``, which is no file; the producer and the
+    process executor's workers start without running that path again (they failed before with
+    ``FileNotFoundError: '<stdin>'`` and "producer process exited unexpectedly")."""
+    import subprocess
+    import sys
+
+    script = ("from distlab.loading import PartLoader, ShardSet, run_pipeline\n"
+              "from distlab.loading.synthetic_stages import SleepStage\n"
+              f"shards = ShardSet({[str(f) for f in shards.files]!r}, {shards.record_nbytes})\n"
+              "with PartLoader(shards, mode='async') as loader:\n"
+              "    parts = [p.part_id for p in loader]\n"
+              "res = run_pipeline([SleepStage(0.0)], 4, 'processes')\n"
+              "print('RESULT', parts, res.n_items, flush=True)\n")
+    proc = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                          timeout=180, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RESULT [0, 1, 2, 3, 4] 4" in proc.stdout
+    assert "FileNotFoundError" not in proc.stderr

@@ -33,7 +33,12 @@ from typing import Any
 import torch
 
 from distlab._checks import check_choice, check_float, check_instance
-from distlab._lifetime import die_with_parent, spawned_from_main_thread, stop_processes
+from distlab._lifetime import (
+    die_with_parent,
+    main_module_for_ranks,
+    spawned_from_main_thread,
+    stop_processes,
+)
 from distlab.loading.core import POLL_S, check_int, check_timeout
 from distlab.loading.cpuwork import burn
 from distlab.loading.errors import PartLoadError, ProducerExitedError
@@ -211,7 +216,8 @@ class PartLoader:
                                  args=(self.shards, self.part_ids, self.latency_s, self.load_fn,
                                        self._q, self._stop, self._go, os.getpid(),
                                        spawned_from_main_thread()))
-        self._proc.start()
+        with main_module_for_ranks():   # a script read on stdin has no file to run again
+            self._proc.start()
         try:
             msg = self._receive_msg(-1)
         except BaseException:

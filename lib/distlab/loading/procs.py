@@ -33,6 +33,7 @@ import torch
 from distlab._lifetime import (
     die_with_parent,
     leave_ctrl_c_to_the_parent,
+    main_module_for_ranks,
     spawned_from_main_thread,
     start_ignoring_ctrl_c,
     stop_processes,
@@ -229,7 +230,8 @@ class ProcessExecutor(Executor):
             p = ctx.Process(target=_worker_main,
                             args=(k, prefix, q, self._outq, self._shared, me, main),
                             daemon=True, name=f"distlab-worker{k}")
-            start_ignoring_ctrl_c(p)
+            with main_module_for_ranks():   # a script read on stdin has no file to run again
+                start_ignoring_ctrl_c(p)
             self._inqs.append(q)
             self._procs.append(p)
 
