@@ -3,6 +3,8 @@ their published sizes, FLOPs against the closed forms, and bad input."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -18,6 +20,35 @@ def test_presets_have_their_published_parameter_counts(name: str, billions: floa
     # Llama: Meta's model cards (8.03B, 70.6B, 405.9B; Llama 2 6.74B, 69.0B); GPT-3 175B and
     # 13B (Brown et al. 2020, table 2.1, with Megatron's padded vocabulary).
     assert PRESETS[name].params / 1e9 == pytest.approx(billions, rel=2e-3)
+
+
+def test_head_dim_sets_the_query_width_of_params_and_flops() -> None:
+    spec = ModelSpec("m", 2, 48, 4, 100, 16, kv_heads=2, head_dim=16, attention_bias=True)
+    h, q, k, s = 48, 64, 32, 16
+    assert (spec.head_width, spec.q_width, spec.kv_width) == (16, q, k)
+    assert spec.attention_params == h * q + 2 * h * k + q * h + (q + 2 * k + h)
+    assert layer_matmul_flops(spec, s) == (2 * s * h * (2 * q + 2 * k) + 4 * s * s * q
+                                           + 2 * 2 * s * h * spec.ffn)
+    # head_dim equal to hidden / heads is the default, stated: the same spec
+    same = ModelSpec("m", 2, 48, 4, 100, 16, kv_heads=2, head_dim=12, attention_bias=True)
+    assert same == replace(spec, head_dim=None) and same.head_dim is None
+    assert "head_dim" not in same.to_dict() and spec.to_dict()["head_dim"] == 16
+    # hidden need not be a multiple of heads when head_dim is given
+    odd = ModelSpec("odd", 1, 50, 4, 100, 16, head_dim=16)
+    for one in (spec, same, odd, PRESETS["qwen3-30b-a3b"], PRESETS["gpt-oss-120b"]):
+        assert model_spec(one.to_dict()) == one
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (-8, ValueError),
+                                              (2.5, TypeError), (True, TypeError),
+                                              ("64", TypeError)])
+def test_a_bad_head_dim_is_refused_in_one_line(value, error) -> None:
+    with pytest.raises(error, match="head_dim") as info:
+        model_spec({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 8,
+                    "head_dim": value})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="multiple of heads.*or give head_dim"):
+        ModelSpec("m", 2, 50, 4, 100, 8)
 
 
 @settings(max_examples=25, deadline=None)
