@@ -416,15 +416,15 @@ PRESETS: dict[str, ModelSpec] = {
                              shared_experts=1, dense_layers=3),
     "qwen3-30b-a3b": ModelSpec("qwen3-30b-a3b", 48, 2048, 32, 151936, 4096, kv_heads=4,
                                ffn_hidden=6144, gated_ffn=True, experts=128, top_k=8,
-                               expert_ffn=768),
+                               expert_ffn=768, head_dim=128),
     "qwen3-235b-a22b": ModelSpec("qwen3-235b-a22b", 94, 4096, 64, 151936, 4096, kv_heads=4,
                                  ffn_hidden=12288, gated_ffn=True, experts=128, top_k=8,
-                                 expert_ffn=1536),
+                                 expert_ffn=1536, head_dim=128),
     "mixtral-8x7b": ModelSpec("mixtral-8x7b", 32, 4096, 32, 32000, 4096, kv_heads=8,
                               ffn_hidden=14336, gated_ffn=True, experts=8, top_k=2),
     "gpt-oss-120b": ModelSpec("gpt-oss-120b", 36, 2880, 64, 201088, 4096, kv_heads=8,
                               ffn_hidden=2880, gated_ffn=True, attention_bias=True,
-                              experts=128, top_k=4),
+                              experts=128, top_k=4, head_dim=64),
 }
 """Named models. Llama: gated MLP, RMSNorm, rotary positions, untied output (Llama 3 8B ...
 405B with grouped-query attention, 8 key/value heads; Llama 3.2 1B and 3B tie the output layer
@@ -435,11 +435,12 @@ norms and biases, learned positions (as many as the sequence), tied embeddings, 
 Mixtures of experts (:data:`MOE_SOURCES`), approximated where their attention is not a plain
 grouped-query one: DeepSeek-V3's multi-head latent attention (MLA: low-rank query and key/value
 projections, 192-wide query/key heads) is priced as 128-head attention on the 7168 width
-(its projections' parameters within about 10%, its ``s^2`` products fewer than MLA's); Qwen3's
-and GPT-OSS's heads are 128 and 64 wide, wider than ``hidden / heads``, priced at
-``hidden / heads`` (their attention is a few percent of the parameters); GPT-OSS's
-sliding-window layers, attention sinks and expert biases are left out. Multi-token prediction
-(DeepSeek-V3's extra layer) is left out."""
+(its projections' parameters within about 10%, its ``s^2`` products fewer than MLA's: an
+approximation, not MLA); Qwen3's and GPT-OSS's heads are as their config.json's ``head_dim``
+says, 128 and 64 wide (``head_dim``: a query width of ``heads * head_dim``, 4096 for
+Qwen3-30B-A3B, 8192 for Qwen3-235B-A22B, 4096 for GPT-OSS-120B, wider than ``hidden``);
+GPT-OSS's sliding-window layers, attention sinks and expert biases are left out.
+Multi-token prediction (DeepSeek-V3's extra layer) is left out."""
 
 MOE_SOURCES: dict[str, str] = {
     "deepseek-v3": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json "
@@ -447,17 +448,17 @@ MOE_SOURCES: dict[str, str] = {
                    "moe_intermediate_size 2048, first_k_dense_replace 3, intermediate_size "
                    "18432, vocab 129280)",
     "qwen3-30b-a3b": "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json "
-                     "(48 layers, hidden 2048, 32 heads, 4 kv heads, 128 experts top-8, "
-                     "moe_intermediate_size 768, vocab 151936)",
+                     "(48 layers, hidden 2048, 32 heads, 4 kv heads, head_dim 128, 128 "
+                     "experts top-8, moe_intermediate_size 768, vocab 151936)",
     "qwen3-235b-a22b": "https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json "
-                       "(94 layers, hidden 4096, 64 heads, 4 kv heads, 128 experts top-8, "
-                       "moe_intermediate_size 1536, vocab 151936)",
+                       "(94 layers, hidden 4096, 64 heads, 4 kv heads, head_dim 128, 128 "
+                       "experts top-8, moe_intermediate_size 1536, vocab 151936)",
     "mixtral-8x7b": "https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json "
                     "(32 layers, hidden 4096, 32 heads, 8 kv heads, 8 experts top-2, "
                     "intermediate_size 14336, vocab 32000)",
     "gpt-oss-120b": "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json "
-                    "(36 layers, hidden 2880, 64 heads, 8 kv heads, 128 experts top-4, "
-                    "intermediate_size 2880, vocab 201088, attention bias)",
+                    "(36 layers, hidden 2880, 64 heads, 8 kv heads, head_dim 64, 128 "
+                    "experts top-4, intermediate_size 2880, vocab 201088, attention bias)",
 }
 """Where each MoE preset's shape comes from (the release's published configuration)."""
 

@@ -22,6 +22,36 @@ def test_presets_have_their_published_parameter_counts(name: str, billions: floa
     assert PRESETS[name].params / 1e9 == pytest.approx(billions, rel=2e-3)
 
 
+# (total, active) billions as published: Qwen's model cards (Qwen3-30B-A3B: 30.5B total, 3.3B
+# activated; Qwen3-235B-A22B: 235B, 22B), both counting every parameter. OpenAI's gpt-oss
+# model card (table 1): 116.83B total, 5.13B active; its active count leaves the embedding out
+# (a lookup, no product: 4.55B of transformer blocks plus 0.58B of unembedding), so the
+# comparison is active_params - embedding_params. Expert biases and attention sinks (about
+# 40M) are not modelled.
+MOE_PUBLISHED = {"qwen3-30b-a3b": (30.5, 3.3), "qwen3-235b-a22b": (235.0, 22.0),
+                 "gpt-oss-120b": (116.83, 5.13)}
+
+
+def _published_active(spec: ModelSpec) -> float:
+    """Active parameters as the model's card counts them (billions)."""
+    left_out = spec.embedding_params if spec.name == "gpt-oss-120b" else 0
+    return (spec.active_params - left_out) / 1e9
+
+
+@pytest.mark.parametrize("name", sorted(MOE_PUBLISHED))
+def test_moe_presets_with_their_head_dim_have_their_published_counts(name: str) -> None:
+    total, active = MOE_PUBLISHED[name]
+    spec = PRESETS[name]
+    assert spec.params / 1e9 == pytest.approx(total, rel=0.02)
+    assert _published_active(spec) == pytest.approx(active, rel=0.02)
+    # hidden / heads-wide heads (what the presets assumed before head_dim) undercount the
+    # attention: the active count falls outside 2% of the published one for each of them
+    narrow = replace(spec, head_dim=None)
+    assert narrow.q_width == spec.hidden < spec.q_width
+    assert abs(_published_active(narrow) / active - 1) > 0.02
+    assert narrow.params < spec.params
+
+
 def test_head_dim_sets_the_query_width_of_params_and_flops() -> None:
     spec = ModelSpec("m", 2, 48, 4, 100, 16, kv_heads=2, head_dim=16, attention_bias=True)
     h, q, k, s = 48, 64, 32, 16
