@@ -3,12 +3,13 @@
 :class:`ModelSpec` is distlab's one description of a transformer, read by every model that
 prices a layer: the planner (:mod:`distlab.plan`), tensor parallelism's collectives and
 activation bytes (:mod:`distlab.tensor_parallel.cost`, :mod:`distlab.tensor_parallel.memory`).
-It holds the layers, hidden size, attention heads and key/value heads (grouped-query
-attention), the MLP's inner size and whether it is gated (SwiGLU: three matrices), vocabulary,
-sequence length, tied embeddings, and for a mixture of experts (MoE) the routed experts of each
-MoE layer, how many each token is sent to (top-k), each expert's inner width, the shared experts
-every token runs through and the leading layers that keep a dense MLP (the vocabulary of
-:mod:`distlab.moe`: a token-choice router, grouped experts, shared experts).
+It holds the layers, hidden size, attention heads, their width and key/value heads
+(grouped-query attention), the MLP's inner size and whether it is gated (SwiGLU: three
+matrices), vocabulary, sequence length, tied embeddings, and for a mixture of experts (MoE)
+the routed experts of each MoE layer, how many each token is sent to (top-k), each expert's
+inner width, the shared experts every token runs through and the leading layers that keep a
+dense MLP (the vocabulary of :mod:`distlab.moe`: a token-choice router, grouped experts,
+shared experts).
 :data:`PRESETS` names common open models by their published configurations;
 :func:`model_spec` resolves a preset name, a dict or a spec once at the public boundary, and
 :func:`spec_from_module` reads the same description from a real ``nn.Module``.
@@ -40,7 +41,7 @@ class ModelSpec:
         name: what it is called (a preset's key, or the user's name).
         layers: transformer blocks ``l``.
         hidden: ``h``, the model width (elements).
-        heads: ``a``, query heads (``hidden`` a multiple of it).
+        heads: ``a``, query heads (``hidden`` a multiple of it unless ``head_dim`` is given).
         vocab: ``v``, vocabulary size.
         seq_len: ``s``, tokens per sequence.
         kv_heads: key/value heads (grouped-query attention); ``None``: ``heads``.
@@ -61,6 +62,11 @@ class ModelSpec:
             (DeepSeek's), beside the routed ones.
         dense_layers: the leading layers whose MLP is the dense one (``ffn_hidden`` wide);
             the other ``layers - dense_layers`` are MoE layers.
+        head_dim: elements per attention head (query, key and value heads alike), as a Hugging
+            Face config's ``head_dim``; ``None``: ``hidden / heads``. Given, the query
+            projection is ``heads * head_dim`` wide (:attr:`q_width`), which need not be
+            ``hidden`` (Qwen3's MoE models and GPT-OSS: wider). Kept ``None`` where it equals
+            ``hidden / heads``, so such a spec equals (and prints as) one that leaves it out.
     """
 
     name: str
@@ -82,13 +88,19 @@ class ModelSpec:
     expert_ffn: int | None = None
     shared_experts: int = 0
     dense_layers: int = 0
+    head_dim: int | None = None
 
     def __post_init__(self) -> None:
         check_str("name", self.name, nonempty=True)
         for name in ("layers", "hidden", "heads", "vocab", "seq_len"):
             check_int(name, getattr(self, name), minimum=1)
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden={self.hidden} must be a multiple of heads={self.heads}")
+        if self.head_dim is not None:
+            check_int("head_dim", self.head_dim, minimum=1)
+            if self.hidden % self.heads == 0 and self.head_dim == self.hidden // self.heads:
+                object.__setattr__(self, "head_dim", None)   # the default, stated
+        elif self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} must be a multiple of heads={self.heads} "
+                             f"(each head hidden / heads wide), or give head_dim")
         kv = self.heads if self.kv_heads is None else check_int("kv_heads", self.kv_heads,
                                                                  minimum=1)
         if self.heads % kv:
@@ -168,14 +180,21 @@ class ModelSpec:
         return max(0, stop - max(start, self.dense_layers)) if self.moe else 0
 
     @property
-    def head_dim(self) -> int:
-        """Elements per head, ``hidden / heads``."""
-        return self.hidden // self.heads
+    def head_width(self) -> int:
+        """Elements per head (``head_dim`` resolved: ``hidden / heads`` where not given)."""
+        return self.hidden // self.heads if self.head_dim is None else self.head_dim
+
+    @property
+    def q_width(self) -> int:
+        """Width of the query projection and of the attention's output (the output
+        projection's input), ``heads * head_dim``; ``hidden`` unless ``head_dim`` says
+        otherwise."""
+        return self.heads * self.head_width
 
     @property
     def kv_width(self) -> int:
         """Width of the key (and of the value) projection, ``kv_heads * head_dim``."""
-        return self.kv * self.head_dim
+        return self.kv * self.head_width
 
     # parameters
     @property
@@ -185,10 +204,12 @@ class ModelSpec:
 
     @property
     def attention_params(self) -> int:
-        """Q, K, V and output projections of one layer (biases where ``attention_bias``)."""
-        h, k = self.hidden, self.kv_width
-        weights = h * h + 2 * h * k + h * h
-        return weights + ((h + 2 * k + h) if self.attention_bias else 0)
+        """Q, K, V and output projections of one layer: ``h q + 2 h k + q h`` (``q`` the
+        query width, ``k`` the key/value width), biases ``q + 2 k + h`` where
+        ``attention_bias``."""
+        h, q, k = self.hidden, self.q_width, self.kv_width
+        weights = h * q + 2 * h * k + q * h
+        return weights + ((q + 2 * k + h) if self.attention_bias else 0)
 
     @property
     def mlp_params(self) -> int:
@@ -267,11 +288,14 @@ class ModelSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (resolved: ``kv_heads`` and ``ffn_hidden`` set; the
-        expert fields only for a model with experts)."""
+        expert fields only for a model with experts; ``head_dim`` only where it is not
+        ``hidden / heads``)."""
         out = asdict(self)
         if not self.moe:
             for name in MOE_FIELDS:
                 del out[name]
+        if self.head_dim is None:
+            del out["head_dim"]
         return out
 
 
@@ -282,14 +306,15 @@ MOE_FIELDS = ("experts", "top_k", "expert_ffn", "shared_experts", "dense_layers"
 def layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -> int:
     """FLOPs of one layer's forward over one sequence of ``seq_len`` tokens.
 
-    ``2 s h (2 h + 2 k)`` for Q, K, V and the output projection (``k`` the key/value width),
-    ``4 s^2 h`` for ``Q K^T`` and the product with V (half of it with ``causal``, as a
+    ``2 s h (2 q + 2 k)`` for Q, K, V and the output projection (``q`` the query width,
+    ``heads * head_dim``, ``h`` unless ``head_dim`` says otherwise; ``k`` the key/value width),
+    ``4 s^2 q`` for ``Q K^T`` and the product with V (half of it with ``causal``, as a
     kernel that skips the masked half runs), and ``2 s h f`` per MLP matrix (3 gated, else 2).
     """
     s = check_int("seq_len", seq_len, minimum=1)
-    h, k, f = spec.hidden, spec.kv_width, spec.ffn
-    projections = 2 * s * h * (2 * h + 2 * k)
-    scores = 4 * s * s * h // (2 if causal else 1)
+    h, q, k, f = spec.hidden, spec.q_width, spec.kv_width, spec.ffn
+    projections = 2 * s * h * (2 * q + 2 * k)
+    scores = 4 * s * s * q // (2 if causal else 1)
     mlp = 2 * s * h * f * (3 if spec.gated_ffn else 2)
     return projections + scores + mlp
 
@@ -333,10 +358,10 @@ def layer_linears(spec: ModelSpec) -> tuple[Linear, ...]:
     """The layer's matrix products in the order its forward runs them (Llama's and torchtitan's
     order: ``wq, wk, wv``, the output projection, then ``w1`` (gate), ``w3`` (up), ``w2``
     (down), or a two-matrix MLP's two), with the model's biases."""
-    h, k, f = spec.hidden, spec.kv_width, spec.ffn
+    h, q, k, f = spec.hidden, spec.q_width, spec.kv_width, spec.ffn
     ab, mb = spec.attention_bias, spec.mlp_bias
-    attention = (Linear("q", h, h, True, ab), Linear("k", h, k, True, ab),
-                 Linear("v", h, k, True, ab), Linear("output projection", h, h, False, ab))
+    attention = (Linear("q", h, q, True, ab), Linear("k", h, k, True, ab),
+                 Linear("v", h, k, True, ab), Linear("output projection", q, h, False, ab))
     if spec.gated_ffn:
         mlp = (Linear("gate", h, f, True, mb), Linear("up", h, f, True, mb),
                Linear("down", f, h, False, mb))
@@ -391,15 +416,15 @@ PRESETS: dict[str, ModelSpec] = {
                              shared_experts=1, dense_layers=3),
     "qwen3-30b-a3b": ModelSpec("qwen3-30b-a3b", 48, 2048, 32, 151936, 4096, kv_heads=4,
                                ffn_hidden=6144, gated_ffn=True, experts=128, top_k=8,
-                               expert_ffn=768),
+                               expert_ffn=768, head_dim=128),
     "qwen3-235b-a22b": ModelSpec("qwen3-235b-a22b", 94, 4096, 64, 151936, 4096, kv_heads=4,
                                  ffn_hidden=12288, gated_ffn=True, experts=128, top_k=8,
-                                 expert_ffn=1536),
+                                 expert_ffn=1536, head_dim=128),
     "mixtral-8x7b": ModelSpec("mixtral-8x7b", 32, 4096, 32, 32000, 4096, kv_heads=8,
                               ffn_hidden=14336, gated_ffn=True, experts=8, top_k=2),
     "gpt-oss-120b": ModelSpec("gpt-oss-120b", 36, 2880, 64, 201088, 4096, kv_heads=8,
                               ffn_hidden=2880, gated_ffn=True, attention_bias=True,
-                              experts=128, top_k=4),
+                              experts=128, top_k=4, head_dim=64),
 }
 """Named models. Llama: gated MLP, RMSNorm, rotary positions, untied output (Llama 3 8B ...
 405B with grouped-query attention, 8 key/value heads; Llama 3.2 1B and 3B tie the output layer
@@ -410,11 +435,12 @@ norms and biases, learned positions (as many as the sequence), tied embeddings, 
 Mixtures of experts (:data:`MOE_SOURCES`), approximated where their attention is not a plain
 grouped-query one: DeepSeek-V3's multi-head latent attention (MLA: low-rank query and key/value
 projections, 192-wide query/key heads) is priced as 128-head attention on the 7168 width
-(its projections' parameters within about 10%, its ``s^2`` products fewer than MLA's); Qwen3's
-and GPT-OSS's heads are 128 and 64 wide, wider than ``hidden / heads``, priced at
-``hidden / heads`` (their attention is a few percent of the parameters); GPT-OSS's
-sliding-window layers, attention sinks and expert biases are left out. Multi-token prediction
-(DeepSeek-V3's extra layer) is left out."""
+(its projections' parameters within about 10%, its ``s^2`` products fewer than MLA's: an
+approximation, not MLA); Qwen3's and GPT-OSS's heads are as their config.json's ``head_dim``
+says, 128 and 64 wide (``head_dim``: a query width of ``heads * head_dim``, 4096 for
+Qwen3-30B-A3B, 8192 for Qwen3-235B-A22B, 4096 for GPT-OSS-120B, wider than ``hidden``);
+GPT-OSS's sliding-window layers, attention sinks and expert biases are left out.
+Multi-token prediction (DeepSeek-V3's extra layer) is left out."""
 
 MOE_SOURCES: dict[str, str] = {
     "deepseek-v3": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json "
@@ -422,17 +448,17 @@ MOE_SOURCES: dict[str, str] = {
                    "moe_intermediate_size 2048, first_k_dense_replace 3, intermediate_size "
                    "18432, vocab 129280)",
     "qwen3-30b-a3b": "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json "
-                     "(48 layers, hidden 2048, 32 heads, 4 kv heads, 128 experts top-8, "
-                     "moe_intermediate_size 768, vocab 151936)",
+                     "(48 layers, hidden 2048, 32 heads, 4 kv heads, head_dim 128, 128 "
+                     "experts top-8, moe_intermediate_size 768, vocab 151936)",
     "qwen3-235b-a22b": "https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json "
-                       "(94 layers, hidden 4096, 64 heads, 4 kv heads, 128 experts top-8, "
-                       "moe_intermediate_size 1536, vocab 151936)",
+                       "(94 layers, hidden 4096, 64 heads, 4 kv heads, head_dim 128, 128 "
+                       "experts top-8, moe_intermediate_size 1536, vocab 151936)",
     "mixtral-8x7b": "https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json "
                     "(32 layers, hidden 4096, 32 heads, 8 kv heads, 8 experts top-2, "
                     "intermediate_size 14336, vocab 32000)",
     "gpt-oss-120b": "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json "
-                    "(36 layers, hidden 2880, 64 heads, 8 kv heads, 128 experts top-4, "
-                    "intermediate_size 2880, vocab 201088, attention bias)",
+                    "(36 layers, hidden 2880, 64 heads, 8 kv heads, head_dim 64, 128 "
+                    "experts top-4, intermediate_size 2880, vocab 201088, attention bias)",
 }
 """Where each MoE preset's shape comes from (the release's published configuration)."""
 
@@ -473,7 +499,7 @@ def spec_from_module(module: Any, *, seq_len: int, name: str | None = None) -> M
 
     Recognised: a module with a ``config`` holding Hugging Face's field names
     (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``,
-    ``num_key_value_heads``, ``intermediate_size``, ``vocab_size``,
+    ``num_key_value_heads``, ``head_dim``, ``intermediate_size``, ``vocab_size``,
     ``tie_word_embeddings``), or torch's test ``Transformer`` shape (``layers``, an
     ``tok_embeddings`` embedding, blocks with ``attention.wq`` and ``feed_forward.w1``/
     ``w2``/``w3``). The parameter count of the result is checked against the module's own,
@@ -500,6 +526,7 @@ def _from_hf_config(module: Any, seq_len: int, name: str | None) -> ModelSpec | 
         name or str(getattr(cfg, "model_type", type(module).__name__)),
         cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.vocab_size,
         seq_len, kv_heads=getattr(cfg, "num_key_value_heads", None) or None,
+        head_dim=getattr(cfg, "head_dim", None) or None,
         ffn_hidden=getattr(cfg, "intermediate_size", None),
         gated_ffn=act in ("silu", "swiglu"),
         tied_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
@@ -521,8 +548,8 @@ def _from_blocks(module: Any, seq_len: int, name: str | None) -> ModelSpec | Non
     heads = int(getattr(attn, "n_heads", 0) or getattr(module, "n_heads", 0) or 0)
     if heads <= 0:
         return None
-    kv_width = attn.wk.weight.shape[0]
-    kv_heads = kv_width // (hidden // heads)
+    head_dim = attn.wq.weight.shape[0] // heads
+    kv_heads = attn.wk.weight.shape[0] // head_dim
     gated = hasattr(ff, "w3")
     ffn_hidden = ff.w1.weight.shape[0]
     output = getattr(module, "output", None)
@@ -531,7 +558,8 @@ def _from_blocks(module: Any, seq_len: int, name: str | None) -> ModelSpec | Non
     norm = "layernorm" if getattr(norm_mod, "bias", None) is not None else "rmsnorm"
     pos = getattr(module, "pos_embeddings", None)
     return ModelSpec(name or type(module).__name__, len(layers), hidden, heads, vocab, seq_len,
-                     kv_heads=kv_heads, ffn_hidden=ffn_hidden, gated_ffn=gated,
+                     kv_heads=kv_heads, head_dim=head_dim, ffn_hidden=ffn_hidden,
+                     gated_ffn=gated,
                      tied_embeddings=tied, attention_bias=attn.wq.bias is not None,
                      mlp_bias=ff.w1.bias is not None, norm=norm,
                      positions=None if pos is None else int(pos.weight.shape[0]))

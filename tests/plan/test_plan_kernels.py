@@ -43,7 +43,7 @@ def test_the_products_are_the_planners_layer_flops_split_over_tp(case) -> None:
     name, tp, tokens = case
     spec = PRESETS[name]
     products = layer_matmuls(spec, tp, tokens)
-    whole = layer_matmul_flops(spec, tokens) - 4 * tokens * tokens * spec.hidden
+    whole = layer_matmul_flops(spec, tokens) - 4 * tokens * tokens * spec.q_width
     assert sum(p.forward_flops for p in products) * tp == whole
     assert all(p.m == tokens and p.step_flops == PASSES * p.forward_flops for p in products)
     assert [p.name for p in products] == (["wq", "wk", "wv", "wo", "w1"]
@@ -55,8 +55,8 @@ def test_the_attention_is_the_planners_s2_products_split_by_heads(case, batch) -
     name, tp, seq = case
     spec = PRESETS[name]
     shape = attention_shape(spec, tp, seq, batch)
-    assert shape.heads * tp == spec.heads and shape.head_dim == spec.head_dim
-    assert shape.counted_flops * tp == 4 * seq * seq * spec.hidden * batch
+    assert shape.heads * tp == spec.heads and shape.head_dim == spec.head_width
+    assert shape.counted_flops * tp == 4 * seq * seq * spec.q_width * batch
     assert shape.step_causal_flops == PASSES * shape.counted_flops * CAUSAL_WORK
 
 

@@ -49,9 +49,13 @@ SPECS = {
     # Llama-like: 2 key/value heads for 4 query heads, gated MLP (f = 1.5 h), no biases
     "llama": ModelSpec("llama", 2, 64, 4, 128, 32, kv_heads=2, ffn_hidden=96, gated_ffn=True,
                        norm="layernorm"),
+    # Qwen3-MoE-like attention: heads of head_dim 32, wider than hidden / heads (Q and the
+    # attention's output 128 wide on a 64-wide model)
+    "wide": ModelSpec("wide", 2, 64, 4, 128, 32, kv_heads=2, ffn_hidden=96, gated_ffn=True,
+                      norm="layernorm", head_dim=32),
 }
 DROPOUT = 0.1
-TP_RUNS = [("gpt", "eager", DROPOUT), ("llama", "flash", 0.0)]
+TP_RUNS = [("gpt", "eager", DROPOUT), ("llama", "flash", 0.0), ("wide", "flash", 0.0)]
 
 
 def _check_activations(measured: int, model: int, spec: ModelSpec) -> None:
@@ -65,7 +69,8 @@ def _check_states(measured: dict[str, int], est) -> None:
 
 @pytest.mark.parametrize(("name", "attention", "dropout"), [
     ("gpt", "eager", DROPOUT), ("gpt", "eager", 0.0), ("gpt", "flash", 0.0),
-    ("llama", "flash", 0.0), ("llama", "eager", 0.0), ("llama", "eager", DROPOUT)])
+    ("llama", "flash", 0.0), ("llama", "eager", 0.0), ("llama", "eager", DROPOUT),
+    ("wide", "flash", 0.0), ("wide", "eager", DROPOUT)])
 def test_one_process(name: str, attention: str, dropout: float) -> None:
     torch.set_num_threads(1)
     spec = SPECS[name]

@@ -3,6 +3,8 @@ their published sizes, FLOPs against the closed forms, and bad input."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -18,6 +20,65 @@ def test_presets_have_their_published_parameter_counts(name: str, billions: floa
     # Llama: Meta's model cards (8.03B, 70.6B, 405.9B; Llama 2 6.74B, 69.0B); GPT-3 175B and
     # 13B (Brown et al. 2020, table 2.1, with Megatron's padded vocabulary).
     assert PRESETS[name].params / 1e9 == pytest.approx(billions, rel=2e-3)
+
+
+# (total, active) billions as published: Qwen's model cards (Qwen3-30B-A3B: 30.5B total, 3.3B
+# activated; Qwen3-235B-A22B: 235B, 22B), both counting every parameter. OpenAI's gpt-oss
+# model card (table 1): 116.83B total, 5.13B active; its active count leaves the embedding out
+# (a lookup, no product: 4.55B of transformer blocks plus 0.58B of unembedding), so the
+# comparison is active_params - embedding_params. Expert biases and attention sinks (about
+# 40M) are not modelled.
+MOE_PUBLISHED = {"qwen3-30b-a3b": (30.5, 3.3), "qwen3-235b-a22b": (235.0, 22.0),
+                 "gpt-oss-120b": (116.83, 5.13)}
+
+
+def _published_active(spec: ModelSpec) -> float:
+    """Active parameters as the model's card counts them (billions)."""
+    left_out = spec.embedding_params if spec.name == "gpt-oss-120b" else 0
+    return (spec.active_params - left_out) / 1e9
+
+
+@pytest.mark.parametrize("name", sorted(MOE_PUBLISHED))
+def test_moe_presets_with_their_head_dim_have_their_published_counts(name: str) -> None:
+    total, active = MOE_PUBLISHED[name]
+    spec = PRESETS[name]
+    assert spec.params / 1e9 == pytest.approx(total, rel=0.02)
+    assert _published_active(spec) == pytest.approx(active, rel=0.02)
+    # hidden / heads-wide heads (what the presets assumed before head_dim) undercount the
+    # attention: the active count falls outside 2% of the published one for each of them
+    narrow = replace(spec, head_dim=None)
+    assert narrow.q_width == spec.hidden < spec.q_width
+    assert abs(_published_active(narrow) / active - 1) > 0.02
+    assert narrow.params < spec.params
+
+
+def test_head_dim_sets_the_query_width_of_params_and_flops() -> None:
+    spec = ModelSpec("m", 2, 48, 4, 100, 16, kv_heads=2, head_dim=16, attention_bias=True)
+    h, q, k, s = 48, 64, 32, 16
+    assert (spec.head_width, spec.q_width, spec.kv_width) == (16, q, k)
+    assert spec.attention_params == h * q + 2 * h * k + q * h + (q + 2 * k + h)
+    assert layer_matmul_flops(spec, s) == (2 * s * h * (2 * q + 2 * k) + 4 * s * s * q
+                                           + 2 * 2 * s * h * spec.ffn)
+    # head_dim equal to hidden / heads is the default, stated: the same spec
+    same = ModelSpec("m", 2, 48, 4, 100, 16, kv_heads=2, head_dim=12, attention_bias=True)
+    assert same == replace(spec, head_dim=None) and same.head_dim is None
+    assert "head_dim" not in same.to_dict() and spec.to_dict()["head_dim"] == 16
+    # hidden need not be a multiple of heads when head_dim is given
+    odd = ModelSpec("odd", 1, 50, 4, 100, 16, head_dim=16)
+    for one in (spec, same, odd, PRESETS["qwen3-30b-a3b"], PRESETS["gpt-oss-120b"]):
+        assert model_spec(one.to_dict()) == one
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (-8, ValueError),
+                                              (2.5, TypeError), (True, TypeError),
+                                              ("64", TypeError)])
+def test_a_bad_head_dim_is_refused_in_one_line(value, error) -> None:
+    with pytest.raises(error, match="head_dim") as info:
+        model_spec({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 8,
+                    "head_dim": value})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="multiple of heads.*or give head_dim"):
+        ModelSpec("m", 2, 50, 4, 100, 8)
 
 
 @settings(max_examples=25, deadline=None)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,16 +95,24 @@ def test_bad_verify_arguments_are_one_line(argv: list[str], match: str,
 
 @settings(max_examples=30, deadline=None)
 @given(gated=st.booleans(), tied=st.booleans(), kv=st.sampled_from([1, 2, 4]),
-       layers=st.integers(1, 3))
+       layers=st.integers(1, 3), head_dim=st.sampled_from([None, 4, 12, 16]))
 def test_the_decoder_reads_back_as_its_spec(gated: bool, tied: bool, kv: int,
-                                            layers: int) -> None:
+                                            layers: int, head_dim: int | None) -> None:
+    # head_dim None: hidden / heads = 8; else Q and the output projection are 4 * head_dim
+    # wide, narrower or wider than hidden (Qwen3's MoE models, GPT-OSS)
     base = dict(name="m", layers=layers, hidden=32, heads=4, vocab=64, seq_len=16, kv_heads=kv,
-                ffn_hidden=48, gated_ffn=gated, tied_embeddings=tied)
+                ffn_hidden=48, gated_ffn=gated, tied_embeddings=tied, head_dim=head_dim)
     for spec in (ModelSpec(**base),
                  ModelSpec(**base, attention_bias=True, mlp_bias=True, norm="layernorm",
                            positions=16)):
         model = build_decoder(spec, device="cpu")
         assert spec_from_module(model, seq_len=16, name="m") == spec
+        assert sum(p.numel() for p in model.parameters()) == spec.params
+        q = model.layers[0].attention.wq
+        assert (q.in_features, q.out_features) == (spec.hidden, spec.q_width)
+        with torch.no_grad():
+            out = model(torch.randint(0, 64, (2, 16)))
+        assert out.shape == (2, 16, 64)
 
 
 @pytest.mark.parametrize("gpus", [0, 1, 2, 8])

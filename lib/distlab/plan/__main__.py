@@ -14,8 +14,8 @@
 MODEL is a preset (llama3-8b, llama3-70b, llama3-405b, llama2-7b, llama2-70b, gpt3-1.3b,
 gpt3-6.7b, gpt3-13b, gpt3-175b; mixtures of experts: deepseek-v3, qwen3-30b-a3b,
 qwen3-235b-a22b, mixtral-8x7b, gpt-oss-120b) or a JSON file of a dict with layers, hidden,
-heads, kv_heads, ffn_hidden, vocab, seq_len (and optionally gated_ffn, tied_embeddings, norm,
-experts, top_k, expert_ffn, ...; without
+heads, kv_heads, ffn_hidden, vocab, seq_len (and optionally head_dim, gated_ffn,
+tied_embeddings, norm, experts, top_k, expert_ffn, ...; without
 gated_ffn the MLP is GPT's two matrices, and a note says so). GPT-3's presets learn positions
 for 2048 tokens: a longer --seq-len is refused.
 

@@ -8,7 +8,9 @@ Recomputation in Large Transformer Models", section 4, as
 
 - grouped-query attention: K and V are ``kv_heads * head_dim`` wide where the attention kernel
   reads them so (``attention="flash"``); eager attention repeats them per query head first,
-  so the products keep them ``hidden`` wide (torch's math SDPA, Hugging Face's ``repeat_kv``);
+  so the products keep them as wide as Q, ``heads * head_dim`` (``hidden`` unless the model's
+  ``head_dim`` says otherwise; torch's math SDPA, Hugging Face's ``repeat_kv``); Q and the
+  attention's output (the output projection's input) are that wide too;
 - gated MLPs (SwiGLU, ``down(silu(gate(x)) * up(x))``): the gate's output (SiLU's input), the up
   projection's output and SiLU's output (the product keeps both factors) and the product (the
   down projection's input), four ``s b f`` tensors where the two-matrix MLP keeps two;
@@ -129,9 +131,11 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
     s = local_seq(spec, cp, attention)
     h, f, a = spec.hidden, spec.ffn, spec.heads
     sbh, sbf = s * b * h, s * b * f
+    # Q and the attention's output are heads * head_dim wide (hidden unless head_dim differs)
+    sbq = s * b * spec.q_width
     eager = attention == "eager"
     # eager attention repeats each key/value head for its query heads before the products
-    sbk = sbh if eager else s * b * spec.kv_width
+    sbk = sbq if eager else s * b * spec.kv_width
     att, ln = ATTENTION_BLOCK, LAYER_NORM
     terms = [
         # the residual stream entering the layer: the norm's backward needs its input
@@ -139,7 +143,7 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
         # the norm's output, read by the Q, K and V linears for their weight gradients
         LayerTerm("QKV linear input", att, sbh, d, False, column_input=True),
         # Q for the gradient of K (Q K^T), or for the fused kernel's backward
-        LayerTerm("Q", att, sbh, d, True),
+        LayerTerm("Q", att, sbq, d, True),
         # K for the gradient of Q; kv_heads * head_dim wide in a kernel that reads it so
         LayerTerm("K", att, sbk, d, True),
     ]
@@ -165,7 +169,7 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
         LayerTerm("V", att, sbk, d, True),
         # the attention's output: the output projection's input (the fused kernel's backward
         # reads the same tensor)
-        LayerTerm("output projection input (attention output)", att, sbh, d, True),
+        LayerTerm("output projection input (attention output)", att, sbq, d, True),
     ]
     if dropout:
         terms.append(LayerTerm("attention dropout mask", att, sbh, mask, False))
@@ -342,8 +346,9 @@ def op_checkpoint_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOption
     linears = per_op_saved_linears(spec)
     for lin, saved in linears:
         if lin.name == "output projection" and opt.attention == "flash":
-            # the fused kernel's output and its fp32 log-sum-exp per query token and head
-            out += [sbh // tp, tokens * spec.heads * LOSS_BYTES // tp]
+            # the fused kernel's output (query-width) and its fp32 log-sum-exp per query
+            # token and head
+            out += [tokens * spec.q_width * d // tp, tokens * spec.heads * LOSS_BYTES // tp]
         if not saved:
             continue  # every second matrix product is recomputed (and every biased one)
         if not lin.column:
@@ -351,7 +356,7 @@ def op_checkpoint_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOption
             # all-reduce or reduce-scatter)
             out.append(tokens * lin.out_features * d)
         elif lin.name in ("k", "v") and spec.kv < tp:
-            out.append(tokens * spec.head_dim * d)  # one (repeated) key/value head per GPU
+            out.append(tokens * spec.head_width * d)  # one (repeated) key/value head per GPU
         else:
             out.append(tokens * lin.out_features * d // tp)
     if tp > 1 and layout.sequence_parallel:
@@ -431,10 +436,13 @@ def backward_working_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOpt
     (FlashAttention's Q, K, V and output gradients and its fp32 accumulator of Q's gradient),
     whichever holds more; with sequence parallelism, the input gathered again where it was not
     kept."""
-    sbh, sbh_tp, sbf_tp = _widths(spec, layout, opt)
-    kv_tp = sbh_tp * spec.kv // spec.heads if spec.kv % layout.tp == 0 else sbh_tp // spec.kv
+    sbh, _, sbf_tp = _widths(spec, layout, opt)
+    # the attention's query-width tensors (Q's gradient and its fp32 accumulator) on one GPU
+    sbq_tp = (spec.seq_len // layout.cp) * layout.micro_batch * spec.q_width * opt.dtype_bytes \
+        // layout.tp
+    kv_tp = sbq_tp * spec.kv // spec.heads if spec.kv % layout.tp == 0 else sbq_tp // spec.kv
     mlp = (sbh,) + (sbf_tp,) * (3 if spec.gated_ffn else 2) + (sbh,)
-    attention = (sbh, sbh_tp, kv_tp, kv_tp, sbh_tp * 4 // opt.dtype_bytes)
+    attention = (sbh, sbq_tp, kv_tp, kv_tp, sbq_tp * 4 // opt.dtype_bytes)
     out = mlp if sum(mlp) >= sum(attention) else attention
     if layout.sequence_parallel and not opt.sp_saves_gathered:
         out += (sbh,)   # Megatron-LM gathers the column-parallel input again for its weights

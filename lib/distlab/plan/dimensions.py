@@ -312,7 +312,7 @@ def _cp_layer_exposed(model: ModelSpec, layout: Layout, hw: Hardware,
     block = 2 * (model.seq_len // layout.cp) * layout.micro_batch * model.kv_width \
         * ACTIVATION_BYTES // layout.tp
     hop = p2p_seconds(block, cross_node=span.nodes > 1, hw=hw)
-    attention = 4 * model.seq_len ** 2 * model.hidden * layout.micro_batch * CAUSAL_WORK \
+    attention = 4 * model.seq_len ** 2 * model.q_width * layout.micro_batch * CAUSAL_WORK \
         / (layout.tp * layout.cp) / attention_per_s
     fwd = max(0.0, (layout.cp - 1) * hop - attention)
     bwd = max(0.0, 2 * (layout.cp - 1) * hop - 2 * attention)

@@ -107,8 +107,9 @@ def layer_matmuls(spec: ModelSpec, tp: int, tokens: int) -> list[Matmul]:
     check_int("tp", tp, minimum=1)
     check_int("tokens", tokens, minimum=1)
     h, kv, f = spec.hidden, spec.kv_width, spec.ffn
-    q, kvs, hs = _split("hidden", h, tp), _split("key/value width", kv, tp), \
-        _split("ffn_hidden", f, tp)
+    q = _split("hidden" if spec.q_width == h else "query width (heads * head_dim)",
+               spec.q_width, tp)
+    kvs, hs = _split("key/value width", kv, tp), _split("ffn_hidden", f, tp)
     out = [Matmul("wq", tokens, h, q), Matmul("wk", tokens, h, kvs),
            Matmul("wv", tokens, h, kvs), Matmul("wo", tokens, q, h), Matmul("w1", tokens, h, hs)]
     if spec.gated_ffn:
@@ -158,7 +159,7 @@ def attention_shape(spec: ModelSpec, tp: int, seq_len: int, batch: int) -> Atten
     check_int("seq_len", seq_len, minimum=1)
     check_int("batch", batch, minimum=1)
     check_int("tp", tp, minimum=1)
-    return AttentionShape(batch, _split("heads", spec.heads, tp), seq_len, spec.head_dim)
+    return AttentionShape(batch, _split("heads", spec.heads, tp), seq_len, spec.head_width)
 
 
 def model_matmul_s(rate: ComputeRate, gpu: GpuKind, width: int, flops: float,

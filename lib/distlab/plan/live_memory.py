@@ -84,12 +84,12 @@ class Attention(nn.Module):
 
     def __init__(self, spec: ModelSpec, dropout: float) -> None:
         super().__init__()
-        h, kv = spec.hidden, spec.kv_width
-        self.n_heads, self.head_dim, self.dropout_p = spec.heads, spec.head_dim, dropout
-        self.wq = nn.Linear(h, h, bias=spec.attention_bias)
+        h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+        self.n_heads, self.head_dim, self.dropout_p = spec.heads, spec.head_width, dropout
+        self.wq = nn.Linear(h, q, bias=spec.attention_bias)
         self.wk = nn.Linear(h, kv, bias=spec.attention_bias)
         self.wv = nn.Linear(h, kv, bias=spec.attention_bias)
-        self.wo = nn.Linear(h, h, bias=spec.attention_bias)
+        self.wo = nn.Linear(q, h, bias=spec.attention_bias)
         self.resid_dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -101,7 +101,7 @@ def _layer_tensors(spec: ModelSpec, tp: int) -> tuple[int, ...]:
     (torchtitan's and :class:`~distlab.plan.verify.decoder.Block`'s: the attention norm, Q, K,
     V, the output projection, the MLP norm, the MLP's first, last and (gated) up matrices;
     each matrix split as Megatron-LM splits it, biases with their matrix)."""
-    kv_local = spec.kv_width // tp if spec.kv % tp == 0 else spec.head_dim
+    kv_local = spec.kv_width // tp if spec.kv % tp == 0 else spec.head_width
     mats = {}
     for lin in layer_linears(spec):
         if lin.name in ("k", "v"):

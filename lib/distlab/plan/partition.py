@@ -105,13 +105,13 @@ def layer_params_per_gpu(spec: ModelSpec, tp: int) -> tuple[int, int]:
     tensor parallelism (Megatron-LM's ``tensor_parallel/layers.py``: column-parallel linears
     split their weights and biases, row-parallel ones their weights only; with fewer
     key/value heads than ``tp`` each GPU holds one key/value head)."""
-    h, f = spec.hidden, spec.ffn
-    kv_local = spec.kv_width // tp if spec.kv % tp == 0 else spec.head_dim
+    h, q, f = spec.hidden, spec.q_width, spec.ffn
+    kv_local = spec.kv_width // tp if spec.kv % tp == 0 else spec.head_width
     mats = 3 if spec.gated_ffn else 2
-    split = 2 * h * h // tp + 2 * h * kv_local + mats * h * f // tp  # Q, O; K, V; MLP
+    split = 2 * h * q // tp + 2 * h * kv_local + mats * h * f // tp  # Q, O; K, V; MLP
     replicated = 2 * spec.norm_params
     if spec.attention_bias:
-        split += h // tp + 2 * kv_local       # Q, K, V biases (column-parallel)
+        split += q // tp + 2 * kv_local       # Q, K, V biases (column-parallel)
         replicated += h                       # the output projection's (row-parallel)
     if spec.mlp_bias:
         split += (mats - 1) * f // tp         # the first linears' biases (column-parallel)

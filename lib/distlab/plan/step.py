@@ -103,7 +103,7 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool,
     layer if ``last``, for one microbatch, on one of its ``tp * cp`` GPUs."""
     b, s, split = layout.micro_batch, model.seq_len, layout.tp * layout.cp
     layer = layer_matmul_flops(model, s) * b / split
-    attention = 4 * s * s * model.hidden * b / split
+    attention = 4 * s * s * model.q_width * b / split
     dense = layers - moe_layers
     forward = dense * layer + (2 * s * b * model.hidden * model.vocab / split if last else 0)
     recomputed_products = sum(2 * s * b * lin.in_features * lin.out_features

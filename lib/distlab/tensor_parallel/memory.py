@@ -104,10 +104,11 @@ def _paper_layer(model: LayerLike, micro_batch: int | None,
                  dtype_bytes: int | None) -> TransformerShape:
     shape = layer_input(model, micro_batch, dtype_bytes)
     spec = shape.model
-    if spec.gated_ffn or spec.kv != spec.heads:
+    if spec.gated_ffn or spec.kv != spec.heads or spec.q_width != spec.hidden:
         raise ValueError(f"{spec.name}: the paper's terms are a GPT layer's (two-matrix MLP, as "
-                         f"many key/value heads as heads); gated_ffn={spec.gated_ffn}, "
-                         f"kv_heads={spec.kv}, heads={spec.heads}: use "
+                         f"many key/value heads as heads, each hidden / heads wide); "
+                         f"gated_ffn={spec.gated_ffn}, kv_heads={spec.kv}, heads={spec.heads}, "
+                         f"head_dim={spec.head_width}: use "
                          "distlab.plan.activations.layer_activation_terms")
     return shape
 

@@ -89,13 +89,13 @@ class Attention(nn.Module):
 
     def __init__(self, spec: ModelSpec, *, kv_in_kernel: bool = True) -> None:
         super().__init__()
-        h, kv = spec.hidden, spec.kv_width
-        self.n_heads, self.n_kv_heads, self.head_dim = spec.heads, spec.kv, spec.head_dim
+        h, q, kv = spec.hidden, spec.q_width, spec.kv_width
+        self.n_heads, self.n_kv_heads, self.head_dim = spec.heads, spec.kv, spec.head_width
         self.kv_in_kernel = kv_in_kernel
-        self.wq = nn.Linear(h, h, bias=spec.attention_bias)
+        self.wq = nn.Linear(h, q, bias=spec.attention_bias)
         self.wk = nn.Linear(h, kv, bias=spec.attention_bias)
         self.wv = nn.Linear(h, kv, bias=spec.attention_bias)
-        self.wo = nn.Linear(h, h, bias=spec.attention_bias)
+        self.wo = nn.Linear(q, h, bias=spec.attention_bias)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> torch.Tensor:
@@ -201,9 +201,9 @@ class Decoder(nn.Module):
         if spec.positions is not None:
             self.pos_embeddings = nn.Embedding(spec.positions, spec.hidden)
         else:
-            self.register_buffer("rope_cos", torch.empty(spec.seq_len, spec.head_dim),
+            self.register_buffer("rope_cos", torch.empty(spec.seq_len, spec.head_width),
                                  persistent=False)
-            self.register_buffer("rope_sin", torch.empty(spec.seq_len, spec.head_dim),
+            self.register_buffer("rope_sin", torch.empty(spec.seq_len, spec.head_width),
                                  persistent=False)
             self.init_buffers()
         self.layers = nn.ModuleList(Block(spec, kv_in_kernel=kv_in_kernel,
@@ -220,7 +220,7 @@ class Decoder(nn.Module):
         if self.spec.positions is not None or self.rope_cos.is_meta:
             return
         spec, dev = self.spec, self.rope_cos.device
-        d = spec.head_dim
+        d = spec.head_width
         inv = 1.0 / (ROPE_BASE ** (torch.arange(0, d - d % 2, 2, dtype=torch.float32,
                                                 device=dev) / d))
         angles = torch.outer(torch.arange(spec.seq_len, dtype=torch.float32, device=dev), inv)
