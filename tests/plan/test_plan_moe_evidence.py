@@ -77,3 +77,38 @@ def test_the_floor_is_the_least_worst_error_of_any_prediction(step: float, ratio
     assert worst(sum(steps) / 2) <= floor + 1e-9
     grid = [min(steps) + (max(steps) - min(steps)) * k / 200 for k in range(201)]
     assert min(worst(p) for p in grid) >= floor - 1e-9
+
+
+def _causal_flops_per_token(m, seq_len: int) -> float:
+    """Forward and backward FLOPs per token of spec ``m`` as Megatron counts them: every matrix
+    product, the attention's s^2 products halved (causal), three times the forward."""
+    from distlab.transformer import layer_matmul_flops, moe_layer_matmul_flops
+
+    dense = m.layers - m.moe_layers
+    forward = (dense * layer_matmul_flops(m, seq_len, causal=True)
+               + m.moe_layers * moe_layer_matmul_flops(m, seq_len, causal=True)
+               + 2 * seq_len * m.hidden * m.vocab)
+    return 3 * forward / seq_len
+
+
+def test_the_qwen3_presets_count_the_flops_megatron_bridge_states() -> None:
+    """The FLOPs per token the sources' two columns imply (the median over each model's runs)
+    equal distlab's count of the same model within 1.5% for both Qwen3 presets, whose queries are
+    ``heads * head_dim`` wide, twice their hidden width (config.json's ``head_dim``: 128):
+    counted as ``hidden`` wide, as before, they came out 11-13% short. DeepSeek-V3 (MLA, which
+    the preset approximates) and GPT-OSS (sliding-window layers) are not compared."""
+    from distlab.transformer import model_spec
+
+    runs = load_moe_runs()
+    aside = columns_disagree(runs)
+    for name in ("qwen3-30b-a3b", "qwen3-235b-a22b"):
+        stated = sorted(r.stated_flops_per_token for r in runs if r.model == name
+                        and r.id not in aside and r.stated_flops_per_token is not None)
+        assert len(stated) >= 4
+        median = stated[len(stated) // 2]
+        spec = model_spec(name, seq_len=4096)
+        ours = _causal_flops_per_token(spec, 4096)
+        assert abs(ours / median - 1) < 0.015, (name, ours / 1e9, median / 1e9)
+        narrow = replace(spec, head_dim=None)
+        assert narrow.q_width == spec.hidden < spec.q_width
+        assert _causal_flops_per_token(narrow, 4096) / median < 0.9

@@ -58,21 +58,25 @@ same rows (``results/gpu-h200-2026-11-28-moe-step/``, ``tools/gpu/moe_step.py``)
 --refit`` fits :data:`A2A_LINK_SHARE` only (``--refit-gemm`` fits this too, for comparison)."""
 
 A2A_LINK_SHARE = 0.08
-"""The share of the NVLink bandwidth an MoE layer's dispatch or combine moves its bytes at inside
-a node, end to end (the permutation, the token counts' exchange and the all-to-all kernel
+"""The share of the NVLink bandwidth an MoE layer's dispatch or combine moves its bytes at inside a
+node, end to end (the permutation, the token counts' exchange and the all-to-all kernel
 together). Fitted, with :data:`GROUPED_GEMM_EFFICIENCY` held at its measured value: the value of
 a grid that gives the smallest median ``|error|`` on the calibration split of the published MoE
 runs (``python -m distlab.judge plan --moe --refit`` fits it again); across nodes the network
-port's bandwidth is taken whole (0.12 before the Qwen3 and GPT-OSS presets had their
-``head_dim``: with their attention's FLOPs counted whole, less of the step is left to the
-all-to-all). What it says: the published in-node expert-parallel runs move their tokens at
-about a twelfth of NVLink's data-sheet bandwidth, far below what nccl-tests' all-to-all
-reaches. It is a catch-all: on one H200 distlab's own MoE layer (plain torch ops,
-``results/gpu-h200-2026-11-28-moe-step/``) spends as long in its router, permute and combine
-(about 53 read-and-write passes over the routed rows forward and backward, a host-sync-bound
-router of 1.1-1.8 ms, 12 host syncs a step) as in its expert products, but priced as a mechanism
-those parts make the held-out runs' error worse (Megatron-Core's fused permute and router
-kernels cost less), so they are not in the model."""
+port's bandwidth is taken whole. It was 0.12 before the Qwen3 and GPT-OSS presets had their
+``head_dim``: a median over seven runs that disagree by up to 2x moves by whole grid steps when
+one model's FLOPs change, which says how loosely it is pinned. What it says: the published
+in-node expert-parallel runs move their tokens at about a twelfth of NVLink's data-sheet
+bandwidth, far below what nccl-tests' all-to-all reaches. It is a catch-all, and it carries most
+of what an MoE layer costs beyond its FLOPs: at NVLink's whole bandwidth (share 1.0) the
+calibration runs took a median 2.8x the model's step; the published MoE runs reach about 12% of
+their GPUs' peak (Megatron Bridge's model TFLOP/s: 242 on H100s for Qwen3-235B-A22B in fp8)
+where the same tables' dense runs reach about 37% (728 for Llama 3 70B). On one H200 distlab's
+own MoE layer (plain torch ops, ``results/gpu-h200-2026-11-28-moe-step/``) spends as long in its
+router, permute and combine (about 53 read-and-write passes over the routed rows forward and
+backward, a host-sync-bound router of 1.1-1.8 ms, 12 host syncs a step) as in its expert
+products, but priced as a mechanism those parts make the held-out runs' error worse
+(Megatron-Core's fused permute and router kernels cost less), so they are not in the model."""
 
 A2A_BYTES = 2
 """Bytes per element the dispatch and combine move (16-bit activations)."""

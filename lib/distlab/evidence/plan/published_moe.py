@@ -184,9 +184,9 @@ def columns_disagree(runs: tuple[MoeRun, ...] | None = None) -> dict[str, str]:
         mid = others[len(others) // 2] if len(others) % 2 else \
             (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
         if abs(mine / mid - 1) > COLUMNS_AGREE:
-            out[run.id] = (f"its tokens/s and TFLOP/s imply {mine / 1e9:.1f} GFLOP per token, "
-                           f"{mine / mid:.2f}x the {mid / 1e9:.1f} of the other {len(others)} "
-                           f"{run.model} runs at {run.seq_len} tokens")
+            out[run.id] = (f"tokens/s and TFLOP/s imply {mine / 1e9:.1f} GFLOP/token, "
+                           f"{mine / mid:.2f}x the {mid / 1e9:.1f} of {len(others)} other "
+                           f"{run.model} runs ({run.seq_len} tokens)")
     return out
 
 
