@@ -42,6 +42,8 @@ def test_get_frees_room_for_a_blocked_put() -> None:
 
 
 def test_never_more_than_depth_items_queued() -> None:
+    """A channel of depth 2 holds at most 2 items, and a producer that is ahead fills it to
+    exactly 2 whenever the consumer pauses; items come out in order."""
     stop = threading.Event()
     ch = Channel(2, stop, poll_s=0.005)
     seen: list[int] = []
@@ -53,14 +55,19 @@ def test_never_more_than_depth_items_queued() -> None:
 
     t = threading.Thread(target=producer)
     t.start()
-    got = []
+    got, full = [], []
     for _ in range(200):
         got.append(ch.get())
-        if len(got) % 20 == 0:
-            time.sleep(0.005)  # let the producer fill the channel up
+        if len(got) % 20 == 0 and len(got) < 199:
+            # let the producer fill the channel up: wait until it has (however long a loaded
+            # machine keeps the producer off a core), not a fixed 5 ms it may not get
+            deadline = time.monotonic() + 5
+            while ch.qsize() < 2 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            full.append(ch.qsize())
     t.join(5)
     assert got == list(range(200))
-    assert max(seen) == 2  # reached, never exceeded
+    assert max(seen) <= 2 and full == [2] * 9  # reached each time, never exceeded
 
 
 def test_get_waits_for_an_item() -> None:

@@ -111,8 +111,31 @@ def test_dataloader_absorbs_the_pin_stage_only_when_it_pins(shards) -> None:
         absorbed_by_dataloader(stages, pin_memory="yes")
 
 
+class _Meets(Slow):
+    """Sleeps ``cost_s`` per item; on item ``at`` it first says it is there (``here``) and
+    waits, at most 5 s, until the other stage says the same (``there``)."""
+
+    def __init__(self, cost_s: float, name: str, at: int, here: threading.Event,
+                 there: threading.Event, placement: str = "worker") -> None:
+        super().__init__(cost_s, name, placement)
+        self.at, self.here, self.there = at, here, there
+
+    def process(self, item):
+        if item == self.at:
+            self.here.set()
+            self.there.wait(5)
+        return super().process(item)
+
+
 def test_threads_overlap_on_one_lane_per_stage() -> None:
-    stages = [Slow(0.005, "a"), Slow(0.005, "b"), Slow(0.005, "c", placement="host")]
+    """One thread per stage: a lane never overlaps itself, and stages overlap each other. Stage
+    a on item 3 and stage c on item 0 wait for each other: a run with a thread per stage and
+    room in its queues has both inside their calls at once, so the overlap is the executor's,
+    not a loaded machine's luck; an executor that ran the stages one after another would keep
+    them apart (each wait runs out) and fail."""
+    a_in, c_in = threading.Event(), threading.Event()
+    stages = [_Meets(0.005, "a", 3, a_in, c_in), Slow(0.005, "b"),
+              _Meets(0.005, "c", 0, c_in, a_in, placement="host")]
     res = ThreadExecutor(queue_depth=2).run(stages, 10)
     tl = res.timeline
     assert tl.lanes == ["rank0/a", "rank0/b", "rank0/c"] or set(tl.lanes) == {
@@ -148,16 +171,20 @@ def test_split_stages() -> None:
 @pytest.mark.parametrize("name", EXECUTORS)
 @pytest.mark.parametrize("where", ["first", "consumer"])
 def test_stage_error_names_stage_and_item_and_stops_everything(name, where) -> None:
-    n = 400  # 400 items * 50 ms would take 20 s if the pipeline did not stop
+    """A stage's error names the stage and item, and stops the pipeline: a pipeline that went
+    on would sleep through all n items' 50 ms stage, at least n x 50 ms / 2 workers = 50 s
+    (sleeps never end early), so the error surfaces before that. A stopping pipeline takes
+    well under it even when a loaded machine slows torch's worker shutdown to seconds."""
+    n, cost_s, workers = 2000, 0.05, 2
     if where == "first":
-        stages = [FailAt(3, "boom", cost_s=0.001), Slow(0.05, "mid"),
+        stages = [FailAt(3, "boom", cost_s=0.001), Slow(cost_s, "mid"),
                   Slow(0.0, "sink", placement="host")]
     else:
-        stages = [Slow(0.001, "src"), Slow(0.0, "mid"),
+        stages = [Slow(cost_s, "src"), Slow(0.0, "mid"),
                   FailAt(3, "boom", cost_s=0.001)]
         stages[-1].placement = "host"
     with no_leaks():
-        with make_executor(name, workers=2, queue_depth=2) as ex:
+        with make_executor(name, workers=workers, queue_depth=2) as ex:
             if name in ("processes", "torch"):
                 ex.run(stages[1:2] + stages[2:], 2)  # start (spawn) workers outside the clock
             tl = Timeline()
@@ -170,7 +197,8 @@ def test_stage_error_names_stage_and_item_and_stops_everything(name, where) -> N
     assert info.value.stage == "boom", str(info.value)
     assert info.value.item == 3
     assert "bad item 3" in str(info.value)
-    assert waited < 10, f"the error took {waited:.1f} s to surface; the pipeline did not stop"
+    assert waited < n * cost_s / workers, (f"the error took {waited:.1f} s to surface; the "
+                                           "pipeline did not stop")
 
 
 @pytest.fixture
@@ -265,14 +293,15 @@ def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
     """A stage call that does not return within timeout_s raises PipelineTimeoutError naming the
     stage and item, long before the stage would have returned. Threads cannot be killed: the
     stuck one is abandoned (it ends once released, after the executor's clean-up, as it would on
-    its own at the end of hang_s); stuck workers are terminated."""
+    its own at the end of hang_s); stuck workers are terminated. The timeout (2 s) is far above
+    what the instant calls on items 0-2 take even when a loaded machine deschedules them for
+    hundreds of milliseconds: only the stuck call can reach it."""
+    timeout_s = 2.0
     # a stuck stage in this process sleeps hang_s unless released first (no_leaks waits for its
-    # thread to end); hang_s is long enough to outlast the executor's clean-up (0.5 s timeout;
-    # torch's worker shutdown takes seconds), so the stage is still stuck when the run raises
-    if name in ("sync", "threads"):
-        hang_s = 3.0
-    else:
-        hang_s = 8.0 if where == "consumer" else 60.0
+    # thread to end), and it is released right after the run raised, so a long hang_s costs
+    # nothing; it must outlast the executor's clean-up, so the stage is still stuck when the run
+    # raises: under 4 spinning processes torch's worker shutdown outlasted 9.5 s
+    hang_s = 60.0
     if where == "worker":
         stages = [HangAt(3, "stuck", hang_s), Slow(0.0, "sink", placement="host")]
     else:
@@ -281,7 +310,7 @@ def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
     arm_hangs()
     with no_leaks(grace_s=hang_s + 5):
         try:
-            with make_executor(name, workers=2, queue_depth=2, timeout_s=0.5) as ex:
+            with make_executor(name, workers=2, queue_depth=2, timeout_s=timeout_s) as ex:
                 with pytest.raises(PipelineTimeoutError) as info:
                     ex.run(stages, 8, timeline=tl)
                 # raised while the stage was still stuck: its call on item 3 never recorded a span
@@ -290,7 +319,7 @@ def test_stuck_stage_times_out_naming_stage_and_item(name, where) -> None:
             release_hangs()   # the abandoned call returns now, after the executor's clean-up
     err = info.value
     assert isinstance(err, PipelineError) and isinstance(err, TimeoutError)
-    assert (err.stage, err.item, err.timeout_s) == ("stuck", 3, 0.5), str(err)
+    assert (err.stage, err.item, err.timeout_s) == ("stuck", 3, timeout_s), str(err)
     assert "stage 'stuck'" in str(err) and "item 3" in str(err)
 
 
@@ -338,14 +367,24 @@ def test_stall_and_wall_from_a_synthetic_timeline() -> None:
 
 
 def test_stall_follows_the_slow_side_of_a_known_schedule() -> None:
-    """Producer 20 ms/item, consumer 0: the consumer waits for nearly every item (stall close to
-    wall). Producer 0, consumer 20 ms/item: it almost never waits. Wide bounds for a loaded box."""
-    n = 10
-    slow_src = run_pipeline([Slow(0.02, "src"), Slow(0.0, "sink")], n, "threads")
-    assert slow_src.wall_s >= n * 0.02 * 0.9
-    assert slow_src.stall_s >= 0.7 * slow_src.wall_s
-    slow_sink = run_pipeline([Slow(0.0, "src"), Slow(0.02, "sink")], n, "threads")
-    assert slow_sink.stall_s <= 0.3 * slow_sink.wall_s
+    """Producer 20 ms/item, consumer 0: the consumer waits for every item, so its stall is at
+    least the producer's n sleeps less the consumer's own (tiny) busy time. Producer 0, consumer
+    20 ms/item: the consumer's own sleeps are busy time, never stall, so its stall is at most
+    the wall time less those n sleeps. Each bound rests on sleeps, which never end early, and
+    on the spans the run recorded: a loaded machine that deschedules a thread for any time can
+    only add to the sides the bounds leave open (stall counted on the wrong lane, or the
+    consumer's work counted as stall, still fails them)."""
+    n, cost, tick = 10, 0.02, 1e-3   # tick: the microsecond stamps' rounding, summed
+
+    def consumer_busy_s(res) -> float:
+        return sum(s.duration_us for s in res.timeline.spans if s.lane == res.consumer_lane) * 1e-6
+
+    slow_src = run_pipeline([Slow(cost, "src"), Slow(0.0, "sink")], n, "threads")
+    assert slow_src.wall_s >= n * cost - tick
+    assert slow_src.stall_s >= n * cost - consumer_busy_s(slow_src) - tick
+    slow_sink = run_pipeline([Slow(0.0, "src"), Slow(cost, "sink")], n, "threads")
+    assert consumer_busy_s(slow_sink) >= n * cost - tick
+    assert slow_sink.stall_s <= slow_sink.wall_s - n * cost + tick
 
 
 def test_pipeline_imports_have_no_cycle() -> None:

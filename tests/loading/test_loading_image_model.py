@@ -4,6 +4,8 @@ the measured terms (the hop, the cores shared by processes and threads) where th
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,7 +27,8 @@ from distlab.loading.image_model import (
     pcie_nbytes,
     time_decodes,
 )
-from distlab.loading.synthetic_stages import BurnStage, SleepStage
+from distlab.loading.stage import Stage
+from distlab.loading.synthetic_stages import SleepStage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -214,12 +217,30 @@ def test_measured_core_sharing_times_every_count(tmp_path) -> None:
         measure_core_sharing(stages[4:], [1])
 
 
+class _SpendsCpu(Stage):
+    """Spends ``cost_s`` of this process's CPU time per item, however much wall time that takes
+    on a shared machine (BurnStage burns wall time: on a loaded machine it gets less CPU)."""
+
+    category = "cpu"
+
+    def __init__(self, cost_s: float, name: str = "spend") -> None:
+        self.cost_s, self.name = cost_s, name
+
+    def process(self, item):
+        end = time.process_time() + self.cost_s
+        while time.process_time() < end:
+            pass
+        return item
+
+
 def test_worker_cpu_seconds_count_work_and_not_waiting() -> None:
+    """A stage that sleeps costs almost no CPU; one that spends 20 ms of CPU per batch costs at
+    least that: CPU time is what is counted, so neither depends on how loaded the machine is."""
     step = SleepStage(0.0, name="step")                 # the line's consumer: not measured
     waiting = measure_worker_cpu_s([SleepStage(0.02, name="wait"), step], 5)
-    working = measure_worker_cpu_s([BurnStage(0.02, name="work"), step], 5)
+    working = measure_worker_cpu_s([_SpendsCpu(0.02, name="work"), step], 5)
     assert 0 <= waiting < 0.005                # 20 ms asleep per batch costs almost no CPU
-    assert working > 0.01                      # 20 ms of matmuls per batch cost at least half
+    assert working >= 0.02                     # 20 ms of CPU per batch, all of it counted
     with pytest.raises(ValueError, match="no leading worker stage"):
         measure_worker_cpu_s([step], 1)
     with pytest.raises(ValueError, match="items"):

@@ -3,6 +3,10 @@ prefetcher's copy of batch i+1 starts before compute of batch i ends (real overl
 
 from __future__ import annotations
 
+import itertools
+import time
+from collections.abc import Callable
+
 import pytest
 
 from distlab.timeline import Timeline
@@ -10,11 +14,34 @@ from distlab.transfers import HostAdapter
 from distlab.transfers.prefetch import run_loop
 
 
+def _compute_that_waits_for_the_next_copy(tl: Timeline, lane: str, batches: int,
+                                          wait_s: float = 5.0) -> Callable[[float], None]:
+    """A compute step that, before its sleep, waits (at most ``wait_s``) until the copy of the
+    next batch is on ``lane``. Only a copy that runs beside the compute can end that wait early;
+    a loop that copied only after the compute would make every wait run out."""
+    calls = itertools.count()
+
+    def compute(seconds: float) -> None:
+        nxt = next(calls) + 1
+        deadline = time.monotonic() + wait_s
+        while nxt < batches and time.monotonic() < deadline and not any(
+                s.lane == lane and s.name == f"copy {nxt}" for s in tl.spans):
+            time.sleep(0.001)
+        time.sleep(seconds)
+    return compute
+
+
 @pytest.mark.parametrize("mode", ["sequential", "prefetch"])
 def test_loop_spans_and_content(mode: str) -> None:
+    """Each batch is copied before it is computed on; sequentially the next copy waits for the
+    compute, with prefetch it starts before the compute ends. The prefetch run's compute waits
+    for the next copy rather than sleeping a fixed 4 ms a loaded machine may not give the copy
+    thread a core within: the overlap is then the mechanism's, never the scheduler's luck."""
     tl = Timeline()
+    compute = (time.sleep if mode == "sequential" else
+               _compute_that_waits_for_the_next_copy(tl, f"{mode}/copy stream", 5))
     r = run_loop(HostAdapter(), mode=mode, batches=5, nbytes=1 << 16, compute_s=0.004,
-                 timeline=tl)
+                 timeline=tl, compute=compute)
     assert r.wrong == 0 and r.batches == 5
     copies = [s for s in tl.spans if s.lane == f"{mode}/copy stream"]
     comps = [s for s in tl.spans if s.lane == f"{mode}/default stream"]

@@ -37,8 +37,8 @@ CASES = {
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("check", ["inline", "gather"])
 def test_mismatch_raises_on_every_rank_naming_ranks_and_field(check: str) -> None:
-    """Every case in one group, one after another: each mismatch raises on both ranks within
-    seconds (the wait timeout is 20 s), and the matching call after it gets the right answer
+    """Every case in one group, one after another: each mismatch raises on both ranks before
+    the 20 s wait timeout could have, and the matching call after it gets the right answer
     (nothing of the failed call leaked into it)."""
     cases = [*CASES, "none"]
     out = launch.run(mismatch_worker, 2, args=(cases, check), timeout=200)
@@ -53,7 +53,9 @@ def test_mismatch_raises_on_every_rank_naming_ranks_and_field(check: str) -> Non
             assert CASES[case] in got["error"], got["error"]
             called = {"all_gather": "all_gather", "root": "broadcast"}.get(case, "all_reduce")
             assert f"called {called} with different arguments" in got["error"]
-            assert got["seconds"] < 15.0  # well before the 20 s wait timeout
+            # before the 20 s wait timeout could have fired (a timeout never fires early): the
+            # peer check raised it; a correct run misses this bound only if starved for 20 s
+            assert got["seconds"] < 20.0
 
 
 def test_fingerprint_separates_every_field() -> None:
