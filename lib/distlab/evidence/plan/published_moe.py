@@ -22,6 +22,7 @@ from typing import Any
 
 from distlab.plan.layout import Hardware, Layout, hardware
 from distlab.transformer import PRESETS, ModelSpec, model_spec
+from distlab.vocabulary import error_pct
 
 __all__ = ["COLUMNS_AGREE", "MoeRun", "MoeRunInputs", "MoeSource", "SameLayout",
            "columns_disagree", "load_moe_runs", "moe_run_inputs", "same_layouts"]
@@ -183,7 +184,7 @@ def columns_disagree(runs: tuple[MoeRun, ...] | None = None) -> dict[str, str]:
             continue
         mid = others[len(others) // 2] if len(others) % 2 else \
             (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
-        if abs(mine / mid - 1) > COLUMNS_AGREE:
+        if abs(error_pct(mine, mid)) > 100 * COLUMNS_AGREE:
             out[run.id] = (f"tokens/s and TFLOP/s imply {mine / 1e9:.1f} GFLOP/token, "
                            f"{mine / mid:.2f}x the {mid / 1e9:.1f} of {len(others)} other "
                            f"{run.model} runs ({run.seq_len} tokens)")
