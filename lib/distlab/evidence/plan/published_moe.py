@@ -15,7 +15,8 @@ tokens.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -35,6 +36,9 @@ than the median of its model's other runs at the same sequence length before
 :func:`columns_disagree` sets it aside: a source publishes tokens/s per GPU beside model
 TFLOP/s per GPU, whose ratio is the FLOPs per token the source counts, a property of the model
 and sequence length alone. The Megatron Bridge rows agree to within 0.5%; one disagrees by 2x."""
+_NOT_LAYOUT = frozenset({"id", "source", "measured", "derived"})
+"""The fields of a :class:`MoeRun` that say where it comes from or what it measured, not what
+it ran."""
 PRECISION = "mixed-fp32-grads"
 """The model states of every run (Megatron-Core: 16-bit parameters, fp32 gradients and Adam
 states), sharded by its distributed optimizer (ZeRO 1) unless the run states FSDP."""
@@ -108,9 +112,7 @@ class MoeRun:
     @property
     def layout_key(self) -> tuple[object, ...]:
         """Everything that defines the run's work and layout (not its source or result)."""
-        return (self.model, self.gpu, self.gpus, self.precision, self.gbs, self.mbs,
-                self.seq_len, self.tp, self.pp, self.cp, self.vp, self.ep, self.etp,
-                self.recompute, self.ep_overlap, self.fsdp)
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in _NOT_LAYOUT)
 
 
 @dataclass(frozen=True)
@@ -177,13 +179,11 @@ def columns_disagree(runs: tuple[MoeRun, ...] | None = None) -> dict[str, str]:
         mine = run.stated_flops_per_token
         if mine is None:
             continue
-        others = sorted(f for r in runs if r is not run and r.model == run.model
-                        and r.seq_len == run.seq_len
-                        and (f := r.stated_flops_per_token) is not None)
+        others = [f for r in runs if r is not run and r.model == run.model
+                  and r.seq_len == run.seq_len and (f := r.stated_flops_per_token) is not None]
         if len(others) < 2:
             continue
-        mid = others[len(others) // 2] if len(others) % 2 else \
-            (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+        mid = statistics.median(others)
         if abs(error_pct(mine, mid)) > 100 * COLUMNS_AGREE:
             out[run.id] = (f"tokens/s and TFLOP/s imply {mine / 1e9:.1f} GFLOP/token, "
                            f"{mine / mid:.2f}x the {mid / 1e9:.1f} of {len(others)} other "
