@@ -9,7 +9,9 @@ matrices), vocabulary, sequence length, tied embeddings, and for a mixture of ex
 the routed experts of each MoE layer, how many each token is sent to (top-k), each expert's
 inner width, the shared experts every token runs through and the leading layers that keep a
 dense MLP (the vocabulary of :mod:`distlab.moe`: a token-choice router, grouped experts,
-shared experts).
+shared experts), and the layers whose attention looks back over a sliding window of tokens
+only (GPT-OSS's). :func:`attention_score_flops` is the one count of the attention's ``s^2``
+products, full or windowed.
 :data:`PRESETS` names common open models by their published configurations;
 :func:`model_spec` resolves a preset name, a dict or a spec once at the public boundary, and
 :func:`spec_from_module` reads the same description from a real ``nn.Module``.
@@ -26,8 +28,9 @@ from typing import Any
 from distlab._checks import check_bool, check_choice, check_int, check_str
 
 __all__ = ["MOE_FIELDS", "MOE_SOURCES", "NORMS", "PRESETS", "Linear", "ModelSpec",
-           "layer_linears", "layer_matmul_flops", "model_spec", "moe_layer_matmul_flops",
-           "per_op_saved_linears", "routed_expert_flops", "spec_from_module"]
+           "attention_score_flops", "layer_linears", "layer_matmul_flops", "model_spec",
+           "moe_layer_matmul_flops", "per_op_saved_linears", "routed_expert_flops",
+           "spec_from_module"]
 
 NORMS = ("layernorm", "rmsnorm")
 """Layer norm (a weight and a bias per element) or RMSNorm (a weight only)."""
@@ -67,6 +70,13 @@ class ModelSpec:
             projection is ``heads * head_dim`` wide (:attr:`q_width`), which need not be
             ``hidden`` (Qwen3's MoE models and GPT-OSS: wider). Kept ``None`` where it equals
             ``hidden / heads``, so such a spec equals (and prints as) one that leaves it out.
+        sliding_window: tokens a sliding-window layer's query attends to, itself and the
+            ``sliding_window - 1`` before it (a Hugging Face config's ``sliding_window``);
+            ``None``: every layer attends to the whole causal prefix (the default).
+        sliding_layers: how many layers use the window, every other layer from the first
+            (GPT-OSS's ``layer_types``: sliding, full, sliding, ...; at most ``ceil(layers /
+            2)``); 0 without a window. The window changes the attention's ``s^2`` products
+            only (:func:`attention_score_flops`), no parameter.
     """
 
     name: str
@@ -89,6 +99,8 @@ class ModelSpec:
     shared_experts: int = 0
     dense_layers: int = 0
     head_dim: int | None = None
+    sliding_window: int | None = None
+    sliding_layers: int = 0
 
     def __post_init__(self) -> None:
         check_str("name", self.name, nonempty=True)
@@ -121,6 +133,17 @@ class ModelSpec:
                                  f"{self.positions}")
         check_choice("norm", self.norm, NORMS)
         self._check_experts()
+        self._check_window()
+
+    def _check_window(self) -> None:
+        if self.sliding_window is None:
+            if self.sliding_layers != 0:
+                raise ValueError(f"sliding_layers={self.sliding_layers!r} needs a "
+                                 "sliding_window: give the window's tokens, or sliding_layers=0")
+            return
+        check_int("sliding_window", self.sliding_window, minimum=1)
+        check_int("sliding_layers", self.sliding_layers, minimum=1,
+                  maximum=(self.layers + 1) // 2)
 
     def _check_experts(self) -> None:
         experts = check_int("experts", self.experts, minimum=0)
@@ -178,6 +201,18 @@ class ModelSpec:
         """How many of layers ``start .. stop - 1`` are MoE layers (:meth:`is_moe_layer`), in
         closed form."""
         return max(0, stop - max(start, self.dense_layers)) if self.moe else 0
+
+    def is_sliding_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) attends over :attr:`sliding_window` tokens only:
+        the even layers from the first, ``sliding_layers`` of them."""
+        return self.sliding_window is not None and index % 2 == 0 \
+            and index // 2 < self.sliding_layers
+
+    def sliding_layers_in(self, start: int, stop: int) -> int:
+        """How many of layers ``start .. stop - 1`` are sliding-window layers
+        (:meth:`is_sliding_layer`), in closed form."""
+        stop = min(stop, 2 * self.sliding_layers)
+        return max(0, (stop + 1) // 2 - (start + 1) // 2)
 
     @property
     def head_width(self) -> int:
@@ -276,15 +311,22 @@ class ModelSpec:
         return self.params - idle
 
     # FLOPs
-    def forward_flops(self, tokens_per_sequence: int | None = None) -> int:
+    def forward_flops(self, tokens_per_sequence: int | None = None, *,
+                      causal: bool = False) -> int:
         """FLOPs of one forward pass over one sequence: every layer's matrix products
-        (:func:`layer_matmul_flops`) and the output layer's ``2 s h v``; the embedding lookup,
-        norms and softmax are left out (they are under 1% at these widths)."""
+        (:func:`layer_matmul_flops`, the sliding-window layers' attention windowed) and the
+        output layer's ``2 s h v``; the embedding lookup, norms and softmax are left out (they
+        are under 1% at these widths). ``causal``: the attention's products as a causal kernel
+        computes them (:func:`attention_score_flops`)."""
         s = self.seq_len if tokens_per_sequence is None else check_int(
             "tokens_per_sequence", tokens_per_sequence, minimum=1)
         dense = self.layers - self.moe_layers
-        moe = self.moe_layers * moe_layer_matmul_flops(self, s) if self.moe else 0
-        return dense * layer_matmul_flops(self, s) + moe + 2 * s * self.hidden * self.vocab
+        moe = self.moe_layers * moe_layer_matmul_flops(self, s, causal=causal) if self.moe else 0
+        windowed = self.sliding_layers * (
+            attention_score_flops(self, s, causal=causal)
+            - attention_score_flops(self, s, causal=causal, sliding=True))
+        return (dense * layer_matmul_flops(self, s, causal=causal) + moe - windowed
+                + 2 * s * self.hidden * self.vocab)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (resolved: ``kv_heads`` and ``ffn_hidden`` set; the
@@ -296,6 +338,8 @@ class ModelSpec:
                 del out[name]
         if self.head_dim is None:
             del out["head_dim"]
+        if self.sliding_window is None:
+            del out["sliding_window"], out["sliding_layers"]
         return out
 
 
@@ -303,18 +347,42 @@ MOE_FIELDS = ("experts", "top_k", "expert_ffn", "shared_experts", "dense_layers"
 """:class:`ModelSpec`'s fields that describe its experts."""
 
 
-def layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -> int:
+def attention_score_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False,
+                          sliding: bool = False) -> int:
+    """FLOPs of one layer's attention products over one sequence of ``seq_len`` tokens:
+    ``Q K^T`` and the product with V, ``2 q`` FLOPs each per (query, key) pair (``q`` the
+    query width, :attr:`ModelSpec.q_width`).
+
+    A full layer counts every pair of the ``s x s`` matrix, ``4 s^2 q``, as every source
+    counts it; ``causal`` counts the half a kernel that skips the masked blocks computes,
+    ``2 s^2 q``. A sliding-window layer (``sliding`` on a model with a
+    :attr:`~ModelSpec.sliding_window` ``w``) pairs each query with the ``w`` latest keys only:
+    causal, the band of the causal half, ``4 q (s w - w^2 / 2)``; counted whole, twice that
+    (the count whose half the causal kernel computes, as for a full layer). A window of ``s``
+    tokens or more is the full layer. The model's layers: :meth:`ModelSpec.is_sliding_layer`.
+    """
+    s = check_int("seq_len", seq_len, minimum=1)
+    q, w = spec.q_width, spec.sliding_window
+    if not sliding or w is None or w >= s:
+        return 4 * s * s * q // (2 if causal else 1)
+    band = 4 * q * s * w - 2 * q * w * w         # causal: the pairs 0 <= i - j < w
+    return band if causal else 2 * band
+
+
+def layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False,
+                       sliding: bool = False) -> int:
     """FLOPs of one layer's forward over one sequence of ``seq_len`` tokens.
 
     ``2 s h (2 q + 2 k)`` for Q, K, V and the output projection (``q`` the query width,
     ``heads * head_dim``, ``h`` unless ``head_dim`` says otherwise; ``k`` the key/value width),
-    ``4 s^2 q`` for ``Q K^T`` and the product with V (half of it with ``causal``, as a
-    kernel that skips the masked half runs), and ``2 s h f`` per MLP matrix (3 gated, else 2).
+    :func:`attention_score_flops` for ``Q K^T`` and the product with V (``4 s^2 q``; half of
+    it with ``causal``, as a kernel that skips the masked half runs; windowed for a
+    ``sliding`` layer), and ``2 s h f`` per MLP matrix (3 gated, else 2).
     """
     s = check_int("seq_len", seq_len, minimum=1)
     h, q, k, f = spec.hidden, spec.q_width, spec.kv_width, spec.ffn
     projections = 2 * s * h * (2 * q + 2 * k)
-    scores = 4 * s * s * q // (2 if causal else 1)
+    scores = attention_score_flops(spec, s, causal=causal, sliding=sliding)
     mlp = 2 * s * h * f * (3 if spec.gated_ffn else 2)
     return projections + scores + mlp
 
@@ -328,7 +396,8 @@ def routed_expert_flops(spec: ModelSpec, seq_len: int) -> int:
     return spec.top_k * 2 * s * spec.hidden * spec.expert_width * mats if spec.moe else 0
 
 
-def moe_layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False) -> int:
+def moe_layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = False,
+                           sliding: bool = False) -> int:
     """FLOPs of one MoE layer's forward over one sequence (:func:`layer_matmul_flops` with the
     MLP replaced): the attention as a dense layer's, the router's ``2 s h E``, the shared
     experts' ``2 s h e`` per matrix each and :func:`routed_expert_flops` (at the active
@@ -336,7 +405,7 @@ def moe_layer_matmul_flops(spec: ModelSpec, seq_len: int, *, causal: bool = Fals
     s = check_int("seq_len", seq_len, minimum=1)
     h, mats = spec.hidden, (3 if spec.gated_ffn else 2)
     dense_mlp = 2 * s * h * spec.ffn * mats
-    attention = layer_matmul_flops(spec, s, causal=causal) - dense_mlp
+    attention = layer_matmul_flops(spec, s, causal=causal, sliding=sliding) - dense_mlp
     shared = spec.shared_experts * 2 * s * h * spec.expert_width * mats
     return attention + 2 * s * h * spec.experts + shared + routed_expert_flops(spec, s)
 
@@ -424,7 +493,8 @@ PRESETS: dict[str, ModelSpec] = {
                               ffn_hidden=14336, gated_ffn=True, experts=8, top_k=2),
     "gpt-oss-120b": ModelSpec("gpt-oss-120b", 36, 2880, 64, 201088, 4096, kv_heads=8,
                               ffn_hidden=2880, gated_ffn=True, attention_bias=True,
-                              experts=128, top_k=4, head_dim=64),
+                              experts=128, top_k=4, head_dim=64, sliding_window=128,
+                              sliding_layers=18),
 }
 """Named models. Llama: gated MLP, RMSNorm, rotary positions, untied output (Llama 3 8B ...
 405B with grouped-query attention, 8 key/value heads; Llama 3.2 1B and 3B tie the output layer
@@ -439,7 +509,9 @@ projections, 192-wide query/key heads) is priced as 128-head attention on the 71
 approximation, not MLA); Qwen3's and GPT-OSS's heads are as their config.json's ``head_dim``
 says, 128 and 64 wide (``head_dim``: a query width of ``heads * head_dim``, 4096 for
 Qwen3-30B-A3B, 8192 for Qwen3-235B-A22B, 4096 for GPT-OSS-120B, wider than ``hidden``);
-GPT-OSS's sliding-window layers, attention sinks and expert biases are left out.
+GPT-OSS's sliding-window layers are as its config.json says (``sliding_window`` 128 on the
+18 even layers of its ``layer_types``: their attention's ``s^2`` products become ``s * 128``
+ones), its attention sinks and expert biases are left out.
 Multi-token prediction (DeepSeek-V3's extra layer) is left out."""
 
 MOE_SOURCES: dict[str, str] = {
@@ -458,7 +530,8 @@ MOE_SOURCES: dict[str, str] = {
                     "intermediate_size 14336, vocab 32000)",
     "gpt-oss-120b": "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json "
                     "(36 layers, hidden 2880, 64 heads, 8 kv heads, head_dim 64, 128 "
-                    "experts top-4, intermediate_size 2880, vocab 201088, attention bias)",
+                    "experts top-4, intermediate_size 2880, vocab 201088, attention bias, "
+                    "sliding_window 128 on the even layers of layer_types)",
 }
 """Where each MoE preset's shape comes from (the release's published configuration)."""
 

@@ -166,3 +166,57 @@ def test_model_spec_resolves_presets_dicts_and_refuses_bad_fields() -> None:
         ModelSpec("m", 2, 12, 6, 100, 8, kv_heads=4)
     with pytest.raises(TypeError):
         model_spec(3)  # type: ignore[arg-type]
+
+
+def test_a_sliding_window_layer_counts_the_pairs_in_its_band() -> None:
+    """A windowed layer's attention products, counted by hand: causal, query ``i`` meets the
+    keys ``i - w + 1 .. i``, the band ``0 <= i - j < w`` of the causal half, ``s w - w^2 / 2``
+    pairs in the continuous count the full layer's ``s^2 / 2`` uses, ``2 q`` FLOPs per pair
+    for ``Q K^T`` and as many for the product with V; counted whole, twice that."""
+    from distlab.transformer import attention_score_flops
+
+    spec = ModelSpec("w", 4, 48, 4, 100, 64, head_dim=16, sliding_window=8, sliding_layers=2)
+    s, w, q = 64, 8, 64
+    pairs = s * w - w * w // 2
+    assert attention_score_flops(spec, s, causal=True, sliding=True) == 2 * 2 * q * pairs
+    assert attention_score_flops(spec, s, sliding=True) == 2 * 2 * 2 * q * pairs
+    # a full layer of the same model, and a layer whose window covers the sequence, are the
+    # whole causal attention
+    full = attention_score_flops(spec, s, causal=True)
+    assert full == 2 * 2 * q * s * s // 2
+    for wide in (s, s + 1, 10 * s):
+        covered = replace(spec, sliding_window=wide)
+        assert attention_score_flops(covered, s, causal=True, sliding=True) == full
+        assert attention_score_flops(covered, s, sliding=True) == attention_score_flops(covered, s)
+    # the layer and the model: only the windowed layers' attention changes
+    saved = attention_score_flops(spec, s) - attention_score_flops(spec, s, sliding=True)
+    assert layer_matmul_flops(spec, s) - layer_matmul_flops(spec, s, sliding=True) == saved
+    assert replace(spec, sliding_window=None, sliding_layers=0).forward_flops() \
+        - spec.forward_flops() == 2 * saved
+    assert [i for i in range(4) if spec.is_sliding_layer(i)] == [0, 2]
+    assert spec.sliding_layers_in(1, 4) == 1 and spec.sliding_layers_in(0, 4) == 2
+    assert model_spec(spec.to_dict()) == spec
+    dense = PRESETS["llama3-8b"]
+    assert "sliding_window" not in dense.to_dict() and dense.sliding_layers_in(0, 32) == 0
+
+
+def test_gpt_oss_windows_every_other_layer_as_its_config_says() -> None:
+    """config.json: ``sliding_window`` 128, ``layer_types`` sliding, full, ... over 36 layers;
+    its windowed layers' attention is ``s * 128`` pairs, not ``s^2 / 2``."""
+    spec = PRESETS["gpt-oss-120b"]
+    assert (spec.sliding_window, spec.sliding_layers) == (128, 18)
+    assert [i for i in range(36) if spec.is_sliding_layer(i)] == list(range(0, 36, 2))
+    windowless = replace(spec, sliding_window=None, sliding_layers=0)
+    assert spec.forward_flops() < windowless.forward_flops()
+    assert spec.params == windowless.params
+
+
+@pytest.mark.parametrize(("fields", "match"), [
+    ({"sliding_layers": 1}, "needs a sliding_window"),
+    ({"sliding_window": 0, "sliding_layers": 1}, "sliding_window"),
+    ({"sliding_window": 8, "sliding_layers": 0}, "sliding_layers"),
+    ({"sliding_window": 8, "sliding_layers": 3}, "sliding_layers")])
+def test_a_bad_window_is_refused_in_one_line(fields, match) -> None:
+    with pytest.raises(ValueError, match=match) as info:
+        model_spec({"layers": 3, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 8, **fields})
+    assert "\n" not in str(info.value)

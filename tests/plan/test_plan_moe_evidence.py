@@ -82,13 +82,7 @@ def test_the_floor_is_the_least_worst_error_of_any_prediction(step: float, ratio
 def _causal_flops_per_token(m, seq_len: int) -> float:
     """Forward and backward FLOPs per token of spec ``m`` as Megatron counts them: every matrix
     product, the attention's s^2 products halved (causal), three times the forward."""
-    from distlab.transformer import layer_matmul_flops, moe_layer_matmul_flops
-
-    dense = m.layers - m.moe_layers
-    forward = (dense * layer_matmul_flops(m, seq_len, causal=True)
-               + m.moe_layers * moe_layer_matmul_flops(m, seq_len, causal=True)
-               + 2 * seq_len * m.hidden * m.vocab)
-    return 3 * forward / seq_len
+    return 3 * m.forward_flops(seq_len, causal=True) / seq_len
 
 
 def test_the_qwen3_presets_count_the_flops_megatron_bridge_states() -> None:

@@ -85,7 +85,7 @@ from distlab.plan.experts import A2A_LINK_SHARE, moe_layer_a2a_seconds
 from distlab.plan.layout import DIMS, PRECISIONS, Hardware, Layout, group_span
 from distlab.plan.partition import stage_moe_layers
 from distlab.tensor_parallel.cost import layer_collectives
-from distlab.transformer import ModelSpec
+from distlab.transformer import ModelSpec, attention_score_flops
 
 __all__ = ["ACTIVATION_BYTES", "BUILTIN", "COMPUTE", "OPTIMIZER", "SIMULATE_UP_TO", "Dimension",
            "Exposed", "Part", "PipelinePart", "RankWork", "StagePart", "StageSeconds",
@@ -312,8 +312,12 @@ def _cp_layer_exposed(model: ModelSpec, layout: Layout, hw: Hardware,
     block = 2 * (model.seq_len // layout.cp) * layout.micro_batch * model.kv_width \
         * ACTIVATION_BYTES // layout.tp
     hop = p2p_seconds(block, cross_node=span.nodes > 1, hw=hw)
-    attention = 4 * model.seq_len ** 2 * model.q_width * layout.micro_batch * CAUSAL_WORK \
-        / (layout.tp * layout.cp) / attention_per_s
+    scores = attention_score_flops(model, model.seq_len)
+    if model.sliding_layers:   # the model's mean layer: its windowed layers compute less
+        scores -= (scores - attention_score_flops(model, model.seq_len, sliding=True)) \
+            * model.sliding_layers / model.layers
+    attention = scores * layout.micro_batch * CAUSAL_WORK / (layout.tp * layout.cp) \
+        / attention_per_s
     fwd = max(0.0, (layout.cp - 1) * hop - attention)
     bwd = max(0.0, 2 * (layout.cp - 1) * hop - 2 * attention)
     return fwd, bwd

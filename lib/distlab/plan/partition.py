@@ -31,7 +31,8 @@ from distlab.plan.layout import Layout
 from distlab.transformer import ModelSpec
 
 __all__ = ["RankParams", "layer_params_per_gpu", "layers_per_stage", "moe_layer_params_per_gpu",
-           "rank_params", "rank_stages", "stage_moe_layers", "stage_params"]
+           "rank_params", "rank_stages", "stage_moe_layers", "stage_params",
+           "stage_sliding_layers"]
 
 
 def layers_per_stage(layers: int, stages: int) -> tuple[int, ...]:
@@ -147,6 +148,14 @@ def stage_moe_layers(spec: ModelSpec, layout: Layout, stage: int) -> int:
     split = layers_per_stage(spec.layers, layout.stages)
     start = sum(split[:stage])
     return spec.moe_layers_in(start, start + split[stage])
+
+
+def stage_sliding_layers(spec: ModelSpec, layout: Layout, stage: int) -> int:
+    """Sliding-window layers of pipeline stage ``stage``
+    (:meth:`~distlab.transformer.ModelSpec.is_sliding_layer`)."""
+    split = layers_per_stage(spec.layers, layout.stages)
+    start = sum(split[:stage])
+    return spec.sliding_layers_in(start, start + split[stage])
 
 
 def rank_params(model: ModelSpec, layout: Layout) -> tuple[RankParams, ...]:

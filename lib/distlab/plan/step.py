@@ -66,10 +66,17 @@ from distlab.plan.dimensions import (
 )
 from distlab.plan.experts import IMBALANCE, check_experts
 from distlab.plan.layout import Hardware, Layout, check_layout_fits
-from distlab.plan.partition import layers_per_stage, rank_params, stage_moe_layers, stage_params
+from distlab.plan.partition import (
+    layers_per_stage,
+    rank_params,
+    stage_moe_layers,
+    stage_params,
+    stage_sliding_layers,
+)
 from distlab.timeline import Timeline
 from distlab.transformer import (
     ModelSpec,
+    attention_score_flops,
     layer_matmul_flops,
     moe_layer_matmul_flops,
     per_op_saved_linears,
@@ -98,12 +105,21 @@ class StageFlops:
 
 
 def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool,
-                moe_layers: int = 0) -> StageFlops:
-    """FLOPs of a stage of ``layers`` layers (``moe_layers`` of them MoE layers) and the output
-    layer if ``last``, for one microbatch, on one of its ``tp * cp`` GPUs."""
+                moe_layers: int = 0, sliding_layers: int = 0) -> StageFlops:
+    """FLOPs of a stage of ``layers`` layers (``moe_layers`` of them MoE layers,
+    ``sliding_layers`` of them sliding-window ones) and the output layer if ``last``, for one
+    microbatch, on one of its ``tp * cp`` GPUs. Per layer, the stage's mean attention
+    (:func:`~distlab.transformer.attention_score_flops`: what its windowed layers do not
+    compute spread over its layers; every term is linear in it, so the stage's sums are
+    exact)."""
     b, s, split = layout.micro_batch, model.seq_len, layout.tp * layout.cp
     layer = layer_matmul_flops(model, s) * b / split
-    attention = 4 * s * s * model.q_width * b / split
+    attention = attention_score_flops(model, s) * b / split
+    windowed = 0.0
+    if sliding_layers:
+        windowed = (attention_score_flops(model, s) - attention_score_flops(
+            model, s, sliding=True)) * b / split * sliding_layers / layers
+        layer, attention = layer - windowed, attention - windowed
     dense = layers - moe_layers
     forward = dense * layer + (2 * s * b * model.hidden * model.vocab / split if last else 0)
     recomputed_products = sum(2 * s * b * lin.in_features * lin.out_features
@@ -115,7 +131,7 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool,
     if not moe_layers:
         return StageFlops(forward, 2 * forward, recompute, layers * attention)
     routed = routed_expert_flops(model, s) * b / split
-    moe = moe_layer_matmul_flops(model, s) * b / split + routed * (IMBALANCE - 1)
+    moe = moe_layer_matmul_flops(model, s) * b / split - windowed + routed * (IMBALANCE - 1)
     expert = moe_layers * routed * IMBALANCE
     forward += moe_layers * moe
     again = moe_layers * policy.forward_again_flops(
@@ -340,7 +356,8 @@ def _stage_seconds(inputs: StepInputs, rate: ComputeRate,
     for s, layers in enumerate(split):
         last = s == layout.stages - 1
         moe = stage_moe_layers(model, layout, s) if model.moe else 0
-        fl = stage_flops(model, layout, layers, last=last, moe_layers=moe)
+        fl = stage_flops(model, layout, layers, last=last, moe_layers=moe,
+                         sliding_layers=stage_sliding_layers(model, layout, s))
         attention = fl.attention_forward
         recompute_attention = attention if repeats_attention else 0.0
 
