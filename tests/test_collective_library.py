@@ -105,6 +105,36 @@ def test_what_a_model_does_not_price_says_why() -> None:
         RCCL.times("h100_sxm8", 8, [1])
 
 
+def test_nccls_all_to_all_is_its_alltoall_model_in_one_node_and_across_nodes() -> None:
+    """``collective="all_to_all"``: NCCL's all-to-all model (grouped send/recv, PXN across
+    nodes) for the same fabric, across nodes at the network's NIC rate per GPU; RCCL says why
+    it prices none."""
+    from distlab.nccl.alltoall import alltoall_times, fabric
+    from distlab.nccl.multinode import NETWORKS
+
+    sizes = [1 << 20, 1 << 28]
+    for world, nodes, network, nic in (
+            (8, 1, None, 0.0), (4, 1, None, 0.0), (16, 2, "ib_ndr400x8", 50.0),
+            (16, 2, "efa3200", 50.0), (16, 2, "efa400", 6.25), (8, 8, "ib_ndr400x8", 50.0)):
+        rows = NCCL.times("h100_sxm8", world, sizes, collective="alltoall", nodes=nodes,
+                          network=network)
+        own = alltoall_times(fabric("h100_sxm8", world, nodes=nodes, nic_gbps=nic), sizes)
+        for r, o in zip(rows, own, strict=True):
+            assert r.seconds is not None and r.why == ""
+            assert math.isclose(r.seconds, o.seconds, rel_tol=REL)
+            assert (r.choice.nbytes, r.choice.algorithm, r.choice.protocol) == (
+                o.nbytes, "p2p", o.layout.protocol)
+            assert r.choice.estimate_seconds is None
+        if network is not None:
+            assert NETWORKS[network].gbps_per_gpu(world // nodes) == nic
+    with pytest.raises(ValueError, match="needs a network"):
+        NCCL.times("h100_sxm8", 16, sizes, collective="all_to_all", nodes=2)
+    for nodes in (1, 2):
+        (row,) = RCCL.times("mi300x_8", 8 * nodes, [1 << 20], collective="all_to_all",
+                            nodes=nodes, network="cx7" if nodes > 1 else None)
+        assert row.seconds is None and "all_to_all: not priced" in row.why
+
+
 def test_one_loader_reads_a_package_table() -> None:
     assert load_published("distlab.evidence.nccl") == published_tables()
     assert "tables" in load_published("distlab.evidence.rccl")

@@ -114,9 +114,10 @@ class CollectiveLibrary(Protocol):
     def times(self, box: str, world_size: int, sizes_bytes: Sequence[int], *,
               collective: str = "all_reduce", nodes: int = 1, network: str | None = None,
               release: str | None = None) -> list[SizeTime]:
-        """The choice and the modelled time of ``collective`` (torch's spelling) at each size;
-        a collective or placement the model does not price comes back with ``seconds=None``
-        and why."""
+        """The choice and the modelled time of ``collective`` (torch's spelling) at each size
+        (NCCL's ``nBytes``; an all-to-all's, the bytes each rank sends in all, nccl-tests'
+        ``size``); a collective or placement the model does not price comes back with
+        ``seconds=None`` and why."""
         ...
 
 

@@ -24,7 +24,7 @@ What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of t
   ``nccl:all_to_all`` span): NCCL's all-to-all model,
   :func:`distlab.nccl.alltoall.alltoall_times` (algorithm ``"p2p"``, NCCL's p2p protocol); a
   group larger than the box spans ``group / box GPUs`` nodes joined by the box's usual network
-  (:data:`ALLTOALL_NETWORKS`, one port per GPU; the trace does not state it, the note says so);
+  (:data:`ALLTOALL_NETWORKS`, its NIC rate per GPU; the trace states none, the note says so);
 - ``send``, ``recv``, ``sendrecv`` (NCCL's ``SendRecv`` kernel): one operation of ``nbytes``
   over NVLink, :func:`distlab.nccl.alltoall.p2p_time` (the peer is not in the trace).
 
@@ -275,9 +275,9 @@ def _model(box: str, gpu: str, collective: str, n: int, nbytes: int,
         note, nic = ALL_TO_ALL_NOTE, 0.0
         if nodes > 1:
             net = NETWORKS[ALLTOALL_NETWORKS[box]]
-            nic = net.nic_gbps
+            nic = net.gbps_per_gpu(box_gpus)
             note += (f"; {n} ranks span {nodes} nodes of {box}: the trace states no network, "
-                     f"priced over {net.key} ({net.name}), one port per GPU")
+                     f"priced over {net.key} ({net.name}), {nic:g} GB/s of NIC per GPU")
         run = alltoall_times(fabric(box, n, nodes=nodes, nic_gbps=nic), [nbytes])[0]
         return _Model(run.seconds * 1e6, "p2p", run.layout.protocol, note)
     one = p2p_time(fabric(box, box_gpus), nbytes, cross_node=False)

@@ -35,9 +35,11 @@ def alltoall_lines(box: str, world_size: int, sizes: Sequence[int], *, nodes: in
                    network: str | None = None, dtype: str = "float") -> list[str]:
     """The per-size table as text lines: a ``#`` line naming the call, then
     :data:`ALLTOALL_COLUMNS`. ``network`` (a key of
-    :data:`~distlab.nccl.multinode.NETWORKS`) joins ``nodes > 1``; one of its ports per GPU
-    carries the messages to other nodes."""
-    nic = NETWORKS[network].nic_gbps if nodes > 1 and network is not None else 0.0
+    :data:`~distlab.nccl.multinode.NETWORKS`) joins ``nodes > 1``; its NIC rate per GPU
+    (:meth:`~distlab.nccl.multinode.Network.gbps_per_gpu`) carries the messages to other
+    nodes, as :data:`distlab.nccl.library.NCCL` prices an all-to-all."""
+    nic = NETWORKS[network].gbps_per_gpu(world_size // nodes) \
+        if nodes > 1 and network is not None else 0.0
     f = fabric(box, world_size, nodes=nodes, nic_gbps=nic)
     eltsize = dtype_bytes(dtype) or 1
     rows = [{"nbytes": r.nbytes, "count": r.nbytes // world_size // eltsize, "type": dtype,
@@ -45,7 +47,7 @@ def alltoall_lines(box: str, world_size: int, sizes: Sequence[int], *, nodes: in
              "busbw_gbps": r.busbw_gbps, "protocol": r.layout.protocol,
              "op_channels": r.layout.op_channels, "batches": r.layout.batches, "bound": r.bound}
             for r in alltoall_times(f, sizes)]
-    where = f"{nodes} x {box} over {network} (one {nic:g} GB/s port per GPU)" if nodes > 1 \
+    where = f"{nodes} x {box} over {network} ({nic:g} GB/s of NIC per GPU)" if nodes > 1 \
         else box
     head = (f"{where}, {world_size} GPUs: all_to_all as NCCL runs it (grouped send/recv to the "
             "n-1 peers, PXN across nodes), alltoall_perf's columns, the model's time")

@@ -3,9 +3,14 @@
 
 Each method calls this package's own functions (:func:`~.execution.nccl_execution` for an
 allreduce on one node or across nodes, :func:`~.family.nccl_collective` for all-gather,
-reduce-scatter and broadcast on one node, :func:`~.versions.resolve_nccl_version`) and returns
-the interface's types in seconds. Not priced, with the reason: another collective than
-allreduce across nodes.
+reduce-scatter and broadcast on one node, :func:`~.alltoall.alltoall_times` for an all-to-all
+on one node or across nodes, :func:`~.versions.resolve_nccl_version`) and returns the
+interface's types in seconds. An all-to-all's size is the bytes each rank sends in all
+(nccl-tests' ``size``); across nodes each GPU's messages to other nodes cross on the network's
+NIC rate per GPU (:meth:`~.multinode.Network.gbps_per_gpu`, the group's GPUs per node sending
+at once), and its choice names the protocol NCCL's p2p runs (``algorithm`` ``"p2p"``: grouped
+sends and receives, no cost model to choose by, so no estimate). Not priced, with the reason:
+all-gather, reduce-scatter and broadcast across nodes.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from distlab.collective_library import (
     SizeChoice,
     SizeTime,
 )
+from distlab.nccl.alltoall import alltoall_times, fabric
 from distlab.nccl.boxes import gpu_box
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
@@ -31,6 +37,9 @@ from distlab.vocabulary import collective_name
 __all__ = ["NCCL", "NcclLibrary"]
 
 ALL_REDUCE = collective_name("all_reduce")
+ALL_TO_ALL = collective_name("all_to_all")
+P2P = "p2p"
+"""The ``algorithm`` of an all-to-all's choice: NCCL runs it as grouped sends and receives."""
 
 
 def _choice(e: Execution) -> SizeChoice:
@@ -76,12 +85,31 @@ class NcclLibrary:
             rows = nccl_execution(box, world_size, sizes_bytes, nccl_version=release,
                                   nodes=nodes, network=network if nodes > 1 else None)
             return [SizeTime(_choice(e), e.seconds) for e in rows]
+        if collective == ALL_TO_ALL:
+            return self._all_to_all(box, world_size, sizes_bytes, nodes, network)
         if nodes > 1:
             why = f"{collective} across nodes: not priced (NCCL's model holds allreduce there)"
             return [SizeTime(SizeChoice(int(s), "", "", None), None, why)
                     for s in sizes_bytes]
         return [SizeTime(_choice(e), e.seconds)
                 for e in nccl_collective(box, world_size, sizes_bytes, collective)]
+
+
+    def _all_to_all(self, box: str, world_size: int, sizes_bytes: Sequence[int], nodes: int,
+                    network: str | None) -> list[SizeTime]:
+        """NCCL's all-to-all of each size (bytes each rank sends in all) over ``world_size``
+        GPUs on ``nodes`` nodes of ``box`` (:mod:`~.alltoall`)."""
+        nic = 0.0
+        if nodes > 1:
+            if network is None:
+                raise ValueError(f"an all-to-all across nodes={nodes} needs a network, one of "
+                                 f"{', '.join(NETWORKS)}")
+            world_size = check_int("world_size", world_size, minimum=nodes)
+            self.network(network)                     # a key of NETWORKS, or ValueError
+            nic = NETWORKS[network].gbps_per_gpu(world_size // nodes)
+        f = fabric(box, world_size, nodes=nodes, nic_gbps=nic)
+        return [SizeTime(SizeChoice(r.nbytes, P2P, r.layout.protocol, None), r.seconds)
+                for r in alltoall_times(f, sizes_bytes)]
 
 
 NCCL: CollectiveLibrary = NcclLibrary()

@@ -191,6 +191,16 @@ class Network:
             return self.rails, self.nic_gbps
         return self.rails // self.ports_per_device, self.nic_gbps * self.ports_per_device
 
+    def gbps_per_gpu(self, gpus_per_node: int) -> float:
+        """GB/s one GPU's messages to other nodes cross on, each way, when every GPU of a node
+        of ``gpus_per_node`` sends at once (an all-to-all's messages each take one NIC: S.
+        Jeaugey, NVIDIA/nccl-tests#267): one NCCL device's rate (:meth:`nccl_devices`, ports
+        merged as NCCL 2.28.9 merges them), shared where the node has fewer devices than
+        GPUs."""
+        gpus_per_node = check_int("gpus_per_node", gpus_per_node, minimum=1)
+        devices, gbps = self.nccl_devices()
+        return gbps * min(1.0, devices / gpus_per_node)
+
     def stripe_delay_us(self, message_bytes: float) -> float:
         """What one message of ``message_bytes`` on the wire loses to the plugin's stripe
         threshold, us (:func:`~distlab.nccl.netplugin.stripe_delay_us` over the ports of one
