@@ -29,7 +29,7 @@ os.environ.setdefault("SMOKE", "1")
 os.environ.setdefault("DISTLAB_FIGURE_AUDIT", "1")
 matplotlib.use("Agg")
 
-pytest_plugins = ["helpers.figure_guard", "helpers.notebook_owner"]
+pytest_plugins = ["helpers.cpu_clock", "helpers.figure_guard", "helpers.notebook_owner"]
 
 tempfile.gettempdir()  # this process keeps the system's (cached before TMPDIR changes): its
 # own multiprocessing folder is removed by a finalizer that runs after pytest_unconfigure

@@ -51,8 +51,15 @@ if str(ROOT) not in sys.path:
 if str(ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests"))
 
+from helpers.cgroups import cgroup_cpu_s, make_cgroup, move_into, remove_cgroup  # noqa: E402
 from helpers.chromium import chromium_executable  # noqa: E402 (after the path set-up)
 
+CGROUP = "DISTLAB_TEST_CGROUP"
+"""helpers.cpu_clock.CGROUP (not imported, as :data:`ELSEWHERE`)."""
+CPU_TSV = "DISTLAB_TEST_CPU_TSV"
+"""helpers.cpu_clock.TSV (not imported, as :data:`ELSEWHERE`)."""
+COSTLIEST = 25
+"""How many of the run's costliest tests by CPU the summary lists."""
 ELSEWHERE = "DISTLAB_BROWSER_ELSEWHERE"
 """helpers.notebook_owner.ELSEWHERE (not imported here: pytest loads that plugin itself, and a
 module imported first could not have its asserts rewritten)."""
@@ -199,8 +206,9 @@ def _busy_jiffies() -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Ended:
-    """One pytest process, ended: its name, exit status, wall seconds and CPU seconds (its own
-    and its waited-for descendants', user and system, from ``wait4``)."""
+    """One pytest process, ended: its name, exit status, wall seconds and CPU seconds (its
+    cgroup's, where it ran in one: its own and every process it started; else its own and its
+    waited-for descendants', from ``wait4``)."""
 
     name: str
     code: int
@@ -213,19 +221,42 @@ class Clock:
     what each took, and how busy the machine was: the line CI's log ends with, so a slow run
     shows where its time went."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cgroups: bool = False) -> None:
         self.start = time.monotonic()
         self.busy0 = _busy_jiffies()
         self.ended: dict[int, Ended] = {}
         self._threads: dict[int, threading.Thread] = {}
+        self.cgroups = make_cgroup(f"distlab-tests-{os.getpid()}") if cgroups else None
+        """This run's cgroups' folder (one per process under it; ``cgroups``), None where none
+        can be made (:mod:`helpers.cgroups`): then CPU is counted by ``wait4`` only; removed by
+        :meth:`close`."""
+        self.tsvs: list[Path] = []
 
-    def watch(self, name: str, proc: subprocess.Popen[bytes]) -> None:
-        """Start waiting for ``proc``."""
+    def env(self, name: str) -> dict[str, str]:
+        """What a process called ``name`` adds to its environment so that
+        :mod:`helpers.cpu_clock` counts each of its tests' CPU (nothing without cgroups)."""
+        if self.cgroups is None:
+            return {}
+        tsv = LOG_DIR / f"cpu-{name.replace(' ', '-')}.tsv"
+        self.tsvs.append(tsv)
+        return {CGROUP: str(self.cgroups / name.replace(" ", "-")), CPU_TSV: str(tsv)}
+
+    def watch(self, name: str, proc: subprocess.Popen[bytes],
+              env: dict[str, str] | None = None) -> None:
+        """Move ``proc`` into its cgroup (``env``: what :meth:`env` gave it), before it starts
+        anything but ``mount`` (the shell line of :data:`_PRIVATE_SHM`), and wait for it."""
+        folder = Path(env[CGROUP]) if env and CGROUP in env else None
+        if folder is not None and not (make_cgroup(folder.name, self.cgroups) == folder
+                                       and move_into(folder, proc.pid)):
+            folder = None
+
         def wait() -> None:
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
+            cpu = cgroup_cpu_s(folder) if folder is not None else None
             self.ended[proc.pid] = Ended(name, proc.returncode, time.monotonic() - self.start,
-                                         usage.ru_utime + usage.ru_stime)
+                                         usage.ru_utime + usage.ru_stime if cpu is None
+                                         else cpu)
         self._threads[proc.pid] = threading.Thread(target=wait, daemon=True)
         self._threads[proc.pid].start()
 
@@ -239,8 +270,10 @@ class Clock:
     def summary(self) -> str:
         """One line per process (wall and CPU seconds), then the cores' busy share."""
         wall = time.monotonic() - self.start
-        lines = ["run_tests: time by process (wall s; CPU s of it and the children it waited "
-                 "for, which leaves out processes that outlive their parents' waits):"]
+        what = ("every process it started, from its cgroup" if self.cgroups is not None else
+                "the children it waited for, which leaves out processes that outlive their "
+                "parents' waits")
+        lines = [f"run_tests: time by process (wall s; CPU s of it and {what}):"]
         for e in sorted(self.ended.values(), key=lambda e: -e.wall_s):
             lines.append(f"  {e.name:28} {e.wall_s:7.0f} s wall {e.cpu_s:7.0f} s CPU"
                          + ("" if e.code == 0 else f"  (exit {e.code})"))
@@ -252,7 +285,30 @@ class Clock:
             lines.append(f"  the machine's {cores} cores were {share:.0%} busy over {wall:.0f} s "
                          f"({share * cores * wall:.0f} CPU s; {counted:.0f} s counted above; at "
                          f"100% the run is bound by its CPU, not by waiting)")
-        return "\n".join(lines)
+        return "\n".join(lines + self.costliest())
+
+    def costliest(self) -> list[str]:
+        """The run's :data:`COSTLIEST` tests by CPU (each with every process it started), from
+        the processes' :mod:`helpers.cpu_clock` files; nothing without them."""
+        rows: list[tuple[float, str]] = []
+        for tsv in self.tsvs:
+            with contextlib.suppress(OSError, ValueError):
+                for line in tsv.read_text().splitlines():
+                    seconds, _, nodeid = line.partition("\t")
+                    rows.append((float(seconds), nodeid))
+        if not rows:
+            return []
+        rows.sort(reverse=True)
+        total = sum(s for s, _ in rows)
+        return [f"run_tests: the costliest {min(COSTLIEST, len(rows))} of {len(rows)} tests by "
+                f"CPU (each with every process it started; {total:.0f} CPU s in all tests; "
+                f"every test's in {LOG_DIR.relative_to(ROOT)}/cpu-*.tsv):",
+                *(f"  {s:7.1f} s  {n}" for s, n in rows[:COSTLIEST])]
+
+    def close(self) -> None:
+        """Remove this run's cgroups (where a leaked process still holds one, it stays)."""
+        if self.cgroups is not None:
+            remove_cgroup(self.cgroups)
 
 
 def main(argv: list[str]) -> int:
@@ -274,20 +330,23 @@ def main(argv: list[str]) -> int:
     pytest_cmd = [sys.executable, "-m", "pytest"]
     ignored = [f"--ignore={d}" for g, _ in beside for d in g if d != BROWSER_TESTS]
     procs: list[subprocess.Popen[bytes]] = []
-    clock = Clock()
+    clock = Clock(cgroups=True)
     with contextlib.ExitStack() as stack:
+        stack.callback(clock.close)
         for group, shard in beside:
             log = stack.enter_context(_log(group, shard).open("w"))
+            cpu_env = clock.env(_describe(group, shard))
             procs.append(subprocess.Popen(
                 [*prefix, *pytest_cmd, *group, *argv], stdout=log, stderr=subprocess.STDOUT,
-                cwd=ROOT, env=_env(shard)))
-            clock.watch(_describe(group, shard), procs[-1])
+                cwd=ROOT, env={**_env(shard), **cpu_env}))
+            clock.watch(_describe(group, shard), procs[-1], cpu_env)
         try:
             # The rest still collects the browser tests (to leave the notebooks they run to the
             # browser's processes, helpers.notebook_owner) and deselects them.
+            cpu_env = clock.env("the rest")
             rest_proc = subprocess.Popen([*prefix, *pytest_cmd, *ignored, *argv], cwd=ROOT,
-                                         env={**os.environ, ELSEWHERE: "1"})
-            clock.watch("the rest", rest_proc)
+                                         env={**os.environ, ELSEWHERE: "1", **cpu_env})
+            clock.watch("the rest", rest_proc, cpu_env)
             rest = clock.wait(rest_proc)
         finally:
             others = [clock.wait(p) for p in procs]
