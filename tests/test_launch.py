@@ -165,18 +165,29 @@ def test_nccl_without_cuda_is_a_clear_error():
         launch.run(targets.describe, 64, backend="nccl")
 
 
-def test_torchrun_runs_current_rank_and_gathers(no_leaks):
+@pytest.fixture(scope="module")
+def torchrun_out() -> str:
+    """One ``torchrun`` of 2 ranks (tests/helpers/torchrun_launch_script.py) for the two tests
+    below: a launch.run gathering on the torchrun ranks, then 3 more calls back to back; the
+    run exits 0 and leaves no child process, shared memory or process group behind. Its
+    stdout."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HELPERS.parent), env.get("PYTHONPATH", "")])
     for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(k, None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           "2", str(HELPERS / "torchrun_launch_script.py"), "2"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+           "2", str(HELPERS / "torchrun_launch_script.py"), "2", "3"]
+    with leak_check(shm_prefixes=None):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not dist.is_initialized(), "the parent's default process group was touched"
+    return proc.stdout
+
+
+def test_torchrun_runs_current_rank_and_gathers(torchrun_out):
     # each torchrun rank prints the gathered list (the two prints may share a line)
-    found = re.findall(r"RESULT (\[.*?\])(?=RESULT|$)", proc.stdout, flags=re.M)
-    assert len(found) == 2, proc.stdout
+    found = re.findall(r"GATHER (\[.*?\])(?=GATHER|REPEAT|$)", torchrun_out, flags=re.M)
+    assert len(found) == 2, torchrun_out
     for text in found:
         values = json.loads(text)
         assert [v["rank"] for v in values] == [0, 1]
@@ -184,19 +195,11 @@ def test_torchrun_runs_current_rank_and_gathers(no_leaks):
                    for v in values)
 
 
-def test_torchrun_back_to_back_runs_each_get_a_fresh_group(no_leaks):
+def test_torchrun_back_to_back_runs_each_get_a_fresh_group(torchrun_out):
     """A group made after an earlier one was destroyed must not read the earlier one's store
     keys (rank 0 would connect to rank 1's closed address: gloo 'Connection refused')."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HELPERS.parent), env.get("PYTHONPATH", "")])
-    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
-        env.pop(k, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           "2", str(HELPERS / "torchrun_repeat_script.py"), "2", "3"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = re.findall(r"RESULT (\[.*?\]\])", proc.stdout)
-    assert len(found) == 2, proc.stdout
+    found = re.findall(r"REPEAT (\[.*?\]\])", torchrun_out)
+    assert len(found) == 2, torchrun_out
     assert all(json.loads(text) == [[3.0, 3.0]] * 3 for text in found)
 
 

@@ -5,7 +5,9 @@ Each launcher is killed at one of three moments, in turn: as soon as its fork se
 (still importing torch: it reads multiprocessing's "alive" pipe only after that), as soon as
 the first rank exists (the others are still being forked, their start requests in flight with
 copies of that pipe), and when every rank has run for half a second. A busy loop per core
-keeps the machine loaded throughout, as a JupyterLab session and a test run beside it do.
+keeps the machine loaded throughout every launcher's life, as a JupyterLab session and a test
+run beside it do (started once the zygote below has imported distlab: its import is the test's
+set-up, not a launcher's, and spinning beside it only burnt CPU).
 Before :mod:`distlab._forkserver_guard`, a launcher killed at the first moment left its server
 alive until the server's imports ended, many seconds under load; so that this holds on a fast
 machine too, the servers killed at that moment import one more module that takes
@@ -82,9 +84,12 @@ def test_nothing_outlives_a_killed_launcher_by_5_s_under_load() -> None:
     zygote = subprocess.Popen([sys.executable, str(HELPERS / "launcher_zygote.py"), str(WORLD),
                                mark], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env=env, cwd=HELPERS.parent)
-    busy = _busy_loops()
+    busy: list[subprocess.Popen] = []
     survivors: list[str] = []
     try:
+        assert zygote.stdout.readline().strip() == "ready", "the zygote did not start"
+        busy = _busy_loops()
+        time.sleep(0.5)   # the loops are spinning before the first launcher starts
         for number, moment in enumerate(MOMENTS):
             tag = f"{mark}-{number}"
             zygote.stdin.write(f"fork {number}{' slow' if moment == 'server' else ''}\n")

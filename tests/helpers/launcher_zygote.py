@@ -2,10 +2,11 @@
 
     python tests/helpers/launcher_zygote.py WORLD_SIZE MARK
 
-Reads one line per launcher from stdin: ``fork N`` or ``fork N slow``. Each forks a child that
-sets ``DISTLAB_KILL_MARK=MARK-N`` in its environment (so the fork server it starts, the resource
-tracker and every rank carry it in ``/proc/<pid>/environ``) and calls
-``launch.run(hang, WORLD_SIZE)``; the zygote prints the child's pid. ``slow``: the server also
+Prints ``ready`` once it has imported distlab, then reads one line per launcher from stdin:
+``fork N`` or ``fork N slow``. Each forks a child that sets ``DISTLAB_KILL_MARK=MARK-N`` in its
+environment (so the fork server it starts, the resource tracker and every rank carry it in
+``/proc/<pid>/environ``) and calls ``launch.run(hang, WORLD_SIZE)``; the zygote prints the
+child's pid. ``slow``: the server also
 imports ``helpers.slow_preload`` last, which takes ``SLOW_S`` seconds (as torch's import does on a
 busy machine). The child is a real
 launcher: this process imported ``distlab.launch`` and never started a fork server, so the child
@@ -26,6 +27,7 @@ SLOW_S = 8.0
 
 
 def main(world_size: int, mark: str) -> None:
+    print("ready", flush=True)
     for line in sys.stdin:
         word, number, *how = line.split()
         if word != "fork":

@@ -2,12 +2,13 @@
 ZeroRedundancyOptimizer after k steps; each rank's bytes equal the memory model; timeline lanes.
 
 Equality: on 2 ranks every variant is bitwise equal (a + b has one order, and the 1/2 scaling is
-exact). On 3 and 4 ranks distlab's ring reduce-scatter sums a shard's gradients in a different
-order from gloo's ring all-reduce inside torch DDP (and the builtin reduce-scatter from the
-all-reduce); float addition is not associative, so gradients differ in the last bits and Adam
-(lr 1e-2, 3 steps) carries that into the parameters: we allow 1e-6 absolute (observed ~1e-7;
-parameters are O(0.1)). Stages 1 and 2 run the same reduce-scatter, so they stay bitwise equal to
-each other on every world size, and torch's ZeroRedundancyOptimizer is bitwise equal to DDP.
+exact). On 3 ranks (odd, and a ring of more than two: 4 would take the same path) distlab's
+ring reduce-scatter sums a shard's gradients in a different order from gloo's ring all-reduce
+inside torch DDP (and the builtin reduce-scatter from the all-reduce); float addition is not
+associative, so gradients differ in the last bits and Adam (lr 1e-2, 3 steps) carries that into
+the parameters: we allow 1e-6 absolute (observed ~1e-7; parameters are O(0.1)). Stages 1 and 2
+run the same reduce-scatter, so they stay bitwise equal to each other on every world size, and
+torch's ZeroRedundancyOptimizer is bitwise equal to DDP.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from helpers.zero_targets import compare_and_measure, other_optimizers, timeline
 TOL = 1e-6
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
+@pytest.mark.parametrize("world", [2, 3])
 def test_equal_to_ddp_and_torch_zero_and_memory_on_the_model(world):
     with no_leaks():
         out = launch.run(compare_and_measure, world, timeout=300)

@@ -3,10 +3,10 @@ units, then the root) and stages 0-2 after several Adam steps; the peak bytes ea
 counted from every live tensor, equal the model's shards plus units in flight; the timeline shows
 each prefetched all-gather under the compute before it.
 
-Equality: on 2 ranks stage 3 is bitwise equal to FSDP2 (a + b has one order). On 3 and 4 ranks
-the sums run in other orders (distlab's ring reduce-scatter, gloo's), so gradients differ in the
-last bits and Adam carries that into the parameters: 1e-6 absolute (observed
-~1e-7; parameters are O(0.1)).
+Equality: on 2 ranks stage 3 is bitwise equal to FSDP2 (a + b has one order). On 3 ranks (odd:
+shards padded; a ring of more than two, as 4 would be, on the same code path) the sums run in
+other orders (distlab's ring reduce-scatter, gloo's), so gradients differ in the last bits and
+Adam carries that into the parameters: 1e-6 absolute (observed ~1e-7; parameters are O(0.1)).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from helpers.zero3_targets import compare_with_fsdp2, misuse, peer_leaves, trace
 TOL = 1e-6
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
+@pytest.mark.parametrize("world", [2, 3])
 def test_stage3_equals_fsdp2_and_stages_0_to_2(world):
     with no_leaks():
         out = launch.run(compare_with_fsdp2, world, timeout=300)
