@@ -19,7 +19,6 @@ from browser.lab import (
     widget_text,
 )
 from browser.wrapping import wrapped_output_lines
-from distlab.evidence.plan.judged import judge_published
 from distlab.plan import hardware, model_spec
 from distlab.plan.planner import plan
 
@@ -54,8 +53,9 @@ def test_planner_notebook_figures_and_widget(lab, page):
     assert "at most 464 of 1194 layouts fit; the first 8:" in text
     assert "verdicts: 77 of 77 agree with the run" in text   # the committed H200 runs, judged
     assert "3 dp1 pp2 1F1B mb1 ran" in text                    # the live verify run's table
-    held = judge_published().step_summary("held_out")
-    assert f"held_out: step |error| median {held.median:.1f}%" in text
+    # the notebook asserts its held-out median rounds to 8.6 (judging the 140 runs again here
+    # would cost 6 CPU-s for the same number)
+    assert "held_out: step |error| median 8.6%" in text
     assert wrapped_output_lines(page) == [], "printed tables must not wrap"
 
     before = explorer_pictures(page)
