@@ -23,6 +23,7 @@ Rules (docs/DESIGN.md):
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import distlab
@@ -78,14 +79,21 @@ def _targets(node: ast.Import | ast.ImportFrom, package: str, mods: dict[str, Pa
 
 def raw_imports() -> dict[str, set[str]]:
     """``module -> every dotted name it imports`` (distlab modules resolved, others as written)."""
+    return {mod: set(names) for mod, names in _parsed_imports().items()}
+
+
+@functools.cache
+def _parsed_imports() -> dict[str, frozenset[str]]:
+    """:func:`raw_imports`, parsed once per test process (the source does not change under a test
+    run; every test parsing all of distlab again cost ~2.5 CPU-s each)."""
     mods = _modules()
-    out: dict[str, set[str]] = {}
+    out: dict[str, frozenset[str]] = {}
     for mod, path in mods.items():
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         names: set[str] = set()
         for node in _all_imports(ast.parse(path.read_text(), str(path))):
             names.update(_targets(node, package, mods))
-        out[mod] = names
+        out[mod] = frozenset(names)
     return out
 
 

@@ -17,6 +17,7 @@ subprocess timeout bounds the resolve: where the registry makes 23.0.1 backtrack
 
 from __future__ import annotations
 
+import ensurepip
 import json
 import os
 import re
@@ -70,10 +71,16 @@ def old_pip_venvs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     """Two fresh venvs of this Python whose pip is 23.0.1, as a distribution's python3 makes
     one (two, made at once, so that the two installs can run at once)."""
     venvs = [tmp_path_factory.mktemp("oldpip") / "venv" for _ in range(2)]
-    for made in _run_all([[sys.executable, "-m", "venv", str(v)] for v in venvs], timeout=120):
+    for made in _run_all([[sys.executable, "-m", "venv", "--without-pip", str(v)]
+                          for v in venvs], timeout=120):
         assert made.returncode == 0, made.stderr[-2000:]
-    for got in _run_all([[str(v / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                          "--disable-pip-version-check", f"pip=={OLD_PIP}"] for v in venvs],
+    # What ensurepip would put there (its bundled setuptools; pip at 23.0.1), installed by this
+    # Python's pip into each venv: ensurepip's own pip, installed and then replaced, cost
+    # ~4 CPU-s a venv for the same result.
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    for got in _run_all([[sys.executable, "-m", "pip", "--python", str(v / "bin" / "python"),
+                          "install", "--quiet", "--disable-pip-version-check", f"pip=={OLD_PIP}",
+                          *map(str, bundled.glob("setuptools-*.whl"))] for v in venvs],
                         timeout=180):
         assert got.returncode == 0, got.stderr[-2000:]
     assert [_pip_version(v / "bin" / "python") for v in venvs] == [OLD_PIP, OLD_PIP]

@@ -188,16 +188,29 @@ def test_plan_figure_rejects_a_step_outside_the_plan() -> None:
         V.plan_figure(build("naive", 3, 6), step=-1)
 
 
-def test_cost_vs_world_size_names_each_winner_once() -> None:
+def test_cost_vs_world_size_names_each_winner_once(monkeypatch) -> None:
     from distlab.collectives import get_preset
 
     preset = get_preset("pcie4_x16")
+    # The model's times are what the figure computed from the inputs the test names (one
+    # prediction over 63 world sizes instead of the same one twice): the call is recorded.
+    calls = []
+    real = V.predict_world_sizes
+
+    def recorded(*args, **kwargs):
+        calls.append((args, kwargs, real(*args, **kwargs)))
+        return calls[-1][2]
+
+    monkeypatch.setattr(V, "predict_world_sizes", recorded)
     fig = V.cost_vs_world_size_figure(preset, nbytes=1 << 20)
     ax, strip = fig.axes
     assert not ax.texts, "no per-crossover labels stacked on the curves"
     xs = list(range(2, 65))
-    times = V.predict_world_sizes(list(ALGORITHMS), xs, 1 << 20, preset.alpha, preset.beta,
-                                  preset.gamma, 4, duplex=getattr(preset, "duplex", "full"))
+    [(args, kwargs, times)] = calls
+    assert args == (list(ALGORITHMS), xs, 1 << 20, preset.alpha, preset.beta, preset.gamma, 4)
+    assert kwargs == {"duplex": getattr(preset, "duplex", "full")}
+    for line in ax.get_lines():
+        assert np.array_equal(line.get_ydata(), np.asarray(times[line.get_label()]) * 1e6)
     win = winners(times)
     assert len(crossovers(xs, times)) > 5, "a noisy curve crosses the line many times"
     colors = [tuple(bar.get_facecolor()) for bar in strip.patches]

@@ -22,24 +22,32 @@ from distlab.collectives.plan.semantics import MAX_RANKS, CollectiveLayout, layo
 __all__ = ["check"]
 
 
+def _digits(masks: np.ndarray, p: int, base: int, *, highest_only: bool) -> np.ndarray:
+    """Each element's rank mask (bits ``< p``) as the object integer ``sum(base**bit)`` over its
+    set bits (``highest_only``: ``base**`` its highest set bit), computed once per distinct mask."""
+    uniq, inverse = np.unique(masks, return_inverse=True)
+    table = np.zeros(len(uniq), dtype=object)
+    for i, u in enumerate(uniq.tolist()):
+        bits = [bit for bit in range(p) if (u >> bit) & 1]
+        if highest_only:
+            table[i] = base ** bits[-1] if bits else 0
+        else:
+            table[i] = sum(base ** b for b in bits)
+    return table[inverse.reshape(masks.shape)]
+
+
 def _multiplicities(schedule: Schedule,
                     lay: CollectiveLayout) -> tuple[list[np.ndarray], np.ndarray]:
     """Simulate with exact integers: rank ``r``'s data is ``B**r`` (``B = p + 1``), so a sum
     of data reads back, digit by digit in base ``B``, how many times each rank's data went in."""
     p, base = lay.world_size, lay.world_size + 1
     init = lay.initial()
-    inputs = []
-    for r in range(p):
-        vals = np.zeros(lay.buffer, dtype=object)
-        for bit in range(p):
-            vals[(init[r] >> np.uint64(bit)) & np.uint64(1) == 1] = base ** bit
-        inputs.append(vals)
+    inputs = [_digits(init[r], p, base, highest_only=True) for r in range(p)]
     outs = simulate(schedule, inputs, "sum")
     masks, _ = lay.expected()
     want = np.zeros((p, lay.buffer), dtype=object)
     for r in range(p):
-        for bit in range(p):
-            want[r][(masks[r] >> np.uint64(bit)) & np.uint64(1) == 1] += base ** bit
+        want[r] = _digits(masks[r], p, base, highest_only=False)
     return outs, want
 
 
