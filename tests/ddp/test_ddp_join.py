@@ -92,15 +92,17 @@ def test_without_join_every_rank_errors_within_the_bounded_wait(world, counts):
     """Short ranks wait in a barrier after their loop, long ranks in a bucket's allreduce: the
     long ranks raise UnevenInputsError after the bounded wait, naming the bucket, the cause and
     Join; once they end, the short ranks' barrier fails too. Nobody waits for the 120 s launch
-    timeout (the bound here is 3 s)."""
+    timeout. The bound is 10 s, not less: it must outlast any starvation of a rank during the
+    steps all ranks take together (on CI's full cores a short rank's own allreduce once waited
+    more than 3 s for a starved peer and failed in its loop instead of its barrier)."""
     with no_leaks():
-        out = launch.run(uneven_without_join, world, args=(counts, "ddp", 3.0), timeout=120)
+        out = launch.run(uneven_without_join, world, args=(counts, "ddp", 10.0), timeout=120)
     for rank, r in enumerate(out):
         assert r["error"] is not None, r
-        assert r["seconds"] < 30, r
+        assert r["seconds"] < 100, r        # ended by the bounded wait, not the launch timeout
         if counts[rank] == max(counts):
             assert r["error"] == "UnevenInputsError" and r["where"] == "loop", r
-            assert "allreduce of bucket 0" in r["message"] and "within 3 s" in r["message"]
+            assert "allreduce of bucket 0" in r["message"] and "within 10 s" in r["message"]
             assert "uneven inputs" in r["message"] and "Join([model])" in r["message"]
         else:
             assert r["where"] == "barrier", r

@@ -169,12 +169,32 @@ class Channel:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
 
     def isend(self, tensor: torch.Tensor, peer: int, tag: int) -> Any:
-        """Post a send of ``tensor`` to pipeline rank ``peer``; the work to wait on."""
-        return dist.isend(tensor, dst=self.global_ranks[peer], group=self.group, tag=tag)
+        """Post a send of ``tensor`` to pipeline rank ``peer``; the work to wait on. A post
+        that fails at once (the backend refuses it: the peer already closed its connection)
+        raises :class:`PipelineCommError` as a failed wait does."""
+        try:
+            return dist.isend(tensor, dst=self.global_ranks[peer], group=self.group, tag=tag)
+        except RuntimeError as exc:
+            raise self._failed(exc, f"send (tag {tag}) to pipeline rank {peer}", 0.0) from exc
 
     def irecv(self, tensor: torch.Tensor, peer: int, tag: int) -> Any:
-        """Post a receive into ``tensor`` from pipeline rank ``peer``; the work to wait on."""
-        return dist.irecv(tensor, src=self.global_ranks[peer], group=self.group, tag=tag)
+        """Post a receive into ``tensor`` from pipeline rank ``peer``; the work to wait on (a
+        post that fails at once raises as in :meth:`isend`)."""
+        try:
+            return dist.irecv(tensor, src=self.global_ranks[peer], group=self.group, tag=tag)
+        except RuntimeError as exc:
+            raise self._failed(exc, f"receive (tag {tag}) from pipeline rank {peer}",
+                               0.0) from exc
+
+    def _failed(self, exc: RuntimeError, what: str, elapsed_s: float) -> PipelineCommError:
+        """``exc`` of the backend as :class:`PipelineCommError` naming ``what``, after
+        :data:`PEER_GRACE_S` seconds when the peer went away."""
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        err = PipelineCommError(self.rank, what, self.timeout_s,
+                                f"{type(exc).__name__}: {text[:200]}", elapsed_s)
+        if err.kind == "peer":
+            time.sleep(PEER_GRACE_S)
+        return err
 
     def wait(self, works: list[Any], what: str) -> None:
         """Wait for every work in ``works``; a failure becomes :class:`PipelineCommError`
@@ -184,10 +204,4 @@ class Channel:
             for w in works:
                 w.wait()
         except RuntimeError as exc:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            err = PipelineCommError(self.rank, what, self.timeout_s,
-                                    f"{type(exc).__name__}: {text[:200]}",
-                                    time.monotonic() - t0)
-            if err.kind == "peer":
-                time.sleep(PEER_GRACE_S)
-            raise err from exc
+            raise self._failed(exc, what, time.monotonic() - t0) from exc
