@@ -306,9 +306,14 @@ class Clock:
                 *(f"  {s:7.1f} s  {n}" for s, n in rows[:COSTLIEST])]
 
     def close(self) -> None:
-        """Remove this run's cgroups (where a leaked process still holds one, it stays)."""
-        if self.cgroups is not None:
-            remove_cgroup(self.cgroups)
+        """Remove this run's cgroups, waiting up to 10 s for what a process left behind (a fork
+        server outlives its pytest process by a moment); where a leaked process still holds
+        one after that, it stays."""
+        if self.cgroups is None:
+            return
+        deadline = time.monotonic() + 10.0
+        while not remove_cgroup(self.cgroups) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
 
 def main(argv: list[str]) -> int:
