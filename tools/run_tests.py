@@ -234,20 +234,22 @@ class Clock:
 
     def env(self, name: str) -> dict[str, str]:
         """What a process called ``name`` adds to its environment so that
-        :mod:`helpers.cpu_clock` counts each of its tests' CPU (nothing without cgroups)."""
-        if self.cgroups is None:
+        :mod:`helpers.cpu_clock` counts each of its tests' CPU, its cgroup made here (nothing
+        where none can be)."""
+        label = name.replace(" ", "-")
+        folder = None if self.cgroups is None else make_cgroup(label, self.cgroups)
+        if folder is None:
             return {}
-        tsv = LOG_DIR / f"cpu-{name.replace(' ', '-')}.tsv"
+        tsv = LOG_DIR / f"cpu-{label}.tsv"
         self.tsvs.append(tsv)
-        return {CGROUP: str(self.cgroups / name.replace(" ", "-")), CPU_TSV: str(tsv)}
+        return {CGROUP: str(folder), CPU_TSV: str(tsv)}
 
     def watch(self, name: str, proc: subprocess.Popen[bytes],
               env: dict[str, str] | None = None) -> None:
         """Move ``proc`` into its cgroup (``env``: what :meth:`env` gave it), before it starts
         anything but ``mount`` (the shell line of :data:`_PRIVATE_SHM`), and wait for it."""
         folder = Path(env[CGROUP]) if env and CGROUP in env else None
-        if folder is not None and not (make_cgroup(folder.name, self.cgroups) == folder
-                                       and move_into(folder, proc.pid)):
+        if folder is not None and not move_into(folder, proc.pid):
             folder = None
 
         def wait() -> None:
