@@ -21,8 +21,9 @@ What prices each collective (``nbytes``: NCCL's ``nBytes``, bytes; one node of t
   ring steps and latency; the reduction's arithmetic is not modelled; the note says so);
 - ``all_to_all`` (NCCL runs it as grouped sends and receives to every peer, a ``SendRecv``
   kernel; ``nbytes``: what each rank sends in all, e.g. the ``Input Dims`` of its
-  ``nccl:all_to_all`` span): NCCL's all-to-all model,
-  :func:`distlab.nccl.alltoall.alltoall_times` (algorithm ``"p2p"``, NCCL's p2p protocol); a
+  ``nccl:all_to_all`` span): NCCL's all-to-all through the collective-library interface,
+  ``NCCL.times(..., collective="all_to_all")`` (:mod:`distlab.nccl.library`; algorithm
+  ``"p2p"``, NCCL's p2p protocol); a
   group larger than the box spans ``group / box GPUs`` nodes joined by the box's usual network
   (:data:`ALLTOALL_NETWORKS`, its NIC rate per GPU; the trace states none, the note says so);
 - ``send``, ``recv``, ``sendrecv`` (NCCL's ``SendRecv`` kernel): one operation of ``nbytes``
@@ -76,10 +77,11 @@ from typing import Any
 from distlab.collectives.algorithms.registry import build_plan
 from distlab.collectives.model.choice import schedule_seconds, shipped_calibration
 from distlab.collectives.model.predict import predict_builtin
-from distlab.nccl.alltoall import alltoall_times, fabric, p2p_time
+from distlab.nccl.alltoall import fabric, p2p_time
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.family import nccl_collective
+from distlab.nccl.library import NCCL
 from distlab.nccl.multinode import NETWORKS
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
@@ -272,14 +274,16 @@ def _model(box: str, gpu: str, collective: str, n: int, nbytes: int,
     box_gpus = GPU_BOXES[box].gpus
     if collective == ALL_TO_ALL:
         nodes = 1 if n <= box_gpus else n // box_gpus  # _why_not_size: a whole number of boxes
-        note, nic = ALL_TO_ALL_NOTE, 0.0
+        note, network = ALL_TO_ALL_NOTE, None
         if nodes > 1:
             net = NETWORKS[ALLTOALL_NETWORKS[box]]
-            nic = net.gbps_per_gpu(box_gpus)
+            network = net.key
             note += (f"; {n} ranks span {nodes} nodes of {box}: the trace states no network, "
-                     f"priced over {net.key} ({net.name}), {nic:g} GB/s of NIC per GPU")
-        run = alltoall_times(fabric(box, n, nodes=nodes, nic_gbps=nic), [nbytes])[0]
-        return _Model(run.seconds * 1e6, "p2p", run.layout.protocol, note)
+                     f"priced over {net.key} ({net.name}), {net.gbps_per_gpu(box_gpus):g} GB/s "
+                     "of NIC per GPU")
+        run = NCCL.times(box, n, [nbytes], collective=ALL_TO_ALL, nodes=nodes,
+                         network=network)[0]
+        return _Model(run.seconds * 1e6, run.choice.algorithm, run.choice.protocol, note)
     one = p2p_time(fabric(box, box_gpus), nbytes, cross_node=False)
     return _Model(one.seconds * 1e6, "p2p", one.layout.protocol, P2P_NOTE)
 
