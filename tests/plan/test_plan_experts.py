@@ -242,6 +242,22 @@ def test_judge_plan_moe_prints_each_split_against_the_target(capsys) -> None:
             in out
 
 
+def test_the_floor_lines_mark_the_token_drop_runs() -> None:
+    """Each same-layout line marks its token-drop runs with ``*`` and only those; the JSON
+    carries every run's routing."""
+    from distlab.judge.plan_command import moe_judgement_json, same_layout_lines
+
+    routing = {r.id: r.routing for r in load_moe_runs()}
+    floors = [line for line in same_layout_lines() if line.startswith("floor ")]
+    assert floors
+    for line in floors:
+        for item in line.split(": ", 1)[1].split(", "):
+            rid, tps = item.split()
+            assert tps.endswith("*") == (routing[rid] == "tokendrop")
+    runs = moe_judgement_json(plan_moe.judge_moe())["runs"]
+    assert {r["id"]: r["routing"] for r in runs} == routing
+
+
 def test_the_step_figure_stacks_the_all_to_all_of_a_model_with_experts() -> None:
     import matplotlib
 
