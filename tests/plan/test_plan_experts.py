@@ -23,6 +23,9 @@ from distlab.plan.experts import (
     IMBALANCE,
     all_to_all_seconds,
     check_experts,
+    moe_layer_a2a_seconds,
+    routed_rows,
+    row_factor,
 )
 from distlab.plan.layout import Layout, hardware, parse_layout
 from distlab.plan.memory import memory_lower_bound, memory_per_gpu
@@ -239,6 +242,22 @@ def test_judge_plan_moe_prints_each_split_against_the_target(capsys) -> None:
             in out
 
 
+def test_the_floor_lines_mark_the_token_drop_runs() -> None:
+    """Each same-layout line marks its token-drop runs with ``*`` and only those; the JSON
+    carries every run's routing."""
+    from distlab.judge.plan_command import moe_judgement_json, same_layout_lines
+
+    routing = {r.id: r.routing for r in load_moe_runs()}
+    floors = [line for line in same_layout_lines() if line.startswith("floor ")]
+    assert floors
+    for line in floors:
+        for item in line.split(": ", 1)[1].split(", "):
+            rid, tps = item.split()
+            assert tps.endswith("*") == (routing[rid] == "tokendrop")
+    runs = moe_judgement_json(plan_moe.judge_moe())["runs"]
+    assert {r["id"]: r["routing"] for r in runs} == routing
+
+
 def test_the_step_figure_stacks_the_all_to_all_of_a_model_with_experts() -> None:
     import matplotlib
 
@@ -293,3 +312,45 @@ def test_moe_layers_in_counts_what_is_moe_layer_says(layers: int, dense: int, ex
                    expert_ffn=128 if experts else None)
     assert spec.moe_layers_in(start, start + n) == sum(
         spec.is_moe_layer(i) for i in range(start, start + n))
+
+
+def test_token_drop_computes_every_expert_at_its_capacity() -> None:
+    """A token-drop layout padded to capacity ``c`` routes ``tokens * top_k * c`` rows on every
+    rank (dropless: ``IMBALANCE`` times the mean): at ``c = IMBALANCE`` it is priced as the
+    dropless layout; at ``c = 1.5`` its routed rows are 1.5x the balanced ones, and its
+    all-to-all, expert compute and kept activations grow with them."""
+    dropless = parse_layout("dp=8,ep=8,zero=1", global_batch=8)
+    assert row_factor(dropless) == IMBALANCE
+    same = dropless.with_(expert_capacity=IMBALANCE)
+    rate = shipped_rate()
+    a = step_time(TOY, dropless, HW, rate=rate, simulate_pipeline=False)
+    b = step_time(TOY, same, HW, rate=rate, simulate_pipeline=False)
+    assert a.parts() == b.parts()
+    over = dropless.with_(expert_capacity=1.5)
+    tokens = TOY.seq_len * over.micro_batch
+    assert routed_rows(TOY, over) == tokens * TOY.top_k * 1.5
+    assert routed_rows(TOY, over) / routed_rows(TOY, dropless) == pytest.approx(1.5 / IMBALANCE)
+    fwd_1, _ = moe_layer_a2a_seconds(TOY, dropless, HW)
+    fwd_15, _ = moe_layer_a2a_seconds(TOY, over, HW)
+    assert fwd_15 > fwd_1
+    c = step_time(TOY, over, HW, rate=rate, simulate_pipeline=False)
+    assert c.compute_s > a.compute_s and c.part_s("ep") > a.part_s("ep")
+    assert memory_per_gpu(TOY, over, HW).activations > \
+        memory_per_gpu(TOY, dropless, HW).activations
+
+
+def test_the_published_tokendrop_runs_carry_their_capacity_into_the_layout() -> None:
+    """The runs a source labels tokendrop (Megatron Bridge 25.09's) carry routing "tokendrop"
+    and capacity factor 1.0 into ``Layout.expert_capacity``; every other run is dropless, its
+    layout's capacity ``None``."""
+    runs = load_moe_runs()
+    drop = {r.id for r in runs if r.routing == "tokendrop"}
+    assert drop and all(r.source.key == "megatron_bridge_25_09" for r in runs if r.id in drop)
+    for run in runs:
+        layout = moe_run_inputs(run).layout
+        if run.id in drop:
+            assert run.capacity_factor == 1.0 == layout.expert_capacity
+            assert "tokendrop" in run.derived
+        else:
+            assert run.routing == "dropless"
+            assert run.capacity_factor is None and layout.expert_capacity is None

@@ -39,9 +39,24 @@ def test_parse_layout_reads_what_a_published_run_states() -> None:
     assert parse_layout("dp=8 fsdp", global_batch=8).zero == 3
     assert parse_layout("dp=2,tp=2,sp=0", global_batch=2).sequence_parallel is False
     for bad, match in [("dp", "KEY=VALUE"), ("dq=2", "KEY=VALUE"), ("dp=x", "integer"),
-                       ("tp=2,sp=2", "sp")]:
+                       ("tp=2,sp=2", "sp"), ("dp=8,ep=8,capacity=x", "number"),
+                       ("dp=8,ep=8,capacity=0", "capacity factor")]:
         with pytest.raises(ValueError, match=match):
             parse_layout(bad, global_batch=8)
+
+
+def test_expert_capacity_is_dropless_unless_a_capacity_factor_is_given() -> None:
+    """``None`` is dropless (no mark in the label); a capacity factor is token drop padded to
+    capacity, stored as a float and shown as ``cap<c>``; what is not a positive number is
+    refused."""
+    dropless = parse_layout("dp=8,ep=8", global_batch=8)
+    assert dropless.expert_capacity is None and "cap" not in dropless.label
+    drop = parse_layout("dp=8,ep=8,capacity=1.25", global_batch=8)
+    assert drop.expert_capacity == 1.25 and "cap1.25" in drop.label.split()
+    assert Layout(dp=8, ep=8, global_batch=8, expert_capacity=1).expert_capacity == 1.0
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="expert_capacity"):
+            Layout(dp=8, ep=8, global_batch=8, expert_capacity=bad)
 
 
 def test_hardware_needs_a_network_across_nodes_and_whole_nodes() -> None:

@@ -167,17 +167,19 @@ def moe_report_lines(j: Any) -> list[str]:
 
 
 def same_layout_lines() -> list[str]:
-    """One line per layout two sources published: their tokens/s per GPU and the least
-    ``|error|`` one prediction can have on the worst of them."""
+    """One line per layout two sources published: their tokens/s per GPU (``*``: a token-drop
+    run, the others dropless) and the least ``|error|`` one prediction can have on the worst of
+    them."""
     from distlab.evidence.plan.published_moe import same_layouts
 
     groups = same_layouts()
     if not groups:
         return []
     lines = ["", "# one layout, more than one source: no single prediction is nearer than the "
-                 "floor to all of them"]
+                 "floor to all of them; * token drop"]
     for g in groups:
-        runs = ", ".join(f"{r.id} {r.measured.get('tokens_per_s_per_gpu', '?')}" for r in g.runs)
+        runs = ", ".join(f"{r.id} {r.measured.get('tokens_per_s_per_gpu', '?')}"
+                         f"{'*' if r.routing == 'tokendrop' else ''}" for r in g.runs)
         lines.append(f"floor {g.floor_pct:4.1f}%: {runs}")
     return lines
 
@@ -190,6 +192,7 @@ def moe_judgement_json(j: Any) -> dict[str, Any]:
             "splits": {sp: {"n": j.summary(sp).n, "median_pct": j.summary(sp).median,
                             "p90_pct": j.summary(sp).p90} for sp in ("calibration", "held_out")},
             "runs": [{"id": r.inputs.run.id, "split": r.split, "layout": r.inputs.layout.label,
+                      "routing": r.inputs.run.routing,
                       "measured_step_s": r.measured_step_s, "model_step_s": r.model_step_s,
                       "step_error_pct": r.step_error_pct, "set_aside": r.set_aside}
                      for r in j.runs],

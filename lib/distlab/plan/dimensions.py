@@ -462,7 +462,7 @@ BUILTIN = (
     Dimension("pp", ("pp", "schedule", "stages_per_rank"), "pp",
               (PipelinePart("bubble", "bubble", "bubble", "bubble", "pipeline bubble",
                             _bubble),)),
-    Dimension("ep", ("ep", "ep_overlap", "recompute"), None,
+    Dimension("ep", ("ep", "ep_overlap", "expert_capacity", "recompute"), None,
               (StagePart("ep", "ep a2a", "ep", "ep a2a", "exposed expert-parallel all-to-all",
                          _ep),), applies=_has_experts),
 )

@@ -10,7 +10,9 @@ all-to-all token dispatcher).
 - **Routed rows.** One GPU's experts receive ``tokens * top_k * IMBALANCE`` rows per MoE layer
   and microbatch (``tokens`` = the GPU's share of the microbatch, ``seq_len / cp`` each
   sequence): on average every rank receives as many rows as it sends; :data:`IMBALANCE` is the
-  busiest rank's share over the mean, the stated factor every routed-token term carries.
+  busiest rank's share over the mean, the stated factor every routed-token term carries
+  (:func:`row_factor`). A token-drop layout (``Layout.expert_capacity = c``, padded to
+  capacity) computes ``tokens * top_k * c`` rows on every rank instead, whatever the routing.
 - **Compute.** The routed experts' FLOPs are the active ones (``top_k`` experts per token,
   :func:`~distlab.transformer.routed_expert_flops`), run at the compute rate of a matrix
   ``expert_ffn / etp`` wide (the narrow side of an expert's products; the rate's width term) times
@@ -38,13 +40,15 @@ from distlab.transformer import ModelSpec
 
 __all__ = ["A2A_BYTES", "GROUPED_GEMM_EFFICIENCY", "IMBALANCE", "all_to_all_seconds",
            "check_experts", "dispatch_buffers", "moe_kept_tensors", "moe_layer_a2a_seconds",
-           "routed_rows"]
+           "routed_rows", "row_factor"]
 
 IMBALANCE = 1.0
 """Rows the busiest expert-parallel rank receives over the mean: 1.0, the published benchmarks'
 setting (Megatron-Core's ``--moe-router-force-load-balancing``: "we force-balance the token
 distribution among experts", Megatron Bridge's performance summary). A dropless run trained
-with an auxiliary loss sees more; a capacity factor ``c`` caps it at ``c``."""
+with an auxiliary loss sees more; a capacity factor ``c`` caps it at ``c`` (padded to
+capacity, every rank computes exactly ``c`` times the mean: ``Layout.expert_capacity``,
+:func:`row_factor`)."""
 
 GROUPED_GEMM_EFFICIENCY = 0.84
 """The routed experts' grouped matrix products' rate over a dense product of the same width at
@@ -106,10 +110,24 @@ def _tokens(model: ModelSpec, layout: Layout) -> int:
     return tokens // layout.tp if layout.sequence_parallel else tokens
 
 
+def row_factor(layout: Layout) -> float:
+    """The busiest expert-parallel rank's routed rows over the balanced mean: :data:`IMBALANCE`
+    for a dropless layout, its capacity factor for a token-drop one padded to capacity
+    (``Layout.expert_capacity``: every expert computes exactly its capacity).
+
+    The rows are all the routing changes in the model. A dropless layer also synchronises with
+    the host once per forward (Megatron-Core's all-to-all dispatcher reads the splits before the
+    all-to-all) and cannot be captured in a CUDA graph; one sync measured about 42 us of GPU idle
+    on an H200, and priced per dropless MoE layer forward it moved no run by more than 0.6 points
+    and made the held-out median worse, so it is not priced
+    (``results/moe-routing-2026-11-28/``)."""
+    return IMBALANCE if layout.expert_capacity is None else layout.expert_capacity
+
+
 def routed_rows(model: ModelSpec, layout: Layout) -> float:
     """Rows one GPU's experts receive per MoE layer and microbatch (the module docstring):
-    ``tokens * top_k * IMBALANCE``."""
-    return _tokens(model, layout) * model.top_k * IMBALANCE
+    ``tokens * top_k * row_factor(layout)``."""
+    return _tokens(model, layout) * model.top_k * row_factor(layout)
 
 
 def dispatch_buffers(model: ModelSpec, layout: Layout, dtype_bytes: int) -> tuple[int, ...]:
@@ -127,7 +145,7 @@ def moe_kept_tensors(model: ModelSpec, layout: Layout, dtype_bytes: int,
     layer's activation model counts (:mod:`distlab.plan.activations`, whose MLP is
     ``ffn_hidden`` wide): the routed rows' expert input and output (``rows * hidden`` each, the
     combine's weights need the output; ``rows`` the tensor-parallel group's, ``tokens * top_k
-    * IMBALANCE``, each GPU's share of them with ``etp = 1``; the experts' inner tensors come to
+    * row_factor``, each GPU's share of them with ``etp = 1``; the experts' inner tensors come to
     ``rows * expert_ffn / tp`` elements per GPU either way), the router's fp32 scores
     (``tokens * experts``), the routed and shared experts' inner tensors (``ffn``-wide ones as
     the dense MLP keeps them, 4 gated or 3 with ``fused_swiglu``, 2 otherwise) less the dense
@@ -135,7 +153,7 @@ def moe_kept_tensors(model: ModelSpec, layout: Layout, dtype_bytes: int,
     if not model.moe or layout.recompute_policy.keeps_input_only:
         return ()
     tokens = model.seq_len // layout.cp * layout.micro_batch
-    rows = int(tokens * model.top_k * IMBALANCE)      # the tensor-parallel group's rows
+    rows = int(tokens * model.top_k * row_factor(layout))   # the tensor-parallel group's rows
     seq_split = layout.tp if layout.sequence_parallel else 1
     inner = (3 if fused_swiglu else 4) if model.gated_ffn else 2
     width = model.expert_width

@@ -196,6 +196,14 @@ class Layout:
         ep_overlap: the expert-parallel all-to-alls overlapped with another microbatch's
             compute (Megatron-Core's ``--overlap-moe-expert-parallel-comm``, DeepSeek's
             DualPipe); ``False``: run between the layer's kernels, fully exposed.
+        expert_capacity: how the routed tokens reach their experts. ``None`` (the default):
+            dropless, every routed token computed where the router sends it (Megatron-Core's
+            default; the busiest rank's rows are :data:`~distlab.plan.experts.IMBALANCE`
+            times the mean). A number ``c > 0``: token drop padded to capacity
+            (Megatron-Core's ``--moe-expert-capacity-factor c`` with
+            ``--moe-pad-expert-input-to-capacity``): each expert computes exactly ``c`` times
+            its balanced share of the routed rows, those past it dropped, those short of it
+            padded, so the shapes are static. Ignored by a dense model.
     """
 
     dp: int = 1
@@ -216,6 +224,7 @@ class Layout:
     ep: int = 1
     ep_overlap: bool = False
     etp: int | None = None
+    expert_capacity: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "cp", "ep", "stages_per_rank", "micro_batch",
@@ -246,6 +255,13 @@ class Layout:
         check_bool("ep_overlap", self.ep_overlap)
         if self.ep == 1:
             object.__setattr__(self, "ep_overlap", False)
+        if self.expert_capacity is not None:
+            cap = self.expert_capacity
+            if isinstance(cap, bool) or not isinstance(cap, (int, float)) \
+                    or not math.isfinite(cap) or cap <= 0:
+                raise ValueError(f"expert_capacity={cap!r} must be None (dropless) or a "
+                                 "capacity factor > 0 (token drop padded to capacity)")
+            object.__setattr__(self, "expert_capacity", float(cap))
         per_step = self.dp * self.micro_batch
         if self.global_batch % per_step:
             raise ValueError(f"global_batch={self.global_batch} must be a multiple of dp * "
@@ -299,6 +315,8 @@ class Layout:
             parts.append("ep-overlap")
         if self.expert_tp != self.tp:
             parts.append(f"etp{self.expert_tp}")
+        if self.expert_capacity is not None:
+            parts.append(f"cap{self.expert_capacity:g}")
         if self.pp > 1:
             parts.append(self.schedule + (f"x{self.stages_per_rank}"
                                           if self.stages_per_rank > 1 else ""))
@@ -360,7 +378,7 @@ _LAYOUT_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "zero": "zero",
                 "global_batch": "global_batch", "recompute": "recompute",
                 "precision": "precision", "dtype": "compute_dtype",
                 "async_tp": "tp_overlap", "attention": "attention_kernel", "ep": "ep",
-                "ep_overlap": "ep_overlap", "etp": "etp"}
+                "ep_overlap": "ep_overlap", "etp": "etp", "capacity": "expert_capacity"}
 
 
 def parse_layout(text: str, **defaults: Any) -> Layout:
@@ -392,6 +410,11 @@ def parse_layout(text: str, **defaults: Any) -> Layout:
                 raise ValueError(f"layout: {key}={value!r} must be 0 or 1")
             values[field_name] = value in ("1", "true")
             given_sp = given_sp or field_name == "sequence_parallel"
+        elif field_name == "expert_capacity":
+            try:
+                values[field_name] = float(value)
+            except ValueError:
+                raise ValueError(f"layout: {key}={value!r} must be a number") from None
         else:
             try:
                 values[field_name] = int(value)

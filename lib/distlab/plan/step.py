@@ -25,8 +25,9 @@ The model, in full (every term is per optimizer step, on the slowest rank):
   :func:`~distlab.transformer.moe_layer_matmul_flops`); the routed experts' grouped products
   run at the rate of a matrix ``expert_ffn / etp`` wide times the rate's ``grouped_gemm``
   (:data:`~distlab.plan.experts.GROUPED_GEMM_EFFICIENCY`), the busiest expert-parallel rank's
-  share of the rows (:data:`~distlab.plan.experts.IMBALANCE`) included; the all-to-alls are the
-  ``ep`` dimension's part.
+  share of the rows (:func:`~distlab.plan.experts.row_factor`: the stated
+  :data:`~distlab.plan.experts.IMBALANCE` dropless, the capacity factor with token drop)
+  included; the all-to-alls are the ``ep`` dimension's part.
 - **Optimizer.** AdamW's step after the last backward, memory-bound: the bytes it moves over
   the GPU's memory bandwidth (:func:`optimizer_seconds`; measured at 0.72 of the data sheet's
   on an H200), exposed.
@@ -64,7 +65,7 @@ from distlab.plan.dimensions import (
     StepPart,
     dimensions,
 )
-from distlab.plan.experts import IMBALANCE, check_experts
+from distlab.plan.experts import check_experts, row_factor
 from distlab.plan.layout import Hardware, Layout, check_layout_fits
 from distlab.plan.partition import (
     layers_per_stage,
@@ -93,7 +94,7 @@ class StageFlops:
     """FLOPs of one stage for one microbatch on one GPU: ``forward``, ``backward`` (input and
     weight gradients) and ``recompute`` (forward work done again in backward);
     ``expert_forward`` and ``expert_recompute``: the routed experts' share of ``forward`` and
-    ``recompute`` (the busiest expert-parallel rank's, :data:`~distlab.plan.experts.IMBALANCE`
+    ``recompute`` (the busiest expert-parallel rank's, :func:`~distlab.plan.experts.row_factor`
     included)."""
 
     forward: float
@@ -131,8 +132,9 @@ def stage_flops(model: ModelSpec, layout: Layout, layers: int, *, last: bool,
     if not moe_layers:
         return StageFlops(forward, 2 * forward, recompute, layers * attention)
     routed = routed_expert_flops(model, s) * b / split
-    moe = moe_layer_matmul_flops(model, s) * b / split - windowed + routed * (IMBALANCE - 1)
-    expert = moe_layers * routed * IMBALANCE
+    rows = row_factor(layout)
+    moe = moe_layer_matmul_flops(model, s) * b / split - windowed + routed * (rows - 1)
+    expert = moe_layers * routed * rows
     forward += moe_layers * moe
     again = moe_layers * policy.forward_again_flops(
         layer=moe, attention=attention, unsaved_products=recomputed_products)

@@ -85,7 +85,7 @@ def price_json(p: LayoutPrice) -> dict[str, Any]:
     (seconds), tokens/s per GPU and MFU."""
     fields = vars(p.layout) | {}
     if not p.step.model.moe:
-        for name in ("ep", "ep_overlap", "etp"):
+        for name in ("ep", "ep_overlap", "etp", "expert_capacity"):
             del fields[name]
     return {"layout": p.layout.label, "fields": fields,
             "memory_bytes": p.memory.parts() | {"total": p.memory.total},

@@ -25,20 +25,24 @@ from distlab.plan.layout import Hardware, Layout, hardware
 from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.vocabulary import error_pct
 
-__all__ = ["COLUMNS_AGREE", "MoeRun", "MoeRunInputs", "MoeSource", "SameLayout",
+__all__ = ["COLUMNS_AGREE", "ROUTINGS", "MoeRun", "MoeRunInputs", "MoeSource", "SameLayout",
            "columns_disagree", "load_moe_runs", "moe_run_inputs", "same_layouts"]
 
 _DATA = "data/published_moe_runs.json"
 SPLITS = ("calibration", "held_out")
+ROUTINGS = ("dropless", "tokendrop")
+"""How a run's MoE layers route (its ``routing``): ``"dropless"`` (Megatron-Core's default, and
+every run whose source says nothing) or ``"tokendrop"`` (a capacity factor, the experts' input
+padded to capacity: Megatron Bridge's ``apply_moe_token_drop``), with its ``capacity_factor``."""
 COLUMNS_AGREE = 0.10
 """How far (a fraction) a run's own two columns may imply a different number of FLOPs per token
 than the median of its model's other runs at the same sequence length before
 :func:`columns_disagree` sets it aside: a source publishes tokens/s per GPU beside model
 TFLOP/s per GPU, whose ratio is the FLOPs per token the source counts, a property of the model
 and sequence length alone. The Megatron Bridge rows agree to within 0.5%; one disagrees by 2x."""
-_NOT_LAYOUT = frozenset({"id", "source", "measured", "derived"})
+_NOT_LAYOUT = frozenset({"id", "source", "measured", "derived", "routing", "capacity_factor"})
 """The fields of a :class:`MoeRun` that say where it comes from or what it measured, not what
-it ran."""
+it ran, and how it routes (:attr:`MoeRun.layout_key`)."""
 PRECISION = "mixed-fp32-grads"
 """The model states of every run (Megatron-Core: 16-bit parameters, fp32 gradients and Adam
 states), sharded by its distributed optimizer (ZeRO 1) unless the run states FSDP."""
@@ -59,7 +63,8 @@ class MoeSource:
 @dataclass(frozen=True)
 class MoeRun:
     """One published run as its source states it (the file's ``about`` defines the fields);
-    ``measured`` holds ``tokens_per_s_per_gpu`` or ``step_s``."""
+    ``measured`` holds ``tokens_per_s_per_gpu`` or ``step_s``; ``routing`` one of
+    :data:`ROUTINGS`, ``capacity_factor`` the token-drop run's (``None`` for a dropless one)."""
 
     id: str
     source: MoeSource
@@ -81,6 +86,8 @@ class MoeRun:
     derived: str
     ep_overlap: bool = False
     fsdp: bool = False
+    routing: str = "dropless"
+    capacity_factor: float | None = None
 
     @property
     def split(self) -> str:
@@ -111,7 +118,10 @@ class MoeRun:
 
     @property
     def layout_key(self) -> tuple[object, ...]:
-        """Everything that defines the run's work and layout (not its source or result)."""
+        """Everything that defines the run's parallel layout and work (not its source or
+        result, nor its ``routing`` and ``capacity_factor``: the same layout published
+        dropless by one release and with token drop by another is one layout here, so
+        :func:`same_layouts` shows what the routing alone leaves apart)."""
         return tuple(getattr(self, f.name) for f in fields(self) if f.name not in _NOT_LAYOUT)
 
 
@@ -144,6 +154,11 @@ def load_moe_runs() -> tuple[MoeRun, ...]:
         if fields["model"] not in PRESETS:
             raise ValueError(f"run {raw['id']}: model {fields['model']!r} is not a preset")
         run = MoeRun(source=sources[key], **fields)
+        if run.routing not in ROUTINGS:
+            raise ValueError(f"run {run.id}: routing {run.routing!r} is not one of {ROUTINGS}")
+        if (run.routing == "tokendrop") != (run.capacity_factor is not None):
+            raise ValueError(f"run {run.id}: a capacity_factor goes with routing 'tokendrop' "
+                             "and only with it")
         if run.dp * run.tp * run.pp * run.cp != run.gpus:
             raise ValueError(f"run {run.id}: tp * pp * cp does not divide {run.gpus} GPUs")
         runs.append(run)
@@ -155,7 +170,9 @@ def moe_run_inputs(run: MoeRun) -> MoeRunInputs:
     length; dp from the GPU count; ZeRO 1 (Megatron-Core's distributed optimizer; ZeRO 3 where
     it states FSDP) with :data:`PRECISION`; sequence parallelism with ``tp > 1``;
     Interleaved1F1B with ``vp > 1``, else 1F1B; cuDNN's attention (Transformer Engine's
-    choice on Hopper and later); its GPUs in nodes of 8 over the box's usual network."""
+    choice on Hopper and later); its routing (token drop: its capacity factor,
+    ``Layout.expert_capacity``; dropless: ``None``); its GPUs in nodes of 8 over the box's usual
+    network."""
     model = model_spec(run.model, seq_len=run.seq_len)
     layout = Layout(dp=run.dp, tp=run.tp, pp=run.pp, cp=run.cp, ep=run.ep, etp=run.etp,
                     zero=3 if run.fsdp else 1, sequence_parallel=run.tp > 1,
@@ -163,7 +180,7 @@ def moe_run_inputs(run: MoeRun) -> MoeRunInputs:
                     stages_per_rank=run.vp, micro_batch=run.mbs, global_batch=run.gbs,
                     recompute=run.recompute, precision=PRECISION,
                     compute_dtype=run.precision, attention_kernel="cudnn",
-                    ep_overlap=run.ep_overlap)
+                    ep_overlap=run.ep_overlap, expert_capacity=run.capacity_factor)
     return MoeRunInputs(run, model, layout, hardware(run.gpu, run.gpus))
 
 
