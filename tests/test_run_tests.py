@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from helpers import notebook_owner
+from helpers import cpu_clock, notebook_owner
 from helpers.paths import ROOT
 from helpers.tools import load_tool
 
@@ -19,6 +19,7 @@ NO_TESTS = int(pytest.ExitCode.NO_TESTS_COLLECTED)
 def test_the_two_processes_agree_on_the_variables_that_split_them() -> None:
     assert run_tests.ELSEWHERE == notebook_owner.ELSEWHERE
     assert run_tests.SHARD == notebook_owner.SHARD
+    assert (run_tests.CGROUP, run_tests.CPU_TSV) == (cpu_clock.CGROUP, cpu_clock.TSV)
 
 
 def test_every_browser_test_file_is_in_exactly_one_shard() -> None:
