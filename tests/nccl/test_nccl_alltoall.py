@@ -85,6 +85,41 @@ def test_bandwidths_are_nccl_tests_and_time_grows_within_a_protocol(box: str, n:
         assert b.seconds >= a.seconds
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([2, 3]), st.sampled_from([8, 64]),
+       st.integers(min_value=1, max_value=1 << 34),
+       st.sampled_from([16 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10]),
+       st.sampled_from([12.5, 25.0, 50.0, 100.0, 200.0]))
+def test_across_nodes_the_network_is_the_slower_of_the_nics_and_the_proxy(
+        nodes: int, g: int, nbytes: int, chunk: int, nic: float) -> None:
+    box = "gb200_nvl72" if g == 64 else "b200_sxm8"
+    c = shipped_alltoall()
+    f = fabric(box, nodes * g, nodes=nodes, nic_gbps=nic, net_chunk_bytes=chunk)
+    big = fabric(box, nodes * g, nodes=nodes, nic_gbps=nic, net_chunk_bytes=512 << 10)
+    run, bigger = alltoall_times(f, [nbytes])[0], alltoall_times(big, [nbytes])[0]
+    lay = run.layout
+    if lay.protocol == "Simple":
+        assert lay.step_bytes == chunk
+        assert bigger.seconds <= run.seconds * (1 + 1e-12)  # a larger chunk: fewer proxy steps
+    proxy_us = lay.net_bytes / lay.step_bytes * c.net_proxy_us[lay.protocol]
+    wire_us = lay.net_bytes / (c.net_efficiency[lay.protocol] * nic * 1e3)
+    faster = fabric(box, nodes * g, nodes=nodes, nic_gbps=2 * nic, net_chunk_bytes=chunk)
+    again = alltoall_times(faster, [nbytes])[0]
+    assert again.seconds <= run.seconds * (1 + 1e-12)
+    if proxy_us >= 2 * wire_us:  # the proxy binds even at half the NIC time: more NIC buys nothing
+        assert again.seconds == pytest.approx(run.seconds, rel=1e-12)
+
+
+def test_chunk_size_moves_only_the_network_and_is_checked() -> None:
+    one = alltoall_times(fabric("b200_sxm8", 8, net_chunk_bytes=4096), [1 << 30])[0]
+    assert one.seconds == alltoall_times(fabric("b200_sxm8", 8), [1 << 30])[0].seconds
+    for bad in (1000, 1 << 20):
+        with pytest.raises(ValueError, match="net_chunk_bytes"):
+            fabric("b200_sxm8", 16, nodes=2, nic_gbps=50.0, net_chunk_bytes=bad)
+    for t in TABLES:  # the published NCCL_P2P_NET_CHUNKSIZE reaches the model, else NCCL's
+        assert table_fabric(t).net_chunk_bytes == t.get("p2p_net_chunksize", 128 << 10)
+
+
 def test_fabric_and_p2p_refuse_bad_input() -> None:
     with pytest.raises(ValueError, match="world_size"):
         fabric("b200_sxm8", 9)

@@ -7,7 +7,13 @@ hardware, NCCL release and role: ``calibrate`` or ``held_out``; :func:`alltoall_
 on the ``calibrate`` tables: per protocol, a least-squares fit of relative time error, linear in
 ``(base, 1 / efficiency, step_us)`` given NCCL's layout of each row
 (:func:`~distlab.nccl.alltoall.alltoall_layout`), inside an NVLink domain on one-node rows and
-then across nodes on the rows that cross a network (the NVLink constants held). The fit is what
+then across nodes on the rows that cross a network (the NVLink constants held). Across nodes the
+fit is of ``(net_base, net_proxy_us, net_step_us)`` with the NIC held at NCCL's rate
+(``net_efficiency`` 1): the calibration's one network table moves a third to a half of its NICs'
+rate at every large size, which one NIC figure and one proxy figure explain alike, and the
+proxy is what the published runs that set ``NCCL_P2P_NET_CHUNKSIZE`` or carry two NICs per GPU
+tell apart (``python -m distlab.judge nccl --alltoall``). A table's ``p2p_net_chunksize`` is the
+``NCCL_P2P_NET_CHUNKSIZE`` its source states (absent: NCCL's default). The fit is what
 ``alltoall_calibration.json`` ships (``--write`` refits it). :func:`judge_alltoall` prices every
 row of every table and reports, per table, the |time error| (:func:`distlab.vocabulary.error_pct`:
 (published - model) / model; :class:`~distlab.vocabulary.ErrorSummary`).
@@ -24,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from distlab.nccl.alltoall import (
+    NET_CHUNK_BYTES,
     P2P_PROTOCOLS,
     AlltoallConstants,
     AlltoallLayout,
@@ -55,7 +62,8 @@ def alltoall_tables() -> dict[str, Any]:
 def table_fabric(t: dict[str, Any]) -> Fabric:
     """The :class:`~distlab.nccl.alltoall.Fabric` a published table ran on."""
     n = int(t["nodes"]) * int(t["gpus_per_node"])
-    return fabric(t["box"], n, nodes=int(t["nodes"]), nic_gbps=float(t["nic_gbps"]))
+    return fabric(t["box"], n, nodes=int(t["nodes"]), nic_gbps=float(t["nic_gbps"]),
+                  net_chunk_bytes=int(t.get("p2p_net_chunksize", NET_CHUNK_BYTES)))
 
 
 def _solve(a: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -95,23 +103,24 @@ def fit_alltoall(tables: Sequence[dict[str, Any]] | None = None) -> AlltoallCons
                        lay.steps * lay.batches] for f, lay, _ in one])
         x = _solve(a, np.array([t for *_, t in one]))
         base[p], eff[p], step[p] = x[0], 1.0 / x[1] if x[1] > 0 else 1.0, x[2]
-    nbase, neff, nstep = {}, {}, {}
+    nbase, nproxy, nstep = {}, {}, {}
     for p in P2P_PROTOCOLS:
         net = [(f, lay, t) for f, lay, t in rows if f.nodes > 1 and lay.protocol == p]
         if not net:
             continue
-        a = np.array([[1.0, lay.net_bytes / (f.nic_gbps * 1e3), lay.steps * lay.batches]
+        a = np.array([[1.0, lay.net_bytes / lay.step_bytes, lay.steps * lay.batches]
                       for f, lay, _ in net])
         x = _solve(a, np.array([t for *_, t in net]))
-        nbase[p], neff[p], nstep[p] = x[0], 1.0 / x[1] if x[1] > 0 else 1.0, x[2]
+        nbase[p], nproxy[p], nstep[p] = x[0], x[1], x[2]
 
     def full(d: dict[str, float]) -> dict[str, float]:
         if not d:
             raise ValueError("fit_alltoall needs rows on one node and across nodes")
         return {p: float(d.get(p, next(iter(d.values())))) for p in P2P_PROTOCOLS}
 
-    return AlltoallConstants(full(base), full(eff), full(step), full(nbase), full(neff),
-                             full(nstep), tuple(t["id"] for t in tables))
+    wire = {p: 1.0 for p in P2P_PROTOCOLS}  # the NIC at NCCL's rate; the proxy is fitted
+    return AlltoallConstants(full(base), full(eff), full(step), full(nbase), wire, full(nstep),
+                             full(nproxy), tuple(t["id"] for t in tables))
 
 
 @dataclass(frozen=True)
