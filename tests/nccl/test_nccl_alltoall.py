@@ -15,6 +15,7 @@ from distlab.evidence.nccl.alltoall_judged import (
     alltoall_tables,
     fit_alltoall,
     judge_alltoall,
+    network_rates,
     table_fabric,
 )
 from distlab.judge.nccl_command import main as judge_main
@@ -152,6 +153,25 @@ def test_judgement_is_computed_from_the_model_and_the_tables() -> None:
     assert cal.median <= 10.0  # in sample: the layout carries the shape, 3 constants the scale
 
 
+def test_network_rates_are_the_published_times_beside_the_models_two_bounds() -> None:
+    rates = {r.id: r for r in network_rates()}
+    c = shipped_alltoall()
+    assert set(rates) == {t["id"] for t in TABLES if t["nodes"] > 1}
+    for t in TABLES:
+        if t["id"] not in rates:
+            continue
+        r, f = rates[t["id"]], table_fabric(t)
+        row = max(t["rows"], key=lambda x: x["size"])
+        lay = alltoall_layout(f, row["size"])
+        assert r.published_gbps == pytest.approx(lay.net_bytes / row["time_us"] / 1e3)
+        assert r.proxy_gbps == pytest.approx(lay.step_bytes / c.net_proxy_us["Simple"] / 1e3)
+        assert r.nic_gbps == pytest.approx(f.nic_gbps * c.net_efficiency["Simple"])
+        assert r.chunk_bytes == f.net_chunk_bytes
+    cal = [r for r in rates.values() if r.id in c.calibrated_on]
+    for r in cal:  # fitted there: the slower bound is the published rate
+        assert min(r.nic_gbps, r.proxy_gbps) == pytest.approx(r.published_gbps, rel=0.05)
+
+
 def test_published_rows_are_consistent_and_sourced() -> None:
     for t in TABLES:
         assert t["source"] and t["hardware"] and t["role"] in ("calibrate", "held_out")
@@ -200,6 +220,8 @@ def test_judge_command_prints_each_table_and_writes_the_fit(tmp_path, capsys) ->
     held = ErrorSummary.of([e for j in judge_alltoall() if j.role == "held_out"
                             for e in j.errors_pct])
     assert f"# held-out rows: n={held.n}, median {held.median:.1f}%" in text
+    for r in network_rates():
+        assert f"#   {r.id:18} {r.published_gbps:5.1f} GB/s; NIC {r.nic_gbps:5.1f}" in text
     written = json.loads(out_path.read_text())["constants"]
     assert written["efficiency"]["Simple"] == pytest.approx(
         fit_alltoall().efficiency["Simple"], rel=1e-9)

@@ -44,8 +44,8 @@ from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
 from distlab.vocabulary import ErrorSummary, error_pct
 
-__all__ = ["PUBLISHED_RESOURCE", "TableJudgement", "alltoall_tables", "fit_alltoall",
-           "judge_alltoall", "judged_lines", "write_calibration"]
+__all__ = ["PUBLISHED_RESOURCE", "NetworkRate", "TableJudgement", "alltoall_tables",
+           "fit_alltoall", "judge_alltoall", "judged_lines", "network_rates", "write_calibration"]
 
 PUBLISHED_RESOURCE = ("distlab.evidence.nccl", "data", "alltoall_published.json")
 """``(package, folder, file)`` of the published all-to-all tables."""
@@ -159,6 +159,38 @@ def judge_alltoall(constants: AlltoallConstants | None = None) -> list[TableJudg
     return out
 
 
+@dataclass(frozen=True)
+class NetworkRate:
+    """One cross-node table's network at its largest size, GB/s per GPU each way: what the
+    published time moves (the GPU's bytes for other nodes / the call's time) beside the
+    model's two bounds, the NIC rate (:attr:`~distlab.nccl.alltoall.Fabric.nic_gbps` times
+    ``net_efficiency``) and the proxy's (a step's data / ``net_proxy_us``), with the step (the
+    run's ``NCCL_P2P_NET_CHUNKSIZE``, bytes)."""
+
+    id: str
+    published_gbps: float
+    nic_gbps: float
+    proxy_gbps: float
+    chunk_bytes: int
+
+
+def network_rates(constants: AlltoallConstants | None = None) -> list[NetworkRate]:
+    """:class:`NetworkRate` of every published table that crosses a network, in file order."""
+    c = shipped_alltoall() if constants is None else constants
+    out = []
+    for t in alltoall_tables()["tables"]:
+        f = table_fabric(t)
+        if f.nodes == 1:
+            continue
+        r = max(t["rows"], key=lambda r: int(r["size"]))
+        lay = alltoall_layout(f, int(r["size"]))
+        p = lay.protocol
+        out.append(NetworkRate(t["id"], lay.net_bytes / (float(r["time_us"]) * 1e3),
+                               c.net_efficiency[p] * f.nic_gbps,
+                               lay.step_bytes / (c.net_proxy_us[p] * 1e3), f.net_chunk_bytes))
+    return out
+
+
 _COLUMNS = (Column("table", "label", width=50, align="<"), Column("role", "role", width=9),
             Column("n", "world_size", width=4), Column("rows", "rows", width=4),
             Column("med", "median", ".1f", width=6), Column("p90", "p90", ".1f", width=6),
@@ -177,7 +209,8 @@ def write_calibration(path: str, constants: AlltoallConstants | None = None) -> 
 
 def judged_lines(constants: AlltoallConstants | None = None) -> list[str]:
     """The judgement as text: per table the |time error| (%) median, p90 and max, calibration
-    tables first, then held out, and one line each for the held-out tables together."""
+    tables first, then held out, one line each for the calibration and held-out tables
+    together, then per cross-node table its :class:`NetworkRate`."""
     c = shipped_alltoall() if constants is None else constants
     js = sorted(judge_alltoall(c), key=lambda j: (j.role != "calibrate", j.id))
     rows = []
@@ -187,9 +220,13 @@ def judged_lines(constants: AlltoallConstants | None = None) -> list[str]:
                      "rows": s.n, "median": s.median, "p90": s.p90, "max": s.max})
     held = ErrorSummary.of([e for j in js if j.role == "held_out" for e in j.errors_pct])
     cal = ErrorSummary.of([e for j in js if j.role == "calibrate" for e in j.errors_pct])
+    nets = [f"#   {r.id:18} {r.published_gbps:5.1f} GB/s; NIC {r.nic_gbps:5.1f}, proxy "
+            f"{r.proxy_gbps:5.1f} ({r.chunk_bytes >> 10} KiB steps)" for r in network_rates(c)]
     return ["# NCCL all-to-all (distlab.nccl.alltoall) on published alltoall_perf tables",
             "# error: (published - model) / model time, %; med, p90, max: of |error|",
             f"# calibrated on: {', '.join(c.calibrated_on)}",
             *format_table(rows, _COLUMNS).splitlines(),
             f"# calibration rows: n={cal.n}, median {cal.median:.1f}%, p90 {cal.p90:.1f}%",
-            f"# held-out rows: n={held.n}, median {held.median:.1f}%, p90 {held.p90:.1f}%"]
+            f"# held-out rows: n={held.n}, median {held.median:.1f}%, p90 {held.p90:.1f}%",
+            "# across nodes, largest size, per GPU each way: published network rate; the "
+            "model's bounds", *nets]
