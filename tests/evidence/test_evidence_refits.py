@@ -65,7 +65,7 @@ def test_nccls_alltoall_constants_are_the_fit_on_the_calibration_tables() -> Non
     assert fitted.calibrated_on == shipped.calibrated_on == tuple(
         t["id"] for t in alltoall_tables()["tables"] if t["role"] == "calibrate")
     for name in ("base_us", "efficiency", "step_us", "net_base_us", "net_efficiency",
-                 "net_step_us"):
+                 "net_step_us", "net_proxy_us"):
         for p, v in getattr(fitted, name).items():
             assert getattr(shipped, name)[p] == pytest.approx(v, rel=1e-6, abs=1e-9), (name, p)
     assert 0.5 < shipped.efficiency["Simple"] <= 1.0

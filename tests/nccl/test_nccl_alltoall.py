@@ -15,6 +15,7 @@ from distlab.evidence.nccl.alltoall_judged import (
     alltoall_tables,
     fit_alltoall,
     judge_alltoall,
+    network_rates,
     table_fabric,
 )
 from distlab.judge.nccl_command import main as judge_main
@@ -85,6 +86,41 @@ def test_bandwidths_are_nccl_tests_and_time_grows_within_a_protocol(box: str, n:
         assert b.seconds >= a.seconds
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([2, 3]), st.sampled_from([8, 64]),
+       st.integers(min_value=1, max_value=1 << 34),
+       st.sampled_from([16 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10]),
+       st.sampled_from([12.5, 25.0, 50.0, 100.0, 200.0]))
+def test_across_nodes_the_network_is_the_slower_of_the_nics_and_the_proxy(
+        nodes: int, g: int, nbytes: int, chunk: int, nic: float) -> None:
+    box = "gb200_nvl72" if g == 64 else "b200_sxm8"
+    c = shipped_alltoall()
+    f = fabric(box, nodes * g, nodes=nodes, nic_gbps=nic, net_chunk_bytes=chunk)
+    big = fabric(box, nodes * g, nodes=nodes, nic_gbps=nic, net_chunk_bytes=512 << 10)
+    run, bigger = alltoall_times(f, [nbytes])[0], alltoall_times(big, [nbytes])[0]
+    lay = run.layout
+    if lay.protocol == "Simple":
+        assert lay.step_bytes == chunk
+        assert bigger.seconds <= run.seconds * (1 + 1e-12)  # a larger chunk: fewer proxy steps
+    proxy_us = lay.net_bytes / lay.step_bytes * c.net_proxy_us[lay.protocol]
+    wire_us = lay.net_bytes / (c.net_efficiency[lay.protocol] * nic * 1e3)
+    faster = fabric(box, nodes * g, nodes=nodes, nic_gbps=2 * nic, net_chunk_bytes=chunk)
+    again = alltoall_times(faster, [nbytes])[0]
+    assert again.seconds <= run.seconds * (1 + 1e-12)
+    if proxy_us >= 2 * wire_us:  # the proxy binds even at half the NIC time: more NIC buys nothing
+        assert again.seconds == pytest.approx(run.seconds, rel=1e-12)
+
+
+def test_chunk_size_moves_only_the_network_and_is_checked() -> None:
+    one = alltoall_times(fabric("b200_sxm8", 8, net_chunk_bytes=4096), [1 << 30])[0]
+    assert one.seconds == alltoall_times(fabric("b200_sxm8", 8), [1 << 30])[0].seconds
+    for bad in (1000, 1 << 20):
+        with pytest.raises(ValueError, match="net_chunk_bytes"):
+            fabric("b200_sxm8", 16, nodes=2, nic_gbps=50.0, net_chunk_bytes=bad)
+    for t in TABLES:  # the published NCCL_P2P_NET_CHUNKSIZE reaches the model, else NCCL's
+        assert table_fabric(t).net_chunk_bytes == t.get("p2p_net_chunksize", 128 << 10)
+
+
 def test_fabric_and_p2p_refuse_bad_input() -> None:
     with pytest.raises(ValueError, match="world_size"):
         fabric("b200_sxm8", 9)
@@ -115,6 +151,25 @@ def test_judgement_is_computed_from_the_model_and_the_tables() -> None:
     cal = ErrorSummary.of([e for j in judged.values() if j.role == "calibrate"
                            for e in j.errors_pct])
     assert cal.median <= 10.0  # in sample: the layout carries the shape, 3 constants the scale
+
+
+def test_network_rates_are_the_published_times_beside_the_models_two_bounds() -> None:
+    rates = {r.id: r for r in network_rates()}
+    c = shipped_alltoall()
+    assert set(rates) == {t["id"] for t in TABLES if t["nodes"] > 1}
+    for t in TABLES:
+        if t["id"] not in rates:
+            continue
+        r, f = rates[t["id"]], table_fabric(t)
+        row = max(t["rows"], key=lambda x: x["size"])
+        lay = alltoall_layout(f, row["size"])
+        assert r.published_gbps == pytest.approx(lay.net_bytes / row["time_us"] / 1e3)
+        assert r.proxy_gbps == pytest.approx(lay.step_bytes / c.net_proxy_us["Simple"] / 1e3)
+        assert r.nic_gbps == pytest.approx(f.nic_gbps * c.net_efficiency["Simple"])
+        assert r.chunk_bytes == f.net_chunk_bytes
+    cal = [r for r in rates.values() if r.id in c.calibrated_on]
+    for r in cal:  # fitted there: the slower bound is the published rate
+        assert min(r.nic_gbps, r.proxy_gbps) == pytest.approx(r.published_gbps, rel=0.05)
 
 
 def test_published_rows_are_consistent_and_sourced() -> None:
@@ -165,6 +220,8 @@ def test_judge_command_prints_each_table_and_writes_the_fit(tmp_path, capsys) ->
     held = ErrorSummary.of([e for j in judge_alltoall() if j.role == "held_out"
                             for e in j.errors_pct])
     assert f"# held-out rows: n={held.n}, median {held.median:.1f}%" in text
+    for r in network_rates():
+        assert f"#   {r.id:18} {r.published_gbps:5.1f} GB/s; NIC {r.nic_gbps:5.1f}" in text
     written = json.loads(out_path.read_text())["constants"]
     assert written["efficiency"]["Simple"] == pytest.approx(
         fit_alltoall().efficiency["Simple"], rel=1e-9)

@@ -40,10 +40,16 @@ Time of one call, microseconds (:func:`alltoall_times`): ``base + bytes over the
 (efficiency * link) + steps * batches * step_us``, per protocol, where the bytes over NVLink are
 those leaving the GPU (``S (n - 1) / n``, plus PXN's forwarding across nodes) against NCCL's own
 NVLink figure (:attr:`~distlab.nccl.boxes.GpuBox.nccl_link_gbps`), and across nodes the bytes for
-other nodes (``S (N - 1) / N``) against one NIC per GPU (an all-to-all's messages go to one NIC
-each: S. Jeaugey, NVIDIA/nccl-tests#267). ``base``, ``efficiency`` and ``step_us`` (per protocol,
-inside a domain and across nodes) are what no NCCL file states: :class:`AlltoallConstants`,
-calibrated on named published tables (:mod:`distlab.nccl.alltoall_fit`) and shipped in
+other nodes (``S (N - 1) / N``) against the slower of two: the GPU's NIC rate
+(:attr:`Fabric.nic_gbps`, every NIC the GPU's channels reach) and its **proxy**. NCCL moves
+network bytes one step at a time through one CPU proxy thread per GPU (``src/proxy.cc``
+progresses every network send and receive of the rank; ``src/transport/net.cc`` posts one
+``isend`` / ``irecv`` per step of ``NCCL_P2P_NET_CHUNKSIZE`` bytes), so a proxy that spends
+``net_proxy_us`` per step moves at most ``step bytes / net_proxy_us`` per direction, whatever the
+NICs: a larger ``NCCL_P2P_NET_CHUNKSIZE`` (:attr:`Fabric.net_chunk_bytes`) raises that bound.
+``base``, ``efficiency``, ``step_us`` and ``net_proxy_us`` (per protocol, inside a domain and
+across nodes) are what no NCCL file states: :class:`AlltoallConstants`, calibrated on named
+published tables (:mod:`distlab.evidence.nccl.alltoall_judged`) and shipped in
 ``alltoall_calibration.json``. Nothing here reads a published table.
 """
 
@@ -101,22 +107,27 @@ def _pow2_up(x: int) -> int:
 class Fabric:
     """Where the ranks of one all-to-all sit: ``nodes`` NVLink domains (an 8-GPU box, or a
     multi-node NVLink rack that NCCL treats as one node) of ``gpus_per_node`` GPUs of ``box``,
-    joined by one NIC of ``nic_gbps`` GB/s per GPU (bytes per second / 1e9, per direction;
-    unused on one node)."""
+    joined by ``nic_gbps`` GB/s of NIC per GPU (bytes per second / 1e9, per direction, all the
+    ports the GPU's channels reach; unused on one node), with ``net_chunk_bytes`` the run's
+    ``NCCL_P2P_NET_CHUNKSIZE`` (a Simple step across nodes, bytes)."""
 
     box: GpuBox
     nodes: int
     gpus_per_node: int
     nic_gbps: float = 0.0
+    net_chunk_bytes: int = NET_CHUNK_BYTES
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
 
 
-def fabric(box: BoxLike, world_size: int, *, nodes: int = 1, nic_gbps: float = 0.0) -> Fabric:
+def fabric(box: BoxLike, world_size: int, *, nodes: int = 1, nic_gbps: float = 0.0,
+           net_chunk_bytes: int = NET_CHUNK_BYTES) -> Fabric:
     """A :class:`Fabric` checked at the boundary: ``world_size`` GPUs in ``[2, nodes *
-    box.gpus]``, a multiple of ``nodes``; ``nic_gbps > 0`` when ``nodes > 1``."""
+    box.gpus]``, a multiple of ``nodes``; ``nic_gbps > 0`` when ``nodes > 1``;
+    ``net_chunk_bytes`` (``NCCL_P2P_NET_CHUNKSIZE``) a multiple of 4 KiB in ``[4 KiB,
+    NCCL_BUFFSIZE / NCCL_STEPS]`` (NCCL caps a step at its buffer's share)."""
     b = gpu_box(box)
     nodes = check_int("nodes", nodes, minimum=1)
     n = check_int("world_size", world_size, minimum=2, maximum=nodes * b.gpus)
@@ -124,7 +135,11 @@ def fabric(box: BoxLike, world_size: int, *, nodes: int = 1, nic_gbps: float = 0
         raise ValueError(f"world_size must be a multiple of nodes={nodes}, got {n}")
     if nodes > 1 and not (isinstance(nic_gbps, (int, float)) and 0 < nic_gbps <= 1000):
         raise ValueError(f"nic_gbps must be in (0, 1000] GB/s across nodes, got {nic_gbps!r}")
-    return Fabric(b, nodes, n // nodes, float(nic_gbps))
+    chunk = check_int("net_chunk_bytes", net_chunk_bytes, minimum=PART_ALIGN,
+                      maximum=DEFAULT_BUFFSIZE // NCCL_STEPS)
+    if chunk % PART_ALIGN:
+        raise ValueError(f"net_chunk_bytes must be a multiple of {PART_ALIGN}, got {chunk}")
+    return Fabric(b, nodes, n // nodes, float(nic_gbps), chunk)
 
 
 @dataclass(frozen=True)
@@ -135,7 +150,11 @@ class AlltoallConstants:
         base_us: fixed time of one call inside an NVLink domain, us.
         efficiency: the share of NCCL's NVLink figure the bytes move at, in (0, 1].
         step_us: time per step of one channel's part and batch inside a domain, us.
-        net_base_us, net_efficiency, net_step_us: the same across nodes (one NIC per GPU).
+        net_base_us, net_efficiency, net_step_us: the same across nodes, the efficiency
+            against the GPU's NIC rate.
+        net_proxy_us: across nodes, the proxy's time per step of network data (a step's
+            send and its receive), us: the network moves at most ``step bytes /
+            net_proxy_us`` per GPU (module doc).
         calibrated_on: the published tables they were fitted on.
     """
 
@@ -145,11 +164,13 @@ class AlltoallConstants:
     net_base_us: dict[str, float]
     net_efficiency: dict[str, float]
     net_step_us: dict[str, float]
+    net_proxy_us: dict[str, float]
     calibrated_on: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in ("base_us", "efficiency", "step_us", "net_base_us",
-                                               "net_efficiency", "net_step_us")} | {
+                                               "net_efficiency", "net_step_us",
+                                               "net_proxy_us")} | {
             "calibrated_on": list(self.calibrated_on)}
 
     @classmethod
@@ -162,7 +183,7 @@ class AlltoallConstants:
         on = d.get("calibrated_on", [])
         return cls(proto("base_us"), proto("efficiency"), proto("step_us"),
                    proto("net_base_us"), proto("net_efficiency"), proto("net_step_us"),
-                   tuple(str(x) for x in on) if isinstance(on, list) else ())
+                   proto("net_proxy_us"), tuple(str(x) for x in on) if isinstance(on, list) else ())
 
 
 @cache
@@ -187,6 +208,7 @@ class AlltoallLayout:
         channels_per_peer: NVLink peers' (across nodes: network peers') channel count.
         op_channels: channels one operation is split over.
         steps: steps of one channel's part.
+        step_bytes: data bytes one step carries (LL: half its step; Simple: the chunk).
         batches: batches of up to 8 operations each channel runs in turn.
         nvl_bytes: bytes over the GPU's NVLink (out), PXN's forwarding included.
         net_bytes: bytes over the GPU's NIC (out); 0 on one node.
@@ -198,6 +220,7 @@ class AlltoallLayout:
     channels_per_peer: int
     op_channels: int
     steps: int
+    step_bytes: int
     batches: int
     nvl_bytes: int
     net_bytes: int
@@ -232,7 +255,7 @@ def alltoall_layout(f: Fabric, nbytes: int, *, peers: int | None = None) -> Allt
     single = peers == 1
     m = nbytes if single else nbytes // n
     protocol = "LL" if m <= per_peer * LL_THRESHOLD_BYTES else "Simple"
-    chunk = min(NET_CHUNK_BYTES if multinode else NVL_CHUNK_BYTES, DEFAULT_BUFFSIZE // NCCL_STEPS)
+    chunk = min(f.net_chunk_bytes if multinode else NVL_CHUNK_BYTES, DEFAULT_BUFFSIZE // NCCL_STEPS)
     step = LL_BUFFER_BYTES // NCCL_STEPS if protocol == "LL" else chunk
     data_step = step // 2 if protocol == "LL" else step
     nch = _op_channels(m, cmin, per_peer, step, multinode)
@@ -247,7 +270,7 @@ def alltoall_layout(f: Fabric, nbytes: int, *, peers: int | None = None) -> Allt
         local = m * (g - 1)
         nvl = local + (remote * (g - 1) // g if multinode else 0)  # PXN forwards to the rail GPU
         net = remote
-    return AlltoallLayout(m, protocol, p2p, per_peer, nch, steps, batches, nvl, net)
+    return AlltoallLayout(m, protocol, p2p, per_peer, nch, steps, data_step, batches, nvl, net)
 
 
 @dataclass(frozen=True)
@@ -281,7 +304,8 @@ def _time_us(f: Fabric, lay: AlltoallLayout, c: AlltoallConstants) -> tuple[floa
     nvl_us = lay.nvl_bytes / (c.efficiency[p] * f.box.nccl_link_gbps * 1e3)
     if lay.net_bytes == 0:
         return c.base_us[p] + nvl_us + lay.steps * lay.batches * c.step_us[p], "nvlink"
-    net_us = lay.net_bytes / (c.net_efficiency[p] * f.nic_gbps * 1e3)
+    net_us = max(lay.net_bytes / (c.net_efficiency[p] * f.nic_gbps * 1e3),
+                 lay.net_bytes / lay.step_bytes * c.net_proxy_us[p])
     bound = "network" if net_us >= nvl_us else "nvlink"
     return (c.net_base_us[p] + max(net_us, nvl_us) + lay.steps * lay.batches * c.net_step_us[p],
             bound)
@@ -314,7 +338,7 @@ def p2p_time(f: Fabric, nbytes: int, *, cross_node: bool,
                          f"nic_gbps={f.nic_gbps!r}")
     g = f if cross_node == (f.nodes > 1) else Fabric(
         f.box, 2 if cross_node else 1, 1 if cross_node else max(2, f.gpus_per_node),
-        f.nic_gbps)
+        f.nic_gbps, f.net_chunk_bytes)
     lay = alltoall_layout(g, nbytes, peers=1)
     us, bound = _time_us(g, lay, c) if nbytes else (0.0, "none")
     return AlltoallRun(nbytes, 2, lay, us * 1e-6, bound, "sendrecv")
