@@ -15,6 +15,9 @@ runs the model prices too slow? Not shipped.
    25.11), so the fitted share is the NCCL dispatcher's and stays 0.08.
 3. For the runs whose expert-parallel group fits in one node, the end-to-end share of NVLink
    each would need to be priced exactly (a diagnosis, not a fit).
+4. Found on the way: the runs whose configuration sets ``moe_a2a_overlap`` marked
+   ``ep_overlap``, every run alltoall as shipped, the share chosen again on calibration from
+   ``LINK_SHARE_GRID`` (``fit_moe_rate``'s rule).
 
 The pricing is swapped in for ``distlab.plan.dimensions.moe_layer_a2a_seconds`` run by run.
 """
@@ -24,9 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import distlab.plan.dimensions as dimensions
-from distlab.evidence.plan.judged_moe import judge_moe
+from distlab.evidence.plan.judged_moe import LINK_SHARE_GRID, judge_moe
 from distlab.evidence.plan.published_moe import (
     MoeRunInputs,
     columns_disagree,
@@ -184,6 +188,42 @@ def main() -> None:
             f = network_row_fraction(i.model.experts, i.model.top_k, span.nodes)
             print(f"    {i.run.id:36s} {i.model.experts} experts top-{i.model.top_k} over "
                   f"{span.nodes} nodes: {f:.2f}")
+    overlap_check()
+
+
+OVERLAP_IN_CONFIG = ("mb2511_h100_qwen3_235b_a22b", "mb2511_b200_qwen3_235b_a22b",
+                     "mb2602_h100_qwen3_235b_a22b", "mb2509_h100_deepseek_v3",
+                     "mb2602_h100_qwen3_30b_a3b")
+"""Runs whose Megatron Bridge performance config sets ``moe_a2a_overlap`` (``A2A_1F1B`` in
+25.09's ``run_script.py``) where the data has no ``ep_overlap``."""
+
+
+def overlap_check() -> None:
+    """Item 4 of the module docstring, printed."""
+    aside = columns_disagree()
+    inputs = []
+    for run in load_moe_runs():
+        i = moe_run_inputs(run)
+        if run.id in OVERLAP_IN_CONFIG:
+            i = replace(i, layout=i.layout.with_(ep_overlap=True))
+        inputs.append(i)
+    best = None
+    for share in LINK_SHARE_GRID:
+        rate = replace(shipped_rate(), a2a_link_share=share)
+        errs = {i.run.id: error_pct(i.run.measured_step_s(),
+                                    step_time(i.model, i.layout, i.hw, rate=rate,
+                                              simulate_pipeline=False).step_s) for i in inputs}
+        s = {split: ErrorSummary.of([errs[i.run.id] for i in inputs
+                                     if i.run.split == split and i.run.id not in aside])
+             for split in ("calibration", "held_out")}
+        key = (s["calibration"].median, s["calibration"].p90)
+        if best is None or key < best[0]:
+            best = (key, share, s)
+    assert best is not None
+    _, share, s = best
+    print(f"\nThe {len(OVERLAP_IN_CONFIG)} runs whose config overlaps the all-to-all marked "
+          f"ep_overlap, share refit {share:g}:")
+    print("    " + "   ".join(f"{k:11s} {v.median:5.1f} / {v.p90:5.1f}" for k, v in s.items()))
 
 
 if __name__ == "__main__":
