@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 from distlab.evidence.plan import judged_moe
 from distlab.evidence.plan.published_moe import (
     COLUMNS_AGREE,
+    DISPATCHERS,
     SameLayout,
     columns_disagree,
     load_moe_runs,
+    moe_run_inputs,
     same_layouts,
 )
 
@@ -57,6 +59,35 @@ def test_same_layouts_pair_the_releases_that_published_one_layout() -> None:
     floors = {frozenset(r.id for r in g.runs): g.floor_pct for g in groups}
     assert round(floors[frozenset({"mb2511_h100_qwen3_30b_a3b",
                                    "mb2509_h100_qwen3_30b_a3b"})], 1) == 33.1
+
+
+def test_each_run_records_the_dispatcher_its_source_configures() -> None:
+    """Megatron Bridge 25.11's rows (the calibration split) all ran the NCCL all-to-all
+    dispatcher; the flex dispatcher ran DeepEP for 25.09's H100 DeepSeek-V3, 26.02's H100
+    Qwen3-30B-A3B and every Model Zoo row, Hybrid-EP for 26.02's B200 DeepSeek-V3; no
+    token-drop run uses the flex dispatcher (Megatron Bridge's token drop requires alltoall)."""
+    runs = load_moe_runs()
+    flex = {r.id: r.dispatcher for r in runs if r.dispatcher != "alltoall"}
+    assert flex == {"mb2509_h100_deepseek_v3": "deepep", "mb2602_h100_qwen3_30b_a3b": "deepep",
+                    "mb2602_b200_deepseek_v3": "hybridep",
+                    "mz_qwen3_235b_tp2_ep32_pp8": "deepep",
+                    "mz_qwen3_235b_tp2_ep32_pp8_overlap": "deepep",
+                    "mz_qwen3_235b_tp2_ep8_fsdp": "deepep", "mz_qwen3_235b_tp4_ep8_pp8": "deepep"}
+    assert all(r.dispatcher in DISPATCHERS for r in runs)
+    assert all(r.dispatcher == "alltoall" for r in runs if r.split == "calibration")
+    assert all(r.dispatcher == "alltoall" for r in runs if r.routing == "tokendrop")
+    for r in runs:   # each source says where its dispatchers are stated
+        assert "dispatcher" in r.source.how.lower()
+
+
+def test_the_dispatcher_is_recorded_not_priced() -> None:
+    """A run's dispatcher changes neither its layout key (the same layout across releases stays
+    one layout) nor the planner's inputs: every run is priced as the NCCL dispatcher's."""
+    runs = load_moe_runs()
+    run = next(r for r in runs if r.dispatcher == "alltoall" and r.split == "calibration")
+    other = replace(run, dispatcher="deepep")
+    assert other.layout_key == run.layout_key
+    assert moe_run_inputs(other).layout == moe_run_inputs(run).layout
 
 
 @settings(max_examples=60, deadline=None)

@@ -25,8 +25,8 @@ from distlab.plan.layout import Hardware, Layout, hardware
 from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.vocabulary import error_pct
 
-__all__ = ["COLUMNS_AGREE", "ROUTINGS", "MoeRun", "MoeRunInputs", "MoeSource", "SameLayout",
-           "columns_disagree", "load_moe_runs", "moe_run_inputs", "same_layouts"]
+__all__ = ["COLUMNS_AGREE", "DISPATCHERS", "ROUTINGS", "MoeRun", "MoeRunInputs", "MoeSource",
+           "SameLayout", "columns_disagree", "load_moe_runs", "moe_run_inputs", "same_layouts"]
 
 _DATA = "data/published_moe_runs.json"
 SPLITS = ("calibration", "held_out")
@@ -34,15 +34,26 @@ ROUTINGS = ("dropless", "tokendrop")
 """How a run's MoE layers route (its ``routing``): ``"dropless"`` (Megatron-Core's default, and
 every run whose source says nothing) or ``"tokendrop"`` (a capacity factor, the experts' input
 padded to capacity: Megatron Bridge's ``apply_moe_token_drop``), with its ``capacity_factor``."""
+DISPATCHERS = ("alltoall", "deepep", "hybridep")
+"""The expert-parallel token dispatcher a run's source configures (its ``dispatcher``):
+``"alltoall"`` (Megatron-Core's all-to-all token dispatcher over NCCL, the default of every
+Megatron Bridge model provider, and what a run whose configuration names no flex backend ran)
+or Megatron-Core's flex dispatcher with the ``"deepep"`` (DeepEP's normal kernels) or
+``"hybridep"`` (NVIDIA's Hybrid-EP) backend. Recorded, not priced: the planner prices every
+run's all-to-all as the NCCL dispatcher's, whose share of NVLink the calibration runs (all
+``"alltoall"``) fit; priced at DeepEP's and Hybrid-EP's published bandwidths instead, the
+held-out p90 got worse (``results/moe-dispatcher-2026-11-28/``)."""
 COLUMNS_AGREE = 0.10
 """How far (a fraction) a run's own two columns may imply a different number of FLOPs per token
 than the median of its model's other runs at the same sequence length before
 :func:`columns_disagree` sets it aside: a source publishes tokens/s per GPU beside model
 TFLOP/s per GPU, whose ratio is the FLOPs per token the source counts, a property of the model
 and sequence length alone. The Megatron Bridge rows agree to within 0.5%; one disagrees by 2x."""
-_NOT_LAYOUT = frozenset({"id", "source", "measured", "derived", "routing", "capacity_factor"})
+_NOT_LAYOUT = frozenset({"id", "source", "measured", "derived", "routing", "capacity_factor",
+                         "dispatcher"})
 """The fields of a :class:`MoeRun` that say where it comes from or what it measured, not what
-it ran, and how it routes (:attr:`MoeRun.layout_key`)."""
+it ran, how it routes and which token dispatcher moved its tokens
+(:attr:`MoeRun.layout_key`)."""
 PRECISION = "mixed-fp32-grads"
 """The model states of every run (Megatron-Core: 16-bit parameters, fp32 gradients and Adam
 states), sharded by its distributed optimizer (ZeRO 1) unless the run states FSDP."""
@@ -64,7 +75,9 @@ class MoeSource:
 class MoeRun:
     """One published run as its source states it (the file's ``about`` defines the fields);
     ``measured`` holds ``tokens_per_s_per_gpu`` or ``step_s``; ``routing`` one of
-    :data:`ROUTINGS`, ``capacity_factor`` the token-drop run's (``None`` for a dropless one)."""
+    :data:`ROUTINGS`, ``capacity_factor`` the token-drop run's (``None`` for a dropless one);
+    ``dispatcher`` the token dispatcher its source's configuration names, one of
+    :data:`DISPATCHERS` (``"alltoall"``, Megatron-Core's default, where it names none)."""
 
     id: str
     source: MoeSource
@@ -88,6 +101,7 @@ class MoeRun:
     fsdp: bool = False
     routing: str = "dropless"
     capacity_factor: float | None = None
+    dispatcher: str = "alltoall"
 
     @property
     def split(self) -> str:
@@ -119,9 +133,9 @@ class MoeRun:
     @property
     def layout_key(self) -> tuple[object, ...]:
         """Everything that defines the run's parallel layout and work (not its source or
-        result, nor its ``routing`` and ``capacity_factor``: the same layout published
-        dropless by one release and with token drop by another is one layout here, so
-        :func:`same_layouts` shows what the routing alone leaves apart)."""
+        result, nor its ``routing``, ``capacity_factor`` and ``dispatcher``: the same layout
+        published dropless by one release and with token drop by another is one layout here,
+        so :func:`same_layouts` shows what the routing and the software alone leave apart)."""
         return tuple(getattr(self, f.name) for f in fields(self) if f.name not in _NOT_LAYOUT)
 
 
@@ -156,6 +170,9 @@ def load_moe_runs() -> tuple[MoeRun, ...]:
         run = MoeRun(source=sources[key], **fields)
         if run.routing not in ROUTINGS:
             raise ValueError(f"run {run.id}: routing {run.routing!r} is not one of {ROUTINGS}")
+        if run.dispatcher not in DISPATCHERS:
+            raise ValueError(f"run {run.id}: dispatcher {run.dispatcher!r} is not one of "
+                             f"{DISPATCHERS}")
         if (run.routing == "tokendrop") != (run.capacity_factor is not None):
             raise ValueError(f"run {run.id}: a capacity_factor goes with routing 'tokendrop' "
                              "and only with it")
@@ -172,7 +189,8 @@ def moe_run_inputs(run: MoeRun) -> MoeRunInputs:
     Interleaved1F1B with ``vp > 1``, else 1F1B; cuDNN's attention (Transformer Engine's
     choice on Hopper and later); its routing (token drop: its capacity factor,
     ``Layout.expert_capacity``; dropless: ``None``); its GPUs in nodes of 8 over the box's usual
-    network."""
+    network. Its ``dispatcher`` is not an input: every run's all-to-all is priced as the NCCL
+    dispatcher's (:data:`DISPATCHERS`)."""
     model = model_spec(run.model, seq_len=run.seq_len)
     layout = Layout(dp=run.dp, tp=run.tp, pp=run.pp, cp=run.cp, ep=run.ep, etp=run.etp,
                     zero=3 if run.fsdp else 1, sequence_parallel=run.tp > 1,
