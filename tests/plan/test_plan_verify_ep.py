@@ -7,6 +7,8 @@ the parameters of the whole decoder trained in one process on every rank's batch
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from distlab import launch
@@ -19,7 +21,22 @@ from helpers.verify_ep_targets import ep_step_vs_one_process
 TINY_MOE = ModelSpec("tiny-moe", 2, 64, 4, 128, 16, kv_heads=2, ffn_hidden=128, gated_ffn=True,
                      experts=8, top_k=2, expert_ffn=32, shared_experts=1, dense_layers=1)
 
+TINY_MOE_4 = replace(TINY_MOE, name="tiny-moe-4", layers=4)   # a dense layer, then three MoE
+
 TOL = 1e-4   # relative to each tensor's largest element (fp32 sums in another order)
+
+
+def _equal_to_one_process(out: list[dict[str, float]], layout: Layout) -> None:
+    """Every rank's gradients and parameters within :data:`TOL` of one process's, each rank
+    holding experts; the loss equal on every rank that computes one (under a pipeline, the
+    ranks of the last stage: one per data-parallel rank)."""
+    with_loss = [d["loss"] for d in out if "loss" in d]
+    assert len(with_loss) == layout.dp
+    assert max(with_loss) < 1e-5, with_loss
+    for rank, diffs in enumerate(out):
+        assert any(k.startswith("grad ") and ".moe.experts." in k for k in diffs), rank
+        bad = {k: v for k, v in diffs.items() if k != "loss" and v > TOL}
+        assert not bad, (rank, bad)
 
 
 @pytest.mark.parametrize("layout", [
@@ -35,21 +52,37 @@ def test_an_expert_parallel_verify_step_equals_one_process(layout: Layout) -> No
     with no_leaks():
         out = launch.run(ep_step_vs_one_process, layout.gpus, args=(TINY_MOE, layout),
                          timeout=240)
-    for rank, diffs in enumerate(out):
-        assert diffs["loss"] < 1e-5, (rank, diffs["loss"])
-        assert any(k.startswith("grad layers.1.moe.experts") for k in diffs)
-        bad = {k: v for k, v in diffs.items() if k != "loss" and v > TOL}
-        assert not bad, (rank, bad)
+    _equal_to_one_process(out, layout)
+
+
+@pytest.mark.parametrize("layout", [
+    Layout(dp=2, pp=2, ep=2, zero=3, global_batch=4),                           # FSDP2, 1F1B
+    Layout(dp=2, pp=2, ep=2, zero=0, schedule="Interleaved1F1B", stages_per_rank=2,
+           global_batch=4),                                     # DDP, two stages a rank
+    Layout(dp=2, pp=2, ep=2, zero=1, schedule="GPipe", global_batch=4),         # two ZeROs
+    Layout(dp=2, pp=2, ep=2, zero=2, schedule="ZBVZeroBubble", stages_per_rank=2,
+           global_batch=4),                                     # a V, the backward split
+], ids=lambda lay: lay.label)
+def test_an_expert_parallel_pipeline_verify_step_equals_one_process(layout: Layout) -> None:
+    # each stage's experts split over its ep ranks, their all-to-alls inside the schedule
+    with no_leaks():
+        out = launch.run(ep_step_vs_one_process, layout.gpus, args=(TINY_MOE_4, layout),
+                         timeout=240)
+    _equal_to_one_process(out, layout)
 
 
 @pytest.mark.parametrize(("layout", "match"), [
     (Layout(dp=2, tp=2, ep=2, zero=3, global_batch=2),
      "expert parallelism is not run with tp=2"),
-    (Layout(dp=2, pp=2, ep=2, zero=3, global_batch=2),
-     "expert parallelism is not run with pp=2"),
+    (Layout(dp=2, tp=2, pp=2, ep=2, zero=3, global_batch=2),
+     "expert parallelism is not run with tp=2"),
+    (Layout(dp=2, pp=2, ep=2, zero=0, schedule="InterleavedZeroBubble", stages_per_rank=2,
+            global_batch=4), "DDP never averages them"),
+    (Layout(dp=2, pp=2, zero=1, schedule="ZBVZeroBubble", stages_per_rank=2, global_batch=4),
+     "ZeRO 1 with dp=2 is not run under ZBVZeroBubble"),
 ])
 def test_what_expert_parallel_verify_does_not_run_is_one_line(layout: Layout,
                                                                match: str) -> None:
     reason = unsupported_reason(layout)
     assert reason is not None and match in reason and "\n" not in reason
-    assert unsupported_reason(layout.with_(zero=3, tp=1, pp=1)) is None
+    assert unsupported_reason(layout.with_(zero=3, tp=1)) is None

@@ -30,9 +30,18 @@ ranks, and the rest of each block is sharded over ``mesh["dp"]``; for ZeRO 0 and
 ``mesh["dp"]`` ignores the experts, whose gradients are all-reduced over ``mesh["edp"]`` and
 divided by ``dp`` (ZeRO 1: one ``ZeroRedundancyOptimizer`` over the rest on ``mesh["dp"]``,
 one over the experts on ``mesh["edp"]``). Either way every parameter's gradient is that of
-the mean loss over all data-parallel ranks, as at ``ep = 1``. :func:`unsupported_reason` says,
-before anything starts, what is not run: context parallelism (torch's ``context_parallel`` is
-experimental), and expert parallelism with tensor parallelism or a pipeline.
+the mean loss over all data-parallel ranks, as at ``ep = 1``. Under a pipeline the same holds
+stage by stage: each stage's experts are split over the ``ep`` ranks of its ``mesh["ep"]``
+(the data-parallel ranks of that stage, which run the same schedule, so their all-to-alls
+meet in the same order), the stages wrapped as the whole model is at ``pp = 1``.
+
+Pipeline stages sit on ranks as torch's schedule places them: one per rank, looped
+(``pp_rank + pp * j``), or in a V for ZBV and DualPipeV (``pp_rank`` and
+``2 * pp - 1 - pp_rank``). :func:`unsupported_reason` says, before anything starts, what is
+not run: context parallelism (torch's ``context_parallel`` is experimental), expert
+parallelism with tensor parallelism, and ZeRO 0/1 (DDP) over ``dp > 1`` under a schedule that
+splits the backward (torch's pipelining computes those weight gradients with
+``torch.autograd.grad``, outside the hooks DDP averages them in).
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from distlab._checks import check_choice, check_instance, check_int
+from distlab.pipeline_parallel.schedules.registry import schedule_info
 from distlab.plan.layout import Layout
 from distlab.plan.partition import layers_per_stage
 from distlab.plan.verify.decoder import Decoder, build_decoder, gqa_in_kernel, init_parameters
@@ -125,13 +135,21 @@ def unsupported_reason(layout: Layout) -> str | None:
     if layout.cp > 1:
         return ("context parallelism is not run: torch's context_parallel is experimental "
                 "(the layout is priced, not verified)")
-    if layout.ep > 1:
-        other = [f"{d}={getattr(layout, d)}" for d in ("tp", "pp") if getattr(layout, d) > 1]
-        if other:
-            return (f"expert parallelism is not run with {' and '.join(other)}: verify "
-                    "composes ep with data parallelism only (the layout is priced, not "
-                    "verified; ep with dp runs)")
+    if layout.pp > 1 and layout.zero in (0, 1) and layout.dp > 1 and _splits_backward(layout):
+        return (f"ZeRO {layout.zero} with dp={layout.dp} is not run under {layout.schedule}: "
+                "torch's pipelining computes its split backward's weight gradients outside "
+                "autograd's hooks, so DDP never averages them (the layout is priced, not "
+                "verified; use zero=2 or 3, or a schedule that does not split the backward)")
+    if layout.ep > 1 and layout.tp > 1:
+        return (f"expert parallelism is not run with tp={layout.tp}: verify composes ep with "
+                "data parallelism and pipelines only (the layout is priced, not verified; "
+                "ep with dp and pp runs)")
     return None
+
+
+def _splits_backward(layout: Layout) -> bool:
+    """Whether ``layout``'s pipeline schedule runs its backward as input then weight."""
+    return schedule_info(layout.schedule).splits_backward
 
 
 @dataclass(frozen=True)
@@ -336,6 +354,12 @@ def _mesh(layout: Layout, device: torch.device) -> dict[str, Any]:
     return out
 
 
+def _expert_names(mod: nn.Module) -> list[str]:
+    """The module names of the routed experts of every MoE layer of ``mod`` (a decoder or a
+    :class:`Stage`)."""
+    return [f"layers.{i}.moe.experts" for i, b in enumerate(mod.layers) if hasattr(b, "moe")]
+
+
 def _expert_parallel(mod: nn.Module, mesh: Any) -> list[str]:
     """Split every MoE layer's routed experts of ``mod`` over ``mesh["ep"]``
     (:class:`distlab.moe.ExpertParallel`, each rank keeping its slice of its own weights: on
@@ -344,10 +368,21 @@ def _expert_parallel(mod: nn.Module, mesh: Any) -> list[str]:
 
     from distlab.moe import ExpertParallel
 
-    names = [f"layers.{i}.moe.experts" for i, b in enumerate(mod.layers) if hasattr(b, "moe")]
+    names = _expert_names(mod)
     parallelize_module(mod, mesh["ep"], dict.fromkeys(names, ExpertParallel()),
                        src_data_rank=None)
     return names
+
+
+def _stage_ids(layout: Layout, pp_rank: int) -> list[int]:
+    """The pipeline stages pipeline rank ``pp_rank`` holds, as torch's schedule of
+    ``layout.schedule`` places them: looped (``pp_rank + pp * j``), or in a V (ZBV, DualPipeV:
+    ``pp_rank`` down, ``2 * pp - 1 - pp_rank`` back up)."""
+    if layout.stages_per_rank == 1:
+        return [pp_rank]
+    if schedule_info(layout.schedule).style == "v":
+        return [pp_rank, 2 * layout.pp - 1 - pp_rank]
+    return [pp_rank + layout.pp * j for j in range(layout.stages_per_rank)]
 
 
 def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
@@ -363,8 +398,7 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
     if lay.pp > 1:
         split = layers_per_stage(spec.layers, lay.stages)
         starts = [sum(split[:i]) for i in range(lay.stages)]
-        ids = ([pp_rank + lay.pp * j for j in range(lay.stages_per_rank)]
-               if lay.stages_per_rank > 1 else [pp_rank])
+        ids = _stage_ids(lay, pp_rank)
         modules: list[nn.Module] = [
             Stage(full, starts[s], starts[s] + split[s], is_first=s == 0,
                   is_last=s == lay.stages - 1) for s in ids]
@@ -411,11 +445,13 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
             raise ValueError("ZeRO 0/1 with tensor parallelism is not run by verify "
                              "(torch's DDP does not take DTensor parameters): use zero=3")
         group = mesh["dp"].get_group() if mesh is not None else None
-        if experts:   # DDP averages the rest; the experts are reduced over edp by the step
-            (mod,) = modules
-            ignored = [f"{name}.{w}" for name in experts for w in ("w1", "w2", "w3")]
-            DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(mod, ignored)
-            built.expert_params = [mod.get_parameter(n) for n in ignored]
+        if lay.ep > 1:   # DDP averages the rest; the experts are reduced over edp by the step
+            for mod in modules:
+                ignored = [f"{name}.{w}" for name in _expert_names(mod)
+                           for w in ("w1", "w2", "w3")]
+                DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(mod,
+                                                                                    ignored)
+                built.expert_params += [mod.get_parameter(n) for n in ignored]
             built.expert_group = mesh["edp"].get_group()
             built.dp_group = group
             built.expert_divide = lay.dp
@@ -579,8 +615,9 @@ def _attention_kernel(case: VerifyCase, device: torch.device) -> Iterator[None]:
 
 def _train_step(case: VerifyCase, built: _Built, opt: Any,
                 device: torch.device, meter: Any, step: int, clock: _Clock) -> float | None:
-    """One optimizer step of ``built``; the rank's loss (the mean over its rows), or ``None``
-    under a pipeline."""
+    """One optimizer step of ``built``; the rank's loss (the mean over its rows), or, under a
+    pipeline, the mean of the last stage's microbatch losses on the rank that holds it and
+    ``None`` on the others."""
     lay = case.layout
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
                 if lay.zero in (0, 1) and case.dtype == "bf16" else nullcontext())
@@ -597,6 +634,8 @@ def _train_step(case: VerifyCase, built: _Built, opt: Any,
                 kwargs["target"] = target
                 kwargs["losses"] = []
             built.schedule.step(*((ids,) if first else ()), **kwargs)
+            if last:
+                total = torch.stack([_whole(x.detach()) for x in kwargs["losses"]]).mean()
         clock.mark("forward+backward")
     else:
         model = built.modules[0]
@@ -622,6 +661,11 @@ def _train_step(case: VerifyCase, built: _Built, opt: Any,
         opt.zero_grad(set_to_none=True)
     clock.mark("optimizer")
     return None if total is None else float(total)
+
+
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a plain tensor (a replicated ``DTensor``, as ``loss_parallel`` gives, whole)."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def _reduce_expert_grads(built: _Built) -> None:
