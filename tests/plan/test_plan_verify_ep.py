@@ -1,9 +1,11 @@
 """``--verify`` with expert parallelism (``ep > 1``) trains the model it trains at ``ep = 1``:
 one verify step of an expert-parallel layout on gloo ranks (the experts split by
 ``ExpertParallel`` over ``ep``, sharded by FSDP2 over the expert-data-parallel ranks or
-reduced over them under DDP, their states sharded
-over them under ZeRO 1) gives each rank the loss, the gradients and, after one AdamW step,
-the parameters of the whole decoder trained in one process on every rank's batch (fp32)."""
+reduced over them under DDP, their states sharded over them under ZeRO 1; under a pipeline,
+each stage's experts so, the all-to-alls inside torch's schedules) gives each rank the loss
+(under a pipeline, each last-stage rank), the gradients and, after one AdamW step, the
+parameters of the whole decoder trained in one process on every rank's batch (fp32). What it
+does not run (ep with tp, DDP under a split backward) is refused in one line."""
 
 from __future__ import annotations
 
@@ -75,14 +77,16 @@ def test_an_expert_parallel_pipeline_verify_step_equals_one_process(layout: Layo
     (Layout(dp=2, tp=2, ep=2, zero=3, global_batch=2),
      "expert parallelism is not run with tp=2"),
     (Layout(dp=2, tp=2, pp=2, ep=2, zero=3, global_batch=2),
-     "expert parallelism is not run with tp=2"),
+     "expert parallelism is not run with tp=2: verify does not split each expert's"),
+    (Layout(dp=2, tp=2, ep=2, etp=1, zero=3, global_batch=2),
+     "verify does not keep whole experts on every tp rank"),
     (Layout(dp=2, pp=2, ep=2, zero=0, schedule="InterleavedZeroBubble", stages_per_rank=2,
             global_batch=4), "DDP never averages them"),
     (Layout(dp=2, pp=2, zero=1, schedule="ZBVZeroBubble", stages_per_rank=2, global_batch=4),
      "ZeRO 1 with dp=2 is not run under ZBVZeroBubble"),
 ])
-def test_what_expert_parallel_verify_does_not_run_is_one_line(layout: Layout,
-                                                               match: str) -> None:
+def test_what_verify_does_not_run_with_experts_or_a_pipeline_is_one_line(layout: Layout,
+                                                                         match: str) -> None:
     reason = unsupported_reason(layout)
     assert reason is not None and match in reason and "\n" not in reason
     assert unsupported_reason(layout.with_(zero=3, tp=1)) is None

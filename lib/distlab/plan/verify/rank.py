@@ -141,9 +141,12 @@ def unsupported_reason(layout: Layout) -> str | None:
                 "autograd's hooks, so DDP never averages them (the layout is priced, not "
                 "verified; use zero=2 or 3, or a schedule that does not split the backward)")
     if layout.ep > 1 and layout.tp > 1:
-        return (f"expert parallelism is not run with tp={layout.tp}: verify composes ep with "
-                "data parallelism and pipelines only (the layout is priced, not verified; "
-                "ep with dp and pp runs)")
+        how = ("split each expert's matrices over tp (etp=tp)" if layout.etp is None
+               else "keep whole experts on every tp rank with each tp rank dispatching its "
+                    "share of the routed tokens (etp=1)")
+        return (f"expert parallelism is not run with tp={layout.tp}: verify does not {how}; "
+                "it composes ep with data parallelism and pipelines only (the layout is "
+                "priced, not verified)")
     return None
 
 
