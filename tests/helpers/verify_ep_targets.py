@@ -71,7 +71,7 @@ def ep_step_vs_one_process(rank: int, world_size: int, spec: ModelSpec,
     held = _held(built, spec, layout)
     ref = build_decoder(spec, device="cpu", seed=1)      # another seed than the build's
     whole = dict(ref.named_parameters())
-    ep_rank = built.dp_rank % layout.ep
+    ep_rank = built.ep_rank
     with torch.no_grad():
         for n, p in held.items():
             local = p.to_local() if hasattr(p, "to_local") else p

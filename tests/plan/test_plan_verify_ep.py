@@ -4,8 +4,10 @@ one verify step of an expert-parallel layout on gloo ranks (the experts split by
 reduced over them under DDP, their states sharded over them under ZeRO 1; under a pipeline,
 each stage's experts so, the all-to-alls inside torch's schedules) gives each rank the loss
 (under a pipeline, each last-stage rank), the gradients and, after one AdamW step, the
-parameters of the whole decoder trained in one process on every rank's batch (fp32). What it
-does not run (ep with tp, DDP under a split backward) is refused in one line."""
+parameters of the whole decoder trained in one process on every rank's batch (fp32); with tp,
+as torchtitan with etp=1 (whole experts, each tp rank dispatching its share of the tokens).
+What it does not run (experts split over tp, DDP under a split backward) is refused in one
+line."""
 
 from __future__ import annotations
 
@@ -31,9 +33,9 @@ TOL = 1e-4   # relative to each tensor's largest element (fp32 sums in another o
 def _equal_to_one_process(out: list[dict[str, float]], layout: Layout) -> None:
     """Every rank's gradients and parameters within :data:`TOL` of one process's, each rank
     holding experts; the loss equal on every rank that computes one (under a pipeline, the
-    ranks of the last stage: one per data-parallel rank)."""
+    ranks of the last stage: one per data-parallel and tensor-parallel rank)."""
     with_loss = [d["loss"] for d in out if "loss" in d]
-    assert len(with_loss) == layout.dp
+    assert len(with_loss) == layout.dp * layout.tp
     assert max(with_loss) < 1e-5, with_loss
     for rank, diffs in enumerate(out):
         assert any(k.startswith("grad ") and ".moe.experts." in k for k in diffs), rank
@@ -73,13 +75,33 @@ def test_an_expert_parallel_pipeline_verify_step_equals_one_process(layout: Layo
     _equal_to_one_process(out, layout)
 
 
+@pytest.mark.parametrize("layout", [
+    Layout(tp=2, ep=2, etp=1, zero=3, sequence_parallel=True, global_batch=2),
+    Layout(tp=2, ep=2, etp=1, zero=3, micro_batch=2, global_batch=2),        # no SP
+    Layout(dp=2, tp=2, ep=2, etp=1, zero=3, global_batch=4),      # experts FSDP over edp 2
+    Layout(dp=2, tp=2, ep=4, etp=1, zero=2, sequence_parallel=True,
+           global_batch=4),                                       # ep borrows tp and dp
+    Layout(tp=2, pp=2, ep=2, etp=1, zero=3, sequence_parallel=True, global_batch=2),
+], ids=lambda lay: lay.label)
+def test_expert_parallelism_borrowing_tp_equals_one_process(layout: Layout) -> None:
+    # etp=1, as torchtitan: whole experts, each tp rank routing and dispatching its share of
+    # the batch * seq tokens (no token twice), the MoE outputs summed over tp
+    with no_leaks():
+        out = launch.run(ep_step_vs_one_process, layout.gpus, args=(TINY_MOE_4, layout),
+                         timeout=240)
+    _equal_to_one_process(out, layout)
+
+
 @pytest.mark.parametrize(("layout", "match"), [
     (Layout(dp=2, tp=2, ep=2, zero=3, global_batch=2),
      "expert parallelism is not run with tp=2"),
     (Layout(dp=2, tp=2, pp=2, ep=2, zero=3, global_batch=2),
-     "expert parallelism is not run with tp=2: verify does not split each expert's"),
-    (Layout(dp=2, tp=2, ep=2, etp=1, zero=3, global_batch=2),
-     "verify does not keep whole experts on every tp rank"),
+     "expert parallelism is not run with tp=2 and etp=tp: verify does not split each "
+     "expert's matrices over tp"),
+    (Layout(dp=2, tp=4, ep=2, etp=1, zero=3, global_batch=2),
+     "ep=2 not a multiple of tp=4"),
+    (Layout(dp=2, tp=2, ep=2, etp=1, zero=0, global_batch=2),
+     "ZeRO 0 with tp=2 is not run"),
     (Layout(dp=2, pp=2, ep=2, zero=0, schedule="InterleavedZeroBubble", stages_per_rank=2,
             global_batch=4), "DDP never averages them"),
     (Layout(dp=2, pp=2, zero=1, schedule="ZBVZeroBubble", stages_per_rank=2, global_batch=4),
