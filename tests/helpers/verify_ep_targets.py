@@ -58,7 +58,7 @@ def _held(built: vr._Built, spec: ModelSpec, layout: Layout) -> dict[str, torch.
             n = _name(name)
             if n.startswith("layers."):
                 k, rest = n.removeprefix("layers.").split(".", 1)
-                n = f"layers.{first + int(k)}.{rest}"
+                n = f"layers.{first + int(k)}.{rest.removeprefix('block.')}"  # recompute's
             out[n] = p
     return out
 

@@ -62,7 +62,7 @@ def test_an_expert_parallel_verify_step_equals_one_process(layout: Layout) -> No
 @pytest.mark.parametrize("layout", [
     Layout(dp=2, pp=2, ep=2, zero=3, global_batch=4),                           # FSDP2, 1F1B
     Layout(dp=2, pp=2, ep=2, zero=0, schedule="Interleaved1F1B", stages_per_rank=2,
-           global_batch=4),                                     # DDP, two stages a rank
+           global_batch=4, recompute="op"),                     # DDP, two stages a rank
     Layout(dp=2, pp=2, ep=2, zero=1, schedule="GPipe", global_batch=4),         # two ZeROs
     Layout(dp=2, pp=2, ep=2, zero=2, schedule="ZBVZeroBubble", stages_per_rank=2,
            global_batch=4),                                     # a V, the backward split
@@ -77,7 +77,8 @@ def test_an_expert_parallel_pipeline_verify_step_equals_one_process(layout: Layo
 
 @pytest.mark.parametrize("layout", [
     Layout(tp=2, ep=2, etp=1, zero=3, sequence_parallel=True, global_batch=2),
-    Layout(tp=2, ep=2, etp=1, zero=3, micro_batch=2, global_batch=2),        # no SP
+    Layout(tp=2, ep=2, etp=1, zero=3, micro_batch=2, global_batch=2,
+           recompute="full"),                                     # no SP, recomputed
     Layout(dp=2, tp=2, ep=2, etp=1, zero=3, global_batch=4),      # experts FSDP over edp 2
     Layout(dp=2, tp=2, ep=4, etp=1, zero=2, sequence_parallel=True,
            global_batch=4),                                       # ep borrows tp and dp
@@ -106,9 +107,11 @@ def test_expert_parallelism_borrowing_tp_equals_one_process(layout: Layout) -> N
             global_batch=4), "DDP never averages them"),
     (Layout(dp=2, pp=2, zero=1, schedule="ZBVZeroBubble", stages_per_rank=2, global_batch=4),
      "ZeRO 1 with dp=2 is not run under ZBVZeroBubble"),
+    (Layout(dp=2, tp=2, ep=2, zero=2, recompute="op", global_batch=2),
+     "per-op recompute (op) is not run with ep=2 and ZeRO 2"),
 ])
 def test_what_verify_does_not_run_with_experts_or_a_pipeline_is_one_line(layout: Layout,
                                                                          match: str) -> None:
     reason = unsupported_reason(layout)
     assert reason is not None and match in reason and "\n" not in reason
-    assert unsupported_reason(layout.with_(zero=3, tp=1)) is None
+    assert unsupported_reason(layout.with_(zero=3, tp=1, recompute="full")) is None

@@ -52,7 +52,9 @@ not run: context parallelism (torch's ``context_parallel`` is experimental), exp
 over tp (``etp=tp``, torchtitan's ``ExpertTensorParallel``), ``etp=1`` with ``ep`` not a
 multiple of ``tp`` or with ZeRO 0/1, and ZeRO 0/1 (DDP) over ``dp > 1`` under a schedule that
 splits the backward (torch's pipelining computes those weight gradients with
-``torch.autograd.grad``, outside the hooks DDP averages them in).
+``torch.autograd.grad``, outside the hooks DDP averages them in), and per-op recompute with
+``ep > 1`` under ZeRO 2/3 (the experts' nested FSDP2 runs other ops in recompute than in
+forward, which torch's selective checkpoint refuses).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ from distlab.plan.layout import Layout
 from distlab.plan.partition import layers_per_stage
 from distlab.plan.verify.decoder import Decoder, build_decoder, gqa_in_kernel, init_parameters
 from distlab.plan.verify.meter import CudaMeter, HostMeter, PhasePeak, cuda_memory_stats
-from distlab.plan.verify.recompute import apply_recompute
+from distlab.plan.verify.recompute import RUNS_AS, Checkpointed, apply_recompute
 from distlab.transformer import ModelSpec
 
 __all__ = ["ATTENTION_BACKENDS", "DTYPES", "OPTIMIZERS", "OOM_MARK", "MeasuredOutOfMemory",
@@ -151,6 +153,11 @@ def unsupported_reason(layout: Layout) -> str | None:
                 "torch's pipelining computes its split backward's weight gradients outside "
                 "autograd's hooks, so DDP never averages them (the layout is priced, not "
                 "verified; use zero=2 or 3, or a schedule that does not split the backward)")
+    if layout.ep > 1 and layout.zero in (2, 3) and RUNS_AS[layout.recompute] == "op":
+        return (f"per-op recompute ({layout.recompute}) is not run with ep={layout.ep} and "
+                f"ZeRO {layout.zero}: the experts' own FSDP2 inside a checkpointed block runs "
+                "other ops in recompute than in forward, which torch's selective checkpoint "
+                "refuses (the layout is priced, not verified; recompute=full or ZeRO 0 run)")
     if layout.ep > 1 and layout.tp > 1 and layout.etp is None:
         return (f"expert parallelism is not run with tp={layout.tp} and etp=tp: verify does "
                 "not split each expert's matrices over tp; it runs ep with tp as torchtitan "
@@ -395,8 +402,13 @@ def _mesh(layout: Layout, device: torch.device) -> dict[str, Any]:
 
 def _expert_names(mod: nn.Module) -> list[str]:
     """The module names of the routed experts of every MoE layer of ``mod`` (a decoder or a
-    :class:`Stage`)."""
-    return [f"layers.{i}.moe.experts" for i, b in enumerate(mod.layers) if hasattr(b, "moe")]
+    :class:`Stage`, its blocks wrapped for recompute or not)."""
+    names = []
+    for i, b in enumerate(mod.layers):
+        prefix = f"layers.{i}.block" if isinstance(b, Checkpointed) else f"layers.{i}"
+        if hasattr(getattr(b, "block", b), "moe"):
+            names.append(f"{prefix}.moe.experts")
+    return names
 
 
 def _expert_parallel(mod: nn.Module, mesh: Any) -> list[str]:
@@ -550,6 +562,7 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
                     _share_tokens_over_tp(mod.get_submodule(name.removesuffix(".experts")),
                                           mesh["tp"], lay.sequence_parallel)
         built.recompute = apply_recompute(mod, lay.recompute)
+        experts = _expert_names(mod) if lay.ep > 1 else []    # as recompute left them
         if lay.zero in (2, 3):
             from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -566,10 +579,8 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
                     # 2.13 would divide twice)
                     sub.set_force_sum_reduction_for_comms(True)
                 if lay.tp > 1:   # replicated over tp, each tp rank's gradient its tokens'
-                    moe = name.removesuffix(".experts")
-                    for part in ("router", "shared_experts"):
-                        sub = mod.get_submodule(moe).get_submodule(part) \
-                            if getattr(mod.get_submodule(moe), part) is not None else None
+                    moe = mod.get_submodule(name.removesuffix(".experts"))
+                    for sub in (moe.router, moe.shared_experts):
                         if sub is None:
                             continue
                         fully_shard(sub, mesh=mesh["dp_tp"], mp_policy=mp,
