@@ -38,19 +38,21 @@ parallelism, experts run as torchtitan runs them with expert-tensor-parallel deg
 (``etp=1``): ``ep`` borrows every tp rank and ``ep / tp`` data-parallel ranks (the mesh
 ``("pp", "edp", "epd", "tp")``, ``"ep"`` the flattened ``("epd", "tp")``), each expert stays
 whole, and every MoE block takes its input whole on each tp rank (all-gathered from the
-sequence chunk under sequence parallelism), routes it there, and dispatches, computes and
-combines only the tp rank's share of the ``batch * seq`` tokens, so no token goes out twice;
-the ranks' outputs, zero outside their share, are summed back (reduce-scatter, or
-all-reduce without sequence parallelism). The router and shared experts stay whole on every
-tp rank and are sharded by their own FSDP2 over ``dp * tp`` with gradient divide factor
-``dp``, which sums their tp ranks' shares.
+sequence chunk under sequence parallelism) and routes, dispatches, computes and combines
+only the tp rank's share of the ``batch * seq`` tokens, so no token goes out twice; the
+ranks' outputs, zero outside their share, are summed back (reduce-scatter, or all-reduce
+without sequence parallelism). Two differences from torchtitan, same numbers: torchtitan
+routes every token on every tp rank before keeping the share (routing is per token), and
+splits the shared experts over tp where verify runs them whole on the share. The router and
+shared experts stay whole on every tp rank and are sharded by their own FSDP2 over
+``dp * tp`` with gradient divide factor ``dp``, which sums their tp ranks' shares.
 
 Pipeline stages sit on ranks as torch's schedule places them: one per rank, looped
 (``pp_rank + pp * j``), or in a V for ZBV and DualPipeV (``pp_rank`` and
 ``2 * pp - 1 - pp_rank``). :func:`unsupported_reason` says, before anything starts, what is
 not run: context parallelism (torch's ``context_parallel`` is experimental), experts split
 over tp (``etp=tp``, torchtitan's ``ExpertTensorParallel``), ``etp=1`` with ``ep`` not a
-multiple of ``tp`` or with ZeRO 0/1, and ZeRO 0/1 (DDP) over ``dp > 1`` under a schedule that
+multiple of ``tp`` or with ZeRO 0/1, ZeRO 0/1 (DDP) over ``dp > 1`` under a schedule that
 splits the backward (torch's pipelining computes those weight gradients with
 ``torch.autograd.grad``, outside the hooks DDP averages them in), and per-op recompute with
 ``ep > 1`` under ZeRO 2/3 (the experts' nested FSDP2 runs other ops in recompute than in
