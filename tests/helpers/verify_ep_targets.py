@@ -7,7 +7,9 @@ microbatches of this data-parallel rank's data, the gradient reduction, one Adam
 and runs the same step on the whole decoder in the rank itself: every data-parallel rank's
 batch, the mean of their losses, one backward, one AdamW step. It returns the largest
 difference of the loss, of every gradient before the step and of every parameter after it
-(each rank compares what it holds: its experts, its shard).
+(each rank compares what it holds: its experts, its shard, its pipeline stages' layers, named
+as in the whole decoder; the loss on every rank that computes one, under a pipeline the
+last stage's).
 """
 
 from __future__ import annotations
