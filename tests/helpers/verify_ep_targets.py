@@ -7,7 +7,9 @@ microbatches of this data-parallel rank's data, the gradient reduction, one Adam
 and runs the same step on the whole decoder in the rank itself: every data-parallel rank's
 batch, the mean of their losses, one backward, one AdamW step. It returns the largest
 difference of the loss, of every gradient before the step and of every parameter after it
-(each rank compares what it holds: its experts, its shard).
+(each rank compares what it holds: its experts, its shard, its pipeline stages' layers, named
+as in the whole decoder; the loss on every rank that computes one, under a pipeline the
+last stage's).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import torch
 
 from distlab.plan.layout import Layout
+from distlab.plan.partition import layers_per_stage
 from distlab.plan.verify import rank as vr
 from distlab.plan.verify.decoder import build_decoder
 from distlab.transformer import ModelSpec
@@ -46,27 +49,43 @@ def _mine(full: torch.Tensor, p: torch.Tensor, name: str, ep: int, ep_rank: int
     return full
 
 
+def _held(built: vr._Built, spec: ModelSpec, layout: Layout) -> dict[str, torch.Tensor]:
+    """This rank's parameters by their name in the whole decoder (a stage's ``layers.{k}`` is
+    the decoder's ``layers.{first + k}``)."""
+    split = layers_per_stage(spec.layers, layout.stages)
+    out = {}
+    for s, mod in zip(built.stage_ids, built.modules, strict=True):
+        first = sum(split[:s]) if layout.pp > 1 else 0
+        for name, p in mod.named_parameters():
+            n = _name(name)
+            if n.startswith("layers."):
+                k, rest = n.removeprefix("layers.").split(".", 1)
+                n = f"layers.{first + int(k)}.{rest.removeprefix('block.')}"  # recompute's
+            out[n] = p
+    return out
+
+
 def ep_step_vs_one_process(rank: int, world_size: int, spec: ModelSpec,
                            layout: Layout) -> dict[str, float]:
     case = vr.VerifyCase(spec, layout, steps=1, dtype="fp32", optimizer="foreach")
     cpu = torch.device("cpu")
     built = vr._build(case, rank, cpu)
-    (model,) = built.modules
+    held = _held(built, spec, layout)
     ref = build_decoder(spec, device="cpu", seed=1)      # another seed than the build's
     whole = dict(ref.named_parameters())
-    ep_rank = built.dp_rank % layout.ep
+    ep_rank = built.ep_rank
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for n, p in held.items():
             local = p.to_local() if hasattr(p, "to_local") else p
-            local.copy_(_mine(whole[_name(name)], p, _name(name), layout.ep, ep_rank))
-    opt = vr._optimizer(case, list(model.parameters()), built.zero1, [], built)
+            local.copy_(_mine(whole[n], p, n, layout.ep, ep_rank))
+    opt = vr._optimizer(case, list(held.values()), built.zero1, [], built)
     grads: dict[str, torch.Tensor] = {}
     step = opt.step
 
     def record_then_step(*a: Any, **kw: Any) -> Any:
-        for name, p in model.named_parameters():
+        for n, p in held.items():
             g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
-            grads[_name(name)] = g.detach().clone()
+            grads[n] = g.detach().clone()
         return step(*a, **kw)
 
     opt.step = record_then_step
@@ -83,12 +102,10 @@ def ep_step_vs_one_process(rank: int, world_size: int, spec: ModelSpec,
                     for i in range(m))
         losses.append(total)
     (sum(losses) / layout.dp).backward()
-    out = {"loss": abs(loss - float(losses[built.dp_rank].detach()))}
+    out = {} if loss is None else {"loss": abs(loss - float(losses[built.dp_rank].detach()))}
     ref_grads = {n: p.grad.detach().clone() for n, p in ref.named_parameters()}
     ref_opt.step()
-    params = dict(model.named_parameters())
-    for name, p in params.items():
-        n = _name(name)
+    for n, p in held.items():
         mine = _mine(ref_grads[n], p, n, layout.ep, ep_rank)
         out[f"grad {n}"] = _rel(grads[n], mine)
         local = p.to_local() if hasattr(p, "to_local") else p

@@ -30,9 +30,33 @@ ranks, and the rest of each block is sharded over ``mesh["dp"]``; for ZeRO 0 and
 ``mesh["dp"]`` ignores the experts, whose gradients are all-reduced over ``mesh["edp"]`` and
 divided by ``dp`` (ZeRO 1: one ``ZeroRedundancyOptimizer`` over the rest on ``mesh["dp"]``,
 one over the experts on ``mesh["edp"]``). Either way every parameter's gradient is that of
-the mean loss over all data-parallel ranks, as at ``ep = 1``. :func:`unsupported_reason` says,
-before anything starts, what is not run: context parallelism (torch's ``context_parallel`` is
-experimental), and expert parallelism with tensor parallelism or a pipeline.
+the mean loss over all data-parallel ranks, as at ``ep = 1``. Under a pipeline the same holds
+stage by stage: each stage's experts are split over the ``ep`` ranks of its ``mesh["ep"]``
+(the data-parallel ranks of that stage, which run the same schedule, so their all-to-alls
+meet in the same order), the stages wrapped as the whole model is at ``pp = 1``. With tensor
+parallelism, experts run as torchtitan runs them with expert-tensor-parallel degree 1
+(``etp=1``): ``ep`` borrows every tp rank and ``ep / tp`` data-parallel ranks (the mesh
+``("pp", "edp", "epd", "tp")``, ``"ep"`` the flattened ``("epd", "tp")``), each expert stays
+whole, and every MoE block takes its input whole on each tp rank (all-gathered from the
+sequence chunk under sequence parallelism) and routes, dispatches, computes and combines
+only the tp rank's share of the ``batch * seq`` tokens, so no token goes out twice; the
+ranks' outputs, zero outside their share, are summed back (reduce-scatter, or all-reduce
+without sequence parallelism). Two differences from torchtitan, same numbers: torchtitan
+routes every token on every tp rank before keeping the share (routing is per token), and
+splits the shared experts over tp where verify runs them whole on the share. The router and
+shared experts stay whole on every tp rank and are sharded by their own FSDP2 over
+``dp * tp`` with gradient divide factor ``dp``, which sums their tp ranks' shares.
+
+Pipeline stages sit on ranks as torch's schedule places them: one per rank, looped
+(``pp_rank + pp * j``), or in a V for ZBV and DualPipeV (``pp_rank`` and
+``2 * pp - 1 - pp_rank``). :func:`unsupported_reason` says, before anything starts, what is
+not run: context parallelism (torch's ``context_parallel`` is experimental), experts split
+over tp (``etp=tp``, torchtitan's ``ExpertTensorParallel``), ``etp=1`` with ``ep`` not a
+multiple of ``tp`` or with ZeRO 0/1, ZeRO 0/1 (DDP) over ``dp > 1`` under a schedule that
+splits the backward (torch's pipelining computes those weight gradients with
+``torch.autograd.grad``, outside the hooks DDP averages them in), and per-op recompute with
+``ep > 1`` under ZeRO 2/3 (the experts' nested FSDP2 runs other ops in recompute than in
+forward, which torch's selective checkpoint refuses).
 """
 
 from __future__ import annotations
@@ -53,11 +77,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from distlab._checks import check_choice, check_instance, check_int
+from distlab.pipeline_parallel.schedules.registry import schedule_info
 from distlab.plan.layout import Layout
 from distlab.plan.partition import layers_per_stage
 from distlab.plan.verify.decoder import Decoder, build_decoder, gqa_in_kernel, init_parameters
 from distlab.plan.verify.meter import CudaMeter, HostMeter, PhasePeak, cuda_memory_stats
-from distlab.plan.verify.recompute import apply_recompute
+from distlab.plan.verify.recompute import RUNS_AS, Checkpointed, apply_recompute
 from distlab.transformer import ModelSpec
 
 __all__ = ["ATTENTION_BACKENDS", "DTYPES", "OPTIMIZERS", "OOM_MARK", "MeasuredOutOfMemory",
@@ -125,13 +150,37 @@ def unsupported_reason(layout: Layout) -> str | None:
     if layout.cp > 1:
         return ("context parallelism is not run: torch's context_parallel is experimental "
                 "(the layout is priced, not verified)")
-    if layout.ep > 1:
-        other = [f"{d}={getattr(layout, d)}" for d in ("tp", "pp") if getattr(layout, d) > 1]
-        if other:
-            return (f"expert parallelism is not run with {' and '.join(other)}: verify "
-                    "composes ep with data parallelism only (the layout is priced, not "
-                    "verified; ep with dp runs)")
+    if layout.pp > 1 and layout.zero in (0, 1) and layout.dp > 1 and _splits_backward(layout):
+        return (f"ZeRO {layout.zero} with dp={layout.dp} is not run under {layout.schedule}: "
+                "torch's pipelining computes its split backward's weight gradients outside "
+                "autograd's hooks, so DDP never averages them (the layout is priced, not "
+                "verified; use zero=2 or 3, or a schedule that does not split the backward)")
+    if layout.ep > 1 and layout.zero in (2, 3) and RUNS_AS[layout.recompute] == "op":
+        return (f"per-op recompute ({layout.recompute}) is not run with ep={layout.ep} and "
+                f"ZeRO {layout.zero}: the experts' own FSDP2 inside a checkpointed block runs "
+                "other ops in recompute than in forward, which torch's selective checkpoint "
+                "refuses (the layout is priced, not verified; recompute=full or ZeRO 0 run)")
+    if layout.ep > 1 and layout.tp > 1 and layout.etp is None:
+        return (f"expert parallelism is not run with tp={layout.tp} and etp=tp: verify does "
+                "not split each expert's matrices over tp; it runs ep with tp as torchtitan "
+                "does with etp=1 only (the layout is priced, not verified)")
+    if layout.ep > 1 and layout.tp > 1:
+        if layout.ep % layout.tp:
+            return (f"expert parallelism is not run with ep={layout.ep} not a multiple of "
+                    f"tp={layout.tp}: verify's etp=1 has ep borrow every tp rank (torchtitan's "
+                    "rule; the layout is priced, not verified)")
+        if layout.zero in (0, 1):
+            return (f"ZeRO {layout.zero} with tp={layout.tp} is not run with experts: the "
+                    "router's and shared experts' gradients (each tp rank's share of the "
+                    "tokens) are summed over tp only by their FSDP2 over dp * tp, and torch's "
+                    "DDP does not take tensor-parallel parameters (the layout is priced, not "
+                    "verified; use zero=2 or 3)")
     return None
+
+
+def _splits_backward(layout: Layout) -> bool:
+    """Whether ``layout``'s pipeline schedule runs its backward as input then weight."""
+    return schedule_info(layout.schedule).splits_backward
 
 
 @dataclass(frozen=True)
@@ -257,12 +306,14 @@ class Stage(nn.Module):
 
 
 def _tp_plan(spec: ModelSpec, sequence_parallel: bool, *, first: bool, last: bool,
-             prefix: str = "layers.*") -> dict[str, Any]:
+             prefix: str = "layers.*", dense: list[int] | None = None) -> dict[str, Any]:
     """torchtitan's tensor-parallel plan of a decoder (or a stage), in torch's styles: the
     vocabulary-parallel embedding and output layer (logits left split over the vocabulary for
     ``loss_parallel``), Q/K/V and the MLP's first linears column-parallel, the output projection
     and last MLP linear row-parallel; with sequence parallelism the norms on the rank's
-    sequence chunk and each block's input gathered once."""
+    sequence chunk and each block's input gathered once. ``dense``: the indices of the layers
+    with a ``feed_forward`` (``None``: every layer ``prefix`` matches; an MoE block is
+    :func:`_share_tokens_over_tp`'s)."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -282,20 +333,23 @@ def _tp_plan(spec: ModelSpec, sequence_parallel: bool, *, first: bool, last: boo
                                          output_layouts=Shard(-1), use_local_output=False)
     for w in ("wq", "wk", "wv"):
         plan[f"{prefix}.attention.{w}"] = ColwiseParallel()
-    plan[f"{prefix}.feed_forward.w1"] = ColwiseParallel()
-    if spec.gated_ffn:
-        plan[f"{prefix}.feed_forward.w3"] = ColwiseParallel()
     row = {"output_layouts": Shard(1)} if sp else {}
     plan[f"{prefix}.attention.wo"] = RowwiseParallel(**row)
-    plan[f"{prefix}.feed_forward.w2"] = RowwiseParallel(**row)
+    for ffn in ([f"{prefix}.feed_forward"] if dense is None
+                else [f"layers.{i}.feed_forward" for i in dense]):
+        plan[f"{ffn}.w1"] = ColwiseParallel()
+        if spec.gated_ffn:
+            plan[f"{ffn}.w3"] = ColwiseParallel()
+        plan[f"{ffn}.w2"] = RowwiseParallel(**row)
+        if sp:
+            plan[ffn] = PrepareModuleInput(
+                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+                use_local_output=True)
     if sp:
         plan[f"{prefix}.attention_norm"] = SequenceParallel()
         plan[f"{prefix}.ffn_norm"] = SequenceParallel()
         plan[f"{prefix}.attention"] = PrepareModuleInput(
             input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None),
-            use_local_output=True)
-        plan[f"{prefix}.feed_forward"] = PrepareModuleInput(
-            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
             use_local_output=True)
     return {k: v for k, v in plan.items() if v is not None}
 
@@ -311,6 +365,7 @@ class _Built:
     recompute: str = "none"
     notes: list[str] = field(default_factory=list)
     dp_rank: int = 0
+    ep_rank: int = 0
     # ZeRO 0 with ep > 1: the expert parameters DDP ignores, their group and divisor
     expert_params: list[nn.Parameter] = field(default_factory=list)
     expert_group: Any = None
@@ -329,11 +384,33 @@ def _mesh(layout: Layout, device: torch.device) -> dict[str, Any]:
         mesh = init_device_mesh(device.type, (layout.pp, layout.dp, layout.tp),
                                 mesh_dim_names=("pp", "dp", "tp"))
         return {d: mesh[d] for d in ("pp", "dp", "tp")}
-    mesh = init_device_mesh(device.type, (layout.pp, layout.expert_dp, layout.ep, layout.tp),
-                            mesh_dim_names=("pp", "edp", "ep", "tp"))
-    out = {d: mesh[d] for d in ("pp", "edp", "ep", "tp")}
-    out["dp"] = mesh["edp", "ep"]._flatten("dp")    # kept here: torch will not slice it
+    if layout.tp == 1 or layout.etp is None:
+        mesh = init_device_mesh(device.type,
+                                (layout.pp, layout.expert_dp, layout.ep, layout.tp),
+                                mesh_dim_names=("pp", "edp", "ep", "tp"))
+        out = {d: mesh[d] for d in ("pp", "edp", "ep", "tp")}
+        out["dp"] = mesh["edp", "ep"]._flatten("dp")    # kept here: torch will not slice it
+        return out
+    # etp=1: ep borrows every tp rank and ep / tp data-parallel ranks ("epd")
+    epd = layout.ep // layout.tp
+    mesh = init_device_mesh(device.type, (layout.pp, layout.dp // epd, epd, layout.tp),
+                            mesh_dim_names=("pp", "edp", "epd", "tp"))
+    out = {d: mesh[d] for d in ("pp", "edp", "tp")}
+    out["dp"] = mesh["edp", "epd"]._flatten("dp")
+    out["ep"] = mesh["epd", "tp"]._flatten("ep")
+    out["dp_tp"] = mesh["edp", "epd", "tp"]._flatten("dp_tp")
     return out
+
+
+def _expert_names(mod: nn.Module) -> list[str]:
+    """The module names of the routed experts of every MoE layer of ``mod`` (a decoder or a
+    :class:`Stage`, its blocks wrapped for recompute or not)."""
+    names = []
+    for i, b in enumerate(mod.layers):
+        prefix = f"layers.{i}.block" if isinstance(b, Checkpointed) else f"layers.{i}"
+        if hasattr(getattr(b, "block", b), "moe"):
+            names.append(f"{prefix}.moe.experts")
+    return names
 
 
 def _expert_parallel(mod: nn.Module, mesh: Any) -> list[str]:
@@ -344,10 +421,110 @@ def _expert_parallel(mod: nn.Module, mesh: Any) -> list[str]:
 
     from distlab.moe import ExpertParallel
 
-    names = [f"layers.{i}.moe.experts" for i, b in enumerate(mod.layers) if hasattr(b, "moe")]
+    names = _expert_names(mod)
     parallelize_module(mod, mesh["ep"], dict.fromkeys(names, ExpertParallel()),
                        src_data_rank=None)
     return names
+
+
+def _stage_ids(layout: Layout, pp_rank: int) -> list[int]:
+    """The pipeline stages pipeline rank ``pp_rank`` holds, as torch's schedule of
+    ``layout.schedule`` places them: looped (``pp_rank + pp * j``), or in a V (ZBV, DualPipeV:
+    ``pp_rank`` down, ``2 * pp - 1 - pp_rank`` back up)."""
+    if layout.stages_per_rank == 1:
+        return [pp_rank]
+    if schedule_info(layout.schedule).style == "v":
+        return [pp_rank, 2 * layout.pp - 1 - pp_rank]
+    return [pp_rank + layout.pp * j for j in range(layout.stages_per_rank)]
+
+
+class _GatherTokens(torch.autograd.Function):
+    """The MoE block's input whole on every tp rank: all-gathered over the sequence from the
+    rank's chunk (sequence parallelism) or as it is (already whole); the gradient, which
+    holds only this rank's share of the tokens, summed over tp (reduce-scattered back to the
+    chunk, or all-reduced)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any, sp: bool) -> torch.Tensor:
+        ctx.group, ctx.sp = group, sp
+        return _all_gather_seq(x, group) if sp else x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:
+        return _sum_over_tp(grad.contiguous(), ctx.group, ctx.sp), None, None
+
+
+class _SumPartial(torch.autograd.Function):
+    """Each tp rank's partial MoE output (its share of the tokens, zeros elsewhere) summed:
+    the sequence chunk of the sum under sequence parallelism (reduce-scatter), the whole sum
+    without (all-reduce); the gradient gathered back (all-gather, or as it is)."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor, group: Any, sp: bool) -> torch.Tensor:
+        ctx.group, ctx.sp = group, sp
+        return _sum_over_tp(y.contiguous(), group, sp)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, None, None]:
+        grad = grad.contiguous()
+        return (_all_gather_seq(grad, ctx.group) if ctx.sp else grad), None, None
+
+
+def _all_gather_seq(x: torch.Tensor, group: Any) -> torch.Tensor:
+    import torch.distributed as dist
+
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, x.contiguous(), group=group)
+    return torch.cat(parts, dim=1)
+
+
+def _sum_over_tp(y: torch.Tensor, group: Any, sp: bool) -> torch.Tensor:
+    """``y`` summed over ``group``: whole, or (``sp``) this rank's chunk of dimension 1."""
+    import torch.distributed as dist
+
+    n, r = dist.get_world_size(group), dist.get_rank(group)
+    if not sp:
+        y = y.clone()
+        dist.all_reduce(y, group=group)
+        return y
+    chunks = [c.contiguous() for c in y.chunk(n, dim=1)]
+    if y.device.type == "cuda":
+        out = torch.empty_like(chunks[r])
+        dist.reduce_scatter(out, chunks, group=group)
+        return out
+    y = y.clone()           # gloo has no reduce-scatter: all-reduce, keep the chunk
+    dist.all_reduce(y, group=group)
+    return y.chunk(n, dim=1)[r].contiguous()
+
+
+def _share_tokens_over_tp(moe: nn.Module, tp_mesh: Any, sequence_parallel: bool) -> None:
+    """Run ``moe`` (a :class:`distlab.moe.MoE` whose experts are split over an ``ep`` that
+    borrows every tp rank: torchtitan's etp=1) as torchtitan does: its input whole on every
+    tp rank, the tp rank ``r`` of ``n`` routing, dispatching and computing only its share of
+    the flattened ``batch * seq`` tokens (rows ``r * T / n`` to ``(r + 1) * T / n``, so no
+    token is dispatched twice), shared experts included, its output zero elsewhere, and the
+    ranks' outputs summed back to the sequence chunk (sequence parallelism) or whole. The
+    router and shared experts stay whole on every tp rank; each rank's gradient of them holds
+    its share of the tokens (summed over tp by their own FSDP over ``dp * tp``)."""
+    group = tp_mesh.get_group()
+    n, r = tp_mesh.size(), tp_mesh.get_local_rank()
+    compute = moe.forward
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        if hasattr(x, "to_local"):      # the sequence-parallel norm's DTensor
+            x = x.to_local()
+        whole = _GatherTokens.apply(x, group, sequence_parallel)
+        flat = whole.reshape(-1, whole.shape[-1])
+        if flat.shape[0] % n:
+            raise ValueError(f"batch * seq = {flat.shape[0]} tokens do not split over "
+                             f"tp={n}")
+        share = flat.shape[0] // n
+        mine = compute(flat[r * share:(r + 1) * share])
+        out = torch.cat([mine.new_zeros(r * share, mine.shape[1]), mine,
+                         mine.new_zeros((n - 1 - r) * share, mine.shape[1])])
+        return _SumPartial.apply(out.view(whole.shape), group, sequence_parallel)
+
+    moe.forward = forward
 
 
 def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
@@ -359,12 +536,12 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
     mesh = _mesh(lay, device) if lay.gpus > 1 else None
     pp_rank = mesh["pp"].get_local_rank() if mesh is not None else 0
     built.dp_rank = mesh["dp"].get_local_rank() if mesh is not None else 0
+    built.ep_rank = mesh["ep"].get_local_rank() if mesh is not None and lay.ep > 1 else 0
     experts: list[str] = []
     if lay.pp > 1:
         split = layers_per_stage(spec.layers, lay.stages)
         starts = [sum(split[:i]) for i in range(lay.stages)]
-        ids = ([pp_rank + lay.pp * j for j in range(lay.stages_per_rank)]
-               if lay.stages_per_rank > 1 else [pp_rank])
+        ids = _stage_ids(lay, pp_rank)
         modules: list[nn.Module] = [
             Stage(full, starts[s], starts[s] + split[s], is_first=s == 0,
                   is_last=s == lay.stages - 1) for s in ids]
@@ -376,11 +553,18 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
         if lay.tp > 1:
             from torch.distributed.tensor.parallel import parallelize_module
 
+            dense = [i for i, b in enumerate(mod.layers) if hasattr(b, "feed_forward")]
             parallelize_module(mod, mesh["tp"], _tp_plan(
-                spec, lay.sequence_parallel, first=s == 0, last=s == lay.stages - 1))
+                spec, lay.sequence_parallel, first=s == 0, last=s == lay.stages - 1,
+                dense=dense))
         if lay.ep > 1:
             experts = _expert_parallel(mod, mesh)
+            if lay.tp > 1:
+                for name in experts:
+                    _share_tokens_over_tp(mod.get_submodule(name.removesuffix(".experts")),
+                                          mesh["tp"], lay.sequence_parallel)
         built.recompute = apply_recompute(mod, lay.recompute)
+        experts = _expert_names(mod) if lay.ep > 1 else []    # as recompute left them
         if lay.zero in (2, 3):
             from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -396,6 +580,16 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
                     # gloo has no PREMUL_SUM: sum, then divide (not on one rank, where torch
                     # 2.13 would divide twice)
                     sub.set_force_sum_reduction_for_comms(True)
+                if lay.tp > 1:   # replicated over tp, each tp rank's gradient its tokens'
+                    moe = mod.get_submodule(name.removesuffix(".experts"))
+                    for sub in (moe.router, moe.shared_experts):
+                        if sub is None:
+                            continue
+                        fully_shard(sub, mesh=mesh["dp_tp"], mp_policy=mp,
+                                    reshard_after_forward=reshard)
+                        sub.set_gradient_divide_factor(lay.dp)
+                        if device.type == "cpu":
+                            sub.set_force_sum_reduction_for_comms(True)
             for block in mod.layers:
                 fully_shard(block, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
             fully_shard(mod, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
@@ -411,11 +605,13 @@ def _build(case: VerifyCase, rank: int, device: torch.device) -> _Built:
             raise ValueError("ZeRO 0/1 with tensor parallelism is not run by verify "
                              "(torch's DDP does not take DTensor parameters): use zero=3")
         group = mesh["dp"].get_group() if mesh is not None else None
-        if experts:   # DDP averages the rest; the experts are reduced over edp by the step
-            (mod,) = modules
-            ignored = [f"{name}.{w}" for name in experts for w in ("w1", "w2", "w3")]
-            DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(mod, ignored)
-            built.expert_params = [mod.get_parameter(n) for n in ignored]
+        if lay.ep > 1:   # DDP averages the rest; the experts are reduced over edp by the step
+            for mod in modules:
+                ignored = [f"{name}.{w}" for name in _expert_names(mod)
+                           for w in ("w1", "w2", "w3")]
+                DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(mod,
+                                                                                    ignored)
+                built.expert_params += [mod.get_parameter(n) for n in ignored]
             built.expert_group = mesh["edp"].get_group()
             built.dp_group = group
             built.expert_divide = lay.dp
@@ -579,8 +775,9 @@ def _attention_kernel(case: VerifyCase, device: torch.device) -> Iterator[None]:
 
 def _train_step(case: VerifyCase, built: _Built, opt: Any,
                 device: torch.device, meter: Any, step: int, clock: _Clock) -> float | None:
-    """One optimizer step of ``built``; the rank's loss (the mean over its rows), or ``None``
-    under a pipeline."""
+    """One optimizer step of ``built``; the rank's loss (the mean over its rows), or, under a
+    pipeline, the mean of the last stage's microbatch losses on the rank that holds it and
+    ``None`` on the others."""
     lay = case.layout
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
                 if lay.zero in (0, 1) and case.dtype == "bf16" else nullcontext())
@@ -597,6 +794,8 @@ def _train_step(case: VerifyCase, built: _Built, opt: Any,
                 kwargs["target"] = target
                 kwargs["losses"] = []
             built.schedule.step(*((ids,) if first else ()), **kwargs)
+            if last:
+                total = torch.stack([_whole(x.detach()) for x in kwargs["losses"]]).mean()
         clock.mark("forward+backward")
     else:
         model = built.modules[0]
@@ -622,6 +821,11 @@ def _train_step(case: VerifyCase, built: _Built, opt: Any,
         opt.zero_grad(set_to_none=True)
     clock.mark("optimizer")
     return None if total is None else float(total)
+
+
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a plain tensor (a replicated ``DTensor``, as ``loss_parallel`` gives, whole)."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def _reduce_expert_grads(built: _Built) -> None:
