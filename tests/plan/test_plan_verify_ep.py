@@ -43,6 +43,14 @@ def _equal_to_one_process(out: list[dict[str, float]], layout: Layout) -> None:
         assert not bad, (rank, bad)
 
 
+def _step_equals_one_process(model: object, layout: Layout) -> None:
+    """One verify step of ``model`` on ``layout``'s ranks equals one process's (no leaks)."""
+    with no_leaks():
+        out = launch.run(ep_step_vs_one_process, layout.gpus, args=(model, layout),
+                         timeout=240)
+    _equal_to_one_process(out, layout)
+
+
 @pytest.mark.parametrize("layout", [
     Layout(dp=2, ep=2, zero=3, micro_batch=1, global_batch=4),   # edp 1: ep == dp
     Layout(dp=2, ep=2, zero=2, micro_batch=2, global_batch=4),
@@ -53,10 +61,7 @@ def _equal_to_one_process(out: list[dict[str, float]], layout: Layout) -> None:
     Layout(dp=2, ep=2, zero=1, micro_batch=2, global_batch=4),
 ], ids=lambda lay: lay.label)
 def test_an_expert_parallel_verify_step_equals_one_process(layout: Layout) -> None:
-    with no_leaks():
-        out = launch.run(ep_step_vs_one_process, layout.gpus, args=(TINY_MOE, layout),
-                         timeout=240)
-    _equal_to_one_process(out, layout)
+    _step_equals_one_process(TINY_MOE, layout)
 
 
 @pytest.mark.parametrize("layout", [
@@ -69,10 +74,7 @@ def test_an_expert_parallel_verify_step_equals_one_process(layout: Layout) -> No
 ], ids=lambda lay: lay.label)
 def test_an_expert_parallel_pipeline_verify_step_equals_one_process(layout: Layout) -> None:
     # each stage's experts split over its ep ranks, their all-to-alls inside the schedule
-    with no_leaks():
-        out = launch.run(ep_step_vs_one_process, layout.gpus, args=(TINY_MOE_4, layout),
-                         timeout=240)
-    _equal_to_one_process(out, layout)
+    _step_equals_one_process(TINY_MOE_4, layout)
 
 
 @pytest.mark.parametrize("layout", [
@@ -87,10 +89,7 @@ def test_an_expert_parallel_pipeline_verify_step_equals_one_process(layout: Layo
 def test_expert_parallelism_borrowing_tp_equals_one_process(layout: Layout) -> None:
     # etp=1, as torchtitan: whole experts, each tp rank routing and dispatching its share of
     # the batch * seq tokens (no token twice), the MoE outputs summed over tp
-    with no_leaks():
-        out = launch.run(ep_step_vs_one_process, layout.gpus, args=(TINY_MOE_4, layout),
-                         timeout=240)
-    _equal_to_one_process(out, layout)
+    _step_equals_one_process(TINY_MOE_4, layout)
 
 
 @pytest.mark.parametrize(("layout", "match"), [
