@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import distlab.loading.image_model as image_model
 from distlab.loading.bottleneck import Station, bottleneck
 from distlab.loading.image_data import calibration_jpegs
 from distlab.loading.image_model import (
@@ -20,11 +21,13 @@ from distlab.loading.image_model import (
     concurrency,
     decode_costs,
     fit_decode_model,
+    judge_decode_model,
     measure_core_sharing,
     measure_decode_model,
     measure_worker_cpu_s,
     model_row,
     pcie_nbytes,
+    time_decode_sets,
     time_decodes,
 )
 from distlab.loading.stage import Stage
@@ -156,6 +159,56 @@ def test_decodes_are_timed_in_turn_and_each_image_gets_its_median() -> None:
     seconds = time_decodes(blobs, repeats=3, decode=order.append)
     assert order == blobs * 3            # never the same image twice in a row, as a pipeline
     assert len(seconds) == 3 and all(s >= 0 for s in seconds)
+
+
+class _FakeClock:
+    """A clock that a fake decode advances by the blob's length in seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.order: list[bytes] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def decode(self, blob: bytes) -> None:
+        self.order.append(blob)
+        self.now += len(blob)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.dictionaries(st.sampled_from("abcde"), st.lists(st.integers(1, 50), min_size=1,
+                                                                  max_size=8), min_size=1),
+       repeats=st.integers(1, 4), seed=st.integers(0, 100))
+def test_decode_sets_are_timed_in_one_mixed_order_and_each_time_goes_back_to_its_image(
+        lengths: dict[str, list[int]], repeats: int, seed: int) -> None:
+    clock = _FakeClock()
+    sets = {name: [name.encode() * n for n in ns] for name, ns in lengths.items()}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(image_model.time, "perf_counter", clock)
+        seconds = time_decode_sets(sets, repeats=repeats, decode=clock.decode, seed=seed)
+    assert seconds == {name: [float(n) for n in ns] for name, ns in lengths.items()}
+    everything = sorted(b for blobs in sets.values() for b in blobs)
+    rounds = [clock.order[k * len(everything):(k + 1) * len(everything)] for k in range(repeats)]
+    assert all(sorted(r) == everything and r == rounds[0] for r in rounds)   # one order a round
+
+
+def test_decode_sets_mix_the_sets_within_a_round() -> None:
+    order: list[bytes] = []
+    time_decode_sets({"a": [b"a"] * 20, "b": [b"b"] * 20}, repeats=1, decode=order.append)
+    first_half = order[:20]
+    assert 0 < first_half.count(b"a") < 20      # not one set after the other
+
+
+def test_judging_the_decode_model_fits_calibration_and_prices_each_judged_set() -> None:
+    blobs = calibration_jpegs(sizes=((64, 48), (192, 144), (320, 240)), details=(3.0, 30.0))
+    j = judge_decode_model(blobs, {"small": blobs[:2], "large": blobs[-2:]}, repeats=2)
+    assert j.model.points == 6 and set(j.measured_s) == set(j.predicted_s) == {"small", "large"}
+    assert j.predicted_s["large"] > j.predicted_s["small"] > 0
+    with pytest.raises(ValueError, match="empty"):
+        judge_decode_model(blobs, {"none": []})
+    with pytest.raises(ValueError, match="calibration"):
+        judge_decode_model(blobs, {"calibration": blobs[:1]})
 
 
 def test_core_sharing_speedup_and_ideal() -> None:

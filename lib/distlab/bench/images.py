@@ -65,8 +65,8 @@ from distlab.loading.image_model import (
     DecodeModel,
     concurrency,
     decode_costs,
+    judge_decode_model,
     measure_core_sharing,
-    measure_decode_model,
     model_row,
     pcie_nbytes,
     time_decodes,
@@ -436,9 +436,10 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
     def _measure(self, c: ImagesConfig, ds: ImageDataset, bar: tqdm) -> Report:
         source = ds.shard if c.layout == "shard" else ds.folder
         bar.set_description("decode model")
-        model = measure_decode_model(calibration_jpegs(seed=c.seed + 1))
-        blobs = [source.read(i) for i in range(min(16, len(source)))]
-        alone = statistics.median(time_decodes(blobs))
+        judgement = judge_decode_model(calibration_jpegs(seed=c.seed + 1),
+                                       {"judged": [source.read(i)
+                                                   for i in range(min(16, len(source)))]})
+        model, alone = judgement.model, judgement.measured_s["judged"]
         px, nb = ds.size.pixels, ds.mean_nbytes
         paths: list[tuple[str, list[Stage], list[str]]] = [
             ("pillow", cpu_image_stages(source, batch_size=c.batch_size, crop=c.crop,
@@ -483,7 +484,7 @@ class ImagesBenchmark(Benchmark[ImagesConfig]):
         best = max(r["images_per_s"] for r in rows)
         pcie = pcie_rows(jpeg_nbytes=nb, width=ds.size.width, height=ds.size.height,
                          crop=c.crop, images_per_s=best)
-        predicted = model.seconds(px, nb)
+        predicted = judgement.predicted_s["judged"]
         errs = ErrorSummary.of(r["model_error_pct"] for r in rows)
         head = [f"images: {len(ds)} synthetic JPEGs {ds.size.width}x{ds.size.height} quality "
                 f"{ds.size.quality} (mean {size_in(nb, 'KB', '.1f')}) from the {c.layout}; batch "

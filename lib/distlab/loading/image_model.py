@@ -8,7 +8,9 @@ fitted by :func:`distlab.fit.fit_terms` (the one least-squares fit: relative err
 >= 0) on timed decodes of calibration JPEGs whose sizes and noise levels vary apart, and judged on
 another dataset's images. Each image is timed as a pipeline decodes it: once per round, the
 images in turn, the median of the rounds (the fastest of back-to-back decodes of one image, warm
-in the caches, prices decode below what a pipeline pays).
+in the caches, prices decode below what a pipeline pays). :func:`judge_decode_model` times the
+calibration images and the judged ones in the same rounds, mixed in one fixed order, so a machine
+whose speed moves (a virtual machine's neighbours, a browser drawing) slows both alike.
 
 **Images per second.** The executors' plans (:func:`~.bottleneck.plan_for_stages`) with each
 stage's seconds per batch, the decode stage's from the decode model; a process executor's worker
@@ -35,6 +37,7 @@ crops); decoding on the GPU (nvJPEG) sends the compressed file. Units: seconds, 
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,8 +57,9 @@ from distlab.loading.stage import Stage
 from distlab.loading.synthetic_stages import SleepStage
 
 __all__ = ["CPU_CATEGORIES", "PCIE_PATHS", "CoreSharing", "DecodeModel", "concurrency",
-           "decode_costs", "fit_decode_model", "measure_core_sharing", "measure_decode_model",
-           "measure_worker_cpu_s", "model_row", "pcie_nbytes", "time_decodes"]
+           "DecodeJudgement", "decode_costs", "fit_decode_model", "judge_decode_model",
+           "measure_core_sharing", "measure_decode_model", "measure_worker_cpu_s", "model_row",
+           "pcie_nbytes", "time_decode_sets", "time_decodes"]
 
 CPU_CATEGORIES = ("cpu", "io")
 """Stage categories whose time is CPU work that the cores must do (read, decode, crop, collate);
@@ -129,6 +133,59 @@ def measure_decode_model(blobs: Sequence[bytes], *, repeats: int = 3,
     sizes = [jpeg_size(b) for b in blobs]
     return fit_decode_model([w * h for w, h in sizes], [len(b) for b in blobs],
                             time_decodes(blobs, repeats=repeats, decode=decode))
+
+
+def time_decode_sets(sets: Mapping[str, Sequence[bytes]], *, repeats: int = 3,
+                     decode: Callable[[bytes], Any] = decode_pillow,
+                     seed: int = 0) -> dict[str, list[float]]:
+    """Seconds to decode each JPEG of every set of ``sets`` (name -> blobs), all timed in the
+    same rounds (:func:`time_decodes`): each round decodes every image of every set once, in one
+    order that mixes the sets (shuffled with ``seed``, the same each round), so a stretch of a
+    slower machine falls on every set alike. Returns each set's per-image medians, in its order."""
+    flat = [(name, i) for name, blobs in sets.items() for i in range(len(blobs))]
+    random.Random(seed).shuffle(flat)
+    seconds = time_decodes([sets[name][i] for name, i in flat], repeats=repeats, decode=decode)
+    out: dict[str, list[float]] = {name: [0.0] * len(blobs) for name, blobs in sets.items()}
+    for (name, i), sec in zip(flat, seconds, strict=True):
+        out[name][i] = sec
+    return out
+
+
+@dataclass(frozen=True)
+class DecodeJudgement:
+    """The decode model fitted on calibration images and judged on other sets, all timed in the
+    same rounds (:func:`judge_decode_model`). ``measured_s``: each judged set's median seconds per
+    image; ``predicted_s``: the model's seconds for that set's mean pixels and compressed bytes."""
+
+    model: DecodeModel
+    measured_s: Mapping[str, float]
+    predicted_s: Mapping[str, float]
+
+
+def judge_decode_model(calibration: Sequence[bytes], judged: Mapping[str, Sequence[bytes]], *,
+                       repeats: int = 3, decode: Callable[[bytes], Any] = decode_pillow,
+                       ) -> DecodeJudgement:
+    """Fit the decode model on ``calibration`` (>= 3 JPEGs) and judge it on each set of
+    ``judged`` (name -> non-empty JPEGs, not fitted on), every image timed in the same rounds
+    (:func:`time_decode_sets`)."""
+    if "calibration" in judged:
+        raise ValueError("a judged set may not be named 'calibration'")
+    empty = [name for name, blobs in judged.items() if not blobs]
+    if empty:
+        raise ValueError(f"judged sets need at least one JPEG each; empty: {empty}")
+    times = time_decode_sets({"calibration": calibration, **judged}, repeats=repeats,
+                             decode=decode)
+    sizes = [jpeg_size(b) for b in calibration]
+    model = fit_decode_model([w * h for w, h in sizes], [len(b) for b in calibration],
+                             times["calibration"])
+    measured: dict[str, float] = {}
+    predicted: dict[str, float] = {}
+    for name, blobs in judged.items():
+        measured[name] = statistics.median(times[name])
+        pixels = [w * h for w, h in map(jpeg_size, blobs)]     # the model is linear: its mean
+        predicted[name] = model.seconds(statistics.fmean(pixels),
+                                        statistics.fmean(len(b) for b in blobs))
+    return DecodeJudgement(model, measured, predicted)
 
 
 PCIE_PATHS: dict[str, str] = {
