@@ -54,3 +54,28 @@ def test_the_command_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "python -m distlab.judge plan" in capsys.readouterr().out
     assert main(["--bogus"]) == 2
+
+
+MISFITS_MEASURED = 23
+"""Published dense runs the memory model called misfits when its verdicts were first reported
+(each ran: every one is the model's error); a change that calls more of them fails below."""
+
+
+def test_the_memory_verdict_on_runs_that_ran_is_reported_and_no_worse(
+        judgement: PlanJudgement) -> None:
+    from distlab.plan.memory import memory_per_gpu
+
+    misfits = judgement.misfits()
+    assert 0 < len(misfits) <= MISFITS_MEASURED
+    for j in judgement.runs[::10]:    # the verdict is the memory model's own, on every part
+        i = j.inputs
+        m = memory_per_gpu(i.model, i.layout, i.hardware)
+        assert (j.model_total_bytes, j.fits) == (m.total, m.fits()), i.run.id
+    text = "\n".join(report_lines(judgement, runs=True))
+    assert (f"the model calls {len(misfits)} of {len(judgement.runs)} misfits" in text)
+    assert all(f"called a misfit: {j.inputs.run.id}: " in text for j in misfits)
+    assert "called a misfit" not in "\n".join(report_lines(judgement))   # listed with --runs
+    doc = judgement_json(judgement)
+    assert sum(not r["fits"] for r in doc["runs"]) == len(misfits)
+    assert all(r["model_memory_total_bytes"] > r["gpu_memory_bytes"]
+               for r in doc["runs"] if not r["fits"])

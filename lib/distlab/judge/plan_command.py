@@ -18,7 +18,10 @@ planner's expert dimension on the published mixture-of-experts runs instead
 (``lib/distlab/evidence/plan/data/published_moe_runs.json``,
 :mod:`distlab.evidence.plan.judged_moe`; with ``--refit`` its all-to-all share of NVLink is
 fitted again on their calibration split, the grouped-GEMM efficiency kept at its measured
-value; with ``--refit-gemm`` that efficiency is fitted too). Nothing is measured.
+value; with ``--refit-gemm`` that efficiency is fitted too). Every published run ran, so the
+memory model's verdict on each is checked too: the report counts the runs it calls misfits
+(:func:`misfit_lines`; each is the model's error), listed with ``--runs`` (always with
+``--moe``). Nothing is measured.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ from distlab.evidence.plan.judged import (
 )
 from distlab.report.jsonfile import write_json
 from distlab.report.table import Column, format_table
+from distlab.vocabulary import size_in
 
-__all__ = ["PROG", "judgement_json", "main", "report_lines"]
+__all__ = ["PROG", "judgement_json", "main", "misfit_lines", "moe_memory_verdicts",
+           "moe_misfit_lines", "report_lines"]
 
 PROG = "python -m distlab.judge plan"
 
@@ -54,6 +59,20 @@ RUN_COLUMNS = (
     Column("error %", "error", "+.1f"), Column("memory error %", "merror", "+.1f"),
     Column("measured from", "how", align="<"),
 )
+
+
+def misfit_lines(verdicts: Sequence[tuple[str, int, int]], *, listed: bool = True) -> list[str]:
+    """The memory model's verdicts on runs that ran: ``verdicts`` holds ``(run id, the model's
+    peak bytes per GPU, the GPU's memory bytes)`` of each; one line with how many it calls
+    misfits (each is the model's error) and, with ``listed``, one line per misfit."""
+    misfit = [(rid, model, gpu) for rid, model, gpu in verdicts if model > gpu]
+    lines = [f"memory verdict: every run here ran; the model calls {len(misfit)} of "
+             f"{len(verdicts)} misfits (its peak per GPU above the GPU's memory: each one is "
+             "the model's error)"]
+    if listed:
+        lines += [f"  called a misfit: {rid}: {size_in(model, 'GiB')} on a "
+                  f"{size_in(gpu, 'GiB')} GPU" for rid, model, gpu in misfit]
+    return lines
 
 
 def _summary_row(j: PlanJudgement, label: str, split: str | None,
@@ -90,6 +109,8 @@ def report_lines(j: PlanJudgement, *, runs: bool = False) -> list[str]:
         if not c.ok:
             lines.append(f"  missed: {c.published_best} (model's order: "
                          f"{', '.join(c.model_order[:4])}, ...)")
+    lines += misfit_lines([(r.inputs.run.id, r.model_total_bytes, r.gpu_memory_bytes)
+                           for r in j.runs], listed=runs)
     if runs:
         lines += ["", format_table([{
             "id": r.inputs.run.id, "split": r.split, "measured": r.measured_step_s,
@@ -112,6 +133,8 @@ def judgement_json(j: PlanJudgement) -> dict[str, Any]:
         "runs": [{"id": r.inputs.run.id, "split": r.split, "measured_step_s": r.measured_step_s,
                   "model_step_s": r.model_step_s, "step_error_pct": r.step_error_pct,
                   "memory_error_pct": r.memory_error_pct, "measured_from": r.step_from,
+                  "model_memory_total_bytes": r.model_total_bytes,
+                  "gpu_memory_bytes": r.gpu_memory_bytes, "fits": r.fits,
                   "assumed": list(r.inputs.assumed)} for r in j.runs],
         "rankings": [{"source": c.source, "published_best": c.published_best,
                       "model_order": list(c.model_order), "ok": c.ok} for c in j.rankings],
@@ -162,8 +185,24 @@ def moe_report_lines(j: Any) -> list[str]:
     for r in j.runs:
         if r.set_aside:
             lines.append(f"set aside, {r.inputs.run.id}: {r.set_aside}")
+    lines += ["", *moe_misfit_lines(j)]
     lines += same_layout_lines()
     return lines
+
+
+def moe_memory_verdicts(j: Any) -> list[tuple[str, int, int]]:
+    """``(run id, the memory model's peak bytes per GPU, the GPU's memory bytes)`` of each
+    published MoE run of the judgement ``j`` (:func:`~distlab.plan.memory.memory_per_gpu`)."""
+    from distlab.plan.memory import memory_per_gpu
+
+    return [(r.inputs.run.id,
+             memory_per_gpu(r.inputs.model, r.inputs.layout, r.inputs.hw).total,
+             r.inputs.hw.gpu.memory_bytes) for r in j.runs]
+
+
+def moe_misfit_lines(j: Any) -> list[str]:
+    """:func:`misfit_lines` of the published MoE runs, every misfit listed."""
+    return misfit_lines(moe_memory_verdicts(j))
 
 
 def same_layout_lines() -> list[str]:
@@ -188,13 +227,17 @@ def moe_judgement_json(j: Any) -> dict[str, Any]:
     """The MoE judgement as JSON."""
     from distlab.evidence.plan.published_moe import same_layouts
 
+    memory = {rid: (model, gpu) for rid, model, gpu in moe_memory_verdicts(j)}
     return {"grouped_gemm": j.rate.grouped_gemm, "a2a_link_share": j.rate.a2a_link_share,
             "splits": {sp: {"n": j.summary(sp).n, "median_pct": j.summary(sp).median,
                             "p90_pct": j.summary(sp).p90} for sp in ("calibration", "held_out")},
             "runs": [{"id": r.inputs.run.id, "split": r.split, "layout": r.inputs.layout.label,
                       "routing": r.inputs.run.routing,
                       "measured_step_s": r.measured_step_s, "model_step_s": r.model_step_s,
-                      "step_error_pct": r.step_error_pct, "set_aside": r.set_aside}
+                      "step_error_pct": r.step_error_pct, "set_aside": r.set_aside,
+                      "model_memory_total_bytes": memory[r.inputs.run.id][0],
+                      "gpu_memory_bytes": memory[r.inputs.run.id][1],
+                      "fits": memory[r.inputs.run.id][0] <= memory[r.inputs.run.id][1]}
                      for r in j.runs],
             "same_layout_floors_pct": {",".join(r.id for r in g.runs): g.floor_pct
                                        for g in same_layouts()}}

@@ -9,7 +9,9 @@ run was slower or larger than the model). The runs of a source marked ``held_out
 fit; :func:`judge_published` summarises each split apart. The ranking check takes every group
 of runs of one source that train the same model on the same GPUs with the same global batch in
 different layouts, and asks whether the layout the source found fastest is among the model's
-three fastest of them.
+three fastest of them. Every published run ran, so the memory model's verdict on each can only
+be right when it says the run fits: :meth:`PlanJudgement.misfits` lists the runs it calls
+misfits (the GPU's memory below the model's peak), each one the model's error.
 
 Targets (the planner's issue): step time median ``|error|`` <= 15% and p90 <= 30%, memory median
 <= 10%, the published best layout in the model's top three.
@@ -48,6 +50,15 @@ class JudgedRun:
     step_from: str
     measured_memory_bytes: float | None
     model_memory_bytes: int
+    model_total_bytes: int = 0
+    gpu_memory_bytes: int = 0
+
+    @property
+    def fits(self) -> bool:
+        """Whether the model says the run fits: its peak per GPU (every part,
+        :attr:`~distlab.plan.memory.MemoryEstimate.total`) within the GPU's memory. The run ran,
+        so ``False`` is the model's error."""
+        return self.model_total_bytes <= self.gpu_memory_bytes
 
     @property
     def step_error_pct(self) -> float:
@@ -77,7 +88,7 @@ def judge_run(inputs: RunInputs, split: str, rate: ComputeRate | None = None) ->
     kind = (inputs.run.measured.memory_kind or "").lower()
     model_memory = memory.reserved if "reserved" in kind else memory.total
     return JudgedRun(inputs, split, measured, est.step_s, how, measured_memory_bytes(inputs),
-                     model_memory)
+                     model_memory, memory.total, inputs.hardware.gpu.memory_bytes)
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,12 @@ class PlanJudgement:
         """``|error%|`` of memory per GPU over the runs that publish it."""
         return ErrorSummary.of((j.memory_error_pct for j in self._of(split, source)),
                                source or split or "all")
+
+    def misfits(self, split: str | None = None, source: str | None = None
+                ) -> list[JudgedRun]:
+        """The runs of ``split`` and/or ``source`` the memory model calls misfits (each ran:
+        every one is the model's error)."""
+        return [j for j in self._of(split, source) if not j.fits]
 
     def _of(self, split: str | None, source: str | None) -> list[JudgedRun]:
         return [j for j in self.runs if (split is None or j.split == split)
