@@ -99,6 +99,40 @@ def test_flash_gqa_and_swiglu_terms_by_hand() -> None:
     assert _nbytes(eager, "softmax output") == 2 * m.heads * s * s * b
 
 
+@settings(max_examples=30, deadline=None)
+@given(preset=st.sampled_from(sorted(PRESETS)), b=st.integers(1, 4), fused=st.booleans())
+def test_float8_keeps_each_linear_only_input_in_8_bits(preset: str, b: int, fused: bool) -> None:
+    """Under float8 (Transformer Engine's linears keep their quantized input) the inputs only a
+    linear reads in backward, QKV's, the first MLP linear's and the last one's, drop to one byte;
+    the attention output, which the kernel keeps in 16 bits, gains the output projection's
+    8-bit copy; nothing else moves."""
+    m = PRESETS[preset]
+    s, h, f, q = m.seq_len, m.hidden, m.ffn, m.q_width
+    bf16 = layer_activation_terms(m, b, fused_swiglu=fused)
+    fp8 = layer_activation_terms(m, b, fused_swiglu=fused, linear_bytes=1)
+    saved = 2 * s * b * h + s * b * f     # each of them one byte less per element
+    assert sum(t.nbytes for t in bf16) - sum(t.nbytes for t in fp8) == saved - s * b * q
+    assert _nbytes(fp8, "output projection input (attention output)") == 2 * s * b * q
+    assert _nbytes(fp8, "output projection input (its low-precision copy)") == s * b * q
+    assert _nbytes(fp8, "QKV linear input") == _nbytes(fp8, "first linear input") == s * b * h
+    assert {t.name for t in bf16} < {t.name for t in fp8}
+
+
+def test_a_float8_layout_keeps_its_linears_inputs_in_8_bits() -> None:
+    from distlab.plan.activations import activation_options, layer_kept_tensors
+
+    m = PRESETS["llama3-8b"]
+    bf16 = Layout(dp=8, global_batch=8)
+    fp8 = bf16.with_(compute_dtype="fp8")
+    opt = activation_options(bf16, "flash", False, None, 1, False, False)
+    s, h, f, q = m.seq_len, m.hidden, m.ffn, m.q_width
+    assert sum(layer_kept_tensors(m, bf16, opt)) - sum(layer_kept_tensors(m, fp8, opt)) \
+        == 2 * s * h + s * f - s * q
+    assert memory_per_gpu(m, fp8).activations < memory_per_gpu(m, bf16).activations
+    with pytest.raises(ValueError, match="moe_weighting"):
+        memory_per_gpu(m, bf16, moe_weighting="router")
+
+
 def test_dropout_masks_only_with_dropout() -> None:
     m = PRESETS["gpt3-1.3b"]
     s, h, a = m.seq_len, m.hidden, m.heads

@@ -137,3 +137,27 @@ def test_the_qwen3_presets_count_the_flops_megatron_bridge_states() -> None:
         narrow = replace(spec, head_dim=None)
         assert narrow.q_width == spec.hidden < spec.q_width
         assert _causal_flops_per_token(narrow, 4096) / median < 0.9
+
+
+def test_each_source_states_its_model_states_and_the_runs_are_priced_so() -> None:
+    """Megatron Bridge's performance configurations reduce gradients in bf16 at every release
+    here (``grad_reduce_in_fp32 = False``): their runs' states are ``"mixed"``; the Model Zoo
+    states none and keeps Megatron-LM's fp32 gradients; each run's layout carries its source's."""
+    from distlab.evidence.plan.published_moe import PRECISION
+
+    runs = load_moe_runs()
+    states = {r.source.key: r.source.states for r in runs}
+    assert states == {"megatron_bridge_25_09": "mixed", "megatron_bridge_25_11": "mixed",
+                      "megatron_bridge_26_02": "mixed", "megatron_moe_modelzoo_qwen3": PRECISION}
+    assert all("grad_reduce_in_fp32" in r.source.how for r in runs if r.source.states == "mixed")
+    assert all(moe_run_inputs(r).layout.precision == r.source.states for r in runs)
+
+
+def test_the_rows_whose_table_and_configuration_disagree_take_the_configuration() -> None:
+    """Megatron Bridge's 25.11 GPT-OSS rows: the table's H100 MBS 4 and B200 EP 8 are not what
+    its release's configuration ran (MBS 1; EP 64, as 26.02's table states); each says so."""
+    runs = {r.id: r for r in load_moe_runs()}
+    h100, b200 = runs["mb2511_h100_gpt_oss_120b"], runs["mb2511_b200_gpt_oss_120b"]
+    assert (h100.mbs, h100.ep, b200.mbs, b200.ep) == (1, 8, 4, 64)
+    assert "the table states MBS 4" in h100.derived and "the table states EP 8" in b200.derived
+    assert all("workload_base_configs.py" in r.derived for r in (h100, b200))

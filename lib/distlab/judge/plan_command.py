@@ -192,11 +192,15 @@ def moe_report_lines(j: Any) -> list[str]:
 
 def moe_memory_verdicts(j: Any) -> list[tuple[str, int, int]]:
     """``(run id, the memory model's peak bytes per GPU, the GPU's memory bytes)`` of each
-    published MoE run of the judgement ``j`` (:func:`~distlab.plan.memory.memory_per_gpu`)."""
+    published MoE run of the judgement ``j`` (:func:`~distlab.plan.memory.memory_per_gpu` with
+    the runs' Megatron-Core settings, :data:`~distlab.evidence.plan.published_moe.
+    MEMORY_OPTIONS`)."""
+    from distlab.evidence.plan.published_moe import MEMORY_OPTIONS
     from distlab.plan.memory import memory_per_gpu
 
     return [(r.inputs.run.id,
-             memory_per_gpu(r.inputs.model, r.inputs.layout, r.inputs.hw).total,
+             memory_per_gpu(r.inputs.model, r.inputs.layout, r.inputs.hw,
+                            **MEMORY_OPTIONS).total,
              r.inputs.hw.gpu.memory_bytes) for r in j.runs]
 
 

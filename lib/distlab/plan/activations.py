@@ -16,6 +16,10 @@ Recomputation in Large Transformer Models", section 4, as
   down projection's input), four ``s b f`` tensors where the two-matrix MLP keeps two;
   ``fused_swiglu=True``: three (Megatron-LM's fused ``bias_swiglu`` keeps its input and
   recomputes SiLU);
+- float8 products (``Layout.compute_dtype="fp8"``, :func:`linear_input_bytes`): the inputs
+  only a linear keeps for its weight gradient (QKV's, the first and the last MLP linear's) in
+  :data:`FP8_SAVED_BYTES`, and the output projection's own 8-bit copy of the attention output
+  beside the kernel's 16-bit one (Transformer Engine's fp8 linears keep their quantized input);
 - ``attention="flash"`` (FlashAttention, Dao et al. 2022, and torch's fused SDPA kernels): no
   ``a s^2 b`` tensor; the kernel keeps Q, K, V, its output (the output projection's input, one
   tensor) and the softmax statistics, one fp32 log-sum-exp per query row and head (``4 a s b``
@@ -80,12 +84,29 @@ from distlab.tensor_parallel.memory import ATTENTION as ATTENTION_BLOCK
 from distlab.tensor_parallel.memory import LAYER_NORM, MLP, ActivationTerm
 from distlab.transformer import ModelSpec, model_spec, per_op_saved_linears
 
-__all__ = ["ATTENTION", "ActivationOptions", "INDEX_BYTES", "LOSS_BYTES", "LayerTerm",
+__all__ = ["ATTENTION", "ActivationOptions", "FP8_SAVED_BYTES", "INDEX_BYTES", "LOSS_BYTES",
+           "LayerTerm", "MOE_WEIGHTINGS", "linear_input_bytes",
            "activation_options", "backward_working_nbytes", "backward_working_tensors",
            "check_split", "edge_nbytes", "forward_transient_nbytes", "forward_transient_tensors",
            "kept_tensors", "layer_activation_nbytes", "layer_activation_terms",
            "layer_kept_tensors", "layer_nbytes", "local_seq", "norm_stats_nbytes",
            "op_checkpoint_nbytes", "op_checkpoint_tensors", "shard_terms"]
+
+MOE_WEIGHTINGS = ("output", "input", "activation")
+"""Where a routed expert's result is weighted by its router probability, which sets what an MoE
+layer keeps (:func:`distlab.plan.experts.moe_kept_tensors`): ``"output"`` (distlab's MoE
+layer, torchtitan's ``score_before_experts=False``) keeps the experts' output for the
+probability's gradient; ``"input"`` (``score_before_experts=True``) the unweighted input beside
+the weighted one the first linear keeps; ``"activation"`` (Megatron-Core's ``TEGroupedMLP``
+with ``bias_activation_fusion``: ``weighted_bias_swiglu_impl`` multiplies inside the fused
+SwiGLU, which keeps its input and the probabilities) neither."""
+
+FP8_SAVED_BYTES = 1
+"""Bytes per element of the input a linear keeps for its weight gradient when the products run
+in float8 (``Layout.compute_dtype="fp8"``): Transformer Engine's fp8 linears (and its grouped
+linear) quantize their input for the forward product and keep that 8-bit copy, not the 16-bit
+tensor; what other kernels keep (the norms' and the attention kernel's inputs and outputs, the
+SwiGLU's input) stays 16-bit."""
 
 ATTENTION = ("flash", "eager")
 """Attention kernels: ``"flash"`` (fused, no ``a s^2 b`` tensor kept) or ``"eager"`` (the
@@ -111,14 +132,18 @@ class LayerTerm(ActivationTerm):
 def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch: int = 1, *,
                            cp: int = 1, attention: str = "flash", dropout: bool = False,
                            dtype_bytes: int = 2, mask_bytes: int = 1,
-                           fused_swiglu: bool = False) -> tuple[LayerTerm, ...]:
+                           fused_swiglu: bool = False,
+                           linear_bytes: int | None = None) -> tuple[LayerTerm, ...]:
     """The tensors one layer of ``model`` keeps for backward for one microbatch of
     ``micro_batch`` sequences, on one context-parallel rank (``seq_len / cp`` tokens), before
     tensor or sequence parallelism divides them (the module docstring's list).
 
     ``elements`` are elements of the whole tensor and ``itemsize`` bytes per element:
     ``dtype_bytes`` for activations, ``mask_bytes`` for dropout masks, 4 for flash attention's
-    fp32 softmax statistics.
+    fp32 softmax statistics; ``linear_bytes`` (``None``: ``dtype_bytes``) for the inputs only a
+    linear keeps for its weight gradient (:data:`FP8_SAVED_BYTES` under float8: then the
+    attention's output, which the kernel keeps in ``dtype_bytes``, is kept a second time, in 8
+    bits, by the output projection).
     """
     spec = model_spec(model)
     b = check_int("micro_batch", micro_batch, minimum=1)
@@ -128,6 +153,7 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
     d = check_int("dtype_bytes", dtype_bytes, minimum=1)
     mask = check_int("mask_bytes", mask_bytes, minimum=1)
     fused = check_bool("fused_swiglu", fused_swiglu)
+    lin = d if linear_bytes is None else check_int("linear_bytes", linear_bytes, minimum=1)
     s = local_seq(spec, cp, attention)
     h, f, a = spec.hidden, spec.ffn, spec.heads
     sbh, sbf = s * b * h, s * b * f
@@ -141,7 +167,7 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
         # the residual stream entering the layer: the norm's backward needs its input
         LayerTerm("attention norm input (the layer's input)", ln, sbh, d, False),
         # the norm's output, read by the Q, K and V linears for their weight gradients
-        LayerTerm("QKV linear input", att, sbh, d, False, column_input=True),
+        LayerTerm("QKV linear input", att, sbh, lin, False, column_input=True),
         # Q for the gradient of K (Q K^T), or for the fused kernel's backward
         LayerTerm("Q", att, sbq, d, True),
         # K for the gradient of Q; kv_heads * head_dim wide in a kernel that reads it so
@@ -171,13 +197,17 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
         # reads the same tensor)
         LayerTerm("output projection input (attention output)", att, sbq, d, True),
     ]
+    if lin != d:
+        # the output projection's own low-precision copy of its input, for its weight gradient
+        terms.append(LayerTerm("output projection input (its low-precision copy)", att, sbq,
+                               lin, True))
     if dropout:
         terms.append(LayerTerm("attention dropout mask", att, sbh, mask, False))
     terms += [
         # the residual stream after attention: the second norm's input
         LayerTerm("MLP norm input", ln, sbh, d, False),
         # the second norm's output, read by the first MLP linear(s) for their weight gradients
-        LayerTerm("first linear input", MLP, sbh, d, False, column_input=True),
+        LayerTerm("first linear input", MLP, sbh, lin, False, column_input=True),
     ]
     if spec.gated_ffn:
         terms += [
@@ -190,13 +220,14 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
             # SiLU's output: the product's other factor, read for the up projection's gradient
             terms.append(LayerTerm("SiLU output", MLP, sbf, d, True))
         # the product: the down projection's input
-        terms.append(LayerTerm("down projection input (the product)", MLP, sbf, d, True))
+        terms.append(LayerTerm("down projection input (the product)", MLP, sbf, lin, True))
     else:
         terms += [
             # the first linear's output, the activation's (GeLU's) input
             LayerTerm("activation input", MLP, sbf, d, True),
             # the activation's output, the second linear's input
-            LayerTerm("second linear input (activation output)", MLP, sbf, d, True),
+            LayerTerm("second linear input (activation output)", MLP, sbf, lin,
+                      True),
         ]
     if dropout:
         terms.append(LayerTerm("MLP dropout mask", MLP, sbh, mask, False))
@@ -247,20 +278,29 @@ class ActivationOptions:
     mask_bytes: int
     fused_swiglu: bool
     sp_saves_gathered: bool
+    moe_weighting: str = "output"
 
 
 def activation_options(layout: Layout, attention: Any, dropout: Any, dtype_bytes: Any,
-                       mask_bytes: Any, fused_swiglu: Any, sp_saves_gathered: Any
-                       ) -> ActivationOptions:
+                       mask_bytes: Any, fused_swiglu: Any, sp_saves_gathered: Any,
+                       moe_weighting: Any = "output") -> ActivationOptions:
     """The activation model's choices for ``layout``, each checked (``dtype_bytes`` ``None``:
-    4 for ``precision="fp32"``, else 2)."""
+    4 for ``precision="fp32"``, else 2; ``moe_weighting`` one of :data:`MOE_WEIGHTINGS`)."""
     d = (4 if layout.precision == "fp32" else 2) if dtype_bytes is None else check_int(
         "dtype_bytes", dtype_bytes, minimum=1)
     return ActivationOptions(check_choice("attention", attention, ATTENTION),
                     check_bool("dropout", dropout), d,
                     check_int("mask_bytes", mask_bytes, minimum=1),
                     check_bool("fused_swiglu", fused_swiglu),
-                    check_bool("sp_saves_gathered", sp_saves_gathered))
+                    check_bool("sp_saves_gathered", sp_saves_gathered),
+                    check_choice("moe_weighting", moe_weighting, MOE_WEIGHTINGS))
+
+
+def linear_input_bytes(layout: Layout, opt: ActivationOptions) -> int:
+    """Bytes per element of the input a linear keeps for its weight gradient:
+    :data:`FP8_SAVED_BYTES` where ``layout``'s products run in float8, else the activations'
+    ``opt.dtype_bytes``."""
+    return FP8_SAVED_BYTES if layout.compute_dtype == "fp8" else opt.dtype_bytes
 
 
 def check_split(spec: ModelSpec, layout: Layout, attention: str) -> None:
@@ -316,7 +356,8 @@ def layer_kept_tensors(spec: ModelSpec, layout: Layout, opt: ActivationOptions
     terms = layer_activation_terms(spec, layout.micro_batch, cp=layout.cp,
                                    attention=opt.attention, dropout=opt.dropout,
                                    dtype_bytes=opt.dtype_bytes, mask_bytes=opt.mask_bytes,
-                                   fused_swiglu=opt.fused_swiglu)
+                                   fused_swiglu=opt.fused_swiglu,
+                                   linear_bytes=linear_input_bytes(layout, opt))
     if spec.kv < layout.tp and opt.attention == "flash":
         # fewer key/value heads than GPUs: each GPU keeps one (repeated), not kv / tp
         rep = layout.tp // spec.kv

@@ -28,12 +28,15 @@ all-to-all token dispatcher).
   Megatron-Core's 1F1B overlap and DualPipe run it).
 - **Memory.** Experts ``experts / ep`` per GPU, sharded by ZeRO over the expert-data-parallel
   ranks (:mod:`distlab.plan.partition`); per MoE layer the routed rows' activations
-  (:func:`moe_kept_tensors`) and the dispatch and combine buffers while the layer runs
-  (:func:`dispatch_buffers`).
+  (:func:`moe_kept_tensors`: one ``rows * hidden`` tensor more where the router's probability
+  weights the experts' output or input than where Megatron-Core's fused weighted SwiGLU applies
+  it, ``moe_weighting``; the grouped linears' inputs in 8 bits under float8) and the dispatch
+  and combine buffers while the layer runs (:func:`dispatch_buffers`).
 """
 
 from __future__ import annotations
 
+from distlab.plan.activations import ActivationOptions, linear_input_bytes
 from distlab.plan.collectives import p2p_seconds
 from distlab.plan.layout import Hardware, Layout, group_span
 from distlab.transformer import ModelSpec
@@ -139,32 +142,57 @@ def dispatch_buffers(model: ModelSpec, layout: Layout, dtype_bytes: int) -> tupl
     return (rows * model.hidden * dtype_bytes,) * 2
 
 
-def moe_kept_tensors(model: ModelSpec, layout: Layout, dtype_bytes: int,
-                     fused_swiglu: bool = False) -> tuple[int, ...]:
+def _inner_nbytes(rows: int, width: int, model: ModelSpec, opt: ActivationOptions,
+                  linear_bytes: int) -> int:
+    """Bytes an MLP ``width`` wide keeps between its first and its last linear for ``rows``
+    tokens, as :func:`~distlab.plan.activations.layer_activation_terms` counts the dense MLP: a
+    gated one its gate and up outputs (``opt.dtype_bytes``), SiLU's output unless the SwiGLU is
+    fused, and the product (the last linear's input, ``linear_bytes``); a two-matrix one the
+    activation's input and output."""
+    d = opt.dtype_bytes
+    if model.gated_ffn:
+        return rows * width * ((2 if opt.fused_swiglu else 3) * d + linear_bytes)
+    return rows * width * (d + linear_bytes)
+
+
+def moe_kept_tensors(model: ModelSpec, layout: Layout, opt: ActivationOptions
+                     ) -> tuple[int, ...]:
     """Bytes one GPU keeps for backward of one MoE layer and microbatch beyond what the dense
     layer's activation model counts (:mod:`distlab.plan.activations`, whose MLP is
-    ``ffn_hidden`` wide): the routed rows' expert input and output (``rows * hidden`` each, the
-    combine's weights need the output; ``rows`` the tensor-parallel group's, ``tokens * top_k
-    * row_factor``, each GPU's share of them with ``etp = 1``; the experts' inner tensors come to
-    ``rows * expert_ffn / tp`` elements per GPU either way), the router's fp32 scores
-    (``tokens * experts``), the routed and shared experts' inner tensors (``ffn``-wide ones as
-    the dense MLP keeps them, 4 gated or 3 with ``fused_swiglu``, 2 otherwise) less the dense
-    MLP's, never below none. Nothing under a recompute that keeps each layer's input only."""
+    ``ffn_hidden`` wide and whose first MLP linear's input is the router's), in order:
+
+    - the routed rows' expert input, ``rows * hidden`` (the first expert linear's, in
+      :func:`~distlab.plan.activations.linear_input_bytes`: 8 bits under float8), and, unless
+      the probabilities weight the rows inside the activation (``opt.moe_weighting``,
+      :data:`~distlab.plan.activations.MOE_WEIGHTINGS`), a second ``rows * hidden`` tensor in
+      ``opt.dtype_bytes`` (the experts' output, or the unweighted input); ``rows`` the
+      tensor-parallel group's, ``tokens * top_k * row_factor``, each GPU's share of them with
+      ``etp = 1``;
+    - the router's fp32 scores (``tokens * experts``), and with ``"activation"`` weighting the
+      routed rows' fp32 probabilities, which the weighted SwiGLU keeps;
+    - the routed and shared experts' inner tensors (:func:`_inner_nbytes`; ``rows * expert_ffn
+      / tp`` elements per GPU either way) less the dense MLP's, never below none.
+
+    Nothing under a recompute that keeps each layer's input only."""
     if not model.moe or layout.recompute_policy.keeps_input_only:
         return ()
+    d, lin = opt.dtype_bytes, linear_input_bytes(layout, opt)
     tokens = model.seq_len // layout.cp * layout.micro_batch
     rows = int(tokens * model.top_k * row_factor(layout))   # the tensor-parallel group's rows
     seq_split = layout.tp if layout.sequence_parallel else 1
-    inner = (3 if fused_swiglu else 4) if model.gated_ffn else 2
     width = model.expert_width
-    experts = inner * (rows * width + tokens * model.shared_experts * width) \
-        * dtype_bytes // layout.tp
-    dense = inner * tokens * model.ffn * dtype_bytes // layout.tp
+    experts = (_inner_nbytes(rows, width, model, opt, lin)
+               + _inner_nbytes(tokens * model.shared_experts, width, model, opt, lin)) \
+        // layout.tp
+    dense = _inner_nbytes(tokens, model.ffn, model, opt, lin) // layout.tp
     # with etp = tp the group's rows are gathered on each GPU; with etp = 1 each GPU takes its
     # own share of them, whole-width
-    routed_io = 2 * rows * model.hidden * dtype_bytes // (layout.tp // layout.expert_tp)
+    own = layout.tp // layout.expert_tp
+    weighted_inside = opt.moe_weighting == "activation"
+    routed_io = rows * model.hidden * (lin + (0 if weighted_inside else d)) // own
+    probs = rows * 4 // own if weighted_inside else 0
     scores = tokens * model.experts * 4 // seq_split
-    return tuple(n for n in (routed_io, scores, max(0, experts - dense)) if n > 0)
+    return tuple(n for n in (routed_io, scores, probs, max(0, experts - dense)) if n > 0)
 
 
 def all_to_all_seconds(nbytes: int, ep: int, stride: int, hw: Hardware, *,

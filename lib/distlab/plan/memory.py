@@ -326,7 +326,7 @@ def _activation_bytes(spec: ModelSpec, layout: Layout, opt: Any, r: int,
     split = layers_per_stage(spec.layers, layout.stages)
     last = layout.stages - 1
     moe = [stage_moe_layers(spec, layout, s) if spec.moe else 0 for s in stages]
-    moe_kept = sum(moe_kept_tensors(spec, layout, opt.dtype_bytes, opt.fused_swiglu)) \
+    moe_kept = sum(moe_kept_tensors(spec, layout, opt)) \
         if spec.moe else 0
     stage_nbytes = [split[s] * per_layer + (emb if s == 0 else 0)
                     + (out + logits if s == last else 0) + k * moe_kept
@@ -349,6 +349,7 @@ def memory_per_rank(model: ModelSpec | str | dict[str, Any], layout: Layout,
                     hw: Hardware | None = None, *, attention: str = "flash",
                     dropout: bool = False, dtype_bytes: int | None = None, mask_bytes: int = 1,
                     fused_swiglu: bool = False, sp_saves_gathered: bool = False,
+                    moe_weighting: str = "output",
                     bucket_mb: float = DEFAULT_BUCKET_MB, prefetch: int = 1,
                     optimizer: str = "fused", expandable_segments: bool = False,
                     device_bytes: int | None = None) -> tuple[MemoryEstimate, ...]:
@@ -357,6 +358,7 @@ def memory_per_rank(model: ModelSpec | str | dict[str, Any], layout: Layout,
     return _estimates(model, layout, hw, None, attention=attention, dropout=dropout,
                       dtype_bytes=dtype_bytes, mask_bytes=mask_bytes,
                       fused_swiglu=fused_swiglu, sp_saves_gathered=sp_saves_gathered,
+                      moe_weighting=moe_weighting,
                       bucket_mb=bucket_mb, prefetch=prefetch, optimizer=optimizer,
                       expandable_segments=expandable_segments, device_bytes=device_bytes)
 
@@ -365,6 +367,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
                        attention: str = "flash", dropout: bool = False,
                        dtype_bytes: int | None = None, mask_bytes: int = 1,
                        fused_swiglu: bool = False, sp_saves_gathered: bool = False,
+                    moe_weighting: str = "output",
                        device_bytes: int | None = None) -> int:
     """Bytes the most loaded GPU of ``layout`` holds at least (:attr:`MemoryEstimate.total`
     is never less), without replaying the step: the model states present when a step's loss
@@ -375,7 +378,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
     layouts out before :func:`memory_per_gpu` replays the ones that may fit."""
     spec = model_spec(model)
     opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
-                             sp_saves_gathered)
+                             sp_saves_gathered, moe_weighting)
     check_split(spec, layout, opt.attention)
     check_experts(spec, layout)
     device = (DEVICE_BYTES + communicators(layout) * NCCL_COMMUNICATOR_BYTES
@@ -424,7 +427,8 @@ def _candidates(spec: ModelSpec, layout: Layout, opt: Any, holdings: Any) -> tup
 
 def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | None, *,
                attention: str, dropout: bool, dtype_bytes: int | None, mask_bytes: int,
-               fused_swiglu: bool, sp_saves_gathered: bool, bucket_mb: float, prefetch: int,
+               fused_swiglu: bool, sp_saves_gathered: bool, moe_weighting: str,
+               bucket_mb: float, prefetch: int,
                optimizer: str, expandable_segments: bool, device_bytes: int | None
                ) -> tuple[MemoryEstimate, ...]:
     """Every pipeline rank's estimate (``ranks=None``) or only :func:`_candidates`'
@@ -435,7 +439,7 @@ def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | Non
         check_instance("hw", hw, Hardware)
         check_layout_fits(layout, hw)
     opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
-                             sp_saves_gathered)
+                             sp_saves_gathered, moe_weighting)
     bucket = check_float("bucket_mb", bucket_mb, minimum=0.0)
     prefetch = check_int("prefetch", prefetch, minimum=0)
     check_choice("optimizer", optimizer, OPTIMIZERS)
@@ -482,6 +486,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
                    hw: Hardware | None = None, *, attention: str = "flash",
                    dropout: bool = False, dtype_bytes: int | None = None, mask_bytes: int = 1,
                    fused_swiglu: bool = False, sp_saves_gathered: bool = False,
+                    moe_weighting: str = "output",
                    bucket_mb: float = DEFAULT_BUCKET_MB, prefetch: int = 1,
                    optimizer: str = "fused", expandable_segments: bool = False,
                    device_bytes: int | None = None) -> MemoryEstimate:
@@ -501,6 +506,10 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
         fused_swiglu: a gated MLP's SiLU recomputed in backward (Megatron-LM's fusion).
         sp_saves_gathered: with sequence parallelism, column-parallel linears keep their
             all-gathered input (torch) instead of gathering it again (Megatron-LM).
+        moe_weighting: where a routed expert's output is weighted by its router probability
+            (:data:`~distlab.plan.activations.MOE_WEIGHTINGS`): ``"output"`` (distlab's MoE
+            layer, torchtitan's default) or ``"input"`` keep one more ``rows * hidden`` tensor
+            per MoE layer than ``"activation"`` (Megatron-Core's fused weighted SwiGLU).
         bucket_mb: MiB of the data-parallel gradient bucket in flight (ZeRO 2).
         prefetch: FSDP units gathered ahead in backward.
         optimizer: AdamW's ``"fused"`` or ``"foreach"`` implementation.
@@ -516,6 +525,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
     estimates = _estimates(model, layout, hw, "candidates", attention=attention,
                            dropout=dropout, dtype_bytes=dtype_bytes, mask_bytes=mask_bytes,
                            fused_swiglu=fused_swiglu, sp_saves_gathered=sp_saves_gathered,
+                      moe_weighting=moe_weighting,
                            bucket_mb=bucket_mb, prefetch=prefetch, optimizer=optimizer,
                            expandable_segments=expandable_segments, device_bytes=device_bytes)
     return max(estimates, key=lambda e: e.total)

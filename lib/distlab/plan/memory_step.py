@@ -209,8 +209,8 @@ def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -
                   forward_transient_tensors(spec, layout, opt),
                   backward_working_tensors(spec, layout, opt), output,
                   -(-spec.vocab // layout.tp),
-                  moe_kept_tensors(spec, layout, d, opt.fused_swiglu),
-                  moe_kept_tensors(spec, layout.with_(recompute=NONE), d, opt.fused_swiglu),
+                  moe_kept_tensors(spec, layout, opt),
+                  moe_kept_tensors(spec, layout.with_(recompute=NONE), opt),
                   dispatch_buffers(spec, layout, d))
 
 

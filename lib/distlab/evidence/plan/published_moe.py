@@ -21,11 +21,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from distlab.plan.layout import Hardware, Layout, hardware
+from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
 from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.vocabulary import error_pct
 
-__all__ = ["COLUMNS_AGREE", "DISPATCHERS", "ROUTINGS", "MoeRun", "MoeRunInputs", "MoeSource",
+__all__ = ["COLUMNS_AGREE", "DISPATCHERS", "MEMORY_OPTIONS", "ROUTINGS", "MoeRun", "MoeRunInputs",
+           "MoeSource",
            "SameLayout", "columns_disagree", "load_moe_runs", "moe_run_inputs", "same_layouts"]
 
 _DATA = "data/published_moe_runs.json"
@@ -55,8 +56,18 @@ _NOT_LAYOUT = frozenset({"id", "source", "measured", "derived", "routing", "capa
 it ran, how it routes and which token dispatcher moved its tokens
 (:attr:`MoeRun.layout_key`)."""
 PRECISION = "mixed-fp32-grads"
-"""The model states of every run (Megatron-Core: 16-bit parameters, fp32 gradients and Adam
-states), sharded by its distributed optimizer (ZeRO 1) unless the run states FSDP."""
+"""The model states of a run whose source does not state them (Megatron-LM's bf16 default:
+16-bit parameters, fp32 gradients and Adam states); sharded by its distributed optimizer (ZeRO 1)
+unless the run states FSDP. A source that states them says so in its ``states``."""
+
+MEMORY_OPTIONS: dict[str, Any] = {"fused_swiglu": True, "moe_weighting": "activation"}
+""":func:`~distlab.plan.memory.memory_per_gpu`'s keyword arguments for every run here: each runs
+Megatron-Core with ``bias_activation_fusion`` (its fused SwiGLU keeps its input, not SiLU's
+output) and routed experts in ``TEGroupedMLP``, whose fused weighted SwiGLU applies each routed
+row's probability (``moe_weighting="activation"``: the experts' output is not kept); Megatron
+Bridge's providers of every model here set ``bias_activation_fusion = True`` (tags v0.1.0rc3,
+v0.2.0), and Megatron-Core has weighted the rows there since core_v0.13.0
+(``megatron/core/transformer/moe/experts.py``, ``weighted_bias_swiglu_impl``)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,7 @@ class MoeSource:
     url: str
     also: str
     how: str
+    states: str = PRECISION
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,9 @@ def load_moe_runs() -> tuple[MoeRun, ...]:
     for s in sources.values():
         if s.split not in SPLITS:
             raise ValueError(f"source {s.key}: split {s.split!r} is not one of {SPLITS}")
+        if s.states not in PRECISIONS:
+            raise ValueError(f"source {s.key}: states {s.states!r} is not one of "
+                             f"{', '.join(PRECISIONS)}")
     runs = []
     for raw in data["runs"]:
         fields = dict(raw)
@@ -185,18 +200,18 @@ def load_moe_runs() -> tuple[MoeRun, ...]:
 def moe_run_inputs(run: MoeRun) -> MoeRunInputs:
     """The planner's model, layout and hardware for ``run``: its preset at its sequence
     length; dp from the GPU count; ZeRO 1 (Megatron-Core's distributed optimizer; ZeRO 3 where
-    it states FSDP) with :data:`PRECISION`; sequence parallelism with ``tp > 1``;
-    Interleaved1F1B with ``vp > 1``, else 1F1B; cuDNN's attention (Transformer Engine's
-    choice on Hopper and later); its routing (token drop: its capacity factor,
-    ``Layout.expert_capacity``; dropless: ``None``); its GPUs in nodes of 8 over the box's usual
-    network. Its ``dispatcher`` is not an input: every run's all-to-all is priced as the NCCL
-    dispatcher's (:data:`DISPATCHERS`)."""
+    it states FSDP) with its source's ``states`` (:data:`PRECISION` where it states none);
+    sequence parallelism with ``tp > 1``; Interleaved1F1B with ``vp > 1``, else 1F1B; cuDNN's
+    attention (Transformer Engine's choice on Hopper and later); its routing (token drop: its
+    capacity factor, ``Layout.expert_capacity``; dropless: ``None``); its GPUs in nodes of 8
+    over the box's usual network. Its ``dispatcher`` is not an input: every run's all-to-all is
+    priced as the NCCL dispatcher's (:data:`DISPATCHERS`)."""
     model = model_spec(run.model, seq_len=run.seq_len)
     layout = Layout(dp=run.dp, tp=run.tp, pp=run.pp, cp=run.cp, ep=run.ep, etp=run.etp,
                     zero=3 if run.fsdp else 1, sequence_parallel=run.tp > 1,
                     schedule="Interleaved1F1B" if run.vp > 1 else "1F1B",
                     stages_per_rank=run.vp, micro_batch=run.mbs, global_batch=run.gbs,
-                    recompute=run.recompute, precision=PRECISION,
+                    recompute=run.recompute, precision=run.source.states,
                     compute_dtype=run.precision, attention_kernel="cudnn",
                     ep_overlap=run.ep_overlap, expert_capacity=run.capacity_factor)
     return MoeRunInputs(run, model, layout, hardware(run.gpu, run.gpus))
