@@ -136,6 +136,6 @@ def test_the_fp8_results_readme_quotes_the_run() -> None:
     wide = [r["efficiency"] for r in f.values() if r["width"] >= 1024]
     assert (round(min(wide), 2), round(max(wide), 2)) == (1.33, 1.45)
     planner = SHIPPED.efficiency["hopper/fp8"] / SHIPPED.efficiency["hopper/bf16"]
-    assert round(planner, 2) == 1.57 and planner < min(gains)
+    assert round(planner, 2) == 1.54 and planner < min(gains)
     readme = (FP8_RUN / "README.md").read_text()
     assert f"gain is smaller: {planner:.2f}x" in readme

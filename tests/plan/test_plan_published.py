@@ -219,3 +219,38 @@ def test_load_published_reads_a_given_file(tmp_path, raw, published):
     path = tmp_path / "runs.json"
     path.write_text(json.dumps(raw))
     assert load_published(path) == published
+
+
+def test_a_source_states_what_its_configuration_sets_for_rows_that_state_none(raw, published):
+    """Megatron Bridge 25.11's configuration (v0.2.0) runs the distributed optimizer with bf16
+    gradients: its rows that state no FSDP are priced at ZeRO 1 with ``"mixed"`` states and say
+    so; its FSDP row keeps its own stage; NeMo 24.07's shards its optimizer (ZeRO 1) and states no
+    gradient dtype; a source that states nothing keeps ZeRO 0 and fp32 gradients; a bad stage or
+    states is refused, named."""
+    from distlab.evidence.plan.runs import run_inputs
+
+    bridge = published.sources["megatron_bridge_25_11"]
+    assert (bridge.zero_stage, bridge.states) == (1, "mixed")
+    assert "use_distributed_optimizer=True" in bridge.how
+    assert "grad_reduce_in_fp32 = False" in bridge.how
+    for run in runs(source="megatron_bridge_25_11"):
+        i = run_inputs(run)
+        if run.layout.zero_stage is None:
+            assert (i.layout.zero, i.layout.precision) == (1, "mixed")
+            assert "zero 1 (its source's configuration)" in i.assumed
+        else:
+            assert i.layout.zero == run.layout.zero_stage
+    nemo = published.sources["nemo_24_07"]     # Apex's distributed Adam, its gradients unstated
+    assert (nemo.zero_stage, nemo.states) == (1, None) and "distributed_fused_adam" in nemo.how
+    for run in runs(source="nemo_24_07"):
+        assert (run_inputs(run).layout.zero, run_inputs(run).layout.precision) == (
+            1, "mixed-fp32-grads")
+    for run in runs(source="nemo_long_sequence_2024"):   # a source that states neither
+        i = run_inputs(run)
+        assert (i.layout.zero, i.layout.precision) == (0, "mixed-fp32-grads")
+        assert "zero 0 (unstated)" in i.assumed
+    for field, value in (("zero_stage", 4), ("states", "bf16")):
+        bad = copy.deepcopy(raw)
+        bad["sources"]["megatron_bridge_25_11"][field] = value
+        with pytest.raises(ValueError, match=rf"megatron_bridge_25_11.*{field}"):
+            parse_published(bad)

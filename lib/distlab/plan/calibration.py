@@ -146,8 +146,8 @@ class ComputeRate:
 
 
 SHIPPED = ComputeRate(
-    efficiency={"ampere/bf16": 0.737, "hopper/bf16": 0.588, "hopper/fp8": 0.926,
-                "blackwell/fp8": 1.403},
+    efficiency={"ampere/bf16": 0.737, "hopper/bf16": 0.588, "hopper/fp8": 0.907,
+                "blackwell/fp8": 1.256},
     width_scale=384.0, attention=0.3, kernel_speed=KERNEL_SPEED,
     attention_backward=ATTENTION_BACKWARD,
     # the judgement prints this source: it keeps the fit's old path (now distlab.evidence.plan)

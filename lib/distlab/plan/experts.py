@@ -76,7 +76,7 @@ one model's FLOPs change, which says how loosely it is pinned. What it says: the
 in-node expert-parallel runs move their tokens at about a twelfth of NVLink's data-sheet
 bandwidth, far below what nccl-tests' all-to-all reaches. It is a catch-all, and it carries most
 of what an MoE layer costs beyond its FLOPs: at NVLink's whole bandwidth (share 1.0) the
-calibration runs took a median 2.8x the model's step; the published MoE runs reach about 12% of
+calibration runs took a median 2.2x the model's step; the published MoE runs reach about 12% of
 their GPUs' peak (Megatron Bridge's model TFLOP/s: 242 on H100s for Qwen3-235B-A22B in fp8)
 where the same tables' dense runs reach about 37% (728 for Llama 3 70B). On one H200 distlab's
 own MoE layer (plain torch ops, ``results/gpu-h200-2026-11-28-moe-step/``) spends as long in its

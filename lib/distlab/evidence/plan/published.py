@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from distlab.gpus import gpus_of_library
+from distlab.plan.layout import PRECISIONS as STATES
 from distlab.recompute import PUBLISHED_RECOMPUTE
 
 GiB = 2**30
@@ -55,6 +56,11 @@ class PublishedSource:
         table: where in the source the runs are (table, section, commit).
         how: how the runs were made, as the source states it.
         split: ``"calibration"`` or ``"held_out"``.
+        zero_stage: the ZeRO stage of its runs that state none, where the configuration they
+            ran with states it (``how`` says where); ``None``: unknown.
+        states: the bytes of its runs' model states, a key of
+            :data:`distlab.plan.layout.PRECISIONS`, where the configuration states them;
+            ``None``: unknown.
     """
 
     key: str
@@ -65,6 +71,8 @@ class PublishedSource:
     table: str
     how: str
     split: str
+    zero_stage: int | None = None
+    states: str | None = None
 
 
 @dataclass(frozen=True)
@@ -274,11 +282,14 @@ def _source(key: str, raw: Any) -> PublishedSource:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: must be a JSON object")
     r = _Reader(raw, where)
-    r.no_extra(("title", "authors_or_org", "year", "url", "table", "how", "split"))
+    r.no_extra(("title", "authors_or_org", "year", "url", "table", "how", "split",
+                "zero_stage", "states"))
     return PublishedSource(key, r.get("title", str), r.get("authors_or_org", str),
                            r.get("year", int, positive=True), r.get("url", str),
                            r.get("table", str), r.get("how", str),
-                           r.get("split", str, choices=SPLITS))
+                           r.get("split", str, choices=SPLITS),
+                           r.get("zero_stage", int, required=False, choices=(0, 1, 2, 3)),
+                           r.get("states", str, required=False, choices=tuple(STATES)))
 
 
 def _run(raw: Any, index: int, sources: Mapping[str, PublishedSource]) -> PublishedRun:

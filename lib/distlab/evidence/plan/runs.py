@@ -37,8 +37,11 @@ layer"``, every n-th layer checkpointed whole, n unstated) stays ``"selective"``
 
 FSDP_SOURCES = ("torchtitan", "mosaicml")
 """Sources whose ZeRO-3 is torch FSDP with a bf16 ``param_dtype`` (fp32 sharded states):
-their states are priced as ``"fsdp-mixed"``; every other source's as Megatron-LM's
-``"mixed-fp32-grads"`` (DeepSpeed's BF16 optimizer keeps fp32 gradients too)."""
+their states are priced as ``"fsdp-mixed"``; every other source's as its ``states`` where the
+configuration its runs ran with states them (:class:`~distlab.evidence.plan.published.
+PublishedSource`), else as Megatron-LM's ``"mixed-fp32-grads"`` (DeepSpeed's BF16 optimizer keeps
+fp32 gradients too). A run that states no ZeRO stage takes its source's ``zero_stage`` where
+that configuration states it, else 0."""
 
 
 TRANSFORMER_ENGINE_SOURCES = ("megatron_lm_h100_2024", "nemo_24_07", "nemo_long_sequence_2024",
@@ -96,9 +99,11 @@ def run_inputs(run: PublishedRun) -> RunInputs:
         network = _network(h.network, h.gpu)
         assumed.append(f"network {network} for {h.network!r}")
     hw = Hardware(gpu_kind(h.gpu), h.gpus, min(per_node, h.gpus), network)
-    zero = lay.zero_stage if lay.zero_stage is not None else 0
+    source = _source(run)
+    zero = lay.zero_stage if lay.zero_stage is not None else (source.zero_stage or 0)
     if lay.zero_stage is None:
-        assumed.append("zero 0 (unstated)")
+        assumed.append("zero 0 (unstated)" if source.zero_stage is None else
+                       f"zero {zero} (its source's configuration)")
     if lay.recompute is None:
         recompute = NONE
         assumed.append("recompute none (unstated)")
@@ -113,8 +118,8 @@ def run_inputs(run: PublishedRun) -> RunInputs:
         v = 2
         assumed.append("2 stages per rank (interleaved, count unstated)")
     fsdp = zero == 3 and any(run.source.startswith(s) for s in FSDP_SOURCES)
-    precision = "fsdp-mixed" if fsdp else "mixed-fp32-grads"
-    year = _source(run).year
+    precision = "fsdp-mixed" if fsdp else (source.states or "mixed-fp32-grads")
+    year = source.year
     sp = bool(lay.sequence_parallel) if lay.sequence_parallel is not None else (
         lay.tp > 1 and year >= SEQUENCE_PARALLEL_FROM)
     if lay.sequence_parallel is None and lay.tp > 1:
