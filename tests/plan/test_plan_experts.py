@@ -28,9 +28,9 @@ from distlab.plan.experts import (
     row_factor,
 )
 from distlab.plan.layout import Layout, hardware, parse_layout
-from distlab.plan.memory import memory_lower_bound, memory_per_gpu
+from distlab.plan.memory import FRAMEWORKS, memory_lower_bound, memory_per_gpu, memory_per_rank
 from distlab.plan.partition import rank_params
-from distlab.plan.planner import enumerate_layouts, price
+from distlab.plan.planner import enumerate_layouts, plan, price
 from distlab.plan.step import step_time
 from distlab.transformer import MOE_SOURCES, PRESETS, ModelSpec
 from distlab.vocabulary import error_pct
@@ -431,3 +431,60 @@ def test_megatron_core_grouped_experts_keep_what_its_code_keeps() -> None:
                     if x.block == "mlp" and x.elements == t * m.ffn)
     kept = sum(moe_kept_tensors(m, lay, _opt(fused_swiglu=True, moe_weighting="activation")))
     assert kept + dense_mlp == megatron
+
+
+@settings(max_examples=30, deadline=None)
+@given(framework=st.sampled_from(sorted(FRAMEWORKS)), tp=st.sampled_from([1, 2]),
+       pp=st.sampled_from([1, 2]), ep=st.sampled_from([1, 2, 4]),
+       zero=st.sampled_from([0, 1, 3]), mb=st.integers(1, 2), fp8=st.booleans(),
+       recompute=st.sampled_from(["none", "selective", "full"]))
+def test_the_lower_bound_holds_for_every_framework(framework: str, tp: int, pp: int, ep: int,
+                                                   zero: int, mb: int, fp8: bool,
+                                                   recompute: str) -> None:
+    """The planner rules a layout out by :func:`memory_lower_bound` before replaying it, with
+    the framework's options: the bound must hold under them; and Megatron-Core's kernels never
+    keep more of the layers than the default on any pipeline rank."""
+    if pp > 1 and zero == 3:
+        zero = 1
+    lay = Layout(dp=4, tp=tp, pp=pp, ep=ep, zero=zero, micro_batch=mb, global_batch=8 * mb,
+                 sequence_parallel=tp > 1, recompute=recompute,
+                 compute_dtype="fp8" if fp8 else "bf16")
+    opts = FRAMEWORKS[framework]
+    assert memory_lower_bound(TOY, lay, **opts) <= memory_per_gpu(TOY, lay, **opts).total
+    for meg, default in zip(memory_per_rank(TOY, lay, **FRAMEWORKS["megatron"]),
+                            memory_per_rank(TOY, lay), strict=True):   # rank by rank
+        assert meg.activation_parts.layers <= default.activation_parts.layers
+
+
+def test_the_planner_prices_and_bounds_with_the_frameworks_options(monkeypatch) -> None:
+    """``plan(memory_options=...)`` passes the options the bound takes to the bound: every
+    call of :func:`memory_lower_bound` the planner makes carries them."""
+    from distlab.plan import planner
+
+    seen: list[dict] = []
+    real = planner.memory_lower_bound
+
+    def spy(model, layout, **kw):
+        seen.append(kw)
+        return real(model, layout, **kw)
+
+    monkeypatch.setattr(planner, "memory_lower_bound", spy)
+    mem = {**FRAMEWORKS["megatron"], "expandable_segments": True}
+    plan(TOY, HW, 8, top=2, recompute=("none",), memory_options=mem)
+    assert seen and all(kw == FRAMEWORKS["megatron"] for kw in seen)
+
+
+def test_the_command_prices_megatrons_kernels_with_framework_megatron(tmp_path) -> None:
+    """Megatron Bridge's Qwen3-30B-A3B on 16 H100s (25.11's layout, float8) ran; priced with
+    Megatron-Core's kernels it fits, with the default ones it does not."""
+    import json
+
+    argv = ["qwen3-30b-a3b", "--gpus", "16", "--global-batch", "512", "--layout",
+            "dp=8,pp=2,ep=8,zero=1,schedule=Interleaved1F1B,v=24,mb=2,dtype=fp8"]
+    fits = {}
+    for framework in ("default", "megatron"):
+        out = tmp_path / f"{framework}.json"
+        assert plan_main([*argv, "--framework", framework, "--json", str(out)]) == 0
+        (shown,) = json.loads(out.read_text())["layouts"]
+        fits[framework] = shown["fits"]
+    assert fits == {"default": False, "megatron": True}

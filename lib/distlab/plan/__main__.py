@@ -32,7 +32,9 @@ ranks the layouts that fit, fastest first, in one
 order whatever --top shows (each step charged up to 1% for the share of the GPU's memory the
 layout takes, so of near-equal steps the layout with more headroom goes first); where none fits
 it names a GPU count that holds one, priced.
-``--layout`` prices one given layout (as a published run states it); ``--explain N`` draws the
+``--layout`` prices one given layout (as a published run states it); ``--framework megatron``
+keeps what Megatron-Core's kernels keep (its fused SwiGLU, its experts' rows weighted inside
+it), less than the default where a model is gated or has experts; ``--explain N`` draws the
 N-th ranked layout's step for one rank of each pipeline stage (``--trace OUT`` writes it as a
 Chrome trace: the schedule's simulated actions, one lane per pipeline rank). Nothing is
 measured: the
@@ -109,6 +111,7 @@ def _parser() -> options.Parser:
     from distlab.plan.calibration import KERNEL_SPEED
     from distlab.plan.layout import ATTENTION_KERNELS, GPU_KINDS, PRECISIONS, RECOMPUTE
     from distlab.plan.libraries import COLLECTIVE_LIBRARIES
+    from distlab.plan.memory import FRAMEWORKS
     from distlab.plan.planner import RECOMPUTE_TRIED
 
     p = options.parser(PROG, __doc__)
@@ -156,6 +159,11 @@ def _parser() -> options.Parser:
     p.add_argument("--trace", metavar="OUT", default=None, type=options.output_file,
                    help="with --explain: write that layout's step as a Chrome trace (open it "
                         "in Perfetto or chrome://tracing)")
+    p.add_argument("--framework", choices=sorted(FRAMEWORKS), default="default",
+                   help="what the training code's kernels keep for backward: megatron "
+                        "(Megatron-Core's fused SwiGLU, its grouped experts weighting each "
+                        "routed row inside it) keeps less than the default (see "
+                        "distlab.plan.memory.FRAMEWORKS)")
     p.add_argument("--expandable-segments", action="store_true",
                    help="price the caching allocator with "
                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (without it, the "
@@ -240,6 +248,7 @@ def _plan(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from distlab.plan.calibration import SHIPPED
     from distlab.plan.layout import hardware, parse_layout
+    from distlab.plan.memory import FRAMEWORKS
     from distlab.plan.planner import plan, price
     from distlab.plan.step import step_timeline
     from distlab.report.jsonfile import write_json
@@ -254,6 +263,7 @@ def _plan(argv: list[str]) -> int:
                          f"{'layout is' if showing == 1 else 'layouts are'} shown"
                          + ("" if args.layout is not None else f" (--top {args.top})"))
     notes: list[str] = []
+    mem = {**FRAMEWORKS[args.framework], "expandable_segments": args.expandable_segments}
     model = _model(args.model, args.seq_len, notes)
     try:
         hw = hardware(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
@@ -274,7 +284,7 @@ def _plan(argv: list[str]) -> int:
         try:
             layout = parse_layout(args.layout, global_batch=batch, precision=args.precision,
                                   attention_kernel=args.attention_kernel)
-            shown = [price(model, layout, hw, expandable_segments=args.expandable_segments)]
+            shown = [price(model, layout, hw, **mem)]
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         notes += _layout_notes(layout, hw)
@@ -284,7 +294,7 @@ def _plan(argv: list[str]) -> int:
         result = plan(model, hw, batch, precision=args.precision, top=args.top,
                       attention_kernel=args.attention_kernel, recompute=args.recompute,
                       **({} if args.ep is None else {"expert_parallel": args.ep}),
-                      memory_options={"expandable_segments": args.expandable_segments})
+                      memory_options=mem)
         shown = list(result.ranked) or list(result.rejected)
         if args.explain is not None and args.explain > len(shown):
             raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
@@ -299,7 +309,7 @@ def _plan(argv: list[str]) -> int:
                         "; the least short:"))
         lines.append(format_table(plan_rows(shown), columns(model)))
     if shown and not args.expandable_segments:
-        lines += _expandable_note(model, hw, shown[0])
+        lines += _expandable_note(model, hw, shown[0], mem)
     print("\n".join(lines))
     if args.explain is not None:
         _explain(shown[args.explain - 1])
@@ -318,13 +328,14 @@ def _plan(argv: list[str]) -> int:
     return 0
 
 
-def _expandable_note(model: ModelSpec, hw: Any, first: LayoutPrice) -> list[str]:
+def _expandable_note(model: ModelSpec, hw: Any, first: LayoutPrice,
+                     memory_options: dict[str, Any]) -> list[str]:
     """A line where expandable segments would make the first layout reserve at least half a
-    GiB less (or fit where it does not)."""
+    GiB less (or fit where it does not), priced with ``memory_options`` otherwise."""
     from distlab.plan.planner import price
     from distlab.vocabulary import size_in
 
-    other = price(model, first.layout, hw, expandable_segments=True)
+    other = price(model, first.layout, hw, **{**memory_options, "expandable_segments": True})
     saved = first.memory.total - other.memory.total
     if saved < 2**29:
         return []

@@ -106,7 +106,8 @@ from distlab.recompute import NONE, Again
 from distlab.transformer import ModelSpec, model_spec
 from distlab.zero.memory_model import zero_memory
 
-__all__ = ["ATTENTION", "DEFAULT_BUCKET_MB", "DEVICE_BYTES", "NCCL_COMMUNICATOR_BYTES",
+__all__ = ["ATTENTION", "BOUND_OPTIONS", "DEFAULT_BUCKET_MB", "DEVICE_BYTES", "FRAMEWORKS",
+           "NCCL_COMMUNICATOR_BYTES",
            "PARTS", "STEADY_ROUNDS", "ActivationBytes", "LayerTerm", "MemoryEstimate",
            "RankParams", "communicators", "layer_activation_nbytes", "layer_activation_terms",
            "memory_lower_bound", "memory_per_gpu", "memory_per_rank", "rank_params",
@@ -114,6 +115,24 @@ __all__ = ["ATTENTION", "DEFAULT_BUCKET_MB", "DEVICE_BYTES", "NCCL_COMMUNICATOR_
 
 DEFAULT_BUCKET_MB = 25.0
 """MiB of one data-parallel gradient bucket (torch DDP's ``bucket_cap_mb`` default)."""
+
+FRAMEWORKS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "megatron": {"fused_swiglu": True, "moe_weighting": "activation"},
+}
+"""What a framework's kernels keep, as :func:`memory_per_gpu`'s keyword arguments
+(``python -m distlab.plan --framework``): ``"default"`` the model's defaults (a SwiGLU of three
+ops keeping SiLU's output, a routed expert's output weighted after it and so kept, the
+sequence-parallel shard of a column-parallel input kept, as Megatron-LM does);
+``"megatron"`` Megatron-Core with ``bias_activation_fusion`` (Megatron Bridge's providers set
+it): the fused SwiGLU keeps its input only, and ``TEGroupedMLP`` weights each routed row inside
+it (:data:`~distlab.plan.activations.MOE_WEIGHTINGS`). The published Megatron runs are judged
+with the second (:data:`distlab.evidence.plan.published_moe.MEMORY_OPTIONS`)."""
+
+BOUND_OPTIONS = ("attention", "dropout", "dtype_bytes", "mask_bytes", "fused_swiglu",
+                 "sp_saves_gathered", "moe_weighting", "device_bytes")
+""":func:`memory_per_gpu`'s keyword arguments :func:`memory_lower_bound` takes too: a bound
+computed without the ones a caller prices with is no bound."""
 
 DEVICE_BYTES = 859_832_320
 """Bytes a training process holds on its GPU outside torch's caching allocator: the CUDA context,
@@ -367,7 +386,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
                        attention: str = "flash", dropout: bool = False,
                        dtype_bytes: int | None = None, mask_bytes: int = 1,
                        fused_swiglu: bool = False, sp_saves_gathered: bool = False,
-                    moe_weighting: str = "output",
+                       moe_weighting: str = "output",
                        device_bytes: int | None = None) -> int:
     """Bytes the most loaded GPU of ``layout`` holds at least (:attr:`MemoryEstimate.total`
     is never less), without replaying the step: the model states present when a step's loss
@@ -486,7 +505,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
                    hw: Hardware | None = None, *, attention: str = "flash",
                    dropout: bool = False, dtype_bytes: int | None = None, mask_bytes: int = 1,
                    fused_swiglu: bool = False, sp_saves_gathered: bool = False,
-                    moe_weighting: str = "output",
+                   moe_weighting: str = "output",
                    bucket_mb: float = DEFAULT_BUCKET_MB, prefetch: int = 1,
                    optimizer: str = "fused", expandable_segments: bool = False,
                    device_bytes: int | None = None) -> MemoryEstimate:
@@ -525,7 +544,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
     estimates = _estimates(model, layout, hw, "candidates", attention=attention,
                            dropout=dropout, dtype_bytes=dtype_bytes, mask_bytes=mask_bytes,
                            fused_swiglu=fused_swiglu, sp_saves_gathered=sp_saves_gathered,
-                      moe_weighting=moe_weighting,
+                           moe_weighting=moe_weighting,
                            bucket_mb=bucket_mb, prefetch=prefetch, optimizer=optimizer,
                            expandable_segments=expandable_segments, device_bytes=device_bytes)
     return max(estimates, key=lambda e: e.total)

@@ -31,7 +31,7 @@ from typing import Any
 from distlab._checks import check_int
 from distlab.collective_library import NotPriced
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
-from distlab.plan.memory import MemoryEstimate, memory_lower_bound, memory_per_gpu
+from distlab.plan.memory import BOUND_OPTIONS, MemoryEstimate, memory_lower_bound, memory_per_gpu
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
 from distlab.recompute import FULL, NONE, RECOMPUTE
 from distlab.transformer import ModelSpec
@@ -197,9 +197,12 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     (``zero_stages``, ``recompute``, ``micro_batches``) or sets its ``attention_kernel``.
     Where nothing fits, ``advice`` names a GPU count at which a layout does fit, found by
     pricing the layouts of each count (:func:`fitting_count`). ``memory_options`` go to
-    :func:`~distlab.plan.memory.memory_per_gpu` (``expandable_segments``, ``optimizer``)."""
+    :func:`~distlab.plan.memory.memory_per_gpu` (``expandable_segments``, ``optimizer``, a
+    framework's :data:`~distlab.plan.memory.FRAMEWORKS`), and those it shares with
+    :func:`~distlab.plan.memory.memory_lower_bound` to the bound too."""
     top = check_int("top", top, minimum=1)
     mem = dict(memory_options or {})
+    bound = _bound_options(mem)
     cands: list[_Bounded] = []
     over: list[_Bounded] = []
     unpriced: Counter[str] = Counter()
@@ -209,7 +212,7 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
         except NotPriced as exc:
             unpriced[str(exc)] += 1
             continue
-        b = _Bounded(layout, step, memory_lower_bound(model, layout))
+        b = _Bounded(layout, step, memory_lower_bound(model, layout, **bound))
         (cands if b.memory_bound <= hw.gpu.memory_bytes else over).append(b)
     head, ruled_out = _first_ranked(model, hw, cands, top, rate, mem)
     shortest = sorted(over, key=lambda b: (b.memory_bound, b.layout.label))[:top]
@@ -217,7 +220,7 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
                    key=lambda p: (p.memory.total, p.layout.label))[:top]
     tried = tuple(choices.get("recompute", RECOMPUTE_TRIED))
     advice = () if head else _advice(model, hw, global_batch, tuple(least), tried, precision,
-                                     choices)
+                                     choices, mem)
     return Plan(model, hw, tuple(head), tuple(least), len(cands) - len(ruled_out),
                 len(cands) + len(over) + sum(unpriced.values()), advice,
                 tuple(sorted(unpriced.items())))
@@ -298,14 +301,18 @@ MAX_COUNTS_TRIED = 32
 
 
 def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: int,
-                  precision: str = "mixed", **choices: Any) -> LayoutPrice | None:
+                  precision: str = "mixed", memory_options: dict[str, Any] | None = None,
+                  **choices: Any) -> LayoutPrice | None:
     """The first layout that fits on the first GPU count, from ``start`` GPUs up in whole
     nodes of ``hw`` (then doubling, after ``MAX_COUNTS_TRIED // 2`` counts), at which one of
     :func:`enumerate_layouts` for ``global_batch`` sequences fits; its memory is priced
     (:func:`~distlab.plan.memory.memory_per_gpu`), its step is not. ``None`` when none of
     :data:`MAX_COUNTS_TRIED` counts holds one. The layouts most likely to fit (full recompute,
     the smallest micro-batch, ZeRO 3 first) are priced first; the one found carries its
-    closed-form step (:func:`~distlab.plan.step.step_time` with ``simulate_pipeline=False``)."""
+    closed-form step (:func:`~distlab.plan.step.step_time` with ``simulate_pipeline=False``);
+    ``memory_options`` as :func:`plan`'s."""
+    mem = dict(memory_options or {})
+    bound = _bound_options(mem)
     node = hw.gpus_per_node
     count = max(node, -(-check_int("start", start, minimum=1) // node) * node)
     order = {name: i for i, name in enumerate(reversed(RECOMPUTE))}   # least kept first
@@ -315,9 +322,9 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
                                            **choices),
                          key=lambda lay: (order[lay.recompute], lay.micro_batch, -lay.zero))
         for layout in layouts:
-            if memory_lower_bound(model, layout) > at.gpu.memory_bytes:
+            if memory_lower_bound(model, layout, **bound) > at.gpu.memory_bytes:
                 continue
-            memory = memory_per_gpu(model, layout, at)
+            memory = memory_per_gpu(model, layout, at, **mem)
             if memory.fits():
                 try:
                     step = step_time(model, layout, at, simulate_pipeline=False)
@@ -328,9 +335,14 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
     return None
 
 
+def _bound_options(memory_options: dict[str, Any]) -> dict[str, Any]:
+    """The ``memory_options`` :func:`~distlab.plan.memory.memory_lower_bound` takes too."""
+    return {k: v for k, v in memory_options.items() if k in BOUND_OPTIONS}
+
+
 def _advice(model: ModelSpec, hw: Hardware, global_batch: int, least: tuple[LayoutPrice, ...],
             recompute_tried: tuple[str, ...], precision: str,
-            choices: dict[str, Any]) -> tuple[str, ...]:
+            choices: dict[str, Any], memory_options: dict[str, Any]) -> tuple[str, ...]:
     if not least:
         return (f"no layout of {model.name} splits over {hw.gpus} GPUs with global batch "
                 f"{global_batch}: give a batch that {hw.gpus} divides",)
@@ -343,7 +355,7 @@ def _advice(model: ModelSpec, hw: Hardware, global_batch: int, least: tuple[Layo
              "full recompute was not tried: it keeps only each layer's input")
     need = first.memory.total / hw.gpu.memory_bytes
     found = fitting_count(model, hw, global_batch, start=max(hw.gpus + 1, int(need * hw.gpus)),
-                          precision=precision, **choices)
+                          precision=precision, memory_options=memory_options, **choices)
     if found is None:
         lines.append(f"no count of {hw.gpu.name} GPUs tried ({MAX_COUNTS_TRIED} counts above "
                      f"{hw.gpus}) holds it with a global batch of {global_batch}; {tried}")

@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
+from distlab.plan.memory import FRAMEWORKS
 from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.vocabulary import error_pct
 
@@ -60,7 +61,7 @@ PRECISION = "mixed-fp32-grads"
 16-bit parameters, fp32 gradients and Adam states); sharded by its distributed optimizer (ZeRO 1)
 unless the run states FSDP. A source that states them says so in its ``states``."""
 
-MEMORY_OPTIONS: dict[str, Any] = {"fused_swiglu": True, "moe_weighting": "activation"}
+MEMORY_OPTIONS: dict[str, Any] = FRAMEWORKS["megatron"]
 """:func:`~distlab.plan.memory.memory_per_gpu`'s keyword arguments for every run here: each runs
 Megatron-Core with ``bias_activation_fusion`` (its fused SwiGLU keeps its input, not SiLU's
 output) and routed experts in ``TEGroupedMLP``, whose fused weighted SwiGLU applies each routed
