@@ -161,6 +161,16 @@ def test_decodes_are_timed_in_turn_and_each_image_gets_its_median() -> None:
     assert len(seconds) == 3 and all(s >= 0 for s in seconds)
 
 
+def test_decodes_are_timed_on_the_threads_cpu_clock_unless_a_clock_is_given() -> None:
+    # a decode that waits (here: sleeps) does no CPU work: the CPU clock does not charge the wait,
+    # so another process holding the core meanwhile is not charged either; a wall clock does
+    assert image_model.DECODE_CLOCK is time.thread_time      # Linux: a nanosecond CPU clock
+    def wait(_: bytes) -> None:
+        time.sleep(0.02)
+    assert max(time_decodes([b"a", b"b"], repeats=2, decode=wait)) < 0.01
+    assert min(time_decodes([b"a", b"b"], repeats=2, decode=wait, clock=time.perf_counter)) >= 0.02
+
+
 class _FakeClock:
     """A clock that a fake decode advances by the blob's length in seconds."""
 
@@ -184,9 +194,8 @@ def test_decode_sets_are_timed_in_one_mixed_order_and_each_time_goes_back_to_its
         lengths: dict[str, list[int]], repeats: int, seed: int) -> None:
     clock = _FakeClock()
     sets = {name: [name.encode() * n for n in ns] for name, ns in lengths.items()}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(image_model.time, "perf_counter", clock)
-        seconds = time_decode_sets(sets, repeats=repeats, decode=clock.decode, seed=seed)
+    seconds = time_decode_sets(sets, repeats=repeats, decode=clock.decode, seed=seed,
+                               clock=clock)
     assert seconds == {name: [float(n) for n in ns] for name, ns in lengths.items()}
     everything = sorted(b for blobs in sets.values() for b in blobs)
     rounds = [clock.order[k * len(everything):(k + 1) * len(everything)] for k in range(repeats)]

@@ -39,6 +39,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -355,14 +356,17 @@ def pcie_rows(*, jpeg_nbytes: float, width: int, height: int, crop: int,
 def decode_paths(blobs: Sequence[bytes], *, repeats: int = 3) -> list[dict[str, Any]]:
     """Each decoder on ``blobs`` alone (no pipeline): Pillow and ``torchvision.io.decode_jpeg``
     on the CPU, ``decode_jpeg(device="cuda")`` (nvJPEG, timed to the device's end) and NVIDIA
-    DALI. Rows: ``decoder``, ``device``, ``seconds`` (median over the images of the fastest of
-    ``repeats`` decodes), ``images_per_s`` (one core or one GPU), ``skipped`` (None, or why it did
-    not run here)."""
+    DALI. Rows: ``decoder``, ``device``, ``seconds`` (median over the images of each one's median
+    over ``repeats`` rounds, :func:`~distlab.loading.image_model.time_decodes`: the thread's CPU
+    seconds on the CPU, wall seconds to the device's end on the GPU), ``images_per_s`` (one core
+    or one GPU), ``skipped`` (None, or why it did not run here)."""
     rows: list[dict[str, Any]] = []
 
     def row(decoder: str, device: str, skipped: str | None,
             decode: Callable[[bytes], Any] | None) -> None:
-        sec = statistics.median(time_decodes(blobs, repeats=repeats, decode=decode)) \
+        clock = time.perf_counter if device == "cuda" else None   # a device decode's wall time
+        sec = statistics.median(time_decodes(blobs, repeats=repeats, decode=decode,
+                                             clock=clock)) \
             if decode is not None and skipped is None else None
         rows.append({"decoder": decoder, "device": device, "seconds": sec,
                      "images_per_s": 1.0 / sec if sec else None, "skipped": skipped})
