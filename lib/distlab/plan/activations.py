@@ -89,8 +89,8 @@ __all__ = ["ATTENTION", "ActivationOptions", "FP8_SAVED_BYTES", "INDEX_BYTES", "
            "activation_options", "backward_working_nbytes", "backward_working_tensors",
            "check_split", "edge_nbytes", "forward_transient_nbytes", "forward_transient_tensors",
            "kept_tensors", "layer_activation_nbytes", "layer_activation_terms",
-           "layer_kept_tensors", "layer_nbytes", "local_seq", "norm_stats_nbytes",
-           "op_checkpoint_nbytes", "op_checkpoint_tensors", "shard_terms"]
+           "layer_kept_tensors", "layer_nbytes", "local_seq", "mlp_inner_terms",
+           "norm_stats_nbytes", "op_checkpoint_nbytes", "op_checkpoint_tensors", "shard_terms"]
 
 MOE_WEIGHTINGS = ("output", "input", "activation")
 """Where a routed expert's result is weighted by its router probability, which sets what an MoE
@@ -209,29 +209,41 @@ def layer_activation_terms(model: ModelSpec | str | dict[str, Any], micro_batch:
         # the second norm's output, read by the first MLP linear(s) for their weight gradients
         LayerTerm("first linear input", MLP, sbh, lin, False, column_input=True),
     ]
-    if spec.gated_ffn:
-        terms += [
-            # the gate projection's output, SiLU's input
-            LayerTerm("gate output (SiLU input)", MLP, sbf, d, True),
-            # the up projection's output: the product's factor, read for the gate's gradient
-            LayerTerm("up output", MLP, sbf, d, True),
-        ]
-        if not fused:
-            # SiLU's output: the product's other factor, read for the up projection's gradient
-            terms.append(LayerTerm("SiLU output", MLP, sbf, d, True))
-        # the product: the down projection's input
-        terms.append(LayerTerm("down projection input (the product)", MLP, sbf, lin, True))
-    else:
-        terms += [
-            # the first linear's output, the activation's (GeLU's) input
-            LayerTerm("activation input", MLP, sbf, d, True),
-            # the activation's output, the second linear's input
-            LayerTerm("second linear input (activation output)", MLP, sbf, lin,
-                      True),
-        ]
+    terms += mlp_inner_terms(sbf, gated=spec.gated_ffn, dtype_bytes=d, linear_bytes=lin,
+                             fused_swiglu=fused)
     if dropout:
         terms.append(LayerTerm("MLP dropout mask", MLP, sbh, mask, False))
     return tuple(terms)
+
+
+def mlp_inner_terms(elements: int, *, gated: bool, dtype_bytes: int, linear_bytes: int,
+                    fused_swiglu: bool = False) -> list[LayerTerm]:
+    """The tensors an MLP keeps for backward between its first and its last linear, each of
+    ``elements`` elements (tokens times the MLP's width; tensor parallelism splits them): a gated
+    MLP (SwiGLU) its gate and up outputs (``dtype_bytes``), SiLU's output unless the SwiGLU is
+    fused, and the product, the last linear's input (``linear_bytes``); a two-matrix one the
+    activation's input and output. The dense layer's MLP (:func:`layer_activation_terms`) and
+    the experts' (:func:`distlab.plan.experts.moe_kept_tensors`) are counted by this one rule."""
+    d, lin = dtype_bytes, linear_bytes
+    if not gated:
+        return [
+            # the first linear's output, the activation's (GeLU's) input
+            LayerTerm("activation input", MLP, elements, d, True),
+            # the activation's output, the second linear's input
+            LayerTerm("second linear input (activation output)", MLP, elements, lin, True),
+        ]
+    terms = [
+        # the gate projection's output, SiLU's input
+        LayerTerm("gate output (SiLU input)", MLP, elements, d, True),
+        # the up projection's output: the product's factor, read for the gate's gradient
+        LayerTerm("up output", MLP, elements, d, True),
+    ]
+    if not fused_swiglu:
+        # SiLU's output: the product's other factor, read for the up projection's gradient
+        terms.append(LayerTerm("SiLU output", MLP, elements, d, True))
+    # the product: the down projection's input
+    terms.append(LayerTerm("down projection input (the product)", MLP, elements, lin, True))
+    return terms
 
 
 def local_seq(spec: ModelSpec, cp: int, attention: str) -> int:

@@ -36,7 +36,7 @@ all-to-all token dispatcher).
 
 from __future__ import annotations
 
-from distlab.plan.activations import ActivationOptions, linear_input_bytes
+from distlab.plan.activations import ActivationOptions, linear_input_bytes, mlp_inner_terms
 from distlab.plan.collectives import p2p_seconds
 from distlab.plan.layout import Hardware, Layout, group_span
 from distlab.transformer import ModelSpec
@@ -145,14 +145,11 @@ def dispatch_buffers(model: ModelSpec, layout: Layout, dtype_bytes: int) -> tupl
 def _inner_nbytes(rows: int, width: int, model: ModelSpec, opt: ActivationOptions,
                   linear_bytes: int) -> int:
     """Bytes an MLP ``width`` wide keeps between its first and its last linear for ``rows``
-    tokens, as :func:`~distlab.plan.activations.layer_activation_terms` counts the dense MLP: a
-    gated one its gate and up outputs (``opt.dtype_bytes``), SiLU's output unless the SwiGLU is
-    fused, and the product (the last linear's input, ``linear_bytes``); a two-matrix one the
-    activation's input and output."""
-    d = opt.dtype_bytes
-    if model.gated_ffn:
-        return rows * width * ((2 if opt.fused_swiglu else 3) * d + linear_bytes)
-    return rows * width * (d + linear_bytes)
+    tokens: :func:`~distlab.plan.activations.mlp_inner_terms`, the dense MLP's rule."""
+    return sum(t.nbytes for t in mlp_inner_terms(rows * width, gated=model.gated_ffn,
+                                                 dtype_bytes=opt.dtype_bytes,
+                                                 linear_bytes=linear_bytes,
+                                                 fused_swiglu=opt.fused_swiglu))
 
 
 def moe_kept_tensors(model: ModelSpec, layout: Layout, opt: ActivationOptions
