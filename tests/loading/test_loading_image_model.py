@@ -169,6 +169,8 @@ def test_decodes_are_timed_on_the_threads_cpu_clock_unless_a_clock_is_given() ->
         time.sleep(0.02)
     assert max(time_decodes([b"a", b"b"], repeats=2, decode=wait)) < 0.01
     assert min(time_decodes([b"a", b"b"], repeats=2, decode=wait, clock=time.perf_counter)) >= 0.02
+    with pytest.raises(ValueError, match="repeats"):
+        time_decodes([b"a"], repeats=0, decode=wait)
 
 
 class _FakeClock:

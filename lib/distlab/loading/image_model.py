@@ -75,8 +75,9 @@ DECODE_CLOCK: Callable[[], float] = _decode_clock()
 counts it in timer ticks). A decode is one thread's CPU work, so its cost is what one free core
 pays; on wall time another process holding the core meanwhile is charged to it, and more to a
 short decode than a long one (a lost time slice is several short decodes' work). Measured here,
-2 cores beside five busy loops: the decode model judged on wall time came to 0.36-0.57 of the
-measured seconds (CI's loaded browser run: 0.27-0.29), on this clock 0.86-1.05."""
+2 cores beside five busy loops, four tries: the decode model judged on wall time came to
+0.36-1.29 of the measured seconds on its two sets (median 0.58; CI's loaded browser run: 0.27
+and 0.29), on this clock 0.86-1.05."""
 
 
 CPU_CATEGORIES = ("cpu", "io")
