@@ -451,9 +451,40 @@ def test_the_lower_bound_holds_for_every_framework(framework: str, tp: int, pp: 
                  compute_dtype="fp8" if fp8 else "bf16")
     opts = FRAMEWORKS[framework]
     assert memory_lower_bound(TOY, lay, **opts) <= memory_per_gpu(TOY, lay, **opts).total
-    for meg, default in zip(memory_per_rank(TOY, lay, **FRAMEWORKS["megatron"]),
-                            memory_per_rank(TOY, lay), strict=True):   # rank by rank
+    for meg, default, torch_ in zip(memory_per_rank(TOY, lay, **FRAMEWORKS["megatron"]),
+                                    memory_per_rank(TOY, lay),
+                                    memory_per_rank(TOY, lay, **FRAMEWORKS["torch"]),
+                                    strict=True):   # rank by rank
         assert meg.activation_parts.layers <= default.activation_parts.layers
+        assert default.activation_parts.layers <= torch_.activation_parts.layers
+
+
+@settings(max_examples=20, deadline=None)
+@given(tp=st.sampled_from([1, 2]), ep=st.sampled_from([1, 2]), mb=st.integers(1, 2),
+       recompute=st.sampled_from(["none", "selective"]), sp=st.booleans())
+def test_torchaos_float8_linears_keep_what_reaches_them(tp: int, ep: int, mb: int, recompute: str,
+                                                       sp: bool) -> None:
+    """torchao's ``Float8Linear`` saves its input as it arrives: without tensor parallelism the
+    16-bit activation (a float8 layout keeps what its bf16 twin keeps, and more than Transformer
+    Engine's 8-bit copies); with it, float8 tensor parallelism casts the input before the gather
+    (what Transformer Engine keeps)."""
+    kw = dict(dp=4, tp=tp, ep=ep, micro_batch=mb, global_batch=8 * mb, recompute=recompute,
+              sequence_parallel=sp and tp > 1)
+    bf16 = memory_per_gpu(TOY, Layout(**kw, compute_dtype="bf16"))
+    fp8 = Layout(**kw, compute_dtype="fp8")
+    torchao = memory_per_gpu(TOY, fp8, float8_linear="torchao")
+    te = memory_per_gpu(TOY, fp8)
+    if tp == 1:
+        assert torchao.activation_parts.layers == bf16.activation_parts.layers
+        assert te.activation_parts.layers < torchao.activation_parts.layers
+    else:
+        assert torchao.activation_parts.layers == te.activation_parts.layers
+
+
+def test_an_unknown_float8_library_is_refused_naming_the_choices() -> None:
+    with pytest.raises(ValueError, match="float8_linear.*transformer_engine.*torchao"):
+        memory_per_gpu(TOY, Layout(dp=8, global_batch=8, compute_dtype="fp8"),
+                       float8_linear="te")
 
 
 def test_the_planner_prices_and_bounds_with_the_frameworks_options(monkeypatch) -> None:
@@ -488,3 +519,22 @@ def test_the_command_prices_megatrons_kernels_with_framework_megatron(tmp_path) 
         (shown,) = json.loads(out.read_text())["layouts"]
         fits[framework] = shown["fits"]
     assert fits == {"default": False, "megatron": True}
+
+
+def test_the_command_prices_torchs_modules_with_framework_torch(tmp_path) -> None:
+    """Llama 3 70B on 64 H100s at tp 8 with sequence parallelism in float8: the default kernels
+    keep each column-parallel input's shard, torch's modules (torchtitan) the all-gathered input
+    (in 8 bits under float8 tensor parallelism): the same states, more activations."""
+    import json
+
+    argv = ["llama3-70b", "--gpus", "64", "--global-batch", "64", "--layout",
+            "dp=4,tp=8,pp=2,zero=1,sp=1,mb=1,dtype=fp8"]
+    shown = {}
+    for framework in ("default", "torch"):
+        out = tmp_path / f"{framework}.json"
+        assert plan_main([*argv, "--framework", framework, "--json", str(out)]) == 0
+        (shown[framework],) = json.loads(out.read_text())["layouts"]
+    default, torch_ = (shown[f]["memory_bytes"] for f in ("default", "torch"))
+    states = ("params", "grads", "optimizer")
+    assert [torch_[k] for k in states] == [default[k] for k in states]
+    assert torch_["activations"] > default["activations"]

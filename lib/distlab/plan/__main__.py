@@ -34,7 +34,10 @@ layout takes, so of near-equal steps the layout with more headroom goes first); 
 it names a GPU count that holds one, priced.
 ``--layout`` prices one given layout (as a published run states it); ``--framework megatron``
 keeps what Megatron-Core's kernels keep (its fused SwiGLU, its experts' rows weighted inside
-it), less than the default where a model is gated or has experts; ``--explain N`` draws the
+it), less than the default where a model is gated or has experts; ``--framework torch`` what
+torch's modules keep as torchtitan runs them (the all-gathered input under sequence
+parallelism, the routed input weighted before the experts, torchao's float8 linears' 16-bit
+input without tensor parallelism), more; ``--explain N`` draws the
 N-th ranked layout's step for one rank of each pipeline stage (``--trace OUT`` writes it as a
 Chrome trace: the schedule's simulated actions, one lane per pipeline rank). Nothing is
 measured: the
@@ -162,8 +165,9 @@ def _parser() -> options.Parser:
     p.add_argument("--framework", choices=sorted(FRAMEWORKS), default="default",
                    help="what the training code's kernels keep for backward: megatron "
                         "(Megatron-Core's fused SwiGLU, its grouped experts weighting each "
-                        "routed row inside it) keeps less than the default (see "
-                        "distlab.plan.memory.FRAMEWORKS)")
+                        "routed row inside it) keeps less than the default, torch (torchtitan: "
+                        "sequence parallelism's gathered inputs, torchao's float8 linears' "
+                        "16-bit inputs without tp) more (see distlab.plan.memory.FRAMEWORKS)")
     p.add_argument("--expandable-segments", action="store_true",
                    help="price the caching allocator with "
                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (without it, the "

@@ -19,7 +19,9 @@ Recomputation in Large Transformer Models", section 4, as
 - float8 products (``Layout.compute_dtype="fp8"``, :func:`linear_input_bytes`): the inputs
   only a linear keeps for its weight gradient (QKV's, the first and the last MLP linear's) in
   :data:`FP8_SAVED_BYTES`, and the output projection's own 8-bit copy of the attention output
-  beside the kernel's 16-bit one (Transformer Engine's fp8 linears keep their quantized input);
+  beside the kernel's 16-bit one (Transformer Engine's fp8 linears keep their quantized input;
+  torchao's keep the 16-bit input unless tensor parallelism casts it to float8 before the
+  gather, ``float8_linear="torchao"``, :data:`FLOAT8_LINEARS`);
 - ``attention="flash"`` (FlashAttention, Dao et al. 2022, and torch's fused SDPA kernels): no
   ``a s^2 b`` tensor; the kernel keeps Q, K, V, its output (the output projection's input, one
   tensor) and the softmax statistics, one fp32 log-sum-exp per query row and head (``4 a s b``
@@ -85,7 +87,7 @@ from distlab.tensor_parallel.memory import LAYER_NORM, MLP, ActivationTerm
 from distlab.transformer import ModelSpec, model_spec, per_op_saved_linears
 
 __all__ = ["ATTENTION", "ActivationOptions", "FP8_SAVED_BYTES", "INDEX_BYTES", "LOSS_BYTES",
-           "LayerTerm", "MOE_WEIGHTINGS", "linear_input_bytes",
+           "FLOAT8_LINEARS", "LayerTerm", "MOE_WEIGHTINGS", "linear_input_bytes",
            "activation_options", "backward_working_nbytes", "backward_working_tensors",
            "check_split", "edge_nbytes", "forward_transient_nbytes", "forward_transient_tensors",
            "kept_tensors", "layer_activation_nbytes", "layer_activation_terms",
@@ -103,10 +105,21 @@ SwiGLU, which keeps its input and the probabilities) neither."""
 
 FP8_SAVED_BYTES = 1
 """Bytes per element of the input a linear keeps for its weight gradient when the products run
-in float8 (``Layout.compute_dtype="fp8"``): Transformer Engine's fp8 linears (and its grouped
-linear) quantize their input for the forward product and keep that 8-bit copy, not the 16-bit
-tensor; what other kernels keep (the norms' and the attention kernel's inputs and outputs, the
-SwiGLU's input) stays 16-bit."""
+in float8 (``Layout.compute_dtype="fp8"``) in Transformer Engine: its fp8 linears (and its
+grouped linear) quantize their input for the forward product and keep that 8-bit copy, not the
+16-bit tensor; what other kernels keep (the norms' and the attention kernel's inputs and outputs,
+the SwiGLU's input) stays 16-bit."""
+
+FLOAT8_LINEARS = ("transformer_engine", "torchao")
+"""Whose float8 linears a float8 layout runs, which sets what they keep for the weight gradient
+(:func:`linear_input_bytes`): ``"transformer_engine"`` the 8-bit copy of the input
+(:data:`FP8_SAVED_BYTES`); ``"torchao"`` (``torchao.float8.Float8Linear`` with its tensorwise
+recipe, as torchtitan applies it) whatever tensor reaches the linear: its autograd function
+``matmul_with_hp_or_float8_args`` saves its input as given. Without tensor parallelism that is
+the 16-bit activation (cast again in backward); with it, torchao's ``Float8ColwiseParallel``
+and ``Float8RowwiseParallel`` cast the input to float8 before the all-gather (torchtitan turns
+float8 tensor parallelism on with the tensorwise recipe), so the linear keeps 8 bits, as
+Transformer Engine's do. Eager; a compiler may keep otherwise."""
 
 ATTENTION = ("flash", "eager")
 """Attention kernels: ``"flash"`` (fused, no ``a s^2 b`` tensor kept) or ``"eager"`` (the
@@ -291,13 +304,16 @@ class ActivationOptions:
     fused_swiglu: bool
     sp_saves_gathered: bool
     moe_weighting: str = "output"
+    float8_linear: str = "transformer_engine"
 
 
 def activation_options(layout: Layout, attention: Any, dropout: Any, dtype_bytes: Any,
                        mask_bytes: Any, fused_swiglu: Any, sp_saves_gathered: Any,
-                       moe_weighting: Any = "output") -> ActivationOptions:
+                       moe_weighting: Any = "output",
+                       float8_linear: Any = "transformer_engine") -> ActivationOptions:
     """The activation model's choices for ``layout``, each checked (``dtype_bytes`` ``None``:
-    4 for ``precision="fp32"``, else 2; ``moe_weighting`` one of :data:`MOE_WEIGHTINGS`)."""
+    4 for ``precision="fp32"``, else 2; ``moe_weighting`` one of :data:`MOE_WEIGHTINGS`,
+    ``float8_linear`` one of :data:`FLOAT8_LINEARS`)."""
     d = (4 if layout.precision == "fp32" else 2) if dtype_bytes is None else check_int(
         "dtype_bytes", dtype_bytes, minimum=1)
     return ActivationOptions(check_choice("attention", attention, ATTENTION),
@@ -305,14 +321,18 @@ def activation_options(layout: Layout, attention: Any, dropout: Any, dtype_bytes
                     check_int("mask_bytes", mask_bytes, minimum=1),
                     check_bool("fused_swiglu", fused_swiglu),
                     check_bool("sp_saves_gathered", sp_saves_gathered),
-                    check_choice("moe_weighting", moe_weighting, MOE_WEIGHTINGS))
+                    check_choice("moe_weighting", moe_weighting, MOE_WEIGHTINGS),
+                    check_choice("float8_linear", float8_linear, FLOAT8_LINEARS))
 
 
 def linear_input_bytes(layout: Layout, opt: ActivationOptions) -> int:
     """Bytes per element of the input a linear keeps for its weight gradient:
-    :data:`FP8_SAVED_BYTES` where ``layout``'s products run in float8, else the activations'
-    ``opt.dtype_bytes``."""
-    return FP8_SAVED_BYTES if layout.compute_dtype == "fp8" else opt.dtype_bytes
+    :data:`FP8_SAVED_BYTES` where ``layout``'s products run in float8 and the input reaches the
+    linear in 8 bits (Transformer Engine's linears; torchao's under tensor parallelism,
+    ``opt.float8_linear``, :data:`FLOAT8_LINEARS`), else the activations' ``opt.dtype_bytes``."""
+    eight_bit = layout.compute_dtype == "fp8" and (opt.float8_linear == "transformer_engine"
+                                                   or layout.tp > 1)
+    return FP8_SAVED_BYTES if eight_bit else opt.dtype_bytes
 
 
 def check_split(spec: ModelSpec, layout: Layout, attention: str) -> None:

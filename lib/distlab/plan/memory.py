@@ -119,18 +119,26 @@ DEFAULT_BUCKET_MB = 25.0
 FRAMEWORKS: dict[str, dict[str, Any]] = {
     "default": {},
     "megatron": {"fused_swiglu": True, "moe_weighting": "activation"},
+    "torch": {"sp_saves_gathered": True, "moe_weighting": "input", "float8_linear": "torchao"},
 }
 """What a framework's kernels keep, as :func:`memory_per_gpu`'s keyword arguments
 (``python -m distlab.plan --framework``): ``"default"`` the model's defaults (a SwiGLU of three
 ops keeping SiLU's output, a routed expert's output weighted after it and so kept, the
-sequence-parallel shard of a column-parallel input kept, as Megatron-LM does);
-``"megatron"`` Megatron-Core with ``bias_activation_fusion`` (Megatron Bridge's providers set
-it): the fused SwiGLU keeps its input only, and ``TEGroupedMLP`` weights each routed row inside
-it (:data:`~distlab.plan.activations.MOE_WEIGHTINGS`). The published Megatron runs are judged
-with the second (:data:`distlab.evidence.plan.published_moe.MEMORY_OPTIONS`)."""
+sequence-parallel shard of a column-parallel input kept, as Megatron-LM does, Transformer
+Engine's float8 linears); ``"megatron"`` Megatron-Core with ``bias_activation_fusion``
+(Megatron Bridge's providers set it): the fused SwiGLU keeps its input only, and
+``TEGroupedMLP`` weights each routed row inside it
+(:data:`~distlab.plan.activations.MOE_WEIGHTINGS`); ``"torch"`` torch's own modules as
+torchtitan runs them, eager: ``parallelize_module``'s ``SequenceParallel`` before a
+``ColwiseParallel`` linear keeps the all-gathered input (autograd saves the matmul's input),
+the SwiGLU of three ops, the router's scores applied to the routed input
+(``score_before_experts=True``, torchtitan's default), and torchao's float8 linears, which keep
+their 16-bit input without tensor parallelism
+(:data:`~distlab.plan.activations.FLOAT8_LINEARS`). The published Megatron runs are judged with
+the second (:data:`distlab.evidence.plan.published_moe.MEMORY_OPTIONS`)."""
 
 BOUND_OPTIONS = ("attention", "dropout", "dtype_bytes", "mask_bytes", "fused_swiglu",
-                 "sp_saves_gathered", "moe_weighting", "device_bytes")
+                 "sp_saves_gathered", "moe_weighting", "float8_linear", "device_bytes")
 """:func:`memory_per_gpu`'s keyword arguments :func:`memory_lower_bound` takes too: a bound
 computed without the ones a caller prices with is no bound."""
 
@@ -368,7 +376,7 @@ def memory_per_rank(model: ModelSpec | str | dict[str, Any], layout: Layout,
                     hw: Hardware | None = None, *, attention: str = "flash",
                     dropout: bool = False, dtype_bytes: int | None = None, mask_bytes: int = 1,
                     fused_swiglu: bool = False, sp_saves_gathered: bool = False,
-                    moe_weighting: str = "output",
+                    moe_weighting: str = "output", float8_linear: str = "transformer_engine",
                     bucket_mb: float = DEFAULT_BUCKET_MB, prefetch: int = 1,
                     optimizer: str = "fused", expandable_segments: bool = False,
                     device_bytes: int | None = None) -> tuple[MemoryEstimate, ...]:
@@ -377,7 +385,7 @@ def memory_per_rank(model: ModelSpec | str | dict[str, Any], layout: Layout,
     return _estimates(model, layout, hw, None, attention=attention, dropout=dropout,
                       dtype_bytes=dtype_bytes, mask_bytes=mask_bytes,
                       fused_swiglu=fused_swiglu, sp_saves_gathered=sp_saves_gathered,
-                      moe_weighting=moe_weighting,
+                      moe_weighting=moe_weighting, float8_linear=float8_linear,
                       bucket_mb=bucket_mb, prefetch=prefetch, optimizer=optimizer,
                       expandable_segments=expandable_segments, device_bytes=device_bytes)
 
@@ -387,6 +395,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
                        dtype_bytes: int | None = None, mask_bytes: int = 1,
                        fused_swiglu: bool = False, sp_saves_gathered: bool = False,
                        moe_weighting: str = "output",
+                       float8_linear: str = "transformer_engine",
                        device_bytes: int | None = None) -> int:
     """Bytes the most loaded GPU of ``layout`` holds at least (:attr:`MemoryEstimate.total`
     is never less), without replaying the step: the model states present when a step's loss
@@ -397,7 +406,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
     layouts out before :func:`memory_per_gpu` replays the ones that may fit."""
     spec = model_spec(model)
     opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
-                             sp_saves_gathered, moe_weighting)
+                             sp_saves_gathered, moe_weighting, float8_linear)
     check_split(spec, layout, opt.attention)
     check_experts(spec, layout)
     device = (DEVICE_BYTES + communicators(layout) * NCCL_COMMUNICATOR_BYTES
@@ -447,7 +456,7 @@ def _candidates(spec: ModelSpec, layout: Layout, opt: Any, holdings: Any) -> tup
 def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | None, *,
                attention: str, dropout: bool, dtype_bytes: int | None, mask_bytes: int,
                fused_swiglu: bool, sp_saves_gathered: bool, moe_weighting: str,
-               bucket_mb: float, prefetch: int,
+               float8_linear: str, bucket_mb: float, prefetch: int,
                optimizer: str, expandable_segments: bool, device_bytes: int | None
                ) -> tuple[MemoryEstimate, ...]:
     """Every pipeline rank's estimate (``ranks=None``) or only :func:`_candidates`'
@@ -458,7 +467,7 @@ def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | Non
         check_instance("hw", hw, Hardware)
         check_layout_fits(layout, hw)
     opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
-                             sp_saves_gathered, moe_weighting)
+                             sp_saves_gathered, moe_weighting, float8_linear)
     bucket = check_float("bucket_mb", bucket_mb, minimum=0.0)
     prefetch = check_int("prefetch", prefetch, minimum=0)
     check_choice("optimizer", optimizer, OPTIMIZERS)
@@ -505,7 +514,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
                    hw: Hardware | None = None, *, attention: str = "flash",
                    dropout: bool = False, dtype_bytes: int | None = None, mask_bytes: int = 1,
                    fused_swiglu: bool = False, sp_saves_gathered: bool = False,
-                   moe_weighting: str = "output",
+                   moe_weighting: str = "output", float8_linear: str = "transformer_engine",
                    bucket_mb: float = DEFAULT_BUCKET_MB, prefetch: int = 1,
                    optimizer: str = "fused", expandable_segments: bool = False,
                    device_bytes: int | None = None) -> MemoryEstimate:
@@ -527,8 +536,13 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
             all-gathered input (torch) instead of gathering it again (Megatron-LM).
         moe_weighting: where a routed expert's output is weighted by its router probability
             (:data:`~distlab.plan.activations.MOE_WEIGHTINGS`): ``"output"`` (distlab's MoE
-            layer, torchtitan's default) or ``"input"`` keep one more ``rows * hidden`` tensor
-            per MoE layer than ``"activation"`` (Megatron-Core's fused weighted SwiGLU).
+            layer) or ``"input"`` (torchtitan's default, ``score_before_experts=True``) keep one
+            more ``rows * hidden`` tensor per MoE layer than ``"activation"`` (Megatron-Core's
+            fused weighted SwiGLU).
+        float8_linear: whose float8 linears a float8 layout runs
+            (:data:`~distlab.plan.activations.FLOAT8_LINEARS`): Transformer Engine's keep an
+            8-bit copy of their input, torchao's the 16-bit input unless tensor parallelism
+            casts it to float8 before the gather.
         bucket_mb: MiB of the data-parallel gradient bucket in flight (ZeRO 2).
         prefetch: FSDP units gathered ahead in backward.
         optimizer: AdamW's ``"fused"`` or ``"foreach"`` implementation.
@@ -544,7 +558,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
     estimates = _estimates(model, layout, hw, "candidates", attention=attention,
                            dropout=dropout, dtype_bytes=dtype_bytes, mask_bytes=mask_bytes,
                            fused_swiglu=fused_swiglu, sp_saves_gathered=sp_saves_gathered,
-                           moe_weighting=moe_weighting,
+                           moe_weighting=moe_weighting, float8_linear=float8_linear,
                            bucket_mb=bucket_mb, prefetch=prefetch, optimizer=optimizer,
                            expandable_segments=expandable_segments, device_bytes=device_bytes)
     return max(estimates, key=lambda e: e.total)
