@@ -249,8 +249,34 @@ def test_a_source_states_what_its_configuration_sets_for_rows_that_state_none(ra
         i = run_inputs(run)
         assert (i.layout.zero, i.layout.precision) == (0, "mixed-fp32-grads")
         assert "zero 0 (unstated)" in i.assumed
-    for field, value in (("zero_stage", 4), ("states", "bf16")):
+    for field, value in (("zero_stage", 4), ("states", "bf16"), ("framework", "jax")):
         bad = copy.deepcopy(raw)
         bad["sources"]["megatron_bridge_25_11"][field] = value
         with pytest.raises(ValueError, match=rf"megatron_bridge_25_11.*{field}"):
             parse_published(bad)
+
+
+def test_a_sources_framework_prices_its_runs_memory(published: PublishedSet) -> None:
+    """Each source's runs are priced with what the code they ran with keeps: Megatron-Core's
+    fused SwiGLU where the configuration sets ``bias_activation_fusion`` (NeMo 24.07 and 24.03.01,
+    Megatron Bridge 25.11; each source's how names the file), torch's modules for torchtitan's
+    runs, the defaults where the source states nothing; the judge's memory is that one."""
+    from distlab.evidence.plan.judged import judge_run
+    from distlab.evidence.plan.runs import memory_options, run_inputs
+    from distlab.plan.memory import FRAMEWORKS, memory_per_gpu
+
+    expected = {"nemo_24_07": "megatron", "nemo_long_sequence_2024": "megatron",
+                "megatron_bridge_25_11": "megatron", "torchtitan_perf_2024": "torch",
+                "torchtitan_bench_2024_12": "torch", "torchtitan_asynctp_2025_06": "torch",
+                "torchtitan_h200_trainy_2025_06": "torch"}
+    for key, source in published.sources.items():
+        assert source.framework == expected.get(key, "default"), key
+        if source.framework == "megatron":
+            assert "bias_activation_fusion" in source.how, key
+    for key in ("nemo_24_07", "torchtitan_bench_2024_12", "narayanan2021"):
+        run = runs(source=key)[0]
+        i = run_inputs(run)
+        assert memory_options(run) == FRAMEWORKS[expected.get(key, "default")]
+        judged = judge_run(i, published.sources[key].split)
+        assert judged.model_total_bytes == memory_per_gpu(i.model, i.layout, i.hardware,
+                                                          **memory_options(run)).total

@@ -23,7 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from distlab.evidence.plan.published import PublishedSet, load_published
-from distlab.evidence.plan.runs import RunInputs, measured_memory_bytes, measured_step_s, run_inputs
+from distlab.evidence.plan.runs import (
+    RunInputs,
+    measured_memory_bytes,
+    measured_step_s,
+    memory_options,
+    run_inputs,
+)
 from distlab.plan.calibration import ComputeRate, shipped_rate
 from distlab.plan.memory import memory_per_gpu
 from distlab.plan.step import step_time
@@ -82,7 +88,8 @@ def judge_run(inputs: RunInputs, split: str, rate: ComputeRate | None = None) ->
         est = step_time(inputs.model, inputs.layout, inputs.hardware, rate=rate,
                         simulate_pipeline=False)
     measured, how = measured_step_s(inputs)
-    memory = memory_per_gpu(inputs.model, inputs.layout, inputs.hardware)
+    memory = memory_per_gpu(inputs.model, inputs.layout, inputs.hardware,
+                            **memory_options(inputs.run))   # the source's kernels
     # a run that reports the caching allocator's reserved bytes is set beside the model's
     # reserved bytes; one that reports the device's memory in use, beside everything
     kind = (inputs.run.measured.memory_kind or "").lower()

@@ -25,6 +25,7 @@ from typing import Any
 
 from distlab.gpus import gpus_of_library
 from distlab.plan.layout import PRECISIONS as STATES
+from distlab.plan.memory import FRAMEWORKS
 from distlab.recompute import PUBLISHED_RECOMPUTE
 
 GiB = 2**30
@@ -61,6 +62,9 @@ class PublishedSource:
         states: the bytes of its runs' model states, a key of
             :data:`distlab.plan.layout.PRECISIONS`, where the configuration states them;
             ``None``: unknown.
+        framework: what its runs' kernels keep for backward, a key of
+            :data:`distlab.plan.memory.FRAMEWORKS` (``"default"`` unless the code they ran
+            with says otherwise; ``how`` says where): their memory is priced with its options.
     """
 
     key: str
@@ -73,6 +77,7 @@ class PublishedSource:
     split: str
     zero_stage: int | None = None
     states: str | None = None
+    framework: str = "default"
 
 
 @dataclass(frozen=True)
@@ -283,13 +288,15 @@ def _source(key: str, raw: Any) -> PublishedSource:
         raise ValueError(f"{where}: must be a JSON object")
     r = _Reader(raw, where)
     r.no_extra(("title", "authors_or_org", "year", "url", "table", "how", "split",
-                "zero_stage", "states"))
+                "zero_stage", "states", "framework"))
     return PublishedSource(key, r.get("title", str), r.get("authors_or_org", str),
                            r.get("year", int, positive=True), r.get("url", str),
                            r.get("table", str), r.get("how", str),
                            r.get("split", str, choices=SPLITS),
                            r.get("zero_stage", int, required=False, choices=(0, 1, 2, 3)),
-                           r.get("states", str, required=False, choices=tuple(STATES)))
+                           r.get("states", str, required=False, choices=tuple(STATES)),
+                           r.get("framework", str, required=False,
+                                 choices=tuple(FRAMEWORKS)) or "default")
 
 
 def _run(raw: Any, index: int, sources: Mapping[str, PublishedSource]) -> PublishedRun:

@@ -14,16 +14,18 @@ times the GPU's peak.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from distlab.evidence.plan.published import PublishedRun, PublishedSource, load_published
 from distlab.nccl.boxes import GPU_BOXES
 from distlab.plan.layout import Hardware, Layout, gpu_kind
+from distlab.plan.memory import FRAMEWORKS
 from distlab.plan.step import StageFlops, stage_flops
 from distlab.recompute import NONE, OP, from_published
 from distlab.transformer import ModelSpec
 
 __all__ = ["CUDNN_FROM_SM", "FSDP_SOURCES", "PER_OP_NOTE", "TRANSFORMER_ENGINE_SOURCES",
-           "RunInputs", "measured_memory_bytes", "measured_step_s", "run_inputs"]
+           "RunInputs", "measured_memory_bytes", "measured_step_s", "memory_options", "run_inputs"]
 
 SEQUENCE_PARALLEL_FROM = 2023
 """Runs whose tensor parallelism does not say: sequence parallel from this year on (Megatron-LM
@@ -147,6 +149,12 @@ def _attention_kernel(run: PublishedRun, hw: Hardware) -> str:
 
 def _source(run: PublishedRun) -> PublishedSource:
     return load_published().sources[run.source]
+
+
+def memory_options(run: PublishedRun) -> dict[str, Any]:
+    """:func:`~distlab.plan.memory.memory_per_gpu`'s keyword arguments for what ``run``'s kernels
+    keep: its source's ``framework`` (:data:`distlab.plan.memory.FRAMEWORKS`)."""
+    return dict(FRAMEWORKS[_source(run).framework])
 
 
 def source_how(run: PublishedRun) -> str:
