@@ -505,19 +505,25 @@ def test_the_planner_prices_and_bounds_with_the_frameworks_options(monkeypatch) 
     assert seen and all(kw == FRAMEWORKS["megatron"] for kw in seen)
 
 
+def _shown_by_framework(tmp_path, argv: list[str], frameworks: tuple[str, ...]) -> dict:
+    """``python -m distlab.plan argv --framework F --json`` for each ``F``: the one layout shown."""
+    import json
+
+    shown = {}
+    for framework in frameworks:
+        out = tmp_path / f"{framework}.json"
+        assert plan_main([*argv, "--framework", framework, "--json", str(out)]) == 0
+        (shown[framework],) = json.loads(out.read_text())["layouts"]
+    return shown
+
+
 def test_the_command_prices_megatrons_kernels_with_framework_megatron(tmp_path) -> None:
     """Megatron Bridge's Qwen3-30B-A3B on 16 H100s (25.11's layout, float8) ran; priced with
     Megatron-Core's kernels it fits, with the default ones it does not."""
-    import json
-
     argv = ["qwen3-30b-a3b", "--gpus", "16", "--global-batch", "512", "--layout",
             "dp=8,pp=2,ep=8,zero=1,schedule=Interleaved1F1B,v=24,mb=2,dtype=fp8"]
-    fits = {}
-    for framework in ("default", "megatron"):
-        out = tmp_path / f"{framework}.json"
-        assert plan_main([*argv, "--framework", framework, "--json", str(out)]) == 0
-        (shown,) = json.loads(out.read_text())["layouts"]
-        fits[framework] = shown["fits"]
+    shown = _shown_by_framework(tmp_path, argv, ("default", "megatron"))
+    fits = {framework: row["fits"] for framework, row in shown.items()}
     assert fits == {"default": False, "megatron": True}
 
 
@@ -525,15 +531,9 @@ def test_the_command_prices_torchs_modules_with_framework_torch(tmp_path) -> Non
     """Llama 3 70B on 64 H100s at tp 8 with sequence parallelism in float8: the default kernels
     keep each column-parallel input's shard, torch's modules (torchtitan) the all-gathered input
     (in 8 bits under float8 tensor parallelism): the same states, more activations."""
-    import json
-
     argv = ["llama3-70b", "--gpus", "64", "--global-batch", "64", "--layout",
             "dp=4,tp=8,pp=2,zero=1,sp=1,mb=1,dtype=fp8"]
-    shown = {}
-    for framework in ("default", "torch"):
-        out = tmp_path / f"{framework}.json"
-        assert plan_main([*argv, "--framework", framework, "--json", str(out)]) == 0
-        (shown[framework],) = json.loads(out.read_text())["layouts"]
+    shown = _shown_by_framework(tmp_path, argv, ("default", "torch"))
     default, torch_ = (shown[f]["memory_bytes"] for f in ("default", "torch"))
     states = ("params", "grads", "optimizer")
     assert [torch_[k] for k in states] == [default[k] for k in states]
