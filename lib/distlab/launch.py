@@ -191,7 +191,7 @@ def _pickle_payload(fn: Callable[..., Any], args: Sequence[Any],
         return cloudpickle.dumps((fn, tuple(args), dict(kwargs)))
     except Exception as exc:  # pickling raises many types (PicklingError, TypeError, ...)
         raise TypeError(
-            f"cannot send fn/args/kwargs to spawned ranks: {type(exc).__name__}: {exc}. "
+            f"cannot send fn/args/kwargs to spawned ranks: {exc}. "
             "Functions defined in a notebook cell, lambdas and closures are fine, but what they "
             "capture (and args/kwargs) must be picklable: create locks, sockets, open files and "
             "CUDA streams inside fn on each rank instead of capturing them") from exc

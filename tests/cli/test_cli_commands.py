@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "python -m distlab.profile": "distlab.profile.cli",
     "python -m distlab.nccl": "distlab.nccl.__main__",
     "python -m distlab.rccl": "distlab.rccl.__main__",
+    "python -m distlab.plan": "distlab.plan.__main__",
+    "python -m distlab.samplers": "distlab.samplers.__main__",
 }
 DISPATCHERS = {"python -m distlab.bench": "distlab.bench.__main__",
                "python -m distlab.judge": "distlab.judge.__main__"}

@@ -43,9 +43,24 @@ def test_usage_errors_and_ctrl_c(capsys) -> None:
     def interrupted(argv: list[str]) -> int:
         raise KeyboardInterrupt
 
-    assert _ending(bad, capsys) == (2, ["python -m distlab.x: error: --n must be >= 1, got 0"])
+    assert _ending(bad, capsys) == (
+        2, ["python -m distlab.x: error: --n must be >= 1, got 0 (see --help)"])
     code, err = _ending(interrupted, capsys)
     assert code == INTERRUPTED and len(err) == 1 and "interrupted by Ctrl-C" in err[0]
+
+
+@pytest.mark.parametrize("message", [
+    "MODEL x.json: no such file",
+    "MODEL x.json: no such file (see --help)",          # the hint once, not twice
+    "python -m distlab.x: error: MODEL x.json: no such file",   # the prefix once
+    "UsageError: MODEL x.json:\n  no such file",         # one line, no class name
+])
+def test_a_usage_error_is_one_line_ending_with_the_hint_once(message: str, capsys) -> None:
+    def bad(argv: list[str]) -> int:
+        raise UsageError(message)
+
+    assert _ending(bad, capsys) == (
+        2, ["python -m distlab.x: error: MODEL x.json: no such file (see --help)"])
 
 
 _HUNG = textwrap.dedent("""

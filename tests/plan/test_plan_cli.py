@@ -155,7 +155,7 @@ def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.mark.parametrize(("argv", "message"), [
     (["nope"], "neither a preset"),
     (["llama3-8b", "--layout", "dp=4"], "uses dp*tp*pp*cp = 4 GPUs"),
-    (["llama3-8b", "--layout", "dp=8,tq=1"], "KEY=VALUE"),
+    (["llama3-8b", "--layout", "dp=8,tq=1"], "unknown key 'tq'"),
     (["llama3-8b", "--gpu", "v100"], "gpu must be one of"),
     (["llama3-8b", "--gpu", "mi350x"], "gpu must be one of"),
     (["llama3-70b", "--gpu", "mi300x", "--gpus", "16", "--network", "ib_ndr400x8"],
@@ -173,6 +173,14 @@ def test_nothing_fits_says_what_would(capsys: pytest.CaptureFixture[str]) -> Non
     (["llama3-8b", "--gpus", "16", "--layout", "dp=1,tp=16,tp=8"], "'tp=16' and 'tp=8' both"),
     (["llama3-8b", "--layout", "dp=8,fsdp,zero=1"], "'fsdp' and 'zero=1' both set zero"),
     (["llama3-8b", "--layout", "dp=8,v=2,stages_per_rank=2"], "both set stages_per_rank"),
+    # the layout's GPU count is refused before its batch (8 is no multiple of dp=3)
+    (["llama3-8b", "--layout", "dp=3,tp=7"], "'dp=3,tp=7' uses dp*tp*pp*cp = 21 GPUs; --gpus is 8"),
+    (["llama3-8b", "--layout", "dp=8,recompute_num_layers=5"],
+     "unknown key 'recompute_num_layers' in 'recompute_num_layers=5'; the keys are dp, tp"),
+    (["llama3-8b", "--layout", "dp=8,tp"], "'tp' is not KEY=VALUE"),
+    (["llama3-8b", "--layout", "dp=8,precision=fp32", "--precision", "mixed"],
+     "--precision mixed and the layout's precision=fp32 disagree"),
+    (["./no/such/model.json"], "MODEL ./no/such/model.json: no such file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -182,6 +190,8 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str,
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+    assert err[0].startswith("python -m distlab.plan: error: ") and \
+        err[0].endswith(" (see --help)") and err[0].count("(see --help)") == 1, err
     assert captured.out == ""
 
 

@@ -38,7 +38,7 @@ def test_parse_layout_reads_what_a_published_run_states() -> None:
         (12, 8, 16, 2, True)
     assert parse_layout("dp=8 fsdp", global_batch=8).zero == 3
     assert parse_layout("dp=2,tp=2,sp=0", global_batch=2).sequence_parallel is False
-    for bad, match in [("dp", "KEY=VALUE"), ("dq=2", "KEY=VALUE"), ("dp=x", "integer"),
+    for bad, match in [("dp", "KEY=VALUE"), ("dq=2", "unknown key .dq."), ("dp=x", "integer"),
                        ("tp=2,sp=2", "sp"), ("dp=8,ep=8,capacity=x", "number"),
                        ("dp=8,ep=8,capacity=0", "capacity factor")]:
         with pytest.raises(ValueError, match=match):

@@ -6,8 +6,8 @@
 :func:`run_main` calls the command's work with its arguments and turns
 
 - a :class:`UsageError` (bad input the user can fix: a file that is not a profile, a length
-  longer than the data) into ``prog: error: <message>`` and exit 2, as argparse does for a bad
-  option (argparse's own exit 2 and ``--help``'s exit 0 pass through unchanged);
+  longer than the data) into ``prog: error: <message> (see --help)`` and exit 2, as argparse
+  does for a bad option (argparse's own exit 2 and ``--help``'s exit 0 pass through unchanged);
 - Ctrl-C (``KeyboardInterrupt``) into ``prog: interrupted by Ctrl-C; <what happened>`` and exit
   130, the shell's code for SIGINT. Commands that start processes stop them on the way out
   (:mod:`distlab.launch` and the executors do), so no traceback and no process is left;
@@ -25,7 +25,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["INTERRUPTED", "TIMED_OUT", "UsageError", "run_main"]
+from distlab.cli.options import HELP_HINT
+
+__all__ = ["INTERRUPTED", "TIMED_OUT", "UsageError", "run_main", "usage_line"]
 
 INTERRUPTED = 130
 """The exit status of a command stopped by Ctrl-C (128 + SIGINT)."""
@@ -35,6 +37,26 @@ TIMED_OUT = 1
 
 class UsageError(ValueError):
     """Bad input the user can fix; :func:`run_main` prints its message as one line, exit 2."""
+
+
+def usage_line(prog: str, exc: BaseException) -> str:
+    """The one line a :class:`UsageError` prints: ``prog: error: message (see --help)``.
+
+    Args:
+        prog: the command as typed (``python -m distlab.plan``).
+        exc: the error; its message is put on one line (newlines and runs of spaces become one
+            space), and a leading ``prog: error:`` or exception-class prefix it already carries
+            is not repeated.
+
+    Returns:
+        The line, ending with :data:`~distlab.cli.options.HELP_HINT` once.
+    """
+    text = " ".join(str(exc).split())
+    for prefix in (f"{prog}: error:", f"{type(exc).__name__}:"):
+        text = text.removeprefix(prefix).strip()
+    if not text.endswith(HELP_HINT):
+        text = f"{text} {HELP_HINT}"
+    return f"{prog}: error: {text}"
 
 
 def run_main(prog: str, work: Callable[[list[str]], int | None],
@@ -54,7 +76,7 @@ def run_main(prog: str, work: Callable[[list[str]], int | None],
         print(f"{prog}: interrupted by Ctrl-C; {on_interrupt}", file=sys.stderr)
         return INTERRUPTED
     except UsageError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(usage_line(prog, exc), file=sys.stderr)
         return 2
     except TimeoutError as exc:
         from distlab.launch import LaunchTimeoutError  # launch imports torch: only when needed

@@ -89,6 +89,9 @@ def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
             raise UsageError(f"MODEL {text}: {exc}") from None
     path = Path(text)
     if not path.is_file():
+        if path.suffix or os.sep in text or path.exists():
+            what = "is a folder, not a JSON file" if path.is_dir() else "no such file"
+            raise UsageError(f"MODEL {text}: {what}")
         raise UsageError(f"MODEL {text!r} is neither a preset ({', '.join(PRESETS)}) nor a "
                          "JSON file")
     try:
@@ -116,9 +119,11 @@ def _parser() -> options.Parser:
     from distlab.plan.libraries import COLLECTIVE_LIBRARIES
     from distlab.plan.memory import FRAMEWORKS
     from distlab.plan.planner import RECOMPUTE_TRIED
+    from distlab.transformer import PRESETS
 
     p = options.parser(PROG, __doc__)
-    p.add_argument("model", metavar="MODEL", help="a preset name or a JSON file of its shape")
+    p.add_argument("model", metavar="MODEL",
+                   help=f"a preset ({', '.join(PRESETS)}) or a JSON file of its shape")
     p.add_argument("--gpu", default="h100",
                    help=f"the GPU: {', '.join(GPU_KINDS)} or "
                         f"{', '.join(a for a, g in gpu_aliases().items() if g in GPU_KINDS)}")
@@ -133,8 +138,9 @@ def _parser() -> options.Parser:
                    help="tokens per sequence (default: the model's)")
     p.add_argument("--global-batch", type=options.int_at_least(1), default=None,
                    help="sequences per optimizer step (default: the GPUs' count)")
-    p.add_argument("--precision", choices=sorted(PRECISIONS), default="mixed",
-                   help="bytes of the model states (see distlab.plan.layout.PRECISIONS)")
+    p.add_argument("--precision", choices=sorted(PRECISIONS), default=None,
+                   help="bytes of the model states (see distlab.plan.layout.PRECISIONS; "
+                        "default: mixed)")
     p.add_argument("--attention-kernel", choices=ATTENTION_KERNELS, default="flash",
                    help="the attention kernel the run uses: flash (FlashAttention-2, torch "
                         "SDPA's) or cudnn (cuDNN's fused attention, Transformer Engine's on "
@@ -286,8 +292,12 @@ def _plan(argv: list[str]) -> int:
         _check_ep(model, args.ep, args.layout is not None)
     if args.layout is not None:
         try:
-            layout = parse_layout(args.layout, global_batch=batch, precision=args.precision,
+            layout = parse_layout(args.layout, gpus=hw.gpus, global_batch=batch,
+                                  precision=args.precision or "mixed",
                                   attention_kernel=args.attention_kernel)
+            if args.precision not in (None, layout.precision):
+                raise ValueError(f"--precision {args.precision} and the layout's "
+                                 f"precision={layout.precision} disagree: give it once")
             shown = [price(model, layout, hw, **mem)]
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -295,7 +305,7 @@ def _plan(argv: list[str]) -> int:
         lines = [header, *(f"# {n}" for n in notes),
                  format_table(plan_rows(shown), columns(model))]
     else:
-        result = plan(model, hw, batch, precision=args.precision, top=args.top,
+        result = plan(model, hw, batch, precision=args.precision or "mixed", top=args.top,
                       attention_kernel=args.attention_kernel, recompute=args.recompute,
                       **({} if args.ep is None else {"expert_parallel": args.ep}),
                       memory_options=mem)

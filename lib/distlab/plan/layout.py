@@ -381,21 +381,29 @@ _LAYOUT_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "zero": "zero",
                 "ep_overlap": "ep_overlap", "etp": "etp", "capacity": "expert_capacity"}
 
 
-def parse_layout(text: str, **defaults: Any) -> Layout:
+def parse_layout(text: str, *, gpus: int | None = None, **defaults: Any) -> Layout:
     """A :class:`Layout` from ``"dp=8,tp=8,pp=4,zero=1,schedule=Interleaved1F1B,v=2,mb=1,
     recompute=selective"`` (commas or spaces; ``sp`` 0/1, on by default with ``tp > 1``;
     ``async_tp`` 0/1, ``dtype`` bf16/fp8, ``attention`` flash/cudnn; ``ep`` the expert-parallel
     ranks, ``ep_overlap`` 0/1, ``etp`` 1 or tp;
     ``fsdp`` alone means ``zero=3``). ``defaults`` fill what the text leaves out (e.g.
-    ``global_batch``). ``ValueError`` names a bad key or value, and a field given twice
-    (``tp=8,tp=16``; ``v`` and ``stages_per_rank``; ``fsdp`` and ``zero``)."""
+    ``global_batch``). With ``gpus``, a layout whose ``dp * tp * pp * cp`` is not ``gpus`` is
+    refused before anything else about it (the batch, ``ep``) is checked.
+
+    Raises:
+        ValueError: naming an unknown key (with the keys allowed), a known key whose value is
+            not of its kind, a field given twice (``tp=8,tp=16``; ``v`` and
+            ``stages_per_rank``; ``fsdp`` and ``zero``), or a GPU count other than ``gpus``.
+    """
     values: dict[str, Any] = dict(defaults)
     given_sp = False
     given: dict[str, str] = {}   # field -> the item that set it
     for item in text.replace(",", " ").split():
         key, sep, value = ("zero", "=", "3") if item == "fsdp" else item.partition("=")
-        if not sep or key not in _LAYOUT_KEYS:
-            raise ValueError(f"layout: {item!r} is not KEY=VALUE with KEY one of "
+        if not sep or not key or not value:
+            raise ValueError(f"layout: {item!r} is not KEY=VALUE (or 'fsdp')")
+        if key not in _LAYOUT_KEYS:
+            raise ValueError(f"layout: unknown key {key!r} in {item!r}; the keys are "
                              f"{', '.join(_LAYOUT_KEYS)} (or 'fsdp')")
         field_name = _LAYOUT_KEYS[key]
         if field_name in given:
@@ -422,4 +430,11 @@ def parse_layout(text: str, **defaults: Any) -> Layout:
                 raise ValueError(f"layout: {key}={value!r} must be an integer") from None
     if not given_sp:
         values["sequence_parallel"] = values.get("tp", 1) > 1
+    if gpus is not None:
+        dims = {d: values.get(d, 1) for d in ("dp", "tp", "pp", "cp")}
+        used = math.prod(dims.values())
+        if used != gpus:
+            shown = ",".join(f"{d}={n}" for d, n in dims.items() if d in values)
+            raise ValueError(f"layout {shown or text!r} uses dp*tp*pp*cp = {used} GPUs; "
+                             f"--gpus is {gpus}")
     return Layout(**values)
