@@ -201,15 +201,15 @@ FLOORS: dict[str, int] = {
                      "_forkserver_guard", "timeline", "fit", "links", "devices", "envinfo",
                      "launch", "launch_demos", "trace", "report", "cli", "clock", "nets", "uneven",
                      "scratch", "vocabulary", "transformer",
-                     "recompute", "gpus", "collective_library"), 0),
+                     "recompute", "gpus", "collective_library", "logs"), 0),
     **dict.fromkeys(("samplers", "collectives", "loading", "pipeline", "transfers", "ddp", "zero",
                      "hogwild", "pipeline_parallel", "tensor_parallel", "moe", "nccl", "rccl"), 1),
-    "bench": 2, "plan": 2, "profile": 3, "evidence": 3, "judge": 4, "viz": 5,
+    "bench": 2, "plan": 2, "profile": 3, "evidence": 3, "judge": 4, "health": 4, "viz": 5,
 }
 """core -> labs -> bench -> profile, evidence -> judge -> viz: a unit imports only its floor or
 lower."""
 
-EVIDENCE_IMPORTERS = {"evidence", "profile", "judge", "viz"}
+EVIDENCE_IMPORTERS = {"evidence", "profile", "judge", "health", "viz"}
 """The units that may import :mod:`distlab.evidence` (each model's published data, fits and
 judgement): the models (core, labs, plan, bench) never do, whatever their floor."""
 

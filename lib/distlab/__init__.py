@@ -27,6 +27,7 @@ Core (floor 0):
   torchrun); :mod:`distlab.launch_demos`: small rank functions that show it.
 - :mod:`distlab.report`: text tables, provenance, JSON results; :mod:`distlab.cli`: option types
   and the one way a command ends (bad input: exit 2, Ctrl-C: exit 130).
+- :mod:`distlab.logs`: logs users bring, read as the facts they state (nccl-tests' output).
 - :mod:`distlab.uneven`: uneven inputs across ranks: the bounded wait that makes a hang an error,
   and what DDP's and ZeRO's hooks for torch's ``Join`` share.
 
@@ -57,7 +58,9 @@ runs, ``python -m distlab.plan``),
 :mod:`distlab.profile` (floor 3: the one-command machine profile), :mod:`distlab.evidence`
 (floor 3: each model's published data, the fits of its constants and its judgement on them;
 no model imports it), :mod:`distlab.judge` (floor 4: the cost model judged on profiles and
-published tables) and :mod:`distlab.viz` (floor 5: figures and explorers).
+published tables), :mod:`distlab.health` (floor 4: a user's nccl-tests log judged against
+what NCCL should do on that box, ``python -m distlab.health``) and :mod:`distlab.viz` (floor 5:
+figures and explorers).
 """
 
 __version__ = "0.1.0"

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "python -m distlab.rccl": "distlab.rccl.__main__",
     "python -m distlab.plan": "distlab.plan.__main__",
     "python -m distlab.samplers": "distlab.samplers.__main__",
+    "python -m distlab.health": "distlab.health.__main__",
 }
 DISPATCHERS = {"python -m distlab.bench": "distlab.bench.__main__",
                "python -m distlab.judge": "distlab.judge.__main__"}
@@ -47,6 +48,8 @@ WRITERS: dict[str, tuple[list[str], str]] = {
     "python -m distlab.nccl": (["h100_sxm8"], "--json"),
     "python -m distlab.rccl": ([], "--json"),
     "python -m distlab.profile": (["--quick"], "--out"),
+    "python -m distlab.health": ([str(ROOT / "tests" / "logs" / "data" / "h100_1node_nvls.log")],
+                                 "--json"),
 }
 SAYS_DEFAULT = re.compile(r"\(default\b|(?<!\()\bdefault:", re.IGNORECASE)
 ONE_LINE = re.compile(r"^(?P<prog>python -m distlab[\w .-]*): error: (?P<msg>.+) \(see --help\)$")

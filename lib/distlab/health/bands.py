@@ -1,0 +1,91 @@
+"""How far a healthy run may be from the model: the model's own error on tables it was not
+fitted on, per size class, as a band of the time error.
+
+A measured time ``t`` against the model's ``m`` has the error ``e = (t - m) / m`` in percent
+(:func:`distlab.vocabulary.error_pct`). A band is the 2.5th and 97.5th percentile of ``e`` over
+published points the model was not fitted on, so about 5% of healthy rows fall outside it:
+
+- one node: the published 8-GPU all-reduce tables, each priced with the constants fitted on
+  the other sources (leave one source out,
+  :func:`distlab.evidence.nccl.fit_execution.leave_one_source_out`);
+- across nodes: the published multi-node tables (nothing is fitted on them).
+
+Size classes (:data:`SIZE_CLASSES`) follow where the model's terms change: below 1 MiB latency
+and the host's launch rate decide; from 64 MiB on the links' bandwidth; between, both.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SIZE_CLASSES", "Band", "band", "bands", "scope_of", "size_class"]
+
+SIZE_CLASSES: tuple[tuple[str, int], ...] = (("small", 1 << 20), ("medium", 64 << 20),
+                                             ("large", 1 << 62))
+"""``(name, upper bound in bytes, exclusive)``: below 1 MiB, 1 MiB to 64 MiB, 64 MiB and up."""
+
+QUANTILES = (2.5, 97.5)
+"""The percentiles of the held-out errors a band spans: 95% of healthy rows inside."""
+
+
+@dataclass(frozen=True)
+class Band:
+    """The time errors (percent) a healthy row of a size class may have, and how many held-out
+    points say so."""
+
+    scope: str
+    size_class: str
+    low_pct: float
+    high_pct: float
+    points: int
+
+    def verdict(self, error_pct: float) -> str:
+        """``"ok"`` inside, ``"low"`` slower than the band (less bandwidth), ``"high"`` faster."""
+        if error_pct > self.high_pct:
+            return "low"
+        if error_pct < self.low_pct:
+            return "high"
+        return "ok"
+
+
+def size_class(nbytes: int) -> str:
+    """The name of the :data:`SIZE_CLASSES` entry ``nbytes`` falls in."""
+    return next(name for name, upper in SIZE_CLASSES if nbytes < upper)
+
+
+@functools.lru_cache(maxsize=1)
+def bands() -> dict[tuple[str, str], Band]:
+    """``(scope, size class) -> Band`` for scope ``"node"`` and ``"nodes"`` (judged once per
+    process from the published tables, about two seconds)."""
+    from distlab.evidence.nccl.fit_execution import (
+        calibration_points,
+        judge,
+        leave_one_source_out,
+        multinode_points,
+        shipped_constants,
+    )
+
+    populations = {"node": leave_one_source_out(calibration_points()),
+                   "nodes": judge(multinode_points(), shipped_constants())}
+    out = {}
+    for scope, points in populations.items():
+        for name, _ in SIZE_CLASSES:
+            errors = np.array([p.error_pct for p in points if size_class(p.nbytes) == name])
+            lo, hi = np.percentile(errors, QUANTILES)
+            out[scope, name] = Band(scope, name, float(lo), float(hi), int(errors.size))
+    return out
+
+
+def scope_of(nodes: int, box_gpus: int) -> str:
+    """``"node"`` for one box of at most 8 GPUs (the population the 8-GPU tables judge),
+    ``"nodes"`` for several nodes or one NVLink domain of more (a GB200 NVL72 rack is judged
+    among the multi-node tables)."""
+    return "node" if nodes == 1 and box_gpus <= 8 else "nodes"
+
+
+def band(nbytes: int, scope: str) -> Band:
+    """The band of a row of ``nbytes`` in ``scope`` (:func:`scope_of`)."""
+    return bands()[scope, size_class(nbytes)]
