@@ -36,23 +36,26 @@ def test_the_first_screen_says_what_it_is_the_commands_and_where_to_start() -> N
     assert "/dev/shm" not in first and "DISTLAB_TEST_SPLIT" not in first
 
 
-def test_five_things_each_with_one_command() -> None:
+def test_six_things_each_with_one_command() -> None:
     wants = [w for w, _ in _to_do()]
-    assert len(wants) == 5, wants
-    for words in ("which rank reads", "profile", "training run", "layout", "NCCL"):
+    assert len(wants) == 6, wants
+    for words in ("which rank reads", "profile", "nccl-tests log", "training run", "layout",
+                  "price NCCL"):
         assert any(words in w for w in wants), words
 
 
 @pytest.mark.parametrize(("want", "command"), _to_do())
 def test_each_command_is_one_the_package_has(want: str, command: str) -> None:
-    """Its module answers ``--help``; the two that need nothing from the user (no trace folder,
-    no minutes of profiling, no planner search) run as written."""
+    """Its module answers ``--help``; the ones that need nothing from the user (no trace folder,
+    no minutes of profiling, no planner search) run, the health check on a log of the tests'."""
     argv = shlex.split(command)
     proc = subprocess.run([sys.executable, *argv[1:3], "--help"] if argv[3:4] != ["trace"]
                           else [sys.executable, *argv[1:4], "--help"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-1000:]
-    if argv[2] in ("distlab.samplers", "distlab.nccl"):
+    if argv[2] == "distlab.health":
+        argv = [*argv[:3], str(ROOT / "tests" / "logs" / "data" / "h100_1node_nvls.log")]
+    if argv[2] in ("distlab.samplers", "distlab.nccl", "distlab.health"):
         run = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
                              timeout=120, cwd=ROOT)
         assert run.returncode == 0 and run.stdout.strip(), run.stderr[-1000:]
