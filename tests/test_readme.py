@@ -54,7 +54,7 @@ def test_each_command_is_one_the_package_has(want: str, command: str) -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-1000:]
     if argv[2] == "distlab.health":
-        argv = [*argv[:3], str(ROOT / "tests" / "logs" / "data" / "h100_1node_nvls.log")]
+        argv = [*argv[:3], str(ROOT / "results" / "nccl-tests-logs" / "h100_1node_nvls.log")]
     if argv[2] in ("distlab.samplers", "distlab.nccl", "distlab.health"):
         run = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
                              timeout=120, cwd=ROOT)

@@ -21,7 +21,9 @@ from browser.lab import (
     wait_for_output_widget_text,
 )
 from distlab.profile.load import choose_profile, list_profiles, load_profile, machine_key_here
-from helpers.paths import PROFILES
+from helpers.paths import PROFILES, ROOT
+
+LOGS = ROOT / "results" / "nccl-tests-logs"
 
 _CELLS = """() => {
     const nb = window.jupyterapp.shell.currentWidget.content;
@@ -111,3 +113,31 @@ def test_profile_notebook_every_cell_follows_the_picker(lab, page):
     wait_for_output_widget_text(page, "is not a profile folder")
     assert f"still reading {other}" in output_widget_text(page)
     save_screenshot(page, "07_profile_picker_bad_path")
+    _paste_a_log(page)
+
+
+def _paste_a_log(page: Any) -> None:
+    """The paste box as a box owner uses it: the 3-node log pasted, judging it without the
+    NICs says what is missing in one line; with them, the report names the fabric and draws
+    its figure."""
+    area = page.locator("textarea[placeholder^='paste all_reduce_perf']").first
+    area.scroll_into_view_if_needed()
+    area.fill((LOGS / "h100_3nodes_roce_two_racks.log").read_text())
+    judge = page.get_by_role("button", name="judge").first
+    judge.click()
+    wait_for_output_widget_text(page, "cannot judge it: ", timeout_s=60)
+    assert "give --nics N --nic-gbps RATE" in output_widget_text(page)
+    for label, value in (("NICs/node", "16"), ("Gb/s each", "200")):
+        field = _widget_box(page, label).locator("input").first
+        field.fill(value)
+        field.press("Enter")
+    select_option(page, "fabric", "roce")
+    time.sleep(0.5)
+    judge.click()
+    wait_for_output_widget_text(page, "cause 1: the fabric or its routing between nodes",
+                                timeout_s=60)
+    assert "verdict: low: 11 of 11 sizes" in output_widget_text(page)
+    box = page.locator(".widget-output").filter(has_text="cause 1: the fabric").first
+    box.locator("img").first.wait_for(timeout=30_000)
+    box.scroll_into_view_if_needed()
+    save_screenshot(page, "07_profile_your_log")

@@ -48,8 +48,8 @@ WRITERS: dict[str, tuple[list[str], str]] = {
     "python -m distlab.nccl": (["h100_sxm8"], "--json"),
     "python -m distlab.rccl": ([], "--json"),
     "python -m distlab.profile": (["--quick"], "--out"),
-    "python -m distlab.health": ([str(ROOT / "tests" / "logs" / "data" / "h100_1node_nvls.log")],
-                                 "--json"),
+    "python -m distlab.health": ([str(ROOT / "results" / "nccl-tests-logs" /
+                                      "h100_1node_nvls.log")], "--json"),
 }
 SAYS_DEFAULT = re.compile(r"\(default\b|(?<!\()\bdefault:", re.IGNORECASE)
 ONE_LINE = re.compile(r"^(?P<prog>python -m distlab[\w .-]*): error: (?P<msg>.+) \(see --help\)$")

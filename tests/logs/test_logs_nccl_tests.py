@@ -14,6 +14,7 @@ from distlab.logs.nccl_tests import LogError, parse_text, read_log
 from helpers.paths import ROOT
 
 DATA = ROOT / "tests" / "logs" / "data"
+LOGS = ROOT / "results" / "nccl-tests-logs"
 HEAD = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
         "     time   algbw   busbw #wrong")
 
@@ -38,7 +39,7 @@ def _table(rows: list[tuple[int, int, str, str, int, float, float]], *, binary: 
 
 
 def test_a_one_node_log_states_devices_process_and_release() -> None:
-    (run,) = read_log(DATA / "h100_3nodes_roce_two_racks.log")
+    (run,) = read_log(LOGS / "h100_3nodes_roce_two_racks.log")
     assert run.collective == "all_reduce" and run.ranks == 24 and len(run.hosts) == 3
     assert run.gpu_names == ("NVIDIA H100 80GB HBM3",) and run.gpus_per_process == 1
     assert run.nccl_version == "2.22.3"

@@ -17,11 +17,14 @@ and the host's launch rate decide; from 64 MiB on the links' bandwidth; between,
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SIZE_CLASSES", "Band", "band", "bands", "scope_of", "size_class"]
+__all__ = ["SHIPPED", "SIZE_CLASSES", "Band", "band", "bands", "derive_bands", "scope_of",
+           "size_class", "write_bands"]
 
 SIZE_CLASSES: tuple[tuple[str, int], ...] = (("small", 1 << 20), ("medium", 64 << 20),
                                              ("large", 1 << 62))
@@ -56,10 +59,24 @@ def size_class(nbytes: int) -> str:
     return next(name for name, upper in SIZE_CLASSES if nbytes < upper)
 
 
+SHIPPED = Path(__file__).with_name("bands.json")
+"""The bands as derived (:func:`derive_bands`), with where they come from and the command that
+derives them again; ``tests/health`` derives them and compares."""
+
+
 @functools.lru_cache(maxsize=1)
 def bands() -> dict[tuple[str, str], Band]:
-    """``(scope, size class) -> Band`` for scope ``"node"`` and ``"nodes"`` (judged once per
-    process from the published tables, about two seconds)."""
+    """``(scope, size class) -> Band`` for scope ``"node"`` and ``"nodes"``, as shipped in
+    :data:`SHIPPED` (so a report is the same on every machine and costs no refit)."""
+    data = json.loads(SHIPPED.read_text())
+    return {(b["scope"], b["size_class"]): Band(b["scope"], b["size_class"], b["low_pct"],
+                                                 b["high_pct"], b["points"])
+            for b in data["bands"]}
+
+
+def derive_bands() -> dict[tuple[str, str], Band]:
+    """The bands from the published tables (about two seconds: each 8-GPU source is priced with
+    constants refitted on the others), percentages rounded to 0.1."""
     from distlab.evidence.nccl.fit_execution import (
         calibration_points,
         judge,
@@ -75,8 +92,29 @@ def bands() -> dict[tuple[str, str], Band]:
         for name, _ in SIZE_CLASSES:
             errors = np.array([p.error_pct for p in points if size_class(p.nbytes) == name])
             lo, hi = np.percentile(errors, QUANTILES)
-            out[scope, name] = Band(scope, name, float(lo), float(hi), int(errors.size))
+            out[scope, name] = Band(scope, name, round(float(lo), 1), round(float(hi), 1),
+                                    int(errors.size))
     return out
+
+
+def write_bands(path: Path = SHIPPED) -> Path:
+    """Derive the bands and write them, with their provenance, to ``path``."""
+    payload = {
+        "what": "time error (measured - model) / model, %, that healthy rows of a size class "
+                "stay inside: the 2.5th and 97.5th percentile of the NCCL model's error on "
+                "published tables it was not fitted on",
+        "kind": "measured",
+        "data": {"node": "distlab/evidence/nccl/data/published.json allreduce_8gpu, each "
+                         "source priced with constants refitted on the others",
+                 "nodes": "distlab/evidence/nccl/data/published.json allreduce_multinode, "
+                          "shipped constants (never fitted on)"},
+        "command": "python -m distlab.health.bands",
+        "bands": [{"scope": b.scope, "size_class": b.size_class, "low_pct": b.low_pct,
+                   "high_pct": b.high_pct, "points": b.points}
+                  for b in derive_bands().values()],
+    }
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+    return path
 
 
 def scope_of(nodes: int, box_gpus: int) -> str:
@@ -89,3 +127,7 @@ def scope_of(nodes: int, box_gpus: int) -> str:
 def band(nbytes: int, scope: str) -> Band:
     """The band of a row of ``nbytes`` in ``scope`` (:func:`scope_of`)."""
     return bands()[scope, size_class(nbytes)]
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_bands()}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from distlab.health.verdict import RunVerdict
@@ -23,9 +24,29 @@ def _band(lo: float, hi: float) -> str:
     return f"{lo:.1f}-{hi:.1f}" if hi < 1e4 else f"{lo:.0f}-{hi:.0f}"
 
 
+WIDTH = 100
+"""The report's lines wrap at this many characters (the table is narrower)."""
+
+
+def _wrapped(lines: list[str]) -> list[str]:
+    """Each line wrapped at :data:`WIDTH`, continuations indented under it."""
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" #")) + 2)
+        first = line[:len(line) - len(line.lstrip(" #"))]
+        cont = ("# " if first.startswith("#") else "") + indent
+        out += textwrap.wrap(line, WIDTH, subsequent_indent=cont, break_on_hyphens=False) or [""]
+    return out
+
+
 def run_lines(v: RunVerdict) -> list[str]:
-    """The report of one run: a header, what was read and assumed, the table, the verdict and
-    each cause with its evidence and rerun."""
+    """The report of one run, lines of at most :data:`WIDTH` characters: a header, what was
+    read and assumed, the table, the verdict and each cause with its evidence and rerun."""
+    head, table, tail = _parts(v)
+    return _wrapped(head) + table + _wrapped(tail)
+
+
+def _parts(v: RunVerdict) -> tuple[list[str], list[str], list[str]]:
     s = v.setup
     where = f"{s.nodes} nodes x {s.gpus_per_node}" if s.nodes > 1 else "one node"
     out = [f"# {v.run.source}: {v.run.collective} on {s.world_size} GPUs ({where}, "
@@ -35,18 +56,18 @@ def run_lines(v: RunVerdict) -> list[str]:
         out.append(f"# not priced: {', '.join(s.unpriced)} (the model's paths are NVLink/PCIe "
                    "peer-to-peer and GPUDirect RDMA)")
     if v.not_priced:
-        return out + [f"verdict: not priced: {v.not_priced}"]
+        return out, [], [f"verdict: not priced: {v.not_priced}"]
     rows = [{"size": size_label(r.nbytes), "measured_us": r.measured_us,
              "expected_us": r.expected_us, "healthy": _band(r.expected_high_us, r.expected_low_us),
              "share": r.share, "verdict": r.verdict, "runs": f"{r.algorithm}/{r.protocol}"}
             for r in v.rows]
-    out += format_table(rows, COLUMNS).splitlines()
+    head, table, out = out, format_table(rows, COLUMNS).splitlines(), []
     low = [r for r in v.rows if r.verdict == "low"]
     high = [r for r in v.rows if r.verdict == "high"]
     scope = "on one 8-GPU node" if s.scope == "node" else "across nodes or NVLink domains"
     said = (f"{len(low)} of {len(v.rows)} sizes slower than healthy" if low else
             f"{len(high)} of {len(v.rows)} sizes faster than the model expects" if high else
-            f"every size within the model's held-out error {scope}")
+            "every size inside its healthy band")
     out.append(f"verdict: {v.verdict}: {said} (healthy: the model's error on published tables "
                f"it was not fitted on, 95% of them, {scope}, per size class)")
     if s.stand_in and v.verdict != "ok":
@@ -57,7 +78,7 @@ def run_lines(v: RunVerdict) -> list[str]:
         if c.rerun_expected:
             out.append("  a healthy rerun takes: " + ", ".join(
                 f"{size_label(n)} {us:.0f} us" for n, us in c.rerun_expected))
-    return out
+    return head, table, out
 
 
 def run_json(v: RunVerdict) -> dict[str, Any]:
