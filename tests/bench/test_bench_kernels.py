@@ -14,6 +14,7 @@ from distlab.plan.calibration import SHIPPED
 from distlab.plan.kernels import Matmul, layer_matmuls, model_matmul_s
 from distlab.plan.layout import gpu_kind
 from distlab.plan.model import PRESETS
+from helpers.float_tolerance import error_ratio
 
 SMALL = ["--device", "cpu", "--models", "gpt3-1.3b", "--tp", "8", "--attention-tp", "8",
          "--tokens", "16", "--seq-lens", "16", "--reps", "1", "--warmup", "0", "--dtype", "fp32"]
@@ -103,11 +104,14 @@ def test_fp8_products_equal_the_16_bit_products_of_the_cast_operands() -> None:
     """What is timed is the real computation: each float8 product, widened, equals the
     float32 product of the same float8 values."""
     f8 = torch.float8_e4m3fn
-    x = torch.randn(32, 48).to(f8)
-    w = torch.randn(64, 48).to(f8)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 48, generator=g).to(f8)
+    w = torch.randn(64, 48, generator=g).to(f8)
     one = torch.ones(())
     got = torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
-    assert torch.allclose(got, x.float() @ w.float().t(), rtol=1e-5, atol=1e-4)
+    # each product of two float8 values is exact in float32; their 48-term sums may round in
+    # another order in each kernel
+    assert error_ratio(got, x.float() @ w.float().t(), reduction_length=48) <= 1
     products = [Matmul("a", 16, 64, 32), Matmul("b", 32, 16, 48)]   # small: emulated on a CPU
     seconds = kernels.measure_matmuls_fp8(products, torch.device("cpu"), warmup=0, reps=1)
     assert len(seconds) == len(products) and all(s > 0 for s in seconds)

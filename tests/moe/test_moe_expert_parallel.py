@@ -4,10 +4,11 @@ Per case (4 or 8 experts; top-1 and top-2; softmax and sigmoid; dropless and a c
 with either drop policy; with and without shared experts and a balance loss; the grouped-matmul
 and the loop path; applied by torch's and by distlab's ``parallelize_module``), on 2 and 4
 ranks: this rank's output, the gradient of every parameter (an expert's: this rank's slice) and
-every weight after one SGD step equal the one-process reference's within ``|a - b| <= 1e-6 +
-1e-5 * |b|`` (float32; the reference sums the same products in another order). Each forward
-runs three all-to-alls (counts, dispatch, combine) and each backward two. The checks can fail:
-reversing this rank's experts moves the output by far more than the tolerance.
+every weight after one SGD step equal the one-process reference's to float32 rounding (the
+reference sums the same products in another order; ``helpers.float_tolerance``: sums of at
+most 48 terms, 10 deep, so ``|a - b| <= 5.7e-5 max|b|`` per tensor). Each forward runs three
+all-to-alls (counts, dispatch, combine) and each backward two. The checks can fail: reversing
+this rank's experts moves the output by more than 100 times the tolerance.
 
 Compositions (4 ranks): FSDP2 (``fully_shard``) over the non-expert parameters on all ranks and
 over the experts on the ranks holding the same experts, and distlab's tensor parallelism
@@ -23,7 +24,6 @@ from distlab import launch
 from distlab.moe import ExpertParallel, ep_group
 from helpers.leaks import no_leaks
 from helpers.moe_targets import (
-    ATOL,
     CASES,
     all_to_all_checks,
     ep_vs_one_process,
@@ -63,7 +63,7 @@ def test_expert_parallel_equals_one_process(runs, case):
         assert r["a2a"] == A2A_PER_STEP
         assert r["path"] == ("loop" if config.grouped_mm is False else "grouped_mm")
         if r["sensitivity"] is not None:
-            assert r["sensitivity"] > 1000 * ATOL
+            assert r["sensitivity"] > 100, r["sensitivity"]
     if config.capacity_factor is not None:   # the capacity cases do drop tokens
         assert sum(out[rank][case]["dropped"] for rank in range(world)) > 0
     else:

@@ -10,12 +10,15 @@ backward), and 1F1B on a ``("pp", "dp", "tp")`` = (2, 1, 2) mesh, two steps each
 every weight after each Adam step, all-gathered back to full shape over the TP group, equal a
 one-process run of the whole model on the whole batch.
 
-Tolerance: float32, ``rtol=1e-5, atol=1e-6`` (a microbatch's sums and a TP rank's partial
-matmul run over fewer terms than one process's, so the last bits may differ; observed <= 3e-8
-on the gradients, <= 8e-8 on the weights (values about 0.3: a few ulps), <= 1.2e-7 on the
-losses (about 1: one ulp)). The TP collectives run once per microbatch (one all-reduce per
-block forward, one per block backward except the first stage's first block, whose input needs
-no gradient), the split backward included: ``W`` repeats none.
+Tolerance: float32 rounding of sums in another order (a microbatch's sums and a TP rank's
+partial matmul run over fewer terms than one process's, then add up), by
+``helpers.float_tolerance``: sums of at most :data:`REDUCTION` terms, :data:`DEPTH` deep, so
+``|a - b| <= 3.1e-5 max|b|`` per tensor (the losses of a step as one); the weights after Adam
+at their own magnitude (Adam's step is ``lr`` times the gradient over its running RMS, so
+last-bit gradient differences move it by ``lr`` times their relative size). The TP collectives
+run once per microbatch (one all-reduce per block forward, one per block backward except the
+first stage's first block, whose input needs no gradient), the split backward included: ``W``
+repeats none.
 
 Bad input ends before any rank starts (a mesh that does not hold the world, a hidden size the
 TP degree does not divide) or, on the ranks, before any communication (a pipeline group that
@@ -30,6 +33,7 @@ from torch import nn
 
 from distlab import launch
 from distlab.tensor_parallel import check_mesh_shape, check_plan, mesh_groups
+from helpers.float_tolerance import error_ratio
 from helpers.leaks import no_leaks
 from helpers.tp_pp_targets import (
     BLOCKS,
@@ -47,7 +51,17 @@ from helpers.tp_pp_targets import (
 
 pytestmark = pytest.mark.timeout(180)
 
-TOL = {"rtol": 1e-5, "atol": 1e-6}
+REDUCTION = 16
+"""The longest sum: a block's hidden width (16), a microbatch's squared error (2 rows x 8), a
+weight gradient's rows (8)."""
+DEPTH = 2 * 2 * BLOCKS
+"""Reductions in series: two linear layers per block, forward and backward."""
+
+
+def _ratio(a: torch.Tensor | list[float], b: torch.Tensor | list[float]) -> float:
+    return error_ratio(torch.as_tensor(a), torch.as_tensor(b), reduction_length=REDUCTION,
+                       depth=DEPTH)
+
 RUNS = [("1F1B", "pp,tp"), ("GPipe", "pp,tp"), ("Interleaved1F1B", "pp,tp"),
         ("ZBVZeroBubble", "pp,tp"), ("1F1B", "pp,dp,tp")]
 
@@ -80,13 +94,11 @@ def test_losses_gradients_and_adam_steps_equal_one_process(runs, ref, schedule, 
             got = out[key]["steps"][step]
             for kind in ("grads", "params"):
                 for name, t in got[kind].items():
-                    torch.testing.assert_close(t, want[kind][name], **TOL,
-                                               msg=f"{key} rank {rank} step {step} {kind} {name}")
+                    assert _ratio(t, want[kind][name]) <= 1, (key, rank, step, kind, name)
             seen |= set(got["grads"])
             holds_last = (PP * (1 if schedule in SINGLE else 2) - 1) in out[key]["stages"]
             if holds_last:
-                assert got["losses"] == pytest.approx(want["losses"], rel=TOL["rtol"],
-                                                      abs=TOL["atol"]), (key, rank, step)
+                assert _ratio(got["losses"], want["losses"]) <= 1, (key, rank, step)
             else:
                 assert got["losses"] is None
         assert seen == set(want["grads"]), key

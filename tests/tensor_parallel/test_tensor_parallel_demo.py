@@ -4,11 +4,13 @@ process: errors, collectives per pass, traced lanes and the shapes each rank hol
 from __future__ import annotations
 
 import pytest
+import torch
 
 from distlab.tensor_parallel.cost import layer_collectives
 from distlab.tensor_parallel.demo import run_mlp_tensor_parallel, tp_plan
 from distlab.tensor_parallel.style import ColwiseParallel, SequenceParallel
 from distlab.viz.tensor_parallel import gpt_shape
+from helpers.float_tolerance import float_tolerance
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -21,7 +23,10 @@ def run():
 def test_output_and_gradients_equal_one_process(run) -> None:
     assert set(run.cases) == {"tp", "tp+sp"}
     for case in run.cases.values():
-        assert case.max_out_error <= 1e-5 and case.max_grad_error <= 1e-5
+        # errors relative to each tensor's largest value: sums of at most ffn = 64 terms, 6
+        # deep (LayerNorm, w1, w2 forward and backward): 4.6e-5; observed <= 2.6e-7
+        bound = float_tolerance(torch.float32, 64, 1.0, depth=6)
+        assert case.max_out_error <= bound and case.max_grad_error <= bound
 
 
 def test_collectives_per_pass(run) -> None:

@@ -3,9 +3,10 @@
 
 Per case (torch's test MLPModule; LayerNorm + MLP with sequence parallelism; a vocabulary-split
 embedding and output head, with and without loss parallelism), on 2 and 4 ranks: the output,
-every gradient and every weight after one SGD step equal torch's and the unsplit model's
-(rtol 1e-5, atol 1e-6, float32; a sharded tensor is compared with its chunk of the full one),
-and the collectives equal torch's ``CommDebugMode`` counts in kind and number.
+every gradient and every weight after one SGD step equal torch's and the unsplit model's to
+float32 rounding (``helpers.float_tolerance``: sums of at most 16 terms, 6 deep, so
+``|a - b| <= 1.1e-5 max|b|``; a sharded tensor is compared with its chunk of the full one), and
+the collectives equal torch's ``CommDebugMode`` counts in kind and number.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_outputs_gradients_and_step_equal_torch_and_one_process(runs, case):
     world, out = runs
     for rank in range(world):
         checks = out[rank][case]["checks"]
-        assert [k for k, ok in checks.items() if not ok] == [], f"rank {rank}"
+        assert {k: r for k, r in checks.items() if not r <= 1} == {}, f"rank {rank}"
         assert any(k.startswith("grad") for k in checks)
 
 
@@ -153,13 +154,14 @@ def test_init_mesh_needs_a_process_group_and_a_fitting_shape():
 def test_collectives_on_distlabs_plans_equal_the_builtins(world):
     """``algorithm="ring"`` and ``None`` (each collective's default plan) run the same
     collectives as torch's builtins, with the same outputs and gradients: bitwise on 2 ranks
-    (a sum of two has one order), within 1e-6 on 4."""
+    (a sum of two has one order), on 4 within the rounding of 4-term sums, 6 deep."""
     out = launch.run(plans_vs_builtin, world, args=(CASES,), timeout=120)
     for rank in range(world):
         for case in CASES:
             for algorithm, d in out[rank][case].items():
                 assert d["counts_equal"], (rank, case, algorithm)
-                assert d["max_abs"] <= (0.0 if world == 2 else 1e-6), (rank, case, algorithm, d)
+                assert d["max_abs"] == 0.0 if world == 2 else d["ratio"] <= 1, \
+                    (rank, case, algorithm, d)
 
 
 def test_an_algorithm_a_collective_does_not_have_is_one_value_error():

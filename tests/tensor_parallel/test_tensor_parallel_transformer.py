@@ -3,8 +3,9 @@ beside torch's own ``Transformer.parallelize`` and a one-process run, and compos
 distlab's DDP on a (dp, tp) mesh.
 
 On 2 and 4 gloo ranks (one launch each), with and without sequence parallelism: the output,
-every gradient and every weight after one SGD step equal torch's and the unsplit model's
-(rtol 1e-5, atol 1e-6, float32; a sharded tensor against its chunk of the full one), and the
+every gradient and every weight after one SGD step equal torch's and the unsplit model's to
+float32 rounding (``helpers.float_tolerance``: sums of at most 64 terms, 42 reductions deep, so
+``|a - b| <= 3.2e-4 max|b|``; a sharded tensor against its chunk of the full one), and the
 collectives per training step equal torch's ``CommDebugMode`` in kind and number. A head count
 the group size does not divide is one ``ValueError`` before anything is split. On 4 ranks,
 (dp=2, tp=2): TP inside each replica, DDP across replicas on different batches, gradients equal
@@ -57,7 +58,7 @@ def test_transformer_equals_torch_and_one_process(runs, case):
     world, out = runs
     for rank in range(world):
         r = out[rank][case]
-        assert [k for k, ok in r["checks"].items() if not ok] == [], f"rank {rank}"
+        assert {k: x for k, x in r["checks"].items() if not x <= 1} == {}, f"rank {rank}"
         assert sum(k.startswith("grad layers.1.attention.wq") for k in r["checks"]) == 2
         assert r["heads"] == [4 // world] * 2
         assert r["tied"]
@@ -90,7 +91,7 @@ def test_tp_inside_ddp_replicas_equals_one_process_on_the_whole_batch(runs):
     assert world == 4
     for rank, r in enumerate(out):
         checks = r["tp_by_dp"]
-        assert [k for k, ok in checks.items() if not ok] == [], f"rank {rank}"
+        assert {k: x for k, x in checks.items() if not x <= 1} == {}, f"rank {rank}"
         assert "grad layers.0.ffn_norm.weight" in checks and "step output.weight" not in checks
 
 
@@ -131,7 +132,7 @@ def test_prepare_module_input_reduces_the_shared_gradient_once(runs):
     world, out = runs
     for r in out:
         p = r["prepare"]
-        assert all(ok for ok, _ in (v for k, v in p.items() if k != "refused"))
+        assert all(ratio <= 1 for ratio, _ in (v for k, v in p.items() if k != "refused"))
         # three column splits share one reduction upstream, or reduce each their own
         assert p["replicate local=False"][1] == {"all_reduce": 2}
         assert p["replicate local=True"][1] == {"all_reduce": 4}
