@@ -1,7 +1,8 @@
 # distlab: two commands.
 #   make lab    install what is needed, then open JupyterLab on notebooks/
 #   make test   install the same way, then lint (ruff: pyproject.toml's rule set, zero
-#               findings) and run every test (unit, property, multi-process, notebooks under
+#               findings; mypy: tools/typecheck.py, no package above its recorded count) and
+#               run every test (unit, property, multi-process, notebooks under
 #               nbval, real browser)
 #
 # Environment: the active virtualenv or conda env if there is one, else ./.venv (created here).
@@ -45,9 +46,10 @@ lab: install
 
 lint: install
 	$(PY) -m ruff check lib tests tools notebooks conftest.py
+	$(PY) tools/typecheck.py
 
 test: install lint
 	STACK="$(STACK)" $(PY) tools/run_tests.py $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build lib/*.egg-info .pytest_cache test-artifacts
+	rm -rf $(VENV) build lib/*.egg-info .pytest_cache .mypy_cache test-artifacts

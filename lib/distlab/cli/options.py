@@ -24,7 +24,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = [
     "HELP_HINT", "Parser", "checked", "comma_choices", "existing_file", "fail", "nonnegative_int",
@@ -192,7 +192,7 @@ def positive_float(text: str) -> float:
     return value
 
 
-def checked(check: Callable[[str], object], convert: Callable[[str], str] | None = None,
+def checked(check: Callable[[Any], object], convert: Callable[[str], Any] | None = None,
             ) -> Callable[[str], object]:
     """A ``type=`` from the library's own check of an argument (``check(value)`` returns it
     resolved, or raises ``ValueError`` / ``TypeError`` with the message the library gives a
@@ -309,9 +309,10 @@ def comma_choices(allowed: Iterable[str], *, all_word: str | None = "all",
                 f"invalid value {text!r}: must be a comma list of {', '.join(choices)}{extra}")
         return list(dict.fromkeys(names))
     parse.__name__ = "comma list"
-    parse.choices = tuple(choices)  # type: ignore[attr-defined]  (the harness shows 'all')
+    # the harness shows 'all' and a group's name: it reads these back
+    parse.choices = tuple(choices)  # type: ignore[attr-defined]
     parse.all_word = all_word  # type: ignore[attr-defined]
-    parse.groups = groups  # type: ignore[attr-defined]  (the harness shows a group's name)
+    parse.groups = groups  # type: ignore[attr-defined]
     return parse
 
 

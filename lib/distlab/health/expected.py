@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from distlab.health.setup import Setup
-from distlab.nccl.execution import nccl_execution
+from distlab.nccl.execution import Execution, nccl_execution
 from distlab.nccl.family import FAMILY, nccl_collective
 from distlab.nccl.versions import DEFAULT_NCCL_VERSION, NCCL_CONSTANTS
 
@@ -42,6 +42,7 @@ def expected(setup: Setup, collective: str, sizes: Sequence[int]) -> list[Priced
         NotPriced: a collective, or a collective across nodes or on another release, the model
             does not hold; a size below 1 byte.
     """
+    runs: Sequence[Execution]
     sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 1:
         raise NotPriced("sizes must be >= 1 byte")

@@ -148,8 +148,8 @@ def _names(value: str, table: Mapping[str, str | None], variable: str) -> tuple[
     if bad:
         raise ValueError(f"{variable}={value}: unknown {', '.join(bad)} (NCCL's are "
                          f"{', '.join(table)})")
-    named = {table[v] for v in given if table[v] is not None}
-    every = {v for v in table.values() if v is not None}
+    named = {m for v in given if (m := table[v]) is not None}
+    every = {m for m in table.values() if m is not None}
     return tuple(sorted(every - named if exclude else named))
 
 
@@ -322,12 +322,12 @@ def setup_of(run: NcclTestsRun, *, box: str | None = None, gpus: int | None = No
         variables[key] = value
     if variables:
         assumed.append("env " + " ".join(f"{k}={v}" for k, v in variables.items()))
-    key = nccl_release(resolved.asked).key
-    algorithms = algorithms_of(variables, nodes=nodes, release=key)
+    release_key = nccl_release(resolved.asked).key
+    algorithms = algorithms_of(variables, nodes=nodes, release=release_key)
     protocols = protocols_of(variables)
     unpriced = tuple(f"{k}={v}" for k, v in variables.items()
                      if k in _UNPRICED and (_UNPRICED[k] is None or v == _UNPRICED[k]))
-    if key < NVLS_FROM and the_box.fabric == "nvswitch" and the_box.sm >= 90:
+    if release_key < NVLS_FROM and the_box.fabric == "nvswitch" and the_box.sm >= 90:
         assumed.append(f"no NVLS before NCCL {NVLS_FROM[0]}.{NVLS_FROM[1]}")
     return Setup(the_box, gpus, nodes, net, harness, resolved, variables, algorithms, protocols,
                  tuple(r for r in read if r), tuple(assumed), unpriced, stand_in)

@@ -148,8 +148,8 @@ def shipped_constants() -> ExecutionConstants:
     package, name = SHIPPED_RESOURCE
     data = read_json(resources.files(package).joinpath(name))
     c = data["constants"]
-    return ExecutionConstants(*(float(c[k]) for k in CONSTANT_NAMES),
-                              calibrated_on=tuple(data["calibrated_on"]))
+    values = {k: float(c[k]) for k in CONSTANT_NAMES}
+    return ExecutionConstants(**values, calibrated_on=tuple(data["calibrated_on"]))
 
 
 @dataclass(frozen=True)
