@@ -21,12 +21,16 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from distlab.health.bands import size_class
 from distlab.health.expected import NotPriced, expected
 from distlab.health.setup import Setup
 from distlab.logs.nccl_tests import Row
 from distlab.vocabulary import size_label
+
+if TYPE_CHECKING:
+    from distlab.health.verdict import RowVerdict
 
 __all__ = ["EXPLAINS", "FAULTS", "Cause", "Fault", "diagnose"]
 
@@ -118,20 +122,20 @@ def _rerun_of(setup: Setup, collective: str, rows: Sequence[Row]) -> tuple[tuple
         return ()
 
 
-def _shares(verdicts: Sequence) -> str:
+def _shares(verdicts: Sequence[RowVerdict]) -> str:
     """``0.48-0.52 of the price`` over ``verdicts``."""
     shares = [v.share for v in verdicts]
     lo, hi = min(shares), max(shares)
     return f"{lo:.2f} of the price" if abs(hi - lo) < 0.01 else f"{lo:.2f}-{hi:.2f} of the price"
 
 
-def _span(verdicts: Sequence) -> str:
+def _span(verdicts: Sequence[RowVerdict]) -> str:
     a, b = verdicts[0].nbytes, verdicts[-1].nbytes
     return size_label(a) if a == b else f"{size_label(a)} to {size_label(b)}"
 
 
-def _faults(setup: Setup, collective: str, rows: Sequence[Row], verdicts: Sequence,
-            low: Sequence) -> list[Cause]:
+def _faults(setup: Setup, collective: str, rows: Sequence[Row],
+            verdicts: Sequence[RowVerdict], low: Sequence[RowVerdict]) -> list[Cause]:
     causes: list[tuple[float, Cause]] = []
     healthy_fit = statistics.median(abs(math.log(v.share)) for v in verdicts)
     for fault in FAULTS:
@@ -162,8 +166,8 @@ def _faults(setup: Setup, collective: str, rows: Sequence[Row], verdicts: Sequen
     return [c for _, c in sorted(causes, key=lambda fc: fc[0])]
 
 
-def _shape(setup: Setup, collective: str, rows: Sequence[Row], verdicts: Sequence,
-           low: Sequence) -> Cause:
+def _shape(setup: Setup, collective: str, rows: Sequence[Row],
+           verdicts: Sequence[RowVerdict], low: Sequence[RowVerdict]) -> Cause:
     classes = {size_class(v.nbytes) for v in low}
     rerun = _rerun_of(setup, collective, rows)
     first = verdicts.index(low[0])
@@ -212,7 +216,7 @@ def _shape(setup: Setup, collective: str, rows: Sequence[Row], verdicts: Sequenc
 
 
 def diagnose(setup: Setup, collective: str, rows: Sequence[Row],
-             verdicts: Sequence) -> list[Cause]:
+             verdicts: Sequence[RowVerdict]) -> list[Cause]:
     """The causes of the rows slower than their band, best first (empty where none is)."""
     low = [v for v in verdicts if v.verdict == "low"]
     if not low:

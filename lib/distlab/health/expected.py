@@ -10,7 +10,7 @@ priced, and :class:`NotPriced` says why.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from distlab.health.setup import Setup
 from distlab.nccl.execution import Execution, nccl_execution
@@ -66,7 +66,3 @@ def expected(setup: Setup, collective: str, sizes: Sequence[int]) -> list[Priced
                         f"{', '.join(FAMILY)} on one node)")
     return [Priced(r.nbytes, r.seconds, r.algorithm, r.protocol) for r in runs]
 
-
-def with_setup(setup: Setup, **changes: object) -> Setup:
-    """``setup`` with fields replaced (a hypothesis: another box, network or restriction)."""
-    return replace(setup, **changes)  # type: ignore[arg-type]

@@ -9,12 +9,16 @@ slower) and gives each row the verdict of its size class's band (:mod:`.bands`),
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from distlab.health.bands import Band, band
 from distlab.health.expected import NotPriced, expected
 from distlab.health.setup import Setup
 from distlab.logs.nccl_tests import NcclTestsRun, Row
 from distlab.vocabulary import error_pct
+
+if TYPE_CHECKING:
+    from distlab.health.diagnose import Cause
 
 __all__ = ["RowVerdict", "RunVerdict", "judge_run"]
 
@@ -57,7 +61,7 @@ class RunVerdict:
     setup: Setup
     column: str
     rows: tuple[RowVerdict, ...]
-    causes: tuple  # tuple[Cause, ...]: distlab.health.diagnose
+    causes: tuple[Cause, ...]
     not_priced: str = ""
 
     @property
