@@ -66,7 +66,7 @@ def test_compare_executors_rows_and_model() -> None:
     for r in cmp["rows"]:
         run = cmp["runs"][r["executor"]]
         plan = plan_for_stages(r["executor"], stages, workers=2, queue_depth=2, costs_s=costs)
-        assert r["startup_s"] == (0.0 if hasattr(run, "startup_s") else None)
+        assert r["startup_s"] == run.startup_s == 0.0   # the run's own figure: none here
         assert r["sim_s"] == pytest.approx(simulate_pipeline(plan, 5).wall_us() * 1e-6)
         assert r["wall_s"] == run.wall_s        # 3 repeats: the median is the middle run's wall
         assert r["wall_min_s"] <= r["wall_s"] <= r["wall_max_s"]
@@ -176,6 +176,20 @@ def test_a_slower_executor_has_lower_efficiency(monkeypatch) -> None:
     assert s["efficiency"] == pytest.approx(f["efficiency"] / 2)
     assert s["items_per_s"] == pytest.approx(f["items_per_s"] / 2)
     assert s["sim_error_pct"] > f["sim_error_pct"]
+
+
+def test_overlap_saving_is_worded_with_its_sign() -> None:
+    saved = bench.overlap_saving_text(0.480, 0.200, 0.300)
+    assert saved == "overlap saved 280 ms of the 300 ms the model predicts (93%)"
+    lost = bench.overlap_saving_text(1.000, 2.441, 1.264)    # the overlapped run was slower
+    assert lost == ("no saving: the overlapped run took 1441 ms longer than sync (the model "
+                    "predicts 1264 ms saved)")
+    assert "-" not in lost and "saved 1441" not in lost
+    assert bench.overlap_saving_text(0.2, 0.2, 0.0) == (
+        "no saving: the overlapped run took 0 ms longer than sync (the model predicts no "
+        "saving)")
+    with pytest.raises(ValueError, match="overlapped_s"):
+        bench.overlap_saving_text(0.2, -1.0, 0.1)
 
 
 def test_startup_is_reported_apart() -> None:

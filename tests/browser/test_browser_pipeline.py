@@ -43,6 +43,10 @@ def test_pipeline_overlap_explorer_follows_read_cost(lab, page):
     items, read_ms = int(slider_value(page, "items")), float(slider_value(page, "read ms"))
     before_text, before = widget_text(page), explorer_pictures(page)
     assert len(before) == 1, f"the explorer shows one picture, not {len(before)}"
+    # after Run All the explorer shows the run it measured at construction, though a later
+    # cell moved decode away and back
+    assert re.search(r"measured [\d.]+ ms steady", before_text), before_text
+    save_screenshot(page, "02_pipeline_overlap_after_run_all")
     no_overlap = _number(r"no-overlap ([\d.]+) ms", before_text)
     set_slider(page, "read ms", 9)
     text = _wait_text_change(page, before_text)

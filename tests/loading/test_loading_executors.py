@@ -160,6 +160,25 @@ def test_processes_persistent_workers_reused() -> None:
         assert r1.outputs == list(range(6)) and r2.outputs == [10, 11, 12, 13]
 
 
+@pytest.mark.parametrize("name", ["processes", "torch"])
+def test_every_run_on_the_same_workers_reports_their_one_start_up(name) -> None:
+    """Start-up has one definition: the time the run that started the workers took to start
+    them. A later run on those workers (persistent) reports the same figure, and records only
+    handing them its stages, as a "rearm" span, on the start-up lane."""
+    stages = [IdentityStage("a"), IdentityStage("b", placement="host")]
+    with no_leaks():
+        with make_executor(name, workers=1, queue_depth=1) as ex:
+            r1 = ex.run(stages, 3)
+            r2 = ex.run(stages, 3)
+    (s1,) = [s for s in r1.timeline.spans if s.category == "startup"]
+    (s2,) = [s for s in r2.timeline.spans if s.category == "startup"]
+    assert (s1.name, s2.name) == ("startup", "rearm")
+    assert s1.lane == s2.lane == "rank0/startup"
+    assert r1.startup_s == pytest.approx(s1.duration_us * 1e-6, rel=1e-9)
+    assert r2.startup_s == r1.startup_s > 0      # one figure, not the re-arm's milliseconds
+    assert s2.end_us <= r2.start_us
+
+
 def test_split_stages() -> None:
     a, b = IdentityStage("a"), IdentityStage("b")
     p, c = IdentityStage("p", placement="host"), IdentityStage("c")

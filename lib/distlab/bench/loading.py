@@ -9,8 +9,9 @@ amount of such work, which on 2 cores cannot run 3 stages at full speed at once)
 runs the same stages on the same items in this one process run: warmup runs first (they also spawn
 persistent workers), then ``--repeats`` timed runs; the table shows medians.
 
-Columns: ``start(s)`` worker start-up of the executor's first run (spawning processes; 0 for sync
-and threads, which start no process), kept out of every other column (the warm-up runs absorb it);
+Columns: ``start(s)`` worker start-up (``RunResult.startup_s``: spawning the processes in the
+executor's first run, which every later run on them reports too; 0 for sync and threads, which
+start no process), kept out of every other column (the warm-up runs absorb it);
 ``wall(s)`` median wall time of the steady pipeline; ``bound(s)`` the bottleneck bound of the
 executor's plan (:func:`distlab.loading.bottleneck.plan_for_stages`,
 :func:`~distlab.loading.bottleneck.bound_s`) with stage costs *measured* in the sync runs (mean
@@ -45,6 +46,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from distlab._checks import check_float
 from distlab.bench.harness import BenchConfig, Benchmark, Report, opt, run_cli
 from distlab.cli import options
 from distlab.loading import EXECUTORS, equal_stages, make_executor
@@ -62,7 +64,8 @@ from distlab.report.table import Column, Table, format_table
 from distlab.vocabulary import error_pct
 
 __all__ = ["BENCHMARK", "COLUMNS", "COMMENT_WIDTH", "PipelineBenchmark", "PipelineConfig",
-           "compare_executors", "main", "saved_result_text", "stage_costs_lines", "wrap_lines"]
+           "compare_executors", "main", "overlap_saving_text", "saved_result_text",
+           "stage_costs_lines", "wrap_lines"]
 
 TARGET_EFF = 1 / 1.1        # threads within 10% of the bound
 TARGET_SPEEDUP = 1.8        # threads vs sync
@@ -156,8 +159,9 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
     Each executor is made once (worker processes start in its first run and are reused):
     ``warmup`` untimed runs, then ``repeats`` timed runs of ``items`` items. Returns
     ``{"costs_s": {stage: seconds}, "rows": [...], "runs": {executor: median RunResult}}``;
-    each row holds ``startup_s`` (worker start-up of the first run, seconds, reported apart;
-    None when the executor does not time it apart),
+    each row holds ``startup_s`` (worker start-up, seconds, reported apart:
+    :func:`~distlab.loading.bottleneck.startup_s` of the median run, the one figure the
+    executor's runs share and the figures of ``runs`` show),
     and for the steady pipeline ``wall_s`` (median, min, max), ``bound_s``, ``efficiency`` =
     bound / wall, ``sim_s``, ``sim_error_pct`` (:func:`~distlab.vocabulary.error_pct` of the wall
     against sim, percent; None without a simulated time), ``stall_s``, ``items_per_s``,
@@ -173,14 +177,11 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
     stages = list(stages)
     execs = list(dict.fromkeys(["sync", *executors]))
     runs: dict[str, list[Any]] = {}
-    first_startup: dict[str, float] = {}
     for name in execs:
         runs[name] = []
         with make_executor(name, queue_depth=queue_depth, workers=workers) as ex:
             for i in range(warmup + repeats):
                 res = ex.run(stages, items)
-                if i == 0:   # spawning worker processes; 0.0 for sync and threads
-                    first_startup[name] = startup_s(res)
                 if on_run is not None:
                     on_run()
                 if i >= warmup:
@@ -190,6 +191,7 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
                                                  for r in runs["sync"]), strict=False)]
     sync_wall = statistics.median(r.wall_s for r in runs["sync"])
     rows = []
+    medians = {name: _median_run(r) for name, r in runs.items()}
     for name in execs:
         walls = [r.wall_s for r in runs[name]]
         wall = statistics.median(walls)
@@ -207,7 +209,7 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
             extra = {"hop_s": hop_s if crosses else 0.0,
                      "hop_send_s": hop_send_s if crosses else 0.0,
                      "sim_s_no_hop": sim0, "sim_error_pct_no_hop": _sim_error_pct(wall, sim0)}
-        rows.append({"executor": name, "startup_s": first_startup[name],
+        rows.append({"executor": name, "startup_s": startup_s(medians[name]),
                      "wall_s": wall, "wall_min_s": min(walls), "wall_max_s": max(walls),
                      "bound_s": bound, "efficiency": bound / wall if wall else 0.0,
                      "sim_s": sim, "sim_error_pct": _sim_error_pct(wall, sim),
@@ -217,7 +219,37 @@ def compare_executors(stages: Sequence[Any], items: int, executors: Sequence[str
                      **extra,
                      "config": runs[name][0].config, "notes": runs[name][0].timeline.notes})
     return {"costs_s": dict(zip(names, costs, strict=False)), "rows": rows,
-            "runs": {name: _median_run(r) for name, r in runs.items()}}
+            "runs": medians}
+
+
+def overlap_saving_text(sync_s: float, overlapped_s: float, predicted_saving_s: float) -> str:
+    """What overlap did to the wall time, signed as it happened: ``"overlap saved 300 ms of the
+    320 ms the model predicts (94%)"`` when the overlapped run was faster than sync, ``"no
+    saving: the overlapped run took 1441 ms longer than sync (the model predicts 1264 ms
+    saved)"`` when it was not. The one place notebooks word the saving.
+
+    Args:
+        sync_s: the sync (no-overlap) run's wall time, seconds.
+        overlapped_s: the overlapped run's wall time, seconds.
+        predicted_saving_s: the model's saving, sync minus overlapped, seconds.
+
+    Raises:
+        TypeError, ValueError: a time that is not a finite number (``sync_s`` and
+            ``overlapped_s`` also >= 0), naming it.
+    """
+    sync_s = check_float("sync_s (seconds)", sync_s, minimum=0.0)
+    overlapped_s = check_float("overlapped_s (seconds)", overlapped_s, minimum=0.0)
+    predicted = check_float("predicted_saving_s (seconds)", predicted_saving_s)
+    saved = sync_s - overlapped_s
+    model = (f"the model predicts {predicted * 1e3:.0f} ms saved" if predicted > 0 else
+             "the model predicts no saving")
+    if saved > 0:
+        if predicted > 0:
+            return (f"overlap saved {saved * 1e3:.0f} ms of the {predicted * 1e3:.0f} ms the "
+                    f"model predicts ({saved / predicted:.0%})")
+        return f"overlap saved {saved * 1e3:.0f} ms ({model})"
+    return (f"no saving: the overlapped run took {(overlapped_s - sync_s) * 1e3:.0f} ms longer "
+            f"than sync ({model})")
 
 
 def wrap_lines(lines: Sequence[str], width: int = COMMENT_WIDTH) -> list[str]:

@@ -27,9 +27,9 @@ from distlab.loading.errors import PipelineTimeoutError, StageError
 from distlab.loading.stage import Stage
 from distlab.timeline import Timeline, now_us
 
-__all__ = ["ABANDON_JOIN_S", "DEFAULT_TIMEOUT_S", "JOIN_S", "POLL_S", "Executor", "RunResult",
-           "SlotProgress", "Watch", "call_stage", "check_items", "check_stages", "check_timeout",
-           "drive"]
+__all__ = ["ABANDON_JOIN_S", "DEFAULT_TIMEOUT_S", "JOIN_S", "POLL_S", "REARMED", "STARTED",
+           "Executor", "RunResult", "SlotProgress", "Watch", "call_stage", "check_items",
+           "check_stages", "check_timeout", "drive"]
 
 POLL_S = 0.05
 """Seconds between checks of a stop flag / the watch while a thread waits."""
@@ -40,6 +40,10 @@ ABANDON_JOIN_S = 4 * POLL_S
 one."""
 DEFAULT_TIMEOUT_S = 120.0
 """Default ``timeout_s`` of every executor: longest one stage call may take, seconds."""
+STARTED = "startup"
+"""What :meth:`Executor._startup` returns when it started workers (also the span's name)."""
+REARMED = "rearm"
+"""What :meth:`Executor._startup` returns when it handed live workers a run's stages."""
 
 
 @dataclass
@@ -55,8 +59,12 @@ class RunResult:
     outputs: list[Any] | None = None
     config: dict[str, Any] = field(default_factory=dict)
     startup_s: float = 0.0
-    """Seconds spent starting workers (spawn, imports, ready handshake) before the steady run;
-    0.0 for executors without workers (sync, threads). Not part of ``wall_s``."""
+    """Worker start-up, seconds: from asking for the workers until every one is ready with the
+    stages (spawn, imports, ready handshake, stages loaded), timed by the run that started them.
+    Later runs of the same executor reuse the workers (persistent, as DataLoader's
+    ``persistent_workers=True``) and carry the same figure, so every run of an executor reports
+    one start-up; 0.0 for executors without workers (sync, threads). Never part of ``wall_s``:
+    the model covers the steady pipeline only (:func:`~.bottleneck.startup_s` reads it)."""
 
     @property
     def wall_s(self) -> float:
@@ -243,19 +251,24 @@ class Executor:
     """Base class: ``run(stages, items, ...) -> RunResult``; ``close()`` frees resources.
 
     Subclasses set ``timeout_s`` (see the module's timeout contract) and implement ``_run``;
-    those with workers implement ``_startup``.
+    those with workers implement ``_startup``. An executor with workers reports one start-up
+    for all its runs (``RunResult.startup_s``): the time the run that started them took.
     """
 
     name = "base"
     timeout_s = DEFAULT_TIMEOUT_S
+    _startup_s = 0.0   # the live workers' start-up, seconds, set by the run that started them
 
     def run(self, stages: Sequence[Stage], items: int | Sequence[Any], *,
             timeline: Timeline | None = None, lane_prefix: str = "rank0",
             collect: bool = False) -> RunResult:
         """Run every item through ``stages``; spans go into ``timeline`` (a new one if None).
 
-        Worker start-up (see ``_startup``) happens first and is recorded as a "startup" span on
-        ``"<lane_prefix>/startup"`` and as ``RunResult.startup_s``; the steady run starts after."""
+        Worker start-up (see ``_startup``) happens first, before the steady clock starts: a run
+        that starts workers records it as a "startup" span on ``"<lane_prefix>/startup"``, and
+        ``RunResult.startup_s`` of this and every later run on those workers is its length; a
+        run on live workers records handing them its stages as a "rearm" span on that lane
+        (milliseconds, in neither the wall nor the start-up)."""
         stages = check_stages(stages)
         values = check_items(items)
         check_str("lane_prefix", lane_prefix, nonempty=True, example="rank0")
@@ -268,23 +281,29 @@ class Executor:
                 tl.add_note(s.skipped)
         outputs: list[Any] | None = [] if collect else None
         t0 = now_us()
-        started = self._startup(stages, values, tl, lane_prefix)
+        phase = self._startup(stages, values, tl, lane_prefix)
         start = now_us()
-        startup_s = 0.0
-        if started:
-            startup_s = (start - t0) * 1e-6
-            tl.record("startup", "startup", f"{lane_prefix}/startup", t0, start - t0,
+        if phase not in (None, STARTED, REARMED):
+            raise TypeError(f"{type(self).__name__}._startup() must return None, {STARTED!r} or "
+                            f"{REARMED!r}, got {phase!r}")
+        if phase == STARTED:
+            self._startup_s = (start - t0) * 1e-6
+        if phase is not None:
+            tl.record(phase, "startup", f"{lane_prefix}/startup", t0, start - t0,
                       {"executor": self.name})
         self._run(stages, values, tl, lane_prefix, outputs)
         end = now_us()
         return RunResult(self.name, tl, len(values), start, end,
-                         f"{lane_prefix}/{stages[-1].name}", outputs, self.config(), startup_s)
+                         f"{lane_prefix}/{stages[-1].name}", outputs, self.config(),
+                         self._startup_s if phase is not None else 0.0)
 
     def _startup(self, stages: list[Stage], items: list[Any], tl: Timeline,
-                 prefix: str) -> bool:
-        """Start (or re-arm) workers before the steady clock starts; True when it did any work
-        (then its time is ``RunResult.startup_s`` and a "startup" span). None here."""
-        return False
+                 prefix: str) -> str | None:
+        """Start or re-arm workers before the steady clock starts. Returns :data:`STARTED`
+        when it started workers (their start-up is then ``RunResult.startup_s``),
+        :data:`REARMED` when it handed live workers this run's stages, None when this run
+        needs no workers (here: never)."""
+        return None
 
     def _run(self, stages: list[Stage], items: list[Any], tl: Timeline, prefix: str,
              outputs: list[Any] | None) -> None:

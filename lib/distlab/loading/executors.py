@@ -12,7 +12,8 @@
 Every executor returns a :class:`~.core.RunResult`. Lanes are ``"<lane_prefix>/<stage name>"``
 (worker processes: ``"<lane_prefix>/worker<k>"``). The consumer lane is the last stage's lane; its
 idle time between the run's start and its last item is the *stall* (where a GPU would wait).
-Worker start-up is not part of the run: it is ``RunResult.startup_s`` and a "startup" span.
+Worker start-up is not part of the run: it is ``RunResult.startup_s`` (one figure for every run
+on the same workers: the time the run that started them took) and a "startup" span.
 
 This module also holds the executor registry (:data:`FACTORIES`, a name -> factory table;
 :data:`EXECUTORS` is its keys), :func:`make_executor` and :func:`run_pipeline`. The executors

@@ -44,6 +44,8 @@ from distlab.loading.core import (
     DEFAULT_TIMEOUT_S,
     JOIN_S,
     POLL_S,
+    REARMED,
+    STARTED,
     Executor,
     SlotProgress,
     Watch,
@@ -171,15 +173,18 @@ class ProcessExecutor(Executor):
         return [p.pid for p in self._procs if p.is_alive()]
 
     def _startup(self, stages: list[Stage], items: list[Any], tl: Timeline,
-                 prefix: str) -> bool:
+                 prefix: str) -> str | None:
         """Spawn the workers if needed and wait for each one's "ready" (imports done), then send
-        this run's worker stages and wait for each worker's "loaded": all of it is start-up."""
+        this run's worker stages and wait for each worker's "loaded". Returns ``STARTED`` when
+        it spawned them (all of it is the workers' start-up), ``REARMED`` when they were live,
+        None when no stage runs in a worker."""
         wstages, _, _ = split_stages(stages, self.workers)
         if not wstages:
-            return False
-        ok = False
+            return None
+        ok, phase = False, REARMED
         try:
             if not self._procs:
+                phase = STARTED
                 self._start(prefix)
                 self._await_all("ready", 0)
             self._run_id += 1
@@ -192,7 +197,7 @@ class ProcessExecutor(Executor):
         finally:
             if not ok:
                 self.close()
-        return True
+        return phase
 
     def _await_all(self, kind: str, run: int) -> None:
         """Wait for one ``(kind, run, wid)`` message from every worker (start-up handshake)."""

@@ -24,6 +24,8 @@ from distlab._checks import check_bool
 from distlab._lifetime import die_with_parent, spawned_from_main_thread
 from distlab.loading.core import (
     DEFAULT_TIMEOUT_S,
+    REARMED,
+    STARTED,
     Executor,
     SlotProgress,
     Watch,
@@ -178,14 +180,18 @@ class TorchDataLoaderExecutor(Executor):
         return wstages, hstages, last, pin
 
     def _startup(self, stages: list[Stage], items: list[Any], tl: Timeline,
-                 prefix: str) -> bool:
+                 prefix: str) -> str | None:
         """Create the DataLoader iterator (this spawns the workers on the first run, or resets the
         persistent ones) and wait until every worker's ``worker_init_fn`` has run (torch
         imported, dataset unpickled); then open the gate that holds items back. Included in
         start-up: spawning, imports, dataset pickling, DataLoader's own set-up; not included:
-        any stage work (no item is processed before the gate opens)."""
+        any stage work (no item is processed before the gate opens). Returns ``STARTED`` when
+        a new DataLoader spawned its workers, ``REARMED`` when the persistent ones were reset,
+        None without workers."""
         wstages, _, _, pin = self._plan(stages)
+        before = self._loader
         loader = self._loader_for(wstages, items, prefix, pin)
+        phase = STARTED if loader is not before else REARMED
         ok = False
         try:
             self._it = iter(loader)
@@ -203,7 +209,7 @@ class TorchDataLoaderExecutor(Executor):
         finally:
             if not ok:
                 self.close()
-        return self.workers > 0
+        return phase if self.workers > 0 else None
 
     def _run(self, stages: list[Stage], items: list[Any], tl: Timeline, prefix: str,
              outputs: list[Any] | None) -> None:

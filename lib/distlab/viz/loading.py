@@ -8,6 +8,7 @@ notebook, display ``explorer.widget``.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +39,7 @@ from distlab.viz.palette import colour
 from distlab.vocabulary import error_pct
 
 __all__ = ["LoadingExplorer", "PartsExplorer", "compare_loading_gantt", "explorer_stages",
-           "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_s",
+           "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_note", "startup_s",
            "steady_lanes"]
 
 _RENAMED = {"PipelineExplorer": "LoadingExplorer", "compare_gantt": "compare_loading_gantt"}
@@ -47,29 +48,80 @@ parallel ones in :mod:`distlab.viz.pipeline_parallel`), still importable for a r
 
 COLORS = {k: colour(k) for k in ("io", "cpu", "copy", "compute", "blocked", "startup")}
 
+_WORKER = re.compile(r"worker(\d+)$")
+"""A worker lane's name after the prefix: ``worker3`` (ours, and the simulated station's
+servers) or ``dl_worker3`` (torch's DataLoader)."""
 
-def steady_lanes(timeline: Timeline) -> list[str]:
+
+def steady_lanes(timeline: Timeline, consumer: str | None = None) -> list[str]:
     """The timeline's lanes without worker start-up (``"<prefix>/startup"``): the steady
-    pipeline, which wall, stall and the model cover; start-up is reported as its own number."""
-    return [lane for lane in timeline.lanes if not lane.endswith("/startup")]
+    pipeline, which wall, stall and the model cover; start-up is reported as its own number.
+
+    In the one lane order of every loading Gantt, measured or simulated: the worker lanes in
+    numeric order (``worker0``, ``worker1``, ...), then the trainer's stages in pipeline order
+    (the order their first spans start, since the first item passes them in turn), then
+    ``consumer`` (the last stage, where the training step runs) when it is given.
+    """
+    lanes = [lane for lane in timeline.lanes if not lane.endswith("/startup")]
+    first: dict[str, float] = {}
+    for s in timeline.spans:
+        first[s.lane] = min(first.get(s.lane, s.start_us), s.start_us)
+
+    def key(lane: str) -> tuple[int, float, str]:
+        worker = _WORKER.search(lane.rsplit("/", 1)[-1])
+        if lane == consumer:
+            return 2, 0.0, ""
+        if worker is not None:
+            return 0, float(worker.group(1)), lane
+        return 1, first[lane], ""
+
+    return sorted(lanes, key=key)   # stable: equal starts keep their first appearance
+
+
+def startup_note(result: RunResult) -> str:
+    """The one wording of a run's worker start-up (:func:`startup_s`, the figure the
+    benchmark's table shows) in loading figures and summaries: ``"worker start-up 6766 ms,
+    not drawn"``, or ``"no worker start-up"`` for executors that start no workers."""
+    su = startup_s(result)
+    return f"worker start-up {su * 1e3:.0f} ms, not drawn" if su > 0 else "no worker start-up"
+
+
+def _drawn_end_ms(timeline: Timeline, lanes: Sequence[str], origin_us: float) -> float:
+    """Milliseconds from ``origin_us`` to the end of the last span on ``lanes`` (0 if none)."""
+    chosen = set(lanes)
+    return max(((s.end_us - origin_us) / 1e3 for s in timeline.spans if s.lane in chosen),
+               default=0.0)
+
+
+def _steady_axis(ax: Any, end_ms: float) -> None:
+    """The time axis of a steady pipeline: from its start (0 ms) to ``end_ms`` and a margin."""
+    ax.set_xlim(0.0, end_ms * 1.02 if end_ms > 0 else 1.0)
 
 
 def compare_loading_gantt(measured: Timeline, simulated: Timeline, *,
                           measured_origin_us: float, measured_consumer: str,
                           simulated_consumer: str, title: str = "") -> Any:
-    """Measured (top) and simulated (bottom) Gantt charts on one time axis (ms from each run's
-    start); the consumer's idle gaps (where a GPU would wait) are shaded red."""
-    lanes_m, lanes_s = measured.lanes, simulated.lanes
+    """Measured (top) and simulated (bottom) Gantt charts on one time axis: milliseconds from
+    the start of each run's steady pipeline (``measured_origin_us``, ``RunResult.start_us``;
+    the simulation starts at 0), to the end of the later one. Worker start-up is not drawn
+    (put its :func:`startup_note` in ``title``); both panels order their lanes alike
+    (:func:`steady_lanes`); the consumer's idle gaps (where a GPU would wait) are shaded red.
+    """
+    lanes_m = steady_lanes(measured, measured_consumer)
+    lanes_s = steady_lanes(simulated, simulated_consumer)
     fig = new_figure(figsize=(9.4, 1.2 + 0.4 * (len(lanes_m) + len(lanes_s))), layout=None)
     ax1, ax2 = fig.subplots(2, 1, sharex=True,
                             height_ratios=[max(1, len(lanes_m)), max(1, len(lanes_s))])
-    if len(measured):
-        gantt(measured, ax1, origin_us=measured_origin_us, lanes=steady_lanes(measured),
-                       highlight_idle=measured_consumer, colors=COLORS)
+    if lanes_m:
+        gantt(measured, ax1, origin_us=measured_origin_us, lanes=lanes_m,
+              highlight_idle=measured_consumer, colors=COLORS)
     else:
         ax1.text(0.5, 0.5, "no measurement for these settings: press 'run measured'",
                  ha="center", va="center", transform=ax1.transAxes)
-    gantt(simulated, ax2, origin_us=0.0, highlight_idle=simulated_consumer, colors=COLORS)
+    gantt(simulated, ax2, origin_us=0.0, lanes=lanes_s, highlight_idle=simulated_consumer,
+          colors=COLORS)
+    _steady_axis(ax2, max(_drawn_end_ms(measured, lanes_m, measured_origin_us),
+                          _drawn_end_ms(simulated, lanes_s, 0.0)))
     ax1.set_title("measured" + (f": {title}" if title else ""), loc="left", fontsize="medium")
     ax2.set_title("simulated (model)", loc="left", fontsize="medium")
     ax1.set_xlabel("")
@@ -79,21 +131,25 @@ def compare_loading_gantt(measured: Timeline, simulated: Timeline, *,
 
 def runs_gantt(results: Sequence[RunResult], titles: Sequence[str] | None = None) -> Any:
     """One Gantt per run, stacked, on one time axis (ms from the start of each run's steady
-    pipeline); worker start-up is left out of the chart and given in the title."""
+    pipeline to the end of the longest); worker start-up is left out of the chart and given
+    in the title (:func:`startup_note`)."""
     results = list(results)
-    heights = [max(1, len(steady_lanes(r.timeline))) for r in results]
+    lanes = [steady_lanes(r.timeline, r.consumer_lane) for r in results]
+    heights = [max(1, len(ln)) for ln in lanes]
     fig = new_figure(figsize=(9.4, 1.0 + 0.4 * sum(heights)), layout=None)
     axes = fig.subplots(len(results), 1, sharex=True, squeeze=False, height_ratios=heights)
     for i, (ax, r) in enumerate(zip(axes[:, 0], results, strict=False)):
-        gantt(r.timeline, ax, origin_us=r.start_us, lanes=steady_lanes(r.timeline),
-                         highlight_idle=r.consumer_lane, colors=COLORS)
+        gantt(r.timeline, ax, origin_us=r.start_us, lanes=lanes[i],
+              highlight_idle=r.consumer_lane, colors=COLORS)
         name = titles[i] if titles else r.executor
-        su = startup_s(r)
-        extra = f" (+ start-up {su * 1e3:.0f} ms, not shown)" if su > 0 else ""
+        extra = f" (+ {startup_note(r)})" if startup_s(r) > 0 else ""
         ax.set_title(f"{name}: {r.wall_s * 1e3:.0f} ms, consumer stall {r.stall_s * 1e3:.0f} ms"
                      f"{extra}", loc="left", fontsize="medium")
         if i < len(results) - 1:
             ax.set_xlabel("")
+    if results:
+        _steady_axis(axes[0, 0], max(_drawn_end_ms(r.timeline, ln, r.start_us)
+                                     for r, ln in zip(results, lanes, strict=True)))
     fig.tight_layout()
     return fig
 
@@ -119,9 +175,17 @@ class LoadingExplorer(Explorer):
     Gantt follows every change, the measured one is taken when "run measured" is pressed (and
     once at construction with ``measure_now=True``).
 
-    State after each change: ``plan``, ``sim`` (Timeline), ``result`` (the last measured
-    RunResult, or None once a control changed since it was taken), ``summary`` (str),
-    ``figure``, ``png``; ``controls`` (the value widgets), ``widget`` (the box to display).
+    Every measurement is kept, keyed by the settings it depends on (:meth:`measurement_key`:
+    the stage costs, the items and the executor's own settings), so moving a control away and
+    back shows the measurement of those settings again, and a control the executor does not
+    use (workers, for ``threads``) keeps it. Worker start-up is not drawn: the measured panel
+    spans the steady pipeline, and its title and the summary give the start-up
+    (:func:`startup_note`).
+
+    State after each change: ``plan``, ``sim`` (Timeline), ``result`` (the measured
+    RunResult of the current settings, or None when they have not been measured),
+    ``summary`` (str), ``figure``, ``png``; ``controls`` (the value widgets), ``widget`` (the
+    box to display).
     """
 
     def __init__(self, *, read_ms: float = 3.0, decode_ms: float = 3.0, compute_ms: float = 3.0,
@@ -149,7 +213,7 @@ class LoadingExplorer(Explorer):
         self.controls = [self.read_ms, self.decode_ms, self.compute_ms, self.queue_depth,
                          self.workers, self.items, self.executor]
         self.result: RunResult | None = None
-        self._measured_at: tuple[Any, ...] = ()
+        self.measurements: dict[tuple[Any, ...], RunResult] = {}
         if measure_now:
             self._run()
         self.run_button.on_click(lambda _: self.measure())
@@ -162,43 +226,50 @@ class LoadingExplorer(Explorer):
         """The stages for the current slider values."""
         return explorer_stages(self.read_ms.value, self.decode_ms.value, self.compute_ms.value)
 
-    def _settings(self) -> tuple[Any, ...]:
-        return tuple(c.value for c in self.controls)
+    def _executor(self) -> Any:
+        return make_executor(self.executor.value, queue_depth=self.queue_depth.value,
+                             workers=self.workers.value)
+
+    def measurement_key(self) -> tuple[Any, ...]:
+        """The settings a measurement depends on: the stage costs (ms), the items and the
+        executor's own settings (its ``config()``: ``sync`` has none, ``threads`` its queue
+        depth, ``processes`` and ``torch`` also their workers)."""
+        config = self._executor().config()   # makes the object only: workers start in run()
+        return (self.read_ms.value, self.decode_ms.value, self.compute_ms.value,
+                self.items.value, tuple(sorted(config.items())))
 
     def _run(self) -> RunResult:
-        with make_executor(self.executor.value, queue_depth=self.queue_depth.value,
-                           workers=self.workers.value) as ex:
-            self.result = ex.run(self.stages(), self.items.value)
-        self._measured_at = self._settings()
-        return self.result
+        key, stages, items = self.measurement_key(), self.stages(), self.items.value
+        with self._executor() as ex:
+            result = ex.run(stages, items)
+        self.measurements[key] = self.result = result
+        return result
 
     def draw(self) -> Drawing:
-        """The model for the current controls, beside the measurement if it is still current."""
-        if self.result is not None and self._measured_at != self._settings():
-            self.result = None
+        """The model for the current controls, beside their measurement if there is one."""
+        self.result = self.measurements.get(self.measurement_key())
         stages, n = self.stages(), self.items.value
         self.plan, self.sim = _sim_for(stages, self.executor.value, n, self.workers.value,
                                        self.queue_depth.value)
         b, sync = bound_s(self.plan, n), sync_time_s(self.plan, n)
         text = (f"{self.executor.value}: bound {b * 1e3:.1f} ms, simulated "
                 f"{self.sim.wall_us() / 1e3:.1f} ms, no-overlap {sync * 1e3:.1f} ms")
+        title = self.executor.value
         if self.result is not None:
             r = self.result
             sim_s = self.sim.wall_us() * 1e-6
             err = f"{error_pct(r.wall_s, sim_s):+.0f}%" if sim_s > 0 else "n/a"
-            steady = hasattr(r, "startup_s")   # executors that time start-up apart
-            text += (f"; measured {r.wall_s * 1e3:.1f} ms{' steady' if steady else ''} "
-                     f"(efficiency {b / r.wall_s:.2f}, model error {err}, stall "
-                     f"{r.stall_s * 1e3:.1f} ms)")
-            text += (f"; worker start-up {startup_s(r) * 1e3:.1f} ms, apart" if steady else
-                     "; wall includes any worker start-up (this executor does not time it apart)")
+            text += (f"; measured {r.wall_s * 1e3:.1f} ms steady (efficiency "
+                     f"{b / r.wall_s:.2f}, model error {err}, stall {r.stall_s * 1e3:.1f} ms); "
+                     f"{startup_note(r)}")
+            title += f" (+ {startup_note(r)})" if startup_s(r) > 0 else ""
         measured = self.result.timeline if self.result else Timeline()
         last = self.result
         fig = compare_loading_gantt(measured, self.sim,
                                     measured_origin_us=last.start_us if last else 0.0,
                                     measured_consumer=last.consumer_lane if last else "",
                                     simulated_consumer=self.sim.lanes[-1] if len(self.sim) else "",
-                                    title=self.executor.value)
+                                    title=title)
         return Drawing(fig, text)
 
     def measure(self) -> RunResult:
