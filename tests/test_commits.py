@@ -18,11 +18,12 @@ def _git(*args: str) -> str:
 
 
 def subjects_since_the_rule() -> list[str]:
-    """The subjects of the commits after the one that added CONTRIBUTING.md, that one too."""
-    first = _git("log", "--diff-filter=A", "--format=%H", "--", "CONTRIBUTING.md").split()
+    """The subjects of the commits made since the one that added CONTRIBUTING.md (by their
+    commit time: a branch begun before the rule and merged after it keeps its old subjects)."""
+    first = _git("log", "--diff-filter=A", "--format=%ct", "--", "CONTRIBUTING.md").split()
     if not first:
         return []
-    return _git("log", "--format=%s", f"{first[-1]}^..HEAD").splitlines()
+    return _git("log", "--format=%s", f"--since=@{first[-1]}", "HEAD").splitlines()
 
 
 def long_subjects(subjects: list[str]) -> list[str]:
