@@ -5,7 +5,10 @@ maps (torch's baselines 0 and 5 shortened to 0 and 3, offsets 2 and 3, one or tw
 with and without a comm hook; ``divide_by_initial_world_size``, ``enable=False``, throw on early
 termination, ``model.join()``; unused parameters without Join, ``static_graph``, buffers not
 broadcast, no_sync; and Join composing DDP with torch's ``ZeroRedundancyOptimizer`` and with
-``test_join.py``'s ``AllReducer`` in either order. Then what torch cannot run to an end: ranks
+``test_join.py``'s ``AllReducer`` in either order; two forwards before one backward (a GAN
+discriminator's step, batch norm buffers broadcast between them), two backwards of one forward,
+a layer under two reentrant checkpoints, a static graph that changes (where torch raises,
+distlab raises the cause torch names). Then what torch cannot run to an end: ranks
 that disagree, unused parameters without ``find_unused_parameters``, a peer that went away.
 Seeded random inputs differ per rank, so every summation order shows."""
 
@@ -61,6 +64,23 @@ def extra_cases(world: int) -> list[dict]:
         {"model": "small", "counts": uneven, "with": ("allreducer",), "ddp_last": True},
         {"model": "batch_norm", "counts": uneven, "with": ("allreducer",)},
         {"model": "batch_norm", "counts": uneven, "with": ("allreducer",), "ddp_last": True},
+        # a GAN discriminator's step: two forwards (real, fake), one backward; buffers are
+        # broadcast before the second forward, over running stats the first one saved
+        *({"model": m, "counts": even, "join": "none", "steps": "two_forwards", **flags}
+          for m, flags in [("discriminator", {}), ("conv", {}), ("batch_norm", {"unused": True}),
+                           ("batch_norm", {"static": True})]),
+        # a second backward in the first iteration (retain_graph): the reduction and the
+        # bucket rebuild come from the first; the second accumulates locally, as torch's
+        *({"model": m, "counts": even, "join": "none", "steps": "two_backwards", **flags}
+          for m, flags in [("small", {}), ("batch_norm", {"view": True}),
+                           ("batch_norm", {"static": True}), ("small", {"no_sync_every": 2})]),
+        # one layer under two reentrant checkpoints: marked ready twice (both raise), which
+        # static_graph supports
+        {"model": "checkpointed", "counts": even, "join": "none"},
+        {"model": "checkpointed", "counts": even, "join": "none", "static": True},
+        # static_graph and a graph that changes: unused first then used, used first then unused
+        {"model": "alternating", "counts": even, "join": "none", "static": True},
+        {"model": "alternating_used_first", "counts": even, "join": "none", "static": True},
     ]
 
 
@@ -73,6 +93,35 @@ def cases(world: int) -> list[dict]:
     out = [{"model": m, "counts": c, **flags} for m, flags in MODELS
            for c in iteration_maps(world)]
     return out + extra_cases(world)
+
+
+# (case fields, what torch's error starts with, what distlab's names), each on every rank
+ERRORS = [
+    ({"model": "checkpointed", "static": None}, "Expected to mark a variable ready only once",
+     ["expected to mark a variable ready only once", "marked as ready twice",
+      "parameter shared.", "reentrant backward", "static_graph=True"]),
+    ({"model": "alternating", "static": True}, "Your training graph has changed",
+     ["training graph has changed", "parameter b.", "unused there", "static_graph=True"]),
+    ({"model": "alternating_used_first", "static": True},
+     "Expected to have finished reduction in the prior iteration",
+     ["expected to have finished", "parameter(s) b.weight, b.bias (indices [2, 3])",
+      "training graph has changed", "static_graph=True"]),
+]
+
+
+def _check_errors(world: int, rows: list[list[dict]], cs: list[dict]) -> None:
+    """Where torch raises, distlab raises the cause torch names, naming the parameters."""
+    for fields, torch_text, ours_texts in ERRORS:
+        at = [i for i, c in enumerate(cs)
+              if all(c.get(k) == v for k, v in fields.items())]
+        assert at, fields
+        for i in at:
+            for rank in range(world):
+                r = rows[rank][i]
+                assert (r["torch_error"] or "").startswith(torch_text), (fields, r)
+                ours = r["ours_error"] or ""
+                assert ours.startswith(f"rank {rank}: "), (fields, ours)
+                assert all(t in ours for t in ours_texts), (fields, ours)
 
 
 def _check(world: int, rows: list[list[dict]], cs: list[dict]) -> None:
@@ -96,6 +145,7 @@ def test_torch_scenarios_bitwise_equal_to_torch_ddp(world):
     with no_leaks():
         rows = launch.run(compare_scenarios, world, args=(cs,), timeout=400)
     _check(world, rows, cs)
+    _check_errors(world, rows, cs)
     throws = [i for i, c in enumerate(cs) if c.get("throw")]
     assert throws and all(rows[0][i]["ours_error"] for i in throws)
 
