@@ -195,13 +195,17 @@ def test_a_peer_that_went_away_is_not_called_uneven_inputs():
     peer = uneven_error(1, "allreduce of bucket 0 (2 parameters, 64 bytes)", 30.0,
                         RuntimeError("Connection closed by peer [127.0.0.1]:4242"), 0.02)
     text = str(peer)
-    assert "did not complete within 30 s" in text and "(after 0.02 s)" in text
+    assert "allreduce of bucket 0 (2 parameters, 64 bytes) failed after 0.02 s" in text
+    assert "did not complete" not in text and "within 30 s" not in text  # no bound ran out
     assert "another rank failed or exited" in text and "Likely cause: uneven" not in text
     size = uneven_error(0, "x", 30.0, RuntimeError(
         "Received data size doesn't match expected size"), 0.5)
     assert "different collectives" in str(size) and "Likely cause: uneven" not in str(size)
+    assert "x failed after 0.50 s" in str(size)
     late = uneven_error(0, "x", 3.0, RuntimeError("Timed out waiting 3000ms for recv"), 3.0)
     assert "Likely cause: uneven inputs" in str(late)
+    assert "x did not complete within 3 s: RuntimeError: Timed out" in str(late)
+    assert "(after 3.00 s)" in str(late)
     assert [failure_kind(t) for t in ("Timed out", "Connection reset by peer",
                                       "size mismatch", "weird")] == \
         ["timeout", "peer", "mismatch", "timeout"]
