@@ -8,7 +8,8 @@ broadcast, no_sync; and Join composing DDP with torch's ``ZeroRedundancyOptimize
 ``test_join.py``'s ``AllReducer`` in either order; two forwards before one backward (a GAN
 discriminator's step, batch norm buffers broadcast between them), two backwards of one forward,
 a layer under two reentrant checkpoints, a static graph that changes (where torch raises,
-distlab raises the cause torch names). Then what torch cannot run to an end: ranks
+distlab raises the cause torch names), a loss per output backpropagated one after the other.
+Then what torch cannot run to an end: ranks
 that disagree, unused parameters without ``find_unused_parameters``, a peer that went away.
 Seeded random inputs differ per rank, so every summation order shows."""
 
@@ -74,6 +75,13 @@ def extra_cases(world: int) -> list[dict]:
         *({"model": m, "counts": even, "join": "none", "steps": "two_backwards", **flags}
           for m, flags in [("small", {}), ("batch_norm", {"view": True}),
                            ("batch_norm", {"static": True}), ("small", {"no_sync_every": 2})]),
+        # a loss per output, backpropagated one after the other: the second backward brings
+        # the gradients the first left waiting (one bucket, and one per parameter), or marks a
+        # shared trunk ready twice (both raise)
+        {"model": "two_branches", "counts": even, "join": "none", "steps": "per_output"},
+        {"model": "two_branches", "counts": even, "join": "none", "steps": "per_output",
+         "cap": 1e-5},
+        {"model": "two_branches_trunk", "counts": even, "join": "none", "steps": "per_output"},
         # one layer under two reentrant checkpoints: marked ready twice (both raise), which
         # static_graph supports
         {"model": "checkpointed", "counts": even, "join": "none"},
@@ -100,6 +108,8 @@ ERRORS = [
     ({"model": "checkpointed", "static": None}, "Expected to mark a variable ready only once",
      ["expected to mark a variable ready only once", "marked as ready twice",
       "parameter shared.", "reentrant backward", "static_graph=True"]),
+    ({"model": "two_branches_trunk"}, "Expected to mark a variable ready only once",
+     ["marked as ready twice", "parameter trunk.", "(its gradient hook fired twice)"]),
     ({"model": "alternating", "static": True}, "Your training graph has changed",
      ["training graph has changed", "parameter b.", "unused there", "static_graph=True"]),
     ({"model": "alternating_used_first", "static": True},

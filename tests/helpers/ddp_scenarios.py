@@ -60,6 +60,22 @@ class AlternatingUnused(nn.Module):
         return self.b(h) if self.calls % 2 == 0 else h
 
 
+class TwoBranches(nn.Module):
+    """Two branches with parameters of their own, and (``shared``) a trunk before both: a
+    model with two losses backpropagated one after the other."""
+
+    def __init__(self, shared: bool) -> None:
+        super().__init__()
+        self.trunk = torch.nn.Linear(DIM, DIM) if shared else None
+        self.left = torch.nn.Linear(DIM, 3)
+        self.right = torch.nn.Linear(DIM, 2)
+
+    def forward(self, x: Any) -> Any:
+        if self.trunk is not None:
+            x = self.trunk(x).relu()
+        return self.left(x), self.right(x)
+
+
 class ReusedUnderCheckpoint(nn.Module):
     """A layer applied twice, each time under a reentrant ``checkpoint``: its parameters'
     gradient hooks fire twice in one backward (torch's "marked ready twice" case, which
@@ -98,6 +114,8 @@ def make_model(name: str, world: int) -> Any:
         return nn.Sequential(nn.Linear(DIM, 4), nn.BatchNorm1d(4))
     if name == "checkpointed":
         return ReusedUnderCheckpoint()
+    if name in ("two_branches", "two_branches_trunk"):
+        return TwoBranches(shared=name.endswith("trunk"))
     raise ValueError(name)
 
 
@@ -116,7 +134,8 @@ def _backward(model: Any, name: str, x: Any, rank: int, steps: str) -> None:
     """One iteration's forwards and backwards: ``"plain"``, one of each; ``"two_forwards"``, a
     GAN discriminator's step (the batch's halves forwarded one after the other, as real then
     fake data, and one backward of the summed losses); ``"two_backwards"``, one forward and its
-    loss backpropagated twice (``retain_graph=True``, then plain)."""
+    loss backpropagated twice (``retain_graph=True``, then plain); ``"per_output"``, a loss per
+output of the forward, each backpropagated on its own."""
     if steps == "two_forwards":
         half = x.shape[0] // 2
         loss = (_call(model, name, x[:half], rank).pow(2).mean()
@@ -126,6 +145,10 @@ def _backward(model: Any, name: str, x: Any, rank: int, steps: str) -> None:
         loss = _call(model, name, x, rank).pow(2).mean()
         loss.backward(retain_graph=True)
         loss.backward()
+    elif steps == "per_output":
+        outs = _call(model, name, x, rank)
+        for k, out in enumerate(outs):
+            out.pow(2).mean().backward(retain_graph=k + 1 < len(outs))
     else:
         _call(model, name, x, rank).pow(2).mean().backward()
 
