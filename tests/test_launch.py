@@ -65,6 +65,30 @@ def test_rank_that_raises_names_rank_and_traceback(no_leaks):
     assert time.monotonic() - t0 < 60, "the failure must surface before the timeout"
 
 
+def test_the_rank_that_failed_first_is_reported_not_the_peers_it_took_down(monkeypatch,
+                                                                            no_leaks):
+    """Rank 1 raises; rank 0's barrier then fails because rank 1's connections closed. With both
+    errors waiting when the parent looks (its wait slowed until every rank has sent), the
+    error is rank 1's, the cause, and rank 0's follows it as a consequence."""
+    real_wait = launch.mp_connection.wait
+
+    def wait_until_all_sent(objects, timeout=None):
+        conns = [o for o in objects if isinstance(o, launch.mp_connection.Connection)]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(real_wait(conns, timeout=0.1)) < len(conns):
+            pass
+        return real_wait(objects, timeout=timeout)
+
+    monkeypatch.setattr(launch.mp_connection, "wait", wait_until_all_sent)
+    with pytest.raises(launch.RankError) as info:
+        launch.run(targets.raise_on, 2, args=(1,), timeout=60)
+    err = info.value
+    assert err.rank == 1 and "deliberate failure on rank 1" in err.traceback_text
+    assert list(err.others) == [0] and "barrier" in err.others[0]
+    assert str(err).splitlines()[0] == "rank 1 raised:"
+    assert str(err).splitlines()[-1].startswith("(rank 0 raised after it: ")
+
+
 @pytest.mark.parametrize("target, signal_text", [
     (targets.exit_on, "exit code 3"),
     (targets.segfault_on, "SIGSEGV"),

@@ -18,6 +18,9 @@ Rendezvous goes through a ``TCPStore`` that the parent opens on a free loopback 
 Failure contract (each case is a test in ``tests/test_launch.py``):
 
 - a rank raises -> :class:`RankError` in the parent, naming the rank, with its traceback text;
+  where several have raised by then, the one that raised first (one rank's failure makes its
+  peers' collectives fail at once, "Connection closed by peer": that is not the cause), the
+  others' last lines after it;
 - a rank exits without returning (``os._exit``, a signal, a segfault) -> :class:`RankExitedError`
   naming the ranks and their exit codes or signals;
 - nothing happens within ``timeout`` seconds -> :class:`LaunchTimeoutError` (a ``TimeoutError``)
@@ -96,12 +99,20 @@ class LaunchError(RuntimeError):
 
 
 class RankError(LaunchError):
-    """A rank raised. ``rank`` is its number, ``traceback_text`` its formatted traceback."""
+    """A rank raised. ``rank`` is its number, ``traceback_text`` its formatted traceback;
+    ``others`` maps the ranks that had also raised when it was reported (later than ``rank``)
+    to their tracebacks."""
 
-    def __init__(self, rank: int, traceback_text: str) -> None:
+    def __init__(self, rank: int, traceback_text: str,
+                 others: Mapping[int, str] | None = None) -> None:
         self.rank = rank
         self.traceback_text = traceback_text
-        super().__init__(f"rank {rank} raised:\n{traceback_text.rstrip()}")
+        self.others = dict(others or {})
+        text = f"rank {rank} raised:\n{traceback_text.rstrip()}"
+        for r, tb in sorted(self.others.items()):
+            last = tb.strip().splitlines()[-1] if tb.strip() else "?"
+            text += f"\n(rank {r} raised after it: {last})"
+        super().__init__(text)
 
 
 class RankExitedError(LaunchError):
@@ -274,7 +285,8 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
                 conn: mp_connection.Connection, timeout_s: float, threads: int,
                 parent_pid: int, main_thread_spawn: bool,
                 environ: Mapping[str, str] | None = None, forked: bool = False) -> None:
-    """Body of one rank: rendezvous, call, send ("ok", value) or ("error", text).
+    """Body of one rank: rendezvous, call, send ("ok", rank, value, 0.0) or ("error", rank,
+    traceback, time.monotonic() when it raised).
 
     First of all it leaves Ctrl-C to the launcher and arranges to die with its parent: the
     launcher, or for a rank the fork server forked (``forked``), the server, whose pid the
@@ -309,13 +321,14 @@ def _rank_entry(rank: int, world_size: int, backend: str, port: int, payload: by
         _all_joined(store, world_size, td)
         result = fn(rank, world_size, *args, **kwargs)
     except BaseException:
-        message: tuple[str, int, Any] = ("error", rank, traceback.format_exc())
+        raised_at = time.monotonic()  # one clock for every process of the machine
+        message: tuple[str, int, Any, float] = ("error", rank, traceback.format_exc(), raised_at)
     else:
         try:
-            message = ("ok", rank, pickle.dumps(result))
+            message = ("ok", rank, pickle.dumps(result), 0.0)
         except Exception:
             message = ("error", rank, "the rank's return value could not be sent back (it must "
-                       "pickle):\n" + traceback.format_exc())
+                       "pickle):\n" + traceback.format_exc(), time.monotonic())
     try:
         conn.send(message)
     finally:
@@ -373,21 +386,29 @@ def _run_local(fn: Callable[..., Any], world_size: int, backend: str, args: Sequ
             waitables: list[Any] = [readers[r] for r in pending]
             waitables += [procs[r].sentinel for r in pending]
             ready = mp_connection.wait(waitables, timeout=remaining)
+            errors: dict[int, tuple[float, str]] = {}
+            # every rank that has sent, not only the ones this wait saw: a rank's error is sent
+            # before its connections close, so a peer's error that this failure caused ("closed
+            # by peer") is never readable without it
             for rank in sorted(pending):
-                if readers[rank] in ready or procs[rank].sentinel in ready:
-                    if readers[rank].poll():
-                        try:
-                            status, _, body = readers[rank].recv()
-                        except EOFError:
-                            procs[rank].join(_STOP_GRACE_S)
-                            exited[rank] = procs[rank].exitcode
-                            continue
-                        if status == "error":
-                            raise RankError(rank, body)
-                        results[rank] = pickle.loads(body)
-                        pending.discard(rank)
-                    elif not procs[rank].is_alive():
+                if readers[rank].poll():
+                    try:
+                        status, _, body, raised_at = readers[rank].recv()
+                    except EOFError:
+                        procs[rank].join(_STOP_GRACE_S)
                         exited[rank] = procs[rank].exitcode
+                        continue
+                    if status == "error":
+                        errors[rank] = (raised_at, body)
+                        continue
+                    results[rank] = pickle.loads(body)
+                    pending.discard(rank)
+                elif procs[rank].sentinel in ready and not procs[rank].is_alive():
+                    exited[rank] = procs[rank].exitcode
+            if errors:
+                first = min(errors, key=lambda r: (errors[r][0], r))
+                raise RankError(first, errors[first][1],
+                                {r: tb for r, (_, tb) in errors.items() if r != first})
             if exited:
                 raise RankExitedError(exited)
         for p in procs:  # ranks tear down their process groups after sending

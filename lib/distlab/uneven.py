@@ -50,16 +50,22 @@ class UnevenInputsError(RuntimeError):
     """A gradient collective did not complete within the bounded wait (or its peer went away).
 
     ``rank``: this rank; ``what``: the collective (e.g. ``"allreduce of bucket 2 (3 params,
-    1.5 MiB)"``); ``timeout_s``: the bound in seconds; ``elapsed_s``: how long it waited.
-    Uneven inputs are named as the likely cause only when the bound ran out; a peer that closed
-    its connection (it failed or exited) or a size mismatch is named as such."""
+    1.5 MiB)"``); ``timeout_s``: the bound in seconds; ``elapsed_s``: how long it waited;
+    ``kind``: :func:`failure_kind` of the backend's error. Uneven inputs and the bound are
+    named only when the bound ran out; a peer that closed its connection (it failed or exited)
+    or a size mismatch is named as such, with the seconds after which it failed."""
 
     def __init__(self, rank: int, what: str, timeout_s: float | None, cause: str,
                  elapsed_s: float | None = None) -> None:
         self.rank, self.what, self.timeout_s, self.elapsed_s = rank, what, timeout_s, elapsed_s
         self.kind = failure_kind(cause)
-        bound = f"within {timeout_s:g} s" if timeout_s is not None else "(process-group timeout)"
-        after = f" (after {elapsed_s:.2f} s)" if elapsed_s is not None else ""
+        if self.kind == "timeout":
+            bound = (f"did not complete within {timeout_s:g} s" if timeout_s is not None
+                     else "did not complete (process-group timeout)")
+            after = f" (after {elapsed_s:.2f} s)" if elapsed_s is not None else ""
+        else:  # it ended early: no bound ran out, so none is named
+            bound = f"failed after {elapsed_s:.2f} s" if elapsed_s is not None else "failed"
+            after = ""
         join = ("wrap the loop in `with torch.distributed.algorithms.Join([model]):` (distlab's "
                 "DDP and ZeroDataParallel are Joinable)")
         if self.kind == "mismatch":
@@ -76,8 +82,7 @@ class UnevenInputsError(RuntimeError):
                       "give every rank the same number of batches (torch's DistributedSampler "
                       "pads or drops). If a rank is just slow (a checkpoint save), pass a larger "
                       "timeout= (seconds).")
-        super().__init__(f"rank {rank}: the {what} did not complete {bound}: {cause}{after}. "
-                         + likely)
+        super().__init__(f"rank {rank}: the {what} {bound}: {cause}{after}. " + likely)
 
 
 def failure_kind(cause: str) -> str:

@@ -5,7 +5,11 @@ maps (torch's baselines 0 and 5 shortened to 0 and 3, offsets 2 and 3, one or tw
 with and without a comm hook; ``divide_by_initial_world_size``, ``enable=False``, throw on early
 termination, ``model.join()``; unused parameters without Join, ``static_graph``, buffers not
 broadcast, no_sync; and Join composing DDP with torch's ``ZeroRedundancyOptimizer`` and with
-``test_join.py``'s ``AllReducer`` in either order. Then what torch cannot run to an end: ranks
+``test_join.py``'s ``AllReducer`` in either order; two forwards before one backward (a GAN
+discriminator's step, batch norm buffers broadcast between them), two backwards of one forward,
+a layer under two reentrant checkpoints, a static graph that changes (where torch raises,
+distlab raises the cause torch names), a loss per output backpropagated one after the other.
+Then what torch cannot run to an end: ranks
 that disagree, unused parameters without ``find_unused_parameters``, a peer that went away.
 Seeded random inputs differ per rank, so every summation order shows."""
 
@@ -61,6 +65,30 @@ def extra_cases(world: int) -> list[dict]:
         {"model": "small", "counts": uneven, "with": ("allreducer",), "ddp_last": True},
         {"model": "batch_norm", "counts": uneven, "with": ("allreducer",)},
         {"model": "batch_norm", "counts": uneven, "with": ("allreducer",), "ddp_last": True},
+        # a GAN discriminator's step: two forwards (real, fake), one backward; buffers are
+        # broadcast before the second forward, over running stats the first one saved
+        *({"model": m, "counts": even, "join": "none", "steps": "two_forwards", **flags}
+          for m, flags in [("discriminator", {}), ("conv", {}), ("batch_norm", {"unused": True}),
+                           ("batch_norm", {"static": True})]),
+        # a second backward in the first iteration (retain_graph): the reduction and the
+        # bucket rebuild come from the first; the second accumulates locally, as torch's
+        *({"model": m, "counts": even, "join": "none", "steps": "two_backwards", **flags}
+          for m, flags in [("small", {}), ("batch_norm", {"view": True}),
+                           ("batch_norm", {"static": True}), ("small", {"no_sync_every": 2})]),
+        # a loss per output, backpropagated one after the other: the second backward brings
+        # the gradients the first left waiting (one bucket, and one per parameter), or marks a
+        # shared trunk ready twice (both raise)
+        {"model": "two_branches", "counts": even, "join": "none", "steps": "per_output"},
+        {"model": "two_branches", "counts": even, "join": "none", "steps": "per_output",
+         "cap": 1e-5},
+        {"model": "two_branches_trunk", "counts": even, "join": "none", "steps": "per_output"},
+        # one layer under two reentrant checkpoints: marked ready twice (both raise), which
+        # static_graph supports
+        {"model": "checkpointed", "counts": even, "join": "none"},
+        {"model": "checkpointed", "counts": even, "join": "none", "static": True},
+        # static_graph and a graph that changes: unused first then used, used first then unused
+        {"model": "alternating", "counts": even, "join": "none", "static": True},
+        {"model": "alternating_used_first", "counts": even, "join": "none", "static": True},
     ]
 
 
@@ -73,6 +101,37 @@ def cases(world: int) -> list[dict]:
     out = [{"model": m, "counts": c, **flags} for m, flags in MODELS
            for c in iteration_maps(world)]
     return out + extra_cases(world)
+
+
+# (case fields, what torch's error starts with, what distlab's names), each on every rank
+ERRORS = [
+    ({"model": "checkpointed", "static": None}, "Expected to mark a variable ready only once",
+     ["expected to mark a variable ready only once", "marked as ready twice",
+      "parameter shared.", "reentrant backward", "static_graph=True"]),
+    ({"model": "two_branches_trunk"}, "Expected to mark a variable ready only once",
+     ["marked as ready twice", "parameter trunk.", "(its gradient hook fired twice)"]),
+    ({"model": "alternating", "static": True}, "Your training graph has changed",
+     ["training graph has changed", "parameter b.", "unused there", "static_graph=True"]),
+    ({"model": "alternating_used_first", "static": True},
+     "Expected to have finished reduction in the prior iteration",
+     ["expected to have finished", "parameter(s) b.weight, b.bias (indices [2, 3])",
+      "training graph has changed", "static_graph=True"]),
+]
+
+
+def _check_errors(world: int, rows: list[list[dict]], cs: list[dict]) -> None:
+    """Where torch raises, distlab raises the cause torch names, naming the parameters."""
+    for fields, torch_text, ours_texts in ERRORS:
+        at = [i for i, c in enumerate(cs)
+              if all(c.get(k) == v for k, v in fields.items())]
+        assert at, fields
+        for i in at:
+            for rank in range(world):
+                r = rows[rank][i]
+                assert (r["torch_error"] or "").startswith(torch_text), (fields, r)
+                ours = r["ours_error"] or ""
+                assert ours.startswith(f"rank {rank}: "), (fields, ours)
+                assert all(t in ours for t in ours_texts), (fields, ours)
 
 
 def _check(world: int, rows: list[list[dict]], cs: list[dict]) -> None:
@@ -96,6 +155,7 @@ def test_torch_scenarios_bitwise_equal_to_torch_ddp(world):
     with no_leaks():
         rows = launch.run(compare_scenarios, world, args=(cs,), timeout=400)
     _check(world, rows, cs)
+    _check_errors(world, rows, cs)
     throws = [i for i, c in enumerate(cs) if c.get("throw")]
     assert throws and all(rows[0][i]["ours_error"] for i in throws)
 
@@ -145,13 +205,17 @@ def test_a_peer_that_went_away_is_not_called_uneven_inputs():
     peer = uneven_error(1, "allreduce of bucket 0 (2 parameters, 64 bytes)", 30.0,
                         RuntimeError("Connection closed by peer [127.0.0.1]:4242"), 0.02)
     text = str(peer)
-    assert "did not complete within 30 s" in text and "(after 0.02 s)" in text
+    assert "allreduce of bucket 0 (2 parameters, 64 bytes) failed after 0.02 s" in text
+    assert "did not complete" not in text and "within 30 s" not in text  # no bound ran out
     assert "another rank failed or exited" in text and "Likely cause: uneven" not in text
     size = uneven_error(0, "x", 30.0, RuntimeError(
         "Received data size doesn't match expected size"), 0.5)
     assert "different collectives" in str(size) and "Likely cause: uneven" not in str(size)
+    assert "x failed after 0.50 s" in str(size)
     late = uneven_error(0, "x", 3.0, RuntimeError("Timed out waiting 3000ms for recv"), 3.0)
     assert "Likely cause: uneven inputs" in str(late)
+    assert "x did not complete within 3 s: RuntimeError: Timed out" in str(late)
+    assert "(after 3.00 s)" in str(late)
     assert [failure_kind(t) for t in ("Timed out", "Connection reset by peer",
                                       "size mismatch", "weird")] == \
         ["timeout", "peer", "mismatch", "timeout"]

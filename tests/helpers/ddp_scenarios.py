@@ -44,19 +44,53 @@ class UnusedParamModule(nn.Module):
 
 class AlternatingUnused(nn.Module):
     """A second layer used only on even calls (torch's ``unused_param_iter`` idea), plus a
-    batch norm, so globally unused parameters and buffers both appear."""
+    batch norm, so globally unused parameters and buffers both appear. ``first_call``: the
+    number of the first call (1: ``b`` unused first; 2: used first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_call: int = 1) -> None:
         super().__init__()
         self.a = torch.nn.Linear(DIM, DIM)
         self.b = torch.nn.Linear(DIM, DIM)
         self.bn = torch.nn.BatchNorm1d(DIM)
-        self.calls = 0
+        self.calls = first_call - 1
 
     def forward(self, x: Any) -> Any:
         self.calls += 1
         h = self.bn(self.a(x))
         return self.b(h) if self.calls % 2 == 0 else h
+
+
+class TwoBranches(nn.Module):
+    """Two branches with parameters of their own, and (``shared``) a trunk before both: a
+    model with two losses backpropagated one after the other."""
+
+    def __init__(self, shared: bool) -> None:
+        super().__init__()
+        self.trunk = torch.nn.Linear(DIM, DIM) if shared else None
+        self.left = torch.nn.Linear(DIM, 3)
+        self.right = torch.nn.Linear(DIM, 2)
+
+    def forward(self, x: Any) -> Any:
+        if self.trunk is not None:
+            x = self.trunk(x).relu()
+        return self.left(x), self.right(x)
+
+
+class ReusedUnderCheckpoint(nn.Module):
+    """A layer applied twice, each time under a reentrant ``checkpoint``: its parameters'
+    gradient hooks fire twice in one backward (torch's "marked ready twice" case, which
+    ``static_graph`` supports)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(DIM, DIM)
+        self.shared = torch.nn.Linear(DIM, DIM)
+
+    def forward(self, x: Any) -> Any:
+        from torch.utils.checkpoint import checkpoint
+        h = self.a(x)
+        h = checkpoint(self.shared, h, use_reentrant=True)
+        return checkpoint(self.shared, h.tanh(), use_reentrant=True)
 
 
 def make_model(name: str, world: int) -> Any:
@@ -74,6 +108,14 @@ def make_model(name: str, world: int) -> Any:
         return UnusedParamModule(0)
     if name == "alternating":
         return AlternatingUnused()
+    if name == "alternating_used_first":
+        return AlternatingUnused(first_call=2)
+    if name == "discriminator":  # a GAN discriminator's first layers
+        return nn.Sequential(nn.Linear(DIM, 4), nn.BatchNorm1d(4))
+    if name == "checkpointed":
+        return ReusedUnderCheckpoint()
+    if name in ("two_branches", "two_branches_trunk"):
+        return TwoBranches(shared=name.endswith("trunk"))
     raise ValueError(name)
 
 
@@ -86,6 +128,29 @@ def _batches(name: str, rank: int, count: int) -> list[Any]:
 
 def _call(model: Any, name: str, x: Any, rank: int) -> Any:
     return model(x, rank) if name.endswith("_unused") else model(x)
+
+
+def _backward(model: Any, name: str, x: Any, rank: int, steps: str) -> None:
+    """One iteration's forwards and backwards: ``"plain"``, one of each; ``"two_forwards"``, a
+    GAN discriminator's step (the batch's halves forwarded one after the other, as real then
+    fake data, and one backward of the summed losses); ``"two_backwards"``, one forward and its
+    loss backpropagated twice (``retain_graph=True``, then plain); ``"per_output"``, a loss per
+output of the forward, each backpropagated on its own."""
+    if steps == "two_forwards":
+        half = x.shape[0] // 2
+        loss = (_call(model, name, x[:half], rank).pow(2).mean()
+                + _call(model, name, x[half:], rank).pow(2).mean())
+        loss.backward()
+    elif steps == "two_backwards":
+        loss = _call(model, name, x, rank).pow(2).mean()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    elif steps == "per_output":
+        outs = _call(model, name, x, rank)
+        for k, out in enumerate(outs):
+            out.pow(2).mean().backward(retain_graph=k + 1 < len(outs))
+    else:
+        _call(model, name, x, rank).pow(2).mean().backward()
 
 
 # ---- one scenario on one implementation ----------------------------------------------------
@@ -201,19 +266,20 @@ def _train(kind: str, rank: int, world: int, cfg: dict[str, Any]) -> dict[str, A
                        divide_by_initial_world_size=cfg.get("divide_initial", True))
         with ctx:
             for i, x in enumerate(_batches(name, rank, cfg["counts"][rank])):
+                steps = cfg.get("steps", "plain")
                 if cfg.get("no_sync_every") and i % cfg["no_sync_every"] == 1:
                     with model.no_sync():
-                        _call(model, name, x, rank).pow(2).mean().backward()
+                        _backward(model, name, x, rank, steps)
                     continue
                 if reducer is not None and ddp_last:
                     reducer()
-                _call(model, name, x, rank).pow(2).mean().backward()
+                _backward(model, name, x, rank, steps)
                 if reducer is not None and not ddp_last:
                     reducer()
                 opt.step()
                 opt.zero_grad()
     except RuntimeError as exc:
-        out["error"] = str(exc).splitlines()[0][:300]
+        out["error"] = str(exc).splitlines()[0][:600]
     m = model.module
     out["params"] = [p.detach().clone() for p in m.parameters()]
     out["buffers"] = [b.detach().clone() for b in m.buffers()]

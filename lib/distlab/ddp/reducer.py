@@ -19,10 +19,10 @@ value on the host (no ``.item()``, ``.cpu()`` or synchronize), so with CUDA para
 copies, scaling and NCCL allreduces are queued on streams without blocking the host.
 
 Per-step cost on the hot path (no timeline, built-in allreduce, no hook): per parameter one Python
-hook call (a list decrement); per bucket the fill above, the allreduce call, one wait and one
-copy-back. Results are bitwise those of torch DDP: the bucket holds ``grad * (1/world)`` (the
-same single rounding as torch's ``mul_out`` with its wrapped double scalar), summed by the same
-allreduce.
+hook call (an iteration stamp and a list decrement); per bucket the fill above, the allreduce
+call, one wait and one copy-back. Results are bitwise those of torch DDP: the bucket holds
+``grad * (1/world)`` (the same single rounding as torch's ``mul_out`` with its wrapped double
+scalar), summed by the same allreduce.
 
 ``gradient_as_bucket_view=True`` (as in torch): a gradient that is not yet a view into its bucket
 is copied (times ``1/world``) into it and ``param.grad`` becomes that view; from then on autograd
@@ -40,17 +40,30 @@ gradient -- or the end of forward -- to its own, ``naive=True`` included; "bucke
 ``rank{r}/allreduce`` (launch to completion of each bucket's allreduce, or of each parameter's with
 ``naive=True``). Times are in us.
 
+Which hooks count, as in torch's reducer: those between a synced forward (the latest, when a
+GAN discriminator runs two before one backward) and the end of the backward that reduced
+(``expect_autograd_hooks_``); a second backward of the same iteration (``retain_graph=True``)
+accumulates into ``.grad`` locally, unsynced, and records nothing. Each parameter is marked ready
+once per iteration, and recorded once in the order the buckets are rebuilt from; a second mark
+(one layer under two reentrant ``checkpoint`` calls) raises torch's "Expected to mark a variable
+ready only once", naming the parameter.
+
 Unused parameters, as torch's reducer handles them. ``find_unused_parameters=False`` (default)
-expects a gradient for every parameter in every synced backward: buckets still waiting at the end
-of backward are not reduced and the next forward raises (as torch). ``find_unused_parameters=True``
-walks the autograd graph from the forward's outputs and marks the parameters it does not reach
-ready (zeros, or their accumulated gradient) at the first gradient hook; a map of locally used
-parameters is summed over the ranks after the last bucket, and a parameter no rank used keeps its
-``.grad`` untouched (``None`` stays ``None``). Its buckets are torch's: sized in parameter order,
-never rebuilt. ``static_graph=True``: the first synced backward reduces every bucket at its end,
-records the unused parameters once, and the buckets are rebuilt after the second. Every rebuild
-takes group rank 0's assignment (torch's ``sync_bucket_indices``), so all ranks reduce the same
-buckets whatever each one used.
+expects a gradient for every parameter in every synced iteration: buckets still waiting at the end
+of a backward are not reduced, a later backward of the same iteration may bring the missing
+gradients, and otherwise the next forward raises (as torch), naming the parameters that got none.
+``find_unused_parameters=True`` walks the autograd graph from the forward's outputs and marks the
+parameters it does not reach ready (zeros, or their accumulated gradient) at the first gradient
+hook; a map of locally used parameters is summed over the ranks after the last bucket, and a
+parameter no rank used keeps its ``.grad`` untouched (``None`` stays ``None``). Its buckets are
+torch's: sized in parameter order, never rebuilt. ``static_graph=True``: the first synced backward
+reduces every bucket at its end, records the unused parameters once (its reduction queued from the
+outputs' backward, torch's ``_DDPSink``, so it runs after the whole backward, reentrant ones inside
+it included), and the buckets are rebuilt after the second; from then on a parameter is ready once
+its hooks have fired as often as in the first backward, and a graph that changes raises torch's
+error (used now but not then: in backward; used then but not now: at the next forward). Every
+rebuild takes group rank 0's assignment (torch's ``sync_bucket_indices``), so all ranks reduce the
+same buckets whatever each one used.
 
 Under ``Join`` (:mod:`distlab.ddp.join`) a joined rank's reducer shadows the others' gradient
 collectives with zeros (:meth:`Reducer.shadow_backward`). Every collective runs on the bounded
@@ -59,6 +72,8 @@ group ``comm`` and every wait is bounded by ``timeout`` (:func:`distlab.uneven.r
 
 from __future__ import annotations
 
+import weakref
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -105,6 +120,26 @@ def reached_parameters(output: Any) -> set[int]:
     return found
 
 
+class _FirstBackwardSink(torch.autograd.Function):
+    """torch's ``_DDPSink`` for ``static_graph``'s first iteration: the forward's outputs
+    pass through it (cloned, as torch's default ``_ddp_sink_clone``), so its backward runs first
+    in the outermost backward, and the reduction queued there runs when that whole backward
+    ends (a hook may fire inside a reentrant backward, whose own end comes earlier)."""
+
+    @staticmethod
+    def forward(ctx: Any, reducer_ref: Any, *tensors: torch.Tensor) -> Any:
+        ctx.set_materialize_grads(False)
+        ctx.reducer_ref = reducer_ref
+        return tuple(t.clone() for t in tensors)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        reducer = ctx.reducer_ref()
+        if reducer is not None:
+            reducer.queue_static_first()
+        return (None, *grads)
+
+
 class Reducer:
     """The gradient buckets of one DDP and their reduction (see the module docstring).
 
@@ -119,8 +154,8 @@ class Reducer:
             torch's built-in allreduce).
         timeline: a :class:`~distlab.timeline.Timeline` to record on, or ``None``.
 
-    Attributes the wrapper reads and writes: ``sync`` (this backward reduces: ``False`` under
-    ``no_sync``), ``timeline``, ``buckets`` (parameter names per bucket, in reduction order),
+    Attributes the wrapper reads and writes: ``sync`` (a forward's backward reduces: ``False``
+    under ``no_sync``), ``timeline``, ``buckets`` (parameter names per bucket, in reduction order),
     ``layouts`` (one :class:`~distlab.ddp.grad_bucket.BucketLayout` per bucket), ``params``,
     ``names``, ``allreduce_count`` (bucket or parameter collectives issued),
     ``shadow_count`` (zero-filled collectives issued as a joined rank).
@@ -154,10 +189,16 @@ class Reducer:
         self._used_dev = torch.zeros(n, dtype=torch.int32, device=self._device)  # its sum
         self._unused: list[int] = []      # unused_parameters_ of this forward
         self._missing: set[int] = set()   # buckets holding an unused parameter this backward
-        self._unfinished: list[int] | None = None  # params left unreduced (raise next forward)
+        self._expect = False              # expect_autograd_hooks_: a synced backward is due
+        self._require_finalize = False    # require_finalize_: marked ready, not yet reduced
+        self._iter = 0                    # synced forwards so far (the stamps' clock)
+        self._stamp = [-1] * n            # the iteration each parameter was last marked ready
+        self._unused_marked = False       # has_marked_unused_parameters_ (this iteration)
         self._static_calls = 0            # synced backwards seen with static_graph=True
         self._static_counts = [0] * n     # static graph: hooks fired in the first one
         self._static_unused: list[int] = []
+        self._static_left = [0] * n       # static graph: hooks still due this backward
+        self._static_multi = False        # static graph: some hook fired twice in the first
         self._global_used: list[bool] | None = None  # static graph: fixed by the first backward
         self._comm_hook: Callable[[Any, Any], Any] | None = None
         self._comm_state: Any = None
@@ -227,16 +268,28 @@ class Reducer:
         buckets whatever order its own gradients came in.
 
         Raises:
-            RuntimeError: some parameter got no gradient in the first synced backward.
+            RuntimeError: the recorded order does not hold every parameter exactly once (torch's
+                internal assertion there; the hooks record each parameter once per iteration
+                and an unfinished iteration records none, so this names a bug).
         """
         if not self.should_rebuild() or not self._ready_order:
             return
-        if sorted(self._ready_order) != list(range(len(self.params))):
-            missing = sorted(set(range(len(self.params))) - set(self._ready_order))
+        n = len(self.params)
+        if sorted(self._ready_order) != list(range(n)):
+            times = Counter(self._ready_order)
+            missing = [i for i in range(n) if i not in times]
+            twice = sorted(i for i, k in times.items() if k > 1)
+            parts = []
+            if missing:
+                parts.append("never became ready: " + ", ".join(self.names[i] for i in missing))
+            if twice:
+                parts.append("became ready more than once: "
+                             + ", ".join(self.names[i] for i in twice))
             raise RuntimeError(
-                f"rank {self.rank}: DDP cannot rebuild its buckets: parameter(s) "
-                f"{[self.names[i] for i in missing]} got no gradient in the first synced "
-                "backward; pass find_unused_parameters=True or static_graph=True")
+                f"rank {self.rank}: DDP cannot rebuild its buckets from the gradient-ready order "
+                f"of the first synced iteration ({len(self._ready_order)} entries for {n} "
+                f"parameters): parameter(s) that {'; that '.join(parts)}. That order holds each "
+                "parameter once (a bug in distlab's DDP, which torch asserts against)")
         buckets = rebuilt_buckets(self.params, self._ready_order, self.bucket_cap_mb)
         buckets = self._sync_bucket_indices(buckets)
         self._set_buckets(buckets)
@@ -266,17 +319,38 @@ class Reducer:
     # ---- around forward ----------------------------------------------------------------------
     def check_finished(self) -> None:
         """Before a grad-enabled forward: raise torch's "Expected to have finished reduction in
-        the prior iteration" error if the previous synced backward left buckets unreduced,
-        naming the parameters that got no gradient on this rank.
+        the prior iteration" error if the previous synced iteration marked parameters ready but
+        never reduced them (some gradient never came), naming the parameters that got none on
+        this rank; under ``static_graph`` the cause torch names there: the graph changed (a
+        parameter used in the first iteration went unused). The buckets already launched are
+        waited for first, and the reducer is reset, so the next forward goes on.
 
         Raises:
-            RuntimeError: as above (once: the next forward goes on).
+            RuntimeError: as above.
         """
-        if self._unfinished is None:
+        if not self._require_finalize:
             return
-        missing = self._unfinished or []
-        self._unfinished = None
+        missing = [i for i in range(len(self.params)) if self._stamp[i] != self._iter]
+        for b in range(self._next):
+            work = self._works[b]
+            self._works[b] = None
+            if work is not None:
+                self._wait(work, self._describe_bucket(b))
+        self._require_finalize = self._expect = False
+        self._reset_counters()
+        if self.should_rebuild():  # an unfinished first iteration records no order
+            self._ready_order = []
+        if not missing:  # every gradient came: the backward itself raised midway
+            return
         names = ", ".join(self.names[i] for i in missing)
+        if self.static_graph:
+            raise RuntimeError(
+                f"rank {self.rank}: DDP expected to have finished the reduction of the previous "
+                f"backward before a new forward: parameter(s) {names} (indices {missing}) got no "
+                "gradient on this rank, though they got one in the first iteration. The "
+                "training graph has changed in this iteration (a parameter used in the first "
+                "iteration went unused); this is not compatible with static_graph=True: pass "
+                "find_unused_parameters=True without static_graph.")
         raise RuntimeError(
             f"rank {self.rank}: DDP expected to have finished the reduction of the previous "
             f"backward before a new forward: parameter(s) {names} (indices {missing}) got no "
@@ -298,9 +372,11 @@ class Reducer:
             self._div, self._scale = div, 1.0 / div
 
     def prepare_for_forward(self) -> None:
-        """Reset the bucket counters for the coming backward; decide whether a timeline records
-        this iteration."""
-        self._reset_counters()
+        """Reset the bucket counters for the coming backward (unless a reduction is still
+        under way: a forward without grad between two backwards of one iteration); decide
+        whether a timeline records this iteration."""
+        if not self._require_finalize:
+            self._reset_counters()
         self._traced = self.timeline is not None
         if self._traced:
             self._mod_left = dict(self._mod_counts)
@@ -310,15 +386,47 @@ class Reducer:
         """After the module's forward returned ``output``: the parameters this synced backward
         will not reach (torch's ``prepare_for_backward``: searched in ``output``'s graph with
         ``find_unused_parameters``, the recorded ones with ``static_graph``), and the start of
-        the backward spans (loss computation included)."""
-        self._unused = []
-        if synced and self._dynamic_unused:
-            reached = reached_parameters(output)
-            self._unused = [i for i, p in enumerate(self.params) if id(p) not in reached]
-        elif synced and self.static_graph and self._static_calls >= 1:
-            self._unused = self._static_unused
+        the backward spans (loss computation included). A synced forward is a new iteration:
+        the hooks of the coming backward reduce (torch's ``expect_autograd_hooks_``), each
+        parameter may be marked ready once; an unsynced one (``no_sync``, no grad) changes
+        nothing, as torch does not call its reducer then."""
+        if synced:
+            self._expect = True
+            self._iter += 1
+            self._unused_marked = False
+            self._unused = []
+            if self._dynamic_unused:
+                reached = reached_parameters(output)
+                self._unused = [i for i, p in enumerate(self.params) if id(p) not in reached]
+            elif self.static_graph and self._static_calls >= 1:
+                self._unused = self._static_unused
+                self._static_left[:] = self._static_counts
         if self._traced:
             self._mark = now_us()
+
+    def sink_output(self, output: Any, synced: bool) -> Any:
+        """``output`` as the wrapper returns it: under ``static_graph``, in a synced forward
+        before the first synced backward, its tensors that have a ``grad_fn`` pass through
+        :class:`_FirstBackwardSink` (torch's ``_DDPSink``), whose backward queues that
+        backward's reduction; otherwise ``output`` itself."""
+        if not (synced and self.static_graph and self._static_calls == 0):
+            return output
+        leaves, spec = pytree.tree_flatten(output)
+        at = [k for k, t in enumerate(leaves)
+              if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        if not at:
+            return output
+        outs = _FirstBackwardSink.apply(weakref.ref(self), *[leaves[k] for k in at])
+        for k, t in zip(at, outs, strict=True):
+            leaves[k] = t
+        return pytree.tree_unflatten(leaves, spec)
+
+    def queue_static_first(self) -> None:
+        """From :class:`_FirstBackwardSink`'s backward: queue the first synced backward's
+        reduction (once, however many outputs or forwards fed this backward)."""
+        if self._expect and not self._queued and self._static_calls == 0:
+            self._queued = True
+            _queue_callback(self._finish_static_first)
 
     def register_comm_hook(self, state: Any, hook: Callable[[Any, Any], Any]) -> None:
         """Let ``hook(state, bucket)`` reduce every bucket (torch's contract; see
@@ -346,10 +454,16 @@ class Reducer:
         return f"rank{self.rank}/{what}"
 
     def _grad_ready(self, i: int, _param: torch.Tensor) -> None:
-        """Post-accumulate-grad hook of parameter ``i``. The short path (taken from the second
-        hook of a synced backward on, when no timeline records and the buckets are rebuilt) is
-        one list decrement."""
+        """Post-accumulate-grad hook of parameter ``i`` (torch's ``autograd_hook``). Only
+        between a synced forward and the end of the backward that reduced it does a hook count
+        (``_expect``): a second backward of the same iteration (``retain_graph=True``)
+        accumulates locally, unsynced, as torch's. The short path (taken from the second hook of
+        a synced backward on, when no timeline records and the buckets are rebuilt) is one
+        stamp and one list decrement."""
         if self._fast:
+            if self._stamp[i] == self._iter:
+                self._marked_twice(i)
+            self._stamp[i] = self._iter
             b = self._bucket_of[i]
             left = self._pending[b] - 1
             self._pending[b] = left
@@ -358,20 +472,35 @@ class Reducer:
             return
         if self._track_used and (self._dynamic_unused or self._static_calls == 0):
             self._used[i] = True  # torch's local_used_map_ (no_sync backwards included)
-        if not self.sync:
+        if not self._expect:
             return
         if self.static_graph and self._static_calls == 0:  # first backward: count only
             self._static_counts[i] += 1
-            if not self._queued:
-                self._queued = True
-                _queue_callback(self._finish_static_first)
             return
         if not self._queued:
             self._queued = True
+            self._require_finalize = True
             _queue_callback(self._finish)
-            if self._unused:
+            if self._unused and not self._unused_marked:
+                self._unused_marked = True
                 self._mark_unused_ready()
-            self._fast = self._rebuilt and not self.naive and not self._traced
+            self._fast = (self._rebuilt and not self.naive and not self._traced
+                          and not self._static_multi)
+        if self.static_graph:  # after the first backward: ready once its hooks there all fired
+            left = self._static_left[i]
+            if left == 0:
+                self._graph_changed(i)
+            self._static_left[i] = left - 1
+            if left > 1:
+                return
+        self._mark_ready(i)
+
+    def _mark_ready(self, i: int) -> None:
+        """torch's ``mark_variable_ready`` for a gradient that came: once per iteration, in the
+        rebuild order the first time (before the rebuild), then counted in its bucket."""
+        if self._stamp[i] == self._iter:
+            self._marked_twice(i)
+        self._stamp[i] = self._iter
         if self.should_rebuild():
             self._ready_order.append(i)
         if self._traced:
@@ -387,11 +516,51 @@ class Reducer:
         """torch's first-hook marking of the parameters the forward did not reach: their
         buckets count them as arrived (filled with zeros or their gradient, ``_fill_each``)."""
         for j in self._unused:
+            self._stamp[j] = self._iter
             b = self._bucket_of[j]
             self._missing.add(b)
             self._pending[b] -= 1
             if self._pending[b] == 0:
                 self._bucket_ready(b)
+
+    def _marked_twice(self, i: int) -> None:
+        """Raise torch's "Expected to mark a variable ready only once" for parameter ``i``
+        (under ``static_graph``: the graph changed, torch's error there)."""
+        if self.static_graph and self._static_calls >= 1:
+            self._graph_changed(i)
+        unused = i in self._unused
+        reasons = (
+            "1) use of a module parameter outside the forward function: make sure model "
+            "parameters are not shared across multiple concurrent forward-backward passes, or "
+            "try static_graph=True if the module graph does not change during training; 2) "
+            "parameters reused in multiple reentrant backward passes (several reentrant "
+            "`checkpoint` calls wrapping the same part of the model mark the same parameters "
+            "ready several times): DDP does not support this by default; static_graph=True "
+            "works if the module graph does not change over iterations")
+        if unused:
+            reasons += (
+                "; 3) incorrect unused parameter detection: the forward's output did not reach "
+                "this parameter, so DDP marked it ready as unused, and its gradient came later "
+                "(e.g. in a reentrant backward under `checkpoint`). If every parameter takes "
+                "part in backward, pass find_unused_parameters=False; if the unused set never "
+                "changes, try static_graph=True")
+        how = ("marked ready as unused, then its gradient hook fired" if unused
+               else "its gradient hook fired twice")
+        raise RuntimeError(
+            f"rank {self.rank}: DDP expected to mark a variable ready only once: parameter "
+            f"{self.names[i]} (index {i}) has been marked as ready twice in this iteration "
+            f"({how}). This error is caused by one of the following reasons: {reasons}.")
+
+    def _graph_changed(self, i: int) -> None:
+        """Raise torch's static-graph error: parameter ``i``'s hook fired more often in this
+        backward than in the first one (unused there, used now)."""
+        first = self._static_counts[i]
+        raise RuntimeError(
+            f"rank {self.rank}: DDP's training graph has changed in this iteration: parameter "
+            f"{self.names[i]} (index {i}) got a gradient more often in this backward than in the "
+            f"first iteration's ({first} time(s){', unused there' if first == 0 else ''}); this "
+            "is not compatible with static_graph=True: pass find_unused_parameters=True "
+            "without static_graph.")
 
     def _bucket_ready(self, b: int) -> None:
         self._fill(b)
@@ -527,17 +696,23 @@ class Reducer:
         return fut.then(record)
 
     def _finish(self) -> None:
+        """End of a synced backward (torch's ``finalize_backward``): launch what is left, wait,
+        copy the sums out. With a bucket still waiting for a gradient (no unused parameters
+        searched, or ``static_graph`` after its first backward) nothing is finalized: as in
+        torch, whose finalizer runs once every bucket is ready, a later backward of the same
+        iteration may bring the rest; otherwise the next forward raises
+        (:meth:`check_finished`)."""
+        nb = len(self.layouts)
+        unready: list[int] = []
+        if not self.naive:
+            unready = [b for b in range(nb) if not self._ready[b]]
+            if unready and (not self._track_used or self._static_calls >= 1):
+                self._queued = self._fast = False
+                return
+        self._expect = self._require_finalize = False
         try:
             if self.naive:
                 self._finish_naive()
-                return
-            if min(self._pending) < 0:
-                raise RuntimeError("a parameter's gradient became ready twice in one backward "
-                                   "(reentrant backward or checkpointing): DDP expects each once")
-            nb = len(self.layouts)
-            unready = [b for b in range(nb) if not self._ready[b]]
-            if unready and not self._track_used:
-                self._leave_unfinished(unready)
                 return
             for b in unready:  # a parameter the graph reached whose gradient never came
                 self._fill_each(b)
@@ -556,18 +731,6 @@ class Reducer:
             if self._dynamic_unused:
                 self._used = [False] * len(self.params)
             self._reset_counters()
-
-    def _leave_unfinished(self, unready: list[int]) -> None:
-        """``find_unused_parameters=False`` and some bucket never filled: as torch, those
-        buckets are not reduced (nor any after them) and the next forward raises; the buckets
-        already launched are waited for."""
-        idx = [i for b in unready for i in self._bucket_idx[b]]
-        self._unfinished = [i for i in idx if self.params[i].grad is None] or idx
-        for b in range(self._next):
-            work = self._works[b]
-            self._works[b] = None
-            if work is not None:
-                self._wait(work, self._describe_bucket(b))
 
     def _wait_and_copy_out(self, used_work: Any) -> None:
         """Wait for every bucket (and the used-parameter map), copy the sums into ``.grad``."""
@@ -616,10 +779,12 @@ class Reducer:
         """``static_graph=True``, end of the first synced backward (torch's
         ``delay_all_reduce``): the used-parameter map, then every bucket filled and reduced;
         the parameters whose hook never fired are the unused ones from now on."""
+        self._expect = False
         try:
             self._static_calls = 1
             n = len(self.params)
             self._static_unused = [i for i in range(n) if self._static_counts[i] == 0]
+            self._static_multi = any(c > 1 for c in self._static_counts)
             self._used_dev.copy_(torch.tensor(self._used, dtype=torch.int32))
             work = dist.all_reduce(self._used_dev, group=self._comm, async_op=True)
             nb = len(self.layouts)

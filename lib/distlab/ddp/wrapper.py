@@ -185,7 +185,9 @@ class DDP(nn.Module, Joinable):
         """``module(*args, **kwargs)``, with what torch's DDP does around it: raise if the last
         synced backward left buckets unreduced, rebuild the buckets once (any grad-enabled
         forward), broadcast buffers after a synced forward, and under ``Join`` the divisor and
-        the "this iteration syncs" flag for joined ranks."""
+        the "this iteration syncs" flag for joined ranks; with ``static_graph``, until the first
+        synced backward, the output's tensors pass through the reducer's sink (torch's
+        ``_DDPSink``)."""
         reducer = self.reducer
         grad_on = torch.is_grad_enabled()
         if grad_on:
@@ -206,7 +208,7 @@ class DDP(nn.Module, Joinable):
         synced = grad_on and reducer.sync
         self._require_fwd_sync = synced
         reducer.prepare_for_backward(out, synced)
-        return out
+        return reducer.sink_output(out, synced)
 
     def join(self, divide_by_initial_world_size: bool = True, enable: bool = True,
              throw_on_early_termination: bool = False) -> Join:
@@ -230,12 +232,20 @@ class DDP(nn.Module, Joinable):
 
     def _sync_buffers(self, src: int) -> None:
         """Broadcast the module's buffers from group rank ``src``: one broadcast per dtype and
-        device (torch's ``_broadcast_coalesced``; a copy, so bitwise torch's)."""
+        device (torch's ``_broadcast_coalesced``; a copy, so bitwise torch's).
+
+        The copy keeps each buffer's autograd version counter, as torch's ``_sync_buffers``
+        does (``torch.autograd._unsafe_preserve_version_counter``): batch norm in training
+        saves its running statistics for backward (``NativeBatchNormBackward0`` holds
+        ``running_mean`` and ``running_var``, unread there in training mode), so a second
+        forward before the first one's backward (a GAN discriminator on real, then fake
+        data) would otherwise fail that backward with "modified by an inplace operation"."""
+        buffers = list(self.module.buffers())
         groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
-        for b in self.module.buffers():
+        for b in buffers:
             groups.setdefault((b.dtype, b.device), []).append(b)
         g = dist.get_global_rank(self._comm, src) if self._comm is not None else src
-        with torch.no_grad():
+        with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(tuple(buffers)):
             for bufs in groups.values():
                 flat = _flatten_dense_tensors(bufs)
                 run_bounded(self.rank, f"buffer broadcast from rank {src}", self.timeout,

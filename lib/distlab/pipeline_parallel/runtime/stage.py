@@ -18,7 +18,9 @@ A schedule (:mod:`.schedules`) drives the stage: per microbatch, :meth:`Pipeline
 :meth:`~PipelineStage.backward_weight` (``W``); see :mod:`.backward`. A submodule wrapped in a
 data-parallel module with ``no_sync()`` (torch's DDP, distlab's :class:`~distlab.ddp.DDP`) runs
 every forward and every backward but the stage's last one of the step under ``no_sync()``, so
-its gradients are reduced once per step, as torch's stage does.
+its gradients are reduced once per step, as torch's stage does: both DDPs decide in forward
+whether the backward reduces, so the last backward's reducer is armed from its roots first
+(``reducer.prepare_for_backward``, as torch's stage does).
 
 A submodule may also be a :class:`distlab.zero.ZeroDataParallel` (any ZeRO stage; it is not an
 ``nn.Module``: the stage runs the wrapper and reads the parameters of its ``module``). Every
@@ -294,10 +296,13 @@ class PipelineStage:
             with self.submod.no_sync():  # type: ignore[operator]
                 yield
             return
-        if kind == "torch":  # its forward ran under no_sync: arm the reducer for this backward
-            ddp = self.submod
-            ddp.reducer.prepare_for_backward(  # type: ignore[union-attr, operator]
+        # its forward ran under no_sync: arm the reducer for this backward
+        reducer = getattr(self.submod, "reducer", None)
+        if kind == "torch":
+            reducer.prepare_for_backward(  # type: ignore[union-attr]
                 list(torch.nn.parallel.distributed._find_tensors(roots)))
+        elif callable(getattr(reducer, "prepare_for_backward", None)):  # distlab's DDP
+            reducer.prepare_for_backward(roots, True)  # type: ignore[union-attr]
         yield
 
     def forward(self, microbatch: int, args: tuple[Any, ...], kwargs: dict[str, Any],
