@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from distlab.samplers import assign
+from distlab.viz.layout_check import width_problems
 from distlab.viz.palette import contrast_ratio, delta_e
 from distlab.viz.samplers import (
     SamplerExplorer,
@@ -33,6 +34,7 @@ def test_figure_draws_every_case(kwargs: dict) -> None:
     assert len(fig.axes) == 2
     assert figure_png(fig).startswith(b"\x89PNG")
     assert "padded" in fig._suptitle.get_text()
+    assert width_problems(fig) == [], "a long title widened the image"
 
 
 def test_padded_cells_are_hatched_and_dropped_marked() -> None:
@@ -158,7 +160,7 @@ def test_the_summary_is_said_once_and_says_what_padding_shares() -> None:
     then."""
     padded = summary_text(assign(10, 4))
     assert "disjoint" not in padded
-    assert "index sets overlap only in the 2 padded duplicates" in padded
+    assert "ranks share only the 2 padded duplicates" in padded
     assert "disjoint: no index on two ranks" in summary_text(assign(8, 4))
     assert "on 1 rank;" in summary_text(assign(8, 1))
     ex = SamplerExplorer(length=10, world_size=4)

@@ -157,9 +157,9 @@ def _overlap(a: Assignment) -> str:
     """What the ranks' index sets share, as it is."""
     shared = a.shared_indices()
     if shared.size:
-        return f"SHARED: {shared.size} indices read by two ranks, not as padding"
+        return f"SHARED: {shared.size} indices on two ranks, not by padding"
     if a.num_padded:
-        return (f"index sets overlap only in the {a.num_padded} padded "
+        return (f"ranks share only the {a.num_padded} padded "
                 f"duplicate{'s' if a.num_padded != 1 else ''}")
     return "disjoint: no index on two ranks"
 
@@ -183,6 +183,16 @@ def summary_text(a: Assignment, batch_size: int | None = None) -> str:
     return "; ".join(parts)
 
 
+def _two_lines(line: str, width: int = 110) -> str:
+    """``line`` as it is when at most ``width`` characters, else broken in two at the ``"; "``
+    nearest its middle (a title wider than the figure would widen the image)."""
+    if len(line) <= width or "; " not in line:
+        return line
+    cuts = [i for i in range(len(line)) if line.startswith("; ", i)]
+    cut = min(cuts, key=lambda i: abs(i - len(line) / 2))
+    return f"{line[:cut + 1]}\n{line[cut + 2:]}"
+
+
 def assignment_figure(a: Assignment, batch_size: int | None = None,
                       figsize: tuple[float, float] = (9.4, 6.0), *,
                       title: bool = True) -> Figure:
@@ -194,7 +204,7 @@ def assignment_figure(a: Assignment, batch_size: int | None = None,
     plot_dataset(a, top)
     plot_ranks(a, bottom, batch_size)
     if title:
-        fig.suptitle(summary_text(a, batch_size), fontsize=9)
+        fig.suptitle(_two_lines(summary_text(a, batch_size)), fontsize=9)
     return fig
 
 
