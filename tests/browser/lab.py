@@ -183,6 +183,21 @@ def explorer_pictures(page: Any, *, timeout_s: float = 60.0) -> list[str]:
     return figure_fingerprints(page, EXPLORER_IMAGES)
 
 
+def explorer_widths(page: Any) -> list[tuple[int, float]]:
+    """(PNG pixel width, width shown in CSS pixels) of every loaded explorer picture: equal when
+    the picture is shown at the width it was rendered (not stretched to the output area)."""
+    return [tuple(x) for x in page.eval_on_selector_all(
+        EXPLORER_IMAGES, "imgs => imgs.filter(i => i.complete && i.naturalWidth > 0)"
+        ".map(i => [i.naturalWidth, i.getBoundingClientRect().width])")]
+
+
+def set_checkbox(page: Any, label: str, checked: bool) -> None:
+    """Tick (or clear) the checkbox labelled ``label``."""
+    box = page.locator(".jp-NotebookPanel .widget-checkbox").filter(has_text=label).first
+    box.scroll_into_view_if_needed()
+    box.locator("input[type=checkbox]").set_checked(checked)
+
+
 def _widget_box(page: Any, label: str) -> Any:
     """The ipywidgets container whose description label reads ``label`` (case-insensitive)."""
     pattern = re.compile(rf"^\s*{re.escape(label)}\s*:?\s*$", re.IGNORECASE)

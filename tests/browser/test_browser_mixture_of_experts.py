@@ -9,6 +9,7 @@ import pytest
 from browser.lab import (
     EXPLORER_IMAGES,
     explorer_pictures,
+    explorer_widths,
     nudge_slider,
     output_text,
     run_notebook_and_check,
@@ -56,4 +57,6 @@ def test_mixture_of_experts_notebook_figures_and_explorer(lab, page):
     nudge_slider(page, "top-k", -1)
     wait_for_figures_to_change(page, after, selector=EXPLORER_IMAGES)
     wait_for_widget_text(page, _summary(16, 1))
+    ((natural, shown),) = explorer_widths(page)
+    assert abs(natural - shown) <= 1, f"the {natural}-px picture is shown {shown:.0f} px wide"
     save_screenshot(page, "18_mixture_of_experts_explorer")

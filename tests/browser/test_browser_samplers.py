@@ -8,9 +8,12 @@ from typing import Any
 import pytest
 
 from browser.lab import (
+    ARTIFACTS,
+    explorer_widths,
     figure_fingerprints,
     run_notebook_and_check,
     save_screenshot,
+    set_checkbox,
     set_slider,
     wait_for_figures_to_change,
 )
@@ -66,3 +69,18 @@ def test_samplers_notebook_and_world_size_slider(lab, page):
     after = _explorer_state(page)
     assert after["src"] and after["src"] != state["src"], "the explorer's picture did not change"
     save_screenshot(page, "01_samplers_after_slider")
+
+    # 16 ranks, length 22, drop_last: rank 15 once had the dropped indices' grey
+    before = figure_fingerprints(page)
+    set_slider(page, "world size", 16)
+    before = wait_for_figures_to_change(page, before)
+    set_checkbox(page, "drop_last", True)
+    wait_for_figures_to_change(page, before)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-NotebookPanel .widget-html')]"
+        ".some(e => e.textContent.includes('on 16 ranks') && e.textContent.includes('dropped 6'))")
+    ((natural, shown),) = explorer_widths(page)
+    assert abs(natural - shown) <= 1, f"the {natural}-px picture is shown {shown:.0f} px wide"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator(".jp-NotebookPanel .widget-image").first.screenshot(
+        path=str(ARTIFACTS / "01_samplers_16_ranks_drop_last.png"))

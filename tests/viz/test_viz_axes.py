@@ -9,7 +9,13 @@ import re
 import pytest
 
 from distlab.evidence.nccl import fit_execution as nccl_fit
-from distlab.viz.axes import bytes_axis, plain_log_axis, widen_log_range
+from distlab.viz.axes import (
+    bytes_axis,
+    integer_ticks,
+    plain_log_axis,
+    whole_ticks,
+    widen_log_range,
+)
 from distlab.viz.figure import new_figure
 from distlab.viz.nccl_measured import nccl_choice_figure, nccl_nodes_figure
 
@@ -55,3 +61,27 @@ def test_notebook_14s_figures_read_sizes_and_tell_protocols_apart() -> None:
         assert ax.get_yscale() == "log"
         lo, hi = ax.get_ylim()
         assert hi / lo >= 4.0 - 1e-9
+
+
+@pytest.mark.parametrize("start, count, max_ticks, ticks", [
+    (0, 0, 10, []), (0, 1, 10, [0]), (0, 10, 10, list(range(10))),
+    (0, 16, 10, list(range(0, 16, 2))), (0, 64, 12, list(range(0, 64, 10))),
+    (1, 32, 10, [5, 10, 15, 20, 25, 30]), (3, 1, 10, [3]),
+])
+def test_whole_ticks_fit_and_fall_on_multiples(start, count, max_ticks, ticks) -> None:
+    assert whole_ticks(start, count, max_ticks) == ticks
+
+
+def test_integer_ticks_on_a_view_of_one_thing_is_one_whole_tick() -> None:
+    """A number locator puts -0.4, -0.2 ... 0.4 on a view from -0.5 to 0.5: one rank, one
+    position."""
+    ax = new_figure().add_subplot()
+    ax.imshow([[1.0]], aspect="auto")
+    assert integer_ticks(ax, "y", 1, fmt="rank {}") == [0]
+    integer_ticks(ax, "x", 1)
+    assert list(ax.get_xticks()) == [0] and _labels(ax.xaxis) == ["0"]
+    assert _labels(ax.yaxis) == ["rank 0"]
+    with pytest.raises(ValueError, match="which must be"):
+        integer_ticks(ax, "z", 1)
+    with pytest.raises(ValueError, match="count must be >= 0"):
+        whole_ticks(0, -1)

@@ -261,3 +261,13 @@ def test_every_explorer_redraws_once_and_says_something_new(
     assert ex.figure is not fig and ex.png != png and ex.image.value == ex.png
     assert isinstance(ex.summary, str) and ex.summary != summary
     assert ex.widget.children[-1] is ex.image
+
+
+def test_the_picture_is_shown_at_the_width_it_was_rendered() -> None:
+    """Left unpinned, the widget box stretched a 750-px picture to the output area's 960 px."""
+    from distlab.viz.figure import png_size
+
+    ex = Counter()
+    assert ex.image.layout.width == f"{png_size(ex.png)[0]}px"
+    with pytest.raises(ValueError, match="png must be PNG bytes"):
+        png_size(b"GIF89a")

@@ -111,3 +111,14 @@ def test_layer_step_figure_stacks_the_traced_parts_beside_the_prediction():
         layer_step_figure(trace, {})
     with pytest.raises(TypeError):
         layer_step_figure("trace", {"x": 1.0})
+
+
+def test_one_rank_is_ticked_on_whole_numbers_and_named_in_the_singular():
+    """At ep=1 the ranks panel had ticks at -0.4, -0.2 ... 0.4 and the title said "1 ranks"."""
+    fig = load_figure(_routed_load(64, 1))
+    fig.canvas.draw()
+    ax_e, ax_r = fig.axes
+    assert list(ax_r.get_xticks()) == [0]
+    assert all(float(t).is_integer() for t in ax_e.get_xticks())
+    assert "64 experts over 1 rank," in fig._suptitle.get_text()
+    assert layout_problems(fig) == []

@@ -57,3 +57,32 @@ def test_name_of_label(label: str, name: str | None) -> None:
 def test_an_unknown_name_is_refused_by_name() -> None:
     with pytest.raises(KeyError, match="'rings' has no colour"):
         P.colour("rings")
+
+
+@pytest.mark.parametrize("colour, lab", [
+    ("#ffffff", (100.0, 0.0, 0.0)), ("#000000", (0.0, 0.0, 0.0)),
+    ("#ff0000", (53.24, 80.09, 67.20)), ("#00ff00", (87.73, -86.18, 83.18)),
+    ("#0000ff", (32.30, 79.19, -107.86)), ("#808080", (53.59, 0.0, 0.0)),
+])
+def test_srgb_to_lab_matches_the_published_values(colour: str, lab: tuple) -> None:
+    # CIELAB D65 of the sRGB primaries as colour-science tables give them, to 2 decimals
+    assert P.srgb_to_lab(colour)[0] == pytest.approx(lab, abs=0.02)
+
+
+def test_contrast_ratio_is_wcag_and_text_takes_the_darker_or_lighter() -> None:
+    assert P.contrast_ratio("#000000", "#ffffff") == pytest.approx(21.0)
+    assert P.contrast_ratio("#777777", "#777777") == pytest.approx(1.0)
+    assert P.text_colour_on("#ffff00") == "#000000" and P.text_colour_on("#000080") == "#ffffff"
+
+
+def test_rank_colours_keep_their_rank_and_stay_clear_of_the_marks() -> None:
+    every = P.rank_colours(64)
+    assert every[:4] == ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]
+    for n in range(1, 65):
+        assert P.rank_colours(n) == every[:n]
+    for c in every:
+        for name, mark in P.MARK_COLOURS.items():
+            assert P.delta_e(c, mark) >= P.RANK_MARGIN, (c, name)
+        assert max(P.contrast_ratio(c, t) for t in ("#000000", "#ffffff")) >= 4.5, c
+    with pytest.raises(ValueError, match="num_ranks must be an int >= 0"):
+        P.rank_colours(-1)

@@ -235,7 +235,7 @@ class CostExplorer(Explorer):
         self.preset = w.Dropdown(options=list(self.presets), value=preset or next(iter(presets)),
                                  description="link")
         self.world_size = w.IntSlider(value=world_size, min=2, max=64, description="world size")
-        super().__init__([self.preset, self.world_size], dpi=80)
+        super().__init__([self.preset, self.world_size])
 
     def draw(self) -> Drawing:
         preset = self.presets[self.preset.value]

@@ -45,7 +45,7 @@ class PlanStepper(Explorer):
     """
 
     def __init__(self, choices: Sequence[Any], world_size: int, max_world_size: int, *,
-                 dpi: float | None = 80) -> None:
+                 dpi: float | None = None) -> None:
         self.world_size = w.IntSlider(value=world_size, min=1, max=max_world_size,
                                       description="world size")
         self.step = w.IntSlider(value=0, min=0, max=0, description="step")

@@ -11,9 +11,16 @@ every change of a control calls :meth:`Explorer.update`, which
    start no second update;
 2. asks the subclass for the picture and its words: :meth:`Explorer.draw` returns a
    :class:`Drawing`, a matplotlib ``Figure`` and a ``summary`` string;
-3. renders the figure once, as PNG bytes (:func:`~distlab.viz.figure.figure_png`), into the
-   ``image`` widget (an ``ipywidgets.Image``, shown in the page as one ``<img>``), and the
-   summary, HTML-escaped, into the ``summary_html`` line.
+3. renders the figure once, as PNG bytes (:func:`~distlab.viz.figure.figure_png`, at the
+   figure's own dpi like every static figure), into the ``image`` widget (an
+   ``ipywidgets.Image``, shown in the page as one ``<img>``), and the summary, HTML-escaped,
+   into the ``summary_html`` line.
+
+The image is shown at the PNG's own width: each render sets the widget's layout width to the
+PNG's pixel width (:func:`~distlab.viz.figure.png_size`), so one pixel of the picture is one
+pixel of the page, as for a static figure. Left to itself the widget box stretches its ``<img>``
+to the output area's width (about 960 px), which blurs a narrower picture's text; a window
+narrower than the picture still shrinks it (ipywidgets' ``max-width: 100%``).
 
 The image is a widget value, so it shows the same in JupyterLab, in a saved notebook's widget
 state and in a test without a browser, and it needs no IPython display hook or inline backend.
@@ -42,7 +49,7 @@ from typing import Any, NamedTuple
 import ipywidgets as w
 from matplotlib.figure import Figure
 
-from distlab.viz.figure import figure_png
+from distlab.viz.figure import figure_png, png_size
 
 __all__ = ["Drawing", "Explorer"]
 
@@ -62,7 +69,9 @@ class Explorer:
             redraw; at least one.
         rows: the widgets above the summary line, top to bottom (controls, buttons, boxes of
             them); default: one ``HBox`` of ``controls``.
-        dpi: the PNG's resolution in dots per inch (None: the figure's own).
+        dpi: the PNG's resolution in dots per inch (None, the default: the figure's own, the
+            resolution static figures are shown at; anything else draws the text at another
+            size than theirs).
 
     Subclasses define :meth:`draw` and may define :meth:`settle`; they never override
     :meth:`update`, the one render path.
@@ -138,6 +147,7 @@ class Explorer:
                             f"matplotlib Figure, summary: str), got {drawing!r:.200}")
         self.figure, self.summary, self.note = drawing.figure, drawing.summary, ""
         self.png = figure_png(drawing.figure, dpi=self._dpi)
+        self.image.layout.width = f"{png_size(self.png)[0]}px"
         self.image.value = self.png
         self._show_text()
 

@@ -31,7 +31,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 __all__ = ["AUDIT_ENV", "AUDIT_MARK", "DisplayFigure", "figure_png", "message_figure",
-           "new_figure"]
+           "new_figure", "png_size"]
 
 #: Set to "1" to report figures a notebook cell made but never showed (see the module doc).
 AUDIT_ENV = "DISTLAB_FIGURE_AUDIT"
@@ -47,6 +47,17 @@ def figure_png(fig: Figure, *, dpi: float | None = None) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi or fig.dpi, bbox_inches="tight")
     return buf.getvalue()
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """Width and height in pixels of the PNG image ``png`` (read from its header).
+
+    Raises:
+        ValueError: ``png`` is not a PNG image.
+    """
+    if len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        raise ValueError(f"png must be PNG bytes, got {bytes(png[:16])!r}")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
 class DisplayFigure(Figure):

@@ -30,7 +30,7 @@ from distlab._checks import check_int
 from distlab.moe.load import ExpertLoad, expert_load, random_routing
 from distlab.moe.step_trace import LayerStepTrace
 from distlab.nccl.alltoall import AlltoallRun
-from distlab.viz.axes import bytes_axis
+from distlab.viz.axes import bytes_axis, integer_ticks
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import DisplayFigure, new_figure
 from distlab.viz.palette import COLOURS
@@ -43,6 +43,11 @@ __all__ = ["FIG_WIDTH_IN", "LoadExplorer", "alltoall_figure", "layer_step_figure
 FIG_WIDTH_IN = 9.2
 _MEAN = "#555555"
 _SLOWEST_EDGE = "#000000"
+
+
+def _count(n: int, noun: str) -> str:
+    """``"1 rank"``, ``"8 ranks"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _flops_text(flops: int) -> str:
@@ -87,7 +92,7 @@ def load_figure(load: ExpertLoad, *, title: str | None = None) -> DisplayFigure:
     ax_e.set_xlabel("expert (colour: the rank that holds it)")
     ax_e.set_ylabel("tokens (routed assignments)")
     ax_e.set_title(f"per expert: max/mean {load.expert_imbalance:.2f}", fontsize=10)
-    ax_e.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(experts, 12)))
+    integer_ticks(ax_e, "x", experts, max_ticks=12)
     ax_e.set_xlim(-0.6, experts - 0.4)
 
     edges = [_SLOWEST_EDGE if r == load.slowest_rank else "none" for r in range(ranks)]
@@ -96,7 +101,7 @@ def load_figure(load: ExpertLoad, *, title: str | None = None) -> DisplayFigure:
     ax_r.axhline(load.tokens / ranks, color=_MEAN, ls="--", lw=1, label="mean")
     ax_r.set_xlabel("expert-parallel rank")
     ax_r.set_title(f"per rank: max/mean {load.rank_imbalance:.2f}", fontsize=10)
-    ax_r.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(ranks, 8)))
+    integer_ticks(ax_r, "x", ranks, max_ticks=8)
     ax_r.set_xlim(-0.6, ranks - 0.4)
     top = max(max(load.tokens_per_rank), 1)
     ax_r.set_ylim(0, top * 1.25)
@@ -108,7 +113,8 @@ def load_figure(load: ExpertLoad, *, title: str | None = None) -> DisplayFigure:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="upper right", fontsize=8, frameon=False)
     fig.suptitle(title if title is not None else
-                 f"{experts} experts over {ranks} ranks, {load.tokens} routed tokens",
+                 f"{_count(experts, 'expert')} over {_count(ranks, 'rank')}, "
+                 f"{_count(load.tokens, 'routed token')}",
                  fontsize=11)
     fig.supxlabel(summary, fontsize=9)
     return fig

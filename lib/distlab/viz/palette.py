@@ -14,18 +14,30 @@ apart); names that one figure draws together must not, which
 A label names a palette name when, stripped of a ``"<prefix>: "`` (``"ours: ring"``,
 ``"picked: ring/LL"``) and of a trailing ``" (...)"``, ``" measured"``, ``" model"`` or
 ``" predicted"``, it is that name (:func:`name_of_label`). Colours are hex strings.
+
+Ranks are numbered, not named: rank ``r`` has one colour at every world size
+(:func:`rank_colours`), and no rank's colour reads as one of the marks figures put beside ranks
+(:data:`MARK_COLOURS`: a dropped index, its cross, a padded duplicate's dot, an empty cell).
+Colours are compared as a reader sees them: CIELAB distance (:func:`delta_e`) and WCAG
+contrast of text on a colour (:func:`contrast_ratio`, :func:`text_colour_on`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from matplotlib.colors import to_hex, to_rgba_array
 
 from distlab.vocabulary import collective_name
 
 __all__ = ["ALGORITHM_COLOURS", "COLLECTIVE_COLOURS", "COLOURS", "NCCL_PAIR_COLOURS",
-           "PLAN_COLOURS", "SCHEDULE_COLOURS", "SPAN_COLOURS", "colour", "colours",
-           "name_of_label", "nccl_pair"]
+           "MARK_COLOURS", "PLAN_COLOURS", "RANK_MARGIN", "SCHEDULE_COLOURS", "SPAN_COLOURS",
+           "colour", "colours", "contrast_ratio", "delta_e", "name_of_label", "nccl_pair",
+           "rank_colours", "srgb_to_lab", "text_colour_on"]
 
 #: Every algorithm of the registry (all collectives share one name space: ``ring`` is ring
 #: whichever collective it runs), the ones drawn most first in the most distinct colours.
@@ -171,3 +183,104 @@ def name_of_label(label: str) -> str | None:
             break
         text = shorter
     return _known(text)
+
+
+#: The marks figures draw beside rank colours (the sampler's dataset panel): a dropped index's
+#: cell and its cross, the dot of an index also read as a padded duplicate, an empty cell.
+MARK_COLOURS: dict[str, str] = {
+    "dropped": "#d1d1d1", "dropped cross": "#696969", "padded dot": "#000000",
+    "empty": "#ffffff",
+}
+
+#: The least CIELAB distance (:func:`delta_e`) between any rank colour and any of
+#: :data:`MARK_COLOURS`: a rank colour is at least this saturated and no darker than L* 40.
+RANK_MARGIN = 30.0
+
+#: The first rank colours, in order: tab10's (rank 0 blue, rank 1 orange, ...) without its grey
+#: and its brown (a dull colour 25 from a grey); the rest are picked by :func:`rank_colours`.
+_RANK_SEEDS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#e377c2", "#bcbd22",
+               "#17becf")
+_RANK_LIGHTNESS = (40.0, 80.0)   # L* of every rank colour: black dots and grey cells stay apart
+_RANK_COUNT = 256                # distinct rank colours; rank r + 256 repeats rank r's
+
+
+def srgb_to_lab(colours: Any) -> np.ndarray:
+    """CIELAB (D65) ``(..., 3)`` of sRGB colours: anything ``matplotlib.colors.to_rgba_array``
+    reads (hex strings, names, RGB or RGBA floats in 0..1); alpha is ignored."""
+    rgb = to_rgba_array(colours)[:, :3]
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    to_xyz = np.array([[0.4124564, 0.3575761, 0.1804375],
+                       [0.2126729, 0.7151522, 0.0721750],
+                       [0.0193339, 0.1191920, 0.9503041]])
+    xyz = linear @ to_xyz.T / np.array([0.95047, 1.0, 1.08883])   # relative to D65 white
+    eps = (6 / 29) ** 3
+    f = np.where(xyz > eps, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.stack([116 * f[:, 1] - 16, 500 * (f[:, 0] - f[:, 1]),
+                     200 * (f[:, 1] - f[:, 2])], axis=-1)
+
+
+def delta_e(a: Any, b: Any) -> float:
+    """CIE76 colour difference of colours ``a`` and ``b`` (about 2.3: just noticeable side by
+    side; under 10: easily taken for one another in a small mark)."""
+    return float(np.linalg.norm(srgb_to_lab(a)[0] - srgb_to_lab(b)[0]))
+
+
+def _luminance(colour_: Any) -> float:
+    rgb = to_rgba_array(colour_)[0, :3]
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    return float(linear @ np.array([0.2126, 0.7152, 0.0722]))
+
+
+def contrast_ratio(a: Any, b: Any) -> float:
+    """WCAG 2 contrast ratio of colours ``a`` and ``b``: 1 (same) to 21 (black on white);
+    small text reads well from 4.5."""
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def text_colour_on(background: Any) -> str:
+    """Black or white, whichever contrasts more with ``background`` (at least 4.5:1 on any
+    colour)."""
+    return "#000000" if contrast_ratio("#000000", background) >= contrast_ratio(
+        "#ffffff", background) else "#ffffff"
+
+
+@lru_cache(maxsize=1)
+def _rank_sequence() -> tuple[str, ...]:
+    """Every rank colour in rank order: the seeds, then, one at a time, the sRGB colour (of a
+    1/15-step grid with L* in :data:`_RANK_LIGHTNESS`, at least :data:`RANK_MARGIN` from every
+    mark) farthest in CIELAB from all colours before it."""
+    steps = np.linspace(0.0, 1.0, 16)
+    grid = np.stack(np.meshgrid(steps, steps, steps, indexing="ij"), axis=-1).reshape(-1, 3)
+    lab = srgb_to_lab(grid)
+    marks = srgb_to_lab(list(MARK_COLOURS.values()))
+    to_marks = np.linalg.norm(lab[:, None, :] - marks[None, :, :], axis=-1).min(axis=1)
+    keep = ((lab[:, 0] >= _RANK_LIGHTNESS[0]) & (lab[:, 0] <= _RANK_LIGHTNESS[1])
+            & (to_marks >= RANK_MARGIN))
+    grid, lab = grid[keep], lab[keep]
+    chosen = [to_hex(c) for c in _RANK_SEEDS]
+    nearest = np.full(len(lab), np.inf)
+    for c in srgb_to_lab(list(chosen)):
+        nearest = np.minimum(nearest, np.linalg.norm(lab - c, axis=1))
+    while len(chosen) < _RANK_COUNT:
+        i = int(nearest.argmax())
+        chosen.append(to_hex(grid[i]))
+        nearest = np.minimum(nearest, np.linalg.norm(lab - lab[i], axis=1))
+    return tuple(chosen)
+
+
+def rank_colours(num_ranks: int) -> list[str]:
+    """The colours of ranks ``0 .. num_ranks - 1`` (hex): rank ``r`` has the same colour at every
+    world size, each new rank's colour is the one farthest from all lower ranks' (so any first
+    ranks are as distinct as the sequence allows), and every one is at least
+    :data:`RANK_MARGIN` from each of :data:`MARK_COLOURS`. From rank 256 on the colours
+    repeat (rank 256 is rank 0's colour).
+
+    Raises:
+        ValueError: ``num_ranks`` < 0.
+    """
+    if isinstance(num_ranks, bool) or not isinstance(num_ranks, (int, np.integer)) \
+            or num_ranks < 0:
+        raise ValueError(f"num_ranks must be an int >= 0, got {num_ranks!r}")
+    seq = _rank_sequence()
+    return [seq[r % len(seq)] for r in range(int(num_ranks))]

@@ -29,7 +29,6 @@ from typing import Any
 
 import ipywidgets as w
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 
 from distlab._checks import check_int
 from distlab.pipeline_parallel.actions import Kind
@@ -49,6 +48,7 @@ from distlab.pipeline_parallel.simulate import (
     simulate,
 )
 from distlab.timeline import Timeline
+from distlab.viz.axes import integer_ticks
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import message_figure, new_figure
 from distlab.viz.palette import colour
@@ -187,7 +187,7 @@ def _draw_plan(ax: Any, plan: PipelinePlan, step: int | None, title: str) -> tup
         ax.axvline(step + 1, color="black", lw=1.0)
     _rank_axis(ax, plan.ranks)
     ax.set_xlim(0, max(steps, 1))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    integer_ticks(ax, "x", max(steps, 1) + 1, max_ticks=12)
     ax.set_xlabel("time step (one action each)")
     ax.set_title(title, fontsize="medium")
     return {KIND_CATEGORY[a.kind] for _, a in plan.all_compute()}, idle
@@ -557,7 +557,7 @@ def bubble_curve_figure(ranks: int, microbatches: Sequence[int],
     ax.set_ylabel("bubble (% of all ranks' time)")
     ax.set_xlim(min(ms) - 1, max(ms) + 1)
     ax.set_ylim(0, top * 1.08 + 0.5)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    integer_ticks(ax, "x", max(ms) - min(ms) + 3, start=min(ms) - 1, max_ticks=10)
     ax.grid(alpha=0.3)
     ax.set_title(title if title is not None else
                  f"the bubble against microbatches: {ranks} ranks, equal stages, "
@@ -646,7 +646,7 @@ class PipelineStepper(_PlanControls):
                     self.step]
         super().__init__(controls, rows=[w.HBox([self.schedule, self.ranks]),
                                          w.HBox([self.stages_per_rank, self.microbatches]),
-                                         self.step], dpi=80)
+                                         self.step])
 
     @property
     def steps(self) -> int:
@@ -725,7 +725,7 @@ class PipelineExplorer(_PlanControls):
                     self.imbalance, self.slow_stage]
         super().__init__(controls, rows=[w.HBox([self.schedule, self.ranks]),
                                          w.HBox([self.stages_per_rank, self.microbatches]),
-                                         w.HBox([self.imbalance, self.slow_stage])], dpi=80)
+                                         w.HBox([self.imbalance, self.slow_stage])])
 
     def times(self) -> StageTimes:
         """The stage times of the current controls."""

@@ -264,7 +264,7 @@ class TensorParallelExplorer(Explorer):
         self.error = ""
         controls = [self.tp, self.sequence_parallel, self.hidden, self.box, self.where]
         super().__init__(controls, rows=[w.HBox([self.tp, self.hidden, self.sequence_parallel]),
-                                         w.HBox([self.box, self.where])], dpi=80)
+                                         w.HBox([self.box, self.where])])
 
     def draw(self) -> Drawing:
         shape = gpt_shape(self.hidden.value, seq_len=self.seq_len)
