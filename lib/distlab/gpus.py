@@ -6,7 +6,8 @@ bandwidth (bytes/s), its architecture, the collective library that runs its coll
 (``"nccl"`` or ``"rccl"``), the 8-GPU box that library's model prices it in, the network its
 nodes are usually joined by, and where each figure comes from. The planner
 (:mod:`distlab.plan.layout`), the NCCL and RCCL models, the kernels benchmark and the trace
-judge read GPUs from here; a new GPU is one entry of :data:`GPUS`.
+judge read GPUs from here; a new GPU is one entry of :data:`GPUS`, and a user's own GPU, from
+its figures, is :func:`user_gpu` (``python -m distlab.plan --gpu-spec``).
 
 Core (floor 0): plain data and one resolver, no model. Box and network names are the keys the
 library's own package holds (``distlab.nccl.boxes.GPU_BOXES``, ``distlab.nccl.multinode.
@@ -36,7 +37,9 @@ class Gpu:
         name: e.g. ``"H100-80GB-SXM"``.
         memory_bytes: memory a process can use, bytes (what the runtime reports as the total
             where measured; else the data sheet's, said in ``source``).
-        peak_flops: dense 16-bit (bf16/fp16) matrix peak, FLOP/s, from the data sheet.
+        peak_flops: dense 16-bit (bf16/fp16) matrix peak, FLOP/s, from the data sheet (no
+            sparsity; a GeForce card's with FP32 accumulate, what mixed-precision training
+            runs, half its FP16-accumulate figure).
         box: the 8-GPU box of the collective library's model that prices its collectives
             (a key of ``distlab.nccl.boxes.GPU_BOXES`` for NCCL, of
             ``distlab.rccl.boxes.AMD_BOXES`` for RCCL).
@@ -105,33 +108,42 @@ _GEFORCE = ("; no box of 8 GeForce cards held (their drivers may route peer-to-p
 
 _NVIDIA = [
     Gpu("A100-40GB-SXM", 40 * GiB, 312e12, "a100_sxm8",
-        "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 40 GiB HBM2, 1555 GB/s", 1555e9,
+        "NVIDIA A100 data sheet (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/"
+        "a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf): 312 TFLOPS BF16 dense; "
+        "40 GiB HBM2, 1555 GB/s", 1555e9,
         device_patterns=(r"\bA100\b.*\b40GB\b",),
         aliases=("a100-40gb",), architecture="ampere", default_network="ib_hdr200x8"),
     Gpu("A100-80GB-SXM", 80 * GiB, 312e12, "a100_sxm8",
-        "NVIDIA A100 data sheet: 312 TFLOPS BF16 dense; 80 GiB HBM2e, 2039 GB/s", 2039e9,
+        "NVIDIA A100 data sheet (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/"
+        "a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf): 312 TFLOPS BF16 dense; "
+        "80 GiB HBM2e, 2039 GB/s", 2039e9,
         device_patterns=(r"\bA100\b.*\b80GB\b",),
         aliases=("a100", "a100-80gb"), architecture="ampere", default_network="ib_hdr200x8"),
     Gpu("H100-80GB-SXM", 85017493504, 989.4e12, "h100_sxm8",
-        "NVIDIA H100 data sheet: 989 TFLOPS BF16 dense (1979 with sparsity), 3.35 TB/s; "
+        "NVIDIA H100 data sheet (https://resources.nvidia.com/en-us-tensor-core/"
+        "nvidia-tensor-core-gpu-datasheet): 989 TFLOPS BF16 dense (1979 with sparsity), "
+        "3.35 TB/s; "
         "memory as CUDA reports it on our H100 (torch's total_memory, 81079 MiB; nvidia-smi "
         "says 81559)", 3.35e12,
         device_patterns=(r"\bH100\b.*\b80GB HBM3\b",),
         aliases=("h100",), peak_flops_by_dtype={"fp8": 1978.9e12}, architecture="hopper",
         default_network="ib_ndr400x8"),
     Gpu("H200-141GB-SXM", 150109880320, 989.4e12, "h200_sxm8",
-        "NVIDIA H200 data sheet: 989 TFLOPS BF16 dense, 4.8 TB/s; memory as CUDA reports it "
+        "NVIDIA H200 data sheet (https://www.nvidia.com/en-us/data-center/h200/): 989 TFLOPS "
+        "BF16 dense, 4.8 TB/s; memory as CUDA reports it "
         "on our H200 (cudaMemGetInfo's total, 143155 MiB; nvidia-smi says 143771)", 4.8e12,
         device_patterns=(r"\bH200\b",),
         aliases=("h200",), peak_flops_by_dtype={"fp8": 1978.9e12}, architecture="hopper",
         default_network="ib_ndr400x8"),
     Gpu("H100-96GB-HBM2e", 96 * GiB, 989.4e12, "h100_sxm8",
-        "Meta's Grand Teton H100 with 96 GB HBM2e at 500 W (torchtitan's runs; torchtitan "
+        "Meta's Grand Teton H100 with 96 GB HBM2e at 500 W (torchtitan's runs, https://github."
+        "com/pytorch/torchtitan/blob/main/docs/performance.md; torchtitan "
         "divides by the SXM part's 989 TFLOPS too); memory nominal; bandwidth unpublished, "
         "taken as the 80 GB part's 3.35 TB/s", 3.35e12,
         architecture="hopper", default_network="ib_ndr400x8"),
     Gpu("B200", 183359 * 2**20, 2250e12, "b200_sxm8",
-        "NVIDIA HGX B200 data sheet: 2.25 PFLOPS BF16 dense per GPU, 8 TB/s; 180 GB HBM3e "
+        "NVIDIA HGX B200 (https://www.nvidia.com/en-us/data-center/hgx/): 2.25 PFLOPS BF16 "
+        "dense per GPU, 8 TB/s; 180 GB HBM3e "
         "usable (183359 MiB)", 8e12,
         device_patterns=(r"\bB200\b",),
         aliases=("b200",), peak_flops_by_dtype={"fp8": 4500e12}, architecture="blackwell",
@@ -145,7 +157,7 @@ _NVIDIA = [
         device_patterns=(r"\bA800\b",),
         aliases=("a800", "a800-80gb"), architecture="ampere", default_network="ib_hdr200x8"),
     Gpu("H800-80GB-SXM", 85017493504, 989.4e12, "h800_sxm8",
-        "NVIDIA H800: the H100 SXM with NVLink cut to 400 GB/s (8 links) and FP64 to 1 TFLOPS, "
+        "NVIDIA H800: the H100 SXM with NVLink cut to 400 GB/s (8 links), its "
         "16-bit and FP8 tensor rates and memory unchanged (H100 data sheet, https://resources."
         "nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet: 989 TFLOPS BF16 dense, "
         "1979 FP8 dense, 80 GB HBM3, 3.35 TB/s); memory as CUDA reports it on our H100; nodes "

@@ -213,8 +213,10 @@ def _layout_notes(layout: Layout, hw: Hardware) -> list[str]:
 
 def _library_notes(hw: Hardware) -> list[str]:
     """What the step of a GPU outside the calibration rests on: its collective library's model
-    where that is not NCCL's (what it prices and what it does not), and its compute rate,
-    assumed where no published run calibrates it. Nothing for the calibrated GPUs."""
+    where that is not NCCL's (what it prices and what it does not), the stand-in box its
+    collectives are priced in where none of its own is held, and its compute rate, assumed
+    (with whose efficiency) where no published run calibrates it. Nothing for the calibrated
+    GPUs on their own boxes."""
     from distlab.plan.calibration import SHIPPED, rate_key
     from distlab.plan.collectives import HALF_ALLREDUCE
     from distlab.plan.libraries import library_of

@@ -73,8 +73,9 @@ GpuKind = Gpu
 
 GPU_KINDS: dict[str, GpuKind] = {name: g for name, g in GPUS.items() if g.box}
 """GPU models the planner knows: every GPU of :data:`distlab.gpus.GPUS` whose collective
-library's model holds its box; short names (``"h100"``, ``"mi300x"``) resolve through
-:func:`gpu_kind`."""
+library's model holds its box (its own, or a stand-in: :attr:`distlab.gpus.Gpu.box_stand_in`);
+short names (``"h100"``, ``"mi300x"``) resolve through :func:`gpu_kind`; a user's own GPU
+through :func:`user_gpu_kind`."""
 
 
 def gpu_kind(kind: GpuKind | str) -> GpuKind:
