@@ -79,7 +79,8 @@ def test_the_planners_seconds_are_its_rates() -> None:
     ("NVIDIA H200", "H200-141GB-SXM"), ("NVIDIA H100 80GB HBM3", "H100-80GB-SXM"),
     ("NVIDIA A100-SXM4-80GB", "A100-80GB-SXM"), ("NVIDIA A100-SXM4-40GB", "A100-40GB-SXM"),
     ("NVIDIA B200", "B200"), ("NVIDIA H100 PCIe", None), ("NVIDIA H100 NVL", None),
-    ("NVIDIA A100 80GB PCIe", None), ("NVIDIA GeForce RTX 4090", None), ("x86_64", None)])
+    ("NVIDIA A100 80GB PCIe", None), ("NVIDIA GeForce RTX 4090", "RTX-4090"),
+        ("NVIDIA TITAN RTX", None), ("x86_64", None)])
 def test_device_names_map_to_the_planners_gpu_kinds(name: str, kind: str | None) -> None:
     got = gpu_kind_for_device(name)
     assert (got.name if got else None) == kind

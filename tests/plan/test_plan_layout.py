@@ -67,7 +67,7 @@ def test_hardware_needs_a_network_across_nodes_and_whole_nodes() -> None:
     with pytest.raises(ValueError, match="whole nodes"):
         hardware("h100", 12)
     with pytest.raises(ValueError, match="gpu must be"):
-        hardware("v100", 8)
+        hardware("p100", 8)
     assert set(GPU_KINDS) >= {"A100-80GB-SXM", "H100-80GB-SXM"}
 
 

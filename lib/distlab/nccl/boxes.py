@@ -252,6 +252,22 @@ GPU_BOXES: dict[str, GpuBox] = {
         link_source="PCI Express Base Specification 4.0: 16 GT/s x 16 lanes x 128/130 / 8 = "
                     "31.5 GB/s per direction; NCCL: 16 x 120 / 80 = 24 GB/s (topo.cc)"),
 }
+GPU_BOXES["a800_sxm8"] = replace(
+    GPU_BOXES["a100_sxm8"], key="a800_sxm8", gpu="A800 SXM4 80GB",
+    name="8x A800 SXM (NVLink 3 + NVSwitch, 8 links per GPU)", nvlinks=8, link_gbps=200.0,
+    link="NVLink 3, 8 links per GPU to 6 NVSwitch chips",
+    link_source="NVIDIA A800: the A100 with NVLink cut to 400 GB/s (both directions) = 8 NVLink "
+                "3 links x 25 GB/s per direction (NVIDIA's statement, Reuters, 2022-11-07: "
+                "https://tweakers.net/nieuws/203182/); HGX board and NVSwitch as A100's. NCCL: "
+                "SM80_NVLINK_BW 20 GB/s per link (topo.h)")
+GPU_BOXES["h800_sxm8"] = replace(
+    GPU_BOXES["h100_sxm8"], key="h800_sxm8", gpu="H800 SXM5 80GB",
+    name="8x H800 SXM (NVLink 4 + NVSwitch, 8 links per GPU)", nvlinks=8, link_gbps=200.0,
+    link="NVLink 4, 8 links per GPU to 4 NVSwitch chips",
+    link_source="NVIDIA H800: the H100 SXM with NVLink cut to 400 GB/s (both directions) = 8 "
+                "NVLink 4 links x 25 GB/s per direction; DeepSeek-V3's H800 nodes "
+                "(https://arxiv.org/abs/2412.19437, section 3.2.2) reach about 160 GB/s over "
+                "NVLink. NCCL: SM90_NVLINK_BW 20.6 GB/s per link (topo.h), 164.8 for 8")
 GPU_BOXES["gb200_nvl36"] = replace(
     GPU_BOXES["gb200_nvl72"], key="gb200_nvl36", gpus=36, nvlink_domain=36,
     name="GB200 NVL36 (36 B200 GPUs in one NVLink 5 domain, 9 trays of 4)",

@@ -113,7 +113,7 @@ def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
 
 
 def _parser() -> options.Parser:
-    from distlab.gpus import gpu_aliases
+    from distlab.gpus import GPU_SPEC_KEYS, gpu_aliases
     from distlab.plan.calibration import KERNEL_SPEED
     from distlab.plan.layout import ATTENTION_KERNELS, GPU_KINDS, PRECISIONS, RECOMPUTE
     from distlab.plan.libraries import COLLECTIVE_LIBRARIES
@@ -127,6 +127,10 @@ def _parser() -> options.Parser:
     p.add_argument("--gpu", default="h100",
                    help=f"the GPU: {', '.join(GPU_KINDS)} or "
                         f"{', '.join(a for a, g in gpu_aliases().items() if g in GPU_KINDS)}")
+    p.add_argument("--gpu-spec", default=None, metavar="SPEC",
+                   help="your own GPU instead of --gpu: KEY=VALUE,... or a JSON file of "
+                        f"{', '.join(GPU_SPEC_KEYS)} (memory_gib, bf16_tflops and "
+                        "bandwidth_gbs required; its compute rate is assumed)")
     p.add_argument("--gpus", type=options.int_at_least(1), default=8, help="GPUs in all")
     p.add_argument("--gpus-per-node", type=options.int_at_least(1), default=8,
                    help="GPUs per node")
@@ -209,8 +213,10 @@ def _layout_notes(layout: Layout, hw: Hardware) -> list[str]:
 
 def _library_notes(hw: Hardware) -> list[str]:
     """What the step of a GPU outside the calibration rests on: its collective library's model
-    where that is not NCCL's (what it prices and what it does not), and its compute rate,
-    assumed where no published run calibrates it. Nothing for the calibrated GPUs."""
+    where that is not NCCL's (what it prices and what it does not), the stand-in box its
+    collectives are priced in where none of its own is held, and its compute rate, assumed
+    (with whose efficiency) where no published run calibrates it. Nothing for the calibrated
+    GPUs on their own boxes."""
     from distlab.plan.calibration import SHIPPED, rate_key
     from distlab.plan.collectives import HALF_ALLREDUCE
     from distlab.plan.libraries import library_of
@@ -222,12 +228,21 @@ def _library_notes(hw: Hardware) -> list[str]:
         notes.append(f"collectives priced by {lib.name.upper()}'s model (distlab.{lib.name}, "
                      f"release {release.priced_as}): allreduce over whole "
                      f"{lib.gpus_per_node(hw.gpu.box)}-GPU nodes; {HALF_ALLREDUCE}")
-    if not hw.gpu.calibrated:
-        key = rate_key(hw, "bf16")
+    if hw.gpu.box_stand_in and hw.gpus > 1:
+        notes.append(f"collectives priced through {hw.gpu.box}, a stand-in: no box of "
+                     f"{hw.gpu.name} is held")
+    key = rate_key(hw, "bf16")
+    if not hw.gpu.calibrated or key not in SHIPPED.efficiency:
         e = SHIPPED.efficiency.get(key, SHIPPED.efficiency.get("default", 0.6))
+        arch = hw.gpu.architecture
+        fitted = key in SHIPPED.efficiency
+        whose = (f"{arch}'s efficiency, fitted on other GPUs' runs" if fitted
+                 else "the planner's default efficiency")
+        which = (hw.gpu.name if fitted else "an unnamed architecture" if arch == "unknown"
+                 else f"{arch} in bf16")
         notes.append(f"compute rate ASSUMED: {e:.2f} of {hw.gpu.name}'s data-sheet peak "
-                     f"({hw.gpu.peak_flops / 1e12:.0f} TFLOP/s bf16 dense), the planner's "
-                     f"default efficiency; no published run on {hw.gpu.architecture} "
+                     f"({hw.gpu.peak_flops / 1e12:.0f} TFLOP/s bf16 dense), {whose}; no "
+                     f"published run on {which} "
                      "calibrates it")
     return notes
 
@@ -257,7 +272,7 @@ def _plan(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
     from distlab.plan.calibration import SHIPPED
-    from distlab.plan.layout import hardware, parse_layout
+    from distlab.plan.layout import hardware, parse_layout, user_gpu_kind
     from distlab.plan.memory import FRAMEWORKS
     from distlab.plan.planner import plan, price
     from distlab.plan.step import step_timeline
@@ -276,8 +291,8 @@ def _plan(argv: list[str]) -> int:
     mem = {**FRAMEWORKS[args.framework], "expandable_segments": args.expandable_segments}
     model = _model(args.model, args.seq_len, notes)
     try:
-        hw = hardware(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
-                      network=args.network)
+        gpu = args.gpu if args.gpu_spec is None else user_gpu_kind(args.gpu_spec)
+        hw = hardware(gpu, args.gpus, gpus_per_node=args.gpus_per_node, network=args.network)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     batch = args.global_batch or args.gpus

@@ -20,14 +20,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from distlab._checks import check_bool, check_choice, check_int
-from distlab.gpus import GPUS, Gpu, gpu_aliases
+from distlab.gpus import GPUS, Gpu, gpu_aliases, user_gpu
 from distlab.pipeline_parallel.schedules.registry import schedule_name
 from distlab.plan.libraries import library_of
 from distlab.recompute import RECOMPUTE, RECOMPUTES, Recompute, recompute_policy
 
 __all__ = ["ATTENTION_KERNELS", "COMPUTE_DTYPES", "DIMS", "GPU_KINDS", "PRECISIONS", "RECOMPUTE",
            "RECOMPUTE_LABELS", "GpuKind", "GroupSpan", "Hardware", "Layout", "check_layout_fits",
-           "gpu_kind", "group_span", "hardware", "parse_layout"]
+           "gpu_kind", "group_span", "hardware", "parse_layout", "user_gpu_kind"]
 
 GiB = 2**30
 
@@ -73,8 +73,9 @@ GpuKind = Gpu
 
 GPU_KINDS: dict[str, GpuKind] = {name: g for name, g in GPUS.items() if g.box}
 """GPU models the planner knows: every GPU of :data:`distlab.gpus.GPUS` whose collective
-library's model holds its box; short names (``"h100"``, ``"mi300x"``) resolve through
-:func:`gpu_kind`."""
+library's model holds its box (its own, or a stand-in: :attr:`distlab.gpus.Gpu.box_stand_in`);
+short names (``"h100"``, ``"mi300x"``) resolve through :func:`gpu_kind`; a user's own GPU
+through :func:`user_gpu_kind`."""
 
 
 def gpu_kind(kind: GpuKind | str) -> GpuKind:
@@ -88,6 +89,23 @@ def gpu_kind(kind: GpuKind | str) -> GpuKind:
     aliases = [a for a, name in gpu_aliases().items() if name in GPU_KINDS]
     raise ValueError(f"gpu must be one of {', '.join(GPU_KINDS)} (or {', '.join(aliases)}); "
                      f"got {kind!r}")
+
+
+def user_gpu_kind(spec: str | dict[str, object]) -> GpuKind:
+    """A user's own GPU (:func:`distlab.gpus.user_gpu`: ``"name=X,memory_gib=24,
+    bf16_tflops=71,bandwidth_gbs=936"`` or a JSON file), its box checked against its collective
+    library's model.
+
+    Raises:
+        ValueError: as :func:`~distlab.gpus.user_gpu`, or a ``box`` the library does not hold.
+    """
+    g = user_gpu(spec)
+    try:
+        library_of(g).gpus_per_node(g.box)
+    except ValueError as exc:
+        raise ValueError(f"gpu-spec: box={g.box!r} is not a box of "
+                         f"{g.library.upper()}'s model: {exc}") from None
+    return g
 
 
 @dataclass(frozen=True)
