@@ -12,7 +12,8 @@
   ``b`` against a model bandwidth ``B`` is ``(B - b) / b * 100``), so the same sign holds: a
   positive error is a run slower (less bandwidth) than the model.
 - **Error summary**: :class:`ErrorSummary`, ``|error%|`` over a set of rows or points (count,
-  median, 90th percentile, max), built by :meth:`ErrorSummary.of` from a list of signed errors.
+  median, 90th percentile, max), built by :meth:`ErrorSummary.of` from a list of signed errors;
+  :func:`error_quantiles`, percentiles of the signed errors (a band with its sign).
 - **Sizes**: :func:`size_label`, bytes as ``"1 KiB"`` (``style="binary"``) or ``"1K"``
   (``style="compact"``).
 - **dtypes**: :func:`dtype_name`, torch's canonical name of a dtype from a ``torch.dtype`` or
@@ -39,7 +40,8 @@ import numpy as np
 from distlab._checks import check_int
 
 __all__ = ["COLLECTIVES", "ErrorSummary", "NcclRelease", "SIZE_STYLES", "bandwidth_error_pct",
-           "busbw_factor", "collective_name", "dtype_bytes", "dtype_name", "error_pct", "gb_per_s",
+           "busbw_factor", "collective_name", "dtype_bytes", "dtype_name", "error_pct",
+           "error_quantiles", "gb_per_s",
            "nccl_release", "size_in", "size_label"]
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "broadcast", "reduce", "gather", "scatter",
@@ -222,6 +224,23 @@ class ErrorSummary:
     def meets(self, median_pct: float, p90_pct: float) -> bool:
         """Median <= ``median_pct`` and p90 <= ``p90_pct``, over at least one error."""
         return self.n > 0 and self.median <= median_pct and self.p90 <= p90_pct
+
+
+def error_quantiles(errors: Iterable[float], percents: Iterable[float]) -> tuple[float, ...]:
+    """Percentiles (NumPy's linear) of *signed* errors in percent (:func:`error_pct`), e.g.
+    ``(2.5, 97.5)``: the band a model's errors stay inside, its sign kept (a run slower than
+    the model, positive, is told apart from a faster one).
+
+    Raises:
+        ValueError: no errors, or a percent outside [0, 100].
+    """
+    a = np.asarray([float(e) for e in errors if not math.isnan(float(e))])
+    qs = [float(q) for q in percents]
+    if a.size == 0:
+        raise ValueError("error_quantiles needs at least one error")
+    if any(not 0 <= q <= 100 for q in qs):
+        raise ValueError(f"percents must be in [0, 100], got {qs}")
+    return tuple(float(v) for v in np.percentile(a, qs))
 
 
 SIZE_STYLES = ("binary", "compact")

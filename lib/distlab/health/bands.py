@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from distlab.vocabulary import error_quantiles
 
 __all__ = ["SHIPPED", "SIZE_CLASSES", "Band", "band", "bands", "derive_bands", "scope_of",
            "size_class", "write_bands"]
@@ -90,10 +90,9 @@ def derive_bands() -> dict[tuple[str, str], Band]:
     out = {}
     for scope, points in populations.items():
         for name, _ in SIZE_CLASSES:
-            errors = np.array([p.error_pct for p in points if size_class(p.nbytes) == name])
-            lo, hi = np.percentile(errors, QUANTILES)
-            out[scope, name] = Band(scope, name, round(float(lo), 1), round(float(hi), 1),
-                                    int(errors.size))
+            errors = [p.error_pct for p in points if size_class(p.nbytes) == name]
+            lo, hi = error_quantiles(errors, QUANTILES)
+            out[scope, name] = Band(scope, name, round(lo, 1), round(hi, 1), len(errors))
     return out
 
 

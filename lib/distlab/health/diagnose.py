@@ -27,7 +27,7 @@ from distlab.health.bands import size_class
 from distlab.health.expected import NotPriced, expected
 from distlab.health.setup import Setup
 from distlab.logs.nccl_tests import Row
-from distlab.vocabulary import size_label
+from distlab.vocabulary import error_pct, size_label
 
 if TYPE_CHECKING:
     from distlab.health.verdict import RowVerdict
@@ -147,7 +147,7 @@ def _faults(setup: Setup, collective: str, rows: Sequence[Row],
             continue
         inside = []
         for v, p in zip(verdicts, priced, strict=True):
-            err = (v.measured_us - p.seconds * 1e6) / (p.seconds * 1e6) * 100
+            err = error_pct(v.measured_us, p.seconds * 1e6)
             inside.append(v.band.low_pct <= err <= v.band.high_pct)
         explained = sum(ok for v, ok in zip(verdicts, inside, strict=True) if v.verdict == "low")
         share = explained / len(low)
