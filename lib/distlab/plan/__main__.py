@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
-from distlab.plan.table import columns, plan_rows, price_json
+from distlab.plan.table import columns, plan_rows, price_json, tight_note
 from distlab.report.table import format_table
 
 if TYPE_CHECKING:
@@ -295,10 +295,11 @@ def _plan(argv: list[str]) -> int:
         lines = [header, *(f"# {n}" for n in notes),
                  format_table(plan_rows(shown), columns(model))]
     else:
-        result = plan(model, hw, batch, precision=args.precision, top=args.top,
-                      attention_kernel=args.attention_kernel, recompute=args.recompute,
-                      **({} if args.ep is None else {"expert_parallel": args.ep}),
-                      memory_options=mem)
+        with _progress_bar() as progress:
+            result = plan(model, hw, batch, precision=args.precision, top=args.top,
+                          attention_kernel=args.attention_kernel, recompute=args.recompute,
+                          **({} if args.ep is None else {"expert_parallel": args.ep}),
+                          memory_options=mem, progress=progress)
         shown = list(result.ranked) or list(result.rejected)
         if args.explain is not None and args.explain > len(shown):
             raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
@@ -312,6 +313,9 @@ def _plan(argv: list[str]) -> int:
                         "its step through the caching allocator:" if result.ranked else
                         "; the least short:"))
         lines.append(format_table(plan_rows(shown), columns(model)))
+    note = tight_note(shown)
+    if note is not None:
+        lines.append(f"# {note}")
     if shown and not args.expandable_segments:
         lines += _expandable_note(model, hw, shown[0], mem)
     print("\n".join(lines))
@@ -330,6 +334,31 @@ def _plan(argv: list[str]) -> int:
             doc["verify"] = verified
         write_json(args.json, doc)
     return 0
+
+
+@contextlib.contextmanager
+def _progress_bar() -> Any:
+    """A progress bar on stderr for :func:`~distlab.plan.planner.plan` (its ``progress``
+    hook): the layouts priced cheaply of those tried, then how many were priced in full. Shown
+    only on a terminal, and only once the plan has run for a second (a small plan prints
+    nothing)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=0, desc="planning", unit=" layouts", file=sys.stderr, disable=None,
+               delay=1.0, leave=False)
+
+    def progress(bounded: int, total: int, priced: int) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.n = bounded
+        if priced:
+            bar.set_postfix_str(f"{priced} priced in full", refresh=False)
+        bar.refresh() if priced or bounded == total else bar.update(0)
+
+    try:
+        yield progress
+    finally:
+        bar.close()
 
 
 def _expandable_note(model: ModelSpec, hw: Any, first: LayoutPrice,
