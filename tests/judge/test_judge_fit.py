@@ -68,10 +68,11 @@ def test_one_count_per_quantity_in_the_table_the_legend_and_notebook_17() -> Non
         assert table == {"step": c.timed, "allocated": c.ran, "reserved": c.ran}
     held = counts(runs, "held_out")
     notebook = Path(__file__).resolve().parents[2] / "notebooks" / "17_planner.ipynb"
-    prose = " ".join("".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]
+    prose = " ".join(" ".join("".join(cell["source"]).split())
+                     for cell in json.loads(notebook.read_text())["cells"]
                      if cell["cell_type"] == "markdown")
     said = re.search(r"Of the (\d+) held-out runs, (\d+) ran and (\d+) ran out of memory[^;]*; "
-                     r"(\d+) ran on a free allocator and are timed", " ".join(prose.split()))
+                     r"(\d+) ran on a free allocator and are timed", prose)
     assert said is not None, "notebook 17 names the held-out counts"
     assert tuple(map(int, said.groups())) == (held.runs, held.ran, held.out_of_memory,
                                               held.timed)

@@ -256,6 +256,6 @@ def test_a_tight_layout_is_marked_and_the_mark_explained(
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("1 dp16 tp2 cp2 fsdp"))
     assert "+0.5 tight" in row
-    assert (f"tight: fits with less than 2.2 GiB to spare, within the memory model's own error "
-            f"({RESERVED_ERROR_P90:.1f}% of the GPU's memory") in out
+    assert ("# tight: fits with less than 2.2 GiB to spare, within the memory model's own error\n"
+            f"# ({RESERVED_ERROR_P90:.1f}% of the GPU's memory, its held-out p90") in out
     assert f"{RESERVED_ERROR_P90:.1f}" == "2.8"

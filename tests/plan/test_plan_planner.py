@@ -204,3 +204,13 @@ def test_progress_is_told_every_layout_then_every_full_price() -> None:
     assert priced and [c[2] for c in priced] == list(range(1, len(priced) + 1))
     assert all(c[0] == result.tried for c in priced)
     assert plan(spec, hw, 32, top=3).ranked == result.ranked   # the hook changes nothing
+
+
+def test_the_advice_names_a_layout_that_fits_with_room_where_one_does() -> None:
+    """Llama 3 70B, nothing fits on 8 H100s: at 16 the first layout found to fit,
+    ``dp8 tp2 fsdp full-ac``, has 0.5 GiB to spare (tight); the advice names one with room."""
+    spec, hw = PRESETS["llama3-70b"], hardware("h100", 8)
+    found = fitting_count(spec, hw, 64, start=16)
+    assert found is not None and found.step.hardware.gpus == 16
+    assert found.fits and not found.tight
+    assert "tight" not in plan(spec, hw, 64).advice[1]

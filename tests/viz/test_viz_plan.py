@@ -84,6 +84,11 @@ def test_memory_figure_stacks_the_parts_against_the_gpu(prices) -> None:
     assert red == [short_label(p.layout) for p in prices if not p.fits]
     for c, name in zip(ax.containers, MEMORY_PARTS, strict=True):
         assert matplotlib.colors.to_hex(c[0].get_facecolor()) == colour(name)
+        assert c[0].get_hatch() and not any(bar.get_hatch() for bar in c[1:3])   # dp8: no fit
+    legend = dict(zip([t.get_text() for t in ax.get_legend().get_texts()],
+                      ax.get_legend().legend_handles, strict=True))
+    assert not any(legend[name].get_hatch() for name in MEMORY_PARTS), "parts drawn plain"
+    assert legend["hatched, red edge: does not fit"].get_hatch()
 
 
 def test_memory_figure_cuts_a_bar_taller_than_the_axes(prices) -> None:
@@ -210,7 +215,8 @@ def test_a_tight_layout_is_marked_in_the_figure_and_the_table() -> None:
         in legend
     text = plan_table([roomy, tight])
     assert "+0.5 tight" in text.splitlines()[2] and "tight" not in text.splitlines()[1]
-    assert text.splitlines()[-1].startswith("tight: fits with less than 2.2 GiB to spare")
+    assert text.splitlines()[3].startswith("tight: fits with less than 2.2 GiB to spare")
+    assert max(len(line) for line in text.splitlines()) <= 100   # no line wraps in a notebook
     assert "tight" not in plan_table([roomy])
 
 

@@ -315,7 +315,7 @@ def _plan(argv: list[str]) -> int:
         lines.append(format_table(plan_rows(shown), columns(model)))
     note = tight_note(shown)
     if note is not None:
-        lines.append(f"# {note}")
+        lines += [f"# {line}" for line in note.splitlines()]
     if shown and not args.expandable_segments:
         lines += _expandable_note(model, hw, shown[0], mem)
     print("\n".join(lines))

@@ -358,7 +358,9 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
     :func:`enumerate_layouts` for ``global_batch`` sequences fits; its memory is priced
     (:func:`~distlab.plan.memory.memory_per_gpu`), its step is not. ``None`` when none of
     :data:`MAX_COUNTS_TRIED` counts holds one. The layouts most likely to fit (full recompute,
-    the smallest micro-batch, ZeRO 3 first) are priced first; the one found carries its
+    the smallest micro-batch, ZeRO 3 first) are priced first, and the first that fits with room
+    to spare is taken (a tight one, :attr:`LayoutPrice.tight`, only where every layout that
+    fits at that count is tight); the one found carries its
     closed-form step (:func:`~distlab.plan.step.step_time` with ``simulate_pipeline=False``);
     ``memory_options`` as :func:`plan`'s."""
     mem = dict(memory_options or {})
@@ -371,6 +373,7 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
         layouts = sorted(enumerate_layouts(model, at, global_batch, precision=precision,
                                            **choices),
                          key=lambda lay: (order[lay.recompute], lay.micro_batch, -lay.zero))
+        tight: LayoutPrice | None = None
         for layout in layouts:
             if memory_lower_bound(model, layout, **bound) > at.gpu.memory_bytes:
                 continue
@@ -380,7 +383,12 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
                     step = step_time(model, layout, at, simulate_pipeline=False)
                 except NotPriced:
                     continue
-                return LayoutPrice(layout, memory, step, True)
+                found = LayoutPrice(layout, memory, step, True)
+                if not found.tight:
+                    return found
+                tight = tight or found
+        if tight is not None:
+            return tight
         count += node if k < MAX_COUNTS_TRIED // 2 else count
     return None
 
@@ -413,5 +421,7 @@ def _advice(model: ModelSpec, hw: Hardware, global_batch: int, least: tuple[Layo
         at = found.step.hardware
         lines.append(f"on {at.gpus} GPUs it fits, priced: {found.layout.label} needs "
                      f"{size_in(found.memory.total, 'GiB', '.1f')} per GPU with the same "
-                     f"global batch of {global_batch}; {tried}")
+                     f"global batch of {global_batch}"
+                     + (" (tight: within the memory model's error)" if found.tight else "")
+                     + f"; {tried}")
     return tuple(lines)

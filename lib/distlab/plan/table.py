@@ -87,7 +87,7 @@ def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str
 
 
 def tight_note(prices: Sequence[LayoutPrice]) -> str | None:
-    """The line under a table of ``prices`` that says what ``tight`` means, with the memory
+    """The lines under a table of ``prices`` that say what ``tight`` means, with the memory
     model's error it rests on (:data:`~distlab.plan.calibration.RESERVED_ERROR_P90`) in GiB of
     the GPU's memory; ``None`` where no layout of ``prices`` is tight."""
     from distlab.plan.calibration import RESERVED_ERROR_P90
@@ -99,9 +99,9 @@ def tight_note(prices: Sequence[LayoutPrice]) -> str | None:
         return None
     hw = tight[0].step.hardware
     return (f"{TIGHT}: fits with less than {size_in(tight_margin_bytes(hw), 'GiB')} to spare, "
-            f"within the memory model's own error ({RESERVED_ERROR_P90:.1f}% of the GPU's "
-            "memory, the held-out p90 of its peak reserved bytes on measured runs: python -m "
-            "distlab.judge fit); ranked after every layout with more to spare")
+            "within the memory model's own error\n"
+            f"({RESERVED_ERROR_P90:.1f}% of the GPU's memory, its held-out p90 on measured runs: "
+            "python -m distlab.judge fit);\nranked after every layout with more to spare")
 
 
 def price_json(p: LayoutPrice) -> dict[str, Any]:

@@ -292,6 +292,9 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
                  fontsize="medium")
     handles, labels = ax.get_legend_handles_labels()
     by_label = dict(zip(labels, handles, strict=True))
+    # each part as its colour alone (a bar's own handle would carry the first bar's hatch)
+    by_label |= {name: Patch(facecolor=colour(name), edgecolor=_EDGE, linewidth=0.3)
+                 for name in MEMORY_PARTS}
     labels = [*reversed(MEMORY_PARTS), *(x for x in labels if x not in MEMORY_PARTS)]
     handles = [by_label[x] for x in labels]   # the stack's top part first, then the lines
     if not all(p.fits for p in prices):
