@@ -211,8 +211,7 @@ def test_a_tight_layout_is_marked_in_the_figure_and_the_table() -> None:
     labels = [t.get_text() for t in ax.texts]
     assert "tight: +0.5" in labels[1] and "tight" not in labels[0]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert f"tight: within the memory model's {RESERVED_ERROR_P90:.1f}% p90 error (2.2 GiB)" \
-        in legend
+    assert f"tight: within the model's\n{RESERVED_ERROR_P90:.1f}% p90 error (2.2 GiB)" in legend
     text = plan_table([roomy, tight])
     assert "+0.5 tight" in text.splitlines()[2] and "tight" not in text.splitlines()[1]
     assert text.splitlines()[3].startswith("tight: fits with less than 2.2 GiB to spare")
@@ -492,3 +491,15 @@ def test_fit_grid_figure_without_failures_or_caps_and_its_errors() -> None:
         fit_grid_figure([])
     with pytest.raises(TypeError, match="GridRun"):
         fit_grid_figure(["llama3.2-1b s4096 mb1 none"])
+
+
+def test_notebook_17s_seven_layouts_draw_with_room_for_the_legend() -> None:
+    """The memory and step figures of notebook 17's seven layouts of Llama 3 70B (some do not
+    fit, none is tight): the legends' marks for what does not fit and what is tight leave the
+    axes room for every layout's name."""
+    spec, hw = model_spec("llama3-70b"), hardware("h100", 64)
+    texts = ["dp=64", "dp=64,zero=1", "dp=64,fsdp", "dp=64,fsdp,recompute=full", "dp=8,tp=8",
+             "dp=2,tp=8,pp=4", "dp=8,tp=4,cp=2,fsdp"]
+    seven = [price(spec, parse_layout(t, global_batch=256), hw) for t in texts]
+    for fig in (memory_figure(seven), step_figure(seven)):
+        _clean(fig)

@@ -263,7 +263,7 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     margin = tight_margin_bytes(prices[0].step.hardware)
     ax.axhspan(limit - margin / GIB, limit, color=_TIGHT, alpha=0.14, lw=0,
-               label=f"{TIGHT}: within the memory model's {RESERVED_ERROR_P90:.1f}% p90 error "
+               label=f"{TIGHT}: within the model's\n{RESERVED_ERROR_P90:.1f}% p90 error "
                      f"({size_in(margin, 'GiB')})")
     ax.axhline(limit, color="black", ls="--", lw=1.0, label=f"GPU memory ({_gib(limit)} GiB)")
     ax.set_ylim(0, top)
