@@ -503,3 +503,15 @@ def test_notebook_17s_seven_layouts_draw_with_room_for_the_legend() -> None:
     seven = [price(spec, parse_layout(t, global_batch=256), hw) for t in texts]
     for fig in (memory_figure(seven), step_figure(seven)):
         _clean(fig)
+
+
+def test_a_split_of_four_dimensions_takes_two_lines_under_its_bar() -> None:
+    """``dp1 tp8 pp32 cp2`` beside ``dp128 tp2 cp2`` overlapped under the explorer's five bars
+    (Llama 3 405B on 512 H100s): a split of four or more dimensions is drawn in two lines."""
+    spec, hw = model_spec("llama3-405b"), hardware("h100", 512)
+    four = price(spec, parse_layout("dp=1,tp=8,pp=32,cp=2,zero=1", global_batch=1024), hw)
+    three = price(spec, parse_layout("dp=128,tp=2,cp=2,fsdp,recompute=full", global_batch=1024),
+                  hw)
+    fig = step_figure([three, four])
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks == ["dp128 tp2 cp2\nfsdp full-ac", "dp1 tp8 pp32\ncp2\nzero1 1F1B"]

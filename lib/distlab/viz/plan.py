@@ -192,8 +192,18 @@ def _axes(ax: Any, height_in: float) -> tuple[Any, Any]:
     return fig, fig.add_subplot()
 
 
+def _tick_label(layout: Layout) -> str:
+    """:func:`short_label` for a bar's tick: a split of four or more dimensions in two lines
+    (``"dp1 tp8 pp32\\ncp2"``), so that it stays within its bar's slot beside the next one."""
+    split, *how = short_label(layout).split("\n")
+    dims = split.split()
+    if len(dims) > 3:
+        split = " ".join(dims[:3]) + "\n" + " ".join(dims[3:])
+    return "\n".join([split, *how])
+
+
 def _layout_ticks(ax: Any, prices: Sequence[LayoutPrice], fontsize: float) -> None:
-    ax.set_xticks(range(len(prices)), [short_label(p.layout) for p in prices],
+    ax.set_xticks(range(len(prices)), [_tick_label(p.layout) for p in prices],
                   fontsize=fontsize)
     for tick, p in zip(ax.get_xticklabels(), prices, strict=False):   # none when hidden
         if not p.fits:
