@@ -30,8 +30,14 @@ expert-parallel degree ep that divides dp x cp and its routed experts (--ep narr
 its step gains the ``ep a2a`` column: the dispatch and combine all-to-alls exposed. The table
 ranks the layouts that fit, fastest first, in one
 order whatever --top shows (each step charged up to 1% for the share of the GPU's memory the
-layout takes, so of near-equal steps the layout with more headroom goes first); where none fits
-it names a GPU count that holds one, priced.
+layout takes, so of near-equal steps the layout with more headroom goes first); a layout that
+fits with less to spare than the memory model's own error (the held-out p90 of its peak
+reserved bytes on measured runs, distlab.plan.calibration.RESERVED_ERROR_P90, as a share of the
+GPU's memory; the line under the table gives it) is marked ``tight`` and ranks after every
+layout with more. The
+count of layouts that fit is those within a lower bound of their memory, whatever --top. Where
+none fits it names a GPU count that holds one, priced. A plan that takes more than a second
+draws a progress bar on a terminal.
 ``--layout`` prices one given layout (as a published run states it); ``--framework megatron``
 keeps what Megatron-Core's kernels keep (its fused SwiGLU, its experts' rows weighted inside
 it), less than the default where a model is gated or has experts; ``--framework torch`` what
