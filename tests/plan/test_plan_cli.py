@@ -240,3 +240,36 @@ def test_the_attention_kernel_is_chosen_and_said(capsys: pytest.CaptureFixture[s
                  "--layout", "dp=8,fsdp,recompute=full", "--attention-kernel", "cudnn"]) == 0
     assert "note: cudnn attention has no measured speed on A100-80GB-SXM: priced as flash" \
         in capsys.readouterr().out
+
+
+def test_the_readmes_command_counts_what_notebook_17s_plan_counts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's ``python -m distlab.plan llama3-70b --gpus 64 --network ib_ndr400x8
+    --global-batch 256`` (its default --top 10) prints the count of layouts that fit that
+    notebook 17's ``plan(MODEL, HW, 256, top=8)`` prints: the count does not depend on how many
+    layouts are shown (it once said 463 where the notebook said 464)."""
+    from distlab.plan import hardware, model_spec, plan
+
+    assert main(["llama3-70b", "--gpus", "64", "--network", "ib_ndr400x8",
+                 "--global-batch", "256"]) == 0
+    said = re.search(r"# at most (\d+) of (\d+) layouts fit", capsys.readouterr().out)
+    assert said is not None
+    notebook = plan(model_spec("llama3-70b"), hardware("h100", 64), 256, top=8)
+    assert (int(said[1]), int(said[2])) == (notebook.fitting, notebook.tried)
+
+
+def test_a_tight_layout_is_marked_and_the_mark_explained(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A layout that fits within the memory model's own error says ``tight`` in its ``fits``
+    cell, and a line under the table says what that rests on (the error's p90, from the
+    calibration constant, in GiB of this GPU)."""
+    from distlab.plan.calibration import RESERVED_ERROR_P90
+
+    assert main(["llama3-70b", "--gpus", "64", "--global-batch", "256", "--layout",
+                 "dp=16,tp=2,cp=2,fsdp"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("1 dp16 tp2 cp2 fsdp"))
+    assert "+0.5 tight" in row
+    assert ("# tight: fits with less than 2.2 GiB to spare, within the memory model's own error\n"
+            f"# ({RESERVED_ERROR_P90:.1f}% of the GPU's memory, its held-out p90") in out
+    assert f"{RESERVED_ERROR_P90:.1f}" == "2.8"

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.plan.layout import hardware
+from distlab.plan.calibration import RESERVED_ERROR_P90
+from distlab.plan.layout import hardware, parse_layout
 from distlab.plan.model import PRESETS, ModelSpec
 from distlab.plan.planner import (
     MIN_CP_TOKENS,
@@ -19,7 +20,10 @@ from distlab.plan.planner import (
     price,
     rank,
     rank_key,
+    tight_margin_bytes,
 )
+
+GIB = 2**30
 
 
 def test_every_layout_uses_every_gpu_and_splits_the_model() -> None:
@@ -131,26 +135,82 @@ def test_bad_batch_and_choices() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.floats(1.0, 1.2), st.integers(1, 80 * 2**30)), min_size=1,
-                max_size=30))
+@given(st.lists(st.tuples(st.floats(1.0, 1.2), st.integers(1, 80 * 2**30), st.booleans()),
+                min_size=1, max_size=30))
 def test_rank_key_orders_by_step_with_memory_as_a_bounded_tie_break(rows) -> None:
     from types import SimpleNamespace
 
     gpu = SimpleNamespace(memory_bytes=80 * 2**30)
     prices = [SimpleNamespace(step=SimpleNamespace(step_s=s, hardware=SimpleNamespace(gpu=gpu)),
-                              memory=SimpleNamespace(total=m),
+                              memory=SimpleNamespace(total=m), tight=tight,
                               layout=SimpleNamespace(label=f"layout{i}"))
-              for i, (s, m) in enumerate(rows)]
+              for i, (s, m, tight) in enumerate(rows)]
     ranked = rank(prices)
     assert sorted(map(id, ranked)) == sorted(map(id, prices))
-    fastest = min(s for s, _ in rows)
+    roomy = [s for s, _, tight in rows if not tight]
+    fastest = min(roomy or [s for s, _, _ in rows])
     assert ranked[0].step.step_s <= fastest * (1 + TIE)
+    tights = [p.tight for p in ranked]
+    assert tights == sorted(tights), "every tight layout ranks after every roomy one"
     for i, a in enumerate(ranked):
         for b in ranked[i + 1:]:
-            # a layout ahead is never more than TIE slower than one behind it
+            if a.tight != b.tight:
+                continue
+            # of two alike, a layout ahead is never more than TIE slower than one behind it
             assert a.step.step_s <= b.step.step_s * (1 + TIE) + 1e-12
             if abs(a.step.step_s / b.step.step_s - 1) < 1e-12:
                 assert a.memory.total <= b.memory.total, "equal steps rank by memory"
     # any subset ranks in the order of the whole
     subset = prices[::2]
     assert rank(subset) == [p for p in ranked if any(p is q for q in subset)]
+
+
+def test_a_layout_within_the_memory_models_error_is_tight_and_ranks_after_the_roomy_ones() -> None:
+    """Llama 3 70B on 64 H100s: ``dp16 tp2 cp2 fsdp`` is the fastest that fits, with 0.5 GiB to
+    spare, less than the memory model's held-out p90 error of the GPU's memory (2.2 GiB): it is
+    tight, and ranks after every layout that fits with more to spare, however fast."""
+    spec, hw = PRESETS["llama3-70b"], hardware("h100", 64)
+    assert tight_margin_bytes(hw) == int(RESERVED_ERROR_P90 / 100 * hw.gpu.memory_bytes)
+    assert round(tight_margin_bytes(hw) / GIB, 1) == 2.2
+    fast = price(spec, parse_layout("dp=16,tp=2,cp=2,fsdp", global_batch=256), hw)
+    roomy = price(spec, parse_layout("dp=16,tp=4,fsdp", global_batch=256), hw)
+    assert fast.fits and fast.tight and round(fast.headroom_bytes / GIB, 1) == 0.5
+    assert roomy.fits and not roomy.tight and fast.step.step_s < roomy.step.step_s
+    assert rank([fast, roomy]) == [roomy, fast]
+    result = plan(spec, hw, 256, top=8)
+    assert result.best is not None and result.best.layout == roomy.layout
+    assert not any(p.tight for p in result.ranked)
+    does_not_fit = price(spec, parse_layout("dp=64", global_batch=256), hw)
+    assert not does_not_fit.fits and not does_not_fit.tight
+
+
+def test_the_count_that_fits_is_the_same_whatever_top() -> None:
+    """``fitting`` is the count within the memory's lower bound: a longer ``top`` replays
+    more layouts and used to take those it ruled out off the count (464 at top 8, 463 at the
+    command's top 10 for Llama 3 70B on 64 H100s)."""
+    spec, hw = PRESETS["llama3-70b"], hardware("h100", 64)
+    counts = {top: plan(spec, hw, 256, top=top).fitting for top in (3, 8, 10, 20)}
+    assert len(set(counts.values())) == 1, counts
+
+
+def test_progress_is_told_every_layout_then_every_full_price() -> None:
+    spec, hw = PRESETS["llama3-8b"], hardware("h100", 8)
+    calls: list[tuple[int, int, int]] = []
+    result = plan(spec, hw, 32, top=3, progress=lambda *a: calls.append(a))
+    bounded = [c for c in calls if c[2] == 0]
+    priced = [c for c in calls if c[2] > 0]
+    assert [c[0] for c in bounded] == list(range(1, result.tried + 1))
+    assert {c[1] for c in calls} == {result.tried}
+    assert priced and [c[2] for c in priced] == list(range(1, len(priced) + 1))
+    assert all(c[0] == result.tried for c in priced)
+    assert plan(spec, hw, 32, top=3).ranked == result.ranked   # the hook changes nothing
+
+
+def test_the_advice_names_a_layout_that_fits_with_room_where_one_does() -> None:
+    """Llama 3 70B, nothing fits on 8 H100s: at 16 the first layout found to fit,
+    ``dp8 tp2 fsdp full-ac``, has 0.5 GiB to spare (tight); the advice names one with room."""
+    spec, hw = PRESETS["llama3-70b"], hardware("h100", 8)
+    found = fitting_count(spec, hw, 64, start=16)
+    assert found is not None and found.step.hardware.gpus == 16
+    assert found.fits and not found.tight
+    assert "tight" not in plan(spec, hw, 64).advice[1]

@@ -27,3 +27,13 @@ def test_the_number_shown_is_never_below_one(ratio: float) -> None:
     value, word = text.split("x ")
     assert float(value) >= 1.0
     assert word == ("faster" if ratio >= 0.995 else "slower")
+
+
+def test_seconds_are_plain_numbers_at_every_magnitude() -> None:
+    from distlab.report.words import seconds
+
+    assert [seconds(v) for v in (2793.57, 33.379, 3.07, 0.6012, 0.0, 123456.7)] == [
+        "2794 s", "33.4 s", "3.07 s", "0.601 s", "0 s", "123457 s"]
+    assert seconds(12.34, 2) == "12 s"
+    for k in range(-5, 8):
+        assert "e" not in seconds(1.234 * 10**k)

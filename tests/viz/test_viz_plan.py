@@ -84,6 +84,11 @@ def test_memory_figure_stacks_the_parts_against_the_gpu(prices) -> None:
     assert red == [short_label(p.layout) for p in prices if not p.fits]
     for c, name in zip(ax.containers, MEMORY_PARTS, strict=True):
         assert matplotlib.colors.to_hex(c[0].get_facecolor()) == colour(name)
+        assert c[0].get_hatch() and not any(bar.get_hatch() for bar in c[1:3])   # dp8: no fit
+    legend = dict(zip([t.get_text() for t in ax.get_legend().get_texts()],
+                      ax.get_legend().legend_handles, strict=True))
+    assert not any(legend[name].get_hatch() for name in MEMORY_PARTS), "parts drawn plain"
+    assert legend["hatched, red edge: does not fit"].get_hatch()
 
 
 def test_memory_figure_cuts_a_bar_taller_than_the_axes(prices) -> None:
@@ -155,7 +160,83 @@ def test_step_figure_stacks_the_step_and_writes_tokens(prices) -> None:
     for i, p in enumerate(prices):
         assert abs(sum(c[i].get_height() for c in ax.containers) - p.step.step_s) < 1e-9
     assert f"{prices[2].step.tokens_per_s_per_gpu:,.0f}" in [t.get_text() for t in ax.texts]
-    assert ax.containers[0][0].get_alpha() < 1.0 and ax.containers[0][2].get_alpha() == 1.0
+    assert not prices[0].fits and prices[2].fits
+    for c in ax.containers:   # what does not fit is hatched with a red edge, never faded
+        assert c[0].get_hatch() and not c[2].get_hatch()
+        assert c[0].get_alpha() in (None, 1.0) and c[2].get_alpha() in (None, 1.0)
+        assert matplotlib.colors.to_hex(c[0].get_edgecolor()) == "#c0392b"
+    (marker,) = [h for h in ax.get_legend().legend_handles if "does not fit" in h.get_label()]
+    assert marker.get_hatch() and matplotlib.colors.to_hex(marker.get_facecolor()) == "#ffffff"
+
+
+def _hue_and_lightness(hex_colour: str) -> tuple[float, float, float]:
+    import colorsys
+
+    r, g, b = matplotlib.colors.to_rgb(hex_colour)
+    h, lightness, sat = colorsys.rgb_to_hls(r, g, b)
+    return 360 * h, lightness, sat
+
+
+@pytest.mark.parametrize("moe", [False, True])
+def test_no_two_parts_of_the_step_look_alike(moe) -> None:
+    """Every two stacks of the step figure differ in hue by 15 degrees or in lightness by a
+    quarter (a grey, the bubble, counts as no hue): the optimizer's step was once a lighter
+    green than compute, and a faded compute read as it."""
+    from distlab.plan.dimensions import stack_parts
+    from distlab.viz.palette import colours
+
+    fills = colours(stack_parts(model_spec("mixtral-8x7b") if moe else None))
+    names = list(fills)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            (ha, la, sa), (hb, lb, sb) = (_hue_and_lightness(fills[x]) for x in (a, b))
+            hue = min(abs(ha - hb), 360 - abs(ha - hb)) if min(sa, sb) > 0.15 else 180
+            assert hue >= 15 or abs(la - lb) >= 0.25, (a, fills[a], b, fills[b])
+
+
+def test_a_tight_layout_is_marked_in_the_figure_and_the_table() -> None:
+    """Llama 3 70B on 64 H100s, ``dp16 tp2 cp2 fsdp``: 0.5 GiB to spare, within the memory
+    model's error; the memory figure says ``tight`` under its total and shades the band the
+    error covers under the GPU's line (its label from the calibration constant), and the
+    table's ``fits`` says it, with the line that explains it."""
+    from distlab.plan.calibration import RESERVED_ERROR_P90
+
+    hw = hardware("h100", 64)
+    spec = model_spec("llama3-70b")
+    tight, roomy = (price(spec, parse_layout(t, global_batch=256), hw)
+                    for t in ("dp=16,tp=2,cp=2,fsdp", "dp=16,tp=4,fsdp"))
+    fig = memory_figure([roomy, tight])
+    _clean(fig)
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.texts]
+    assert "tight: +0.5" in labels[1] and "tight" not in labels[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"tight: within the model's\n{RESERVED_ERROR_P90:.1f}% p90 error (2.2 GiB)" in legend
+    text = plan_table([roomy, tight])
+    assert "+0.5 tight" in text.splitlines()[2] and "tight" not in text.splitlines()[1]
+    assert text.splitlines()[3].startswith("tight: fits with less than 2.2 GiB to spare")
+    assert max(len(line) for line in text.splitlines()) <= 100   # no line wraps in a notebook
+    assert "tight" not in plan_table([roomy])
+
+
+def test_seconds_are_plain_numbers_in_the_summary_and_titles(prices) -> None:
+    """A step of thousands of seconds reads ``2794 s``, never ``2.79e+03 s``."""
+    import dataclasses
+
+    from distlab.viz.plan import plan_summary, planning_line
+
+    result = plan(MODEL, HW, 16, top=2)
+    best = result.best
+    slow = dataclasses.replace(best, step=dataclasses.replace(
+        best.step, seconds=tuple((k, v * 2793.57 / best.step.step_s)
+                                 for k, v in best.step.seconds)))
+    line = plan_summary(dataclasses.replace(result, ranked=(slow,)))
+    assert "2794 s per step" in line and "e+" not in line
+    pipe = prices[4]
+    assert "e+" not in pipeline_figure(pipe).axes[0].get_title()
+    assert planning_line(10, 1194, 0, 3.21) == "planning: 10 of 1194 layouts bounded (3.2 s)..."
+    assert planning_line(1194, 1194, 7, 12.0) == \
+        "planning: 1194 layouts bounded; 7 priced in full (12 s)..."
 
 
 def test_pipeline_figure_draws_the_simulated_step(prices) -> None:
@@ -386,7 +467,11 @@ def test_fit_grid_figure_draws_every_run_where_it_was_measured() -> None:
     assert right.get_title().endswith(f"{held['step'].median:.1f}%")
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "out of memory under a cap (3 runs)" in labels
-    assert f"held out ({sum(r.split == 'held_out' for r in runs)} runs)" in labels
+    from distlab.judge.fit_grid import counts
+
+    held_runs = sum(r.split == 'held_out' for r in runs)
+    assert f"held out: {held_runs} runs, " in " ".join(labels)
+    assert counts(runs, "held_out").line("held_out") in labels
     assert any(t.startswith("H200-141GB-SXM's allocator limit") for t in labels)
 
 
@@ -406,3 +491,27 @@ def test_fit_grid_figure_without_failures_or_caps_and_its_errors() -> None:
         fit_grid_figure([])
     with pytest.raises(TypeError, match="GridRun"):
         fit_grid_figure(["llama3.2-1b s4096 mb1 none"])
+
+
+def test_notebook_17s_seven_layouts_draw_with_room_for_the_legend() -> None:
+    """The memory and step figures of notebook 17's seven layouts of Llama 3 70B (some do not
+    fit, none is tight): the legends' marks for what does not fit and what is tight leave the
+    axes room for every layout's name."""
+    spec, hw = model_spec("llama3-70b"), hardware("h100", 64)
+    texts = ["dp=64", "dp=64,zero=1", "dp=64,fsdp", "dp=64,fsdp,recompute=full", "dp=8,tp=8",
+             "dp=2,tp=8,pp=4", "dp=8,tp=4,cp=2,fsdp"]
+    seven = [price(spec, parse_layout(t, global_batch=256), hw) for t in texts]
+    for fig in (memory_figure(seven), step_figure(seven)):
+        _clean(fig)
+
+
+def test_a_split_of_four_dimensions_takes_two_lines_under_its_bar() -> None:
+    """``dp1 tp8 pp32 cp2`` beside ``dp128 tp2 cp2`` overlapped under the explorer's five bars
+    (Llama 3 405B on 512 H100s): a split of four or more dimensions is drawn in two lines."""
+    spec, hw = model_spec("llama3-405b"), hardware("h100", 512)
+    four = price(spec, parse_layout("dp=1,tp=8,pp=32,cp=2,zero=1", global_batch=1024), hw)
+    three = price(spec, parse_layout("dp=128,tp=2,cp=2,fsdp,recompute=full", global_batch=1024),
+                  hw)
+    fig = step_figure([three, four])
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks == ["dp128 tp2 cp2\nfsdp full-ac", "dp1 tp8 pp32\ncp2\nzero1 1F1B"]

@@ -20,7 +20,14 @@ from typing import Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
-from distlab.judge.fit_grid import MEMORY_TARGET, STEP_TARGET, GridRun, judge_grid, summaries
+from distlab.judge.fit_grid import (
+    MEMORY_TARGET,
+    STEP_TARGET,
+    GridRun,
+    counts,
+    judge_grid,
+    summaries,
+)
 from distlab.report.table import Column, format_table
 
 __all__ = ["PROG", "main", "report_lines"]
@@ -66,6 +73,7 @@ def report_lines(runs: Sequence[GridRun], *, every: bool = False) -> list[str]:
             rows.append({"split": split, "what": what, "n": s.n, "median": s.median,
                          "p90": s.p90, "max": s.max})
     lines = [format_table(rows, SUMMARY_COLUMNS)]
+    lines += [counts(runs, split).line(split) for split in ("calibration", "held_out")]
     held = summaries(runs, "held_out")
     lines.append(f"held out: step median {held['step'].median:.1f}% (target {STEP_TARGET:g}%), "
                  f"reserved median {held['reserved'].median:.1f}% (target {MEMORY_TARGET:g}%)")

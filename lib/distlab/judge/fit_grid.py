@@ -29,8 +29,8 @@ from distlab.report.jsonfile import read_json
 from distlab.transformer import model_spec
 from distlab.vocabulary import ErrorSummary, error_pct, size_in
 
-__all__ = ["CALIBRATION_MODELS", "STEP_TARGET", "MEMORY_TARGET", "GridRun", "judge_grid",
-           "load_grid"]
+__all__ = ["CALIBRATION_MODELS", "STEP_TARGET", "MEMORY_TARGET", "GridRun", "SplitCounts",
+           "counts", "judge_grid", "load_grid", "summaries"]
 
 CALIBRATION_MODELS = ("llama3.2-1b",)
 """The models whose rows the grid's measured constants come from (the calibration split)."""
@@ -148,6 +148,41 @@ def judge_grid(paths: Iterable[Path | str]) -> list[GridRun]:
         out.append(GridRun(row["case"], split, expandable, limit is not None, p, step,
                            allocated, reserved, row.get("oom")))
     return out
+
+
+@dataclass(frozen=True)
+class SplitCounts:
+    """The counts of one split's runs, each the one number for its quantity (the command's
+    lines, the figure's legend and the notebook's text read them from here).
+
+    Attributes:
+        runs: every run of the split.
+        ran: those that ran: their peak allocated and reserved bytes are measured (the ``n``
+            of :func:`summaries`' ``allocated`` and ``reserved``).
+        out_of_memory: those that ran out of memory (under a capped allocator), ``runs - ran``.
+        timed: those whose step is judged, the ones that ran on an uncapped allocator (the
+            ``n`` of :func:`summaries`' ``step``).
+    """
+
+    runs: int
+    ran: int
+    out_of_memory: int
+    timed: int
+
+    def line(self, split: str) -> str:
+        """The counts in one line, e.g. ``held out: 41 runs, 39 ran, 31 timed`` (the others
+        ran out of memory; of those that ran, the ones under a capped allocator are not
+        timed)."""
+        name = "held out" if split == "held_out" else split
+        return f"{name}: {self.runs} runs, {self.ran} ran, {self.timed} timed"
+
+
+def counts(runs: Sequence[GridRun], split: str) -> SplitCounts:
+    """How many of ``split``'s runs there are, ran, ran out of memory and were timed."""
+    rs = [r for r in runs if r.split == split]
+    return SplitCounts(len(rs), sum(r.reserved is not None for r in rs),
+                       sum(r.oom is not None for r in rs),
+                       sum(r.step_error_pct is not None for r in rs))
 
 
 def summaries(runs: Sequence[GridRun], split: str) -> dict[str, ErrorSummary]:

@@ -30,8 +30,14 @@ expert-parallel degree ep that divides dp x cp and its routed experts (--ep narr
 its step gains the ``ep a2a`` column: the dispatch and combine all-to-alls exposed. The table
 ranks the layouts that fit, fastest first, in one
 order whatever --top shows (each step charged up to 1% for the share of the GPU's memory the
-layout takes, so of near-equal steps the layout with more headroom goes first); where none fits
-it names a GPU count that holds one, priced.
+layout takes, so of near-equal steps the layout with more headroom goes first); a layout that
+fits with less to spare than the memory model's own error (the held-out p90 of its peak
+reserved bytes on measured runs, distlab.plan.calibration.RESERVED_ERROR_P90, as a share of the
+GPU's memory; the line under the table gives it) is marked ``tight`` and ranks after every
+layout with more. The
+count of layouts that fit is those within a lower bound of their memory, whatever --top. Where
+none fits it names a GPU count that holds one, priced. A plan that takes more than a second
+draws a progress bar on a terminal.
 ``--layout`` prices one given layout (as a published run states it); ``--framework megatron``
 keeps what Megatron-Core's kernels keep (its fused SwiGLU, its experts' rows weighted inside
 it), less than the default where a model is gated or has experts; ``--framework torch`` what
@@ -57,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from distlab.cli import options
 from distlab.cli.run import UsageError, run_main
-from distlab.plan.table import columns, plan_rows, price_json
+from distlab.plan.table import columns, plan_rows, price_json, tight_note
 from distlab.report.table import format_table
 
 if TYPE_CHECKING:
@@ -320,10 +326,12 @@ def _plan(argv: list[str]) -> int:
         lines = [header, *(f"# {n}" for n in notes),
                  format_table(plan_rows(shown), columns(model))]
     else:
-        result = plan(model, hw, batch, precision=args.precision or "mixed", top=args.top,
-                      attention_kernel=args.attention_kernel, recompute=args.recompute,
-                      **({} if args.ep is None else {"expert_parallel": args.ep}),
-                      memory_options=mem)
+        with _progress_bar() as progress:
+            result = plan(model, hw, batch, precision=args.precision or "mixed",
+                          top=args.top,
+                          attention_kernel=args.attention_kernel, recompute=args.recompute,
+                          **({} if args.ep is None else {"expert_parallel": args.ep}),
+                          memory_options=mem, progress=progress)
         shown = list(result.ranked) or list(result.rejected)
         if args.explain is not None and args.explain > len(shown):
             raise UsageError(f"--explain {args.explain}: only {len(shown)} layouts are shown")
@@ -337,6 +345,9 @@ def _plan(argv: list[str]) -> int:
                         "its step through the caching allocator:" if result.ranked else
                         "; the least short:"))
         lines.append(format_table(plan_rows(shown), columns(model)))
+    note = tight_note(shown)
+    if note is not None:
+        lines += [f"# {line}" for line in note.splitlines()]
     if shown and not args.expandable_segments:
         lines += _expandable_note(model, hw, shown[0], mem)
     print("\n".join(lines))
@@ -355,6 +366,31 @@ def _plan(argv: list[str]) -> int:
             doc["verify"] = verified
         write_json(args.json, doc)
     return 0
+
+
+@contextlib.contextmanager
+def _progress_bar() -> Any:
+    """A progress bar on stderr for :func:`~distlab.plan.planner.plan` (its ``progress``
+    hook): the layouts priced cheaply of those tried, then how many were priced in full. Shown
+    only on a terminal, and only once the plan has run for a second (a small plan prints
+    nothing)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=0, desc="planning", unit=" layouts", file=sys.stderr, disable=None,
+               delay=1.0, leave=False)
+
+    def progress(bounded: int, total: int, priced: int) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.n = bounded
+        if priced:
+            bar.set_postfix_str(f"{priced} priced in full", refresh=False)
+        bar.refresh() if priced or bounded == total else bar.update(0)
+
+    try:
+        yield progress
+    finally:
+        bar.close()
 
 
 def _expandable_note(model: ModelSpec, hw: Any, first: LayoutPrice,

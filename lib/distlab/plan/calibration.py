@@ -11,7 +11,8 @@ from distlab.plan.experts import A2A_LINK_SHARE, GROUPED_GEMM_EFFICIENCY
 from distlab.plan.layout import Hardware
 
 __all__ = ["ATTENTION_BACKWARD", "CAUSAL_WORK", "KERNEL_SPEED", "OPTIMIZER_BANDWIDTH",
-           "OPTIMIZER_BYTES_PER_PARAM", "SHIPPED", "ComputeRate", "rate_key", "shipped_rate"]
+           "OPTIMIZER_BYTES_PER_PARAM", "RESERVED_ERROR_P90", "SHIPPED", "ComputeRate",
+           "rate_key", "shipped_rate"]
 
 ARCHITECTURES = {80: "ampere", 90: "hopper", 100: "blackwell"}
 """GPU architectures by compute capability x 10: one efficiency per architecture and dtype
@@ -67,6 +68,16 @@ measured: Llama 3.2 1B and 3B on an H200, 10.0 and 26.1 ms a step for 1.24 and 3
 parameters (3.45 TB/s of 4.8; ``results/gpu-h200-2026-11-27-fit``, the optimizer phase of the
 fused runs). torch's foreach AdamW runs 2.7 times longer there; the planner prices the fused
 one."""
+
+RESERVED_ERROR_P90 = 2.76
+"""How far off the memory model's peak reserved bytes are, measured: the p90 of ``|error%|``
+(:func:`~distlab.vocabulary.error_pct` of the allocator's measured peak reserved bytes against
+the replay's) over the 39 held-out runs of ``results/gpu-h200-2026-11-27-fit`` that ran (Llama
+3.2 3B, Llama 3 8B, Llama 2 7B and GPT-3 1.3B on one H200; ``python -m distlab.judge fit``
+prints it, 2.8%; ``tests/judge/test_judge_fit.py`` computes it again from those runs). The
+planner calls a layout *tight* when it fits with less than this share of the GPU's memory to
+spare (:attr:`distlab.plan.planner.LayoutPrice.tight`): its verdict rests on the replay being
+closer than the model has been."""
 
 
 @dataclass(frozen=True)

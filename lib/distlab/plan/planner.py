@@ -4,8 +4,10 @@
 parts (:mod:`distlab.plan.memory`) and the step with its parts (:mod:`distlab.plan.step`).
 :func:`enumerate_layouts` lists the layouts worth trying on the hardware, :func:`plan` prices
 them all, keeps those that fit and ranks them, fastest first, by one key (:func:`rank_key`:
-the step time, charged up to :data:`TIE` of it for memory per GPU), the same order
-whatever number of them is asked for; where none fits it names a GPU count that holds one
+the layouts that fit with room to spare first, then the *tight* ones, whose headroom is within
+the memory model's own error (:func:`tight_margin_bytes`); within each, the step time, charged
+up to :data:`TIE` of it for memory per GPU), the same order whatever number of them is asked
+for; where none fits it names a GPU count that holds one
 (:attr:`Plan.advice`, :func:`fitting_count`).
 
 Layouts tried (:func:`enumerate_layouts`): every split ``dp * tp * cp * pp`` of the GPUs with
@@ -24,12 +26,13 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from distlab._checks import check_int
 from distlab.collective_library import NotPriced
+from distlab.plan.calibration import RESERVED_ERROR_P90
 from distlab.plan.layout import PRECISIONS, Hardware, Layout, hardware
 from distlab.plan.memory import BOUND_OPTIONS, MemoryEstimate, memory_lower_bound, memory_per_gpu
 from distlab.plan.step import ComputeRate, StepEstimate, step_time
@@ -38,7 +41,8 @@ from distlab.transformer import ModelSpec
 from distlab.vocabulary import size_in
 
 __all__ = ["MAX_COUNTS_TRIED", "MIN_CP_TOKENS", "RECOMPUTE_TRIED", "TIE", "LayoutPrice", "Plan",
-           "enumerate_layouts", "fitting_count", "plan", "price", "rank", "rank_key"]
+           "Progress", "enumerate_layouts", "fitting_count", "plan", "price", "rank", "rank_key",
+           "tight_margin_bytes"]
 
 MIN_CP_TOKENS = 4096
 """Context parallelism is tried only where each rank keeps at least this many tokens of the
@@ -48,6 +52,14 @@ MICRO_BATCHES = (1, 2, 4)
 ZERO_STAGES = (0, 1, 3)
 RECOMPUTE_TRIED = (NONE.name, FULL.name)
 PIPELINE_SCHEDULES = (("1F1B", 1), ("Interleaved1F1B", 2))
+
+
+def tight_margin_bytes(hw: Hardware) -> int:
+    """The headroom below which a layout that fits on ``hw`` is *tight*: the memory model's
+    error, :data:`~distlab.plan.calibration.RESERVED_ERROR_P90` percent (the held-out p90 of its
+    peak reserved bytes against measured runs) of the GPU's memory; 2.2 GiB of an H100's
+    79.2."""
+    return int(RESERVED_ERROR_P90 / 100 * hw.gpu.memory_bytes)
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,14 @@ class LayoutPrice:
         """GPU memory left (negative: short by that much), bytes."""
         return self.step.hardware.gpu.memory_bytes - self.memory.total
 
+    @property
+    def tight(self) -> bool:
+        """It fits with less to spare than the memory model's own error
+        (:func:`tight_margin_bytes`): "fits" rests on the replay being closer than the model
+        has been on measured runs. Such layouts rank after every layout with more to spare
+        (:func:`rank_key`)."""
+        return self.fits and self.headroom_bytes < tight_margin_bytes(self.step.hardware)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -74,8 +94,8 @@ class Plan:
     (:func:`rank_key`), each priced in full (its pipeline simulated, its step replayed through
     the caching allocator), so a longer ``top`` extends the same list and never reorders it;
     ``rejected``: the ``top`` least short of the layouts found not to fit, least memory first,
-    each priced in full; ``fitting``: the layouts within the memory's lower bound less those
-    the replay ruled out (at most that many fit; the rest were not replayed), ``tried``: how
+    each priced in full; ``fitting``: the layouts within the memory's lower bound (at most that
+    many fit: most were never replayed; the same count whatever ``top``), ``tried``: how
     many were tried (those not priced included); ``advice``: what would fit where nothing does
     (:func:`plan`); ``not_priced``: each reason the GPU's collective library's model gave for
     a layout it could not price, with how many layouts it left out (none on NVIDIA GPUs)."""
@@ -176,9 +196,16 @@ def enumerate_layouts(model: ModelSpec, hw: Hardware, global_batch: int, *,
                                                  attention_kernel=attention_kernel, ep=ep)
 
 
+Progress = Callable[[int, int, int], None]
+"""A hook :func:`plan` calls as it works: ``progress(bounded, total, priced)``, the layouts
+priced cheaply so far of the ``total`` tried, and those priced in full (pipeline simulated,
+step replayed) since. Called after every layout; a caller that draws throttles itself."""
+
+
 def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = "mixed",
          rate: ComputeRate | None = None, top: int = 10,
-         memory_options: dict[str, Any] | None = None, **choices: Any) -> Plan:
+         memory_options: dict[str, Any] | None = None, progress: Progress | None = None,
+         **choices: Any) -> Plan:
     """Price every layout of :func:`enumerate_layouts` and rank those that fit.
 
     The ranking is one order over every layout that fits, each at its full price (a pipeline's
@@ -192,9 +219,13 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     then priced in full in the order of the bounded rank key until the ``top`` first are known
     (a layout whose bound is past them cannot rank among them), so most pipelines of a large
     plan are never simulated and most steps never replayed; one that does not fit once replayed
-    leaves the ranking. ``fitting`` counts the layouts within the memory bound less those the
-    replay ruled out: at most that many fit. ``choices`` narrows :func:`enumerate_layouts`
-    (``zero_stages``, ``recompute``, ``micro_batches``) or sets its ``attention_kernel``.
+    leaves the ranking. Layouts that fit with less to spare than the memory model's error
+    (:attr:`LayoutPrice.tight`) rank after every one with more (:func:`rank_key`).
+    ``fitting`` counts the layouts within the memory bound: at most that many fit, whatever
+    ``top`` (a longer ``top`` replays more of them, and the count does not move).
+    ``progress`` (:data:`Progress`) is told how far the work is. ``choices`` narrows
+    :func:`enumerate_layouts` (``zero_stages``, ``recompute``, ``micro_batches``) or sets its
+    ``attention_kernel``.
     Where nothing fits, ``advice`` names a GPU count at which a layout does fit, found by
     pricing the layouts of each count (:func:`fitting_count`). ``memory_options`` go to
     :func:`~distlab.plan.memory.memory_per_gpu` (``expandable_segments``, ``optimizer``, a
@@ -206,22 +237,32 @@ def plan(model: ModelSpec, hw: Hardware, global_batch: int, *, precision: str = 
     cands: list[_Bounded] = []
     over: list[_Bounded] = []
     unpriced: Counter[str] = Counter()
-    for layout in enumerate_layouts(model, hw, global_batch, precision=precision, **choices):
+    layouts = list(enumerate_layouts(model, hw, global_batch, precision=precision, **choices))
+    for i, layout in enumerate(layouts, 1):
         try:
             step = step_time(model, layout, hw, rate=rate, simulate_pipeline=False)
         except NotPriced as exc:
             unpriced[str(exc)] += 1
             continue
+        finally:
+            if progress is not None:
+                progress(i, len(layouts), 0)
         b = _Bounded(layout, step, memory_lower_bound(model, layout, **bound))
         (cands if b.memory_bound <= hw.gpu.memory_bytes else over).append(b)
-    head, ruled_out = _first_ranked(model, hw, cands, top, rate, mem)
+    if progress is None:
+        head, ruled_out = _first_ranked(model, hw, cands, top, rate, mem)
+    else:
+        def priced(n: int) -> None:
+            progress(len(layouts), len(layouts), n)
+
+        head, ruled_out = _first_ranked(model, hw, cands, top, rate, mem, priced)
     shortest = sorted(over, key=lambda b: (b.memory_bound, b.layout.label))[:top]
     least = sorted(ruled_out + [price(model, b.layout, hw, rate=rate, **mem) for b in shortest],
                    key=lambda p: (p.memory.total, p.layout.label))[:top]
     tried = tuple(choices.get("recompute", RECOMPUTE_TRIED))
     advice = () if head else _advice(model, hw, global_batch, tuple(least), tried, precision,
                                      choices, mem)
-    return Plan(model, hw, tuple(head), tuple(least), len(cands) - len(ruled_out),
+    return Plan(model, hw, tuple(head), tuple(least), len(cands),
                 len(cands) + len(over) + sum(unpriced.values()), advice,
                 tuple(sorted(unpriced.items())))
 
@@ -244,12 +285,14 @@ speed: the headroom is worth having, and a layout near the memory's edge rests m
 memory model), and a layout ranked ahead of another is never more than ``TIE`` slower."""
 
 
-def rank_key(p: LayoutPrice) -> tuple[float, int, str]:
-    """The key the planner ranks layouts that fit by, smallest first: the step time charged for
-    its memory (:data:`TIE`), then the memory per GPU, then the layout's label (so equal keys
-    still rank the same way every time). A pure function of the one layout: any set of layouts
-    ranks in the order of the whole ranking."""
-    return (p.step.step_s * _memory_charge(p), p.memory.total, p.layout.label)
+def rank_key(p: LayoutPrice) -> tuple[bool, float, int, str]:
+    """The key the planner ranks layouts that fit by, smallest first: whether it is tight
+    (:attr:`LayoutPrice.tight`: a layout that fits with room to spare ranks before every tight
+    one, so the first of a ranking fits by more than the memory model's error wherever one
+    does), then the step time charged for its memory (:data:`TIE`), then the memory per GPU,
+    then the layout's label (so equal keys still rank the same way every time). A pure
+    function of the one layout: any set of layouts ranks in the order of the whole ranking."""
+    return (p.tight, p.step.step_s * _memory_charge(p), p.memory.total, p.layout.label)
 
 
 def rank(prices: Iterable[LayoutPrice]) -> list[LayoutPrice]:
@@ -262,21 +305,26 @@ def _memory_charge(p: LayoutPrice) -> float:
 
 
 def _first_ranked(model: ModelSpec, hw: Hardware, cands: list[_Bounded], top: int,
-                  rate: ComputeRate | None, memory_options: dict[str, Any]
+                  rate: ComputeRate | None, memory_options: dict[str, Any],
+                  priced: Callable[[int], None] | None = None
                   ) -> tuple[list[LayoutPrice], list[LayoutPrice]]:
     """The ``top`` first of :func:`rank` over the layouts of ``cands`` that fit, each priced in
     full, pricing in full only what can still rank among them; and those priced in full that
-    did not fit. A layout's bound: its closed-form step less the closed-form bubble (a
-    pipeline's simulated bubble is >= 0) charged for its memory's lower bound, which is never
-    more than its rank key."""
+    did not fit. A layout's bound: tight where its memory's lower bound already leaves less
+    than :func:`tight_margin_bytes` (the full memory is never less), then its closed-form step
+    less the closed-form bubble (a pipeline's simulated bubble is >= 0) charged for its
+    memory's lower bound, which is never more than its rank key. ``priced(n)`` is called after
+    each of the ``n`` layouts priced in full."""
     memory = hw.gpu.memory_bytes
+    tight_above = memory - tight_margin_bytes(hw)
 
-    def bound(b: _Bounded) -> tuple[float, int, str]:
+    def bound(b: _Bounded) -> tuple[bool, float, int, str]:
         charge = 1.0 + TIE * b.memory_bound / memory
-        return ((b.step.step_s - b.step.bubble_s) * charge, b.memory_bound, b.layout.label)
+        return (b.memory_bound > tight_above, (b.step.step_s - b.step.bubble_s) * charge,
+                b.memory_bound, b.layout.label)
 
     pending = sorted(cands, key=bound)
-    known: list[tuple[tuple[float, int, str], LayoutPrice]] = []   # a heap on rank_key
+    known: list[tuple[tuple[bool, float, int, str], LayoutPrice]] = []   # a heap on rank_key
     out: list[LayoutPrice] = []
     ruled_out: list[LayoutPrice] = []
     i = 0
@@ -291,6 +339,8 @@ def _first_ranked(model: ModelSpec, hw: Hardware, cands: list[_Bounded], top: in
                 heapq.heappush(known, (rank_key(full), full))
             else:
                 ruled_out.append(full)
+            if priced is not None:
+                priced(i)
         else:
             out.append(heapq.heappop(known)[1])
     return out, ruled_out
@@ -308,7 +358,9 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
     :func:`enumerate_layouts` for ``global_batch`` sequences fits; its memory is priced
     (:func:`~distlab.plan.memory.memory_per_gpu`), its step is not. ``None`` when none of
     :data:`MAX_COUNTS_TRIED` counts holds one. The layouts most likely to fit (full recompute,
-    the smallest micro-batch, ZeRO 3 first) are priced first; the one found carries its
+    the smallest micro-batch, ZeRO 3 first) are priced first, and the first that fits with room
+    to spare is taken (a tight one, :attr:`LayoutPrice.tight`, only where every layout that
+    fits at that count is tight); the one found carries its
     closed-form step (:func:`~distlab.plan.step.step_time` with ``simulate_pipeline=False``);
     ``memory_options`` as :func:`plan`'s."""
     mem = dict(memory_options or {})
@@ -321,6 +373,7 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
         layouts = sorted(enumerate_layouts(model, at, global_batch, precision=precision,
                                            **choices),
                          key=lambda lay: (order[lay.recompute], lay.micro_batch, -lay.zero))
+        tight: LayoutPrice | None = None
         for layout in layouts:
             if memory_lower_bound(model, layout, **bound) > at.gpu.memory_bytes:
                 continue
@@ -330,7 +383,12 @@ def fitting_count(model: ModelSpec, hw: Hardware, global_batch: int, *, start: i
                     step = step_time(model, layout, at, simulate_pipeline=False)
                 except NotPriced:
                     continue
-                return LayoutPrice(layout, memory, step, True)
+                found = LayoutPrice(layout, memory, step, True)
+                if not found.tight:
+                    return found
+                tight = tight or found
+        if tight is not None:
+            return tight
         count += node if k < MAX_COUNTS_TRIED // 2 else count
     return None
 
@@ -363,5 +421,7 @@ def _advice(model: ModelSpec, hw: Hardware, global_batch: int, least: tuple[Layo
         at = found.step.hardware
         lines.append(f"on {at.gpus} GPUs it fits, priced: {found.layout.label} needs "
                      f"{size_in(found.memory.total, 'GiB', '.1f')} per GPU with the same "
-                     f"global batch of {global_batch}; {tried}")
+                     f"global batch of {global_batch}"
+                     + (" (tight: within the memory model's error)" if found.tight else "")
+                     + f"; {tried}")
     return tuple(lines)

@@ -14,9 +14,14 @@ if TYPE_CHECKING:
     from distlab.plan.planner import LayoutPrice
     from distlab.transformer import ModelSpec
 
-__all__ = ["columns", "plan_rows", "price_json"]
+__all__ = ["TIGHT", "columns", "plan_rows", "price_json", "tight_note"]
 
 GiB = 2**30
+
+TIGHT = "tight"
+"""The word the ``fits`` column adds to a layout that fits with less to spare than the memory
+model's error (:attr:`distlab.plan.planner.LayoutPrice.tight`), explained by
+:func:`tight_note`."""
 
 _HEAD = (
     Column("#", "rank"),
@@ -66,8 +71,9 @@ def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str
             "rank": i, "layout": p.layout.label, "memory": m.total / GiB, "states": states,
             "activations": m.activations / GiB,
             "other": m.total / GiB - states - m.activations / GiB,
-            # the margin: GiB to spare where it fits, GiB short where it does not
-            "fits": f"{p.headroom_bytes / GiB:+.1f}",
+            # the margin: GiB to spare where it fits, GiB short where it does not; tight where
+            # what is spare is within the memory model's error (tight_note)
+            "fits": f"{p.headroom_bytes / GiB:+.1f}" + (f" {TIGHT}" if p.tight else ""),
             "step": s.step_s}
         seconds = s.parts()
         for (_, key), names in groups.items():
@@ -80,6 +86,24 @@ def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str
     return rows
 
 
+def tight_note(prices: Sequence[LayoutPrice]) -> str | None:
+    """The lines under a table of ``prices`` that say what ``tight`` means, with the memory
+    model's error it rests on (:data:`~distlab.plan.calibration.RESERVED_ERROR_P90`) in GiB of
+    the GPU's memory; ``None`` where no layout of ``prices`` is tight."""
+    from distlab.plan.calibration import RESERVED_ERROR_P90
+    from distlab.plan.planner import tight_margin_bytes
+    from distlab.vocabulary import size_in
+
+    tight = [p for p in prices if p.tight]
+    if not tight:
+        return None
+    hw = tight[0].step.hardware
+    return (f"{TIGHT}: fits with less than {size_in(tight_margin_bytes(hw), 'GiB')} to spare, "
+            "within the memory model's own error\n"
+            f"({RESERVED_ERROR_P90:.1f}% of the GPU's memory, its held-out p90 on measured runs: "
+            "python -m distlab.judge fit);\nranked after every layout with more to spare")
+
+
 def price_json(p: LayoutPrice) -> dict[str, Any]:
     """One priced layout as JSON: the layout's fields, memory parts (bytes), step parts
     (seconds), tokens/s per GPU and MFU."""
@@ -89,6 +113,6 @@ def price_json(p: LayoutPrice) -> dict[str, Any]:
             del fields[name]
     return {"layout": p.layout.label, "fields": fields,
             "memory_bytes": p.memory.parts() | {"total": p.memory.total},
-            "fits": p.fits, "headroom_bytes": p.headroom_bytes,
+            "fits": p.fits, "tight": p.tight, "headroom_bytes": p.headroom_bytes,
             "step_seconds": p.step.parts() | {"step": p.step.step_s},
             "tokens_per_s_per_gpu": p.step.tokens_per_s_per_gpu, "mfu": p.step.mfu}

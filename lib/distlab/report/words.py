@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["count", "times"]
+__all__ = ["count", "seconds", "times"]
 
 
 def count(n: int, singular: str, plural: str | None = None) -> str:
@@ -16,6 +16,19 @@ def count(n: int, singular: str, plural: str | None = None) -> str:
     "bucket")`` -> ``"3 buckets"`` (``plural`` for irregular nouns)."""
     noun = singular if n == 1 else (plural if plural is not None else f"{singular}s")
     return f"{n} {noun}"
+
+
+def seconds(value: float, digits: int = 3) -> str:
+    """``value`` seconds as a plain number with ``digits`` significant digits and its unit,
+    never in exponent notation: ``seconds(2793.57)`` -> ``"2794 s"``, ``seconds(33.379)`` ->
+    ``"33.4 s"``, ``seconds(0.6012)`` -> ``"0.601 s"``, ``seconds(0)`` -> ``"0 s"``. The one
+    way the planner's lines, titles and figures write a time."""
+    if not math.isfinite(value):
+        return f"{value} s"
+    if value == 0:
+        return "0 s"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f} s"
 
 
 def times(ratio: float, better: str, worse: str, digits: int = 2) -> str:

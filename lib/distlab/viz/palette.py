@@ -98,7 +98,7 @@ PLAN_COLOURS: dict[str, str] = {
     "activations": "#e6550d", "gathered, buffers, transients": "#bdbdbd",
     "allocator reserve": "#fdd0a2", "outside the allocator": "#636363",
     "tp/cp exposed": "#dd1c77", "dp/fsdp exposed": "#fec44f", "held out": "#2b8cbe",
-    "optimizer step": "#74c476", "ep a2a": "#7b4173",
+    "optimizer step": "#807dba", "ep a2a": "#7b4173",
 }
 
 

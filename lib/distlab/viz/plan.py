@@ -3,11 +3,15 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
 
 - :func:`memory_figure`: memory per GPU of several priced layouts
   (:class:`~distlab.plan.planner.LayoutPrice`) as stacked bars by part (:data:`MEMORY_PARTS`),
-  the GPU's memory as a dashed line; a layout that does not fit has its total and its name in
-  red, and a bar taller than the axes is cut at the top with its total written in it.
+  the GPU's memory as a dashed line and, shaded below it, the memory model's own error
+  (:func:`~distlab.plan.planner.tight_margin_bytes`); a layout that does not fit is hatched
+  with a red edge, its total and its name in red, a tight one (it fits within that error)
+  says so under its total, and a bar taller than the axes is cut at the top with its total
+  written in it.
 - :func:`step_figure`: the same layouts' steps as stacked bars by part (``STEP_PARTS``: the
   registered dimensions' stacks, :func:`distlab.plan.dimensions.stack_parts`),
-  tokens per second per GPU above each bar; a layout that does not fit is drawn faded.
+  tokens per second per GPU above each bar; a layout that does not fit is hatched with a red
+  edge (no part's colour is faded into another's).
 - :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the first layout of
   :func:`~distlab.plan.planner.plan`'s ranking (the command's first) and its tokens/s per GPU for
   each GPU count, one panel per series (another sequence length, another network), each point
@@ -51,9 +55,10 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 
 from distlab.evidence.plan.judged import STEP_TARGET, PlanJudgement
 from distlab.judge.fit_grid import GridRun
+from distlab.judge.fit_grid import counts as grid_counts
 from distlab.judge.fit_grid import summaries as grid_summaries
 from distlab.nccl.multinode import NETWORKS
-from distlab.plan.calibration import SHIPPED, ComputeRate, rate_key
+from distlab.plan.calibration import RESERVED_ERROR_P90, SHIPPED, ComputeRate, rate_key
 from distlab.plan.dimensions import stack_parts
 from distlab.plan.kernels import attention_factor
 from distlab.plan.layout import (
@@ -63,11 +68,12 @@ from distlab.plan.layout import (
     gpu_kind,
     hardware,
 )
-from distlab.plan.planner import TIE, LayoutPrice, Plan, plan
+from distlab.plan.planner import TIE, LayoutPrice, Plan, plan, tight_margin_bytes
+from distlab.plan.table import TIGHT, plan_rows, tight_note
 from distlab.plan.table import columns as command_columns
-from distlab.plan.table import plan_rows
 from distlab.report.html import HtmlTable
 from distlab.report.table import Column, format_table
+from distlab.report.words import seconds
 from distlab.transformer import PRESETS, ModelSpec, model_spec
 from distlab.viz.explorer import Drawing, Explorer
 from distlab.viz.figure import message_figure, new_figure
@@ -78,9 +84,8 @@ from distlab.vocabulary import error_pct, size_in
 __all__ = ["FIG_WIDTH_IN", "MEMORY_COLUMNS", "MEMORY_PARTS", "PLAN_COLUMNS", "STEP_COLUMNS",
            "PlannerExplorer",
            "ScalingSeries", "best_by_gpus", "fit_grid_figure", "judged_figure", "kernels_figure",
-           "memory_figure",
-           "pipeline_figure", "plan_summary", "plan_table", "scaling_figure", "scaling_table",
-           "short_label", "step_figure"]
+           "memory_figure", "pipeline_figure", "plan_summary", "plan_table", "planning_line",
+           "scaling_figure", "scaling_table", "short_label", "step_figure"]
 
 #: Figure width in inches: at the default 100 dpi the image stays within JupyterLab's 968 px.
 FIG_WIDTH_IN = 9.2
@@ -123,7 +128,9 @@ STEP_COLUMNS = (*_columns("#", "layout", "step s", "compute", "tp+cp", "dp+fsdp"
 
 _SHORT_SCHEDULES = {"Interleaved1F1B": "i1F1B", "InterleavedZeroBubble": "iZB",
                     "ZBVZeroBubble": "ZBV"}
-_NOT_FIT = "#c0392b"                       # the text of a layout that does not fit
+_NOT_FIT = "#c0392b"                       # the text and edge of a layout that does not fit
+_NOT_FIT_HATCH = "////"                    # and its bars' hatch, over the parts' own colours
+_TIGHT = "#b35806"                         # the label of a layout that fits, tight
 _EDGE = "#8a8a8a"
 _SERIES = ("#222222", "#1b9e77", "#d95f02", "#7570b3")   # no palette names drawn
 _LINE = "0.55"
@@ -185,13 +192,39 @@ def _axes(ax: Any, height_in: float) -> tuple[Any, Any]:
     return fig, fig.add_subplot()
 
 
+def _tick_label(layout: Layout) -> str:
+    """:func:`short_label` for a bar's tick: a split of four or more dimensions in two lines
+    (``"dp1 tp8 pp32\\ncp2"``), so that it stays within its bar's slot beside the next one."""
+    split, *how = short_label(layout).split("\n")
+    dims = split.split()
+    if len(dims) > 3:
+        split = " ".join(dims[:3]) + "\n" + " ".join(dims[3:])
+    return "\n".join([split, *how])
+
+
 def _layout_ticks(ax: Any, prices: Sequence[LayoutPrice], fontsize: float) -> None:
-    ax.set_xticks(range(len(prices)), [short_label(p.layout) for p in prices],
+    ax.set_xticks(range(len(prices)), [_tick_label(p.layout) for p in prices],
                   fontsize=fontsize)
     for tick, p in zip(ax.get_xticklabels(), prices, strict=False):   # none when hidden
         if not p.fits:
             tick.set_color(_NOT_FIT)
     ax.set_xlim(-0.6, len(prices) - 0.4)
+
+
+def _mark_not_fit(bars: Any, prices: Sequence[LayoutPrice]) -> None:
+    """Hatch the bars of layouts that do not fit, with a red edge: a pattern no part's colour
+    can be mistaken for."""
+    for bar, p in zip(bars, prices, strict=True):
+        if not p.fits:
+            bar.set_hatch(_NOT_FIT_HATCH)
+            bar.set_edgecolor(_NOT_FIT)
+            bar.set_linewidth(0.8)
+
+
+def _not_fit_handle() -> Patch:
+    """The legend's entry for :func:`_mark_not_fit`'s bars."""
+    return Patch(facecolor="white", edgecolor=_NOT_FIT, hatch=_NOT_FIT_HATCH, linewidth=0.8,
+                 label="hatched, red edge: does not fit")
 
 
 def _part_sums(values: Mapping[str, float], parts: Mapping[str, tuple[str, ...]]
@@ -234,14 +267,20 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
     bottom = [0.0] * len(prices)
     for name in MEMORY_PARTS:
         heights = [_part_sums(p.memory.parts(), MEMORY_PARTS)[name] / GIB for p in prices]
-        ax.bar(range(len(prices)), heights, 0.62, bottom=bottom, color=colour(name),
-               edgecolor=_EDGE, linewidth=0.3, label=name)
+        bars = ax.bar(range(len(prices)), heights, 0.62, bottom=bottom, color=colour(name),
+                      edgecolor=_EDGE, linewidth=0.3, label=name)
+        _mark_not_fit(bars, prices)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    margin = tight_margin_bytes(prices[0].step.hardware)
+    ax.axhspan(limit - margin / GIB, limit, color=_TIGHT, alpha=0.14, lw=0,
+               label=f"{TIGHT}: within the model's\n{RESERVED_ERROR_P90:.1f}% p90 error "
+                     f"({size_in(margin, 'GiB')})")
     ax.axhline(limit, color="black", ls="--", lw=1.0, label=f"GPU memory ({_gib(limit)} GiB)")
     ax.set_ylim(0, top)
     for i, (total, p) in enumerate(zip(totals, prices, strict=True)):
-        text = f"{_gib(total)} GiB" + ("" if p.fits else "\ndoes not fit")
-        c = "black" if p.fits else _NOT_FIT
+        text = f"{_gib(total)} GiB" + ("" if p.fits else "\ndoes not fit") + (
+            f"\n{TIGHT}: {p.headroom_bytes / GIB:+.1f}" if p.tight else "")
+        c = _TIGHT if p.tight else "black" if p.fits else _NOT_FIT
         if total > top:
             ax.text(i, top * 0.97, text.replace(" GiB", " GiB ↑", 1), ha="center", va="top",
                     fontsize=fontsize, color=c, linespacing=1.1,
@@ -261,10 +300,17 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
     ax.set_title(title if title is not None else
                  f"memory per GPU, most loaded GPU of each layout ({hw.gpus}x {gpu.name})",
                  fontsize="medium")
-    handles, labels = ax.get_legend_handles_labels()   # the stack's top part first
-    order = [len(labels) - 1, *range(len(labels) - 2, -1, -1)]
-    ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize="small",
-              loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    handles, labels = ax.get_legend_handles_labels()
+    by_label = dict(zip(labels, handles, strict=True))
+    # each part as its colour alone (a bar's own handle would carry the first bar's hatch)
+    by_label |= {name: Patch(facecolor=colour(name), edgecolor=_EDGE, linewidth=0.3)
+                 for name in MEMORY_PARTS}
+    labels = [*reversed(MEMORY_PARTS), *(x for x in labels if x not in MEMORY_PARTS)]
+    handles = [by_label[x] for x in labels]   # the stack's top part first, then the lines
+    if not all(p.fits for p in prices):
+        handles.append(_not_fit_handle())
+        labels.append(handles[-1].get_label())
+    ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
@@ -275,8 +321,8 @@ def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: 
     rank's compute, exposed tensor/context-parallel and data-parallel/FSDP communication, the
     pipeline bubble, the optimizer's step, and what a registered dimension adds, in a spare
     colour where the palette has none), tokens per second per GPU above each bar. A layout
-    that does not fit is drawn faded, its name in red. ``ax``: draw into these axes. Returns
-    the Figure."""
+    that does not fit keeps its parts' colours, hatched with a red edge, its name in red.
+    ``ax``: draw into these axes. Returns the Figure."""
     prices = _check_prices(prices)
     fig, ax = _axes(ax, 4.2)
     # a model with experts adds the expert-parallel stack
@@ -287,8 +333,7 @@ def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: 
         heights = [_part_sums(p.step.parts(), stacks)[name] for p in prices]
         bars = ax.bar(range(len(prices)), heights, 0.62, bottom=bottom, color=fills[name],
                       edgecolor=_EDGE, linewidth=0.3, label=name)
-        for bar, p in zip(bars, prices, strict=True):
-            bar.set_alpha(1.0 if p.fits else 0.35)
+        _mark_not_fit(bars, prices)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     top = max(bottom) * 1.2
     for i, p in enumerate(prices):
@@ -307,8 +352,7 @@ def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: 
     handles = [Patch(facecolor=fills[name], edgecolor=_EDGE, linewidth=0.3, label=name)
                for name in reversed(stacks)]               # the stack's top part first
     if not all(p.fits for p in prices):
-        handles.append(Patch(facecolor=colour("compute"), alpha=0.35, edgecolor=_EDGE,
-                             linewidth=0.3, label="faded: does not fit"))
+        handles.append(_not_fit_handle())
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
@@ -592,7 +636,7 @@ def fit_grid_figure(runs: Sequence[GridRun], *, band_pct: float = 5.0) -> Any:
     right.grid(alpha=0.3, which="both")
 
     handles = [Line2D([], [], ls="none", marker=styles[s][0], ms=6, color=colour(names[s]),
-                      label=f"{names[s]} ({sum(r.split == s for r in runs)} runs)")
+                      label=grid_counts(runs, s).line(s))
                for s in styles if any(r.split == s for r in runs)]
     if any(r.capped for r in ran):
         handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="none", color="0.3",
@@ -712,8 +756,9 @@ def pipeline_figure(priced: LayoutPrice, *, title: str | None = None) -> Any:
         raise ValueError(f"{priced.layout.label} has no simulated step: {why}")
     step = priced.step
     title = title if title is not None else (
-        f"{priced.layout.label}: {sim.plan.microbatches} microbatches, step {step.step_s:.3g} s, "
-        f"bubble {step.bubble_s:.3g} s ({step.bubble_s / step.step_s:.0%})")
+        f"{priced.layout.label}: {sim.plan.microbatches} microbatches, step "
+        f"{seconds(step.step_s)}, bubble {seconds(step.bubble_s)} "
+        f"({step.bubble_s / step.step_s:.0%})")
     return simulation_gantt(sim, title=title)
 
 
@@ -721,8 +766,13 @@ def plan_table(prices: Sequence[LayoutPrice], *, columns: Sequence[Column] = PLA
                start: int = 1) -> str:
     """``prices`` as a text table (:func:`distlab.plan.table.plan_rows`, the command's
     rows) in ``columns`` (:data:`PLAN_COLUMNS`, :data:`MEMORY_COLUMNS`, :data:`STEP_COLUMNS`),
-    numbered from ``start``."""
-    return format_table(plan_rows(list(prices), start=start), list(columns))
+    numbered from ``start``; where a layout is tight and the table shows ``fits``, the
+    command's line saying what that means under it (:func:`distlab.plan.table.tight_note`)."""
+    text = format_table(plan_rows(list(prices), start=start), list(columns))
+    note = tight_note(list(prices))
+    if note is not None and any(c.header == "fits" for c in columns):
+        text += "\n" + note
+    return text
 
 
 def _check_option(name: str, value: Any, options: Sequence[Any]) -> None:
@@ -742,9 +792,10 @@ class PlannerExplorer(Explorer):
     networks below being NCCL's), ``network`` (between nodes, a key of
     :data:`~distlab.nccl.multinode.NETWORKS`; off on one node),
     ``seq_len`` and ``global_batch`` (sequences per step). Each change runs
-    :func:`~distlab.plan.planner.plan` (under a second for an 8B model on a few nodes; several
-    seconds for a 70B-class model on 64 GPUs or more on a 2-core machine, the first time: the
-    pipeline schedules' plans are cached after) and draws the ``top`` first layouts of its
+    :func:`~distlab.plan.planner.plan` (on a 2-core machine about a second for an 8B model on
+    16 GPUs, 4-7 s for a 70B or 405B model on 64-512 GPUs, up to a minute for a 405B model's
+    long sequences on many GPUs; the line above the figure counts the layouts as they are
+    priced meanwhile: :func:`planning_line`) and draws the ``top`` first layouts of its
     ranking (where none fits, the least short) with :func:`memory_figure` above
     :func:`step_figure`, the line above it from :func:`plan_summary`;
     the table under the figure (``table``, an HTML widget) gives their numbers in
@@ -797,20 +848,28 @@ class PlannerExplorer(Explorer):
         self.network.disabled = self.gpus.value <= 8   # one node: no network
 
     def draw(self) -> Drawing:
-        self.summary_html.value = ("<code>planning: pricing every layout (several seconds "
-                                   "for a large model on many GPUs)...</code>")
         start = time.perf_counter()
+        shown = [0.0]   # when the line was last written
+
+        def progress(bounded: int, total: int, priced: int) -> None:
+            now = time.perf_counter()
+            if now - shown[0] >= 0.25:
+                shown[0] = now
+                line = planning_line(bounded, total, priced, now - start)
+                self.summary_html.value = f"<code>{line}</code>"
+
+        progress(0, 0, 0)
         try:
             spec = model_spec(self.model.value, seq_len=self.seq_len.value)
             hw = hardware(self.gpu.value, self.gpus.value, network=self.network.value)
-            result = plan(spec, hw, self.global_batch.value, top=self.top)
+            result = plan(spec, hw, self.global_batch.value, top=self.top, progress=progress)
         except ValueError as exc:
             self.plan, self.error, self.table.value = None, str(exc), ""
             return Drawing(message_figure(self.error, width_in=FIG_WIDTH_IN), self.error)
         self.plan, self.error = result, ""
         self.seconds = time.perf_counter() - start
         shown = list(result.ranked) or list(result.rejected)
-        took = f"planned in {self.seconds:.1f} s"
+        took = f"planned in {seconds(self.seconds, 2)}"
         if not shown:
             self.table.value = ""
             text = "; ".join(result.advice)
@@ -826,6 +885,16 @@ class PlannerExplorer(Explorer):
         rows = HtmlTable(plan_rows(shown), PLAN_COLUMNS, max_height_px=220)
         self.table.value = rows._repr_html_()
         return Drawing(fig, plan_summary(result, took=took))
+
+
+def planning_line(bounded: int, total: int, priced: int, elapsed_s: float) -> str:
+    """The explorer's line while it plans: the layouts priced cheaply of those tried, then
+    how many were priced in full (pipeline simulated, step replayed), and the time so far."""
+    if not total:
+        return "planning: listing the layouts..."
+    done = (f"{bounded} of {total} layouts bounded" if bounded < total else
+            f"{total} layouts bounded; {priced} priced in full")
+    return f"planning: {done} ({seconds(elapsed_s, 2)})..."
 
 
 def plan_summary(result: Plan, *, took: str = "") -> str:
@@ -850,7 +919,7 @@ def plan_summary(result: Plan, *, took: str = "") -> str:
                 f"GPU; {result.advice[-1].split('; ')[0]}{after}")
     text = (f"{what}at most {result.fitting} of {result.tried} layouts fit; first "
             f"{best.layout.label}: "
-            f"{best.step.step_s:.3g} s per step, {best.step.tokens_per_s_per_gpu:,.0f} "
+            f"{seconds(best.step.step_s)} per step, {best.step.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s per GPU, MFU {best.step.mfu:.0%}")
     faster = min(result.ranked, key=lambda p: p.step.step_s)
     if faster is not best:
