@@ -132,10 +132,7 @@ VALUES: dict[tuple[str, str], list[Any]] = {
 
 #: Invariants an explorer is known to break in a module this test does not own, each with the
 #: reason (xfail, not skip: the test reports when it is fixed).
-KNOWN: dict[tuple[str, str], str] = {
-    ("PlannerExplorer", "width"): "distlab.viz.plan: PlannerExplorer passes dpi=80 to the "
-    "Explorer base, so its text is drawn at 80% of a static figure's (drop the dpi argument)",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _subclasses(cls: type) -> Iterator[type]:

@@ -841,7 +841,7 @@ class PlannerExplorer(Explorer):
                     self.global_batch]
         super().__init__(controls, rows=[w.HBox([self.model, self.gpus, self.gpu]),
                                          w.HBox([self.network, self.seq_len,
-                                                 self.global_batch])], dpi=80)
+                                                 self.global_batch])])
         self.widget.children = (*self.widget.children, self.table)
 
     def settle(self) -> None:
