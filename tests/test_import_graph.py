@@ -197,12 +197,12 @@ def test_core_modules_import_no_subpackage() -> None:
 
 
 FLOORS: dict[str, int] = {
-    **dict.fromkeys(("distlab", "_checks", "_lifetime", "_renamed",
+    **dict.fromkeys(("distlab", "_checks", "_lifetime",
                      "_forkserver_guard", "timeline", "fit", "links", "devices", "envinfo",
                      "launch", "launch_demos", "trace", "report", "cli", "clock", "nets", "uneven",
                      "scratch", "vocabulary", "transformer",
                      "recompute", "gpus", "collective_library", "logs"), 0),
-    **dict.fromkeys(("samplers", "collectives", "loading", "pipeline", "transfers", "ddp", "zero",
+    **dict.fromkeys(("samplers", "collectives", "loading", "transfers", "ddp", "zero",
                      "hogwild", "pipeline_parallel", "tensor_parallel", "moe", "nccl", "rccl"), 1),
     "bench": 2, "plan": 2, "profile": 3, "evidence": 3, "judge": 4, "health": 4, "viz": 5,
 }
@@ -212,23 +212,6 @@ lower."""
 EVIDENCE_IMPORTERS = {"evidence", "profile", "judge", "health", "viz"}
 """The units that may import :mod:`distlab.evidence` (each model's published data, fits and
 judgement): the models (core, labs, plan, bench) never do, whatever their floor."""
-
-SHIMS = {
-    "distlab.plan.published": "distlab.evidence.plan.published",
-    "distlab.plan.runs": "distlab.evidence.plan.runs",
-    "distlab.plan.fit_rate": "distlab.evidence.plan.fit_rate",
-    "distlab.judge.plan_published": "distlab.evidence.plan.judged",
-    "distlab.judge.plan_moe": "distlab.evidence.plan.judged_moe",
-    **{f"distlab.nccl.{m}": f"distlab.evidence.nccl.{m}"
-       for m in ("published", "fit_execution", "judged", "alltoall_judged", "inventory")},
-}
-"""Old paths of moved evidence modules, kept for a release: each module is only the redirect
-(a DeprecationWarning, then ``sys.modules`` holds the new module), and no distlab module imports
-one (``tests/test_names.py`` checks the warning)."""
-
-MOVED_NAMES = ("distlab.rccl.execution", "distlab.rccl.lines", "distlab.rccl.boxes")
-"""Modules some of whose names moved to :mod:`distlab.evidence` (RCCL's judgement): a module
-``__getattr__`` (:func:`distlab._renamed.moved`) keeps each old name for a release."""
 
 COLLECTIVES_FLOORS = {"plan": 0, "algorithms": 1, "check": 2, "model": 2, "runtime": 3}
 
@@ -328,33 +311,3 @@ def test_models_never_import_evidence() -> None:
     assert bad == []
     assert sorted(f"{m} imports {t}" for m, ts in graph.items() for t in ts
                   if _is_command(t)) == []
-
-
-def test_old_evidence_paths_are_only_redirects() -> None:
-    graph = import_graph()
-    mods = _modules()
-    for old, new in SHIMS.items():
-        assert new in mods, new
-        code = [n for n in ast.parse(mods[old].read_text()).body
-                if not isinstance(n, (ast.Import, ast.ImportFrom))
-                and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-        assert len(code) == 2, old  # warnings.warn(...) and the sys.modules line
-        redirect = code[1]
-        assert isinstance(redirect, ast.Assign) and isinstance(redirect.value, ast.Call), old
-        assert ast.unparse(redirect.targets[0]) == "sys.modules[__name__]", old
-        assert [ast.literal_eval(a) for a in redirect.value.args] == [new], old
-    assert sorted(m for m, ts in graph.items() for t in ts if t in SHIMS) == []
-
-
-def test_moved_names_point_into_evidence_and_exist_there() -> None:
-    import importlib
-
-    graph = import_graph()
-    for old in MOVED_NAMES:
-        hook = importlib.import_module(old).__getattr__
-        assert hook.moved, old
-        for name, new in hook.moved.items():
-            assert new.startswith("distlab.evidence."), (old, name)
-            assert hasattr(importlib.import_module(new), name), (old, name, new)
-            assert name not in vars(importlib.import_module(old)), (old, name)
-        assert not {t for t in graph[old] if t.startswith("distlab.evidence")}, old

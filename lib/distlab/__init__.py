@@ -37,8 +37,8 @@ Labs (floor 1):
   model, a constant-memory permutation.
 - :mod:`distlab.collectives`: every collective's algorithms as plans; simulate, verify, cost,
   calibrate, and run them on real ranks.
-- :mod:`distlab.loading`: data-loading stages, executors, the async part loader and their models
-  (:mod:`distlab.pipeline`, its old name, imports it for one more release and warns).
+- :mod:`distlab.loading`: data-loading stages, executors, the async part loader and their
+  models.
 - :mod:`distlab.transfers`: host and GPU copies, the process hop, a prefetcher, and their models.
 - :mod:`distlab.ddp`: DDP's gradient buckets, distlab's bucketed allreduce, the step model.
 - :mod:`distlab.zero`: ZeRO's memory and communication models and ZeRO stages on live ranks.

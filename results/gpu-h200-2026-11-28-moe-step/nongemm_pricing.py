@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import distlab.plan.dimensions as dims
 import distlab.plan.experts as ex
-from distlab.judge.plan_moe import LINK_SHARE_GRID, judge_moe
+from distlab.evidence.plan.judged_moe import LINK_SHARE_GRID, judge_moe
 from distlab.plan.calibration import shipped_rate
 
 ORIGINAL = dims.moe_layer_a2a_seconds

@@ -221,19 +221,16 @@ def test_tiny_run_writes_json(tmp_path, capsys) -> None:
             "threads_overhead_us_per_item_per_stage"} <= set(data["targets"])
 
 
-def test_the_old_command_name_still_runs_the_loading_benchmark(capsys) -> None:
-    """``python -m distlab.bench pipeline`` was this benchmark's name; it runs it still, and the
-    help lists ``loading`` beside ``pipeline-parallel``, not the old name."""
-    from distlab.bench.__main__ import ALIASES, MODULES
+def test_the_dispatcher_runs_the_loading_benchmark_by_its_name(capsys) -> None:
+    """``python -m distlab.bench loading`` runs this benchmark, listed beside
+    ``pipeline-parallel``; ``pipeline`` names no benchmark."""
+    from distlab.bench.__main__ import MODULES
     from distlab.bench.__main__ import main as bench_main
 
-    assert ALIASES == {"pipeline": "loading"} and MODULES["loading"] == "distlab.bench.loading"
-    assert "pipeline" not in MODULES and bench.BENCHMARK.name == "loading"
-    for name in ("pipeline", "loading"):
-        assert bench_main([name, "--help"]) == 0
-        assert "usage: python -m distlab.bench loading" in capsys.readouterr().out
+    assert MODULES["loading"] == "distlab.bench.loading" and bench.BENCHMARK.name == "loading"
+    assert bench_main(["loading", "--help"]) == 0
+    assert "usage: python -m distlab.bench loading" in capsys.readouterr().out
     assert bench_main(["--help"]) == 0
     listed = capsys.readouterr().out
     assert "  loading " in listed and "  pipeline " not in listed
-    assert "``pipeline``, the old name of ``loading``" not in listed  # plain text, not rst
-    assert "pipeline, the old name of loading, still runs it" in " ".join(listed.split())
+    assert bench_main(["pipeline"]) == 2

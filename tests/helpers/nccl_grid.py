@@ -25,11 +25,11 @@ from typing import Any
 
 from distlab.collectives.model.predict import predict_builtin
 from distlab.nccl.boxes import GPU_BOXES
-from distlab.nccl.estimate import nccl_allreduce, tuning_table
 from distlab.nccl.execution import HARNESSES, nccl_execution
 from distlab.nccl.family import FAMILY as COLLECTIVES
 from distlab.nccl.family import nccl_collective
 from distlab.nccl.multinode import NETWORKS
+from distlab.nccl.tuning import nccl_allreduce, tuning_table
 from distlab.nccl.versions import NCCL_CONSTANTS, NcclReleaseWarning
 
 TERMS = ("algorithm", "protocol", "channels", "channels_total", "threads", "chunk_bytes",

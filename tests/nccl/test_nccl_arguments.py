@@ -12,10 +12,10 @@ import pytest
 
 from distlab.collectives import predict_builtin
 from distlab.nccl.boxes import nccl_graphs
-from distlab.nccl.estimate import nccl_allreduce, tuning_table
 from distlab.nccl.execution import nccl_execution, predict_nccl_measured
 from distlab.nccl.family import nccl_collective
 from distlab.nccl.multinode import NETWORKS, Network, multinode_choices, multinode_table
+from distlab.nccl.tuning import nccl_allreduce, tuning_table
 
 BOX = "h100_sxm8"
 

@@ -186,12 +186,12 @@ def test_help_names_the_examples_the_default_sizes_and_the_judgement(capsys) -> 
 
 def test_a_bug_is_a_traceback_not_bad_input(monkeypatch) -> None:
     """A KeyError inside the model is a bug: it is raised, not turned into one line and exit 2."""
-    import distlab.nccl.choice as choice
+    import distlab.nccl.lines as lines
 
     def broken(*args, **kwargs):
         raise KeyError("planted")
 
-    monkeypatch.setattr(choice, "nccl_execution", broken)
+    monkeypatch.setattr(lines, "nccl_execution", broken)
     with pytest.raises(KeyError, match="planted"):
         nccl_main(["h100_sxm8", "--sizes", "1G"])
 

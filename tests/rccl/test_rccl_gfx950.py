@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from distlab.evidence.rccl.judged import judge, published_tables
 from distlab.rccl import __main__ as cli
 from distlab.rccl import rccl_allreduce_choices, resolve_release
-from distlab.rccl.choice import MSCCL_SIMPLE_FROM, RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
 from distlab.rccl.execution import SHIPPED, one_node_note, rccl_allreduce_times, xgmi_scale
 from distlab.rccl.tables import RCCL_ARCH_TABLES, RCCL_ARCHS, RCCL_TABLES
+from distlab.rccl.tuning import MSCCL_SIMPLE_FROM, RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
 
 GFX950 = RCCL_ARCH_TABLES["gfx950"]["2.26.6"]
 MIB = 1 << 20

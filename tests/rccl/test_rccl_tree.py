@@ -19,9 +19,9 @@ from distlab.evidence.rccl.judged import (
     tree_fit_tables,
     tree_note,
 )
-from distlab.rccl.choice import tree_latency_us
 from distlab.rccl.execution import LINE_BYTES, SHIPPED, rccl_allreduce_times
 from distlab.rccl.lines import time_lines
+from distlab.rccl.tuning import tree_latency_us
 
 MIB = 1 << 20
 TABLES = {t["id"]: t for t in published_tables()}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlab.rccl import RCCL_TABLES, rccl_allreduce_choices, resolve_release
-from distlab.rccl.choice import MSCCL_SIMPLE_FROM, XGMI_BUS_GBPS
+from distlab.rccl.tuning import MSCCL_SIMPLE_FROM, XGMI_BUS_GBPS
 
 RELEASES = sorted(RCCL_TABLES)
 

@@ -143,8 +143,7 @@ def _subclasses(cls: type) -> Iterator[type]:
 
 def _explorer_classes() -> dict[str, type]:
     for info in pkgutil.iter_modules(distlab.viz.__path__):
-        if info.name not in ("pipeline", "plan_stepper"):   # old paths: warn on import
-            importlib.import_module(f"distlab.viz.{info.name}")
+        importlib.import_module(f"distlab.viz.{info.name}")
     return {c.__name__: c for c in _subclasses(Explorer)
             if c.__module__.startswith("distlab.viz.") and not _abstract_methods(c)
             and not c.__name__.startswith("_")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.nccl.estimate import nccl_allreduce
+from distlab.nccl.tuning import nccl_allreduce
 from distlab.profile.load import published
 from distlab.viz.figure import DisplayFigure, figure_png
 from distlab.viz.nccl import DEFAULT_SIZES, nccl_busbw_figure, published_error_table

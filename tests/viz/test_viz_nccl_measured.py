@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from distlab.evidence.nccl import fit_execution as fit
-from distlab.nccl.estimate import busbw_gbps
 from distlab.nccl.execution import nccl_execution
+from distlab.nccl.tuning import busbw_gbps
 from distlab.viz.figure import DisplayFigure, figure_png
 from distlab.viz.nccl_measured import nccl_choice_figure, nccl_nodes_figure, nccl_tables_figure
 

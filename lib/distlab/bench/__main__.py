@@ -16,7 +16,7 @@
     torchrun --nproc-per-node 8 -m distlab.bench allreduce --backend nccl -b 8 -e 1G -f 2
 
 Every benchmark runs the reference (torch) in the same run, prints a table, and can write JSON
-with provenance (``--json PATH``). ``pipeline``, the old name of ``loading``, still runs it.
+with provenance (``--json PATH``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ MODULES = {"sampler": "distlab.bench.sampler", "allreduce": "distlab.bench.allre
            "tensor-parallel": "distlab.bench.tensor_parallel",
            "trace": "distlab.bench.trace", "kernels": "distlab.bench.kernels"}
 BENCHMARKS = tuple(MODULES)
-ALIASES = {"pipeline": "loading"}
-"""Old command names that still run their benchmark (not listed in the usage line)."""
 
 USAGE = usage("python -m distlab.bench", MODULES)
 
@@ -55,8 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     Ctrl-C: one line on stderr, exit 130 (:func:`distlab.cli.run.run_main`).
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ALIASES:
-        args[0] = ALIASES[args[0]]
     return dispatch("python -m distlab.bench", __doc__ or "", MODULES, _about, args,
                     noun="benchmark")
 

@@ -29,8 +29,8 @@ functions of a box, a world size, the sizes and an NCCL release.
   (:class:`distlab.collective_library.CollectiveLibrary`, :data:`~.library.NCCL`): what the
   planner and the trace judge ask, the same types and units as RCCL's
   (:mod:`distlab.rccl.library`). Files are named as RCCL's are: :mod:`.tuning` (the library's
-  own tuning model; ``estimate`` is its former name), :mod:`.lines` (the per-size table;
-  ``choice`` its former name), :mod:`.execution`, :mod:`.boxes`, :mod:`.library`.
+  own tuning model), :mod:`.lines` (the per-size table), :mod:`.execution`, :mod:`.boxes`,
+  :mod:`.library`.
 
 The command (``python -m distlab.nccl BOX`` / ``--boxes``, :mod:`distlab.nccl.__main__`):
 

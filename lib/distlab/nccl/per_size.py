@@ -35,7 +35,6 @@ from functools import cache
 from importlib import resources
 from typing import Protocol
 
-from distlab._renamed import renamed
 from distlab.nccl.boxes import GpuBox, gpu_box
 from distlab.nccl.tuning import Choice, busbw_gbps
 from distlab.report.jsonfile import read_json
@@ -50,11 +49,6 @@ __all__ = ["ALLREDUCE_CHUNKSTEPS", "ALLREDUCE_SLICESTEPS", "BUFFER_BYTES", "CONS
            "hidden_hop_latency_us", "launched_channels", "nvls_channels", "pick_of", "run_size",
            "shipped_constants"]
 
-
-_RENAMED = {"Layout": "ChannelLayout"}
-"""Old names, still importable for a release: "Layout" is the planner's word
-(:class:`distlab.plan.Layout`); this one is how an execution model lays a size out on NCCL's
-channels."""
 
 SHIPPED_RESOURCE = ("distlab.nccl", "execution_calibration.json")
 """The shipped constants, ``(package, file)`` for :mod:`importlib.resources` (JSON: the
@@ -486,5 +480,3 @@ def allreduce_steps(algorithm: str, protocol: str, nbytes: int, nc: int, n: int,
     loops = math.ceil(nbytes / (nc * n * chunk))
     slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if protocol == "Simple" else 1
     return 2 * (n - 1) * loops * slices
-
-__getattr__ = renamed(__name__, globals(), _RENAMED)

@@ -161,9 +161,8 @@ SHIPPED = ComputeRate(
                 "blackwell/fp8": 1.256},
     width_scale=384.0, attention=0.3, kernel_speed=KERNEL_SPEED,
     attention_backward=ATTENTION_BACKWARD,
-    # the judgement prints this source: it keeps the fit's old path (now distlab.evidence.plan)
-    source="fitted by distlab.plan.fit_rate on the calibration split of the published runs "
-           "(plan/data/published_runs.json: narayanan2021, megatron_lm_h100_2024, "
+    source="fitted by distlab.evidence.plan.fit_rate on the calibration split of the published "
+           "runs (evidence/plan/data/published_runs.json: narayanan2021, megatron_lm_h100_2024, "
            "torchtitan_bench_2024_12, torchtitan_asynctp_2025_06, "
            "torchtitan_h200_trainy_2025_06, mosaicml_llm_foundry, nemo_24_07, "
            "megatron_bridge_25_11); python -m distlab.judge plan --refit fits it again")

@@ -20,7 +20,7 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
 - :mod:`.library`: the model behind the one collective-library interface
   (:class:`distlab.collective_library.CollectiveLibrary`, :data:`~.library.RCCL`): what the
   planner asks to price an AMD box, the same types and units (seconds) as NCCL's
-  (:mod:`distlab.nccl.library`). ``choice`` is :mod:`.tuning`'s former name.
+  (:mod:`distlab.nccl.library`).
 - ``python -m distlab.rccl`` (:mod:`.__main__`): both, size by size (:mod:`.lines`), and
   ``--judge`` and ``--boxes`` (also ``python -m distlab.judge rccl``), the model's evidence
   (:mod:`distlab.evidence.rccl`).

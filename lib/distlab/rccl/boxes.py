@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distlab._renamed import moved
 from distlab.gpus import gpus_of_library
 from distlab.rccl.tables import GPU_ARCHS
 from distlab.rccl.tuning import RCCL_XGMI_LINK_GBPS, XGMI_LINK_SPEC_GBPS
@@ -144,12 +143,3 @@ NOT_PRICED: tuple[str, ...] = (
     "class, judged over Broadcom); a NIC's own latency is not separated",
 )
 """What the RCCL model cannot price, one line each."""
-
-
-__getattr__ = moved(__name__, {  # the judgement's names, moved to distlab.evidence.rccl
-    "BOX_COLUMNS": "distlab.evidence.rccl.inventory",
-    "NIC_COLUMNS": "distlab.evidence.rccl.inventory",
-    "box_lines": "distlab.evidence.rccl.inventory",
-    "box_rows": "distlab.evidence.rccl.inventory",
-    "nic_rows": "distlab.evidence.rccl.inventory",
-})

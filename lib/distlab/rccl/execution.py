@@ -63,7 +63,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from distlab._checks import check_instance
-from distlab._renamed import moved
 from distlab.links import check_nic_gbps
 from distlab.rccl.tables import DEFAULT_ARCH
 from distlab.rccl.tuning import (
@@ -147,9 +146,9 @@ SHIPPED = ExecutionConstants(
     ring_fixed_us=60.79, xgmi_efficiency=0.9424,
     net_ring_fixed_us=286.6, net_efficiency=0.895,
     tree_net_fixed_us=60.47, tree_net_gbps=142.66,
-    source="fit_constants on the calibration tables of distlab/rccl/data/published.json "
-           "(aac8_mi300x_1node, aac10_mi300x_2node); the tree across nodes on "
-           "aac14_mi355x_2node, alib_mi355x_2node")
+    source="fit_constants on the calibration tables of "
+           "distlab/evidence/rccl/data/published.json (aac8_mi300x_1node, aac10_mi300x_2node); "
+           "the tree across nodes on aac14_mi355x_2node, alib_mi355x_2node")
 """What :func:`~distlab.evidence.rccl.judged.fit_constants` gives on the calibration tables (a test
 refits and compares)."""
 
@@ -241,16 +240,3 @@ def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str
         seconds, why = _price(c, constants, float(nic_gbps), release)
         rows.append(RcclTime(c, seconds, why))
     return rows, note
-
-
-__getattr__ = moved(__name__, {  # the judgement's names, moved to distlab.evidence.rccl
-    "JudgedTable": "distlab.evidence.rccl.judged",
-    "PUBLISHED_RESOURCE": "distlab.evidence.rccl.judged",
-    "fit_constants": "distlab.evidence.rccl.judged",
-    "fit_tree": "distlab.evidence.rccl.judged",
-    "judge": "distlab.evidence.rccl.judged",
-    "published_tables": "distlab.evidence.rccl.judged",
-    "table_choices": "distlab.evidence.rccl.judged",
-    "tree_fit_tables": "distlab.evidence.rccl.judged",
-    "tree_note": "distlab.evidence.rccl.judged",
-})

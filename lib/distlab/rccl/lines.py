@@ -8,7 +8,6 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from distlab._renamed import moved
 from distlab.rccl.execution import RcclTime, one_node_note
 from distlab.rccl.tables import GPU_ARCHS, arch_gpus
 from distlab.report.table import Column, format_table
@@ -51,14 +50,3 @@ def time_lines(rows: Sequence[RcclTime], nodes: int, release: str,
     reasons = [line for w in said
                for line in textwrap.wrap(w, 98, initial_indent="# ", subsequent_indent="#   ")]
     return [head, format_table([time_row(r) for r in rows], TIME_COLUMNS), *reasons]
-
-
-__getattr__ = moved(__name__, {  # the judgement's names, moved to distlab.evidence.rccl
-    "JUDGE_COLUMNS": "distlab.evidence.rccl.judged",
-    "judge_json": "distlab.evidence.rccl.judged",
-    "judge_lines": "distlab.evidence.rccl.judged",
-    "judge_report": "distlab.evidence.rccl.judged",
-    "judge_rows": "distlab.evidence.rccl.judged",
-    "boxes_json": "distlab.evidence.rccl.inventory",
-    "boxes_report": "distlab.evidence.rccl.inventory",
-})

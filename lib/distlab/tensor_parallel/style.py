@@ -46,16 +46,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distlab._renamed import renamed
 from distlab.tensor_parallel import comm as C
 from distlab.tensor_parallel.comm import TPComm
 
 __all__ = ["ColwiseParallel", "ParallelStyle", "Placement", "PrepareModuleInput", "Replicate",
            "RowwiseParallel", "SequenceParallel", "Shard", "as_placement"]
-
-_RENAMED = {"Layout": "Placement", "as_layout": "as_placement"}
-"""Old names, still importable for a release: "layout" also names the planner's parallel layout
-(:class:`distlab.plan.Layout`); torch calls Replicate and Shard placements."""
 
 
 @dataclass(frozen=True)
@@ -396,5 +391,3 @@ def _divisible(name: str, module: nn.Module, attr: str, tp_size: int) -> None:
     if value % tp_size:
         raise ValueError(f"parallelize_plan[{name!r}]: {type(module).__name__}.{attr} = "
                          f"{value} is not divisible by the tensor-parallel size {tp_size}")
-
-__getattr__ = renamed(__name__, globals(), _RENAMED)

@@ -16,7 +16,6 @@ from typing import Any
 
 import ipywidgets as w
 
-from distlab._renamed import renamed
 from distlab.loading.bottleneck import (
     Station,
     bound_s,
@@ -42,9 +41,6 @@ __all__ = ["LoadingExplorer", "PartsExplorer", "compare_loading_gantt", "explore
            "idle_vs_queue_figure", "parts_gantt", "runs_gantt", "startup_note", "startup_s",
            "steady_lanes"]
 
-_RENAMED = {"PipelineExplorer": "LoadingExplorer", "compare_gantt": "compare_loading_gantt"}
-"""Old names of this module's loading explorer and figure (they collided with the pipeline-
-parallel ones in :mod:`distlab.viz.pipeline_parallel`), still importable for a release."""
 
 COLORS = {k: colour(k) for k in ("io", "cpu", "copy", "compute", "blocked", "startup")}
 
@@ -380,5 +376,3 @@ class PartsExplorer(Explorer):
         idle_vs_queue_figure(self.n_parts, loads, train, ax=fig.add_subplot(gs[:, 1]))
         fig.tight_layout()
         return Drawing(fig, summary)
-
-__getattr__ = renamed(__name__, globals(), _RENAMED)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab.nccl import estimate as M
+from distlab.nccl import tuning as M
 from distlab.nccl.boxes import GPU_BOXES, GpuBox, nccl_graphs
 from distlab.profile.load import published
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from distlab.collectives import predict_builtin
 from distlab.evidence.nccl import fit_execution as fit
-from distlab.nccl.estimate import nccl_allreduce
 from distlab.nccl.execution import (
     BUFFER_BYTES,
     HARNESSES,
@@ -27,6 +26,7 @@ from distlab.nccl.execution import (
     nccl_execution,
     predict_nccl_measured,
 )
+from distlab.nccl.tuning import nccl_allreduce
 from distlab.vocabulary import error_pct
 
 ZERO = ExecutionConstants(0.0, 0.0, 0.0, 0.0)
@@ -170,7 +170,7 @@ def test_the_model_beats_ncclss_estimate_on_the_published_tables() -> None:
 
 
 def _estimate_comparison(points):
-    from distlab.nccl.estimate import compare_published
+    from distlab.nccl.tuning import compare_published
     return compare_published(points)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.nccl.estimate import BASE_LATENCY_US
 from distlab.nccl.execution import nccl_execution
 from distlab.nccl.multinode import (
     multinode_choices,
@@ -14,6 +13,7 @@ from distlab.nccl.multinode import (
     tree_fill_sync_us,
 )
 from distlab.nccl.per_size import NCCL_STEPS, shipped_constants
+from distlab.nccl.tuning import BASE_LATENCY_US
 from distlab.nccl.versions import NCCL_CONSTANTS, nccl_constants
 
 

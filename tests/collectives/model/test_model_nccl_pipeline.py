@@ -16,11 +16,11 @@ from distlab.evidence.nccl import fit_execution
 from distlab.evidence.nccl.published import published_tables
 from distlab.nccl import (
     boxes,
-    estimate,
     execution,
     family,
     multinode,
     per_size,
+    tuning,
     versions,
 )
 from distlab.nccl.boxes import GPU_BOXES, GpuBox, gpu_box
@@ -94,7 +94,7 @@ def test_execution_of_takes_one_terms_object() -> None:
 
 
 def test_pick_of_is_the_chosen_candidate() -> None:
-    ch = estimate.nccl_allreduce("h100_sxm8", 8, [1 << 30])[0]
+    ch = tuning.nccl_allreduce("h100_sxm8", 8, [1 << 30])[0]
     p = pick_of(ch)
     cand = next(c for c in ch.candidates if (c.algorithm, c.protocol) == (p.algorithm,
                                                                             p.protocol))
@@ -120,7 +120,7 @@ def test_public_functions_take_a_name_or_a_gpu_box() -> None:
                                                                                sizes)
     assert family.nccl_collective(box, 8, sizes, "broadcast") == family.nccl_collective(
         "b200_sxm8", 8, sizes, "broadcast")
-    assert estimate.tuning_table(box, 4) == estimate.tuning_table("b200_sxm8", 4)
+    assert tuning.tuning_table(box, 4) == tuning.tuning_table("b200_sxm8", 4)
     assert multinode.multinode_choices(box, 16, sizes, 2, "ib_ndr400x8") == \
         multinode.multinode_choices("b200_sxm8", 16, sizes, 2, "ib_ndr400x8")
     with pytest.raises(TypeError, match="GpuBox"):
@@ -136,7 +136,7 @@ def test_the_box_is_resolved_once_per_call(monkeypatch, where) -> None:
         calls.append(box)
         return real(box)  # type: ignore[arg-type]
 
-    for module in (boxes, estimate, execution, family, multinode, per_size):
+    for module in (boxes, tuning, execution, family, multinode, per_size):
         if hasattr(module, "gpu_box"):
             monkeypatch.setattr(module, "gpu_box", counting)
     n = 8 * where.get("nodes", 1)
@@ -151,8 +151,8 @@ def test_internals_take_a_gpu_box() -> None:
     box = GPU_BOXES["h100_sxm8"]
     version = versions.nccl_constants(None)
     inside = execution.one_node_execution(box, 8, [1 << 20], HARNESSES["torch"],
-                                          per_size.shipped_constants(), estimate.ALGORITHMS,
-                                          estimate.PROTOCOLS, version)
+                                          per_size.shipped_constants(), tuning.ALGORITHMS,
+                                          tuning.PROTOCOLS, version)
     assert inside == execution.nccl_execution("h100_sxm8", 8, [1 << 20])
     assert per_size.nvls_channels(box) == 16
 

@@ -9,8 +9,8 @@ import warnings
 import pytest
 
 from distlab.collectives import predict_builtin
-from distlab.nccl.estimate import nccl_allreduce, tuning_table
 from distlab.nccl.execution import nccl_execution
+from distlab.nccl.tuning import nccl_allreduce, tuning_table
 from distlab.nccl.versions import (
     DEFAULT_NCCL_VERSION,
     NCCL_CONSTANTS,

@@ -17,7 +17,7 @@ from distlab.collectives.model.predict import (
     call_model,
 )
 from distlab.collectives.model.rates import SizeRates
-from distlab.nccl.estimate import predict_nccl_allreduce
+from distlab.nccl.tuning import predict_nccl_allreduce
 
 A, B, G, H = 10e-6, 1e-9, 2e-10, 30e-6
 

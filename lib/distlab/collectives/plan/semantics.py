@@ -36,18 +36,12 @@ from typing import Any
 import numpy as np
 
 from distlab._checks import check_choice, check_int
-from distlab._renamed import renamed
 from distlab.collectives.plan.schedule import Schedule
 from distlab.vocabulary import COLLECTIVES
 
 __all__ = ["REDUCING", "ROOTED", "CollectiveLayout", "count_for_bytes", "layout",
            "layout_of"]
 
-
-_RENAMED = {"Layout": "CollectiveLayout"}
-"""Old names, still importable for a release: "Layout" is the planner's word
-(:class:`distlab.plan.Layout`); this one is a collective call's buffer: its ranks, count and
-root."""
 
 # The collectives' names and nccl-tests' bus bandwidth factors: distlab.vocabulary.
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -174,5 +168,3 @@ def count_for_bytes(collective: str, nbytes: int, itemsize: int, world_size: int
     n = max(1, check_int("nbytes", nbytes, minimum=0) // check_int("itemsize", itemsize,
                                                                     minimum=1))
     return max(p, n - n % p) if c in BLOCKED else n
-
-__getattr__ = renamed(__name__, globals(), _RENAMED)

@@ -202,9 +202,9 @@ def write_calibration(path: str, constants: AlltoallConstants | None = None) -> 
     calibration JSON to ``path``."""
     c = fit_alltoall() if constants is None else constants
     write_json(path, {"about": "NCCL all-to-all constants (distlab.nccl.alltoall), fitted by "
-                      "distlab.nccl.alltoall_judged.fit_alltoall on the published tables named "
-                      "in calibrated_on; regenerate: python -m distlab.judge nccl --alltoall "
-                      "--write PATH", "constants": c.as_dict()})
+                      "distlab.evidence.nccl.alltoall_judged.fit_alltoall on the published "
+                      "tables named in calibrated_on; regenerate: python -m distlab.judge nccl "
+                      "--alltoall --write PATH", "constants": c.as_dict()})
 
 
 def judged_lines(constants: AlltoallConstants | None = None) -> list[str]:

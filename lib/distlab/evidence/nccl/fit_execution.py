@@ -289,9 +289,9 @@ def write_shipped(path: str | PathLike[str]) -> ExecutionConstants:
     copied over them."""
     c = refit(calibration_points())
     body = {"about": "Constants of distlab.nccl.execution fitted by "
-                     "distlab.nccl.fit_execution.refit on every published "
+                     "distlab.evidence.nccl.fit_execution.refit on every published "
                      "8-GPU allreduce table the project holds (allreduce_8gpu of "
-                     "nccl/data/published.json); microseconds. Regenerate "
+                     "evidence/nccl/data/published.json); microseconds. Regenerate "
                      "with python -m distlab.judge nccl --published --write PATH and copy PATH "
                      "over this file.",
             "constants": {k: v for k, v in asdict(c).items() if k in CONSTANT_NAMES},
