@@ -77,12 +77,6 @@ PROG = "python -m distlab.plan"
 GiB = 2**30
 
 
-def __getattr__(name: str) -> Any:
-    if name == "COLUMNS":   # the registered dimensions' columns, read when asked for
-        return columns()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
     """The model of ``text`` (a preset or a JSON file); a line for ``notes`` where a JSON file
     leaves out what decides the parameter count (which MLP)."""

@@ -43,18 +43,12 @@ def columns(model: ModelSpec | None = None) -> tuple[Column, ...]:
     """The table's columns: memory, then the step and one column of seconds for each step
     column of the dimensions registered for ``model`` (:func:`distlab.plan.dimensions.
     column_parts`: compute, ``tp+cp``, ``dp+fsdp``, bubble, ``ep a2a`` for a model with experts,
-    and any a registered dimension adds), tokens/s per GPU, MFU. ``COLUMNS`` reads the same
-    (every model's)."""
+    and any a registered dimension adds), tokens/s per GPU, MFU; every model's where ``model``
+    is None."""
     from distlab.plan.dimensions import column_parts
 
     return (*_HEAD, *(Column(header, key, ".3f") for header, key in column_parts(model)),
             *_TAIL)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "COLUMNS":   # the registered dimensions' columns, read when asked for
-        return columns()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def plan_rows(prices: Sequence[LayoutPrice], *, start: int = 1) -> list[dict[str, Any]]:

@@ -8,8 +8,8 @@ GPU count, the planner judged on published runs, a pipeline layout's simulated s
   with a red edge, its total and its name in red, a tight one (it fits within that error)
   says so under its total, and a bar taller than the axes is cut at the top with its total
   written in it.
-- :func:`step_figure`: the same layouts' steps as stacked bars by part (``STEP_PARTS``: the
-  registered dimensions' stacks, :func:`distlab.plan.dimensions.stack_parts`),
+- :func:`step_figure`: the same layouts' steps as stacked bars by part (the registered
+  dimensions' stacks, :func:`distlab.plan.dimensions.stack_parts`),
   tokens per second per GPU above each bar; a layout that does not fit is hatched with a red
   edge (no part's colour is faded into another's).
 - :func:`best_by_gpus`, :func:`scaling_figure` and :func:`scaling_table`: the first layout of
@@ -49,6 +49,7 @@ from typing import Any
 
 import ipywidgets as w
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullLocator
@@ -101,21 +102,13 @@ MEMORY_PARTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    # STEP_PARTS, the stacks of step_figure: the registered dimensions' (palette name -> the
-    # parts of a StepEstimate it sums, bottom to top: distlab.plan.dimensions.stack_parts)
-    if name == "STEP_PARTS":
-        return stack_parts()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 
 def _columns(*headers: str) -> tuple[Column, ...]:
     by_header = {c.header: c for c in command_columns()}
     return tuple(by_header[h] for h in headers)
 
 
-#: The planner command's columns (:data:`distlab.plan.table.COLUMNS`) a notebook prints of
+#: The planner command's columns (:func:`distlab.plan.table.columns`) a notebook prints of
 #: a ranking: memory and whether it fits, the step and its communication, tokens/s, MFU.
 PLAN_COLUMNS = _columns("#", "layout", "mem GiB", "fits", "step s", "tp+cp", "dp+fsdp",
                         "bubble", "tok/s/GPU", "MFU %")
@@ -317,7 +310,7 @@ def memory_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax
 def step_figure(prices: Sequence[LayoutPrice], *, title: str | None = None, ax: Any = None,
                 fontsize: float = 8.0) -> Any:
     """The step of each of ``prices`` stacked by the registered dimensions' stacks
-    (:func:`distlab.plan.dimensions.stack_parts`, ``STEP_PARTS``) in seconds (the slowest
+    (:func:`distlab.plan.dimensions.stack_parts`) in seconds (the slowest
     rank's compute, exposed tensor/context-parallel and data-parallel/FSDP communication, the
     pipeline bubble, the optimizer's step, and what a registered dimension adds, in a spare
     colour where the palette has none), tokens per second per GPU above each bar. A layout
@@ -635,9 +628,10 @@ def fit_grid_figure(runs: Sequence[GridRun], *, band_pct: float = 5.0) -> Any:
     right.set_ylabel("measured step (s)")
     right.grid(alpha=0.3, which="both")
 
-    handles = [Line2D([], [], ls="none", marker=styles[s][0], ms=6, color=colour(names[s]),
-                      label=grid_counts(runs, s).line(s))
-               for s in styles if any(r.split == s for r in runs)]
+    handles: list[Artist] = [
+        Line2D([], [], ls="none", marker=styles[s][0], ms=6, color=colour(names[s]),
+               label=grid_counts(runs, s).line(s))
+        for s in styles if any(r.split == s for r in runs)]
     if any(r.capped for r in ran):
         handles.append(Line2D([], [], ls="none", marker="o", ms=6, mfc="none", color="0.3",
                               label="hollow: allocator capped"))
@@ -849,12 +843,12 @@ class PlannerExplorer(Explorer):
 
     def draw(self) -> Drawing:
         start = time.perf_counter()
-        shown = [0.0]   # when the line was last written
+        written = [0.0]   # when the line was last written
 
         def progress(bounded: int, total: int, priced: int) -> None:
             now = time.perf_counter()
-            if now - shown[0] >= 0.25:
-                shown[0] = now
+            if now - written[0] >= 0.25:
+                written[0] = now
                 line = planning_line(bounded, total, priced, now - start)
                 self.summary_html.value = f"<code>{line}</code>"
 
