@@ -16,6 +16,7 @@ from matplotlib.collections import PathCollection  # noqa: E402
 from distlab.evidence.plan.judged import judge_published  # noqa: E402
 from distlab.evidence.plan.published import load_published  # noqa: E402
 from distlab.plan import hardware, model_spec, parse_layout  # noqa: E402
+from distlab.plan.dimensions import stack_parts  # noqa: E402
 from distlab.plan.planner import plan, price  # noqa: E402
 from distlab.viz.figure import DisplayFigure  # noqa: E402
 from distlab.viz.layout_check import JUPYTERLAB_WIDTH_PX, layout_problems  # noqa: E402
@@ -24,7 +25,6 @@ from distlab.viz.plan import (  # noqa: E402
     MEMORY_COLUMNS,
     MEMORY_PARTS,
     STEP_COLUMNS,
-    STEP_PARTS,
     PlannerExplorer,
     best_by_gpus,
     fit_grid_figure,
@@ -156,7 +156,7 @@ def test_step_figure_stacks_the_step_and_writes_tokens(prices) -> None:
     fig = step_figure(prices)
     _clean(fig)
     (ax,) = fig.axes
-    assert [c.get_label() for c in ax.containers] == list(STEP_PARTS)
+    assert [c.get_label() for c in ax.containers] == list(stack_parts())
     for i, p in enumerate(prices):
         assert abs(sum(c[i].get_height() for c in ax.containers) - p.step.step_s) < 1e-9
     assert f"{prices[2].step.tokens_per_s_per_gpu:,.0f}" in [t.get_text() for t in ax.texts]
