@@ -25,7 +25,7 @@ MIB = 1 << 20
 
 
 def test_the_gfx950_table_is_tuning_model_6_as_read_at_6ade5065() -> None:
-    """Pinned from ``git show 6ade5065:src/graph/tuning.cc`` L341-L382 (docs/rccl-research.md
+    """Pinned from ``git show 6ade5065:src/graph/tuning.cc`` L341-L382 (docs/research/2026-11-27-rccl.md
     2.5): hwLat and bwRatio are table 5's; the correction factors and ranges are its own."""
     t, g = GFX950, RCCL_TABLES["2.26.6"]
     assert (t.arch, t.release, t.rocm) == ("gfx950", "2.26.6", "7.0") and "6ade5065" in t.source
@@ -129,7 +129,7 @@ def test_every_gfx950_choice_follows_rccls_rules(nodes: int, sizes: list[int], m
         timed = c.algorithm == "tree" or c.protocol == "Simple"
         assert (r.seconds is not None) == timed
         assert timed or r.why.endswith("across nodes: not priced, no held table judges its "
-                                       "time (docs/rccl-research.md)")
+                                       "time (docs/research/2026-11-27-rccl.md)")
 
 
 def test_the_ring_across_mi355x_nodes_is_timed_as_nic_bound_with_the_fitted_constants() -> None:

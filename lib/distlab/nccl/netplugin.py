@@ -34,7 +34,7 @@ code from ``v1.14.0`` on unless said), and the libfabric EFA provider it runs on
   there instead of 128 KiB and is not capped at 64 KiB from 4 nodes on (``src/enqueue.cc``
   lines 2056-2069, ``calcCollChunking``).
 
-Not modelled (read, stated in ``docs/nccl-misses-research.md``): the plugin's
+Not modelled (read, stated in ``docs/research/2026-11-27-nccl-misses.md``): the plugin's
 ``NCCL_BUFFSIZE=8388608`` on p4d, p4de and p5 (from ``v1.16.0``; it doubles Simple's step, which
 changes a step count, not a bandwidth, in this model) and ``OFI_NCCL_EAGER_MAX_SIZE`` (8 KiB:
 larger messages wait for the receiver's control message).

@@ -9,7 +9,7 @@ Floor 1 (beside the labs and :mod:`distlab.nccl`): pure functions, nothing measu
   or ROCm version resolves to one per architecture.
 - :mod:`.tuning`: the choice size by size (MSCCL, the cost model, the protocol override), with
   RCCL's own estimate beside it (what RCCL minimizes; far from a run's time,
-  docs/rccl-research.md).
+  docs/research/2026-11-27-rccl.md).
 - :mod:`.execution`: the time of what RCCL runs (MSCCL's allpairs and the ring, on one node
   and across nodes, and the tree across nodes), its constants committed (fitted on published
   rccl-tests tables and judged on others in :mod:`distlab.evidence.rccl`; gfx950's one node at

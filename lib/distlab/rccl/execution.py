@@ -31,7 +31,7 @@ over what bounds it:
   are the same. The one citable gfx942 table with these sizes (2 x 8 MI300X, RCCL 2.22.3) has a
   220 us floor and takes 0.9-5.5x the model's time there, which
   :func:`~distlab.evidence.rccl.judged.tree_note` says; a 2 x 8 MI308X run at RCCL 2.27.7 (no
-  citable source, docs/rccl-research.md 4.15) starts at 41 us as
+  citable source, docs/research/2026-11-27-rccl.md 4.15) starts at 41 us as
   the MI355X clusters do, so that table is not followed.
 
 Not priced, each with its reason in the row: LL/LL128 rings across nodes and a one-node ring in
@@ -214,7 +214,7 @@ def _price(c: RcclChoice, k: ExecutionConstants, nic_gbps: float,
     if c.algorithm == "tree":
         return _tree_net_us(c, k, nic_gbps, release) * 1e-6, ""
     return None, (f"{c.algorithm}/{c.protocol} across nodes: not priced, no held table judges "
-                  "its time (docs/rccl-research.md)")
+                  "its time (docs/research/2026-11-27-rccl.md)")
 
 
 def rccl_allreduce_times(nodes: int, sizes_bytes: Sequence[int], *, release: str | None = None,

@@ -269,7 +269,7 @@ def _unfitted_tree(arch: str) -> str:
     if not ratios:
         return "takes the same constants; no published table times its tree"
     return (f"takes the same constants; its published tree sizes run {min(ratios):.1f}-"
-            f"{max(ratios):.1f}x the model's time (docs/rccl-research.md 4.15)")
+            f"{max(ratios):.1f}x the model's time (docs/research/2026-11-27-rccl.md 4.15)")
 
 
 JUDGE_COLUMNS = (
