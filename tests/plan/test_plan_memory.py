@@ -450,6 +450,31 @@ def test_state_bytes_per_parameter_by_precision_and_zero_stage(
         assert want <= held[part] <= want + tensors * per_param, (part, held[part], want)
 
 
+def test_gathered_logits_hold_the_whole_vocabulary_on_every_tp_rank() -> None:
+    """A Hugging Face model under tensor parallelism (``vocab_parallel_loss=False``, the
+    ``"hf"`` framework) gathers the logits before the loss: each rank keeps all ``v`` columns
+    of the fp32 logits and the 16-bit ones beside, and backward holds their fp32 gradient,
+    where a vocabulary-parallel loss keeps ``ceil(v / tp)``; without tensor parallelism the
+    two are the same."""
+    from distlab.plan.memory import FRAMEWORKS
+    from distlab.transformer import model_spec
+
+    m = model_spec("llama3-8b", seq_len=4096)
+    lay = Layout(tp=8, sequence_parallel=True, global_batch=1)
+    split = memory_per_gpu(m, lay, sp_saves_gathered=True)
+    hf = memory_per_gpu(m, lay, **FRAMEWORKS["hf"])
+    tokens = m.seq_len
+    assert split.activation_parts.logits == tokens * -(-m.vocab // 8) * (4 + 2)
+    assert hf.activation_parts.logits == tokens * m.vocab * (4 + 2)
+    assert hf.activation_parts.working == tokens * m.vocab * 4     # the logits' fp32 gradient
+    # the replay holds at least the whole fp32 logits and the 16-bit ones more than the split
+    assert hf.allocated - split.allocated >= tokens * (m.vocab - m.vocab // 8) * (4 + 2)
+    bound = memory_lower_bound(m, lay, **FRAMEWORKS["hf"])
+    assert bound <= hf.total and bound > memory_lower_bound(m, lay, sp_saves_gathered=True)
+    one = Layout(global_batch=1)
+    assert memory_per_gpu(m, one, vocab_parallel_loss=False) == memory_per_gpu(m, one)
+
+
 def test_parts_sum_to_the_total_and_fits_reads_the_gpu() -> None:
     m = PRESETS["llama3-70b"]
     lay = Layout(dp=4, tp=8, pp=2, zero=1, sequence_parallel=True, global_batch=32,

@@ -136,7 +136,8 @@ def _parser() -> options.Parser:
 
     p = options.parser(PROG, __doc__)
     p.add_argument("model", metavar="MODEL",
-                   help=f"a preset ({', '.join(PRESETS)}) or a JSON file of its shape")
+                   help=f"a preset ({', '.join(PRESETS)}), a JSON file of its shape, or a "
+                        "Hugging Face config.json or the folder holding one")
     p.add_argument("--gpu", default="h100",
                    help=f"the GPU: {', '.join(GPU_KINDS)} or "
                         f"{', '.join(a for a, g in gpu_aliases().items() if g in GPU_KINDS)}")
@@ -186,7 +187,9 @@ def _parser() -> options.Parser:
                         "(Megatron-Core's fused SwiGLU, its grouped experts weighting each "
                         "routed row inside it) keeps less than the default, torch (torchtitan: "
                         "sequence parallelism's gathered inputs, torchao's float8 linears' "
-                        "16-bit inputs without tp) more (see distlab.plan.memory.FRAMEWORKS)")
+                        "16-bit inputs without tp) more, hf (a Hugging Face model under tp: "
+                        "the logits gathered, all the vocabulary on every rank) more again "
+                        "(see distlab.plan.memory.FRAMEWORKS)")
     p.add_argument("--expandable-segments", action="store_true",
                    help="price the caching allocator with "
                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (without it, the "

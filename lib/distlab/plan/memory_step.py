@@ -26,6 +26,7 @@ from distlab.plan.activations import (
     edge_nbytes,
     forward_transient_tensors,
     layer_kept_tensors,
+    loss_vocab,
     norm_stats_nbytes,
 )
 from distlab.plan.experts import dispatch_buffers, moe_kept_tensors
@@ -175,7 +176,7 @@ class _Sizes:
     forward_transient: tuple[int, ...]
     backward_working: tuple[int, ...]
     output_kept: int                   # the final norm's and the output layer's inputs
-    vocab: int                         # this GPU's vocabulary rows
+    vocab: int                         # the loss's vocabulary columns here (loss_vocab)
     moe_kept: tuple[int, ...] = ()     # what an MoE layer keeps beyond a dense one
     moe_whole: tuple[int, ...] = ()    # the same without recompute
     dispatch: tuple[int, ...] = ()     # an MoE layer's dispatch buffers while it runs
@@ -208,7 +209,7 @@ def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -
     return _Sizes(tokens, with_stats(layout), with_stats(layout.with_(recompute=NONE)),
                   forward_transient_tensors(spec, layout, opt),
                   backward_working_tensors(spec, layout, opt), output,
-                  -(-spec.vocab // layout.tp),
+                  loss_vocab(spec, layout, opt),
                   moe_kept_tensors(spec, layout, opt),
                   moe_kept_tensors(spec, layout.with_(recompute=NONE), opt),
                   dispatch_buffers(spec, layout, d))
