@@ -69,6 +69,7 @@ IGNORED_KEYS = frozenset({
     "transformers_version", "quantization_config", "initializer_range", "use_cache",
     "cache_implementation", "pretraining_tp", "_name_or_path", "auto_map", "architectures",
     "model_type", "tokenizer_class", "max_window_layers", "sliding_window_size",
+    "_attn_implementation_autoset",
     # the router's training signal and its choice rule (the same experts are run)
     "router_aux_loss_coef", "output_router_logits", "norm_topk_prob", "aux_loss_alpha",
     "seq_aux", "scoring_func", "topk_method", "n_group", "topk_group",
@@ -255,10 +256,11 @@ def spec_from_hf_config(config: Mapping[str, Any], *, name: str = "custom",
         fields.update(_experts(kind, config, notes))
     fields.update(_window(kind, config, layers, seq_len))
     if kind.startswith("deepseek"):
+        mtp = ("; its multi-token prediction layer is left out"
+               if config.get("num_nextn_predict_layers") else "")
         notes.append(f"note: {kind}'s multi-head latent attention (q_lora_rank, kv_lora_rank, "
                      f"qk_rope_head_dim, ...) is priced as {heads}-head attention on the {h} "
-                     "width, as the deepseek-v3 preset prices it; its multi-token prediction "
-                     "layer is left out")
+                     f"width, as the deepseek-v3 preset prices it{mtp}")
     if kind in _LEFT_OUT:
         head = fields["head_dim"] or h // heads
         notes.append("note: " + _LEFT_OUT[kind].format(qk=2 * head, h=h, h2=2 * h))
