@@ -200,7 +200,7 @@ FLOORS: dict[str, int] = {
     **dict.fromkeys(("distlab", "_checks", "_lifetime",
                      "_forkserver_guard", "timeline", "fit", "links", "devices", "envinfo",
                      "launch", "launch_demos", "trace", "report", "cli", "clock", "nets", "uneven",
-                     "scratch", "vocabulary", "transformer",
+                     "scratch", "vocabulary", "transformer", "hf_config",
                      "recompute", "gpus", "collective_library", "logs"), 0),
     **dict.fromkeys(("samplers", "collectives", "loading", "transfers", "ddp", "zero",
                      "hogwild", "pipeline_parallel", "tensor_parallel", "moe", "nccl", "rccl"), 1),

@@ -12,7 +12,8 @@ Core (floor 0):
   bandwidth, the error sign (measured vs model), error summaries, size labels, NCCL releases.
 - :mod:`distlab.nets`: the one small model (``mlp``) the labs and benchmarks train.
 - :mod:`distlab.transformer`: the one description of a decoder transformer (``ModelSpec``, its
-  presets, parameters and FLOPs) every model that prices a layer reads;
+  presets, parameters and FLOPs) every model that prices a layer reads; :mod:`distlab.hf_config`:
+  a Hugging Face ``config.json`` read as one (what it assumes or leaves out said in notes);
   :mod:`distlab.recompute`: activation recompute as policies (what a layer keeps, what its
   backward runs again, which tensor-parallel collectives that repeats).
 - :mod:`distlab.gpus`: the one GPU registry (name, aliases, memory, peak per dtype,

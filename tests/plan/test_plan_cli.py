@@ -273,3 +273,20 @@ def test_a_tight_layout_is_marked_and_the_mark_explained(
     assert ("# tight: fits with less than 2.2 GiB to spare, within the memory model's own error\n"
             f"# ({RESERVED_ERROR_P90:.1f}% of the GPU's memory, its held-out p90") in out
     assert f"{RESERVED_ERROR_P90:.1f}" == "2.8"
+
+
+def test_framework_hf_prices_the_gathered_logits(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``--framework hf``: a Hugging Face model under tensor parallelism keeps the whole
+    vocabulary's logits on every rank (Llama 3 8B, tp=8, 4096 tokens: 3.1 GB of fp32 and
+    16-bit logits where the vocabulary-parallel loss keeps an eighth)."""
+    totals = {}
+    for framework in ("default", "hf"):
+        out = tmp_path / f"{framework}.json"
+        assert main(["llama3-8b", "--gpus", "8", "--global-batch", "1", "--seq-len", "4096",
+                     "--layout", "dp=1,tp=8,mb=1", "--framework", framework,
+                     "--json", str(out)]) == 0
+        (only,) = json.loads(out.read_text())["layouts"]
+        totals[framework] = only["memory_bytes"]["total"]
+    capsys.readouterr()
+    assert totals["hf"] - totals["default"] >= 4096 * (128256 - 128256 // 8) * (4 + 2)

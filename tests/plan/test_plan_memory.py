@@ -364,6 +364,10 @@ def test_zero3_gathers_units_and_fsdp_mixed_keeps_16_bit_copies() -> None:
     assert est.gathered == 2 * (out + m.vocab * m.hidden)
     # the states: fp32 shards, Adam's moments from the first step on
     assert est.params == 4 * est.states_held[0] // 4 and est.optimizer == est.states_held[2]
+    # ZeRO 3 under mixed precision (DeepSpeed's): the fp32 master shard beside the 16-bit one
+    mixed = memory_per_gpu(m, lay.with_(precision="mixed"))
+    assert mixed.states_held[2] == 12 * est.states_held[2] // 8
+    assert mixed.optimizer == pytest.approx(mixed.states_held[2], rel=1e-4)
     # DDP with autocast below ZeRO-3: a 16-bit copy of the weights it multiplies, and its
     # bucket buffers (a second copy of the fp32 gradients) from construction
     ddp = memory_per_gpu(m, lay.with_(zero=0))
@@ -372,6 +376,103 @@ def test_zero3_gathers_units_and_fsdp_mixed_keeps_16_bit_copies() -> None:
     assert ddp.gathered > 0 and ddp.comm_buffers == pytest.approx(4 * m.params, rel=1e-4)
     assert memory_per_gpu(m, lay.with_(zero=0, precision="mixed")).gathered == 0
     assert memory_per_gpu(m, Layout(global_batch=2)).comm_buffers == 0
+
+
+STATE_BYTES = [
+    # (precision, ZeRO stage, bytes per parameter of (parameters, gradients, optimizer state),
+    # "N" where that state is sharded over the N data-parallel ranks)
+    # Rajbhandari et al. 2020 (ZeRO), Figure 1 and Section 5.1-5.3: mixed-precision Adam holds
+    # 2 + 2 + K bytes a parameter, K = 12 (fp32 master copy, momentum, variance); P_os shards
+    # the 12, P_os+g the 2 + 12, P_os+g+p all 16
+    ("mixed", 0, (2, 2, 12), ()),
+    ("mixed", 1, (2, 2, 12), ("optimizer",)),
+    ("mixed", 2, (2, 2, 12), ("grads", "optimizer")),
+    ("mixed", 3, (2, 2, 12), ("params", "grads", "optimizer")),
+    # Megatron-LM docs/source/api-guide/dist_optimizer.md, bytes per parameter: bf16
+    # parameters with fp32 gradients 18 without the distributed optimizer, 6 + 12/d with it;
+    # fp32 parameters and gradients 16, and 8 + 8/d
+    ("mixed-fp32-grads", 0, (2, 4, 12), ()),
+    ("mixed-fp32-grads", 1, (2, 4, 12), ("optimizer",)),
+    ("fp32", 0, (4, 4, 8), ()),
+    ("fp32", 1, (4, 4, 8), ("optimizer",)),
+    # torch FSDP2 (torch.distributed.fsdp.fully_shard, MixedPrecisionPolicy): the sharded
+    # parameters keep their fp32 dtype (they are the optimizer's master copy; param_dtype=bf16
+    # is the gathered compute copy only), gradients are sharded in the parameters' dtype, and
+    # Adam's two fp32 moments: 4 + 4 + 8, all sharded
+    ("fsdp-mixed", 3, (4, 4, 8), ("params", "grads", "optimizer")),
+]
+
+
+def _states_held(spec: ModelSpec, layout: Layout) -> tuple[dict[str, int], int]:
+    """What one GPU's step program holds of each state: the parameters and optimizer state
+    when the program ends (the fp32 master copy from the start, Adam's moments from the first
+    step on), the gradients when the first optimizer step begins (every microbatch's reduced,
+    none yet freed); and how many tensors the GPU holds (each shard rounds up by an
+    element)."""
+    from distlab.plan.activations import activation_options as options
+    from distlab.plan.memory_program import ALLOCATED_PARTS
+    from distlab.plan.memory_step import StepOptions, rank_units, step_program
+
+    opt = StepOptions(options(layout, "flash", False, None, 1, False, False))
+    program = step_program(spec, layout, 0, opt, steps=1)
+    start = next(i for i, name in program.phases if name.endswith("optimizer"))
+    live: dict[int, tuple[int, str]] = {}
+    held = {}
+    for i, (handle, nbytes, _, part) in enumerate(program.events):
+        if i == start:
+            held["grads"] = sum(n for n, p in live.values() if p == "grads")
+        if part < 0:
+            live.pop(handle, None)
+        else:
+            live[handle] = (nbytes, ALLOCATED_PARTS[part])
+    for part in ("params", "optimizer"):
+        held[part] = sum(n for n, p in live.values() if p == part)
+    tensors = sum(len(u.tensors) + len(u.expert) for u in rank_units(spec, layout, 0))
+    return held, tensors
+
+
+@pytest.mark.parametrize(("precision", "zero", "nbytes", "sharded"), STATE_BYTES,
+                         ids=[f"{p}-zero{z}" for p, z, _, _ in STATE_BYTES])
+def test_state_bytes_per_parameter_by_precision_and_zero_stage(
+        precision: str, zero: int, nbytes: tuple[int, int, int],
+        sharded: tuple[str, ...]) -> None:
+    """The bytes a GPU holds per parameter of each model state, by precision and ZeRO stage,
+    as the sources in :data:`STATE_BYTES` count them: ZeRO 3 under mixed precision keeps the
+    fp32 master copy (sharded) beside the 16-bit parameters, as stages 1 and 2 do; FSDP2's
+    fp32 parameters are that copy, counted once. Each shard is ``ceil(elements / N)``: up to
+    one element per tensor more than ``P / N``."""
+    spec = ModelSpec("tiny", 2, 64, 4, 128, 16, gated_ffn=True)
+    n = 4
+    layout = Layout(dp=n, zero=zero, global_batch=n, precision=precision)
+    held, tensors = _states_held(spec, layout)
+    for part, per_param in zip(("params", "grads", "optimizer"), nbytes, strict=True):
+        want = spec.params * per_param / (n if part in sharded else 1)
+        assert want <= held[part] <= want + tensors * per_param, (part, held[part], want)
+
+
+def test_gathered_logits_hold_the_whole_vocabulary_on_every_tp_rank() -> None:
+    """A Hugging Face model under tensor parallelism (``vocab_parallel_loss=False``, the
+    ``"hf"`` framework) gathers the logits before the loss: each rank keeps all ``v`` columns
+    of the fp32 logits and the 16-bit ones beside, and backward holds their fp32 gradient,
+    where a vocabulary-parallel loss keeps ``ceil(v / tp)``; without tensor parallelism the
+    two are the same."""
+    from distlab.plan.memory import FRAMEWORKS
+    from distlab.transformer import model_spec
+
+    m = model_spec("llama3-8b", seq_len=4096)
+    lay = Layout(tp=8, sequence_parallel=True, global_batch=1)
+    split = memory_per_gpu(m, lay, sp_saves_gathered=True)
+    hf = memory_per_gpu(m, lay, **FRAMEWORKS["hf"])
+    tokens = m.seq_len
+    assert split.activation_parts.logits == tokens * -(-m.vocab // 8) * (4 + 2)
+    assert hf.activation_parts.logits == tokens * m.vocab * (4 + 2)
+    assert hf.activation_parts.working == tokens * m.vocab * 4     # the logits' fp32 gradient
+    # the replay holds at least the whole fp32 logits and the 16-bit ones more than the split
+    assert hf.allocated - split.allocated >= tokens * (m.vocab - m.vocab // 8) * (4 + 2)
+    bound = memory_lower_bound(m, lay, **FRAMEWORKS["hf"])
+    assert bound <= hf.total and bound > memory_lower_bound(m, lay, sp_saves_gathered=True)
+    one = Layout(global_batch=1)
+    assert memory_per_gpu(m, one, vocab_parallel_loss=False) == memory_per_gpu(m, one)
 
 
 def test_parts_sum_to_the_total_and_fits_reads_the_gpu() -> None:

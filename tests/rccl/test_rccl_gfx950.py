@@ -25,8 +25,9 @@ MIB = 1 << 20
 
 
 def test_the_gfx950_table_is_tuning_model_6_as_read_at_6ade5065() -> None:
-    """Pinned from ``git show 6ade5065:src/graph/tuning.cc`` L341-L382 (docs/research/2026-11-27-rccl.md
-    2.5): hwLat and bwRatio are table 5's; the correction factors and ranges are its own."""
+    """Pinned from ``git show 6ade5065:src/graph/tuning.cc`` L341-L382
+    (docs/research/2026-11-27-rccl.md 2.5): hwLat and bwRatio are table 5's; the correction
+    factors and ranges are its own."""
     t, g = GFX950, RCCL_TABLES["2.26.6"]
     assert (t.arch, t.release, t.rocm) == ("gfx950", "2.26.6", "7.0") and "6ade5065" in t.source
     assert (t.base_lat_us, t.xgmi_lat_us, t.net_lat_us, t.bw_ratio) == \

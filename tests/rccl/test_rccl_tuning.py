@@ -64,8 +64,8 @@ def _ring(release: str, protocol: str, n: int = 8) -> tuple[float, float]:
 @pytest.mark.parametrize(("release", "crossover"), [("2.20.5", 5.90e6), ("2.21.5", 3.87e5)])
 def test_one_node_ll_gives_way_to_simple_where_the_two_estimates_cross(
         release: str, crossover: float) -> None:
-    """docs/research/2026-11-27-rccl.md 2.9: the LL/Simple crossover moved from ~5.9 MB to ~0.39 MB when
-    ROCm 6.3 cut Ring/LL's bandwidth ratio from 0.41 to 0.08."""
+    """docs/research/2026-11-27-rccl.md 2.9: the LL/Simple crossover moved from ~5.9 MB to
+    ~0.39 MB when ROCm 6.3 cut Ring/LL's bandwidth ratio from 0.41 to 0.08."""
     (ll_lat, ll_bw), (s_lat, s_bw) = _ring(release, "LL"), _ring(release, "Simple")
     at = (s_lat - ll_lat) / (1 / (1000 * ll_bw) - 1 / (1000 * s_bw))
     assert at == pytest.approx(crossover, rel=0.01)
@@ -77,8 +77,9 @@ def test_one_node_ll_gives_way_to_simple_where_the_two_estimates_cross(
 
 
 def test_two_nodes_use_the_tree_below_hundreds_of_mib_as_the_research_derived() -> None:
-    """The worked numbers of docs/research/2026-11-27-rccl.md (2 x 8 MI300X, 2.21.5's tables): 64 KiB
-    Tree/LL about 52 us, 16 MiB Tree/Simple about 1.0 ms; rings only from 512 MiB."""
+    """The worked numbers of docs/research/2026-11-27-rccl.md (2 x 8 MI300X, 2.21.5's
+    tables): 64 KiB Tree/LL about 52 us, 16 MiB Tree/Simple about 1.0 ms; rings only from
+    512 MiB."""
     sizes = [64 << 10, 16 << 20, 256 << 20, 512 << 20]
     c64k, c16m, c256m, c512m = rccl_allreduce_choices(2, sizes, release="2.21.5")[0]
     assert (c64k.algorithm, c64k.protocol) == ("tree", "LL")

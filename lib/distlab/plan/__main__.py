@@ -17,7 +17,8 @@ qwen3-235b-a22b, mixtral-8x7b, gpt-oss-120b) or a JSON file of a dict with layer
 heads, kv_heads, ffn_hidden, vocab, seq_len (and optionally head_dim, gated_ffn,
 tied_embeddings, norm, experts, top_k, expert_ffn, ...; without
 gated_ffn the MLP is GPT's two matrices, and a note says so). GPT-3's presets learn positions
-for 2048 tokens: a longer --seq-len is refused.
+for 2048 tokens: a longer --seq-len is refused. A Hugging Face config.json, or the folder
+holding one, is read as its model (distlab.hf_config: what it assumes is said in notes).
 
 Every layout of dp x tp x cp x pp over the GPUs is priced (ZeRO 0/1/3, 1F1B or interleaved
 1F1B, micro-batches 1/2/4, recompute none or full, or what --recompute lists; sequence
@@ -78,8 +79,11 @@ GiB = 2**30
 
 
 def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
-    """The model of ``text`` (a preset or a JSON file); a line for ``notes`` where a JSON file
-    leaves out what decides the parameter count (which MLP)."""
+    """The model of ``text`` (a preset, a JSON file of distlab's fields, or a Hugging Face
+    ``config.json`` or the folder holding one: :mod:`distlab.hf_config`); lines for ``notes``
+    where a file leaves out what decides the parameter count (which MLP) or where a config's
+    reading assumed or left something out."""
+    from distlab.hf_config import is_hf_config, read_hf_config
     from distlab.transformer import PRESETS, model_spec
 
     if text in PRESETS:
@@ -88,9 +92,11 @@ def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
         except ValueError as exc:
             raise UsageError(f"MODEL {text}: {exc}") from None
     path = Path(text)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
     if not path.is_file():
         if path.suffix or os.sep in text or path.exists():
-            what = "is a folder, not a JSON file" if path.is_dir() else "no such file"
+            what = ("is a folder without a config.json" if path.is_dir() else "no such file")
             raise UsageError(f"MODEL {text}: {what}")
         raise UsageError(f"MODEL {text!r} is neither a preset ({', '.join(PRESETS)}) nor a "
                          "JSON file")
@@ -100,6 +106,13 @@ def _model(text: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
         raise UsageError(f"MODEL {text}: not readable JSON ({exc})") from None
     if not isinstance(fields, dict):
         raise UsageError(f"MODEL {text}: the JSON must be an object of the model's fields")
+    if is_hf_config(fields):
+        try:
+            read = read_hf_config(path, seq_len=seq_len)
+        except ValueError as exc:
+            raise UsageError(f"MODEL {text}: {exc}") from None
+        notes += read.notes
+        return read.spec
     fields.setdefault("name", path.stem)
     try:
         spec = model_spec(fields, seq_len=seq_len)
@@ -123,7 +136,8 @@ def _parser() -> options.Parser:
 
     p = options.parser(PROG, __doc__)
     p.add_argument("model", metavar="MODEL",
-                   help=f"a preset ({', '.join(PRESETS)}) or a JSON file of its shape")
+                   help=f"a preset ({', '.join(PRESETS)}), a JSON file of its shape, or a "
+                        "Hugging Face config.json or the folder holding one")
     p.add_argument("--gpu", default="h100",
                    help=f"the GPU: {', '.join(GPU_KINDS)} or "
                         f"{', '.join(a for a, g in gpu_aliases().items() if g in GPU_KINDS)}")
@@ -177,7 +191,9 @@ def _parser() -> options.Parser:
                         "(Megatron-Core's fused SwiGLU, its grouped experts weighting each "
                         "routed row inside it) keeps less than the default, torch (torchtitan: "
                         "sequence parallelism's gathered inputs, torchao's float8 linears' "
-                        "16-bit inputs without tp) more (see distlab.plan.memory.FRAMEWORKS)")
+                        "16-bit inputs without tp) more, hf (a Hugging Face model under tp: "
+                        "the logits gathered, all the vocabulary on every rank) more again "
+                        "(see distlab.plan.memory.FRAMEWORKS)")
     p.add_argument("--expandable-segments", action="store_true",
                    help="price the caching allocator with "
                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (without it, the "

@@ -305,15 +305,18 @@ class ActivationOptions:
     sp_saves_gathered: bool
     moe_weighting: str = "output"
     float8_linear: str = "transformer_engine"
+    vocab_parallel_loss: bool = True
 
 
 def activation_options(layout: Layout, attention: Any, dropout: Any, dtype_bytes: Any,
                        mask_bytes: Any, fused_swiglu: Any, sp_saves_gathered: Any,
                        moe_weighting: Any = "output",
-                       float8_linear: Any = "transformer_engine") -> ActivationOptions:
+                       float8_linear: Any = "transformer_engine",
+                       vocab_parallel_loss: Any = True) -> ActivationOptions:
     """The activation model's choices for ``layout``, each checked (``dtype_bytes`` ``None``:
     4 for ``precision="fp32"``, else 2; ``moe_weighting`` one of :data:`MOE_WEIGHTINGS`,
-    ``float8_linear`` one of :data:`FLOAT8_LINEARS`)."""
+    ``float8_linear`` one of :data:`FLOAT8_LINEARS`; ``vocab_parallel_loss``:
+    :func:`loss_vocab`)."""
     d = (4 if layout.precision == "fp32" else 2) if dtype_bytes is None else check_int(
         "dtype_bytes", dtype_bytes, minimum=1)
     return ActivationOptions(check_choice("attention", attention, ATTENTION),
@@ -322,7 +325,18 @@ def activation_options(layout: Layout, attention: Any, dropout: Any, dtype_bytes
                     check_bool("fused_swiglu", fused_swiglu),
                     check_bool("sp_saves_gathered", sp_saves_gathered),
                     check_choice("moe_weighting", moe_weighting, MOE_WEIGHTINGS),
-                    check_choice("float8_linear", float8_linear, FLOAT8_LINEARS))
+                    check_choice("float8_linear", float8_linear, FLOAT8_LINEARS),
+                    check_bool("vocab_parallel_loss", vocab_parallel_loss))
+
+
+def loss_vocab(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> int:
+    """The vocabulary columns of the logits one GPU holds for the loss: ``ceil(v / tp)`` under
+    a vocabulary-parallel loss (``opt.vocab_parallel_loss``: Megatron-LM's
+    ``vocab_parallel_cross_entropy``, torchtitan's ``loss_parallel``, distlab's), all ``v``
+    where the output layer's logits are gathered onto every tensor-parallel rank first (a
+    Hugging Face model under its ``tp_plan``, whose ``lm_head`` is ``colwise_rep``; torchtitan
+    with ``disable_loss_parallel``). The gather's time is not priced."""
+    return -(-spec.vocab // layout.tp) if opt.vocab_parallel_loss else spec.vocab
 
 
 def linear_input_bytes(layout: Layout, opt: ActivationOptions) -> int:
@@ -452,8 +466,9 @@ def edge_nbytes(spec: ModelSpec, layout: Layout, opt: ActivationOptions) -> tupl
     # the final norm's input; the output layer's input (a column-parallel linear's)
     out_in = sbh * opt.dtype_bytes // (1 if opt.sp_saves_gathered else seq_split)
     output = sbh * opt.dtype_bytes // seq_split + out_in
-    # the loss's fp32 logits over this GPU's vocabulary slice, and the 16-bit logits beside
-    vocab = -(-spec.vocab // tp)
+    # the loss's fp32 logits over this GPU's vocabulary slice (or all of it, gathered), and
+    # the 16-bit logits beside
+    vocab = loss_vocab(spec, layout, opt)
     logits = tokens * vocab * (LOSS_BYTES + (opt.dtype_bytes if opt.dtype_bytes != LOSS_BYTES
                                              else 0))
     return embedding, output, logits

@@ -45,7 +45,8 @@ PRECISIONS: dict[str, tuple[int, int, int]] = {
 """Bytes per parameter of ``(parameter, gradient, optimizer state)`` for Adam:
 
 - ``"mixed"``: 16-bit parameters and gradients, fp32 master copy and two moments (ZeRO's
-  ``2 + 2 + 12``; DeepSpeed);
+  ``2 + 2 + 12``; DeepSpeed), the master copy kept at every ZeRO stage (ZeRO 3 shards it with
+  the rest);
 - ``"mixed-fp32-grads"``: 16-bit parameters, fp32 gradients (accumulated in fp32, Megatron-LM's
   default ``main_grads``), fp32 master copy and moments (``2 + 4 + 12``);
 - ``"fsdp-mixed"``: torch FSDP2 with ``MixedPrecisionPolicy(param_dtype=bf16,

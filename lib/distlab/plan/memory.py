@@ -36,7 +36,8 @@ row-parallel linears' biases (output projection, second MLP linear) and learned 
 embeddings are whole on every GPU of the group (Megatron replicates them; with sequence
 parallelism too, their gradients all-reduced); the vocabulary is divided by ``tp``
 (``VocabParallelEmbedding`` and the column-parallel output layer, padded to ``ceil(v / tp)``
-rows). Key/value heads fewer than ``tp`` are repeated, one head per GPU.
+rows), and so are the loss's logits unless the framework gathers them (``"hf"`` of
+:data:`FRAMEWORKS`). Key/value heads fewer than ``tp`` are repeated, one head per GPU.
 
 ZeRO shards over the ``dp * cp`` ranks that hold the same layers (Megatron-LM's distributed
 optimizer and torchtitan's FSDP mesh both shard over data x context parallel): what each stage
@@ -74,6 +75,7 @@ from distlab.plan.activations import (
     layer_activation_nbytes,
     layer_activation_terms,
     layer_nbytes,
+    loss_vocab,
 )
 from distlab.plan.allocator import OutOfMemory
 from distlab.plan.experts import check_experts, moe_kept_tensors
@@ -120,6 +122,7 @@ FRAMEWORKS: dict[str, dict[str, Any]] = {
     "default": {},
     "megatron": {"fused_swiglu": True, "moe_weighting": "activation"},
     "torch": {"sp_saves_gathered": True, "moe_weighting": "input", "float8_linear": "torchao"},
+    "hf": {"sp_saves_gathered": True, "vocab_parallel_loss": False},
 }
 """What a framework's kernels keep, as :func:`memory_per_gpu`'s keyword arguments
 (``python -m distlab.plan --framework``): ``"default"`` the model's defaults (a SwiGLU of three
@@ -134,11 +137,18 @@ torchtitan runs them, eager: ``parallelize_module``'s ``SequenceParallel`` befor
 the SwiGLU of three ops, the router's scores applied to the routed input
 (``score_before_experts=True``, torchtitan's default), and torchao's float8 linears, which keep
 their 16-bit input without tensor parallelism
-(:data:`~distlab.plan.activations.FLOAT8_LINEARS`). The published Megatron runs are judged with
-the second (:data:`distlab.evidence.plan.published_moe.MEMORY_OPTIONS`)."""
+(:data:`~distlab.plan.activations.FLOAT8_LINEARS`); ``"hf"`` a Hugging Face model under its
+``tp_plan`` (torch's ``parallelize_module`` styles, so the gathered input as ``"torch"``; an
+expert's output weighted after it, as the default), whose output layer gathers the logits
+onto every tensor-parallel rank before the loss: each holds all ``v`` columns of the fp32
+logits and their gradient where Megatron-LM and torchtitan keep ``v / tp``
+(:func:`~distlab.plan.activations.loss_vocab`; the gather's time is not priced). The
+published Megatron runs are judged with the second
+(:data:`distlab.evidence.plan.published_moe.MEMORY_OPTIONS`)."""
 
 BOUND_OPTIONS = ("attention", "dropout", "dtype_bytes", "mask_bytes", "fused_swiglu",
-                 "sp_saves_gathered", "moe_weighting", "float8_linear", "device_bytes")
+                 "sp_saves_gathered", "moe_weighting", "float8_linear", "vocab_parallel_loss",
+                 "device_bytes")
 """:func:`memory_per_gpu`'s keyword arguments :func:`memory_lower_bound` takes too: a bound
 computed without the ones a caller prices with is no bound."""
 
@@ -349,7 +359,7 @@ def _activation_bytes(spec: ModelSpec, layout: Layout, opt: Any, r: int,
     recomputed = layer_nbytes(spec, layout.with_(recompute=NONE), opt)
     emb, out, logits = edge_nbytes(spec, layout, opt)
     logits_grad = (spec.seq_len // layout.cp) * layout.micro_batch \
-        * -(-spec.vocab // layout.tp) * LOSS_BYTES
+        * loss_vocab(spec, layout, opt) * LOSS_BYTES
     split = layers_per_stage(spec.layers, layout.stages)
     last = layout.stages - 1
     moe = [stage_moe_layers(spec, layout, s) if spec.moe else 0 for s in stages]
@@ -377,6 +387,7 @@ def memory_per_rank(model: ModelSpec | str | dict[str, Any], layout: Layout,
                     dropout: bool = False, dtype_bytes: int | None = None, mask_bytes: int = 1,
                     fused_swiglu: bool = False, sp_saves_gathered: bool = False,
                     moe_weighting: str = "output", float8_linear: str = "transformer_engine",
+                    vocab_parallel_loss: bool = True,
                     bucket_mb: float = DEFAULT_BUCKET_MB, prefetch: int = 1,
                     optimizer: str = "fused", expandable_segments: bool = False,
                     device_bytes: int | None = None) -> tuple[MemoryEstimate, ...]:
@@ -386,6 +397,7 @@ def memory_per_rank(model: ModelSpec | str | dict[str, Any], layout: Layout,
                       dtype_bytes=dtype_bytes, mask_bytes=mask_bytes,
                       fused_swiglu=fused_swiglu, sp_saves_gathered=sp_saves_gathered,
                       moe_weighting=moe_weighting, float8_linear=float8_linear,
+                      vocab_parallel_loss=vocab_parallel_loss,
                       bucket_mb=bucket_mb, prefetch=prefetch, optimizer=optimizer,
                       expandable_segments=expandable_segments, device_bytes=device_bytes)
 
@@ -396,6 +408,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
                        fused_swiglu: bool = False, sp_saves_gathered: bool = False,
                        moe_weighting: str = "output",
                        float8_linear: str = "transformer_engine",
+                       vocab_parallel_loss: bool = True,
                        device_bytes: int | None = None) -> int:
     """Bytes the most loaded GPU of ``layout`` holds at least (:attr:`MemoryEstimate.total`
     is never less), without replaying the step: the model states present when a step's loss
@@ -406,7 +419,8 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
     layouts out before :func:`memory_per_gpu` replays the ones that may fit."""
     spec = model_spec(model)
     opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
-                             sp_saves_gathered, moe_weighting, float8_linear)
+                             sp_saves_gathered, moe_weighting, float8_linear,
+                             vocab_parallel_loss)
     check_split(spec, layout, opt.attention)
     check_experts(spec, layout)
     device = (DEVICE_BYTES + communicators(layout) * NCCL_COMMUNICATOR_BYTES
@@ -433,7 +447,7 @@ def memory_lower_bound(model: ModelSpec | str | dict[str, Any], layout: Layout, 
         loss = 0
         if layout.stages - 1 in stages:
             tokens = (spec.seq_len // layout.cp) * layout.micro_batch
-            loss = tokens * -(-spec.vocab // layout.tp) * LOSS_BYTES
+            loss = tokens * loss_vocab(spec, layout, opt) * LOSS_BYTES
         kept = act.layers + act.embedding + act.output
         best = max(best, params + moments + grads + gathered + kept + loss)
     return best + device
@@ -456,7 +470,7 @@ def _candidates(spec: ModelSpec, layout: Layout, opt: Any, holdings: Any) -> tup
 def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | None, *,
                attention: str, dropout: bool, dtype_bytes: int | None, mask_bytes: int,
                fused_swiglu: bool, sp_saves_gathered: bool, moe_weighting: str,
-               float8_linear: str, bucket_mb: float, prefetch: int,
+               float8_linear: str, vocab_parallel_loss: bool, bucket_mb: float, prefetch: int,
                optimizer: str, expandable_segments: bool, device_bytes: int | None
                ) -> tuple[MemoryEstimate, ...]:
     """Every pipeline rank's estimate (``ranks=None``) or only :func:`_candidates`'
@@ -467,7 +481,8 @@ def _estimates(model: Any, layout: Layout, hw: Hardware | None, ranks: str | Non
         check_instance("hw", hw, Hardware)
         check_layout_fits(layout, hw)
     opt = activation_options(layout, attention, dropout, dtype_bytes, mask_bytes, fused_swiglu,
-                             sp_saves_gathered, moe_weighting, float8_linear)
+                             sp_saves_gathered, moe_weighting, float8_linear,
+                             vocab_parallel_loss)
     bucket = check_float("bucket_mb", bucket_mb, minimum=0.0)
     prefetch = check_int("prefetch", prefetch, minimum=0)
     check_choice("optimizer", optimizer, OPTIMIZERS)
@@ -515,6 +530,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
                    dropout: bool = False, dtype_bytes: int | None = None, mask_bytes: int = 1,
                    fused_swiglu: bool = False, sp_saves_gathered: bool = False,
                    moe_weighting: str = "output", float8_linear: str = "transformer_engine",
+                   vocab_parallel_loss: bool = True,
                    bucket_mb: float = DEFAULT_BUCKET_MB, prefetch: int = 1,
                    optimizer: str = "fused", expandable_segments: bool = False,
                    device_bytes: int | None = None) -> MemoryEstimate:
@@ -543,6 +559,11 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
             (:data:`~distlab.plan.activations.FLOAT8_LINEARS`): Transformer Engine's keep an
             8-bit copy of their input, torchao's the 16-bit input unless tensor parallelism
             casts it to float8 before the gather.
+        vocab_parallel_loss: the loss runs on each tensor-parallel rank's slice of the
+            vocabulary (Megatron-LM's, torchtitan's ``loss_parallel``); ``False``: the logits
+            are gathered first and every rank holds all ``v`` columns of them and of their
+            gradient (a Hugging Face model under tensor parallelism;
+            :func:`~distlab.plan.activations.loss_vocab`).
         bucket_mb: MiB of the data-parallel gradient bucket in flight (ZeRO 2).
         prefetch: FSDP units gathered ahead in backward.
         optimizer: AdamW's ``"fused"`` or ``"foreach"`` implementation.
@@ -559,6 +580,7 @@ def memory_per_gpu(model: ModelSpec | str | dict[str, Any], layout: Layout,
                            dropout=dropout, dtype_bytes=dtype_bytes, mask_bytes=mask_bytes,
                            fused_swiglu=fused_swiglu, sp_saves_gathered=sp_saves_gathered,
                            moe_weighting=moe_weighting, float8_linear=float8_linear,
+                           vocab_parallel_loss=vocab_parallel_loss,
                            bucket_mb=bucket_mb, prefetch=prefetch, optimizer=optimizer,
                            expandable_segments=expandable_segments, device_bytes=device_bytes)
     return max(estimates, key=lambda e: e.total)

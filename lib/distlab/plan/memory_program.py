@@ -13,7 +13,8 @@ What one step allocates (the tensors, their sizes and their order), by mechanism
 
 - **States.** Parameters, gradients and optimizer state in the layout's precision
   (:data:`~distlab.plan.layout.PRECISIONS`), sharded as ZeRO says (``zero_memory``); the
-  parameters and (Megatron-LM's) gradient buffer and fp32 master copy exist from the start; Adam's
+  parameters, Megatron-LM's gradient buffer and the fp32 master copy of 16-bit parameters
+  (Megatron-LM's, and DeepSpeed's at every ZeRO stage, 3 included) exist from the start; Adam's
   two moments are created by the first ``optimizer.step`` (torch's AdamW creates them lazily,
   one pair per parameter tensor, in parameter order). A ``"foreach"`` AdamW allocates one fp32
   temporary the size of the GPU's parameters during the step (``torch._foreach_sqrt`` of the
@@ -25,9 +26,10 @@ What one step allocates (the tensors, their sizes and their order), by mechanism
   the root unit (embedding, final norm, output layer) only after the backward. In backward the
   next unit is prefetched; autograd writes the unit's 16-bit gradients, which are copied into
   an fp32 reduce-scatter input (default stream, kept until the next unit's reduce-scatter) and
-  reduced into an output on the reduce-scatter stream that becomes the sharded gradient
-  (``set_to_none`` left none before). Under a pipeline schedule the stage stays gathered and its
-  16-bit gradients accumulate until the last microbatch.
+  reduced into an output on the reduce-scatter stream that becomes the sharded gradient, in
+  the precision's gradient dtype (``set_to_none`` left none before). Under a pipeline
+  schedule the stage stays gathered and its 16-bit gradients accumulate until the last
+  microbatch.
 - **torch DDP with autocast** (ZeRO 0-2 at ``"fsdp-mixed"``): fp32 parameters, autocast's bf16
   copy of every weight a layer multiplies (cached for the forward, then kept by autograd until
   the layer's backward), the residual stream in fp32 (the embedding's output and every sum with

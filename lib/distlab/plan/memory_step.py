@@ -26,6 +26,7 @@ from distlab.plan.activations import (
     edge_nbytes,
     forward_transient_tensors,
     layer_kept_tensors,
+    loss_vocab,
     norm_stats_nbytes,
 )
 from distlab.plan.experts import dispatch_buffers, moe_kept_tensors
@@ -175,7 +176,7 @@ class _Sizes:
     forward_transient: tuple[int, ...]
     backward_working: tuple[int, ...]
     output_kept: int                   # the final norm's and the output layer's inputs
-    vocab: int                         # this GPU's vocabulary rows
+    vocab: int                         # the loss's vocabulary columns here (loss_vocab)
     moe_kept: tuple[int, ...] = ()     # what an MoE layer keeps beyond a dense one
     moe_whole: tuple[int, ...] = ()    # the same without recompute
     dispatch: tuple[int, ...] = ()     # an MoE layer's dispatch buffers while it runs
@@ -208,7 +209,7 @@ def _sizes(spec: ModelSpec, layout: Layout, opt: ActivationOptions, amp: bool) -
     return _Sizes(tokens, with_stats(layout), with_stats(layout.with_(recompute=NONE)),
                   forward_transient_tensors(spec, layout, opt),
                   backward_working_tensors(spec, layout, opt), output,
-                  -(-spec.vocab // layout.tp),
+                  loss_vocab(spec, layout, opt),
                   moe_kept_tensors(spec, layout, opt),
                   moe_kept_tensors(spec, layout.with_(recompute=NONE), opt),
                   dispatch_buffers(spec, layout, d))
@@ -269,10 +270,13 @@ class _Writer:
         if self.style == "megatron":
             p.alloc("grads", (self.shard(dense, z >= 2) + self.shard_expert(experts, z >= 2))
                     * self.g_b)                                              # the grad buffer
-            master = self.o_b - 8
-            if master > 0:
-                p.alloc("optimizer", (self.shard(dense, z >= 1)
-                                      + self.shard_expert(experts, z >= 1)) * master)
+        master = self.o_b - 8       # the optimizer state beyond Adam's two fp32 moments
+        if master > 0:
+            # the fp32 master copy of 16-bit parameters, whichever holds it (Megatron-LM's
+            # optimizer; DeepSpeed's ZeRO 1-3), sharded from ZeRO 1 on; none where the
+            # parameters are fp32 themselves ("fsdp-mixed", "fp32": o_b is the moments' 8)
+            p.alloc("optimizer", (self.shard(dense, z >= 1)
+                                  + self.shard_expert(experts, z >= 1)) * master)
         if self.style == "ddp" and self.n > 1:
             # DDP's bucket buffers: one flat copy of every gradient, from construction
             p.alloc("comm_buffers", total * self.g_b)
@@ -313,13 +317,16 @@ class _Writer:
         self.p.free(self.gathered.pop(unit.name, -1))
 
     def reduce(self, unit: Unit, unsharded_grad: int, pending: list[int]) -> None:
-        """FSDP2's post-backward of ``unit``: copy into the reduce-scatter input, reduce into
-        the output that becomes (or adds to) the sharded gradient."""
+        """FSDP2's post-backward of ``unit``: copy into the fp32 reduce-scatter input, reduce
+        into the output that becomes (or adds to) the sharded gradient, in the sharded
+        parameters' gradient dtype (FSDP2 casts it to the parameter's dtype: fp32 at
+        ``"fsdp-mixed"``; the precision's 16-bit gradient at ``"mixed"``, DeepSpeed ZeRO 3's
+        ``2 + 2 + 12``)."""
         p, el = self.p, unit.elements
         rs_in = p.alloc("comm_buffers", el * 4)
         p.free(unsharded_grad)
         out = p.alloc("grads" if unit.name not in self.grads else "comm_buffers",
-                      self.shard_unit(unit, True) * 4, "reduce_scatter")
+                      self.shard_unit(unit, True) * self.g_b, "reduce_scatter")
         if unit.name not in self.grads:
             self.grads[unit.name] = out
         else:

@@ -8,7 +8,8 @@ RCCL's topology credits it with (``GFX94X_XGMI_WIDTH`` / ``GFX95X_XGMI_WIDTH``, 
 (:mod:`distlab.rccl.execution`) fits what a link moves on published runs instead. Across nodes
 each GPU has one 400 Gb/s NIC (50 GB/s): the model prices ConnectX-7, Broadcom Thor2 and AMD
 Pollara 400 alike, at :data:`~distlab.rccl.execution.NIC_GBPS`, and says which of them a published
-table ran on. Sources are those of ``docs/research/2026-11-27-rccl.md`` section 3 (with its caveats).
+table ran on. Sources are those of ``docs/research/2026-11-27-rccl.md`` section 3 (with its
+caveats).
 Units: GB/s (1e9 bytes per second) per direction unless a name says otherwise.
 """
 

@@ -225,7 +225,8 @@ _ROCM = {"6.2": "2.20.5", "6.3": "2.21.5", "6.4": "2.22.3", "7.0": "2.26.6", "7.
 
 _GFX950_AFTER = ("develop 72996e4d of 2025-10-30 raised gfx950's allreduce LL cutoff from 128 "
                  "to 256 KiB for 2.27.x")
-"""What a gfx950 release newer than 2.26.6 reads differently (docs/research/2026-11-27-rccl.md 2.5)."""
+"""What a gfx950 release newer than 2.26.6 reads differently
+(docs/research/2026-11-27-rccl.md 2.5)."""
 
 
 def check_arch(arch: object) -> str:

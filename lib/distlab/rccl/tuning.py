@@ -26,8 +26,8 @@ RCCL decides in three places, in this order (ROCm/rccl ``src/collectives.cc``,
 
 This is RCCL's *choice*, and its own estimate beside it (:attr:`RcclChoice.estimate_us`,
 ``None`` under MSCCL, which the cost model never prices). The estimate steers the choice and is
-not a run's time (docs/research/2026-11-27-rccl.md: on 2 x 8 MI300X it says 52 us for 64 KiB where a run
-took 241 us): :mod:`.execution` times what it runs.
+not a run's time (docs/research/2026-11-27-rccl.md: on 2 x 8 MI300X it says 52 us for 64 KiB
+where a run took 241 us): :mod:`.execution` times what it runs.
 
 gfx950 (``arch="gfx950"``) reads the same code with RCCL's table 6 (:mod:`.tables`): the same
 latencies and bandwidth ratios, its own correction factors and protocol ranges, the same 48 GB/s
