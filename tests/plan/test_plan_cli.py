@@ -269,7 +269,7 @@ def test_a_tight_layout_is_marked_and_the_mark_explained(
                  "dp=16,tp=2,cp=2,fsdp"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("1 dp16 tp2 cp2 fsdp"))
-    assert "+0.5 tight" in row
+    assert "+0.1 tight" in row
     assert ("# tight: fits with less than 2.2 GiB to spare, within the memory model's own error\n"
             f"# ({RESERVED_ERROR_P90:.1f}% of the GPU's memory, its held-out p90") in out
     assert f"{RESERVED_ERROR_P90:.1f}" == "2.8"

@@ -166,15 +166,15 @@ def test_rank_key_orders_by_step_with_memory_as_a_bounded_tie_break(rows) -> Non
 
 
 def test_a_layout_within_the_memory_models_error_is_tight_and_ranks_after_the_roomy_ones() -> None:
-    """Llama 3 70B on 64 H100s: ``dp16 tp2 cp2 fsdp`` is the fastest that fits, with 0.5 GiB to
+    """Llama 3 70B on 64 H100s: ``dp16 tp2 cp2 fsdp`` is the fastest that fits, with 0.1 GiB to
     spare, less than the memory model's held-out p90 error of the GPU's memory (2.2 GiB): it is
     tight, and ranks after every layout that fits with more to spare, however fast."""
     spec, hw = PRESETS["llama3-70b"], hardware("h100", 64)
     assert tight_margin_bytes(hw) == int(RESERVED_ERROR_P90 / 100 * hw.gpu.memory_bytes)
     assert round(tight_margin_bytes(hw) / GIB, 1) == 2.2
     fast = price(spec, parse_layout("dp=16,tp=2,cp=2,fsdp", global_batch=256), hw)
-    roomy = price(spec, parse_layout("dp=16,tp=4,fsdp", global_batch=256), hw)
-    assert fast.fits and fast.tight and round(fast.headroom_bytes / GIB, 1) == 0.5
+    roomy = price(spec, parse_layout("dp=8,tp=4,cp=2,fsdp", global_batch=256), hw)
+    assert fast.fits and fast.tight and round(fast.headroom_bytes / GIB, 1) == 0.1
     assert roomy.fits and not roomy.tight and fast.step.step_s < roomy.step.step_s
     assert rank([fast, roomy]) == [roomy, fast]
     result = plan(spec, hw, 256, top=8)
