@@ -60,7 +60,7 @@ def test_without_a_gpu_kind_nothing_is_priced(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--tp", "3"], "a degree that splits"),
     (["--attention-tp", "7", "--models", "llama3-8b"], "a divisor of llama3-8b's 32 heads"),
-    (["--gpu", "v100"], "must be one of A100-40GB-SXM"),
+    (["--gpu", "p100"], "must be one of A100-40GB-SXM"),
     (["--backends", "triton"], "comma list of flash, cudnn, efficient, math"),
     (["--models", "gpt5"], "comma list of"),
 ])
