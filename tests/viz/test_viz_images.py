@@ -75,6 +75,14 @@ def test_explorer_follows_workers_and_size() -> None:
     ex.size.value = "3000x2000"
     assert ex.rows[0]["images_per_s"] < small and "JPEG 3000 KB" in ex.summary
     assert layout_problems(ex.figure) == []
+    # the legend sits below the curve's axes, so no measured cost can put points under it
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(ex.figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    ax = ex.figure.axes[0]
+    assert ax.get_legend().get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0
 
 
 def test_explorer_with_shared_cores_names_the_cores() -> None:

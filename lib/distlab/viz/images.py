@@ -200,7 +200,9 @@ class ImagesExplorer(Explorer):
         ax.set_xlabel("worker processes")
         ax.set_ylabel("images / s (model)")
         ax.set_ylim(0, 1.15 * max(r["images_per_s"] for r in self.rows))   # room for the dots
-        ax.legend(fontsize="small", loc="lower right")
+        # below the axes: the curve is measured costs through the model and can pass anywhere
+        # inside (a loaded machine's put 30 points under a legend in the lower right)
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
         ax.set_title(f"{self.size.value}: processes executor", loc="left", fontsize="medium")
         sizes = [pcie_nbytes(p, jpeg_nbytes=max(1, round(nbytes)), width=width, height=height,
                              crop=self.crop) for p in PCIE_PATHS]
