@@ -21,16 +21,13 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from distlab.health.bands import size_class
 from distlab.health.expected import NotPriced, expected
+from distlab.health.rows import RowVerdict
 from distlab.health.setup import Setup
 from distlab.logs.nccl_tests import Row
 from distlab.vocabulary import error_pct, size_label
-
-if TYPE_CHECKING:
-    from distlab.health.verdict import RowVerdict
 
 __all__ = ["EXPLAINS", "FAULTS", "Cause", "Fault", "diagnose"]
 

@@ -9,48 +9,16 @@ slower) and gives each row the verdict of its size class's band (:mod:`.bands`),
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from distlab.health.bands import Band, band
+from distlab.health.bands import band
+from distlab.health.diagnose import Cause, diagnose
 from distlab.health.expected import NotPriced, expected
+from distlab.health.rows import RowVerdict
 from distlab.health.setup import Setup
 from distlab.logs.nccl_tests import NcclTestsRun, Row
 from distlab.vocabulary import error_pct
 
-if TYPE_CHECKING:
-    from distlab.health.diagnose import Cause
-
 __all__ = ["RowVerdict", "RunVerdict", "judge_run"]
-
-
-@dataclass(frozen=True)
-class RowVerdict:
-    """One size: measured and expected time (us), the error (%), its band and verdict, and what
-    NCCL runs there in the model."""
-
-    nbytes: int
-    measured_us: float
-    expected_us: float
-    error_pct: float
-    band: Band
-    verdict: str
-    algorithm: str
-    protocol: str
-
-    @property
-    def expected_low_us(self) -> float:
-        """The slowest time the band calls healthy, us."""
-        return self.expected_us * (1 + self.band.high_pct / 100)
-
-    @property
-    def expected_high_us(self) -> float:
-        """The fastest time the band calls healthy, us."""
-        return self.expected_us * (1 + self.band.low_pct / 100)
-
-    @property
-    def share(self) -> float:
-        """Measured bandwidth over the model's: ``expected / measured`` time (1: as priced)."""
-        return self.expected_us / self.measured_us
 
 
 @dataclass(frozen=True)
@@ -96,8 +64,6 @@ def priced_rows(setup: Setup, collective: str, rows: list[Row]) -> list[RowVerdi
 
 def judge_run(run: NcclTestsRun, setup: Setup, column: str = "out-of-place") -> RunVerdict:
     """``run``'s ``column`` judged under ``setup``, with the diagnosis of its shortfall."""
-    from distlab.health.diagnose import diagnose
-
     rows = rows_of(run, column)
     try:
         verdicts = priced_rows(setup, run.collective, rows)
